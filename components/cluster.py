@@ -1,0 +1,365 @@
+"""The EKS cluster on pulumi-eks: control plane, access entries, system nodes, core add-ons.
+
+The control plane is created with no default node group and no self-managed add-ons; the add-ons
+are EKS managed add-ons at the versions of the bill of materials, ordered so that the CNI,
+kube-proxy and Pod Identity agent exist before the first node joins and CoreDNS and the EBS CSI
+driver come after it. Every in-cluster resource of the platform uses the one Kubernetes provider
+made here from the cluster's kubeconfig.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from components import versions
+from components.catalog import cpu_architecture
+from components.config import ClusterConfig
+from components.iam import pod_identity_trust_policy, role_with_policies, service_trust_policy
+
+CONTROL_PLANE_LOG_TYPES: Final = ("api", "audit", "authenticator")
+CLUSTER_ADMIN_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+SYSTEM_TAINT: Final = {"key": "CriticalAddonsOnly", "value": "true", "effect": "NO_SCHEDULE"}
+SYSTEM_NODE_LABEL: Final = "trainingplatform.io/node-role"
+NODE_POLICIES: Final = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+EBS_CSI_SERVICE_ACCOUNT: Final = "ebs-csi-controller-sa"
+DEFAULT_STORAGE_CLASS: Final = "gp3"
+
+
+def ami_type(instance_types: list[str]) -> str:
+    """EKS managed node group AMI type (AL2023) for instance types of one architecture."""
+    architecture = cpu_architecture(instance_types[0])
+    return "AL2023_ARM_64_STANDARD" if architecture == "arm64" else "AL2023_x86_64_STANDARD"
+
+
+def secrets_key_policy(key_arn: str) -> dict[str, Any]:
+    """Inline policy letting the cluster role use its secrets-encryption key, and only that key."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "EncryptKubernetesSecrets",
+                "Effect": "Allow",
+                "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"],
+                "Resource": key_arn,
+            }
+        ],
+    }
+
+
+def system_launch_template_args(
+    cluster_name: str, root_volume_size_gib: int, tags: dict[str, str]
+) -> dict[str, Any]:
+    """Launch template settings of the system node group.
+
+    IMDSv2 only with a hop limit of 1, so pods cannot reach the node's instance credentials;
+    an encrypted gp3 root volume; the platform's tags on instances and volumes (provider default
+    tags do not reach instances that a node group launches).
+    """
+    return {
+        "metadata_options": {
+            "http_endpoint": "enabled",
+            "http_tokens": "required",
+            "http_put_response_hop_limit": 1,
+        },
+        "block_device_mappings": [
+            {
+                "device_name": "/dev/xvda",
+                "ebs": {
+                    "volume_size": root_volume_size_gib,
+                    "volume_type": "gp3",
+                    "encrypted": "true",
+                    "delete_on_termination": "true",
+                },
+            }
+        ],
+        "tag_specifications": [
+            {"resource_type": kind, "tags": {**tags, "Name": f"{cluster_name}-system"}}
+            for kind in ("instance", "volume")
+        ],
+    }
+
+
+def default_storage_class_manifest() -> dict[str, Any]:
+    """The cluster's default StorageClass: encrypted gp3 through the EBS CSI driver."""
+    return {
+        "metadata": {
+            "name": DEFAULT_STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": "ebs.csi.aws.com",
+        "parameters": {"type": "gp3", "encrypted": "true", "fsType": "ext4"},
+        "reclaim_policy": "Delete",
+        "volume_binding_mode": "WaitForFirstConsumer",
+        "allow_volume_expansion": True,
+    }
+
+
+def api_server_endpoint(kubeconfig_json: str) -> str:
+    """The API server URL written in a kubeconfig."""
+    return str(json.loads(kubeconfig_json)["clusters"][0]["cluster"]["server"])
+
+
+class Cluster(pulumi.ComponentResource):
+    """An EKS cluster ready for platform controllers.
+
+    Outputs: ``name``, ``endpoint``, ``kubeconfig`` (secret), ``oidc_issuer``,
+    ``oidc_provider_arn``, ``cluster_security_group_id``, ``node_security_group_id``,
+    ``secrets_key_arn`` and ``kubernetes_provider``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster: ClusterConfig,
+        vpc_id: pulumi.Input[str],
+        private_subnet_ids: list[pulumi.Input[str]],
+        tags: dict[str, str],
+        protect: bool,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Create the control plane, system nodes and core add-ons.
+
+        Args:
+            name: EKS cluster name, also the prefix of child resource names.
+            cluster: the validated ``platform.cluster`` section.
+            vpc_id: VPC of the cluster.
+            private_subnet_ids: private subnets, one per zone (>= 2 zones); control plane ENIs
+                and system nodes go there, never to public subnets.
+            tags: the platform's required tags, copied onto instances and volumes the system
+                node group launches.
+            protect: protect the cluster and its secrets key from deletion (production).
+            opts: resource options; the AWS provider comes from here.
+        """
+        super().__init__("trainingplatform:index:Cluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        stateful = pulumi.ResourceOptions(parent=self, protect=protect)
+        addon_versions = versions.EKS_ADDONS[cluster.kubernetes_version]
+        self.name = name
+
+        secrets_key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"Encrypts Kubernetes secrets of EKS cluster {name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            opts=stateful,
+        )
+        aws.kms.Alias(
+            f"{name}-secrets",
+            name=f"alias/{name}-eks-secrets",
+            target_key_id=secrets_key.key_id,
+            opts=child,
+        )
+        self.secrets_key_arn = secrets_key.arn
+
+        # EKS writes control-plane logs here; creating the group first sets their retention.
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane",
+            name=f"/aws/eks/{name}/cluster",
+            retention_in_days=cluster.log_retention_days,
+            opts=child,
+        )
+
+        service_role = role_with_policies(
+            f"{name}-cluster",
+            trust_policy=service_trust_policy("eks.amazonaws.com", tag_session=True),
+            managed_policies=["AmazonEKSClusterPolicy"],
+            opts=child,
+        )
+        key_access = aws.iam.RolePolicy(
+            f"{name}-cluster-secrets-key",
+            role=service_role.role.id,
+            policy=secrets_key.arn.apply(lambda arn: json.dumps(secrets_key_policy(arn))),
+            opts=child,
+        )
+
+        endpoint = cluster.endpoint
+        self.eks_cluster = eks.Cluster(
+            name,
+            name=name,
+            version=cluster.kubernetes_version,
+            vpc_id=vpc_id,
+            private_subnet_ids=private_subnet_ids,
+            endpoint_private_access=endpoint.private_access,
+            endpoint_public_access=endpoint.public_access,
+            public_access_cidrs=endpoint.public_access_cidrs if endpoint.public_access else None,
+            authentication_mode=eks.AuthenticationMode.API,
+            encryption_config_key_arn=secrets_key.arn,
+            enabled_cluster_log_types=list(CONTROL_PLANE_LOG_TYPES),
+            service_role=service_role.role,
+            skip_default_node_group=True,
+            node_associate_public_ip_address=False,
+            create_oidc_provider=True,
+            # Add-ons are EKS managed add-ons below, pinned by the bill of materials.
+            bootstrap_self_managed_addons=False,
+            use_default_vpc_cni=True,
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
+            opts=pulumi.ResourceOptions(
+                parent=self, protect=protect, depends_on=[log_group, *service_role.ready, key_access]
+            ),
+        )
+        after_cluster = pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster])
+
+        for index, principal_arn in enumerate(cluster.admin_principal_arns):
+            entry = aws.eks.AccessEntry(
+                f"{name}-admin-{index}",
+                cluster_name=name,
+                principal_arn=principal_arn,
+                type="STANDARD",
+                opts=after_cluster,
+            )
+            aws.eks.AccessPolicyAssociation(
+                f"{name}-admin-{index}",
+                cluster_name=name,
+                principal_arn=principal_arn,
+                policy_arn=CLUSTER_ADMIN_POLICY,
+                access_scope={"type": "cluster"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
+            )
+
+        early_addons = [
+            self._addon(name, "vpc-cni", addon_versions.vpc_cni, after_cluster),
+            self._addon(name, "kube-proxy", addon_versions.kube_proxy, after_cluster),
+            self._addon(
+                name, "eks-pod-identity-agent", addon_versions.pod_identity_agent, after_cluster
+            ),
+        ]
+
+        node_group = self._system_node_group(name, cluster, private_subnet_ids, tags, early_addons)
+        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[node_group])
+        self._addon(name, "coredns", addon_versions.coredns, after_nodes)
+        ebs_role = role_with_policies(
+            f"{name}-ebs-csi",
+            trust_policy=pod_identity_trust_policy(),
+            managed_policies=["service-role/AmazonEBSCSIDriverPolicy"],
+            opts=child,
+        )
+        ebs_addon = self._addon(
+            name,
+            "aws-ebs-csi-driver",
+            addon_versions.ebs_csi_driver,
+            pulumi.ResourceOptions(
+                parent=self, depends_on=[node_group, early_addons[2], *ebs_role.ready]
+            ),
+            pod_identity_associations=[
+                {"role_arn": ebs_role.role.arn, "service_account": EBS_CSI_SERVICE_ACCOUNT}
+            ],
+        )
+
+        kubeconfig_json = self.eks_cluster.kubeconfig_json
+        self.kubeconfig = pulumi.Output.secret(kubeconfig_json)
+        self.endpoint = kubeconfig_json.apply(api_server_endpoint)
+        self.oidc_issuer = self.eks_cluster.oidc_issuer
+        self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
+        self.cluster_security_group_id = self.eks_cluster.cluster_security_group_id
+        self.node_security_group_id = self.eks_cluster.node_security_group_id
+        self.kubernetes_provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=child,
+        )
+        storage_class = default_storage_class_manifest()
+        k8s.storage.v1.StorageClass(
+            f"{name}-{DEFAULT_STORAGE_CLASS}",
+            metadata=storage_class["metadata"],
+            provisioner=storage_class["provisioner"],
+            parameters=storage_class["parameters"],
+            reclaim_policy=storage_class["reclaim_policy"],
+            volume_binding_mode=storage_class["volume_binding_mode"],
+            allow_volume_expansion=storage_class["allow_volume_expansion"],
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=self.kubernetes_provider, depends_on=[ebs_addon]
+            ),
+        )
+        self.register_outputs(
+            {
+                "name": name,
+                "endpoint": self.endpoint,
+                "kubeconfig": self.kubeconfig,
+                "oidcIssuer": self.oidc_issuer,
+                "clusterSecurityGroupId": self.cluster_security_group_id,
+                "nodeSecurityGroupId": self.node_security_group_id,
+            }
+        )
+
+    def _addon(
+        self,
+        cluster_name: str,
+        addon_name: str,
+        version: str,
+        opts: pulumi.ResourceOptions,
+        pod_identity_associations: list[dict[str, Any]] | None = None,
+    ) -> aws.eks.Addon:
+        return aws.eks.Addon(
+            f"{cluster_name}-{addon_name}",
+            cluster_name=cluster_name,
+            addon_name=addon_name,
+            addon_version=version,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            pod_identity_associations=pod_identity_associations,
+            opts=opts,
+        )
+
+    def _system_node_group(
+        self,
+        name: str,
+        cluster: ClusterConfig,
+        private_subnet_ids: list[pulumi.Input[str]],
+        tags: dict[str, str],
+        node_addons: list[aws.eks.Addon],
+    ) -> aws.eks.NodeGroup:
+        child = pulumi.ResourceOptions(parent=self)
+        group = cluster.system_node_group
+        node_role = role_with_policies(
+            f"{name}-system-node",
+            trust_policy=service_trust_policy("ec2.amazonaws.com"),
+            managed_policies=list(NODE_POLICIES),
+            opts=child,
+        )
+        launch_template = aws.ec2.LaunchTemplate(
+            f"{name}-system",
+            description=f"System nodes of EKS cluster {name}",
+            update_default_version=True,
+            **system_launch_template_args(name, group.root_volume_size_gib, tags),
+            opts=child,
+        )
+        return aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=name,
+            node_group_name=f"{name}-system",
+            node_role_arn=node_role.role.arn,
+            subnet_ids=private_subnet_ids,
+            ami_type=ami_type(group.instance_types),
+            capacity_type="ON_DEMAND",
+            instance_types=group.instance_types,
+            scaling_config={
+                "min_size": group.min_size,
+                "desired_size": group.desired_size,
+                "max_size": group.max_size,
+            },
+            update_config={"max_unavailable": 1},
+            launch_template={
+                "id": launch_template.id,
+                "version": launch_template.latest_version.apply(str),
+            },
+            labels={SYSTEM_NODE_LABEL: "system"},
+            taints=[SYSTEM_TAINT],
+            node_repair_config={"enabled": True},
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.eks_cluster, *node_addons, *node_role.ready]
+            ),
+        )

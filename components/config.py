@@ -1,0 +1,584 @@
+"""The one schema of a stack: the structured config key ``platform``, typed and validated once.
+
+Everything a stack can say lives in :class:`PlatformConfig`. Keys are camelCase in the stack file
+(``trainingZone``) and snake_case in Python (``training_zone``). :func:`parse_platform_config`
+turns raw stack data into a frozen model or raises :class:`ConfigError` holding one
+:class:`ConfigProblem` per mistake, each naming the key path, the bad value and what is allowed.
+Nothing is registered before this succeeds.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import types
+import typing
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from components import versions
+from components.catalog import cpu_architecture
+from components.subnets import SubnetPlanError, plan_subnets
+
+CONFIG_KEY: Final = "platform"
+"""The structured Pulumi config key (``<project>:platform``) that holds the whole model."""
+
+LOG_RETENTION_DAYS: Final[tuple[int, ...]] = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+    2922, 3288, 3653,
+)  # fmt: skip
+"""Retention periods CloudWatch Logs accepts (PutRetentionPolicy)."""
+
+REQUIRED_TAG_KEYS: Final = ("owner", "cost-center", "environment")
+"""Tag keys every AWS resource carries (through the AWS provider's default tags)."""
+
+
+# --------------------------------------------------------------------------- value types
+
+
+def _pattern(regex: str, allowed: str) -> Callable[[str], str]:
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError("pattern", allowed)
+        return value
+
+    return check
+
+
+def _ipv4_cidr(value: str) -> str:
+    try:
+        ipaddress.IPv4Network(value, strict=True)
+    except ValueError:
+        raise PydanticCustomError(
+            "cidr", "an IPv4 network in CIDR form with no host bits set, e.g. 10.0.0.0/16"
+        ) from None
+    return value
+
+
+def _retention(value: int) -> int:
+    if value not in LOG_RETENTION_DAYS:
+        raise PydanticCustomError(
+            "retention", "a CloudWatch Logs retention: " + ", ".join(map(str, LOG_RETENTION_DAYS))
+        )
+    return value
+
+
+EnvironmentName = Annotated[
+    str, AfterValidator(_pattern(r"[a-z][a-z0-9-]{0,19}", "lower-case letters, digits and '-', "
+                                 "starting with a letter, at most 20 characters"))
+]  # fmt: skip
+ClusterName = Annotated[
+    str, AfterValidator(_pattern(r"[a-z][a-z0-9-]{0,37}", "lower-case letters, digits and '-', "
+                                 "starting with a letter, at most 38 characters"))
+]  # fmt: skip
+AwsRegion = Annotated[
+    str, AfterValidator(_pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS region name "
+                                 "such as us-west-2"))
+]  # fmt: skip
+AvailabilityZone = Annotated[
+    str, AfterValidator(_pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]",
+                                 "an availability zone name such as us-west-2a"))
+]  # fmt: skip
+AccountId = Annotated[str, AfterValidator(_pattern(r"\d{12}", "a 12-digit AWS account id"))]
+PrincipalArn = Annotated[
+    str, AfterValidator(_pattern(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+",
+                                 "an IAM role or user ARN, arn:aws:iam::<account>:role/<name>"))
+]  # fmt: skip
+InstanceType = Annotated[
+    str, AfterValidator(_pattern(r"[a-z][a-z0-9-]*\.[a-z0-9-]+", "an EC2 instance type such as "
+                                 "m7i.xlarge"))
+]  # fmt: skip
+VpcId = Annotated[str, AfterValidator(_pattern(r"vpc-[0-9a-f]{8,17}", "a VPC id, vpc-<hex>"))]
+SubnetId = Annotated[
+    str, AfterValidator(_pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id, subnet-<hex>"))
+]
+Ipv4Cidr = Annotated[str, AfterValidator(_ipv4_cidr)]
+RetentionDays = Annotated[int, AfterValidator(_retention)]
+TagText = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class StrictModel(BaseModel):
+    """Base of every config section: camelCase keys, unknown keys rejected, immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+# --------------------------------------------------------------------------- sections
+
+
+class TagsConfig(StrictModel):
+    """Tags on every AWS resource, applied as the AWS provider's default tags."""
+
+    owner: TagText = Field(
+        description="Team or person accountable for the platform; tag `owner`. Required."
+    )
+    cost_center: TagText = Field(
+        description="Cost center billed for the platform; tag `cost-center`. Required."
+    )
+    extra: dict[Annotated[str, Field(min_length=1, max_length=128)], TagText] = Field(
+        default_factory=dict,
+        description="Further tags for every resource. Keys must not start with `aws:` nor "
+        "repeat a required tag. Default: none.",
+    )
+
+
+class FlowLogsConfig(StrictModel):
+    """VPC flow logs to CloudWatch Logs."""
+
+    retention_days: RetentionDays = Field(
+        default=90, description="Days CloudWatch keeps flow log records. Default: 90."
+    )
+    traffic_type: Literal["ALL", "ACCEPT", "REJECT"] = Field(
+        default="ALL", description="Which traffic is logged. Default: ALL."
+    )
+
+
+class ExistingVpcConfig(StrictModel):
+    """A VPC and subnets the platform uses instead of creating its own."""
+
+    vpc_id: VpcId = Field(description="Id of the existing VPC. Required.")
+    private_subnet_ids: dict[AvailabilityZone, SubnetId] = Field(
+        description="Private subnet per availability zone (every zone of "
+        "`network.availabilityZones`, and no other). Nodes and pods use them; they get the "
+        "Karpenter discovery and internal load balancer tags. Required."
+    )
+
+
+class NetworkConfig(StrictModel):
+    """The VPC, its subnets and where accelerated capacity lives."""
+
+    availability_zones: list[AvailabilityZone] = Field(
+        min_length=2,
+        description="Zones the cluster spans (at least two, all in `region`). Required.",
+    )
+    training_zone: AvailabilityZone = Field(
+        description="The one zone of `availabilityZones` where EFA node pools, their placement "
+        "groups and the Lustre file system live; EFA traffic does not cross zones. Required."
+    )
+    vpc_cidr: Ipv4Cidr = Field(
+        default="10.0.0.0/16",
+        description="IPv4 CIDR of the VPC (of the existing VPC when `existingVpc` is set). "
+        "Default: 10.0.0.0/16.",
+    )
+    private_subnet_prefix_length: int = Field(
+        default=19,
+        ge=16,
+        le=22,
+        description="Prefix length of each zone's private subnet. Pods take VPC addresses, so "
+        "keep it large: /19 gives 8,187 addresses per zone. Default: 19.",
+    )
+    public_subnet_prefix_length: int = Field(
+        default=24,
+        ge=20,
+        le=28,
+        description="Prefix length of each zone's public subnet (NAT gateways and internet "
+        "load balancers only). Default: 24.",
+    )
+    nat_gateways: Literal["single", "perZone"] = Field(
+        default="perZone",
+        description="`perZone` keeps egress up when a zone fails; `single` costs less. "
+        "Default: perZone.",
+    )
+    flow_logs: FlowLogsConfig = Field(
+        default_factory=FlowLogsConfig, description="VPC flow logs. Default: all traffic, 90 days."
+    )
+    existing_vpc: ExistingVpcConfig | None = Field(
+        default=None,
+        description="Use this VPC and its subnets instead of creating them. Default: create.",
+    )
+
+
+class EndpointAccessConfig(StrictModel):
+    """Who can reach the Kubernetes API server."""
+
+    private_access: bool = Field(
+        default=True, description="API reachable from inside the VPC. Default: true."
+    )
+    public_access: bool = Field(
+        default=False,
+        description="API reachable from the internet, only from `publicAccessCidrs`. "
+        "Default: false.",
+    )
+    public_access_cidrs: list[Ipv4Cidr] = Field(
+        default_factory=list,
+        description="Networks allowed to reach the public endpoint; required when "
+        "`publicAccess` is true, forbidden otherwise. Default: none.",
+    )
+
+
+class SystemNodeGroupConfig(StrictModel):
+    """The small managed node group that runs controllers (tainted CriticalAddonsOnly)."""
+
+    instance_types: list[InstanceType] = Field(
+        default_factory=lambda: ["m7i.xlarge"],
+        min_length=1,
+        description="Instance types, most preferred first. Default: [m7i.xlarge].",
+    )
+    min_size: int = Field(
+        default=2,
+        ge=2,
+        description="Fewest nodes; at least 2 so controllers survive a zone. Default: 2.",
+    )
+    desired_size: int = Field(
+        default=2, ge=2, description="Nodes at creation (min <= desired <= max). Default: 2."
+    )
+    max_size: int = Field(default=4, ge=2, le=100, description="Most nodes. Default: 4.")
+    root_volume_size_gib: int = Field(
+        default=50,
+        alias="rootVolumeSizeGiB",
+        ge=20, le=16384, description="Encrypted gp3 root volume, GiB. Default: 50."
+    )
+
+
+class ClusterConfig(StrictModel):
+    """The EKS control plane and its system node group."""
+
+    kubernetes_version: str = Field(
+        default=versions.DEFAULT_KUBERNETES_VERSION,
+        description="EKS Kubernetes minor version; one the bill of materials pins add-ons "
+        f"for ({', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}). "
+        f"Default: {versions.DEFAULT_KUBERNETES_VERSION}.",
+    )
+    endpoint: EndpointAccessConfig = Field(
+        default_factory=EndpointAccessConfig,
+        description="API server endpoint access. Default: private only.",
+    )
+    admin_principal_arns: list[PrincipalArn] = Field(
+        min_length=1,
+        description="IAM roles or users given cluster-admin through EKS access entries "
+        "(authentication mode API). Required, at least one.",
+    )
+    log_retention_days: RetentionDays = Field(
+        default=90,
+        description="Days CloudWatch keeps control-plane logs (api, audit, authenticator). "
+        "Default: 90.",
+    )
+    system_node_group: SystemNodeGroupConfig = Field(
+        default_factory=SystemNodeGroupConfig,
+        description="Controller nodes. Default: 2 to 4 m7i.xlarge.",
+    )
+
+
+# Sections that later capabilities fill. Until their schema exists, anything put there is an
+# error rather than silently ignored.
+RESERVED_SECTIONS: Final = ("nodePools", "storage", "teams", "scheduling", "trainer", "slurm")
+
+
+def _reserved(value: Any) -> Any:
+    if value not in (None, [], {}):
+        raise PydanticCustomError(
+            "reserved",
+            "nothing yet: this section is reserved for a capability this release does not "
+            "ship; remove it",
+        )
+    return None
+
+
+Reserved = Annotated[Any, AfterValidator(_reserved)]
+
+
+class PlatformConfig(StrictModel):
+    """The whole platform of one stack (config key ``platform``)."""
+
+    environment: EnvironmentName = Field(
+        description="Environment name (dev, staging, prod, ...); tag `environment` and part "
+        "of resource names. Required."
+    )
+    region: AwsRegion = Field(description="AWS region of every resource. Required.")
+    account_id: AccountId = Field(
+        description="AWS account the stack deploys to; ARNs are built from it so the program "
+        "never calls AWS while planning. Required."
+    )
+    cluster_name: ClusterName | None = Field(
+        default=None,
+        description="EKS cluster name, also the Karpenter discovery tag value. "
+        "Default: training-<environment>.",
+    )
+    tags: TagsConfig = Field(description="Required and extra tags. Required.")
+    protect_stateful_resources: bool = Field(
+        default=False,
+        description="Protect stateful resources (the cluster, KMS keys, later file systems "
+        "and buckets) from deletion. Default: false; set true in production.",
+    )
+    network: NetworkConfig = Field(description="VPC and zones. Required.")
+    cluster: ClusterConfig = Field(description="EKS cluster. Required.")
+    node_pools: Reserved = Field(default=None, description="Reserved: accelerator node pools.")
+    storage: Reserved = Field(default=None, description="Reserved: FSx for Lustre and S3.")
+    teams: Reserved = Field(default=None, description="Reserved: team namespaces and quotas.")
+    scheduling: Reserved = Field(default=None, description="Reserved: Volcano and queues.")
+    trainer: Reserved = Field(default=None, description="Reserved: Kubeflow Trainer.")
+    slurm: Reserved = Field(default=None, description="Reserved: Slinky Slurm.")
+
+    @property
+    def name(self) -> str:
+        """The cluster name, also the prefix of every AWS resource name."""
+        return self.cluster_name or f"training-{self.environment}"
+
+    @property
+    def required_tags(self) -> dict[str, str]:
+        """The tags every AWS resource carries: required ones first, then extra."""
+        return {
+            "owner": self.tags.owner,
+            "cost-center": self.tags.cost_center,
+            "environment": self.environment,
+            **self.tags.extra,
+        }
+
+
+# --------------------------------------------------------------------------- errors
+
+_MISSING: Final = object()
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One mistake in a stack file."""
+
+    path: str
+    """Key path from the config root, e.g. ``platform.network.trainingZone``."""
+    value: Any
+    """The value found there (``MISSING`` when the key is absent)."""
+    allowed: str
+    """What would be accepted, in words."""
+
+    def __str__(self) -> str:
+        found = "missing" if self.value is _MISSING else f"got {_show(self.value)}"
+        return f"{self.path}: {found}; allowed: {self.allowed}"
+
+
+class ConfigError(Exception):
+    """A stack file that cannot be deployed; ``problems`` lists every mistake found."""
+
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(problem) for problem in problems))
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_platform_config(raw: Any) -> PlatformConfig:
+    """Validate raw stack data (the value of the ``platform`` key) into a :class:`PlatformConfig`.
+
+    Raises:
+        ConfigError: with every structural problem, or, when the structure is sound, every
+            problem found by the cross-field rules.
+    """
+    if raw is None:
+        raise ConfigError(
+            [ConfigProblem(CONFIG_KEY, _MISSING, "a mapping with the platform settings")]
+        )
+    if not isinstance(raw, dict):
+        raise ConfigError([ConfigProblem(CONFIG_KEY, raw, "a mapping with the platform settings")])
+    try:
+        config = PlatformConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError([_problem_from_pydantic(error) for error in exc.errors()]) from None
+    problems = list(_cross_field_problems(config))
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _problem_from_pydantic(error: Any) -> ConfigProblem:
+    loc: tuple[str | int, ...] = tuple(error["loc"])
+    path = _path(loc)
+    kind = error["type"]
+    if kind == "missing":
+        field = _field_at(loc)
+        description = field.description if field and field.description else "a value"
+        return ConfigProblem(path, _MISSING, description)
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        keys = sorted(f.alias or name for name, f in model.model_fields.items()) if model else []
+        return ConfigProblem(path, error["input"], "one of the keys " + ", ".join(keys))
+    message: str = error["msg"]
+    allowed = message.removeprefix("Input should be ").removeprefix("Value error, ")
+    return ConfigProblem(path, error["input"], allowed)
+
+
+def _path(loc: tuple[str | int, ...]) -> str:
+    text = CONFIG_KEY
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+def _unwrap(annotation: Any) -> Iterator[Any]:
+    """Every class an annotation can hold (through Optional, list, dict, Annotated)."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        yield from _unwrap(typing.get_args(annotation)[0])
+    elif origin in (list, dict, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            yield from _unwrap(arg)
+    else:
+        yield annotation
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[StrictModel] | None:
+    model: type[StrictModel] | None = PlatformConfig
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = _by_alias(model, part)
+        if field is None:
+            # dict keys (zone names) sit in the loc too; stay on the dict's value model
+            continue
+        model = next(
+            (t for t in _unwrap(field.annotation) if isinstance(t, type) and issubclass(t, StrictModel)),
+            None,
+        )
+    return model
+
+
+def _field_at(loc: tuple[str | int, ...]) -> Any:
+    model = _model_at(loc[:-1])
+    last = loc[-1]
+    return _by_alias(model, last) if model is not None and isinstance(last, str) else None
+
+
+def _by_alias(model: type[StrictModel], key: str) -> Any:
+    for name, field in model.model_fields.items():
+        if key in (field.alias, name):
+            return field
+    return None
+
+
+# --------------------------------------------------------------------------- cross-field rules
+
+
+def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    yield from _network_problems(config)
+    yield from _cluster_problems(config.cluster)
+    yield from _tag_problems(config.tags)
+
+
+def _network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    network = config.network
+    zones = network.availability_zones
+    base = f"{CONFIG_KEY}.network"
+    for index, zone in enumerate(zones):
+        if not zone.startswith(config.region) or len(zone) != len(config.region) + 1:
+            yield ConfigProblem(
+                f"{base}.availabilityZones[{index}]", zone, f"a zone of region {config.region}"
+            )
+    duplicates = _duplicates(zones)
+    if duplicates:
+        yield ConfigProblem(f"{base}.availabilityZones", zones, "each zone once")
+    if network.training_zone not in zones:
+        yield ConfigProblem(
+            f"{base}.trainingZone",
+            network.training_zone,
+            "one of the availability zones " + ", ".join(zones),
+        )
+    if network.existing_vpc is not None:
+        given = network.existing_vpc.private_subnet_ids
+        if set(given) != set(zones):
+            yield ConfigProblem(
+                f"{base}.existingVpc.privateSubnetIds",
+                sorted(given),
+                "exactly one subnet for each availability zone " + ", ".join(zones),
+            )
+        if len(set(given.values())) != len(given):
+            yield ConfigProblem(
+                f"{base}.existingVpc.privateSubnetIds", given, "a different subnet per zone"
+            )
+    elif not duplicates:
+        try:
+            plan_subnets(
+                network.vpc_cidr,
+                zones,
+                network.private_subnet_prefix_length,
+                network.public_subnet_prefix_length,
+            )
+        except SubnetPlanError as exc:
+            yield ConfigProblem(
+                f"{base}.vpcCidr",
+                network.vpc_cidr,
+                f"a network large enough for the subnets ({exc}); use a larger VPC CIDR or "
+                "longer subnet prefix lengths",
+            )
+
+
+def _cluster_problems(cluster: ClusterConfig) -> Iterator[ConfigProblem]:
+    base = f"{CONFIG_KEY}.cluster"
+    if cluster.kubernetes_version not in versions.SUPPORTED_KUBERNETES_VERSIONS:
+        yield ConfigProblem(
+            f"{base}.kubernetesVersion",
+            cluster.kubernetes_version,
+            "one of " + ", ".join(versions.SUPPORTED_KUBERNETES_VERSIONS),
+        )
+    endpoint = cluster.endpoint
+    if not endpoint.private_access and not endpoint.public_access:
+        yield ConfigProblem(
+            f"{base}.endpoint.privateAccess", False, "true when publicAccess is false"
+        )
+    if endpoint.public_access and not endpoint.public_access_cidrs:
+        yield ConfigProblem(
+            f"{base}.endpoint.publicAccessCidrs",
+            [],
+            "at least one CIDR when publicAccess is true (the API is never open to everyone "
+            "by default)",
+        )
+    if not endpoint.public_access and endpoint.public_access_cidrs:
+        yield ConfigProblem(
+            f"{base}.endpoint.publicAccessCidrs",
+            endpoint.public_access_cidrs,
+            "none while publicAccess is false",
+        )
+    if _duplicates(cluster.admin_principal_arns):
+        yield ConfigProblem(
+            f"{base}.adminPrincipalArns", cluster.admin_principal_arns, "each ARN once"
+        )
+    group = cluster.system_node_group
+    if not group.min_size <= group.desired_size <= group.max_size:
+        yield ConfigProblem(
+            f"{base}.systemNodeGroup.desiredSize",
+            group.desired_size,
+            f"between minSize ({group.min_size}) and maxSize ({group.max_size})",
+        )
+    if _duplicates(group.instance_types):
+        yield ConfigProblem(
+            f"{base}.systemNodeGroup.instanceTypes", group.instance_types, "each type once"
+        )
+    if len({cpu_architecture(t) for t in group.instance_types}) > 1:
+        yield ConfigProblem(
+            f"{base}.systemNodeGroup.instanceTypes",
+            group.instance_types,
+            "types of one CPU architecture (all x86_64 or all arm64): one AMI type serves them",
+        )
+
+
+def _tag_problems(tags: TagsConfig) -> Iterator[ConfigProblem]:
+    for key in tags.extra:
+        if key.lower().startswith("aws:"):
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.tags.extra.{key}", key, "a key not starting with aws: (reserved)"
+            )
+        elif key in REQUIRED_TAG_KEYS:
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.tags.extra.{key}",
+                key,
+                "a key other than " + ", ".join(REQUIRED_TAG_KEYS) + " (set those above)",
+            )
+
+
+def _duplicates(items: list[str]) -> set[str]:
+    return {item for item, count in Counter(items).items() if count > 1}

@@ -1,0 +1,78 @@
+"""IAM policy documents (pure builders) and the one helper that makes roles from them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+import pulumi
+import pulumi_aws as aws
+
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+"""Service principal that EKS Pod Identity assumes roles as."""
+
+
+def service_trust_policy(service: str, *, tag_session: bool = False) -> dict[str, Any]:
+    """Trust policy letting one AWS service principal assume a role.
+
+    Args:
+        service: service principal, e.g. ``eks.amazonaws.com``.
+        tag_session: also allow ``sts:TagSession`` (EKS and Pod Identity pass session tags).
+            Default false.
+    """
+    actions = ["sts:AssumeRole", "sts:TagSession"] if tag_session else ["sts:AssumeRole"]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": actions}],
+    }
+
+
+def pod_identity_trust_policy() -> dict[str, Any]:
+    """Trust policy for a role that pods receive through EKS Pod Identity."""
+    return service_trust_policy(POD_IDENTITY_PRINCIPAL, tag_session=True)
+
+
+def managed_policy_arn(name: str) -> str:
+    """ARN of an AWS managed policy, e.g. ``AmazonEKSClusterPolicy``."""
+    return f"arn:aws:iam::aws:policy/{name}"
+
+
+class ManagedRole(NamedTuple):
+    """A role and its policy attachments (depend on both before using the role)."""
+
+    role: aws.iam.Role
+    attachments: list[aws.iam.RolePolicyAttachment]
+
+    @property
+    def ready(self) -> list[pulumi.Resource]:
+        """Resources to depend on so that the role exists with all of its policies."""
+        return [self.role, *self.attachments]
+
+
+def role_with_policies(
+    name: str,
+    *,
+    trust_policy: dict[str, Any],
+    managed_policies: list[str],
+    opts: pulumi.ResourceOptions,
+) -> ManagedRole:
+    """An IAM role with AWS managed policies attached as separate attachment resources.
+
+    Args:
+        name: logical name of the role; attachments are named ``<name>-<policy>``.
+        trust_policy: who may assume the role (see :func:`service_trust_policy`).
+        managed_policies: AWS managed policy names (path included, e.g.
+            ``service-role/AmazonEBSCSIDriverPolicy``).
+        opts: options for the role and its attachments (parent, provider).
+    """
+    role = aws.iam.Role(name, assume_role_policy=json.dumps(trust_policy), opts=opts)
+    attachments = [
+        aws.iam.RolePolicyAttachment(
+            f"{name}-{policy.rsplit('/', 1)[-1]}",
+            role=role.name,
+            policy_arn=managed_policy_arn(policy),
+            opts=opts,
+        )
+        for policy in managed_policies
+    ]
+    return ManagedRole(role, attachments)

@@ -1,0 +1,247 @@
+"""The VPC: a private subnet per zone for nodes and pods, public subnets for NAT, flow logs.
+
+Or, with ``existingVpc``, the VPC and subnets a team already has, tagged so that Karpenter and
+internal load balancers find them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.config import NetworkConfig
+from components.iam import service_trust_policy
+from components.subnets import plan_subnets
+
+KARPENTER_DISCOVERY_TAG = "karpenter.sh/discovery"
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
+
+
+def private_subnet_tags(cluster_name: str) -> dict[str, str]:
+    """Tags that make a private subnet usable by Karpenter nodes and internal load balancers."""
+    return {KARPENTER_DISCOVERY_TAG: cluster_name, INTERNAL_ELB_TAG: "1"}
+
+
+def flow_log_policy(log_group_arn: str) -> dict[str, Any]:
+    """IAM policy that lets VPC flow logs write to one log group (and nothing else)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "WriteFlowLogs",
+                "Effect": "Allow",
+                "Action": [
+                    "logs:CreateLogStream",
+                    "logs:PutLogEvents",
+                    "logs:DescribeLogStreams",
+                ],
+                "Resource": [log_group_arn, f"{log_group_arn}:*"],
+            }
+        ],
+    }
+
+
+class Network(pulumi.ComponentResource):
+    """VPC, subnets, NAT, S3 gateway endpoint and flow logs for one platform.
+
+    Outputs: ``vpc_id``, ``private_subnet_ids`` and ``public_subnet_ids`` (zone -> subnet id,
+    in the zone order of the config).
+    """
+
+    vpc_id: pulumi.Output[str]
+    private_subnet_ids: dict[str, pulumi.Output[str]]
+    public_subnet_ids: dict[str, pulumi.Output[str]]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        network: NetworkConfig,
+        region: str,
+        cluster_name: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Create or adopt the network.
+
+        Args:
+            name: logical name prefix of every child resource.
+            network: the validated ``platform.network`` section (zones, CIDRs, NAT mode, flow
+                logs, or an existing VPC).
+            region: AWS region, for the S3 gateway endpoint's service name.
+            cluster_name: EKS cluster name; value of the Karpenter discovery tag on the
+                private subnets.
+            opts: resource options; the AWS provider comes from here.
+        """
+        super().__init__("trainingplatform:index:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.public_subnet_ids = {}
+        if network.existing_vpc is None:
+            self._create(name, network, region, cluster_name, child)
+        else:
+            self.vpc_id = pulumi.Output.from_input(network.existing_vpc.vpc_id)
+            self.private_subnet_ids = {
+                zone: pulumi.Output.from_input(subnet_id)
+                for zone, subnet_id in network.existing_vpc.private_subnet_ids.items()
+            }
+            for zone, subnet_id in network.existing_vpc.private_subnet_ids.items():
+                for key, value in private_subnet_tags(cluster_name).items():
+                    aws.ec2.Tag(
+                        f"{name}-{zone}-{key.replace('/', '-').replace('.', '-')}",
+                        resource_id=subnet_id,
+                        key=key,
+                        value=value,
+                        opts=child,
+                    )
+        self._flow_logs(name, network, cluster_name, child)
+        self.register_outputs(
+            {
+                "vpcId": self.vpc_id,
+                "privateSubnetIds": self.private_subnet_ids,
+                "publicSubnetIds": self.public_subnet_ids,
+            }
+        )
+
+    def _create(
+        self,
+        name: str,
+        network: NetworkConfig,
+        region: str,
+        cluster_name: str,
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        plan = plan_subnets(
+            network.vpc_cidr,
+            network.availability_zones,
+            network.private_subnet_prefix_length,
+            network.public_subnet_prefix_length,
+        )
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=network.vpc_cidr,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags={"Name": cluster_name},
+            opts=child,
+        )
+        self.vpc_id = vpc.id
+        gateway = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=vpc.id, tags={"Name": cluster_name}, opts=child
+        )
+        public_routes = aws.ec2.RouteTable(
+            f"{name}-public",
+            vpc_id=vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
+            tags={"Name": f"{cluster_name}-public"},
+            opts=child,
+        )
+        private_route_tables: list[aws.ec2.RouteTable] = []
+        nat_ids: list[pulumi.Output[str]] = []
+        self.private_subnet_ids = {}
+        for index, zone_plan in enumerate(plan):
+            zone = zone_plan.zone
+            public = aws.ec2.Subnet(
+                f"{name}-public-{zone}",
+                vpc_id=vpc.id,
+                cidr_block=zone_plan.public_cidr,
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags={"Name": f"{cluster_name}-public-{zone}", PUBLIC_ELB_TAG: "1"},
+                opts=child,
+            )
+            self.public_subnet_ids[zone] = public.id
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{zone}",
+                subnet_id=public.id,
+                route_table_id=public_routes.id,
+                opts=child,
+            )
+            if network.nat_gateways == "perZone" or index == 0:
+                address = aws.ec2.Eip(
+                    f"{name}-nat-{zone}",
+                    domain="vpc",
+                    tags={"Name": f"{cluster_name}-nat-{zone}"},
+                    opts=child,
+                )
+                nat = aws.ec2.NatGateway(
+                    f"{name}-nat-{zone}",
+                    allocation_id=address.id,
+                    subnet_id=public.id,
+                    tags={"Name": f"{cluster_name}-{zone}"},
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
+                )
+                nat_ids.append(nat.id)
+            private = aws.ec2.Subnet(
+                f"{name}-private-{zone}",
+                vpc_id=vpc.id,
+                cidr_block=zone_plan.private_cidr,
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags={"Name": f"{cluster_name}-private-{zone}", **private_subnet_tags(cluster_name)},
+                opts=child,
+            )
+            self.private_subnet_ids[zone] = private.id
+            routes = aws.ec2.RouteTable(
+                f"{name}-private-{zone}",
+                vpc_id=vpc.id,
+                routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat_ids[-1]}],
+                tags={"Name": f"{cluster_name}-private-{zone}"},
+                opts=child,
+            )
+            private_route_tables.append(routes)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{zone}",
+                subnet_id=private.id,
+                route_table_id=routes.id,
+                opts=child,
+            )
+        # Datasets and checkpoints move between nodes and S3 without paying NAT per GB.
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=vpc.id,
+            service_name=f"com.amazonaws.{region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[table.id for table in private_route_tables],
+            tags={"Name": f"{cluster_name}-s3"},
+            opts=child,
+        )
+
+    def _flow_logs(
+        self,
+        name: str,
+        network: NetworkConfig,
+        cluster_name: str,
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-flow-logs",
+            name=f"/aws/vpc/{cluster_name}/flow-logs",
+            retention_in_days=network.flow_logs.retention_days,
+            opts=child,
+        )
+        role = aws.iam.Role(
+            f"{name}-flow-logs",
+            assume_role_policy=pulumi.Output.json_dumps(
+                service_trust_policy("vpc-flow-logs.amazonaws.com")
+            ),
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-flow-logs",
+            role=role.id,
+            policy=log_group.arn.apply(lambda arn: json.dumps(flow_log_policy(arn))),
+            opts=child,
+        )
+        aws.ec2.FlowLog(
+            f"{name}-flow-logs",
+            vpc_id=self.vpc_id,
+            traffic_type=network.flow_logs.traffic_type,
+            log_destination_type="cloud-watch-logs",
+            log_destination=log_group.arn,
+            iam_role_arn=role.arn,
+            max_aggregation_interval=60,
+            opts=child,
+        )

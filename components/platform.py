@@ -1,0 +1,89 @@
+"""TrainingPlatform: the composition of every component of one stack, and the program entry."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from components.cluster import Cluster
+from components.config import CONFIG_KEY, ConfigError, PlatformConfig, parse_platform_config
+from components.network import Network
+
+
+class TrainingPlatform(pulumi.ComponentResource):
+    """Everything one stack deploys, wired from one validated :class:`PlatformConfig`.
+
+    Attributes ``aws_provider``, ``network`` and ``cluster`` give later components (and tests)
+    the pieces to wire to; ``cluster.kubernetes_provider`` is the provider of every in-cluster
+    resource.
+    """
+
+    def __init__(
+        self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        """Build the platform.
+
+        Args:
+            name: logical name of the platform component (the stack's environment).
+            config: the validated stack configuration; nothing here reads Pulumi config.
+            opts: resource options of the component.
+        """
+        super().__init__("trainingplatform:index:TrainingPlatform", name, None, opts)
+        # Default tags are applied by the provider, so every AWS resource carries them and
+        # policies can see them on the provider.
+        self.aws_provider = aws.Provider(
+            "aws",
+            region=config.region,
+            allowed_account_ids=[config.account_id],
+            default_tags={"tags": {**config.required_tags, "managed-by": "pulumi"}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        with_aws = pulumi.ResourceOptions(parent=self, providers={"aws": self.aws_provider})
+        self.network = Network(
+            "network",
+            network=config.network,
+            region=config.region,
+            cluster_name=config.name,
+            opts=with_aws,
+        )
+        zones = config.network.availability_zones
+        self.cluster = Cluster(
+            config.name,
+            cluster=config.cluster,
+            vpc_id=self.network.vpc_id,
+            private_subnet_ids=[self.network.private_subnet_ids[zone] for zone in zones],
+            tags=config.required_tags,
+            protect=config.protect_stateful_resources,
+            opts=with_aws,
+        )
+        self.register_outputs({})
+
+
+def load_config() -> PlatformConfig:
+    """Read and validate the stack's ``platform`` config key.
+
+    Raises:
+        pulumi.RunError: with one line per problem, so the CLI prints no traceback.
+    """
+    raw = pulumi.Config().get_object(CONFIG_KEY)
+    try:
+        return parse_platform_config(raw)
+    except ConfigError as exc:
+        raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
+
+
+def deploy() -> TrainingPlatform:
+    """The Pulumi program: validate config, build the platform, export its outputs."""
+    config = load_config()
+    platform = TrainingPlatform(config.environment, config)
+    cluster = platform.cluster
+    pulumi.export("clusterName", cluster.name)
+    pulumi.export("endpoint", cluster.endpoint)
+    pulumi.export("kubeconfig", cluster.kubeconfig)
+    pulumi.export("oidcIssuer", cluster.oidc_issuer)
+    pulumi.export("clusterSecurityGroupId", cluster.cluster_security_group_id)
+    pulumi.export("nodeSecurityGroupId", cluster.node_security_group_id)
+    pulumi.export("vpcId", platform.network.vpc_id)
+    pulumi.export("privateSubnetIds", platform.network.private_subnet_ids)
+    pulumi.export("trainingZone", config.network.training_zone)
+    return platform

@@ -1,0 +1,288 @@
+"""Run the real Pulumi program under the SDK's mock engine and record every registration.
+
+The recording monitor sees each ``RegisterResource`` request exactly as the engine would: type,
+name, parent, provider, dependencies, ``protect`` and the inputs under their engine (camelCase)
+names, which are what a CrossGuard policy receives.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import mocks
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from synth.stackfile import StackFile
+
+UNKNOWN: Final = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+"""The engine's marker for a value not known until deployment (kept as-is in records)."""
+SECRET_MARK: Final = "[secret]"
+"""What a secret input becomes in the records."""
+
+_SIG: Final = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG: Final = "1b47061264138c4ac30d75fd1eb44270"
+_RESOURCE_REF_SIG: Final = "5cf8f73096256a8f31e491e813e4eb8e"
+_OUTPUT_SIG: Final = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
+
+
+@dataclass(frozen=True)
+class ResourceRecord:
+    """One registered resource, in the shape written to ``resources.json``."""
+
+    type: str
+    name: str
+    urn: str
+    parent: str | None
+    provider: str | None
+    providers: dict[str, str]
+    dependencies: list[str]
+    protect: bool
+    custom: bool
+    inputs: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of this record.
+
+        Beyond the engine's fields, ``providers`` (package -> provider URN, what a component
+        passes to its children) and ``custom`` (false for components) are kept.
+        """
+        return {
+            "type": self.type,
+            "name": self.name,
+            "urn": self.urn,
+            "parent": self.parent,
+            "provider": self.provider,
+            "providers": self.providers,
+            "dependencies": self.dependencies,
+            "protect": self.protect,
+            "custom": self.custom,
+            "inputs": self.inputs,
+        }
+
+
+@dataclass
+class SynthRun:
+    """What one synthesis produced."""
+
+    stack: str
+    records: list[ResourceRecord] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+def plain_value(value: Any) -> Any:
+    """Turn a value decoded from the wire into plain JSON.
+
+    Secrets become :data:`SECRET_MARK`, resource references their URN, and integral floats
+    (every number crosses the wire as a double) integers again.
+    """
+    if isinstance(value, dict):
+        signature = value.get(_SIG)
+        if signature == _SECRET_SIG:
+            return SECRET_MARK
+        if signature == _RESOURCE_REF_SIG:
+            return value.get("urn")
+        if signature == _OUTPUT_SIG:
+            if value.get("secret"):
+                return SECRET_MARK
+            return plain_value(value["value"]) if "value" in value else UNKNOWN
+        return {key: plain_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain_value(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _provider_urn(reference: str) -> str | None:
+    # A provider reference is "<urn>::<id>".
+    return reference.rsplit("::", 1)[0] if reference else None
+
+
+class RecordingMonitor(mocks.MockMonitor):
+    """A mock monitor that records registrations and declines resource references.
+
+    Declining the ``resourceReferences`` feature keeps remote components (pulumi-eks) from
+    rehydrating resources on another thread, which makes mocked runs fail or hang.
+    """
+
+    def __init__(self, mock_engine: mocks.Mocks) -> None:
+        super().__init__(mock_engine)
+        self.records: list[ResourceRecord] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        if request.type != "pulumi:pulumi:Stack":
+            raw_inputs = json_format.MessageToDict(request.object, preserving_proto_field_name=True)
+            self.records.append(
+                ResourceRecord(
+                    type=request.type,
+                    name=request.name,
+                    urn=self.make_urn(request.parent, request.type, request.name),
+                    parent=request.parent or None,
+                    provider=_provider_urn(request.provider),
+                    providers={
+                        package: urn
+                        for package, reference in sorted(request.providers.items())
+                        if (urn := _provider_urn(reference))
+                    },
+                    dependencies=sorted(set(request.dependencies)),
+                    protect=bool(request.protect),
+                    custom=bool(request.custom),
+                    inputs=plain_value(raw_inputs),
+                )
+            )
+        return super().RegisterResource(request)
+
+    def SupportsFeature(self, request: Any) -> Any:  # noqa: N802
+        if request.id == "resourceReferences":
+            return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
+        return super().SupportsFeature(request)
+
+    def GetDeploymentInfo(self, request: Any) -> Any:  # noqa: N802
+        info = super().GetDeploymentInfo(request)
+        features = [
+            feature
+            for feature in info.supportedFeatures
+            if feature != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES
+        ]
+        return resource_pb2.DeploymentInfo(supportedFeatures=features)
+
+
+class PlatformMocks(mocks.Mocks):
+    """Deterministic stand-ins for what AWS and pulumi-eks would compute.
+
+    Every computed output the program reads is returned (ids, ARNs, names, kubeconfig), since an
+    output the mock leaves out silently drops every input built from it.
+    """
+
+    _ID_PREFIXES: Final = {
+        "aws:ec2/vpc:Vpc": "vpc-",
+        "aws:ec2/subnet:Subnet": "subnet-",
+        "aws:ec2/internetGateway:InternetGateway": "igw-",
+        "aws:ec2/natGateway:NatGateway": "nat-",
+        "aws:ec2/eip:Eip": "eipalloc-",
+        "aws:ec2/routeTable:RouteTable": "rtb-",
+        "aws:ec2/routeTableAssociation:RouteTableAssociation": "rtbassoc-",
+        "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce-",
+        "aws:ec2/flowLog:FlowLog": "fl-",
+        "aws:ec2/securityGroup:SecurityGroup": "sg-",
+        "aws:ec2/launchTemplate:LaunchTemplate": "lt-",
+        "aws:ec2/placementGroup:PlacementGroup": "pg-",
+    }
+
+    def __init__(self, region: str, account_id: str) -> None:
+        self.region = region
+        self.account_id = account_id
+
+    def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        raise RuntimeError(
+            f"the program called {args.token}; it must not call data sources (the stack states "
+            "what it needs, so planning works offline)"
+        )
+
+    def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        digest = hashlib.sha256(f"{args.typ}/{args.name}".encode()).hexdigest()
+        outputs = dict(args.inputs)
+        if args.typ == "eks:index:Cluster":
+            outputs.update(self._cluster_outputs(args.inputs.get("name") or args.name, digest))
+            return None, outputs
+        if not args.custom:
+            return None, outputs
+        resource_id = self._ID_PREFIXES.get(args.typ, f"{args.name}-") + digest[:17]
+        outputs.setdefault("name", f"{args.name}-{digest[:7]}")
+        outputs["id"] = resource_id
+        if args.typ.startswith("aws:"):
+            outputs.update(self._aws_outputs(args.typ, outputs, resource_id, digest))
+        return resource_id, outputs
+
+    def _aws_outputs(
+        self, typ: str, outputs: dict[str, Any], resource_id: str, digest: str
+    ) -> dict[str, Any]:
+        module = typ.split(":")[1].split("/")[0]
+        region, account = self.region, self.account_id
+        name = outputs["name"]
+        if module == "iam":
+            kind = typ.split(":")[2].lower()
+            return {"arn": f"arn:aws:iam::{account}:{kind}/{name}", "uniqueId": digest[:21]}
+        if typ == "aws:kms/key:Key":
+            key_id = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+            return {"keyId": key_id, "arn": f"arn:aws:kms:{region}:{account}:key/{key_id}"}
+        if typ == "aws:cloudwatch/logGroup:LogGroup":
+            return {"arn": f"arn:aws:logs:{region}:{account}:log-group:{name}"}
+        if typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            return {
+                "latestVersion": 1,
+                "arn": f"arn:aws:ec2:{region}:{account}:launch-template/{resource_id}",
+            }
+        service = {"cloudwatch": "events"}.get(module, module)
+        kind = typ.split(":")[2][0].lower() + typ.split(":")[2][1:]
+        return {"arn": f"arn:aws:{service}:{region}:{account}:{kind}/{resource_id}"}
+
+    def _cluster_outputs(self, cluster_name: str, digest: str) -> dict[str, Any]:
+        issuer = f"https://oidc.eks.{self.region}.amazonaws.com/id/{digest[:32].upper()}"
+        server = f"https://{digest[:32].upper()}.gr7.{self.region}.eks.amazonaws.com"
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": cluster_name, "cluster": {"server": server}}],
+            "contexts": [{"name": "aws", "context": {"cluster": cluster_name, "user": "aws"}}],
+            "current-context": "aws",
+            "users": [{"name": "aws", "user": {}}],
+        }
+        return {
+            "kubeconfig": kubeconfig,
+            "kubeconfigJson": json.dumps(kubeconfig),
+            "oidcIssuer": issuer.removeprefix("https://"),
+            "oidcProviderUrl": issuer,
+            "oidcProviderArn": (
+                f"arn:aws:iam::{self.account_id}:oidc-provider/{issuer.removeprefix('https://')}"
+            ),
+            "clusterSecurityGroupId": f"sg-{digest[:17]}",
+            "nodeSecurityGroupId": f"sg-{digest[17:34]}",
+        }
+
+
+def synthesize(
+    stack_file: StackFile,
+    program: Callable[[], Any],
+    *,
+    region: str,
+    account_id: str,
+) -> SynthRun:
+    """Run ``program`` under mocks with the stack's config and return what it registered.
+
+    Each run gets a fresh context, so several stacks can be synthesized in one process.
+
+    Args:
+        stack_file: the stack's config (secure values already replaced).
+        program: the Pulumi program (``components.platform.deploy``).
+        region: region the mocks build ARNs in.
+        account_id: account the mocks build ARNs in.
+    """
+    return contextvars.Context().run(_synthesize, stack_file, program, region, account_id)
+
+
+def _synthesize(
+    stack_file: StackFile, program: Callable[[], Any], region: str, account_id: str
+) -> SynthRun:
+    monitor = RecordingMonitor(PlatformMocks(region=region, account_id=account_id))
+    pulumi.runtime.set_mocks(
+        monitor.mocks,
+        project=stack_file.project,
+        stack=stack_file.stack,
+        preview=False,
+        monitor=monitor,
+    )
+    pulumi.runtime.set_all_config(stack_file.engine_config(), stack_file.secret_keys)
+    run = SynthRun(stack=stack_file.stack)
+    _sync_await(run_pulumi_func(program))
+    run.records = list(monitor.records)
+    return run

@@ -1,0 +1,55 @@
+"""One stack, end to end: load, validate, synthesize, write. Shared by the CLI and the tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from components.config import ConfigError, PlatformConfig, parse_platform_config
+from components.platform import deploy
+from synth.engine import ResourceRecord, synthesize
+from synth.output import WrittenStack, summary, write_stack
+from synth.stackfile import StackFile, StackFileError, load_stack
+
+
+class InvalidStack(Exception):
+    """A stack that cannot be synthesized because of its files; ``lines`` are for the user."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class StackResult:
+    """Everything one synthesis produced."""
+
+    stack: str
+    config: PlatformConfig
+    records: list[ResourceRecord]
+    written: WrittenStack
+    summary: str
+
+
+def validated(stack_file: StackFile) -> PlatformConfig:
+    """The stack's validated platform config, or :class:`InvalidStack` with one line a problem."""
+    try:
+        return parse_platform_config(stack_file.platform)
+    except ConfigError as exc:
+        raise InvalidStack([str(problem) for problem in exc.problems]) from None
+
+
+def synthesize_stack(stack: str, out: Path) -> StackResult:
+    """Validate the stack file, run the program under mocks and write ``out/<stack>/``.
+
+    Raises:
+        InvalidStack: the stack or project file is missing or invalid; nothing was registered.
+    """
+    try:
+        stack_file = load_stack(stack)
+    except StackFileError as exc:
+        raise InvalidStack([str(exc)]) from None
+    config = validated(stack_file)
+    run = synthesize(stack_file, deploy, region=config.region, account_id=config.account_id)
+    written = write_stack(run.records, out / stack)
+    return StackResult(stack, config, run.records, written, summary(stack, written, run.records))
