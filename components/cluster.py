@@ -10,6 +10,7 @@ made here from the cluster's kubeconfig.
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any, Final
 
 import pulumi
@@ -141,6 +142,7 @@ class Cluster(pulumi.ComponentResource):
                 node group launches.
             protect: protect the cluster and its secrets key from deletion (production).
             opts: resource options; the AWS provider comes from here.
+
         """
         super().__init__("trainingplatform:index:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -207,7 +209,9 @@ class Cluster(pulumi.ComponentResource):
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
             opts=pulumi.ResourceOptions(
-                parent=self, protect=protect, depends_on=[log_group, *service_role.ready, key_access]
+                parent=self,
+                protect=protect,
+                depends_on=[log_group, *service_role.ready, key_access],
             ),
         )
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster])
@@ -254,12 +258,16 @@ class Cluster(pulumi.ComponentResource):
                 parent=self, depends_on=[node_group, early_addons[2], *ebs_role.ready]
             ),
             pod_identity_associations=[
-                {"role_arn": ebs_role.role.arn, "service_account": EBS_CSI_SERVICE_ACCOUNT}
+                aws.eks.AddonPodIdentityAssociationArgs(
+                    role_arn=ebs_role.role.arn, service_account=EBS_CSI_SERVICE_ACCOUNT
+                )
             ],
         )
 
         kubeconfig_json = self.eks_cluster.kubeconfig_json
-        self.kubeconfig = pulumi.Output.secret(kubeconfig_json)
+        self.kubeconfig: pulumi.Output[str] = typing.cast(
+            pulumi.Output[str], pulumi.Output.secret(kubeconfig_json)
+        )
         self.endpoint = kubeconfig_json.apply(api_server_endpoint)
         self.oidc_issuer = self.eks_cluster.oidc_issuer
         self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
@@ -301,7 +309,7 @@ class Cluster(pulumi.ComponentResource):
         addon_name: str,
         version: str,
         opts: pulumi.ResourceOptions,
-        pod_identity_associations: list[dict[str, Any]] | None = None,
+        pod_identity_associations: list[aws.eks.AddonPodIdentityAssociationArgs] | None = None,
     ) -> aws.eks.Addon:
         return aws.eks.Addon(
             f"{cluster_name}-{addon_name}",
@@ -346,19 +354,19 @@ class Cluster(pulumi.ComponentResource):
             ami_type=ami_type(group.instance_types),
             capacity_type="ON_DEMAND",
             instance_types=group.instance_types,
-            scaling_config={
-                "min_size": group.min_size,
-                "desired_size": group.desired_size,
-                "max_size": group.max_size,
-            },
-            update_config={"max_unavailable": 1},
-            launch_template={
-                "id": launch_template.id,
-                "version": launch_template.latest_version.apply(str),
-            },
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=group.min_size,
+                desired_size=group.desired_size,
+                max_size=group.max_size,
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=launch_template.id,
+                version=launch_template.latest_version.apply(str),
+            ),
             labels={SYSTEM_NODE_LABEL: "system"},
-            taints=[SYSTEM_TAINT],
-            node_repair_config={"enabled": True},
+            taints=[aws.eks.NodeGroupTaintArgs(**SYSTEM_TAINT)],
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[self.eks_cluster, *node_addons, *node_role.ready]
             ),

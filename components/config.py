@@ -237,7 +237,9 @@ class SystemNodeGroupConfig(StrictModel):
     root_volume_size_gib: int = Field(
         default=50,
         alias="rootVolumeSizeGiB",
-        ge=20, le=16384, description="Encrypted gp3 root volume, GiB. Default: 50."
+        ge=20,
+        le=16384,
+        description="Encrypted gp3 root volume, GiB. Default: 50.",
     )
 
 
@@ -379,6 +381,7 @@ def parse_platform_config(raw: Any) -> PlatformConfig:
     Raises:
         ConfigError: with every structural problem, or, when the structure is sound, every
             problem found by the cross-field rules.
+
     """
     if raw is None:
         raise ConfigError(
@@ -442,7 +445,11 @@ def _model_at(loc: tuple[str | int, ...]) -> type[StrictModel] | None:
             # dict keys (zone names) sit in the loc too; stay on the dict's value model
             continue
         model = next(
-            (t for t in _unwrap(field.annotation) if isinstance(t, type) and issubclass(t, StrictModel)),
+            (
+                t
+                for t in _unwrap(field.annotation)
+                if isinstance(t, type) and issubclass(t, StrictModel)
+            ),
             None,
         )
     return model

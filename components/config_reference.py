@@ -68,7 +68,7 @@ def _type_name(annotation: Any) -> str:
         return f"list of {_type_name(args[0])}"
     if origin is dict:
         return f"map of {_type_name(args[0])} to {_type_name(args[1])}"
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
+    if origin in (typing.Union, __import__("types").UnionType):
         named = [_type_name(arg) for arg in args if arg is not type(None)]
         return " or ".join(named) + (" (optional)" if type(None) in args else "")
     if isinstance(annotation, type) and issubclass(annotation, StrictModel):

@@ -19,6 +19,7 @@ def service_trust_policy(service: str, *, tag_session: bool = False) -> dict[str
         service: service principal, e.g. ``eks.amazonaws.com``.
         tag_session: also allow ``sts:TagSession`` (EKS and Pod Identity pass session tags).
             Default false.
+
     """
     actions = ["sts:AssumeRole", "sts:TagSession"] if tag_session else ["sts:AssumeRole"]
     return {
@@ -64,6 +65,7 @@ def role_with_policies(
         managed_policies: AWS managed policy names (path included, e.g.
             ``service-role/AmazonEBSCSIDriverPolicy``).
         opts: options for the role and its attachments (parent, provider).
+
     """
     role = aws.iam.Role(name, assume_role_policy=json.dumps(trust_policy), opts=opts)
     attachments = [

@@ -75,6 +75,7 @@ class Network(pulumi.ComponentResource):
             cluster_name: EKS cluster name; value of the Karpenter discovery tag on the
                 private subnets.
             opts: resource options; the AWS provider comes from here.
+
         """
         super().__init__("trainingplatform:index:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -180,7 +181,10 @@ class Network(pulumi.ComponentResource):
                 cidr_block=zone_plan.private_cidr,
                 availability_zone=zone,
                 map_public_ip_on_launch=False,
-                tags={"Name": f"{cluster_name}-private-{zone}", **private_subnet_tags(cluster_name)},
+                tags={
+                    "Name": f"{cluster_name}-private-{zone}",
+                    **private_subnet_tags(cluster_name),
+                },
                 opts=child,
             )
             self.private_subnet_ids[zone] = private.id

@@ -27,6 +27,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             name: logical name of the platform component (the stack's environment).
             config: the validated stack configuration; nothing here reads Pulumi config.
             opts: resource options of the component.
+
         """
         super().__init__("trainingplatform:index:TrainingPlatform", name, None, opts)
         # Default tags are applied by the provider, so every AWS resource carries them and
@@ -64,6 +65,7 @@ def load_config() -> PlatformConfig:
 
     Raises:
         pulumi.RunError: with one line per problem, so the CLI prints no traceback.
+
     """
     raw = pulumi.Config().get_object(CONFIG_KEY)
     try:

@@ -46,6 +46,7 @@ def plan_subnets(
 
     Raises:
         SubnetPlanError: when the subnets do not fit, with the numbers that do not add up.
+
     """
     network = ipaddress.IPv4Network(vpc_cidr, strict=True)
     for length in (private_prefix_length, public_prefix_length):

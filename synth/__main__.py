@@ -11,8 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from components.config_reference import render_reference
 from synth.run import InvalidStack, synthesize_stack
-from synth.stackfile import stack_names
+from synth.stackfile import REPOSITORY_ROOT, stack_names
 
 DEFAULT_OUT = Path("build/synth")
 
@@ -21,8 +22,6 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["reference"]:
-        from components.config_reference import render_reference
-
         print(render_reference(), end="")
         return 0
     parser = argparse.ArgumentParser(
@@ -33,14 +32,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stacks", nargs="*", help="stack names (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--all", action="store_true", help="synthesize every stack")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        default=REPOSITORY_ROOT,
+        help="directory with Pulumi.yaml and its stack files (default: this repository)",
+    )
     options = parser.parse_args(args)
-    stacks: list[str] = stack_names() if options.all else options.stacks
+    stacks: list[str] = stack_names(options.project_dir) if options.all else options.stacks
     if not stacks:
         parser.error("name a stack or pass --all")
     status = 0
     for stack in stacks:
         try:
-            result = synthesize_stack(stack, options.out)
+            result = synthesize_stack(stack, options.out, options.project_dir)
         except InvalidStack as exc:
             for line in exc.lines:
                 print(f"{stack}: {line}", file=sys.stderr)

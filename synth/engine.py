@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import heapq
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -119,6 +120,7 @@ class RecordingMonitor(mocks.MockMonitor):
         self.records: list[ResourceRecord] = []
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        """Record the request, then let the stock mock monitor answer it."""
         if request.type != "pulumi:pulumi:Stack":
             raw_inputs = json_format.MessageToDict(request.object, preserving_proto_field_name=True)
             self.records.append(
@@ -142,11 +144,13 @@ class RecordingMonitor(mocks.MockMonitor):
         return super().RegisterResource(request)
 
     def SupportsFeature(self, request: Any) -> Any:  # noqa: N802
+        """Answer as the stock monitor does, but without resource references."""
         if request.id == "resourceReferences":
             return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
         return super().SupportsFeature(request)
 
     def GetDeploymentInfo(self, request: Any) -> Any:  # noqa: N802
+        """List the stock monitor's features minus resource references."""
         info = super().GetDeploymentInfo(request)
         features = [
             feature
@@ -183,12 +187,14 @@ class PlatformMocks(mocks.Mocks):
         self.account_id = account_id
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        """Refuse every data source call: the program must plan without asking AWS."""
         raise RuntimeError(
             f"the program called {args.token}; it must not call data sources (the stack states "
             "what it needs, so planning works offline)"
         )
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        """Echo the inputs and add the computed outputs the real provider would return."""
         digest = hashlib.sha256(f"{args.typ}/{args.name}".encode()).hexdigest()
         outputs = dict(args.inputs)
         if args.typ == "eks:index:Cluster":
@@ -206,7 +212,7 @@ class PlatformMocks(mocks.Mocks):
     def _aws_outputs(
         self, typ: str, outputs: dict[str, Any], resource_id: str, digest: str
     ) -> dict[str, Any]:
-        module = typ.split(":")[1].split("/")[0]
+        module = typ.split(":")[1].split("/", maxsplit=1)[0]
         region, account = self.region, self.account_id
         name = outputs["name"]
         if module == "iam":
@@ -266,6 +272,7 @@ def synthesize(
         program: the Pulumi program (``components.platform.deploy``).
         region: region the mocks build ARNs in.
         account_id: account the mocks build ARNs in.
+
     """
     return contextvars.Context().run(_synthesize, stack_file, program, region, account_id)
 
@@ -284,5 +291,41 @@ def _synthesize(
     pulumi.runtime.set_all_config(stack_file.engine_config(), stack_file.secret_keys)
     run = SynthRun(stack=stack_file.stack)
     _sync_await(run_pulumi_func(program))
-    run.records = list(monitor.records)
+    run.records = dependency_order(monitor.records)
     return run
+
+
+def dependency_order(records: list[ResourceRecord]) -> list[ResourceRecord]:
+    """Records sorted so that parents, providers and dependencies come first.
+
+    The SDK registers resources from several threads, so arrival order varies between runs;
+    this order does not: among resources whose prerequisites are all placed, the smallest URN
+    goes next.
+    """
+    by_urn = {record.urn: record for record in records}
+    waiting_on = {
+        record.urn: {
+            urn
+            for urn in (record.parent, record.provider, *record.dependencies)
+            if urn in by_urn and urn != record.urn
+        }
+        for record in records
+    }
+    dependents: dict[str, list[str]] = {urn: [] for urn in by_urn}
+    for urn, prerequisites in waiting_on.items():
+        for prerequisite in prerequisites:
+            dependents[prerequisite].append(urn)
+    ready = [urn for urn, prerequisites in waiting_on.items() if not prerequisites]
+    heapq.heapify(ready)
+    ordered: list[ResourceRecord] = []
+    while ready:
+        urn = heapq.heappop(ready)
+        ordered.append(by_urn[urn])
+        for dependent in dependents[urn]:
+            waiting_on[dependent].discard(urn)
+            if not waiting_on[dependent]:
+                heapq.heappush(ready, dependent)
+    if len(ordered) != len(records):
+        cycle = sorted(urn for urn, left in waiting_on.items() if left)
+        raise ValueError(f"dependency cycle among {cycle}")
+    return ordered

@@ -31,9 +31,7 @@ class WrittenStack:
 def is_kubernetes_object(record: ResourceRecord) -> bool:
     """True for a Kubernetes object the stack creates itself (core kind or custom resource)."""
     return (
-        record.custom
-        and record.type.startswith("kubernetes:")
-        and record.type not in _NOT_OBJECTS
+        record.custom and record.type.startswith("kubernetes:") and record.type not in _NOT_OBJECTS
     )
 
 

@@ -9,7 +9,7 @@ from components.config import ConfigError, PlatformConfig, parse_platform_config
 from components.platform import deploy
 from synth.engine import ResourceRecord, synthesize
 from synth.output import WrittenStack, summary, write_stack
-from synth.stackfile import StackFile, StackFileError, load_stack
+from synth.stackfile import REPOSITORY_ROOT, StackFile, StackFileError, load_stack
 
 
 class InvalidStack(Exception):
@@ -39,14 +39,20 @@ def validated(stack_file: StackFile) -> PlatformConfig:
         raise InvalidStack([str(problem) for problem in exc.problems]) from None
 
 
-def synthesize_stack(stack: str, out: Path) -> StackResult:
+def synthesize_stack(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> StackResult:
     """Validate the stack file, run the program under mocks and write ``out/<stack>/``.
+
+    Args:
+        stack: stack name (``Pulumi.<stack>.yaml`` in the project's stack config directory).
+        out: output root; this stack's files go to ``out/<stack>/``.
+        root: directory holding ``Pulumi.yaml`` (default: this repository).
 
     Raises:
         InvalidStack: the stack or project file is missing or invalid; nothing was registered.
+
     """
     try:
-        stack_file = load_stack(stack)
+        stack_file = load_stack(stack, root)
     except StackFileError as exc:
         raise InvalidStack([str(exc)]) from None
     config = validated(stack_file)

@@ -58,7 +58,9 @@ def project_settings(root: Path = REPOSITORY_ROOT) -> tuple[str, Path]:
 def stack_names(root: Path = REPOSITORY_ROOT) -> list[str]:
     """Every stack that has a ``Pulumi.<stack>.yaml`` file, sorted."""
     _, stacks_dir = project_settings(root)
-    return sorted(path.name[len("Pulumi.") : -len(".yaml")] for path in stacks_dir.glob("Pulumi.*.yaml"))
+    return sorted(
+        path.name[len("Pulumi.") : -len(".yaml")] for path in stacks_dir.glob("Pulumi.*.yaml")
+    )
 
 
 def load_stack(stack: str, root: Path = REPOSITORY_ROOT) -> StackFile:
@@ -79,6 +81,7 @@ def stack_from_document(project: str, stack: str, document: Any, source: str) ->
         stack: stack name.
         document: the parsed YAML (a mapping with a ``config`` mapping).
         source: where the document came from, for error messages.
+
     """
     if document is None:
         document = {}

@@ -1,0 +1,94 @@
+"""Shared fixtures: synthesized stacks, mocked program runs, and the upstream reference data."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.config import PlatformConfig, parse_platform_config
+from components.platform import deploy
+from synth.engine import ResourceRecord, synthesize
+from synth.run import StackResult, synthesize_stack
+from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack, stack_names
+
+REFERENCE_ENV = "TRAINING_PLATFORM_REFERENCE_DIR"
+REQUIRE_ENV = "TRAINING_PLATFORM_REQUIRE_REFERENCE"
+STACKS = stack_names()
+
+
+def reference_root() -> Path:
+    """Where the upstream CRD schemas and chart values are read from."""
+    return Path(os.environ.get(REFERENCE_ENV, REPOSITORY_ROOT.parent / "shared")).resolve()
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    """The reference data directory; skips (or, under .ci/run, fails) when it is absent."""
+    root = reference_root()
+    if not (root / "crds").is_dir() or not (root / "charts").is_dir():
+        message = (
+            f"upstream reference data not found at {root} (needs crds/ and charts/); set "
+            f"{REFERENCE_ENV} to its location (see README, 'Reference data')"
+        )
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return root
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StackResult]:
+    """Every stack in stacks/, synthesized once per test session."""
+    out = tmp_path_factory.mktemp("synth")
+    return {stack: synthesize_stack(stack, out) for stack in STACKS}
+
+
+class ProgramRun:
+    """Records of one mocked program run, with lookups for assertions."""
+
+    def __init__(self, records: list[ResourceRecord]) -> None:
+        self.records = records
+
+    def of_type(self, resource_type: str) -> list[ResourceRecord]:
+        return [record for record in self.records if record.type == resource_type]
+
+    def one(self, resource_type: str, name_contains: str = "") -> ResourceRecord:
+        found = [r for r in self.of_type(resource_type) if name_contains in r.name]
+        assert len(found) == 1, f"expected one {resource_type} named *{name_contains}*: {found}"
+        return found[0]
+
+    def by_urn(self, urn: str) -> ResourceRecord:
+        return next(record for record in self.records if record.urn == urn)
+
+
+def stack_data(stack: str) -> dict[str, Any]:
+    """A deep copy of a stack's raw ``platform`` value, to mutate in tests."""
+    return copy.deepcopy(load_stack(stack).platform)
+
+
+@pytest.fixture
+def run_platform() -> Callable[..., ProgramRun]:
+    """Run the real program under mocks with a (possibly modified) stack's platform config."""
+
+    def run(platform: dict[str, Any], stack: str = "dev") -> ProgramRun:
+        base = load_stack(stack)
+        config = dict(base.config)
+        config[f"{base.project}:platform"] = platform
+        stack_file = StackFile(base.project, stack, config, base.secret_keys)
+        parsed: PlatformConfig = parse_platform_config(platform)
+        result = synthesize(stack_file, deploy, region=parsed.region, account_id=parsed.account_id)
+        return ProgramRun(result.records)
+
+    return run
+
+
+@pytest.fixture(params=STACKS)
+def stack_result(
+    request: pytest.FixtureRequest, synthesized: dict[str, StackResult]
+) -> Iterator[StackResult]:
+    yield synthesized[request.param]

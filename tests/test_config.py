@@ -1,0 +1,268 @@
+"""Stack configuration: every stack loads, and bad input names the key, the value and the fix."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from components import versions
+from components.config import ConfigError, parse_platform_config
+from components.platform import deploy
+from synth.engine import synthesize
+from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack
+from tests.conftest import STACKS, stack_data
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+
+    return mutate
+
+
+def _delete(path: str) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        del node[last]
+
+    return mutate
+
+
+def _both(*mutations: Mutation) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        for mutation in mutations:
+            mutation(data)
+
+    return mutate
+
+
+# (id, mutation of the dev stack, key path in the message, words of the allowed text)
+INVALID: list[tuple[str, Mutation, str, str]] = [
+    ("training zone not a cluster zone", _set("network.trainingZone", "us-west-2c"),
+     "platform.network.trainingZone", "one of the availability zones us-west-2a, us-west-2b"),
+    ("zone of another region", _set("network.availabilityZones", ["us-west-2a", "us-east-1b"]),
+     "platform.network.availabilityZones[1]", "a zone of region us-west-2"),
+    ("single zone", _set("network.availabilityZones", ["us-west-2a"]),
+     "platform.network.availabilityZones", "at least 2 items"),
+    ("duplicate zones", _set("network.availabilityZones", ["us-west-2a", "us-west-2a"]),
+     "platform.network.availabilityZones", "each zone once"),
+    ("malformed CIDR", _set("network.vpcCidr", "10.10.0.0/33"),
+     "platform.network.vpcCidr", "IPv4 network in CIDR form"),
+    ("CIDR with host bits", _set("network.vpcCidr", "10.10.0.1/16"),
+     "platform.network.vpcCidr", "no host bits set"),
+    ("subnets do not fit the CIDR", _set("network.vpcCidr", "10.10.0.0/18"),
+     "platform.network.vpcCidr", "2 public /24 subnets do not fit in 10.10.0.0/18"),
+    ("private subnets too small for pods", _set("network.privateSubnetPrefixLength", 24),
+     "platform.network.privateSubnetPrefixLength", "less than or equal to 22"),
+    ("unknown NAT mode", _set("network.natGateways", "none"),
+     "platform.network.natGateways", "'single' or 'perZone'"),
+    ("flow log retention CloudWatch rejects", _set("network.flowLogs.retentionDays", 10),
+     "platform.network.flowLogs.retentionDays", "a CloudWatch Logs retention: 1, 3, 5, 7, 14"),
+    ("existing VPC missing a zone's subnet",
+     _set("network.existingVpc", {"vpcId": "vpc-0123456789abcdef0",
+                                  "privateSubnetIds": {"us-west-2a": "subnet-0123456789abcdef0"}}),
+     "platform.network.existingVpc.privateSubnetIds",
+     "exactly one subnet for each availability zone us-west-2a, us-west-2b"),
+    ("existing VPC with a malformed id",
+     _set("network.existingVpc", {"vpcId": "my-vpc", "privateSubnetIds": {}}),
+     "platform.network.existingVpc.vpcId", "a VPC id, vpc-<hex>"),
+    ("unsupported Kubernetes version", _set("cluster.kubernetesVersion", "1.29"),
+     "platform.cluster.kubernetesVersion", "one of " + ", ".join(versions.SUPPORTED_KUBERNETES_VERSIONS)),
+    ("public endpoint without CIDRs", _set("cluster.endpoint.publicAccessCidrs", []),
+     "platform.cluster.endpoint.publicAccessCidrs", "at least one CIDR when publicAccess is true"),
+    ("CIDRs for a private endpoint", _set("cluster.endpoint.publicAccess", False),
+     "platform.cluster.endpoint.publicAccessCidrs", "none while publicAccess is false"),
+    ("no endpoint at all",
+     _both(_set("cluster.endpoint", {"privateAccess": False, "publicAccess": False})),
+     "platform.cluster.endpoint.privateAccess", "true when publicAccess is false"),
+    ("admin that is not an IAM ARN", _set("cluster.adminPrincipalArns", ["admin@example.com"]),
+     "platform.cluster.adminPrincipalArns[0]", "an IAM role or user ARN"),
+    ("no admin", _set("cluster.adminPrincipalArns", []),
+     "platform.cluster.adminPrincipalArns", "at least 1 item"),
+    ("duplicate admins",
+     _set("cluster.adminPrincipalArns", ["arn:aws:iam::111122223333:role/A"] * 2),
+     "platform.cluster.adminPrincipalArns", "each ARN once"),
+    ("desired size above max", _set("cluster.systemNodeGroup.desiredSize", 9),
+     "platform.cluster.systemNodeGroup.desiredSize", "between minSize (2) and maxSize (3)"),
+    ("system group in one node", _set("cluster.systemNodeGroup.minSize", 1),
+     "platform.cluster.systemNodeGroup.minSize", "greater than or equal to 2"),
+    ("mixed CPU architectures", _set("cluster.systemNodeGroup.instanceTypes", ["m7i.large", "m7g.large"]),
+     "platform.cluster.systemNodeGroup.instanceTypes", "one CPU architecture"),
+    ("misspelt key", _set("cluster.kubernetesVerison", "1.34"),
+     "platform.cluster.kubernetesVerison", "one of the keys adminPrincipalArns, endpoint, kubernetesVersion"),
+    ("missing required tag", _delete("tags.costCenter"),
+     "platform.tags.costCenter", "Cost center billed for the platform"),
+    ("reserved AWS tag key", _set("tags.extra", {"aws:created-by": "me"}),
+     "platform.tags.extra.aws:created-by", "a key not starting with aws:"),
+    ("required tag repeated in extra", _set("tags.extra", {"owner": "someone-else"}),
+     "platform.tags.extra.owner", "a key other than owner, cost-center, environment"),
+    ("account id with letters", _set("accountId", "1111-2222-3333"),
+     "platform.accountId", "a 12-digit AWS account id"),
+    ("environment with capitals", _set("environment", "Dev"),
+     "platform.environment", "lower-case letters"),
+    ("region that does not exist in form", _set("region", "uswest2"),
+     "platform.region", "an AWS region name such as us-west-2"),
+    ("reserved section filled too early", _set("nodePools", [{"name": "p5"}]),
+     "platform.nodePools", "reserved for a capability this release does not ship"),
+    ("boolean given as text", _set("protectStatefulResources", "maybe"),
+     "platform.protectStatefulResources", "a valid boolean"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_file_loads(stack: str) -> None:
+    config = parse_platform_config(load_stack(stack).platform)
+    assert config.environment == stack
+    assert config.network.training_zone in config.network.availability_zones
+
+
+@pytest.mark.parametrize(
+    ("mutation", "path", "allowed"),
+    [pytest.param(m, p, a, id=i) for i, m, p, a in INVALID],
+)
+def test_invalid_configuration_names_key_value_and_allowed(
+    mutation: Mutation, path: str, allowed: str
+) -> None:
+    data = stack_data("dev")
+    mutation(data)
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    lines = [str(problem) for problem in caught.value.problems]
+    matching = [line for line in lines if line.startswith(f"{path}: ")]
+    assert matching, f"no problem at {path}: {lines}"
+    assert any(allowed in line for line in matching), matching
+    assert all("\n" not in line for line in lines)
+    assert all(("got " in line or "missing" in line) and "allowed: " in line for line in lines)
+
+
+def test_invalid_cases_are_distinct() -> None:
+    assert len({path + allowed for _, _, path, allowed in INVALID}) == len(INVALID) >= 15
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    data = stack_data("dev")
+    data["network"]["trainingZone"] = "us-west-2c"
+    data["cluster"]["kubernetesVersion"] = "1.20"
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    paths = {problem.path for problem in caught.value.problems}
+    assert {"platform.network.trainingZone", "platform.cluster.kubernetesVersion"} <= paths
+
+
+def test_missing_platform_key_is_reported() -> None:
+    with pytest.raises(ConfigError, match=r"^platform: missing"):
+        parse_platform_config(None)
+
+
+def test_defaults_fill_optional_sections() -> None:
+    data = stack_data("dev")
+    for key in ("protectStatefulResources", "tags"):
+        data.pop(key, None)
+    data["tags"] = {"owner": "a", "costCenter": "b"}
+    data["network"] = {
+        "availabilityZones": ["us-west-2a", "us-west-2b"],
+        "trainingZone": "us-west-2a",
+    }
+    data["cluster"] = {"adminPrincipalArns": ["arn:aws:iam::111122223333:role/A"]}
+    config = parse_platform_config(data)
+    assert config.protect_stateful_resources is False
+    assert config.network.nat_gateways == "perZone"
+    assert config.network.private_subnet_prefix_length == 19
+    assert config.cluster.kubernetes_version == versions.DEFAULT_KUBERNETES_VERSION
+    assert config.cluster.endpoint.public_access is False
+    assert config.cluster.endpoint.private_access is True
+    assert config.name == "training-dev"
+    assert config.required_tags == {"owner": "a", "cost-center": "b", "environment": "dev"}
+
+
+def test_program_with_invalid_config_registers_nothing() -> None:
+    base = load_stack("dev")
+    data = stack_data("dev")
+    data["network"]["trainingZone"] = "us-west-2z"
+    config = dict(base.config)
+    config[f"{base.project}:platform"] = data
+    failures: list[str] = []
+
+    def program() -> None:
+        try:
+            deploy()
+        except pulumi.RunError as exc:
+            failures.append(str(exc))
+
+    run = synthesize(
+        StackFile(base.project, "dev", config, []),
+        program,
+        region="us-west-2",
+        account_id="111122223333",
+    )
+    assert run.records == []
+    assert len(failures) == 1
+    assert 'platform.network.trainingZone: got "us-west-2z"' in failures[0]
+    assert "Traceback" not in failures[0]
+
+
+def _project_with(tmp_path: Path, stack: str, platform: Any) -> Path:
+    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "stacks").mkdir()
+    document = {"config": {"eks-training-platform:platform": platform}}
+    (tmp_path / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
+    return tmp_path
+
+
+def test_cli_rejects_bad_stack_with_one_line_per_problem(tmp_path: Path) -> None:
+    data = stack_data("dev")
+    data["network"]["trainingZone"] = "us-west-2z"
+    data["cluster"]["kubernetesVersion"] = "1.20"
+    project = _project_with(tmp_path, "broken", data)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "synth", "broken", "--project-dir", str(project), "--out", str(out)],
+        cwd=REPOSITORY_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        'broken: platform.network.trainingZone: got "us-west-2z"; allowed: one of the '
+        "availability zones us-west-2a, us-west-2b",
+        'broken: platform.cluster.kubernetesVersion: got "1.20"; allowed: one of '
+        + ", ".join(versions.SUPPORTED_KUBERNETES_VERSIONS),
+    ]
+    assert "Traceback" not in result.stderr
+    assert not (out / "broken").exists()
+
+
+def test_cli_reports_unreadable_stack_file(tmp_path: Path) -> None:
+    project = _project_with(tmp_path, "broken", {})
+    (project / "stacks" / "Pulumi.broken.yaml").write_text("config: [unclosed\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "synth", "broken", "--project-dir", str(project)],
+        cwd=REPOSITORY_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "not valid YAML" in result.stderr
+    assert "Traceback" not in result.stderr
