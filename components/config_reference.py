@@ -76,3 +76,10 @@ def _type_name(annotation: Any) -> str:
     if annotation is Any:
         return "reserved"
     return {str: "string", int: "integer", bool: "boolean"}.get(annotation, str(annotation))
+
+
+def update_readme(readme: str) -> str:
+    """``readme`` with the text between the markers replaced by the current reference."""
+    start = readme.index(BEGIN_MARKER)
+    end = readme.index(END_MARKER) + len(END_MARKER)
+    return readme[:start] + render_reference().rstrip("\n") + readme[end:]

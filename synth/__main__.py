@@ -1,4 +1,4 @@
-"""Offline synthesis: ``python -m synth <stack>... | --all [--out DIR]``, or ``reference``.
+"""Offline synthesis: ``python -m synth <stack>... | --all [--out DIR]``, or ``reference [--write]``.
 
 Runs the real program under Pulumi's mock engine with each stack file's config and writes what
 the stack would create (see README, "Offline synthesis"). Exit status: 0 on success, 2 on an
@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from components.config_reference import render_reference
+from components.config_reference import render_reference, update_readme
 from synth.run import InvalidStack, synthesize_stack
 from synth.stackfile import REPOSITORY_ROOT, stack_names
 
@@ -22,12 +22,18 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["reference"]:
-        print(render_reference(), end="")
+        if args[1:2] == ["--write"]:
+            readme = Path(args[2] if len(args) > 2 else "README.md")
+            readme.write_text(update_readme(readme.read_text()))
+            print(f"configuration reference written to {readme}")
+        else:
+            print(render_reference(), end="")
         return 0
     parser = argparse.ArgumentParser(
         prog="python -m synth",
         description="Synthesize stacks offline: resources.json, manifests/ and helm/ per stack.",
-        epilog="'python -m synth reference' prints the configuration reference.",
+        epilog="'python -m synth reference [--write README.md]' prints (or writes into the README) the "
+        "configuration reference.",
     )
     parser.add_argument("stacks", nargs="*", help="stack names (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--all", action="store_true", help="synthesize every stack")

@@ -1,0 +1,47 @@
+"""The README stays true: its configuration reference and its commands."""
+
+from __future__ import annotations
+
+import re
+
+from components.config_reference import BEGIN_MARKER, END_MARKER, render_reference, update_readme
+from synth.stackfile import REPOSITORY_ROOT
+
+README = REPOSITORY_ROOT / "README.md"
+
+
+def test_configuration_reference_matches_the_model() -> None:
+    text = README.read_text()
+    start, end = text.index(BEGIN_MARKER), text.index(END_MARKER) + len(END_MARKER)
+    assert text[start:end] + "\n" == render_reference(), (
+        "README configuration reference is stale: run `python -m synth reference` and paste it"
+    )
+
+
+def test_reference_lists_every_documented_key() -> None:
+    rendered = render_reference()
+    for key in (
+        "platform.network.trainingZone",
+        "platform.cluster.endpoint.publicAccessCidrs",
+        "platform.tags.costCenter",
+        "platform.cluster.systemNodeGroup.rootVolumeSizeGiB",
+    ):
+        assert f"`{key}`" in rendered
+    assert all(row.count("|") >= 4 for row in rendered.splitlines() if row.startswith("| `"))
+    assert not any(row.endswith("|  |") for row in rendered.splitlines()), "undocumented field"
+
+
+def test_readme_commands_exist_and_ci_runs_the_same_test_command() -> None:
+    text = README.read_text()
+    commands = re.findall(r"^(scripts/\w+)", text, flags=re.MULTILINE)
+    assert {"scripts/synth", "scripts/test"} <= set(commands)
+    for command in commands:
+        assert (REPOSITORY_ROOT / command).is_file(), command
+    assert "scripts/test" in (REPOSITORY_ROOT / ".ci" / "run").read_text()
+
+
+def test_update_readme_replaces_only_the_generated_part() -> None:
+    stale = f"intro\n{BEGIN_MARKER}\nold rows\n{END_MARKER}\noutro\n"
+    updated = update_readme(stale)
+    assert updated.startswith("intro\n") and updated.endswith("\noutro\n")
+    assert "old rows" not in updated and "`platform.region`" in updated
