@@ -1,4 +1,6 @@
-"""Offline synthesis: ``python -m synth <stack>... | --all [--out DIR]``, or ``reference [--write]``.
+"""Offline synthesis: ``python -m synth <stack>... | --all [--out DIR]``.
+
+``python -m synth reference [--write [README]]`` prints or writes the configuration reference.
 
 Runs the real program under Pulumi's mock engine with each stack file's config and writes what
 the stack would create (see README, "Offline synthesis"). Exit status: 0 on success, 2 on an
@@ -32,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m synth",
         description="Synthesize stacks offline: resources.json, manifests/ and helm/ per stack.",
-        epilog="'python -m synth reference [--write README.md]' prints (or writes into the README) the "
-        "configuration reference.",
+        epilog="'python -m synth reference [--write [README]]' prints (or writes into the "
+        "README) the configuration reference.",
     )
     parser.add_argument("stacks", nargs="*", help="stack names (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--all", action="store_true", help="synthesize every stack")
