@@ -2,19 +2,24 @@
 
 ``python -m synth reference [--write [README]]`` prints or writes the configuration reference.
 
-Runs the real program under Pulumi's mock engine with each stack file's config and writes what
-the stack would create (see README, "Offline synthesis"). Exit status: 0 on success, 2 on an
-invalid stack file (one line per problem, no traceback).
+Runs the real program under Pulumi's mock engine with each stack file's config, writes what the
+stack would create and runs the policy pack over it (see README, "Offline synthesis" and
+"Policy gates"). ``python -m synth check <resources.json> --stack NAME`` runs only the pack.
+Exit status: 0 on success, 1 on a mandatory policy violation, 2 on an invalid stack, policy
+config or resources file (one line per problem, no traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from components.config_reference import render_reference, update_readme
-from synth.run import InvalidStack, synthesize_stack
+from policies.offline import PolicyConfigError, load_policy_config, mandatory
+from synth.engine import ResourceRecord
+from synth.run import InvalidStack, check_policies, policy_summary, synthesize_stack
 from synth.stackfile import REPOSITORY_ROOT, stack_names
 
 DEFAULT_OUT = Path("build/synth")
@@ -31,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(render_reference(), end="")
         return 0
+    if args[:1] == ["check"]:
+        return check(args[1:])
     parser = argparse.ArgumentParser(
         prog="python -m synth",
         description="Synthesize stacks offline: resources.json, manifests/ and helm/ per stack.",
@@ -60,7 +67,38 @@ def main(argv: list[str] | None = None) -> int:
             status = 2
             continue
         print(result.summary)
+        if result.blocked and status == 0:
+            status = 1
     return status
+
+
+def check(argv: list[str]) -> int:
+    """``check <resources.json> --stack NAME``: run the pack over a (possibly edited) plan."""
+    parser = argparse.ArgumentParser(
+        prog="python -m synth check",
+        description="Run the policy pack over a resources.json with a stack's policy config; "
+        "writes policy-report.json beside it.",
+    )
+    parser.add_argument("resources", type=Path, help="a resources.json written by synthesis")
+    parser.add_argument("--stack", required=True, help="whose policies/config/<stack>.json")
+    options = parser.parse_args(argv)
+    try:
+        entries = json.loads(options.resources.read_text())
+        records = [ResourceRecord.from_json(entry) for entry in entries]
+        findings = check_policies(
+            records,
+            load_policy_config(options.stack),
+            options.resources.with_name("policy-report.json"),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"{options.resources}: cannot read resources ({exc})", file=sys.stderr)
+        return 2
+    except (InvalidStack, PolicyConfigError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    print(f"{options.stack}: {len(records)} resources checked")
+    print(policy_summary(findings))
+    return 1 if mandatory(findings) else 0
 
 
 if __name__ == "__main__":

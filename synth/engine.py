@@ -46,15 +46,34 @@ class ResourceRecord:
     provider: str | None
     providers: dict[str, str]
     dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
     protect: bool
     custom: bool
     inputs: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, entry: dict[str, Any]) -> ResourceRecord:
+        """Read back one object of ``resources.json`` (possibly edited by a reviewer)."""
+        return cls(
+            type=entry["type"],
+            name=entry["name"],
+            urn=entry["urn"],
+            parent=entry.get("parent"),
+            provider=entry.get("provider"),
+            providers=dict(entry.get("providers") or {}),
+            dependencies=list(entry.get("dependencies") or []),
+            property_dependencies=dict(entry.get("propertyDependencies") or {}),
+            protect=bool(entry.get("protect", False)),
+            custom=bool(entry.get("custom", True)),
+            inputs=dict(entry.get("inputs") or {}),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of this record.
 
         Beyond the engine's fields, ``providers`` (package -> provider URN, what a component
-        passes to its children) and ``custom`` (false for components) are kept.
+        passes to its children), ``propertyDependencies`` (input name -> URNs it came from) and
+        ``custom`` (false for components) are kept.
         """
         return {
             "type": self.type,
@@ -64,6 +83,7 @@ class ResourceRecord:
             "provider": self.provider,
             "providers": self.providers,
             "dependencies": self.dependencies,
+            "propertyDependencies": self.property_dependencies,
             "protect": self.protect,
             "custom": self.custom,
             "inputs": self.inputs,
@@ -136,6 +156,11 @@ class RecordingMonitor(mocks.MockMonitor):
                         if (urn := _provider_urn(reference))
                     },
                     dependencies=sorted(set(request.dependencies)),
+                    property_dependencies={
+                        key: sorted(set(value.urns))
+                        for key, value in sorted(request.propertyDependencies.items())
+                        if value.urns
+                    },
                     protect=bool(request.protect),
                     custom=bool(request.custom),
                     inputs=plain_value(raw_inputs),

@@ -7,6 +7,14 @@ from pathlib import Path
 
 from components.config import ConfigError, PlatformConfig, parse_platform_config
 from components.platform import deploy
+from policies.offline import (
+    Finding,
+    PolicyConfigError,
+    evaluate,
+    load_policy_config,
+    mandatory,
+    write_report,
+)
 from synth.engine import ResourceRecord, synthesize
 from synth.output import WrittenStack, summary, write_stack
 from synth.stackfile import REPOSITORY_ROOT, StackFile, StackFileError, load_stack
@@ -28,7 +36,13 @@ class StackResult:
     config: PlatformConfig
     records: list[ResourceRecord]
     written: WrittenStack
+    findings: list[Finding]
     summary: str
+
+    @property
+    def blocked(self) -> bool:
+        """True when a mandatory policy failed: the stack must not be deployed."""
+        return bool(mandatory(self.findings))
 
 
 def validated(stack_file: StackFile) -> PlatformConfig:
@@ -56,6 +70,40 @@ def synthesize_stack(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> Sta
     except StackFileError as exc:
         raise InvalidStack([str(exc)]) from None
     config = validated(stack_file)
+    try:
+        policy_config = load_policy_config(stack)
+    except PolicyConfigError as exc:
+        raise InvalidStack([str(exc)]) from None
     run = synthesize(stack_file, deploy, region=config.region, account_id=config.account_id)
     written = write_stack(run.records, out / stack)
-    return StackResult(stack, config, run.records, written, summary(stack, written, run.records))
+    findings = check_policies(run.records, policy_config, out / stack / "policy-report.json")
+    text = summary(stack, written, run.records) + "\n" + policy_summary(findings)
+    return StackResult(stack, config, run.records, written, findings, text)
+
+
+def check_policies(
+    records: list[ResourceRecord], policy_config: dict[str, object], report: Path
+) -> list[Finding]:
+    """Run the policy pack over ``records`` and write the report.
+
+    Raises:
+        InvalidStack: the policy config does not fit the pack.
+
+    """
+    try:
+        findings = evaluate(records, dict(policy_config))
+    except PolicyConfigError as exc:
+        raise InvalidStack([f"policy config: {exc}"]) from None
+    write_report(findings, report)
+    return findings
+
+
+def policy_summary(findings: list[Finding]) -> str:
+    """One line of totals, then each mandatory violation."""
+    blocking = mandatory(findings)
+    lines = [
+        f"  policies: {len(blocking)} mandatory violation(s), "
+        f"{len(findings) - len(blocking)} advisory finding(s)"
+    ]
+    lines += [f"  MANDATORY {f.policy}: {f.urn}: {f.message}" for f in blocking]
+    return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from components.config_reference import BEGIN_MARKER, END_MARKER, render_reference, update_readme
+from policies.rules import ALL_POLICIES
 from synth.stackfile import REPOSITORY_ROOT
 
 README = REPOSITORY_ROOT / "README.md"
@@ -45,3 +46,9 @@ def test_update_readme_replaces_only_the_generated_part() -> None:
     updated = update_readme(stale)
     assert updated.startswith("intro\n") and updated.endswith("\noutro\n")
     assert "old rows" not in updated and "`platform.region`" in updated
+
+
+def test_readme_lists_every_policy() -> None:
+    text = README.read_text()
+    for policy in ALL_POLICIES:
+        assert f"| `{policy.name}` |" in text, policy.name

@@ -1,0 +1,1 @@
+"""The CrossGuard policy pack of the training platform (rules in ``policies.rules``)."""

@@ -1,0 +1,259 @@
+"""Run the pack over synthesized resources, the way ``pulumi preview --policy-pack`` would.
+
+Mirrors the analyzer in pulumi-policy: per-policy enforcement levels and properties from the
+policy config file (``all`` first, then the policy's own entry, then its default), schema defaults
+for properties the file leaves out, inputs wrapped in the unknown-checking proxy, an unknown value
+reported as an advisory "can't run during preview" note instead of a violation, and
+``not_applicable`` skipping the resource.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import jsonschema
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyProviderResource,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.policy import PolicyCustomTimeouts, _NotApplicableError
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+
+from policies.rules import ALL_POLICIES, PACK_NAME
+from synth.engine import ResourceRecord
+
+CONFIG_DIR: Final = Path(__file__).resolve().parent / "config"
+PACK_DEFAULT_LEVEL: Final = EnforcementLevel.MANDATORY
+
+
+class PolicyConfigError(Exception):
+    """The policy config file is missing or does not fit the policies' schemas."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the policy report."""
+
+    policy: str
+    enforcementLevel: str  # noqa: N815 (the report's JSON key)
+    urn: str
+    message: str
+
+
+def config_path(stack: str) -> Path:
+    """Where a stack's policy configuration lives."""
+    return CONFIG_DIR / f"{stack}.json"
+
+
+def load_policy_config(stack: str, path: Path | None = None) -> dict[str, Any]:
+    """Read ``policies/config/<stack>.json`` (the file ``--policy-pack-config`` is given)."""
+    path = path or config_path(stack)
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PolicyConfigError(f"no policy config {path} for stack {stack}") from None
+    except json.JSONDecodeError as exc:
+        raise PolicyConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(document, dict):
+        raise PolicyConfigError(f"{path}: expected a JSON object")
+    return document
+
+
+@dataclass(frozen=True)
+class _Settings:
+    level: EnforcementLevel
+    properties: dict[str, Any]
+
+
+def resolve(policy: Policy, config: dict[str, Any]) -> _Settings:
+    """The enforcement level and properties a policy runs with under ``config``.
+
+    Raises:
+        PolicyConfigError: unknown policy names, bad levels, or properties the schema rejects.
+
+    """
+    level = policy.enforcement_level or PACK_DEFAULT_LEVEL
+    properties: dict[str, Any] = {}
+    for key in ("all", policy.name):
+        entry = config.get(key)
+        if isinstance(entry, str):
+            level = _level(entry, key)
+        elif isinstance(entry, dict):
+            if "enforcementLevel" in entry:
+                level = _level(entry["enforcementLevel"], key)
+            if key == policy.name:
+                properties = {k: v for k, v in entry.items() if k != "enforcementLevel"}
+    schema = policy.config_schema
+    declared = dict(schema.properties or {}) if schema else {}
+    unknown = set(properties) - set(declared)
+    if unknown:
+        raise PolicyConfigError(
+            f"{policy.name}: unknown properties {sorted(unknown)}; known: {sorted(declared)}"
+        )
+    try:
+        jsonschema.validate(properties, {"type": "object", "properties": declared})
+    except jsonschema.ValidationError as exc:
+        raise PolicyConfigError(f"{policy.name}: {exc.message}") from None
+    defaults = {name: spec["default"] for name, spec in declared.items() if "default" in spec}
+    return _Settings(level, {**defaults, **properties})
+
+
+def _level(value: Any, key: str) -> EnforcementLevel:
+    try:
+        return EnforcementLevel(value)
+    except ValueError:
+        allowed = [level.value for level in EnforcementLevel]
+        raise PolicyConfigError(f"{key}: enforcement level {value!r}; allowed {allowed}") from None
+
+
+def check_config_names(config: dict[str, Any], policies: Iterable[Policy]) -> None:
+    """Reject config entries that name no policy (a typo would silently disable nothing)."""
+    names = {policy.name for policy in policies} | {"all"}
+    unknown = sorted(set(config) - names)
+    if unknown:
+        raise PolicyConfigError(f"unknown policies in config: {unknown}; known: {sorted(names)}")
+
+
+def _options(record: ResourceRecord) -> PolicyResourceOptions:
+    return PolicyResourceOptions(
+        protect=record.protect,
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+        parent=record.parent,
+    )
+
+
+def evaluate(
+    records: list[ResourceRecord],
+    config: dict[str, Any],
+    policies: list[Policy] | None = None,
+) -> list[Finding]:
+    """Every violation (and every "can't run during preview" note) the pack reports.
+
+    Args:
+        records: the resources of one stack, as synthesis recorded them.
+        config: the stack's policy config (``policies/config/<stack>.json``).
+        policies: run only these (default: the whole pack); config names are checked against
+            the whole pack either way.
+
+    """
+    policies = ALL_POLICIES if policies is None else policies
+    check_config_names(config, [*ALL_POLICIES, *policies])
+    by_urn = {record.urn: record for record in records}
+    findings: list[Finding] = []
+
+    def provider_of(record: ResourceRecord) -> PolicyProviderResource | None:
+        provider = by_urn.get(record.provider or "")
+        if provider is None:
+            return None
+        return PolicyProviderResource(
+            provider.type, unknown_checking_proxy(provider.inputs), provider.urn, provider.name
+        )
+
+    for policy in policies:
+        settings = resolve(policy, config)
+        if settings.level == EnforcementLevel.DISABLED:
+            continue
+        level = (
+            EnforcementLevel.MANDATORY
+            if settings.level == EnforcementLevel.REMEDIATE
+            else settings.level
+        )
+
+        if isinstance(policy, ResourceValidationPolicy):
+            for record in records:
+                args = ResourceValidationArgs(
+                    record.type,
+                    unknown_checking_proxy(record.inputs),
+                    record.urn,
+                    record.name,
+                    _options(record),
+                    provider_of(record),
+                    settings.properties,
+                )
+                _run(policy, args, findings, _reporter(findings, policy.name, level, record.urn))
+        elif isinstance(policy, StackValidationPolicy):
+            stack_args = StackValidationArgs(
+                _stack_resources(records, provider_of), settings.properties
+            )
+            _run(policy, stack_args, findings, _reporter(findings, policy.name, level, ""))
+    return findings
+
+
+def _reporter(
+    findings: list[Finding], policy_name: str, level: EnforcementLevel, default_urn: str
+) -> Callable[[str, str | None], None]:
+    """A ``report_violation`` callback that appends to ``findings``."""
+
+    def report(message: str, urn: str | None) -> None:
+        findings.append(Finding(policy_name, level.value, urn or default_urn, message))
+
+    return report
+
+
+def _run(policy: Policy, args: Any, findings: list[Finding], report: Any) -> None:
+    try:
+        policy.validate(args, report)  # type: ignore[attr-defined]
+    except UnknownValueError as exc:
+        findings.append(
+            Finding(
+                policy.name,
+                EnforcementLevel.ADVISORY.value,
+                getattr(args, "urn", ""),
+                f"can't run policy '{policy.name}' from policy pack '{PACK_NAME}' during "
+                f"preview: {exc.message}",
+            )
+        )
+    except _NotApplicableError:
+        pass
+
+
+def _stack_resources(records: list[ResourceRecord], provider_of: Any) -> list[PolicyResource]:
+    resources = {
+        record.urn: PolicyResource(
+            record.type,
+            unknown_checking_proxy(record.inputs),
+            record.urn,
+            record.name,
+            _options(record),
+            provider_of(record),
+            None,
+            [],
+            {},
+        )
+        for record in records
+    }
+    for record in records:
+        resource = resources[record.urn]
+        resource.parent = resources.get(record.parent or "")
+        resource.dependencies = [resources[u] for u in record.dependencies if u in resources]
+        resource.property_dependencies = {
+            key: [resources[u] for u in urns if u in resources]
+            for key, urns in record.property_dependencies.items()
+        }
+    return list(resources.values())
+
+
+def mandatory(findings: list[Finding]) -> list[Finding]:
+    """The findings that block a deployment."""
+    return [f for f in findings if f.enforcementLevel == EnforcementLevel.MANDATORY.value]
+
+
+def write_report(findings: list[Finding], path: Path) -> None:
+    """Write ``policy-report.json``: one object per finding, sorted for stable diffs."""
+    ordered = sorted(findings, key=lambda f: (f.policy, f.urn, f.message))
+    path.write_text(json.dumps([asdict(f) for f in ordered], indent=2) + "\n")

@@ -1,0 +1,16 @@
+"""Every policy of the pack, grouped by concern; ``ALL_POLICIES`` is what the pack enforces."""
+
+from __future__ import annotations
+
+from pulumi_policy import Policy
+
+from . import cluster, governance, iam, nodes
+
+PACK_NAME = "training-platform"
+
+ALL_POLICIES: list[Policy] = [
+    *cluster.POLICIES,
+    *nodes.POLICIES,
+    *iam.POLICIES,
+    *governance.POLICIES,
+]

@@ -1,0 +1,112 @@
+"""IAM: keys that rotate, and identity policies that grant only what they name."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+from .common import (
+    ReportViolation,
+    ResourceValidationArgs,
+    as_list,
+    policy_documents,
+    resource_policy,
+    statements,
+)
+
+# Actions AWS does not let a policy scope to resources, so "Resource": "*" is the only form.
+UNSCOPABLE_ACTIONS = [
+    "ec2:Describe*",
+    "autoscaling:Describe*",
+    "elasticloadbalancing:Describe*",
+    "eks:DescribeAddonVersions",
+    "fsx:Describe*",
+    "pricing:GetProducts",
+    "ssm:DescribeParameters",
+    "sts:GetCallerIdentity",
+    "logs:DescribeLogGroups",
+    "ecr:GetAuthorizationToken",
+    "cloudwatch:PutMetricData",
+    "tag:GetResources",
+    "kms:ListAliases",
+    "s3:ListAllMyBuckets",
+]
+BROAD_MANAGED_POLICIES = ["AdministratorAccess", "PowerUserAccess", "IAMFullAccess"]
+
+
+def _is_wildcard_action(action: str) -> bool:
+    return action == "*" or action.endswith(":*")
+
+
+def _check_wildcard_actions(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    for where, document in policy_documents(args):
+        for index, statement in enumerate(statements(document)):
+            if statement.get("Effect") != "Allow":
+                continue
+            if "NotAction" in statement:
+                report(f"{where} statement {index} allows everything but NotAction", None)
+            for action in as_list(statement.get("Action")):
+                if _is_wildcard_action(str(action)):
+                    report(f"{where} statement {index} allows wildcard action {action!r}", None)
+    if args.resource_type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
+        arn = str(args.props.get("policyArn", ""))
+        if arn.rsplit("/", 1)[-1] in BROAD_MANAGED_POLICIES and ":aws:policy/" in arn:
+            report(f"attaches {arn}, which allows every action", None)
+
+
+def _unscoped(action: str, allowed: list[str]) -> bool:
+    return not any(fnmatch.fnmatchcase(action.lower(), pattern.lower()) for pattern in allowed)
+
+
+def _check_wildcard_resources(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    allowed: list[str] = args.get_config().get("unscopableActions", UNSCOPABLE_ACTIONS)
+    for where, document in policy_documents(args):
+        for index, statement in enumerate(statements(document)):
+            if statement.get("Effect") != "Allow" or "*" not in as_list(statement.get("Resource")):
+                continue
+            scopable = [a for a in as_list(statement.get("Action")) if _unscoped(str(a), allowed)]
+            if scopable:
+                report(
+                    f"{where} statement {index} grants {scopable} on every resource ('*'); "
+                    "name the resources (or tag-scope them with a Condition)",
+                    None,
+                )
+
+
+def _check_key_rotation(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != "aws:kms/key:Key":
+        return
+    spec: Any = args.props.get("customerMasterKeySpec") or args.props.get("keySpec")
+    if spec not in (None, "SYMMETRIC_DEFAULT"):
+        args.not_applicable(f"{spec} keys cannot rotate automatically")
+    if args.props.get("enableKeyRotation") is not True:
+        report("automatic key rotation is off", None)
+
+
+POLICIES = [
+    resource_policy(
+        "iam-no-wildcard-actions",
+        "IAM policies must name their actions: 'service:*' or '*' grants whatever the service "
+        "adds next, and broad managed policies do the same.",
+        _check_wildcard_actions,
+    ),
+    resource_policy(
+        "iam-no-wildcard-resources",
+        "Actions that can be scoped to resources must be: 'Resource': '*' is allowed only for "
+        "actions AWS cannot scope (configurable list).",
+        _check_wildcard_resources,
+        config={
+            "unscopableActions": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": UNSCOPABLE_ACTIONS,
+            }
+        },
+    ),
+    resource_policy(
+        "kms-key-rotation",
+        "Customer managed KMS keys must rotate yearly, limiting what one leaked key version can "
+        "decrypt.",
+        _check_key_rotation,
+    ),
+]

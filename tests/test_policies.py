@@ -1,0 +1,348 @@
+"""The policy pack: each policy passes real synthesized resources and catches one changed property.
+
+Every case starts from a stack's synthesized resources, changes one thing on one resource (or the
+provider, or the protect flag), and runs one policy the way the analyzer would.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi_policy import Policy
+
+from policies.offline import (
+    PolicyConfigError,
+    evaluate,
+    load_policy_config,
+    mandatory,
+)
+from policies.rules import ALL_POLICIES
+from synth.engine import UNKNOWN, ResourceRecord
+from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
+from tests.conftest import STACKS
+
+POLICIES = {policy.name: policy for policy in ALL_POLICIES}
+Entry = dict[str, Any]
+Mutation = Callable[[Entry], None]
+
+
+def _records(result: StackResult) -> list[Entry]:
+    return [copy.deepcopy(record.to_json()) for record in result.records]
+
+
+def eks_cluster_entry(component: Entry) -> Entry:
+    """The aws:eks/cluster:Cluster that pulumi-eks creates from its component's inputs."""
+    inputs = component["inputs"]
+    return {
+        **component,
+        "type": "aws:eks/cluster:Cluster",
+        "urn": component["urn"] + "$aws:eks/cluster:Cluster::" + component["name"] + "-eksCluster",
+        "name": component["name"] + "-eksCluster",
+        "parent": component["urn"],
+        "provider": component["providers"]["aws"],
+        "providers": {},
+        "custom": True,
+        "inputs": {
+            "name": inputs["name"],
+            "version": inputs["version"],
+            "vpcConfig": {
+                "endpointPrivateAccess": inputs["endpointPrivateAccess"],
+                "endpointPublicAccess": inputs["endpointPublicAccess"],
+                **(
+                    {"publicAccessCidrs": inputs["publicAccessCidrs"]}
+                    if "publicAccessCidrs" in inputs
+                    else {}
+                ),
+                "subnetIds": inputs["privateSubnetIds"],
+            },
+            "encryptionConfig": {
+                "provider": {"keyArn": inputs["encryptionConfigKeyArn"]},
+                "resources": ["secrets"],
+            },
+            "enabledClusterLogTypes": inputs["enabledClusterLogTypes"],
+            "accessConfig": {"authenticationMode": inputs["authenticationMode"]},
+        },
+    }
+
+
+def _run_policy(policy: Policy, entries: list[Entry], stack: str) -> list[Any]:
+    records = [ResourceRecord.from_json(entry) for entry in entries]
+    config = load_policy_config(stack)
+    return evaluate(records, config, policies=[policy])
+
+
+def _target(entries: list[Entry], resource_type: str, name_contains: str) -> Entry:
+    if resource_type == "aws:eks/cluster:Cluster":
+        component = _target(entries, "eks:index:Cluster", "")
+        entry = eks_cluster_entry(component)
+        entries.append(entry)
+        return entry
+    found = [e for e in entries if e["type"] == resource_type and name_contains in e["name"]]
+    assert found, f"no {resource_type} *{name_contains}*"
+    return found[0]
+
+
+def at(path: str, value: Any) -> Mutation:
+    """Set inputs at a dotted path (list indexes as numbers)."""
+
+    def mutate(entry: Entry) -> None:
+        node: Any = entry["inputs"]
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node[int(key)] if key.isdigit() else node[key]
+        if value is _DELETE:
+            del node[last]
+        else:
+            node[int(last) if last.isdigit() else last] = value
+
+    return mutate
+
+
+_DELETE = object()
+
+
+def unprotect(entry: Entry) -> None:
+    entry["protect"] = False
+
+
+def policy_json(path: str, value: Any) -> Mutation:
+    """Change a field of the first statement of a JSON policy document input."""
+
+    def mutate(entry: Entry) -> None:
+        document = json.loads(entry["inputs"]["policy"])
+        document["Statement"][0][path] = value
+        entry["inputs"]["policy"] = json.dumps(document)
+
+    return mutate
+
+
+# (policy, stack, resource type, name fragment, mutation, words in the violation)
+CASES: list[tuple[str, str, str, str, Mutation, str]] = [
+    ("eks-endpoint-not-public", "prod", "eks:index:Cluster", "", at("endpointPublicAccess", True), "endpoint is public"),
+    ("eks-endpoint-not-public", "prod", "eks:index:Cluster", "", at("endpointPublicAccess", _DELETE), "endpoint is public"),
+    ("eks-endpoint-not-public", "dev", "eks:index:Cluster", "", at("publicAccessCidrs", ["0.0.0.0/0"]), "admits 0.0.0.0/0"),
+    ("eks-endpoint-not-public", "prod", "aws:eks/cluster:Cluster", "", at("vpcConfig.endpointPublicAccess", True), "endpoint is public"),
+    ("eks-secrets-encrypted", "prod", "eks:index:Cluster", "", at("encryptionConfigKeyArn", _DELETE), "not encrypted with a customer KMS key"),
+    ("eks-secrets-encrypted", "prod", "eks:index:Cluster", "", at("encryptionConfigKeyArn", "arn:aws:kms:us-east-1:333344445555:alias/aws/eks"), "AWS managed"),
+    ("eks-secrets-encrypted", "prod", "aws:eks/cluster:Cluster", "", at("encryptionConfig.resources", []), "not envelope-encrypted"),
+    ("eks-control-plane-logs", "prod", "eks:index:Cluster", "", at("enabledClusterLogTypes", ["api"]), "audit, authenticator"),
+    ("eks-control-plane-logs", "prod", "aws:eks/cluster:Cluster", "", at("enabledClusterLogTypes", _DELETE), "api, audit, authenticator"),
+    ("eks-authentication-mode-api", "prod", "eks:index:Cluster", "", at("authenticationMode", "API_AND_CONFIG_MAP"), "API_AND_CONFIG_MAP; use API"),
+    ("eks-authentication-mode-api", "prod", "aws:eks/cluster:Cluster", "", at("accessConfig", _DELETE), "CONFIG_MAP (default)"),
+    ("eks-supported-version", "prod", "eks:index:Cluster", "", at("version", "1.29"), "1.29 is not supported"),
+    ("eks-supported-version", "prod", "aws:eks/cluster:Cluster", "", at("version", _DELETE), "no Kubernetes version is pinned"),
+    ("node-imdsv2-hop-limit-1", "prod", "aws:ec2/launchTemplate:LaunchTemplate", "", at("metadataOptions.httpTokens", "optional"), "httpTokens is 'optional'"),
+    ("node-imdsv2-hop-limit-1", "prod", "aws:ec2/launchTemplate:LaunchTemplate", "", at("metadataOptions.httpPutResponseHopLimit", 2), "HopLimit is 2"),
+    ("node-volumes-encrypted", "prod", "aws:ec2/launchTemplate:LaunchTemplate", "", at("blockDeviceMappings.0.ebs.encrypted", "false"), "blockDeviceMappings[0].ebs is not encrypted"),
+    ("node-no-public-ip", "prod", "eks:index:Cluster", "", at("nodeAssociatePublicIpAddress", True), "nodeAssociatePublicIpAddress"),
+    ("node-no-public-ip", "prod", "aws:ec2/subnet:Subnet", "private", at("mapPublicIpOnLaunch", True), "public IP address"),
+    ("node-no-public-ip", "prod", "aws:ec2/launchTemplate:LaunchTemplate", "", at("networkInterfaces", [{"associatePublicIpAddress": "true"}]), "networkInterfaces[0]"),
+    ("iam-no-wildcard-actions", "prod", "aws:iam/rolePolicy:RolePolicy", "flow-logs", policy_json("Action", ["logs:*"]), "wildcard action 'logs:*'"),
+    ("iam-no-wildcard-actions", "prod", "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "system-node", at("policyArn", "arn:aws:iam::aws:policy/AdministratorAccess"), "AdministratorAccess"),
+    ("iam-no-wildcard-resources", "prod", "aws:iam/rolePolicy:RolePolicy", "secrets-key", policy_json("Resource", "*"), "on every resource"),
+    ("kms-key-rotation", "prod", "aws:kms/key:Key", "", at("enableKeyRotation", False), "rotation is off"),
+    ("required-tags", "prod", "aws:ec2/vpc:Vpc", "", at("tags", {"owner": ""}), "'owner'"),
+    ("stateful-resources-protected", "prod", "aws:kms/key:Key", "", unprotect, "must be protected"),
+    ("stateful-resources-protected", "prod", "eks:index:Cluster", "", unprotect, "must be protected"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("policy", "stack", "resource_type", "name_contains", "mutation", "words"),
+    [pytest.param(*case, id=f"{case[0]}-{case[2]}-{case[5][:24]}") for case in CASES],
+)
+def test_policy_passes_real_resource_and_catches_one_change(
+    synthesized: dict[str, StackResult],
+    policy: str,
+    stack: str,
+    resource_type: str,
+    name_contains: str,
+    mutation: Mutation,
+    words: str,
+) -> None:
+    entries = _records(synthesized[stack])
+    target = _target(entries, resource_type, name_contains)
+    assert _run_policy(POLICIES[policy], entries, stack) == [], "unchanged resources comply"
+    mutation(target)
+    findings = _run_policy(POLICIES[policy], entries, stack)
+    assert [f.urn for f in findings] == [target["urn"]], findings
+    assert words in findings[0].message
+    assert findings[0].enforcementLevel == "mandatory"
+
+
+def test_every_policy_has_cases() -> None:
+    covered = {case[0] for case in CASES} | {"helm-chart-pinned", "vpc-flow-logs"}
+    assert covered == set(POLICIES)
+
+
+def test_provider_default_tags_or_resource_tags_satisfy_required_tags(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    provider = _target(entries, "pulumi:providers:aws", "")
+    vpc = _target(entries, "aws:ec2/vpc:Vpc", "")
+    tags = json.loads(provider["inputs"]["defaultTags"])
+    del tags["tags"]["cost-center"]
+    provider["inputs"]["defaultTags"] = json.dumps(tags)
+    findings = _run_policy(POLICIES["required-tags"], entries, "prod")
+    assert vpc["urn"] in {f.urn for f in findings}
+    assert all("cost-center" in f.message for f in findings)
+    untaggable = {
+        e["urn"]
+        for e in entries
+        if e["type"] == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+    }
+    assert not untaggable & {f.urn for f in findings}, "resources without a tags input are skipped"
+    vpc["inputs"]["tags"]["cost-center"] = "cc-ml-1000"
+    assert vpc["urn"] not in {
+        f.urn for f in _run_policy(POLICIES["required-tags"], entries, "prod")
+    }
+
+
+def test_unscopable_actions_may_use_every_resource(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    target = _target(entries, "aws:iam/rolePolicy:RolePolicy", "flow-logs")
+    policy_json("Action", ["ec2:DescribeInstances", "pricing:GetProducts"])(target)
+    policy_json("Resource", "*")(target)
+    assert _run_policy(POLICIES["iam-no-wildcard-resources"], entries, "prod") == []
+
+
+def test_protection_not_required_in_dev(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["dev"])
+    assert not any(e["protect"] for e in entries)
+    assert _run_policy(POLICIES["stateful-resources-protected"], entries, "dev") == []
+
+
+def test_flow_logs_required_for_every_vpc(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    assert _run_policy(POLICIES["vpc-flow-logs"], entries, "prod") == []
+    vpc = _target(entries, "aws:ec2/vpc:Vpc", "")
+    without = [e for e in entries if e["type"] != "aws:ec2/flowLog:FlowLog"]
+    findings = _run_policy(POLICIES["vpc-flow-logs"], without, "prod")
+    assert [(f.urn, f.enforcementLevel) for f in findings] == [(vpc["urn"], "mandatory")]
+
+
+def _helm_release(version: Any) -> Entry:
+    # No stack installs a Helm chart yet; this is the shape pulumi-kubernetes registers.
+    return {
+        "type": "kubernetes:helm.sh/v3:Release", "name": "karpenter",
+        "urn": "urn:pulumi:prod::eks-training-platform::kubernetes:helm.sh/v3:Release::karpenter",
+        "parent": None, "provider": None, "dependencies": [], "protect": False, "custom": True,
+        "inputs": {"chart": "oci://public.ecr.aws/karpenter/karpenter", "namespace": "kube-system",
+                   **({} if version is None else {"version": version})},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("version", ["1.14.1", "v0.20.0", "1.2.1-rc.1"])
+def test_exact_chart_versions_pass(version: str) -> None:
+    assert _run_policy(POLICIES["helm-chart-pinned"], [_helm_release(version)], "prod") == []
+
+
+@pytest.mark.parametrize(
+    "version", [None, "", "latest", "main", "HEAD", "^1.14.0", "~1.14", ">=1.0.0", "1.x", "1.14"]
+)
+def test_floating_chart_versions_fail(version: Any) -> None:
+    findings = _run_policy(POLICIES["helm-chart-pinned"], [_helm_release(version)], "prod")
+    assert len(findings) == 1 and findings[0].enforcementLevel == "mandatory"
+
+
+def test_unknown_value_is_an_advisory_note_like_the_analyzer(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    cluster = _target(entries, "eks:index:Cluster", "")
+    cluster["inputs"]["endpointPublicAccess"] = UNKNOWN
+    findings = _run_policy(POLICIES["eks-endpoint-not-public"], entries, "prod")
+    assert len(findings) == 1
+    assert findings[0].enforcementLevel == "advisory"
+    assert "can't run policy 'eks-endpoint-not-public'" in findings[0].message
+    assert "during preview" in findings[0].message
+
+
+def test_every_stack_passes_its_mandatory_policies(stack_result: StackResult) -> None:
+    assert mandatory(stack_result.findings) == []
+    report = json.loads((stack_result.written.directory / "policy-report.json").read_text())
+    assert report == [
+        dict(vars(f))
+        for f in sorted(stack_result.findings, key=lambda f: (f.policy, f.urn, f.message))
+    ]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_prod_like_levels(stack: str) -> None:
+    config = load_policy_config(stack)
+    assert config["all"]["enforcementLevel"] == "mandatory"
+    if stack == "prod":
+        assert {k: v for k, v in config.items() if isinstance(v, str)} == {}, (
+            "prod downgrades nothing"
+        )
+        assert config["stateful-resources-protected"]["requireProtection"] is True
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ({"eks-endpoint-not-publik": "advisory"}, "unknown policies"),
+        ({"eks-endpoint-not-public": {"allowPublicEndpoint": "yes"}}, "is not of type 'boolean'"),
+        ({"eks-endpoint-not-public": {"allowedCidrs": []}}, "unknown properties ['allowedCidrs']"),
+        ({"all": "strict"}, "enforcement level 'strict'"),
+    ],
+)
+def test_bad_policy_config_is_rejected(
+    synthesized: dict[str, StackResult], config: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(PolicyConfigError, match=r".*") as caught:
+        evaluate(synthesized["dev"].records, config)
+    assert words in str(caught.value)
+
+
+def test_disabled_policy_does_not_run(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    _target(entries, "aws:kms/key:Key", "")["inputs"]["enableKeyRotation"] = False
+    records = [ResourceRecord.from_json(e) for e in entries]
+    assert evaluate(records, {"kms-key-rotation": "disabled"}, [POLICIES["kms-key-rotation"]]) == []
+    advisory = evaluate(records, {"all": "advisory"}, [POLICIES["kms-key-rotation"]])
+    assert [f.enforcementLevel for f in advisory] == ["advisory"]
+
+
+def test_check_command_gates_a_modified_plan(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    entries = _records(synthesized["prod"])
+    resources = tmp_path / "resources.json"
+    resources.write_text(json.dumps(entries))
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "synth", "check", str(resources), "--stack", "prod"],
+            cwd=REPOSITORY_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    passing = check()
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    _target(entries, "aws:kms/key:Key", "")["inputs"]["enableKeyRotation"] = False
+    resources.write_text(json.dumps(entries))
+    failing = check()
+    assert failing.returncode == 1
+    assert "MANDATORY kms-key-rotation" in failing.stdout
+    report = json.loads((tmp_path / "policy-report.json").read_text())
+    assert [f["policy"] for f in report] == ["kms-key-rotation"]
+    assert set(report[0]) == {"policy", "enforcementLevel", "urn", "message"}
+
+
+def test_pack_entry_point_only_builds_the_pack() -> None:
+    source = (REPOSITORY_ROOT / "policies" / "__main__.py").read_text()
+    assert "PolicyPack(" in source and "def " not in source
+    assert (REPOSITORY_ROOT / "policies" / "PulumiPolicy.yaml").is_file()
