@@ -1,11 +1,24 @@
-"""Instance-type facts, one source of truth for every component that needs them."""
+"""Instance-type facts, one source of truth for every component that needs them.
+
+The NodePool's instance requirements and limits, the EC2NodeClass's EFA network interfaces, the
+device plugins' instance lists and (later) the training runtimes' resource requests all read the
+same :class:`InstanceType` entry. Facts: EC2 DescribeInstanceTypes as published in Karpenter's
+instance-type reference (v1.14), AWS EFA and Neuron documentation (see REFERENCE §4).
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 CpuArchitecture = Literal["x86_64", "arm64"]
+AcceleratorKind = Literal["nvidia", "neuron"]
+
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+NEURON_RESOURCE: Final = "aws.amazon.com/neuron"
+NEURON_CORE_RESOURCE: Final = "aws.amazon.com/neuroncore"
+EFA_RESOURCE: Final = "vpc.amazonaws.com/efa"
 
 # Graviton families carry a "g" right after the generation digit: m7g, c7gn, r8g, t4g.
 # GPU families that end in "g" before the digit (g5, g6e, p5) are x86_64.
@@ -16,3 +29,118 @@ def cpu_architecture(instance_type: str) -> CpuArchitecture:
     """CPU architecture of an EC2 instance type, e.g. ``arm64`` for ``m7g.xlarge``."""
     family = instance_type.split(".", 1)[0]
     return "arm64" if _GRAVITON_FAMILY.fullmatch(family) else "x86_64"
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """What one accelerated EC2 instance type offers."""
+
+    name: str
+    """EC2 instance type, e.g. ``p5.48xlarge``."""
+    accelerator: AcceleratorKind
+    """Who makes the accelerators: ``nvidia`` GPUs or AWS ``neuron`` (Trainium)."""
+    accelerator_model: str
+    """Accelerator model, e.g. ``H100``, ``Trainium2``."""
+    accelerators: int
+    """Accelerator devices per instance (GPUs, or Neuron devices)."""
+    accelerator_memory_gib: float
+    """Memory per accelerator device, GiB."""
+    neuron_cores: int
+    """NeuronCores per instance (logical cores at the default LNC); 0 for GPUs."""
+    efa_interfaces: int
+    """Most EFA interfaces the instance takes: one per network card; 0 without EFA."""
+    network_gbps: int
+    """Aggregate network bandwidth, Gbit/s."""
+    vcpu: int
+    """vCPUs per instance."""
+    memory_gib: int
+    """Instance memory, GiB."""
+    nvme_gb: int
+    """Local NVMe instance storage, GB (0 without); becomes RAID0 ephemeral storage."""
+
+    @property
+    def accelerator_resource(self) -> str:
+        """Extended resource name of the accelerators (``nvidia.com/gpu`` or Neuron devices)."""
+        return GPU_RESOURCE if self.accelerator == "nvidia" else NEURON_RESOURCE
+
+    @property
+    def supports_efa(self) -> bool:
+        """Whether the instance type has EFA at all."""
+        return self.efa_interfaces > 0
+
+    @property
+    def family(self) -> str:
+        """Instance family, e.g. ``p5`` for ``p5.48xlarge``."""
+        return self.name.split(".", 1)[0]
+
+
+def efa_network_interfaces(efa_interfaces: int) -> list[dict[str, Any]]:
+    """Karpenter ``networkInterfaces`` attaching every EFA interface, in AWS's multi-card layout.
+
+    Card 0 carries the primary ENA interface (device 0) and an EFA-only interface (device 1);
+    every other network card carries one EFA-only interface (device 0). That is one EFA device
+    per network card, which is what ``vpc.amazonaws.com/efa`` then reports.
+
+    Args:
+        efa_interfaces: network cards with EFA on the instance type (>= 1).
+    """
+    if efa_interfaces < 1:
+        raise ValueError("an EFA layout needs at least one EFA interface")
+    interfaces = [
+        {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+        {"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"},
+    ]
+    interfaces += [
+        {"networkCardIndex": card, "deviceIndex": 0, "interfaceType": "efa-only"}
+        for card in range(1, efa_interfaces)
+    ]
+    return interfaces
+
+
+def _gpu(  # noqa: PLR0917 (positional, so the table below reads as a table)
+    name: str, model: str, count: int, memory: float, efa: int, gbps: int, vcpu: int,
+    memory_gib: int, nvme: int,
+) -> InstanceType:  # fmt: skip
+    return InstanceType(name, "nvidia", model, count, memory, 0, efa, gbps, vcpu, memory_gib, nvme)
+
+
+def _trainium(  # noqa: PLR0917
+    name: str, model: str, cores: int, efa: int, gbps: int, vcpu: int, memory_gib: int,
+    device_memory: float,
+) -> InstanceType:  # fmt: skip
+    return InstanceType(name, "neuron", model, 16, device_memory, cores, efa, gbps, vcpu,
+                        memory_gib, 7600)  # fmt: skip
+
+
+CATALOG: Final[dict[str, InstanceType]] = {
+    entry.name: entry
+    for entry in (
+        #    name               model   GPUs mem/GPU EFA  Gbps  vCPU  GiB    NVMe GB
+        _gpu("p4d.24xlarge",     "A100", 8,  40,     4,   400,  96,   1152,  8000),
+        _gpu("p4de.24xlarge",    "A100", 8,  80,     4,   400,  96,   1152,  8000),
+        _gpu("p5.48xlarge",      "H100", 8,  80,     32,  3200, 192,  2048,  30400),
+        _gpu("p5e.48xlarge",     "H200", 8,  141,    32,  3200, 192,  2048,  30400),
+        _gpu("p5en.48xlarge",    "H200", 8,  141,    16,  3200, 192,  2048,  30400),
+        _gpu("p6-b200.48xlarge", "B200", 8,  179,    8,   3200, 192,  2048,  30400),
+        _gpu("g5.48xlarge",      "A10G", 8,  24,     1,   100,  192,  768,   7600),
+        _gpu("g6e.48xlarge",     "L40S", 8,  48,     4,   400,  192,  1536,  7600),
+        # Small GPU sizes for development: no EFA, one GPU.
+        _gpu("g5.xlarge",        "A10G", 1,  24,     0,   10,   4,    16,    250),
+        _gpu("g5.2xlarge",       "A10G", 1,  24,     0,   10,   8,    32,    450),
+        _gpu("g6.xlarge",        "L4",   1,  24,     0,   10,   4,    16,    250),
+        #         name              model        cores EFA Gbps  vCPU GiB   mem/device
+        _trainium("trn1.32xlarge",  "Trainium",  32,   8,  800,  128, 512,  32),
+        _trainium("trn1n.32xlarge", "Trainium",  32,   16, 1600, 128, 512,  32),
+        _trainium("trn2.48xlarge",  "Trainium2", 64,   16, 3200, 192, 2048, 96),
+    )
+}  # fmt: skip
+"""Every accelerated instance type the platform knows, by name."""
+
+
+def lookup(instance_type: str) -> InstanceType:
+    """The catalog entry of an instance type.
+
+    Raises:
+        KeyError: the type is not in the catalog (config validation reports it first).
+    """
+    return CATALOG[instance_type]

@@ -21,18 +21,17 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.catalog import cpu_architecture
 from components.config import ClusterConfig
-from components.iam import pod_identity_trust_policy, role_with_policies, service_trust_policy
+from components.iam import (
+    EKS_NODE_POLICIES,
+    pod_identity_trust_policy,
+    role_with_policies,
+    service_trust_policy,
+)
 
 CONTROL_PLANE_LOG_TYPES: Final = ("api", "audit", "authenticator")
 CLUSTER_ADMIN_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 SYSTEM_TAINT: Final = {"key": "CriticalAddonsOnly", "value": "true", "effect": "NO_SCHEDULE"}
 SYSTEM_NODE_LABEL: Final = "trainingplatform.io/node-role"
-NODE_POLICIES: Final = (
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
-    "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonSSMManagedInstanceCore",
-)
 EBS_CSI_SERVICE_ACCOUNT: Final = "ebs-csi-controller-sa"
 DEFAULT_STORAGE_CLASS: Final = "gp3"
 
@@ -243,7 +242,7 @@ class Cluster(pulumi.ComponentResource):
 
         node_group = self._system_node_group(name, cluster, private_subnet_ids, tags, early_addons)
         after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[node_group])
-        self._addon(name, "coredns", addon_versions.coredns, after_nodes)
+        coredns = self._addon(name, "coredns", addon_versions.coredns, after_nodes)
         ebs_role = role_with_policies(
             f"{name}-ebs-csi",
             trust_policy=pod_identity_trust_policy(),
@@ -263,6 +262,15 @@ class Cluster(pulumi.ComponentResource):
                 )
             ],
         )
+
+        self.ready: list[pulumi.Resource] = [
+            self.eks_cluster,
+            node_group,
+            *early_addons,
+            coredns,
+            ebs_addon,
+        ]
+        """What in-cluster software waits for: control plane, system nodes, core add-ons."""
 
         kubeconfig_json = self.eks_cluster.kubeconfig_json
         self.kubeconfig: pulumi.Output[str] = typing.cast(
@@ -335,7 +343,7 @@ class Cluster(pulumi.ComponentResource):
         node_role = role_with_policies(
             f"{name}-system-node",
             trust_policy=service_trust_policy("ec2.amazonaws.com"),
-            managed_policies=list(NODE_POLICIES),
+            managed_policies=list(EKS_NODE_POLICIES),
             opts=child,
         )
         launch_template = aws.ec2.LaunchTemplate(

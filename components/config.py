@@ -23,7 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from components import versions
+from components import catalog, versions
 from components.catalog import cpu_architecture
 from components.subnets import SubnetPlanError, plan_subnets
 
@@ -31,9 +31,29 @@ CONFIG_KEY: Final = "platform"
 """The structured Pulumi config key (``<project>:platform``) that holds the whole model."""
 
 LOG_RETENTION_DAYS: Final[tuple[int, ...]] = (
-    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
-    2922, 3288, 3653,
-)  # fmt: skip
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 """Retention periods CloudWatch Logs accepts (PutRetentionPolicy)."""
 
 REQUIRED_TAG_KEYS: Final = ("owner", "cost-center", "environment")
@@ -73,30 +93,54 @@ def _retention(value: int) -> int:
 
 
 EnvironmentName = Annotated[
-    str, AfterValidator(_pattern(r"[a-z][a-z0-9-]{0,19}", "lower-case letters, digits and '-', "
-                                 "starting with a letter, at most 20 characters"))
-]  # fmt: skip
+    str,
+    AfterValidator(
+        _pattern(
+            r"[a-z][a-z0-9-]{0,19}",
+            "lower-case letters, digits and '-', starting with a letter, at most 20 characters",
+        )
+    ),
+]
 ClusterName = Annotated[
-    str, AfterValidator(_pattern(r"[a-z][a-z0-9-]{0,37}", "lower-case letters, digits and '-', "
-                                 "starting with a letter, at most 38 characters"))
-]  # fmt: skip
+    str,
+    AfterValidator(
+        _pattern(
+            r"[a-z][a-z0-9-]{0,37}",
+            "lower-case letters, digits and '-', starting with a letter, at most 38 characters",
+        )
+    ),
+]
 AwsRegion = Annotated[
-    str, AfterValidator(_pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS region name "
-                                 "such as us-west-2"))
-]  # fmt: skip
+    str,
+    AfterValidator(
+        _pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS region name such as us-west-2")
+    ),
+]
 AvailabilityZone = Annotated[
-    str, AfterValidator(_pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]",
-                                 "an availability zone name such as us-west-2a"))
-]  # fmt: skip
+    str,
+    AfterValidator(
+        _pattern(
+            r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]",
+            "an availability zone name such as us-west-2a",
+        )
+    ),
+]
 AccountId = Annotated[str, AfterValidator(_pattern(r"\d{12}", "a 12-digit AWS account id"))]
 PrincipalArn = Annotated[
-    str, AfterValidator(_pattern(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+",
-                                 "an IAM role or user ARN, arn:aws:iam::<account>:role/<name>"))
-]  # fmt: skip
+    str,
+    AfterValidator(
+        _pattern(
+            r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+",
+            "an IAM role or user ARN, arn:aws:iam::<account>:role/<name>",
+        )
+    ),
+]
 InstanceType = Annotated[
-    str, AfterValidator(_pattern(r"[a-z][a-z0-9-]*\.[a-z0-9-]+", "an EC2 instance type such as "
-                                 "m7i.xlarge"))
-]  # fmt: skip
+    str,
+    AfterValidator(
+        _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9-]+", "an EC2 instance type such as m7i.xlarge")
+    ),
+]
 VpcId = Annotated[str, AfterValidator(_pattern(r"vpc-[0-9a-f]{8,17}", "a VPC id, vpc-<hex>"))]
 SubnetId = Annotated[
     str, AfterValidator(_pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id, subnet-<hex>"))
@@ -272,9 +316,170 @@ class ClusterConfig(StrictModel):
     )
 
 
+# --------------------------------------------------------------------------- node pools
+
+PoolName = Annotated[
+    str,
+    AfterValidator(
+        _pattern(
+            r"[a-z][a-z0-9-]{0,30}",
+            "lower-case letters, digits and '-', starting with a letter, at most 31 characters",
+        )
+    ),
+]
+AmiAlias = Annotated[
+    str,
+    AfterValidator(
+        _pattern(
+            r"(al2023|bottlerocket)@(latest|v\d+(\.\d+)*)",
+            "an EKS AMI alias, al2023@vYYYYMMDD (@latest only outside production)",
+        )
+    ),
+]
+CapacityReservationId = Annotated[
+    str, AfterValidator(_pattern(r"cr-[0-9a-f]{17}", "a capacity reservation id, cr-<17 hex>"))
+]
+_LABEL_KEY_REGEX: Final = (
+    r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+)
+LabelKey = Annotated[
+    str, AfterValidator(_pattern(_LABEL_KEY_REGEX, "a Kubernetes label key, [prefix/]name"))
+]
+LabelValue = Annotated[
+    str,
+    AfterValidator(
+        _pattern(
+            r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?",
+            "a Kubernetes label value (<= 63 characters)",
+        )
+    ),
+]
+
+# Karpenter rejects labels in these domains on a NodePool (it owns them, or Kubernetes does).
+RESTRICTED_LABEL_DOMAINS: Final = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
+
+
+class TaintConfig(StrictModel):
+    """A Kubernetes taint added to every node of a pool."""
+
+    key: LabelKey = Field(description="Taint key. Required.")
+    value: LabelValue = Field(default="", description="Taint value. Default: empty.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        description="Taint effect. Required."
+    )
+
+
+class NodePoolConfig(StrictModel):
+    """One accelerated Karpenter pool: a NodePool, its EC2NodeClass and placement group."""
+
+    name: PoolName = Field(
+        description="Pool name (NodePool, EC2NodeClass, placement group). Required."
+    )
+    instance_types: list[str] = Field(
+        min_length=1,
+        description="Instance types from the catalog (components/catalog.py), all with the same "
+        "accelerator and EFA layout. Required.",
+    )
+    capacity_type: Literal["on-demand", "spot", "reserved"] = Field(
+        default="on-demand",
+        description="`reserved` launches only into the capacity reservations (ODCR or Capacity "
+        "Block) named below. Default: on-demand.",
+    )
+    capacity_reservation_ids: list[CapacityReservationId] = Field(
+        default_factory=list,
+        description="Capacity reservations of a `reserved` pool, by id. Default: none.",
+    )
+    capacity_reservation_tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Capacity reservations of a `reserved` pool, by tags (instead of ids). "
+        "Default: none.",
+    )
+    max_nodes: int = Field(
+        ge=1,
+        le=2000,
+        description="Most nodes; becomes the NodePool's node and accelerator limits. Required.",
+    )
+    efa: bool | None = Field(
+        default=None,
+        description="Attach every EFA interface of the instance type. Default: true for "
+        "EFA-capable types.",
+    )
+    placement_group: bool | None = Field(
+        default=None,
+        description="Launch into the pool's own cluster placement group. Default: same as `efa`. "
+        "A reserved pool's reservation must have been bought into that group.",
+    )
+    zone: AvailabilityZone | None = Field(
+        default=None,
+        description="Zone of a pool that is not pinned to the training zone. EFA and placement "
+        "group pools always live in `network.trainingZone`. Default: all zones (non-EFA pools).",
+    )
+    ami_alias: AmiAlias = Field(
+        default=versions.DEFAULT_AMI_ALIAS,
+        description=f"EKS AMI alias. Default: {versions.DEFAULT_AMI_ALIAS} (bill of materials).",
+    )
+    root_volume_size_gib: int = Field(
+        default=200,
+        alias="rootVolumeSizeGiB",
+        ge=50,
+        le=16384,
+        description="Encrypted gp3 root volume (container images), GiB. Default: 200.",
+    )
+    labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, description="Extra node labels. Default: none."
+    )
+    taints: list[TaintConfig] = Field(
+        default_factory=list,
+        description="Extra taints (the accelerator taint is always set). Default: none.",
+    )
+
+    @property
+    def uses_efa(self) -> bool:
+        """Whether the pool attaches EFA interfaces."""
+        if self.efa is not None:
+            return self.efa
+        return all(
+            t in catalog.CATALOG and catalog.CATALOG[t].supports_efa for t in self.instance_types
+        )
+
+    @property
+    def uses_placement_group(self) -> bool:
+        """Whether the pool launches into its own cluster placement group."""
+        return self.uses_efa if self.placement_group is None else self.placement_group
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        """The catalog entry that sizes the pool (all its types share accelerators and EFA)."""
+        return catalog.CATALOG[self.instance_types[0]]
+
+
+_GENERAL_CAPACITY_TYPES: Final[tuple[Literal["on-demand", "spot"], ...]] = ("on-demand", "spot")
+
+
+class GeneralPoolConfig(StrictModel):
+    """The CPU pool for everything that is not training: controllers' helpers, notebooks, jobs."""
+
+    max_cpu: int = Field(default=256, ge=8, description="vCPU limit of the pool. Default: 256.")
+    max_memory_gib: int = Field(
+        default=1024,
+        alias="maxMemoryGiB",
+        ge=16,
+        description="Memory limit of the pool, GiB. Default: 1024.",
+    )
+    capacity_types: list[Literal["on-demand", "spot"]] = Field(
+        default_factory=lambda: list(_GENERAL_CAPACITY_TYPES),
+        min_length=1,
+        description="Capacity types Karpenter may use. Default: [on-demand, spot].",
+    )
+    ami_alias: AmiAlias = Field(
+        default=versions.DEFAULT_AMI_ALIAS,
+        description=f"EKS AMI alias. Default: {versions.DEFAULT_AMI_ALIAS}.",
+    )
+
+
 # Sections that later capabilities fill. Until their schema exists, anything put there is an
 # error rather than silently ignored.
-RESERVED_SECTIONS: Final = ("nodePools", "storage", "teams", "scheduling", "trainer", "slurm")
+RESERVED_SECTIONS: Final = ("storage", "teams", "scheduling", "trainer", "slurm")
 
 
 def _reserved(value: Any) -> Any:
@@ -315,7 +520,14 @@ class PlatformConfig(StrictModel):
     )
     network: NetworkConfig = Field(description="VPC and zones. Required.")
     cluster: ClusterConfig = Field(description="EKS cluster. Required.")
-    node_pools: Reserved = Field(default=None, description="Reserved: accelerator node pools.")
+    node_pools: list[NodePoolConfig] = Field(
+        default_factory=list,
+        description="Accelerated Karpenter pools (GPU and Trainium). Default: none.",
+    )
+    general_pool: GeneralPoolConfig = Field(
+        default_factory=GeneralPoolConfig,
+        description="The general-purpose CPU pool. Default: on-demand and spot, 256 vCPU.",
+    )
     storage: Reserved = Field(default=None, description="Reserved: FSx for Lustre and S3.")
     teams: Reserved = Field(default=None, description="Reserved: team namespaces and quotas.")
     scheduling: Reserved = Field(default=None, description="Reserved: Volcano and queues.")
@@ -475,6 +687,7 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from _network_problems(config)
     yield from _cluster_problems(config.cluster)
     yield from _tag_problems(config.tags)
+    yield from _node_pool_problems(config)
 
 
 def _network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
@@ -584,6 +797,100 @@ def _tag_problems(tags: TagsConfig) -> Iterator[ConfigProblem]:
                 f"{CONFIG_KEY}.tags.extra.{key}",
                 key,
                 "a key other than " + ", ".join(REQUIRED_TAG_KEYS) + " (set those above)",
+            )
+
+
+def _node_pool_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    names = [pool.name for pool in config.node_pools]
+    if _duplicates([*names, "general"]):
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.nodePools",
+            names,
+            "unique pool names, none named 'general' (the CPU pool)",
+        )
+    for index, pool in enumerate(config.node_pools):
+        yield from _pool_problems(config, pool, f"{CONFIG_KEY}.nodePools[{index}]")
+
+
+def _pool_problems(
+    config: PlatformConfig, pool: NodePoolConfig, base: str
+) -> Iterator[ConfigProblem]:
+    unknown = [t for t in pool.instance_types if t not in catalog.CATALOG]
+    for name in unknown:
+        position = pool.instance_types.index(name)
+        yield ConfigProblem(
+            f"{base}.instanceTypes[{position}]", name, "one of " + ", ".join(catalog.CATALOG)
+        )
+    if unknown:
+        return
+    if _duplicates(pool.instance_types):
+        yield ConfigProblem(f"{base}.instanceTypes", pool.instance_types, "each type once")
+    entries = [catalog.CATALOG[t] for t in pool.instance_types]
+    if len({entry.accelerator for entry in entries}) > 1:
+        yield ConfigProblem(
+            f"{base}.instanceTypes",
+            pool.instance_types,
+            "types of one accelerator kind (NVIDIA or Neuron): one taint and plugin per pool",
+        )
+    if len({entry.accelerators for entry in entries}) > 1:
+        yield ConfigProblem(
+            f"{base}.instanceTypes",
+            pool.instance_types,
+            "types with the same number of accelerators per node (limits and job requests "
+            "are per node)",
+        )
+    if pool.uses_efa:
+        layouts = {entry.efa_interfaces for entry in entries}
+        if len(layouts) > 1:
+            yield ConfigProblem(
+                f"{base}.instanceTypes",
+                pool.instance_types,
+                "types with the same EFA layout (one EC2NodeClass attaches one set of "
+                f"interfaces); found {sorted(layouts)} EFA interfaces",
+            )
+        no_efa = [entry.name for entry in entries if not entry.supports_efa]
+        if no_efa:
+            yield ConfigProblem(
+                f"{base}.efa", True, f"false: {', '.join(no_efa)} has no EFA interfaces"
+            )
+    zones = config.network.availability_zones
+    if pool.zone is not None and pool.zone not in zones:
+        yield ConfigProblem(
+            f"{base}.zone", pool.zone, "one of the availability zones " + ", ".join(zones)
+        )
+    elif (
+        pool.zone is not None
+        and pool.zone != config.network.training_zone
+        and (pool.uses_efa or pool.uses_placement_group)
+    ):
+        yield ConfigProblem(
+            f"{base}.zone",
+            pool.zone,
+            f"the training zone {config.network.training_zone} (or nothing): EFA pools and "
+            "placement groups live there, next to the file system",
+        )
+    reservations = bool(pool.capacity_reservation_ids or pool.capacity_reservation_tags)
+    if pool.capacity_type == "reserved" and not reservations:
+        yield ConfigProblem(
+            f"{base}.capacityReservationIds",
+            [],
+            "at least one reservation id (or capacityReservationTags) for a reserved pool",
+        )
+    if pool.capacity_type != "reserved" and reservations:
+        yield ConfigProblem(
+            f"{base}.capacityType",
+            pool.capacity_type,
+            "reserved, since the pool names capacity reservations",
+        )
+    for key in pool.labels:
+        domain = key.split("/", 1)[0] if "/" in key else ""
+        if any(domain == d or domain.endswith("." + d) for d in RESTRICTED_LABEL_DOMAINS):
+            yield ConfigProblem(
+                f"{base}.labels.{key}",
+                key,
+                "a label outside the domains Karpenter reserves ("
+                + ", ".join(RESTRICTED_LABEL_DOMAINS)
+                + ")",
             )
 
 

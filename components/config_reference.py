@@ -38,7 +38,8 @@ def _rows(model: type[StrictModel], prefix: str) -> Iterator[tuple[str, str, str
         yield path, _type_name(field.annotation), description
         nested = _section(field.annotation)
         if nested is not None:
-            yield from _rows(nested, path)
+            is_list = typing.get_origin(field.annotation) is list
+            yield from _rows(nested, f"{path}[]" if is_list else path)
 
 
 def _section(annotation: Any) -> type[StrictModel] | None:

@@ -11,6 +11,14 @@ import pulumi_aws as aws
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 """Service principal that EKS Pod Identity assumes roles as."""
 
+EKS_NODE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+"""Managed policies of every node role (system node group and Karpenter nodes)."""
+
 
 def service_trust_policy(service: str, *, tag_session: bool = False) -> dict[str, Any]:
     """Trust policy letting one AWS service principal assume a role.

@@ -7,7 +7,10 @@ import pulumi_aws as aws
 
 from components.cluster import Cluster
 from components.config import CONFIG_KEY, ConfigError, PlatformConfig, parse_platform_config
+from components.device_plugins import DevicePlugins
+from components.karpenter import Karpenter
 from components.network import Network
+from components.node_pools import NodePools
 
 
 class TrainingPlatform(pulumi.ComponentResource):
@@ -55,6 +58,39 @@ class TrainingPlatform(pulumi.ComponentResource):
             private_subnet_ids=[self.network.private_subnet_ids[zone] for zone in zones],
             tags=config.required_tags,
             protect=config.protect_stateful_resources,
+            opts=with_aws,
+        )
+        self.karpenter = Karpenter(
+            "karpenter",
+            cluster_name=config.name,
+            region=config.region,
+            account_id=config.account_id,
+            cluster_ready=self.cluster.ready,
+            kubernetes_provider=self.cluster.kubernetes_provider,
+            opts=with_aws,
+        )
+        self.node_pools = NodePools(
+            "pools",
+            cluster_name=config.name,
+            pools=config.node_pools,
+            general=config.general_pool,
+            zones=zones,
+            training_zone=config.network.training_zone,
+            vpc_id=self.network.vpc_id,
+            private_subnet_ids=dict(self.network.private_subnet_ids),
+            node_role_name=self.karpenter.node_role_name,
+            tags=config.required_tags,
+            karpenter_ready=self.karpenter.ready,
+            kubernetes_provider=self.cluster.kubernetes_provider,
+            opts=with_aws,
+        )
+        self.device_plugins = DevicePlugins(
+            "device-plugins",
+            pools=config.node_pools,
+            region=config.region,
+            kubernetes_version=config.cluster.kubernetes_version,
+            cluster_ready=self.cluster.ready,
+            kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,
         )
         self.register_outputs({})

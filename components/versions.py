@@ -73,3 +73,68 @@ def addon_semver(version: str) -> tuple[int, int, int]:
     core = version.removeprefix("v").split("-", 1)[0]
     major, minor, patch = (int(part) for part in core.split("."))
     return major, minor, patch
+
+
+@dataclass(frozen=True)
+class HelmChart:
+    """One upstream Helm chart at a pinned version."""
+
+    chart: str
+    """Chart name in ``repository``, or a full ``oci://`` reference."""
+    version: str
+    """Exact chart version (never a range, ``latest`` or a branch)."""
+    repository: str | None
+    """HTTPS chart repository; None for OCI charts."""
+    reference_dir: str
+    """Where the chart's default values sit in the reference data (``charts/<this>/``)."""
+
+
+KARPENTER_VERSION: Final = "1.14.1"
+"""Karpenter; >= 1.11 for placementGroupSelector and networkInterfaces."""
+
+KARPENTER_CRD_CHART: Final = HelmChart(
+    chart="oci://public.ecr.aws/karpenter/karpenter-crd",
+    version=KARPENTER_VERSION,
+    repository=None,
+    reference_dir=f"karpenter-crd/{KARPENTER_VERSION}",
+)
+KARPENTER_CHART: Final = HelmChart(
+    chart="oci://public.ecr.aws/karpenter/karpenter",
+    version=KARPENTER_VERSION,
+    repository=None,
+    reference_dir=f"karpenter/{KARPENTER_VERSION}",
+)
+NVIDIA_DEVICE_PLUGIN_CHART: Final = HelmChart(
+    chart="nvidia-device-plugin",
+    version="0.20.0",
+    repository="https://nvidia.github.io/k8s-device-plugin",
+    reference_dir="nvidia-device-plugin/0.20.0",
+)
+EFA_DEVICE_PLUGIN_CHART: Final = HelmChart(
+    chart="aws-efa-k8s-device-plugin",
+    # The chart's own version string carries a leading "v" (image v0.5.20).
+    version="v0.5.30",
+    repository="https://aws.github.io/eks-charts",
+    reference_dir="aws-efa-k8s-device-plugin/0.5.30",
+)
+NEURON_CHART: Final = HelmChart(
+    chart="oci://public.ecr.aws/neuron/neuron-helm-chart",
+    version="1.9.0",
+    repository=None,
+    reference_dir="neuron-helm-chart/1.9.0",
+)
+
+NEURON_CUSTOM_SCHEDULER_IMAGES: Final[dict[str, tuple[str, str]]] = {
+    "1.33": ("public.ecr.aws/eks-distro/kubernetes/kube-scheduler", "v1.33.13-eks-1-33-34"),
+    "1.34": ("public.ecr.aws/eks-distro/kubernetes/kube-scheduler", "v1.34.7-eks-1-34-18"),
+    "1.35": ("registry.k8s.io/kube-scheduler", "v1.35.0"),
+}
+"""kube-scheduler image (repository, tag) the Neuron chart's second scheduler runs, per cluster
+minor: the chart's default (1.31) is outside the supported skew of these control planes."""
+
+DEFAULT_AMI_ALIAS: Final = "al2023@v20260903"
+"""EKS-optimized AL2023 release Karpenter nodes boot from; Karpenter picks the NVIDIA or Neuron
+variant per instance type. Pinned: ``@latest`` would roll every node on each AMI release."""
+
+EFA_DEVICE_PLUGIN_IMAGE_ACCOUNT: Final = "602401143452"
+"""The EKS image registry account that serves the EFA device plugin in commercial regions."""

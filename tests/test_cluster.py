@@ -75,7 +75,9 @@ def test_prod_endpoint_is_private_only(synthesized: dict[str, StackResult]) -> N
 def test_access_entry_with_cluster_admin_for_each_admin(stack_run: tuple[str, ProgramRun]) -> None:
     stack, run = stack_run
     config = parse_platform_config(stack_data(stack))
-    entries = run.of_type("aws:eks/accessEntry:AccessEntry")
+    entries = [
+        e for e in run.of_type("aws:eks/accessEntry:AccessEntry") if e.inputs["type"] == "STANDARD"
+    ]
     associations = run.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
     admins = config.cluster.admin_principal_arns
     assert sorted(e.inputs["principalArn"] for e in entries) == sorted(admins)

@@ -53,6 +53,16 @@ def _both(*mutations: Mutation) -> Mutation:
     return mutate
 
 
+def _pool(index: int = 0, **fields: Any) -> Mutation:
+    """Replace dev's pool list entry ``index`` with a trn1 EFA pool changed by ``fields``."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        pool = {"name": "trn", "instanceTypes": ["trn1.32xlarge"], "maxNodes": 2, **fields}
+        data["nodePools"] = [*data.get("nodePools", [])[:index], pool]
+
+    return mutate
+
+
 # (id, mutation of the dev stack, key path in the message, words of the allowed text)
 INVALID: list[tuple[str, Mutation, str, str]] = [
     ("training zone not a cluster zone", _set("network.trainingZone", "us-west-2c"),
@@ -119,10 +129,45 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
      "platform.environment", "lower-case letters"),
     ("region that does not exist in form", _set("region", "uswest2"),
      "platform.region", "an AWS region name such as us-west-2"),
-    ("reserved section filled too early", _set("nodePools", [{"name": "p5"}]),
-     "platform.nodePools", "reserved for a capability this release does not ship"),
+    ("reserved section filled too early", _set("storage", {"fileSystems": []}),
+     "platform.storage", "reserved for a capability this release does not ship"),
     ("boolean given as text", _set("protectStatefulResources", "maybe"),
      "platform.protectStatefulResources", "a valid boolean"),
+    # node pools
+    ("unknown instance type", _pool(instanceTypes=["p9.96xlarge"]),
+     "platform.nodePools[0].instanceTypes[0]", "one of p4d.24xlarge, p4de.24xlarge, p5.48xlarge"),
+    ("EFA pool mixing EFA layouts", _pool(instanceTypes=["p5.48xlarge", "p5en.48xlarge"]),
+     "platform.nodePools[0].instanceTypes", "same EFA layout"),
+    ("GPU and Trainium in one pool", _pool(instanceTypes=["g5.xlarge", "trn1.32xlarge"], efa=False),
+     "platform.nodePools[0].instanceTypes", "one accelerator kind"),
+    ("different accelerator counts in one pool", _pool(instanceTypes=["g5.xlarge", "g5.48xlarge"], efa=False),
+     "platform.nodePools[0].instanceTypes", "same number of accelerators"),
+    ("EFA pool outside the training zone", _pool(zone="us-west-2a"),
+     "platform.nodePools[0].zone", "the training zone us-west-2b"),
+    ("pool zone not in the cluster", _pool(instanceTypes=["g5.xlarge"], zone="us-west-2c"),
+     "platform.nodePools[0].zone", "one of the availability zones us-west-2a, us-west-2b"),
+    ("EFA on a type without EFA", _pool(instanceTypes=["g5.xlarge"], efa=True),
+     "platform.nodePools[0].efa", "g5.xlarge has no EFA interfaces"),
+    ("reserved pool without reservations", _pool(capacityType="reserved"),
+     "platform.nodePools[0].capacityReservationIds", "at least one reservation id"),
+    ("reservations on an on-demand pool", _pool(capacityReservationIds=["cr-0123456789abcdef0"]),
+     "platform.nodePools[0].capacityType", "reserved, since the pool names capacity reservations"),
+    ("malformed reservation id", _pool(capacityType="reserved", capacityReservationIds=["cr-123"]),
+     "platform.nodePools[0].capacityReservationIds[0]", "a capacity reservation id"),
+    ("duplicate pool names", _both(_pool(), _pool(index=1)),
+     "platform.nodePools", "unique pool names"),
+    ("pool named like the CPU pool", _pool(name="general"),
+     "platform.nodePools", "none named 'general'"),
+    ("unpinnable AMI alias", _pool(amiAlias="ubuntu@22.04"),
+     "platform.nodePools[0].amiAlias", "an EKS AMI alias"),
+    ("no nodes at all", _pool(maxNodes=0),
+     "platform.nodePools[0].maxNodes", "greater than or equal to 1"),
+    ("taint with an unknown effect", _pool(taints=[{"key": "team", "value": "a", "effect": "NoRun"}]),
+     "platform.nodePools[0].taints[0].effect", "'NoSchedule', 'PreferNoSchedule' or 'NoExecute'"),
+    ("label in a Karpenter-owned domain", _pool(labels={"karpenter.sh/capacity-type": "spot"}),
+     "platform.nodePools[0].labels.karpenter.sh/capacity-type", "outside the domains Karpenter reserves"),
+    ("pool name with capitals", _pool(name="P5"),
+     "platform.nodePools[0].name", "lower-case letters"),
 ]  # fmt: skip
 
 

@@ -1,0 +1,142 @@
+"""Device plugins that turn accelerators and EFA interfaces into schedulable resources.
+
+Each plugin is installed only when a pool needs it, and runs only on the nodes that have the
+hardware: the NVIDIA plugin on nodes labelled ``nvidia.com/gpu.present``, the EFA plugin on the
+EFA instance types of this platform's pools (tolerating the accelerator taints), and the Neuron
+device plugin and scheduler extension on the Trainium types.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import pulumi
+
+from components import versions
+from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
+from components.cluster import SYSTEM_NODE_LABEL
+from components.config import NodePoolConfig
+from components.helm import release
+from components.node_pools import GPU_PRESENT_LABEL
+
+NAMESPACE: Final = "kube-system"
+INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
+ACCELERATOR_TOLERATIONS: Final = [
+    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+    {"key": NEURON_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+]
+SYSTEM_PLACEMENT: Final = {
+    "nodeSelector": {SYSTEM_NODE_LABEL: "system"},
+    "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+}
+"""Where the Neuron scheduler extension and its scheduler run: the system nodes."""
+
+
+def _types(
+    pools: list[NodePoolConfig], *, resource: str | None = None, efa: bool = False
+) -> list[str]:
+    return sorted(
+        {
+            name
+            for pool in pools
+            if (resource is None or pool.instance.accelerator_resource == resource)
+            and (not efa or pool.uses_efa)
+            for name in pool.instance_types
+        }
+    )
+
+
+def nvidia_values() -> dict[str, Any]:
+    """NVIDIA device plugin values: only on nodes our GPU pools label as GPU nodes."""
+    return {"nodeSelector": {GPU_PRESENT_LABEL: "true"}}
+
+
+def efa_values(efa_instance_types: list[str], region: str) -> dict[str, Any]:
+    """EFA device plugin values: our EFA types only, tolerating the accelerator taints.
+
+    Args:
+        efa_instance_types: instance types of the pools that attach EFA.
+        region: the cluster's region; the plugin image is served from its regional registry.
+    """
+    registry = f"{versions.EFA_DEVICE_PLUGIN_IMAGE_ACCOUNT}.dkr.ecr.{region}.amazonaws.com"
+    return {
+        "image": {"repository": f"{registry}/eks/aws-efa-k8s-device-plugin"},
+        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": efa_instance_types},
+        "tolerations": ACCELERATOR_TOLERATIONS,
+    }
+
+
+def neuron_values(neuron_instance_types: list[str], kubernetes_version: str) -> dict[str, Any]:
+    """Neuron chart values: device plugin and scheduler extension on, node problem detector off.
+
+    The scheduler extension runs a second scheduler (``my-scheduler``) that allocates contiguous
+    Neuron devices; EKS does not let the default scheduler be extended.
+
+    Args:
+        neuron_instance_types: instance types of the Trainium pools.
+        kubernetes_version: cluster minor version; the second scheduler's image follows it.
+    """
+    repository, tag = versions.NEURON_CUSTOM_SCHEDULER_IMAGES[kubernetes_version]
+    return {
+        "neuronInstances": neuron_instance_types,
+        "devicePlugin": {"enabled": True},
+        "scheduler": {
+            "enabled": True,
+            **SYSTEM_PLACEMENT,
+            "customScheduler": {
+                "enabled": True,
+                "image": {"repository": repository, "tag": tag},
+                **SYSTEM_PLACEMENT,
+            },
+        },
+        "npd": {"enabled": False},
+    }
+
+
+class DevicePlugins(pulumi.ComponentResource):
+    """The device plugins the platform's pools need, and no others."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        pools: list[NodePoolConfig],
+        region: str,
+        kubernetes_version: str,
+        cluster_ready: list[pulumi.Resource],
+        kubernetes_provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Install the plugins.
+
+        Args:
+            name: component name.
+            pools: validated accelerated pools.
+            region: AWS region (EFA plugin image registry).
+            kubernetes_version: cluster minor version (Neuron's second scheduler image).
+            cluster_ready: resources the releases wait for (system nodes, add-ons).
+            kubernetes_provider: provider of the Helm releases.
+            opts: resource options.
+        """
+        super().__init__("trainingplatform:index:DevicePlugins", name, None, opts)
+        in_cluster = pulumi.ResourceOptions(
+            parent=self, provider=kubernetes_provider, depends_on=cluster_ready
+        )
+        wanted: list[tuple[str, versions.HelmChart, dict[str, Any] | None]] = []
+        if _types(pools, resource=GPU_RESOURCE):
+            wanted.append(("nvidia-device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, None))
+        if efa_types := _types(pools, efa=True):
+            values = efa_values(efa_types, region)
+            wanted.append(("aws-efa-k8s-device-plugin", versions.EFA_DEVICE_PLUGIN_CHART, values))
+        if neuron_types := _types(pools, resource=NEURON_RESOURCE):
+            values = neuron_values(neuron_types, kubernetes_version)
+            wanted.append(("neuron-helm-chart", versions.NEURON_CHART, values))
+        for release_name, chart, chart_values in wanted:
+            release(
+                release_name,
+                chart,
+                namespace=NAMESPACE,
+                values=nvidia_values() if chart_values is None else chart_values,
+                opts=in_cluster,
+            )
+        self.register_outputs({})

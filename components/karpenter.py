@@ -1,0 +1,441 @@
+"""Karpenter: controller identity, node role, interruption handling and the two charts.
+
+The controller's permissions follow Karpenter's own v1.14 prerequisites, split into its five
+policies (node lifecycle, IAM integration, EKS integration, interruption, resource discovery),
+with the placement-group and capacity-reservation ARNs the accelerated pools need, every
+mutating action scoped to this cluster's tags and no ``*`` action anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any, Final
+
+import pulumi
+import pulumi_aws as aws
+
+from components import versions
+from components.cluster import SYSTEM_NODE_LABEL
+from components.helm import release
+from components.iam import (
+    EKS_NODE_POLICIES,
+    pod_identity_trust_policy,
+    role_with_policies,
+    service_trust_policy,
+)
+
+NAMESPACE: Final = "kube-system"
+SERVICE_ACCOUNT: Final = "karpenter"
+INTERRUPTION_RETENTION_SECONDS: Final = 300
+INTERRUPTION_EVENTS: Final[dict[str, tuple[str, str]]] = {
+    "health": ("aws.health", "AWS Health Event"),
+    "spot-interruption": ("aws.ec2", "EC2 Spot Instance Interruption Warning"),
+    "rebalance": ("aws.ec2", "EC2 Instance Rebalance Recommendation"),
+    "state-change": ("aws.ec2", "EC2 Instance State-change Notification"),
+    "reservation-interruption": (
+        "aws.ec2",
+        "EC2 Capacity Reservation Instance Interruption Warning",
+    ),
+}
+"""EventBridge rules feeding the interruption queue: name -> (source, detail-type)."""
+
+
+def _ec2(region: str, resource: str, account: str = "*") -> str:
+    return f"arn:aws:ec2:{region}:{account}:{resource}"
+
+
+def controller_policies(
+    cluster_name: str, region: str, account_id: str, node_role_arn: str, queue_arn: str
+) -> dict[str, dict[str, Any]]:
+    """The controller's five IAM policies, by name.
+
+    Args:
+        cluster_name: EKS cluster; every mutating statement is conditioned on its tags.
+        region: the cluster's region; reads are limited to it.
+        account_id: account of the instance profiles and the cluster.
+        node_role_arn: the only role the controller may pass to EC2.
+        queue_arn: the interruption queue it reads.
+    """
+    owned = {f"aws:ResourceTag/kubernetes.io/cluster/{cluster_name}": "owned"}
+    request_owned = {
+        f"aws:RequestTag/kubernetes.io/cluster/{cluster_name}": "owned",
+        "aws:RequestTag/eks:eks-cluster-name": cluster_name,
+    }
+    launched = ["fleet/*", "instance/*", "volume/*", "network-interface/*", "launch-template/*",
+                "spot-instances-request/*"]  # fmt: skip
+    profile_arn = f"arn:aws:iam::{account_id}:instance-profile/*"
+    region_tag = "topology.kubernetes.io/region"
+
+    def doc(*statements: dict[str, Any]) -> dict[str, Any]:
+        return {"Version": "2012-10-17", "Statement": list(statements)}
+
+    return {
+        "node-lifecycle": doc(
+            {
+                "Sid": "AllowScopedEC2InstanceAccessActions",
+                "Effect": "Allow",
+                "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+                "Resource": [
+                    f"arn:aws:ec2:{region}::image/*",
+                    f"arn:aws:ec2:{region}::snapshot/*",
+                    _ec2(region, "security-group/*"),
+                    _ec2(region, "subnet/*"),
+                    _ec2(region, "capacity-reservation/*"),
+                    _ec2(region, "placement-group/*"),
+                ],
+            },
+            {
+                "Sid": "AllowScopedEC2LaunchTemplateAccessActions",
+                "Effect": "Allow",
+                "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+                "Resource": _ec2(region, "launch-template/*"),
+                "Condition": {
+                    "StringEquals": owned,
+                    "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+                },
+            },
+            {
+                "Sid": "AllowScopedEC2InstanceActionsWithTags",
+                "Effect": "Allow",
+                "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+                "Resource": [_ec2(region, r) for r in launched],
+                "Condition": {
+                    "StringEquals": request_owned,
+                    "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
+                },
+            },
+            {
+                "Sid": "AllowScopedResourceCreationTagging",
+                "Effect": "Allow",
+                "Action": ["ec2:CreateTags"],
+                "Resource": [_ec2(region, r) for r in launched],
+                "Condition": {
+                    "StringEquals": {
+                        **request_owned,
+                        "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                    },
+                    "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
+                },
+            },
+            {
+                "Sid": "AllowScopedResourceTagging",
+                "Effect": "Allow",
+                "Action": ["ec2:CreateTags"],
+                "Resource": _ec2(region, "instance/*"),
+                "Condition": {
+                    "StringEquals": owned,
+                    "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+                    "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster_name},
+                    "ForAllValues:StringEquals": {
+                        "aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]
+                    },
+                },
+            },
+            {
+                "Sid": "AllowScopedDeletion",
+                "Effect": "Allow",
+                "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
+                "Resource": [_ec2(region, "instance/*"), _ec2(region, "launch-template/*")],
+                "Condition": {
+                    "StringEquals": owned,
+                    "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+                },
+            },
+        ),
+        "iam-integration": doc(
+            {
+                "Sid": "AllowPassingInstanceRole",
+                "Effect": "Allow",
+                "Action": ["iam:PassRole"],
+                "Resource": node_role_arn,
+                "Condition": {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com"]}},
+            },
+            {
+                "Sid": "AllowScopedInstanceProfileCreationActions",
+                "Effect": "Allow",
+                "Action": ["iam:CreateInstanceProfile"],
+                "Resource": profile_arn,
+                "Condition": {
+                    "StringEquals": {**request_owned, f"aws:RequestTag/{region_tag}": region},
+                    "StringLike": {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+                },
+            },
+            {
+                "Sid": "AllowScopedInstanceProfileTagActions",
+                "Effect": "Allow",
+                "Action": ["iam:TagInstanceProfile"],
+                "Resource": profile_arn,
+                "Condition": {
+                    "StringEquals": {
+                        **owned,
+                        f"aws:ResourceTag/{region_tag}": region,
+                        **request_owned,
+                        f"aws:RequestTag/{region_tag}": region,
+                    },
+                    "StringLike": {
+                        "aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*",
+                        "aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*",
+                    },
+                },
+            },
+            {
+                "Sid": "AllowScopedInstanceProfileActions",
+                "Effect": "Allow",
+                "Action": [
+                    "iam:AddRoleToInstanceProfile",
+                    "iam:RemoveRoleFromInstanceProfile",
+                    "iam:DeleteInstanceProfile",
+                ],
+                "Resource": profile_arn,
+                "Condition": {
+                    "StringEquals": {**owned, f"aws:ResourceTag/{region_tag}": region},
+                    "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+                },
+            },
+            {
+                "Sid": "AllowInstanceProfileReadActions",
+                "Effect": "Allow",
+                "Action": ["iam:GetInstanceProfile"],
+                "Resource": profile_arn,
+            },
+            {
+                # Garbage collection of orphaned profiles lists them.
+                "Sid": "AllowInstanceProfileListAction",
+                "Effect": "Allow",
+                "Action": ["iam:ListInstanceProfiles"],
+                "Resource": profile_arn,
+            },
+        ),
+        "eks-integration": doc(
+            {
+                "Sid": "AllowAPIServerEndpointDiscovery",
+                "Effect": "Allow",
+                "Action": ["eks:DescribeCluster"],
+                "Resource": f"arn:aws:eks:{region}:{account_id}:cluster/{cluster_name}",
+            }
+        ),
+        "interruption": doc(
+            {
+                "Sid": "AllowInterruptionQueueActions",
+                "Effect": "Allow",
+                "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
+                "Resource": queue_arn,
+            }
+        ),
+        "resource-discovery": doc(
+            {
+                "Sid": "AllowRegionalReadActions",
+                "Effect": "Allow",
+                "Action": [
+                    "ec2:DescribeCapacityReservations",
+                    "ec2:DescribeImages",
+                    "ec2:DescribeInstances",
+                    "ec2:DescribeInstanceTypeOfferings",
+                    "ec2:DescribeInstanceTypes",
+                    "ec2:DescribeLaunchTemplates",
+                    "ec2:DescribePlacementGroups",
+                    "ec2:DescribeSecurityGroups",
+                    "ec2:DescribeSpotPriceHistory",
+                    "ec2:DescribeSubnets",
+                ],
+                "Resource": "*",
+                "Condition": {"StringEquals": {"aws:RequestedRegion": region}},
+            },
+            {
+                "Sid": "AllowSSMReadActions",
+                "Effect": "Allow",
+                "Action": ["ssm:GetParameter"],
+                "Resource": f"arn:aws:ssm:{region}::parameter/aws/service/*",
+            },
+            {
+                "Sid": "AllowPricingReadActions",
+                "Effect": "Allow",
+                "Action": ["pricing:GetProducts"],
+                "Resource": "*",
+            },
+        ),
+    }
+
+
+def interruption_queue_policy(queue_arn: str) -> dict[str, Any]:
+    """Queue policy: EventBridge may send; nothing may use the queue without TLS."""
+    return {
+        "Version": "2012-10-17",
+        "Id": "KarpenterInterruptionQueue",
+        "Statement": [
+            {
+                "Sid": "AllowEventBridge",
+                "Effect": "Allow",
+                "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
+                "Action": "sqs:SendMessage",
+                "Resource": queue_arn,
+            },
+            {
+                "Sid": "DenyHTTP",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "sqs:*",
+                "Resource": queue_arn,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+        ],
+    }
+
+
+def karpenter_values(cluster_name: str, queue_name: pulumi.Input[str]) -> dict[str, Any]:
+    """Values of the karpenter chart: this cluster, its queue, controllers on system nodes."""
+    return {
+        "replicas": 2,
+        "serviceAccount": {"name": SERVICE_ACCOUNT},
+        "settings": {
+            "clusterName": cluster_name,
+            "interruptionQueue": queue_name,
+            "featureGates": {"reservedCapacity": True},
+        },
+        "nodeSelector": {SYSTEM_NODE_LABEL: "system"},
+        "controller": {
+            "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "limits": {"memory": "1Gi"},
+            }
+        },
+    }
+
+
+def _policy_json(key: str) -> typing.Callable[[dict[str, dict[str, Any]]], str]:
+    def render(documents: dict[str, dict[str, Any]]) -> str:
+        return json.dumps(documents[key])
+
+    return render
+
+
+class Karpenter(pulumi.ComponentResource):
+    """Karpenter's AWS prerequisites and its two Helm releases.
+
+    Outputs: ``node_role_name`` (for EC2NodeClasses), ``queue_name``, and ``ready`` (the
+    resources custom resources must wait for: the CRD and controller releases).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster_name: str,
+        region: str,
+        account_id: str,
+        cluster_ready: list[pulumi.Resource],
+        kubernetes_provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Create the identity, queue and charts.
+
+        Args:
+            name: prefix of child resource names.
+            cluster_name: EKS cluster Karpenter manages nodes for.
+            region: AWS region (ARNs and regional conditions).
+            account_id: AWS account (ARNs).
+            cluster_ready: resources the controller needs first (the cluster, its system nodes
+                and the Pod Identity agent).
+            kubernetes_provider: provider of the Helm releases.
+            opts: resource options; the AWS provider comes from here.
+        """
+        super().__init__("trainingplatform:index:Karpenter", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        node_role = role_with_policies(
+            f"{name}-node",
+            trust_policy=service_trust_policy("ec2.amazonaws.com"),
+            managed_policies=list(EKS_NODE_POLICIES),
+            opts=child,
+        )
+        aws.eks.AccessEntry(
+            f"{name}-node",
+            cluster_name=cluster_name,
+            principal_arn=node_role.role.arn,
+            type="EC2_LINUX",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster_ready),
+        )
+        self.node_role_name = node_role.role.name
+
+        queue = aws.sqs.Queue(
+            f"{name}-interruption",
+            name=cluster_name,
+            message_retention_seconds=INTERRUPTION_RETENTION_SECONDS,
+            sqs_managed_sse_enabled=True,
+            opts=child,
+        )
+        self.queue_name = queue.name
+        aws.sqs.QueuePolicy(
+            f"{name}-interruption",
+            queue_url=queue.url,
+            policy=queue.arn.apply(lambda arn: json.dumps(interruption_queue_policy(arn))),
+            opts=child,
+        )
+        for rule_name, (source, detail_type) in INTERRUPTION_EVENTS.items():
+            rule = aws.cloudwatch.EventRule(
+                f"{name}-{rule_name}",
+                description=f"{detail_type} to Karpenter's interruption queue",
+                event_pattern=json.dumps({"source": [source], "detail-type": [detail_type]}),
+                opts=child,
+            )
+            aws.cloudwatch.EventTarget(
+                f"{name}-{rule_name}",
+                rule=rule.name,
+                arn=queue.arn,
+                target_id="KarpenterInterruptionQueue",
+                opts=child,
+            )
+
+        controller_role = role_with_policies(
+            f"{name}-controller",
+            trust_policy=pod_identity_trust_policy(),
+            managed_policies=[],
+            opts=child,
+        )
+        documents = pulumi.Output.all(node_role.role.arn, queue.arn).apply(
+            lambda arns: controller_policies(cluster_name, region, account_id, arns[0], arns[1])
+        )
+        controller_policy_resources = [
+            aws.iam.RolePolicy(
+                f"{name}-controller-{policy_name}",
+                name=policy_name,
+                role=controller_role.role.id,
+                policy=documents.apply(_policy_json(policy_name)),
+                opts=child,
+            )
+            for policy_name in ("node-lifecycle", "iam-integration", "eks-integration",
+                                "interruption", "resource-discovery")
+        ]  # fmt: skip
+        identity = aws.eks.PodIdentityAssociation(
+            f"{name}-controller",
+            cluster_name=cluster_name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            role_arn=controller_role.role.arn,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster_ready),
+        )
+
+        with_k8s = pulumi.ResourceOptions(
+            parent=self, provider=kubernetes_provider, depends_on=cluster_ready
+        )
+        crds = release(
+            "karpenter-crd",
+            versions.KARPENTER_CRD_CHART,
+            namespace=NAMESPACE,
+            values={},
+            opts=with_k8s,
+        )
+        controller = release(
+            "karpenter",
+            versions.KARPENTER_CHART,
+            namespace=NAMESPACE,
+            values=karpenter_values(cluster_name, queue.name),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=kubernetes_provider,
+                depends_on=[crds, identity, *controller_policy_resources, *cluster_ready],
+            ),
+        )
+        self.ready: list[pulumi.Resource] = [crds, controller]
+        self.register_outputs({"nodeRoleName": self.node_role_name, "queueName": self.queue_name})

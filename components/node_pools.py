@@ -1,0 +1,364 @@
+"""Karpenter pools: per accelerated pool a placement group, an EC2NodeClass and a NodePool.
+
+Everything a pool asks of EC2 is derived from the catalog entry of its instance type: the EFA
+interfaces the EC2NodeClass attaches, the accelerator taint, and the NodePool's limits. EFA pools
+are pinned to the training zone: their placement group, their subnets and their NodePool's zone
+requirement all say the same zone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.catalog import GPU_RESOURCE, efa_network_interfaces
+from components.config import GeneralPoolConfig, NodePoolConfig
+
+NODE_CLASS_API: Final = "karpenter.k8s.aws/v1"
+NODE_POOL_API: Final = "karpenter.sh/v1"
+POOL_LABEL: Final = "trainingplatform.io/pool"
+ACCELERATOR_LABEL: Final = "trainingplatform.io/accelerator"
+GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
+GENERAL_POOL: Final = "general"
+INSTANCE_TYPE: Final = "node.kubernetes.io/instance-type"
+CAPACITY_TYPE: Final = "karpenter.sh/capacity-type"
+ZONE: Final = "topology.kubernetes.io/zone"
+CLUSTER_SG_TAG: Final = "aws:eks:cluster-name"
+"""Tag EKS puts on the cluster security group it creates (the one managed nodes use)."""
+
+# Training nodes are emptied by jobs finishing, never by Karpenter: only empty nodes are
+# consolidated, nodes never expire, and drift never replaces a node that runs something.
+TRAINING_DISRUPTION: Final = {
+    "consolidationPolicy": "WhenEmpty",
+    "consolidateAfter": "30m",
+    "budgets": [
+        {"nodes": "0", "reasons": ["Drifted"]},
+        {"nodes": "10%", "reasons": ["Empty"]},
+    ],
+}
+
+
+def accelerator_taint(pool: NodePoolConfig) -> dict[str, str]:
+    """The taint that keeps non-accelerator pods off a pool's nodes."""
+    return {"key": pool.instance.accelerator_resource, "value": "true", "effect": "NoSchedule"}
+
+
+def pool_labels(pool: NodePoolConfig) -> dict[str, str]:
+    """Node labels of a pool: its name, accelerator kind, the NVIDIA plugin's label, extras."""
+    labels = {POOL_LABEL: pool.name, ACCELERATOR_LABEL: pool.instance.accelerator}
+    if pool.instance.accelerator_resource == GPU_RESOURCE:
+        # The NVIDIA device plugin's default affinity requires it (no NFD on this platform).
+        labels[GPU_PRESENT_LABEL] = "true"
+    return {**labels, **pool.labels}
+
+
+def pool_zones(pool: NodePoolConfig, zones: list[str], training_zone: str) -> list[str]:
+    """Zones a pool may launch in: the training zone for EFA and placement-group pools."""
+    if pool.uses_efa or pool.uses_placement_group:
+        return [training_zone]
+    return [pool.zone] if pool.zone else list(zones)
+
+
+def placement_group_name(cluster_name: str, pool: NodePoolConfig) -> str:
+    """Name of a pool's placement group (fixed, so capacity can be reserved into it)."""
+    return f"{cluster_name}-{pool.name}"
+
+
+def node_class_spec(
+    pool: NodePoolConfig,
+    *,
+    node_role_name: pulumi.Input[str],
+    subnet_ids: list[pulumi.Input[str]],
+    security_group_terms: list[dict[str, Any]],
+    placement_group: str | None,
+    tags: dict[str, str],
+) -> dict[str, Any]:
+    """The EC2NodeClass spec of an accelerated pool.
+
+    Args:
+        pool: the validated pool config.
+        node_role_name: IAM role of the nodes (Karpenter manages the instance profile).
+        subnet_ids: the subnets the pool may use (only the training zone's for EFA pools).
+        security_group_terms: securityGroupSelectorTerms (cluster group, EFA group).
+        placement_group: placement group name, or None.
+        tags: tags of every instance and volume (provider default tags do not reach them).
+    """
+    instance = pool.instance
+    spec: dict[str, Any] = {
+        "role": node_role_name,
+        "amiSelectorTerms": [{"alias": pool.ami_alias}],
+        "subnetSelectorTerms": [{"id": subnet_id} for subnet_id in subnet_ids],
+        "securityGroupSelectorTerms": security_group_terms,
+        "blockDeviceMappings": [_root_volume(pool.root_volume_size_gib)],
+        "metadataOptions": _METADATA_OPTIONS,
+        "tags": {**tags, POOL_LABEL: pool.name},
+    }
+    if instance.nvme_gb > 0:
+        spec["instanceStorePolicy"] = "RAID0"
+    if pool.uses_efa:
+        spec["networkInterfaces"] = efa_network_interfaces(instance.efa_interfaces)
+    if placement_group is not None:
+        spec["placementGroupSelector"] = {"name": placement_group}
+    if pool.capacity_type == "reserved":
+        spec["capacityReservationSelectorTerms"] = [
+            {"id": reservation} for reservation in pool.capacity_reservation_ids
+        ] + (
+            [{"tags": dict(pool.capacity_reservation_tags)}]
+            if pool.capacity_reservation_tags
+            else []
+        )
+    return spec
+
+
+def requirement(key: str, operator: str, values: list[str]) -> dict[str, Any]:
+    """One NodePool requirement (a node selector term Karpenter must satisfy)."""
+    return {"key": key, "operator": operator, "values": values}
+
+
+def node_class_ref(name: str) -> dict[str, str]:
+    """Reference from a NodePool to its EC2NodeClass."""
+    return {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name}
+
+
+def node_pool_spec(pool: NodePoolConfig, *, zones: list[str]) -> dict[str, Any]:
+    """The NodePool spec of an accelerated pool: requirements, taints, limits, disruption."""
+    instance = pool.instance
+    return {
+        "template": {
+            "metadata": {"labels": pool_labels(pool)},
+            "spec": {
+                "nodeClassRef": node_class_ref(pool.name),
+                "requirements": [
+                    requirement(INSTANCE_TYPE, "In", list(pool.instance_types)),
+                    requirement(CAPACITY_TYPE, "In", [pool.capacity_type]),
+                    requirement(ZONE, "In", zones),
+                ],
+                "taints": [accelerator_taint(pool)] + [t.model_dump() for t in pool.taints],
+                "expireAfter": "Never",
+            },
+        },
+        "limits": {
+            "nodes": pool.max_nodes,
+            instance.accelerator_resource: pool.max_nodes * instance.accelerators,
+            "cpu": pool.max_nodes * instance.vcpu,
+            "memory": f"{pool.max_nodes * instance.memory_gib}Gi",
+        },
+        "disruption": TRAINING_DISRUPTION,
+    }  # fmt: skip
+
+
+def general_node_class_spec(
+    general: GeneralPoolConfig,
+    *,
+    node_role_name: pulumi.Input[str],
+    subnet_ids: list[pulumi.Input[str]],
+    security_group_terms: list[dict[str, Any]],
+    tags: dict[str, str],
+) -> dict[str, Any]:
+    """The EC2NodeClass of the general-purpose CPU pool."""
+    return {
+        "role": node_role_name,
+        "amiSelectorTerms": [{"alias": general.ami_alias}],
+        "subnetSelectorTerms": [{"id": subnet_id} for subnet_id in subnet_ids],
+        "securityGroupSelectorTerms": security_group_terms,
+        "blockDeviceMappings": [_root_volume(100)],
+        "metadataOptions": _METADATA_OPTIONS,
+        "tags": {**tags, POOL_LABEL: GENERAL_POOL},
+    }
+
+
+def general_node_pool_spec(general: GeneralPoolConfig, *, zones: list[str]) -> dict[str, Any]:
+    """The NodePool of the general-purpose CPU pool: current-generation c, m and r families."""
+    return {
+        "template": {
+            "metadata": {"labels": {POOL_LABEL: GENERAL_POOL}},
+            "spec": {
+                "nodeClassRef": node_class_ref(GENERAL_POOL),
+                "requirements": [
+                    requirement("karpenter.k8s.aws/instance-category", "In", ["c", "m", "r"]),
+                    requirement("karpenter.k8s.aws/instance-generation", "Gt", ["5"]),
+                    requirement("kubernetes.io/arch", "In", ["amd64"]),
+                    requirement(CAPACITY_TYPE, "In", list(general.capacity_types)),
+                    requirement(ZONE, "In", zones),
+                ],
+                "expireAfter": "720h",
+            },
+        },
+        "limits": {"cpu": general.max_cpu, "memory": f"{general.max_memory_gib}Gi"},
+        "disruption": {
+            "consolidationPolicy": "WhenEmptyOrUnderutilized",
+            "consolidateAfter": "5m",
+        },
+    }  # fmt: skip
+
+
+_METADATA_OPTIONS: Final = {
+    "httpEndpoint": "enabled",
+    "httpProtocolIPv6": "disabled",
+    "httpPutResponseHopLimit": 1,
+    "httpTokens": "required",
+}
+
+
+def _root_volume(size_gib: int) -> dict[str, Any]:
+    return {
+        "deviceName": "/dev/xvda",
+        "ebs": {
+            "volumeSize": f"{size_gib}Gi",
+            "volumeType": "gp3",
+            "encrypted": True,
+            "deleteOnTermination": True,
+        },
+    }
+
+
+class NodePools(pulumi.ComponentResource):
+    """The Karpenter NodePools and EC2NodeClasses of one platform, with their AWS parts."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster_name: str,
+        pools: list[NodePoolConfig],
+        general: GeneralPoolConfig,
+        zones: list[str],
+        training_zone: str,
+        vpc_id: pulumi.Input[str],
+        private_subnet_ids: dict[str, pulumi.Input[str]],
+        node_role_name: pulumi.Input[str],
+        tags: dict[str, str],
+        karpenter_ready: list[pulumi.Resource],
+        kubernetes_provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Create the pools.
+
+        Args:
+            name: prefix of child resource names.
+            cluster_name: EKS cluster (placement group names, security group selection).
+            pools: validated accelerated pools.
+            general: the CPU pool's settings.
+            zones: every availability zone of the cluster.
+            training_zone: the zone of EFA pools and placement groups.
+            vpc_id: VPC of the EFA security group.
+            private_subnet_ids: private subnet per zone.
+            node_role_name: IAM role of Karpenter nodes.
+            tags: required tags, written onto instances through the EC2NodeClasses.
+            karpenter_ready: Karpenter's CRD and controller releases; custom resources wait.
+            kubernetes_provider: provider of the custom resources.
+            opts: resource options; the AWS provider comes from here.
+        """
+        super().__init__("trainingplatform:index:NodePools", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        in_cluster = pulumi.ResourceOptions(
+            parent=self, provider=kubernetes_provider, depends_on=karpenter_ready
+        )
+        cluster_group = {"tags": {CLUSTER_SG_TAG: cluster_name}}
+        efa_group: aws.ec2.SecurityGroup | None = None
+        if any(pool.uses_efa for pool in pools):
+            efa_group = aws.ec2.SecurityGroup(
+                f"{name}-efa",
+                description=f"EFA traffic between training nodes of {cluster_name}",
+                vpc_id=vpc_id,
+                ingress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
+                          "description": "all traffic from EFA peers"}],
+                egress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
+                         "description": "all traffic to EFA peers"}],
+                tags={"Name": f"{cluster_name}-efa"},
+                opts=child,
+            )  # fmt: skip
+        self.node_classes: dict[str, k8s.apiextensions.CustomResource] = {}
+        self.node_pools: dict[str, k8s.apiextensions.CustomResource] = {}
+        for pool in pools:
+            pool_zone_list = pool_zones(pool, zones, training_zone)
+            group_name: str | None = None
+            if pool.uses_placement_group:
+                group = aws.ec2.PlacementGroup(
+                    f"{name}-{pool.name}",
+                    name=placement_group_name(cluster_name, pool),
+                    strategy="cluster",
+                    opts=child,
+                )
+                group_name = placement_group_name(cluster_name, pool)
+                depends: list[pulumi.Resource] = [group]
+            else:
+                depends = []
+            terms: list[dict[str, Any]] = [cluster_group]
+            if pool.uses_efa and efa_group is not None:
+                terms.append({"id": efa_group.id})
+                depends.append(efa_group)
+            spec = node_class_spec(
+                pool,
+                node_role_name=node_role_name,
+                subnet_ids=[private_subnet_ids[zone] for zone in pool_zone_list],
+                security_group_terms=terms,
+                placement_group=group_name,
+                tags=tags,
+            )
+            self.node_classes[pool.name] = self._custom(
+                f"{name}-{pool.name}-class",
+                api_version=NODE_CLASS_API,
+                kind="EC2NodeClass",
+                object_name=pool.name,
+                spec=spec,
+                opts=in_cluster,
+                depends_on=depends,
+            )
+            self.node_pools[pool.name] = self._custom(
+                f"{name}-{pool.name}",
+                api_version=NODE_POOL_API,
+                kind="NodePool",
+                object_name=pool.name,
+                spec=node_pool_spec(pool, zones=pool_zone_list),
+                opts=in_cluster,
+                depends_on=[self.node_classes[pool.name]],
+            )
+        general_class = self._custom(
+            f"{name}-{GENERAL_POOL}-class",
+            api_version=NODE_CLASS_API,
+            kind="EC2NodeClass",
+            object_name=GENERAL_POOL,
+            spec=general_node_class_spec(
+                general,
+                node_role_name=node_role_name,
+                subnet_ids=[private_subnet_ids[zone] for zone in zones],
+                security_group_terms=[cluster_group],
+                tags=tags,
+            ),
+            opts=in_cluster,
+            depends_on=[],
+        )
+        self._custom(
+            f"{name}-{GENERAL_POOL}",
+            api_version=NODE_POOL_API,
+            kind="NodePool",
+            object_name=GENERAL_POOL,
+            spec=general_node_pool_spec(general, zones=zones),
+            opts=in_cluster,
+            depends_on=[general_class],
+        )
+        self.register_outputs({})
+
+    def _custom(
+        self,
+        resource_name: str,
+        *,
+        api_version: str,
+        kind: str,
+        object_name: str,
+        spec: dict[str, Any],
+        opts: pulumi.ResourceOptions,
+        depends_on: list[pulumi.Resource],
+    ) -> k8s.apiextensions.CustomResource:
+        return k8s.apiextensions.CustomResource(
+            resource_name,
+            api_version=api_version,
+            kind=kind,
+            metadata={"name": object_name},
+            spec=spec,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends_on)),
+        )
