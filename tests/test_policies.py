@@ -30,6 +30,9 @@ from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS
 
 POLICIES = {policy.name: policy for policy in ALL_POLICIES}
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+HELM = "kubernetes:helm.sh/v3:Release"
 Entry = dict[str, Any]
 Mutation = Callable[[Entry], None]
 
@@ -85,17 +88,22 @@ def _target(entries: list[Entry], resource_type: str, name_contains: str) -> Ent
         entry = eks_cluster_entry(component)
         entries.append(entry)
         return entry
-    found = [e for e in entries if e["type"] == resource_type and name_contains in e["name"]]
+    if name_contains.startswith("="):
+        found = [
+            e for e in entries if e["type"] == resource_type and e["name"] == name_contains[1:]
+        ]
+    else:
+        found = [e for e in entries if e["type"] == resource_type and name_contains in e["name"]]
     assert found, f"no {resource_type} *{name_contains}*"
     return found[0]
 
 
 def at(path: str, value: Any) -> Mutation:
-    """Set inputs at a dotted path (list indexes as numbers)."""
+    """Set inputs at a dotted path (list indexes as numbers; "|" separates keys with dots)."""
 
     def mutate(entry: Entry) -> None:
         node: Any = entry["inputs"]
-        *parents, last = path.split(".")
+        *parents, last = path.split("|" if "|" in path else ".")
         for key in parents:
             node = node[int(key)] if key.isdigit() else node[key]
         if value is _DELETE:
@@ -152,6 +160,19 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("required-tags", "prod", "aws:ec2/vpc:Vpc", "", at("tags", {"owner": ""}), "'owner'"),
     ("stateful-resources-protected", "prod", "aws:kms/key:Key", "", unprotect, "must be protected"),
     ("stateful-resources-protected", "prod", "eks:index:Cluster", "", unprotect, "must be protected"),
+    ("nodepool-limits", "prod", NODE_POOL, "=pools-p5", at("spec.limits", {}), "no nodes or cpu limit"),
+    ("nodepool-limits", "prod", NODE_POOL, "=pools-p5", at("spec|limits|nvidia.com/gpu", _DELETE), "no nvidia.com/gpu limit"),
+    ("nodepool-limits", "prod", NODE_POOL, "=pools-trn2", at("spec|limits|aws.amazon.com/neuron", _DELETE), "no aws.amazon.com/neuron limit"),
+    ("accelerator-pools-tainted", "prod", NODE_POOL, "=pools-p5", at("spec.template.spec.taints", []), "nvidia.com/gpu:NoSchedule"),
+    ("accelerator-pools-tainted", "prod", NODE_POOL, "=pools-trn2", at("spec.template.spec.taints.0.effect", "PreferNoSchedule"), "aws.amazon.com/neuron:NoSchedule"),
+    ("training-pools-not-disrupted-while-busy", "prod", NODE_POOL, "=pools-p5", at("spec.disruption.consolidationPolicy", "WhenEmptyOrUnderutilized"), "only be consolidated when empty"),
+    ("training-pools-not-disrupted-while-busy", "prod", NODE_POOL, "=pools-p5", at("spec.template.spec.expireAfter", "720h"), "must never expire"),
+    ("training-pools-not-disrupted-while-busy", "prod", NODE_POOL, "=pools-trn2", at("spec.disruption.budgets", [{"nodes": "10%"}]), "drift"),
+    ("ami-alias-pinned", "prod", NODE_CLASS, "=pools-p5-class", at("spec.amiSelectorTerms", [{"alias": "al2023@latest"}]), "pin @vYYYYMMDD"),
+    ("karpenter-interruption-queue", "prod", HELM, "=karpenter", at("values.settings.interruptionQueue", ""), "no interruption queue"),
+    ("efa-pool-fabric", "prod", NODE_CLASS, "=pools-p5-class", at("spec.placementGroupSelector", _DELETE), "no placementGroupSelector"),
+    ("efa-pool-fabric", "prod", NODE_CLASS, "=pools-trn2-class", at("spec.placementGroupSelector.name", "someone-elses-group"), "not a cluster placement group this stack creates"),
+    ("efa-pool-fabric", "prod", NODE_POOL, "=pools-p5en", at("spec.template.spec.requirements.2.values", ["us-east-1a", "us-east-1d"]), "pin exactly one"),
 ]  # fmt: skip
 
 
@@ -173,13 +194,46 @@ def test_policy_passes_real_resource_and_catches_one_change(
     assert _run_policy(POLICIES[policy], entries, stack) == [], "unchanged resources comply"
     mutation(target)
     findings = _run_policy(POLICIES[policy], entries, stack)
-    assert [f.urn for f in findings] == [target["urn"]], findings
-    assert words in findings[0].message
-    assert findings[0].enforcementLevel == "mandatory"
+    assert findings, "the changed resource must be caught"
+    assert {f.urn for f in findings} == {target["urn"]}, findings
+    assert any(words in f.message for f in findings), findings
+    assert {f.enforcementLevel for f in findings} == {"mandatory"}
+
+
+def test_efa_interfaces_must_match_the_instance_type(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    node_class = _target(entries, NODE_CLASS, "=pools-p5-class")
+    pool = _target(entries, NODE_POOL, "=pools-p5")
+    interfaces = node_class["inputs"]["spec"]["networkInterfaces"]
+    node_class["inputs"]["spec"]["networkInterfaces"] = interfaces[:-4]  # 4 cards left bare
+    findings = _run_policy(POLICIES["efa-pool-fabric"], entries, "prod")
+    assert [(f.urn, f.enforcementLevel) for f in findings] == [(pool["urn"], "mandatory")]
+    assert "p5.48xlarge has 32 EFA interfaces but its node class attaches 28" in findings[0].message
+
+
+@pytest.mark.parametrize(("stack", "level"), [("staging", "advisory"), ("prod", "mandatory")])
+def test_efa_capable_pool_without_efa_is_advice_outside_prod(
+    synthesized: dict[str, StackResult], stack: str, level: str
+) -> None:
+    entries = _records(synthesized[stack])
+    assert _run_policy(POLICIES["efa-capable-pools-attach-efa"], entries, stack) == []
+    _target(entries, NODE_CLASS, "=pools-p5-class")["inputs"]["spec"].pop("networkInterfaces")
+    pool = _target(entries, NODE_POOL, "=pools-p5")
+    findings = _run_policy(POLICIES["efa-capable-pools-attach-efa"], entries, stack)
+    assert [(f.urn, f.enforcementLevel) for f in findings] == [(pool["urn"], level)]
+
+
+def test_dev_latest_ami_is_advice_not_a_block(synthesized: dict[str, StackResult]) -> None:
+    findings = synthesized["dev"].findings
+    assert [(f.policy, f.enforcementLevel) for f in findings] == [("ami-alias-pinned", "advisory")]
 
 
 def test_every_policy_has_cases() -> None:
-    covered = {case[0] for case in CASES} | {"helm-chart-pinned", "vpc-flow-logs"}
+    covered = {case[0] for case in CASES} | {
+        "helm-chart-pinned",
+        "vpc-flow-logs",
+        "efa-capable-pools-attach-efa",
+    }
     assert covered == set(POLICIES)
 
 
@@ -276,15 +330,17 @@ def test_every_stack_passes_its_mandatory_policies(stack_result: StackResult) ->
     ]
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_prod_like_levels(stack: str) -> None:
-    config = load_policy_config(stack)
+def test_prod_runs_every_policy_as_mandatory() -> None:
+    config = load_policy_config("prod")
     assert config["all"]["enforcementLevel"] == "mandatory"
-    if stack == "prod":
-        assert {k: v for k, v in config.items() if isinstance(v, str)} == {}, (
-            "prod downgrades nothing"
-        )
-        assert config["stateful-resources-protected"]["requireProtection"] is True
+    assert {k: v for k, v in config.items() if isinstance(v, str)} == {}, "prod downgrades nothing"
+    assert config["stateful-resources-protected"]["requireProtection"] is True
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_has_a_valid_policy_config(stack: str) -> None:
+    config = load_policy_config(stack)
+    evaluate([], config)  # raises on unknown policies, bad levels or properties
 
 
 @pytest.mark.parametrize(
@@ -346,3 +402,16 @@ def test_pack_entry_point_only_builds_the_pack() -> None:
     source = (REPOSITORY_ROOT / "policies" / "__main__.py").read_text()
     assert "PolicyPack(" in source and "def " not in source
     assert (REPOSITORY_ROOT / "policies" / "PulumiPolicy.yaml").is_file()
+
+
+def test_pool_without_placement_group_needs_a_written_exception(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    node_class = _target(entries, NODE_CLASS, "=pools-p5-class")
+    del node_class["inputs"]["spec"]["placementGroupSelector"]
+    records = [ResourceRecord.from_json(e) for e in entries]
+    policy = [POLICIES["efa-pool-fabric"]]
+    assert [f.urn for f in evaluate(records, {}, policy)] == [node_class["urn"]]
+    exempt = {"efa-pool-fabric": {"poolsWithoutPlacementGroup": ["p5"]}}
+    assert evaluate(records, exempt, policy) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import cluster, governance, iam, nodes
+from . import capacity, cluster, governance, iam, nodes
 
 PACK_NAME = "training-platform"
 
@@ -13,4 +13,5 @@ ALL_POLICIES: list[Policy] = [
     *nodes.POLICIES,
     *iam.POLICIES,
     *governance.POLICIES,
+    *capacity.POLICIES,
 ]
