@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,18 @@ class ProgramRun:
 
     def by_urn(self, urn: str) -> ResourceRecord:
         return next(record for record in self.records if record.urn == urn)
+
+
+def synth_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m synth`` with ``args`` from the repository root, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "synth", *args],
+        cwd=REPOSITORY_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def stack_data(stack: str) -> dict[str, Any]:

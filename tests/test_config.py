@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ from components.config import ConfigError, parse_platform_config
 from components.platform import deploy
 from synth.engine import synthesize
 from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack
-from tests.conftest import STACKS, stack_data
+from tests.conftest import STACKS, stack_data, synth_cli
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -277,14 +275,7 @@ def test_cli_rejects_bad_stack_with_one_line_per_problem(tmp_path: Path) -> None
     data["cluster"]["kubernetesVersion"] = "1.20"
     project = _project_with(tmp_path, "broken", data)
     out = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, "-m", "synth", "broken", "--project-dir", str(project), "--out", str(out)],
-        cwd=REPOSITORY_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = synth_cli("broken", "--project-dir", str(project), "--out", str(out))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines == [
@@ -300,14 +291,7 @@ def test_cli_rejects_bad_stack_with_one_line_per_problem(tmp_path: Path) -> None
 def test_cli_reports_unreadable_stack_file(tmp_path: Path) -> None:
     project = _project_with(tmp_path, "broken", {})
     (project / "stacks" / "Pulumi.broken.yaml").write_text("config: [unclosed\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "synth", "broken", "--project-dir", str(project)],
-        cwd=REPOSITORY_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = synth_cli("broken", "--project-dir", str(project))
     assert result.returncode == 2
     assert "not valid YAML" in result.stderr
     assert "Traceback" not in result.stderr

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from policies.rules import ALL_POLICIES
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
-from tests.conftest import STACKS
+from tests.conftest import STACKS, synth_cli
 
 POLICIES = {policy.name: policy for policy in ALL_POLICIES}
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -377,14 +376,7 @@ def test_check_command_gates_a_modified_plan(
     resources.write_text(json.dumps(entries))
 
     def check() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "synth", "check", str(resources), "--stack", "prod"],
-            cwd=REPOSITORY_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        return synth_cli("check", str(resources), "--stack", "prod")
 
     passing = check()
     assert passing.returncode == 0, passing.stdout + passing.stderr

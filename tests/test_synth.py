@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +12,8 @@ import yaml
 from synth.engine import SECRET_MARK, plain_value
 from synth.output import is_kubernetes_object, manifest_file_name
 from synth.run import StackResult, synthesize_stack
-from synth.stackfile import REPOSITORY_ROOT, SECURE_PLACEHOLDER, stack_from_document
-from tests.conftest import STACKS
+from synth.stackfile import SECURE_PLACEHOLDER, stack_from_document
+from tests.conftest import STACKS, synth_cli
 from tests.schemas import UnknownKind, validation_errors
 
 RECORD_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "protect", "inputs"}
@@ -112,14 +110,7 @@ def test_rerun_removes_stale_files(tmp_path: Path) -> None:
 
 
 def test_cli_all_writes_every_stack_and_summarises(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "synth", "--all", "--out", str(tmp_path)],
-        cwd=REPOSITORY_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = synth_cli("--all", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     for stack in STACKS:
         assert (tmp_path / stack / "resources.json").is_file()
@@ -128,14 +119,7 @@ def test_cli_all_writes_every_stack_and_summarises(tmp_path: Path) -> None:
 
 
 def test_cli_unknown_stack_is_a_one_line_error(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "synth", "nosuchstack", "--out", str(tmp_path)],
-        cwd=REPOSITORY_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = synth_cli("nosuchstack", "--out", str(tmp_path))
     assert result.returncode == 2
     assert "stacks: dev, prod, staging" in result.stderr
     assert "Traceback" not in result.stderr
