@@ -20,9 +20,9 @@ NEURON_RESOURCE: Final = "aws.amazon.com/neuron"
 NEURON_CORE_RESOURCE: Final = "aws.amazon.com/neuroncore"
 EFA_RESOURCE: Final = "vpc.amazonaws.com/efa"
 
-# Graviton families carry a "g" right after the generation digit: m7g, c7gn, r8g, t4g.
-# GPU families that end in "g" before the digit (g5, g6e, p5) are x86_64.
-_GRAVITON_FAMILY = re.compile(r"[a-z]+\d+g[a-z]*")
+# Graviton families carry a "g" right after the generation digit (m7g, c7gn, r8g, t4g), except
+# the first generation, a1. GPU families with a "g" before the digit (g5, g6e) are x86_64.
+_GRAVITON_FAMILY = re.compile(r"[a-z]+\d+g[a-z]*|a1")
 
 
 def cpu_architecture(instance_type: str) -> CpuArchitecture:

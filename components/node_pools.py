@@ -14,7 +14,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.catalog import GPU_RESOURCE, efa_network_interfaces
+from components.catalog import GPU_RESOURCE, efa_network_interfaces, lookup
 from components.config import GeneralPoolConfig, NodePoolConfig
 
 NODE_CLASS_API: Final = "karpenter.k8s.aws/v1"
@@ -124,8 +124,15 @@ def node_class_ref(name: str) -> dict[str, str]:
 
 
 def node_pool_spec(pool: NodePoolConfig, *, zones: list[str]) -> dict[str, Any]:
-    """The NodePool spec of an accelerated pool: requirements, taints, limits, disruption."""
+    """The NodePool spec of an accelerated pool: requirements, taints, limits, disruption.
+
+    CPU and memory limits admit ``maxNodes`` of the pool's largest type, so the node and
+    accelerator limits are the ones that bind.
+    """
     instance = pool.instance
+    entries = [lookup(name) for name in pool.instance_types]
+    vcpu = max(entry.vcpu for entry in entries)
+    memory_gib = max(entry.memory_gib for entry in entries)
     return {
         "template": {
             "metadata": {"labels": pool_labels(pool)},
@@ -143,8 +150,8 @@ def node_pool_spec(pool: NodePoolConfig, *, zones: list[str]) -> dict[str, Any]:
         "limits": {
             "nodes": pool.max_nodes,
             instance.accelerator_resource: pool.max_nodes * instance.accelerators,
-            "cpu": pool.max_nodes * instance.vcpu,
-            "memory": f"{pool.max_nodes * instance.memory_gib}Gi",
+            "cpu": pool.max_nodes * vcpu,
+            "memory": f"{pool.max_nodes * memory_gib}Gi",
         },
         "disruption": TRAINING_DISRUPTION,
     }  # fmt: skip

@@ -1,0 +1,284 @@
+"""The instance catalog: REFERENCE §4 facts, the EFA interface layout, resources, architectures."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from components import catalog
+from components.catalog import (
+    CATALOG,
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    NEURON_RESOURCE,
+    cpu_architecture,
+    efa_network_interfaces,
+    lookup,
+)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One row of REFERENCE §4, written out by hand (not read from the code under test)."""
+
+    name: str
+    kind: str
+    model: str
+    accelerators: int
+    memory_per_device_gib: float
+    efa_max: int
+    network_gbps: int
+    vcpu: int
+    memory_gib: int
+    nvme_gb: int
+    neuron_cores: int = 0
+    memory_tolerance_gib: float = 0.0
+    """The reference gives some device memory only approximately (``~179 GiB``)."""
+
+
+# REFERENCE §4: Instance | Accelerators | Memory/device | EFA max | Network Gbps | vCPU | Mem GiB |
+# NVMe GB (+ NeuronCores for Trainium: trn1/trn1n 32, trn2 64 logical at the default LNC=2).
+REFERENCE_TABLE: list[Fact] = [
+    Fact("p4d.24xlarge", "nvidia", "A100", 8, 40, 4, 400, 96, 1152, 8000),
+    Fact("p4de.24xlarge", "nvidia", "A100", 8, 80, 4, 400, 96, 1152, 8000),
+    Fact("p5.48xlarge", "nvidia", "H100", 8, 80, 32, 3200, 192, 2048, 30400),
+    Fact("p5e.48xlarge", "nvidia", "H200", 8, 141, 32, 3200, 192, 2048, 30400),
+    Fact("p5en.48xlarge", "nvidia", "H200", 8, 141, 16, 3200, 192, 2048, 30400),
+    Fact("p6-b200.48xlarge", "nvidia", "B200", 8, 179, 8, 3200, 192, 2048, 30400, 0, 1.0),
+    Fact("g5.48xlarge", "nvidia", "A10G", 8, 24, 1, 100, 192, 768, 7600),
+    Fact("g6e.48xlarge", "nvidia", "L40S", 8, 48, 4, 400, 192, 1536, 7600),
+    Fact("trn1.32xlarge", "neuron", "Trainium", 16, 32, 8, 800, 128, 512, 7600, 32),
+    Fact("trn1n.32xlarge", "neuron", "Trainium", 16, 32, 16, 1600, 128, 512, 7600, 32),
+    Fact("trn2.48xlarge", "neuron", "Trainium2", 16, 96, 16, 3200, 192, 2048, 7600, 64),
+]
+
+EFA_TYPES = sorted(name for name, entry in CATALOG.items() if entry.efa_interfaces > 0)
+
+
+def _fact_id(fact: Fact) -> str:
+    return fact.name
+
+
+# --------------------------------------------------------------------------- REFERENCE §4
+
+
+def test_reference_table_is_complete_and_unique() -> None:
+    names = [fact.name for fact in REFERENCE_TABLE]
+    assert len(names) == len(set(names)) == 11
+
+
+@pytest.mark.parametrize("fact", REFERENCE_TABLE, ids=_fact_id)
+def test_every_reference_type_is_in_the_catalog(fact: Fact) -> None:
+    assert fact.name in CATALOG
+    assert lookup(fact.name) is CATALOG[fact.name]
+    assert CATALOG[fact.name].name == fact.name
+
+
+@pytest.mark.parametrize("fact", REFERENCE_TABLE, ids=_fact_id)
+def test_accelerators_match_the_reference(fact: Fact) -> None:
+    entry = lookup(fact.name)
+    assert entry.accelerator == fact.kind
+    assert entry.accelerator_model == fact.model
+    assert entry.accelerators == fact.accelerators
+    assert entry.accelerator_memory_gib == pytest.approx(
+        fact.memory_per_device_gib, abs=fact.memory_tolerance_gib
+    )
+
+
+@pytest.mark.parametrize("fact", REFERENCE_TABLE, ids=_fact_id)
+def test_efa_and_network_match_the_reference(fact: Fact) -> None:
+    entry = lookup(fact.name)
+    assert entry.efa_interfaces == fact.efa_max
+    assert entry.network_gbps == fact.network_gbps
+
+
+@pytest.mark.parametrize("fact", REFERENCE_TABLE, ids=_fact_id)
+def test_host_resources_match_the_reference(fact: Fact) -> None:
+    entry = lookup(fact.name)
+    assert entry.vcpu == fact.vcpu
+    assert entry.memory_gib == fact.memory_gib
+    assert entry.nvme_gb == fact.nvme_gb
+
+
+@pytest.mark.parametrize("fact", REFERENCE_TABLE, ids=_fact_id)
+def test_neuron_cores_match_the_reference(fact: Fact) -> None:
+    assert lookup(fact.name).neuron_cores == fact.neuron_cores
+
+
+@pytest.mark.parametrize(
+    ("name", "cores"), [("trn1.32xlarge", 32), ("trn1n.32xlarge", 32), ("trn2.48xlarge", 64)]
+)
+def test_trainium_neuron_cores(name: str, cores: int) -> None:
+    assert lookup(name).neuron_cores == cores
+
+
+def test_gpus_have_no_neuron_cores_and_trainium_always_does() -> None:
+    for entry in CATALOG.values():
+        if entry.accelerator == "nvidia":
+            assert entry.neuron_cores == 0, entry.name
+        else:
+            assert entry.neuron_cores > 0, entry.name
+            assert entry.neuron_cores % entry.accelerators == 0, entry.name
+
+
+def test_every_catalog_entry_is_sane() -> None:
+    for name, entry in CATALOG.items():
+        assert entry.name == name
+        assert entry.accelerator in ("nvidia", "neuron"), name
+        assert entry.accelerators >= 1, name
+        assert entry.accelerator_memory_gib > 0, name
+        assert entry.efa_interfaces >= 0, name
+        assert entry.vcpu > 0 and entry.memory_gib > 0 and entry.network_gbps > 0, name
+        assert entry.nvme_gb >= 0, name
+        assert entry.family == name.split(".", 1)[0]
+
+
+def test_unknown_type_raises_key_error() -> None:
+    with pytest.raises(KeyError):
+        lookup("m7i.xlarge")
+
+
+# --------------------------------------------------------------------------- resources, EFA
+
+
+@pytest.mark.parametrize("fact", REFERENCE_TABLE, ids=_fact_id)
+def test_accelerator_resource(fact: Fact) -> None:
+    expected = "nvidia.com/gpu" if fact.kind == "nvidia" else "aws.amazon.com/neuron"
+    assert lookup(fact.name).accelerator_resource == expected
+
+
+def test_resource_names() -> None:
+    assert GPU_RESOURCE == "nvidia.com/gpu"
+    assert NEURON_RESOURCE == "aws.amazon.com/neuron"
+    assert catalog.NEURON_CORE_RESOURCE == "aws.amazon.com/neuroncore"
+    assert EFA_RESOURCE == "vpc.amazonaws.com/efa"
+
+
+def test_accelerator_resource_of_small_gpu_types() -> None:
+    for name in ("g5.xlarge", "g5.2xlarge", "g6.xlarge"):
+        assert lookup(name).accelerator_resource == "nvidia.com/gpu"
+
+
+@pytest.mark.parametrize("fact", REFERENCE_TABLE, ids=_fact_id)
+def test_supports_efa_for_reference_types(fact: Fact) -> None:
+    assert lookup(fact.name).supports_efa is (fact.efa_max > 0)
+
+
+def test_supports_efa_follows_interfaces_for_every_entry() -> None:
+    for entry in CATALOG.values():
+        assert entry.supports_efa is (entry.efa_interfaces > 0), entry.name
+    # the development sizes have no EFA at all
+    for name in ("g5.xlarge", "g5.2xlarge", "g6.xlarge"):
+        assert lookup(name).supports_efa is False
+
+
+def _check_layout(interfaces: list[dict[str, Any]], efa: int) -> None:
+    for interface in interfaces:
+        assert set(interface) == {"networkCardIndex", "deviceIndex", "interfaceType"}
+        assert interface["interfaceType"] in ("interface", "efa-only")
+        assert isinstance(interface["networkCardIndex"], int) and interface["networkCardIndex"] >= 0
+        assert isinstance(interface["deviceIndex"], int) and interface["deviceIndex"] >= 0
+    primary = [i for i in interfaces if i["interfaceType"] == "interface"]
+    assert primary == [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}]
+    pairs = [(i["networkCardIndex"], i["deviceIndex"]) for i in interfaces]
+    assert len(pairs) == len(set(pairs)), "duplicate (card, device) pairs"
+    efa_only = [i for i in interfaces if i["interfaceType"] == "efa-only"]
+    per_card = Counter(i["networkCardIndex"] for i in efa_only)
+    assert all(count == 1 for count in per_card.values()), per_card
+    assert len(efa_only) == efa
+    # AWS's multi-card layout: card 0 device 1, every other card device 0
+    assert {"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"} in efa_only
+    for interface in efa_only:
+        if interface["networkCardIndex"] != 0:
+            assert interface["deviceIndex"] == 0, interface
+    # one EFA per network card, cards numbered without gaps
+    assert sorted(per_card) == list(range(efa))
+
+
+@pytest.mark.parametrize("name", EFA_TYPES)
+def test_efa_layout_for_every_efa_capable_entry(name: str) -> None:
+    efa = lookup(name).efa_interfaces
+    _check_layout(efa_network_interfaces(efa), efa)
+
+
+@pytest.mark.parametrize("fact", [f for f in REFERENCE_TABLE if f.efa_max > 0], ids=_fact_id)
+def test_efa_layout_uses_the_reference_maximum(fact: Fact) -> None:
+    interfaces = efa_network_interfaces(lookup(fact.name).efa_interfaces)
+    assert sum(i["interfaceType"] == "efa-only" for i in interfaces) == fact.efa_max
+    assert len(interfaces) == fact.efa_max + 1
+
+
+@pytest.mark.parametrize("efa", [1, 2, 3, 4, 8, 16, 32])
+def test_efa_layout_for_any_count(efa: int) -> None:
+    _check_layout(efa_network_interfaces(efa), efa)
+
+
+def test_efa_layout_for_one_interface_is_primary_plus_one() -> None:
+    assert efa_network_interfaces(1) == [
+        {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+        {"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"},
+    ]
+
+
+@pytest.mark.parametrize("efa", [0, -1])
+def test_efa_layout_needs_at_least_one_interface(efa: int) -> None:
+    with pytest.raises(ValueError):
+        efa_network_interfaces(efa)
+
+
+def test_efa_layouts_are_fresh_lists() -> None:
+    first = efa_network_interfaces(4)
+    first[0]["interfaceType"] = "efa-only"
+    first.append({})
+    _check_layout(efa_network_interfaces(4), 4)
+
+
+# --------------------------------------------------------------------------- architectures
+
+
+@pytest.mark.parametrize(
+    "instance_type",
+    [
+        "m7g.large",
+        "m7g.xlarge",
+        "c7gn.16xlarge",
+        "r8g.large",
+        "t4g.medium",
+        "m6gd.large",
+        "g5g.xlarge",
+    ],
+)
+def test_graviton_is_arm64(instance_type: str) -> None:
+    assert cpu_architecture(instance_type) == "arm64"
+
+
+@pytest.mark.parametrize(
+    "instance_type",
+    [
+        "g5.xlarge",
+        "p5.48xlarge",
+        "m7i.xlarge",
+        "m7i.large",
+        "m6i.large",
+        "g6e.48xlarge",
+        "p6-b200.48xlarge",
+        "trn1.32xlarge",
+        "m7i-flex.large",
+        "c7a.large",
+    ],
+)
+def test_intel_amd_and_accelerated_types_are_x86_64(instance_type: str) -> None:
+    assert cpu_architecture(instance_type) == "x86_64"
+
+
+def test_every_catalog_entry_is_x86_64() -> None:
+    for name in CATALOG:
+        assert cpu_architecture(name) == "x86_64", name
+
+
+def test_first_generation_graviton_a1_is_arm64() -> None:
+    # a1 (Graviton 1) has no "g" after its generation digit, yet is arm64.
+    assert cpu_architecture("a1.large") == "arm64"

@@ -1,0 +1,791 @@
+"""Karpenter pools: the spec builders, and the NodePools component of every stack under mocks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from components.catalog import CATALOG
+from components.config import (
+    GeneralPoolConfig,
+    NodePoolConfig,
+    PlatformConfig,
+    parse_platform_config,
+)
+from components.node_pools import (
+    accelerator_taint,
+    general_node_class_spec,
+    general_node_pool_spec,
+    node_class_spec,
+    node_pool_spec,
+    placement_group_name,
+    pool_labels,
+    pool_zones,
+)
+from synth.engine import ResourceRecord
+from synth.run import StackResult
+from tests.conftest import STACKS, ProgramRun, stack_data
+
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+SUBNET = "aws:ec2/subnet:Subnet"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+GPU = "nvidia.com/gpu"
+NEURON = "aws.amazon.com/neuron"
+GPU_PRESENT = "nvidia.com/gpu.present"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+ZONE = "topology.kubernetes.io/zone"
+
+POOL_CASES = [
+    (stack, pool["name"]) for stack in STACKS for pool in stack_data(stack).get("nodePools", [])
+]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _pool(**overrides: Any) -> NodePoolConfig:
+    data: dict[str, Any] = {"name": "p5", "instanceTypes": ["p5.48xlarge"], "maxNodes": 4}
+    data.update(overrides)
+    return NodePoolConfig.model_validate(data)
+
+
+def _expects_efa(raw: dict[str, Any]) -> bool:
+    """EFA on unless the pool says otherwise, when every type has EFA (config docs)."""
+    if raw.get("efa") is not None:
+        return bool(raw["efa"])
+    return all(CATALOG[t].efa_interfaces > 0 for t in raw["instanceTypes"])
+
+
+def _expects_placement_group(raw: dict[str, Any]) -> bool:
+    if raw.get("placementGroup") is not None:
+        return bool(raw["placementGroup"])
+    return _expects_efa(raw)
+
+
+def _efa_only(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [i for i in spec.get("networkInterfaces", []) if i["interfaceType"] == "efa-only"]
+
+
+def _check_interface_rules(interfaces: list[dict[str, Any]]) -> None:
+    """The EC2NodeClass CRD's rules and AWS's multi-card layout (REFERENCE §3)."""
+    assert {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"} in interfaces
+    assert sum(i["interfaceType"] == "interface" for i in interfaces) == 1
+    pairs = Counter((i["networkCardIndex"], i["deviceIndex"]) for i in interfaces)
+    assert max(pairs.values()) == 1, "duplicate (card, device) pairs"
+    per_card = Counter(
+        i["networkCardIndex"] for i in interfaces if i["interfaceType"] == "efa-only"
+    )
+    assert max(per_card.values()) == 1, "more than one efa-only interface on a card"
+    for interface in interfaces:
+        if interface["interfaceType"] == "efa-only":
+            expected_device = 1 if interface["networkCardIndex"] == 0 else 0
+            assert interface["deviceIndex"] == expected_device, interface
+
+
+def _requirement(pool_spec: dict[str, Any], key: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [
+        r for r in pool_spec["template"]["spec"]["requirements"] if r["key"] == key
+    ]
+    assert len(found) == 1, f"expected one requirement {key}: {found}"
+    return found[0]
+
+
+def _gib(quantity: str) -> int:
+    assert quantity.endswith("Gi"), quantity
+    return int(quantity[: -len("Gi")])
+
+
+def _by_object_name(run: ProgramRun, resource_type: str, name: str) -> ResourceRecord:
+    found = [r for r in run.of_type(resource_type) if r.inputs["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {resource_type} named {name}: {found}"
+    return found[0]
+
+
+def _private_subnet(run: ProgramRun, zone: str) -> ResourceRecord:
+    found = [r for r in run.of_type(SUBNET) if r.name == f"network-private-{zone}"]
+    assert len(found) == 1, zone
+    assert found[0].inputs["availabilityZone"] == zone
+    return found[0]
+
+
+def _spec_subnets(run: ProgramRun, node_class: ResourceRecord) -> set[str]:
+    """URNs of the subnets whose ids went into an EC2NodeClass spec."""
+    subnets = {r.urn for r in run.of_type(SUBNET)}
+    return {urn for urn in node_class.property_dependencies.get("spec", []) if urn in subnets}
+
+
+def _karpenter_releases(run: ProgramRun) -> list[ResourceRecord]:
+    releases = [r for r in run.of_type(RELEASE) if r.name in ("karpenter", "karpenter-crd")]
+    assert sorted(r.name for r in releases) == ["karpenter", "karpenter-crd"]
+    return releases
+
+
+def _efa_group(run: ProgramRun) -> ResourceRecord:
+    """The one security group that EFA pools' EC2NodeClasses select by id."""
+    groups = {r.urn: r for r in run.of_type(SECURITY_GROUP)}
+    selected = {
+        urn
+        for node_class in run.of_type(NODE_CLASS)
+        if "networkInterfaces" in node_class.inputs["spec"]
+        for urn in node_class.property_dependencies.get("spec", [])
+        if urn in groups
+    }
+    assert len(selected) == 1, selected
+    return groups[selected.pop()]
+
+
+class StackCase:
+    """One synthesized stack with its raw and parsed config."""
+
+    def __init__(self, stack: str, result: StackResult) -> None:
+        self.stack = stack
+        self.run = ProgramRun(result.records)
+        self.raw = stack_data(stack)
+        self.config: PlatformConfig = parse_platform_config(self.raw)
+
+    def raw_pool(self, name: str) -> dict[str, Any]:
+        pools: list[dict[str, Any]] = [p for p in self.raw["nodePools"] if p["name"] == name]
+        assert len(pools) == 1, name
+        return pools[0]
+
+    def pool_config(self, name: str) -> NodePoolConfig:
+        (pool,) = [p for p in self.config.node_pools if p.name == name]
+        return pool
+
+
+@pytest.fixture(scope="module")
+def cases(synthesized: dict[str, StackResult]) -> dict[str, StackCase]:
+    return {stack: StackCase(stack, synthesized[stack]) for stack in STACKS}
+
+
+@pytest.fixture(params=STACKS)
+def case(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> StackCase:
+    return cases[request.param]
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def test_accelerator_taint_per_accelerator_kind() -> None:
+    assert accelerator_taint(_pool()) == {"key": GPU, "value": "true", "effect": "NoSchedule"}
+    trn = _pool(name="trn", instanceTypes=["trn1.32xlarge"])
+    assert accelerator_taint(trn) == {"key": NEURON, "value": "true", "effect": "NoSchedule"}
+
+
+def test_pool_labels_mark_gpu_pools_for_the_nvidia_plugin() -> None:
+    labels = pool_labels(_pool(labels={"team": "vision"}))
+    assert labels[GPU_PRESENT] == "true"
+    assert labels["team"] == "vision"
+    assert "p5" in labels.values() and "nvidia" in labels.values()
+    trn = pool_labels(_pool(name="trn", instanceTypes=["trn2.48xlarge"]))
+    assert GPU_PRESENT not in trn
+    assert "trn" in trn.values() and "neuron" in trn.values()
+    small = pool_labels(_pool(name="small", instanceTypes=["g5.xlarge"]))
+    assert small[GPU_PRESENT] == "true"
+
+
+def test_pool_zones() -> None:
+    zones = ["us-east-1a", "us-east-1b", "us-east-1d"]
+    training = "us-east-1d"
+    assert pool_zones(_pool(), zones, training) == [training]
+    assert pool_zones(_pool(zone=training), zones, training) == [training]
+    # a placement group without EFA is pinned as well
+    pinned = _pool(name="g", instanceTypes=["g5.xlarge"], placementGroup=True)
+    assert pool_zones(pinned, zones, training) == [training]
+    # EFA switched off on an EFA type: free to use every zone
+    assert pool_zones(_pool(efa=False), zones, training) == zones
+    small = _pool(name="small", instanceTypes=["g5.xlarge"])
+    assert pool_zones(small, zones, training) == zones
+    one = _pool(name="small", instanceTypes=["g5.xlarge"], zone="us-east-1b")
+    assert pool_zones(one, zones, training) == ["us-east-1b"]
+    # the caller's list is not handed out
+    result = pool_zones(small, zones, training)
+    result.append("x")
+    assert zones == ["us-east-1a", "us-east-1b", "us-east-1d"]
+
+
+def test_placement_group_name_is_per_cluster_and_pool() -> None:
+    assert placement_group_name("ml-training-prod", _pool()) == "ml-training-prod-p5"
+    names = {
+        placement_group_name(cluster, _pool(name=pool))
+        for cluster in ("training-dev", "training-staging")
+        for pool in ("p5", "trn1")
+    }
+    assert len(names) == 4
+
+
+def _class_spec(
+    pool: NodePoolConfig, *, placement_group: str | None = "c-p5", subnets: list[str] | None = None
+) -> dict[str, Any]:
+    return node_class_spec(
+        pool,
+        node_role_name="node-role",
+        subnet_ids=list(subnets or ["subnet-0a"]),
+        security_group_terms=[{"tags": {"aws:eks:cluster-name": "c"}}, {"id": "sg-efa"}],
+        placement_group=placement_group,
+        tags={"owner": "ml-platform", "environment": "test"},
+    )
+
+
+def test_node_class_spec_of_an_efa_pool() -> None:
+    pool = _pool(rootVolumeSizeGiB=500, amiAlias="al2023@v20260101")
+    spec = _class_spec(pool, subnets=["subnet-0a"])
+    assert spec["role"] == "node-role"
+    assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20260101"}]
+    assert spec["subnetSelectorTerms"] == [{"id": "subnet-0a"}]
+    assert spec["securityGroupSelectorTerms"] == [
+        {"tags": {"aws:eks:cluster-name": "c"}},
+        {"id": "sg-efa"},
+    ]
+    assert spec["placementGroupSelector"] == {"name": "c-p5"}
+    _check_interface_rules(spec["networkInterfaces"])
+    assert len(_efa_only(spec)) == 32
+    assert spec["instanceStorePolicy"] == "RAID0"
+    assert spec["metadataOptions"]["httpTokens"] == "required"
+    assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 1
+    (root,) = spec["blockDeviceMappings"]
+    assert root["ebs"]["encrypted"] is True
+    assert root["ebs"]["volumeType"] == "gp3"
+    assert root["ebs"]["volumeSize"] == "500Gi"
+    assert spec["tags"]["owner"] == "ml-platform" and spec["tags"]["environment"] == "test"
+    assert "p5" in spec["tags"].values()
+    assert "capacityReservationSelectorTerms" not in spec
+    assert spec.get("associatePublicIPAddress") is not True
+
+
+@pytest.mark.parametrize("instance_type", sorted(CATALOG))
+def test_node_class_spec_follows_the_catalog(instance_type: str) -> None:
+    entry = CATALOG[instance_type]
+    spec = _class_spec(_pool(name="pool", instanceTypes=[instance_type]))
+    if entry.efa_interfaces > 0:
+        _check_interface_rules(spec["networkInterfaces"])
+        assert len(_efa_only(spec)) == entry.efa_interfaces
+    else:
+        assert "networkInterfaces" not in spec
+    if entry.nvme_gb > 0:
+        assert spec["instanceStorePolicy"] == "RAID0"
+    else:
+        assert "instanceStorePolicy" not in spec
+
+
+def test_node_class_spec_without_efa_or_placement_group() -> None:
+    spec = _class_spec(_pool(efa=False), placement_group=None)
+    assert "networkInterfaces" not in spec
+    assert "placementGroupSelector" not in spec
+
+
+def test_node_class_spec_capacity_reservations() -> None:
+    by_id = _pool(capacityType="reserved", capacityReservationIds=["cr-0123456789abcdef0"])
+    assert _class_spec(by_id)["capacityReservationSelectorTerms"] == [
+        {"id": "cr-0123456789abcdef0"}
+    ]
+    by_tags = _pool(capacityType="reserved", capacityReservationTags={"purpose": "training"})
+    assert _class_spec(by_tags)["capacityReservationSelectorTerms"] == [
+        {"tags": {"purpose": "training"}}
+    ]
+    both = _pool(
+        capacityType="reserved",
+        capacityReservationIds=["cr-0123456789abcdef0", "cr-0123456789abcdef1"],
+        capacityReservationTags={"purpose": "training"},
+    )
+    terms = _class_spec(both)["capacityReservationSelectorTerms"]
+    assert {"id": "cr-0123456789abcdef0"} in terms and {"id": "cr-0123456789abcdef1"} in terms
+    assert {"tags": {"purpose": "training"}} in terms and len(terms) == 3
+    # an id term never carries anything else (CRD rule)
+    assert all(set(term) in ({"id"}, {"tags"}) for term in terms)
+    assert "capacityReservationSelectorTerms" not in _class_spec(_pool(capacityType="spot"))
+
+
+def test_node_pool_spec_of_an_accelerated_pool() -> None:
+    pool = _pool(
+        instanceTypes=["p5.48xlarge", "p5e.48xlarge"],
+        maxNodes=3,
+        taints=[{"key": "team", "value": "vision", "effect": "NoExecute"}],
+        labels={"team": "vision"},
+    )
+    spec = node_pool_spec(pool, zones=["us-east-1d"])
+    template = spec["template"]
+    assert template["spec"]["nodeClassRef"] == {
+        "group": "karpenter.k8s.aws",
+        "kind": "EC2NodeClass",
+        "name": "p5",
+    }
+    assert _requirement(spec, INSTANCE_TYPE) == {
+        "key": INSTANCE_TYPE,
+        "operator": "In",
+        "values": ["p5.48xlarge", "p5e.48xlarge"],
+    }
+    assert _requirement(spec, CAPACITY_TYPE)["values"] == ["on-demand"]
+    assert _requirement(spec, ZONE) == {"key": ZONE, "operator": "In", "values": ["us-east-1d"]}
+    taints = template["spec"]["taints"]
+    assert {"key": GPU, "value": "true", "effect": "NoSchedule"} in taints
+    assert {"key": "team", "value": "vision", "effect": "NoExecute"} in taints
+    assert len(taints) == 2
+    assert template["metadata"]["labels"] == pool_labels(pool)
+    assert template["spec"]["expireAfter"] == "Never"
+    limits = spec["limits"]
+    assert limits["nodes"] == 3
+    assert limits[GPU] == 3 * 8
+    assert NEURON not in limits
+    assert limits["cpu"] == 3 * 192 and _gib(limits["memory"]) == 3 * 2048
+    disruption = spec["disruption"]
+    assert disruption["consolidationPolicy"] == "WhenEmpty"
+    assert disruption["consolidateAfter"]
+    assert {"nodes": "0", "reasons": ["Drifted"]} in disruption["budgets"]
+
+
+def test_node_pool_spec_of_a_trainium_pool() -> None:
+    pool = _pool(name="trn", instanceTypes=["trn1.32xlarge"], maxNodes=5, capacityType="spot")
+    spec = node_pool_spec(pool, zones=["a", "b"])
+    assert spec["limits"]["nodes"] == 5
+    assert spec["limits"][NEURON] == 5 * 16
+    assert GPU not in spec["limits"]
+    assert _requirement(spec, CAPACITY_TYPE)["values"] == ["spot"]
+    assert _requirement(spec, ZONE)["values"] == ["a", "b"]
+    assert spec["template"]["spec"]["taints"] == [
+        {"key": NEURON, "value": "true", "effect": "NoSchedule"}
+    ]
+    assert GPU_PRESENT not in spec["template"]["metadata"]["labels"]
+
+
+@pytest.mark.parametrize(
+    "instance_types",
+    [["g5.xlarge", "g5.2xlarge"], ["g5.2xlarge", "g5.xlarge"], ["p4d.24xlarge", "p4de.24xlarge"]],
+)
+def test_node_pool_limits_admit_max_nodes_of_every_allowed_type(instance_types: list[str]) -> None:
+    # A pool may mix types with the same accelerators but different host sizes (config allows
+    # it); its cpu and memory limits must not stop it below maxNodes nodes of any of them.
+    pool = _pool(name="mixed", instanceTypes=instance_types, maxNodes=2)
+    limits = node_pool_spec(pool, zones=["a"])["limits"]
+    assert limits["nodes"] == 2
+    for name in instance_types:
+        assert limits["cpu"] >= 2 * CATALOG[name].vcpu, (name, limits)
+        assert _gib(limits["memory"]) >= 2 * CATALOG[name].memory_gib, (name, limits)
+
+
+def test_node_pool_spec_reserved_capacity() -> None:
+    pool = _pool(capacityType="reserved", capacityReservationIds=["cr-0123456789abcdef0"])
+    assert _requirement(node_pool_spec(pool, zones=["a"]), CAPACITY_TYPE)["values"] == ["reserved"]
+
+
+def test_general_node_class_and_pool_specs() -> None:
+    general = GeneralPoolConfig.model_validate(
+        {"maxCpu": 96, "maxMemoryGiB": 384, "capacityTypes": ["on-demand"]}
+    )
+    class_spec = general_node_class_spec(
+        general,
+        node_role_name="node-role",
+        subnet_ids=["subnet-0a", "subnet-0b"],
+        security_group_terms=[{"tags": {"aws:eks:cluster-name": "c"}}],
+        tags={"owner": "ml-platform"},
+    )
+    assert class_spec["role"] == "node-role"
+    assert class_spec["amiSelectorTerms"] == [{"alias": general.ami_alias}]
+    assert class_spec["subnetSelectorTerms"] == [{"id": "subnet-0a"}, {"id": "subnet-0b"}]
+    assert class_spec["securityGroupSelectorTerms"] == [{"tags": {"aws:eks:cluster-name": "c"}}]
+    for absent in (
+        "networkInterfaces",
+        "placementGroupSelector",
+        "capacityReservationSelectorTerms",
+    ):
+        assert absent not in class_spec
+    assert class_spec["metadataOptions"]["httpTokens"] == "required"
+    assert class_spec["metadataOptions"]["httpPutResponseHopLimit"] == 1
+    (root,) = class_spec["blockDeviceMappings"]
+    assert root["ebs"]["encrypted"] is True and root["ebs"]["volumeType"] == "gp3"
+    assert class_spec["tags"]["owner"] == "ml-platform"
+    assert "general" in class_spec["tags"].values()
+
+    pool_spec = general_node_pool_spec(general, zones=["a", "b"])
+    assert pool_spec["template"]["spec"]["nodeClassRef"]["name"] == "general"
+    assert "taints" not in pool_spec["template"]["spec"]
+    assert _requirement(pool_spec, CAPACITY_TYPE)["values"] == ["on-demand"]
+    assert _requirement(pool_spec, ZONE)["values"] == ["a", "b"]
+    assert pool_spec["limits"]["cpu"] == 96 and _gib(pool_spec["limits"]["memory"]) == 384
+    assert GPU not in pool_spec["limits"] and NEURON not in pool_spec["limits"]
+
+
+# --------------------------------------------------------------------------- every stack
+
+
+def test_one_node_class_and_node_pool_per_pool_plus_general(case: StackCase) -> None:
+    expected = sorted([p["name"] for p in case.raw.get("nodePools", [])] + ["general"])
+    classes = case.run.of_type(NODE_CLASS)
+    pools = case.run.of_type(NODE_POOL)
+    assert sorted(r.inputs["metadata"]["name"] for r in classes) == expected
+    assert sorted(r.inputs["metadata"]["name"] for r in pools) == expected
+    for record in classes:
+        assert record.inputs["apiVersion"] == "karpenter.k8s.aws/v1"
+        assert record.inputs["kind"] == "EC2NodeClass"
+    for record in pools:
+        assert record.inputs["apiVersion"] == "karpenter.sh/v1"
+        assert record.inputs["kind"] == "NodePool"
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_efa_interfaces_are_the_catalog_maximum(
+    cases: dict[str, StackCase], stack: str, name: str
+) -> None:
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    spec = _by_object_name(case.run, NODE_CLASS, name).inputs["spec"]
+    if _expects_efa(raw):
+        maxima = {CATALOG[t].efa_interfaces for t in raw["instanceTypes"]}
+        assert len(maxima) == 1
+        _check_interface_rules(spec["networkInterfaces"])
+        assert len(_efa_only(spec)) == maxima.pop()
+        assert spec.get("associatePublicIPAddress") is not True
+    else:
+        assert "networkInterfaces" not in spec
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_placement_group_per_pinned_pool(
+    cases: dict[str, StackCase], stack: str, name: str
+) -> None:
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    node_class = _by_object_name(case.run, NODE_CLASS, name)
+    spec = node_class.inputs["spec"]
+    if not _expects_placement_group(raw):
+        assert "placementGroupSelector" not in spec
+        groups = {r.urn for r in case.run.of_type(PLACEMENT_GROUP)}
+        assert not groups & set(node_class.dependencies)
+        return
+    selector = spec["placementGroupSelector"]
+    assert set(selector) == {"name"}
+    matching = [
+        r for r in case.run.of_type(PLACEMENT_GROUP) if r.inputs["name"] == selector["name"]
+    ]
+    assert len(matching) == 1, matching
+    (group,) = matching
+    assert group.inputs["strategy"] == "cluster"
+    assert case.config.name in group.inputs["name"] and name in group.inputs["name"]
+    # Karpenter does not create the group: it must exist before the class selects it
+    assert group.urn in node_class.dependencies
+
+
+def test_placement_groups_only_for_pinned_pools(case: StackCase) -> None:
+    pinned = [p for p in case.raw.get("nodePools", []) if _expects_placement_group(p)]
+    groups = case.run.of_type(PLACEMENT_GROUP)
+    assert len(groups) == len(pinned)
+    assert len({g.inputs["name"] for g in groups}) == len(groups)
+    assert all(g.inputs["strategy"] == "cluster" for g in groups)
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_pool_zones_and_subnets(cases: dict[str, StackCase], stack: str, name: str) -> None:
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    network = case.raw["network"]
+    training_zone = network["trainingZone"]
+    node_class = _by_object_name(case.run, NODE_CLASS, name)
+    node_pool = _by_object_name(case.run, NODE_POOL, name).inputs["spec"]
+    terms = node_class.inputs["spec"]["subnetSelectorTerms"]
+    if _expects_efa(raw) or _expects_placement_group(raw):
+        zones = [training_zone]
+    elif raw.get("zone"):
+        zones = [raw["zone"]]
+    else:
+        zones = list(network["availabilityZones"])
+    assert _requirement(node_pool, ZONE) == {"key": ZONE, "operator": "In", "values": zones}
+    assert len(terms) == len(zones)
+    assert all(set(term) == {"id"} for term in terms)
+    assert len({term["id"] for term in terms}) == len(terms)
+    assert _spec_subnets(case.run, node_class) == {
+        _private_subnet(case.run, zone).urn for zone in zones
+    }
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_accelerator_taint_and_labels(cases: dict[str, StackCase], stack: str, name: str) -> None:
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    kind = CATALOG[raw["instanceTypes"][0]].accelerator
+    template = _by_object_name(case.run, NODE_POOL, name).inputs["spec"]["template"]
+    resource = GPU if kind == "nvidia" else NEURON
+    taints = template["spec"]["taints"]
+    assert {"key": resource, "value": "true", "effect": "NoSchedule"} in taints
+    labels = template["metadata"]["labels"]
+    if kind == "nvidia":
+        assert labels[GPU_PRESENT] == "true"
+    else:
+        assert GPU_PRESENT not in labels
+    assert name in labels.values()
+
+
+def test_every_stack_has_gpu_and_trainium_pools(case: StackCase) -> None:
+    kinds = {CATALOG[p["instanceTypes"][0]].accelerator for p in case.raw["nodePools"]}
+    assert kinds == {"nvidia", "neuron"}, "the label and taint checks need both kinds"
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_node_pool_requirements_and_limits(
+    cases: dict[str, StackCase], stack: str, name: str
+) -> None:
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    spec = _by_object_name(case.run, NODE_POOL, name).inputs["spec"]
+    types = raw["instanceTypes"]
+    entries = [CATALOG[t] for t in types]
+    assert _requirement(spec, INSTANCE_TYPE)["values"] == types
+    capacity = raw.get("capacityType", "on-demand")
+    assert _requirement(spec, CAPACITY_TYPE)["values"] == [capacity]
+    assert spec["template"]["spec"]["nodeClassRef"] == {
+        "group": "karpenter.k8s.aws",
+        "kind": "EC2NodeClass",
+        "name": name,
+    }
+    limits = spec["limits"]
+    max_nodes = raw["maxNodes"]
+    resource = GPU if entries[0].accelerator == "nvidia" else NEURON
+    other = NEURON if resource == GPU else GPU
+    assert limits["nodes"] == max_nodes
+    assert limits[resource] == max_nodes * entries[0].accelerators
+    assert other not in limits
+    assert limits["cpu"] >= max_nodes * max(e.vcpu for e in entries)
+    assert _gib(limits["memory"]) >= max_nodes * max(e.memory_gib for e in entries)
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_training_disruption(cases: dict[str, StackCase], stack: str, name: str) -> None:
+    spec = _by_object_name(cases[stack].run, NODE_POOL, name).inputs["spec"]
+    disruption = spec["disruption"]
+    assert disruption["consolidationPolicy"] == "WhenEmpty"
+    assert disruption["consolidateAfter"]
+    assert spec["template"]["spec"]["expireAfter"] == "Never"
+    drift = [b for b in disruption["budgets"] if "Drifted" in b.get("reasons", [])]
+    assert drift and all(b["nodes"] == "0" for b in drift)
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_capacity_reservations(cases: dict[str, StackCase], stack: str, name: str) -> None:
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    class_spec = _by_object_name(case.run, NODE_CLASS, name).inputs["spec"]
+    pool_spec = _by_object_name(case.run, NODE_POOL, name).inputs["spec"]
+    if raw.get("capacityType") == "reserved":
+        terms = class_spec["capacityReservationSelectorTerms"]
+        ids = [term["id"] for term in terms if "id" in term]
+        assert ids == raw.get("capacityReservationIds", [])
+        tags = [term["tags"] for term in terms if "tags" in term]
+        assert tags == (
+            [raw["capacityReservationTags"]] if raw.get("capacityReservationTags") else []
+        )
+        assert _requirement(pool_spec, CAPACITY_TYPE)["values"] == ["reserved"]
+    else:
+        assert "capacityReservationSelectorTerms" not in class_spec
+        assert "reserved" not in _requirement(pool_spec, CAPACITY_TYPE)["values"]
+
+
+def test_prod_p5_launches_only_into_its_reservation(cases: dict[str, StackCase]) -> None:
+    case = cases["prod"]
+    raw = case.raw_pool("p5")
+    assert raw["capacityType"] == "reserved" and raw["capacityReservationIds"]
+    terms = _by_object_name(case.run, NODE_CLASS, "p5").inputs["spec"][
+        "capacityReservationSelectorTerms"
+    ]
+    assert terms == [{"id": rid} for rid in raw["capacityReservationIds"]]
+    pool_spec = _by_object_name(case.run, NODE_POOL, "p5").inputs["spec"]
+    assert _requirement(pool_spec, CAPACITY_TYPE)["values"] == ["reserved"]
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_node_class_hardening_and_storage(
+    cases: dict[str, StackCase], stack: str, name: str
+) -> None:
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    spec = _by_object_name(case.run, NODE_CLASS, name).inputs["spec"]
+    assert spec["metadataOptions"]["httpTokens"] == "required"
+    assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 1
+    (root,) = spec["blockDeviceMappings"]
+    assert root["ebs"]["encrypted"] is True
+    assert root["ebs"]["volumeType"] == "gp3"
+    assert root["ebs"]["volumeSize"] == f"{case.pool_config(name).root_volume_size_gib}Gi"
+    if "rootVolumeSizeGiB" in raw:
+        assert root["ebs"]["volumeSize"] == f"{raw['rootVolumeSizeGiB']}Gi"
+    if all(CATALOG[t].nvme_gb > 0 for t in raw["instanceTypes"]):
+        assert spec["instanceStorePolicy"] == "RAID0"
+    else:
+        assert "instanceStorePolicy" not in spec
+    (alias,) = spec["amiSelectorTerms"]
+    assert set(alias) == {"alias"}
+    if "amiAlias" in raw:
+        assert alias["alias"] == raw["amiAlias"]
+    for key, value in case.config.required_tags.items():
+        assert spec["tags"][key] == value
+
+
+def test_general_node_class_hardening(case: StackCase) -> None:
+    spec = _by_object_name(case.run, NODE_CLASS, "general").inputs["spec"]
+    assert spec["metadataOptions"]["httpTokens"] == "required"
+    assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 1
+    (root,) = spec["blockDeviceMappings"]
+    assert root["ebs"]["encrypted"] is True and root["ebs"]["volumeType"] == "gp3"
+
+
+def test_efa_security_group_allows_all_traffic_within_itself(case: StackCase) -> None:
+    group = _efa_group(case.run)
+    ingress = group.inputs["ingress"]
+    assert any(rule.get("self") is True and rule["protocol"] == "-1" for rule in ingress), ingress
+    egress = group.inputs["egress"]
+    assert any(rule.get("self") is True and rule["protocol"] == "-1" for rule in egress), egress
+    vpc = case.run.one("aws:ec2/vpc:Vpc")
+    assert vpc.urn in group.property_dependencies.get("vpcId", [])
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_efa_security_group_selected_by_efa_pools_only(
+    cases: dict[str, StackCase], stack: str, name: str
+) -> None:
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    group = _efa_group(case.run)
+    node_class = _by_object_name(case.run, NODE_CLASS, name)
+    terms = node_class.inputs["spec"]["securityGroupSelectorTerms"]
+    id_terms = [term for term in terms if "id" in term]
+    # the cluster security group is always selected
+    assert {"tags": {"aws:eks:cluster-name": case.config.name}} in terms
+    if _expects_efa(raw):
+        assert group.urn in node_class.property_dependencies["spec"]
+        assert group.urn in node_class.dependencies
+        assert len(id_terms) == 1
+    else:
+        assert group.urn not in node_class.dependencies
+        assert id_terms == []
+
+
+def test_general_pool_in_every_stack(case: StackCase) -> None:
+    node_class = _by_object_name(case.run, NODE_CLASS, "general")
+    node_pool = _by_object_name(case.run, NODE_POOL, "general")
+    spec = node_pool.inputs["spec"]
+    zones = case.raw["network"]["availabilityZones"]
+    assert spec["template"]["spec"]["nodeClassRef"]["name"] == "general"
+    assert _requirement(spec, ZONE)["values"] == zones
+    assert _spec_subnets(case.run, node_class) == {
+        _private_subnet(case.run, zone).urn for zone in zones
+    }
+    general = case.config.general_pool
+    assert spec["limits"]["cpu"] == general.max_cpu
+    assert _gib(spec["limits"]["memory"]) == general.max_memory_gib
+    assert _requirement(spec, CAPACITY_TYPE)["values"] == list(general.capacity_types)
+    assert "taints" not in spec["template"]["spec"]
+    class_spec = node_class.inputs["spec"]
+    assert class_spec["securityGroupSelectorTerms"] == [
+        {"tags": {"aws:eks:cluster-name": case.config.name}}
+    ]
+    assert "networkInterfaces" not in class_spec and "placementGroupSelector" not in class_spec
+
+
+def test_node_pools_depend_on_their_classes_and_karpenter(case: StackCase) -> None:
+    releases = [r.urn for r in _karpenter_releases(case.run)]
+    classes = {r.inputs["metadata"]["name"]: r for r in case.run.of_type(NODE_CLASS)}
+    pools = case.run.of_type(NODE_POOL)
+    assert pools and classes
+    for node_pool in pools:
+        ref = node_pool.inputs["spec"]["template"]["spec"]["nodeClassRef"]["name"]
+        assert classes[ref].urn in node_pool.dependencies, node_pool.name
+    for record in [*classes.values(), *pools]:
+        for release in releases:
+            assert release in record.dependencies, (record.name, release)
+
+
+# --------------------------------------------------------------------------- mutated configs
+
+
+def test_placement_group_can_be_switched_off(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("staging")
+    (p5,) = [p for p in data["nodePools"] if p["name"] == "p5"]
+    assert _expects_efa(p5)
+    before = run_platform(data, "staging")
+    p5_group = _by_object_name(before, NODE_CLASS, "p5").inputs["spec"]["placementGroupSelector"]
+    p5["placementGroup"] = False
+    run = run_platform(data, "staging")
+    names = [g.inputs["name"] for g in run.of_type(PLACEMENT_GROUP)]
+    assert p5_group["name"] not in names
+    assert len(names) == len(before.of_type(PLACEMENT_GROUP)) - 1
+    node_class = _by_object_name(run, NODE_CLASS, "p5")
+    spec = node_class.inputs["spec"]
+    assert "placementGroupSelector" not in spec
+    groups = {g.urn for g in run.of_type(PLACEMENT_GROUP)}
+    assert not groups & set(node_class.dependencies)
+    # still an EFA pool: every interface, the EFA group, the training zone
+    assert len(_efa_only(spec)) == CATALOG["p5.48xlarge"].efa_interfaces
+    assert _efa_group(run).urn in node_class.dependencies
+    pool_spec = _by_object_name(run, NODE_POOL, "p5").inputs["spec"]
+    assert _requirement(pool_spec, ZONE)["values"] == [data["network"]["trainingZone"]]
+    # the other pool keeps its group
+    trn1 = _by_object_name(run, NODE_CLASS, "trn1").inputs["spec"]["placementGroupSelector"]
+    assert trn1["name"] in names
+
+
+def test_capacity_reservation_tags_become_a_selector_term(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    (trn1,) = [p for p in data["nodePools"] if p["name"] == "trn1"]
+    trn1["capacityType"] = "reserved"
+    trn1["capacityReservationTags"] = {"purpose": "training", "team": "neuron"}
+    run = run_platform(data, "dev")
+    spec = _by_object_name(run, NODE_CLASS, "trn1").inputs["spec"]
+    assert spec["capacityReservationSelectorTerms"] == [
+        {"tags": {"purpose": "training", "team": "neuron"}}
+    ]
+    pool_spec = _by_object_name(run, NODE_POOL, "trn1").inputs["spec"]
+    assert _requirement(pool_spec, CAPACITY_TYPE)["values"] == ["reserved"]
+    # the spot pool is untouched
+    assert (
+        "capacityReservationSelectorTerms"
+        not in (_by_object_name(run, NODE_CLASS, "gpu-small").inputs["spec"])
+    )
+
+
+def test_reservation_ids_and_tags_together(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("prod")
+    (p5,) = [p for p in data["nodePools"] if p["name"] == "p5"]
+    p5["capacityReservationTags"] = {"purpose": "training"}
+    run = run_platform(data, "prod")
+    terms = _by_object_name(run, NODE_CLASS, "p5").inputs["spec"][
+        "capacityReservationSelectorTerms"
+    ]
+    assert [t for t in terms if "id" in t] == [{"id": rid} for rid in p5["capacityReservationIds"]]
+    assert [t for t in terms if "tags" in t] == [{"tags": {"purpose": "training"}}]
+
+
+def test_no_efa_pool_means_no_efa_group(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("dev")
+    (trn1,) = [p for p in data["nodePools"] if p["name"] == "trn1"]
+    trn1["efa"] = False
+    run = run_platform(data, "dev")
+    assert not any(g.name.endswith("-efa") for g in run.of_type(SECURITY_GROUP))
+    assert run.of_type(PLACEMENT_GROUP) == []
+    spec = _by_object_name(run, NODE_CLASS, "trn1").inputs["spec"]
+    assert "networkInterfaces" not in spec and "placementGroupSelector" not in spec
+    assert [t for t in spec["securityGroupSelectorTerms"] if "id" in t] == []
+    zones = data["network"]["availabilityZones"]
+    pool_spec = _by_object_name(run, NODE_POOL, "trn1").inputs["spec"]
+    assert _requirement(pool_spec, ZONE)["values"] == zones
+
+
+def test_non_efa_pool_in_one_zone(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("dev")
+    (small,) = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
+    zone = next(
+        z for z in data["network"]["availabilityZones"] if z != data["network"]["trainingZone"]
+    )
+    small["zone"] = zone
+    run = run_platform(data, "dev")
+    node_class = _by_object_name(run, NODE_CLASS, "gpu-small")
+    assert len(node_class.inputs["spec"]["subnetSelectorTerms"]) == 1
+    assert _spec_subnets(run, node_class) == {_private_subnet(run, zone).urn}
+    pool_spec = _by_object_name(run, NODE_POOL, "gpu-small").inputs["spec"]
+    assert _requirement(pool_spec, ZONE)["values"] == [zone]
