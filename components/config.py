@@ -691,6 +691,13 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
 
 
 def _network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    if config.region not in versions.EKS_IMAGE_REGISTRY_ACCOUNTS:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.region",
+            config.region,
+            "a region of the aws partition whose EKS image registry the bill of materials "
+            "knows: " + ", ".join(sorted(versions.EKS_IMAGE_REGISTRY_ACCOUNTS)),
+        )
     network = config.network
     zones = network.availability_zones
     base = f"{CONFIG_KEY}.network"

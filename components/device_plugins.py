@@ -25,6 +25,20 @@ ACCELERATOR_TOLERATIONS: Final = [
     {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
     {"key": NEURON_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
 ]
+CRITICAL_ADDON_TOLERATION: Final = {"key": "CriticalAddonsOnly", "operator": "Exists"}
+# The charts' own default tolerations; setting tolerations replaces a chart's list, so they are
+# repeated here before the pools' extra taints are added.
+NVIDIA_DEFAULT_TOLERATIONS: Final = [CRITICAL_ADDON_TOLERATION, ACCELERATOR_TOLERATIONS[0]]
+NEURON_DEFAULT_TOLERATIONS: Final = [
+    CRITICAL_ADDON_TOLERATION,
+    ACCELERATOR_TOLERATIONS[1],
+    {
+        "key": "sagemaker.amazonaws.com/node-health-status",
+        "operator": "Equal",
+        "value": "Unschedulable",
+        "effect": "NoSchedule",
+    },
+]
 SYSTEM_PLACEMENT: Final = {
     "nodeSelector": {SYSTEM_NODE_LABEL: "system"},
     "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
@@ -46,40 +60,64 @@ def _types(
     )
 
 
-def nvidia_values() -> dict[str, Any]:
-    """NVIDIA device plugin values: only on nodes our GPU pools label as GPU nodes."""
-    return {"nodeSelector": {GPU_PRESENT_LABEL: "true"}}
+def extra_tolerations(pools: list[NodePoolConfig]) -> list[dict[str, str]]:
+    """Tolerations of the pools' extra taints, so plugins still run on those nodes."""
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for pool in pools:
+        for taint in pool.taints:
+            found[(taint.key, taint.effect)] = {
+                "key": taint.key,
+                "operator": "Exists",
+                "effect": taint.effect,
+            }
+    return [found[key] for key in sorted(found)]
 
 
-def efa_values(efa_instance_types: list[str], region: str) -> dict[str, Any]:
-    """EFA device plugin values: our EFA types only, tolerating the accelerator taints.
+def nvidia_values(gpu_pools: list[NodePoolConfig]) -> dict[str, Any]:
+    """NVIDIA device plugin values: only on nodes our GPU pools label as GPU nodes.
 
     Args:
-        efa_instance_types: instance types of the pools that attach EFA.
-        region: the cluster's region; the plugin image is served from its regional registry.
+        gpu_pools: the GPU pools; their extra taints are tolerated.
     """
-    registry = f"{versions.EFA_DEVICE_PLUGIN_IMAGE_ACCOUNT}.dkr.ecr.{region}.amazonaws.com"
     return {
-        "image": {"repository": f"{registry}/eks/aws-efa-k8s-device-plugin"},
-        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": efa_instance_types},
-        "tolerations": ACCELERATOR_TOLERATIONS,
+        "nodeSelector": {GPU_PRESENT_LABEL: "true"},
+        "tolerations": [*NVIDIA_DEFAULT_TOLERATIONS, *extra_tolerations(gpu_pools)],
     }
 
 
-def neuron_values(neuron_instance_types: list[str], kubernetes_version: str) -> dict[str, Any]:
+def efa_values(efa_pools: list[NodePoolConfig], region: str) -> dict[str, Any]:
+    """EFA device plugin values: our EFA types only, tolerating the pools' taints.
+
+    Args:
+        efa_pools: the pools that attach EFA.
+        region: the cluster's region; the plugin image is served from its regional registry.
+    """
+    account = versions.EKS_IMAGE_REGISTRY_ACCOUNTS[region]
+    registry = f"{account}.dkr.ecr.{region}.amazonaws.com"
+    return {
+        "image": {"repository": f"{registry}/eks/aws-efa-k8s-device-plugin"},
+        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": _types(efa_pools)},
+        "tolerations": [*ACCELERATOR_TOLERATIONS, *extra_tolerations(efa_pools)],
+    }
+
+
+def neuron_values(neuron_pools: list[NodePoolConfig], kubernetes_version: str) -> dict[str, Any]:
     """Neuron chart values: device plugin and scheduler extension on, node problem detector off.
 
     The scheduler extension runs a second scheduler (``my-scheduler``) that allocates contiguous
     Neuron devices; EKS does not let the default scheduler be extended.
 
     Args:
-        neuron_instance_types: instance types of the Trainium pools.
+        neuron_pools: the Trainium pools; their types and extra taints.
         kubernetes_version: cluster minor version; the second scheduler's image follows it.
     """
     repository, tag = versions.NEURON_CUSTOM_SCHEDULER_IMAGES[kubernetes_version]
     return {
-        "neuronInstances": neuron_instance_types,
-        "devicePlugin": {"enabled": True},
+        "neuronInstances": _types(neuron_pools),
+        "devicePlugin": {
+            "enabled": True,
+            "tolerations": [*NEURON_DEFAULT_TOLERATIONS, *extra_tolerations(neuron_pools)],
+        },
         "scheduler": {
             "enabled": True,
             **SYSTEM_PLACEMENT,
@@ -122,21 +160,19 @@ class DevicePlugins(pulumi.ComponentResource):
         in_cluster = pulumi.ResourceOptions(
             parent=self, provider=kubernetes_provider, depends_on=cluster_ready
         )
-        wanted: list[tuple[str, versions.HelmChart, dict[str, Any] | None]] = []
-        if _types(pools, resource=GPU_RESOURCE):
-            wanted.append(("nvidia-device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, None))
-        if efa_types := _types(pools, efa=True):
-            values = efa_values(efa_types, region)
+        gpu_pools = [p for p in pools if p.instance.accelerator_resource == GPU_RESOURCE]
+        efa_pools = [p for p in pools if p.uses_efa]
+        neuron_pools = [p for p in pools if p.instance.accelerator_resource == NEURON_RESOURCE]
+        wanted: list[tuple[str, versions.HelmChart, dict[str, Any]]] = []
+        if gpu_pools:
+            values = nvidia_values(gpu_pools)
+            wanted.append(("nvidia-device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, values))
+        if efa_pools:
+            values = efa_values(efa_pools, region)
             wanted.append(("aws-efa-k8s-device-plugin", versions.EFA_DEVICE_PLUGIN_CHART, values))
-        if neuron_types := _types(pools, resource=NEURON_RESOURCE):
-            values = neuron_values(neuron_types, kubernetes_version)
+        if neuron_pools:
+            values = neuron_values(neuron_pools, kubernetes_version)
             wanted.append(("neuron-helm-chart", versions.NEURON_CHART, values))
         for release_name, chart, chart_values in wanted:
-            release(
-                release_name,
-                chart,
-                namespace=NAMESPACE,
-                values=nvidia_values() if chart_values is None else chart_values,
-                opts=in_cluster,
-            )
+            release(release_name, chart, namespace=NAMESPACE, values=chart_values, opts=in_cluster)
         self.register_outputs({})

@@ -136,5 +136,25 @@ DEFAULT_AMI_ALIAS: Final = "al2023@v20260903"
 """EKS-optimized AL2023 release Karpenter nodes boot from; Karpenter picks the NVIDIA or Neuron
 variant per instance type. Pinned: ``@latest`` would roll every node on each AMI release."""
 
-EFA_DEVICE_PLUGIN_IMAGE_ACCOUNT: Final = "602401143452"
-"""The EKS image registry account that serves the EFA device plugin in commercial regions."""
+_EKS_DEFAULT_REGISTRY: Final = "602401143452"
+EKS_IMAGE_REGISTRY_ACCOUNTS: Final[dict[str, str]] = {
+    **{
+        region: _EKS_DEFAULT_REGISTRY
+        for region in (
+            "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
+            "eu-central-1", "eu-north-1", "eu-west-1", "eu-west-2", "eu-west-3",
+            "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
+            "ap-southeast-1", "ap-southeast-2",
+        )
+    },
+    "af-south-1": "877085696533",
+    "ap-east-1": "800184023465",
+    "ap-south-2": "900889452093",
+    "ap-southeast-3": "296578399912",
+    "ap-southeast-4": "491585149902",
+    "ap-southeast-5": "151610086707",
+    "ap-southeast-7": "121268973566",
+}  # fmt: skip
+"""Account of the EKS image registry (EFA device plugin and other EKS images) per region, from
+the EKS user guide's "container image registries for Amazon EKS add-ons". Its keys are the
+regions the platform supports: all in the ``aws`` partition, whose ARNs the program builds."""

@@ -246,6 +246,11 @@ class PlatformMocks(mocks.Mocks):
         if typ == "aws:kms/key:Key":
             key_id = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
             return {"keyId": key_id, "arn": f"arn:aws:kms:{region}:{account}:key/{key_id}"}
+        if typ == "aws:sqs/queue:Queue":
+            return {
+                "arn": f"arn:aws:sqs:{region}:{account}:{name}",
+                "url": f"https://sqs.{region}.amazonaws.com/{account}/{name}",
+            }
         if typ == "aws:cloudwatch/logGroup:LogGroup":
             return {"arn": f"arn:aws:logs:{region}:{account}:log-group:{name}"}
         if typ == "aws:ec2/launchTemplate:LaunchTemplate":

@@ -1,0 +1,203 @@
+"""Every Helm release of every stack against its chart's published defaults (reference data).
+
+A value the chart does not define is silently ignored by Helm, so a misspelt or invented key is a
+setting that never takes effect. Each release's chart must be one of the bill of materials, at the
+version whose default ``values.yaml`` is in the reference data, and every key path it sets must
+exist in those defaults wherever the chart defines the structure.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components import versions
+from components.versions import HelmChart
+from synth.engine import ResourceRecord
+from synth.run import StackResult
+from tests.conftest import STACKS
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+
+KNOWN_CHARTS: dict[str, HelmChart] = {
+    chart.chart: chart for chart in vars(versions).values() if isinstance(chart, HelmChart)
+}
+"""Every chart of the bill of materials, by the reference a release passes as ``chart``."""
+
+FREE_FORM_KEYS = frozenset({"nodeSelector", "labels", "annotations", "matchLabels"})
+"""Kubernetes string maps (label selectors, labels, annotations): their keys are label names, not
+chart structure, so a non-empty default there (karpenter's ``nodeSelector: {kubernetes.io/os:
+linux}``) is an example that Helm merges ours into, not a list of allowed keys."""
+
+
+def unknown_value_paths(values: Any, defaults: Any, path: str = "") -> list[str]:
+    """Key paths of ``values`` that the chart's ``defaults`` do not define.
+
+    Where the default is a non-empty mapping, every key set under it must exist there (and be a
+    mapping where the default is one); where it is an empty mapping, null, a list or a scalar, or
+    a Kubernetes string map (:data:`FREE_FORM_KEYS`), anything under it is allowed.
+
+    Args:
+        values: what the release sets.
+        defaults: the chart's default values at the same path.
+        path: dotted path of ``values`` (for the report).
+    """
+    if not isinstance(defaults, dict) or not defaults:
+        return []
+    if not isinstance(values, dict):
+        return [f"{path} (a mapping in the chart)"]
+    problems: list[str] = []
+    for key, value in values.items():
+        here = f"{path}.{key}" if path else str(key)
+        if key not in defaults:
+            problems.append(here)
+        elif key not in FREE_FORM_KEYS:
+            problems.extend(unknown_value_paths(value, defaults[key], here))
+    return problems
+
+
+# -- the walker itself -----------------------------------------------------------------------
+
+DEFAULTS: dict[str, Any] = {
+    "replicas": 2,
+    "settings": {"clusterName": "", "featureGates": {"reservedCapacity": True}},
+    "resources": {},
+    "tolerations": [],
+    "migStrategy": None,
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+}
+
+
+def test_walker_accepts_keys_the_chart_defines() -> None:
+    values = {"replicas": 3, "settings": {"clusterName": "x", "featureGates": {}}}
+    assert unknown_value_paths(values, DEFAULTS) == []
+
+
+def test_walker_reports_a_key_missing_from_the_defaults() -> None:
+    assert unknown_value_paths({"replica": 3}, DEFAULTS) == ["replica"]
+
+
+def test_walker_reports_nested_keys_with_their_full_path() -> None:
+    values = {"settings": {"clusterName": "x", "interruptionQueue": "q", "featureGates": {"x": 1}}}
+    assert unknown_value_paths(values, DEFAULTS) == [
+        "settings.interruptionQueue",
+        "settings.featureGates.x",
+    ]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"resources": {"requests": {"cpu": "1"}}},  # empty-map default
+        {"migStrategy": {"anything": True}},  # null default
+        {"tolerations": [{"key": "k", "operator": "Exists"}]},  # list default
+        {"replicas": {"odd": "but the chart's default is a scalar"}},  # scalar default
+        {"nodeSelector": {"example.com/role": "system"}},  # Kubernetes label map
+    ],
+)
+def test_walker_allows_anything_under_free_form_defaults(values: dict[str, Any]) -> None:
+    assert unknown_value_paths(values, DEFAULTS) == []
+
+
+def test_walker_reports_a_scalar_where_the_chart_has_structure() -> None:
+    assert unknown_value_paths({"settings": "cluster"}, DEFAULTS) == [
+        "settings (a mapping in the chart)"
+    ]
+
+
+def test_walker_allows_anything_when_the_chart_has_no_defaults() -> None:
+    assert unknown_value_paths({"anything": {"at": "all"}}, None) == []
+    assert unknown_value_paths({"anything": 1}, {}) == []
+
+
+# -- the releases ----------------------------------------------------------------------------
+
+
+def test_the_bill_of_materials_charts_are_all_known() -> None:
+    for chart in (
+        versions.KARPENTER_CRD_CHART,
+        versions.KARPENTER_CHART,
+        versions.NVIDIA_DEVICE_PLUGIN_CHART,
+        versions.EFA_DEVICE_PLUGIN_CHART,
+        versions.NEURON_CHART,
+    ):
+        assert KNOWN_CHARTS[chart.chart] is chart
+
+
+def _releases(result: StackResult) -> list[ResourceRecord]:
+    releases = [r for r in result.records if r.type == HELM_RELEASE]
+    assert releases, f"{result.stack} installs no Helm release"
+    return releases
+
+
+def _chart_of(release: ResourceRecord) -> HelmChart:
+    reference = release.inputs["chart"]
+    if reference not in KNOWN_CHARTS:
+        pytest.fail(
+            f"Helm release {release.name!r} installs chart {reference!r}, which has no reference "
+            f"directory in components.versions (known: {sorted(KNOWN_CHARTS)})"
+        )
+    return KNOWN_CHARTS[reference]
+
+
+def _chart_dir(reference_dir: Path, chart: HelmChart) -> Path:
+    directory = reference_dir / "charts" / chart.reference_dir
+    assert directory.is_dir(), f"no reference data for {chart.chart} at {directory}"
+    return directory
+
+
+@cache
+def _yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_release_chart_has_a_reference_directory(
+    stack: str, synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    for release in _releases(synthesized[stack]):
+        chart = _chart_of(release)
+        directory = _chart_dir(reference_dir, chart)
+        assert (directory / "values.yaml").is_file(), directory
+        assert release.inputs["chart"].rsplit("/", 1)[-1] == directory.parent.name
+        assert _yaml(directory / "Chart.yaml")["name"] == directory.parent.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_release_version_is_the_reference_version(
+    stack: str, synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    for release in _releases(synthesized[stack]):
+        chart = _chart_of(release)
+        directory = _chart_dir(reference_dir, chart)
+        version = release.inputs["version"]
+        assert version == chart.version, release.name
+        if version != directory.name:
+            # Only the chart's own spelling may differ from the directory name: the EFA chart's
+            # Chart.yaml says "v0.5.30" (charts/SOURCES.md) and Helm matches that literally.
+            chart_yaml_version = str(_yaml(directory / "Chart.yaml")["version"])
+            assert version == chart_yaml_version, (
+                f"{release.name}: version {version!r} is neither the reference directory "
+                f"{directory.name!r} nor the chart's own {chart_yaml_version!r}"
+            )
+            assert version.removeprefix("v") == directory.name.removeprefix("v")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_release_value_exists_in_the_chart_defaults(
+    stack: str, synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    problems: list[str] = []
+    for release in _releases(synthesized[stack]):
+        chart = _chart_of(release)
+        defaults = _yaml(_chart_dir(reference_dir, chart) / "values.yaml")
+        values = release.inputs.get("values", {})
+        problems.extend(
+            f"{release.name} ({chart.reference_dir}): {path}"
+            for path in unknown_value_paths(values, defaults)
+        )
+    assert not problems, "values the chart does not define:\n" + "\n".join(problems)
