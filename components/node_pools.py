@@ -26,6 +26,8 @@ GENERAL_POOL: Final = "general"
 INSTANCE_TYPE: Final = "node.kubernetes.io/instance-type"
 CAPACITY_TYPE: Final = "karpenter.sh/capacity-type"
 ZONE: Final = "topology.kubernetes.io/zone"
+FSX_STARTUP_TAINT: Final = {"key": "fsx.csi.aws.com/agent-not-ready", "effect": "NoExecute"}
+"""Keeps pods off a node until the FSx CSI node agent is ready (the agent removes it)."""
 CLUSTER_SG_TAG: Final = "aws:eks:cluster-name"
 """Tag EKS puts on the cluster security group it creates (the one managed nodes use)."""
 
@@ -123,17 +125,20 @@ def node_class_ref(name: str) -> dict[str, str]:
     return {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name}
 
 
-def node_pool_spec(pool: NodePoolConfig, *, zones: list[str]) -> dict[str, Any]:
+def node_pool_spec(
+    pool: NodePoolConfig, *, zones: list[str], mounts_lustre: bool = False
+) -> dict[str, Any]:
     """The NodePool spec of an accelerated pool: requirements, taints, limits, disruption.
 
     CPU and memory limits admit ``maxNodes`` of the pool's largest type, so the node and
-    accelerator limits are the ones that bind.
+    accelerator limits are the ones that bind. With ``mounts_lustre`` the FSx startup taint
+    holds pods back until the CSI node agent can mount the file system.
     """
     instance = pool.instance
     entries = [lookup(name) for name in pool.instance_types]
     vcpu = max(entry.vcpu for entry in entries)
     memory_gib = max(entry.memory_gib for entry in entries)
-    return {
+    spec: dict[str, Any] = {
         "template": {
             "metadata": {"labels": pool_labels(pool)},
             "spec": {
@@ -155,6 +160,9 @@ def node_pool_spec(pool: NodePoolConfig, *, zones: list[str]) -> dict[str, Any]:
         },
         "disruption": TRAINING_DISRUPTION,
     }  # fmt: skip
+    if mounts_lustre:
+        spec["template"]["spec"]["startupTaints"] = [FSX_STARTUP_TAINT]
+    return spec
 
 
 def general_node_class_spec(
@@ -177,9 +185,11 @@ def general_node_class_spec(
     }
 
 
-def general_node_pool_spec(general: GeneralPoolConfig, *, zones: list[str]) -> dict[str, Any]:
+def general_node_pool_spec(
+    general: GeneralPoolConfig, *, zones: list[str], mounts_lustre: bool = False
+) -> dict[str, Any]:
     """The NodePool of the general-purpose CPU pool: current-generation c, m and r families."""
-    return {
+    spec: dict[str, Any] = {
         "template": {
             "metadata": {"labels": {POOL_LABEL: GENERAL_POOL}},
             "spec": {
@@ -200,6 +210,9 @@ def general_node_pool_spec(general: GeneralPoolConfig, *, zones: list[str]) -> d
             "consolidateAfter": "5m",
         },
     }  # fmt: skip
+    if mounts_lustre:
+        spec["template"]["spec"]["startupTaints"] = [FSX_STARTUP_TAINT]
+    return spec
 
 
 _METADATA_OPTIONS: Final = {
@@ -238,6 +251,7 @@ class NodePools(pulumi.ComponentResource):
         private_subnet_ids: dict[str, pulumi.Input[str]],
         node_role_name: pulumi.Input[str],
         tags: dict[str, str],
+        lustre_client_group_id: pulumi.Input[str] | None,
         karpenter_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
@@ -255,6 +269,8 @@ class NodePools(pulumi.ComponentResource):
             private_subnet_ids: private subnet per zone.
             node_role_name: IAM role of Karpenter nodes.
             tags: required tags, written onto instances through the EC2NodeClasses.
+            lustre_client_group_id: security group that admits nodes to the Lustre file system,
+                or None without one; with it every pool also gets the FSx startup taint.
             karpenter_ready: Karpenter's CRD and controller releases; custom resources wait.
             kubernetes_provider: provider of the custom resources.
             opts: resource options; the AWS provider comes from here.
@@ -264,7 +280,10 @@ class NodePools(pulumi.ComponentResource):
         in_cluster = pulumi.ResourceOptions(
             parent=self, provider=kubernetes_provider, depends_on=karpenter_ready
         )
-        cluster_group = {"tags": {CLUSTER_SG_TAG: cluster_name}}
+        shared_groups: list[dict[str, Any]] = [{"tags": {CLUSTER_SG_TAG: cluster_name}}]
+        if lustre_client_group_id is not None:
+            shared_groups.append({"id": lustre_client_group_id})
+        mounts_lustre = lustre_client_group_id is not None
         efa_group: aws.ec2.SecurityGroup | None = None
         if any(pool.uses_efa for pool in pools):
             efa_group = aws.ec2.SecurityGroup(
@@ -294,7 +313,7 @@ class NodePools(pulumi.ComponentResource):
                 depends: list[pulumi.Resource] = [group]
             else:
                 depends = []
-            terms: list[dict[str, Any]] = [cluster_group]
+            terms: list[dict[str, Any]] = list(shared_groups)
             if pool.uses_efa and efa_group is not None:
                 terms.append({"id": efa_group.id})
                 depends.append(efa_group)
@@ -320,7 +339,7 @@ class NodePools(pulumi.ComponentResource):
                 api_version=NODE_POOL_API,
                 kind="NodePool",
                 object_name=pool.name,
-                spec=node_pool_spec(pool, zones=pool_zone_list),
+                spec=node_pool_spec(pool, zones=pool_zone_list, mounts_lustre=mounts_lustre),
                 opts=in_cluster,
                 depends_on=[self.node_classes[pool.name]],
             )
@@ -333,7 +352,7 @@ class NodePools(pulumi.ComponentResource):
                 general,
                 node_role_name=node_role_name,
                 subnet_ids=[private_subnet_ids[zone] for zone in zones],
-                security_group_terms=[cluster_group],
+                security_group_terms=list(shared_groups),
                 tags=tags,
             ),
             opts=in_cluster,
@@ -344,7 +363,7 @@ class NodePools(pulumi.ComponentResource):
             api_version=NODE_POOL_API,
             kind="NodePool",
             object_name=GENERAL_POOL,
-            spec=general_node_pool_spec(general, zones=zones),
+            spec=general_node_pool_spec(general, zones=zones, mounts_lustre=mounts_lustre),
             opts=in_cluster,
             depends_on=[general_class],
         )

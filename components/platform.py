@@ -11,6 +11,7 @@ from components.device_plugins import DevicePlugins
 from components.karpenter import Karpenter
 from components.network import Network
 from components.node_pools import NodePools
+from components.storage import Storage
 
 
 class TrainingPlatform(pulumi.ComponentResource):
@@ -69,6 +70,15 @@ class TrainingPlatform(pulumi.ComponentResource):
             kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,
         )
+        self.storage = Storage(
+            "storage",
+            config=config,
+            vpc_id=self.network.vpc_id,
+            training_subnet_id=self.network.private_subnet_ids[config.network.training_zone],
+            cluster_ready=self.cluster.ready,
+            kubernetes_provider=self.cluster.kubernetes_provider,
+            opts=with_aws,
+        )
         self.node_pools = NodePools(
             "pools",
             cluster_name=config.name,
@@ -80,6 +90,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             private_subnet_ids=dict(self.network.private_subnet_ids),
             node_role_name=self.karpenter.node_role_name,
             tags=config.required_tags,
+            lustre_client_group_id=self.storage.client_security_group_id,
             karpenter_ready=self.karpenter.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,
@@ -124,4 +135,7 @@ def deploy() -> TrainingPlatform:
     pulumi.export("vpcId", platform.network.vpc_id)
     pulumi.export("privateSubnetIds", platform.network.private_subnet_ids)
     pulumi.export("trainingZone", config.network.training_zone)
+    pulumi.export("buckets", platform.storage.buckets)
+    if platform.storage.file_system_id is not None:
+        pulumi.export("fileSystemId", platform.storage.file_system_id)
     return platform

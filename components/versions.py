@@ -29,11 +29,16 @@ class EksAddonVersions:
     """``eks-pod-identity-agent`` add-on (EKS Pod Identity for controllers)."""
     ebs_csi_driver: str
     """``aws-ebs-csi-driver`` add-on (gp3 volumes, through Pod Identity)."""
+    fsx_csi_driver: str
+    """``aws-fsx-csi-driver`` add-on (FSx for Lustre mounts, through Pod Identity)."""
 
 
 # Versions as published by `aws eks describe-addon-versions` for each minor (late 2026).
 _POD_IDENTITY_AGENT: Final = "v1.3.10-eksbuild.2"
 _EBS_CSI_DRIVER: Final = "v1.54.0-eksbuild.1"
+# The EKS hybrid-nodes guide names v1.7.0-eksbuild.1 as the first FSx add-on build it supports;
+# check `aws eks describe-addon-versions --addon-name aws-fsx-csi-driver` before bumping.
+_FSX_CSI_DRIVER: Final = "v1.7.0-eksbuild.1"
 
 EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
     "1.33": EksAddonVersions(
@@ -42,6 +47,7 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
         coredns="v1.12.4-eksbuild.1",
         pod_identity_agent=_POD_IDENTITY_AGENT,
         ebs_csi_driver=_EBS_CSI_DRIVER,
+        fsx_csi_driver=_FSX_CSI_DRIVER,
     ),
     "1.34": EksAddonVersions(
         vpc_cni="v1.20.4-eksbuild.2",
@@ -49,6 +55,7 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
         coredns="v1.12.3-eksbuild.1",
         pod_identity_agent=_POD_IDENTITY_AGENT,
         ebs_csi_driver=_EBS_CSI_DRIVER,
+        fsx_csi_driver=_FSX_CSI_DRIVER,
     ),
     "1.35": EksAddonVersions(
         vpc_cni="v1.21.1-eksbuild.3",
@@ -56,6 +63,7 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
         coredns="v1.13.2-eksbuild.1",
         pod_identity_agent=_POD_IDENTITY_AGENT,
         ebs_csi_driver=_EBS_CSI_DRIVER,
+        fsx_csi_driver=_FSX_CSI_DRIVER,
     ),
 }
 """Add-on pins per supported Kubernetes minor. Its keys are the supported Kubernetes versions:

@@ -205,6 +205,8 @@ class PlatformMocks(mocks.Mocks):
         "aws:ec2/securityGroup:SecurityGroup": "sg-",
         "aws:ec2/launchTemplate:LaunchTemplate": "lt-",
         "aws:ec2/placementGroup:PlacementGroup": "pg-",
+        "aws:fsx/lustreFileSystem:LustreFileSystem": "fs-",
+        "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "dra-",
     }
 
     def __init__(self, region: str, account_id: str) -> None:
@@ -246,6 +248,15 @@ class PlatformMocks(mocks.Mocks):
         if typ == "aws:kms/key:Key":
             key_id = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
             return {"keyId": key_id, "arn": f"arn:aws:kms:{region}:{account}:key/{key_id}"}
+        if typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            return {
+                "arn": f"arn:aws:fsx:{region}:{account}:file-system/{resource_id}",
+                "dnsName": f"{resource_id}.fsx.{region}.amazonaws.com",
+                "mountName": digest[:8],
+            }
+        if typ == "aws:s3/bucket:Bucket":
+            bucket = outputs.get("bucket", name)
+            return {"bucket": bucket, "arn": f"arn:aws:s3:::{bucket}"}
         if typ == "aws:sqs/queue:Queue":
             return {
                 "arn": f"arn:aws:sqs:{region}:{account}:{name}",

@@ -92,7 +92,12 @@ def test_addons_pinned_by_the_bill_of_materials(stack_run: tuple[str, ProgramRun
     stack, run = stack_run
     minor = parse_platform_config(stack_data(stack)).cluster.kubernetes_version
     pins = versions.EKS_ADDONS[minor]
-    found = {a.inputs["addonName"]: a.inputs["addonVersion"] for a in run.of_type(ADDON)}
+    cluster_component = run.one("trainingplatform:index:Cluster").urn
+    found = {
+        a.inputs["addonName"]: a.inputs["addonVersion"]
+        for a in run.of_type(ADDON)
+        if a.parent == cluster_component
+    }
     assert found == {
         "vpc-cni": pins.vpc_cni,
         "kube-proxy": pins.kube_proxy,
@@ -201,7 +206,7 @@ def test_stateful_resources_protected_only_where_config_says(
     for stack, expected in (("prod", True), ("dev", False), ("staging", False)):
         run = ProgramRun(synthesized[stack].records)
         assert run.one(CLUSTER).protect is expected, stack
-        assert run.one("aws:kms/key:Key").protect is expected, stack
+        assert run.one("aws:kms/key:Key", "secrets").protect is expected, stack
 
 
 def test_api_server_endpoint_read_from_kubeconfig() -> None:

@@ -129,8 +129,12 @@ def _karpenter_releases(run: ProgramRun) -> list[ResourceRecord]:
 
 
 def _efa_group(run: ProgramRun) -> ResourceRecord:
-    """The one security group that EFA pools' EC2NodeClasses select by id."""
-    groups = {r.urn: r for r in run.of_type(SECURITY_GROUP)}
+    """The one security group of the NodePools component that EFA pools' classes select by id.
+
+    (Node classes also select the storage component's Lustre client group, when there is one.)
+    """
+    component = run.one("trainingplatform:index:NodePools").urn
+    groups = {r.urn: r for r in run.of_type(SECURITY_GROUP) if r.parent == component}
     selected = {
         urn
         for node_class in run.of_type(NODE_CLASS)
@@ -652,7 +656,9 @@ def test_efa_security_group_selected_by_efa_pools_only(
     group = _efa_group(case.run)
     node_class = _by_object_name(case.run, NODE_CLASS, name)
     terms = node_class.inputs["spec"]["securityGroupSelectorTerms"]
-    id_terms = [term for term in terms if "id" in term]
+    # one id term is the Lustre client group, when the stack has a file system
+    lustre_terms = 1 if case.config.storage.lustre is not None else 0
+    id_terms = [term for term in terms if "id" in term][lustre_terms:]
     # the cluster security group is always selected
     assert {"tags": {"aws:eks:cluster-name": case.config.name}} in terms
     if _expects_efa(raw):
@@ -680,9 +686,9 @@ def test_general_pool_in_every_stack(case: StackCase) -> None:
     assert _requirement(spec, CAPACITY_TYPE)["values"] == list(general.capacity_types)
     assert "taints" not in spec["template"]["spec"]
     class_spec = node_class.inputs["spec"]
-    assert class_spec["securityGroupSelectorTerms"] == [
-        {"tags": {"aws:eks:cluster-name": case.config.name}}
-    ]
+    terms = class_spec["securityGroupSelectorTerms"]
+    assert terms[0] == {"tags": {"aws:eks:cluster-name": case.config.name}}
+    assert len(terms) == (2 if case.config.storage.lustre is not None else 1)
     assert "networkInterfaces" not in class_spec and "placementGroupSelector" not in class_spec
 
 
@@ -770,7 +776,13 @@ def test_no_efa_pool_means_no_efa_group(run_platform: Callable[..., ProgramRun])
     assert run.of_type(PLACEMENT_GROUP) == []
     spec = _by_object_name(run, NODE_CLASS, "trn1").inputs["spec"]
     assert "networkInterfaces" not in spec and "placementGroupSelector" not in spec
-    assert [t for t in spec["securityGroupSelectorTerms"] if "id" in t] == []
+    # only the Lustre client group is selected by id: no EFA group
+    lustre_clients = run.one(SECURITY_GROUP, "lustre-clients").urn
+    id_terms = [t for t in spec["securityGroupSelectorTerms"] if "id" in t]
+    assert (
+        len(id_terms) == 1
+        and lustre_clients in _by_object_name(run, NODE_CLASS, "trn1").dependencies
+    )
     zones = data["network"]["availabilityZones"]
     pool_spec = _by_object_name(run, NODE_POOL, "trn1").inputs["spec"]
     assert _requirement(pool_spec, ZONE)["values"] == zones

@@ -1,0 +1,514 @@
+"""Shared storage: hardened S3 buckets and FSx for Lustre linked to one of them.
+
+The file system is PERSISTENT_2 in the training zone (next to the EFA pools), encrypted with a
+customer key, reachable only on the Lustre ports from the nodes that carry the storage-client
+security group, and linked to S3 through data repository associations, so checkpoints written
+to ``/checkpoints`` land in S3 and outlive the file system. Every namespace that mounts it gets
+its own static PersistentVolume and claim.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any, Final
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import versions
+from components.config import (
+    BucketConfig,
+    DataRepositoryAssociationConfig,
+    LustreConfig,
+    PlatformConfig,
+    bucket_name,
+)
+from components.iam import pod_identity_trust_policy, role_with_policies
+
+LUSTRE_PORTS: Final = ((988, 988), (1018, 1023))
+"""TCP ports Lustre clients and servers use (REFERENCE §5: 988 and 1018-1023)."""
+CSI_DRIVER: Final = "fsx.csi.aws.com"
+CSI_CONTROLLER_SERVICE_ACCOUNT: Final = "fsx-csi-controller-sa"
+CLAIM_NAME: Final = "shared-lustre"
+MULTIPART_ABORT_DAYS: Final = 7
+
+
+def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
+    """Bucket policy denying every request that does not use TLS."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ],
+    }
+
+
+def data_key_policy(account_id: str, region: str) -> dict[str, Any]:
+    """Key policy of the data key: account administers it; S3 and FSx use it in this account.
+
+    FSx reaches SSE-KMS buckets through a service-linked role created per file system, so use is
+    granted through the services (``kms:ViaService``) rather than to named roles.
+    """
+    root = f"arn:aws:iam::{account_id}:root"
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AccountAdministersKey",
+                "Effect": "Allow",
+                "Principal": {"AWS": root},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                "Sid": "UseThroughS3AndFSx",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": [
+                    "kms:Encrypt",
+                    "kms:Decrypt",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:DescribeKey",
+                    "kms:CreateGrant",
+                ],
+                "Resource": "*",
+                "Condition": {
+                    "StringEquals": {
+                        "kms:CallerAccount": account_id,
+                        "kms:ViaService": [
+                            f"s3.{region}.amazonaws.com",
+                            f"fsx.{region}.amazonaws.com",
+                        ],
+                    }
+                },
+            },
+        ],
+    }
+
+
+def lustre_ingress(client_group_id: pulumi.Input[str]) -> list[dict[str, Any]]:
+    """Inbound rules of the file system: the Lustre ports, from clients and from itself."""
+    return [
+        {"protocol": "tcp", "from_port": low, "to_port": high, **source, "description": label}
+        for low, high in LUSTRE_PORTS
+        for source, label in (
+            ({"security_groups": [client_group_id]}, "Lustre from training nodes"),
+            ({"self": True}, "Lustre between file servers"),
+        )
+    ]
+
+
+def data_repository_path(bucket: str, association: DataRepositoryAssociationConfig) -> str:
+    """``s3://bucket/prefix/`` of an association."""
+    return f"s3://{bucket}/{association.s3_prefix}"
+
+
+def association_s3_config(association: DataRepositoryAssociationConfig) -> dict[str, Any]:
+    """The ``s3`` block of an association: automatic import and export events."""
+    config: dict[str, Any] = {}
+    if association.import_events:
+        config["auto_import_policy"] = {"events": list(association.import_events)}
+    if association.export_events:
+        config["auto_export_policy"] = {"events": list(association.export_events)}
+    return config
+
+
+def persistent_volume_spec(
+    lustre: LustreConfig,
+    *,
+    namespace: str,
+    file_system_id: pulumi.Input[str],
+    dns_name: pulumi.Input[str],
+    mount_name: pulumi.Input[str],
+) -> dict[str, Any]:
+    """A static PV bound to exactly one namespace's claim (a PV binds one claim)."""
+    return {
+        "capacity": {"storage": f"{lustre.storage_capacity_gib}Gi"},
+        "volumeMode": "Filesystem",
+        "accessModes": ["ReadWriteMany"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "storageClassName": "",
+        "mountOptions": list(lustre.mount_options),
+        "claimRef": {"namespace": namespace, "name": CLAIM_NAME},
+        "csi": {
+            "driver": CSI_DRIVER,
+            "volumeHandle": file_system_id,
+            "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
+        },
+    }
+
+
+def persistent_volume_claim_spec(lustre: LustreConfig, volume_name: str) -> dict[str, Any]:
+    """The claim that binds a namespace to its PV."""
+    return {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "",
+        "volumeName": volume_name,
+        "resources": {"requests": {"storage": f"{lustre.storage_capacity_gib}Gi"}},
+    }
+
+
+def _s3_args(
+    association: DataRepositoryAssociationConfig,
+) -> aws.fsx.DataRepositoryAssociationS3Args | None:
+    config = association_s3_config(association)
+    if not config:
+        return None
+    imports = config.get("auto_import_policy")
+    exports = config.get("auto_export_policy")
+    return aws.fsx.DataRepositoryAssociationS3Args(
+        auto_import_policy=(
+            aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(**imports) if imports else None
+        ),
+        auto_export_policy=(
+            aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(**exports) if exports else None
+        ),
+    )
+
+
+class Storage(pulumi.ComponentResource):
+    """Buckets, the Lustre file system, its associations, CSI driver and claims.
+
+    Outputs: ``client_security_group_id`` (for node classes; None without a file system),
+    ``file_system_id`` and ``buckets`` (key -> S3 name).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        config: PlatformConfig,
+        vpc_id: pulumi.Input[str],
+        training_subnet_id: pulumi.Input[str],
+        cluster_ready: list[pulumi.Resource],
+        kubernetes_provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Create the storage.
+
+        Args:
+            name: prefix of child resource names.
+            config: the validated platform (storage section, names, account, region, protection).
+            vpc_id: VPC of the security groups.
+            training_subnet_id: private subnet of the training zone (the file system's subnet).
+            cluster_ready: what the CSI add-on and Kubernetes objects wait for.
+            kubernetes_provider: provider of the namespaces, PVs and claims.
+            opts: resource options; the AWS provider comes from here.
+        """
+        super().__init__("trainingplatform:index:Storage", name, None, opts)
+        storage = config.storage
+        cluster = config.name
+        child = pulumi.ResourceOptions(parent=self)
+        stateful = pulumi.ResourceOptions(parent=self, protect=config.protect_stateful_resources)
+        self.client_security_group_id: pulumi.Output[str] | None = None
+        self.file_system_id: pulumi.Output[str] | None = None
+        self.buckets: dict[str, str] = {}
+        if not storage.buckets and storage.lustre is None:
+            self.register_outputs({})
+            return
+
+        key = aws.kms.Key(
+            f"{name}-data",
+            description=f"Encrypts training data, checkpoints and the file system of {cluster}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            policy=json.dumps(data_key_policy(config.account_id, config.region)),
+            opts=stateful,
+        )
+        aws.kms.Alias(
+            f"{name}-data", name=f"alias/{cluster}-data", target_key_id=key.key_id, opts=child
+        )
+        bucket_ready: dict[str, list[pulumi.Resource]] = {}
+        for bucket in storage.buckets:
+            bucket_ready[bucket.name] = self._bucket(name, config, bucket, key, stateful)
+            self.buckets[bucket.name] = bucket_name(config, bucket)
+
+        lustre = storage.lustre
+        if lustre is not None:
+            self._lustre(
+                name,
+                config=config,
+                lustre=lustre,
+                key=key,
+                vpc_id=vpc_id,
+                training_subnet_id=training_subnet_id,
+                bucket_ready=bucket_ready[lustre.bucket],
+                stateful=stateful,
+                child=child,
+            )
+            self._csi(
+                name,
+                config=config,
+                lustre=lustre,
+                cluster_ready=cluster_ready,
+                kubernetes_provider=kubernetes_provider,
+                child=child,
+            )
+        self.register_outputs({"buckets": self.buckets})
+
+    def _bucket(
+        self,
+        name: str,
+        config: PlatformConfig,
+        bucket: BucketConfig,
+        key: aws.kms.Key,
+        stateful: pulumi.ResourceOptions,
+    ) -> list[pulumi.Resource]:
+        resource_name = f"{name}-{bucket.name}"
+        s3_bucket = aws.s3.Bucket(
+            resource_name,
+            bucket=bucket_name(config, bucket),
+            force_destroy=False,
+            opts=stateful,
+        )
+        in_bucket = pulumi.ResourceOptions(parent=self, depends_on=[s3_bucket])
+        ownership = aws.s3.BucketOwnershipControls(
+            resource_name,
+            bucket=s3_bucket.id,
+            rule={"object_ownership": "BucketOwnerEnforced"},
+            opts=in_bucket,
+        )
+        public = aws.s3.BucketPublicAccessBlock(
+            resource_name,
+            bucket=s3_bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=in_bucket,
+        )
+        versioning = aws.s3.BucketVersioning(
+            resource_name,
+            bucket=s3_bucket.id,
+            versioning_configuration={"status": "Enabled"},
+            opts=in_bucket,
+        )
+        encryption = aws.s3.BucketServerSideEncryptionConfiguration(
+            resource_name,
+            bucket=s3_bucket.id,
+            rules=[
+                {
+                    "apply_server_side_encryption_by_default": {
+                        "sse_algorithm": "aws:kms",
+                        "kms_master_key_id": key.arn,
+                    },
+                    "bucket_key_enabled": True,
+                }
+            ],
+            opts=in_bucket,
+        )
+        policy = aws.s3.BucketPolicy(
+            resource_name,
+            bucket=s3_bucket.id,
+            policy=s3_bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn))),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[public]),
+        )
+        lifecycle = aws.s3.BucketLifecycleConfiguration(
+            resource_name,
+            bucket=s3_bucket.id,
+            rules=[
+                {
+                    "id": "abort-incomplete-multipart-uploads",
+                    "status": "Enabled",
+                    "filter": {},
+                    "abort_incomplete_multipart_upload": {
+                        "days_after_initiation": MULTIPART_ABORT_DAYS
+                    },
+                },
+                {
+                    "id": "expire-noncurrent-versions",
+                    "status": "Enabled",
+                    "filter": {},
+                    "noncurrent_version_expiration": {
+                        "noncurrent_days": bucket.noncurrent_version_retention_days
+                    },
+                },
+            ],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+        )
+        return [s3_bucket, ownership, public, versioning, encryption, policy, lifecycle]
+
+    def _lustre(
+        self,
+        name: str,
+        *,
+        config: PlatformConfig,
+        lustre: LustreConfig,
+        key: aws.kms.Key,
+        vpc_id: pulumi.Input[str],
+        training_subnet_id: pulumi.Input[str],
+        bucket_ready: list[pulumi.Resource],
+        stateful: pulumi.ResourceOptions,
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        cluster = config.name
+        clients = aws.ec2.SecurityGroup(
+            f"{name}-lustre-clients",
+            description=f"Training nodes of {cluster} that mount the Lustre file system",
+            vpc_id=vpc_id,
+            tags={"Name": f"{cluster}-lustre-clients"},
+            opts=child,
+        )
+        self.client_security_group_id = clients.id
+        servers = aws.ec2.SecurityGroup(
+            f"{name}-lustre",
+            description=f"FSx for Lustre file system of {cluster}: Lustre ports only",
+            vpc_id=vpc_id,
+            ingress=[
+                aws.ec2.SecurityGroupIngressArgs(**rule) for rule in lustre_ingress(clients.id)
+            ],
+            egress=[aws.ec2.SecurityGroupEgressArgs(
+                protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"],
+                description="replies and S3")],
+            tags={"Name": f"{cluster}-lustre"},
+            opts=child,
+        )  # fmt: skip
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-lustre",
+            name=f"/aws/fsx/{cluster}",
+            retention_in_days=lustre.log_retention_days,
+            opts=child,
+        )
+        metadata = (
+            aws.fsx.LustreFileSystemMetadataConfigurationArgs(
+                mode="USER_PROVISIONED", iops=lustre.metadata_iops
+            )
+            if lustre.metadata_iops
+            else aws.fsx.LustreFileSystemMetadataConfigurationArgs(mode="AUTOMATIC")
+        )
+        file_system = aws.fsx.LustreFileSystem(
+            f"{name}-lustre",
+            deployment_type="PERSISTENT_2",
+            storage_type="SSD",
+            storage_capacity=lustre.storage_capacity_gib,
+            per_unit_storage_throughput=lustre.throughput_per_tib,
+            file_system_type_version="2.15",
+            metadata_configuration=metadata,
+            subnet_ids=training_subnet_id,
+            security_group_ids=[servers.id],
+            kms_key_id=key.arn,
+            data_compression_type=lustre.data_compression,
+            efa_enabled=lustre.efa_enabled,
+            automatic_backup_retention_days=lustre.automatic_backup_retention_days,
+            daily_automatic_backup_start_time=lustre.daily_backup_start_time,
+            weekly_maintenance_start_time=lustre.weekly_maintenance_start_time,
+            copy_tags_to_backups=True,
+            log_configuration=aws.fsx.LustreFileSystemLogConfigurationArgs(
+                destination=log_group.arn, level=lustre.log_level
+            ),
+            tags={"Name": cluster},
+            opts=stateful,
+        )
+        self.file_system_id = file_system.id
+        self.dns_name = file_system.dns_name
+        self.mount_name = file_system.mount_name
+        bucket = next(b for b in config.storage.buckets if b.name == lustre.bucket)
+        s3_name = bucket_name(config, bucket)
+        for index, association in enumerate(lustre.associations):
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-dra-{index}",
+                file_system_id=file_system.id,
+                file_system_path=association.file_system_path,
+                data_repository_path=data_repository_path(s3_name, association),
+                batch_import_meta_data_on_create=association.batch_import_metadata_on_create,
+                s3=_s3_args(association),
+                delete_data_in_filesystem=False,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=bucket_ready),
+            )
+
+    def _csi(
+        self,
+        name: str,
+        *,
+        config: PlatformConfig,
+        lustre: LustreConfig,
+        cluster_ready: list[pulumi.Resource],
+        kubernetes_provider: pulumi.ProviderResource,
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        role = role_with_policies(
+            f"{name}-fsx-csi", trust_policy=pod_identity_trust_policy(), managed_policies=[],
+            opts=child,
+        )  # fmt: skip
+        # Static volumes only: the controller describes file systems and creates none.
+        describe = aws.iam.RolePolicy(
+            f"{name}-fsx-csi",
+            role=role.role.id,
+            policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": ["fsx:DescribeFileSystems"],
+                            "Resource": "*",
+                        }
+                    ],
+                }
+            ),
+            opts=child,
+        )
+        addon = aws.eks.Addon(
+            f"{name}-fsx-csi",
+            cluster_name=config.name,
+            addon_name="aws-fsx-csi-driver",
+            addon_version=versions.EKS_ADDONS[config.cluster.kubernetes_version].fsx_csi_driver,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(
+                    role_arn=role.role.arn, service_account=CSI_CONTROLLER_SERVICE_ACCOUNT
+                )
+            ],
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*cluster_ready, *role.ready, describe]
+            ),
+        )
+        in_cluster = pulumi.ResourceOptions(
+            parent=self, provider=kubernetes_provider, depends_on=[*cluster_ready, addon]
+        )
+        assert self.file_system_id is not None
+        for namespace in lustre.namespaces:
+            ns = k8s.core.v1.Namespace(
+                f"{name}-ns-{namespace}",
+                metadata={
+                    "name": namespace,
+                    "labels": {"trainingplatform.io/shared-lustre": "true"},
+                },
+                opts=in_cluster,
+            )
+            volume_name = f"{CLAIM_NAME}-{namespace}"
+            volume = k8s.core.v1.PersistentVolume(
+                f"{name}-pv-{namespace}",
+                metadata={"name": volume_name},
+                # The builders speak the Kubernetes API's field names, which the SDK passes through.
+                spec=typing.cast(
+                    Any,
+                    persistent_volume_spec(
+                        lustre,
+                        namespace=namespace,
+                        file_system_id=self.file_system_id,
+                        dns_name=self.dns_name,
+                        mount_name=self.mount_name,
+                    ),
+                ),
+                opts=in_cluster,
+            )
+            k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-pvc-{namespace}",
+                metadata={"name": CLAIM_NAME, "namespace": namespace},
+                spec=typing.cast(Any, persistent_volume_claim_spec(lustre, volume_name)),
+                opts=pulumi.ResourceOptions.merge(
+                    in_cluster, pulumi.ResourceOptions(depends_on=[ns, volume])
+                ),
+            )
