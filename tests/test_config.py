@@ -61,6 +61,15 @@ def _pool(index: int = 0, **fields: Any) -> Mutation:
     return mutate
 
 
+def _lustre(**fields: Any) -> Mutation:
+    """Change fields of dev's file system."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        data["storage"]["lustre"].update(fields)
+
+    return mutate
+
+
 # (id, mutation of the dev stack, key path in the message, words of the allowed text)
 INVALID: list[tuple[str, Mutation, str, str]] = [
     ("training zone not a cluster zone", _set("network.trainingZone", "us-west-2c"),
@@ -166,6 +175,37 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
      "platform.nodePools[0].labels.karpenter.sh/capacity-type", "outside the domains Karpenter reserves"),
     ("pool name with capitals", _pool(name="P5"),
      "platform.nodePools[0].name", "lower-case letters"),
+    # storage
+    ("Lustre capacity off the steps", _lustre(storageCapacityGiB=3600),
+     "platform.storage.lustre.storageCapacityGiB", "1200, 2400, or a multiple of 2400 GiB"),
+    ("Lustre throughput tier that does not exist", _lustre(throughputPerTiB=200),
+     "platform.storage.lustre.throughputPerTiB", "one of 125, 250, 500, 1000"),
+    ("metadata IOPS off the steps", _lustre(metadataIops=5000),
+     "platform.storage.lustre.metadataIops", "1500, 3000, 6000, or 12000 to 192000"),
+    ("overlapping association paths", _lustre(associations=[
+        {"fileSystemPath": "/data", "s3Prefix": "a/"}, {"fileSystemPath": "/data/images", "s3Prefix": "b/"}]),
+     "platform.storage.lustre.associations[1].fileSystemPath", "neither contains nor is inside /data"),
+    ("relative association path", _lustre(associations=[{"fileSystemPath": "checkpoints"}]),
+     "platform.storage.lustre.associations[0].fileSystemPath", "an absolute path"),
+    ("overlapping S3 prefixes", _lustre(associations=[
+        {"fileSystemPath": "/a", "s3Prefix": "data/"}, {"fileSystemPath": "/b", "s3Prefix": "data/raw/"}]),
+     "platform.storage.lustre.associations[1].s3Prefix", "neither contains nor is inside 'data/'"),
+    ("nine associations", _lustre(associations=[{"fileSystemPath": f"/d{i}", "s3Prefix": f"d{i}/"} for i in range(9)]),
+     "platform.storage.lustre.associations", "at most 8 associations"),
+    ("file system outside the training zone", _lustre(zone="us-west-2a"),
+     "platform.storage.lustre.zone", "the training zone us-west-2b"),
+    ("file system linked to an unknown bucket", _lustre(bucket="nosuch"),
+     "platform.storage.lustre.bucket", "the key of a bucket in storage.buckets: data"),
+    ("unknown data repository event", _lustre(associations=[{"fileSystemPath": "/c", "exportEvents": ["CREATED"]}]),
+     "platform.storage.lustre.associations[0].exportEvents[0]", "'NEW', 'CHANGED' or 'DELETED'"),
+    ("backups kept too long", _lustre(automaticBackupRetentionDays=120),
+     "platform.storage.lustre.automaticBackupRetentionDays", "less than or equal to 90"),
+    ("backup window not a time", _lustre(dailyBackupStartTime="3am"),
+     "platform.storage.lustre.dailyBackupStartTime", "HH:MM (UTC)"),
+    ("duplicate bucket keys", _set("storage.buckets", [{"name": "data"}, {"name": "data"}]),
+     "platform.storage.buckets", "unique bucket keys"),
+    ("bucket name S3 refuses", _set("storage.buckets", [{"name": "data", "bucketName": "My_Bucket"}]),
+     "platform.storage.buckets[0].bucketName", "an S3 bucket name"),
 ]  # fmt: skip
 
 

@@ -232,6 +232,10 @@ def test_every_policy_has_cases() -> None:
         "helm-chart-pinned",
         "vpc-flow-logs",
         "efa-capable-pools-attach-efa",
+        "buckets-hardened",
+        "fsx-encrypted-customer-key",
+        "fsx-in-training-zone",
+        "fsx-lustre-ports-only",
     }
     assert covered == set(POLICIES)
 
@@ -407,3 +411,121 @@ def test_pool_without_placement_group_needs_a_written_exception(
     assert [f.urn for f in evaluate(records, {}, policy)] == [node_class["urn"]]
     exempt = {"efa-pool-fabric": {"poolsWithoutPlacementGroup": ["p5"]}}
     assert evaluate(records, exempt, policy) == []
+
+
+BUCKET = "aws:s3/bucket:Bucket"
+FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
+
+
+def _bucket_part(entries: list[Entry], kind: str, bucket: Entry) -> Entry:
+    return next(
+        e
+        for e in entries
+        if e["type"] == f"aws:s3/{kind}"
+        and bucket["urn"] in e["propertyDependencies"].get("bucket", [])
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "mutation", "words"),
+    [
+        (
+            "bucketVersioning:BucketVersioning",
+            at("versioningConfiguration.status", "Suspended"),
+            "versioning",
+        ),
+        (
+            "bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+            at("rules.0.applyServerSideEncryptionByDefault", {"sseAlgorithm": "AES256"}),
+            "KMS",
+        ),
+        (
+            "bucketPublicAccessBlock:BucketPublicAccessBlock",
+            at("restrictPublicBuckets", False),
+            "public access",
+        ),
+        (
+            "bucketPolicy:BucketPolicy",
+            at("policy", json.dumps({"Version": "2012-10-17", "Statement": []})),
+            "TLS",
+        ),
+        ("bucketLifecycleConfiguration:BucketLifecycleConfiguration", at("rules", []), "multipart"),
+    ],
+)
+def test_buckets_hardened(
+    synthesized: dict[str, StackResult], kind: str, mutation: Mutation, words: str
+) -> None:
+    for stack in STACKS:
+        entries = _records(synthesized[stack])
+        assert _run_policy(POLICIES["buckets-hardened"], entries, stack) == []
+    entries = _records(synthesized["prod"])
+    bucket = _target(entries, BUCKET, "checkpoints")
+    mutation(_bucket_part(entries, kind, bucket))
+    findings = _run_policy(POLICIES["buckets-hardened"], entries, "prod")
+    assert [f.urn for f in findings] == [bucket["urn"]]
+    assert words in findings[0].message
+
+
+def test_bucket_missing_its_parts_is_caught(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["dev"])
+    bucket = _target(entries, BUCKET, "")
+    bare = [e for e in entries if bucket["urn"] not in e["propertyDependencies"].get("bucket", [])]
+    findings = _run_policy(POLICIES["buckets-hardened"], bare, "dev")
+    assert len(findings) == 5 and {f.urn for f in findings} == {bucket["urn"]}
+
+
+@pytest.mark.parametrize("key", [_DELETE, "arn:aws:kms:us-east-1:333344445555:alias/aws/fsx"])
+def test_fsx_encrypted_with_customer_key(synthesized: dict[str, StackResult], key: Any) -> None:
+    entries = _records(synthesized["prod"])
+    assert _run_policy(POLICIES["fsx-encrypted-customer-key"], entries, "prod") == []
+    file_system = _target(entries, FILE_SYSTEM, "")
+    at("kmsKeyId", key)(file_system)
+    findings = _run_policy(POLICIES["fsx-encrypted-customer-key"], entries, "prod")
+    assert [(f.urn, f.enforcementLevel) for f in findings] == [(file_system["urn"], "mandatory")]
+
+
+def test_fsx_must_sit_in_the_efa_pools_zone(synthesized: dict[str, StackResult]) -> None:
+    for stack in STACKS:
+        assert (
+            _run_policy(POLICIES["fsx-in-training-zone"], _records(synthesized[stack]), stack) == []
+        )
+    entries = _records(synthesized["staging"])
+    file_system = _target(entries, FILE_SYSTEM, "")
+    elsewhere = _target(entries, "aws:ec2/subnet:Subnet", "network-private-us-east-2c")
+    file_system["propertyDependencies"]["subnetIds"] = [elsewhere["urn"]]
+    findings = _run_policy(POLICIES["fsx-in-training-zone"], entries, "staging")
+    assert [f.urn for f in findings] == [file_system["urn"]]
+    assert "us-east-2c" in findings[0].message and "us-east-2a" in findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        ({"protocol": "tcp", "fromPort": 22, "toPort": 22, "self": True}, "beyond Lustre's"),
+        ({"protocol": "-1", "fromPort": 0, "toPort": 0, "self": True}, "admits protocol -1"),
+        (
+            {"protocol": "tcp", "fromPort": 988, "toPort": 988, "cidrBlocks": ["0.0.0.0/0"]},
+            "address ranges",
+        ),
+    ],
+)
+def test_fsx_opens_only_lustre_ports(
+    synthesized: dict[str, StackResult], rule: Entry, words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    assert _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod") == []
+    group = _target(entries, "aws:ec2/securityGroup:SecurityGroup", "=storage-lustre")
+    group["inputs"]["ingress"].append(rule)
+    findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
+    assert findings and {f.urn for f in findings} == {group["urn"]}
+    assert any(words in f.message for f in findings)
+
+
+def test_fsx_missing_a_lustre_port_is_caught(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    group = _target(entries, "aws:ec2/securityGroup:SecurityGroup", "=storage-lustre")
+    group["inputs"]["ingress"] = [r for r in group["inputs"]["ingress"] if r["fromPort"] != 1018]
+    findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
+    assert [f.message for f in findings] == [
+        "group storage-lustre does not open Lustre ports [1018, 1019, 1020, 1021, 1022, 1023]"
+    ]

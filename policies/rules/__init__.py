@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import capacity, cluster, governance, iam, nodes
+from . import capacity, cluster, governance, iam, nodes, storage
 
 PACK_NAME = "training-platform"
 
@@ -14,4 +14,5 @@ ALL_POLICIES: list[Policy] = [
     *iam.POLICIES,
     *governance.POLICIES,
     *capacity.POLICIES,
+    *storage.POLICIES,
 ]
