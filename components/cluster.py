@@ -23,6 +23,7 @@ from components.catalog import cpu_architecture
 from components.config import ClusterConfig
 from components.iam import (
     EKS_NODE_POLICIES,
+    customer_key,
     pod_identity_trust_policy,
     role_with_policies,
     service_trust_policy,
@@ -145,22 +146,15 @@ class Cluster(pulumi.ComponentResource):
         """
         super().__init__("trainingplatform:index:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        stateful = pulumi.ResourceOptions(parent=self, protect=protect)
         addon_versions = versions.EKS_ADDONS[cluster.kubernetes_version]
         self.name = name
 
-        secrets_key = aws.kms.Key(
+        secrets_key = customer_key(
             f"{name}-secrets",
+            alias=f"{name}-eks-secrets",
             description=f"Encrypts Kubernetes secrets of EKS cluster {name}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            opts=stateful,
-        )
-        aws.kms.Alias(
-            f"{name}-secrets",
-            name=f"alias/{name}-eks-secrets",
-            target_key_id=secrets_key.key_id,
-            opts=child,
+            protect=protect,
+            parent=self,
         )
         self.secrets_key_arn = secrets_key.arn
 

@@ -86,3 +86,39 @@ def role_with_policies(
         for policy in managed_policies
     ]
     return ManagedRole(role, attachments)
+
+
+def customer_key(
+    name: str,
+    *,
+    alias: str,
+    description: str,
+    protect: bool,
+    parent: pulumi.Resource,
+    policy: dict[str, Any] | None = None,
+) -> aws.kms.Key:
+    """A customer managed KMS key that rotates yearly, with an alias.
+
+    Args:
+        name: logical name of the key and its alias.
+        alias: alias name without the ``alias/`` prefix.
+        description: what the key encrypts (shown in the KMS console).
+        protect: protect the key from deletion (stateful environments).
+        parent: component the key belongs to.
+        policy: key policy; default: the account's default policy (IAM decides).
+    """
+    key = aws.kms.Key(
+        name,
+        description=description,
+        enable_key_rotation=True,
+        deletion_window_in_days=30,
+        policy=json.dumps(policy) if policy is not None else None,
+        opts=pulumi.ResourceOptions(parent=parent, protect=protect),
+    )
+    aws.kms.Alias(
+        name,
+        name=f"alias/{alias}",
+        target_key_id=key.key_id,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return key

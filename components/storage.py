@@ -25,7 +25,7 @@ from components.config import (
     PlatformConfig,
     bucket_name,
 )
-from components.iam import pod_identity_trust_policy, role_with_policies
+from components.iam import customer_key, pod_identity_trust_policy, role_with_policies
 
 LUSTRE_PORTS: Final = ((988, 988), (1018, 1023))
 """TCP ports Lustre clients and servers use (REFERENCE §5: 988 and 1018-1023)."""
@@ -217,16 +217,13 @@ class Storage(pulumi.ComponentResource):
             self.register_outputs({})
             return
 
-        key = aws.kms.Key(
+        key = customer_key(
             f"{name}-data",
+            alias=f"{cluster}-data",
             description=f"Encrypts training data, checkpoints and the file system of {cluster}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            policy=json.dumps(data_key_policy(config.account_id, config.region)),
-            opts=stateful,
-        )
-        aws.kms.Alias(
-            f"{name}-data", name=f"alias/{cluster}-data", target_key_id=key.key_id, opts=child
+            protect=config.protect_stateful_resources,
+            parent=self,
+            policy=data_key_policy(config.account_id, config.region),
         )
         bucket_ready: dict[str, list[pulumi.Resource]] = {}
         for bucket in storage.buckets:
