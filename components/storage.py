@@ -96,9 +96,15 @@ def data_key_policy(account_id: str, region: str) -> dict[str, Any]:
     }
 
 
-def lustre_ingress(client_group_id: pulumi.Input[str]) -> list[dict[str, Any]]:
-    """Inbound rules of the file system: the Lustre ports, from clients and from itself."""
-    return [
+def lustre_ingress(
+    client_group_id: pulumi.Input[str], *, efa_enabled: bool = False
+) -> list[dict[str, Any]]:
+    """Inbound rules of the file system: the Lustre ports, from clients and from itself.
+
+    An EFA-enabled file system also needs all traffic within its group and from its clients
+    (FSx refuses to create one otherwise); the sources stay security groups, never addresses.
+    """
+    rules = [
         {"protocol": "tcp", "from_port": low, "to_port": high, **source, "description": label}
         for low, high in LUSTRE_PORTS
         for source, label in (
@@ -106,6 +112,14 @@ def lustre_ingress(client_group_id: pulumi.Input[str]) -> list[dict[str, Any]]:
             ({"self": True}, "Lustre between file servers"),
         )
     ]
+    if efa_enabled:
+        rules += [
+            {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
+             "description": "EFA between file servers"},
+            {"protocol": "-1", "from_port": 0, "to_port": 0, "security_groups": [client_group_id],
+             "description": "EFA from training nodes"},
+        ]  # fmt: skip
+    return rules
 
 
 def data_repository_path(bucket: str, association: DataRepositoryAssociationConfig) -> str:
@@ -362,7 +376,8 @@ class Storage(pulumi.ComponentResource):
             description=f"FSx for Lustre file system of {cluster}: Lustre ports only",
             vpc_id=vpc_id,
             ingress=[
-                aws.ec2.SecurityGroupIngressArgs(**rule) for rule in lustre_ingress(clients.id)
+                aws.ec2.SecurityGroupIngressArgs(**rule)
+                for rule in lustre_ingress(clients.id, efa_enabled=lustre.efa_enabled)
             ],
             egress=[aws.ec2.SecurityGroupEgressArgs(
                 protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"],
@@ -370,6 +385,22 @@ class Storage(pulumi.ComponentResource):
             tags={"Name": f"{cluster}-lustre"},
             opts=child,
         )  # fmt: skip
+        # Lustre servers also open connections to clients on the same ports (and, with EFA, any
+        # traffic): separate rules, since each group's inline rules would name the other.
+        client_ports = (
+            [("-1", 0, 0)] if lustre.efa_enabled else [("tcp", lo, hi) for lo, hi in LUSTRE_PORTS]
+        )
+        for protocol, low, high in client_ports:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-lustre-clients-{protocol}-{low}",
+                security_group_id=clients.id,
+                referenced_security_group_id=servers.id,
+                ip_protocol=protocol,
+                from_port=None if protocol == "-1" else low,
+                to_port=None if protocol == "-1" else high,
+                description="from the Lustre file servers",
+                opts=child,
+            )
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-lustre",
             name=f"/aws/fsx/{cluster}",
@@ -397,7 +428,10 @@ class Storage(pulumi.ComponentResource):
             data_compression_type=lustre.data_compression,
             efa_enabled=lustre.efa_enabled,
             automatic_backup_retention_days=lustre.automatic_backup_retention_days,
-            daily_automatic_backup_start_time=lustre.daily_backup_start_time,
+            # A backup window without backups is rejected by FSx.
+            daily_automatic_backup_start_time=(
+                lustre.daily_backup_start_time if lustre.automatic_backup_retention_days else None
+            ),
             weekly_maintenance_start_time=lustre.weekly_maintenance_start_time,
             copy_tags_to_backups=True,
             log_configuration=aws.fsx.LustreFileSystemLogConfigurationArgs(

@@ -26,7 +26,7 @@ from policies.rules import ALL_POLICIES
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
-from tests.conftest import STACKS, synth_cli
+from tests.conftest import STACKS, stack_data, synth_cli
 
 POLICIES = {policy.name: policy for policy in ALL_POLICIES}
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -528,4 +528,21 @@ def test_fsx_missing_a_lustre_port_is_caught(synthesized: dict[str, StackResult]
     findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
     assert [f.message for f in findings] == [
         "group storage-lustre does not open Lustre ports [1018, 1019, 1020, 1021, 1022, 1023]"
+    ]
+
+
+def test_efa_enabled_file_system_may_take_all_traffic_from_groups_only(
+    run_platform: Callable[..., Any],
+) -> None:
+    data = copy.deepcopy(stack_data("prod"))
+    data["storage"]["lustre"]["efaEnabled"] = True
+    entries = [r.to_json() for r in run_platform(data, "prod").records]
+    assert _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod") == []
+    group = _target(entries, "aws:ec2/securityGroup:SecurityGroup", "=storage-lustre")
+    group["inputs"]["ingress"].append(
+        {"protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": ["10.0.0.0/8"]}
+    )
+    findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
+    assert [f.message for f in findings] == [
+        "group storage-lustre admits address ranges, not node groups"
     ]

@@ -151,15 +151,18 @@ def _check_fsx_ports(args: StackValidationArgs, report: ReportViolation) -> None
             continue
         groups = [g for g in file_system.property_dependencies.get("securityGroupIds", [])
                   if g.resource_type == SECURITY_GROUP]  # fmt: skip
+        efa = is_true(file_system.props.get("efaEnabled"))
         for group in groups:
             admitted: set[int] = set()
             for rule in group.props.get("ingress") or []:
+                if as_list(rule.get("cidrBlocks")) or as_list(rule.get("ipv6CidrBlocks")):
+                    report(f"group {group.name} admits address ranges, not node groups", group.urn)
                 ports = _admitted_ports(rule)
+                if ports is None and efa:
+                    continue  # EFA needs all traffic, from groups (checked above)
                 if ports is None or rule.get("protocol") != "tcp":
                     report(f"group {group.name} admits protocol {rule.get('protocol')}", group.urn)
                     continue
-                if as_list(rule.get("cidrBlocks")) or as_list(rule.get("ipv6CidrBlocks")):
-                    report(f"group {group.name} admits address ranges, not node groups", group.urn)
                 admitted |= ports
             extra = sorted(admitted - LUSTRE_PORTS)
             missing = sorted(LUSTRE_PORTS - admitted)
@@ -193,7 +196,8 @@ POLICIES = [
     StackValidationPolicy(
         name="fsx-lustre-ports-only",
         description="The file system's security groups open exactly TCP 988 and 1018-1023, to "
-        "node security groups, and nothing else inbound.",
+        "node security groups, and nothing else inbound (an EFA-enabled file system also takes "
+        "all traffic, from groups only).",
         validate=_check_fsx_ports,
         enforcement_level=MANDATORY,
     ),

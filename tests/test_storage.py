@@ -1,0 +1,1091 @@
+"""Shared storage under mocks: hardened buckets, FSx for Lustre, associations, CSI, claims, taints.
+
+Expected values come from the stack files (``stacks/Pulumi.<stack>.yaml``) and, where a stack
+leaves a setting out, from the documented default of that setting (components/config.py field
+descriptions), never from synthesis output. Lustre facts come from REFERENCE section 5.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import pytest
+
+from components import versions
+from components.config import (
+    BucketConfig,
+    DataRepositoryAssociationConfig,
+    LustreConfig,
+    PlatformConfig,
+    bucket_name,
+    parse_platform_config,
+)
+from components.storage import (
+    association_s3_config,
+    data_key_policy,
+    data_repository_path,
+    lustre_ingress,
+    persistent_volume_claim_spec,
+    persistent_volume_spec,
+    tls_only_bucket_policy,
+)
+from synth.engine import UNKNOWN, ResourceRecord
+from synth.run import StackResult
+from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.schemas import validation_errors
+
+STORAGE = "trainingplatform:index:Storage"
+BUCKET = "aws:s3/bucket:Bucket"
+VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
+ENCRYPTION = (
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+)
+PUBLIC_ACCESS = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+LIFECYCLE = "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"
+OWNERSHIP = "aws:s3/bucketOwnershipControls:BucketOwnershipControls"
+BUCKET_PARTS: Final = (VERSIONING, ENCRYPTION, PUBLIC_ACCESS, BUCKET_POLICY, LIFECYCLE, OWNERSHIP)
+KEY = "aws:kms/key:Key"
+ALIAS = "aws:kms/alias:Alias"
+FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
+ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+SUBNET = "aws:ec2/subnet:Subnet"
+VPC = "aws:ec2/vpc:Vpc"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+ADDON = "aws:eks/addon:Addon"
+ROLE = "aws:iam/role:Role"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+VOLUME = "kubernetes:core/v1:PersistentVolume"
+CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+
+# REFERENCE section 5 and the FSx CSI driver (charts/SOURCES.md), written out here on purpose:
+# importing the program's constants would let a wrong value in the program pass.
+LUSTRE_PORTS: Final = frozenset({988, *range(1018, 1024)})
+CSI_DRIVER: Final = "fsx.csi.aws.com"
+CSI_ADDON: Final = "aws-fsx-csi-driver"
+CSI_SERVICE_ACCOUNT: Final = "fsx-csi-controller-sa"
+STARTUP_TAINT: Final = {"key": "fsx.csi.aws.com/agent-not-ready", "effect": "NoExecute"}
+CLAIM_NAME: Final = "shared-lustre"
+ALL_EVENTS: Final = ["NEW", "CHANGED", "DELETED"]
+
+# Documented defaults (config field descriptions) for settings a stack may leave out.
+DEFAULT_NONCURRENT_DAYS: Final = 30
+DEFAULT_THROUGHPUT: Final = 250
+DEFAULT_COMPRESSION: Final = "LZ4"
+DEFAULT_BACKUP_DAYS: Final = 7
+DEFAULT_LOG_LEVEL: Final = "WARN_ERROR"
+DEFAULT_LOG_RETENTION: Final = 90
+DEFAULT_MOUNT_OPTIONS: Final = ["flock"]
+
+
+# --------------------------------------------------------------------------- stack cases
+
+
+class StackCase:
+    """One synthesized stack with its raw (YAML) and parsed config."""
+
+    def __init__(self, stack: str, run: ProgramRun) -> None:
+        self.stack = stack
+        self.run = run
+        self.raw = stack_data(stack)
+        self.config: PlatformConfig = parse_platform_config(self.raw)
+
+    @property
+    def cluster(self) -> str:
+        return str(self.raw.get("clusterName") or f"training-{self.raw['environment']}")
+
+    @property
+    def buckets(self) -> list[dict[str, Any]]:
+        buckets: list[dict[str, Any]] = self.raw.get("storage", {}).get("buckets", [])
+        return buckets
+
+    @property
+    def lustre(self) -> dict[str, Any]:
+        lustre: dict[str, Any] | None = self.raw.get("storage", {}).get("lustre")
+        assert lustre is not None, f"{self.stack} has no file system"
+        return lustre
+
+    def raw_bucket(self, key: str) -> dict[str, Any]:
+        (bucket,) = [b for b in self.buckets if b["name"] == key]
+        return bucket
+
+    def expected_bucket_name(self, key: str) -> str:
+        """Configured bucketName, else <cluster>-<key>-<accountId> (config docs)."""
+        raw = self.raw_bucket(key)
+        return str(raw.get("bucketName") or f"{self.cluster}-{key}-{self.raw['accountId']}")
+
+
+def _raw_stack_storage(stack: str) -> dict[str, Any]:
+    storage: dict[str, Any] = stack_data(stack).get("storage", {})
+    return storage
+
+
+BUCKET_CASES = [
+    (stack, bucket["name"])
+    for stack in STACKS
+    for bucket in _raw_stack_storage(stack).get("buckets", [])
+]
+LUSTRE_STACKS = [stack for stack in STACKS if _raw_stack_storage(stack).get("lustre")]
+NAMESPACE_CASES = [
+    (stack, namespace)
+    for stack in LUSTRE_STACKS
+    for namespace in _raw_stack_storage(stack)["lustre"].get("namespaces", [])
+]
+
+
+@pytest.fixture(scope="module")
+def cases(synthesized: dict[str, StackResult]) -> dict[str, StackCase]:
+    return {stack: StackCase(stack, ProgramRun(synthesized[stack].records)) for stack in STACKS}
+
+
+@pytest.fixture(params=LUSTRE_STACKS)
+def lustre_case(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> StackCase:
+    return cases[request.param]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _named(run: ProgramRun, resource_type: str, name: str) -> ResourceRecord:
+    found = [r for r in run.of_type(resource_type) if r.name == name]
+    assert len(found) == 1, f"expected one {resource_type} named {name}: {found}"
+    return found[0]
+
+
+def _storage_children(run: ProgramRun, resource_type: str) -> list[ResourceRecord]:
+    component = run.one(STORAGE).urn
+    return [r for r in run.of_type(resource_type) if r.parent == component]
+
+
+def _bucket(case: StackCase, key: str) -> ResourceRecord:
+    expected = case.expected_bucket_name(key)
+    found = [b for b in case.run.of_type(BUCKET) if b.inputs.get("bucket") == expected]
+    assert len(found) == 1, f"expected one bucket {expected}: {found}"
+    return found[0]
+
+
+def _part(run: ProgramRun, resource_type: str, bucket: ResourceRecord) -> ResourceRecord:
+    """The one resource of a type whose ``bucket`` input comes from ``bucket``."""
+    found = [
+        r
+        for r in run.of_type(resource_type)
+        if r.property_dependencies.get("bucket") == [bucket.urn]
+    ]
+    assert len(found) == 1, f"expected one {resource_type} of {bucket.name}: {found}"
+    return found[0]
+
+
+def _data_key(run: ProgramRun) -> ResourceRecord:
+    return _named(run, KEY, "storage-data")
+
+
+def _file_system(run: ProgramRun) -> ResourceRecord:
+    (file_system,) = run.of_type(FILE_SYSTEM)
+    return file_system
+
+
+def _servers_group(run: ProgramRun) -> ResourceRecord:
+    return _named(run, SECURITY_GROUP, "storage-lustre")
+
+
+def _clients_group(run: ProgramRun) -> ResourceRecord:
+    return _named(run, SECURITY_GROUP, "storage-lustre-clients")
+
+
+def _client_group_id(run: ProgramRun) -> str:
+    """The id of the client group, as the file system's group receives it.
+
+    The ingress of the file system's group is built from the client group's output only (its
+    property dependency says so), so the one group id in it is the client group's.
+    """
+    servers = _servers_group(run)
+    assert servers.property_dependencies.get("ingress") == [_clients_group(run).urn]
+    ids = {
+        group_id
+        for rule in servers.inputs["ingress"]
+        for group_id in rule.get("securityGroups", [])
+    }
+    assert len(ids) == 1, ids
+    group_id = ids.pop()
+    assert isinstance(group_id, str) and group_id.startswith("sg-"), group_id
+    return group_id
+
+
+def _walk(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) pair in a nested structure of dicts and lists."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key, item
+            yield from _walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item)
+
+
+def _ports(rule: dict[str, Any]) -> set[int]:
+    """Every TCP port an ingress rule admits; any other protocol fails (it admits more)."""
+    assert rule["protocol"] in ("tcp", "6"), f"not TCP only: {rule}"
+    low, high = int(rule["fromPort"]), int(rule["toPort"])
+    assert 0 <= low <= high <= 65535, rule
+    return set(range(low, high + 1))
+
+
+def _manifest(record: ResourceRecord) -> dict[str, Any]:
+    inputs = record.inputs
+    return {key: inputs[key] for key in ("apiVersion", "kind", "metadata", "spec")}
+
+
+def _association(run: ProgramRun, file_system_path: str) -> ResourceRecord:
+    """The one data repository association at ``file_system_path``."""
+    found = [
+        a for a in run.of_type(ASSOCIATION) if a.inputs.get("fileSystemPath") == file_system_path
+    ]
+    assert len(found) == 1, f"expected one association at {file_system_path}: {found}"
+    return found[0]
+
+
+def _role_of_association(run: ProgramRun, addon: ResourceRecord) -> ResourceRecord:
+    roles = {r.urn: r for r in run.of_type(ROLE)}
+    urns = [u for u in addon.property_dependencies.get("podIdentityAssociations", []) if u in roles]
+    assert len(urns) == 1, urns
+    return roles[urns[0]]
+
+
+def _csi_addons(run: ProgramRun) -> list[ResourceRecord]:
+    return [a for a in run.of_type(ADDON) if a.inputs.get("addonName") == CSI_ADDON]
+
+
+# --------------------------------------------------------------------------- buckets
+
+
+def test_every_stack_file_configures_storage() -> None:
+    # The parametrized cases below would silently shrink if the stack files lost their storage.
+    assert set(LUSTRE_STACKS) == set(STACKS)
+    assert {stack for stack, _ in BUCKET_CASES} == set(STACKS)
+    assert {stack for stack, _ in NAMESPACE_CASES} == set(STACKS)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_one_of_each_bucket_resource_per_configured_bucket(
+    cases: dict[str, StackCase], stack: str
+) -> None:
+    case = cases[stack]
+    expected = sorted(case.expected_bucket_name(b["name"]) for b in case.buckets)
+    assert sorted(b.inputs["bucket"] for b in case.run.of_type(BUCKET)) == expected
+    for resource_type in BUCKET_PARTS:
+        assert len(case.run.of_type(resource_type)) == len(expected), resource_type
+    component = case.run.one(STORAGE).urn
+    for raw in case.buckets:
+        bucket = _bucket(case, raw["name"])
+        assert bucket.parent == component
+        for resource_type in BUCKET_PARTS:
+            part = _part(case.run, resource_type, bucket)
+            assert part.parent == component
+            assert bucket.urn in part.dependencies
+
+
+@pytest.mark.parametrize(("stack", "key"), BUCKET_CASES)
+def test_bucket_name_and_no_force_destroy(
+    cases: dict[str, StackCase], stack: str, key: str
+) -> None:
+    case = cases[stack]
+    bucket = _bucket(case, key)
+    assert bucket.name == f"storage-{key}"
+    assert bucket.inputs["forceDestroy"] is False
+    assert len(bucket.inputs["bucket"]) <= 63
+
+
+@pytest.mark.parametrize(("stack", "key"), BUCKET_CASES)
+def test_bucket_versioning_enabled(cases: dict[str, StackCase], stack: str, key: str) -> None:
+    case = cases[stack]
+    versioning = _part(case.run, VERSIONING, _bucket(case, key))
+    assert versioning.inputs["versioningConfiguration"]["status"] == "Enabled"
+
+
+@pytest.mark.parametrize(("stack", "key"), BUCKET_CASES)
+def test_bucket_encrypted_with_the_rotating_storage_key(
+    cases: dict[str, StackCase], stack: str, key: str
+) -> None:
+    case = cases[stack]
+    data_key = _data_key(case.run)
+    assert data_key.inputs["enableKeyRotation"] is True
+    encryption = _part(case.run, ENCRYPTION, _bucket(case, key))
+    (rule,) = encryption.inputs["rules"]
+    default = rule["applyServerSideEncryptionByDefault"]
+    assert default["sseAlgorithm"] == "aws:kms"
+    account, region = case.raw["accountId"], case.raw["region"]
+    assert default["kmsMasterKeyId"].startswith(f"arn:aws:kms:{region}:{account}:key/")
+    # the key ARN came from the storage data key and from nothing else
+    assert encryption.property_dependencies.get("rules") == [data_key.urn]
+    assert data_key.urn in encryption.dependencies
+
+
+@pytest.mark.parametrize(("stack", "key"), BUCKET_CASES)
+def test_bucket_public_access_blocked(cases: dict[str, StackCase], stack: str, key: str) -> None:
+    case = cases[stack]
+    block = _part(case.run, PUBLIC_ACCESS, _bucket(case, key)).inputs
+    for flag in (
+        "blockPublicAcls",
+        "blockPublicPolicy",
+        "ignorePublicAcls",
+        "restrictPublicBuckets",
+    ):
+        assert block[flag] is True, flag
+
+
+@pytest.mark.parametrize(("stack", "key"), BUCKET_CASES)
+def test_bucket_ownership_enforced(cases: dict[str, StackCase], stack: str, key: str) -> None:
+    case = cases[stack]
+    ownership = _part(case.run, OWNERSHIP, _bucket(case, key)).inputs
+    assert ownership["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+
+
+@pytest.mark.parametrize(("stack", "key"), BUCKET_CASES)
+def test_bucket_policy_denies_requests_without_tls(
+    cases: dict[str, StackCase], stack: str, key: str
+) -> None:
+    case = cases[stack]
+    bucket = _bucket(case, key)
+    policy_record = _part(case.run, BUCKET_POLICY, bucket)
+    policy = json.loads(policy_record.inputs["policy"])
+    arn = f"arn:aws:s3:::{case.expected_bucket_name(key)}"
+    denials = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+    assert len(denials) == 1, policy
+    (deny,) = denials
+    assert deny["Principal"] == "*"
+    assert deny["Action"] in ("s3:*", ["s3:*"])
+    assert sorted(deny["Resource"]) == sorted([arn, f"{arn}/*"])
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert not [s for s in policy["Statement"] if s["Effect"] == "Allow"], policy
+    # the ARN in the policy is the bucket's own
+    assert policy_record.property_dependencies.get("policy") == [bucket.urn]
+    # written after public access is blocked, so the policy is never briefly public-able
+    public = _part(case.run, PUBLIC_ACCESS, bucket)
+    assert public.urn in policy_record.dependencies
+
+
+@pytest.mark.parametrize(("stack", "key"), BUCKET_CASES)
+def test_bucket_lifecycle_rules(cases: dict[str, StackCase], stack: str, key: str) -> None:
+    case = cases[stack]
+    bucket = _bucket(case, key)
+    lifecycle = _part(case.run, LIFECYCLE, bucket)
+    rules = lifecycle.inputs["rules"]
+    for rule in rules:
+        assert rule["status"] == "Enabled", rule
+        assert rule.get("filter") == {}, f"a rule must cover the whole bucket: {rule}"
+    aborts = [r for r in rules if "abortIncompleteMultipartUpload" in r]
+    assert len(aborts) == 1, rules
+    assert aborts[0]["abortIncompleteMultipartUpload"]["daysAfterInitiation"] >= 1
+    expirations = [r for r in rules if "noncurrentVersionExpiration" in r]
+    assert len(expirations) == 1, rules
+    days = case.raw_bucket(key).get("noncurrentVersionRetentionDays", DEFAULT_NONCURRENT_DAYS)
+    assert expirations[0]["noncurrentVersionExpiration"]["noncurrentDays"] == days
+    # nothing expires current versions
+    assert not [r for r in rules if "expiration" in r], rules
+    # noncurrent versions exist only once versioning is on
+    assert _part(case.run, VERSIONING, bucket).urn in lifecycle.dependencies
+
+
+def test_noncurrent_retention_default_and_override(cases: dict[str, StackCase]) -> None:
+    dev, prod = cases["dev"], cases["prod"]
+    assert "noncurrentVersionRetentionDays" not in dev.raw_bucket("data")
+    dev_rules = _part(dev.run, LIFECYCLE, _bucket(dev, "data")).inputs["rules"]
+    assert {"noncurrentDays": 30} in [r.get("noncurrentVersionExpiration") for r in dev_rules]
+    for key in ("datasets", "checkpoints"):
+        days = prod.raw_bucket(key)["noncurrentVersionRetentionDays"]
+        assert days != 30
+        rules = _part(prod.run, LIFECYCLE, _bucket(prod, key)).inputs["rules"]
+        assert {"noncurrentDays": days} in [r.get("noncurrentVersionExpiration") for r in rules]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_data_key_and_its_alias(cases: dict[str, StackCase], stack: str) -> None:
+    case = cases[stack]
+    data_key = _data_key(case.run)
+    assert data_key.inputs["enableKeyRotation"] is True
+    policy = json.loads(data_key.inputs["policy"])
+    assert policy == data_key_policy(case.raw["accountId"], case.raw["region"])
+    aliases = [
+        a
+        for a in case.run.of_type(ALIAS)
+        if a.property_dependencies.get("targetKeyId") == [data_key.urn]
+    ]
+    assert [a.inputs["name"] for a in aliases] == [f"alias/{case.cluster}-data"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stateful_storage_protected_exactly_where_the_stack_says(
+    cases: dict[str, StackCase], stack: str
+) -> None:
+    case = cases[stack]
+    protect = bool(case.raw.get("protectStatefulResources", False))
+    stateful = [*case.run.of_type(BUCKET), _data_key(case.run), *case.run.of_type(FILE_SYSTEM)]
+    assert stateful
+    for record in stateful:
+        assert record.protect is protect, record.name
+
+
+def test_only_prod_protects_storage(cases: dict[str, StackCase]) -> None:
+    for stack, expected in (("prod", True), ("dev", False), ("staging", False)):
+        run = cases[stack].run
+        assert all(b.protect is expected for b in run.of_type(BUCKET)), stack
+        assert _data_key(run).protect is expected, stack
+        assert _file_system(run).protect is expected, stack
+
+
+def test_configured_bucket_name_is_used_everywhere(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    data["storage"]["buckets"][0]["bucketName"] = "acme-ml-training-data"
+    run = run_platform(data, "dev")
+    (bucket,) = run.of_type(BUCKET)
+    assert bucket.inputs["bucket"] == "acme-ml-training-data"
+    policy = json.loads(_part(run, BUCKET_POLICY, bucket).inputs["policy"])
+    assert policy["Statement"][0]["Resource"] == [
+        "arn:aws:s3:::acme-ml-training-data",
+        "arn:aws:s3:::acme-ml-training-data/*",
+    ]
+    paths = sorted(a.inputs["dataRepositoryPath"] for a in run.of_type(ASSOCIATION))
+    assert paths == [
+        "s3://acme-ml-training-data/checkpoints/",
+        "s3://acme-ml-training-data/datasets/",
+    ]
+
+
+# --------------------------------------------------------------------------- file system
+
+
+def test_file_system_settings(lustre_case: StackCase) -> None:
+    lustre = lustre_case.lustre
+    inputs = _file_system(lustre_case.run).inputs
+    assert inputs["deploymentType"] == "PERSISTENT_2"
+    assert inputs["storageType"] == "SSD"
+    assert inputs["storageCapacity"] == lustre["storageCapacityGiB"]
+    assert inputs["perUnitStorageThroughput"] == lustre.get("throughputPerTiB", DEFAULT_THROUGHPUT)
+    assert inputs["fileSystemTypeVersion"] == "2.15"
+    assert inputs["dataCompressionType"] == lustre.get("dataCompression", DEFAULT_COMPRESSION)
+    assert inputs["efaEnabled"] is bool(lustre.get("efaEnabled", False))
+    assert inputs["automaticBackupRetentionDays"] == lustre.get(
+        "automaticBackupRetentionDays", DEFAULT_BACKUP_DAYS
+    )
+    # PERSISTENT_2 links S3 through associations, never through the PERSISTENT_1 fields
+    for persistent_1_only in ("importPath", "exportPath", "autoImportPolicy"):
+        assert persistent_1_only not in inputs
+
+
+def test_metadata_configuration(lustre_case: StackCase) -> None:
+    lustre = lustre_case.lustre
+    metadata = _file_system(lustre_case.run).inputs["metadataConfiguration"]
+    if lustre.get("metadataIops"):
+        assert metadata == {"mode": "USER_PROVISIONED", "iops": lustre["metadataIops"]}
+    else:
+        assert metadata == {"mode": "AUTOMATIC"}
+
+
+def test_prod_provisions_metadata_iops_and_dev_does_not(cases: dict[str, StackCase]) -> None:
+    prod = _file_system(cases["prod"].run).inputs["metadataConfiguration"]
+    assert prod == {"mode": "USER_PROVISIONED", "iops": cases["prod"].lustre["metadataIops"]}
+    assert _file_system(cases["dev"].run).inputs["metadataConfiguration"] == {"mode": "AUTOMATIC"}
+
+
+def test_file_system_encrypted_with_the_data_key(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    file_system = _file_system(run)
+    data_key = _data_key(run)
+    assert file_system.property_dependencies.get("kmsKeyId") == [data_key.urn]
+    # the same key as the buckets behind it
+    for encryption in run.of_type(ENCRYPTION):
+        (rule,) = encryption.inputs["rules"]
+        key_arn = rule["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"]
+        assert file_system.inputs["kmsKeyId"] == key_arn
+
+
+def test_file_system_in_the_training_zone_private_subnet(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    zone = lustre_case.raw["network"]["trainingZone"]
+    subnet = _named(run, SUBNET, f"network-private-{zone}")
+    assert subnet.inputs["availabilityZone"] == zone
+    file_system = _file_system(run)
+    assert file_system.property_dependencies.get("subnetIds") == [subnet.urn]
+    # pulumi-aws 7.x: one subnet id string, not a list (REFERENCE section 5)
+    subnet_id = file_system.inputs["subnetIds"]
+    assert isinstance(subnet_id, str) and subnet_id.startswith("subnet-"), subnet_id
+
+
+def test_file_system_logs_to_its_log_group(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    lustre = lustre_case.lustre
+    log_group = _named(run, LOG_GROUP, "storage-lustre")
+    name = log_group.inputs["name"]
+    assert name.startswith("/aws/fsx/"), "FSx only writes to log groups under /aws/fsx/"
+    assert log_group.inputs["retentionInDays"] == lustre.get(
+        "logRetentionDays", DEFAULT_LOG_RETENTION
+    )
+    file_system = _file_system(run)
+    logging = file_system.inputs["logConfiguration"]
+    assert logging["level"] == lustre.get("logLevel", DEFAULT_LOG_LEVEL)
+    assert file_system.property_dependencies.get("logConfiguration") == [log_group.urn]
+    assert logging["destination"].endswith(f":log-group:{name}")
+
+
+def test_file_system_uses_only_its_own_security_group(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    file_system = _file_system(run)
+    servers = _servers_group(run)
+    assert file_system.property_dependencies.get("securityGroupIds") == [servers.urn]
+    assert len(file_system.inputs["securityGroupIds"]) == 1
+
+
+# --------------------------------------------------------------------------- security groups
+
+
+def test_lustre_group_ingress_is_exactly_the_lustre_rules(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    client_id = _client_group_id(run)
+    ingress = _servers_group(run).inputs["ingress"]
+    expected = {
+        ("tcp", 988, 988, "clients"),
+        ("tcp", 988, 988, "self"),
+        ("tcp", 1018, 1023, "clients"),
+        ("tcp", 1018, 1023, "self"),
+    }
+    found: list[tuple[str, int, int, str]] = []
+    for rule in ingress:
+        for forbidden in ("cidrBlocks", "ipv6CidrBlocks", "prefixListIds"):
+            assert not rule.get(forbidden), f"{forbidden} in {rule}"
+        from_clients = rule.get("securityGroups") == [client_id]
+        from_self = rule.get("self") is True
+        assert from_clients != from_self, f"exactly one source per rule: {rule}"
+        if not from_clients:
+            assert not rule.get("securityGroups"), rule
+        source = "clients" if from_clients else "self"
+        found.append((rule["protocol"], rule["fromPort"], rule["toPort"], source))
+    assert sorted(found) == sorted(expected)
+
+
+def test_lustre_group_admits_only_the_lustre_ports(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    client_id = _client_group_id(run)
+    admitted: set[int] = set()
+    from_clients: set[int] = set()
+    from_self: set[int] = set()
+    for rule in _servers_group(run).inputs["ingress"]:
+        ports = _ports(rule)
+        admitted |= ports
+        if client_id in rule.get("securityGroups", []):
+            from_clients |= ports
+        if rule.get("self") is True:
+            from_self |= ports
+    assert admitted == {988, 1018, 1019, 1020, 1021, 1022, 1023}
+    assert admitted == LUSTRE_PORTS
+    assert from_clients == LUSTRE_PORTS, "clients must reach every Lustre port"
+    assert from_self == LUSTRE_PORTS, "file servers must reach each other on every Lustre port"
+
+
+def test_storage_security_groups_in_the_cluster_vpc(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    vpc = run.one(VPC)
+    groups = _storage_children(run, SECURITY_GROUP)
+    assert sorted(g.name for g in groups) == ["storage-lustre", "storage-lustre-clients"]
+    for group in groups:
+        assert group.property_dependencies.get("vpcId") == [vpc.urn], group.name
+
+
+# --------------------------------------------------------------------------- associations
+
+
+def test_one_association_per_configured_one(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    lustre = lustre_case.lustre
+    configured = lustre.get("associations", [])
+    assert len(run.of_type(ASSOCIATION)) == len(configured)
+    file_system = _file_system(run)
+    bucket = _bucket(lustre_case, lustre["bucket"])
+    s3_name = lustre_case.expected_bucket_name(lustre["bucket"])
+    for raw in configured:
+        association = _association(run, raw["fileSystemPath"])
+        inputs = association.inputs
+        assert inputs["dataRepositoryPath"] == f"s3://{s3_name}/{raw.get('s3Prefix', '')}"
+        assert inputs["batchImportMetaDataOnCreate"] is raw.get("batchImportMetadataOnCreate", True)
+        assert inputs["deleteDataInFilesystem"] is False
+        assert association.property_dependencies.get("fileSystemId") == [file_system.urn]
+        s3 = inputs.get("s3", {})
+        imports = raw.get("importEvents", ALL_EVENTS)
+        exports = raw.get("exportEvents", [])
+        if imports:
+            assert s3["autoImportPolicy"]["events"] == imports
+        else:
+            assert "autoImportPolicy" not in s3
+        if exports:
+            assert s3["autoExportPolicy"]["events"] == exports
+        else:
+            assert "autoExportPolicy" not in s3
+        # the bucket must refuse plain HTTP and encrypt with the data key before FSx writes
+        for resource_type in (BUCKET_POLICY, ENCRYPTION):
+            part = _part(run, resource_type, bucket)
+            assert part.urn in association.dependencies, (raw["fileSystemPath"], resource_type)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_checkpoints_are_exported_to_s3(cases: dict[str, StackCase], stack: str) -> None:
+    association = _association(cases[stack].run, "/checkpoints")
+    assert association.inputs["s3"]["autoExportPolicy"]["events"] == ALL_EVENTS
+    assert association.inputs["dataRepositoryPath"].endswith("/checkpoints/")
+
+
+# --------------------------------------------------------------------------- CSI driver
+
+
+def test_fsx_csi_addon_pinned_with_pod_identity(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    minor = lustre_case.raw["cluster"]["kubernetesVersion"]
+    (addon,) = _csi_addons(run)
+    inputs = addon.inputs
+    assert inputs["addonVersion"] == versions.EKS_ADDONS[minor].fsx_csi_driver
+    assert inputs["clusterName"] == lustre_case.cluster
+    (association,) = inputs["podIdentityAssociations"]
+    assert association["serviceAccount"] == CSI_SERVICE_ACCOUNT
+    role = _role_of_association(run, addon)
+    assert association["roleArn"].rsplit("/", 1)[-1].startswith(f"{role.name}-")
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    (statement,) = trust["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert "sts:AssumeRole" in statement["Action"] and "sts:TagSession" in statement["Action"]
+    # Pod Identity works only once its agent runs
+    agents = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "eks-pod-identity-agent"]
+    assert len(agents) == 1
+    assert agents[0].urn in addon.dependencies
+
+
+# --------------------------------------------------------------------------- Kubernetes objects
+
+
+@pytest.mark.parametrize(("stack", "namespace"), NAMESPACE_CASES)
+def test_namespace_volume_and_claim(
+    cases: dict[str, StackCase], stack: str, namespace: str
+) -> None:
+    case = cases[stack]
+    run = case.run
+    lustre = case.lustre
+    namespaces = [n for n in run.of_type(NAMESPACE) if n.inputs["metadata"]["name"] == namespace]
+    assert len(namespaces) == 1, namespace
+    volume_name = f"{CLAIM_NAME}-{namespace}"
+    volumes = [v for v in run.of_type(VOLUME) if v.inputs["metadata"]["name"] == volume_name]
+    assert len(volumes) == 1, volume_name
+    (volume,) = volumes
+    spec = volume.inputs["spec"]
+    assert spec["csi"]["driver"] == CSI_DRIVER
+    assert spec["accessModes"] == ["ReadWriteMany"]
+    assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+    assert spec["storageClassName"] == ""
+    assert spec["claimRef"] == {"namespace": namespace, "name": CLAIM_NAME}
+    assert spec["mountOptions"] == lustre.get("mountOptions", DEFAULT_MOUNT_OPTIONS)
+    assert spec["capacity"] == {"storage": f"{lustre['storageCapacityGiB']}Gi"}
+    file_system = _file_system(run)
+    assert file_system.urn in volume.property_dependencies.get("spec", [])
+    attributes = spec["csi"]["volumeAttributes"]
+    assert set(attributes) == {"dnsname", "mountname"}
+    for value in attributes.values():
+        assert isinstance(value, str) and value and value != UNKNOWN, attributes
+    claims = [
+        c
+        for c in run.of_type(CLAIM)
+        if c.inputs["metadata"] == {"name": CLAIM_NAME, "namespace": namespace}
+    ]
+    assert len(claims) == 1, namespace
+    (claim,) = claims
+    claim_spec = claim.inputs["spec"]
+    assert claim_spec["volumeName"] == volume_name
+    assert claim_spec["storageClassName"] == ""
+    assert claim_spec["accessModes"] == ["ReadWriteMany"]
+    assert claim_spec["resources"]["requests"]["storage"] == spec["capacity"]["storage"]
+    assert namespaces[0].urn in claim.dependencies
+    assert volume.urn in claim.dependencies
+
+
+def test_volume_handle_is_the_file_system_id(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    file_system = _file_system(run)
+    # associations receive the same output (the file system's id) as fileSystemId
+    ids = {a.inputs["fileSystemId"] for a in run.of_type(ASSOCIATION)}
+    assert len(ids) == 1
+    (file_system_id,) = ids
+    assert file_system_id.startswith("fs-")
+    for volume in _storage_children(run, VOLUME):
+        csi = volume.inputs["spec"]["csi"]
+        assert csi["volumeHandle"] == file_system_id, volume.name
+        assert csi["volumeAttributes"]["dnsname"].startswith(f"{file_system_id}.fsx."), volume.name
+        assert file_system.urn in volume.property_dependencies["spec"]
+
+
+def test_one_volume_and_claim_per_namespace(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    namespaces = lustre_case.lustre.get("namespaces", [])
+    volumes = sorted(v.inputs["metadata"]["name"] for v in run.of_type(VOLUME))
+    assert volumes == sorted(f"{CLAIM_NAME}-{ns}" for ns in namespaces)
+    claims = sorted(c.inputs["metadata"]["namespace"] for c in run.of_type(CLAIM))
+    assert claims == sorted(namespaces)
+
+
+def test_volumes_and_claims_are_valid_kubernetes(lustre_case: StackCase) -> None:
+    version = lustre_case.raw["cluster"]["kubernetesVersion"]
+    records = [*lustre_case.run.of_type(VOLUME), *lustre_case.run.of_type(CLAIM)]
+    assert records
+    for record in records:
+        manifest = _manifest(record)
+        assert validation_errors(manifest, version, None) == [], record.name
+
+
+def test_kubernetes_objects_wait_for_the_csi_driver(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    (addon,) = _csi_addons(run)
+    provider = run.one("pulumi:providers:kubernetes")
+    for record in [*run.of_type(NAMESPACE), *run.of_type(VOLUME), *run.of_type(CLAIM)]:
+        assert record.provider == provider.urn, record.name
+    for record in [*run.of_type(VOLUME), *run.of_type(CLAIM)]:
+        assert addon.urn in record.dependencies, record.name
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+def test_every_node_pool_waits_for_the_fsx_agent(lustre_case: StackCase) -> None:
+    pools = lustre_case.run.of_type(NODE_POOL)
+    names = {p.inputs["metadata"]["name"] for p in pools}
+    assert "general" in names
+    assert {p["name"] for p in lustre_case.raw.get("nodePools", [])} <= names
+    for pool in pools:
+        taints = pool.inputs["spec"]["template"]["spec"].get("startupTaints", [])
+        assert STARTUP_TAINT in taints, pool.name
+
+
+def test_every_node_class_selects_the_lustre_client_group(lustre_case: StackCase) -> None:
+    run = lustre_case.run
+    client_id = _client_group_id(run)
+    clients = _clients_group(run)
+    node_classes = run.of_type(NODE_CLASS)
+    assert "general" in {c.inputs["metadata"]["name"] for c in node_classes}
+    for node_class in node_classes:
+        terms = node_class.inputs["spec"]["securityGroupSelectorTerms"]
+        assert {"id": client_id} in terms, node_class.name
+        assert clients.urn in node_class.property_dependencies["spec"], node_class.name
+
+
+def test_without_storage_nothing_of_it(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("dev")
+    data["storage"] = {}
+    run = run_platform(data, "dev")
+    # a startup taint nothing removes would leave every node unusable
+    for record in run.records:
+        assert "startupTaints" not in dict(_walk(record.inputs)), record.name
+    pools = run.of_type(NODE_POOL)
+    assert pools, "the pools still exist"
+    for resource_type in (FILE_SYSTEM, ASSOCIATION, VOLUME, CLAIM, BUCKET, *BUCKET_PARTS):
+        assert run.of_type(resource_type) == [], resource_type
+    assert _csi_addons(run) == []
+    assert not [g for g in run.of_type(SECURITY_GROUP) if "lustre" in g.name]
+    storage = run.one(STORAGE).urn
+    assert [r.name for r in run.records if r.parent == storage] == []
+    for node_class in run.of_type(NODE_CLASS):
+        deps = node_class.property_dependencies.get("spec", [])
+        assert not [urn for urn in deps if "storage" in urn], node_class.name
+
+
+def test_buckets_without_a_file_system_add_no_taint(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    del data["storage"]["lustre"]
+    run = run_platform(data, "dev")
+    assert len(run.of_type(BUCKET)) == 1
+    assert _data_key(run).inputs["enableKeyRotation"] is True
+    for record in run.records:
+        assert "startupTaints" not in dict(_walk(record.inputs)), record.name
+    for resource_type in (FILE_SYSTEM, ASSOCIATION, VOLUME, CLAIM):
+        assert run.of_type(resource_type) == [], resource_type
+    assert _csi_addons(run) == []
+    assert not [g for g in run.of_type(SECURITY_GROUP) if "lustre" in g.name]
+
+
+# --------------------------------------------------------------------------- mutated configs
+
+
+def test_non_default_lustre_settings_reach_the_resources(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    data["storage"]["buckets"][0]["noncurrentVersionRetentionDays"] = 45
+    lustre = data["storage"]["lustre"]
+    lustre.update(
+        {
+            "storageCapacityGiB": 4800,
+            "throughputPerTiB": 1000,
+            "metadataIops": 1500,
+            "dataCompression": "NONE",
+            "efaEnabled": True,
+            "automaticBackupRetentionDays": 3,
+            "logLevel": "ERROR_ONLY",
+            "logRetentionDays": 30,
+            "mountOptions": ["flock", "noatime"],
+            "namespaces": ["team-a", "team-b"],
+            "associations": [
+                {
+                    "fileSystemPath": "/results",
+                    "s3Prefix": "results/",
+                    "importEvents": [],
+                    "exportEvents": ["NEW"],
+                    "batchImportMetadataOnCreate": False,
+                },
+                {"fileSystemPath": "/reference", "s3Prefix": "reference/", "importEvents": []},
+            ],
+        }
+    )
+    run = run_platform(data, "dev")
+    inputs = _file_system(run).inputs
+    assert inputs["storageCapacity"] == 4800
+    assert inputs["perUnitStorageThroughput"] == 1000
+    assert inputs["metadataConfiguration"] == {"mode": "USER_PROVISIONED", "iops": 1500}
+    assert inputs["dataCompressionType"] == "NONE"
+    assert inputs["efaEnabled"] is True
+    assert inputs["automaticBackupRetentionDays"] == 3
+    assert inputs["logConfiguration"]["level"] == "ERROR_ONLY"
+    assert _named(run, LOG_GROUP, "storage-lustre").inputs["retentionInDays"] == 30
+    rules = run.one(LIFECYCLE).inputs["rules"]
+    assert {"noncurrentDays": 45} in [r.get("noncurrentVersionExpiration") for r in rules]
+    results = _association(run, "/results").inputs
+    assert results["s3"] == {"autoExportPolicy": {"events": ["NEW"]}}
+    assert results["batchImportMetaDataOnCreate"] is False
+    reference = _association(run, "/reference").inputs
+    assert "s3" not in reference or reference["s3"] == {}
+    assert reference["batchImportMetaDataOnCreate"] is True
+    volumes = {v.inputs["metadata"]["name"]: v.inputs["spec"] for v in run.of_type(VOLUME)}
+    assert sorted(volumes) == ["shared-lustre-team-a", "shared-lustre-team-b"]
+    for spec in volumes.values():
+        assert spec["mountOptions"] == ["flock", "noatime"]
+        assert spec["capacity"] == {"storage": "4800Gi"}
+    claims = sorted(
+        (c.inputs["metadata"]["namespace"], c.inputs["spec"]["volumeName"])
+        for c in run.of_type(CLAIM)
+    )
+    assert claims == [("team-a", "shared-lustre-team-a"), ("team-b", "shared-lustre-team-b")]
+
+
+def test_efa_enabled_file_system_gets_an_efa_capable_security_group(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    """An EFA-enabled file system needs a group that admits ALL traffic from itself and clients.
+
+    REFERENCE section 5: efa_enabled needs "an EFA-capable security group". FSx refuses to create
+    an EFA-enabled file system otherwise ("Insufficient security group permissions to create an
+    EFA-enabled file system. Update security group to allow all internal inbound and outbound
+    traffic", FSx for Lustre guide, cannot-create-fs). The config accepts ``efaEnabled: true``.
+    """
+    data = stack_data("staging")
+    data["storage"]["lustre"]["efaEnabled"] = True
+    run = run_platform(data, "staging")
+    file_system = _file_system(run)
+    assert file_system.inputs["efaEnabled"] is True
+    client_id = _client_group_id(run)
+    groups = {g.urn: g for g in run.of_type(SECURITY_GROUP)}
+    chosen = [groups[urn] for urn in file_system.property_dependencies["securityGroupIds"]]
+    ingress = [rule for group in chosen for rule in group.inputs.get("ingress", [])]
+    egress = [rule for group in chosen for rule in group.inputs.get("egress", [])]
+
+    def all_traffic(rule: dict[str, Any]) -> bool:
+        return str(rule["protocol"]) in ("-1", "all")
+
+    assert any(all_traffic(r) and r.get("self") is True for r in ingress), (
+        f"EFA-enabled file system: no all-traffic inbound rule within its group: {ingress}"
+    )
+    assert any(all_traffic(r) and client_id in r.get("securityGroups", []) for r in ingress), (
+        f"EFA-enabled file system: no all-traffic inbound rule from the clients: {ingress}"
+    )
+    assert any(all_traffic(r) for r in egress), egress
+
+
+# --------------------------------------------------------------------------- pure builders
+
+
+def test_tls_only_bucket_policy() -> None:
+    policy = tls_only_bucket_policy("arn:aws:s3:::example-bucket")
+    assert policy["Version"] == "2012-10-17"
+    (statement,) = policy["Statement"]
+    assert statement["Effect"] == "Deny"
+    assert statement["Principal"] == "*"
+    assert statement["Action"] == "s3:*"
+    assert statement["Resource"] == ["arn:aws:s3:::example-bucket", "arn:aws:s3:::example-bucket/*"]
+    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    other = tls_only_bucket_policy("arn:aws:s3:::other")
+    assert other["Statement"][0]["Resource"] == ["arn:aws:s3:::other", "arn:aws:s3:::other/*"]
+
+
+def test_data_key_policy_limits_use_to_the_account_and_its_s3_and_fsx() -> None:
+    policy = data_key_policy("123456789012", "eu-west-1")
+    assert policy["Version"] == "2012-10-17"
+    statements = policy["Statement"]
+    unconditional = [s for s in statements if "Condition" not in s]
+    # only the account itself (IAM decides inside it) is trusted without conditions
+    for statement in unconditional:
+        assert statement["Effect"] == "Allow"
+        assert statement["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"}
+    assert any(s["Action"] == "kms:*" for s in unconditional), "the account administers the key"
+    conditional = [s for s in statements if "Condition" in s]
+    assert len(conditional) == 1
+    (use,) = conditional
+    assert use["Effect"] == "Allow"
+    condition = use["Condition"]
+    assert set(condition) == {"StringEquals"}
+    equals = condition["StringEquals"]
+    assert equals["kms:CallerAccount"] == "123456789012"
+    assert sorted(equals["kms:ViaService"]) == [
+        "fsx.eu-west-1.amazonaws.com",
+        "s3.eu-west-1.amazonaws.com",
+    ]
+    actions = use["Action"] if isinstance(use["Action"], list) else [use["Action"]]
+    assert {"kms:Decrypt", "kms:GenerateDataKey*", "kms:CreateGrant"} <= set(actions)
+    for administrative in ("kms:*", "kms:PutKeyPolicy", "kms:ScheduleKeyDeletion"):
+        assert administrative not in actions
+    for statement in statements:
+        principal = statement["Principal"]
+        if principal in ("*", {"AWS": "*"}):
+            assert statement is use, "a wildcard principal only with account and service limits"
+    other = data_key_policy("210987654321", "us-east-2")
+    other_equals = other["Statement"][1]["Condition"]["StringEquals"]
+    assert other_equals["kms:CallerAccount"] == "210987654321"
+    assert "s3.us-east-2.amazonaws.com" in other_equals["kms:ViaService"]
+    assert other["Statement"][0]["Principal"] == {"AWS": "arn:aws:iam::210987654321:root"}
+
+
+def test_lustre_ingress() -> None:
+    rules = lustre_ingress("sg-0123456789abcdef0")
+    assert len(rules) == 4
+    admitted: set[int] = set()
+    for rule in rules:
+        assert rule["protocol"] == "tcp"
+        assert not {"cidr_blocks", "ipv6_cidr_blocks", "prefix_list_ids"} & set(rule)
+        admitted |= set(range(rule["from_port"], rule["to_port"] + 1))
+    assert admitted == LUSTRE_PORTS
+    pairs = {(r["from_port"], r["to_port"]) for r in rules}
+    assert pairs == {(988, 988), (1018, 1023)}
+    for low, high in pairs:
+        sources = [r for r in rules if (r["from_port"], r["to_port"]) == (low, high)]
+        assert sorted(
+            "self" if r.get("self") is True else ",".join(r["security_groups"]) for r in sources
+        ) == ["self", "sg-0123456789abcdef0"]
+        for rule in sources:
+            assert ("self" in rule) != ("security_groups" in rule), rule
+
+
+def test_data_repository_path() -> None:
+    checkpoints = DataRepositoryAssociationConfig.model_validate(
+        {"fileSystemPath": "/checkpoints", "s3Prefix": "checkpoints/"}
+    )
+    assert data_repository_path("my-bucket", checkpoints) == "s3://my-bucket/checkpoints/"
+    nested = DataRepositoryAssociationConfig.model_validate(
+        {"fileSystemPath": "/runs", "s3Prefix": "team/runs/"}
+    )
+    assert data_repository_path("b", nested) == "s3://b/team/runs/"
+    whole = DataRepositoryAssociationConfig.model_validate({"fileSystemPath": "/data"})
+    assert data_repository_path("my-bucket", whole) == "s3://my-bucket/"
+
+
+def test_association_s3_config() -> None:
+    default = DataRepositoryAssociationConfig.model_validate({"fileSystemPath": "/data"})
+    assert association_s3_config(default) == {"auto_import_policy": {"events": ALL_EVENTS}}
+    checkpoints = DataRepositoryAssociationConfig.model_validate(
+        {"fileSystemPath": "/checkpoints", "exportEvents": ["NEW", "CHANGED", "DELETED"]}
+    )
+    assert association_s3_config(checkpoints) == {
+        "auto_import_policy": {"events": ALL_EVENTS},
+        "auto_export_policy": {"events": ALL_EVENTS},
+    }
+    export_only = DataRepositoryAssociationConfig.model_validate(
+        {"fileSystemPath": "/out", "importEvents": [], "exportEvents": ["NEW", "CHANGED"]}
+    )
+    assert association_s3_config(export_only) == {
+        "auto_export_policy": {"events": ["NEW", "CHANGED"]}
+    }
+    neither = DataRepositoryAssociationConfig.model_validate(
+        {"fileSystemPath": "/static", "importEvents": []}
+    )
+    assert association_s3_config(neither) == {}
+
+
+def _lustre(**overrides: Any) -> LustreConfig:
+    data: dict[str, Any] = {"storageCapacityGiB": 2400, "bucket": "data"}
+    data.update(overrides)
+    return LustreConfig.model_validate(data)
+
+
+def test_persistent_volume_spec() -> None:
+    spec = persistent_volume_spec(
+        _lustre(mountOptions=["flock", "noatime"]),
+        namespace="team-a",
+        file_system_id="fs-0123456789abcdef0",
+        dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+        mount_name="abcdefgh",
+    )
+    assert spec["csi"] == {
+        "driver": CSI_DRIVER,
+        "volumeHandle": "fs-0123456789abcdef0",
+        "volumeAttributes": {
+            "dnsname": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+            "mountname": "abcdefgh",
+        },
+    }
+    assert spec["accessModes"] == ["ReadWriteMany"]
+    assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+    assert spec["storageClassName"] == ""
+    assert spec["claimRef"] == {"namespace": "team-a", "name": CLAIM_NAME}
+    assert spec["mountOptions"] == ["flock", "noatime"]
+    assert spec["capacity"] == {"storage": "2400Gi"}
+    assert (
+        persistent_volume_spec(
+            _lustre(), namespace="x", file_system_id="fs-1", dns_name="d", mount_name="m"
+        )["mountOptions"]
+        == DEFAULT_MOUNT_OPTIONS
+    )
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "shared-lustre-team-a"},
+        "spec": spec,
+    }
+    assert validation_errors(manifest, "1.34", None) == []
+
+
+def test_persistent_volume_claim_spec() -> None:
+    spec = persistent_volume_claim_spec(_lustre(), "shared-lustre-team-a")
+    assert spec["volumeName"] == "shared-lustre-team-a"
+    assert spec["storageClassName"] == ""
+    assert spec["accessModes"] == ["ReadWriteMany"]
+    assert spec["resources"] == {"requests": {"storage": "2400Gi"}}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": CLAIM_NAME, "namespace": "team-a"},
+        "spec": spec,
+    }
+    assert validation_errors(manifest, "1.34", None) == []
+
+
+def test_bucket_name_default_and_configured() -> None:
+    prod = stack_data("prod")
+    config = parse_platform_config(prod)
+    default = BucketConfig.model_validate({"name": "datasets"})
+    expected = f"{prod['clusterName']}-datasets-{prod['accountId']}"
+    assert bucket_name(config, default) == expected
+    named = BucketConfig.model_validate({"name": "datasets", "bucketName": "acme-datasets"})
+    assert bucket_name(config, named) == "acme-datasets"
+    # without clusterName the cluster is training-<environment>
+    dev = stack_data("dev")
+    assert "clusterName" not in dev
+    expected_dev = f"training-{dev['environment']}-datasets-{dev['accountId']}"
+    assert bucket_name(parse_platform_config(dev), default) == expected_dev
