@@ -350,7 +350,8 @@ class Cluster(pulumi.ComponentResource):
         return aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=name,
-            node_group_name=f"{name}-system",
+            # A prefix, not a name: replacing the group (new instance types) creates first.
+            node_group_name_prefix=f"{name}-system-",
             node_role_arn=node_role.role.arn,
             subnet_ids=private_subnet_ids,
             ami_type=ami_type(group.instance_types),
