@@ -647,9 +647,94 @@ class StorageConfig(StrictModel):
     )
 
 
+# --------------------------------------------------------------------------- teams
+
+RESERVED_NAMESPACES: Final = (
+    "default", "kube-system", "kube-public", "kube-node-lease", "volcano-system",
+    "kubeflow-system", "slinky", "slurm", "cert-manager",
+)  # fmt: skip
+GroupName = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class AcceleratorAmounts(StrictModel):
+    """An amount of accelerators, per kind."""
+
+    gpus: int = Field(default=0, ge=0, description="NVIDIA GPUs (nvidia.com/gpu). Default: 0.")
+    neuron_devices: int = Field(
+        default=0, ge=0, description="Neuron devices (aws.amazon.com/neuron). Default: 0."
+    )
+
+    def resources(self) -> dict[str, int]:
+        """As Kubernetes extended resources."""
+        return {catalog.GPU_RESOURCE: self.gpus, catalog.NEURON_RESOURCE: self.neuron_devices}
+
+
+class TeamQuotaConfig(AcceleratorAmounts):
+    """Hard limits of a team namespace (ResourceQuota on requests)."""
+
+    efa_interfaces: int = Field(
+        default=0, ge=0, description="EFA interfaces (vpc.amazonaws.com/efa). Default: 0."
+    )
+
+
+class TeamQueueConfig(StrictModel):
+    """The team's Volcano queue: its share of the cluster's accelerators."""
+
+    weight: int = Field(
+        default=1, ge=1, le=65535, description="Relative share when queues compete. Default: 1."
+    )
+    reclaimable: bool = Field(
+        default=True,
+        description="Others may reclaim what the queue uses beyond its deserved share. "
+        "Default: true.",
+    )
+    guarantee: AcceleratorAmounts = Field(
+        default_factory=AcceleratorAmounts,
+        description="Reserved for the team even when idle (guarantee <= deserved). Default: 0.",
+    )
+    deserved: AcceleratorAmounts = Field(
+        default_factory=AcceleratorAmounts,
+        description="Fair share, reclaimable from others (deserved <= capability). Default: 0.",
+    )
+    capability: AcceleratorAmounts | None = Field(
+        default=None, description="Hard cap of the queue. Default: the team's quota."
+    )
+
+
+class TeamConfig(StrictModel):
+    """A team: its namespace, quota, access, queue and storage claim."""
+
+    name: NamespaceName = Field(description="Team name: namespace and queue name. Required.")
+    admin_groups: list[GroupName] = Field(
+        default_factory=list,
+        description="Kubernetes groups (from access entries) with admin in the namespace. "
+        "Default: none.",
+    )
+    member_groups: list[GroupName] = Field(
+        default_factory=list,
+        description="Kubernetes groups that run jobs in the namespace. Default: none.",
+    )
+    quota: TeamQuotaConfig = Field(description="Accelerators and EFA the namespace may request.")
+    queue: TeamQueueConfig = Field(
+        default_factory=TeamQueueConfig, description="Volcano queue. Default: weight 1, no share."
+    )
+    shared_file_system: bool = Field(
+        default=True,
+        description="Mount the Lustre file system (claim shared-lustre) when the stack has one. "
+        "Default: true.",
+    )
+
+    @property
+    def capability(self) -> AcceleratorAmounts:
+        """The queue's hard cap (its own, or the team's quota)."""
+        return self.queue.capability or AcceleratorAmounts(
+            gpus=self.quota.gpus, neuron_devices=self.quota.neuron_devices
+        )
+
+
 # Sections that later capabilities fill. Until their schema exists, anything put there is an
 # error rather than silently ignored.
-RESERVED_SECTIONS: Final = ("teams", "scheduling", "trainer", "slurm")
+RESERVED_SECTIONS: Final = ("trainer", "slurm")
 
 
 def _reserved(value: Any) -> Any:
@@ -701,8 +786,10 @@ class PlatformConfig(StrictModel):
     storage: StorageConfig = Field(
         default_factory=StorageConfig, description="S3 buckets and FSx for Lustre. Default: none."
     )
-    teams: Reserved = Field(default=None, description="Reserved: team namespaces and quotas.")
-    scheduling: Reserved = Field(default=None, description="Reserved: Volcano and queues.")
+    teams: list[TeamConfig] = Field(
+        default_factory=list,
+        description="Teams: namespaces, quotas, access and Volcano queues. Default: none.",
+    )
     trainer: Reserved = Field(default=None, description="Reserved: Kubeflow Trainer.")
     slurm: Reserved = Field(default=None, description="Reserved: Slinky Slurm.")
 
@@ -861,6 +948,7 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from _tag_problems(config.tags)
     yield from _node_pool_problems(config)
     yield from _storage_problems(config)
+    yield from _team_problems(config)
 
 
 def _network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
@@ -1159,6 +1247,67 @@ def _storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 )
     if _duplicates(lustre.namespaces):
         yield ConfigProblem(f"{base}.namespaces", lustre.namespaces, "each namespace once")
+
+
+def pool_capacity(config: PlatformConfig) -> AcceleratorAmounts:
+    """Most accelerators the node pools can provide at once (maxNodes x devices per node)."""
+    totals = dict.fromkeys((catalog.GPU_RESOURCE, catalog.NEURON_RESOURCE), 0)
+    for pool in config.node_pools:
+        if all(t in catalog.CATALOG for t in pool.instance_types):
+            totals[pool.instance.accelerator_resource] += (
+                pool.max_nodes * pool.instance.accelerators
+            )
+    return AcceleratorAmounts(
+        gpus=totals[catalog.GPU_RESOURCE], neuron_devices=totals[catalog.NEURON_RESOURCE]
+    )
+
+
+def _team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    names = [team.name for team in config.teams]
+    if _duplicates(names):
+        yield ConfigProblem(f"{CONFIG_KEY}.teams", names, "unique team names")
+    lustre_namespaces = config.storage.lustre.namespaces if config.storage.lustre else []
+    fields = (("gpus", "gpus"), ("neuronDevices", "neuron_devices"))
+    for index, team in enumerate(config.teams):
+        base = f"{CONFIG_KEY}.teams[{index}]"
+        if team.name in RESERVED_NAMESPACES:
+            yield ConfigProblem(
+                f"{base}.name", team.name, "a name other than " + ", ".join(RESERVED_NAMESPACES)
+            )
+        if team.name in lustre_namespaces:
+            yield ConfigProblem(
+                f"{base}.name",
+                team.name,
+                "a namespace not also listed in storage.lustre.namespaces (teams get their claim "
+                "through sharedFileSystem)",
+            )
+        queue = team.queue
+        for key, attribute in fields:
+            guarantee = getattr(queue.guarantee, attribute)
+            deserved = getattr(queue.deserved, attribute)
+            capability = getattr(team.capability, attribute)
+            if guarantee > deserved:
+                yield ConfigProblem(
+                    f"{base}.queue.guarantee.{key}", guarantee, f"at most deserved ({deserved})"
+                )
+            if deserved > capability:
+                yield ConfigProblem(
+                    f"{base}.queue.deserved.{key}",
+                    deserved,
+                    f"at most the queue's capability ({capability}; default: the team quota)",
+                )
+    capacity = pool_capacity(config)
+    for key, attribute in fields:
+        available = getattr(capacity, attribute)
+        for share in ("guarantee", "deserved"):
+            total = sum(getattr(getattr(team.queue, share), attribute) for team in config.teams)
+            if total > available:
+                yield ConfigProblem(
+                    f"{CONFIG_KEY}.teams[*].queue.{share}.{key}",
+                    total,
+                    f"at most {available}, what the node pools can provide (maxNodes x "
+                    "accelerators per node); raise maxNodes or lower the teams' shares",
+                )
 
 
 def _overlaps(path: str, other: str) -> bool:

@@ -11,7 +11,9 @@ from components.device_plugins import DevicePlugins
 from components.karpenter import Karpenter
 from components.network import Network
 from components.node_pools import NodePools
+from components.scheduling import Scheduling
 from components.storage import Storage
+from components.teams import Teams
 
 
 class TrainingPlatform(pulumi.ComponentResource):
@@ -70,6 +72,20 @@ class TrainingPlatform(pulumi.ComponentResource):
             kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,
         )
+        self.teams = Teams(
+            "teams",
+            teams=config.teams,
+            kubernetes_provider=self.cluster.kubernetes_provider,
+            cluster_ready=self.cluster.ready,
+            opts=with_aws,
+        )
+        self.scheduling = Scheduling(
+            "scheduling",
+            teams=config.teams,
+            cluster_ready=self.cluster.ready,
+            kubernetes_provider=self.cluster.kubernetes_provider,
+            opts=with_aws,
+        )
         self.storage = Storage(
             "storage",
             config=config,
@@ -77,6 +93,11 @@ class TrainingPlatform(pulumi.ComponentResource):
             training_subnet_id=self.network.private_subnet_ids[config.network.training_zone],
             cluster_ready=self.cluster.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
+            team_namespaces={
+                team.name: self.teams.namespaces[team.name]
+                for team in config.teams
+                if team.shared_file_system
+            },
             opts=with_aws,
         )
         self.node_pools = NodePools(

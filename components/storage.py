@@ -206,6 +206,7 @@ class Storage(pulumi.ComponentResource):
         training_subnet_id: pulumi.Input[str],
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
+        team_namespaces: dict[str, pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the storage.
@@ -217,11 +218,14 @@ class Storage(pulumi.ComponentResource):
             training_subnet_id: private subnet of the training zone (the file system's subnet).
             cluster_ready: what the CSI add-on and Kubernetes objects wait for.
             kubernetes_provider: provider of the namespaces, PVs and claims.
+            team_namespaces: team namespaces (created by Teams) that mount the file system and
+                get a claim; ``storage.lustre.namespaces`` are created here. Default: none.
             opts: resource options; the AWS provider comes from here.
         """
         super().__init__("trainingplatform:index:Storage", name, None, opts)
         storage = config.storage
         cluster = config.name
+        team_namespaces = team_namespaces or {}
         child = pulumi.ResourceOptions(parent=self)
         stateful = pulumi.ResourceOptions(parent=self, protect=config.protect_stateful_resources)
         self.client_security_group_id: pulumi.Output[str] | None = None
@@ -263,6 +267,7 @@ class Storage(pulumi.ComponentResource):
                 lustre=lustre,
                 cluster_ready=cluster_ready,
                 kubernetes_provider=kubernetes_provider,
+                team_namespaces=team_namespaces,
                 child=child,
             )
         self.register_outputs({"buckets": self.buckets})
@@ -465,6 +470,7 @@ class Storage(pulumi.ComponentResource):
         lustre: LustreConfig,
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
+        team_namespaces: dict[str, pulumi.Resource],
         child: pulumi.ResourceOptions,
     ) -> None:
         role = role_with_policies(
@@ -509,8 +515,9 @@ class Storage(pulumi.ComponentResource):
             parent=self, provider=kubernetes_provider, depends_on=[*cluster_ready, addon]
         )
         assert self.file_system_id is not None
+        mounting: dict[str, pulumi.Resource] = dict(team_namespaces)
         for namespace in lustre.namespaces:
-            ns = k8s.core.v1.Namespace(
+            mounting[namespace] = k8s.core.v1.Namespace(
                 f"{name}-ns-{namespace}",
                 metadata={
                     "name": namespace,
@@ -518,6 +525,7 @@ class Storage(pulumi.ComponentResource):
                 },
                 opts=in_cluster,
             )
+        for namespace, ns in mounting.items():
             volume_name = f"{CLAIM_NAME}-{namespace}"
             volume = k8s.core.v1.PersistentVolume(
                 f"{name}-pv-{namespace}",

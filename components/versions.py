@@ -132,6 +132,15 @@ NEURON_CHART: Final = HelmChart(
     reference_dir="neuron-helm-chart/1.9.0",
 )
 
+VOLCANO_CHART: Final = HelmChart(
+    chart="volcano",
+    # Tagged 2026-07-30; the chart repository index last seen offline listed 1.15.0, so confirm
+    # `helm search repo volcano-sh/volcano --version 1.15.1` before the first deployment.
+    version="1.15.1",
+    repository="https://volcano-sh.github.io/helm-charts",
+    reference_dir="volcano/1.15.1",
+)
+
 NEURON_CUSTOM_SCHEDULER_IMAGES: Final[dict[str, tuple[str, str]]] = {
     "1.33": ("public.ecr.aws/eks-distro/kubernetes/kube-scheduler", "v1.33.13-eks-1-33-34"),
     "1.34": ("public.ecr.aws/eks-distro/kubernetes/kube-scheduler", "v1.34.7-eks-1-34-18"),

@@ -270,12 +270,14 @@ def test_each_stack_gets_the_plugins_its_pools_need(
 def test_no_pools_no_plugins(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     data["nodePools"] = []
+    data["teams"] = []  # queues may not promise accelerators the pools cannot provide
     assert plugin_releases(run_platform(data, "dev")) == {}
 
 
 def test_trainium_pool_only_gets_efa_and_neuron(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["instanceTypes"] == ["trn1.32xlarge"]]
+    data["teams"] = []
     assert len(data["nodePools"]) == 1
     assert set(plugin_releases(run_platform(data, "dev"))) == {EFA, NEURON}
 
@@ -283,6 +285,7 @@ def test_trainium_pool_only_gets_efa_and_neuron(run_platform: Callable[..., Prog
 def test_small_gpu_pool_only_gets_nvidia(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
+    data["teams"] = []
     assert len(data["nodePools"]) == 1
     assert set(plugin_releases(run_platform(data, "dev"))) == {NVIDIA}
 
@@ -290,6 +293,7 @@ def test_small_gpu_pool_only_gets_nvidia(run_platform: Callable[..., ProgramRun]
 def test_efa_gpu_pool_gets_nvidia_and_efa(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("staging")
     data["nodePools"] = [p for p in data["nodePools"] if p["name"] == "p5"]
+    data["teams"] = []
     assert len(data["nodePools"]) == 1
     assert set(plugin_releases(run_platform(data, "staging"))) == {NVIDIA, EFA}
 
@@ -297,6 +301,7 @@ def test_efa_gpu_pool_gets_nvidia_and_efa(run_platform: Callable[..., ProgramRun
 def test_efa_opt_out_drops_the_efa_plugin(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["instanceTypes"] == ["trn1.32xlarge"]]
+    data["teams"] = []
     data["nodePools"][0]["efa"] = False
     assert set(plugin_releases(run_platform(data, "dev"))) == {NEURON}
 

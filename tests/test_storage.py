@@ -131,10 +131,19 @@ BUCKET_CASES = [
     for bucket in _raw_stack_storage(stack).get("buckets", [])
 ]
 LUSTRE_STACKS = [stack for stack in STACKS if _raw_stack_storage(stack).get("lustre")]
+
+
+def mounting_namespaces(raw_platform: dict[str, Any]) -> list[str]:
+    """Namespaces that get a claim: storage.lustre.namespaces and teams with the file system."""
+    listed = (raw_platform.get("storage", {}).get("lustre") or {}).get("namespaces", [])
+    teams = [t["name"] for t in raw_platform.get("teams", []) if t.get("sharedFileSystem", True)]
+    return [*listed, *teams]
+
+
 NAMESPACE_CASES = [
     (stack, namespace)
     for stack in LUSTRE_STACKS
-    for namespace in _raw_stack_storage(stack)["lustre"].get("namespaces", [])
+    for namespace in mounting_namespaces(stack_data(stack))
 ]
 
 
@@ -727,7 +736,7 @@ def test_volume_handle_is_the_file_system_id(lustre_case: StackCase) -> None:
 
 def test_one_volume_and_claim_per_namespace(lustre_case: StackCase) -> None:
     run = lustre_case.run
-    namespaces = lustre_case.lustre.get("namespaces", [])
+    namespaces = mounting_namespaces(lustre_case.raw)
     volumes = sorted(v.inputs["metadata"]["name"] for v in run.of_type(VOLUME))
     assert volumes == sorted(f"{CLAIM_NAME}-{ns}" for ns in namespaces)
     claims = sorted(c.inputs["metadata"]["namespace"] for c in run.of_type(CLAIM))
@@ -821,6 +830,7 @@ def test_non_default_lustre_settings_reach_the_resources(
     run_platform: Callable[..., ProgramRun],
 ) -> None:
     data = stack_data("dev")
+    data["teams"] = []  # only the listed namespaces mount the file system here
     data["storage"]["buckets"][0]["noncurrentVersionRetentionDays"] = 45
     lustre = data["storage"]["lustre"]
     lustre.update(

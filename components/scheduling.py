@@ -1,0 +1,147 @@
+"""Volcano: gang scheduling, the scheduler configuration, priority classes and team queues.
+
+Scheduler choice: the ``capacity`` plugin, not ``proportion``. Teams state their shares as
+absolute amounts of accelerators (``deserved`` and ``guarantee`` in config), which ``capacity``
+honours as written, lending idle capacity and reclaiming it (the ``reclaim`` action) when the
+owner needs it back; ``proportion`` ignores ``deserved`` and derives shares from weights alone.
+Queues are flat (one per team), so hierarchy (``enableHierarchy``) stays off; a tree of queues
+would need it, with ``capacity`` too.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Final
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import versions
+from components.cluster import SYSTEM_NODE_LABEL
+from components.config import AcceleratorAmounts, TeamConfig
+from components.helm import release
+
+NAMESPACE: Final = "volcano-system"
+QUEUE_API: Final = "scheduling.volcano.sh/v1beta1"
+SCHEDULER_NAME: Final = "volcano"
+QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+PRIORITY_CLASSES: Final[dict[str, tuple[int, str]]] = {
+    "training-critical": (100000, "Deadline-bound training; preempts the other classes."),
+    "training-standard": (10000, "Ordinary training jobs."),
+    "training-preemptible": (1000, "Experiments and sweeps that may be preempted."),
+}
+
+
+def scheduler_config() -> dict[str, Any]:
+    """volcano-scheduler.conf: gang scheduling with capacity-based queues and reclaim."""
+    return {
+        "actions": "enqueue, allocate, backfill, reclaim",
+        "tiers": [
+            {
+                "plugins": [
+                    {"name": "priority"},
+                    {"name": "gang", "enablePreemptable": False},
+                    {"name": "conformance"},
+                ]
+            },
+            {
+                "plugins": [
+                    {"name": "drf", "enablePreemptable": False},
+                    {"name": "predicates"},
+                    {"name": "capacity"},
+                    {"name": "nodeorder"},
+                    {"name": "binpack"},
+                ]
+            },
+        ],
+    }
+
+
+def volcano_values() -> dict[str, Any]:
+    """Values of the volcano chart: our scheduler config, controllers on the system nodes."""
+    return {
+        "custom": {
+            "scheduler_config_override": yaml.safe_dump(scheduler_config(), sort_keys=False),
+            "default_ns": {SYSTEM_NODE_LABEL: "system"},
+            "default_tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+        }
+    }
+
+
+def _amounts(amounts: AcceleratorAmounts) -> dict[str, str]:
+    return {name: str(count) for name, count in amounts.resources().items()}
+
+
+def queue_spec(team: TeamConfig) -> dict[str, Any]:
+    """A team's Queue: weight and reclaimable explicit (the webhook would fill them in)."""
+    queue = team.queue
+    return {
+        "weight": queue.weight,
+        "reclaimable": queue.reclaimable,
+        "capability": _amounts(team.capability),
+        "deserved": _amounts(queue.deserved),
+        "guarantee": {"resource": _amounts(queue.guarantee)},
+    }
+
+
+class Scheduling(pulumi.ComponentResource):
+    """Volcano, the platform's priority classes, and one queue per team.
+
+    Output: ``ready`` (the Volcano release): Trainer and gang-scheduled objects wait for it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        teams: list[TeamConfig],
+        cluster_ready: list[pulumi.Resource],
+        kubernetes_provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Install Volcano and create the queues.
+
+        Args:
+            name: prefix of child resource names.
+            teams: validated teams (one queue each).
+            cluster_ready: what Volcano waits for (system nodes, core add-ons).
+            kubernetes_provider: provider of the release and objects.
+            opts: resource options.
+        """
+        super().__init__("trainingplatform:index:Scheduling", name, None, opts)
+        in_cluster = pulumi.ResourceOptions(
+            parent=self, provider=kubernetes_provider, depends_on=cluster_ready
+        )
+        volcano = release(
+            "volcano",
+            versions.VOLCANO_CHART,
+            namespace=NAMESPACE,
+            values=volcano_values(),
+            create_namespace=True,
+            opts=in_cluster,
+        )
+        self.ready: list[pulumi.Resource] = [volcano]
+        for class_name, (value, description) in PRIORITY_CLASSES.items():
+            k8s.scheduling.v1.PriorityClass(
+                f"{name}-{class_name}",
+                metadata={"name": class_name},
+                value=value,
+                global_default=False,
+                preemption_policy="PreemptLowerPriority",
+                description=description,
+                opts=in_cluster,
+            )
+        after_volcano = pulumi.ResourceOptions(
+            parent=self, provider=kubernetes_provider, depends_on=[volcano]
+        )
+        for team in teams:
+            k8s.apiextensions.CustomResource(
+                f"{name}-queue-{team.name}",
+                api_version=QUEUE_API,
+                kind="Queue",
+                metadata={"name": team.name},
+                spec=typing.cast(Any, queue_spec(team)),
+                opts=after_volcano,
+            )
+        self.register_outputs({})

@@ -1,0 +1,165 @@
+"""Team namespaces: quota, defaults, access and the service account jobs run as."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Final
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.catalog import EFA_RESOURCE
+from components.config import TeamConfig
+
+TEAM_LABEL: Final = "trainingplatform.io/team"
+JOB_SERVICE_ACCOUNT: Final = "training-jobs"
+JOBS_CLUSTER_ROLE: Final = "trainingplatform:training-jobs"
+# Kubeflow Trainer v2, the legacy Training Operator and Volcano objects team members manage.
+JOB_RULES: Final = [
+    {
+        "apiGroups": ["trainer.kubeflow.org"],
+        "resources": ["trainjobs", "trainjobs/status"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["trainer.kubeflow.org"],
+        "resources": ["trainingruntimes", "clustertrainingruntimes"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["kubeflow.org"],
+        "resources": ["pytorchjobs", "tfjobs", "mpijobs", "jaxjobs", "xgboostjobs", "paddlejobs"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["scheduling.volcano.sh"],
+        "resources": ["podgroups", "queues"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
+
+
+def resource_quota_spec(team: TeamConfig) -> dict[str, Any]:
+    """Hard limits on what the namespace's pods may request: accelerators and EFA."""
+    quota = team.quota
+    return {
+        "hard": {
+            **{f"requests.{name}": str(count) for name, count in quota.resources().items()},
+            f"requests.{EFA_RESOURCE}": str(quota.efa_interfaces),
+        }
+    }
+
+
+def limit_range_spec() -> dict[str, Any]:
+    """Defaults for containers that state no requests, so they cannot starve a node."""
+    return {
+        "limits": [
+            {
+                "type": "Container",
+                "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+                "default": {"cpu": "2", "memory": "4Gi"},
+            }
+        ]
+    }
+
+
+def role_binding_subjects(groups: list[str]) -> list[dict[str, str]]:
+    """RBAC subjects for Kubernetes groups."""
+    return [
+        {"kind": "Group", "name": group, "apiGroup": "rbac.authorization.k8s.io"}
+        for group in groups
+    ]
+
+
+def _cast(value: object) -> Any:
+    # Builders speak the Kubernetes API's field names, which the SDK passes through unchanged.
+    return typing.cast(Any, value)
+
+
+class Teams(pulumi.ComponentResource):
+    """One namespace per team with its quota, defaults, access and job service account.
+
+    Output: ``namespaces`` (team name -> Namespace resource) for what lives in them (claims).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        teams: list[TeamConfig],
+        kubernetes_provider: pulumi.ProviderResource,
+        cluster_ready: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Create the team namespaces.
+
+        Args:
+            name: prefix of child resource names.
+            teams: validated teams.
+            kubernetes_provider: provider of every object.
+            cluster_ready: what the objects wait for (the cluster and its system nodes).
+            opts: resource options.
+        """
+        super().__init__("trainingplatform:index:Teams", name, None, opts)
+        in_cluster = pulumi.ResourceOptions(
+            parent=self, provider=kubernetes_provider, depends_on=cluster_ready
+        )
+        self.namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        if not teams:
+            self.register_outputs({})
+            return
+        k8s.rbac.v1.ClusterRole(
+            f"{name}-jobs",
+            metadata={"name": JOBS_CLUSTER_ROLE},
+            rules=_cast(JOB_RULES),
+            opts=in_cluster,
+        )
+        for team in teams:
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-{team.name}",
+                metadata={"name": team.name, "labels": {TEAM_LABEL: team.name}},
+                opts=in_cluster,
+            )
+            self.namespaces[team.name] = namespace
+            inside = pulumi.ResourceOptions(
+                parent=self, provider=kubernetes_provider, depends_on=[namespace]
+            )
+            metadata: dict[str, Any] = {"namespace": team.name, "labels": {TEAM_LABEL: team.name}}
+            k8s.core.v1.ResourceQuota(
+                f"{name}-{team.name}-accelerators",
+                metadata=_cast({**metadata, "name": "accelerators"}),
+                spec=_cast(resource_quota_spec(team)),
+                opts=inside,
+            )
+            k8s.core.v1.LimitRange(
+                f"{name}-{team.name}-defaults",
+                metadata=_cast({**metadata, "name": "container-defaults"}),
+                spec=_cast(limit_range_spec()),
+                opts=inside,
+            )
+            k8s.core.v1.ServiceAccount(
+                f"{name}-{team.name}-jobs",
+                metadata=_cast({**metadata, "name": JOB_SERVICE_ACCOUNT}),
+                opts=inside,
+            )
+            bindings = (
+                ("admins", "admin", team.admin_groups),
+                ("members", "edit", team.member_groups),
+                ("admins-jobs", JOBS_CLUSTER_ROLE, team.admin_groups),
+                ("members-jobs", JOBS_CLUSTER_ROLE, team.member_groups),
+            )
+            for binding, role, groups in bindings:
+                if not groups:
+                    continue
+                k8s.rbac.v1.RoleBinding(
+                    f"{name}-{team.name}-{binding}",
+                    metadata=_cast({**metadata, "name": f"team-{binding}"}),
+                    role_ref={
+                        "api_group": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": role,
+                    },
+                    subjects=_cast(role_binding_subjects(groups)),
+                    opts=inside,
+                )
+        self.register_outputs({})
