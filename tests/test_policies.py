@@ -236,6 +236,8 @@ def test_every_policy_has_cases() -> None:
         "fsx-encrypted-customer-key",
         "fsx-in-training-zone",
         "fsx-lustre-ports-only",
+        "queue-shares-ordered",
+        "queues-fit-pools",
     }
     assert covered == set(POLICIES)
 
@@ -545,4 +547,40 @@ def test_efa_enabled_file_system_may_take_all_traffic_from_groups_only(
     findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
     assert [f.message for f in findings] == [
         "group storage-lustre admits address ranges, not node groups"
+    ]
+
+
+QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+
+
+@pytest.mark.parametrize(
+    ("mutation", "words"),
+    [
+        (at("spec.weight", _DELETE), "weight is not set"),
+        (at("spec.reclaimable", _DELETE), "reclaimable is not set"),
+        (at("spec|guarantee|resource|nvidia.com/gpu", "200"), "guarantee 200 exceeds deserved"),
+        (at("spec|deserved|nvidia.com/gpu", "500"), "exceeds capability"),
+    ],
+)
+def test_queue_shares_ordered(
+    synthesized: dict[str, StackResult], mutation: Mutation, words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    assert _run_policy(POLICIES["queue-shares-ordered"], entries, "prod") == []
+    queue = _target(entries, QUEUE, "ml-research")
+    mutation(queue)
+    findings = _run_policy(POLICIES["queue-shares-ordered"], entries, "prod")
+    assert {f.urn for f in findings} == {queue["urn"]}
+    assert any(words in f.message for f in findings)
+
+
+def test_queues_fit_the_pools(synthesized: dict[str, StackResult]) -> None:
+    for stack in STACKS:
+        assert _run_policy(POLICIES["queues-fit-pools"], _records(synthesized[stack]), stack) == []
+    entries = _records(synthesized["prod"])
+    pool = _target(entries, NODE_POOL, "=pools-p5en")
+    pool["inputs"]["spec"]["limits"]["nvidia.com/gpu"] = 0  # 128 GPUs left, 128 guaranteed
+    findings = _run_policy(POLICIES["queues-fit-pools"], entries, "prod")
+    assert [f.message for f in findings] == [
+        "queues promise 192 nvidia.com/gpu as deserved but the NodePools are limited to 128"
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import capacity, cluster, governance, iam, nodes, storage
+from . import capacity, cluster, governance, iam, nodes, scheduling, storage
 
 PACK_NAME = "training-platform"
 
@@ -15,4 +15,5 @@ ALL_POLICIES: list[Policy] = [
     *governance.POLICIES,
     *capacity.POLICIES,
     *storage.POLICIES,
+    *scheduling.POLICIES,
 ]

@@ -1,0 +1,90 @@
+"""Gang scheduling: team queues whose promises the node pools can keep."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import StackValidationArgs, StackValidationPolicy
+
+from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
+
+from .common import MANDATORY, ReportViolation, ResourceValidationArgs, resource_policy
+
+QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+ACCELERATORS = (GPU_RESOURCE, NEURON_RESOURCE)
+
+
+def _amount(amounts: Mapping[str, Any] | None, resource: str) -> int:
+    return int(str((amounts or {}).get(resource, 0)))
+
+
+def _shares(spec: Mapping[str, Any]) -> dict[str, Mapping[str, Any] | None]:
+    return {
+        "guarantee": (spec.get("guarantee") or {}).get("resource"),
+        "deserved": spec.get("deserved"),
+        "capability": spec.get("capability"),
+    }
+
+
+def _check_queue(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != QUEUE:
+        return
+    spec = args.props.get("spec") or {}
+    for field in ("weight", "reclaimable"):
+        if field not in spec:
+            report(f"{field} is not set: Volcano's webhook fills it and every update diffs", None)
+    shares = _shares(spec)
+    for resource in ACCELERATORS:
+        guarantee = _amount(shares["guarantee"], resource)
+        deserved = _amount(shares["deserved"], resource)
+        capability = shares["capability"]
+        if guarantee > deserved:
+            report(f"{resource}: guarantee {guarantee} exceeds deserved {deserved}", None)
+        capped = capability is not None and resource in capability
+        if capped and deserved > _amount(capability, resource):
+            report(f"{resource}: deserved {deserved} exceeds capability", None)
+
+
+def _pool_limits(args: StackValidationArgs) -> dict[str, int]:
+    totals = dict.fromkeys(ACCELERATORS, 0)
+    for pool in args.resources:
+        if pool.resource_type == NODE_POOL:
+            limits = (pool.props.get("spec") or {}).get("limits") or {}
+            for resource in ACCELERATORS:
+                totals[resource] += _amount(limits, resource)
+    return totals
+
+
+def _check_queues_fit(args: StackValidationArgs, report: ReportViolation) -> None:
+    available = _pool_limits(args)
+    queues = [r for r in args.resources if r.resource_type == QUEUE]
+    for share in ("guarantee", "deserved"):
+        for resource in ACCELERATORS:
+            promised = sum(
+                _amount(_shares(q.props.get("spec") or {})[share], resource) for q in queues
+            )
+            if promised > available[resource]:
+                report(
+                    f"queues promise {promised} {resource} as {share} but the NodePools are "
+                    f"limited to {available[resource]}",
+                    None,
+                )
+
+
+POLICIES = [
+    resource_policy(
+        "queue-shares-ordered",
+        "A team queue states weight and reclaimable, and its shares nest: guarantee <= "
+        "deserved <= capability, as Volcano's admission webhook requires.",
+        _check_queue,
+    ),
+    StackValidationPolicy(
+        name="queues-fit-pools",
+        description="The accelerators the team queues guarantee (and deserve) fit in what the "
+        "NodePools may launch: a promise the pools cannot keep leaves gangs pending forever.",
+        validate=_check_queues_fit,
+        enforcement_level=MANDATORY,
+    ),
+]
