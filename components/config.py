@@ -732,9 +732,68 @@ class TeamConfig(StrictModel):
         )
 
 
+# --------------------------------------------------------------------------- trainer
+
+ImageReference = Annotated[
+    str,
+    AfterValidator(
+        _pattern(
+            r"[a-z0-9.\-/{}:]+(:[A-Za-z0-9._-]+|@sha256:[a-f0-9]{64})",
+            "an image with a tag or digest (never :latest)",
+        )
+    ),
+]
+
+
+def _not_latest(value: str) -> str:
+    if value.endswith(":latest"):
+        raise PydanticCustomError("latest", "a pinned tag or digest, not :latest")
+    return value
+
+
+PinnedImage = Annotated[ImageReference, AfterValidator(_not_latest)]
+
+
+class TrainerImagesConfig(StrictModel):
+    """Container images of the generated training runtimes (pinned)."""
+
+    torch: PinnedImage = Field(
+        default=versions.DEFAULT_TORCH_IMAGE,
+        description=f"PyTorch runtimes on GPU pools. Default: {versions.DEFAULT_TORCH_IMAGE}.",
+    )
+    mpi: PinnedImage = Field(
+        default=versions.DEFAULT_MPI_IMAGE,
+        description=f"MPI runtimes (DeepSpeed, NCCL tests). Default: {versions.DEFAULT_MPI_IMAGE}.",
+    )
+    jax: PinnedImage = Field(
+        default=versions.DEFAULT_JAX_IMAGE,
+        description=f"JAX runtimes on GPU pools. Default: {versions.DEFAULT_JAX_IMAGE}.",
+    )
+    neuron: PinnedImage = Field(
+        default=versions.DEFAULT_NEURON_IMAGE,
+        description="PyTorch runtimes on Trainium pools; {region} becomes the stack's region. "
+        "Default: the AWS Neuron deep learning container (PyTorch 2.8, Neuron SDK 2.26.1).",
+    )
+
+
+class TrainerConfig(StrictModel):
+    """Kubeflow Trainer v2 and the runtimes generated from the node pools."""
+
+    enabled: bool = Field(default=True, description="Install Kubeflow Trainer. Default: true.")
+    images: TrainerImagesConfig = Field(
+        default_factory=TrainerImagesConfig, description="Runtime images. Default: see keys."
+    )
+    hugepages_gib: int = Field(
+        default=5,
+        ge=0,
+        le=64,
+        description="2 MiB huge pages each EFA runtime pod requests (libfabric), GiB. Default: 5.",
+    )
+
+
 # Sections that later capabilities fill. Until their schema exists, anything put there is an
 # error rather than silently ignored.
-RESERVED_SECTIONS: Final = ("trainer", "slurm")
+RESERVED_SECTIONS: Final = ("slurm",)
 
 
 def _reserved(value: Any) -> Any:
@@ -790,7 +849,10 @@ class PlatformConfig(StrictModel):
         default_factory=list,
         description="Teams: namespaces, quotas, access and Volcano queues. Default: none.",
     )
-    trainer: Reserved = Field(default=None, description="Reserved: Kubeflow Trainer.")
+    trainer: TrainerConfig = Field(
+        default_factory=TrainerConfig,
+        description="Kubeflow Trainer v2 and its runtimes. Default: on, default images.",
+    )
     slurm: Reserved = Field(default=None, description="Reserved: Slinky Slurm.")
 
     @property

@@ -14,6 +14,7 @@ from components.node_pools import NodePools
 from components.scheduling import Scheduling
 from components.storage import Storage
 from components.teams import Teams
+from components.trainer import Trainer
 
 
 class TrainingPlatform(pulumi.ComponentResource):
@@ -113,6 +114,17 @@ class TrainingPlatform(pulumi.ComponentResource):
             tags=config.required_tags,
             lustre_client_group_id=self.storage.client_security_group_id,
             karpenter_ready=self.karpenter.ready,
+            kubernetes_provider=self.cluster.kubernetes_provider,
+            opts=with_aws,
+        )
+        self.trainer = Trainer(
+            "trainer",
+            trainer=config.trainer,
+            pools=config.node_pools,
+            region=config.region,
+            shared_file_system=config.storage.lustre is not None,
+            protect=config.protect_stateful_resources,
+            volcano_ready=self.scheduling.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,
         )

@@ -141,6 +141,25 @@ VOLCANO_CHART: Final = HelmChart(
     reference_dir="volcano/1.15.1",
 )
 
+TRAINER_VERSION: Final = "2.3.0"
+TRAINER_CHART: Final = HelmChart(
+    chart="oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
+    version=TRAINER_VERSION,
+    repository=None,
+    reference_dir=f"kubeflow-trainer/{TRAINER_VERSION}",
+)
+
+# Default training images (config can pin others): the images of Trainer's own runtimes at
+# v2.3.0, and the AWS Neuron deep learning container for Trainium.
+DEFAULT_TORCH_IMAGE: Final = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+DEFAULT_MPI_IMAGE: Final = f"ghcr.io/kubeflow/trainer/deepspeed-runtime:v{TRAINER_VERSION}"
+DEFAULT_JAX_IMAGE: Final = "nvcr.io/nvidia/jax:25.10-py3"
+DEFAULT_NEURON_IMAGE: Final = (
+    "763104351884.dkr.ecr.{region}.amazonaws.com/"
+    "pytorch-training-neuronx:2.8.0-neuronx-py311-sdk2.26.1-ubuntu22.04"
+)
+"""``{region}`` is replaced with the stack's region (the deep learning containers registry)."""
+
 NEURON_CUSTOM_SCHEDULER_IMAGES: Final[dict[str, tuple[str, str]]] = {
     "1.33": ("public.ecr.aws/eks-distro/kubernetes/kube-scheduler", "v1.33.13-eks-1-33-34"),
     "1.34": ("public.ecr.aws/eks-distro/kubernetes/kube-scheduler", "v1.34.7-eks-1-34-18"),

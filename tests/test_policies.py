@@ -238,6 +238,8 @@ def test_every_policy_has_cases() -> None:
         "fsx-lustre-ports-only",
         "queue-shares-ordered",
         "queues-fit-pools",
+        "runtime-gang-scheduled",
+        "runtime-requests-match-pool",
     }
     assert covered == set(POLICIES)
 
@@ -584,3 +586,63 @@ def test_queues_fit_the_pools(synthesized: dict[str, StackResult]) -> None:
     assert [f.message for f in findings] == [
         "queues promise 192 nvidia.com/gpu as deserved but the NodePools are limited to 128"
     ]
+
+
+RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
+
+
+def _node_pod(runtime: Entry, job: str = "node") -> dict[str, Any]:
+    jobs = runtime["inputs"]["spec"]["template"]["spec"]["replicatedJobs"]
+    pod: dict[str, Any] = next(j for j in jobs if j["name"] == job)["template"]["spec"]["template"][
+        "spec"
+    ]
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda r: _node_pod(r).pop("schedulerName"), "the default scheduler"),
+        (lambda r: _node_pod(r).update(schedulerName="my-scheduler"), "scheduled by my-scheduler"),
+        (lambda r: r["inputs"]["spec"].pop("podGroupPolicy"), "no podGroupPolicy"),
+    ],
+)
+def test_runtime_gang_scheduled(
+    synthesized: dict[str, StackResult], change: Callable[[Entry], Any], words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    assert _run_policy(POLICIES["runtime-gang-scheduled"], entries, "prod") == []
+    runtime = _target(entries, RUNTIME, "trainer-torch-p5")
+    change(runtime)
+    findings = _run_policy(POLICIES["runtime-gang-scheduled"], entries, "prod")
+    assert [f.urn for f in findings] == [runtime["urn"]] and words in findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            lambda p: p["containers"][0]["resources"]["requests"].update({"nvidia.com/gpu": "4"}),
+            "requests 4 nvidia.com/gpu on p5.48xlarge, which has 8",
+        ),
+        (
+            lambda p: p["containers"][0]["resources"]["requests"].update(
+                {"vpc.amazonaws.com/efa": "16"}
+            ),
+            "requests 16 EFA interfaces; the pool's nodes have 32",
+        ),
+        (lambda p: p.update(tolerations=[]), "does not tolerate the pool's taint nvidia.com/gpu"),
+    ],
+)
+def test_runtime_requests_match_pool(
+    synthesized: dict[str, StackResult], change: Callable[[dict[str, Any]], Any], words: str
+) -> None:
+    for stack in STACKS:
+        entries = _records(synthesized[stack])
+        assert _run_policy(POLICIES["runtime-requests-match-pool"], entries, stack) == []
+    entries = _records(synthesized["prod"])
+    runtime = _target(entries, RUNTIME, "trainer-mpi-p5")
+    change(_node_pod(runtime, "launcher"))
+    findings = _run_policy(POLICIES["runtime-requests-match-pool"], entries, "prod")
+    assert [f.urn for f in findings] == [runtime["urn"]]
+    assert words in findings[0].message

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import capacity, cluster, governance, iam, nodes, scheduling, storage
+from . import capacity, cluster, governance, iam, nodes, scheduling, storage, trainer
 
 PACK_NAME = "training-platform"
 
@@ -16,4 +16,5 @@ ALL_POLICIES: list[Policy] = [
     *capacity.POLICIES,
     *storage.POLICIES,
     *scheduling.POLICIES,
+    *trainer.POLICIES,
 ]
