@@ -79,7 +79,7 @@ def queue_spec(team: TeamConfig) -> dict[str, Any]:
     return {
         "weight": queue.weight,
         "reclaimable": queue.reclaimable,
-        "capability": _amounts(team.capability),
+        "capability": _amounts(queue.deserved),
         "deserved": _amounts(queue.deserved),
         "guarantee": {"resource": _amounts(queue.guarantee)},
     }
