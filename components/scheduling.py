@@ -79,7 +79,7 @@ def queue_spec(team: TeamConfig) -> dict[str, Any]:
     return {
         "weight": queue.weight,
         "reclaimable": queue.reclaimable,
-        "capability": _amounts(queue.deserved),
+        "capability": _amounts(team.capability),
         "deserved": _amounts(queue.deserved),
         "guarantee": {"resource": _amounts(queue.guarantee)},
     }
