@@ -649,8 +649,9 @@ class StorageConfig(StrictModel):
 
 # --------------------------------------------------------------------------- teams
 
+# System namespaces, and Volcano's own queues (root, default): a team's name is both.
 RESERVED_NAMESPACES: Final = (
-    "default", "kube-system", "kube-public", "kube-node-lease", "volcano-system",
+    "default", "root", "kube-system", "kube-public", "kube-node-lease", "volcano-system",
     "kubeflow-system", "slinky", "slurm", "cert-manager",
 )  # fmt: skip
 GroupName = Annotated[str, Field(min_length=1, max_length=128)]
@@ -738,16 +739,21 @@ ImageReference = Annotated[
     str,
     AfterValidator(
         _pattern(
-            r"[a-z0-9.\-/{}:]+(:[A-Za-z0-9._-]+|@sha256:[a-f0-9]{64})",
+            r"[a-z0-9._\-/{}:]+(:[A-Za-z0-9._-]+|@sha256:[a-f0-9]{64})",
             "an image with a tag or digest (never :latest)",
         )
     ),
 ]
 
 
+FLOATING_TAGS: Final = ("latest", "main", "master", "HEAD", "nightly", "edge")
+
+
 def _not_latest(value: str) -> str:
-    if value.endswith(":latest"):
-        raise PydanticCustomError("latest", "a pinned tag or digest, not :latest")
+    if "@" not in value and value.rsplit(":", 1)[-1] in FLOATING_TAGS:
+        raise PydanticCustomError(
+            "floating", "a pinned tag or digest, not :" + ", :".join(FLOATING_TAGS)
+        )
     return value
 
 

@@ -26,10 +26,13 @@ NAMESPACE: Final = "volcano-system"
 QUEUE_API: Final = "scheduling.volcano.sh/v1beta1"
 SCHEDULER_NAME: Final = "volcano"
 QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+# Priorities order pending jobs (Volcano's priority plugin); they never evict running pods:
+# preempting one worker of a gang kills the whole job, so the scheduler runs no preempt action
+# and the classes say preemptionPolicy: Never. Queues take back what they lent (reclaim).
 PRIORITY_CLASSES: Final[dict[str, tuple[int, str]]] = {
-    "training-critical": (100000, "Deadline-bound training; preempts the other classes."),
+    "training-critical": (100000, "Deadline-bound training; scheduled before other jobs."),
     "training-standard": (10000, "Ordinary training jobs."),
-    "training-preemptible": (1000, "Experiments and sweeps that may be preempted."),
+    "training-low": (1000, "Experiments and sweeps; scheduled when nothing else waits."),
 }
 
 
@@ -128,7 +131,7 @@ class Scheduling(pulumi.ComponentResource):
                 metadata={"name": class_name},
                 value=value,
                 global_default=False,
-                preemption_policy="PreemptLowerPriority",
+                preemption_policy="Never",
                 description=description,
                 opts=in_cluster,
             )

@@ -51,14 +51,14 @@ def resource_quota_spec(team: TeamConfig) -> dict[str, Any]:
 
 
 def limit_range_spec() -> dict[str, Any]:
-    """Defaults for containers that state no requests, so they cannot starve a node."""
+    """Default requests for containers that state none, so the scheduler can place them.
+
+    No default limits: a training container that states only ``nvidia.com/gpu`` would be
+    capped at a default CPU and memory limit and killed.
+    """
     return {
         "limits": [
-            {
-                "type": "Container",
-                "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
-                "default": {"cpu": "2", "memory": "4Gi"},
-            }
+            {"type": "Container", "defaultRequest": {"cpu": "500m", "memory": "1Gi"}},
         ]
     }
 

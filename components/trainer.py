@@ -13,6 +13,7 @@ of a node's Neuron devices should use ``schedulerName: my-scheduler`` through ``
 
 from __future__ import annotations
 
+import copy
 import typing
 from typing import Any, Final, Literal
 
@@ -37,6 +38,9 @@ DEFAULT_QUEUE: Final = "default"
 """Queue of jobs that name none: Volcano's own, with no guaranteed share (jobs there only use
 what teams leave idle). Teams name theirs per job (README: runtimePatches)."""
 SHARED_MOUNT: Final = "/fsx"
+MPI_SSH_PATH: Final = "/home/mpiuser/.ssh"
+MPI_SSH_PORT: Final = 2222
+"""sshd of Trainer's MPI runtime image listens here (its non-root sshd_config)."""
 DEFAULT_PRIORITY_CLASS: Final = "training-standard"
 Framework = Literal["torch", "mpi", "jax"]
 
@@ -140,27 +144,38 @@ def runtime_spec(
         image = images.neuron.replace("{region}", region)
     pod = pod_spec(pool, image=image, trainer=trainer, shared_file_system=shared_file_system)
     ml_policy: dict[str, Any] = {"numNodes": 1}
-    jobs: list[dict[str, Any]]
+    jobset: dict[str, Any]
     if framework == "mpi":
         ml_policy["mpi"] = {
             "numProcPerNode": pool.instance.accelerators,
             "mpiImplementation": "OpenMPI",
-            "sshAuthMountPath": "/home/mpiuser/.ssh",
+            "sshAuthMountPath": MPI_SSH_PATH,
             "runLauncherAsNode": True,
         }
-        jobs = [
-            _replicated_job("launcher", pod, trainer_step=True),
-            _replicated_job("node", pod, trainer_step=False),
-        ]
+        # Workers serve SSH until the launcher (itself node 0) has run mpirun over them; the
+        # job succeeds when the launcher does.
+        worker = copy.deepcopy(pod)
+        worker["containers"][0].update(
+            command=["/usr/sbin/sshd"],
+            args=["-De", "-f", "/home/mpiuser/.sshd_config"],
+            readinessProbe={"tcpSocket": {"port": MPI_SSH_PORT}, "initialDelaySeconds": 5},
+        )
+        launcher = _replicated_job("launcher", pod, trainer_step=True)
+        launcher["dependsOn"] = [{"name": "node", "status": "Ready"}]
+        jobset = {
+            "network": {"publishNotReadyAddresses": True},
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
+            "replicatedJobs": [_replicated_job("node", worker, trainer_step=False), launcher],
+        }
     else:
         ml_policy[framework] = {}
-        jobs = [_replicated_job("node", pod, trainer_step=True)]
+        jobset = {"replicatedJobs": [_replicated_job("node", pod, trainer_step=True)]}
     return {
         "mlPolicy": ml_policy,
         "podGroupPolicy": {"volcano": {}},
         "template": {
             "metadata": {"annotations": {QUEUE_ANNOTATION: DEFAULT_QUEUE}},
-            "spec": {"replicatedJobs": jobs},
+            "spec": jobset,
         },
     }
 

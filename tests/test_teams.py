@@ -1,0 +1,621 @@
+"""Team namespaces under mocks: quota, container defaults, access, job identity, claims, config.
+
+Expected values come from the ``teams:`` sections of the stack files (``stacks/Pulumi.<stack>.yaml``)
+and, where a team leaves a setting out, from the documented default of that setting (the field
+descriptions of ``TeamConfig`` and friends in components/config.py), written out here. Resource
+names, label keys and role names are written out too: importing the program's constants would let
+a wrong value in the program pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, Final
+
+import pytest
+
+from components import catalog
+from components.config import ConfigError, ConfigProblem, parse_platform_config
+from synth.engine import ResourceRecord
+from synth.run import StackResult
+from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.schemas import validation_errors
+
+TEAMS = "trainingplatform:index:Teams"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+QUOTA = "kubernetes:core/v1:ResourceQuota"
+LIMIT_RANGE = "kubernetes:core/v1:LimitRange"
+SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
+ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
+CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+VOLUME = "kubernetes:core/v1:PersistentVolume"
+QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+TEAM_OBJECT_TYPES: Final = (QUOTA, LIMIT_RANGE, SERVICE_ACCOUNT, ROLE_BINDING)
+
+TEAM_LABEL: Final = "trainingplatform.io/team"
+QUOTA_NAME: Final = "accelerators"
+JOB_SERVICE_ACCOUNT: Final = "training-jobs"
+JOBS_ROLE: Final = "trainingplatform:training-jobs"
+ADMIN_ROLE: Final = "admin"  # Kubernetes' built-in user-facing roles
+MEMBER_ROLE: Final = "edit"
+RBAC_GROUP: Final = "rbac.authorization.k8s.io"
+CLAIM_NAME: Final = "shared-lustre"
+GPU: Final = "nvidia.com/gpu"
+NEURON: Final = "aws.amazon.com/neuron"
+EFA: Final = "vpc.amazonaws.com/efa"
+READ_VERBS: Final = frozenset({"get", "list", "watch"})
+
+# Documented defaults (config field descriptions) for settings a team may leave out.
+DEFAULT_QUOTA: Final = {"gpus": 0, "neuronDevices": 0, "efaInterfaces": 0}
+DEFAULT_GROUPS: Final[list[str]] = []
+DEFAULT_SHARED_FILE_SYSTEM: Final = True
+
+
+# --------------------------------------------------------------------------- stack cases
+
+
+def raw_teams(stack: str) -> list[dict[str, Any]]:
+    teams: list[dict[str, Any]] = stack_data(stack).get("teams", [])
+    return teams
+
+
+TEAM_CASES = [(stack, team["name"]) for stack in STACKS for team in raw_teams(stack)]
+
+
+def raw_team(stack: str, name: str) -> dict[str, Any]:
+    (team,) = [t for t in raw_teams(stack) if t["name"] == name]
+    return team
+
+
+def expected_quota(team: dict[str, Any]) -> dict[str, int]:
+    """The ResourceQuota's hard request limits, from the team's quota (missing kinds: 0)."""
+    quota = {**DEFAULT_QUOTA, **team["quota"]}
+    return {
+        f"requests.{GPU}": quota["gpus"],
+        f"requests.{NEURON}": quota["neuronDevices"],
+        f"requests.{EFA}": quota["efaInterfaces"],
+    }
+
+
+def expected_grants(team: dict[str, Any]) -> set[tuple[str, str]]:
+    """(ClusterRole, group) pairs the team's RoleBindings must grant, and no others."""
+    admins = team.get("adminGroups", DEFAULT_GROUPS)
+    members = team.get("memberGroups", DEFAULT_GROUPS)
+    return (
+        {(ADMIN_ROLE, group) for group in admins}
+        | {(MEMBER_ROLE, group) for group in members}
+        | {(JOBS_ROLE, group) for group in [*admins, *members]}
+    )
+
+
+def has_file_system(raw_platform: dict[str, Any]) -> bool:
+    return bool(raw_platform.get("storage", {}).get("lustre"))
+
+
+@pytest.fixture(scope="module")
+def runs(synthesized: dict[str, StackResult]) -> dict[str, ProgramRun]:
+    return {stack: ProgramRun(synthesized[stack].records) for stack in STACKS}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _metadata(record: ResourceRecord) -> dict[str, Any]:
+    metadata: dict[str, Any] = record.inputs.get("metadata", {})
+    return metadata
+
+
+def _namespace(run: ProgramRun, name: str) -> ResourceRecord:
+    found = [r for r in run.of_type(NAMESPACE) if _metadata(r).get("name") == name]
+    assert len(found) == 1, f"expected one Namespace {name}: {found}"
+    return found[0]
+
+
+def _in_namespace(run: ProgramRun, resource_type: str, namespace: str) -> list[ResourceRecord]:
+    return [r for r in run.of_type(resource_type) if _metadata(r).get("namespace") == namespace]
+
+
+def _one_in_namespace(
+    run: ProgramRun, resource_type: str, namespace: str, name: str
+) -> ResourceRecord:
+    found = [
+        r for r in _in_namespace(run, resource_type, namespace) if _metadata(r).get("name") == name
+    ]
+    assert len(found) == 1, f"expected one {resource_type} {namespace}/{name}: {found}"
+    return found[0]
+
+
+def _team_namespaces(run: ProgramRun) -> list[ResourceRecord]:
+    return [r for r in run.of_type(NAMESPACE) if TEAM_LABEL in _metadata(r).get("labels", {})]
+
+
+def _jobs_role(run: ProgramRun) -> ResourceRecord:
+    found = [r for r in run.of_type(CLUSTER_ROLE) if _metadata(r).get("name") == JOBS_ROLE]
+    assert len(found) == 1, f"expected one ClusterRole {JOBS_ROLE}: {found}"
+    return found[0]
+
+
+def _grants(bindings: list[ResourceRecord]) -> set[tuple[str, str]]:
+    """(ClusterRole, group) pairs granted by RoleBindings; every subject must be a group."""
+    grants: set[tuple[str, str]] = set()
+    for binding in bindings:
+        role_ref = binding.inputs["roleRef"]
+        assert role_ref["kind"] == "ClusterRole", role_ref
+        assert role_ref["apiGroup"] == RBAC_GROUP, role_ref
+        subjects = binding.inputs.get("subjects") or []
+        assert subjects, f"RoleBinding {binding.name} binds nobody"
+        for subject in subjects:
+            assert subject["kind"] == "Group", subject
+            assert subject["apiGroup"] == RBAC_GROUP, subject
+            grants.add((role_ref["name"], subject["name"]))
+    return grants
+
+
+def _verbs(rules: list[dict[str, Any]], api_group: str, resource: str) -> set[str]:
+    """Every verb the rules grant on ``resource`` of ``api_group`` (wildcards count)."""
+    verbs: set[str] = set()
+    for rule in rules:
+        if (api_group in rule.get("apiGroups", []) or "*" in rule.get("apiGroups", [])) and (
+            resource in rule.get("resources", []) or "*" in rule.get("resources", [])
+        ):
+            verbs.update(rule.get("verbs", []))
+    return verbs
+
+
+_QUANTITY = re.compile(r"(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti)?")
+_SUFFIX: Final = {None: 1.0, "m": 1e-3, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+
+
+def _quantity(text: str) -> float:
+    match = _QUANTITY.fullmatch(str(text))
+    assert match, f"not a quantity this test reads: {text!r}"
+    return float(match.group(1)) * _SUFFIX[match.group(2)]
+
+
+def _manifest(record: ResourceRecord) -> dict[str, Any]:
+    """The object as Kubernetes receives it: the typed resource's inputs are its fields."""
+    return dict(record.inputs)
+
+
+def _problems(data: dict[str, Any]) -> list[ConfigProblem]:
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    return caught.value.problems
+
+
+def _dev_capacity() -> dict[str, int]:
+    """Accelerators dev's pools provide at most: maxNodes x devices per node (stack + catalog)."""
+    totals = {"gpus": 0, "neuronDevices": 0}
+    for pool in stack_data("dev")["nodePools"]:
+        entry = catalog.CATALOG[pool["instanceTypes"][0]]
+        kind = "gpus" if entry.accelerator == "nvidia" else "neuronDevices"
+        totals[kind] += pool["maxNodes"] * entry.accelerators
+    return totals
+
+
+# --------------------------------------------------------------------------- every stack
+
+
+def test_every_stack_file_has_teams() -> None:
+    # the parametrized cases below would silently shrink if the stack files lost their teams
+    assert {stack for stack, _ in TEAM_CASES} == set(STACKS)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_one_labelled_namespace_per_team(runs: dict[str, ProgramRun], stack: str) -> None:
+    run = runs[stack]
+    expected = sorted(team["name"] for team in raw_teams(stack))
+    labelled = _team_namespaces(run)
+    assert sorted(_metadata(r)["name"] for r in labelled) == expected
+    component = run.one(TEAMS).urn
+    for name in expected:
+        namespace = _namespace(run, name)
+        assert _metadata(namespace)["labels"][TEAM_LABEL] == name
+        assert namespace.parent == component
+        assert namespace.provider is not None and "kubernetes" in namespace.provider
+
+
+@pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
+def test_resource_quota_equals_the_team_quota(
+    runs: dict[str, ProgramRun], stack: str, team: str
+) -> None:
+    quota = _one_in_namespace(runs[stack], QUOTA, team, QUOTA_NAME)
+    hard = quota.inputs["spec"]["hard"]
+    expected = expected_quota(raw_team(stack, team))
+    assert {key: int(hard[key]) for key in expected} == expected
+    assert _metadata(quota)["labels"][TEAM_LABEL] == team
+    assert len(_in_namespace(runs[stack], QUOTA, team)) == 1
+
+
+@pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
+def test_limit_range_gives_containers_default_requests(
+    runs: dict[str, ProgramRun], stack: str, team: str
+) -> None:
+    (limit_range,) = _in_namespace(runs[stack], LIMIT_RANGE, team)
+    limits = limit_range.inputs["spec"]["limits"]
+    containers = [limit for limit in limits if limit["type"] == "Container"]
+    assert len(containers) == 1, limits
+    (container,) = containers
+    requests = container["defaultRequest"]
+    assert set(requests) >= {"cpu", "memory"}, requests
+    assert all(_quantity(value) > 0 for value in requests.values()), requests
+    # the API server rejects a LimitRange whose default request exceeds its default limit
+    for resource, limit in container.get("default", {}).items():
+        if resource in requests:
+            assert _quantity(requests[resource]) <= _quantity(limit), (resource, container)
+
+
+@pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
+def test_limit_range_sets_no_default_cpu_or_memory_limit(
+    runs: dict[str, ProgramRun], stack: str, team: str
+) -> None:
+    # LimitRanger gives every container that states no limit the LimitRange's default limit. A
+    # training container that states only `limits: {nvidia.com/gpu: 8}` (the usual pattern) would
+    # be capped at the default CPU and memory and OOM-killed, and one that requests more memory
+    # than the default limit without stating a limit is rejected at admission ("must be less
+    # than or equal to memory limit"). Defaults belong on requests only.
+    (limit_range,) = _in_namespace(runs[stack], LIMIT_RANGE, team)
+    for limit in limit_range.inputs["spec"]["limits"]:
+        if limit["type"] == "Container":
+            default = limit.get("default", {})
+            assert not {"cpu", "memory"} & set(default), (
+                f"{team}: default container limits {default} cap every training container that "
+                "states no limit (and reject those requesting more)"
+            )
+
+
+@pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
+def test_job_service_account(runs: dict[str, ProgramRun], stack: str, team: str) -> None:
+    account = _one_in_namespace(runs[stack], SERVICE_ACCOUNT, team, JOB_SERVICE_ACCOUNT)
+    assert _metadata(account)["labels"][TEAM_LABEL] == team
+
+
+@pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
+def test_role_bindings_grant_admin_edit_and_jobs_to_the_team_groups(
+    runs: dict[str, ProgramRun], stack: str, team: str
+) -> None:
+    raw = raw_team(stack, team)
+    assert raw.get("adminGroups") and raw.get("memberGroups"), "stack teams name both kinds"
+    bindings = _in_namespace(runs[stack], ROLE_BINDING, team)
+    assert _grants(bindings) == expected_grants(raw)
+    names = [_metadata(b)["name"] for b in bindings]
+    assert len(names) == len(set(names)), names
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_jobs_cluster_role_grants_trainjobs_and_only_reads_cluster_runtimes(
+    runs: dict[str, ProgramRun], stack: str
+) -> None:
+    role = _jobs_role(runs[stack])
+    assert role.parent == runs[stack].one(TEAMS).urn
+    rules = role.inputs["rules"]
+    trainjobs = _verbs(rules, "trainer.kubeflow.org", "trainjobs")
+    assert {"create", "delete", "get", "list"} <= trainjobs, trainjobs
+    runtimes = _verbs(rules, "trainer.kubeflow.org", "clustertrainingruntimes")
+    assert runtimes, "team members cannot even see the cluster training runtimes"
+    assert runtimes <= READ_VERBS, runtimes
+    assert all("*" not in rule.get("verbs", []) for rule in rules), rules
+
+
+@pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
+def test_every_object_in_the_namespace_depends_on_it(
+    runs: dict[str, ProgramRun], stack: str, team: str
+) -> None:
+    run = runs[stack]
+    namespace = _namespace(run, team).urn
+    inside = [r for r in run.records if _metadata(r).get("namespace") == team]
+    assert {r.type for r in inside} >= set(TEAM_OBJECT_TYPES)
+    for record in inside:
+        assert namespace in record.dependencies, f"{record.type} {record.name}"
+
+
+@pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
+def test_team_gets_the_shared_file_system_claim(
+    runs: dict[str, ProgramRun], stack: str, team: str
+) -> None:
+    raw = stack_data(stack)
+    wants = raw_team(stack, team).get("sharedFileSystem", DEFAULT_SHARED_FILE_SYSTEM)
+    claims = _in_namespace(runs[stack], CLAIM, team)
+    if wants and has_file_system(raw):
+        assert [_metadata(c)["name"] for c in claims] == [CLAIM_NAME]
+    else:
+        assert claims == []
+
+
+@pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
+def test_team_objects_pass_the_kubernetes_schemas(
+    runs: dict[str, ProgramRun], stack: str, team: str
+) -> None:
+    run = runs[stack]
+    version = stack_data(stack)["cluster"]["kubernetesVersion"]
+    records = [_namespace(run, team)]
+    for resource_type in TEAM_OBJECT_TYPES:
+        records.extend(_in_namespace(run, resource_type, team))
+    assert len(records) >= 1 + len(TEAM_OBJECT_TYPES)
+    for record in records:
+        assert validation_errors(_manifest(record), version, None) == [], record.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_jobs_cluster_role_passes_the_kubernetes_schema(
+    runs: dict[str, ProgramRun], stack: str
+) -> None:
+    version = stack_data(stack)["cluster"]["kubernetesVersion"]
+    assert validation_errors(_manifest(_jobs_role(runs[stack])), version, None) == []
+
+
+# --------------------------------------------------------------------------- variations
+
+
+@pytest.mark.parametrize(
+    ("emptied", "role_kept"),
+    [("memberGroups", ADMIN_ROLE), ("adminGroups", MEMBER_ROLE)],
+)
+def test_no_role_binding_for_an_empty_group_list(
+    run_platform: Callable[..., ProgramRun], emptied: str, role_kept: str
+) -> None:
+    data = stack_data("dev")
+    team = data["teams"][0]
+    team[emptied] = []
+    run = run_platform(data, "dev")
+    bindings = _in_namespace(run, ROLE_BINDING, team["name"])
+    # two bindings remain: the kept groups' own role and the jobs role
+    assert len(bindings) == 2, [b.name for b in bindings]
+    assert _grants(bindings) == expected_grants(team)
+    assert {role for role, _ in _grants(bindings)} == {role_kept, JOBS_ROLE}
+
+
+def test_no_role_binding_without_any_group(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("dev")
+    team = data["teams"][0]
+    team["adminGroups"] = []
+    team["memberGroups"] = []
+    run = run_platform(data, "dev")
+    assert _in_namespace(run, ROLE_BINDING, team["name"]) == []
+    # the rest of the namespace is still there
+    assert _in_namespace(run, QUOTA, team["name"])
+
+
+def test_a_team_stating_only_its_name_gets_the_documented_defaults(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    data["teams"].append({"name": "ml-minimal", "quota": {}})
+    run = run_platform(data, "dev")
+    _namespace(run, "ml-minimal")
+    hard = _one_in_namespace(run, QUOTA, "ml-minimal", QUOTA_NAME).inputs["spec"]["hard"]
+    assert {key: int(hard[key]) for key in expected_quota({"quota": {}})} == {
+        f"requests.{GPU}": 0,
+        f"requests.{NEURON}": 0,
+        f"requests.{EFA}": 0,
+    }
+    assert _in_namespace(run, ROLE_BINDING, "ml-minimal") == []
+    _one_in_namespace(run, SERVICE_ACCOUNT, "ml-minimal", JOB_SERVICE_ACCOUNT)
+    assert len(_in_namespace(run, LIMIT_RANGE, "ml-minimal")) == 1
+    # sharedFileSystem defaults to true and dev has a file system
+    assert [_metadata(c)["name"] for c in _in_namespace(run, CLAIM, "ml-minimal")] == [CLAIM_NAME]
+
+
+def test_shared_file_system_false_gets_no_claim(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("dev")
+    team = data["teams"][0]
+    team["sharedFileSystem"] = False
+    run = run_platform(data, "dev")
+    _namespace(run, team["name"])
+    assert _in_namespace(run, CLAIM, team["name"]) == []
+    volumes = [
+        v
+        for v in run.of_type(VOLUME)
+        if v.inputs["spec"].get("claimRef", {}).get("namespace") == team["name"]
+    ]
+    assert volumes == []
+
+
+def test_no_claim_without_a_file_system(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("dev")
+    del data["storage"]["lustre"]
+    team = data["teams"][0]
+    assert team.get("sharedFileSystem", DEFAULT_SHARED_FILE_SYSTEM)
+    run = run_platform(data, "dev")
+    _namespace(run, team["name"])
+    assert run.of_type(CLAIM) == []
+
+
+def test_no_teams_no_team_objects(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("dev")
+    data["teams"] = []
+    run = run_platform(data, "dev")
+    assert _team_namespaces(run) == []
+    for resource_type in (*TEAM_OBJECT_TYPES, CLAIM, QUEUE):
+        assert run.of_type(resource_type) == [], resource_type
+    assert [r for r in run.of_type(CLUSTER_ROLE) if _metadata(r).get("name") == JOBS_ROLE] == []
+
+
+def test_second_team_gets_its_own_objects(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("dev")
+    data["teams"].append(
+        {
+            "name": "ml-other",
+            "adminGroups": ["other-leads"],
+            "memberGroups": ["other-engineers", "other-interns"],
+            "quota": {"efaInterfaces": 4},
+        }
+    )
+    run = run_platform(data, "dev")
+    assert len(_team_namespaces(run)) == 2
+    _jobs_role(run)  # one ClusterRole shared by every team
+    bindings = _in_namespace(run, ROLE_BINDING, "ml-other")
+    assert _grants(bindings) == expected_grants(data["teams"][1])
+    hard = _one_in_namespace(run, QUOTA, "ml-other", QUOTA_NAME).inputs["spec"]["hard"]
+    assert int(hard[f"requests.{EFA}"]) == 4
+    assert int(hard[f"requests.{GPU}"]) == 0
+
+
+# --------------------------------------------------------------------------- bad config
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def _team(**fields: Any) -> Mutation:
+    """Change fields of dev's first team."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        data["teams"][0].update(fields)
+
+    return mutate
+
+
+def _queue(**fields: Any) -> Mutation:
+    """Change fields of dev's first team's queue."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        data["teams"][0].setdefault("queue", {}).update(fields)
+
+    return mutate
+
+
+def _add_team(team: dict[str, Any]) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        data["teams"].append(team)
+
+    return mutate
+
+
+def _both(*mutations: Mutation) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        for mutation in mutations:
+            mutation(data)
+
+    return mutate
+
+
+def _lustre_namespaces(*namespaces: str) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        data["storage"]["lustre"]["namespaces"] = list(namespaces)
+
+    return mutate
+
+
+DEV_CAPACITY = _dev_capacity()
+DEV_TEAM = stack_data("dev")["teams"][0]["name"]
+OVER_GUARANTEED = DEV_CAPACITY["gpus"] + 1
+
+# (id, mutation of the dev stack, key path, the value found there, words of the allowed text)
+INVALID: list[tuple[str, Mutation, str, Any, str]] = [
+    ("duplicate team names",
+     _add_team({"name": DEV_TEAM, "quota": {}}),
+     "platform.teams", [DEV_TEAM, DEV_TEAM], "unique team names"),
+    ("reserved namespace kube-system", _team(name="kube-system"),
+     "platform.teams[0].name", "kube-system", "a name other than default, root, kube-system"),
+    ("reserved namespace volcano-system", _team(name="volcano-system"),
+     "platform.teams[0].name", "volcano-system", "volcano-system"),
+    ("guarantee above deserved",
+     _queue(guarantee={"gpus": 2}, deserved={"gpus": 1, "neuronDevices": 16}),
+     "platform.teams[0].queue.guarantee.gpus", 2, "at most deserved (1)"),
+    ("neuron guarantee above deserved",
+     _queue(guarantee={"neuronDevices": 16}, deserved={"gpus": 2, "neuronDevices": 8}),
+     "platform.teams[0].queue.guarantee.neuronDevices", 16, "at most deserved (8)"),
+    ("deserved above the capability",
+     _queue(capability={"gpus": 1, "neuronDevices": 16}),
+     "platform.teams[0].queue.deserved.gpus", 2, "at most the queue's capability (1;"),
+    ("deserved above the quota without a capability",
+     _team(quota={"gpus": 2, "neuronDevices": 8, "efaInterfaces": 8}),
+     "platform.teams[0].queue.deserved.neuronDevices", 16, "capability (8; default: the team quota)"),
+    ("total guarantee above the pools",
+     _both(
+         _team(quota={"gpus": 2, "neuronDevices": 16}),
+         _queue(guarantee={"gpus": 2}, deserved={"gpus": 2, "neuronDevices": 16}),
+         _add_team({"name": "ml-dev-b", "quota": {"gpus": 1},
+                    "queue": {"guarantee": {"gpus": 1}, "deserved": {"gpus": 1}}}),
+     ),
+     "platform.teams[*].queue.guarantee.gpus", OVER_GUARANTEED,
+     f"at most {DEV_CAPACITY['gpus']}, what the node pools can provide"),
+    ("total deserved above the pools",
+     _add_team({"name": "ml-dev-b", "quota": {"neuronDevices": 16},
+                "queue": {"deserved": {"neuronDevices": 16}}}),
+     "platform.teams[*].queue.deserved.neuronDevices", 2 * DEV_CAPACITY["neuronDevices"],
+     f"at most {DEV_CAPACITY['neuronDevices']}, what the node pools can provide"),
+    ("team also a lustre namespace", _lustre_namespaces("notebooks", DEV_TEAM),
+     "platform.teams[0].name", DEV_TEAM, "not also listed in storage.lustre.namespaces"),
+    ("negative gpu quota", _team(quota={"gpus": -1}),
+     "platform.teams[0].quota.gpus", -1, "greater than or equal to 0"),
+    ("negative efa quota", _team(quota={"gpus": 2, "neuronDevices": 16, "efaInterfaces": -8}),
+     "platform.teams[0].quota.efaInterfaces", -8, "greater than or equal to 0"),
+    ("unknown key in a queue", _queue(priority=5),
+     "platform.teams[0].queue.priority", 5,
+     "one of the keys capability, deserved, guarantee, reclaimable, weight"),
+    ("unknown key in a team", _team(queueName="other"),
+     "platform.teams[0].queueName", "other", "one of the keys adminGroups"),
+    ("queue weight zero", _queue(weight=0),
+     "platform.teams[0].queue.weight", 0, "greater than or equal to 1"),
+    ("queue weight above Volcano's maximum", _queue(weight=65536),
+     "platform.teams[0].queue.weight", 65536, "less than or equal to 65535"),
+    ("team name not a namespace name", _team(name="ML_Dev"),
+     "platform.teams[0].name", "ML_Dev", "a Kubernetes namespace name"),
+    ("team without a quota", lambda data: data["teams"][0].pop("quota"),
+     "platform.teams[0].quota", None, "Accelerators and EFA the namespace may request"),
+    ("empty group name", _team(adminGroups=[""]),
+     "platform.teams[0].adminGroups[0]", "", "at least 1 character"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_teams_are_valid(stack: str) -> None:
+    config = parse_platform_config(stack_data(stack))
+    assert [team.name for team in config.teams] == [t["name"] for t in raw_teams(stack)]
+
+
+@pytest.mark.parametrize(
+    ("mutation", "path", "value", "allowed"),
+    [pytest.param(m, p, v, a, id=i) for i, m, p, v, a in INVALID],
+)
+def test_invalid_team_configuration_names_key_value_and_allowed(
+    mutation: Mutation, path: str, value: Any, allowed: str
+) -> None:
+    data = stack_data("dev")
+    mutation(data)
+    problems = _problems(data)
+    matching = [p for p in problems if p.path == path]
+    assert matching, f"no problem at {path}: {[str(p) for p in problems]}"
+    assert any(allowed in p.allowed for p in matching), [str(p) for p in matching]
+    if value is not None:
+        assert any(p.value == value for p in matching), [str(p) for p in matching]
+    for problem in problems:
+        text = str(problem)
+        assert "\n" not in text and "allowed: " in text
+
+
+def test_invalid_team_cases_are_distinct() -> None:
+    assert len({path + allowed for _, _, path, _, allowed in INVALID}) == len(INVALID) >= 8
+
+
+def test_a_single_team_problem_is_reported_alone() -> None:
+    # a mistake in one team does not drag in unrelated problems (each case above is precise)
+    data = stack_data("dev")
+    _queue(guarantee={"gpus": 2}, deserved={"gpus": 1, "neuronDevices": 16})(data)
+    assert [p.path for p in _problems(data)] == ["platform.teams[0].queue.guarantee.gpus"]
+
+
+def test_guarantee_equal_to_deserved_and_capability_is_valid() -> None:
+    data = stack_data("dev")
+    _queue(
+        guarantee={"gpus": 2, "neuronDevices": 16},
+        deserved={"gpus": 2, "neuronDevices": 16},
+        capability={"gpus": 2, "neuronDevices": 16},
+    )(data)
+    team = parse_platform_config(data).teams[0]
+    assert team.queue.guarantee.gpus == team.queue.deserved.gpus == team.capability.gpus == 2
+
+
+def test_total_shares_equal_to_the_pools_are_valid() -> None:
+    data = stack_data("dev")
+    _queue(
+        guarantee={"gpus": DEV_CAPACITY["gpus"], "neuronDevices": DEV_CAPACITY["neuronDevices"]},
+        deserved={"gpus": DEV_CAPACITY["gpus"], "neuronDevices": DEV_CAPACITY["neuronDevices"]},
+    )(data)
+    _team(quota={"gpus": DEV_CAPACITY["gpus"], "neuronDevices": DEV_CAPACITY["neuronDevices"]})(
+        data
+    )
+    parse_platform_config(data)
