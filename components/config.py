@@ -791,6 +791,7 @@ class TrainerConfig(StrictModel):
     )
     hugepages_gib: int = Field(
         default=5,
+        alias="hugepagesGiB",
         ge=0,
         le=64,
         description="2 MiB huge pages each EFA runtime pod requests (libfabric), GiB. Default: 5.",

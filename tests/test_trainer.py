@@ -1,0 +1,666 @@
+"""Kubeflow Trainer under mocks: the release, its place after Volcano, and the generated runtimes.
+
+Expected values come from the stack files (``stacks/Pulumi.<stack>.yaml``), the instance catalog
+(components/catalog.py), the bill of materials (components/versions.py) and, where a stack leaves
+a setting out, the documented default of that setting (components/config.py field descriptions),
+never from synthesis output. Trainer and Volcano facts come from REFERENCE sections 4, 6 and 7;
+resource names and labels are written out here on purpose: importing the program's constants
+would let a wrong value in the program pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+
+from components import versions
+from components.catalog import CATALOG, InstanceType
+from components.config import ConfigError, ConfigProblem, parse_platform_config
+from synth.engine import ResourceRecord
+from synth.run import StackResult
+from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.schemas import validation_errors
+
+RELEASE: Final = "kubernetes:helm.sh/v3:Release"
+RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
+NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
+
+# REFERENCE sections 1, 4, 6 and 7.
+TRAINER_CHART: Final = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+TRAINER_NAMESPACE: Final = "kubeflow-system"
+RUNTIME_API: Final = "trainer.kubeflow.org/v1alpha1"
+FRAMEWORK_LABEL: Final = "trainer.kubeflow.org/framework"
+ANCESTOR_LABEL: Final = "trainer.kubeflow.org/trainjob-ancestor-step"
+QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+SCHEDULER: Final = "volcano"
+GPU: Final = "nvidia.com/gpu"
+NEURON: Final = "aws.amazon.com/neuron"
+EFA: Final = "vpc.amazonaws.com/efa"
+HUGE_PAGES: Final = "hugepages-2Mi"
+# The platform's own names (README: "Training with Kubeflow Trainer", storage section).
+POOL_LABEL: Final = "trainingplatform.io/pool"
+CLAIM_NAME: Final = "shared-lustre"
+SHARED_MOUNT: Final = "/fsx"
+# Documented default of platform.trainer.hugepagesGiB (config field description, README).
+DEFAULT_HUGEPAGES_GIB: Final = 5
+GPU_FRAMEWORKS: Final = ("torch", "mpi", "jax")
+NEURON_FRAMEWORKS: Final = ("torch",)
+
+
+# --------------------------------------------------------------------------- expectations
+
+
+class Pool:
+    """One accelerator pool as the stack file states it, with its catalog facts."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.name: str = raw["name"]
+        self.instance_types: list[str] = raw["instanceTypes"]
+        entries = {CATALOG[name] for name in self.instance_types}
+        # The config requires one accelerator and EFA layout per pool: check the data agrees.
+        assert len({(e.accelerator, e.accelerators, e.efa_interfaces) for e in entries}) == 1
+        self.instance: InstanceType = CATALOG[self.instance_types[0]]
+
+    @property
+    def gpu(self) -> bool:
+        return self.instance.accelerator == "nvidia"
+
+    @property
+    def accelerator_resource(self) -> str:
+        return GPU if self.gpu else NEURON
+
+    @property
+    def efa(self) -> bool:
+        """``efa`` as configured; default true for EFA-capable types (config docs)."""
+        configured = self.raw.get("efa")
+        if configured is not None:
+            return bool(configured)
+        return all(CATALOG[name].efa_interfaces > 0 for name in self.instance_types)
+
+    @property
+    def frameworks(self) -> tuple[str, ...]:
+        return GPU_FRAMEWORKS if self.gpu else NEURON_FRAMEWORKS
+
+
+class StackCase:
+    """One synthesized stack with its raw (YAML) config."""
+
+    def __init__(self, stack: str, result: StackResult) -> None:
+        self.stack = stack
+        self.records = result.records
+        self.run = ProgramRun(result.records)
+        self.raw = stack_data(stack)
+
+    @property
+    def pools(self) -> list[Pool]:
+        return [Pool(raw) for raw in self.raw.get("nodePools", [])]
+
+    def pool(self, name: str) -> Pool:
+        (pool,) = [p for p in self.pools if p.name == name]
+        return pool
+
+    @property
+    def kubernetes_version(self) -> str:
+        return str(
+            self.raw["cluster"].get("kubernetesVersion", versions.DEFAULT_KUBERNETES_VERSION)
+        )
+
+
+def expected_image(raw: dict[str, Any], pool: Pool, framework: str) -> str:
+    """The configured image of a runtime, else the bill of materials' default."""
+    images: dict[str, str] = raw.get("trainer", {}).get("images", {})
+    if not pool.gpu:
+        return images.get("neuron", versions.DEFAULT_NEURON_IMAGE).replace(
+            "{region}", raw["region"]
+        )
+    defaults = {
+        "torch": versions.DEFAULT_TORCH_IMAGE,
+        "mpi": versions.DEFAULT_MPI_IMAGE,
+        "jax": versions.DEFAULT_JAX_IMAGE,
+    }
+    return images.get(framework, defaults[framework])
+
+
+def _stack_pools(stack: str) -> list[Pool]:
+    return [Pool(raw) for raw in stack_data(stack).get("nodePools", [])]
+
+
+RUNTIME_CASES: Final = [
+    (stack, pool.name, framework)
+    for stack in STACKS
+    for pool in _stack_pools(stack)
+    for framework in pool.frameworks
+]
+MPI_CASES: Final = [case for case in RUNTIME_CASES if case[2] == "mpi"]
+
+
+def _case_id(case: tuple[str, str, str]) -> str:
+    stack, pool, framework = case
+    return f"{stack}:{framework}-{pool}"
+
+
+@pytest.fixture(scope="module")
+def cases(synthesized: dict[str, StackResult]) -> dict[str, StackCase]:
+    return {stack: StackCase(stack, synthesized[stack]) for stack in STACKS}
+
+
+@pytest.fixture(params=STACKS)
+def case(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> StackCase:
+    return cases[request.param]
+
+
+class RuntimeCase:
+    """One expected runtime: the stack, its pool and framework, and the recorded resource."""
+
+    def __init__(self, stack: StackCase, pool: str, framework: str) -> None:
+        self.stack = stack
+        self.pool = stack.pool(pool)
+        self.framework = framework
+        self.name = f"{framework}-{pool}"
+        self.record = _runtime(stack.run, self.name)
+        self.spec: dict[str, Any] = self.record.inputs["spec"]
+
+
+@pytest.fixture(params=RUNTIME_CASES, ids=_case_id)
+def runtime(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> RuntimeCase:
+    stack, pool, framework = request.param
+    return RuntimeCase(cases[stack], pool, framework)
+
+
+@pytest.fixture(params=MPI_CASES, ids=_case_id)
+def mpi_runtime(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> RuntimeCase:
+    stack, pool, framework = request.param
+    return RuntimeCase(cases[stack], pool, framework)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _release(run: ProgramRun, name: str) -> ResourceRecord:
+    found = [r for r in run.of_type(RELEASE) if r.name == name]
+    assert len(found) == 1, f"expected one release {name}: {found}"
+    return found[0]
+
+
+def _runtime(run: ProgramRun, name: str) -> ResourceRecord:
+    found = [r for r in run.of_type(RUNTIME) if r.inputs["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one ClusterTrainingRuntime {name}: {found}"
+    return found[0]
+
+
+def _runtime_names(run: ProgramRun) -> list[str]:
+    return sorted(r.inputs["metadata"]["name"] for r in run.of_type(RUNTIME))
+
+
+def _node_pool(run: ProgramRun, pool: str) -> ResourceRecord:
+    found = [r for r in run.of_type(NODE_POOL) if r.inputs["metadata"]["name"] == pool]
+    assert len(found) == 1, f"expected one NodePool {pool}: {found}"
+    return found[0]
+
+
+def _node_pool_taints(run: ProgramRun, pool: str) -> list[dict[str, Any]]:
+    taints: list[dict[str, Any]] = (
+        _node_pool(run, pool).inputs["spec"]["template"]["spec"].get("taints", [])
+    )
+    return taints
+
+
+def _jobs(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    jobs: list[dict[str, Any]] = spec["template"]["spec"]["replicatedJobs"]
+    assert jobs
+    return jobs
+
+
+def _pods(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(replicated job name, pod spec) of every replicated job."""
+    for job in _jobs(spec):
+        yield job["name"], job["template"]["spec"]["template"]["spec"]
+
+
+def _container(pod: dict[str, Any]) -> dict[str, Any]:
+    """The training container: Trainer finds it by the name ``node`` (REFERENCE section 7)."""
+    found: list[dict[str, Any]] = [c for c in pod["containers"] if c["name"] == "node"]
+    assert len(found) == 1, pod["containers"]
+    return found[0]
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
+
+
+def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """Kubernetes toleration matching (core/v1 Toleration.ToleratesTaint)."""
+    effect = toleration.get("effect", "")
+    if effect and effect != taint["effect"]:
+        return False
+    key = toleration.get("key", "")
+    if toleration.get("operator", "Equal") == "Exists":
+        return not key or key == taint["key"]
+    return bool(key == taint["key"] and toleration.get("value", "") == taint.get("value", ""))
+
+
+def _uncovered(tolerations: list[dict[str, Any]], taints: list[dict[str, Any]]) -> list[Any]:
+    return [t for t in taints if not any(_tolerates(tol, t) for tol in tolerations)]
+
+
+_QUANTITY = re.compile(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
+_SUFFIXES: Final = {
+    None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+}  # fmt: skip
+
+
+def _quantity(value: Any) -> int:
+    """A Kubernetes quantity (integral forms only) as a number."""
+    match = _QUANTITY.fullmatch(str(value))
+    assert match, f"not an integral quantity: {value!r}"
+    return int(match.group(1)) * _SUFFIXES[match.group(2)]
+
+
+def _missing_keys(values: Any, defaults: Any, prefix: str = "") -> list[str]:
+    """Keys of ``values`` (dotted paths) that the chart's default values do not define.
+
+    Below an empty mapping (``nodeSelector: {}``), a list or a scalar the chart takes anything.
+    """
+    if not isinstance(defaults, dict) or not defaults:
+        return []
+    if not isinstance(values, dict):
+        return [f"{prefix.rstrip('.')} (a mapping in the chart)"]
+    missing: list[str] = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if key not in defaults:
+            missing.append(path)
+        else:
+            missing += _missing_keys(value, defaults[key], f"{path}.")
+    return missing
+
+
+def _manifest(record: ResourceRecord) -> dict[str, Any]:
+    return {key: record.inputs[key] for key in ("apiVersion", "kind", "metadata", "spec")}
+
+
+def _problems(data: dict[str, Any]) -> list[ConfigProblem]:
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    return caught.value.problems
+
+
+def _with_trainer(**trainer: Any) -> dict[str, Any]:
+    data = stack_data("dev")
+    data["trainer"] = trainer
+    return data
+
+
+# --------------------------------------------------------------------------- the release
+
+
+def test_trainer_release_chart_and_values(case: StackCase) -> None:
+    release = _release(case.run, "kubeflow-trainer")
+    inputs = release.inputs
+    assert inputs["chart"] == TRAINER_CHART
+    assert inputs["version"] == versions.TRAINER_VERSION
+    assert inputs["namespace"] == TRAINER_NAMESPACE
+    values = inputs["values"]
+    assert values["crds"]["enabled"] is True
+    assert values["jobset"]["install"] is True
+    assert values["runtimes"]["defaultEnabled"] is False
+
+
+def test_trainer_release_waits_for_volcano(case: StackCase) -> None:
+    trainer = _release(case.run, "kubeflow-trainer")
+    volcano = _release(case.run, "volcano")
+    assert volcano.urn in trainer.dependencies
+
+
+def test_trainer_release_is_protected_exactly_in_prod(case: StackCase) -> None:
+    expected = bool(case.raw.get("protectStatefulResources", False))
+    assert expected is (case.stack == "prod")
+    assert _release(case.run, "kubeflow-trainer").protect is expected
+
+
+def test_trainer_values_are_chart_keys(case: StackCase, reference_dir: Path) -> None:
+    path = reference_dir / "charts" / "kubeflow-trainer" / versions.TRAINER_VERSION / "values.yaml"
+    defaults = yaml.safe_load(path.read_text())
+    values = _release(case.run, "kubeflow-trainer").inputs["values"]
+    assert values
+    assert _missing_keys(values, defaults) == []
+
+
+def test_volcano_then_trainer_then_runtimes_in_resource_order(case: StackCase) -> None:
+    position = {record.urn: index for index, record in enumerate(case.records)}
+    volcano = position[_release(case.run, "volcano").urn]
+    trainer = position[_release(case.run, "kubeflow-trainer").urn]
+    runtimes = [position[r.urn] for r in case.run.of_type(RUNTIME)]
+    assert runtimes
+    assert volcano < trainer < min(runtimes)
+
+
+def test_runtimes_wait_for_the_trainer_release(case: StackCase) -> None:
+    """The release installs the ClusterTrainingRuntime CRD (crds.enabled)."""
+    trainer = _release(case.run, "kubeflow-trainer")
+    for record in case.run.of_type(RUNTIME):
+        assert trainer.urn in record.dependencies, record.name
+
+
+# --------------------------------------------------------------------------- runtimes
+
+
+def test_one_runtime_per_framework_and_pool(case: StackCase) -> None:
+    expected = sorted(f"{fw}-{pool.name}" for pool in case.pools for fw in pool.frameworks)
+    assert expected
+    assert _runtime_names(case.run) == expected
+
+
+def test_runtime_labels(runtime: RuntimeCase) -> None:
+    metadata = runtime.record.inputs["metadata"]
+    assert runtime.record.inputs["apiVersion"] == RUNTIME_API
+    assert runtime.record.inputs["kind"] == "ClusterTrainingRuntime"
+    assert metadata["labels"][FRAMEWORK_LABEL] == runtime.framework
+    assert metadata["labels"][POOL_LABEL] == runtime.pool.name
+
+
+def test_runtime_is_gang_scheduled_by_volcano(runtime: RuntimeCase) -> None:
+    assert isinstance(runtime.spec["podGroupPolicy"]["volcano"], dict)
+    annotations = runtime.spec["template"]["metadata"]["annotations"]
+    assert isinstance(annotations[QUEUE_ANNOTATION], str)
+    assert annotations[QUEUE_ANNOTATION]
+
+
+def test_runtime_ml_policy_matches_framework(runtime: RuntimeCase) -> None:
+    policy = runtime.spec["mlPolicy"]
+    policies = {"torch", "mpi", "jax", "xgboost", "flux"} & set(policy)
+    assert policies == {runtime.framework}
+
+
+def test_every_pod_is_pinned_to_its_pool_and_volcano(runtime: RuntimeCase) -> None:
+    taints = _node_pool_taints(runtime.stack.run, runtime.pool.name)
+    assert taints, "an accelerator pool always carries its accelerator taint"
+    pool_labels = _node_pool(runtime.stack.run, runtime.pool.name).inputs["spec"]["template"][
+        "metadata"
+    ]["labels"]
+    assert pool_labels[POOL_LABEL] == runtime.pool.name
+    for job, pod in _pods(runtime.spec):
+        assert pod["schedulerName"] == SCHEDULER, job
+        assert pod["nodeSelector"][POOL_LABEL] == runtime.pool.name, job
+        assert _uncovered(pod.get("tolerations", []), taints) == [], job
+
+
+def test_every_pod_takes_every_accelerator_of_the_node(runtime: RuntimeCase) -> None:
+    pool = runtime.pool
+    for job, pod in _pods(runtime.spec):
+        resources = _container(pod)["resources"]
+        requests, limits = resources["requests"], resources["limits"]
+        assert requests == limits, job
+        assert _quantity(requests[pool.accelerator_resource]) == pool.instance.accelerators, job
+        other = NEURON if pool.gpu else GPU
+        assert other not in requests, job
+
+
+def test_efa_pods_take_every_interface_and_huge_pages(runtime: RuntimeCase) -> None:
+    pool = runtime.pool
+    hugepages = runtime.stack.raw.get("trainer", {}).get("hugepagesGiB", DEFAULT_HUGEPAGES_GIB)
+    for job, pod in _pods(runtime.spec):
+        requests = _container(pod)["resources"]["requests"]
+        if pool.efa:
+            assert pool.instance.efa_interfaces > 0
+            assert _quantity(requests[EFA]) == pool.instance.efa_interfaces, job
+            assert _quantity(requests[HUGE_PAGES]) == hugepages * 2**30, job
+            # Kubernetes requires a memory (or CPU) request beside huge pages.
+            assert _quantity(requests["memory"]) > 0, job
+        else:
+            assert EFA not in requests, job
+            assert HUGE_PAGES not in requests, job
+
+
+def test_non_efa_pool_exists_in_dev(cases: dict[str, StackCase]) -> None:
+    """dev's gpu-small pool is the non-EFA case the resource tests rely on."""
+    pool = cases["dev"].pool("gpu-small")
+    assert not pool.efa
+    requests = _container(
+        next(_pods(_runtime(cases["dev"].run, "torch-gpu-small").inputs["spec"]))[1]
+    )["resources"]["requests"]
+    assert EFA not in requests
+    assert HUGE_PAGES not in requests
+
+
+def test_every_pod_has_shared_memory_in_ram(runtime: RuntimeCase) -> None:
+    for job, pod in _pods(runtime.spec):
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        mounts = [
+            m for m in _container(pod).get("volumeMounts", []) if m["mountPath"] == "/dev/shm"
+        ]
+        assert len(mounts) == 1, job
+        assert volumes[mounts[0]["name"]]["emptyDir"]["medium"] == "Memory", job
+
+
+def test_every_pod_mounts_the_shared_file_system(runtime: RuntimeCase) -> None:
+    assert runtime.stack.raw.get("storage", {}).get("lustre"), "every stack has a file system"
+    for job, pod in _pods(runtime.spec):
+        claims = [
+            v["name"]
+            for v in pod.get("volumes", [])
+            if v.get("persistentVolumeClaim", {}).get("claimName") == CLAIM_NAME
+        ]
+        assert len(claims) == 1, job
+        mounts = [m for m in _container(pod).get("volumeMounts", []) if m["name"] == claims[0]]
+        assert [m["mountPath"] for m in mounts] == [SHARED_MOUNT], job
+
+
+def test_efa_pods_use_the_efa_libfabric_provider(runtime: RuntimeCase) -> None:
+    for job, pod in _pods(runtime.spec):
+        environment = _env(_container(pod))
+        if runtime.pool.efa:
+            assert environment.get("FI_PROVIDER") == "efa", job
+        else:
+            assert "FI_PROVIDER" not in environment, job
+
+
+def test_trainer_step_label_on_the_trainer_job(runtime: RuntimeCase) -> None:
+    # Upstream runtimes: the `node` job trains for torch and jax; for MPI the launcher does.
+    trainer_job = "launcher" if runtime.framework == "mpi" else "node"
+    labelled = [
+        job["name"]
+        for job in _jobs(runtime.spec)
+        if job["template"].get("metadata", {}).get("labels", {}).get(ANCESTOR_LABEL) == "trainer"
+    ]
+    assert labelled == [trainer_job]
+
+
+def test_runtime_image_comes_from_config(runtime: RuntimeCase) -> None:
+    expected = expected_image(runtime.stack.raw, runtime.pool, runtime.framework)
+    assert "{region}" not in expected
+    for job, pod in _pods(runtime.spec):
+        assert _container(pod)["image"] == expected, job
+
+
+def test_neuron_image_is_in_the_stack_region(cases: dict[str, StackCase]) -> None:
+    checked = 0
+    for case in cases.values():
+        for pool in case.pools:
+            if pool.gpu:
+                continue
+            image = _container(
+                next(_pods(_runtime(case.run, f"torch-{pool.name}").inputs["spec"]))[1]
+            )["image"]
+            assert f".dkr.ecr.{case.raw['region']}.amazonaws.com/" in image, case.stack
+            checked += 1
+    assert checked >= len(STACKS), "every stack has a Trainium pool"
+
+
+def test_mpi_runtime_policy(mpi_runtime: RuntimeCase) -> None:
+    mpi = mpi_runtime.spec["mlPolicy"]["mpi"]
+    assert mpi["numProcPerNode"] == mpi_runtime.pool.instance.accelerators
+    assert mpi["runLauncherAsNode"] is True
+    assert sorted(job["name"] for job in _jobs(mpi_runtime.spec)) == ["launcher", "node"]
+
+
+def test_mpi_workers_run_the_ssh_daemon(mpi_runtime: RuntimeCase) -> None:
+    """mpirun reaches the `node` workers over SSH; Trainer's MPI plugin mounts the keys but
+    does not start sshd (upstream deepspeed-distributed runs ``/usr/sbin/sshd -De``)."""
+    (worker,) = [pod for job, pod in _pods(mpi_runtime.spec) if job == "node"]
+    command = [*_container(worker).get("command", []), *_container(worker).get("args", [])]
+    assert command, "the node workers run the image's default command, not sshd"
+    assert command[0].endswith("sshd"), command
+    assert any(arg.startswith("-D") for arg in command[1:]), "sshd must stay in the foreground"
+
+
+def test_mpi_jobset_succeeds_when_the_launcher_does(mpi_runtime: RuntimeCase) -> None:
+    """Workers serve SSH until killed: the JobSet must finish with the launcher (upstream
+    deepspeed-distributed: successPolicy All over targetReplicatedJobs [launcher])."""
+    policy = mpi_runtime.spec["template"]["spec"].get("successPolicy")
+    assert policy == {"operator": "All", "targetReplicatedJobs": ["launcher"]}
+
+
+def test_mpi_launcher_waits_for_ready_workers(mpi_runtime: RuntimeCase) -> None:
+    """mpirun fails on workers whose sshd is not up yet (upstream: dependsOn node Ready)."""
+    (launcher,) = [job for job in _jobs(mpi_runtime.spec) if job["name"] == "launcher"]
+    assert launcher.get("dependsOn") == [{"name": "node", "status": "Ready"}]
+
+
+def test_runtime_validates_against_its_crd(runtime: RuntimeCase, reference_dir: Path) -> None:
+    manifest = _manifest(runtime.record)
+    errors = validation_errors(manifest, runtime.stack.kubernetes_version, reference_dir / "crds")
+    assert errors == []
+
+
+# --------------------------------------------------------------------------- changed config
+
+
+def test_disabled_trainer_installs_nothing(run_platform: Callable[..., ProgramRun]) -> None:
+    run = run_platform(_with_trainer(enabled=False), "dev")
+    assert [r.name for r in run.of_type(RELEASE) if r.name == "kubeflow-trainer"] == []
+    assert run.of_type(RUNTIME) == []
+    # Volcano stays: it is the scheduler of the team queues, not a part of Trainer.
+    assert _release(run, "volcano")
+
+
+def test_configured_torch_image_reaches_the_torch_runtimes(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    image = "nvcr.io/nvidia/pytorch:25.10-py3"
+    data = _with_trainer(images={"torch": image})
+    run = run_platform(data, "dev")
+    pools = [Pool(raw) for raw in data["nodePools"]]
+    gpu_pools = [p for p in pools if p.gpu]
+    assert gpu_pools
+    for pool in gpu_pools:
+        for framework in pool.frameworks:
+            for job, pod in _pods(_runtime(run, f"{framework}-{pool.name}").inputs["spec"]):
+                expected = image if framework == "torch" else expected_image(data, pool, framework)
+                assert _container(pod)["image"] == expected, (framework, job)
+    # Trainium pools run the Neuron image, whatever the GPU torch image is.
+    for pool in (p for p in pools if not p.gpu):
+        for _, pod in _pods(_runtime(run, f"torch-{pool.name}").inputs["spec"]):
+            assert _container(pod)["image"] == expected_image(data, pool, "torch")
+
+
+def test_configured_huge_pages_reach_the_efa_runtimes(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = _with_trainer(hugepagesGiB=8)
+    run = run_platform(data, "dev")
+    efa_pools = [p for p in (Pool(raw) for raw in data["nodePools"]) if p.efa]
+    assert efa_pools
+    for pool in efa_pools:
+        for _, pod in _pods(_runtime(run, f"torch-{pool.name}").inputs["spec"]):
+            resources = _container(pod)["resources"]
+            assert _quantity(resources["requests"][HUGE_PAGES]) == 8 * 2**30
+            assert _quantity(resources["limits"][HUGE_PAGES]) == 8 * 2**30
+
+
+def test_runtimes_tolerate_an_extra_pool_taint(run_platform: Callable[..., ProgramRun]) -> None:
+    taint = {"key": "example.com/reserved-for", "value": "research", "effect": "NoExecute"}
+    data = stack_data("dev")
+    (pool,) = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
+    pool["taints"] = [taint]
+    run = run_platform(data, "dev")
+    taints = _node_pool_taints(run, "gpu-small")
+    assert taint in taints
+    for framework in GPU_FRAMEWORKS:
+        for job, pod in _pods(_runtime(run, f"{framework}-gpu-small").inputs["spec"]):
+            assert _uncovered(pod.get("tolerations", []), taints) == [], (framework, job)
+    # The toleration must be real: without it the extra taint would be uncovered.
+    assert _uncovered([], [taint]) == [taint]
+
+
+def test_runtimes_without_lustre_mount_no_shared_volume(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    del data["storage"]["lustre"]
+    run = run_platform(data, "dev")
+    runtimes = run.of_type(RUNTIME)
+    assert runtimes
+    for record in runtimes:
+        for job, pod in _pods(record.inputs["spec"]):
+            assert [v for v in pod.get("volumes", []) if "persistentVolumeClaim" in v] == [], job
+            mounts = [m["mountPath"] for m in _container(pod).get("volumeMounts", [])]
+            assert SHARED_MOUNT not in mounts, job
+            assert "/dev/shm" in mounts, job
+
+
+# --------------------------------------------------------------------------- config errors
+
+IMAGE_PATH: Final = "platform.trainer.images.torch"
+
+
+@pytest.mark.parametrize(
+    ("image", "allowed"),
+    [
+        ("pytorch/pytorch:latest", ":latest"),
+        ("pytorch/pytorch", "tag or digest"),
+    ],
+    ids=["latest", "no-tag"],
+)
+def test_unpinned_image_is_refused(image: str, allowed: str) -> None:
+    problems = _problems(_with_trainer(images={"torch": image}))
+    assert [p.path for p in problems] == [IMAGE_PATH]
+    assert problems[0].value == image
+    assert allowed in problems[0].allowed
+
+
+@pytest.mark.parametrize("tag", ["main", "HEAD"])
+def test_floating_branch_tag_is_refused(tag: str) -> None:
+    """REFERENCE section 1: pin every chart and image, never `latest`, `main` or `HEAD`."""
+    problems = _problems(
+        _with_trainer(images={"mpi": f"ghcr.io/kubeflow/trainer/deepspeed-runtime:{tag}"})
+    )
+    assert [p.path for p in problems] == ["platform.trainer.images.mpi"]
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nvcr.io/nvidia/pytorch:25.10-py3",
+        "registry.example.com:5000/ml/train:2026.11.1",
+        "ghcr.io/acme/train@sha256:" + "0" * 64,
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/ml_team/train:1.0",
+    ],
+    ids=["tag", "registry-port", "digest", "underscore-in-path"],
+)
+def test_pinned_image_is_accepted(image: str) -> None:
+    """Docker references allow `_` and `__` between path characters (distribution grammar)."""
+    config = parse_platform_config(_with_trainer(images={"torch": image}))
+    assert config.trainer.images.torch == image
+
+
+def test_too_many_huge_pages_are_refused() -> None:
+    problems = _problems(_with_trainer(hugepagesGiB=65))
+    assert [p.path for p in problems] == ["platform.trainer.hugepagesGiB"]
+    assert problems[0].value == 65
+    assert "64" in problems[0].allowed
+    assert parse_platform_config(_with_trainer(hugepagesGiB=64)).trainer.hugepages_gib == 64
+
+
+def test_unknown_trainer_key_is_refused() -> None:
+    problems = _problems(_with_trainer(queue="ml-research"))
+    assert [p.path for p in problems] == ["platform.trainer.queue"]
+    for key in ("enabled", "images", "hugepagesGiB"):
+        assert key in problems[0].allowed
