@@ -789,6 +789,12 @@ class TrainerConfig(StrictModel):
     images: TrainerImagesConfig = Field(
         default_factory=TrainerImagesConfig, description="Runtime images. Default: see keys."
     )
+    legacy_training_operator: bool = Field(
+        default=False,
+        description="Also run the Training Operator v1.9.4 (PyTorchJob, TFJob, MPIJob v1, ...), "
+        "gang-scheduled by Volcano, while teams migrate. It conflicts with a standalone MPI "
+        "Operator (same MPIJob CRD name). Default: false.",
+    )
     hugepages_gib: int = Field(
         default=5,
         alias="hugepagesGiB",

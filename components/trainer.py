@@ -1,4 +1,4 @@
-"""Kubeflow Trainer v2 and the ClusterTrainingRuntimes generated from the node pools.
+"""Kubeflow Trainer v2, its runtimes generated from the node pools, and the legacy operator.
 
 Every runtime is wired to one accelerator pool: its node selector and tolerations, every
 accelerator and EFA interface of the pool's instance type (from the catalog), huge pages for
@@ -205,6 +205,34 @@ def trainer_values() -> dict[str, Any]:
     }
 
 
+LEGACY_OPERATOR_DEPLOYMENT: Final = "training-operator"
+GANG_SCHEDULER_FLAG: Final = f"--gang-scheduler-name={SCHEDULER_NAME}"
+
+
+def with_gang_scheduler(resource_type: str, props: dict[str, Any]) -> dict[str, Any] | None:
+    """The legacy operator's Deployment with Volcano as gang scheduler, or None to leave as is.
+
+    Only the operator's own Deployment changes: its manager container gets
+    ``--gang-scheduler-name=volcano`` (once), so v1 jobs get Volcano PodGroups.
+    """
+    if resource_type != "kubernetes:apps/v1:Deployment":
+        return None
+    if (props.get("metadata") or {}).get("name") != LEGACY_OPERATOR_DEPLOYMENT:
+        return None
+    changed = copy.deepcopy(props)
+    for container in changed["spec"]["template"]["spec"]["containers"]:
+        arguments = [a for a in container.get("args") or [] if not a.startswith("--gang-scheduler")]
+        container["args"] = [*arguments, GANG_SCHEDULER_FLAG]
+    return changed
+
+
+def _gang_scheduler_transform(
+    args: pulumi.ResourceTransformArgs,
+) -> pulumi.ResourceTransformResult | None:
+    props = with_gang_scheduler(args.type_, dict(args.props))
+    return None if props is None else pulumi.ResourceTransformResult(props, args.opts)
+
+
 class Trainer(pulumi.ComponentResource):
     """Kubeflow Trainer and one runtime per framework and accelerator pool."""
 
@@ -256,6 +284,17 @@ class Trainer(pulumi.ComponentResource):
                 retain_on_delete=True,
             ),
         )
+        if trainer.legacy_training_operator:
+            k8s.kustomize.v2.Directory(
+                "training-operator",
+                directory=versions.TRAINING_OPERATOR_KUSTOMIZATION,
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=kubernetes_provider,
+                    depends_on=volcano_ready,
+                    transforms=[_gang_scheduler_transform],
+                ),
+            )
         after_trainer = pulumi.ResourceOptions(
             parent=self, provider=kubernetes_provider, depends_on=[controller]
         )

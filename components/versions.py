@@ -149,6 +149,14 @@ TRAINER_CHART: Final = HelmChart(
     reference_dir=f"kubeflow-trainer/{TRAINER_VERSION}",
 )
 
+TRAINING_OPERATOR_VERSION: Final = "v1.9.4"
+TRAINING_OPERATOR_KUSTOMIZATION: Final = (
+    "https://github.com/kubeflow/trainer.git/manifests/overlays/standalone"
+    f"?ref={TRAINING_OPERATOR_VERSION}"
+)
+"""The legacy Training Operator (v1) has no Helm chart: its standalone kustomize overlay, at the
+tag on the project's release-1.9 branch."""
+
 # Default training images (config can pin others): the images of Trainer's own runtimes at
 # v2.3.0, and the AWS Neuron deep learning container for Trainium.
 DEFAULT_TORCH_IMAGE: Final = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"

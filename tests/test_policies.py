@@ -646,3 +646,24 @@ def test_runtime_requests_match_pool(
     findings = _run_policy(POLICIES["runtime-requests-match-pool"], entries, "prod")
     assert [f.urn for f in findings] == [runtime["urn"]]
     assert words in findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("directory", "pinned"),
+    [
+        ("https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4", True),
+        ("https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=master", False),
+        ("https://github.com/kubeflow/trainer.git/manifests/overlays/standalone", False),
+        ("./manifests/local-overlay", True),
+    ],
+)
+def test_remote_kustomizations_are_pinned(
+    synthesized: dict[str, StackResult], directory: str, pinned: bool
+) -> None:
+    entries = _records(synthesized["staging"])
+    kustomization = _target(entries, "kubernetes:kustomize/v2:Directory", "training-operator")
+    assert _run_policy(POLICIES["helm-chart-pinned"], entries, "staging") == []
+    kustomization["inputs"]["directory"] = directory
+    findings = _run_policy(POLICIES["helm-chart-pinned"], entries, "staging")
+    assert (findings == []) is pinned
+    assert all(f.urn == kustomization["urn"] for f in findings)

@@ -21,8 +21,10 @@ import yaml
 from components import versions
 from components.catalog import CATALOG, InstanceType
 from components.config import ConfigError, ConfigProblem, parse_platform_config
+from components.trainer import with_gang_scheduler
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.schemas import validation_errors
 
@@ -664,3 +666,80 @@ def test_unknown_trainer_key_is_refused() -> None:
     assert [p.path for p in problems] == ["platform.trainer.queue"]
     for key in ("enabled", "images", "hugepagesGiB"):
         assert key in problems[0].allowed
+
+
+# --------------------------------------------------------------------------- legacy operator
+
+KUSTOMIZE = "kubernetes:kustomize/v2:Directory"
+
+
+def _deployment(name: str, args: list[str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "kubeflow"},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "training-operator", "args": args}]}}
+        },
+    }
+
+
+def test_legacy_operator_only_where_config_asks(synthesized: dict[str, StackResult]) -> None:
+    for stack in STACKS:
+        run = ProgramRun(synthesized[stack].records)
+        wanted = stack_data(stack).get("trainer", {}).get("legacyTrainingOperator", False)
+        directories = run.of_type(KUSTOMIZE)
+        assert len(directories) == (1 if wanted else 0), stack
+        for directory in directories:
+            assert directory.inputs["directory"] == versions.TRAINING_OPERATOR_KUSTOMIZATION
+            assert directory.inputs["directory"].endswith("?ref=v1.9.4")
+            volcano = run.one(RELEASE, "volcano")
+            assert volcano.urn in directory.dependencies
+            assert directory.providers.get("kubernetes") or directory.provider
+
+
+def test_gang_scheduler_flag_is_added_once_to_the_operator_only() -> None:
+    deployment = _deployment("training-operator", ["--enable-scheme=pytorchjob"])
+    changed = with_gang_scheduler("kubernetes:apps/v1:Deployment", deployment)
+    assert changed is not None
+    args = changed["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["--enable-scheme=pytorchjob", "--gang-scheduler-name=volcano"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "--enable-scheme=pytorchjob"
+    ], "the input is left untouched"
+    again = with_gang_scheduler("kubernetes:apps/v1:Deployment", changed)
+    assert again is not None
+    assert (
+        again["spec"]["template"]["spec"]["containers"][0]["args"].count(
+            "--gang-scheduler-name=volcano"
+        )
+        == 1
+    )
+    replaced = with_gang_scheduler(
+        "kubernetes:apps/v1:Deployment",
+        _deployment("training-operator", ["--gang-scheduler-name=scheduler-plugins"]),
+    )
+    assert replaced is not None
+    assert replaced["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "--gang-scheduler-name=volcano"
+    ]
+    assert with_gang_scheduler("kubernetes:apps/v1:Deployment", _deployment("other", [])) is None
+    assert (
+        with_gang_scheduler(
+            "kubernetes:core/v1:Service", {"metadata": {"name": "training-operator"}}
+        )
+        is None
+    )
+
+
+def _readme_documents(kind: str) -> list[dict[str, Any]]:
+    text = (REPOSITORY_ROOT / "README.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+    documents = [yaml.safe_load(block) for block in blocks]
+    return [d for d in documents if isinstance(d, dict) and d.get("kind") == kind]
+
+
+@pytest.mark.parametrize("kind", ["TrainJob", "PyTorchJob"])
+def test_readme_job_examples_are_valid(kind: str, reference_dir: Path) -> None:
+    examples = _readme_documents(kind)
+    assert examples, f"the README shows a {kind}"
+    for example in examples:
+        assert validation_errors(example, "1.34", reference_dir / "crds") == []

@@ -30,6 +30,8 @@ STATEFUL_TYPES = [
     "aws:rds/instance:Instance",
 ]
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
+KUSTOMIZE_TYPES = ("kubernetes:kustomize/v2:Directory",)
+PINNED_REF = re.compile(r"[?&]ref=v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 EXACT_VERSION = re.compile(r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?")
 
 
@@ -71,6 +73,14 @@ def _check_protected(args: ResourceValidationArgs, report: ReportViolation) -> N
 
 
 def _check_helm_version(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type in KUSTOMIZE_TYPES:
+        directory = str(args.props.get("directory", ""))
+        remote = "://" in directory or directory.startswith("github.com")
+        if remote and not PINNED_REF.search(directory):
+            report(
+                f"kustomization {directory!r} is not pinned to a release tag (?ref=vX.Y.Z)", None
+            )
+        return
     if args.resource_type not in HELM_TYPES:
         return
     version = args.props.get("version")
@@ -123,8 +133,9 @@ POLICIES = [
     ),
     resource_policy(
         "helm-chart-pinned",
-        "Helm charts are pinned to an exact version (never latest, a branch or a range), so the "
-        "software a preview shows is the software that gets installed.",
+        "Helm charts are pinned to an exact version (never latest, a branch or a range), and "
+        "remote kustomizations to a release tag, so the software a preview shows is the "
+        "software that gets installed.",
         _check_helm_version,
     ),
     StackValidationPolicy(
