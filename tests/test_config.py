@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,38 +16,10 @@ from components.platform import deploy
 from synth.engine import synthesize
 from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack
 from tests.conftest import STACKS, stack_data, synth_cli
-
-Mutation = Callable[[dict[str, Any]], None]
-
-
-def _set(path: str, value: Any) -> Mutation:
-    def mutate(data: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        node = data
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
-
-    return mutate
-
-
-def _delete(path: str) -> Mutation:
-    def mutate(data: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        node = data
-        for key in parents:
-            node = node[key]
-        del node[last]
-
-    return mutate
-
-
-def _both(*mutations: Mutation) -> Mutation:
-    def mutate(data: dict[str, Any]) -> None:
-        for mutation in mutations:
-            mutation(data)
-
-    return mutate
+from tests.mutations import Mutation
+from tests.mutations import both as _both
+from tests.mutations import delete_at as _delete
+from tests.mutations import set_at as _set
 
 
 def _pool(index: int = 0, **fields: Any) -> Mutation:

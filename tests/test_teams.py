@@ -20,6 +20,8 @@ from components.config import ConfigError, ConfigProblem, parse_platform_config
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.mutations import Mutation
+from tests.mutations import both as _both
 from tests.schemas import validation_errors
 
 TEAMS = "trainingplatform:index:Teams"
@@ -455,8 +457,6 @@ def test_second_team_gets_its_own_objects(run_platform: Callable[..., ProgramRun
 
 # --------------------------------------------------------------------------- bad config
 
-Mutation = Callable[[dict[str, Any]], None]
-
 
 def _team(**fields: Any) -> Mutation:
     """Change fields of dev's first team."""
@@ -479,14 +479,6 @@ def _queue(**fields: Any) -> Mutation:
 def _add_team(team: dict[str, Any]) -> Mutation:
     def mutate(data: dict[str, Any]) -> None:
         data["teams"].append(team)
-
-    return mutate
-
-
-def _both(*mutations: Mutation) -> Mutation:
-    def mutate(data: dict[str, Any]) -> None:
-        for mutation in mutations:
-            mutation(data)
 
     return mutate
 

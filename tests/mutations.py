@@ -1,0 +1,44 @@
+"""Small edits of a stack's raw ``platform`` data, for tests of invalid configurations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def set_at(path: str, value: Any) -> Mutation:
+    """Set a dotted key path (creating missing mappings)."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+
+    return mutate
+
+
+def delete_at(path: str) -> Mutation:
+    """Delete the key at a dotted path."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        del node[last]
+
+    return mutate
+
+
+def both(*mutations: Mutation) -> Mutation:
+    """Apply several mutations in order."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        for mutation in mutations:
+            mutation(data)
+
+    return mutate
