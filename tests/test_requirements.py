@@ -1,0 +1,43 @@
+"""Runtime requirements cover what the program and the offline gate import."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+
+from synth.stackfile import REPOSITORY_ROOT
+
+# Import names of the distributions in requirements.txt.
+DISTRIBUTION_MODULES = {
+    "pulumi": "pulumi", "pulumi-aws": "pulumi_aws", "pulumi-eks": "pulumi_eks",
+    "pulumi-kubernetes": "pulumi_kubernetes", "pulumi-random": "pulumi_random",
+    "pulumi-policy": "pulumi_policy", "pydantic": "pydantic", "PyYAML": "yaml",
+    "jsonschema": "jsonschema",
+}  # fmt: skip
+FIRST_PARTY = {"components", "synth", "policies", "google"}  # google.protobuf comes with pulumi
+
+
+def _runtime_modules() -> set[str]:
+    names = set()
+    for line in (REPOSITORY_ROOT / "requirements.txt").read_text().splitlines():
+        match = re.match(r"([A-Za-z0-9_.-]+)==", line)
+        if match:
+            names.add(DISTRIBUTION_MODULES[match.group(1)])
+    return names
+
+
+def test_every_import_of_the_program_is_a_runtime_requirement() -> None:
+    allowed = _runtime_modules() | FIRST_PARTY | set(sys.stdlib_module_names) | {"pydantic_core"}
+    missing = set()
+    for directory in ("components", "synth", "policies"):
+        for path in (REPOSITORY_ROOT / directory).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    roots = [alias.name.split(".")[0] for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    roots = [node.module.split(".")[0]]
+                else:
+                    continue
+                missing |= {f"{path.name}: {root}" for root in roots if root not in allowed}
+    assert not missing, f"imported but not in requirements.txt: {sorted(missing)}"
