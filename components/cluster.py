@@ -33,6 +33,10 @@ CONTROL_PLANE_LOG_TYPES: Final = ("api", "audit", "authenticator")
 CLUSTER_ADMIN_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 SYSTEM_TAINT: Final = {"key": "CriticalAddonsOnly", "value": "true", "effect": "NO_SCHEDULE"}
 SYSTEM_NODE_LABEL: Final = "trainingplatform.io/node-role"
+SYSTEM_NODE_SELECTOR: Final = {SYSTEM_NODE_LABEL: "system"}
+"""Selects the system node group: where controllers run."""
+SYSTEM_TOLERATION: Final = {"key": SYSTEM_TAINT["key"], "operator": "Exists"}
+"""Lets a controller onto the system nodes despite their taint."""
 EBS_CSI_SERVICE_ACCOUNT: Final = "ebs-csi-controller-sa"
 DEFAULT_STORAGE_CLASS: Final = "gp3"
 
@@ -367,7 +371,7 @@ class Cluster(pulumi.ComponentResource):
                 id=launch_template.id,
                 version=launch_template.latest_version.apply(str),
             ),
-            labels={SYSTEM_NODE_LABEL: "system"},
+            labels=dict(SYSTEM_NODE_SELECTOR),
             taints=[aws.eks.NodeGroupTaintArgs(**SYSTEM_TAINT)],
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
             opts=pulumi.ResourceOptions(

@@ -14,7 +14,7 @@ import pulumi
 
 from components import versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
-from components.cluster import SYSTEM_NODE_LABEL
+from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import NodePoolConfig
 from components.helm import release
 from components.node_pools import GPU_PRESENT_LABEL
@@ -25,12 +25,12 @@ ACCELERATOR_TOLERATIONS: Final = [
     {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
     {"key": NEURON_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
 ]
-CRITICAL_ADDON_TOLERATION: Final = {"key": "CriticalAddonsOnly", "operator": "Exists"}
+
 # The charts' own default tolerations; setting tolerations replaces a chart's list, so they are
 # repeated here before the pools' extra taints are added.
-NVIDIA_DEFAULT_TOLERATIONS: Final = [CRITICAL_ADDON_TOLERATION, ACCELERATOR_TOLERATIONS[0]]
+NVIDIA_DEFAULT_TOLERATIONS: Final = [SYSTEM_TOLERATION, ACCELERATOR_TOLERATIONS[0]]
 NEURON_DEFAULT_TOLERATIONS: Final = [
-    CRITICAL_ADDON_TOLERATION,
+    SYSTEM_TOLERATION,
     ACCELERATOR_TOLERATIONS[1],
     {
         "key": "sagemaker.amazonaws.com/node-health-status",
@@ -40,8 +40,8 @@ NEURON_DEFAULT_TOLERATIONS: Final = [
     },
 ]
 SYSTEM_PLACEMENT: Final = {
-    "nodeSelector": {SYSTEM_NODE_LABEL: "system"},
-    "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+    "nodeSelector": SYSTEM_NODE_SELECTOR,
+    "tolerations": [SYSTEM_TOLERATION],
 }
 """Where the Neuron scheduler extension and its scheduler run: the system nodes."""
 

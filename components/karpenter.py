@@ -16,7 +16,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import versions
-from components.cluster import SYSTEM_NODE_LABEL
+from components.cluster import SYSTEM_NODE_SELECTOR
 from components.helm import release
 from components.iam import (
     EKS_NODE_POLICIES,
@@ -293,7 +293,7 @@ def karpenter_values(cluster_name: str, queue_name: pulumi.Input[str]) -> dict[s
             "interruptionQueue": queue_name,
             "featureGates": {"reservedCapacity": True},
         },
-        "nodeSelector": {SYSTEM_NODE_LABEL: "system"},
+        "nodeSelector": SYSTEM_NODE_SELECTOR,
         "controller": {
             "resources": {
                 "requests": {"cpu": "1", "memory": "1Gi"},

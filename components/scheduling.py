@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import versions
-from components.cluster import SYSTEM_NODE_LABEL
+from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import AcceleratorAmounts, TeamConfig
 from components.helm import release
 
@@ -29,9 +29,10 @@ QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 # Priorities order pending jobs (Volcano's priority plugin); they never evict running pods:
 # preempting one worker of a gang kills the whole job, so the scheduler runs no preempt action
 # and the classes say preemptionPolicy: Never. Queues take back what they lent (reclaim).
+STANDARD_PRIORITY_CLASS: Final = "training-standard"
 PRIORITY_CLASSES: Final[dict[str, tuple[int, str]]] = {
     "training-critical": (100000, "Deadline-bound training; scheduled before other jobs."),
-    "training-standard": (10000, "Ordinary training jobs."),
+    STANDARD_PRIORITY_CLASS: (10000, "Ordinary training jobs."),
     "training-low": (1000, "Experiments and sweeps; scheduled when nothing else waits."),
 }
 
@@ -66,8 +67,8 @@ def volcano_values() -> dict[str, Any]:
     return {
         "custom": {
             "scheduler_config_override": yaml.safe_dump(scheduler_config(), sort_keys=False),
-            "default_ns": {SYSTEM_NODE_LABEL: "system"},
-            "default_tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+            "default_ns": SYSTEM_NODE_SELECTOR,
+            "default_tolerations": [SYSTEM_TOLERATION],
         }
     }
 

@@ -22,11 +22,11 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE
-from components.cluster import SYSTEM_NODE_LABEL
+from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import NodePoolConfig, TrainerConfig
 from components.helm import release
 from components.node_pools import POOL_LABEL, accelerator_taint
-from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
+from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
 from components.teams import JOB_SERVICE_ACCOUNT
 
@@ -41,7 +41,6 @@ SHARED_MOUNT: Final = "/fsx"
 MPI_SSH_PATH: Final = "/home/mpiuser/.ssh"
 MPI_SSH_PORT: Final = 2222
 """sshd of Trainer's MPI runtime image listens here (its non-root sshd_config)."""
-DEFAULT_PRIORITY_CLASS: Final = "training-standard"
 Framework = Literal["torch", "mpi", "jax"]
 
 # libfabric over EFA: RDMA reads where the hardware has them, fork-safe for data loaders.
@@ -108,7 +107,7 @@ def pod_spec(
     taint = accelerator_taint(pool)
     return {
         "schedulerName": SCHEDULER_NAME,
-        "priorityClassName": DEFAULT_PRIORITY_CLASS,
+        "priorityClassName": STANDARD_PRIORITY_CLASS,
         "serviceAccountName": JOB_SERVICE_ACCOUNT,
         "nodeSelector": {POOL_LABEL: pool.name},
         "tolerations": [
@@ -193,10 +192,7 @@ def trainer_values() -> dict[str, Any]:
     The built-in runtimes are installed by a hook job that downloads kubectl at install time;
     the platform creates its own runtimes instead. The controller runs on the system nodes.
     """
-    system = {
-        "nodeSelector": {SYSTEM_NODE_LABEL: "system"},
-        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
-    }
+    system = {"nodeSelector": SYSTEM_NODE_SELECTOR, "tolerations": [SYSTEM_TOLERATION]}
     return {
         "crds": {"enabled": True},
         "jobset": {"install": True},
