@@ -36,6 +36,24 @@ def service_trust_policy(service: str, *, tag_session: bool = False) -> dict[str
     }
 
 
+def deny_insecure_transport(sid: str, service: str, resources: str | list[str]) -> dict[str, Any]:
+    """Resource-policy statement refusing every request to ``resources`` made without TLS.
+
+    Args:
+        sid: statement id.
+        service: the service prefix whose actions are denied, e.g. ``s3`` or ``sqs``.
+        resources: the ARN (or ARNs) the policy protects.
+    """
+    return {
+        "Sid": sid,
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": f"{service}:*",
+        "Resource": resources,
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
+
+
 def pod_identity_trust_policy() -> dict[str, Any]:
     """Trust policy for a role that pods receive through EKS Pod Identity."""
     return service_trust_policy(POD_IDENTITY_PRINCIPAL, tag_session=True)

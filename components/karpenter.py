@@ -20,6 +20,7 @@ from components.cluster import SYSTEM_NODE_SELECTOR
 from components.helm import release
 from components.iam import (
     EKS_NODE_POLICIES,
+    deny_insecure_transport,
     pod_identity_trust_policy,
     role_with_policies,
     service_trust_policy,
@@ -271,14 +272,7 @@ def interruption_queue_policy(queue_arn: str) -> dict[str, Any]:
                 "Action": "sqs:SendMessage",
                 "Resource": queue_arn,
             },
-            {
-                "Sid": "DenyHTTP",
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "sqs:*",
-                "Resource": queue_arn,
-                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-            },
+            deny_insecure_transport("DenyHTTP", "sqs", queue_arn),
         ],
     }
 

@@ -25,7 +25,12 @@ from components.config import (
     PlatformConfig,
     bucket_name,
 )
-from components.iam import customer_key, pod_identity_trust_policy, role_with_policies
+from components.iam import (
+    customer_key,
+    deny_insecure_transport,
+    pod_identity_trust_policy,
+    role_with_policies,
+)
 
 LUSTRE_PORTS: Final = ((988, 988), (1018, 1023))
 """TCP ports Lustre clients and servers use (REFERENCE §5: 988 and 1018-1023)."""
@@ -40,14 +45,7 @@ def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {
-                "Sid": "DenyInsecureTransport",
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:*",
-                "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-            }
+            deny_insecure_transport("DenyInsecureTransport", "s3", [bucket_arn, f"{bucket_arn}/*"])
         ],
     }
 
