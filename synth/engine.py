@@ -102,18 +102,19 @@ class SynthRun:
 def plain_value(value: Any) -> Any:
     """Turn a value decoded from the wire into plain JSON.
 
-    Secrets become :data:`SECRET_MARK`, resource references their URN, and integral floats
-    (every number crosses the wire as a double) integers again.
+    Secrets become :data:`SECRET_MARK` (a secret map or list keeps its keys and shape, every
+    value in it masked, as ``stringData`` of a Secret does), resource references their URN, and
+    integral floats (every number crosses the wire as a double) integers again.
     """
     if isinstance(value, dict):
         signature = value.get(_SIG)
         if signature == _SECRET_SIG:
-            return SECRET_MARK
+            return _masked(plain_value(value.get("value")))
         if signature == _RESOURCE_REF_SIG:
             return value.get("urn")
         if signature == _OUTPUT_SIG:
             if value.get("secret"):
-                return SECRET_MARK
+                return _masked(plain_value(value.get("value")))
             return plain_value(value["value"]) if "value" in value else UNKNOWN
         return {key: plain_value(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -121,6 +122,15 @@ def plain_value(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def _masked(value: Any) -> Any:
+    """A secret's shape with every value replaced by :data:`SECRET_MARK`."""
+    if isinstance(value, dict):
+        return {key: _masked(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked(item) for item in value]
+    return SECRET_MARK
 
 
 def _provider_urn(reference: str) -> str | None:
