@@ -48,6 +48,22 @@ def accelerator_taint(pool: NodePoolConfig) -> dict[str, str]:
     return {"key": pool.instance.accelerator_resource, "value": "true", "effect": "NoSchedule"}
 
 
+def pool_workload_placement(pool: NodePoolConfig) -> dict[str, Any]:
+    """``nodeSelector`` and ``tolerations`` of a pod that runs on the pool's nodes only.
+
+    It tolerates the accelerator taint and the pool's extra taints, never the FSx startup taint:
+    that one must keep pods off a node until the Lustre client there is ready.
+    """
+    taint = accelerator_taint(pool)
+    return {
+        "nodeSelector": {POOL_LABEL: pool.name},
+        "tolerations": [
+            {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]},
+            *({"key": t.key, "operator": "Exists", "effect": t.effect} for t in pool.taints),
+        ],
+    }
+
+
 def pool_labels(pool: NodePoolConfig) -> dict[str, str]:
     """Node labels of a pool: its name, accelerator kind, the NVIDIA plugin's label, extras."""
     labels = {POOL_LABEL: pool.name, ACCELERATOR_LABEL: pool.instance.accelerator}

@@ -25,7 +25,7 @@ from components.catalog import EFA_RESOURCE, GPU_RESOURCE
 from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import NodePoolConfig, TrainerConfig
 from components.helm import release
-from components.node_pools import POOL_LABEL, accelerator_taint
+from components.node_pools import POOL_LABEL, pool_workload_placement
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
 from components.teams import JOB_SERVICE_ACCOUNT
@@ -104,16 +104,11 @@ def pod_spec(
     }
     if command:
         container["command"] = command
-    taint = accelerator_taint(pool)
     return {
         "schedulerName": SCHEDULER_NAME,
         "priorityClassName": STANDARD_PRIORITY_CLASS,
         "serviceAccountName": JOB_SERVICE_ACCOUNT,
-        "nodeSelector": {POOL_LABEL: pool.name},
-        "tolerations": [
-            {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]},
-            *({"key": t.key, "operator": "Exists", "effect": t.effect} for t in pool.taints),
-        ],
+        **pool_workload_placement(pool),
         "containers": [container],
         "volumes": volumes,
     }
