@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
@@ -652,7 +654,7 @@ class StorageConfig(StrictModel):
 # System namespaces, and Volcano's own queues (root, default): a team's name is both.
 RESERVED_NAMESPACES: Final = (
     "default", "root", "kube-system", "kube-public", "kube-node-lease", "volcano-system",
-    "kubeflow-system", "slinky", "slurm", "cert-manager",
+    "kubeflow-system", "slinky", "slurm", "cert-manager", "mariadb-operator",
 )  # fmt: skip
 GroupName = Annotated[str, Field(min_length=1, max_length=128)]
 
@@ -782,6 +784,10 @@ class TrainerImagesConfig(StrictModel):
     )
 
 
+DEFAULT_HUGEPAGES_GIB: Final = 5
+"""2 MiB huge pages per EFA pod, GiB: libfabric registers its buffers there."""
+
+
 class TrainerConfig(StrictModel):
     """Kubeflow Trainer v2 and the runtimes generated from the node pools."""
 
@@ -796,30 +802,174 @@ class TrainerConfig(StrictModel):
         "Operator (same MPIJob CRD name). Default: false.",
     )
     hugepages_gib: int = Field(
-        default=5,
+        default=DEFAULT_HUGEPAGES_GIB,
         alias="hugepagesGiB",
         ge=0,
         le=64,
-        description="2 MiB huge pages each EFA runtime pod requests (libfabric), GiB. Default: 5.",
+        description="2 MiB huge pages each EFA runtime pod requests (libfabric), GiB. "
+        f"Default: {DEFAULT_HUGEPAGES_GIB}.",
     )
 
 
-# Sections that later capabilities fill. Until their schema exists, anything put there is an
-# error rather than silently ignored.
-RESERVED_SECTIONS: Final = ("slurm",)
+# --------------------------------------------------------------------------- slurm
+
+SSH_KEY_TYPES: Final = (
+    "ssh-ed25519",
+    "sk-ssh-ed25519@openssh.com",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+    "ssh-rsa",
+)
+MINIMUM_RSA_BITS: Final = 3072
 
 
-def _reserved(value: Any) -> Any:
-    if value not in (None, [], {}):
-        raise PydanticCustomError(
-            "reserved",
-            "nothing yet: this section is reserved for a capability this release does not "
-            "ship; remove it",
+def _ssh_public_key(value: str) -> str:
+    """An OpenSSH public key line, parsed by ``cryptography`` (not by a pattern)."""
+    allowed = (
+        "an OpenSSH public key line (" + ", ".join(SSH_KEY_TYPES) + "; RSA of at least "
+        f"{MINIMUM_RSA_BITS} bits), e.g. the contents of ~/.ssh/id_ed25519.pub"
+    )
+    if "PRIVATE KEY" in value:
+        raise PydanticCustomError("ssh_key", "a PUBLIC key; this is a private key, revoke it")
+    try:
+        key = load_ssh_public_key(value.strip().encode())
+    except (ValueError, TypeError):
+        raise PydanticCustomError("ssh_key", allowed) from None
+    if isinstance(key, rsa.RSAPublicKey) and key.key_size < MINIMUM_RSA_BITS:
+        raise PydanticCustomError("ssh_key", allowed)
+    return value.strip()
+
+
+SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
+SlurmClusterName = Annotated[
+    str,
+    AfterValidator(
+        _pattern(
+            r"[a-z][a-z0-9_]{0,39}",
+            "lower-case letters, digits and '_', starting with a letter, at most 40 characters "
+            "(Slurm accounting uses it in table names)",
         )
-    return None
+    ),
+]
 
 
-Reserved = Annotated[Any, AfterValidator(_reserved)]
+class SlurmNodeSetConfig(StrictModel):
+    """A Slurm node set on one accelerator pool: slurmd pods that each take a whole node."""
+
+    pool: PoolName = Field(description="The `nodePools` entry the node set runs on. Required.")
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        le=2000,
+        description="slurmd pods, one per node; each holds its node for Slurm while it runs. "
+        "Default: 1.",
+    )
+    image: PinnedImage | None = Field(
+        default=None,
+        description="slurmd image of this node set. Default: `slurm.images.slurmdGpu` or "
+        "`slurm.images.slurmdNeuron`, by the pool's accelerator.",
+    )
+
+
+class SlurmImagesConfig(StrictModel):
+    """slurmd images of the node sets: Slinky's slurmd plus the libraries the fabric needs."""
+
+    slurmd_gpu: PinnedImage | None = Field(
+        default=None,
+        description="slurmd on GPU pools: Slinky slurmd " + versions.SLURM_IMAGE_TAG + " with "
+        "the EFA installer (libfabric), NCCL and aws-ofi-nccl (images/slurmd/Dockerfile). "
+        "Required when a node set is on a GPU pool.",
+    )
+    slurmd_neuron: PinnedImage | None = Field(
+        default=None,
+        description="slurmd on Trainium pools: Slinky slurmd with the EFA installer and the "
+        "Neuron runtime and collectives (images/slurmd/Dockerfile). Required when a node set is "
+        "on a Trainium pool.",
+    )
+
+
+class SlurmLoginConfig(StrictModel):
+    """The login set: where users run sbatch and srun, over SSH through an internal NLB."""
+
+    replicas: int = Field(default=1, ge=1, le=10, description="Login pods. Default: 1.")
+    ssh_authorized_keys: list[SshPublicKey] = Field(
+        min_length=1,
+        description="OpenSSH public keys allowed to log in as root. Required (at least one).",
+    )
+    allowed_cidrs: list[Ipv4Cidr] = Field(
+        default_factory=list,
+        description="Networks that may reach the login load balancer (its source ranges). "
+        "Default: the VPC's CIDR.",
+    )
+
+
+class SlurmAccountingConfig(StrictModel):
+    """slurmdbd and its MariaDB (through mariadb-operator) for job history and fair share."""
+
+    enabled: bool = Field(default=True, description="Run Slurm accounting. Default: true.")
+    storage_gib: int = Field(
+        default=20,
+        alias="storageGiB",
+        ge=10,
+        le=16384,
+        description="Encrypted gp3 volume of the database, GiB (it can grow, not shrink). "
+        "Default: 20.",
+    )
+
+
+class SlurmConfig(StrictModel):
+    """Slurm on Kubernetes with Slinky: node sets on the same pools as Kubernetes jobs."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Install cert-manager, the Slinky operator and a Slurm cluster. "
+        "Default: false.",
+    )
+    cluster_name: SlurmClusterName | None = Field(
+        default=None,
+        description="Slurm ClusterName (accounting keys records by it). Default: the EKS "
+        "cluster name with '-' as '_'.",
+    )
+    node_sets: list[SlurmNodeSetConfig] = Field(
+        default_factory=list,
+        description="Node sets, one per pool given to Slurm; each gets its own partition. "
+        "Default: none.",
+    )
+    default_partition: SlurmClusterName = Field(
+        default="all",
+        description="Name of the default partition, which spans every node set. Default: all.",
+    )
+    images: SlurmImagesConfig = Field(
+        default_factory=SlurmImagesConfig,
+        description="slurmd images (pinned). Default: none; see keys.",
+    )
+    login: SlurmLoginConfig | None = Field(
+        default=None, description="The login set. Required when Slurm is enabled."
+    )
+    accounting: SlurmAccountingConfig = Field(
+        default_factory=SlurmAccountingConfig,
+        description="Accounting with MariaDB. Default: on, 20 GiB.",
+    )
+    rest_api_replicas: int = Field(
+        default=1, ge=1, le=5, description="slurmrestd pods (the REST API). Default: 1."
+    )
+    controller_storage_gib: int = Field(
+        default=10,
+        alias="controllerStorageGiB",
+        ge=4,
+        le=1024,
+        description="slurmctld state save volume (encrypted gp3), GiB. Default: 10.",
+    )
+    hugepages_gib: int = Field(
+        default=DEFAULT_HUGEPAGES_GIB,
+        alias="hugepagesGiB",
+        ge=0,
+        le=64,
+        description="2 MiB huge pages each slurmd pod on an EFA pool requests (libfabric), GiB. "
+        f"Default: {DEFAULT_HUGEPAGES_GIB}.",
+    )
 
 
 class PlatformConfig(StrictModel):
@@ -866,12 +1016,24 @@ class PlatformConfig(StrictModel):
         default_factory=TrainerConfig,
         description="Kubeflow Trainer v2 and its runtimes. Default: on, default images.",
     )
-    slurm: Reserved = Field(default=None, description="Reserved: Slinky Slurm.")
+    slurm: SlurmConfig = Field(
+        default_factory=SlurmConfig,
+        description="Slurm on Kubernetes (Slinky) on the accelerator pools. Default: off.",
+    )
 
     @property
     def name(self) -> str:
         """The cluster name, also the prefix of every AWS resource name."""
         return self.cluster_name or f"training-{self.environment}"
+
+    @property
+    def slurm_cluster_name(self) -> str:
+        """The Slurm ClusterName: configured, or the EKS cluster name in Slurm's alphabet."""
+        return self.slurm.cluster_name or self.name.replace("-", "_")
+
+    def pool(self, name: str) -> NodePoolConfig | None:
+        """The accelerator pool called ``name``, if there is one."""
+        return next((pool for pool in self.node_pools if pool.name == name), None)
 
     @property
     def required_tags(self) -> dict[str, str]:
@@ -1024,6 +1186,7 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from _node_pool_problems(config)
     yield from _storage_problems(config)
     yield from _team_problems(config)
+    yield from _slurm_problems(config)
 
 
 def _network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
@@ -1337,6 +1500,21 @@ def pool_capacity(config: PlatformConfig) -> AcceleratorAmounts:
     )
 
 
+def slurm_held(config: PlatformConfig) -> AcceleratorAmounts:
+    """Accelerators that enabled Slurm node sets hold (replicas x devices per node)."""
+    totals = dict.fromkeys((catalog.GPU_RESOURCE, catalog.NEURON_RESOURCE), 0)
+    if config.slurm.enabled:
+        for node_set in config.slurm.node_sets:
+            pool = config.pool(node_set.pool)
+            if pool is not None and all(t in catalog.CATALOG for t in pool.instance_types):
+                totals[pool.instance.accelerator_resource] += (
+                    node_set.replicas * pool.instance.accelerators
+                )
+    return AcceleratorAmounts(
+        gpus=totals[catalog.GPU_RESOURCE], neuron_devices=totals[catalog.NEURON_RESOURCE]
+    )
+
+
 def _team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     names = [team.name for team in config.teams]
     if _duplicates(names):
@@ -1372,8 +1550,9 @@ def _team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                     f"at most the queue's capability ({capability}; default: the team quota)",
                 )
     capacity = pool_capacity(config)
+    held = slurm_held(config)
     for key, attribute in fields:
-        available = getattr(capacity, attribute)
+        available = getattr(capacity, attribute) - getattr(held, attribute)
         for share in ("guarantee", "deserved"):
             total = sum(getattr(getattr(team.queue, share), attribute) for team in config.teams)
             if total > available:
@@ -1381,7 +1560,64 @@ def _team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                     f"{CONFIG_KEY}.teams[*].queue.{share}.{key}",
                     total,
                     f"at most {available}, what the node pools can provide (maxNodes x "
-                    "accelerators per node); raise maxNodes or lower the teams' shares",
+                    "accelerators per node) beyond the nodes Slurm node sets hold; raise "
+                    "maxNodes or lower the teams' shares",
+                )
+
+
+def _slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    slurm = config.slurm
+    base = f"{CONFIG_KEY}.slurm"
+    if not slurm.enabled:
+        return
+    if not slurm.node_sets:
+        yield ConfigProblem(f"{base}.nodeSets", [], "at least one node set when Slurm is enabled")
+    if slurm.login is None:
+        yield ConfigProblem(
+            f"{base}.login", _MISSING, "a login set with sshAuthorizedKeys when Slurm is enabled"
+        )
+    if config.storage.lustre is None:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.storage.lustre",
+            _MISSING,
+            "a Lustre file system when Slurm is enabled: job scripts, inputs and outputs live "
+            "on the file system every Slurm node and login pod mounts",
+        )
+    pools = [node_set.pool for node_set in slurm.node_sets]
+    if _duplicates(pools):
+        yield ConfigProblem(f"{base}.nodeSets", pools, "each pool in one node set")
+    if slurm.default_partition in pools:
+        yield ConfigProblem(
+            f"{base}.defaultPartition",
+            slurm.default_partition,
+            "a name other than the node sets' own partitions (" + ", ".join(pools) + ")",
+        )
+    known = [pool.name for pool in config.node_pools]
+    for index, node_set in enumerate(slurm.node_sets):
+        here = f"{base}.nodeSets[{index}]"
+        pool = config.pool(node_set.pool)
+        if pool is None:
+            yield ConfigProblem(
+                f"{here}.pool",
+                node_set.pool,
+                "one of the nodePools: " + (", ".join(known) or "none are configured"),
+            )
+            continue
+        if node_set.replicas > pool.max_nodes:
+            yield ConfigProblem(
+                f"{here}.replicas",
+                node_set.replicas,
+                f"at most the pool's maxNodes ({pool.max_nodes}): each slurmd pod takes a node",
+            )
+        if node_set.image is None and all(t in catalog.CATALOG for t in pool.instance_types):
+            gpu = pool.instance.accelerator_resource == catalog.GPU_RESOURCE
+            key = "slurmdGpu" if gpu else "slurmdNeuron"
+            if getattr(slurm.images, "slurmd_gpu" if gpu else "slurmd_neuron") is None:
+                yield ConfigProblem(
+                    f"{base}.images.{key}",
+                    _MISSING,
+                    f"a pinned slurmd image with the EFA libraries for pool {pool.name} "
+                    "(images/slurmd/Dockerfile builds one), or nodeSets[].image",
                 )
 
 

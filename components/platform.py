@@ -12,6 +12,8 @@ from components.karpenter import Karpenter
 from components.network import Network
 from components.node_pools import NodePools
 from components.scheduling import Scheduling
+from components.slurm import NAMESPACE as SLURM_NAMESPACE
+from components.slurm import Slurm, create_namespace
 from components.storage import Storage
 from components.teams import Teams
 from components.trainer import Trainer
@@ -87,6 +89,19 @@ class TrainingPlatform(pulumi.ComponentResource):
             kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,
         )
+        mounting_namespaces: dict[str, pulumi.Resource] = {
+            team.name: self.teams.namespaces[team.name]
+            for team in config.teams
+            if team.shared_file_system
+        }
+        slurm_namespace = None
+        if config.slurm.enabled:
+            slurm_namespace = create_namespace(
+                cluster_ready=self.cluster.ready,
+                kubernetes_provider=self.cluster.kubernetes_provider,
+                parent=self,
+            )
+            mounting_namespaces[SLURM_NAMESPACE] = slurm_namespace
         self.storage = Storage(
             "storage",
             config=config,
@@ -94,11 +109,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             training_subnet_id=self.network.private_subnet_ids[config.network.training_zone],
             cluster_ready=self.cluster.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
-            team_namespaces={
-                team.name: self.teams.namespaces[team.name]
-                for team in config.teams
-                if team.shared_file_system
-            },
+            mounting_namespaces=mounting_namespaces,
             opts=with_aws,
         )
         self.node_pools = NodePools(
@@ -137,6 +148,21 @@ class TrainingPlatform(pulumi.ComponentResource):
             kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,
         )
+        self.slurm: Slurm | None = None
+        if slurm_namespace is not None:
+            self.slurm = Slurm(
+                "slurm",
+                config=config,
+                namespace=slurm_namespace,
+                vpc_cidr=config.network.vpc_cidr,
+                cluster_ready=self.cluster.ready,
+                workloads_ready=[
+                    *(claim for ns, claim in self.storage.claims.items() if ns == SLURM_NAMESPACE),
+                    *self.scheduling.priority_classes,
+                ],
+                kubernetes_provider=self.cluster.kubernetes_provider,
+                opts=with_aws,
+            )
         self.register_outputs({})
 
 

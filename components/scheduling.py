@@ -126,8 +126,10 @@ class Scheduling(pulumi.ComponentResource):
             opts=in_cluster,
         )
         self.ready: list[pulumi.Resource] = [volcano]
+        self.priority_classes: list[pulumi.Resource] = []
+        """The priority classes: pods that name one are refused until it exists."""
         for class_name, (value, description) in PRIORITY_CLASSES.items():
-            k8s.scheduling.v1.PriorityClass(
+            priority_class = k8s.scheduling.v1.PriorityClass(
                 f"{name}-{class_name}",
                 metadata={"name": class_name},
                 value=value,
@@ -136,6 +138,7 @@ class Scheduling(pulumi.ComponentResource):
                 description=description,
                 opts=in_cluster,
             )
+            self.priority_classes.append(priority_class)
         after_volcano = pulumi.ResourceOptions(
             parent=self, provider=kubernetes_provider, depends_on=[volcano]
         )

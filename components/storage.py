@@ -204,7 +204,7 @@ class Storage(pulumi.ComponentResource):
         training_subnet_id: pulumi.Input[str],
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
-        team_namespaces: dict[str, pulumi.Resource] | None = None,
+        mounting_namespaces: dict[str, pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the storage.
@@ -216,19 +216,22 @@ class Storage(pulumi.ComponentResource):
             training_subnet_id: private subnet of the training zone (the file system's subnet).
             cluster_ready: what the CSI add-on and Kubernetes objects wait for.
             kubernetes_provider: provider of the namespaces, PVs and claims.
-            team_namespaces: team namespaces (created by Teams) that mount the file system and
-                get a claim; ``storage.lustre.namespaces`` are created here. Default: none.
+            mounting_namespaces: namespaces created elsewhere (team namespaces, Slurm's) that
+                mount the file system and get a claim; ``storage.lustre.namespaces`` are created
+                here. Default: none.
             opts: resource options; the AWS provider comes from here.
         """
         super().__init__("trainingplatform:index:Storage", name, None, opts)
         storage = config.storage
         cluster = config.name
-        team_namespaces = team_namespaces or {}
+        mounting_namespaces = mounting_namespaces or {}
         child = pulumi.ResourceOptions(parent=self)
         stateful = pulumi.ResourceOptions(parent=self, protect=config.protect_stateful_resources)
         self.client_security_group_id: pulumi.Output[str] | None = None
         self.file_system_id: pulumi.Output[str] | None = None
         self.buckets: dict[str, str] = {}
+        self.claims: dict[str, k8s.core.v1.PersistentVolumeClaim] = {}
+        """The ``shared-lustre`` claim of each mounting namespace (what pods there wait for)."""
         if not storage.buckets and storage.lustre is None:
             self.register_outputs({})
             return
@@ -265,7 +268,7 @@ class Storage(pulumi.ComponentResource):
                 lustre=lustre,
                 cluster_ready=cluster_ready,
                 kubernetes_provider=kubernetes_provider,
-                team_namespaces=team_namespaces,
+                mounting_namespaces=mounting_namespaces,
                 child=child,
             )
         self.register_outputs({"buckets": self.buckets})
@@ -468,7 +471,7 @@ class Storage(pulumi.ComponentResource):
         lustre: LustreConfig,
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
-        team_namespaces: dict[str, pulumi.Resource],
+        mounting_namespaces: dict[str, pulumi.Resource],
         child: pulumi.ResourceOptions,
     ) -> None:
         role = role_with_policies(
@@ -513,7 +516,7 @@ class Storage(pulumi.ComponentResource):
             parent=self, provider=kubernetes_provider, depends_on=[*cluster_ready, addon]
         )
         assert self.file_system_id is not None
-        mounting: dict[str, pulumi.Resource] = dict(team_namespaces)
+        mounting: dict[str, pulumi.Resource] = dict(mounting_namespaces)
         for namespace in lustre.namespaces:
             mounting[namespace] = k8s.core.v1.Namespace(
                 f"{name}-ns-{namespace}",
@@ -541,7 +544,7 @@ class Storage(pulumi.ComponentResource):
                 ),
                 opts=in_cluster,
             )
-            k8s.core.v1.PersistentVolumeClaim(
+            self.claims[namespace] = k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-pvc-{namespace}",
                 metadata={"name": CLAIM_NAME, "namespace": namespace},
                 spec=typing.cast(Any, persistent_volume_claim_spec(lustre, volume_name)),

@@ -202,3 +202,57 @@ EKS_IMAGE_REGISTRY_ACCOUNTS: Final[dict[str, str]] = {
 """Account of the EKS image registry (EFA device plugin and other EKS images) per region, from
 the EKS user guide's "container image registries for Amazon EKS add-ons". Its keys are the
 regions the platform supports: all in the ``aws`` partition, whose ARNs the program builds."""
+
+CERT_MANAGER_CHART: Final = HelmChart(
+    chart="oci://quay.io/jetstack/charts/cert-manager",
+    # Published chart versions carry the tag's "v". Slinky's operator webhook takes its serving
+    # certificate from cert-manager.
+    version="v1.21.1",
+    repository=None,
+    reference_dir="cert-manager/v1.21.1",
+)
+
+SLINKY_VERSION: Final = "1.2.1"
+"""Slinky slurm-operator, its CRDs and the slurm chart (Slurm 26.05 images)."""
+SLURM_OPERATOR_CRDS_CHART: Final = HelmChart(
+    chart="oci://ghcr.io/slinkyproject/charts/slurm-operator-crds",
+    version=SLINKY_VERSION,
+    repository=None,
+    reference_dir=f"slurm-operator-crds/{SLINKY_VERSION}",
+)
+SLURM_OPERATOR_CHART: Final = HelmChart(
+    chart="oci://ghcr.io/slinkyproject/charts/slurm-operator",
+    version=SLINKY_VERSION,
+    repository=None,
+    reference_dir=f"slurm-operator/{SLINKY_VERSION}",
+)
+SLURM_CHART: Final = HelmChart(
+    chart="oci://ghcr.io/slinkyproject/charts/slurm",
+    version=SLINKY_VERSION,
+    repository=None,
+    reference_dir=f"slurm/{SLINKY_VERSION}",
+)
+SLURM_IMAGE_TAG: Final = "26.05-ubuntu26.04"
+"""Tag of the Slinky Slurm images (slurmctld, slurmrestd, slurmdbd, login) of the slurm chart
+1.2.1; a slurmd image built for the node sets should start from the same Slurm release."""
+SLINKY_IMAGE_REPOSITORY: Final = "ghcr.io/slinkyproject"
+SIDECAR_IMAGE: Final = ("docker.io/library/alpine", "3.22.1")
+"""(repository, tag) of the slurm chart's log and init sidecars, which default to
+``alpine:latest``."""
+
+MARIADB_OPERATOR_VERSION: Final = "26.6.0"
+MARIADB_OPERATOR_CRDS_CHART: Final = HelmChart(
+    chart="oci://ghcr.io/mariadb-operator/charts/mariadb-operator-crds",
+    version=MARIADB_OPERATOR_VERSION,
+    repository=None,
+    reference_dir=f"mariadb-operator-crds/{MARIADB_OPERATOR_VERSION}",
+)
+MARIADB_OPERATOR_CHART: Final = HelmChart(
+    chart="oci://ghcr.io/mariadb-operator/charts/mariadb-operator",
+    version=MARIADB_OPERATOR_VERSION,
+    repository=None,
+    reference_dir=f"mariadb-operator/{MARIADB_OPERATOR_VERSION}",
+)
+MARIADB_IMAGE: Final = "docker.io/library/mariadb:11.8.8"
+"""The accounting database server: the operator's own default (``config.mariadbImage`` of
+mariadb-operator 26.6.0), pinned here so an operator upgrade does not upgrade the database."""

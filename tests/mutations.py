@@ -42,3 +42,8 @@ def both(*mutations: Mutation) -> Mutation:
             mutation(data)
 
     return mutate
+
+
+def without_slurm(data: dict[str, Any]) -> None:
+    """Drop the Slurm section: for tests that remove the pools or the file system it needs."""
+    data.pop("slurm", None)

@@ -191,7 +191,7 @@ def test_every_aws_resource_uses_the_tagged_provider(stack_run: tuple[str, Progr
 
 def test_default_storage_class_is_encrypted_gp3(stack_run: tuple[str, ProgramRun]) -> None:
     _, run = stack_run
-    storage_class = run.one("kubernetes:storage.k8s.io/v1:StorageClass").inputs
+    storage_class = run.one("kubernetes:storage.k8s.io/v1:StorageClass", "-gp3").inputs
     assert storage_class["metadata"]["annotations"] == {
         "storageclass.kubernetes.io/is-default-class": "true"
     }

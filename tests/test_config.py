@@ -107,8 +107,6 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
      "platform.environment", "lower-case letters"),
     ("region that does not exist in form", _set("region", "uswest2"),
      "platform.region", "an AWS region name such as us-west-2"),
-    ("reserved section filled too early", _set("slurm", {"enabled": True}),
-     "platform.slurm", "reserved for a capability this release does not ship"),
     ("boolean given as text", _set("protectStatefulResources", "maybe"),
      "platform.protectStatefulResources", "a valid boolean"),
     # node pools

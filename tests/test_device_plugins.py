@@ -25,6 +25,7 @@ from components.node_pools import pool_labels
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.mutations import without_slurm
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -271,6 +272,7 @@ def test_no_pools_no_plugins(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     data["nodePools"] = []
     data["teams"] = []  # queues may not promise accelerators the pools cannot provide
+    without_slurm(data)  # node sets name the pools removed here
     assert plugin_releases(run_platform(data, "dev")) == {}
 
 
@@ -278,6 +280,7 @@ def test_trainium_pool_only_gets_efa_and_neuron(run_platform: Callable[..., Prog
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["instanceTypes"] == ["trn1.32xlarge"]]
     data["teams"] = []
+    without_slurm(data)
     assert len(data["nodePools"]) == 1
     assert set(plugin_releases(run_platform(data, "dev"))) == {EFA, NEURON}
 
@@ -286,6 +289,7 @@ def test_small_gpu_pool_only_gets_nvidia(run_platform: Callable[..., ProgramRun]
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
     data["teams"] = []
+    without_slurm(data)
     assert len(data["nodePools"]) == 1
     assert set(plugin_releases(run_platform(data, "dev"))) == {NVIDIA}
 
@@ -294,6 +298,7 @@ def test_efa_gpu_pool_gets_nvidia_and_efa(run_platform: Callable[..., ProgramRun
     data = stack_data("staging")
     data["nodePools"] = [p for p in data["nodePools"] if p["name"] == "p5"]
     data["teams"] = []
+    without_slurm(data)
     assert len(data["nodePools"]) == 1
     assert set(plugin_releases(run_platform(data, "staging"))) == {NVIDIA, EFA}
 
@@ -302,6 +307,7 @@ def test_efa_opt_out_drops_the_efa_plugin(run_platform: Callable[..., ProgramRun
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["instanceTypes"] == ["trn1.32xlarge"]]
     data["teams"] = []
+    without_slurm(data)
     data["nodePools"][0]["efa"] = False
     assert set(plugin_releases(run_platform(data, "dev"))) == {NEURON}
 

@@ -28,10 +28,28 @@ KNOWN_CHARTS: dict[str, HelmChart] = {
 }
 """Every chart of the bill of materials, by the reference a release passes as ``chart``."""
 
-FREE_FORM_KEYS = frozenset({"nodeSelector", "labels", "annotations", "matchLabels"})
-"""Kubernetes string maps (label selectors, labels, annotations): their keys are label names, not
+FREE_FORM_KEYS = frozenset({"nodeSelector", "labels", "annotations", "matchLabels", "configMap"})
+"""Kubernetes string maps (label selectors, labels, annotations) and the slurm chart's maps of
+Slurm options (a partition's ``configMap``): their keys are label names or Slurm parameters, not
 chart structure, so a non-empty default there (karpenter's ``nodeSelector: {kubernetes.io/os:
 linux}``) is an example that Helm merges ours into, not a list of allowed keys."""
+
+KUBERNETES_TYPED_PATHS = ("podSpec", "service.spec")
+"""Key paths (suffixes) whose value the chart documents as a Kubernetes type (the slurm chart's
+``podSpec`` is a ``corev1.PodSpec``, ``service.spec`` a ``corev1.ServiceSpec``): any field of
+that type is allowed, so they are checked against the Kubernetes schema (``test_slurm``), not
+against the example fields in the defaults."""
+
+
+def _kubernetes_typed(path: str) -> bool:
+    return any(path == typed or path.endswith("." + typed) for typed in KUBERNETES_TYPED_PATHS)
+
+
+MERGED_DEFAULTS: dict[str, dict[str, str]] = {
+    "slurm": {"loginsets": "loginsetDefaults", "nodesets": "nodesetDefaults"}
+}
+"""Maps whose entries the chart merges over a defaults block: each entry may only use the keys
+of that block."""
 
 
 def unknown_value_paths(values: Any, defaults: Any, path: str = "") -> list[str]:
@@ -55,8 +73,20 @@ def unknown_value_paths(values: Any, defaults: Any, path: str = "") -> list[str]
         here = f"{path}.{key}" if path else str(key)
         if key not in defaults:
             problems.append(here)
-        elif key not in FREE_FORM_KEYS:
+        elif key not in FREE_FORM_KEYS and not _kubernetes_typed(here):
             problems.extend(unknown_value_paths(value, defaults[key], here))
+    return problems
+
+
+def merged_entry_paths(chart_name: str, values: Any, defaults: Any) -> list[str]:
+    """Unknown key paths inside the entries of maps merged over a defaults block (``loginsets``
+    over ``loginsetDefaults``), which :func:`unknown_value_paths` cannot see (empty defaults)."""
+    problems: list[str] = []
+    for map_key, defaults_key in MERGED_DEFAULTS.get(chart_name, {}).items():
+        for entry_name, entry in (values.get(map_key) or {}).items():
+            problems.extend(
+                unknown_value_paths(entry, defaults[defaults_key], f"{map_key}.{entry_name}")
+            )
     return problems
 
 
@@ -196,8 +226,12 @@ def test_every_release_value_exists_in_the_chart_defaults(
         chart = _chart_of(release)
         defaults = _yaml(_chart_dir(reference_dir, chart) / "values.yaml")
         values = release.inputs.get("values", {})
+        chart_name = chart.chart.rsplit("/", 1)[-1]
         problems.extend(
             f"{release.name} ({chart.reference_dir}): {path}"
-            for path in unknown_value_paths(values, defaults)
+            for path in [
+                *unknown_value_paths(values, defaults),
+                *merged_entry_paths(chart_name, values, defaults),
+            ]
         )
     assert not problems, "values the chart does not define:\n" + "\n".join(problems)

@@ -34,6 +34,7 @@ from components.storage import (
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.mutations import without_slurm
 from tests.schemas import validation_errors
 
 STORAGE = "trainingplatform:index:Storage"
@@ -134,10 +135,12 @@ LUSTRE_STACKS = [stack for stack in STACKS if _raw_stack_storage(stack).get("lus
 
 
 def mounting_namespaces(raw_platform: dict[str, Any]) -> list[str]:
-    """Namespaces that get a claim: storage.lustre.namespaces and teams with the file system."""
+    """Namespaces that get a claim: storage.lustre.namespaces, teams with the file system, and
+    Slurm's namespace when Slurm is on."""
     listed = (raw_platform.get("storage", {}).get("lustre") or {}).get("namespaces", [])
     teams = [t["name"] for t in raw_platform.get("teams", []) if t.get("sharedFileSystem", True)]
-    return [*listed, *teams]
+    slurm = ["slurm"] if raw_platform.get("slurm", {}).get("enabled") else []
+    return [*listed, *teams, *slurm]
 
 
 NAMESPACE_CASES = [
@@ -790,6 +793,7 @@ def test_every_node_class_selects_the_lustre_client_group(lustre_case: StackCase
 def test_without_storage_nothing_of_it(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     data["storage"] = {}
+    without_slurm(data)  # Slurm needs the file system
     run = run_platform(data, "dev")
     # a startup taint nothing removes would leave every node unusable
     for record in run.records:
@@ -812,6 +816,7 @@ def test_buckets_without_a_file_system_add_no_taint(
 ) -> None:
     data = stack_data("dev")
     del data["storage"]["lustre"]
+    without_slurm(data)  # Slurm needs the file system
     run = run_platform(data, "dev")
     assert len(run.of_type(BUCKET)) == 1
     assert _data_key(run).inputs["enableKeyRotation"] is True
@@ -831,6 +836,7 @@ def test_non_default_lustre_settings_reach_the_resources(
 ) -> None:
     data = stack_data("dev")
     data["teams"] = []  # only the listed namespaces mount the file system here
+    without_slurm(data)
     data["storage"]["buckets"][0]["noncurrentVersionRetentionDays"] = 45
     lustre = data["storage"]["lustre"]
     lustre.update(

@@ -20,7 +20,7 @@ from components.config import ConfigError, ConfigProblem, parse_platform_config
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS, ProgramRun, stack_data
-from tests.mutations import Mutation
+from tests.mutations import Mutation, without_slurm
 from tests.mutations import both as _both
 from tests.schemas import validation_errors
 
@@ -188,12 +188,19 @@ def _problems(data: dict[str, Any]) -> list[ConfigProblem]:
 
 
 def _dev_capacity() -> dict[str, int]:
-    """Accelerators dev's pools provide at most: maxNodes x devices per node (stack + catalog)."""
+    """Accelerators dev's pools provide to teams at most: maxNodes x devices per node, less the
+    nodes Slurm node sets hold (stack + catalog)."""
+    data = stack_data("dev")
     totals = {"gpus": 0, "neuronDevices": 0}
-    for pool in stack_data("dev")["nodePools"]:
+    slurm = data.get("slurm", {})
+    held_nodes = {
+        node_set["pool"]: node_set.get("replicas", 1)
+        for node_set in (slurm.get("nodeSets", []) if slurm.get("enabled") else [])
+    }
+    for pool in data["nodePools"]:
         entry = catalog.CATALOG[pool["instanceTypes"][0]]
         kind = "gpus" if entry.accelerator == "nvidia" else "neuronDevices"
-        totals[kind] += pool["maxNodes"] * entry.accelerators
+        totals[kind] += (pool["maxNodes"] - held_nodes.get(pool["name"], 0)) * entry.accelerators
     return totals
 
 
@@ -418,6 +425,7 @@ def test_shared_file_system_false_gets_no_claim(run_platform: Callable[..., Prog
 def test_no_claim_without_a_file_system(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     del data["storage"]["lustre"]
+    without_slurm(data)  # Slurm needs the file system
     team = data["teams"][0]
     assert team.get("sharedFileSystem", DEFAULT_SHARED_FILE_SYSTEM)
     run = run_platform(data, "dev")
@@ -430,8 +438,10 @@ def test_no_teams_no_team_objects(run_platform: Callable[..., ProgramRun]) -> No
     data["teams"] = []
     run = run_platform(data, "dev")
     assert _team_namespaces(run) == []
-    for resource_type in (*TEAM_OBJECT_TYPES, CLAIM, QUEUE):
+    for resource_type in (*TEAM_OBJECT_TYPES, QUEUE):
         assert run.of_type(resource_type) == [], resource_type
+    # Slurm's own namespace still mounts the file system; no team namespace does.
+    assert {_metadata(c)["namespace"] for c in run.of_type(CLAIM)} == {"slurm"}
     assert [r for r in run.of_type(CLUSTER_ROLE) if _metadata(r).get("name") == JOBS_ROLE] == []
 
 

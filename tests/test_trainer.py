@@ -26,6 +26,7 @@ from synth.engine import ResourceRecord
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.mutations import without_slurm
 from tests.schemas import validation_errors
 
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
@@ -597,6 +598,7 @@ def test_runtimes_without_lustre_mount_no_shared_volume(
 ) -> None:
     data = stack_data("dev")
     del data["storage"]["lustre"]
+    without_slurm(data)  # Slurm needs the file system
     run = run_platform(data, "dev")
     runtimes = run.of_type(RUNTIME)
     assert runtimes

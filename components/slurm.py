@@ -1,0 +1,601 @@
+"""Slurm on Kubernetes with Slinky: node sets on the same accelerator pools as Kubernetes jobs.
+
+Install order (REFERENCE §8): cert-manager (the operator webhook's certificate), the Slinky CRDs,
+the operator, the accounting database (mariadb-operator and one ``MariaDB``), then the ``slurm``
+chart with the controller, REST API, accounting and login set.
+
+The node sets are ``NodeSet`` resources created here rather than through the chart's
+``nodesets`` values: each is built from the pool's catalog entry (every accelerator and EFA
+interface, GRES), so it can be validated against the CRD schema and checked by policy before
+anything reaches a cluster. The chart's partition ``all`` (``Nodes=ALL``) still spans them.
+
+The Slurm auth keys are random values kept as Pulumi secrets: the chart would generate them with
+a cluster ``lookup`` and regenerate them whenever that lookup sees nothing.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Sequence
+from typing import Any, Final
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components import versions
+from components.catalog import GPU_RESOURCE
+from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
+from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
+from components.helm import release
+from components.node_pools import GENERAL_POOL, POOL_LABEL, pool_workload_placement
+from components.scheduling import STANDARD_PRIORITY_CLASS
+from components.storage import CLAIM_NAME
+from components.trainer import SHARED_MOUNT, node_resources
+
+NAMESPACE: Final = "slurm"
+OPERATOR_NAMESPACE: Final = "slinky"
+CERT_MANAGER_NAMESPACE: Final = "cert-manager"
+MARIADB_OPERATOR_NAMESPACE: Final = "mariadb-operator"
+RELEASE: Final = "slurm"
+CONTROLLER_NAME: Final = RELEASE
+"""The chart's Controller (``fullnameOverride``), which every NodeSet names as its controller."""
+SLINKY_API: Final = "slinky.slurm.net/v1beta1"
+MARIADB_API: Final = "k8s.mariadb.com/v1alpha1"
+
+SLURM_KEY: Final = {"name": "slurm-auth-slurm", "key": "slurm.key"}
+JWT_KEY: Final = {"name": "slurm-auth-jwt", "key": "jwt.key"}
+AUTH_KEY_LENGTH: Final = 1024
+"""Characters of each auth key, as many as the chart would generate (``randAscii 1024``)."""
+
+DATABASE_HOST: Final = "slurm-accounting-db"
+"""The MariaDB resource, its Service, and the Secret with its passwords."""
+DATABASE_NAME: Final = "slurm_acct_db"
+DATABASE_USER: Final = "slurm"
+DATABASE_PORT: Final = 3306
+DATABASE_PASSWORD_KEY: Final = "password"
+DATABASE_ROOT_PASSWORD_KEY: Final = "root-password"
+STATE_STORAGE_CLASS: Final = "slurm-retained"
+"""Encrypted gp3 that keeps its volumes when their claim goes: slurmctld state and accounting."""
+
+DO_NOT_DISRUPT: Final = {"karpenter.sh/do-not-disrupt": "true"}
+"""Keeps Karpenter from consolidating away the node under slurmctld or the database."""
+SERVICE_PLACEMENT: Final = {"nodeSelector": {POOL_LABEL: GENERAL_POOL}}
+"""Slurm's own services (controller, REST API, accounting, login) run on the general pool."""
+OPERATOR_PLACEMENT: Final = {
+    "nodeSelector": SYSTEM_NODE_SELECTOR,
+    "tolerations": [SYSTEM_TOLERATION],
+}
+"""Operators run on the system nodes like every other controller."""
+INTERNAL_LOAD_BALANCER: Final = {
+    "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+    "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+}
+"""An internal NLB in the private subnets, whichever controller (EKS's built-in service
+controller or the AWS Load Balancer Controller) handles the Service."""
+LOGIN_SET: Final = "login"
+PRIVILEGED_NAMESPACE: Final = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    "pod-security.kubernetes.io/warn": "privileged",
+}
+"""slurmd runs privileged (it manages cgroups and devices for the jobs it starts)."""
+GRES_NAMES: Final = {GPU_RESOURCE: "gpu", "aws.amazon.com/neuron": "neuron"}
+"""Slurm GRES name of each accelerator resource."""
+NEURON_DEVICE_FILES: Final = "/dev/neuron"
+
+
+def slinky_image(component: str) -> dict[str, str]:
+    """A Slinky Slurm image (``slurmctld``, ``login``...) at the bill of materials' tag."""
+    return {
+        "repository": f"{versions.SLINKY_IMAGE_REPOSITORY}/{component}",
+        "tag": versions.SLURM_IMAGE_TAG,
+    }
+
+
+def sidecar_image() -> dict[str, str]:
+    """The pinned image of the chart's log and init sidecars (alpine:latest by default)."""
+    repository, tag = versions.SIDECAR_IMAGE
+    return {"repository": repository, "tag": tag}
+
+
+def gres_name(pool: NodePoolConfig) -> str:
+    """The GRES a pool's nodes offer: ``gpu`` or ``neuron``."""
+    return GRES_NAMES[pool.instance.accelerator_resource]
+
+
+def node_names(pool: NodePoolConfig) -> str:
+    """Slurm hostlist of every node a pool's node set can ever have (one per pool node)."""
+    if pool.max_nodes == 1:
+        return f"{pool.name}-0"
+    return f"{pool.name}-[0-{pool.max_nodes - 1}]"
+
+
+def gres_conf(pools: Sequence[NodePoolConfig]) -> str:
+    """``gres.conf``: NVIDIA devices found through NVML, Neuron devices by their files.
+
+    Lines are per node set, so a Trainium node never looks for NVIDIA devices and a GPU node
+    never lists Neuron files.
+    """
+    lines = ["# Generated by the training platform from the node pools (components/slurm.py)."]
+    for pool in pools:
+        if gres_name(pool) == "gpu":
+            lines.append(f"NodeName={node_names(pool)} AutoDetect=nvidia")
+        else:
+            last = pool.instance.accelerators - 1
+            lines.append(
+                f"NodeName={node_names(pool)} AutoDetect=off Name=neuron "
+                f"File={NEURON_DEVICE_FILES}[0-{last}]"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def controller_conf(pools: Sequence[NodePoolConfig], *, accounting: bool) -> dict[str, Any]:
+    """``slurm.conf`` additions: the GRES types in use, tracked by accounting when it runs."""
+    gres_types = sorted({gres_name(pool) for pool in pools})
+    conf: dict[str, Any] = {"GresTypes": gres_types}
+    if accounting:
+        conf["AccountingStorageTRES"] = [f"gres/{gres}" for gres in gres_types]
+    return conf
+
+
+def slurmd_resources(pool: NodePoolConfig, hugepages_gib: int) -> dict[str, Any]:
+    """Slurmd's requests and limits: the node's accelerators, EFA and huge pages.
+
+    Requests are a training pod's (:func:`components.trainer.node_resources`). Memory has no
+    limit: slurmd hands the node's memory to the jobs it starts, under its own cgroups.
+    """
+    resources = node_resources(pool, hugepages_gib)
+    limits = {key: value for key, value in resources["limits"].items() if key != "memory"}
+    return {"requests": resources["requests"], "limits": limits}
+
+
+def node_conf(pool: NodePoolConfig) -> str:
+    """Slurmd's ``--conf``: the node's GRES (every device) and features to constrain jobs by."""
+    features = [pool.name, pool.instance.accelerator]
+    if pool.uses_efa:
+        features.append("efa")
+    return f"Gres={gres_name(pool)}:{pool.instance.accelerators} Features={','.join(features)}"
+
+
+def shared_volume() -> dict[str, Any]:
+    """The namespace's ``shared-lustre`` claim as a pod volume."""
+    return {"name": "shared", "persistentVolumeClaim": {"claimName": CLAIM_NAME}}
+
+
+def shared_mount() -> dict[str, str]:
+    """Where every Slurm node and login pod sees the shared file system (as Trainer jobs do)."""
+    return {"name": "shared", "mountPath": SHARED_MOUNT}
+
+
+def nodeset_spec(
+    node_set: SlurmNodeSetConfig,
+    pool: NodePoolConfig,
+    *,
+    image: str,
+    hugepages_gib: int,
+    shared_file_system: bool,
+) -> dict[str, Any]:
+    """The NodeSet of one pool: slurmd pods that each take a whole node of the pool.
+
+    Args:
+        node_set: the node set's config (pool, replicas).
+        pool: the pool it runs on (catalog entry, taints).
+        image: the pinned slurmd image (with the EFA libraries).
+        hugepages_gib: huge pages per pod on EFA pools, GiB.
+        shared_file_system: mount the namespace's Lustre claim at the shared path.
+    """
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    if shared_file_system:
+        mounts.append(shared_mount())
+        volumes.append(shared_volume())
+    return {
+        "controllerRef": {"name": CONTROLLER_NAME},
+        "scalingMode": "StatefulSet",
+        "replicas": node_set.replicas,
+        "extraConf": node_conf(pool),
+        "partition": {"enabled": True, "config": "State=UP MaxTime=UNLIMITED"},
+        "slurmd": {
+            "image": image,
+            "resources": slurmd_resources(pool, hugepages_gib),
+            "volumeMounts": mounts,
+        },
+        "logfile": {"image": ":".join(versions.SIDECAR_IMAGE)},
+        "template": {
+            "metadata": {"labels": {POOL_LABEL: pool.name}},
+            "spec": {
+                # The operator appends each pod's ordinal: Slurm nodes are <pool>-0, <pool>-1...
+                "hostname": f"{pool.name}-",
+                "priorityClassName": STANDARD_PRIORITY_CLASS,
+                **pool_workload_placement(pool),
+                "volumes": volumes,
+            },
+        },
+        # A node running a Slurm job is kept by a PodDisruptionBudget until the job ends.
+        "workloadDisruptionProtection": True,
+    }
+
+
+def node_set_image(config: PlatformConfig, node_set: SlurmNodeSetConfig) -> str:
+    """The slurmd image of a node set: its own, or the stack's for its pool's accelerator."""
+    pool = config.pool(node_set.pool)
+    assert pool is not None  # config validation guarantees it
+    images = config.slurm.images
+    chosen = node_set.image or (
+        images.slurmd_gpu if gres_name(pool) == "gpu" else images.slurmd_neuron
+    )
+    assert chosen is not None  # config validation guarantees it
+    return chosen
+
+
+def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
+    """Values of the ``slurm`` chart: controller, REST API, accounting, login set, partition.
+
+    Args:
+        config: the validated platform (its ``slurm`` section, pools, cluster name).
+        vpc_cidr: who may reach the login load balancer when the config names nobody.
+    """
+    slurm = config.slurm
+    login = slurm.login
+    assert login is not None  # config validation guarantees it when Slurm is enabled
+    pools = [pool for node_set in slurm.node_sets if (pool := config.pool(node_set.pool))]
+    accounting = slurm.accounting.enabled
+    services = {**SERVICE_PLACEMENT}
+    return {
+        "fullnameOverride": RELEASE,
+        "clusterName": config.slurm_cluster_name,
+        "slurmKey": {"create": False, "secretRef": dict(SLURM_KEY)},
+        "jwtKey": {"create": False, "secretRef": dict(JWT_KEY)},
+        "configFiles": {"gres.conf": gres_conf(pools)},
+        "controller": {
+            "slurmctld": {"image": slinky_image("slurmctld")},
+            "reconfigure": {"image": slinky_image("slurmctld")},
+            "logfile": {"image": sidecar_image()},
+            "persistence": {
+                "enabled": True,
+                "storageClassName": STATE_STORAGE_CLASS,
+                "resources": {"requests": {"storage": f"{slurm.controller_storage_gib}Gi"}},
+            },
+            "extraConfMap": controller_conf(pools, accounting=accounting),
+            "metadata": {"annotations": dict(DO_NOT_DISRUPT)},
+            "podSpec": dict(services),
+        },
+        "restapi": {
+            "replicas": slurm.rest_api_replicas,
+            "slurmrestd": {"image": slinky_image("slurmrestd")},
+            "podSpec": dict(services),
+        },
+        "accounting": {
+            "enabled": accounting,
+            "slurmdbd": {"image": slinky_image("slurmdbd")},
+            "storageConfig": {
+                "host": DATABASE_HOST,
+                "port": DATABASE_PORT,
+                "database": DATABASE_NAME,
+                "username": DATABASE_USER,
+                "passwordKeyRef": {"name": DATABASE_HOST, "key": DATABASE_PASSWORD_KEY},
+            },
+            "podSpec": dict(services),
+        },
+        "loginsets": {
+            LOGIN_SET: {
+                "replicas": login.replicas,
+                "login": {"image": slinky_image("login"), "volumeMounts": [shared_mount()]},
+                "initconf": {"image": sidecar_image()},
+                "rootSshAuthorizedKeys": "\n".join(login.ssh_authorized_keys) + "\n",
+                "podSpec": {**services, "volumes": [shared_volume()]},
+                "service": {
+                    "metadata": {"annotations": dict(INTERNAL_LOAD_BALANCER)},
+                    "spec": {
+                        "type": "LoadBalancer",
+                        "loadBalancerSourceRanges": list(login.allowed_cidrs or [vpc_cidr]),
+                    },
+                },
+            }
+        },
+        "partitions": {
+            slurm.default_partition: {
+                "enabled": True,
+                "nodesets": ["ALL"],
+                "configMap": {"Default": "YES", "State": "UP", "MaxTime": "UNLIMITED"},
+            }
+        },
+    }
+
+
+def cert_manager_values() -> dict[str, Any]:
+    """cert-manager with its CRDs (kept when the release goes), every part on the system nodes."""
+    return {
+        "crds": {"enabled": True, "keep": True},
+        **OPERATOR_PLACEMENT,
+        "webhook": {**OPERATOR_PLACEMENT},
+        "cainjector": {**OPERATOR_PLACEMENT},
+        "startupapicheck": {**OPERATOR_PLACEMENT},
+    }
+
+
+def slurm_operator_values() -> dict[str, Any]:
+    """The Slinky operator and webhook on the system nodes, webhook certificate by cert-manager.
+
+    Its CRDs come from their own chart (``crds.enabled: false``), so uninstalling the operator
+    never deletes the Slurm resources.
+    """
+    return {
+        "crds": {"enabled": False},
+        "certManager": {"enabled": True},
+        "operator": {**OPERATOR_PLACEMENT},
+        "webhook": {**OPERATOR_PLACEMENT},
+    }
+
+
+def mariadb_operator_values() -> dict[str, Any]:
+    """mariadb-operator on the system nodes, its CRDs from their own chart.
+
+    Uninstalling a chart that owns the CRDs would delete every database.
+    """
+    return {
+        "crds": {"enabled": False},
+        **OPERATOR_PLACEMENT,
+        "webhook": {**OPERATOR_PLACEMENT},
+        "certController": {**OPERATOR_PLACEMENT},
+    }
+
+
+def mariadb_spec(storage_gib: int) -> dict[str, Any]:
+    """The accounting database: one MariaDB on a retained, encrypted volume.
+
+    Passwords come from the Secret :data:`DATABASE_HOST` (random values Pulumi keeps as secrets).
+    InnoDB settings follow Slurm's accounting guide (buffer pool, lock wait timeout).
+    """
+    secret = DATABASE_HOST
+    return {
+        "image": versions.MARIADB_IMAGE,
+        "replicas": 1,
+        "port": DATABASE_PORT,
+        "rootPasswordSecretKeyRef": {"name": secret, "key": DATABASE_ROOT_PASSWORD_KEY},
+        "username": DATABASE_USER,
+        "passwordSecretKeyRef": {"name": secret, "key": DATABASE_PASSWORD_KEY},
+        "database": DATABASE_NAME,
+        "storage": {
+            "size": f"{storage_gib}Gi",
+            "storageClassName": STATE_STORAGE_CLASS,
+            "resizeInUseVolumes": True,
+            "pvcRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+        },
+        "myCnf": (
+            "[mariadb]\n"
+            "innodb_buffer_pool_size=1024M\n"
+            "innodb_log_file_size=64M\n"
+            "innodb_lock_wait_timeout=900\n"
+            "max_allowed_packet=16M\n"
+        ),
+        "resources": {
+            "requests": {"cpu": "500m", "memory": "2Gi"},
+            "limits": {"memory": "2Gi"},
+        },
+        "podMetadata": {"annotations": dict(DO_NOT_DISRUPT)},
+        **SERVICE_PLACEMENT,
+    }
+
+
+def state_storage_class() -> dict[str, Any]:
+    """Encrypted gp3 that retains its volumes (slurmctld state, the accounting database).
+
+    Deleting a claim must not delete Slurm's state or its job history.
+    """
+    return {
+        "metadata": {"name": STATE_STORAGE_CLASS},
+        "provisioner": "ebs.csi.aws.com",
+        "parameters": {"type": "gp3", "encrypted": "true", "fsType": "ext4"},
+        "reclaimPolicy": "Retain",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowVolumeExpansion": True,
+    }
+
+
+def create_namespace(
+    *,
+    cluster_ready: list[pulumi.Resource],
+    kubernetes_provider: pulumi.ProviderResource,
+    parent: pulumi.Resource,
+) -> k8s.core.v1.Namespace:
+    """The ``slurm`` namespace, made before the storage claims that mount Lustre in it."""
+    return k8s.core.v1.Namespace(
+        "slurm-namespace",
+        metadata={"name": NAMESPACE, "labels": dict(PRIVILEGED_NAMESPACE)},
+        opts=pulumi.ResourceOptions(
+            parent=parent, provider=kubernetes_provider, depends_on=cluster_ready
+        ),
+    )
+
+
+class Slurm(pulumi.ComponentResource):
+    """cert-manager, Slinky, the accounting database, the Slurm cluster and its node sets."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        config: PlatformConfig,
+        namespace: k8s.core.v1.Namespace,
+        vpc_cidr: str,
+        cluster_ready: list[pulumi.Resource],
+        workloads_ready: list[pulumi.Resource],
+        kubernetes_provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Install Slurm (the platform builds this only when ``slurm.enabled``).
+
+        Args:
+            name: prefix of child resource names.
+            config: the validated platform; its ``slurm`` section says what to build.
+            namespace: the ``slurm`` namespace (:func:`create_namespace`).
+            vpc_cidr: default source range of the login load balancer.
+            cluster_ready: what the operators wait for (nodes, add-ons, storage class).
+            workloads_ready: what slurmd and login pods need first: the namespace's Lustre
+                claim, the priority classes.
+            kubernetes_provider: provider of every release and object.
+            opts: resource options.
+        """
+        super().__init__("trainingplatform:index:Slurm", name, None, opts)
+        self.node_sets: dict[str, k8s.apiextensions.CustomResource] = {}
+        slurm = config.slurm
+        protect = config.protect_stateful_resources
+
+        def opts_after(
+            *depends_on: pulumi.Resource, stateful: bool = False
+        ) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self,
+                provider=kubernetes_provider,
+                depends_on=[*cluster_ready, *depends_on],
+                protect=protect and stateful,
+            )
+
+        cert_manager = release(
+            "cert-manager",
+            versions.CERT_MANAGER_CHART,
+            namespace=CERT_MANAGER_NAMESPACE,
+            values=cert_manager_values(),
+            create_namespace=True,
+            opts=opts_after(),
+        )
+        crds = release(
+            "slurm-operator-crds",
+            versions.SLURM_OPERATOR_CRDS_CHART,
+            namespace=OPERATOR_NAMESPACE,
+            values={},
+            create_namespace=True,
+            opts=opts_after(stateful=True),
+        )
+        operator = release(
+            "slurm-operator",
+            versions.SLURM_OPERATOR_CHART,
+            namespace=OPERATOR_NAMESPACE,
+            values=slurm_operator_values(),
+            opts=opts_after(cert_manager, crds),
+        )
+        keys = [
+            self._secret(f"{name}-{ref['name']}", ref["name"], {ref["key"]: AUTH_KEY_LENGTH},
+                         namespace=namespace, opts=opts_after(namespace, stateful=True))
+            for ref in (SLURM_KEY, JWT_KEY)
+        ]  # fmt: skip
+        storage_class_manifest = state_storage_class()
+        storage_class = k8s.storage.v1.StorageClass(
+            f"{name}-{STATE_STORAGE_CLASS}",
+            metadata=storage_class_manifest["metadata"],
+            provisioner=storage_class_manifest["provisioner"],
+            parameters=storage_class_manifest["parameters"],
+            reclaim_policy=storage_class_manifest["reclaimPolicy"],
+            volume_binding_mode=storage_class_manifest["volumeBindingMode"],
+            allow_volume_expansion=storage_class_manifest["allowVolumeExpansion"],
+            opts=opts_after(),
+        )
+        chart_needs: list[pulumi.Resource] = [operator, storage_class, *keys, *workloads_ready]
+        if slurm.accounting.enabled:
+            chart_needs.append(
+                self._database(name, slurm.accounting.storage_gib, namespace, storage_class,
+                               opts_after=opts_after)
+            )  # fmt: skip
+        cluster = release(
+            RELEASE,
+            versions.SLURM_CHART,
+            namespace=NAMESPACE,
+            values=slurm_values(config, vpc_cidr=vpc_cidr),
+            opts=opts_after(namespace, *chart_needs, stateful=True),
+        )
+        for node_set in slurm.node_sets:
+            pool = config.pool(node_set.pool)
+            assert pool is not None  # config validation guarantees it
+            spec = nodeset_spec(
+                node_set,
+                pool,
+                image=node_set_image(config, node_set),
+                hugepages_gib=slurm.hugepages_gib if pool.uses_efa else 0,
+                shared_file_system=config.storage.lustre is not None,
+            )
+            self.node_sets[pool.name] = k8s.apiextensions.CustomResource(
+                f"{name}-nodeset-{pool.name}",
+                api_version=SLINKY_API,
+                kind="NodeSet",
+                metadata={
+                    "name": pool.name,
+                    "namespace": NAMESPACE,
+                    "labels": {POOL_LABEL: pool.name},
+                },
+                spec=typing.cast(Any, spec),
+                opts=opts_after(cluster, *workloads_ready),
+            )
+        self.register_outputs({})
+
+    def _secret(
+        self,
+        resource_name: str,
+        secret_name: str,
+        lengths: dict[str, int],
+        *,
+        namespace: k8s.core.v1.Namespace,
+        opts: pulumi.ResourceOptions,
+    ) -> k8s.core.v1.Secret:
+        """A Secret of random values (alphanumeric, ``lengths`` characters per key)."""
+        values = {
+            key: random.RandomPassword(
+                f"{resource_name}-{key}",
+                length=length,
+                special=False,
+                opts=pulumi.ResourceOptions(parent=self, protect=opts.protect),
+            ).result
+            for key, length in lengths.items()
+        }
+        return k8s.core.v1.Secret(
+            resource_name,
+            metadata={"name": secret_name, "namespace": NAMESPACE},
+            type="Opaque",
+            string_data=values,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
+        )
+
+    def _database(
+        self,
+        name: str,
+        storage_gib: int,
+        namespace: k8s.core.v1.Namespace,
+        storage_class: k8s.storage.v1.StorageClass,
+        *,
+        opts_after: typing.Callable[..., pulumi.ResourceOptions],
+    ) -> k8s.apiextensions.CustomResource:
+        """mariadb-operator and the accounting database, with its passwords in a Secret."""
+        crds = release(
+            "mariadb-operator-crds",
+            versions.MARIADB_OPERATOR_CRDS_CHART,
+            namespace=MARIADB_OPERATOR_NAMESPACE,
+            values={},
+            create_namespace=True,
+            opts=opts_after(stateful=True),
+        )
+        operator = release(
+            "mariadb-operator",
+            versions.MARIADB_OPERATOR_CHART,
+            namespace=MARIADB_OPERATOR_NAMESPACE,
+            values=mariadb_operator_values(),
+            opts=opts_after(crds),
+        )
+        passwords = self._secret(
+            f"{name}-{DATABASE_HOST}",
+            DATABASE_HOST,
+            {DATABASE_PASSWORD_KEY: 32, DATABASE_ROOT_PASSWORD_KEY: 32},
+            namespace=namespace,
+            opts=opts_after(namespace, stateful=True),
+        )
+        database_opts = opts_after(operator, passwords, storage_class, stateful=True)
+        return k8s.apiextensions.CustomResource(
+            f"{name}-{DATABASE_HOST}",
+            api_version=MARIADB_API,
+            kind="MariaDB",
+            metadata={"name": DATABASE_HOST, "namespace": NAMESPACE},
+            spec=typing.cast(Any, mariadb_spec(storage_gib)),
+            opts=pulumi.ResourceOptions.merge(
+                database_opts, pulumi.ResourceOptions(retain_on_delete=database_opts.protect)
+            ),
+        )
