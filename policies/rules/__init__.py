@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import capacity, cluster, governance, iam, nodes, scheduling, storage, trainer
+from . import capacity, cluster, governance, iam, nodes, scheduling, slurm, storage, trainer
 
 PACK_NAME = "training-platform"
 
@@ -17,4 +17,5 @@ ALL_POLICIES: list[Policy] = [
     *storage.POLICIES,
     *scheduling.POLICIES,
     *trainer.POLICIES,
+    *slurm.POLICIES,
 ]

@@ -28,6 +28,8 @@ STATEFUL_TYPES = [
     "aws:ebs/volume:Volume",
     "aws:efs/fileSystem:FileSystem",
     "aws:rds/instance:Instance",
+    # Slurm's job history (mariadb-operator): deleting the resource deletes the database.
+    "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB",
 ]
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 KUSTOMIZE_TYPES = ("kubernetes:kustomize/v2:Directory",)

@@ -13,6 +13,7 @@ from .common import MANDATORY, ReportViolation, ResourceValidationArgs, resource
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+NODE_SET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
 ACCELERATORS = (GPU_RESOURCE, NEURON_RESOURCE)
 
 
@@ -57,8 +58,22 @@ def _pool_limits(args: StackValidationArgs) -> dict[str, int]:
     return totals
 
 
+def _slurm_held(args: StackValidationArgs) -> dict[str, int]:
+    """Accelerators Slurm node sets hold: replicas x what each slurmd pod requests."""
+    totals = dict.fromkeys(ACCELERATORS, 0)
+    for node_set in args.resources:
+        if node_set.resource_type == NODE_SET:
+            spec = node_set.props.get("spec") or {}
+            requests = ((spec.get("slurmd") or {}).get("resources") or {}).get("requests")
+            for resource in ACCELERATORS:
+                totals[resource] += int(str(spec.get("replicas", 1))) * _amount(requests, resource)
+    return totals
+
+
 def _check_queues_fit(args: StackValidationArgs, report: ReportViolation) -> None:
-    available = _pool_limits(args)
+    limits = _pool_limits(args)
+    held = _slurm_held(args)
+    available = {resource: limits[resource] - held[resource] for resource in ACCELERATORS}
     queues = [r for r in args.resources if r.resource_type == QUEUE]
     for share in ("guarantee", "deserved"):
         for resource in ACCELERATORS:
@@ -68,7 +83,8 @@ def _check_queues_fit(args: StackValidationArgs, report: ReportViolation) -> Non
             if promised > available[resource]:
                 report(
                     f"queues promise {promised} {resource} as {share} but the NodePools are "
-                    f"limited to {available[resource]}",
+                    f"limited to {limits[resource]}, of which Slurm node sets hold "
+                    f"{held[resource]}",
                     None,
                 )
 
@@ -83,7 +99,8 @@ POLICIES = [
     StackValidationPolicy(
         name="queues-fit-pools",
         description="The accelerators the team queues guarantee (and deserve) fit in what the "
-        "NodePools may launch: a promise the pools cannot keep leaves gangs pending forever.",
+        "NodePools may launch beyond what Slurm node sets hold: a promise the pools cannot keep "
+        "leaves gangs pending forever.",
         validate=_check_queues_fit,
         enforcement_level=MANDATORY,
     ),

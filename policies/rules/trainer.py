@@ -5,19 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
+from pulumi_policy import StackValidationArgs, StackValidationPolicy
 
-from components.catalog import CATALOG, EFA_RESOURCE
-
-from .common import MANDATORY, ReportViolation, ResourceValidationArgs, as_list, resource_policy
+from .common import MANDATORY, ReportViolation, ResourceValidationArgs, resource_policy
+from .pools import pool_facts, size_problems
 
 RUNTIMES = (
     "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime",
     "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime",
 )
-NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
-NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
-POOL_LABEL = "trainingplatform.io/pool"
 VOLCANO = "volcano"
 
 
@@ -48,72 +44,15 @@ def _check_gang(args: ResourceValidationArgs, report: ReportViolation) -> None:
                 )
 
 
-def _pool_facts(resources: list[PolicyResource]) -> dict[str, tuple[list[str], int, list[Any]]]:
-    """NodePool name -> (instance types, EFA interfaces attached, taints)."""
-    efa_by_class: dict[str, int] = {}
-    for node_class in resources:
-        if node_class.resource_type == NODE_CLASS:
-            interfaces = (node_class.props.get("spec") or {}).get("networkInterfaces") or []
-            name = str((node_class.props.get("metadata") or {}).get("name"))
-            efa_by_class[name] = sum(1 for i in interfaces if i.get("interfaceType") == "efa-only")
-    facts = {}
-    for pool in resources:
-        if pool.resource_type != NODE_POOL:
-            continue
-        template = ((pool.props.get("spec") or {}).get("template") or {}).get("spec") or {}
-        types = [
-            str(value)
-            for requirement in template.get("requirements") or []
-            if requirement.get("key") == "node.kubernetes.io/instance-type"
-            for value in as_list(requirement.get("values"))
-        ]
-        class_name = str((template.get("nodeClassRef") or {}).get("name"))
-        name = str((pool.props.get("metadata") or {}).get("name"))
-        facts[name] = (types, efa_by_class.get(class_name, 0), list(template.get("taints") or []))
-    return facts
-
-
-def _tolerated(tolerations: list[Any], taint: Mapping[str, Any]) -> bool:
-    return any(
-        t.get("key") == taint.get("key")
-        and t.get("effect") in (None, taint.get("effect"))
-        and (t.get("operator") == "Exists" or t.get("value") == taint.get("value"))
-        for t in tolerations
-    )
-
-
 def _check_sizes(args: StackValidationArgs, report: ReportViolation) -> None:
     resources = list(args.resources)
-    pools = _pool_facts(resources)
+    pools = pool_facts(resources)
     for runtime in resources:
         if runtime.resource_type not in RUNTIMES:
             continue
         for job, pod in _pods(runtime.props.get("spec") or {}):
-            pool_name = (pod.get("nodeSelector") or {}).get(POOL_LABEL)
-            if pool_name is None or str(pool_name) not in pools:
-                continue
-            types, efa_attached, taints = pools[str(pool_name)]
-            for taint in taints:
-                if not _tolerated(list(pod.get("tolerations") or []), taint):
-                    message = f"{job} does not tolerate the pool's taint {taint.get('key')}"
-                    report(message, runtime.urn)
-            for container in pod.get("containers") or []:
-                requests = (container.get("resources") or {}).get("requests") or {}
-                for entry in (CATALOG[t] for t in types if t in CATALOG):
-                    wanted = int(str(requests.get(entry.accelerator_resource, 0)))
-                    if wanted != entry.accelerators:
-                        report(
-                            f"{job} requests {wanted} {entry.accelerator_resource} on "
-                            f"{entry.name}, which has {entry.accelerators}",
-                            runtime.urn,
-                        )
-                    efa = int(str(requests.get(EFA_RESOURCE, 0)))
-                    if efa != efa_attached:
-                        report(
-                            f"{job} requests {efa} EFA interfaces; the pool's nodes have "
-                            f"{efa_attached}",
-                            runtime.urn,
-                        )
+            for problem in size_problems(job, pod, list(pod.get("containers") or []), pools):
+                report(problem, runtime.urn)
 
 
 POLICIES = [
