@@ -879,13 +879,13 @@ class SlurmImagesConfig(StrictModel):
     slurmd_gpu: PinnedImage | None = Field(
         default=None,
         description="slurmd on GPU pools: Slinky slurmd " + versions.SLURM_IMAGE_TAG + " with "
-        "the EFA installer (libfabric), NCCL and aws-ofi-nccl (images/slurmd/Dockerfile). "
-        "Required when a node set is on a GPU pool.",
+        "the EFA user space (libfabric, Open MPI, aws-ofi-nccl), as images/slurmd/Dockerfile "
+        "builds it. Required when a node set is on a GPU pool.",
     )
     slurmd_neuron: PinnedImage | None = Field(
         default=None,
-        description="slurmd on Trainium pools: Slinky slurmd with the EFA installer and the "
-        "Neuron runtime and collectives (images/slurmd/Dockerfile). Required when a node set is "
+        description="slurmd on Trainium pools: the same plus the Neuron runtime, collectives "
+        "and tools (images/slurmd/Dockerfile, ACCELERATOR=neuron). Required when a node set is "
         "on a Trainium pool.",
     )
 
@@ -992,8 +992,9 @@ class PlatformConfig(StrictModel):
     tags: TagsConfig = Field(description="Required and extra tags. Required.")
     protect_stateful_resources: bool = Field(
         default=False,
-        description="Protect stateful resources (the cluster, KMS keys, later file systems "
-        "and buckets) from deletion. Default: false; set true in production.",
+        description="Protect stateful resources (the cluster, KMS keys, the file system, "
+        "buckets, Slurm's accounting database) from deletion. Default: false; set true in "
+        "production.",
     )
     network: NetworkConfig = Field(description="VPC and zones. Required.")
     cluster: ClusterConfig = Field(description="EKS cluster. Required.")
