@@ -467,7 +467,7 @@ class Slurm(pulumi.ComponentResource):
             namespace=OPERATOR_NAMESPACE,
             values={},
             create_namespace=True,
-            opts=opts_after(stateful=True),
+            opts=opts_after(cert_manager, stateful=True),
         )
         operator = release(
             "slurm-operator",
