@@ -241,7 +241,6 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
     assert login is not None  # config validation guarantees it when Slurm is enabled
     pools = [pool for node_set in slurm.node_sets if (pool := config.pool(node_set.pool))]
     accounting = slurm.accounting.enabled
-    services = {**SERVICE_PLACEMENT}
     return {
         "fullnameOverride": RELEASE,
         "clusterName": config.slurm_cluster_name,
@@ -259,12 +258,12 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
             },
             "extraConfMap": controller_conf(pools, accounting=accounting),
             "metadata": {"annotations": dict(DO_NOT_DISRUPT)},
-            "podSpec": dict(services),
+            "podSpec": dict(SERVICE_PLACEMENT),
         },
         "restapi": {
             "replicas": slurm.rest_api_replicas,
             "slurmrestd": {"image": slinky_image("slurmrestd")},
-            "podSpec": dict(services),
+            "podSpec": dict(SERVICE_PLACEMENT),
         },
         "accounting": {
             "enabled": accounting,
@@ -276,7 +275,7 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
                 "username": DATABASE_USER,
                 "passwordKeyRef": {"name": DATABASE_HOST, "key": DATABASE_PASSWORD_KEY},
             },
-            "podSpec": dict(services),
+            "podSpec": dict(SERVICE_PLACEMENT),
         },
         "loginsets": {
             LOGIN_SET: {
@@ -284,7 +283,7 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
                 "login": {"image": slinky_image("login"), "volumeMounts": [shared_mount()]},
                 "initconf": {"image": sidecar_image()},
                 "rootSshAuthorizedKeys": "\n".join(login.ssh_authorized_keys) + "\n",
-                "podSpec": {**services, "volumes": [shared_volume()]},
+                "podSpec": {**SERVICE_PLACEMENT, "volumes": [shared_volume()]},
                 "service": {
                     "metadata": {"annotations": dict(INTERNAL_LOAD_BALANCER)},
                     "spec": {
@@ -512,7 +511,7 @@ class Slurm(pulumi.ComponentResource):
                 node_set,
                 pool,
                 image=node_set_image(config, node_set),
-                hugepages_gib=slurm.hugepages_gib if pool.uses_efa else 0,
+                hugepages_gib=slurm.hugepages_gib,
                 shared_file_system=config.storage.lustre is not None,
             )
             self.node_sets[pool.name] = k8s.apiextensions.CustomResource(
