@@ -279,6 +279,8 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
         },
         "loginsets": {
             LOGIN_SET: {
+                # Explicit, though loginsetDefaults says the same: an entry renders only when on.
+                "enabled": True,
                 "replicas": login.replicas,
                 "login": {"image": slinky_image("login"), "volumeMounts": [shared_mount()]},
                 "initconf": {"image": sidecar_image()},
