@@ -95,19 +95,41 @@ def system_launch_template_args(
     }
 
 
-def default_storage_class_manifest() -> dict[str, Any]:
-    """The cluster's default StorageClass: encrypted gp3 through the EBS CSI driver."""
+def encrypted_gp3_class(name: str, *, reclaim_policy: str, default: bool) -> dict[str, Any]:
+    """An encrypted gp3 StorageClass of the EBS CSI driver, bound where its pod lands.
+
+    Args:
+        name: StorageClass name.
+        reclaim_policy: ``Delete`` (the volume goes with its claim) or ``Retain``.
+        default: mark it the cluster's default class.
+    """
+    metadata: dict[str, Any] = {"name": name}
+    if default:
+        metadata["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
     return {
-        "metadata": {
-            "name": DEFAULT_STORAGE_CLASS,
-            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
-        },
+        "metadata": metadata,
         "provisioner": "ebs.csi.aws.com",
         "parameters": {"type": "gp3", "encrypted": "true", "fsType": "ext4"},
-        "reclaim_policy": "Delete",
-        "volume_binding_mode": "WaitForFirstConsumer",
-        "allow_volume_expansion": True,
+        "reclaimPolicy": reclaim_policy,
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowVolumeExpansion": True,
     }
+
+
+def storage_class(
+    resource_name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions
+) -> k8s.storage.v1.StorageClass:
+    """Create the StorageClass ``manifest`` (as :func:`encrypted_gp3_class` builds it)."""
+    return k8s.storage.v1.StorageClass(
+        resource_name,
+        metadata=manifest["metadata"],
+        provisioner=manifest["provisioner"],
+        parameters=manifest["parameters"],
+        reclaim_policy=manifest["reclaimPolicy"],
+        volume_binding_mode=manifest["volumeBindingMode"],
+        allow_volume_expansion=manifest["allowVolumeExpansion"],
+        opts=opts,
+    )
 
 
 def api_server_endpoint(kubeconfig_json: str) -> str:
@@ -285,16 +307,10 @@ class Cluster(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=child,
         )
-        storage_class = default_storage_class_manifest()
-        k8s.storage.v1.StorageClass(
+        storage_class(
             f"{name}-{DEFAULT_STORAGE_CLASS}",
-            metadata=storage_class["metadata"],
-            provisioner=storage_class["provisioner"],
-            parameters=storage_class["parameters"],
-            reclaim_policy=storage_class["reclaim_policy"],
-            volume_binding_mode=storage_class["volume_binding_mode"],
-            allow_volume_expansion=storage_class["allow_volume_expansion"],
-            opts=pulumi.ResourceOptions(
+            encrypted_gp3_class(DEFAULT_STORAGE_CLASS, reclaim_policy="Delete", default=True),
+            pulumi.ResourceOptions(
                 parent=self, provider=self.kubernetes_provider, depends_on=[ebs_addon]
             ),
         )

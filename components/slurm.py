@@ -25,7 +25,12 @@ import pulumi_random as random
 
 from components import versions
 from components.catalog import GPU_RESOURCE
-from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
+from components.cluster import (
+    SYSTEM_NODE_SELECTOR,
+    SYSTEM_TOLERATION,
+    encrypted_gp3_class,
+    storage_class,
+)
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
 from components.helm import release
 from components.node_pools import GENERAL_POOL, POOL_LABEL, pool_workload_placement
@@ -380,21 +385,6 @@ def mariadb_spec(storage_gib: int) -> dict[str, Any]:
     }
 
 
-def state_storage_class() -> dict[str, Any]:
-    """Encrypted gp3 that retains its volumes (slurmctld state, the accounting database).
-
-    Deleting a claim must not delete Slurm's state or its job history.
-    """
-    return {
-        "metadata": {"name": STATE_STORAGE_CLASS},
-        "provisioner": "ebs.csi.aws.com",
-        "parameters": {"type": "gp3", "encrypted": "true", "fsType": "ext4"},
-        "reclaimPolicy": "Retain",
-        "volumeBindingMode": "WaitForFirstConsumer",
-        "allowVolumeExpansion": True,
-    }
-
-
 def create_namespace(
     *,
     cluster_ready: list[pulumi.Resource],
@@ -482,21 +472,16 @@ class Slurm(pulumi.ComponentResource):
                          namespace=namespace, opts=opts_after(namespace, stateful=True))
             for ref in (SLURM_KEY, JWT_KEY)
         ]  # fmt: skip
-        storage_class_manifest = state_storage_class()
-        storage_class = k8s.storage.v1.StorageClass(
+        # Retained: deleting a claim must not delete Slurm's state or its job history.
+        state_class = storage_class(
             f"{name}-{STATE_STORAGE_CLASS}",
-            metadata=storage_class_manifest["metadata"],
-            provisioner=storage_class_manifest["provisioner"],
-            parameters=storage_class_manifest["parameters"],
-            reclaim_policy=storage_class_manifest["reclaimPolicy"],
-            volume_binding_mode=storage_class_manifest["volumeBindingMode"],
-            allow_volume_expansion=storage_class_manifest["allowVolumeExpansion"],
-            opts=opts_after(),
+            encrypted_gp3_class(STATE_STORAGE_CLASS, reclaim_policy="Retain", default=False),
+            opts_after(),
         )
-        chart_needs: list[pulumi.Resource] = [operator, storage_class, *keys, *workloads_ready]
+        chart_needs: list[pulumi.Resource] = [operator, state_class, *keys, *workloads_ready]
         if slurm.accounting.enabled:
             chart_needs.append(
-                self._database(name, slurm.accounting.storage_gib, namespace, storage_class,
+                self._database(name, slurm.accounting.storage_gib, namespace, state_class,
                                opts_after=opts_after)
             )  # fmt: skip
         cluster = release(
@@ -562,7 +547,7 @@ class Slurm(pulumi.ComponentResource):
         name: str,
         storage_gib: int,
         namespace: k8s.core.v1.Namespace,
-        storage_class: k8s.storage.v1.StorageClass,
+        state_class: k8s.storage.v1.StorageClass,
         *,
         opts_after: typing.Callable[..., pulumi.ResourceOptions],
     ) -> k8s.apiextensions.CustomResource:
@@ -589,7 +574,7 @@ class Slurm(pulumi.ComponentResource):
             namespace=namespace,
             opts=opts_after(namespace, stateful=True),
         )
-        database_opts = opts_after(operator, passwords, storage_class, stateful=True)
+        database_opts = opts_after(operator, passwords, state_class, stateful=True)
         return k8s.apiextensions.CustomResource(
             f"{name}-{DATABASE_HOST}",
             api_version=MARIADB_API,
