@@ -102,9 +102,10 @@ class SynthRun:
 def plain_value(value: Any) -> Any:
     """Turn a value decoded from the wire into plain JSON.
 
-    Secrets become :data:`SECRET_MARK` (a secret map or list keeps its keys and shape, every
-    value in it masked, as ``stringData`` of a Secret does), resource references their URN, and
-    integral floats (every number crosses the wire as a double) integers again.
+    Map keys come out in name order. Secrets become :data:`SECRET_MARK` (a secret map or list
+    keeps its keys and shape, every value in it masked, as ``stringData`` of a Secret does),
+    resource references their URN, and integral floats (every number crosses the wire as a
+    double) integers again.
     """
     if isinstance(value, dict):
         signature = value.get(_SIG)
@@ -116,7 +117,8 @@ def plain_value(value: Any) -> Any:
             if value.get("secret"):
                 return _masked(plain_value(value.get("value")))
             return plain_value(value["value"]) if "value" in value else UNKNOWN
-        return {key: plain_value(item) for key, item in value.items()}
+        # Maps cross the wire unordered; name order keeps the written files stable.
+        return {key: plain_value(item) for key, item in sorted(value.items())}
     if isinstance(value, list):
         return [plain_value(item) for item in value]
     if isinstance(value, float) and value.is_integer():
