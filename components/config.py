@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -823,23 +824,31 @@ SSH_KEY_TYPES: Final = (
     "ssh-rsa",
 )
 MINIMUM_RSA_BITS: Final = 3072
+PRIVATE_KEY_ERROR: Final = "ssh_private_key"
+"""Error type of a pasted private key, whose value errors never repeat."""
 
 
 def _ssh_public_key(value: str) -> str:
-    """An OpenSSH public key line, parsed by ``cryptography`` (not by a pattern)."""
+    """One OpenSSH public key line of an allowed type, parsed by ``cryptography``."""
     allowed = (
-        "an OpenSSH public key line (" + ", ".join(SSH_KEY_TYPES) + "; RSA of at least "
-        f"{MINIMUM_RSA_BITS} bits), e.g. the contents of ~/.ssh/id_ed25519.pub"
+        "one OpenSSH public key on one line, without options (" + ", ".join(SSH_KEY_TYPES) + "; "
+        f"RSA of at least {MINIMUM_RSA_BITS} bits), e.g. the contents of ~/.ssh/id_ed25519.pub"
     )
     if "PRIVATE KEY" in value:
-        raise PydanticCustomError("ssh_key", "a PUBLIC key; this is a private key, revoke it")
+        raise PydanticCustomError(
+            PRIVATE_KEY_ERROR, "a PUBLIC key; this is a private key, revoke it"
+        )
+    line = value.strip()
+    # Each entry becomes one line of root's authorized_keys: a second line would go unchecked.
+    if "\n" in line or "\r" in line or line.split(" ", 1)[0] not in SSH_KEY_TYPES:
+        raise PydanticCustomError("ssh_key", allowed)
     try:
-        key = load_ssh_public_key(value.strip().encode())
-    except (ValueError, TypeError):
+        key = load_ssh_public_key(line.encode())
+    except (ValueError, TypeError, UnsupportedAlgorithm):
         raise PydanticCustomError("ssh_key", allowed) from None
     if isinstance(key, rsa.RSAPublicKey) and key.key_size < MINIMUM_RSA_BITS:
         raise PydanticCustomError("ssh_key", allowed)
-    return value.strip()
+    return line
 
 
 SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
@@ -1122,6 +1131,8 @@ def _problem_from_pydantic(error: Any) -> ConfigProblem:
         return ConfigProblem(path, error["input"], "one of the keys " + ", ".join(keys))
     message: str = error["msg"]
     allowed = message.removeprefix("Input should be ").removeprefix("Value error, ")
+    if kind == PRIVATE_KEY_ERROR:
+        return ConfigProblem(path, "<a private key, not repeated here>", allowed)
     return ConfigProblem(path, error["input"], allowed)
 
 
@@ -1508,9 +1519,9 @@ def slurm_held(config: PlatformConfig) -> AcceleratorAmounts:
         for node_set in config.slurm.node_sets:
             pool = config.pool(node_set.pool)
             if pool is not None and all(t in catalog.CATALOG for t in pool.instance_types):
-                totals[pool.instance.accelerator_resource] += (
-                    node_set.replicas * pool.instance.accelerators
-                )
+                # More replicas than nodes is its own error; do not let it spill into the teams'.
+                nodes = min(node_set.replicas, pool.max_nodes)
+                totals[pool.instance.accelerator_resource] += nodes * pool.instance.accelerators
     return AcceleratorAmounts(
         gpus=totals[catalog.GPU_RESOURCE], neuron_devices=totals[catalog.NEURON_RESOURCE]
     )
