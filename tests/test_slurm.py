@@ -1,0 +1,1245 @@
+"""Slurm on Kubernetes (Slinky) under mocks: node sets, GRES, placement, chart values, accounting.
+
+Expected values come from the stack files (``stacks/Pulumi.<stack>.yaml``), the instance catalog
+(components/catalog.py), the bill of materials (components/versions.py), the upstream CRD schemas
+and chart defaults in the reference data and, where a stack leaves a setting out, the documented
+default of that setting (components/config.py field descriptions), written out here. Facts about
+the cluster the platform builds around Slurm (the pools' taints, the Trainer runtimes' mount of
+the shared file system) are read from the synthesized NodePools and runtimes, never from the
+program's constants: importing those would let a wrong value in the program pass. Slinky facts:
+REFERENCE section 8.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Callable, Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+import jsonschema
+import pytest
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import dsa, ed25519, rsa
+from cryptography.utils import CryptographyDeprecationWarning
+
+from components import versions
+from components.catalog import CATALOG, InstanceType
+from components.config import ConfigError, ConfigProblem, parse_platform_config
+from synth.engine import SECRET_MARK, ResourceRecord
+from synth.run import StackResult
+from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.mutations import Mutation, delete_at, set_at
+from tests.schemas import validation_errors
+
+RELEASE: Final = "kubernetes:helm.sh/v3:Release"
+NODE_SET: Final = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
+MARIADB: Final = "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB"
+NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
+RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
+SECRET: Final = "kubernetes:core/v1:Secret"
+NAMESPACE: Final = "kubernetes:core/v1:Namespace"
+CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
+STORAGE_CLASS: Final = "kubernetes:storage.k8s.io/v1:StorageClass"
+PRIORITY_CLASS: Final = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
+RANDOM_PASSWORD: Final = "random:index/randomPassword:RandomPassword"
+
+# REFERENCE sections 1 and 8; the reference data's directories.
+SLURM_NAMESPACE: Final = "slurm"
+SLINKY_API: Final = "slinky.slurm.net/v1beta1"
+SLINKY_CRDS: Final = ("crds", "slinky-slurm-operator", "v1.2.1")
+MARIADB_CRDS: Final = ("crds", "mariadb-operator", "v26.6.0")
+SLURM_RELEASE: Final = "slurm"
+SLINKY_RELEASES: Final = ("cert-manager", "slurm-operator-crds", "slurm-operator", SLURM_RELEASE)
+ACCOUNTING_RELEASES: Final = ("mariadb-operator-crds", "mariadb-operator")
+FLOATING_TAGS: Final = frozenset(
+    {"latest", "main", "master", "HEAD", "head", "nightly", "edge", "dev", "stable"}
+)
+# The platform's own names (README: node pools, storage, Slurm).
+POOL_LABEL: Final = "trainingplatform.io/pool"
+CLAIM_NAME: Final = "shared-lustre"
+FSX_STARTUP_TAINT: Final = "fsx.csi.aws.com/agent-not-ready"
+GPU: Final = "nvidia.com/gpu"
+NEURON: Final = "aws.amazon.com/neuron"
+EFA: Final = "vpc.amazonaws.com/efa"
+HUGE_PAGES: Final = "hugepages-2Mi"
+GRES_NAME: Final = {"nvidia": "gpu", "neuron": "neuron"}
+"""Slurm's GRES name per accelerator maker (Slurm gres.conf: ``gpu``; Neuron devices by name)."""
+INTERNAL_LB_ANNOTATIONS: Final = {
+    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+    "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+}
+# Documented defaults (config field descriptions) of settings a stack may leave out.
+DEFAULT_REPLICAS: Final = 1
+DEFAULT_PARTITION: Final = "all"
+DEFAULT_HUGEPAGES_GIB: Final = 5
+DEFAULT_LOGIN_REPLICAS: Final = 1
+DEFAULT_ACCOUNTING_STORAGE_GIB: Final = 20
+DEFAULT_CONTROLLER_STORAGE_GIB: Final = 10
+DEFAULT_REST_API_REPLICAS: Final = 1
+DEFAULT_VPC_CIDR: Final = "10.0.0.0/16"
+DEFAULT_DATABASE_PORT: Final = 3306  # MariaDB CRD: spec.port defaults to 3306
+
+
+# --------------------------------------------------------------------------- expectations
+
+
+class Pool:
+    """One accelerator pool as the stack file states it, with its catalog facts."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.name: str = raw["name"]
+        self.max_nodes: int = raw["maxNodes"]
+        self.entries: list[InstanceType] = [CATALOG[name] for name in raw["instanceTypes"]]
+        self.instance = self.entries[0]
+
+    @property
+    def gpu(self) -> bool:
+        return self.instance.accelerator == "nvidia"
+
+    @property
+    def resource(self) -> str:
+        return GPU if self.gpu else NEURON
+
+    @property
+    def gres(self) -> str:
+        return GRES_NAME[self.instance.accelerator]
+
+    @property
+    def efa(self) -> bool:
+        """``efa`` as configured; default true for EFA-capable types (config docs)."""
+        configured = self.raw.get("efa")
+        if configured is not None:
+            return bool(configured)
+        return all(entry.efa_interfaces > 0 for entry in self.entries)
+
+    @property
+    def node_names(self) -> set[str]:
+        """Slurm node names the pool's node set can have: ``<pool>-<ordinal>`` (Slinky appends
+        the pod ordinal to the template hostname), one per pool node."""
+        return {f"{self.name}-{ordinal}" for ordinal in range(self.max_nodes)}
+
+
+def raw_slurm(stack: str) -> dict[str, Any]:
+    slurm: dict[str, Any] = stack_data(stack).get("slurm", {})
+    return slurm
+
+
+def raw_node_sets(stack: str) -> list[dict[str, Any]]:
+    node_sets: list[dict[str, Any]] = raw_slurm(stack).get("nodeSets", [])
+    return node_sets
+
+
+def stack_pool(stack: str, name: str) -> Pool:
+    (pool,) = [Pool(raw) for raw in stack_data(stack)["nodePools"] if raw["name"] == name]
+    return pool
+
+
+def accounting_enabled(stack: str) -> bool:
+    """``slurm.accounting.enabled``; documented default true."""
+    return bool(raw_slurm(stack).get("accounting", {}).get("enabled", True))
+
+
+ACCOUNTING_STACKS: Final = [stack for stack in STACKS if accounting_enabled(stack)]
+NODE_SET_CASES: Final = [(stack, ns["pool"]) for stack in STACKS for ns in raw_node_sets(stack)]
+
+
+class StackCase:
+    """One synthesized stack with its raw (YAML) config."""
+
+    def __init__(self, stack: str, result: StackResult) -> None:
+        self.stack = stack
+        self.run = ProgramRun(result.records)
+        self.raw = stack_data(stack)
+        self.slurm: dict[str, Any] = self.raw["slurm"]
+
+    @property
+    def kubernetes_version(self) -> str:
+        return str(
+            self.raw["cluster"].get("kubernetesVersion", versions.DEFAULT_KUBERNETES_VERSION)
+        )
+
+    @property
+    def login(self) -> dict[str, Any]:
+        login: dict[str, Any] = self.slurm["login"]
+        return login
+
+    @property
+    def accounting(self) -> dict[str, Any]:
+        accounting: dict[str, Any] = self.slurm.get("accounting", {})
+        return accounting
+
+
+@pytest.fixture(scope="module")
+def cases(synthesized: dict[str, StackResult]) -> dict[str, StackCase]:
+    return {stack: StackCase(stack, synthesized[stack]) for stack in STACKS}
+
+
+@pytest.fixture(params=STACKS)
+def case(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> StackCase:
+    return cases[request.param]
+
+
+@pytest.fixture(params=ACCOUNTING_STACKS)
+def accounting_case(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> StackCase:
+    return cases[request.param]
+
+
+class NodeSetCase:
+    """One expected node set: its stack, config entry, pool and the recorded NodeSet."""
+
+    def __init__(self, stack: StackCase, pool: str) -> None:
+        self.stack = stack
+        (self.raw,) = [ns for ns in stack.slurm["nodeSets"] if ns["pool"] == pool]
+        self.pool = stack_pool(stack.stack, pool)
+        self.record = _node_set(stack.run, pool)
+        self.spec: dict[str, Any] = self.record.inputs["spec"]
+
+    @property
+    def pod_spec(self) -> dict[str, Any]:
+        pod: dict[str, Any] = self.spec["template"]["spec"]
+        return pod
+
+    @property
+    def slurmd(self) -> dict[str, Any]:
+        slurmd: dict[str, Any] = self.spec["slurmd"]
+        return slurmd
+
+
+@pytest.fixture(params=NODE_SET_CASES, ids=lambda c: f"{c[0]}:{c[1]}")
+def node_set(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> NodeSetCase:
+    stack, pool = request.param
+    return NodeSetCase(cases[stack], pool)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _metadata(record: ResourceRecord) -> dict[str, Any]:
+    metadata: dict[str, Any] = record.inputs.get("metadata", {})
+    return metadata
+
+
+def _release(run: ProgramRun, name: str) -> ResourceRecord:
+    found = [r for r in run.of_type(RELEASE) if r.name == name]
+    assert len(found) == 1, f"expected one release {name}: {found}"
+    return found[0]
+
+
+def _values(run: ProgramRun, release: str) -> dict[str, Any]:
+    values: dict[str, Any] = _release(run, release).inputs["values"]
+    return values
+
+
+def _named(
+    run: ProgramRun, resource_type: str, name: str, namespace: str | None = None
+) -> ResourceRecord:
+    found = [
+        r
+        for r in run.of_type(resource_type)
+        if _metadata(r).get("name") == name and _metadata(r).get("namespace") == namespace
+    ]
+    assert len(found) == 1, f"expected one {resource_type} {namespace}/{name}: {found}"
+    return found[0]
+
+
+def _node_set(run: ProgramRun, pool: str) -> ResourceRecord:
+    return _named(run, NODE_SET, pool, SLURM_NAMESPACE)
+
+
+def _node_pool(run: ProgramRun, pool: str) -> dict[str, Any]:
+    spec: dict[str, Any] = _named(run, NODE_POOL, pool).inputs["spec"]
+    return spec
+
+
+def _database(run: ProgramRun) -> ResourceRecord:
+    (database,) = run.of_type(MARIADB)
+    return database
+
+
+def _login_set(case: StackCase) -> dict[str, Any]:
+    login_sets = _values(case.run, SLURM_RELEASE)["loginsets"]
+    assert len(login_sets) == 1, login_sets
+    (login,) = login_sets.values()
+    assert login.get("enabled", True), "the chart's loginsetDefaults enable every login set"
+    result: dict[str, Any] = login
+    return result
+
+
+def _depends_on(run: ProgramRun, record: ResourceRecord) -> set[str]:
+    """Every URN the record waits for, directly or through what it depends on."""
+    seen: set[str] = set()
+    pending = list(record.dependencies)
+    while pending:
+        urn = pending.pop()
+        if urn not in seen:
+            seen.add(urn)
+            pending.extend(run.by_urn(urn).dependencies)
+    return seen
+
+
+def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """Kubernetes toleration matching (core/v1 Toleration.ToleratesTaint)."""
+    effect = toleration.get("effect", "")
+    if effect and effect != taint["effect"]:
+        return False
+    key = toleration.get("key", "")
+    if toleration.get("operator", "Equal") == "Exists":
+        return not key or key == taint["key"]
+    return bool(key == taint["key"] and toleration.get("value", "") == taint.get("value", ""))
+
+
+def _uncovered(tolerations: list[dict[str, Any]], taints: list[dict[str, Any]]) -> list[Any]:
+    return [t for t in taints if not any(_tolerates(tol, t) for tol in tolerations)]
+
+
+_QUANTITY = re.compile(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
+_SUFFIXES: Final = {
+    None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+}  # fmt: skip
+
+
+def _quantity(value: Any) -> int:
+    """A Kubernetes quantity (integral forms only) as a number."""
+    match = _QUANTITY.fullmatch(str(value))
+    assert match, f"not an integral quantity: {value!r}"
+    return int(match.group(1)) * _SUFFIXES[match.group(2)]
+
+
+def _manifest(record: ResourceRecord) -> dict[str, Any]:
+    return {key: record.inputs[key] for key in ("apiVersion", "kind", "metadata", "spec")}
+
+
+def _image_text(image: Any) -> str:
+    """A chart image (string, or ``{repository, tag, digest}``) as a reference string."""
+    if isinstance(image, str):
+        return image
+    text = str(image["repository"])
+    if image.get("tag"):
+        text += f":{image['tag']}"
+    if image.get("digest"):
+        text += f"@{image['digest']}"
+    return text
+
+
+def _pod(name: str, spec: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": SLURM_NAMESPACE},
+        "spec": {**spec, "containers": [container]},
+    }
+
+
+def _slurmd_pod(node_set: NodeSetCase) -> dict[str, Any]:
+    """The pod Slinky makes of a NodeSet: template.spec plus the ``slurmd`` container."""
+    slurmd = node_set.slurmd
+    container = {
+        "name": "slurmd",
+        "image": slurmd["image"],
+        "resources": slurmd["resources"],
+        "volumeMounts": slurmd["volumeMounts"],
+    }
+    return _pod(f"{node_set.pool.name}-0", node_set.pod_spec, container)
+
+
+def _login_pod(login: dict[str, Any]) -> dict[str, Any]:
+    container = {
+        "name": "login",
+        "image": _image_text(login["login"]["image"]),
+        "volumeMounts": login["login"].get("volumeMounts", []),
+    }
+    return _pod("login-0", login["podSpec"], container)
+
+
+def _unmounted(pod: dict[str, Any]) -> list[str]:
+    """Volume mounts of the pod's containers that name no volume of the pod."""
+    volumes = {volume["name"] for volume in pod["spec"].get("volumes", [])}
+    return [
+        mount["name"]
+        for container in pod["spec"]["containers"]
+        for mount in container.get("volumeMounts", [])
+        if mount["name"] not in volumes
+    ]
+
+
+def _claim_mounts(pod_spec: dict[str, Any], mounts: list[dict[str, Any]]) -> list[str]:
+    """Where ``mounts`` put the pod's volume of the ``shared-lustre`` claim."""
+    claims = [
+        volume["name"]
+        for volume in pod_spec.get("volumes", [])
+        if volume.get("persistentVolumeClaim", {}).get("claimName") == CLAIM_NAME
+    ]
+    assert len(claims) == 1, pod_spec.get("volumes")
+    return [mount["mountPath"] for mount in mounts if mount["name"] == claims[0]]
+
+
+def _runtime_shared_mounts(run: ProgramRun) -> set[str]:
+    """Where the Trainer runtimes' training containers mount the shared claim."""
+    paths: set[str] = set()
+    for runtime in run.of_type(RUNTIME):
+        for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+            pod = job["template"]["spec"]["template"]["spec"]
+            for container in pod["containers"]:
+                paths.update(_claim_mounts(pod, container.get("volumeMounts", [])))
+    return paths
+
+
+def _conf_items(line: str) -> dict[str, str]:
+    """``Key=Value`` words of a Slurm configuration line."""
+    return dict(word.split("=", 1) for word in line.split() if "=" in word)
+
+
+def _hostlist(text: str) -> set[str]:
+    """Expand a Slurm hostlist: ``a-[0-2,5],b-0`` -> a-0, a-1, a-2, a-5, b-0."""
+    names: set[str] = set()
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", text):
+        match = re.fullmatch(r"([^\[]*)(?:\[([^\]]*)\])?", part)
+        assert match, text
+        prefix, ranges = match.groups()
+        if ranges is None:
+            names.add(prefix)
+            continue
+        for item in ranges.split(","):
+            low, _, high = item.partition("-")
+            names.update(f"{prefix}{n}" for n in range(int(low), int(high or low) + 1))
+    return names
+
+
+def _gres_lines(values: dict[str, Any]) -> list[dict[str, str]]:
+    text: str = values["configFiles"]["gres.conf"]
+    return [
+        _conf_items(line)
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def _covers(line: dict[str, str], node: str) -> bool:
+    """Whether a gres.conf line applies to a node (no NodeName: every node)."""
+    return "NodeName" not in line or node in _hostlist(line["NodeName"])
+
+
+def _images(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every image setting under ``node``: ``image`` keys and ``{repository, ...}`` mappings."""
+    if isinstance(node, dict):
+        if "repository" in node:
+            yield path, node
+            return
+        for key, value in node.items():
+            here = f"{path}.{key}" if path else str(key)
+            if key == "image" and isinstance(value, str):
+                yield here, value
+            else:
+                yield from _images(value, here)
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _images(item, f"{path}[{index}]")
+
+
+def _unpinned(image: Any) -> str | None:
+    """Why an image setting is not pinned (a floating or missing tag), or None."""
+    if isinstance(image, dict):
+        if image.get("digest"):
+            return None
+        tag = str(image.get("tag") or "")
+    else:
+        if "@sha256:" in image:
+            return None
+        last = str(image).rsplit("/", 1)[-1]
+        tag = last.rsplit(":", 1)[1] if ":" in last else ""
+    if not tag:
+        return "no tag (Docker and Helm charts fall back to a floating default)"
+    if tag in FLOATING_TAGS:
+        return f"floating tag {tag}"
+    return None
+
+
+def _at(node: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _merged(defaults: Any, values: Any) -> Any:
+    """Helm's merge of user values over chart defaults (maps merge, everything else replaces)."""
+    if isinstance(defaults, dict) and isinstance(values, dict):
+        merged = dict(defaults)
+        for key, value in values.items():
+            merged[key] = _merged(defaults.get(key), value)
+        return merged
+    return values
+
+
+@cache
+def _chart_defaults(reference_dir: Path, chart_dir: str) -> dict[str, Any]:
+    defaults: dict[str, Any] = yaml.safe_load(
+        (reference_dir / "charts" / chart_dir / "values.yaml").read_text()
+    )
+    return defaults
+
+
+def _secret_values(run: ProgramRun, name: str) -> tuple[ResourceRecord, dict[str, Any]]:
+    secret = _named(run, SECRET, name, SLURM_NAMESPACE)
+    data: dict[str, Any] = secret.inputs.get("stringData", {})
+    return secret, data
+
+
+def _assert_random_secret(run: ProgramRun, name: str, keys: set[str]) -> None:
+    """The Secret exists in the slurm namespace with ``keys``, each a RandomPassword's secret
+    result: never plain text in the program or the state."""
+    secret, data = _secret_values(run, name)
+    assert keys <= set(data), (name, sorted(data))
+    for key in keys:
+        assert data[key] == SECRET_MARK, f"{name}.{key} is not a secret value"
+    sources = secret.property_dependencies.get("stringData", [])
+    assert len(sources) >= len(keys), (name, sources)
+    assert {run.by_urn(urn).type for urn in sources} == {RANDOM_PASSWORD}, sources
+
+
+def _problems(data: dict[str, Any]) -> list[ConfigProblem]:
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    return caught.value.problems
+
+
+def _openssh(key: Any, comment: str = "") -> str:
+    line: str = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    return f"{line} {comment}".strip()
+
+
+@cache
+def _rsa_key(bits: int) -> str:
+    return _openssh(rsa.generate_private_key(public_exponent=65537, key_size=bits), "rsa@test")
+
+
+@cache
+def _ed25519_key() -> str:
+    return _openssh(ed25519.Ed25519PrivateKey.generate(), "ed@test")
+
+
+@cache
+def _private_key() -> str:
+    return (
+        ed25519.Ed25519PrivateKey.generate()
+        .private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        )
+        .decode()
+    )
+
+
+@cache
+def _dsa_key() -> str:
+    # cryptography warns that SSH DSA support is going; the test only needs one such key line.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+        return _openssh(dsa.generate_private_key(key_size=1024), "dsa@test")
+
+
+def _second_line_key() -> str:
+    """A valid key with a second, unchecked authorized_keys line smuggled after it."""
+    return f'{_ed25519_key()}\ncommand="/bin/sh" {_rsa_key(1024)}'
+
+
+# --------------------------------------------------------------------------- the stacks
+
+
+def test_every_stack_runs_slurm_on_gpu_neuron_efa_and_plain_pools() -> None:
+    """The parametrized cases below would silently shrink if the stacks lost their node sets."""
+    assert {stack for stack, _ in NODE_SET_CASES} == set(STACKS)
+    for stack in STACKS:
+        assert raw_slurm(stack).get("enabled") is True, stack
+    pools = [stack_pool(stack, pool) for stack, pool in NODE_SET_CASES]
+    assert {pool.gpu for pool in pools} == {True, False}, "GPU and Trainium node sets"
+    assert {pool.efa for pool in pools} == {True, False}, "EFA and non-EFA node sets"
+
+
+# --------------------------------------------------------------------------- node sets
+
+
+def test_one_node_set_per_configured_pool(case: StackCase) -> None:
+    records = case.run.of_type(NODE_SET)
+    expected = sorted(ns["pool"] for ns in case.slurm["nodeSets"])
+    assert sorted(_metadata(r)["name"] for r in records) == expected
+    for record in records:
+        assert record.inputs["apiVersion"] == SLINKY_API
+        assert record.inputs["kind"] == "NodeSet"
+        assert _metadata(record)["namespace"] == SLURM_NAMESPACE
+        assert _metadata(record)["labels"][POOL_LABEL] == _metadata(record)["name"]
+
+
+def test_node_set_validates_against_the_slinky_crd(
+    node_set: NodeSetCase, reference_dir: Path
+) -> None:
+    crds = reference_dir.joinpath(*SLINKY_CRDS)
+    manifest = _manifest(node_set.record)
+    assert validation_errors(manifest, node_set.stack.kubernetes_version, crds) == []
+
+
+def test_node_set_pod_validates_as_core_kubernetes(node_set: NodeSetCase) -> None:
+    """``template.spec`` and ``slurmd`` are preserve-unknown-fields in the CRD: the Kubernetes
+    schema is the only check of what Slinky puts into the pod."""
+    pod = _slurmd_pod(node_set)
+    assert validation_errors(pod, node_set.stack.kubernetes_version, None) == []
+    assert pod["spec"]["containers"][0]["volumeMounts"], "slurmd mounts /dev/shm and Lustre"
+    assert _unmounted(pod) == []
+
+
+def test_node_set_pod_with_a_misspelt_field_fails_validation(node_set: NodeSetCase) -> None:
+    """The check above is strict: a field Kubernetes does not know is reported."""
+    pod = _slurmd_pod(node_set)
+    pod["spec"]["nodeSelecter"] = pod["spec"].pop("nodeSelector")
+    assert validation_errors(pod, node_set.stack.kubernetes_version, None) != []
+
+
+def test_node_set_replicas_partition_and_controller(node_set: NodeSetCase) -> None:
+    spec = node_set.spec
+    assert spec["replicas"] == node_set.raw.get("replicas", DEFAULT_REPLICAS)
+    assert spec["partition"]["enabled"] is True
+    # The chart names its Controller after fullnameOverride (else the release name).
+    values = _values(node_set.stack.run, SLURM_RELEASE)
+    assert spec["controllerRef"]["name"] == values.get("fullnameOverride", SLURM_RELEASE)
+    assert spec.get("workloadDisruptionProtection", True) is True
+
+
+def test_node_set_image_comes_from_config(node_set: NodeSetCase) -> None:
+    images = node_set.stack.slurm["images"]
+    default = images["slurmdGpu"] if node_set.pool.gpu else images["slurmdNeuron"]
+    assert node_set.slurmd["image"] == node_set.raw.get("image", default)
+
+
+# --------------------------------------------------------------------------- per-node requests
+
+
+def test_slurmd_requests_every_accelerator_and_efa_interface(node_set: NodeSetCase) -> None:
+    pool = node_set.pool
+    requests = node_set.slurmd["resources"]["requests"]
+    for entry in pool.entries:  # every instance type of the pool
+        assert _quantity(requests[pool.resource]) == entry.accelerators, entry.name
+        if pool.efa:
+            assert entry.efa_interfaces > 0
+            assert _quantity(requests[EFA]) == entry.efa_interfaces, entry.name
+        else:
+            assert _quantity(requests.get(EFA, 0)) == 0, entry.name
+    other = NEURON if pool.gpu else GPU
+    assert other not in requests
+
+
+def test_slurmd_extended_resources_have_equal_limits_and_no_memory_limit(
+    node_set: NodeSetCase,
+) -> None:
+    resources = node_set.slurmd["resources"]
+    requests, limits = resources["requests"], resources.get("limits", {})
+    extended = [name for name in requests if "/" in name or name.startswith("hugepages-")]
+    assert node_set.pool.resource in extended
+    for name in extended:
+        assert name in limits, name
+        assert _quantity(limits[name]) == _quantity(requests[name]), name
+    assert "memory" not in limits, "slurmd hands the node's memory to its jobs"
+
+
+def test_huge_pages_only_on_efa_pools(node_set: NodeSetCase) -> None:
+    requests = node_set.slurmd["resources"]["requests"]
+    if node_set.pool.efa:
+        gib = node_set.stack.slurm.get("hugepagesGiB", DEFAULT_HUGEPAGES_GIB)
+        assert _quantity(requests[HUGE_PAGES]) == gib * 2**30
+        # Kubernetes requires a memory (or CPU) request beside huge pages.
+        assert _quantity(requests["memory"]) > 0
+    else:
+        assert HUGE_PAGES not in requests
+        assert HUGE_PAGES not in node_set.slurmd["resources"].get("limits", {})
+
+
+# --------------------------------------------------------------------------- GRES
+
+
+def test_node_set_declares_its_gres(node_set: NodeSetCase) -> None:
+    items = _conf_items(node_set.spec["extraConf"])
+    assert items["Gres"] == f"{node_set.pool.gres}:{node_set.pool.instance.accelerators}"
+
+
+def test_gres_types_are_the_gres_in_use(case: StackCase) -> None:
+    in_use = {stack_pool(case.stack, ns["pool"]).gres for ns in case.slurm["nodeSets"]}
+    conf = _values(case.run, SLURM_RELEASE)["controller"]["extraConfMap"]
+    assert set(conf["GresTypes"]) == in_use
+    assert len(conf["GresTypes"]) == len(in_use)
+    if case.accounting.get("enabled", True):
+        tracked = set(conf["AccountingStorageTRES"])
+        assert {f"gres/{gres}" for gres in in_use} <= tracked
+
+
+def test_gres_conf_has_a_line_for_every_node_of_every_node_set(case: StackCase) -> None:
+    lines = _gres_lines(_values(case.run, SLURM_RELEASE))
+    nvidia = [line for line in lines if line.get("AutoDetect") == "nvidia"]
+    neuron = [line for line in lines if line.get("Name") == "neuron"]
+    assert nvidia or neuron
+    for node_set in case.slurm["nodeSets"]:
+        pool = stack_pool(case.stack, node_set["pool"])
+        own, other = (nvidia, neuron) if pool.gpu else (neuron, nvidia)
+        for node in sorted(pool.node_names):
+            assert [line for line in own if _covers(line, node)], (pool.name, node)
+            assert [line for line in other if _covers(line, node)] == [], (pool.name, node)
+        if not pool.gpu:
+            devices = {f"/dev/neuron{i}" for i in range(pool.instance.accelerators)}
+            for line in neuron:
+                if _covers(line, f"{pool.name}-0"):
+                    assert _hostlist(line["File"]) == devices, line
+                    assert line.get("AutoDetect") != "nvidia", line
+
+
+def test_hostlist_expansion() -> None:
+    assert _hostlist("trn1-[0-2]") == {"trn1-0", "trn1-1", "trn1-2"}
+    assert _hostlist("p5-0") == {"p5-0"}
+    assert _hostlist("a-[0-1,4],b-3") == {"a-0", "a-1", "a-4", "b-3"}
+    assert _hostlist("/dev/neuron[0-15]") == {f"/dev/neuron{i}" for i in range(16)}
+
+
+# --------------------------------------------------------------------------- placement
+
+
+def test_node_set_selects_its_pool_and_tolerates_its_taints(node_set: NodeSetCase) -> None:
+    pool_spec = _node_pool(node_set.stack.run, node_set.pool.name)
+    node_labels = pool_spec["template"]["metadata"]["labels"]
+    selector = node_set.pod_spec["nodeSelector"]
+    assert selector[POOL_LABEL] == node_set.pool.name
+    assert {k: node_labels.get(k) for k in selector} == selector, "selects the pool's nodes"
+    taints = pool_spec["template"]["spec"].get("taints", [])
+    assert taints, "an accelerator pool always carries its accelerator taint"
+    assert _uncovered(node_set.pod_spec.get("tolerations", []), taints) == []
+
+
+def test_node_set_waits_for_the_fsx_startup_taint(node_set: NodeSetCase) -> None:
+    pool_spec = _node_pool(node_set.stack.run, node_set.pool.name)
+    startup = pool_spec["template"]["spec"].get("startupTaints", [])
+    fsx = [taint for taint in startup if taint["key"] == FSX_STARTUP_TAINT]
+    assert fsx, "the pool's nodes start tainted until the Lustre client is ready"
+    tolerations = node_set.pod_spec.get("tolerations", [])
+    assert _uncovered(tolerations, fsx) == fsx
+
+
+def test_node_set_tolerates_an_extra_pool_taint(run_platform: Callable[..., ProgramRun]) -> None:
+    taint = {"key": "example.com/reserved-for", "value": "slurm", "effect": "NoExecute"}
+    data = stack_data("dev")
+    pool = data["slurm"]["nodeSets"][0]["pool"]
+    (raw_pool,) = [p for p in data["nodePools"] if p["name"] == pool]
+    raw_pool["taints"] = [taint]
+    run = run_platform(data, "dev")
+    taints = _node_pool(run, pool)["template"]["spec"]["taints"]
+    assert taint in taints
+    tolerations = _node_set(run, pool).inputs["spec"]["template"]["spec"]["tolerations"]
+    assert _uncovered(tolerations, taints) == []
+    assert _uncovered([], [taint]) == [taint]
+
+
+# --------------------------------------------------------------------------- shared file system
+
+
+def test_node_sets_and_login_mount_lustre_where_trainer_runtimes_do(case: StackCase) -> None:
+    runtime_paths = _runtime_shared_mounts(case.run)
+    assert len(runtime_paths) == 1, runtime_paths
+    for node_set in case.slurm["nodeSets"]:
+        spec = _node_set(case.run, node_set["pool"]).inputs["spec"]
+        paths = _claim_mounts(spec["template"]["spec"], spec["slurmd"]["volumeMounts"])
+        assert set(paths) == runtime_paths, node_set["pool"]
+    login = _login_set(case)
+    paths = _claim_mounts(login["podSpec"], login["login"]["volumeMounts"])
+    assert set(paths) == runtime_paths
+
+
+def test_slurm_namespace_has_the_shared_claim(case: StackCase) -> None:
+    claim = _named(case.run, CLAIM, CLAIM_NAME, SLURM_NAMESPACE)
+    assert "ReadWriteMany" in claim.inputs["spec"]["accessModes"]
+
+
+# --------------------------------------------------------------------------- chart values
+
+
+@pytest.mark.parametrize("key", ["slurmKey", "jwtKey"])
+def test_auth_keys_are_random_secrets_made_by_the_program(case: StackCase, key: str) -> None:
+    setting = _values(case.run, SLURM_RELEASE)[key]
+    assert setting["create"] is False, "the chart would regenerate it on every update"
+    ref = setting["secretRef"]
+    _assert_random_secret(case.run, ref["name"], {ref["key"]})
+
+
+def test_one_default_partition_spanning_every_node_set(
+    case: StackCase, reference_dir: Path
+) -> None:
+    defaults = _chart_defaults(reference_dir, versions.SLURM_CHART.reference_dir)
+    values = _values(case.run, SLURM_RELEASE)
+    partitions = _merged(defaults["partitions"], values["partitions"])
+    enabled = [name for name, p in partitions.items() if p.get("enabled")]
+    assert enabled == [case.slurm.get("defaultPartition", DEFAULT_PARTITION)]
+    (partition,) = [partitions[name] for name in enabled]
+    assert partition["configMap"]["Default"] == "YES"
+    assert partition["nodesets"] == ["ALL"]
+
+
+def test_configured_default_partition_replaces_all(
+    run_platform: Callable[..., ProgramRun], reference_dir: Path
+) -> None:
+    data = stack_data("dev")
+    data["slurm"]["defaultPartition"] = "batch"
+    run = run_platform(data, "dev")
+    defaults = _chart_defaults(reference_dir, versions.SLURM_CHART.reference_dir)
+    partitions = _merged(defaults["partitions"], _values(run, SLURM_RELEASE)["partitions"])
+    assert [name for name, p in partitions.items() if p.get("enabled")] == ["batch"]
+    assert partitions["batch"]["configMap"]["Default"] == "YES"
+
+
+def test_cluster_name_and_service_sizes_come_from_config(case: StackCase) -> None:
+    values = _values(case.run, SLURM_RELEASE)
+    eks_name = case.raw.get("clusterName", f"training-{case.raw['environment']}")
+    assert values["clusterName"] == case.slurm.get("clusterName", eks_name.replace("-", "_"))
+    assert values["restapi"]["replicas"] == case.slurm.get(
+        "restApiReplicas", DEFAULT_REST_API_REPLICAS
+    )
+    gib = case.slurm.get("controllerStorageGiB", DEFAULT_CONTROLLER_STORAGE_GIB)
+    persistence = values["controller"]["persistence"]
+    assert persistence.get("enabled", True) is True
+    assert _quantity(persistence["resources"]["requests"]["storage"]) == gib * 2**30
+
+
+def test_login_set_keys_and_replicas_come_from_config(case: StackCase) -> None:
+    login = _login_set(case)
+    lines = [line for line in login["rootSshAuthorizedKeys"].splitlines() if line.strip()]
+    assert lines == [key.strip() for key in case.login["sshAuthorizedKeys"]]
+    assert login["replicas"] == case.login.get("replicas", DEFAULT_LOGIN_REPLICAS)
+
+
+def test_login_service_is_an_internal_load_balancer(case: StackCase) -> None:
+    service = _login_set(case)["service"]
+    assert service["spec"]["type"] == "LoadBalancer"
+    annotations = service["metadata"]["annotations"]
+    assert {k: annotations.get(k) for k in INTERNAL_LB_ANNOTATIONS} == INTERNAL_LB_ANNOTATIONS
+    vpc_cidr = case.raw["network"].get("vpcCidr", DEFAULT_VPC_CIDR)
+    expected = case.login.get("allowedCidrs") or [vpc_cidr]
+    assert service["spec"]["loadBalancerSourceRanges"] == expected
+
+
+def test_login_sources_cover_both_cases() -> None:
+    """dev relies on the VPC default, prod names its networks: both branches are exercised."""
+    assert not raw_slurm("dev")["login"].get("allowedCidrs")
+    assert raw_slurm("prod")["login"].get("allowedCidrs")
+
+
+def test_login_pod_and_service_validate_as_core_kubernetes(case: StackCase) -> None:
+    login = _login_set(case)
+    pod = _login_pod(login)
+    assert validation_errors(pod, case.kubernetes_version, None) == []
+    assert _unmounted(pod) == []
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "slurm-login",
+            "namespace": SLURM_NAMESPACE,
+            **login["service"]["metadata"],
+        },
+        "spec": {**login["service"]["spec"], "ports": [{"name": "ssh", "port": 22}]},
+    }
+    assert validation_errors(service, case.kubernetes_version, None) == []
+
+
+def test_no_floating_image_anywhere(case: StackCase) -> None:
+    sources: dict[str, Any] = {
+        f"release {name}": _values(case.run, name)
+        for name in (SLURM_RELEASE, "cert-manager", "slurm-operator", "mariadb-operator")
+    }
+    for record in [*case.run.of_type(NODE_SET), *case.run.of_type(MARIADB)]:
+        sources[f"{record.type.rsplit(':', 1)[-1]} {record.name}"] = record.inputs["spec"]
+    found = {source: list(_images(node)) for source, node in sources.items()}
+    assert found[f"release {SLURM_RELEASE}"], "the walk finds the slurm chart's images"
+    for record in [*case.run.of_type(NODE_SET), *case.run.of_type(MARIADB)]:
+        assert found[f"{record.type.rsplit(':', 1)[-1]} {record.name}"], record.name
+    unpinned = [
+        f"{source}: {path} = {image!r} ({reason})"
+        for source, images in found.items()
+        for path, image in images
+        if (reason := _unpinned(image))
+    ]
+    assert unpinned == []
+
+
+def test_chart_default_floating_images_are_overridden(case: StackCase, reference_dir: Path) -> None:
+    """The slurm chart's sidecars default to alpine:latest: every one the cluster runs is set."""
+    defaults = _chart_defaults(reference_dir, versions.SLURM_CHART.reference_dir)
+    floating = [path for path, image in _images(defaults) if _unpinned(image)]
+    assert floating, "the chart defaults still contain floating images (else drop this test)"
+    values = _values(case.run, SLURM_RELEASE)
+    node_sets = [r.inputs["spec"] for r in case.run.of_type(NODE_SET)]
+    unset: list[str] = []
+    for path in floating:
+        block, _, rest = path.partition(".")
+        if block == "loginsetDefaults":
+            targets = [(f"loginsets.{k}.{rest}", v) for k, v in values["loginsets"].items()]
+            settings = [(name, _at(login, rest)) for name, login in targets]
+        elif block == "nodesetDefaults":
+            settings = [
+                (f"NodeSet {i}.{rest}", _at(spec, rest)) for i, spec in enumerate(node_sets)
+            ]
+            settings += [
+                (f"nodesets.{k}.{rest}", _at(v, rest))
+                for k, v in values.get("nodesets", {}).items()
+            ]
+        else:
+            settings = [(path, _at(values, path))]
+        unset += [
+            f"{name}: {image!r}" for name, image in settings if image is None or _unpinned(image)
+        ]
+    assert unset == []
+
+
+# --------------------------------------------------------------------------- accounting
+
+
+def test_accounting_database_validates_against_the_mariadb_crd(
+    accounting_case: StackCase, reference_dir: Path
+) -> None:
+    crds = reference_dir.joinpath(*MARIADB_CRDS)
+    database = _database(accounting_case.run)
+    assert _metadata(database)["namespace"] == SLURM_NAMESPACE
+    assert validation_errors(_manifest(database), accounting_case.kubernetes_version, crds) == []
+
+
+def test_state_volumes_are_encrypted_and_retained(accounting_case: StackCase) -> None:
+    spec = _database(accounting_case.run).inputs["spec"]
+    gib = accounting_case.accounting.get("storageGiB", DEFAULT_ACCOUNTING_STORAGE_GIB)
+    assert _quantity(spec["storage"]["size"]) == gib * 2**30
+    persistence = _values(accounting_case.run, SLURM_RELEASE)["controller"]["persistence"]
+    for class_name in (spec["storage"]["storageClassName"], persistence["storageClassName"]):
+        storage_class = _named(accounting_case.run, STORAGE_CLASS, class_name)
+        assert storage_class.inputs["parameters"]["encrypted"] == "true", class_name
+        assert storage_class.inputs["reclaimPolicy"] == "Retain", class_name
+
+
+def test_database_passwords_come_from_a_program_secret(accounting_case: StackCase) -> None:
+    spec = _database(accounting_case.run).inputs["spec"]
+    refs = [spec["rootPasswordSecretKeyRef"], spec["passwordSecretKeyRef"]]
+    for name in {ref["name"] for ref in refs}:
+        _assert_random_secret(
+            accounting_case.run, name, {ref["key"] for ref in refs if ref["name"] == name}
+        )
+
+
+def test_slurmdbd_connects_to_the_database(accounting_case: StackCase) -> None:
+    database = _database(accounting_case.run)
+    spec = database.inputs["spec"]
+    accounting = _values(accounting_case.run, SLURM_RELEASE)["accounting"]
+    assert accounting["enabled"] is True
+    storage = accounting["storageConfig"]
+    assert storage["host"] == _metadata(database)["name"], "the operator's Service"
+    assert storage["port"] == spec.get("port", DEFAULT_DATABASE_PORT)
+    assert storage["database"] == spec["database"]
+    assert storage["username"] == spec["username"]
+    assert storage["passwordKeyRef"] == spec["passwordSecretKeyRef"]
+
+
+def test_database_is_protected_exactly_where_stateful_resources_are(
+    accounting_case: StackCase,
+) -> None:
+    expected = bool(accounting_case.raw.get("protectStatefulResources", False))
+    assert _database(accounting_case.run).protect is expected
+
+
+def test_accounting_and_protection_cases_exist() -> None:
+    assert {"dev", "prod"} <= set(ACCOUNTING_STACKS)
+    assert stack_data("prod").get("protectStatefulResources") is True
+    assert not stack_data("dev").get("protectStatefulResources", False)
+
+
+def test_accounting_disabled_installs_no_database(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("dev")
+    data["slurm"]["accounting"] = {"enabled": False}
+    run = run_platform(data, "dev")
+    assert run.of_type(MARIADB) == []
+    assert [r.name for r in run.of_type(RELEASE) if r.name in ACCOUNTING_RELEASES] == []
+    values = _values(run, SLURM_RELEASE)
+    assert values["accounting"]["enabled"] is False
+    assert "AccountingStorageTRES" not in values["controller"]["extraConfMap"]
+    # Slurm itself is still there.
+    assert run.of_type(NODE_SET)
+
+
+# --------------------------------------------------------------------------- cert-manager
+
+
+def test_cert_manager_values_match_the_chart_schema(case: StackCase, reference_dir: Path) -> None:
+    path = reference_dir / "charts" / versions.CERT_MANAGER_CHART.reference_dir
+    schema = json.loads((path / "values.schema.json").read_text())
+    release = _release(case.run, "cert-manager")
+    assert release.inputs["version"] == versions.CERT_MANAGER_CHART.version
+    values = release.inputs["values"]
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    assert [error.message for error in validator.iter_errors(values)] == []
+    assert values["crds"]["enabled"] is True
+    # The schema is strict: a misspelt key is reported.
+    assert list(validator.iter_errors({**values, "crd": {"enabled": True}}))
+
+
+# --------------------------------------------------------------------------- install order
+
+
+def test_operator_after_cert_manager_and_crds(case: StackCase) -> None:
+    after = _depends_on(case.run, _release(case.run, "slurm-operator"))
+    for name in ("cert-manager", "slurm-operator-crds"):
+        assert _release(case.run, name).urn in after, name
+
+
+def test_mariadb_operator_after_its_crds_and_database_after_the_operator(
+    accounting_case: StackCase,
+) -> None:
+    run = accounting_case.run
+    assert _release(run, "mariadb-operator-crds").urn in _depends_on(
+        run, _release(run, "mariadb-operator")
+    )
+    assert _release(run, "mariadb-operator").urn in _depends_on(run, _database(run))
+
+
+def test_slurm_chart_after_operator_secrets_and_database(case: StackCase) -> None:
+    run = case.run
+    slurm = _release(run, SLURM_RELEASE)
+    after = _depends_on(run, slurm)
+    values = slurm.inputs["values"]
+    assert _release(run, "slurm-operator").urn in after
+    secrets = [values["slurmKey"]["secretRef"]["name"], values["jwtKey"]["secretRef"]["name"]]
+    if accounting_enabled(case.stack):
+        assert _database(run).urn in after
+        secrets.append(values["accounting"]["storageConfig"]["passwordKeyRef"]["name"])
+    for name in secrets:
+        assert _named(run, SECRET, name, SLURM_NAMESPACE).urn in after, name
+    namespace = _named(run, NAMESPACE, SLURM_NAMESPACE)
+    assert namespace.urn in after
+
+
+def test_node_set_after_chart_claim_and_priority_class(node_set: NodeSetCase) -> None:
+    run = node_set.stack.run
+    after = _depends_on(run, node_set.record)
+    assert _release(run, SLURM_RELEASE).urn in after
+    assert _named(run, CLAIM, CLAIM_NAME, SLURM_NAMESPACE).urn in after
+    priority_class = node_set.pod_spec["priorityClassName"]
+    assert _named(run, PRIORITY_CLASS, priority_class).urn in after
+
+
+# --------------------------------------------------------------------------- disabled
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [set_at("slurm.enabled", False), delete_at("slurm")],
+    ids=["enabled-false", "section-removed"],
+)
+def test_disabled_slurm_installs_nothing(
+    run_platform: Callable[..., ProgramRun], mutation: Mutation
+) -> None:
+    data = stack_data("dev")
+    mutation(data)
+    run = run_platform(data, "dev")
+    names = {r.name for r in run.of_type(RELEASE)}
+    assert names.isdisjoint({*SLINKY_RELEASES, *ACCOUNTING_RELEASES}), names
+    assert run.of_type(NODE_SET) == []
+    assert run.of_type(MARIADB) == []
+    assert [r for r in run.of_type(NAMESPACE) if _metadata(r).get("name") == SLURM_NAMESPACE] == []
+    assert [r for r in run.records if _metadata(r).get("namespace") == SLURM_NAMESPACE] == []
+    assert run.of_type(RANDOM_PASSWORD) == []
+    # The rest of the platform is untouched.
+    assert run.of_type(RUNTIME)
+
+
+# --------------------------------------------------------------------------- config errors
+
+
+def _dev_gpu_capacity() -> int:
+    """GPUs dev's pools provide at most (maxNodes x GPUs per node; stack + catalog)."""
+    pools = [Pool(raw) for raw in stack_data("dev")["nodePools"]]
+    return sum(p.max_nodes * p.instance.accelerators for p in pools if p.gpu)
+
+
+def _dev_slurm_gpu_set() -> tuple[int, int]:
+    """(index, GPUs per node) of dev's first GPU node set."""
+    for index, node_set in enumerate(raw_node_sets("dev")):
+        pool = stack_pool("dev", node_set["pool"])
+        if pool.gpu:
+            return index, pool.instance.accelerators
+    raise AssertionError("dev has a GPU node set")
+
+
+def _teams_take_every_gpu(slurm_replicas: int) -> Mutation:
+    """dev's team deserves every GPU the pools have; the GPU node set holds some nodes."""
+    capacity = _dev_gpu_capacity()
+    index, _ = _dev_slurm_gpu_set()
+
+    def mutate(data: dict[str, Any]) -> None:
+        team = data["teams"][0]
+        team["quota"]["gpus"] = capacity
+        team.setdefault("queue", {}).setdefault("deserved", {})["gpus"] = capacity
+        data["slurm"]["nodeSets"][index]["replicas"] = slurm_replicas
+
+    return mutate
+
+
+def _node_set_field(index: int, **fields: Any) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        data["slurm"]["nodeSets"][index].update(fields)
+
+    return mutate
+
+
+def _add_node_set(node_set: dict[str, Any]) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        data["slurm"]["nodeSets"].append(node_set)
+
+    return mutate
+
+
+MISSING: Final = object()
+"""The problem reports the key as missing."""
+
+DEV_POOLS: Final = [ns["pool"] for ns in raw_node_sets("dev")]
+DEV_TRN_INDEX: Final = next(
+    i for i, ns in enumerate(raw_node_sets("dev")) if not stack_pool("dev", ns["pool"]).gpu
+)
+DEV_TRN_POOL: Final = stack_pool("dev", DEV_POOLS[DEV_TRN_INDEX])
+DEV_GPU_INDEX, DEV_GPUS_PER_NODE = _dev_slurm_gpu_set()
+FLOATING_IMAGE: Final = "111122223333.dkr.ecr.us-west-2.amazonaws.com/slurmd-efa:latest"
+KEYS: Final = "slurm.login.sshAuthorizedKeys"
+
+# (id, mutation of the dev stack, key path, the value found there, words of the allowed text)
+INVALID: list[tuple[str, Mutation, str, Any, str]] = [
+    ("node set on an unknown pool", _node_set_field(0, pool="gpu-huge"),
+     "platform.slurm.nodeSets[0].pool", "gpu-huge",
+     "one of the nodePools: " + ", ".join(p["name"] for p in stack_data("dev")["nodePools"])),
+    ("duplicate pool", _add_node_set({"pool": DEV_TRN_POOL.name, "replicas": 0}),
+     "platform.slurm.nodeSets", [*DEV_POOLS, DEV_TRN_POOL.name], "each pool in one node set"),
+    ("replicas above maxNodes", _node_set_field(DEV_TRN_INDEX, replicas=DEV_TRN_POOL.max_nodes + 1),
+     f"platform.slurm.nodeSets[{DEV_TRN_INDEX}].replicas", DEV_TRN_POOL.max_nodes + 1,
+     f"at most the pool's maxNodes ({DEV_TRN_POOL.max_nodes})"),
+    ("gpu node set without a gpu image", delete_at("slurm.images.slurmdGpu"),
+     "platform.slurm.images.slurmdGpu", MISSING, f"pool {DEV_POOLS[DEV_GPU_INDEX]}"),
+    ("neuron node set without a neuron image", delete_at("slurm.images.slurmdNeuron"),
+     "platform.slurm.images.slurmdNeuron", MISSING, f"pool {DEV_TRN_POOL.name}"),
+    ("floating slurmd image", set_at("slurm.images.slurmdGpu", FLOATING_IMAGE),
+     "platform.slurm.images.slurmdGpu", FLOATING_IMAGE, "not :latest"),
+    ("floating node set image", _node_set_field(0, image="ghcr.io/acme/slurmd:main"),
+     "platform.slurm.nodeSets[0].image", "ghcr.io/acme/slurmd:main", ":main"),
+    ("enabled without node sets", set_at("slurm.nodeSets", []),
+     "platform.slurm.nodeSets", [], "at least one node set when Slurm is enabled"),
+    ("enabled without login", delete_at("slurm.login"),
+     "platform.slurm.login", MISSING, "a login set with sshAuthorizedKeys"),
+    ("login without keys", set_at(KEYS, []),
+     "platform.slurm.login.sshAuthorizedKeys", [], "at least 1 item"),
+    ("private key pasted", set_at(KEYS, [_private_key()]),
+     "platform.slurm.login.sshAuthorizedKeys[0]", "<a private key, not repeated here>",
+     "a PUBLIC key"),
+    ("malformed key", set_at(KEYS, ["ssh-ed25519 not-a-key bob@example.com"]),
+     "platform.slurm.login.sshAuthorizedKeys[0]", "ssh-ed25519 not-a-key bob@example.com",
+     "one OpenSSH public key on one line"),
+    ("second key line smuggled in one entry", set_at(KEYS, [_second_line_key()]),
+     "platform.slurm.login.sshAuthorizedKeys[0]", _second_line_key(),
+     "one OpenSSH public key on one line"),
+    ("DSA key", set_at(KEYS, [_dsa_key()]),
+     "platform.slurm.login.sshAuthorizedKeys[0]", _dsa_key(), "ssh-ed25519"),
+    ("key with authorized_keys options", set_at(KEYS, [f'from="0.0.0.0/0" {_ed25519_key()}']),
+     "platform.slurm.login.sshAuthorizedKeys[0]", f'from="0.0.0.0/0" {_ed25519_key()}',
+     "without options"),
+    ("rsa key of 2048 bits", set_at(KEYS, [_rsa_key(2048)]),
+     "platform.slurm.login.sshAuthorizedKeys[0]", _rsa_key(2048), "RSA of at least 3072 bits"),
+    ("lustre removed", delete_at("storage.lustre"),
+     "platform.storage.lustre", MISSING, "a Lustre file system when Slurm is enabled"),
+    ("default partition named like a node set", set_at("slurm.defaultPartition", DEV_TRN_POOL.name),
+     "platform.slurm.defaultPartition", DEV_TRN_POOL.name,
+     "a name other than the node sets' own partitions"),
+    ("cluster name with a hyphen", set_at("slurm.clusterName", "ml-dev"),
+     "platform.slurm.clusterName", "ml-dev", "lower-case letters, digits and '_'"),
+    ("cluster name in upper case", set_at("slurm.clusterName", "MLDev"),
+     "platform.slurm.clusterName", "MLDev", "lower-case letters, digits and '_'"),
+    ("teams deserve gpus slurm holds", _teams_take_every_gpu(1),
+     "platform.teams[*].queue.deserved.gpus", _dev_gpu_capacity(),
+     f"at most {_dev_gpu_capacity() - DEV_GPUS_PER_NODE}, what the node pools can provide "
+     "(maxNodes x accelerators per node) beyond the nodes Slurm node sets hold"),
+    ("unknown key under slurm", set_at("slurm.partitions", {"debug": {}}),
+     "platform.slurm.partitions", {"debug": {}}, "one of the keys accounting, clusterName"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_slurm_sections_are_valid(stack: str) -> None:
+    config = parse_platform_config(stack_data(stack))
+    assert config.slurm.enabled
+    assert [ns.pool for ns in config.slurm.node_sets] == [ns["pool"] for ns in raw_node_sets(stack)]
+
+
+@pytest.mark.parametrize(
+    ("mutation", "path", "value", "allowed"),
+    [pytest.param(m, p, v, a, id=i) for i, m, p, v, a in INVALID],
+)
+def test_invalid_slurm_configuration_names_key_value_and_allowed(
+    mutation: Mutation, path: str, value: Any, allowed: str
+) -> None:
+    data = stack_data("dev")
+    mutation(data)
+    problems = _problems(data)
+    matching = [p for p in problems if p.path == path]
+    assert matching, f"no problem at {path}: {[str(p) for p in problems]}"
+    assert any(allowed in p.allowed for p in matching), [str(p) for p in matching]
+    for problem in matching:
+        text = str(problem)
+        assert "\n" not in text, text
+        assert text.startswith(f"{path}: ")
+        assert f"allowed: {problem.allowed}" in text
+        if value is MISSING:
+            assert ": missing;" in text
+        else:
+            assert problem.value == value
+            assert f"got {json.dumps(value, sort_keys=True)[:60]}" in text
+
+
+def test_a_pasted_private_key_is_never_repeated_in_the_error() -> None:
+    data = stack_data("dev")
+    set_at(KEYS, [_private_key()])(data)
+    text = "\n".join(str(problem) for problem in _problems(data))
+    body = _private_key().splitlines()[1]
+    assert "PRIVATE KEY" not in text and body[:20] not in text
+
+
+def test_invalid_slurm_cases_are_distinct() -> None:
+    cases = {(path, allowed, repr(value)) for _, _, path, value, allowed in INVALID}
+    assert len(cases) == len(INVALID) >= 15
+
+
+def test_slurm_held_gpus_only_fit_when_slurm_holds_none() -> None:
+    """The invalid case above is the boundary: with the node set at zero replicas the same
+    shares fit exactly, so the error comes from the nodes Slurm holds."""
+    data = stack_data("dev")
+    _teams_take_every_gpu(0)(data)
+    config = parse_platform_config(data)
+    assert config.teams[0].queue.deserved.gpus == _dev_gpu_capacity()
+    _teams_take_every_gpu(1)(data)
+    problems = _problems(data)
+    assert [p.path for p in problems] == ["platform.teams[*].queue.deserved.gpus"]
+    assert "Slurm" in problems[0].allowed
+
+
+@pytest.mark.parametrize("key", ["rsa-4096", "ed25519"])
+def test_valid_public_keys_are_accepted(key: str) -> None:
+    line = _rsa_key(4096) if key == "rsa-4096" else _ed25519_key()
+    data = stack_data("dev")
+    set_at(KEYS, [line])(data)
+    login = parse_platform_config(data).slurm.login
+    assert login is not None
+    assert login.ssh_authorized_keys == [line]
