@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components import versions
-from components.catalog import GPU_RESOURCE
+from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import (
     SYSTEM_NODE_SELECTOR,
     SYSTEM_TOLERATION,
@@ -85,7 +85,7 @@ PRIVILEGED_NAMESPACE: Final = {
     "pod-security.kubernetes.io/warn": "privileged",
 }
 """slurmd runs privileged (it manages cgroups and devices for the jobs it starts)."""
-GRES_NAMES: Final = {GPU_RESOURCE: "gpu", "aws.amazon.com/neuron": "neuron"}
+GRES_NAMES: Final = {GPU_RESOURCE: "gpu", NEURON_RESOURCE: "neuron"}
 """Slurm GRES name of each accelerator resource."""
 NEURON_DEVICE_FILES: Final = "/dev/neuron"
 

@@ -10,10 +10,10 @@ from pulumi_policy import StackValidationArgs, StackValidationPolicy
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 
 from .common import MANDATORY, ReportViolation, ResourceValidationArgs, resource_policy
+from .slurm import NODE_SET
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
-NODE_SET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
 ACCELERATORS = (GPU_RESOURCE, NEURON_RESOURCE)
 
 

@@ -10,7 +10,7 @@ from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPo
 from components.config import FLOATING_TAGS
 
 from .common import MANDATORY, ReportViolation, ResourceValidationArgs, is_true, resource_policy
-from .pools import pool_facts, size_problems
+from .pools import POOL_LABEL, pool_facts, size_problems
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_SET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
@@ -196,7 +196,7 @@ def _check_node_sets(args: StackValidationArgs, report: ReportViolation) -> None
         spec = node_set.props.get("spec") or {}
         pod = (spec.get("template") or {}).get("spec") or {}
         name = f"node set {(node_set.props.get('metadata') or {}).get('name')}"
-        if str((pod.get("nodeSelector") or {}).get("trainingplatform.io/pool")) not in pools:
+        if str((pod.get("nodeSelector") or {}).get(POOL_LABEL)) not in pools:
             report(f"{name} is not pinned to a node pool of this stack", node_set.urn)
         for problem in size_problems(name, pod, [spec.get("slurmd") or {}], pools):
             report(problem, node_set.urn)
