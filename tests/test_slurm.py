@@ -33,6 +33,7 @@ from components.config import ConfigError, ConfigProblem, parse_platform_config
 from synth.engine import SECRET_MARK, ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import Mutation, delete_at, set_at
 from tests.schemas import validation_errors
 
@@ -281,35 +282,6 @@ def _depends_on(run: ProgramRun, record: ResourceRecord) -> set[str]:
             seen.add(urn)
             pending.extend(run.by_urn(urn).dependencies)
     return seen
-
-
-def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    """Kubernetes toleration matching (core/v1 Toleration.ToleratesTaint)."""
-    effect = toleration.get("effect", "")
-    if effect and effect != taint["effect"]:
-        return False
-    key = toleration.get("key", "")
-    if toleration.get("operator", "Equal") == "Exists":
-        return not key or key == taint["key"]
-    return bool(key == taint["key"] and toleration.get("value", "") == taint.get("value", ""))
-
-
-def _uncovered(tolerations: list[dict[str, Any]], taints: list[dict[str, Any]]) -> list[Any]:
-    return [t for t in taints if not any(_tolerates(tol, t) for tol in tolerations)]
-
-
-_QUANTITY = re.compile(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
-_SUFFIXES: Final = {
-    None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-}  # fmt: skip
-
-
-def _quantity(value: Any) -> int:
-    """A Kubernetes quantity (integral forms only) as a number."""
-    match = _QUANTITY.fullmatch(str(value))
-    assert match, f"not an integral quantity: {value!r}"
-    return int(match.group(1)) * _SUFFIXES[match.group(2)]
 
 
 def _manifest(record: ResourceRecord) -> dict[str, Any]:
@@ -630,12 +602,12 @@ def test_slurmd_requests_every_accelerator_and_efa_interface(node_set: NodeSetCa
     pool = node_set.pool
     requests = node_set.slurmd["resources"]["requests"]
     for entry in pool.entries:  # every instance type of the pool
-        assert _quantity(requests[pool.resource]) == entry.accelerators, entry.name
+        assert quantity(requests[pool.resource]) == entry.accelerators, entry.name
         if pool.efa:
             assert entry.efa_interfaces > 0
-            assert _quantity(requests[EFA]) == entry.efa_interfaces, entry.name
+            assert quantity(requests[EFA]) == entry.efa_interfaces, entry.name
         else:
-            assert _quantity(requests.get(EFA, 0)) == 0, entry.name
+            assert quantity(requests.get(EFA, 0)) == 0, entry.name
     other = NEURON if pool.gpu else GPU
     assert other not in requests
 
@@ -649,7 +621,7 @@ def test_slurmd_extended_resources_have_equal_limits_and_no_memory_limit(
     assert node_set.pool.resource in extended
     for name in extended:
         assert name in limits, name
-        assert _quantity(limits[name]) == _quantity(requests[name]), name
+        assert quantity(limits[name]) == quantity(requests[name]), name
     assert "memory" not in limits, "slurmd hands the node's memory to its jobs"
 
 
@@ -657,9 +629,9 @@ def test_huge_pages_only_on_efa_pools(node_set: NodeSetCase) -> None:
     requests = node_set.slurmd["resources"]["requests"]
     if node_set.pool.efa:
         gib = node_set.stack.slurm.get("hugepagesGiB", DEFAULT_HUGEPAGES_GIB)
-        assert _quantity(requests[HUGE_PAGES]) == gib * 2**30
+        assert quantity(requests[HUGE_PAGES]) == gib * 2**30
         # Kubernetes requires a memory (or CPU) request beside huge pages.
-        assert _quantity(requests["memory"]) > 0
+        assert quantity(requests["memory"]) > 0
     else:
         assert HUGE_PAGES not in requests
         assert HUGE_PAGES not in node_set.slurmd["resources"].get("limits", {})
@@ -720,7 +692,7 @@ def test_node_set_selects_its_pool_and_tolerates_its_taints(node_set: NodeSetCas
     assert {k: node_labels.get(k) for k in selector} == selector, "selects the pool's nodes"
     taints = pool_spec["template"]["spec"].get("taints", [])
     assert taints, "an accelerator pool always carries its accelerator taint"
-    assert _uncovered(node_set.pod_spec.get("tolerations", []), taints) == []
+    assert uncovered(node_set.pod_spec.get("tolerations", []), taints) == []
 
 
 def test_node_set_waits_for_the_fsx_startup_taint(node_set: NodeSetCase) -> None:
@@ -729,7 +701,7 @@ def test_node_set_waits_for_the_fsx_startup_taint(node_set: NodeSetCase) -> None
     fsx = [taint for taint in startup if taint["key"] == FSX_STARTUP_TAINT]
     assert fsx, "the pool's nodes start tainted until the Lustre client is ready"
     tolerations = node_set.pod_spec.get("tolerations", [])
-    assert _uncovered(tolerations, fsx) == fsx
+    assert uncovered(tolerations, fsx) == fsx
 
 
 def test_node_set_tolerates_an_extra_pool_taint(run_platform: Callable[..., ProgramRun]) -> None:
@@ -742,8 +714,8 @@ def test_node_set_tolerates_an_extra_pool_taint(run_platform: Callable[..., Prog
     taints = _node_pool(run, pool)["template"]["spec"]["taints"]
     assert taint in taints
     tolerations = _node_set(run, pool).inputs["spec"]["template"]["spec"]["tolerations"]
-    assert _uncovered(tolerations, taints) == []
-    assert _uncovered([], [taint]) == [taint]
+    assert uncovered(tolerations, taints) == []
+    assert uncovered([], [taint]) == [taint]
 
 
 # --------------------------------------------------------------------------- shared file system
@@ -812,7 +784,7 @@ def test_cluster_name_and_service_sizes_come_from_config(case: StackCase) -> Non
     gib = case.slurm.get("controllerStorageGiB", DEFAULT_CONTROLLER_STORAGE_GIB)
     persistence = values["controller"]["persistence"]
     assert persistence.get("enabled", True) is True
-    assert _quantity(persistence["resources"]["requests"]["storage"]) == gib * 2**30
+    assert quantity(persistence["resources"]["requests"]["storage"]) == gib * 2**30
 
 
 def test_login_set_keys_and_replicas_come_from_config(case: StackCase) -> None:
@@ -920,7 +892,7 @@ def test_accounting_database_validates_against_the_mariadb_crd(
 def test_state_volumes_are_encrypted_and_retained(accounting_case: StackCase) -> None:
     spec = _database(accounting_case.run).inputs["spec"]
     gib = accounting_case.accounting.get("storageGiB", DEFAULT_ACCOUNTING_STORAGE_GIB)
-    assert _quantity(spec["storage"]["size"]) == gib * 2**30
+    assert quantity(spec["storage"]["size"]) == gib * 2**30
     persistence = _values(accounting_case.run, SLURM_RELEASE)["controller"]["persistence"]
     for class_name in (spec["storage"]["storageClassName"], persistence["storageClassName"]):
         storage_class = _named(accounting_case.run, STORAGE_CLASS, class_name)

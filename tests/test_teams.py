@@ -9,7 +9,6 @@ a wrong value in the program pass.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -20,6 +19,7 @@ from components.config import ConfigError, ConfigProblem, parse_platform_config
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.kubernetes_semantics import quantity
 from tests.mutations import Mutation, without_slurm
 from tests.mutations import both as _both
 from tests.schemas import validation_errors
@@ -166,16 +166,6 @@ def _verbs(rules: list[dict[str, Any]], api_group: str, resource: str) -> set[st
     return verbs
 
 
-_QUANTITY = re.compile(r"(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti)?")
-_SUFFIX: Final = {None: 1.0, "m": 1e-3, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
-
-
-def _quantity(text: str) -> float:
-    match = _QUANTITY.fullmatch(str(text))
-    assert match, f"not a quantity this test reads: {text!r}"
-    return float(match.group(1)) * _SUFFIX[match.group(2)]
-
-
 def _manifest(record: ResourceRecord) -> dict[str, Any]:
     """The object as Kubernetes receives it: the typed resource's inputs are its fields."""
     return dict(record.inputs)
@@ -249,11 +239,11 @@ def test_limit_range_gives_containers_default_requests(
     (container,) = containers
     requests = container["defaultRequest"]
     assert set(requests) >= {"cpu", "memory"}, requests
-    assert all(_quantity(value) > 0 for value in requests.values()), requests
+    assert all(quantity(value) > 0 for value in requests.values()), requests
     # the API server rejects a LimitRange whose default request exceeds its default limit
     for resource, limit in container.get("default", {}).items():
         if resource in requests:
-            assert _quantity(requests[resource]) <= _quantity(limit), (resource, container)
+            assert quantity(requests[resource]) <= quantity(limit), (resource, container)
 
 
 @pytest.mark.parametrize(("stack", "team"), TEAM_CASES)

@@ -26,6 +26,7 @@ from synth.engine import ResourceRecord
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import without_slurm
 from tests.schemas import validation_errors
 
@@ -237,35 +238,6 @@ def _env(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container.get("env", [])}
 
 
-def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    """Kubernetes toleration matching (core/v1 Toleration.ToleratesTaint)."""
-    effect = toleration.get("effect", "")
-    if effect and effect != taint["effect"]:
-        return False
-    key = toleration.get("key", "")
-    if toleration.get("operator", "Equal") == "Exists":
-        return not key or key == taint["key"]
-    return bool(key == taint["key"] and toleration.get("value", "") == taint.get("value", ""))
-
-
-def _uncovered(tolerations: list[dict[str, Any]], taints: list[dict[str, Any]]) -> list[Any]:
-    return [t for t in taints if not any(_tolerates(tol, t) for tol in tolerations)]
-
-
-_QUANTITY = re.compile(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
-_SUFFIXES: Final = {
-    None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-}  # fmt: skip
-
-
-def _quantity(value: Any) -> int:
-    """A Kubernetes quantity (integral forms only) as a number."""
-    match = _QUANTITY.fullmatch(str(value))
-    assert match, f"not an integral quantity: {value!r}"
-    return int(match.group(1)) * _SUFFIXES[match.group(2)]
-
-
 def _missing_keys(values: Any, defaults: Any, prefix: str = "") -> list[str]:
     """Keys of ``values`` (dotted paths) that the chart's default values do not define.
 
@@ -392,7 +364,7 @@ def test_every_pod_is_pinned_to_its_pool_and_volcano(runtime: RuntimeCase) -> No
     for job, pod in _pods(runtime.spec):
         assert pod["schedulerName"] == SCHEDULER, job
         assert pod["nodeSelector"][POOL_LABEL] == runtime.pool.name, job
-        assert _uncovered(pod.get("tolerations", []), taints) == [], job
+        assert uncovered(pod.get("tolerations", []), taints) == [], job
 
 
 def test_every_pod_takes_every_accelerator_of_the_node(runtime: RuntimeCase) -> None:
@@ -401,7 +373,7 @@ def test_every_pod_takes_every_accelerator_of_the_node(runtime: RuntimeCase) -> 
         resources = _container(pod)["resources"]
         requests, limits = resources["requests"], resources["limits"]
         assert requests == limits, job
-        assert _quantity(requests[pool.accelerator_resource]) == pool.instance.accelerators, job
+        assert quantity(requests[pool.accelerator_resource]) == pool.instance.accelerators, job
         other = NEURON if pool.gpu else GPU
         assert other not in requests, job
 
@@ -413,10 +385,10 @@ def test_efa_pods_take_every_interface_and_huge_pages(runtime: RuntimeCase) -> N
         requests = _container(pod)["resources"]["requests"]
         if pool.efa:
             assert pool.instance.efa_interfaces > 0
-            assert _quantity(requests[EFA]) == pool.instance.efa_interfaces, job
-            assert _quantity(requests[HUGE_PAGES]) == hugepages * 2**30, job
+            assert quantity(requests[EFA]) == pool.instance.efa_interfaces, job
+            assert quantity(requests[HUGE_PAGES]) == hugepages * 2**30, job
             # Kubernetes requires a memory (or CPU) request beside huge pages.
-            assert _quantity(requests["memory"]) > 0, job
+            assert quantity(requests["memory"]) > 0, job
         else:
             assert EFA not in requests, job
             assert HUGE_PAGES not in requests, job
@@ -574,8 +546,8 @@ def test_configured_huge_pages_reach_the_efa_runtimes(
     for pool in efa_pools:
         for _, pod in _pods(_runtime(run, f"torch-{pool.name}").inputs["spec"]):
             resources = _container(pod)["resources"]
-            assert _quantity(resources["requests"][HUGE_PAGES]) == 8 * 2**30
-            assert _quantity(resources["limits"][HUGE_PAGES]) == 8 * 2**30
+            assert quantity(resources["requests"][HUGE_PAGES]) == 8 * 2**30
+            assert quantity(resources["limits"][HUGE_PAGES]) == 8 * 2**30
 
 
 def test_runtimes_tolerate_an_extra_pool_taint(run_platform: Callable[..., ProgramRun]) -> None:
@@ -588,9 +560,9 @@ def test_runtimes_tolerate_an_extra_pool_taint(run_platform: Callable[..., Progr
     assert taint in taints
     for framework in GPU_FRAMEWORKS:
         for job, pod in _pods(_runtime(run, f"{framework}-gpu-small").inputs["spec"]):
-            assert _uncovered(pod.get("tolerations", []), taints) == [], (framework, job)
+            assert uncovered(pod.get("tolerations", []), taints) == [], (framework, job)
     # The toleration must be real: without it the extra taint would be uncovered.
-    assert _uncovered([], [taint]) == [taint]
+    assert uncovered([], [taint]) == [taint]
 
 
 def test_runtimes_without_lustre_mount_no_shared_volume(
