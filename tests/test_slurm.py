@@ -29,9 +29,10 @@ from cryptography.utils import CryptographyDeprecationWarning
 
 from components import versions
 from components.catalog import CATALOG, InstanceType
-from components.config import ConfigError, ConfigProblem, parse_platform_config
+from components.config import parse_platform_config
 from synth.engine import SECRET_MARK, ResourceRecord
 from synth.run import StackResult
+from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import Mutation, delete_at, set_at
@@ -475,12 +476,6 @@ def _assert_random_secret(run: ProgramRun, name: str, keys: set[str]) -> None:
     sources = secret.property_dependencies.get("stringData", [])
     assert len(sources) >= len(keys), (name, sources)
     assert {run.by_urn(urn).type for urn in sources} == {RANDOM_PASSWORD}, sources
-
-
-def _problems(data: dict[str, Any]) -> list[ConfigProblem]:
-    with pytest.raises(ConfigError) as caught:
-        parse_platform_config(data)
-    return caught.value.problems
 
 
 def _openssh(key: Any, comment: str = "") -> str:
@@ -1079,7 +1074,6 @@ def _add_node_set(node_set: dict[str, Any]) -> Mutation:
     return mutate
 
 
-MISSING: Final = object()
 """The problem reports the key as missing."""
 
 DEV_POOLS: Final = [ns["pool"] for ns in raw_node_sets("dev")]
@@ -1165,26 +1159,13 @@ def test_invalid_slurm_configuration_names_key_value_and_allowed(
 ) -> None:
     data = stack_data("dev")
     mutation(data)
-    problems = _problems(data)
-    matching = [p for p in problems if p.path == path]
-    assert matching, f"no problem at {path}: {[str(p) for p in problems]}"
-    assert any(allowed in p.allowed for p in matching), [str(p) for p in matching]
-    for problem in matching:
-        text = str(problem)
-        assert "\n" not in text, text
-        assert text.startswith(f"{path}: ")
-        assert f"allowed: {problem.allowed}" in text
-        if value is MISSING:
-            assert ": missing;" in text
-        else:
-            assert problem.value == value
-            assert f"got {json.dumps(value, sort_keys=True)[:60]}" in text
+    assert_reported(data, path, value, allowed)
 
 
 def test_a_pasted_private_key_is_never_repeated_in_the_error() -> None:
     data = stack_data("dev")
     set_at(KEYS, [_private_key()])(data)
-    text = "\n".join(str(problem) for problem in _problems(data))
+    text = "\n".join(str(problem) for problem in problems_of(data))
     body = _private_key().splitlines()[1]
     assert "PRIVATE KEY" not in text and body[:20] not in text
 
@@ -1202,7 +1183,7 @@ def test_slurm_held_gpus_only_fit_when_slurm_holds_none() -> None:
     config = parse_platform_config(data)
     assert config.teams[0].queue.deserved.gpus == _dev_gpu_capacity()
     _teams_take_every_gpu(1)(data)
-    problems = _problems(data)
+    problems = problems_of(data)
     assert [p.path for p in problems] == ["platform.teams[*].queue.deserved.gpus"]
     assert "Slurm" in problems[0].allowed
 

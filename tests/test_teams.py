@@ -15,9 +15,10 @@ from typing import Any, Final
 import pytest
 
 from components import catalog
-from components.config import ConfigError, ConfigProblem, parse_platform_config
+from components.config import parse_platform_config
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.kubernetes_semantics import quantity
 from tests.mutations import Mutation, without_slurm
@@ -169,12 +170,6 @@ def _verbs(rules: list[dict[str, Any]], api_group: str, resource: str) -> set[st
 def _manifest(record: ResourceRecord) -> dict[str, Any]:
     """The object as Kubernetes receives it: the typed resource's inputs are its fields."""
     return dict(record.inputs)
-
-
-def _problems(data: dict[str, Any]) -> list[ConfigProblem]:
-    with pytest.raises(ConfigError) as caught:
-        parse_platform_config(data)
-    return caught.value.problems
 
 
 def _dev_capacity() -> dict[str, int]:
@@ -547,7 +542,7 @@ INVALID: list[tuple[str, Mutation, str, Any, str]] = [
     ("team name not a namespace name", _team(name="ML_Dev"),
      "platform.teams[0].name", "ML_Dev", "a Kubernetes namespace name"),
     ("team without a quota", lambda data: data["teams"][0].pop("quota"),
-     "platform.teams[0].quota", None, "Accelerators and EFA the namespace may request"),
+     "platform.teams[0].quota", MISSING, "Accelerators and EFA the namespace may request"),
     ("empty group name", _team(adminGroups=[""]),
      "platform.teams[0].adminGroups[0]", "", "at least 1 character"),
 ]  # fmt: skip
@@ -568,15 +563,7 @@ def test_invalid_team_configuration_names_key_value_and_allowed(
 ) -> None:
     data = stack_data("dev")
     mutation(data)
-    problems = _problems(data)
-    matching = [p for p in problems if p.path == path]
-    assert matching, f"no problem at {path}: {[str(p) for p in problems]}"
-    assert any(allowed in p.allowed for p in matching), [str(p) for p in matching]
-    if value is not None:
-        assert any(p.value == value for p in matching), [str(p) for p in matching]
-    for problem in problems:
-        text = str(problem)
-        assert "\n" not in text and "allowed: " in text
+    assert_reported(data, path, value, allowed)
 
 
 def test_invalid_team_cases_are_distinct() -> None:
@@ -587,7 +574,7 @@ def test_a_single_team_problem_is_reported_alone() -> None:
     # a mistake in one team does not drag in unrelated problems (each case above is precise)
     data = stack_data("dev")
     _queue(guarantee={"gpus": 2}, deserved={"gpus": 1, "neuronDevices": 16})(data)
-    assert [p.path for p in _problems(data)] == ["platform.teams[0].queue.guarantee.gpus"]
+    assert [p.path for p in problems_of(data)] == ["platform.teams[0].queue.guarantee.gpus"]
 
 
 def test_guarantee_equal_to_deserved_and_capability_is_valid() -> None:
