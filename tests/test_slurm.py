@@ -28,7 +28,6 @@ from cryptography.hazmat.primitives.asymmetric import dsa, ed25519, rsa
 from cryptography.utils import CryptographyDeprecationWarning
 
 from components import versions
-from components.catalog import CATALOG, InstanceType
 from components.config import parse_platform_config
 from synth.engine import SECRET_MARK, ResourceRecord
 from synth.run import StackResult
@@ -37,6 +36,7 @@ from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import Mutation, delete_at, set_at
 from tests.schemas import validation_errors
+from tests.stack_pools import GPU, NEURON, StackPool
 
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
 NODE_SET: Final = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
@@ -65,8 +65,6 @@ FLOATING_TAGS: Final = frozenset(
 POOL_LABEL: Final = "trainingplatform.io/pool"
 CLAIM_NAME: Final = "shared-lustre"
 FSX_STARTUP_TAINT: Final = "fsx.csi.aws.com/agent-not-ready"
-GPU: Final = "nvidia.com/gpu"
-NEURON: Final = "aws.amazon.com/neuron"
 EFA: Final = "vpc.amazonaws.com/efa"
 HUGE_PAGES: Final = "hugepages-2Mi"
 GRES_NAME: Final = {"nvidia": "gpu", "neuron": "neuron"}
@@ -90,35 +88,12 @@ DEFAULT_DATABASE_PORT: Final = 3306  # MariaDB CRD: spec.port defaults to 3306
 # --------------------------------------------------------------------------- expectations
 
 
-class Pool:
-    """One accelerator pool as the stack file states it, with its catalog facts."""
-
-    def __init__(self, raw: dict[str, Any]) -> None:
-        self.raw = raw
-        self.name: str = raw["name"]
-        self.max_nodes: int = raw["maxNodes"]
-        self.entries: list[InstanceType] = [CATALOG[name] for name in raw["instanceTypes"]]
-        self.instance = self.entries[0]
-
-    @property
-    def gpu(self) -> bool:
-        return self.instance.accelerator == "nvidia"
-
-    @property
-    def resource(self) -> str:
-        return GPU if self.gpu else NEURON
+class Pool(StackPool):
+    """A pool with what Slurm makes of it."""
 
     @property
     def gres(self) -> str:
         return GRES_NAME[self.instance.accelerator]
-
-    @property
-    def efa(self) -> bool:
-        """``efa`` as configured; default true for EFA-capable types (config docs)."""
-        configured = self.raw.get("efa")
-        if configured is not None:
-            return bool(configured)
-        return all(entry.efa_interfaces > 0 for entry in self.entries)
 
     @property
     def node_names(self) -> set[str]:
@@ -597,7 +572,7 @@ def test_slurmd_requests_every_accelerator_and_efa_interface(node_set: NodeSetCa
     pool = node_set.pool
     requests = node_set.slurmd["resources"]["requests"]
     for entry in pool.entries:  # every instance type of the pool
-        assert quantity(requests[pool.resource]) == entry.accelerators, entry.name
+        assert quantity(requests[pool.accelerator_resource]) == entry.accelerators, entry.name
         if pool.efa:
             assert entry.efa_interfaces > 0
             assert quantity(requests[EFA]) == entry.efa_interfaces, entry.name
@@ -613,7 +588,7 @@ def test_slurmd_extended_resources_have_equal_limits_and_no_memory_limit(
     resources = node_set.slurmd["resources"]
     requests, limits = resources["requests"], resources.get("limits", {})
     extended = [name for name in requests if "/" in name or name.startswith("hugepages-")]
-    assert node_set.pool.resource in extended
+    assert node_set.pool.accelerator_resource in extended
     for name in extended:
         assert name in limits, name
         assert quantity(limits[name]) == quantity(requests[name]), name

@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 from components import versions
-from components.catalog import CATALOG, InstanceType
 from components.config import ConfigError, ConfigProblem, parse_platform_config
 from components.trainer import with_gang_scheduler
 from synth.engine import ResourceRecord
@@ -29,6 +28,7 @@ from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import without_slurm
 from tests.schemas import validation_errors
+from tests.stack_pools import GPU, NEURON, StackPool
 
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
 RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
@@ -42,8 +42,6 @@ FRAMEWORK_LABEL: Final = "trainer.kubeflow.org/framework"
 ANCESTOR_LABEL: Final = "trainer.kubeflow.org/trainjob-ancestor-step"
 QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 SCHEDULER: Final = "volcano"
-GPU: Final = "nvidia.com/gpu"
-NEURON: Final = "aws.amazon.com/neuron"
 EFA: Final = "vpc.amazonaws.com/efa"
 HUGE_PAGES: Final = "hugepages-2Mi"
 # The platform's own names (README: "Training with Kubeflow Trainer", storage section).
@@ -59,33 +57,8 @@ NEURON_FRAMEWORKS: Final = ("torch",)
 # --------------------------------------------------------------------------- expectations
 
 
-class Pool:
-    """One accelerator pool as the stack file states it, with its catalog facts."""
-
-    def __init__(self, raw: dict[str, Any]) -> None:
-        self.raw = raw
-        self.name: str = raw["name"]
-        self.instance_types: list[str] = raw["instanceTypes"]
-        entries = {CATALOG[name] for name in self.instance_types}
-        # The config requires one accelerator and EFA layout per pool: check the data agrees.
-        assert len({(e.accelerator, e.accelerators, e.efa_interfaces) for e in entries}) == 1
-        self.instance: InstanceType = CATALOG[self.instance_types[0]]
-
-    @property
-    def gpu(self) -> bool:
-        return self.instance.accelerator == "nvidia"
-
-    @property
-    def accelerator_resource(self) -> str:
-        return GPU if self.gpu else NEURON
-
-    @property
-    def efa(self) -> bool:
-        """``efa`` as configured; default true for EFA-capable types (config docs)."""
-        configured = self.raw.get("efa")
-        if configured is not None:
-            return bool(configured)
-        return all(CATALOG[name].efa_interfaces > 0 for name in self.instance_types)
+class Pool(StackPool):
+    """A pool with the runtimes it gets."""
 
     @property
     def frameworks(self) -> tuple[str, ...]:
