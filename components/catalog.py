@@ -19,6 +19,7 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 NEURON_RESOURCE: Final = "aws.amazon.com/neuron"
 NEURON_CORE_RESOURCE: Final = "aws.amazon.com/neuroncore"
 EFA_RESOURCE: Final = "vpc.amazonaws.com/efa"
+HUGEPAGES_RESOURCE: Final = "hugepages-2Mi"
 
 # Graviton families carry a "g" right after the generation digit (m7g, c7gn, r8g, t4g), except
 # the first generation, a1. GPU families with a "g" before the digit (g5, g6e) are x86_64.
@@ -57,6 +58,11 @@ class InstanceType:
     """Instance memory, GiB."""
     nvme_gb: int
     """Local NVMe instance storage, GB (0 without); becomes RAID0 ephemeral storage."""
+    card0_interfaces: int
+    """Network interfaces network card 0 takes (EC2 ``MaximumNetworkInterfaces`` of the default
+    card): with the next field it sets the node's pod limit and so its kube-reserved memory."""
+    ipv4_per_interface: int
+    """IPv4 addresses per network interface (EC2 ``Ipv4AddressesPerInterface``)."""
 
     @property
     def accelerator_resource(self) -> str:
@@ -99,39 +105,43 @@ def efa_network_interfaces(efa_interfaces: int) -> list[dict[str, Any]]:
 
 def _gpu(  # noqa: PLR0917 (positional, so the table below reads as a table)
     name: str, model: str, count: int, memory: float, efa: int, gbps: int, vcpu: int,
-    memory_gib: int, nvme: int,
+    memory_gib: int, nvme: int, card0: int, ipv4: int,
 ) -> InstanceType:  # fmt: skip
-    return InstanceType(name, "nvidia", model, count, memory, 0, efa, gbps, vcpu, memory_gib, nvme)
+    return InstanceType(name, "nvidia", model, count, memory, 0, efa, gbps, vcpu, memory_gib, nvme,
+                        card0, ipv4)  # fmt: skip
 
 
 def _trainium(  # noqa: PLR0917
     name: str, model: str, cores: int, efa: int, gbps: int, vcpu: int, memory_gib: int,
-    device_memory: float,
+    device_memory: float, card0: int, ipv4: int,
 ) -> InstanceType:  # fmt: skip
     return InstanceType(name, "neuron", model, 16, device_memory, cores, efa, gbps, vcpu,
-                        memory_gib, 7600)  # fmt: skip
+                        memory_gib, 7600, card0, ipv4)  # fmt: skip
 
 
 CATALOG: Final[dict[str, InstanceType]] = {
     entry.name: entry
     for entry in (
-        #    name               model   GPUs mem/GPU EFA  Gbps  vCPU  GiB    NVMe GB
-        _gpu("p4d.24xlarge",     "A100", 8,  40,     4,   400,  96,   1152,  8000),
-        _gpu("p4de.24xlarge",    "A100", 8,  80,     4,   400,  96,   1152,  8000),
-        _gpu("p5.48xlarge",      "H100", 8,  80,     32,  3200, 192,  2048,  30400),
-        _gpu("p5e.48xlarge",     "H200", 8,  141,    32,  3200, 192,  2048,  30400),
-        _gpu("p5en.48xlarge",    "H200", 8,  141,    16,  3200, 192,  2048,  30400),
-        _gpu("p6-b200.48xlarge", "B200", 8,  179,    8,   3200, 192,  2048,  30400),
-        _gpu("g5.48xlarge",      "A10G", 8,  24,     1,   100,  192,  768,   7600),
-        _gpu("g6e.48xlarge",     "L40S", 8,  48,     4,   400,  192,  1536,  7600),
+        # Network card 0 interfaces and IPv4 per interface: Karpenter v1.14.1
+        # pkg/providers/instancetype/zz_generated.vpclimits.go (trn2.48xlarge, absent there:
+        # amazon-eks-ami v20260724 nodeadm/internal/kubelet/instance-info.jsonl).
+        #    name               model   GPUs mem/GPU EFA  Gbps  vCPU  GiB    NVMe GB card0 IPv4
+        _gpu("p4d.24xlarge",     "A100", 8,  40,     4,   400,  96,   1152,  8000,   15,   50),
+        _gpu("p4de.24xlarge",    "A100", 8,  80,     4,   400,  96,   1152,  8000,   15,   50),
+        _gpu("p5.48xlarge",      "H100", 8,  80,     32,  3200, 192,  2048,  30400,  2,    50),
+        _gpu("p5e.48xlarge",     "H200", 8,  141,    32,  3200, 192,  2048,  30400,  2,    50),
+        _gpu("p5en.48xlarge",    "H200", 8,  141,    16,  3200, 192,  2048,  30400,  4,    50),
+        _gpu("p6-b200.48xlarge", "B200", 8,  179,    8,   3200, 192,  2048,  30400,  4,    50),
+        _gpu("g5.48xlarge",      "A10G", 8,  24,     1,   100,  192,  768,   7600,   7,    50),
+        _gpu("g6e.48xlarge",     "L40S", 8,  48,     4,   400,  192,  1536,  7600,   10,   50),
         # Small GPU sizes for development: no EFA, one GPU.
-        _gpu("g5.xlarge",        "A10G", 1,  24,     0,   10,   4,    16,    250),
-        _gpu("g5.2xlarge",       "A10G", 1,  24,     0,   10,   8,    32,    450),
-        _gpu("g6.xlarge",        "L4",   1,  24,     0,   10,   4,    16,    250),
-        #         name              model        cores EFA Gbps  vCPU GiB   mem/device
-        _trainium("trn1.32xlarge",  "Trainium",  32,   8,  800,  128, 512,  32),
-        _trainium("trn1n.32xlarge", "Trainium",  32,   16, 1600, 128, 512,  32),
-        _trainium("trn2.48xlarge",  "Trainium2", 64,   16, 3200, 192, 2048, 96),
+        _gpu("g5.xlarge",        "A10G", 1,  24,     0,   10,   4,    16,    250,    4,    15),
+        _gpu("g5.2xlarge",       "A10G", 1,  24,     0,   10,   8,    32,    450,    4,    15),
+        _gpu("g6.xlarge",        "L4",   1,  24,     0,   10,   4,    16,    250,    4,    15),
+        #         name              model        cores EFA Gbps  vCPU GiB   mem/dev card0 IPv4
+        _trainium("trn1.32xlarge",  "Trainium",  32,   8,  800,  128, 512,  32,     5,    50),
+        _trainium("trn1n.32xlarge", "Trainium",  32,   16, 1600, 128, 512,  32,     5,    50),
+        _trainium("trn2.48xlarge",  "Trainium2", 64,   16, 3200, 192, 2048, 96,     2,    50),
     )
 }  # fmt: skip
 """Every accelerated instance type the platform knows, by name."""

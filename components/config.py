@@ -362,6 +362,11 @@ LabelValue = Annotated[
 RESTRICTED_LABEL_DOMAINS: Final = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
 
 
+DEFAULT_HUGEPAGES_GIB: Final = 5
+"""2 MiB huge pages per EFA node, GiB: libfabric registers its buffers there (AWS's EKS EFA
+examples request 5120Mi per pod)."""
+
+
 class TaintConfig(StrictModel):
     """A Kubernetes taint added to every node of a pool."""
 
@@ -435,6 +440,22 @@ class NodePoolConfig(StrictModel):
         default_factory=list,
         description="Extra taints (the accelerator taint is always set). Default: none.",
     )
+    hugepages_gib: int | None = Field(
+        default=None,
+        alias="hugepagesGiB",
+        ge=0,
+        le=64,
+        description="2 MiB huge pages each node reserves at boot, GiB; every whole-node pod "
+        "(Trainer runtimes, Slurm node sets) requests all of them (libfabric registers EFA "
+        f"buffers there). Default: {DEFAULT_HUGEPAGES_GIB} on EFA pools, 0 otherwise.",
+    )
+
+    @property
+    def hugepages(self) -> int:
+        """Huge pages of each node, GiB: configured, or the EFA default."""
+        if self.hugepages_gib is not None:
+            return self.hugepages_gib
+        return DEFAULT_HUGEPAGES_GIB if self.uses_efa else 0
 
     @property
     def uses_efa(self) -> bool:
@@ -785,10 +806,6 @@ class TrainerImagesConfig(StrictModel):
     )
 
 
-DEFAULT_HUGEPAGES_GIB: Final = 5
-"""2 MiB huge pages per EFA pod, GiB: libfabric registers its buffers there."""
-
-
 class TrainerConfig(StrictModel):
     """Kubeflow Trainer v2 and the runtimes generated from the node pools."""
 
@@ -801,14 +818,6 @@ class TrainerConfig(StrictModel):
         description="Also run the Training Operator v1.9.4 (PyTorchJob, TFJob, MPIJob v1, ...), "
         "gang-scheduled by Volcano, while teams migrate. It conflicts with a standalone MPI "
         "Operator (same MPIJob CRD name). Default: false.",
-    )
-    hugepages_gib: int = Field(
-        default=DEFAULT_HUGEPAGES_GIB,
-        alias="hugepagesGiB",
-        ge=0,
-        le=64,
-        description="2 MiB huge pages each EFA runtime pod requests (libfabric), GiB. "
-        f"Default: {DEFAULT_HUGEPAGES_GIB}.",
     )
 
 
@@ -971,14 +980,6 @@ class SlurmConfig(StrictModel):
         le=1024,
         description="slurmctld state save volume (encrypted gp3), GiB. Default: 10.",
     )
-    hugepages_gib: int = Field(
-        default=DEFAULT_HUGEPAGES_GIB,
-        alias="hugepagesGiB",
-        ge=0,
-        le=64,
-        description="2 MiB huge pages each slurmd pod on an EFA pool requests (libfabric), GiB. "
-        f"Default: {DEFAULT_HUGEPAGES_GIB}.",
-    )
 
 
 class PlatformConfig(StrictModel):
@@ -1117,6 +1118,15 @@ def parse_platform_config(raw: Any) -> PlatformConfig:
     return config
 
 
+MOVED_KEYS: Final[dict[tuple[str, ...], str]] = {
+    ("trainer", "hugepagesGiB"): "no such key: huge pages are a node setting now, "
+    "nodePools[].hugepagesGiB (every whole-node pod requests what its node reserves)",
+    ("slurm", "hugepagesGiB"): "no such key: huge pages are a node setting now, "
+    "nodePools[].hugepagesGiB (every whole-node pod requests what its node reserves)",
+}
+"""Keys that used to exist, with where their setting lives now."""
+
+
 def _problem_from_pydantic(error: Any) -> ConfigProblem:
     loc: tuple[str | int, ...] = tuple(error["loc"])
     path = _path(loc)
@@ -1126,6 +1136,9 @@ def _problem_from_pydantic(error: Any) -> ConfigProblem:
         description = field.description if field and field.description else "a value"
         return ConfigProblem(path, _MISSING, description)
     if kind == "extra_forbidden":
+        moved = MOVED_KEYS.get(tuple(part for part in loc if isinstance(part, str)))
+        if moved is not None:
+            return ConfigProblem(path, error["input"], moved)
         model = _model_at(loc[:-1])
         keys = sorted(f.alias or name for name, f in model.model_fields.items()) if model else []
         return ConfigProblem(path, error["input"], "one of the keys " + ", ".join(keys))
@@ -1371,6 +1384,13 @@ def _pool_problems(
             yield ConfigProblem(
                 f"{base}.efa", True, f"false: {', '.join(no_efa)} has no EFA interfaces"
             )
+    smallest = min(entry.memory_gib for entry in entries)
+    if pool.hugepages * 2 > smallest:
+        yield ConfigProblem(
+            f"{base}.hugepagesGiB",
+            pool.hugepages,
+            f"at most half the memory of the pool's smallest type ({smallest // 2} GiB)",
+        )
     zones = config.network.availability_zones
     if pool.zone is not None and pool.zone not in zones:
         yield ConfigProblem(
@@ -1512,16 +1532,26 @@ def pool_capacity(config: PlatformConfig) -> AcceleratorAmounts:
     )
 
 
+def slurm_held_nodes(config: PlatformConfig) -> dict[str, int]:
+    """Pool name -> nodes its Slurm node set holds (enabled Slurm only; at most maxNodes)."""
+    if not config.slurm.enabled:
+        return {}
+    held: dict[str, int] = {}
+    for node_set in config.slurm.node_sets:
+        pool = config.pool(node_set.pool)
+        if pool is not None and node_set.replicas:
+            # More replicas than nodes is its own error; do not let it spill into the teams'.
+            held[pool.name] = min(node_set.replicas, pool.max_nodes)
+    return held
+
+
 def slurm_held(config: PlatformConfig) -> AcceleratorAmounts:
     """Accelerators that enabled Slurm node sets hold (replicas x devices per node)."""
     totals = dict.fromkeys((catalog.GPU_RESOURCE, catalog.NEURON_RESOURCE), 0)
-    if config.slurm.enabled:
-        for node_set in config.slurm.node_sets:
-            pool = config.pool(node_set.pool)
-            if pool is not None and all(t in catalog.CATALOG for t in pool.instance_types):
-                # More replicas than nodes is its own error; do not let it spill into the teams'.
-                nodes = min(node_set.replicas, pool.max_nodes)
-                totals[pool.instance.accelerator_resource] += nodes * pool.instance.accelerators
+    for name, nodes in slurm_held_nodes(config).items():
+        pool = config.pool(name)
+        if pool is not None and all(t in catalog.CATALOG for t in pool.instance_types):
+            totals[pool.instance.accelerator_resource] += nodes * pool.instance.accelerators
     return AcceleratorAmounts(
         gpus=totals[catalog.GPU_RESOURCE], neuron_devices=totals[catalog.NEURON_RESOURCE]
     )

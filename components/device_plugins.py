@@ -8,6 +8,7 @@ device plugin and scheduler extension on the Trainium types.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Final
 
 import pulumi
@@ -17,7 +18,7 @@ from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import NodePoolConfig
 from components.helm import release
-from components.node_pools import GPU_PRESENT_LABEL
+from components.node_pools import GPU_PRESENT_LABEL, slurm_taint
 
 NAMESPACE: Final = "kube-system"
 INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
@@ -60,48 +61,61 @@ def _types(
     )
 
 
-def extra_tolerations(pools: list[NodePoolConfig]) -> list[dict[str, str]]:
-    """Tolerations of the pools' extra taints, so plugins still run on those nodes."""
-    found: dict[tuple[str, str], dict[str, str]] = {}
-    for pool in pools:
-        for taint in pool.taints:
-            found[(taint.key, taint.effect)] = {
-                "key": taint.key,
-                "operator": "Exists",
-                "effect": taint.effect,
-            }
+def extra_tolerations(
+    pools: list[NodePoolConfig], slurm_pools: Collection[str] = ()
+) -> list[dict[str, str]]:
+    """Tolerations of the pools' extra taints, so plugins still run on those nodes.
+
+    Args:
+        pools: the pools the plugin serves.
+        slurm_pools: names of pools that keep nodes for Slurm; when one of ``pools`` is among
+            them, the Slurm reservation taint is tolerated too (slurmd needs the devices).
+    """
+    taints: list[tuple[str, str]] = [(t.key, t.effect) for pool in pools for t in pool.taints]
+    if any(pool.name in slurm_pools for pool in pools):
+        taints.append((slurm_taint()["key"], slurm_taint()["effect"]))
+    found = {(key, effect): {"key": key, "operator": "Exists", "effect": effect}
+             for key, effect in taints}  # fmt: skip
     return [found[key] for key in sorted(found)]
 
 
-def nvidia_values(gpu_pools: list[NodePoolConfig]) -> dict[str, Any]:
+def nvidia_values(
+    gpu_pools: list[NodePoolConfig], slurm_pools: Collection[str] = ()
+) -> dict[str, Any]:
     """NVIDIA device plugin values: only on nodes our GPU pools label as GPU nodes.
 
     Args:
         gpu_pools: the GPU pools; their extra taints are tolerated.
+        slurm_pools: pools that keep nodes for Slurm (see :func:`extra_tolerations`).
     """
     return {
         "nodeSelector": {GPU_PRESENT_LABEL: "true"},
-        "tolerations": [*NVIDIA_DEFAULT_TOLERATIONS, *extra_tolerations(gpu_pools)],
+        "tolerations": [*NVIDIA_DEFAULT_TOLERATIONS, *extra_tolerations(gpu_pools, slurm_pools)],
     }
 
 
-def efa_values(efa_pools: list[NodePoolConfig], region: str) -> dict[str, Any]:
+def efa_values(
+    efa_pools: list[NodePoolConfig], region: str, slurm_pools: Collection[str] = ()
+) -> dict[str, Any]:
     """EFA device plugin values: our EFA types only, tolerating the pools' taints.
 
     Args:
         efa_pools: the pools that attach EFA.
         region: the cluster's region; the plugin image is served from its regional registry.
+        slurm_pools: pools that keep nodes for Slurm (see :func:`extra_tolerations`).
     """
     account = versions.EKS_IMAGE_REGISTRY_ACCOUNTS[region]
     registry = f"{account}.dkr.ecr.{region}.amazonaws.com"
     return {
         "image": {"repository": f"{registry}/eks/aws-efa-k8s-device-plugin"},
         "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": _types(efa_pools)},
-        "tolerations": [*ACCELERATOR_TOLERATIONS, *extra_tolerations(efa_pools)],
+        "tolerations": [*ACCELERATOR_TOLERATIONS, *extra_tolerations(efa_pools, slurm_pools)],
     }
 
 
-def neuron_values(neuron_pools: list[NodePoolConfig], kubernetes_version: str) -> dict[str, Any]:
+def neuron_values(
+    neuron_pools: list[NodePoolConfig], kubernetes_version: str, slurm_pools: Collection[str] = ()
+) -> dict[str, Any]:
     """Neuron chart values: device plugin and scheduler extension on, node problem detector off.
 
     The scheduler extension runs a second scheduler (``my-scheduler``) that allocates contiguous
@@ -110,13 +124,17 @@ def neuron_values(neuron_pools: list[NodePoolConfig], kubernetes_version: str) -
     Args:
         neuron_pools: the Trainium pools; their types and extra taints.
         kubernetes_version: cluster minor version; the second scheduler's image follows it.
+        slurm_pools: pools that keep nodes for Slurm (see :func:`extra_tolerations`).
     """
     repository, tag = versions.NEURON_CUSTOM_SCHEDULER_IMAGES[kubernetes_version]
     return {
         "neuronInstances": _types(neuron_pools),
         "devicePlugin": {
             "enabled": True,
-            "tolerations": [*NEURON_DEFAULT_TOLERATIONS, *extra_tolerations(neuron_pools)],
+            "tolerations": [
+                *NEURON_DEFAULT_TOLERATIONS,
+                *extra_tolerations(neuron_pools, slurm_pools),
+            ],
         },
         "scheduler": {
             "enabled": True,
@@ -141,6 +159,7 @@ class DevicePlugins(pulumi.ComponentResource):
         pools: list[NodePoolConfig],
         region: str,
         kubernetes_version: str,
+        slurm_pools: Collection[str],
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
@@ -152,6 +171,7 @@ class DevicePlugins(pulumi.ComponentResource):
             pools: validated accelerated pools.
             region: AWS region (EFA plugin image registry).
             kubernetes_version: cluster minor version (Neuron's second scheduler image).
+            slurm_pools: pools that keep nodes for Slurm; the plugins tolerate those nodes.
             cluster_ready: resources the releases wait for (system nodes, add-ons).
             kubernetes_provider: provider of the Helm releases.
             opts: resource options.
@@ -165,13 +185,13 @@ class DevicePlugins(pulumi.ComponentResource):
         neuron_pools = [p for p in pools if p.instance.accelerator_resource == NEURON_RESOURCE]
         wanted: list[tuple[str, versions.HelmChart, dict[str, Any]]] = []
         if gpu_pools:
-            values = nvidia_values(gpu_pools)
+            values = nvidia_values(gpu_pools, slurm_pools)
             wanted.append(("nvidia-device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, values))
         if efa_pools:
-            values = efa_values(efa_pools, region)
+            values = efa_values(efa_pools, region, slurm_pools)
             wanted.append(("aws-efa-k8s-device-plugin", versions.EFA_DEVICE_PLUGIN_CHART, values))
         if neuron_pools:
-            values = neuron_values(neuron_pools, kubernetes_version)
+            values = neuron_values(neuron_pools, kubernetes_version, slurm_pools)
             wanted.append(("neuron-helm-chart", versions.NEURON_CHART, values))
         for release_name, chart, chart_values in wanted:
             release(release_name, chart, namespace=NAMESPACE, values=chart_values, opts=in_cluster)

@@ -277,15 +277,28 @@ def interruption_queue_policy(queue_arn: str) -> dict[str, Any]:
     }
 
 
-def karpenter_values(cluster_name: str, queue_name: pulumi.Input[str]) -> dict[str, Any]:
-    """Values of the karpenter chart: this cluster, its queue, controllers on system nodes."""
+def karpenter_values(
+    cluster_name: str, queue_name: pulumi.Input[str], *, node_overlays: bool = False
+) -> dict[str, Any]:
+    """Values of the karpenter chart: this cluster, its queue, controllers on system nodes.
+
+    Args:
+        cluster_name: the EKS cluster.
+        queue_name: the interruption queue.
+        node_overlays: turn on the alpha ``nodeOverlay`` gate, without which Karpenter ignores
+            NodeOverlays (kubernetes-sigs/karpenter v1.14.1 pkg/cloudprovider/overlay/
+            cloudprovider.go): pools with huge pages need it to scale at all.
+    """
+    gates = {"reservedCapacity": True}
+    if node_overlays:
+        gates["nodeOverlay"] = True
     return {
         "replicas": 2,
         "serviceAccount": {"name": SERVICE_ACCOUNT},
         "settings": {
             "clusterName": cluster_name,
             "interruptionQueue": queue_name,
-            "featureGates": {"reservedCapacity": True},
+            "featureGates": gates,
         },
         "nodeSelector": SYSTEM_NODE_SELECTOR,
         "controller": {
@@ -320,6 +333,7 @@ class Karpenter(pulumi.ComponentResource):
         account_id: str,
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
+        node_overlays: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the identity, queue and charts.
@@ -329,6 +343,8 @@ class Karpenter(pulumi.ComponentResource):
             cluster_name: EKS cluster Karpenter manages nodes for.
             region: AWS region (ARNs and regional conditions).
             account_id: AWS account (ARNs).
+            node_overlays: whether NodePools come with NodeOverlays (huge pages); turns on the
+                feature gate. Default: false.
             cluster_ready: resources the controller needs first (the cluster, its system nodes
                 and the Pod Identity agent).
             kubernetes_provider: provider of the Helm releases.
@@ -424,7 +440,7 @@ class Karpenter(pulumi.ComponentResource):
             "karpenter",
             versions.KARPENTER_CHART,
             namespace=NAMESPACE,
-            values=karpenter_values(cluster_name, queue.name),
+            values=karpenter_values(cluster_name, queue.name, node_overlays=node_overlays),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=kubernetes_provider,

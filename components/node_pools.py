@@ -1,9 +1,18 @@
-"""Karpenter pools: per accelerated pool a placement group, an EC2NodeClass and a NodePool.
+"""Karpenter pools: per accelerated pool a placement group, an EC2NodeClass and NodePools.
 
 Everything a pool asks of EC2 is derived from the catalog entry of its instance type: the EFA
 interfaces the EC2NodeClass attaches, the accelerator taint, and the NodePool's limits. EFA pools
 are pinned to the training zone: their placement group, their subnets and their NodePool's zone
 requirement all say the same zone.
+
+A pool that Slurm takes nodes from gets a second NodePool, ``<pool>-slurm``, on the same
+EC2NodeClass (so the same placement group, subnets and EFA layout), whose nodes carry a label
+and taint that only slurmd pods match. The pool's own NodePool is limited to the nodes Slurm does
+not hold. slurmd pods (the default scheduler) and Volcano gangs then never compete for a node.
+
+Nodes of a pool with huge pages reserve them at boot (EC2NodeClass user data) and a NodeOverlay
+per NodePool tells Karpenter's scheduling simulation they exist, which it cannot know otherwise
+(aws/karpenter-provider-aws#3315).
 """
 
 from __future__ import annotations
@@ -14,11 +23,17 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.catalog import GPU_RESOURCE, efa_network_interfaces, lookup
+from components.catalog import GPU_RESOURCE, HUGEPAGES_RESOURCE, efa_network_interfaces, lookup
 from components.config import GeneralPoolConfig, NodePoolConfig
 
 NODE_CLASS_API: Final = "karpenter.k8s.aws/v1"
 NODE_POOL_API: Final = "karpenter.sh/v1"
+NODE_OVERLAY_API: Final = "karpenter.sh/v1alpha1"
+NODE_POOL_LABEL: Final = "karpenter.sh/nodepool"
+"""Label Karpenter puts on every node with its NodePool's name; NodeOverlays select by it."""
+RESERVED_FOR_LABEL: Final = "trainingplatform.io/reserved-for"
+"""Label (and taint key) of nodes a pool keeps for Slurm: ``slurm``."""
+SLURM_POOL_SUFFIX: Final = "-slurm"
 POOL_LABEL: Final = "trainingplatform.io/pool"
 ACCELERATOR_LABEL: Final = "trainingplatform.io/accelerator"
 GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
@@ -48,19 +63,70 @@ def accelerator_taint(pool: NodePoolConfig) -> dict[str, str]:
     return {"key": pool.instance.accelerator_resource, "value": "true", "effect": "NoSchedule"}
 
 
-def pool_workload_placement(pool: NodePoolConfig) -> dict[str, Any]:
-    """``nodeSelector`` and ``tolerations`` of a pod that runs on the pool's nodes only.
+def slurm_taint() -> dict[str, str]:
+    """The taint of nodes a pool keeps for Slurm: only slurmd pods tolerate it."""
+    return {"key": RESERVED_FOR_LABEL, "value": "slurm", "effect": "NoSchedule"}
 
-    It tolerates the accelerator taint and the pool's extra taints, never the FSx startup taint:
-    that one must keep pods off a node until the Lustre client there is ready.
+
+def slurm_node_pool_name(pool: NodePoolConfig) -> str:
+    """The NodePool of a pool's nodes that Slurm holds, e.g. ``p5-slurm``."""
+    return pool.name + SLURM_POOL_SUFFIX
+
+
+def hugepages_user_data(gib: int) -> str:
+    """EC2NodeClass user data that reserves ``gib`` GiB of 2 MiB huge pages at boot.
+
+    A cloud-init shell part: it runs before ``nodeadm-run.service`` starts the kubelet
+    (amazon-eks-ami templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service:
+    ``After=... cloud-final.service``), and the kubelet reports only pages reserved before it
+    starts. Karpenter appends its own NodeConfig part after this one
+    (karpenter-provider-aws v1.14.1 pkg/providers/amifamily/bootstrap/nodeadm.go). No AL2023
+    variant reserves huge pages itself, and nodeadm's NodeConfig has no field for them.
     """
-    taint = accelerator_taint(pool)
+    pages = gib * 1024 // 2
+    script = "\n".join(
+        [
+            "#!/bin/bash",
+            f"pages={pages}",
+            'echo "vm.nr_hugepages = ${pages}" > /etc/sysctl.d/90-training-platform-hugepages.conf',
+            "sysctl -q -w vm.nr_hugepages=${pages}",
+            'if [ "$(cat /proc/sys/vm/nr_hugepages)" -lt "${pages}" ]; then',
+            "  echo 1 > /proc/sys/vm/compact_memory",
+            "  sysctl -q -w vm.nr_hugepages=${pages}",
+            "fi",
+            'echo "training-platform: $(grep HugePages_Total /proc/meminfo), wanted ${pages}" '
+            "> /dev/console",
+        ]
+    )
+    return "\n".join(
+        [
+            "MIME-Version: 1.0",
+            'Content-Type: multipart/mixed; boundary="//"',
+            "",
+            "--//",
+            'Content-Type: text/x-shellscript; charset="us-ascii"',
+            "",
+            script,
+            "--//--",
+            "",
+        ]
+    )
+
+
+def hugepages_overlay_spec(node_pool_name: str, gib: int) -> dict[str, Any]:
+    """NodeOverlay telling Karpenter that a NodePool's nodes offer ``gib`` GiB of huge pages.
+
+    Karpenter's instance types offer no ``hugepages-2Mi`` (aws/karpenter-provider-aws#3315), so a
+    pod requesting them fits no type and its pool never scales. The overlay adds the capacity
+    during scheduling; Karpenter then also takes it out of allocatable memory, as the kubelet
+    does (kubernetes-sigs/karpenter v1.14.1 pkg/cloudprovider/types.go). Overlays match on
+    ``karpenter.sh/nodepool`` (pkg/controllers/nodeoverlay/controller.go); one per NodePool, so
+    no two of the same weight set the same resource (which Karpenter treats as a conflict).
+    """
     return {
-        "nodeSelector": {POOL_LABEL: pool.name},
-        "tolerations": [
-            {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]},
-            *({"key": t.key, "operator": "Exists", "effect": t.effect} for t in pool.taints),
-        ],
+        "weight": 10,
+        "requirements": [requirement(NODE_POOL_LABEL, "In", [node_pool_name])],
+        "capacity": {HUGEPAGES_RESOURCE: f"{gib}Gi"},
     }
 
 
@@ -120,6 +186,8 @@ def node_class_spec(
         spec["networkInterfaces"] = efa_network_interfaces(instance.efa_interfaces)
     if placement_group is not None:
         spec["placementGroupSelector"] = {"name": placement_group}
+    if pool.hugepages:
+        spec["userData"] = hugepages_user_data(pool.hugepages)
     if pool.capacity_type == "reserved":
         spec["capacityReservationSelectorTerms"] = [
             {"id": reservation} for reservation in pool.capacity_reservation_ids
@@ -142,21 +210,38 @@ def node_class_ref(name: str) -> dict[str, str]:
 
 
 def node_pool_spec(
-    pool: NodePoolConfig, *, zones: list[str], mounts_lustre: bool = False
+    pool: NodePoolConfig,
+    *,
+    zones: list[str],
+    nodes: int,
+    mounts_lustre: bool = False,
+    for_slurm: bool = False,
 ) -> dict[str, Any]:
-    """The NodePool spec of an accelerated pool: requirements, taints, limits, disruption.
+    """A NodePool of an accelerated pool: requirements, taints, limits, disruption.
 
-    CPU and memory limits admit ``maxNodes`` of the pool's largest type, so the node and
-    accelerator limits are the ones that bind. With ``mounts_lustre`` the FSx startup taint
-    holds pods back until the CSI node agent can mount the file system.
+    Args:
+        pool: the pool.
+        zones: zones it may launch in.
+        nodes: most nodes of this NodePool (the pool's ``maxNodes``, less what Slurm holds, or
+            for Slurm's NodePool what it holds); becomes the node and accelerator limits. CPU
+            and memory limits admit that many of the pool's largest type.
+        mounts_lustre: add the FSx startup taint, which holds pods back until the CSI node
+            agent can mount the file system.
+        for_slurm: the NodePool of the nodes Slurm holds: its nodes carry the reservation
+            label and taint that only slurmd pods match.
     """
     instance = pool.instance
     entries = [lookup(name) for name in pool.instance_types]
     vcpu = max(entry.vcpu for entry in entries)
     memory_gib = max(entry.memory_gib for entry in entries)
+    labels = pool_labels(pool)
+    taints = [accelerator_taint(pool)] + [t.model_dump() for t in pool.taints]
+    if for_slurm:
+        labels[RESERVED_FOR_LABEL] = slurm_taint()["value"]
+        taints.append(slurm_taint())
     spec: dict[str, Any] = {
         "template": {
-            "metadata": {"labels": pool_labels(pool)},
+            "metadata": {"labels": labels},
             "spec": {
                 "nodeClassRef": node_class_ref(pool.name),
                 "requirements": [
@@ -164,15 +249,15 @@ def node_pool_spec(
                     requirement(CAPACITY_TYPE, "In", [pool.capacity_type]),
                     requirement(ZONE, "In", zones),
                 ],
-                "taints": [accelerator_taint(pool)] + [t.model_dump() for t in pool.taints],
+                "taints": taints,
                 "expireAfter": "Never",
             },
         },
         "limits": {
-            "nodes": pool.max_nodes,
-            instance.accelerator_resource: pool.max_nodes * instance.accelerators,
-            "cpu": pool.max_nodes * vcpu,
-            "memory": f"{pool.max_nodes * memory_gib}Gi",
+            "nodes": nodes,
+            instance.accelerator_resource: nodes * instance.accelerators,
+            "cpu": nodes * vcpu,
+            "memory": f"{nodes * memory_gib}Gi",
         },
         "disruption": TRAINING_DISRUPTION,
     }  # fmt: skip
@@ -268,6 +353,7 @@ class NodePools(pulumi.ComponentResource):
         node_role_name: pulumi.Input[str],
         tags: dict[str, str],
         lustre_client_group_id: pulumi.Input[str] | None,
+        slurm_nodes: dict[str, int],
         karpenter_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
@@ -287,6 +373,8 @@ class NodePools(pulumi.ComponentResource):
             tags: required tags, written onto instances through the EC2NodeClasses.
             lustre_client_group_id: security group that admits nodes to the Lustre file system,
                 or None without one; with it every pool also gets the FSx startup taint.
+            slurm_nodes: pool name -> nodes its Slurm node set holds (pools given to Slurm
+                only); those nodes come from the pool's ``-slurm`` NodePool.
             karpenter_ready: Karpenter's CRD and controller releases; custom resources wait.
             kubernetes_provider: provider of the custom resources.
             opts: resource options; the AWS provider comes from here.
@@ -350,15 +438,37 @@ class NodePools(pulumi.ComponentResource):
                 opts=in_cluster,
                 depends_on=depends,
             )
-            self.node_pools[pool.name] = self._custom(
-                f"{name}-{pool.name}",
-                api_version=NODE_POOL_API,
-                kind="NodePool",
-                object_name=pool.name,
-                spec=node_pool_spec(pool, zones=pool_zone_list, mounts_lustre=mounts_lustre),
-                opts=in_cluster,
-                depends_on=[self.node_classes[pool.name]],
-            )
+            held = slurm_nodes.get(pool.name, 0)
+            node_pool_names = {pool.name: (pool.max_nodes - held, False)}
+            if held:
+                node_pool_names[slurm_node_pool_name(pool)] = (held, True)
+            for node_pool_name, (nodes, for_slurm) in node_pool_names.items():
+                node_pool = self._custom(
+                    f"{name}-{node_pool_name}",
+                    api_version=NODE_POOL_API,
+                    kind="NodePool",
+                    object_name=node_pool_name,
+                    spec=node_pool_spec(
+                        pool,
+                        zones=pool_zone_list,
+                        nodes=nodes,
+                        mounts_lustre=mounts_lustre,
+                        for_slurm=for_slurm,
+                    ),
+                    opts=in_cluster,
+                    depends_on=[self.node_classes[pool.name]],
+                )
+                self.node_pools[node_pool_name] = node_pool
+                if pool.hugepages:
+                    self._custom(
+                        f"{name}-{node_pool_name}-hugepages",
+                        api_version=NODE_OVERLAY_API,
+                        kind="NodeOverlay",
+                        object_name=f"{node_pool_name}-hugepages",
+                        spec=hugepages_overlay_spec(node_pool_name, pool.hugepages),
+                        opts=in_cluster,
+                        depends_on=[],
+                    )
         general_class = self._custom(
             f"{name}-{GENERAL_POOL}-class",
             api_version=NODE_CLASS_API,

@@ -6,7 +6,13 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cluster import Cluster
-from components.config import CONFIG_KEY, ConfigError, PlatformConfig, parse_platform_config
+from components.config import (
+    CONFIG_KEY,
+    ConfigError,
+    PlatformConfig,
+    parse_platform_config,
+    slurm_held_nodes,
+)
 from components.device_plugins import DevicePlugins
 from components.karpenter import Karpenter
 from components.network import Network
@@ -73,6 +79,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             account_id=config.account_id,
             cluster_ready=self.cluster.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
+            node_overlays=any(pool.hugepages for pool in config.node_pools),
             opts=with_aws,
         )
         self.teams = Teams(
@@ -124,6 +131,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             node_role_name=self.karpenter.node_role_name,
             tags=config.required_tags,
             lustre_client_group_id=self.storage.client_security_group_id,
+            slurm_nodes=slurm_held_nodes(config),
             karpenter_ready=self.karpenter.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,
@@ -132,6 +140,8 @@ class TrainingPlatform(pulumi.ComponentResource):
             "trainer",
             trainer=config.trainer,
             pools=config.node_pools,
+            teams=config.teams,
+            team_namespaces=dict(self.teams.namespaces),
             region=config.region,
             shared_file_system=config.storage.lustre is not None,
             protect=config.protect_stateful_resources,
@@ -144,6 +154,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             pools=config.node_pools,
             region=config.region,
             kubernetes_version=config.cluster.kubernetes_version,
+            slurm_pools=sorted(slurm_held_nodes(config)),
             cluster_ready=self.cluster.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,

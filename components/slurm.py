@@ -33,10 +33,10 @@ from components.cluster import (
 )
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
 from components.helm import release
-from components.node_pools import GENERAL_POOL, POOL_LABEL, pool_workload_placement
+from components.node_pools import GENERAL_POOL, POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
-from components.trainer import SHARED_MOUNT, node_resources
+from components.workloads import SHARED_MOUNT, node_resources, pool_workload_placement
 
 NAMESPACE: Final = "slurm"
 OPERATOR_NAMESPACE: Final = "slinky"
@@ -144,15 +144,19 @@ def controller_conf(pools: Sequence[NodePoolConfig], *, accounting: bool) -> dic
     return conf
 
 
-def slurmd_resources(pool: NodePoolConfig, hugepages_gib: int) -> dict[str, Any]:
+def slurmd_resources(pool: NodePoolConfig) -> dict[str, Any]:
     """Slurmd's requests and limits: the node's accelerators, EFA and huge pages.
 
-    Requests are a training pod's (:func:`components.trainer.node_resources`). Memory has no
+    Requests are a training pod's (:func:`components.workloads.node_resources`). Memory has no
     limit: slurmd hands the node's memory to the jobs it starts, under its own cgroups.
     """
-    resources = node_resources(pool, hugepages_gib)
-    limits = {key: value for key, value in resources["limits"].items() if key != "memory"}
-    return {"requests": resources["requests"], "limits": limits}
+    resources = node_resources(pool)
+    # The CPU request of a Trainium training pod sizes Trainer's process count; slurmd has none.
+    requests = {key: value for key, value in resources["requests"].items() if key != "cpu"}
+    limits = {
+        key: value for key, value in resources["limits"].items() if key not in ("memory", "cpu")
+    }
+    return {"requests": requests, "limits": limits}
 
 
 def node_conf(pool: NodePoolConfig) -> str:
@@ -178,7 +182,6 @@ def nodeset_spec(
     pool: NodePoolConfig,
     *,
     image: str,
-    hugepages_gib: int,
     shared_file_system: bool,
 ) -> dict[str, Any]:
     """The NodeSet of one pool: slurmd pods that each take a whole node of the pool.
@@ -187,7 +190,6 @@ def nodeset_spec(
         node_set: the node set's config (pool, replicas).
         pool: the pool it runs on (catalog entry, taints).
         image: the pinned slurmd image (with the EFA libraries).
-        hugepages_gib: huge pages per pod on EFA pools, GiB.
         shared_file_system: mount the namespace's Lustre claim at the shared path.
     """
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
@@ -203,7 +205,7 @@ def nodeset_spec(
         "partition": {"enabled": True, "config": "State=UP MaxTime=UNLIMITED"},
         "slurmd": {
             "image": image,
-            "resources": slurmd_resources(pool, hugepages_gib),
+            "resources": slurmd_resources(pool),
             "volumeMounts": mounts,
         },
         "logfile": {"image": ":".join(versions.SIDECAR_IMAGE)},
@@ -213,7 +215,9 @@ def nodeset_spec(
                 # The operator appends each pod's ordinal: Slurm nodes are <pool>-0, <pool>-1...
                 "hostname": f"{pool.name}-",
                 "priorityClassName": STANDARD_PRIORITY_CLASS,
-                **pool_workload_placement(pool),
+                # The pool's nodes held for Slurm (its -slurm NodePool), never a node that
+                # Volcano could give to a gang.
+                **pool_workload_placement(pool, slurm=True),
                 "volumes": volumes,
             },
         },
@@ -498,7 +502,6 @@ class Slurm(pulumi.ComponentResource):
                 node_set,
                 pool,
                 image=node_set_image(config, node_set),
-                hugepages_gib=slurm.hugepages_gib,
                 shared_file_system=config.storage.lustre is not None,
             )
             self.node_sets[pool.name] = k8s.apiextensions.CustomResource(
