@@ -4,8 +4,16 @@ Scheduler choice: the ``capacity`` plugin, not ``proportion``. Teams state their
 absolute amounts of accelerators (``deserved`` and ``guarantee`` in config), which ``capacity``
 honours as written, lending idle capacity and reclaiming it (the ``reclaim`` action) when the
 owner needs it back; ``proportion`` ignores ``deserved`` and derives shares from weights alone.
-Queues are flat (one per team), so hierarchy (``enableHierarchy``) stays off; a tree of queues
-would need it, with ``capacity`` too.
+
+The capacity plugin runs with ``enableHierarchy`` although the queues are flat (each team's
+queue under ``root``). Without it a queue may use ``total - every queue's guarantee + its own
+guarantee``, where ``total`` is what the nodes that exist now hold (volcano v1.15.1
+pkg/scheduler/plugins/capacity/capacity.go, buildQueueAttrs): on a Karpenter pool that starts
+at zero, a queue without a guarantee, or next to others' guarantees, can never admit the job
+whose pods would make Karpenter add the nodes. With hierarchy, ``root`` with no capability is
+unbounded (buildHierarchicalQueueAttrs), so a queue is bounded by its own capability; the
+pools' NodePool limits bound the whole. The cost: a guarantee no longer holds idle nodes back
+from other queues; it protects what the team runs from reclaim, and reclaim gives it back.
 """
 
 from __future__ import annotations
@@ -53,7 +61,7 @@ def scheduler_config() -> dict[str, Any]:
                 "plugins": [
                     {"name": "drf", "enablePreemptable": False},
                     {"name": "predicates"},
-                    {"name": "capacity"},
+                    {"name": "capacity", "enableHierarchy": True},
                     {"name": "nodeorder"},
                     {"name": "binpack"},
                 ]

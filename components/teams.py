@@ -14,16 +14,18 @@ from components.config import TeamConfig
 TEAM_LABEL: Final = "trainingplatform.io/team"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
 JOBS_CLUSTER_ROLE: Final = "trainingplatform:training-jobs"
-# Kubeflow Trainer v2, the legacy Training Operator and Volcano objects team members manage.
+# What team members manage in their namespace: Kubeflow Trainer v2 jobs, the legacy Training
+# Operator's, and read access to the runtimes and gangs there. A job's status is the
+# controllers' to write.
 JOB_RULES: Final = [
     {
         "apiGroups": ["trainer.kubeflow.org"],
-        "resources": ["trainjobs", "trainjobs/status"],
+        "resources": ["trainjobs"],
         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
     },
     {
         "apiGroups": ["trainer.kubeflow.org"],
-        "resources": ["trainingruntimes", "clustertrainingruntimes"],
+        "resources": ["trainjobs/status", "trainingruntimes"],
         "verbs": ["get", "list", "watch"],
     },
     {
@@ -33,7 +35,24 @@ JOB_RULES: Final = [
     },
     {
         "apiGroups": ["scheduling.volcano.sh"],
-        "resources": ["podgroups", "queues"],
+        "resources": ["podgroups"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
+CATALOG_CLUSTER_ROLE: Final = "trainingplatform:training-catalog"
+# Cluster-scoped objects every team reads: a RoleBinding cannot grant them. The Kubeflow SDK's
+# list_runtimes() lists ClusterTrainingRuntimes beside the namespace's runtimes and fails as a
+# whole on a 403 (kubeflow/sdk 0.5.0 backends/kubernetes/backend.py); queues show a team its
+# share and what it uses (vcctl queue list, kubectl get queues).
+CATALOG_RULES: Final = [
+    {
+        "apiGroups": ["trainer.kubeflow.org"],
+        "resources": ["clustertrainingruntimes"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["scheduling.volcano.sh"],
+        "resources": ["queues"],
         "verbs": ["get", "list", "watch"],
     },
 ]
@@ -114,6 +133,29 @@ class Teams(pulumi.ComponentResource):
             rules=_cast(JOB_RULES),
             opts=in_cluster,
         )
+        catalog = k8s.rbac.v1.ClusterRole(
+            f"{name}-catalog",
+            metadata={"name": CATALOG_CLUSTER_ROLE},
+            rules=_cast(CATALOG_RULES),
+            opts=in_cluster,
+        )
+        team_groups = sorted(
+            {group for team in teams for group in (*team.admin_groups, *team.member_groups)}
+        )
+        if team_groups:
+            k8s.rbac.v1.ClusterRoleBinding(
+                f"{name}-catalog",
+                metadata={"name": CATALOG_CLUSTER_ROLE},
+                role_ref={
+                    "api_group": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": CATALOG_CLUSTER_ROLE,
+                },
+                subjects=_cast(role_binding_subjects(team_groups)),
+                opts=pulumi.ResourceOptions.merge(
+                    in_cluster, pulumi.ResourceOptions(depends_on=[catalog])
+                ),
+            )
         for team in teams:
             namespace = k8s.core.v1.Namespace(
                 f"{name}-{team.name}",

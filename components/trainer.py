@@ -1,14 +1,23 @@
-"""Kubeflow Trainer v2, its runtimes generated from the node pools, and the legacy operator.
+"""Kubeflow Trainer v2, each team's runtimes generated from the node pools, the legacy operator.
+
+Runtimes are namespaced ``TrainingRuntime`` objects, one set per team in the team's namespace:
+the team context a job needs (its Volcano queue, its claim on the shared file system) differs per
+team, and a runtime is where Trainer reads it. Trainer resolves ``runtimeRef.kind:
+TrainingRuntime`` in the TrainJob's namespace and copies the runtime template's
+``scheduling.volcano.sh/queue-name`` into the job's PodGroup (kubeflow/trainer v2.3.0
+pkg/runtime/core/trainingruntime.go, pkg/runtime/framework/plugins/volcano/volcano.go); the
+Kubeflow SDK 0.5.0 lists namespaced runtimes before cluster ones and submits with their kind
+(kubeflow/trainer/backends/kubernetes/backend.py). A team gets runtimes only for the pools whose
+accelerator its quota allows, so every runtime a team sees can run its jobs.
 
 Every runtime is wired to one accelerator pool: its node selector and tolerations, every
-accelerator and EFA interface of the pool's instance type (from the catalog), huge pages for
-libfabric, ``/dev/shm`` in memory, the shared file system, and gang scheduling through Volcano
-(``podGroupPolicy.volcano`` plus ``schedulerName: volcano``, which Trainer does not set itself).
+accelerator and EFA interface and huge page of the pool's nodes (components/workloads.py),
+``/dev/shm`` in memory, the team's claim on the shared file system, and gang scheduling through
+Volcano (``podGroupPolicy.volcano`` plus ``schedulerName: volcano``, which Trainer does not set).
 
 Trainium runtimes are gang-scheduled by Volcano too, not by the Neuron scheduler extension
 (``my-scheduler``): they request every Neuron device of a node, so contiguous allocation inside
-a node is given, while only Volcano starts all workers of a job together. A job that wants part
-of a node's Neuron devices should use ``schedulerName: my-scheduler`` through ``runtimePatches``.
+a node is given, while only Volcano starts all workers of a job together.
 """
 
 from __future__ import annotations
@@ -21,26 +30,43 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.catalog import EFA_RESOURCE, GPU_RESOURCE
+from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
-from components.config import NodePoolConfig, TrainerConfig
+from components.config import NodePoolConfig, TeamConfig, TrainerConfig
 from components.helm import release
-from components.node_pools import POOL_LABEL, pool_workload_placement
+from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
-from components.teams import JOB_SERVICE_ACCOUNT
+from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL
+from components.workloads import (
+    SHARED_MOUNT,
+    node_resources,
+    non_root_security_context,
+    pool_workload_placement,
+    processes_per_node,
+)
 
 NAMESPACE: Final = "kubeflow-system"
+RELEASE: Final = "kubeflow-trainer"
+MANAGER_SERVICE_ACCOUNT: Final = f"{RELEASE}-controller-manager"
+"""The manager's ServiceAccount: ``<fullname>-controller-manager``, and the fullname of release
+``kubeflow-trainer`` of chart ``kubeflow-trainer`` is the release name (chart 2.3.0
+templates/manager/_helpers.tpl, templates/rbac/service_account.yaml)."""
 RUNTIME_API: Final = "trainer.kubeflow.org/v1alpha1"
+RUNTIME_KIND: Final = "TrainingRuntime"
 FRAMEWORK_LABEL: Final = "trainer.kubeflow.org/framework"
 ANCESTOR_LABEL: Final = "trainer.kubeflow.org/trainjob-ancestor-step"
-DEFAULT_QUEUE: Final = "default"
-"""Queue of jobs that name none: Volcano's own, with no guaranteed share (jobs there only use
-what teams leave idle). Teams name theirs per job (README: runtimePatches)."""
-SHARED_MOUNT: Final = "/fsx"
+MPI_USER_ID: Final = 1000
+"""``mpiuser`` of Trainer's MPI runtime images: OpenMPI refuses to run as root, and the SSH keys
+are mounted for this user (upstream deepspeed_distributed.yaml: runAsUser and fsGroup 1000)."""
 MPI_SSH_PATH: Final = "/home/mpiuser/.ssh"
 MPI_SSH_PORT: Final = 2222
 """sshd of Trainer's MPI runtime image listens here (its non-root sshd_config)."""
+MPI_HOSTFILE_VOLUME: Final = "mpi-hostfile"
+"""The launcher volume Trainer's MPI plugin adds, with the hostfile (pkg/constants/constants.go)."""
+MPI_HOSTFILE_DIR: Final = "/etc/mpi"
+MPI_WORKER_WAIT_SECONDS: Final = 900
+"""How long the launcher waits for every worker's sshd before it fails the job."""
 Framework = Literal["torch", "mpi", "jax"]
 
 # libfabric over EFA: RDMA reads where the hardware has them, fork-safe for data loaders.
@@ -58,21 +84,6 @@ def runtime_name(framework: str, pool: NodePoolConfig) -> str:
     return f"{framework}-{pool.name}"
 
 
-def node_resources(pool: NodePoolConfig, hugepages_gib: int) -> dict[str, Any]:
-    """Requests (= limits) of one training pod: the whole node's accelerators and EFA."""
-    instance = pool.instance
-    amounts: dict[str, str] = {
-        instance.accelerator_resource: str(instance.accelerators),
-        # Huge pages need a memory request beside them; a quarter of the node leaves room.
-        "memory": f"{instance.memory_gib // 4}Gi",
-    }
-    if pool.uses_efa:
-        amounts[EFA_RESOURCE] = str(instance.efa_interfaces)
-        if hugepages_gib:
-            amounts["hugepages-2Mi"] = f"{hugepages_gib}Gi"
-    return {"requests": dict(amounts), "limits": dict(amounts)}
-
-
 def _environment(pool: NodePoolConfig) -> list[dict[str, str]]:
     gpu = pool.instance.accelerator_resource == GPU_RESOURCE
     variables = {**(NCCL_ENVIRONMENT if gpu else NEURON_ENVIRONMENT)}
@@ -85,7 +96,6 @@ def pod_spec(
     pool: NodePoolConfig,
     *,
     image: str,
-    trainer: TrainerConfig,
     shared_file_system: bool,
     command: list[str] | None = None,
 ) -> dict[str, Any]:
@@ -99,7 +109,7 @@ def pod_spec(
         "name": "node",
         "image": image,
         "env": _environment(pool),
-        "resources": node_resources(pool, trainer.hugepages_gib),
+        "resources": node_resources(pool),
         "volumeMounts": mounts,
     }
     if command:
@@ -122,44 +132,92 @@ def _replicated_job(name: str, pod: dict[str, Any], *, trainer_step: bool) -> di
     return {"name": name, "template": template}
 
 
+def wait_for_workers_script() -> str:
+    """Shell of the launcher's init container: wait until every worker's sshd accepts.
+
+    Under a Volcano gang every pod is created and bound together, so the launcher can start
+    before the workers' sshd listens; mpirun gives each host only ``ConnectionAttempts=10``
+    (Trainer's reserved ``OMPI_MCA_plm_rsh_args``). JobSet's ``dependsOn`` cannot order them:
+    it creates the launcher's Job only once the workers are Ready, which the gang (minMember =
+    every pod) never lets happen (kubernetes-sigs/jobset v0.12.0
+    pkg/controllers/jobset_controller.go, reconcileReplicatedJobs).
+    """
+    return "\n".join(
+        [
+            f"deadline=$((SECONDS + {MPI_WORKER_WAIT_SECONDS}))",
+            "self=$(hostname)",
+            f"for host in $(awk '{{print $1}}' {MPI_HOSTFILE_DIR}/hostfile); do",
+            '  [ "${host%%.*}" = "$self" ] && continue',
+            f'  until (exec 3<>"/dev/tcp/${{host}}/{MPI_SSH_PORT}") 2>/dev/null; do',
+            '    if [ "$SECONDS" -ge "$deadline" ]; then',
+            f'      echo "sshd on $host did not answer within {MPI_WORKER_WAIT_SECONDS} s" >&2',
+            "      exit 1",
+            "    fi",
+            "    sleep 2",
+            "  done",
+            '  echo "sshd on $host answers"',
+            "done",
+        ]
+    )
+
+
+def _mpi_replicated_jobs(pod: dict[str, Any], image: str) -> list[dict[str, Any]]:
+    """Workers serving SSH and the launcher (itself node 0) that runs mpirun over them."""
+    pod = {**pod, "securityContext": non_root_security_context(MPI_USER_ID)}
+    worker = copy.deepcopy(pod)
+    worker["containers"][0].update(
+        command=["/usr/sbin/sshd"],
+        args=["-De", "-f", "/home/mpiuser/.sshd_config"],
+        readinessProbe={"tcpSocket": {"port": MPI_SSH_PORT}, "initialDelaySeconds": 5},
+    )
+    launcher = copy.deepcopy(pod)
+    launcher["initContainers"] = [
+        {
+            "name": "wait-for-workers",
+            "image": image,
+            "command": ["/bin/bash", "-c", wait_for_workers_script()],
+            "volumeMounts": [{"name": MPI_HOSTFILE_VOLUME, "mountPath": MPI_HOSTFILE_DIR}],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+        }
+    ]
+    return [
+        _replicated_job("node", worker, trainer_step=False),
+        _replicated_job("launcher", launcher, trainer_step=True),
+    ]
+
+
 def runtime_spec(
     framework: Framework,
     pool: NodePoolConfig,
     *,
     trainer: TrainerConfig,
     region: str,
+    queue: str,
     shared_file_system: bool,
 ) -> dict[str, Any]:
-    """The ClusterTrainingRuntime spec of ``framework`` on ``pool``, gang-scheduled by Volcano."""
+    """The TrainingRuntime spec of ``framework`` on ``pool``, gang-scheduled in ``queue``."""
     images = trainer.images
     gpu = pool.instance.accelerator_resource == GPU_RESOURCE
     image = {"torch": images.torch, "mpi": images.mpi, "jax": images.jax}[framework]
     if not gpu:
         image = images.neuron.replace("{region}", region)
-    pod = pod_spec(pool, image=image, trainer=trainer, shared_file_system=shared_file_system)
+    pod = pod_spec(pool, image=image, shared_file_system=shared_file_system)
     ml_policy: dict[str, Any] = {"numNodes": 1}
     jobset: dict[str, Any]
     if framework == "mpi":
+        # numNodes stays 1: the launcher's Job is sized from the runtime, the workers from the
+        # TrainJob (pkg/runtime/framework/plugins/mpi/mpi.go, EnforceMLPolicy).
         ml_policy["mpi"] = {
-            "numProcPerNode": pool.instance.accelerators,
+            "numProcPerNode": processes_per_node(pool),
             "mpiImplementation": "OpenMPI",
             "sshAuthMountPath": MPI_SSH_PATH,
             "runLauncherAsNode": True,
         }
-        # Workers serve SSH until the launcher (itself node 0) has run mpirun over them; the
-        # job succeeds when the launcher does.
-        worker = copy.deepcopy(pod)
-        worker["containers"][0].update(
-            command=["/usr/sbin/sshd"],
-            args=["-De", "-f", "/home/mpiuser/.sshd_config"],
-            readinessProbe={"tcpSocket": {"port": MPI_SSH_PORT}, "initialDelaySeconds": 5},
-        )
-        launcher = _replicated_job("launcher", pod, trainer_step=True)
-        launcher["dependsOn"] = [{"name": "node", "status": "Ready"}]
         jobset = {
+            # Workers' DNS names resolve before they are Ready, so the launcher can wait on them.
             "network": {"publishNotReadyAddresses": True},
             "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
-            "replicatedJobs": [_replicated_job("node", worker, trainer_step=False), launcher],
+            "replicatedJobs": _mpi_replicated_jobs(pod, image),
         }
     else:
         ml_policy[framework] = {}
@@ -168,7 +226,7 @@ def runtime_spec(
         "mlPolicy": ml_policy,
         "podGroupPolicy": {"volcano": {}},
         "template": {
-            "metadata": {"annotations": {QUEUE_ANNOTATION: DEFAULT_QUEUE}},
+            "metadata": {"annotations": {QUEUE_ANNOTATION: queue}},
             "spec": jobset,
         },
     }
@@ -179,6 +237,30 @@ def runtime_frameworks(pool: NodePoolConfig) -> list[Framework]:
     if pool.instance.accelerator_resource == GPU_RESOURCE:
         return ["torch", "mpi", "jax"]
     return ["torch"]
+
+
+def team_nodes(team: TeamConfig, pool: NodePoolConfig) -> int:
+    """Whole nodes of ``pool`` a team's quota and queue capability both allow."""
+    resource = pool.instance.accelerator_resource
+    allowed = min(team.quota.resources()[resource], team.capability.resources()[resource])
+    return allowed // pool.instance.accelerators
+
+
+def team_runtimes(
+    team: TeamConfig, pools: list[NodePoolConfig]
+) -> list[tuple[NodePoolConfig, Framework]]:
+    """(pool, framework) of every runtime a team gets.
+
+    On the pools it can hold a node of, and MPI only where it can hold two (the launcher is node
+    0 and needs at least one worker, pkg/runtime/framework/plugins/mpi/mpi.go).
+    """
+    return [
+        (pool, framework)
+        for pool in pools
+        if team_nodes(team, pool) >= 1
+        for framework in runtime_frameworks(pool)
+        if framework != "mpi" or team_nodes(team, pool) >= 2
+    ]
 
 
 def trainer_values() -> dict[str, Any]:
@@ -193,6 +275,68 @@ def trainer_values() -> dict[str, Any]:
         "jobset": {"install": True},
         "runtimes": {"defaultEnabled": False},
         "manager": system,
+    }
+
+
+NEURON_PROCESS_POLICY: Final = "trainingplatform-neuron-processes"
+PRIORITY_CLASS_READER: Final = "trainingplatform:trainer-priorityclass-reader"
+PRIORITY_CLASS_RULES: Final = [
+    {
+        "apiGroups": ["scheduling.k8s.io"],
+        "resources": ["priorityclasses"],
+        "verbs": ["get", "list", "watch"],
+    }
+]
+"""What Trainer's manager lacks: with ``podGroupPolicy.volcano`` its TrainJob webhook reads the
+pod template's PriorityClass through the manager's cached client, which needs list and watch
+to fill (pkg/runtime/framework/plugins/volcano/volcano.go, Validate); the chart's ClusterRole
+grants none (kubeflow/trainer#3918), so without this every such TrainJob is refused."""
+
+
+def neuron_process_policy(neuron_runtimes: dict[str, int]) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: Trainium TrainJobs that size their node say their processes.
+
+    Trainium runtimes ask for one CPU per NeuronCore, which Trainer's torch plugin turns into
+    one process per NeuronCore (it counts only GPUs otherwise, torch.go). A TrainJob's
+    ``trainer.resourcesPerNode`` replaces the runtime's resources in that count, so such a job
+    must state ``trainer.numProcPerNode`` or it would start one process per CPU it names.
+
+    Args:
+        neuron_runtimes: runtime name -> NeuronCores per node, for every Trainium runtime.
+    """
+    cores = ", ".join(f"'{name}': {count}" for name, count in sorted(neuron_runtimes.items()))
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": ["trainer.kubeflow.org"],
+                    "apiVersions": ["v1alpha1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["trainjobs"],
+                }
+            ]
+        },
+        # Match conditions cannot read variables, so the map is spelled in both places.
+        "matchConditions": [
+            {
+                "name": "trainium-runtime",
+                "expression": "object.spec.runtimeRef.name in {" + cores + "}",
+            }
+        ],
+        "variables": [{"name": "cores", "expression": "{" + cores + "}"}],
+        "validations": [
+            {
+                "expression": "!has(object.spec.trainer) || "
+                "!has(object.spec.trainer.resourcesPerNode) || "
+                "has(object.spec.trainer.numProcPerNode)",
+                "messageExpression": "'runtime ' + object.spec.runtimeRef.name + ' takes a whole "
+                "Trainium node: leave spec.trainer.resourcesPerNode unset, or also set "
+                "spec.trainer.numProcPerNode (' + "
+                "string(variables.cores[object.spec.runtimeRef.name]) + ' NeuronCores per node)'",
+                "reason": "Invalid",
+            }
+        ],
     }
 
 
@@ -225,7 +369,7 @@ def _gang_scheduler_transform(
 
 
 class Trainer(pulumi.ComponentResource):
-    """Kubeflow Trainer and one runtime per framework and accelerator pool."""
+    """Kubeflow Trainer, its admission needs, and each team's runtimes on its pools."""
 
     def __init__(
         self,
@@ -233,6 +377,8 @@ class Trainer(pulumi.ComponentResource):
         *,
         trainer: TrainerConfig,
         pools: list[NodePoolConfig],
+        teams: list[TeamConfig],
+        team_namespaces: dict[str, pulumi.Resource],
         region: str,
         shared_file_system: bool,
         protect: bool,
@@ -244,11 +390,13 @@ class Trainer(pulumi.ComponentResource):
 
         Args:
             name: prefix of child resource names.
-            trainer: validated trainer settings (images, huge pages).
-            pools: accelerator pools; each gets its runtimes.
+            trainer: validated trainer settings (images).
+            pools: accelerator pools; each team gets runtimes on those its quota allows.
+            teams: the teams; each gets its runtimes in its namespace, queued in its queue.
+            team_namespaces: team name -> its Namespace (runtimes wait for it).
             region: AWS region (the Neuron image registry).
-            shared_file_system: whether the stack has the Lustre file system (runtimes mount
-                the namespace's ``shared-lustre`` claim).
+            shared_file_system: whether the stack has the Lustre file system (runtimes of teams
+                with ``sharedFileSystem`` mount the namespace's ``shared-lustre`` claim).
             protect: protect the release. It always survives ``pulumi destroy`` of the stack
                 (retain on delete): its CRDs carry every TrainJob and runtime.
             volcano_ready: Volcano must run before Trainer starts (it registers its PodGroup
@@ -257,12 +405,12 @@ class Trainer(pulumi.ComponentResource):
             opts: resource options.
         """
         super().__init__("trainingplatform:index:Trainer", name, None, opts)
-        self.runtimes: dict[str, k8s.apiextensions.CustomResource] = {}
+        self.runtimes: dict[tuple[str, str], k8s.apiextensions.CustomResource] = {}
         if not trainer.enabled:
             self.register_outputs({})
             return
         controller = release(
-            "kubeflow-trainer",
+            RELEASE,
             versions.TRAINER_CHART,
             namespace=NAMESPACE,
             values=trainer_values(),
@@ -273,6 +421,28 @@ class Trainer(pulumi.ComponentResource):
                 depends_on=volcano_ready,
                 protect=protect,
                 retain_on_delete=True,
+            ),
+        )
+        in_cluster = pulumi.ResourceOptions(parent=self, provider=kubernetes_provider)
+        reader = k8s.rbac.v1.ClusterRole(
+            f"{name}-priorityclass-reader",
+            metadata={"name": PRIORITY_CLASS_READER},
+            rules=typing.cast(Any, PRIORITY_CLASS_RULES),
+            opts=in_cluster,
+        )
+        reader_binding = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-priorityclass-reader",
+            metadata={"name": PRIORITY_CLASS_READER},
+            role_ref={
+                "api_group": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": PRIORITY_CLASS_READER,
+            },
+            subjects=[
+                {"kind": "ServiceAccount", "name": MANAGER_SERVICE_ACCOUNT, "namespace": NAMESPACE}
+            ],
+            opts=pulumi.ResourceOptions.merge(
+                in_cluster, pulumi.ResourceOptions(depends_on=[reader])
             ),
         )
         if trainer.legacy_training_operator:
@@ -286,23 +456,53 @@ class Trainer(pulumi.ComponentResource):
                     transforms=[_gang_scheduler_transform],
                 ),
             )
-        after_trainer = pulumi.ResourceOptions(
-            parent=self, provider=kubernetes_provider, depends_on=[controller]
-        )
-        for pool in pools:
-            for framework in runtime_frameworks(pool):
+        neuron_runtimes = {
+            runtime_name(framework, pool): pool.instance.neuron_cores
+            for pool in pools
+            if pool.instance.accelerator_resource == NEURON_RESOURCE
+            for framework in runtime_frameworks(pool)
+        }
+        if neuron_runtimes:
+            policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{name}-neuron-processes",
+                metadata={"name": NEURON_PROCESS_POLICY},
+                spec=typing.cast(Any, neuron_process_policy(neuron_runtimes)),
+                opts=in_cluster,
+            )
+            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{name}-neuron-processes",
+                metadata={"name": NEURON_PROCESS_POLICY},
+                spec=typing.cast(
+                    Any, {"policyName": NEURON_PROCESS_POLICY, "validationActions": ["Deny"]}
+                ),
+                opts=pulumi.ResourceOptions.merge(
+                    in_cluster, pulumi.ResourceOptions(depends_on=[policy])
+                ),
+            )
+        for team in teams:
+            after_trainer = pulumi.ResourceOptions(
+                parent=self,
+                provider=kubernetes_provider,
+                depends_on=[controller, reader_binding, team_namespaces[team.name]],
+            )
+            for pool, framework in team_runtimes(team, pools):
                 runtime = runtime_name(framework, pool)
                 spec = runtime_spec(
-                    framework, pool, trainer=trainer, region=region,
-                    shared_file_system=shared_file_system,
+                    framework, pool, trainer=trainer, region=region, queue=team.name,
+                    shared_file_system=shared_file_system and team.shared_file_system,
                 )  # fmt: skip
-                self.runtimes[runtime] = k8s.apiextensions.CustomResource(
-                    f"{name}-{runtime}",
+                self.runtimes[(team.name, runtime)] = k8s.apiextensions.CustomResource(
+                    f"{name}-{team.name}-{runtime}",
                     api_version=RUNTIME_API,
-                    kind="ClusterTrainingRuntime",
+                    kind=RUNTIME_KIND,
                     metadata={
                         "name": runtime,
-                        "labels": {FRAMEWORK_LABEL: framework, POOL_LABEL: pool.name},
+                        "namespace": team.name,
+                        "labels": {
+                            FRAMEWORK_LABEL: framework,
+                            POOL_LABEL: pool.name,
+                            TEAM_LABEL: team.name,
+                        },
                     },
                     spec=typing.cast(Any, spec),
                     opts=after_trainer,
