@@ -48,22 +48,39 @@ def _check_queue(args: ResourceValidationArgs, report: ReportViolation) -> None:
             report(f"{resource}: deserved {deserved} exceeds capability", None)
 
 
+RESERVED_FOR_LABEL = "trainingplatform.io/reserved-for"
+"""Nodes of NodePools with this label are kept for Slurm; Volcano's pods never land there."""
+
+
+def _reserved(labels: Mapping[str, Any] | None) -> bool:
+    return RESERVED_FOR_LABEL in (labels or {})
+
+
 def _pool_limits(args: StackValidationArgs) -> dict[str, int]:
+    """Accelerators the NodePools Volcano's pods can use may launch (Slurm's kept aside)."""
     totals = dict.fromkeys(ACCELERATORS, 0)
     for pool in args.resources:
         if pool.resource_type == NODE_POOL:
-            limits = (pool.props.get("spec") or {}).get("limits") or {}
+            spec = pool.props.get("spec") or {}
+            if _reserved(((spec.get("template") or {}).get("metadata") or {}).get("labels")):
+                continue
             for resource in ACCELERATORS:
-                totals[resource] += _amount(limits, resource)
+                totals[resource] += _amount(spec.get("limits") or {}, resource)
     return totals
 
 
 def _slurm_held(args: StackValidationArgs) -> dict[str, int]:
-    """Accelerators Slurm node sets hold: replicas x what each slurmd pod requests."""
+    """Accelerators Slurm node sets hold on NodePools they share with Volcano's pods.
+
+    Replicas x what each slurmd pod requests; node sets on nodes kept for Slurm take nothing.
+    """
     totals = dict.fromkeys(ACCELERATORS, 0)
     for node_set in args.resources:
         if node_set.resource_type == NODE_SET:
             spec = node_set.props.get("spec") or {}
+            selector = ((spec.get("template") or {}).get("spec") or {}).get("nodeSelector")
+            if _reserved(selector):
+                continue
             requests = ((spec.get("slurmd") or {}).get("resources") or {}).get("requests")
             for resource in ACCELERATORS:
                 totals[resource] += int(str(spec.get("replicas", 1))) * _amount(requests, resource)
@@ -82,9 +99,9 @@ def _check_queues_fit(args: StackValidationArgs, report: ReportViolation) -> Non
             )
             if promised > available[resource]:
                 report(
-                    f"queues promise {promised} {resource} as {share} but the NodePools are "
-                    f"limited to {limits[resource]}, of which Slurm node sets hold "
-                    f"{held[resource]}",
+                    f"queues promise {promised} {resource} as {share} but the NodePools "
+                    f"Volcano's pods can use are limited to {limits[resource]}, of which "
+                    f"Slurm node sets on them hold {held[resource]}",
                     None,
                 )
 
@@ -99,8 +116,9 @@ POLICIES = [
     StackValidationPolicy(
         name="queues-fit-pools",
         description="The accelerators the team queues guarantee (and deserve) fit in what the "
-        "NodePools may launch beyond what Slurm node sets hold: a promise the pools cannot keep "
-        "leaves gangs pending forever.",
+        "NodePools Volcano's pods can use may launch (not the ones kept for Slurm, less what "
+        "Slurm node sets hold on shared ones): a promise the pools cannot keep leaves gangs "
+        "pending forever.",
         validate=_check_queues_fit,
         enforcement_level=MANDATORY,
     ),
