@@ -1,12 +1,14 @@
 """Offline synthesis: ``python -m synth <stack>... | --all [--out DIR]``.
 
 ``python -m synth reference [--write [README]]`` prints or writes the configuration reference.
+``python -m synth jobs <stack> [--json]`` answers, for every team x runtime and Slurm partition,
+whether a job runs and on how many nodes (the jobs model).
 
 Runs the real program under Pulumi's mock engine with each stack file's config, writes what the
 stack would create and runs the policy pack over it (see README, "Offline synthesis" and
 "Policy gates"). ``python -m synth check <resources.json> --stack NAME`` runs only the pack.
-Exit status: 0 on success, 1 on a mandatory policy violation, 2 on an invalid stack, policy
-config or resources file (one line per problem, no traceback).
+Exit status: 0 on success, 1 on a mandatory policy violation or a promised job path that cannot
+run, 2 on an invalid stack, policy config or resources file (one line per problem, no traceback).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 from components.config_reference import render_reference, update_readme
 from policies.offline import PolicyConfigError, load_policy_config, mandatory
 from synth.engine import ResourceRecord
+from synth.jobs import report as jobs_report
+from synth.jobs.model import all_runnable
 from synth.run import InvalidStack, check_policies, policy_summary, synthesize_stack
 from synth.stackfile import REPOSITORY_ROOT, stack_names
 
@@ -38,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args[:1] == ["check"]:
         return check(args[1:])
+    if args[:1] == ["jobs"]:
+        return jobs(args[1:])
     parser = argparse.ArgumentParser(
         prog="python -m synth",
         description="Synthesize stacks offline: resources.json, manifests/ and helm/ per stack.",
@@ -70,6 +76,37 @@ def main(argv: list[str] | None = None) -> int:
         if result.blocked and status == 0:
             status = 1
     return status
+
+
+def jobs(argv: list[str]) -> int:
+    """``jobs <stack> [--json]``: synthesize the stack and print what its jobs can get."""
+    parser = argparse.ArgumentParser(
+        prog="python -m synth jobs",
+        description="For each team x training runtime and each Slurm partition: can a job run "
+        "here, on how many nodes, and if not, why (modelled on the controllers' code). Exit 0 "
+        "when every path the stack promises is runnable, 1 otherwise, 2 for a bad stack.",
+    )
+    parser.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        default=REPOSITORY_ROOT,
+        help="directory with Pulumi.yaml and its stack files (default: this repository)",
+    )
+    options = parser.parse_args(argv)
+    try:
+        result = synthesize_stack(options.stack, options.out, options.project_dir)
+    except InvalidStack as exc:
+        for line in exc.lines:
+            print(f"{options.stack}: {line}", file=sys.stderr)
+        return 2
+    if options.json:
+        print(jobs_report.as_json(result.jobs), end="")
+    else:
+        print(jobs_report.table(options.stack, result.jobs))
+    return 0 if all_runnable(result.jobs) else 1
 
 
 def check(argv: list[str]) -> int:

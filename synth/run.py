@@ -16,6 +16,9 @@ from policies.offline import (
     write_report,
 )
 from synth.engine import ResourceRecord, synthesize
+from synth.jobs import report as jobs_report
+from synth.jobs.model import PathReport, all_runnable, evaluate_jobs
+from synth.jobs.view import StackView
 from synth.output import WrittenStack, summary, write_stack
 from synth.stackfile import REPOSITORY_ROOT, StackFile, StackFileError, load_stack
 
@@ -37,12 +40,17 @@ class StackResult:
     records: list[ResourceRecord]
     written: WrittenStack
     findings: list[Finding]
+    jobs: list[PathReport]
+    """The jobs model's answer for every team x runtime and Slurm partition."""
     summary: str
 
     @property
     def blocked(self) -> bool:
-        """True when a mandatory policy failed: the stack must not be deployed."""
-        return bool(mandatory(self.findings))
+        """True when the stack must not be deployed.
+
+        A mandatory policy failed, or a job path the stack promises cannot run.
+        """
+        return bool(mandatory(self.findings)) or not all_runnable(self.jobs)
 
 
 def validated(stack_file: StackFile) -> PlatformConfig:
@@ -77,8 +85,12 @@ def synthesize_stack(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> Sta
     run = synthesize(stack_file, deploy, region=config.region, account_id=config.account_id)
     written = write_stack(run.records, out / stack)
     findings = check_policies(run.records, policy_config, out / stack / "policy-report.json")
-    text = summary(stack, written, run.records) + "\n" + policy_summary(findings)
-    return StackResult(stack, config, run.records, written, findings, text)
+    jobs = evaluate_jobs(StackView.from_records(run.records))
+    jobs_report.write(jobs, out / stack / "jobs.json")
+    text = "\n".join(
+        [summary(stack, written, run.records), policy_summary(findings), jobs_report.summary(jobs)]
+    )
+    return StackResult(stack, config, run.records, written, findings, jobs, text)
 
 
 def check_policies(

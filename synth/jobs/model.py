@@ -1,0 +1,601 @@
+"""Can my job run here, on how many nodes, and if not, why.
+
+Every team x runtime and every Slurm partition, decided the way the controllers decide (each
+rule's module cites its source).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Final
+
+from components.catalog import GPU_RESOURCE
+from synth.jobs import karpenter, rbac, trainer, volcano
+from synth.jobs.daemonsets import DevicePlugin, daemonset_overhead, device_plugins
+from synth.jobs.karpenter import NodePoolShape, candidate_pools, node_pools
+from synth.jobs.trainer import Runtime
+from synth.jobs.view import StackView, labels_of, name_of, namespace_of, quantity, requests_of
+
+TEAM_LABEL: Final = "trainingplatform.io/team"
+POOL_LABEL: Final = "trainingplatform.io/pool"
+RESERVED_FOR_LABEL: Final = "trainingplatform.io/reserved-for"
+ACCELERATORS: Final = (GPU_RESOURCE, "aws.amazon.com/neuron")
+EXTENDED_BY_PLUGIN: Final = (GPU_RESOURCE, "aws.amazon.com/neuron", "vpc.amazonaws.com/efa")
+MAX_GANG_NODES: Final = 10000
+
+
+@dataclass
+class PathReport:
+    """The answer for one path: a team's runtime, or a Slurm partition."""
+
+    kind: str
+    """``trainjob`` or ``slurm-partition``."""
+    team: str
+    namespace: str | None
+    runtime: str
+    pool: str | None
+    max_nodes: int
+    """The most nodes one gang (TrainJob ``numNodes``, or Slurm job) can get."""
+    runnable: bool
+    reasons: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` shape."""
+        return {
+            "kind": self.kind,
+            "team": self.team,
+            "namespace": self.namespace,
+            "runtime": self.runtime,
+            "pool": self.pool,
+            "maxNodes": self.max_nodes,
+            "runnable": self.runnable,
+            "reasons": self.reasons,
+        }
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A constraint on how many nodes a gang gets: ``holds(n)`` for numNodes ``n``."""
+
+    holds: Callable[[int], bool]
+    describe: Callable[[int], str]
+    """What caps the gang, given the most nodes it allows."""
+
+
+def _limit_range_defaults(view: StackView, namespace: str) -> dict[str, Decimal]:
+    """Container default requests of the namespace's LimitRanges (admission fills them in)."""
+    defaults: dict[str, Decimal] = {}
+    for limit_range in view.of_kind("LimitRange", namespace):
+        for item in (limit_range.get("spec") or {}).get("limits") or []:
+            if item.get("type") == "Container":
+                for name, value in (item.get("defaultRequest") or {}).items():
+                    defaults[str(name)] = quantity(value)
+    return defaults
+
+
+def _largest(holds: Callable[[int], bool], upper: int) -> int:
+    """The largest n in 1..upper for which ``holds`` (monotonic) is true, 0 if none."""
+    low, high = 0, upper
+    while low < high:
+        middle = (low + high + 1) // 2
+        if holds(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+class Stack:
+    """The decisions that hold for the whole stack, computed once."""
+
+    def __init__(self, view: StackView) -> None:
+        self.view = view
+        self.pools: list[NodePoolShape] = node_pools(view)
+        self.plugins: list[DevicePlugin] = device_plugins(view)
+        self.queues = volcano.queues(view)
+        self.scheduler = volcano.scheduler_config(view)
+        self.manager_reads = all(
+            rbac.allowed(view, rbac.TRAINER_MANAGER, verb, "scheduling.k8s.io", "priorityclasses")
+            for verb in ("get", "list", "watch")
+        )
+        self.node_sets = list(view.of_kind("NodeSet"))
+
+    def slurm_pods(self) -> Iterator[tuple[Mapping[str, Any], dict[str, Any], int]]:
+        """(NodeSet, slurmd pod spec with its requests, replicas) of every node set."""
+        for node_set in self.node_sets:
+            spec = node_set.get("spec") or {}
+            pod = dict((spec.get("template") or {}).get("spec") or {})
+            slurmd = dict(spec.get("slurmd") or {})
+            pod["containers"] = [{"name": "slurmd", "resources": slurmd.get("resources") or {}}]
+            yield node_set, pod, int(spec.get("replicas", 1))
+
+    def held_by_slurm(self, resource: str) -> Decimal:
+        """What slurmd pods hold of ``resource`` on nodes that always exist."""
+        return sum(
+            (
+                requests_of(pod["containers"][0]).get(resource, Decimal(0)) * replicas
+                for _, pod, replicas in self.slurm_pods()
+            ),
+            Decimal(0),
+        )
+
+    def warm_total(self, resource: str) -> Decimal:
+        """What the nodes hold of ``resource`` with every NodePool at its limit."""
+        total = Decimal(0)
+        for pool in self.pools:
+            per_node = max(
+                (
+                    Decimal(t.accelerators)
+                    for t in pool.instance_types
+                    if t.accelerator_resource == resource
+                ),
+                default=Decimal(0),
+            )
+            total += per_node * pool.node_limit()
+        return total
+
+
+def _fit_problems(
+    stack: Stack, pod: Mapping[str, Any], requests: Mapping[str, Decimal], what: str
+) -> tuple[list[NodePoolShape], list[str]]:
+    """The candidate NodePools a pod fits, and why it fits none (Karpenter, then the kubelet)."""
+    candidates = candidate_pools(pod, stack.pools)
+    if not candidates:
+        return [], [
+            f"{what}: no NodePool takes it (its node selector, affinity or tolerations "
+            "match none): Karpenter never adds a node"
+        ]
+    fitting: list[NodePoolShape] = []
+    problems: list[str] = []
+    for pool in candidates:
+        overhead = daemonset_overhead(pool, stack.plugins)
+        simulated = {
+            t.name: list(
+                karpenter.shortfalls(requests, pool.allocatable(t, simulated=True), overhead)
+            )
+            for t in pool.instance_types
+        }
+        if not any(not short for short in simulated.values()):
+            short = sorted({r for s in simulated.values() for r in s})
+            hint = ""
+            if "hugepages-2Mi" in short:
+                hint = (
+                    " (Karpenter's instance types offer no huge pages unless a NodeOverlay, "
+                    "with the nodeOverlay feature gate on, adds them: karpenter-provider-aws"
+                    "#3315)"
+                )
+            problems.append(
+                f"{what}: fits no instance type of NodePool {pool.name} in "
+                f"Karpenter's simulation ({', '.join(short)}){hint}: it never scales"
+            )
+            continue
+        real = [
+            t
+            for t in pool.instance_types
+            if not simulated[t.name]
+            and not list(
+                karpenter.shortfalls(requests, pool.allocatable(t, simulated=False), overhead)
+            )
+        ]
+        if not real:
+            problems.append(
+                f"{what}: Karpenter launches NodePool {pool.name}'s nodes, but they "
+                "offer less than it simulated (huge pages the node does not "
+                "reserve): the kubelet refuses the pod"
+            )
+            continue
+        missing = [
+            (resource, plugin)
+            for resource in EXTENDED_BY_PLUGIN
+            if requests.get(resource)
+            for plugin in [next((p for p in stack.plugins if p.resource == resource), None)]
+            if plugin is None or not plugin.runs_on(pool)
+        ]
+        if missing:
+            for resource, plugin in missing:
+                detail = "is not installed" if plugin is None else plugin.why_not(pool)
+                problems.append(
+                    f"{what}: no node of NodePool {pool.name} ever offers {resource}: "
+                    f"its device plugin {detail}"
+                )
+            continue
+        fitting.append(pool)
+    return fitting, ([] if fitting else problems)
+
+
+def _karpenter_bound(
+    fitting: list[NodePoolShape],
+    gang: Callable[[int], list[tuple[Decimal, int]]],
+    per_node: Callable[[NodePoolShape], int],
+    slurm_pools: dict[str, str],
+) -> Bound:
+    limit = sum(pool.node_limit() for pool in fitting)
+
+    def nodes_for(n: int) -> int:
+        fit = min(per_node(pool) for pool in fitting)
+        return sum(math.ceil(count / max(fit, 1)) for _, count in gang(n))
+
+    def describe(best: int) -> str:
+        parts = []
+        for pool in fitting:
+            text = f"NodePool {pool.name} allows {pool.node_limit()} nodes"
+            if pool.name in slurm_pools:
+                text += f" (the rest of the pool is Slurm's, NodePool {slurm_pools[pool.name]})"
+            parts.append(text)
+        return "; ".join(parts)
+
+    return Bound(lambda n: nodes_for(n) <= limit, describe)
+
+
+def _quota_bound(
+    stack: Stack, namespace: str, totals: Callable[[int], dict[str, Decimal]]
+) -> Bound | None:
+    hard: dict[str, tuple[str, Decimal]] = {}
+    for quota in stack.view.of_kind("ResourceQuota", namespace):
+        for key, value in ((quota.get("spec") or {}).get("hard") or {}).items():
+            resource = str(key).removeprefix("requests.")
+            hard[resource] = (name_of(quota), quantity(value))
+    if not hard:
+        return None
+
+    def holds(n: int) -> bool:
+        wanted = totals(n)
+        return all(wanted.get(r, Decimal(0)) <= amount for r, (_, amount) in hard.items())
+
+    def describe(best: int) -> str:
+        over = totals(best + 1)
+        binding = [
+            f"{r} {amount}"
+            for r, (_, amount) in sorted(hard.items())
+            if over.get(r, Decimal(0)) > amount
+        ]
+        names = sorted({name for name, _ in hard.values()})
+        return f"ResourceQuota {', '.join(names)} in {namespace} allows " + ", ".join(binding)
+
+    return Bound(holds, describe)
+
+
+def _queue_bounds(
+    stack: Stack, queue: volcano.QueueShape, totals: Callable[[int], dict[str, Decimal]]
+) -> list[Bound]:
+    hierarchy = bool(volcano.capacity_hierarchy(stack.scheduler or {}))
+    bounds = []
+    for resource in ACCELERATORS:
+        guarantees = sum(
+            (q.guarantee.get(resource, Decimal(0)) for q in stack.queues.values()), Decimal(0)
+        )
+        held = stack.held_by_slurm(resource)
+        warm = stack.warm_total(resource)
+
+        def cold_cap(
+            n: int, resource: str = resource, guarantees: Decimal = guarantees, held: Decimal = held
+        ) -> Decimal | None:
+            # On a scaled-to-zero pool Karpenter adds the gang's nodes: total is them plus
+            # what Slurm's nodes hold.
+            total = totals(n).get(resource, Decimal(0)) + held
+            return volcano.real_capability(
+                queue, resource, total=total, all_guarantees=guarantees, hierarchy=hierarchy
+            )
+
+        def warm_cap(
+            resource: str = resource, guarantees: Decimal = guarantees, warm: Decimal = warm
+        ) -> Decimal | None:
+            return volcano.real_capability(
+                queue, resource, total=warm, all_guarantees=guarantees, hierarchy=hierarchy
+            )
+
+        def holds(
+            n: int, resource: str = resource, cold_cap: Any = cold_cap, warm_cap: Any = warm_cap
+        ) -> bool:
+            wanted = totals(n).get(resource, Decimal(0))
+            if not wanted:
+                return True
+            caps = [c for c in (cold_cap(n), warm_cap()) if c is not None]
+            return all(wanted <= c for c in caps)
+
+        def describe(
+            best: int,
+            resource: str = resource,
+            cold_cap: Any = cold_cap,
+            guarantees: Decimal = guarantees,
+        ) -> str:
+            capability = queue.capability.get(resource)
+            if hierarchy:
+                return f"queue {queue.name}: capability {capability} {resource}"
+            cold = cold_cap(best + 1)
+            return (
+                f"queue {queue.name} (capacity plugin, flat queues): admits {cold} {resource} "
+                f"for a gang of {best + 1} nodes: what the nodes that exist hold, less every "
+                f"queue's guarantee ({guarantees}), plus its own "
+                f"({queue.guarantee.get(resource, Decimal(0))}); on a scaled-to-zero pool "
+                "Karpenter's new nodes never make room"
+            )
+
+        bounds.append(Bound(holds, describe))
+    return bounds
+
+
+def _team_rbac_problems(stack: Stack, namespace: str, runtime: Runtime) -> Iterator[str]:
+    groups = rbac.groups_of_namespace(stack.view, namespace)
+    if not groups:
+        yield f"no group is bound to a role in {namespace}: nobody can submit"
+        return
+    runtime_resource = (
+        "trainingruntimes" if runtime.kind == "TrainingRuntime" else ("clustertrainingruntimes")
+    )
+    checks = [
+        ("create", "trainjobs", namespace, "create the TrainJob"),
+        ("get", runtime_resource, runtime.namespace, f"read the runtime {runtime.name}"),
+        (
+            "list",
+            "clustertrainingruntimes",
+            None,
+            "list ClusterTrainingRuntimes (the Kubeflow SDK's list_runtimes() fails on a 403)",
+        ),
+        ("list", "trainingruntimes", namespace, "list the namespace's runtimes (Kubeflow SDK)"),
+    ]
+    for group in groups:
+        for verb, resource, where, what in checks:
+            if not rbac.allowed(
+                stack.view,
+                ("Group", group),
+                verb,
+                "trainer.kubeflow.org",
+                resource,
+                namespace=where,
+                name=runtime.name,
+            ):
+                yield f"group {group} may not {what} (403)"
+
+
+def _pool_of(pod: Mapping[str, Any]) -> str | None:
+    value = (pod.get("nodeSelector") or {}).get(POOL_LABEL)
+    return None if value is None else str(value)
+
+
+def _slurm_pool_names(stack: Stack) -> dict[str, str]:
+    """Kubernetes NodePool -> the NodePool that holds its pool's nodes for Slurm."""
+    found = {}
+    for shape in stack.pools:
+        if RESERVED_FOR_LABEL in shape.labels:
+            for pool_name in shape.labels.get(POOL_LABEL, set()):
+                for other in stack.pools:
+                    if other is not shape and pool_name in other.labels.get(POOL_LABEL, set()):
+                        found[other.name] = shape.name
+    return found
+
+
+def _shared_with_slurm(stack: Stack, candidates: list[NodePoolShape]) -> list[str]:
+    """NodePools a gang's pods and slurmd pods can both take nodes from."""
+    slurm = {p.name for _, pod, _ in stack.slurm_pods() for p in candidate_pools(pod, stack.pools)}
+    return sorted({p.name for p in candidates} & slurm)
+
+
+def _expected_processes(pools: list[NodePoolShape]) -> int | None:
+    for pool in pools:
+        for instance in pool.instance_types:
+            if instance.accelerator_resource != GPU_RESOURCE:
+                return instance.neuron_cores
+    return None
+
+
+def evaluate_runtime(
+    stack: Stack, team: str, namespace: str, manifest: Mapping[str, Any]
+) -> PathReport:
+    """The report for one team submitting TrainJobs in ``namespace`` to one runtime."""
+    runtime = Runtime.parse(dict(manifest))
+    blocking: list[str] = []
+    notes: list[str] = []
+    defaults = _limit_range_defaults(stack.view, namespace)
+    trainer_job = runtime.trainer_job
+    pool_name = _pool_of(trainer_job.pod) if trainer_job else None
+
+    blocking += list(trainer.admission_problems(stack.view, runtime, stack.manager_reads))
+    blocking += list(_team_rbac_problems(stack, namespace, runtime))
+    blocking += list(trainer.dependency_deadlocks(runtime))
+    blocking += list(trainer.unganged_pods(runtime))
+    if (problem := trainer.sdk_problem(runtime)) is not None:
+        blocking.append(problem)
+    if runtime.framework == "mpi":
+        for job in runtime.jobs:
+            root = trainer.runs_as_root(job.pod)
+            if root:
+                blocking.append(
+                    f"replicated job {job.name} runs {', '.join(root)} as root: "
+                    "OpenMPI's mpirun refuses root and the SSH keys are mounted for "
+                    "mpiuser (uid 1000)"
+                )
+
+    def gang(n: int) -> list[tuple[Decimal, int]]:
+        return [(Decimal(0), count) for _, count in runtime.gang_pods(n)]
+
+    def totals(n: int) -> dict[str, Decimal]:
+        summed: dict[str, Decimal] = {}
+        for job, count in runtime.gang_pods(n):
+            for resource, amount in trainer.pod_requests(job.pod, defaults).items():
+                summed[resource] = summed.get(resource, Decimal(0)) + amount * count
+        return summed
+
+    bounds: list[Bound] = []
+    fitting: list[NodePoolShape] = []
+    for job in runtime.jobs:
+        requests = trainer.pod_requests(job.pod, defaults)
+        job_fitting, problems = _fit_problems(
+            stack, job.pod, requests, f"replicated job {job.name}"
+        )
+        blocking += problems
+        if job is trainer_job:
+            fitting = job_fitting
+            shared = _shared_with_slurm(stack, candidate_pools(job.pod, stack.pools))
+            if shared:
+                blocking.append(
+                    f"slurmd pods (default scheduler) and this runtime's gangs (Volcano) both take "
+                    f"nodes of NodePool {', '.join(shared)}: the two schedulers race for them"
+                )
+    if fitting and trainer_job is not None:
+        requests = trainer.pod_requests(trainer_job.pod, defaults)
+
+        def per_node(pool: NodePoolShape) -> int:
+            return min(
+                karpenter.pods_per_node(requests, pool.allocatable(t, simulated=True))
+                for t in pool.instance_types
+            )
+
+        bounds.append(_karpenter_bound(fitting, gang, per_node, _slurm_pool_names(stack)))
+
+    processes = trainer.torch_processes(runtime)
+    expected = _expected_processes(fitting)
+    if expected is not None and processes not in (None, "auto") and processes != expected:
+        blocking.append(
+            f"torch starts {processes} process(es) per node on a node with "
+            f"{expected} NeuronCores (Trainer counts only GPUs, else CPUs): set "
+            "numProcPerNode, or request one CPU per NeuronCore"
+        )
+
+    if runtime.gang:
+        queue_name = runtime.annotations.get(volcano.QUEUE_ANNOTATION) or volcano.DEFAULT_QUEUE
+        if stack.scheduler is None:
+            blocking.append("Volcano is not installed: the PodGroup never schedules")
+        elif queue_name not in stack.queues:
+            blocking.append(f"queue {queue_name} does not exist: the PodGroup stays Pending")
+        else:
+            queue = stack.queues[queue_name]
+            bounds += _queue_bounds(stack, queue, totals)
+    quota = _quota_bound(stack, namespace, totals)
+    if quota is not None:
+        bounds.append(quota)
+
+    upper = min(MAX_GANG_NODES, sum(p.node_limit() for p in fitting)) if fitting else 0
+    best = upper
+    for bound in bounds:
+        best = min(best, _largest(bound.holds, upper))
+    binding = [b.describe(best) for b in bounds if not b.holds(best + 1)]
+    if best and runtime.gang:
+        queue_name = runtime.annotations.get(volcano.QUEUE_ANNOTATION) or volcano.DEFAULT_QUEUE
+        shares = stack.queues.get(queue_name)
+        for resource in ACCELERATORS:
+            deserved = shares.deserved.get(resource) if shares else None
+            wanted = totals(best).get(resource, Decimal(0))
+            if deserved is not None and wanted > deserved:
+                notes.append(
+                    f"beyond {deserved} {resource} (queue {queue_name}'s deserved share) "
+                    "a gang runs on borrowed capacity that other queues can reclaim"
+                )
+    # An MPI gang of numNodes 1 is still a launcher and a worker (mpi.go), which the bounds
+    # count: best is 0 when two nodes cannot be had.
+    runnable = not blocking and best >= 1
+    if runtime.framework == "mpi" and not best and not blocking:
+        notes.append("an MPI job takes at least two nodes: the launcher and one worker")
+    reasons = blocking + [f"at most {best} node(s): {text}" for text in binding] + notes
+    return PathReport(
+        "trainjob",
+        team,
+        namespace,
+        runtime.name,
+        pool_name,
+        best if not blocking else 0,
+        runnable,
+        reasons,
+    )
+
+
+def evaluate_partitions(stack: Stack) -> Iterator[PathReport]:
+    """One report per Slurm partition: each node set's own, then the chart's partitions."""
+    per_set: dict[str, tuple[int, list[str], str | None]] = {}
+    gang_pools: set[str] = set()
+    for runtime in stack.view.objects:
+        if runtime.get("kind") in ("TrainingRuntime", "ClusterTrainingRuntime"):
+            for job in Runtime.parse(runtime).jobs:
+                gang_pools |= {p.name for p in candidate_pools(job.pod, stack.pools)}
+    for node_set, pod, replicas in stack.slurm_pods():
+        name = name_of(node_set)
+        requests = requests_of(pod["containers"][0])
+        fitting, problems = _fit_problems(stack, pod, requests, f"slurmd of node set {name}")
+        reasons = list(problems)
+        shared = sorted({p.name for p in candidate_pools(pod, stack.pools)} & gang_pools)
+        if shared:
+            reasons.append(
+                f"slurmd pods (default scheduler) and Volcano gangs both take nodes of "
+                f"NodePool {', '.join(shared)}: the two schedulers race for them"
+            )
+        limit = sum(p.node_limit() for p in fitting)
+        nodes = min(replicas, limit) if fitting else 0
+        if fitting and replicas > limit:
+            reasons.append(f"{replicas} slurmd replicas but the NodePools allow {limit} nodes")
+        per_set[name] = (nodes, reasons, _pool_of(pod))
+    for name, (nodes, reasons, pool) in per_set.items():
+        partition_reasons = list(reasons) or [f"node set {name}: {nodes} nodes (its replicas)"]
+        yield PathReport(
+            "slurm-partition",
+            "*",
+            namespace_of_node_set(stack, name),
+            name,
+            pool,
+            nodes,
+            not reasons and nodes >= 1,
+            partition_reasons,
+        )
+    values = stack.view.values("slurm") or {}
+    for partition, settings in sorted((values.get("partitions") or {}).items()):
+        if not (settings or {}).get("enabled", True):
+            continue
+        members = list((settings or {}).get("nodesets") or [])
+        names = list(per_set) if "ALL" in members else [m for m in members if m in per_set]
+        nodes = sum(per_set[n][0] for n in names)
+        blocked = [r for n in names for r in per_set[n][1]]
+        reasons = blocked or [f"spans node sets {', '.join(names)}: {nodes} nodes together"]
+        pools = sorted({str(per_set[n][2]) for n in names})
+        if len(pools) > 1:
+            reasons.append(
+                f"a job here can span pools {', '.join(pools)} (different placement "
+                "groups and fabrics)"
+            )
+        yield PathReport(
+            "slurm-partition",
+            "*",
+            namespace_of_node_set(stack, names[0]) if names else None,
+            str(partition),
+            ",".join(pools) or None,
+            nodes,
+            not blocked and nodes >= 1,
+            reasons,
+        )
+
+
+def namespace_of_node_set(stack: Stack, name: str) -> str | None:
+    """The namespace of a NodeSet."""
+    node_set = next((n for n in stack.node_sets if name_of(n) == name), None)
+    return None if node_set is None else namespace_of(node_set)
+
+
+def team_namespaces(view: StackView) -> dict[str, str]:
+    """Namespace -> team, for namespaces labelled as a team's."""
+    return {
+        name_of(ns): labels_of(ns)[TEAM_LABEL]
+        for ns in view.of_kind("Namespace")
+        if TEAM_LABEL in labels_of(ns)
+    }
+
+
+def evaluate_jobs(view: StackView) -> list[PathReport]:
+    """Every path the stack promises.
+
+    Each team's runtimes (its own TrainingRuntimes and every ClusterTrainingRuntime), then each
+    Slurm partition.
+    """
+    stack = Stack(view)
+    reports = []
+    cluster_runtimes = list(view.of_kind("ClusterTrainingRuntime"))
+    for namespace, team in sorted(team_namespaces(view).items()):
+        for manifest in [*view.of_kind("TrainingRuntime", namespace), *cluster_runtimes]:
+            reports.append(evaluate_runtime(stack, team, namespace, manifest))
+    reports += list(evaluate_partitions(stack))
+    return reports
+
+
+def all_runnable(reports: list[PathReport]) -> bool:
+    """Whether every promised path is runnable."""
+    return all(report.runnable for report in reports)

@@ -1,0 +1,94 @@
+"""The synthesized stack as the controllers see it: objects by kind and name, quantities, labels.
+
+The jobs model reads only what synthesis wrote (the Kubernetes objects and the Helm releases'
+values), so it judges exactly what a reviewer reads and what ``pulumi up`` would apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from synth.engine import ResourceRecord
+from synth.output import HELM_RELEASE_TYPE, helm_release_of, is_kubernetes_object, manifest_of
+
+Manifest = dict[str, Any]
+
+
+def quantity(value: Any) -> Decimal:
+    """A Kubernetes quantity (``8``, ``500m``, ``5Gi``) in base units (cores, bytes, counts)."""
+    return Decimal(parse_quantity(str(value)))
+
+
+def name_of(manifest: Mapping[str, Any]) -> str:
+    """``metadata.name``."""
+    return str((manifest.get("metadata") or {}).get("name", ""))
+
+
+def namespace_of(manifest: Mapping[str, Any]) -> str | None:
+    """``metadata.namespace`` (None for cluster-scoped objects)."""
+    value = (manifest.get("metadata") or {}).get("namespace")
+    return None if value is None else str(value)
+
+
+def labels_of(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """``metadata.labels``."""
+    return {
+        str(k): str(v) for k, v in ((manifest.get("metadata") or {}).get("labels") or {}).items()
+    }
+
+
+@dataclass(frozen=True)
+class StackView:
+    """Every Kubernetes object a stack creates, and its Helm releases' values by release name."""
+
+    objects: list[Manifest]
+    releases: dict[str, dict[str, Any]]
+
+    @classmethod
+    def from_records(cls, records: list[ResourceRecord]) -> StackView:
+        """The view of a synthesis' resource records (what ``resources.json`` holds)."""
+        objects = [manifest_of(record) for record in records if is_kubernetes_object(record)]
+        releases = {}
+        for record in records:
+            if record.type == HELM_RELEASE_TYPE:
+                release = helm_release_of(record)
+                releases[str(release["release"])] = release
+        return cls(objects, releases)
+
+    def of_kind(self, kind: str, namespace: str | None = None) -> Iterator[Manifest]:
+        """Objects of ``kind`` (in ``namespace``, when given)."""
+        for manifest in self.objects:
+            if manifest.get("kind") != kind:
+                continue
+            if namespace is not None and namespace_of(manifest) != namespace:
+                continue
+            yield manifest
+
+    def named(self, kind: str, name: str, namespace: str | None = None) -> Manifest | None:
+        """The object of ``kind`` called ``name`` (in ``namespace`` for namespaced kinds)."""
+        return next(
+            (m for m in self.of_kind(kind, namespace) if name_of(m) == name),
+            None,
+        )
+
+    def values(self, release: str) -> dict[str, Any] | None:
+        """The values of a Helm release, or None when the stack does not install it."""
+        found = self.releases.get(release)
+        return None if found is None else dict(found.get("values") or {})
+
+
+def requests_of(container: Mapping[str, Any]) -> dict[str, Decimal]:
+    """A container's resource requests in base units."""
+    requests = (container.get("resources") or {}).get("requests") or {}
+    return {str(name): quantity(value) for name, value in requests.items()}
+
+
+def limits_of(container: Mapping[str, Any]) -> dict[str, Decimal]:
+    """A container's resource limits in base units."""
+    limits = (container.get("resources") or {}).get("limits") or {}
+    return {str(name): quantity(value) for name, value in limits.items()}

@@ -1,0 +1,113 @@
+"""Volcano's decisions for a gang: which queue it lands in and how much that queue admits.
+
+Modelled on volcano v1.15.1:
+- a PodGroup's queue is the runtime template's ``scheduling.volcano.sh/queue-name`` (Trainer's
+  volcano plugin), else ``default`` (the PodGroup CRD's default; pkg/scheduler/cache/
+  event_handlers.go); the scheduler creates ``default`` and ``root`` itself, with no
+  capability, deserved or guarantee (pkg/scheduler/cache/cache.go);
+- the capacity plugin admits a job (enqueue) and allocates its tasks only within the queue's
+  ``realCapability`` (pkg/scheduler/plugins/capacity/capacity.go, jobEnqueueable,
+  queueAllocatableWithReserved):
+  flat: ``min(max(total - sum of every queue's guarantee, 0) + own guarantee, capability)``
+  where ``total`` is the allocatable of the nodes that exist now (buildQueueAttrs);
+  ``enableHierarchy``: ``root`` without capability is unbounded for every resource the cluster
+  holds, so a queue under it gets its own capability (buildHierarchicalQueueAttrs);
+- Volcano marks every pending pod of every PodGroup Unschedulable, admitted or not
+  (pkg/scheduler/cache/cache.go, RecordJobStatusEvent), so Karpenter launches nodes even for
+  gangs the queue will never admit;
+- ``deserved`` plays no part in admission; beyond it a queue's jobs can be reclaimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Final
+
+import yaml
+
+from synth.jobs.view import StackView, name_of, quantity
+
+QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+DEFAULT_QUEUE: Final = "default"
+SYSTEM_QUEUES: Final = ("default", "root")
+VOLCANO_RELEASE: Final = "volcano"
+
+
+@dataclass(frozen=True)
+class QueueShape:
+    """A queue's shares per resource (base units); absent keys mean none."""
+
+    name: str
+    capability: dict[str, Decimal] = field(default_factory=dict)
+    deserved: dict[str, Decimal] = field(default_factory=dict)
+    guarantee: dict[str, Decimal] = field(default_factory=dict)
+
+
+def _amounts(values: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    return {str(k): quantity(v) for k, v in (values or {}).items()}
+
+
+def queues(view: StackView) -> dict[str, QueueShape]:
+    """Every queue a PodGroup can name: the stack's, and the two the scheduler creates."""
+    found = {name: QueueShape(name) for name in SYSTEM_QUEUES}
+    for queue in view.of_kind("Queue"):
+        spec = queue.get("spec") or {}
+        found[name_of(queue)] = QueueShape(
+            name_of(queue),
+            capability=_amounts(spec.get("capability")),
+            deserved=_amounts(spec.get("deserved")),
+            guarantee=_amounts((spec.get("guarantee") or {}).get("resource")),
+        )
+    return found
+
+
+def scheduler_config(view: StackView) -> dict[str, Any] | None:
+    """The scheduler configuration the chart values give (None: Volcano is not installed)."""
+    values = view.values(VOLCANO_RELEASE)
+    if values is None:
+        return None
+    text = (values.get("custom") or {}).get("scheduler_config_override")
+    return dict(yaml.safe_load(text)) if text else {}
+
+
+def _plugin(config: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    for tier in config.get("tiers") or []:
+        for plugin in tier.get("plugins") or []:
+            if plugin.get("name") == name:
+                return dict(plugin)
+    return None
+
+
+def capacity_hierarchy(config: Mapping[str, Any]) -> bool | None:
+    """Whether the capacity plugin runs with ``enableHierarchy`` (None: no capacity plugin)."""
+    plugin = _plugin(config, "capacity")
+    return None if plugin is None else bool(plugin.get("enableHierarchy"))
+
+
+def real_capability(
+    queue: QueueShape,
+    resource: str,
+    *,
+    total: Decimal,
+    all_guarantees: Decimal,
+    hierarchy: bool,
+) -> Decimal | None:
+    """What the capacity plugin lets ``queue`` hold of ``resource`` (None: no bound).
+
+    Args:
+        queue: the queue.
+        resource: an extended resource the job requests (its accelerator).
+        total: what the nodes that exist hold of it (0 while the pool is empty).
+        all_guarantees: the sum of every queue's guarantee of it.
+        hierarchy: ``enableHierarchy`` on the capacity plugin.
+    """
+    capability = queue.capability.get(resource)
+    if hierarchy:
+        # root is unbounded for resources present in total; absent ones read as 0 until the
+        # first node with the resource registers (Karpenter adds it regardless).
+        return capability
+    own = queue.guarantee.get(resource, Decimal(0))
+    real = max(total - all_guarantees, Decimal(0)) + own
+    return real if capability is None else min(real, capability)
