@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +21,7 @@ from components.node_pools import (
     accelerator_taint,
     general_node_class_spec,
     general_node_pool_spec,
+    hugepages_user_data,
     node_class_spec,
     node_pool_spec,
     placement_group_name,
@@ -31,6 +34,7 @@ from tests.conftest import STACKS, ProgramRun, stack_data
 
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+OVERLAY = "kubernetes:karpenter.sh/v1alpha1:NodeOverlay"
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -315,7 +319,7 @@ def test_node_pool_spec_of_an_accelerated_pool() -> None:
         taints=[{"key": "team", "value": "vision", "effect": "NoExecute"}],
         labels={"team": "vision"},
     )
-    spec = node_pool_spec(pool, zones=["us-east-1d"])
+    spec = node_pool_spec(pool, zones=["us-east-1d"], nodes=3)
     template = spec["template"]
     assert template["spec"]["nodeClassRef"] == {
         "group": "karpenter.k8s.aws",
@@ -348,7 +352,7 @@ def test_node_pool_spec_of_an_accelerated_pool() -> None:
 
 def test_node_pool_spec_of_a_trainium_pool() -> None:
     pool = _pool(name="trn", instanceTypes=["trn1.32xlarge"], maxNodes=5, capacityType="spot")
-    spec = node_pool_spec(pool, zones=["a", "b"])
+    spec = node_pool_spec(pool, zones=["a", "b"], nodes=5)
     assert spec["limits"]["nodes"] == 5
     assert spec["limits"][NEURON] == 5 * 16
     assert GPU not in spec["limits"]
@@ -368,7 +372,7 @@ def test_node_pool_limits_admit_max_nodes_of_every_allowed_type(instance_types: 
     # A pool may mix types with the same accelerators but different host sizes (config allows
     # it); its cpu and memory limits must not stop it below maxNodes nodes of any of them.
     pool = _pool(name="mixed", instanceTypes=instance_types, maxNodes=2)
-    limits = node_pool_spec(pool, zones=["a"])["limits"]
+    limits = node_pool_spec(pool, zones=["a"], nodes=2)["limits"]
     assert limits["nodes"] == 2
     for name in instance_types:
         assert limits["cpu"] >= 2 * CATALOG[name].vcpu, (name, limits)
@@ -377,7 +381,9 @@ def test_node_pool_limits_admit_max_nodes_of_every_allowed_type(instance_types: 
 
 def test_node_pool_spec_reserved_capacity() -> None:
     pool = _pool(capacityType="reserved", capacityReservationIds=["cr-0123456789abcdef0"])
-    assert _requirement(node_pool_spec(pool, zones=["a"]), CAPACITY_TYPE)["values"] == ["reserved"]
+    assert _requirement(node_pool_spec(pool, zones=["a"], nodes=4), CAPACITY_TYPE)["values"] == [
+        "reserved"
+    ]
 
 
 def test_general_node_class_and_pool_specs() -> None:
@@ -420,12 +426,30 @@ def test_general_node_class_and_pool_specs() -> None:
 # --------------------------------------------------------------------------- every stack
 
 
-def test_one_node_class_and_node_pool_per_pool_plus_general(case: StackCase) -> None:
-    expected = sorted([p["name"] for p in case.raw.get("nodePools", [])] + ["general"])
+def _slurm_held(raw: dict[str, Any]) -> dict[str, int]:
+    """Pool -> nodes its Slurm node set holds (stack file; Slurm off: none)."""
+    slurm = raw.get("slurm", {})
+    if not slurm.get("enabled", False):
+        return {}
+    return {
+        s["pool"]: s.get("replicas", 1) for s in slurm.get("nodeSets", []) if s.get("replicas", 1)
+    }
+
+
+def test_one_node_class_per_pool_and_a_node_pool_per_owner(case: StackCase) -> None:
+    """Each pool's EC2NodeClass serves its own NodePool and, for a pool Slurm takes nodes of,
+    a second NodePool ``<pool>-slurm`` (same class: same placement group and EFA layout)."""
+    names = [p["name"] for p in case.raw.get("nodePools", [])]
+    held = _slurm_held(case.raw)
+    assert held, "every shipped stack gives Slurm some nodes"
     classes = case.run.of_type(NODE_CLASS)
     pools = case.run.of_type(NODE_POOL)
-    assert sorted(r.inputs["metadata"]["name"] for r in classes) == expected
-    assert sorted(r.inputs["metadata"]["name"] for r in pools) == expected
+    assert sorted(r.inputs["metadata"]["name"] for r in classes) == sorted([*names, "general"])
+    expected_pools = sorted([*names, *(f"{p}-slurm" for p in held), "general"])
+    assert sorted(r.inputs["metadata"]["name"] for r in pools) == expected_pools
+    for pool in held:
+        spec = _by_object_name(case.run, NODE_POOL, f"{pool}-slurm").inputs["spec"]
+        assert spec["template"]["spec"]["nodeClassRef"]["name"] == pool
     for record in classes:
         assert record.inputs["apiVersion"] == "karpenter.k8s.aws/v1"
         assert record.inputs["kind"] == "EC2NodeClass"
@@ -549,7 +573,8 @@ def test_node_pool_requirements_and_limits(
         "name": name,
     }
     limits = spec["limits"]
-    max_nodes = raw["maxNodes"]
+    # The pool's own NodePool gets what Slurm does not hold (README, sharing pools).
+    max_nodes = raw["maxNodes"] - _slurm_held(case.raw).get(name, 0)
     resource = GPU if entries[0].accelerator == "nvidia" else NEURON
     other = NEURON if resource == GPU else GPU
     assert limits["nodes"] == max_nodes
@@ -801,3 +826,102 @@ def test_non_efa_pool_in_one_zone(run_platform: Callable[..., ProgramRun]) -> No
     assert _spec_subnets(run, node_class) == {_private_subnet(run, zone).urn}
     pool_spec = _by_object_name(run, NODE_POOL, "gpu-small").inputs["spec"]
     assert _requirement(pool_spec, ZONE)["values"] == [zone]
+
+
+# --------------------------------------------------------------------------- Slurm's nodes, huge pages
+
+SLURM_TAINT = {"key": "trainingplatform.io/reserved-for", "value": "slurm", "effect": "NoSchedule"}
+HUGE_PAGES = "hugepages-2Mi"
+SLURM_POOL_CASES = [(stack, pool) for stack in STACKS for pool in _slurm_held(stack_data(stack))]
+
+
+@pytest.mark.parametrize(("stack", "name"), SLURM_POOL_CASES)
+def test_slurms_node_pool_holds_its_share_under_a_taint_only_slurmd_tolerates(
+    cases: dict[str, StackCase], stack: str, name: str
+) -> None:
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    held = _slurm_held(case.raw)[name]
+    own = _by_object_name(case.run, NODE_POOL, name).inputs["spec"]
+    slurm = _by_object_name(case.run, NODE_POOL, f"{name}-slurm").inputs["spec"]
+    assert slurm["limits"]["nodes"] == held
+    assert own["limits"]["nodes"] + slurm["limits"]["nodes"] == raw["maxNodes"]
+    assert SLURM_TAINT in slurm["template"]["spec"]["taints"]
+    assert SLURM_TAINT not in own["template"]["spec"]["taints"]
+    labels = slurm["template"]["metadata"]["labels"]
+    assert labels["trainingplatform.io/reserved-for"] == "slurm"
+    assert labels["trainingplatform.io/pool"] == name
+    assert "trainingplatform.io/reserved-for" not in own["template"]["metadata"]["labels"]
+    # Everything else is the pool's: requirements, the accelerator taint, disruption.
+    assert slurm["template"]["spec"]["requirements"] == own["template"]["spec"]["requirements"]
+    assert slurm["disruption"] == own["disruption"]
+
+
+def _pages(user_data: str) -> int:
+    match = re.search(r"^pages=(\d+)$", user_data, flags=re.MULTILINE)
+    assert match, user_data
+    return int(match.group(1))
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_efa_nodes_reserve_huge_pages_and_an_overlay_tells_karpenter(
+    cases: dict[str, StackCase], stack: str, name: str
+) -> None:
+    """Karpenter offers no huge pages (REFERENCE section 3): each NodePool of a pool whose
+    nodes reserve them gets a NodeOverlay with exactly what the node's user data reserves."""
+    case = cases[stack]
+    raw = case.raw_pool(name)
+    gib = raw.get("hugepagesGiB", 5 if _expects_efa(raw) else 0)
+    node_class = _by_object_name(case.run, NODE_CLASS, name).inputs["spec"]
+    overlays = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in case.run.of_type(OVERLAY)}
+    node_pools = [name] + ([f"{name}-slurm"] if name in _slurm_held(case.raw) else [])
+    if not gib:
+        assert "userData" not in node_class
+        assert not any(f"{p}-hugepages" in overlays for p in node_pools)
+        return
+    user_data = node_class["userData"]
+    assert user_data.startswith("MIME-Version: 1.0")
+    assert "Content-Type: text/x-shellscript" in user_data
+    assert _pages(user_data) * 2 == gib * 1024
+    for pool in node_pools:
+        overlay = overlays[f"{pool}-hugepages"]
+        assert overlay["requirements"] == [
+            {"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]}
+        ]
+        assert overlay["capacity"] == {HUGE_PAGES: f"{gib}Gi"}
+
+
+def test_karpenter_runs_with_node_overlays_where_pools_have_huge_pages(case: StackCase) -> None:
+    (release,) = [r for r in case.run.of_type(RELEASE) if r.name == "karpenter"]
+    values = release.inputs["values"]
+    assert values["settings"]["featureGates"]["nodeOverlay"] is True
+    assert case.run.of_type(OVERLAY)
+
+
+def test_the_user_data_script_reserves_the_pages(tmp_path: Any) -> None:
+    """Run the script against a fake /proc and /etc: it writes the sysctl and asks for N pages."""
+    user_data = hugepages_user_data(5)
+    script = user_data.split('Content-Type: text/x-shellscript; charset="us-ascii"\n\n', 1)[1]
+    script = script.split("--//--", 1)[0]
+    proc = tmp_path / "proc"
+    (proc / "sys" / "vm").mkdir(parents=True)
+    (proc / "sys" / "vm" / "nr_hugepages").write_text("2560\n")
+    (proc / "meminfo").write_text("HugePages_Total:    2560\n")
+    (tmp_path / "etc" / "sysctl.d").mkdir(parents=True)
+    calls = tmp_path / "calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sysctl").write_text(f'#!/bin/bash\necho "$@" >> {calls}\n')
+    (bin_dir / "sysctl").chmod(0o755)
+    localized = (
+        script.replace("/etc/", f"{tmp_path}/etc/")
+        .replace("/proc/", f"{proc}/")
+        .replace("/dev/console", f"{tmp_path}/console")
+    )
+    done = subprocess.run(["bash", "-c", localized], capture_output=True, text=True, check=False,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=30)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    conf = (tmp_path / "etc" / "sysctl.d" / "90-training-platform-hugepages.conf").read_text()
+    assert conf.strip() == "vm.nr_hugepages = 2560"
+    assert calls.read_text().split() == ["-q", "-w", "vm.nr_hugepages=2560"]
+    assert "wanted 2560" in (tmp_path / "console").read_text()

@@ -211,17 +211,19 @@ def test_accounting_on_an_unencrypted_class_is_caught(synthesized: dict[str, Sta
     assert f"storage class {class_name} does not encrypt" in findings[0].message
 
 
-def test_queues_must_fit_beside_the_slurm_node_sets(synthesized: dict[str, StackResult]) -> None:
-    # prod's team shares use every accelerator the pools leave after Slurm's node sets, so one
-    # more slurmd replica breaks the queues' promise.
+def test_queues_must_fit_beside_the_slurm_node_pools(synthesized: dict[str, StackResult]) -> None:
+    # prod's team shares use every GPU of the NodePools Volcano's pods can use (Slurm's nodes
+    # are in their own NodePools), so moving one p5en node to Slurm breaks the queues' promise.
     entries = _records(synthesized["prod"])
     policy = POLICIES["queues-fit-pools"]
     assert _run_policy(policy, entries, "prod") == []
-    node_set = _target(entries, NODE_SET, "nodeset-p5en")
-    node_set["inputs"]["spec"]["replicas"] += 1
+    limits = _target(entries, NODE_POOL, "=pools-p5en")["inputs"]["spec"]["limits"]
+    limits["nvidia.com/gpu"] -= 8
     findings = _run_policy(policy, entries, "prod")
-    assert findings
-    assert all("of which Slurm node sets hold 40" in f.message for f in findings), findings
+    assert [f.message for f in findings] == [
+        "queues promise 192 nvidia.com/gpu as deserved but the NodePools Volcano's pods can use "
+        "are limited to 184, of which Slurm node sets on them hold 0"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -251,11 +253,14 @@ def test_policy_passes_real_resource_and_catches_one_change(
 def test_efa_interfaces_must_match_the_instance_type(synthesized: dict[str, StackResult]) -> None:
     entries = _records(synthesized["prod"])
     node_class = _target(entries, NODE_CLASS, "=pools-p5-class")
-    pool = _target(entries, NODE_POOL, "=pools-p5")
+    # Both NodePools of the pool (its own and Slurm's) launch from that class.
+    pools = [_target(entries, NODE_POOL, name) for name in ("=pools-p5", "=pools-p5-slurm")]
     interfaces = node_class["inputs"]["spec"]["networkInterfaces"]
     node_class["inputs"]["spec"]["networkInterfaces"] = interfaces[:-4]  # 4 cards left bare
     findings = _run_policy(POLICIES["efa-pool-fabric"], entries, "prod")
-    assert [(f.urn, f.enforcementLevel) for f in findings] == [(pool["urn"], "mandatory")]
+    assert sorted((f.urn, f.enforcementLevel) for f in findings) == sorted(
+        (pool["urn"], "mandatory") for pool in pools
+    )
     assert "p5.48xlarge has 32 EFA interfaces but its node class attaches 28" in findings[0].message
 
 
@@ -266,9 +271,11 @@ def test_efa_capable_pool_without_efa_is_advice_outside_prod(
     entries = _records(synthesized[stack])
     assert _run_policy(POLICIES["efa-capable-pools-attach-efa"], entries, stack) == []
     _target(entries, NODE_CLASS, "=pools-p5-class")["inputs"]["spec"].pop("networkInterfaces")
-    pool = _target(entries, NODE_POOL, "=pools-p5")
+    pools = [_target(entries, NODE_POOL, name) for name in ("=pools-p5", "=pools-p5-slurm")]
     findings = _run_policy(POLICIES["efa-capable-pools-attach-efa"], entries, stack)
-    assert [(f.urn, f.enforcementLevel) for f in findings] == [(pool["urn"], level)]
+    assert sorted((f.urn, f.enforcementLevel) for f in findings) == sorted(
+        (pool["urn"], level) for pool in pools
+    )
 
 
 def test_dev_latest_ami_is_advice_not_a_block(synthesized: dict[str, StackResult]) -> None:
@@ -630,18 +637,44 @@ def test_queues_fit_the_pools(synthesized: dict[str, StackResult]) -> None:
         assert _run_policy(POLICIES["queues-fit-pools"], _records(synthesized[stack]), stack) == []
     entries = _records(synthesized["prod"])
     pool = _target(entries, NODE_POOL, "=pools-p5en")
-    # 128 GPUs left, 32 of them held by Slurm's p5 node set: 96 for 128 guaranteed.
+    # p5en's own NodePool without GPUs: p5's 14 nodes (112 GPUs; its other 2 are Slurm's
+    # NodePool p5-slurm, which does not count) for 128 guaranteed.
     pool["inputs"]["spec"]["limits"]["nvidia.com/gpu"] = 0
     findings = _run_policy(POLICIES["queues-fit-pools"], entries, "prod")
     assert [f.message for f in findings] == [
-        "queues promise 128 nvidia.com/gpu as guarantee but the NodePools are limited to 128, "
-        "of which Slurm node sets hold 32",
-        "queues promise 192 nvidia.com/gpu as deserved but the NodePools are limited to 128, "
-        "of which Slurm node sets hold 32",
+        "queues promise 128 nvidia.com/gpu as guarantee but the NodePools Volcano's pods can use "
+        "are limited to 112, of which Slurm node sets on them hold 0",
+        "queues promise 192 nvidia.com/gpu as deserved but the NodePools Volcano's pods can use "
+        "are limited to 112, of which Slurm node sets on them hold 0",
     ]
 
 
-RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
+def test_queues_fit_the_pools_counts_slurm_on_shared_pools(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The older layout, slurmd on the pool's own NodePool: its nodes come off the teams'."""
+    entries = _records(synthesized["prod"])
+    for name in ("=pools-p5-slurm", "=pools-p5en-slurm"):
+        _target(entries, NODE_POOL, name)["inputs"]["spec"]["limits"]["nvidia.com/gpu"] = 0
+    for name in ("p5", "p5en"):
+        (node_set,) = [
+            e for e in entries
+            if e["type"] == NODE_SET and e["inputs"]["metadata"]["name"] == name
+        ]  # fmt: skip
+        node_set["inputs"]["spec"]["template"]["spec"]["nodeSelector"].pop(
+            "trainingplatform.io/reserved-for"
+        )
+    # Own NodePools: p5 14 + p5en 10 nodes = 192 GPUs, of which the node sets now hold 32.
+    own = _target(entries, NODE_POOL, "=pools-p5en")["inputs"]["spec"]["limits"]
+    own["nvidia.com/gpu"] = 8 * 8
+    findings = _run_policy(POLICIES["queues-fit-pools"], entries, "prod")
+    assert [f.message for f in findings] == [
+        "queues promise 192 nvidia.com/gpu as deserved but the NodePools Volcano's pods can use "
+        "are limited to 176, of which Slurm node sets on them hold 32",
+    ]
+
+
+RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 
 
 def _node_pod(runtime: Entry, job: str = "node") -> dict[str, Any]:
@@ -665,7 +698,7 @@ def test_runtime_gang_scheduled(
 ) -> None:
     entries = _records(synthesized["prod"])
     assert _run_policy(POLICIES["runtime-gang-scheduled"], entries, "prod") == []
-    runtime = _target(entries, RUNTIME, "trainer-torch-p5")
+    runtime = _target(entries, RUNTIME, "trainer-ml-research-torch-p5")
     change(runtime)
     findings = _run_policy(POLICIES["runtime-gang-scheduled"], entries, "prod")
     assert [f.urn for f in findings] == [runtime["urn"]] and words in findings[0].message
@@ -694,7 +727,7 @@ def test_runtime_requests_match_pool(
         entries = _records(synthesized[stack])
         assert _run_policy(POLICIES["runtime-requests-match-pool"], entries, stack) == []
     entries = _records(synthesized["prod"])
-    runtime = _target(entries, RUNTIME, "trainer-mpi-p5")
+    runtime = _target(entries, RUNTIME, "trainer-ml-research-mpi-p5")
     change(_node_pod(runtime, "launcher"))
     findings = _run_policy(POLICIES["runtime-requests-match-pool"], entries, "prod")
     assert [f.urn for f in findings] == [runtime["urn"]]

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import re
+from typing import Any
+
+import yaml
 
 from components.config_reference import BEGIN_MARKER, END_MARKER, render_reference, update_readme
 from policies.rules import ALL_POLICIES
+from synth.jobs.report import table
+from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 
 README = REPOSITORY_ROOT / "README.md"
@@ -52,3 +57,40 @@ def test_readme_lists_every_policy() -> None:
     text = README.read_text()
     for policy in ALL_POLICIES:
         assert f"| `{policy.name}` |" in text, policy.name
+
+
+def _marked_examples(marker: str) -> list[tuple[str, dict[str, object]]]:
+    """(stack, document) of every YAML example the README marks ``<!-- runs-on: STACK -->``."""
+    text = README.read_text()
+    pattern = re.escape(marker).replace("STACK", r"(\w+)") + r"\n```yaml\n(.*?)```"
+    return [(stack, yaml.safe_load(body)) for stack, body in re.findall(pattern, text, re.DOTALL)]
+
+
+def test_every_job_example_runs_on_the_stack_it_names(synthesized: dict[str, StackResult]) -> None:
+    """A TrainJob's numNodes (a PyTorchJob's workers) fit what `synth jobs` gives its team."""
+    examples = _marked_examples("<!-- runs-on: STACK -->")
+    kinds = sorted(str(document["kind"]) for _, document in examples)
+    assert kinds == ["PyTorchJob", "TrainJob"], kinds
+    for stack, document in examples:
+        metadata: Any = document["metadata"]
+        spec: Any = document["spec"]
+        if document["kind"] == "TrainJob":
+            assert spec["runtimeRef"]["kind"] == "TrainingRuntime", "name the team's runtime"
+            runtime, nodes = spec["runtimeRef"]["name"], spec["trainer"]["numNodes"]
+        else:
+            runtime = "torch-p5"  # a whole p5 node per worker: 8 GPUs, 32 EFA interfaces
+            nodes = spec["pytorchReplicaSpecs"]["Worker"]["replicas"]
+        (report,) = [r for r in synthesized[stack].jobs
+                     if r.namespace == metadata["namespace"] and r.runtime == runtime]  # fmt: skip
+        assert report.runnable, report
+        assert nodes <= report.max_nodes, (stack, runtime, nodes, report.max_nodes)
+
+
+def test_the_readme_shows_the_jobs_report_of_prod(synthesized: dict[str, StackResult]) -> None:
+    text = README.read_text()
+    marker = "<!-- jobs-output:prod -->\n```\n"
+    start = text.index(marker) + len(marker)
+    shown = text[start : text.index("```\n", start)]
+    assert shown == table("prod", synthesized["prod"].jobs) + "\n", (
+        "README's `synth jobs prod` output is stale: paste the command's output"
+    )

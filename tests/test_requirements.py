@@ -13,7 +13,7 @@ DISTRIBUTION_MODULES = {
     "pulumi": "pulumi", "pulumi-aws": "pulumi_aws", "pulumi-eks": "pulumi_eks",
     "pulumi-kubernetes": "pulumi_kubernetes", "pulumi-random": "pulumi_random",
     "pulumi-policy": "pulumi_policy", "pydantic": "pydantic", "PyYAML": "yaml",
-    "jsonschema": "jsonschema", "cryptography": "cryptography",
+    "jsonschema": "jsonschema", "cryptography": "cryptography", "kubernetes": "kubernetes",
 }  # fmt: skip
 FIRST_PARTY = {"components", "synth", "policies", "google"}  # google.protobuf comes with pulumi
 

@@ -187,8 +187,10 @@ def _check_scheduler_config(config: dict[str, Any]) -> None:
     assert "proportion" not in plugins, "proportion ignores deserved; the platform uses capacity"
     for name in ("gang", "drf"):
         assert plugins[name].get("enablePreemptable") is False, plugins[name]
-    # queues are flat (no parent), so hierarchy stays off
-    assert plugins["capacity"].get("enableHierarchy") is not True, plugins["capacity"]
+    # Queues are flat, but capacity runs with hierarchy: without it a queue may use only
+    # what the nodes that exist hold less every guarantee, which on a scaled-to-zero pool
+    # never admits the gang whose pods would add the nodes (REFERENCE section 6).
+    assert plugins["capacity"].get("enableHierarchy") is True, plugins["capacity"]
 
 
 # --------------------------------------------------------------------------- the release

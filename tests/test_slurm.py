@@ -42,7 +42,7 @@ RELEASE: Final = "kubernetes:helm.sh/v3:Release"
 NODE_SET: Final = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
 MARIADB: Final = "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB"
 NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
-RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
+RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 SECRET: Final = "kubernetes:core/v1:Secret"
 NAMESPACE: Final = "kubernetes:core/v1:Namespace"
 CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -654,14 +654,22 @@ def test_hostlist_expansion() -> None:
 # --------------------------------------------------------------------------- placement
 
 
-def test_node_set_selects_its_pool_and_tolerates_its_taints(node_set: NodeSetCase) -> None:
-    pool_spec = _node_pool(node_set.stack.run, node_set.pool.name)
-    node_labels = pool_spec["template"]["metadata"]["labels"]
+def test_node_set_selects_its_pools_slurm_nodes_and_tolerates_their_taints(
+    node_set: NodeSetCase,
+) -> None:
+    """slurmd runs on the pool's NodePool kept for Slurm, never on the one Volcano's gangs use
+    (two schedulers would race for one node; README, sharing pools)."""
+    slurm_spec = _node_pool(node_set.stack.run, f"{node_set.pool.name}-slurm")
+    own_spec = _node_pool(node_set.stack.run, node_set.pool.name)
     selector = node_set.pod_spec["nodeSelector"]
     assert selector[POOL_LABEL] == node_set.pool.name
-    assert {k: node_labels.get(k) for k in selector} == selector, "selects the pool's nodes"
-    taints = pool_spec["template"]["spec"].get("taints", [])
-    assert taints, "an accelerator pool always carries its accelerator taint"
+    slurm_labels = slurm_spec["template"]["metadata"]["labels"]
+    assert {k: slurm_labels.get(k) for k in selector} == selector, "selects Slurm's nodes"
+    own_labels = own_spec["template"]["metadata"]["labels"]
+    assert {k: own_labels.get(k) for k in selector} != selector, "never the gangs' nodes"
+    taints = slurm_spec["template"]["spec"].get("taints", [])
+    assert {"key": "trainingplatform.io/reserved-for", "value": "slurm",
+            "effect": "NoSchedule"} in taints  # fmt: skip
     assert uncovered(node_set.pod_spec.get("tolerations", []), taints) == []
 
 

@@ -32,6 +32,7 @@ LIMIT_RANGE = "kubernetes:core/v1:LimitRange"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
 ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
+CLUSTER_ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 VOLUME = "kubernetes:core/v1:PersistentVolume"
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
@@ -279,18 +280,44 @@ def test_role_bindings_grant_admin_edit_and_jobs_to_the_team_groups(
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_jobs_cluster_role_grants_trainjobs_and_only_reads_cluster_runtimes(
+def test_jobs_cluster_role_grants_trainjobs_and_only_reads_the_rest(
     runs: dict[str, ProgramRun], stack: str
 ) -> None:
+    """Bound per namespace: jobs to manage, runtimes and gangs to read, no status to write."""
     role = _jobs_role(runs[stack])
     assert role.parent == runs[stack].one(TEAMS).urn
     rules = role.inputs["rules"]
     trainjobs = _verbs(rules, "trainer.kubeflow.org", "trainjobs")
     assert {"create", "delete", "get", "list"} <= trainjobs, trainjobs
-    runtimes = _verbs(rules, "trainer.kubeflow.org", "clustertrainingruntimes")
-    assert runtimes, "team members cannot even see the cluster training runtimes"
-    assert runtimes <= READ_VERBS, runtimes
+    assert _verbs(rules, "trainer.kubeflow.org", "trainjobs/status") <= READ_VERBS
+    runtimes = _verbs(rules, "trainer.kubeflow.org", "trainingruntimes")
+    assert {"get", "list"} <= runtimes <= READ_VERBS, runtimes
+    assert _verbs(rules, "scheduling.volcano.sh", "podgroups") <= READ_VERBS
     assert all("*" not in rule.get("verbs", []) for rule in rules), rules
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_team_group_reads_cluster_runtimes_and_queues_cluster_wide(
+    runs: dict[str, ProgramRun], stack: str
+) -> None:
+    """Cluster-scoped kinds need a ClusterRoleBinding: a RoleBinding cannot grant them, and the
+    Kubeflow SDK's list_runtimes() lists ClusterTrainingRuntimes (REFERENCE section 7)."""
+    run = runs[stack]
+    (role,) = [r for r in run.of_type(CLUSTER_ROLE)
+               if _metadata(r)["name"] == "trainingplatform:training-catalog"]  # fmt: skip
+    rules = role.inputs["rules"]
+    assert {"get", "list"} <= _verbs(rules, "trainer.kubeflow.org", "clustertrainingruntimes")
+    assert {"get", "list"} <= _verbs(rules, "scheduling.volcano.sh", "queues")
+    for resource in ("clustertrainingruntimes", "queues"):
+        group = "trainer.kubeflow.org" if resource != "queues" else "scheduling.volcano.sh"
+        assert _verbs(rules, group, resource) <= READ_VERBS
+    (binding,) = [r for r in run.of_type(CLUSTER_ROLE_BINDING)
+                  if _metadata(r)["name"] == "trainingplatform:training-catalog"]  # fmt: skip
+    assert binding.inputs["roleRef"]["name"] == "trainingplatform:training-catalog"
+    groups = {s["name"] for s in binding.inputs["subjects"] if s["kind"] == "Group"}
+    expected = {g for t in stack_data(stack)["teams"]
+                for g in (*t.get("adminGroups", []), *t.get("memberGroups", []))}  # fmt: skip
+    assert groups == expected
 
 
 @pytest.mark.parametrize(("stack", "team"), TEAM_CASES)

@@ -11,12 +11,16 @@ would let a wrong value in the program pass.
 from __future__ import annotations
 
 import re
+import socket
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 import yaml
+from kubeflow.trainer.backends.kubernetes.backend import KubernetesBackend
+from kubeflow_trainer_api import models
 
 from components import versions
 from components.config import ConfigError, ConfigProblem, parse_platform_config
@@ -31,7 +35,7 @@ from tests.schemas import validation_errors
 from tests.stack_pools import GPU, NEURON, StackPool
 
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
-RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
+RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
 
 # REFERENCE sections 1, 4, 6 and 7.
@@ -48,8 +52,9 @@ HUGE_PAGES: Final = "hugepages-2Mi"
 POOL_LABEL: Final = "trainingplatform.io/pool"
 CLAIM_NAME: Final = "shared-lustre"
 SHARED_MOUNT: Final = "/fsx"
-# Documented default of platform.trainer.hugepagesGiB (config field description, README).
+# Documented default of platform.nodePools[].hugepagesGiB on EFA pools (config description).
 DEFAULT_HUGEPAGES_GIB: Final = 5
+MPI_USER: Final = 1000
 GPU_FRAMEWORKS: Final = ("torch", "mpi", "jax")
 NEURON_FRAMEWORKS: Final = ("torch",)
 
@@ -63,6 +68,25 @@ class Pool(StackPool):
     @property
     def frameworks(self) -> tuple[str, ...]:
         return GPU_FRAMEWORKS if self.gpu else NEURON_FRAMEWORKS
+
+    @property
+    def hugepages_gib(self) -> int:
+        return int(self.raw.get("hugepagesGiB", DEFAULT_HUGEPAGES_GIB if self.efa else 0))
+
+
+def team_nodes(team: dict[str, Any], pool: Pool) -> int:
+    """Nodes of ``pool`` a team's quota and queue capability (default: quota) both allow."""
+    key = "gpus" if pool.gpu else "neuronDevices"
+    quota = int(team["quota"].get(key, 0))
+    capability = team.get("queue", {}).get("capability")
+    allowed = min(quota, int(capability.get(key, 0))) if capability is not None else quota
+    return allowed // pool.instance.accelerators
+
+
+def team_frameworks(team: dict[str, Any], pool: Pool) -> list[str]:
+    """Runtimes a team gets on a pool (README: a node of it; MPI: two, launcher and worker)."""
+    nodes = team_nodes(team, pool)
+    return [fw for fw in pool.frameworks if nodes >= (2 if fw == "mpi" else 1)]
 
 
 class StackCase:
@@ -109,17 +133,18 @@ def _stack_pools(stack: str) -> list[Pool]:
 
 
 RUNTIME_CASES: Final = [
-    (stack, pool.name, framework)
+    (stack, team["name"], pool.name, framework)
     for stack in STACKS
+    for team in stack_data(stack).get("teams", [])
     for pool in _stack_pools(stack)
-    for framework in pool.frameworks
+    for framework in team_frameworks(team, pool)
 ]
-MPI_CASES: Final = [case for case in RUNTIME_CASES if case[2] == "mpi"]
+MPI_CASES: Final = [case for case in RUNTIME_CASES if case[3] == "mpi"]
 
 
-def _case_id(case: tuple[str, str, str]) -> str:
-    stack, pool, framework = case
-    return f"{stack}:{framework}-{pool}"
+def _case_id(case: tuple[str, str, str, str]) -> str:
+    stack, team, pool, framework = case
+    return f"{stack}:{team}/{framework}-{pool}"
 
 
 @pytest.fixture(scope="module")
@@ -135,25 +160,32 @@ def case(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> StackCa
 class RuntimeCase:
     """One expected runtime: the stack, its pool and framework, and the recorded resource."""
 
-    def __init__(self, stack: StackCase, pool: str, framework: str) -> None:
+    def __init__(self, stack: StackCase, team: str, pool: str, framework: str) -> None:
         self.stack = stack
+        self.team = team
         self.pool = stack.pool(pool)
         self.framework = framework
         self.name = f"{framework}-{pool}"
-        self.record = _runtime(stack.run, self.name)
+        self.record = _runtime(stack.run, team, self.name)
         self.spec: dict[str, Any] = self.record.inputs["spec"]
+
+    @property
+    def team_raw(self) -> dict[str, Any]:
+        (team,) = [t for t in self.stack.raw["teams"] if t["name"] == self.team]
+        found: dict[str, Any] = team
+        return found
 
 
 @pytest.fixture(params=RUNTIME_CASES, ids=_case_id)
 def runtime(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> RuntimeCase:
-    stack, pool, framework = request.param
-    return RuntimeCase(cases[stack], pool, framework)
+    stack, team, pool, framework = request.param
+    return RuntimeCase(cases[stack], team, pool, framework)
 
 
 @pytest.fixture(params=MPI_CASES, ids=_case_id)
 def mpi_runtime(request: pytest.FixtureRequest, cases: dict[str, StackCase]) -> RuntimeCase:
-    stack, pool, framework = request.param
-    return RuntimeCase(cases[stack], pool, framework)
+    stack, team, pool, framework = request.param
+    return RuntimeCase(cases[stack], team, pool, framework)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -165,14 +197,21 @@ def _release(run: ProgramRun, name: str) -> ResourceRecord:
     return found[0]
 
 
-def _runtime(run: ProgramRun, name: str) -> ResourceRecord:
-    found = [r for r in run.of_type(RUNTIME) if r.inputs["metadata"]["name"] == name]
-    assert len(found) == 1, f"expected one ClusterTrainingRuntime {name}: {found}"
+def _runtime(run: ProgramRun, team: str, name: str) -> ResourceRecord:
+    found = [
+        r
+        for r in run.of_type(RUNTIME)
+        if r.inputs["metadata"]["name"] == name and r.inputs["metadata"]["namespace"] == team
+    ]
+    assert len(found) == 1, f"expected one TrainingRuntime {team}/{name}: {found}"
     return found[0]
 
 
-def _runtime_names(run: ProgramRun) -> list[str]:
-    return sorted(r.inputs["metadata"]["name"] for r in run.of_type(RUNTIME))
+def _runtime_names(run: ProgramRun) -> list[tuple[str, str]]:
+    return sorted(
+        (r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"])
+        for r in run.of_type(RUNTIME)
+    )
 
 
 def _node_pool(run: ProgramRun, pool: str) -> ResourceRecord:
@@ -300,25 +339,44 @@ def test_runtimes_wait_for_the_trainer_release(case: StackCase) -> None:
 # --------------------------------------------------------------------------- runtimes
 
 
-def test_one_runtime_per_framework_and_pool(case: StackCase) -> None:
-    expected = sorted(f"{fw}-{pool.name}" for pool in case.pools for fw in pool.frameworks)
+def test_each_team_gets_the_runtimes_its_quota_can_run(case: StackCase) -> None:
+    expected = sorted(
+        (team["name"], f"{fw}-{pool.name}")
+        for team in case.raw["teams"]
+        for pool in case.pools
+        for fw in team_frameworks(team, pool)
+    )
     assert expected
     assert _runtime_names(case.run) == expected
+    assert case.run.of_type("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime") == []
+
+
+def test_a_team_without_a_node_of_a_pool_gets_no_runtime_there() -> None:
+    dev = _stack_pools("dev")
+    (trn1,) = [p for p in dev if p.name == "trn1"]
+    assert team_frameworks({"quota": {"neuronDevices": 8}}, trn1) == []
+    assert team_frameworks({"quota": {"neuronDevices": 16}}, trn1) == ["torch"]
+    (small,) = [p for p in dev if p.name == "gpu-small"]
+    assert team_frameworks({"quota": {"gpus": 1}}, small) == ["torch", "jax"]
+    capped = {"quota": {"gpus": 8}, "queue": {"capability": {"gpus": 1}}}
+    assert team_frameworks(capped, small) == ["torch", "jax"]
 
 
 def test_runtime_labels(runtime: RuntimeCase) -> None:
     metadata = runtime.record.inputs["metadata"]
     assert runtime.record.inputs["apiVersion"] == RUNTIME_API
-    assert runtime.record.inputs["kind"] == "ClusterTrainingRuntime"
+    assert runtime.record.inputs["kind"] == "TrainingRuntime"
+    assert metadata["namespace"] == runtime.team
     assert metadata["labels"][FRAMEWORK_LABEL] == runtime.framework
     assert metadata["labels"][POOL_LABEL] == runtime.pool.name
 
 
-def test_runtime_is_gang_scheduled_by_volcano(runtime: RuntimeCase) -> None:
+def test_runtime_is_gang_scheduled_in_the_team_queue(runtime: RuntimeCase) -> None:
+    """The queue comes from the runtime template's annotation (Trainer's volcano plugin); each
+    team's queue is named after the team (README, teams and queues)."""
     assert isinstance(runtime.spec["podGroupPolicy"]["volcano"], dict)
     annotations = runtime.spec["template"]["metadata"]["annotations"]
-    assert isinstance(annotations[QUEUE_ANNOTATION], str)
-    assert annotations[QUEUE_ANNOTATION]
+    assert annotations[QUEUE_ANNOTATION] == runtime.team
 
 
 def test_runtime_ml_policy_matches_framework(runtime: RuntimeCase) -> None:
@@ -344,16 +402,57 @@ def test_every_pod_takes_every_accelerator_of_the_node(runtime: RuntimeCase) -> 
     pool = runtime.pool
     for job, pod in _pods(runtime.spec):
         resources = _container(pod)["resources"]
-        requests, limits = resources["requests"], resources["limits"]
+        requests, limits = dict(resources["requests"]), dict(resources["limits"])
+        requests.pop("cpu", None), limits.pop("cpu", None)
         assert requests == limits, job
         assert quantity(requests[pool.accelerator_resource]) == pool.instance.accelerators, job
         other = NEURON if pool.gpu else GPU
         assert other not in requests, job
 
 
+def test_trainium_pods_ask_one_cpu_per_neuron_core_and_may_use_every_vcpu(
+    runtime: RuntimeCase,
+) -> None:
+    """Trainer's torch plugin starts one process per requested CPU when no GPU is requested
+    (REFERENCE section 7), and the Kubeflow SDK reads a device from the CPU limit."""
+    for job, pod in _pods(runtime.spec):
+        resources = _container(pod)["resources"]
+        if runtime.pool.gpu:
+            assert "cpu" not in resources["requests"], job
+            continue
+        assert quantity(resources["requests"]["cpu"]) == runtime.pool.instance.neuron_cores, job
+        assert quantity(resources["limits"]["cpu"]) == runtime.pool.instance.vcpu, job
+
+
+def test_every_runtime_is_readable_by_the_kubeflow_sdk(runtime: RuntimeCase) -> None:
+    """The SDK's own parser, which list_runtimes() runs on every labelled runtime."""
+    manifest = _manifest(runtime.record)
+    parsed = models.TrainerV1alpha1TrainingRuntime.from_dict(manifest)
+    backend = object.__new__(KubernetesBackend)
+    found = backend._KubernetesBackend__get_runtime_from_cr(parsed)  # type: ignore[attr-defined]
+    assert found.name == runtime.name
+    assert found.kind.value == "TrainingRuntime"
+    assert found.trainer.framework == runtime.framework
+
+
+def test_the_sdk_refuses_a_trainium_runtime_without_a_cpu_limit(
+    cases: dict[str, StackCase],
+) -> None:
+    """What the CPU limit is for: without it the SDK raises on the runtime (and so on every
+    list_runtimes() of the namespace)."""
+    manifest = _manifest(_runtime(cases["dev"].run, "ml-dev", "torch-trn1"))
+    for _, pod in _pods(manifest["spec"]):
+        _container(pod)["resources"]["limits"].pop("cpu")
+    backend = object.__new__(KubernetesBackend)
+    with pytest.raises(Exception, match="Unknown device type"):
+        backend._KubernetesBackend__get_runtime_from_cr(  # type: ignore[attr-defined]
+            models.TrainerV1alpha1TrainingRuntime.from_dict(manifest)
+        )
+
+
 def test_efa_pods_take_every_interface_and_huge_pages(runtime: RuntimeCase) -> None:
     pool = runtime.pool
-    hugepages = runtime.stack.raw.get("trainer", {}).get("hugepagesGiB", DEFAULT_HUGEPAGES_GIB)
+    hugepages = pool.hugepages_gib
     for job, pod in _pods(runtime.spec):
         requests = _container(pod)["resources"]["requests"]
         if pool.efa:
@@ -372,7 +471,7 @@ def test_non_efa_pool_exists_in_dev(cases: dict[str, StackCase]) -> None:
     pool = cases["dev"].pool("gpu-small")
     assert not pool.efa
     requests = _container(
-        next(_pods(_runtime(cases["dev"].run, "torch-gpu-small").inputs["spec"]))[1]
+        next(_pods(_runtime(cases["dev"].run, "ml-dev", "torch-gpu-small").inputs["spec"]))[1]
     )["resources"]["requests"]
     assert EFA not in requests
     assert HUGE_PAGES not in requests
@@ -390,6 +489,7 @@ def test_every_pod_has_shared_memory_in_ram(runtime: RuntimeCase) -> None:
 
 def test_every_pod_mounts_the_shared_file_system(runtime: RuntimeCase) -> None:
     assert runtime.stack.raw.get("storage", {}).get("lustre"), "every stack has a file system"
+    assert runtime.team_raw.get("sharedFileSystem", True), "every shipped team mounts it"
     for job, pod in _pods(runtime.spec):
         claims = [
             v["name"]
@@ -434,8 +534,9 @@ def test_neuron_image_is_in_the_stack_region(cases: dict[str, StackCase]) -> Non
         for pool in case.pools:
             if pool.gpu:
                 continue
+            team = case.raw["teams"][0]["name"]
             image = _container(
-                next(_pods(_runtime(case.run, f"torch-{pool.name}").inputs["spec"]))[1]
+                next(_pods(_runtime(case.run, team, f"torch-{pool.name}").inputs["spec"]))[1]
             )["image"]
             assert f".dkr.ecr.{case.raw['region']}.amazonaws.com/" in image, case.stack
             checked += 1
@@ -466,10 +567,71 @@ def test_mpi_jobset_succeeds_when_the_launcher_does(mpi_runtime: RuntimeCase) ->
     assert policy == {"operator": "All", "targetReplicatedJobs": ["launcher"]}
 
 
-def test_mpi_launcher_waits_for_ready_workers(mpi_runtime: RuntimeCase) -> None:
-    """mpirun fails on workers whose sshd is not up yet (upstream: dependsOn node Ready)."""
-    (launcher,) = [job for job in _jobs(mpi_runtime.spec) if job["name"] == "launcher"]
-    assert launcher.get("dependsOn") == [{"name": "node", "status": "Ready"}]
+def test_mpi_gang_is_created_whole(mpi_runtime: RuntimeCase) -> None:
+    """Under a Volcano gang (minMember = every pod) JobSet's dependsOn would never create the
+    launcher (REFERENCE section 7): no replicated job waits for another."""
+    for job in _jobs(mpi_runtime.spec):
+        assert "dependsOn" not in job, job["name"]
+    assert "startupPolicy" not in mpi_runtime.spec["template"]["spec"]
+    assert mpi_runtime.spec["template"]["spec"]["network"]["publishNotReadyAddresses"] is True
+
+
+def test_mpi_launcher_waits_for_every_workers_ssh(mpi_runtime: RuntimeCase) -> None:
+    """The launcher waits in an init container reading the hostfile Trainer mounts."""
+    (launcher,) = [pod for job, pod in _pods(mpi_runtime.spec) if job == "launcher"]
+    (init,) = launcher["initContainers"]
+    assert init["volumeMounts"] == [{"name": "mpi-hostfile", "mountPath": "/etc/mpi"}]
+    assert init["command"][:2] == ["/bin/bash", "-c"]
+    assert "/etc/mpi/hostfile" in init["command"][2] and "2222" in init["command"][2]
+
+
+def test_mpi_runs_as_mpiuser(mpi_runtime: RuntimeCase) -> None:
+    """Upstream MPI runtimes run as uid 1000 (mpiuser) with fsGroup 1000; OpenMPI refuses root."""
+    for job, pod in _pods(mpi_runtime.spec):
+        context = pod["securityContext"]
+        assert context["runAsUser"] == MPI_USER, job
+        assert context["fsGroup"] == MPI_USER, job
+        assert context["runAsNonRoot"] is True, job
+
+
+def _wait_script(mpi_runtime: RuntimeCase, hostfile_dir: Path, port: int, deadline: int) -> str:
+    (launcher,) = [pod for job, pod in _pods(mpi_runtime.spec) if job == "launcher"]
+    script: str = launcher["initContainers"][0]["command"][2]
+    return (
+        script.replace("/etc/mpi", str(hostfile_dir))
+        .replace("2222", str(port))
+        .replace("SECONDS + 900", f"SECONDS + {deadline}")
+    )
+
+
+def test_the_wait_script_returns_once_every_worker_answers(
+    mpi_runtime: RuntimeCase, tmp_path: Path
+) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        hostname = socket.gethostname()
+        # Its own line (the launcher is node 0) is skipped; the worker is this machine.
+        (tmp_path / "hostfile").write_text(f"{hostname}.job slots=8\n127.0.0.1 slots=8\n")
+        done = subprocess.run(["bash", "-c", _wait_script(mpi_runtime, tmp_path, port, 20)],
+                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "sshd on 127.0.0.1 answers" in done.stdout
+    assert hostname not in done.stdout
+
+
+def test_the_wait_script_fails_the_job_when_a_worker_never_answers(
+    mpi_runtime: RuntimeCase, tmp_path: Path
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening
+        (tmp_path / "hostfile").write_text("127.0.0.1 slots=8\n")
+        done = subprocess.run(["bash", "-c", _wait_script(mpi_runtime, tmp_path, port, 2)],
+                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 1
+    assert "did not answer" in done.stderr
 
 
 def test_runtime_validates_against_its_crd(runtime: RuntimeCase, reference_dir: Path) -> None:
@@ -499,25 +661,29 @@ def test_configured_torch_image_reaches_the_torch_runtimes(
     gpu_pools = [p for p in pools if p.gpu]
     assert gpu_pools
     for pool in gpu_pools:
-        for framework in pool.frameworks:
-            for job, pod in _pods(_runtime(run, f"{framework}-{pool.name}").inputs["spec"]):
+        for framework in team_frameworks(data["teams"][0], pool):
+            for job, pod in _pods(
+                _runtime(run, "ml-dev", f"{framework}-{pool.name}").inputs["spec"]
+            ):
                 expected = image if framework == "torch" else expected_image(data, pool, framework)
                 assert _container(pod)["image"] == expected, (framework, job)
     # Trainium pools run the Neuron image, whatever the GPU torch image is.
     for pool in (p for p in pools if not p.gpu):
-        for _, pod in _pods(_runtime(run, f"torch-{pool.name}").inputs["spec"]):
+        for _, pod in _pods(_runtime(run, "ml-dev", f"torch-{pool.name}").inputs["spec"]):
             assert _container(pod)["image"] == expected_image(data, pool, "torch")
 
 
 def test_configured_huge_pages_reach_the_efa_runtimes(
     run_platform: Callable[..., ProgramRun],
 ) -> None:
-    data = _with_trainer(hugepagesGiB=8)
-    run = run_platform(data, "dev")
+    data = stack_data("dev")
     efa_pools = [p for p in (Pool(raw) for raw in data["nodePools"]) if p.efa]
     assert efa_pools
     for pool in efa_pools:
-        for _, pod in _pods(_runtime(run, f"torch-{pool.name}").inputs["spec"]):
+        pool.raw["hugepagesGiB"] = 8
+    run = run_platform(data, "dev")
+    for pool in efa_pools:
+        for _, pod in _pods(_runtime(run, "ml-dev", f"torch-{pool.name}").inputs["spec"]):
             resources = _container(pod)["resources"]
             assert quantity(resources["requests"][HUGE_PAGES]) == 8 * 2**30
             assert quantity(resources["limits"][HUGE_PAGES]) == 8 * 2**30
@@ -531,8 +697,8 @@ def test_runtimes_tolerate_an_extra_pool_taint(run_platform: Callable[..., Progr
     run = run_platform(data, "dev")
     taints = _node_pool_taints(run, "gpu-small")
     assert taint in taints
-    for framework in GPU_FRAMEWORKS:
-        for job, pod in _pods(_runtime(run, f"{framework}-gpu-small").inputs["spec"]):
+    for framework in team_frameworks(data["teams"][0], Pool(pool)):
+        for job, pod in _pods(_runtime(run, "ml-dev", f"{framework}-gpu-small").inputs["spec"]):
             assert uncovered(pod.get("tolerations", []), taints) == [], (framework, job)
     # The toleration must be real: without it the extra taint would be uncovered.
     assert uncovered([], [taint]) == [taint]
@@ -600,18 +766,45 @@ def test_pinned_image_is_accepted(image: str) -> None:
     assert config.trainer.images.torch == image
 
 
+def _with_pool_hugepages(gib: int) -> dict[str, Any]:
+    data = stack_data("dev")
+    (trn1,) = [p for p in data["nodePools"] if p["name"] == "trn1"]
+    trn1["hugepagesGiB"] = gib
+    return data
+
+
 def test_too_many_huge_pages_are_refused() -> None:
-    problems = _problems(_with_trainer(hugepagesGiB=65))
-    assert [p.path for p in problems] == ["platform.trainer.hugepagesGiB"]
+    problems = _problems(_with_pool_hugepages(65))
+    assert [p.path for p in problems] == ["platform.nodePools[1].hugepagesGiB"]
     assert problems[0].value == 65
     assert "64" in problems[0].allowed
-    assert parse_platform_config(_with_trainer(hugepagesGiB=64)).trainer.hugepages_gib == 64
+    (trn1,) = [p for p in parse_platform_config(_with_pool_hugepages(64)).node_pools
+               if p.name == "trn1"]  # fmt: skip
+    assert trn1.hugepages == 64
+
+
+def test_huge_pages_beyond_half_a_small_node_are_refused() -> None:
+    data = stack_data("dev")
+    (small,) = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
+    small["hugepagesGiB"] = 9  # g5.xlarge and g6.xlarge have 16 GiB
+    problems = _problems(data)
+    assert [p.path for p in problems] == ["platform.nodePools[0].hugepagesGiB"]
+    assert "8 GiB" in problems[0].allowed
+
+
+@pytest.mark.parametrize("section", ["trainer", "slurm"])
+def test_the_old_huge_pages_keys_say_where_the_setting_went(section: str) -> None:
+    data = stack_data("dev")
+    data.setdefault(section, {})["hugepagesGiB"] = 5
+    problems = _problems(data)
+    assert [p.path for p in problems] == [f"platform.{section}.hugepagesGiB"]
+    assert "nodePools[].hugepagesGiB" in problems[0].allowed
 
 
 def test_unknown_trainer_key_is_refused() -> None:
     problems = _problems(_with_trainer(queue="ml-research"))
     assert [p.path for p in problems] == ["platform.trainer.queue"]
-    for key in ("enabled", "images", "hugepagesGiB"):
+    for key in ("enabled", "images", "legacyTrainingOperator"):
         assert key in problems[0].allowed
 
 

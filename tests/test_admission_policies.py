@@ -1,0 +1,118 @@
+"""The platform's ValidatingAdmissionPolicies, evaluated with a CEL library (cel-python) against
+objects the API server would admit or refuse, the way the API server runs them: match
+conditions first, then variables, then each validation (an error or false refuses)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import celpy
+import celpy.adapter
+import pytest
+
+from synth.run import StackResult
+from tests.conftest import STACKS
+
+POLICY: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+BINDING: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+NEURON_POLICY: Final = "trainingplatform-neuron-processes"
+
+
+def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
+    environment = celpy.Environment()
+    return environment.program(environment.compile(expression)).evaluate(activation)
+
+
+def admit(policy: dict[str, Any], obj: dict[str, Any]) -> tuple[bool, str | None]:
+    """(admitted, message) of ``obj`` under ``policy``'s spec."""
+    activation: dict[str, Any] = {"object": celpy.adapter.json_to_cel(obj)}
+    for condition in policy.get("matchConditions", []):
+        if not _evaluate(condition["expression"], activation):
+            return True, None
+    variables = {
+        celpy.celtypes.StringType(v["name"]): _evaluate(v["expression"], activation)
+        for v in policy.get("variables", [])
+    }
+    activation["variables"] = celpy.celtypes.MapType(variables)
+    for validation in policy["validations"]:
+        if not _evaluate(validation["expression"], activation):
+            message = validation.get("message")
+            if "messageExpression" in validation:
+                message = str(_evaluate(validation["messageExpression"], activation))
+            return False, message
+    return True, None
+
+
+def _policy(result: StackResult, name: str) -> dict[str, Any]:
+    (record,) = [
+        r for r in result.records if r.type == POLICY and r.inputs["metadata"]["name"] == name
+    ]
+    spec: dict[str, Any] = record.inputs["spec"]
+    return spec
+
+
+def _trainjob(runtime: str, **trainer: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"runtimeRef": {"name": runtime, "kind": "TrainingRuntime"}}
+    if trainer:
+        spec["trainer"] = trainer
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "job", "namespace": "ml-dev"},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_neuron_process_policy_is_bound_and_matches_trainjobs(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    policy = _policy(synthesized[stack], NEURON_POLICY)
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == ["trainer.kubeflow.org"] and rule["resources"] == ["trainjobs"]
+    assert set(rule["operations"]) == {"CREATE", "UPDATE"}
+    assert policy["failurePolicy"] == "Fail"
+    (binding,) = [
+        r
+        for r in synthesized[stack].records
+        if r.type == BINDING and r.inputs["metadata"]["name"] == NEURON_POLICY
+    ]
+    assert binding.inputs["spec"] == {"policyName": NEURON_POLICY, "validationActions": ["Deny"]}
+
+
+@pytest.mark.parametrize(
+    ("trainer", "admitted"),
+    [
+        ({}, True),  # the runtime's CPU request gives one process per NeuronCore
+        ({"numNodes": 2}, True),
+        ({"resourcesPerNode": {"limits": {"cpu": "128"}}}, False),
+        ({"resourcesPerNode": {"limits": {"aws.amazon.com/neuron": "16"}}}, False),
+        ({"resourcesPerNode": {"limits": {"cpu": "128"}}, "numProcPerNode": 32}, True),
+    ],
+    ids=["no-trainer", "nodes-only", "cpu", "devices", "explicit-processes"],
+)
+def test_trainium_jobs_that_size_their_node_must_say_their_processes(
+    synthesized: dict[str, StackResult], trainer: dict[str, Any], admitted: bool
+) -> None:
+    policy = _policy(synthesized["dev"], NEURON_POLICY)
+    ok, message = admit(
+        policy, _trainjob("torch-trn1", **trainer) if trainer else _trainjob("torch-trn1")
+    )
+    assert ok is admitted, message
+    if not ok:
+        assert message is not None
+        assert "32 NeuronCores per node" in message and "torch-trn1" in message
+
+
+def test_the_policy_leaves_gpu_jobs_alone(synthesized: dict[str, StackResult]) -> None:
+    policy = _policy(synthesized["dev"], NEURON_POLICY)
+    job = _trainjob("torch-gpu-small", resourcesPerNode={"limits": {"nvidia.com/gpu": "1"}})
+    assert admit(policy, job) == (True, None)
+
+
+def test_each_trainium_runtime_states_its_own_core_count(
+    synthesized: dict[str, StackResult],
+) -> None:
+    policy = _policy(synthesized["prod"], NEURON_POLICY)
+    ok, message = admit(policy, _trainjob("torch-trn2", resourcesPerNode={"limits": {"cpu": "8"}}))
+    assert not ok and message is not None and "64 NeuronCores per node" in message

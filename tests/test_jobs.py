@@ -1,0 +1,385 @@
+"""The jobs model (``python -m synth jobs``): every defect it guards against, reproduced.
+
+Each case takes a synthesized stack, puts back what an earlier version of the platform did (or
+what a controller would refuse), and checks that the model blocks it, while the stack as
+shipped runs. Capacity cases check the arithmetic of quota, queue capability and guarantee,
+Slurm's share and pool limits against numbers worked out here from the stack files.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import Any, Final
+
+import pytest
+import yaml
+
+from synth.jobs.model import PathReport, evaluate_jobs
+from synth.jobs.rbac import allowed
+from synth.jobs.view import StackView, name_of
+from synth.jobs.volcano import QueueShape, real_capability
+from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
+from tests.conftest import STACKS, ProgramRun, stack_data, synth_cli
+from tests.mutations import set_at
+
+Edit = Callable[[StackView], None]
+GPU: Final = "nvidia.com/gpu"
+
+
+def _view(result: StackResult) -> StackView:
+    view = StackView.from_records(result.records)
+    return StackView(copy.deepcopy(view.objects), copy.deepcopy(view.releases))
+
+
+def _report(reports: list[PathReport], team: str, runtime: str) -> PathReport:
+    (found,) = [r for r in reports if r.team == team and r.runtime == runtime]
+    return found
+
+
+def _objects(view: StackView, kind: str, name: str | None = None) -> Iterator[dict[str, Any]]:
+    for manifest in view.objects:
+        if manifest.get("kind") == kind and (name is None or name_of(manifest) == name):
+            yield manifest
+
+
+def _drop(view: StackView, kind: str, name: str | None = None) -> None:
+    doomed = [id(m) for m in _objects(view, kind, name)]
+    assert doomed, f"no {kind} {name} to remove"
+    view.objects[:] = [m for m in view.objects if id(m) not in doomed]
+
+
+def _pods(runtime: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        yield job, job["template"]["spec"]["template"]["spec"]
+
+
+def _runtime(view: StackView, namespace: str, name: str) -> dict[str, Any]:
+    (found,) = [
+        m
+        for m in _objects(view, "TrainingRuntime", name)
+        if m["metadata"]["namespace"] == namespace
+    ]
+    return found
+
+
+def _blocked_with(view: StackView, team: str, runtime: str, words: str) -> PathReport:
+    report = _report(evaluate_jobs(view), team, runtime)
+    assert not report.runnable, report
+    assert any(words in reason for reason in report.reasons), report.reasons
+    return report
+
+
+# --------------------------------------------------------------------------- shipped stacks
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_promised_path_of_every_stack_runs(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    reports = synthesized[stack].jobs
+    assert reports, "a stack with teams promises paths"
+    assert [r.to_json() for r in reports if not r.runnable] == []
+    assert all(r.max_nodes >= 1 for r in reports)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_team_gets_a_path_for_each_accelerator_its_quota_holds(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    raw = stack_data(stack)
+    kinds = {p["name"]: p["instanceTypes"][0].startswith("trn") for p in raw["nodePools"]}
+    for team in raw["teams"]:
+        pools = {r.pool for r in synthesized[stack].jobs if r.team == team["name"]}
+        if team["quota"].get("gpus", 0):
+            assert any(not kinds[p] for p in pools if p), (team["name"], pools)
+        if team["quota"].get("neuronDevices", 0):
+            assert any(kinds[p] for p in pools if p), (team["name"], pools)
+
+
+# --------------------------------------------------------------------------- the defects
+
+
+def test_trainer_webhook_needs_to_read_priority_classes(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["prod"])
+    assert _report(evaluate_jobs(view), "ml-research", "torch-p5").runnable
+    _drop(view, "ClusterRoleBinding", "trainingplatform:trainer-priorityclass-reader")
+    _blocked_with(view, "ml-research", "torch-p5", "kubeflow/trainer#3918")
+
+
+def test_a_missing_priority_class_is_refused_at_admission(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["prod"])
+    _drop(view, "PriorityClass", "training-standard")
+    _blocked_with(view, "ml-product", "torch-trn2", "PriorityClass training-standard")
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        pytest.param(
+            lambda v: v.releases["karpenter"]["values"]["settings"]["featureGates"].pop(
+                "nodeOverlay"
+            ),
+            "offer no huge pages",
+            id="feature-gate-off",
+        ),
+        pytest.param(lambda v: _drop(v, "NodeOverlay"), "offer no huge pages", id="no-overlays"),
+        pytest.param(
+            lambda v: [c["spec"].pop("userData") for c in _objects(v, "EC2NodeClass", "p5")],
+            "the kubelet refuses the pod",
+            id="node-reserves-none",
+        ),
+    ],
+)
+def test_huge_pages_need_an_overlay_and_nodes_that_reserve_them(
+    synthesized: dict[str, StackResult], edit: Edit, words: str
+) -> None:
+    view = _view(synthesized["prod"])
+    assert _report(evaluate_jobs(view), "ml-research", "torch-p5").runnable
+    edit(view)
+    _blocked_with(view, "ml-research", "torch-p5", words)
+
+
+def test_an_mpi_launcher_that_waits_for_ready_workers_deadlocks_the_gang(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["staging"])
+    runtime = _runtime(view, "ml-research", "mpi-p5")
+    for job, _ in _pods(runtime):
+        if job["name"] == "launcher":
+            job["dependsOn"] = [{"name": "node", "status": "Ready"}]
+    _blocked_with(view, "ml-research", "mpi-p5", "deadlock")
+
+
+def test_mpi_as_root_is_refused(synthesized: dict[str, StackResult]) -> None:
+    view = _view(synthesized["staging"])
+    for _, pod in _pods(_runtime(view, "ml-research", "mpi-p5")):
+        pod.pop("securityContext")
+    _blocked_with(view, "ml-research", "mpi-p5", "as root")
+
+
+def test_team_groups_need_to_read_cluster_scoped_runtimes_and_queues(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["dev"])
+    _drop(view, "ClusterRoleBinding", "trainingplatform:training-catalog")
+    report = _blocked_with(view, "ml-dev", "torch-trn1", "list ClusterTrainingRuntimes")
+    assert any("ml-engineers" in reason for reason in report.reasons)
+
+
+def test_team_roles_do_not_write_job_status(synthesized: dict[str, StackResult]) -> None:
+    view = _view(synthesized["dev"])
+    group = ("Group", "ml-engineers")
+    args = ("trainer.kubeflow.org", "trainjobs/status")
+    assert allowed(view, group, "get", *args, namespace="ml-dev")
+    for verb in ("update", "patch", "create", "delete"):
+        assert not allowed(view, group, verb, *args, namespace="ml-dev"), verb
+    assert allowed(view, group, "create", "trainer.kubeflow.org", "trainjobs", namespace="ml-dev")
+
+
+def test_a_trainium_runtime_without_a_cpu_limit_breaks_the_sdk(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["dev"])
+    for _, pod in _pods(_runtime(view, "ml-dev", "torch-trn1")):
+        pod["containers"][0]["resources"]["limits"].pop("cpu")
+    _blocked_with(view, "ml-dev", "torch-trn1", "list_runtimes() fails")
+
+
+@pytest.mark.parametrize("drop", ["requests", "both"])
+def test_trainium_jobs_start_one_process_per_neuron_core(
+    synthesized: dict[str, StackResult], drop: str
+) -> None:
+    view = _view(synthesized["dev"])
+    for _, pod in _pods(_runtime(view, "ml-dev", "torch-trn1")):
+        resources = pod["containers"][0]["resources"]
+        resources["requests"].pop("cpu")
+        if drop == "both":
+            resources["limits"].pop("cpu")
+    expected = "1 process(es)" if drop == "both" else "128 process(es)"
+    _blocked_with(view, "ml-dev", "torch-trn1", expected)
+
+
+def test_queues_without_hierarchy_cannot_start_jobs_on_an_empty_pool(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Flat capacity queues: another team's guarantee leaves nothing for a cold pool."""
+    view = _view(synthesized["staging"])
+    assert _report(evaluate_jobs(view), "ml-platform-ci", "torch-p5").max_nodes == 2
+    config = view.releases["volcano"]["values"]["custom"]
+    scheduler = yaml.safe_load(config["scheduler_config_override"])
+    for tier in scheduler["tiers"]:
+        for plugin in tier["plugins"]:
+            plugin.pop("enableHierarchy", None)
+    config["scheduler_config_override"] = yaml.safe_dump(scheduler)
+    (research,) = _objects(view, "Queue", "ml-research")
+    research["spec"]["guarantee"]["resource"][GPU] = "32"
+    report = _blocked_with(view, "ml-platform-ci", "torch-p5", "scaled-to-zero")
+    assert report.max_nodes == 0
+
+
+def test_two_schedulers_racing_for_one_pool_are_refused(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The old layout: slurmd pods on the pool's one NodePool, beside Volcano's gangs."""
+    view = _view(synthesized["staging"])
+    _drop(view, "NodePool", "p5-slurm")
+    (node_set,) = _objects(view, "NodeSet", "p5")
+    template = node_set["spec"]["template"]["spec"]
+    template["nodeSelector"].pop("trainingplatform.io/reserved-for")
+    template["tolerations"] = [
+        t for t in template["tolerations"] if t["key"] != "trainingplatform.io/reserved-for"
+    ]
+    _blocked_with(view, "ml-research", "torch-p5", "race")
+    partition = _report(evaluate_jobs(view), "*", "p5")
+    assert not partition.runnable and any("race" in r for r in partition.reasons)
+
+
+def test_a_device_plugin_that_skips_slurm_nodes_leaves_slurmd_pending(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["staging"])
+    values = view.releases["aws-efa-k8s-device-plugin"]["values"]
+    values["tolerations"] = [
+        t for t in values["tolerations"] if t["key"] != "trainingplatform.io/reserved-for"
+    ]
+    partition = _report(evaluate_jobs(view), "*", "p5")
+    assert not partition.runnable
+    assert any("vpc.amazonaws.com/efa" in r and "tolerate" in r for r in partition.reasons)
+
+
+def test_more_slurmd_replicas_than_slurms_node_pool_holds_leave_some_pending(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["prod"])
+    (node_set,) = _objects(view, "NodeSet", "p5en")
+    node_set["spec"]["replicas"] += 1
+    partition = _report(evaluate_jobs(view), "*", "p5en")
+    assert not partition.runnable
+    assert any("3 slurmd replicas but the NodePools allow 2 nodes" in r for r in partition.reasons)
+
+
+# --------------------------------------------------------------------------- capacity arithmetic
+
+
+def test_the_pool_limit_less_slurms_share_caps_a_gang(
+    synthesized: dict[str, StackResult],
+) -> None:
+    raw = stack_data("prod")
+    (pool,) = [p for p in raw["nodePools"] if p["name"] == "p5en"]
+    (held,) = [s["replicas"] for s in raw["slurm"]["nodeSets"] if s["pool"] == "p5en"]
+    report = _report(synthesized["prod"].jobs, "ml-research", "torch-p5en")
+    assert report.max_nodes == pool["maxNodes"] - held == 10
+    assert any("p5en-slurm" in r for r in report.reasons)
+
+
+def test_the_queue_capability_caps_a_gang(synthesized: dict[str, StackResult]) -> None:
+    raw = stack_data("prod")
+    (team,) = [t for t in raw["teams"] if t["name"] == "ml-product"]
+    # ml-product's queue has no capability of its own: its quota, 96 GPUs, 12 p5 nodes.
+    report = _report(synthesized["prod"].jobs, "ml-product", "torch-p5")
+    assert report.max_nodes == team["quota"]["gpus"] // 8 == 12
+    assert any("queue ml-product" in r for r in report.reasons)
+
+
+def test_the_namespace_quota_caps_a_gang(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("staging")
+    # EFA quota for one and a half p5 nodes: a second node's 32 interfaces do not fit.
+    set_at("teams", data["teams"])(data)
+    data["teams"][0]["quota"]["efaInterfaces"] = 48
+    run = run_platform(data, "staging")
+    reports = evaluate_jobs(StackView.from_records(run.records))
+    report = _report(reports, "ml-research", "torch-p5")
+    assert report.max_nodes == 1
+    assert any("vpc.amazonaws.com/efa 48" in r for r in report.reasons)
+
+
+@pytest.mark.parametrize(
+    ("total", "guarantees", "own", "capability", "hierarchy", "expected"),
+    [
+        # flat: what exists, less everyone's guarantee, plus the queue's own, under its cap
+        (Decimal(0), Decimal(0), Decimal(0), Decimal(64), False, Decimal(0)),
+        (Decimal(16), Decimal(0), Decimal(0), Decimal(64), False, Decimal(16)),
+        (Decimal(16), Decimal(64), Decimal(0), Decimal(64), False, Decimal(0)),
+        (Decimal(16), Decimal(64), Decimal(64), Decimal(96), False, Decimal(64)),
+        (Decimal(200), Decimal(64), Decimal(64), Decimal(96), False, Decimal(96)),
+        # hierarchy: the queue's capability alone
+        (Decimal(0), Decimal(64), Decimal(0), Decimal(64), True, Decimal(64)),
+    ],
+)
+def test_capacity_plugin_real_capability(
+    total: Decimal,
+    guarantees: Decimal,
+    own: Decimal,
+    capability: Decimal,
+    hierarchy: bool,
+    expected: Decimal,
+) -> None:
+    queue = QueueShape("q", capability={GPU: capability}, guarantee={GPU: own})
+    got = real_capability(queue, GPU, total=total, all_guarantees=guarantees, hierarchy=hierarchy)
+    assert got == expected
+
+
+def test_the_default_queue_has_no_bound_under_hierarchy() -> None:
+    queue = QueueShape("default")
+    assert (
+        real_capability(queue, GPU, total=Decimal(0), all_guarantees=Decimal(8), hierarchy=True)
+        is None
+    )
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_jobs_command_prints_a_table_and_exits_zero_for_prod() -> None:
+    result = synth_cli("jobs", "prod")
+    assert result.returncode == 0, result.stderr
+    assert "ml-research" in result.stdout and "slurm:p5en" in result.stdout
+    assert "not runnable" in result.stdout.splitlines()[-1]
+
+
+def test_jobs_command_prints_json_with_the_promised_keys() -> None:
+    result = synth_cli("jobs", "dev", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert rows and all(
+        {"team", "runtime", "pool", "maxNodes", "runnable", "reasons"} <= set(row) for row in rows
+    )
+
+
+def test_jobs_command_exits_one_when_a_promised_path_cannot_run(tmp_path: Any) -> None:
+    project = _project_copy(tmp_path)
+    stack = project / "stacks" / "Pulumi.dev.yaml"
+    text = stack.read_text()
+    # Slurm takes every trn1 node (and the team no longer counts on a share of them): the
+    # team's Trainium runtime has no node left.
+    text = text.replace("        maxNodes: 2\n", "        maxNodes: 1\n", 1)
+    stack.write_text(text.replace("deserved: {gpus: 2, neuronDevices: 16}", "deserved: {gpus: 2}"))
+    result = synth_cli("jobs", "dev", "--project-dir", str(project), "--out", str(tmp_path / "out"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "NO" in result.stdout
+    gate = synth_cli("dev", "--project-dir", str(project), "--out", str(tmp_path / "out"))
+    assert gate.returncode == 1
+    assert "NOT RUNNABLE ml-dev/torch-trn1" in gate.stdout
+
+
+def test_jobs_command_exits_two_on_a_bad_stack() -> None:
+    result = synth_cli("jobs", "no-such-stack")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+def _project_copy(tmp_path: Any) -> Any:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
+    return project
