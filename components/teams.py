@@ -82,6 +82,11 @@ def limit_range_spec() -> dict[str, Any]:
     }
 
 
+def cluster_role_ref(name: str) -> k8s.rbac.v1.RoleRefArgsDict:
+    """A binding's reference to the ClusterRole ``name``."""
+    return {"api_group": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
+
+
 def role_binding_subjects(groups: list[str]) -> list[dict[str, str]]:
     """RBAC subjects for Kubernetes groups."""
     return [
@@ -146,11 +151,7 @@ class Teams(pulumi.ComponentResource):
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{name}-catalog",
                 metadata={"name": CATALOG_CLUSTER_ROLE},
-                role_ref={
-                    "api_group": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": CATALOG_CLUSTER_ROLE,
-                },
+                role_ref=cluster_role_ref(CATALOG_CLUSTER_ROLE),
                 subjects=_cast(role_binding_subjects(team_groups)),
                 opts=pulumi.ResourceOptions.merge(
                     in_cluster, pulumi.ResourceOptions(depends_on=[catalog])
@@ -196,11 +197,7 @@ class Teams(pulumi.ComponentResource):
                 k8s.rbac.v1.RoleBinding(
                     f"{name}-{team.name}-{binding}",
                     metadata=_cast({**metadata, "name": f"team-{binding}"}),
-                    role_ref={
-                        "api_group": "rbac.authorization.k8s.io",
-                        "kind": "ClusterRole",
-                        "name": role,
-                    },
+                    role_ref=cluster_role_ref(role),
                     subjects=_cast(role_binding_subjects(groups)),
                     opts=inside,
                 )

@@ -37,7 +37,7 @@ from components.helm import release
 from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
-from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL
+from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL, cluster_role_ref
 from components.workloads import (
     SHARED_MOUNT,
     node_resources,
@@ -433,11 +433,7 @@ class Trainer(pulumi.ComponentResource):
         reader_binding = k8s.rbac.v1.ClusterRoleBinding(
             f"{name}-priorityclass-reader",
             metadata={"name": PRIORITY_CLASS_READER},
-            role_ref={
-                "api_group": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": PRIORITY_CLASS_READER,
-            },
+            role_ref=cluster_role_ref(PRIORITY_CLASS_READER),
             subjects=[
                 {"kind": "ServiceAccount", "name": MANAGER_SERVICE_ACCOUNT, "namespace": NAMESPACE}
             ],

@@ -29,6 +29,17 @@ from synth.stackfile import REPOSITORY_ROOT, stack_names
 DEFAULT_OUT = Path("build/synth")
 
 
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--out`` and ``--project-dir``, shared by the commands that synthesize."""
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        default=REPOSITORY_ROOT,
+        help="directory with Pulumi.yaml and its stack files (default: this repository)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -52,13 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("stacks", nargs="*", help="stack names (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--all", action="store_true", help="synthesize every stack")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
-    parser.add_argument(
-        "--project-dir",
-        type=Path,
-        default=REPOSITORY_ROOT,
-        help="directory with Pulumi.yaml and its stack files (default: this repository)",
-    )
+    _add_output_options(parser)
     options = parser.parse_args(args)
     stacks: list[str] = stack_names(options.project_dir) if options.all else options.stacks
     if not stacks:
@@ -88,13 +93,7 @@ def jobs(argv: list[str]) -> int:
     )
     parser.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
-    parser.add_argument(
-        "--project-dir",
-        type=Path,
-        default=REPOSITORY_ROOT,
-        help="directory with Pulumi.yaml and its stack files (default: this repository)",
-    )
+    _add_output_options(parser)
     options = parser.parse_args(argv)
     try:
         result = synthesize_stack(options.stack, options.out, options.project_dir)
