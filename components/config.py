@@ -1384,6 +1384,15 @@ def _pool_problems(
             yield ConfigProblem(
                 f"{base}.efa", True, f"false: {', '.join(no_efa)} has no EFA interfaces"
             )
+    if pool.hugepages and not pool.ami_alias.startswith("al2023@"):
+        yield ConfigProblem(
+            f"{base}.amiAlias",
+            pool.ami_alias,
+            "an al2023@ alias while the pool reserves huge pages (hugepagesGiB "
+            f"{pool.hugepages}): its nodes reserve them through an AL2023 cloud-init script, "
+            "which Karpenter cannot pass to Bottlerocket (whose user data is TOML); or "
+            "hugepagesGiB: 0",
+        )
     smallest = min(entry.memory_gib for entry in entries)
     if pool.hugepages * 2 > smallest:
         yield ConfigProblem(

@@ -11,7 +11,9 @@ guarantee``, where ``total`` is what the nodes that exist now hold (volcano v1.1
 pkg/scheduler/plugins/capacity/capacity.go, buildQueueAttrs): on a Karpenter pool that starts
 at zero, a queue without a guarantee, or next to others' guarantees, can never admit the job
 whose pods would make Karpenter add the nodes. With hierarchy, ``root`` with no capability is
-unbounded (buildHierarchicalQueueAttrs), so a queue is bounded by its own capability; the
+unbounded for every resource some node offers (buildHierarchicalQueueAttrs), so once the first
+node with the accelerator registers (Volcano marks the gang's pods Unschedulable, so Karpenter
+adds nodes for them whatever the queue says) a queue is bounded by its own capability; the
 pools' NodePool limits bound the whole. The cost: a guarantee no longer holds idle nodes back
 from other queues; it protects what the team runs from reclaim, and reclaim gives it back.
 """
@@ -85,10 +87,20 @@ def _amounts(amounts: AcceleratorAmounts) -> dict[str, str]:
     return {name: str(count) for name, count in amounts.resources().items()}
 
 
+ROOT_QUEUE: Final = "root"
+
+
 def queue_spec(team: TeamConfig) -> dict[str, Any]:
-    """A team's Queue: weight and reclaimable explicit (the webhook would fill them in)."""
+    """A team's Queue: weight, reclaimable and parent explicit.
+
+    Volcano's webhook fills in weight and reclaimable and its queue controller sets
+    ``parent: root`` on a queue without one (volcano v1.15.1
+    pkg/controllers/queue/queue_controller_action.go), so stating them keeps the object as the
+    cluster holds it.
+    """
     queue = team.queue
     return {
+        "parent": ROOT_QUEUE,
         "weight": queue.weight,
         "reclaimable": queue.reclaimable,
         "capability": _amounts(team.capability),

@@ -267,6 +267,64 @@ def test_more_slurmd_replicas_than_slurms_node_pool_holds_leave_some_pending(
     assert any("3 slurmd replicas but the NodePools allow 2 nodes" in r for r in partition.reasons)
 
 
+def test_a_gpu_pool_the_nvidia_plugin_skips_never_offers_gpus(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The plugin's default affinity needs nvidia.com/gpu.present on the node: without the label
+    on the NodePool, Karpenter still launches p5 nodes (it simulates GPUs) that never get any."""
+    view = _view(synthesized["prod"])
+    (pool,) = _objects(view, "NodePool", "p5")
+    pool["spec"]["template"]["metadata"]["labels"].pop("nvidia.com/gpu.present")
+    view.releases["nvidia-device-plugin"]["values"].pop("nodeSelector")
+    report = _blocked_with(view, "ml-research", "torch-p5", "ever offers nvidia.com/gpu")
+    assert any("NodePool p5" in r for r in report.reasons)
+
+
+def test_a_bottlerocket_node_never_runs_the_huge_pages_script(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Karpenter reads a Bottlerocket class's user data as TOML: the shell part never runs."""
+    view = _view(synthesized["prod"])
+    (node_class,) = _objects(view, "EC2NodeClass", "p5")
+    node_class["spec"]["amiSelectorTerms"] = [{"alias": "bottlerocket@v1.40.0"}]
+    _blocked_with(view, "ml-research", "torch-p5", "the kubelet refuses the pod")
+
+
+def test_overlays_of_one_weight_that_set_the_same_resource_cancel(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["prod"])
+    (overlay,) = _objects(view, "NodeOverlay", "p5-hugepages")
+    twin = copy.deepcopy(overlay)
+    twin["metadata"]["name"] = "p5-hugepages-again"
+    twin["spec"]["capacity"]["hugepages-2Mi"] = "4Gi"
+    view.objects.append(twin)
+    _blocked_with(view, "ml-research", "torch-p5", "offer no huge pages")
+    twin["spec"]["weight"] = 20  # a heavier overlay wins: 4Gi, less than the pods request
+    _blocked_with(view, "ml-research", "torch-p5", "hugepages-2Mi")
+
+
+def test_trainers_runtime_webhook_refuses_a_trainer_step_with_two_replicas(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["dev"])
+    (job, _), *_ = _pods(_runtime(view, "ml-dev", "torch-gpu-small"))
+    job["replicas"] = 2
+    _blocked_with(view, "ml-dev", "torch-gpu-small", "Trainer's webhook needs 1")
+
+
+def test_a_mount_of_a_volume_the_pod_lacks_is_refused(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["staging"])
+    for job, pod in _pods(_runtime(view, "ml-research", "mpi-p5")):
+        if job["name"] == "launcher":
+            pod["initContainers"][0]["volumeMounts"][0]["name"] = "hostfile"
+    _blocked_with(view, "ml-research", "mpi-p5", "mounts volume hostfile")
+    # the hostfile volume Trainer's MPI plugin adds to the launcher is enough as it ships
+    assert _report(evaluate_jobs(_view(synthesized["staging"])), "ml-research", "mpi-p5").runnable
+
+
 # --------------------------------------------------------------------------- capacity arithmetic
 
 
@@ -311,8 +369,11 @@ def test_the_namespace_quota_caps_a_gang(run_platform: Callable[..., ProgramRun]
         (Decimal(16), Decimal(64), Decimal(0), Decimal(64), False, Decimal(0)),
         (Decimal(16), Decimal(64), Decimal(64), Decimal(96), False, Decimal(64)),
         (Decimal(200), Decimal(64), Decimal(64), Decimal(96), False, Decimal(96)),
-        # hierarchy: the queue's capability alone
-        (Decimal(0), Decimal(64), Decimal(0), Decimal(64), True, Decimal(64)),
+        # hierarchy: the queue's capability alone, once some node offers the resource
+        (Decimal(8), Decimal(64), Decimal(0), Decimal(64), True, Decimal(64)),
+        # ... and before that, only what the queue itself is guaranteed
+        (Decimal(0), Decimal(64), Decimal(0), Decimal(64), True, Decimal(0)),
+        (Decimal(0), Decimal(64), Decimal(16), Decimal(64), True, Decimal(16)),
     ],
 )
 def test_capacity_plugin_real_capability(
@@ -331,7 +392,7 @@ def test_capacity_plugin_real_capability(
 def test_the_default_queue_has_no_bound_under_hierarchy() -> None:
     queue = QueueShape("default")
     assert (
-        real_capability(queue, GPU, total=Decimal(0), all_guarantees=Decimal(8), hierarchy=True)
+        real_capability(queue, GPU, total=Decimal(8), all_guarantees=Decimal(8), hierarchy=True)
         is None
     )
 

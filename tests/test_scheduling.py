@@ -365,7 +365,8 @@ def test_queue_after_volcano_with_the_configured_shares(
     assert "weight" in spec and "reclaimable" in spec, spec
     (raw,) = [t for t in raw_teams(stack) if t["name"] == team]
     assert _as_config(spec) == expected_queue(raw)
-    assert "parent" not in spec, "queues are flat"
+    # flat: every team queue sits directly under root (what Volcano's controller would set)
+    assert spec["parent"] == "root"
 
 
 @pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
@@ -467,6 +468,8 @@ def test_queue_spec_defaults() -> None:
     spec = queue_spec(_team())
     assert spec["weight"] == 1
     assert spec["reclaimable"] is True
+    # Volcano's queue controller writes parent root onto a queue without one; say it first.
+    assert spec["parent"] == "root"
     assert _shares(spec) == {
         "capability": {GPU: 16, NEURON: 32},
         "deserved": {GPU: 0, NEURON: 0},

@@ -792,6 +792,18 @@ def test_huge_pages_beyond_half_a_small_node_are_refused() -> None:
     assert "8 GiB" in problems[0].allowed
 
 
+def test_huge_pages_need_an_al2023_alias() -> None:
+    """The pages are reserved by an AL2023 cloud-init script; Bottlerocket reads TOML."""
+    data = stack_data("dev")
+    (trn1,) = [p for p in data["nodePools"] if p["name"] == "trn1"]
+    trn1["amiAlias"] = "bottlerocket@v1.40.0"
+    problems = _problems(data)
+    assert [p.path for p in problems] == ["platform.nodePools[1].amiAlias"]
+    assert "hugepagesGiB: 0" in problems[0].allowed
+    trn1["hugepagesGiB"] = 0
+    assert parse_platform_config(data)
+
+
 @pytest.mark.parametrize("section", ["trainer", "slurm"])
 def test_the_old_huge_pages_keys_say_where_the_setting_went(section: str) -> None:
     data = stack_data("dev")

@@ -22,7 +22,8 @@ from components.workloads import (
     processes_per_node,
 )
 from synth.jobs.daemonsets import EFA_CHART_DEFAULTS, NEURON_CHART_DEFAULTS, NVIDIA_CHART_DEFAULTS
-from synth.jobs.rbac import TRAINER_CHART_MANAGER_RULES, TRAINER_MANAGER
+from synth.jobs.rbac import TRAINER_CHART_MANAGER_RULES, trainer_manager
+from synth.jobs.view import StackView
 
 # Karpenter v1.14.1's generated instance-type reference (website/content/en/docs/reference/
 # instance-types.md, hack/docs/instancetypes_gen): cpu, memory and pods a node offers, for
@@ -166,8 +167,16 @@ def test_the_model_knows_trainers_manager_role(reference_dir: Path) -> None:
         r'define "trainer.manager.serviceAccount.name" -}}\s*\{\{ include "([^"]+)"', helpers
     )
     assert account and account.group(1) == "trainer.manager.name"
-    assert TRAINER_MANAGER == (
+    release: dict[str, Any] = {
+        "release": "kubeflow-trainer",
+        "namespace": "kubeflow-system",
+        "values": {},
+    }
+    view = StackView([], {"kubeflow-trainer": release})
+    assert trainer_manager(view) == (
         "ServiceAccount",
         "kubeflow-system",
         "kubeflow-trainer-controller-manager",
     )
+    release["values"] = {"fullnameOverride": "trainer"}
+    assert trainer_manager(view)[2] == "trainer-controller-manager"

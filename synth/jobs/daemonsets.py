@@ -154,7 +154,7 @@ class DevicePlugin:
         if missed:
             keys = ", ".join(str(t.get("key")) for t in missed)
             return f"does not tolerate the taint {keys}"
-        return "its node selector or affinity matches none of the NodePool's nodes"
+        return "selects none of its nodes (node selector or required affinity)"
 
 
 def helm_merge(defaults: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:

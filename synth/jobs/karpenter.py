@@ -17,6 +17,7 @@ Modelled on kubernetes-sigs/karpenter v1.14.1 and aws/karpenter-provider-aws v1.
 
 from __future__ import annotations
 
+import email
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,29 @@ KARPENTER_RELEASE: Final = "karpenter"
 GIB: Final = Decimal(2**30)
 MIB: Final = Decimal(2**20)
 _USER_DATA_PAGES = re.compile(r"^pages=(\d+)$", re.MULTILINE)
+
+
+def reserved_hugepages_gib(node_class: Mapping[str, Any]) -> int:
+    """Huge pages a node of this EC2NodeClass reserves at boot, GiB.
+
+    Only an AL2023 node runs the user data's shell parts (cloud-init, before nodeadm starts the
+    kubelet); Karpenter reads a Bottlerocket class's user data as TOML and an AL2023 one as MIME
+    when it starts with a MIME header (karpenter-provider-aws v1.14.1
+    pkg/providers/amifamily/bootstrap/nodeadm.go, bottlerocket.go).
+    """
+    aliases = [str(t.get("alias", "")) for t in node_class.get("amiSelectorTerms") or []]
+    text = str(node_class.get("userData") or "")
+    if not text or not any(alias.startswith("al2023@") for alias in aliases):
+        return 0
+    message = email.message_from_string(text)
+    if not message.is_multipart():
+        return 0
+    pages = 0
+    for part in message.walk():
+        if part.get_content_type() == "text/x-shellscript":
+            found = _USER_DATA_PAGES.search(str(part.get_payload()))
+            pages = max(pages, int(found.group(1)) if found else 0)
+    return pages * 2 // 1024
 
 
 @dataclass(frozen=True)
@@ -111,8 +135,14 @@ def _requirement_labels(requirements: list[Mapping[str, Any]]) -> Labels:
 
 
 def _overlay_capacity(view: StackView, pool: str, labels: Labels) -> dict[str, Decimal]:
-    """Capacity the NodeOverlays add to a NodePool's types, highest weight first."""
+    """Capacity the NodeOverlays add to a NodePool's types, highest weight first.
+
+    Two overlays of the same weight that set the same resource conflict, and Karpenter applies
+    neither (pkg/controllers/nodeoverlay/controller.go, store.go).
+    """
     capacity: dict[str, Decimal] = {}
+    weights: dict[str, int] = {}
+    conflicts: set[str] = set()
     overlays = sorted(
         view.of_kind("NodeOverlay"), key=lambda o: -int((o.get("spec") or {}).get("weight", 0))
     )
@@ -129,9 +159,14 @@ def _overlay_capacity(view: StackView, pool: str, labels: Labels) -> dict[str, D
             {**labels, NODE_POOL_LABEL: {pool}},
         ):
             continue
+        weight = int(spec.get("weight", 0))
         for resource, amount in (spec.get("capacity") or {}).items():
-            capacity.setdefault(str(resource), quantity(amount))
-    return capacity
+            name = str(resource)
+            if name in capacity and weights[name] == weight:
+                conflicts.add(name)
+            elif name not in capacity:
+                capacity[name], weights[name] = quantity(amount), weight
+    return {name: amount for name, amount in capacity.items() if name not in conflicts}
 
 
 def node_pools(view: StackView) -> list[NodePoolShape]:
@@ -150,7 +185,6 @@ def node_pools(view: StackView) -> list[NodePoolShape]:
         class_name = str((template_spec.get("nodeClassRef") or {}).get("name"))
         node_class = classes.get(class_name, {})
         interfaces = node_class.get("networkInterfaces") or []
-        pages = _USER_DATA_PAGES.search(str(node_class.get("userData") or ""))
         labels.update({k: {v} for k, v in labels_of(template).items()})
         labels[NODE_POOL_LABEL] = {name}
         labels[NODE_CLASS_LABEL] = {class_name}
@@ -165,7 +199,7 @@ def node_pools(view: StackView) -> list[NodePoolShape]:
                 limits={str(k): quantity(v) for k, v in (spec.get("limits") or {}).items()},
                 efa_interfaces=sum(1 for i in interfaces if i.get("interfaceType") == "efa-only"),
                 overlay=_overlay_capacity(view, name, labels) if overlays_on else {},
-                reserved_hugepages_gib=int(pages.group(1)) * 2 // 1024 if pages else 0,
+                reserved_hugepages_gib=reserved_hugepages_gib(node_class),
             )
         )
     return shapes

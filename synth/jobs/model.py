@@ -22,6 +22,7 @@ from synth.jobs.view import StackView, labels_of, name_of, namespace_of, quantit
 TEAM_LABEL: Final = "trainingplatform.io/team"
 POOL_LABEL: Final = "trainingplatform.io/pool"
 RESERVED_FOR_LABEL: Final = "trainingplatform.io/reserved-for"
+CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
 ACCELERATORS: Final = (GPU_RESOURCE, "aws.amazon.com/neuron")
 EXTENDED_BY_PLUGIN: Final = (GPU_RESOURCE, "aws.amazon.com/neuron", "vpc.amazonaws.com/efa")
 MAX_GANG_NODES: Final = 10000
@@ -98,7 +99,9 @@ class Stack:
         self.queues = volcano.queues(view)
         self.scheduler = volcano.scheduler_config(view)
         self.manager_reads = all(
-            rbac.allowed(view, rbac.TRAINER_MANAGER, verb, "scheduling.k8s.io", "priorityclasses")
+            rbac.allowed(
+                view, rbac.trainer_manager(view), verb, "scheduling.k8s.io", "priorityclasses"
+            )
             for verb in ("get", "list", "watch")
         )
         self.node_sets = list(view.of_kind("NodeSet"))
@@ -224,6 +227,8 @@ def _karpenter_bound(
             text = f"NodePool {pool.name} allows {pool.node_limit()} nodes"
             if pool.name in slurm_pools:
                 text += f" (the rest of the pool is Slurm's, NodePool {slurm_pools[pool.name]})"
+            if pool.labels.get(CAPACITY_TYPE_LABEL) == {"reserved"}:
+                text += ", and no more than its capacity reservations hold"
             parts.append(text)
         return "; ".join(parts)
 
@@ -395,6 +400,8 @@ def evaluate_runtime(
 
     blocking += list(trainer.admission_problems(stack.view, runtime, stack.manager_reads))
     blocking += list(_team_rbac_problems(stack, namespace, runtime))
+    blocking += list(trainer.runtime_webhook_problems(runtime))
+    blocking += list(trainer.unresolved_mounts(runtime))
     blocking += list(trainer.dependency_deadlocks(runtime))
     blocking += list(trainer.unganged_pods(runtime))
     if (problem := trainer.sdk_problem(runtime)) is not None:
@@ -481,8 +488,9 @@ def evaluate_runtime(
             wanted = totals(best).get(resource, Decimal(0))
             if deserved is not None and wanted > deserved:
                 notes.append(
-                    f"beyond {deserved} {resource} (queue {queue_name}'s deserved share) "
-                    "a gang runs on borrowed capacity that other queues can reclaim"
+                    f"beyond {deserved} {resource} (queue {queue_name}'s deserved share) a gang "
+                    "runs on borrowed capacity: a queue below its own share can reclaim its "
+                    "pods, and one evicted worker fails the whole job"
                 )
     # An MPI gang of numNodes 1 is still a launcher and a worker (mpi.go), which the bounds
     # count: best is 0 when two nodes cannot be had.

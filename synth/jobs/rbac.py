@@ -14,13 +14,8 @@ from typing import Any, Final
 
 from synth.jobs.view import StackView, name_of, namespace_of
 
-TRAINER_MANAGER: Final = (
-    "ServiceAccount",
-    "kubeflow-system",
-    "kubeflow-trainer-controller-manager",
-)
-"""Trainer's manager (release kubeflow-trainer in kubeflow-system; chart 2.3.0
-templates/manager/_helpers.tpl: ``<fullname>-controller-manager``)."""
+TRAINER_RELEASE: Final = "kubeflow-trainer"
+TRAINER_CHART: Final = "kubeflow-trainer"
 TRAINER_CHART_MANAGER_RULES: Final[list[dict[str, list[str]]]] = [
     {
         "apiGroups": [""],
@@ -90,6 +85,22 @@ class Grant:
     subjects: list[Subject]
 
 
+def trainer_manager(view: StackView) -> Subject:
+    """Trainer's manager ServiceAccount, as the chart names it from the release.
+
+    ``<fullname>-controller-manager`` in the release namespace, the fullname being
+    ``fullnameOverride``, else the release name when it holds the chart name, else
+    ``<release>-<chart>`` (chart 2.3.0 templates/_helpers.tpl, templates/manager/_helpers.tpl).
+    """
+    release = view.releases.get(TRAINER_RELEASE) or {}
+    values = release.get("values") or {}
+    name = str(release.get("release", TRAINER_RELEASE))
+    fullname = str(values.get("fullnameOverride") or "") or (
+        name if TRAINER_CHART in name else f"{name}-{TRAINER_CHART}"
+    )
+    return ("ServiceAccount", str(release.get("namespace")), f"{fullname}-controller-manager")
+
+
 def _subjects(binding: Mapping[str, Any]) -> list[Subject]:
     found: list[Subject] = []
     for subject in binding.get("subjects") or []:
@@ -124,8 +135,8 @@ def grants(view: StackView) -> Iterator[Grant]:
         else:
             rules = cluster_roles.get(str(ref.get("name")), [])
         yield Grant(rules, namespace, _subjects(binding))
-    if view.values("kubeflow-trainer") is not None:
-        yield Grant(list(TRAINER_CHART_MANAGER_RULES), None, [TRAINER_MANAGER])
+    if view.values(TRAINER_RELEASE) is not None:
+        yield Grant(list(TRAINER_CHART_MANAGER_RULES), None, [trainer_manager(view)])
 
 
 def _matches(values: list[str], wanted: str) -> bool:

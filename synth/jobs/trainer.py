@@ -31,6 +31,9 @@ class ReplicatedJob:
     trainer_step: bool
     depends_on: list[dict[str, Any]]
     parallelism: int
+    replicas: int
+    ancestor: str | None
+    """Its ``trainer.kubeflow.org/trainjob-ancestor-step`` label, if any."""
 
     @property
     def trainer_container(self) -> dict[str, Any] | None:
@@ -75,6 +78,8 @@ class Runtime:
                     trainer_step=labels.get(ANCESTOR_LABEL) == "trainer",
                     depends_on=list(job.get("dependsOn") or []),
                     parallelism=int(job_spec.get("parallelism", 1)),
+                    replicas=int(job.get("replicas", 1)),
+                    ancestor=labels.get(ANCESTOR_LABEL),
                 )
             )
         metadata = manifest.get("metadata") or {}
@@ -167,6 +172,53 @@ def dependency_deadlocks(runtime: Runtime) -> Iterator[str]:
         yield "startupPolicy InOrder starts replicated jobs one by one: deadlock under a gang"
 
 
+ANCESTOR_CONTAINERS: Final = {
+    "trainer": "node",
+    "dataset-initializer": "dataset-initializer",
+    "model-initializer": "model-initializer",
+}
+PLUGIN_VOLUMES: Final = {"node": {"mpi-ssh-auth"}, "launcher": {"mpi-ssh-auth", "mpi-hostfile"}}
+"""Volumes Trainer's MPI plugin adds to the pods of these replicated jobs
+(pkg/runtime/framework/plugins/mpi/mpi.go, EnforceMLPolicy)."""
+
+
+def runtime_webhook_problems(runtime: Runtime) -> Iterator[str]:
+    """Why Trainer's runtime webhook refuses the runtime itself (so ``pulumi up`` fails on it).
+
+    A replicated job labelled as a TrainJob ancestor has one replica and the container its step
+    needs (pkg/webhooks/trainingruntime_webhook.go, validateReplicatedJobs).
+    """
+    for job in runtime.jobs:
+        if job.ancestor not in ANCESTOR_CONTAINERS:
+            continue
+        if job.replicas != 1:
+            yield f"replicated job {job.name}: {job.replicas} replicas; Trainer's webhook needs 1"
+        names = [str(c.get("name")) for c in job.pod.get("containers") or []]
+        if ANCESTOR_CONTAINERS[job.ancestor] not in names:
+            yield (
+                f"replicated job {job.name} ({job.ancestor}) has no container named "
+                f"{ANCESTOR_CONTAINERS[job.ancestor]}, which Trainer's webhook requires"
+            )
+
+
+def unresolved_mounts(runtime: Runtime) -> Iterator[str]:
+    """Volume mounts that name no volume of the pod Trainer builds (the Job API refuses it)."""
+    for job in runtime.jobs:
+        volumes = {str(v.get("name")) for v in job.pod.get("volumes") or []}
+        if runtime.framework == "mpi":
+            volumes |= PLUGIN_VOLUMES.get(job.name, set())
+        for container in [
+            *(job.pod.get("initContainers") or []),
+            *(job.pod.get("containers") or []),
+        ]:
+            for mount in container.get("volumeMounts") or []:
+                if str(mount.get("name")) not in volumes:
+                    yield (
+                        f"replicated job {job.name}: container {container.get('name')} mounts "
+                        f"volume {mount.get('name')}, which the pod does not have"
+                    )
+
+
 def unganged_pods(runtime: Runtime) -> Iterator[str]:
     """Replicated jobs whose pods Volcano would not schedule although Trainer made a PodGroup.
 
@@ -227,6 +279,8 @@ def sdk_problem(runtime: Runtime) -> str | None:
     container = job.trainer_container if job else None
     if container is None:
         return None
+    if not container.get("image"):
+        return "the Kubeflow SDK cannot read it: its trainer container names no image"
     limits = (container.get("resources") or {}).get("limits")
     if limits is None:
         return None

@@ -10,8 +10,9 @@ Modelled on volcano v1.15.1:
   queueAllocatableWithReserved):
   flat: ``min(max(total - sum of every queue's guarantee, 0) + own guarantee, capability)``
   where ``total`` is the allocatable of the nodes that exist now (buildQueueAttrs);
-  ``enableHierarchy``: ``root`` without capability is unbounded for every resource the cluster
-  holds, so a queue under it gets its own capability (buildHierarchicalQueueAttrs);
+  ``enableHierarchy``: ``root`` without capability is unbounded for every resource some node
+  offers, so a queue under it gets its own capability there; for a resource no node offers yet
+  it gets only its own guarantee (buildHierarchicalQueueAttrs; a missing key reads as 0);
 - Volcano marks every pending pod of every PodGroup Unschedulable, admitted or not
   (pkg/scheduler/cache/cache.go, RecordJobStatusEvent), so Karpenter launches nodes even for
   gangs the queue will never admit;
@@ -104,10 +105,11 @@ def real_capability(
         hierarchy: ``enableHierarchy`` on the capacity plugin.
     """
     capability = queue.capability.get(resource)
-    if hierarchy:
-        # root is unbounded for resources present in total; absent ones read as 0 until the
-        # first node with the resource registers (Karpenter adds it regardless).
-        return capability
     own = queue.guarantee.get(resource, Decimal(0))
+    if hierarchy:
+        if total <= 0:
+            # No node offers it yet: root has no such key, so only the queue's own guarantee.
+            return own if capability is None else min(own, capability)
+        return capability
     real = max(total - all_guarantees, Decimal(0)) + own
     return real if capability is None else min(real, capability)
