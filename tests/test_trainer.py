@@ -594,18 +594,36 @@ def test_mpi_runs_as_mpiuser(mpi_runtime: RuntimeCase) -> None:
         assert context["runAsNonRoot"] is True, job
 
 
-def _wait_script(mpi_runtime: RuntimeCase, hostfile_dir: Path, port: int, deadline: int) -> str:
-    (launcher,) = [pod for job, pod in _pods(mpi_runtime.spec) if job == "launcher"]
+def _launcher_script(spec: dict[str, Any]) -> str:
+    (launcher,) = [pod for job, pod in _pods(spec) if job == "launcher"]
     script: str = launcher["initContainers"][0]["command"][2]
+    return script
+
+
+@pytest.fixture
+def dev_mpi_spec(cases: dict[str, StackCase]) -> dict[str, Any]:
+    spec: dict[str, Any] = _runtime(cases["dev"].run, "ml-dev", "mpi-gpu-small").inputs["spec"]
+    return spec
+
+
+def test_every_mpi_runtime_waits_with_the_same_script(
+    mpi_runtime: RuntimeCase, dev_mpi_spec: dict[str, Any]
+) -> None:
+    """So the two behaviour tests below, which run dev's, speak for every MPI runtime."""
+    assert _launcher_script(mpi_runtime.spec) == _launcher_script(dev_mpi_spec)
+
+
+def _wait_script(spec: dict[str, Any], hostfile_dir: Path, port: int, deadline: int) -> str:
     return (
-        script.replace("/etc/mpi", str(hostfile_dir))
+        _launcher_script(spec)
+        .replace("/etc/mpi", str(hostfile_dir))
         .replace("2222", str(port))
         .replace("SECONDS + 900", f"SECONDS + {deadline}")
     )
 
 
 def test_the_wait_script_returns_once_every_worker_answers(
-    mpi_runtime: RuntimeCase, tmp_path: Path
+    dev_mpi_spec: dict[str, Any], tmp_path: Path
 ) -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
@@ -614,22 +632,26 @@ def test_the_wait_script_returns_once_every_worker_answers(
         hostname = socket.gethostname()
         # Its own line (the launcher is node 0) is skipped; the worker is this machine.
         (tmp_path / "hostfile").write_text(f"{hostname}.job slots=8\n127.0.0.1 slots=8\n")
-        done = subprocess.run(["bash", "-c", _wait_script(mpi_runtime, tmp_path, port, 20)],
-                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-c", _wait_script(dev_mpi_spec, tmp_path, port, 20)],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "sshd on 127.0.0.1 answers" in done.stdout
     assert hostname not in done.stdout
 
 
 def test_the_wait_script_fails_the_job_when_a_worker_never_answers(
-    mpi_runtime: RuntimeCase, tmp_path: Path
+    dev_mpi_spec: dict[str, Any], tmp_path: Path
 ) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # bound, never listening
         (tmp_path / "hostfile").write_text("127.0.0.1 slots=8\n")
-        done = subprocess.run(["bash", "-c", _wait_script(mpi_runtime, tmp_path, port, 2)],
-                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-c", _wait_script(dev_mpi_spec, tmp_path, port, 2)],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
     assert done.returncode == 1
     assert "did not answer" in done.stderr
 
