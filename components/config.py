@@ -509,6 +509,25 @@ LUSTRE_FIRST_STEPS_GIB: Final = (1200, 2400)
 LUSTRE_STEP_GIB: Final = 2400
 MAX_DATA_REPOSITORY_ASSOCIATIONS: Final = 8
 MAX_BACKUP_RETENTION_DAYS: Final = 90
+DEFAULT_BACKUP_RETENTION_DAYS: Final = 7
+
+
+def automatic_metadata_iops(capacity_gib: int) -> int:
+    """Metadata IOPS that FSx's AUTOMATIC mode gives an SSD PERSISTENT_2 file system.
+
+    1500 at 1200 GiB, 3000 at 2400, 6000 up to 9600, 12000 up to 45600, then 12000 per
+    24000 GiB (FSx for Lustre User Guide, "Lustre metadata performance configuration"; REFERENCE
+    §5), at most 192000. User-provisioned IOPS below it are refused by the FSx API.
+    """
+    if capacity_gib <= 1200:
+        return 1500
+    if capacity_gib <= 2400:
+        return 3000
+    if capacity_gib <= 9600:
+        return 6000
+    if capacity_gib <= 45600:
+        return 12000
+    return min(12000 * -(-capacity_gib // 24000), 192000)
 DataRepositoryEvent = Literal["NEW", "CHANGED", "DELETED"]
 ALL_EVENTS: Final[tuple[DataRepositoryEvent, ...]] = ("NEW", "CHANGED", "DELETED")
 
@@ -627,12 +646,22 @@ class LustreConfig(StrictModel):
         default_factory=list,
         description="Data repository associations, at most 8, non-overlapping. Default: none.",
     )
-    automatic_backup_retention_days: int = Field(
-        default=7,
+    automatic_backup_retention_days: int | None = Field(
+        default=None,
         ge=0,
         le=MAX_BACKUP_RETENTION_DAYS,
-        description="Daily backups kept, days (0 turns them off). Default: 7.",
+        description="Daily backups kept, days (0 turns them off). FSx cannot back up a file "
+        "system linked to S3 by data repository associations, so it must be 0 with "
+        "associations (S3 is the durable copy, README 'Where data and checkpoints live'). "
+        f"Default: 0 with associations, {DEFAULT_BACKUP_RETENTION_DAYS} without.",
     )
+
+    @property
+    def backup_retention_days(self) -> int:
+        """Daily backups kept: configured, or the default for linked or unlinked file systems."""
+        if self.automatic_backup_retention_days is not None:
+            return self.automatic_backup_retention_days
+        return 0 if self.associations else DEFAULT_BACKUP_RETENTION_DAYS
     daily_backup_start_time: DailyTime = Field(
         default="03:00", description="Backup window start, UTC. Default: 03:00."
     )
@@ -1476,6 +1505,20 @@ def _storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     if iops is not None and iops not in (1500, 3000, 6000) and (iops % 12000 or iops > 192000):
         yield ConfigProblem(
             f"{base}.metadataIops", iops, "1500, 3000, 6000, or 12000 to 192000 in steps of 12000"
+        )
+    elif iops is not None and iops < (floor := automatic_metadata_iops(capacity)):
+        yield ConfigProblem(
+            f"{base}.metadataIops",
+            iops,
+            f"at least {floor}, what AUTOMATIC mode gives {capacity} GiB (FSx refuses less), "
+            "or leave it out for AUTOMATIC",
+        )
+    if lustre.associations and lustre.backup_retention_days:
+        yield ConfigProblem(
+            f"{base}.automaticBackupRetentionDays",
+            lustre.backup_retention_days,
+            "0 (or leave it out): FSx cannot back up a file system linked to S3 by data "
+            "repository associations; S3, versioned, is the durable copy",
         )
     if lustre.bucket not in keys:
         yield ConfigProblem(

@@ -433,10 +433,10 @@ class Storage(pulumi.ComponentResource):
             kms_key_id=key.arn,
             data_compression_type=lustre.data_compression,
             efa_enabled=lustre.efa_enabled,
-            automatic_backup_retention_days=lustre.automatic_backup_retention_days,
+            automatic_backup_retention_days=lustre.backup_retention_days,
             # A backup window without backups is rejected by FSx.
             daily_automatic_backup_start_time=(
-                lustre.daily_backup_start_time if lustre.automatic_backup_retention_days else None
+                lustre.daily_backup_start_time if lustre.backup_retention_days else None
             ),
             weekly_maintenance_start_time=lustre.weekly_maintenance_start_time,
             copy_tags_to_backups=True,

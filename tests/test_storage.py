@@ -34,6 +34,7 @@ from components.storage import (
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.config_problems import problems_of
 from tests.mutations import without_slurm
 from tests.schemas import validation_errors
 
@@ -483,8 +484,10 @@ def test_file_system_settings(lustre_case: StackCase) -> None:
     assert inputs["fileSystemTypeVersion"] == "2.15"
     assert inputs["dataCompressionType"] == lustre.get("dataCompression", DEFAULT_COMPRESSION)
     assert inputs["efaEnabled"] is bool(lustre.get("efaEnabled", False))
+    # FSx cannot back up a file system linked to S3: the default is 0 with associations
+    default_backups = 0 if lustre.get("associations") else DEFAULT_BACKUP_DAYS
     assert inputs["automaticBackupRetentionDays"] == lustre.get(
-        "automaticBackupRetentionDays", DEFAULT_BACKUP_DAYS
+        "automaticBackupRetentionDays", default_backups
     )
     # PERSISTENT_2 links S3 through associations, never through the PERSISTENT_1 fields
     for persistent_1_only in ("importPath", "exportPath", "autoImportPolicy"):
@@ -843,10 +846,9 @@ def test_non_default_lustre_settings_reach_the_resources(
         {
             "storageCapacityGiB": 4800,
             "throughputPerTiB": 1000,
-            "metadataIops": 1500,
+            "metadataIops": 12000,
             "dataCompression": "NONE",
             "efaEnabled": True,
-            "automaticBackupRetentionDays": 3,
             "logLevel": "ERROR_ONLY",
             "logRetentionDays": 30,
             "mountOptions": ["flock", "noatime"],
@@ -867,10 +869,10 @@ def test_non_default_lustre_settings_reach_the_resources(
     inputs = _file_system(run).inputs
     assert inputs["storageCapacity"] == 4800
     assert inputs["perUnitStorageThroughput"] == 1000
-    assert inputs["metadataConfiguration"] == {"mode": "USER_PROVISIONED", "iops": 1500}
+    assert inputs["metadataConfiguration"] == {"mode": "USER_PROVISIONED", "iops": 12000}
     assert inputs["dataCompressionType"] == "NONE"
     assert inputs["efaEnabled"] is True
-    assert inputs["automaticBackupRetentionDays"] == 3
+    assert inputs["automaticBackupRetentionDays"] == 0
     assert inputs["logConfiguration"]["level"] == "ERROR_ONLY"
     assert _named(run, LOG_GROUP, "storage-lustre").inputs["retentionInDays"] == 30
     rules = run.one(LIFECYCLE).inputs["rules"]
@@ -1105,3 +1107,54 @@ def test_bucket_name_default_and_configured() -> None:
     assert "clusterName" not in dev
     expected_dev = f"training-{dev['environment']}-datasets-{dev['accountId']}"
     assert bucket_name(parse_platform_config(dev), default) == expected_dev
+
+
+# --------------------------------------------------------------------------- what FSx refuses
+
+
+@pytest.mark.parametrize(
+    ("capacity", "automatic"),
+    [(1200, 1500), (2400, 3000), (4800, 6000), (9600, 6000), (12000, 12000), (45600, 12000),
+     (48000, 24000), (72000, 36000), (96000, 48000)],
+)  # fmt: skip
+def test_metadata_iops_floor_is_what_automatic_mode_gives(capacity: int, automatic: int) -> None:
+    """FSx for Lustre User Guide, metadata performance (REFERENCE §5)."""
+    data = stack_data("dev")
+    lustre = data["storage"]["lustre"]
+    lustre["storageCapacityGiB"] = capacity
+    below = {1500: None, 3000: 1500, 6000: 3000, 12000: 6000}.get(automatic, automatic - 12000)
+    if below is not None:
+        lustre["metadataIops"] = below
+        problems = problems_of(data)
+        assert [p.path for p in problems] == ["platform.storage.lustre.metadataIops"]
+        assert f"at least {automatic}" in problems[0].allowed
+        assert f"{capacity} GiB" in problems[0].allowed
+    lustre["metadataIops"] = automatic
+    assert parse_platform_config(data).storage.lustre is not None
+
+
+def test_prod_asks_at_least_what_automatic_mode_would_give() -> None:
+    lustre = stack_data("prod")["storage"]["lustre"]
+    assert lustre["storageCapacityGiB"] == 48000 and lustre["metadataIops"] >= 24000
+
+
+def test_backups_of_a_file_system_linked_to_s3_are_refused() -> None:
+    data = stack_data("staging")
+    data["storage"]["lustre"]["automaticBackupRetentionDays"] = 7
+    problems = problems_of(data)
+    assert [p.path for p in problems] == ["platform.storage.lustre.automaticBackupRetentionDays"]
+    assert problems[0].value == 7
+    assert "data repository associations" in problems[0].allowed
+
+
+def test_a_file_system_without_associations_keeps_daily_backups(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    data["storage"]["lustre"]["associations"] = []
+    run = run_platform(data, "dev")
+    inputs = run.one(FILE_SYSTEM).inputs
+    assert inputs["automaticBackupRetentionDays"] == DEFAULT_BACKUP_DAYS
+    assert inputs["dailyAutomaticBackupStartTime"]
+    data["storage"]["lustre"]["automaticBackupRetentionDays"] = 3
+    assert run_platform(data, "dev").one(FILE_SYSTEM).inputs["automaticBackupRetentionDays"] == 3
