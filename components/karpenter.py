@@ -1,9 +1,10 @@
 """Karpenter: controller identity, node role, interruption handling and the two charts.
 
-The controller's permissions follow Karpenter's own v1.14 prerequisites, split into its five
-policies (node lifecycle, IAM integration, EKS integration, interruption, resource discovery),
-with the placement-group and capacity-reservation ARNs the accelerated pools need, every
-mutating action scoped to this cluster's tags and no ``*`` action anywhere.
+The controller's permissions are Karpenter's own for v1.14.1 (its getting-started
+CloudFormation template), statement by statement, in its six policies (node lifecycle, IAM
+integration, EKS integration, zonal shift, interruption, resource discovery): the
+placement-group and capacity-reservation ARNs the accelerated pools need, every mutating action
+scoped to this cluster's tags and no ``*`` action anywhere.
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ INTERRUPTION_EVENTS: Final[dict[str, tuple[str, str]]] = {
 """EventBridge rules feeding the interruption queue: name -> (source, detail-type)."""
 
 
+CONTROLLER_POLICY_NAMES: Final = (
+    "node-lifecycle",
+    "iam-integration",
+    "eks-integration",
+    "zonal-shift",
+    "interruption",
+    "resource-discovery",
+)
+"""The controller role's inline policies, one per upstream managed policy."""
+
+
 def _ec2(region: str, resource: str, account: str = "*") -> str:
     return f"arn:aws:ec2:{region}:{account}:{resource}"
 
@@ -49,7 +61,11 @@ def _ec2(region: str, resource: str, account: str = "*") -> str:
 def controller_policies(
     cluster_name: str, region: str, account_id: str, node_role_arn: str, queue_arn: str
 ) -> dict[str, dict[str, Any]]:
-    """The controller's five IAM policies, by name.
+    """The controller's IAM policies, by name: upstream's for v1.14.1, statement by statement.
+
+    Karpenter's own CloudFormation template at the pinned tag (website/content/en/docs/
+    getting-started/getting-started-with-karpenter/cloudformation.yaml) is the reference; a test
+    compares every statement with it and lists each difference with its reason.
 
     Args:
         cluster_name: EKS cluster; every mutating statement is conditioned on its tags.
@@ -194,19 +210,6 @@ def controller_policies(
                     "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"},
                 },
             },
-            {
-                "Sid": "AllowInstanceProfileReadActions",
-                "Effect": "Allow",
-                "Action": ["iam:GetInstanceProfile"],
-                "Resource": profile_arn,
-            },
-            {
-                # Garbage collection of orphaned profiles lists them.
-                "Sid": "AllowInstanceProfileListAction",
-                "Effect": "Allow",
-                "Action": ["iam:ListInstanceProfiles"],
-                "Resource": profile_arn,
-            },
         ),
         "eks-integration": doc(
             {
@@ -214,6 +217,22 @@ def controller_policies(
                 "Effect": "Allow",
                 "Action": ["eks:DescribeCluster"],
                 "Resource": f"arn:aws:eks:{region}:{account_id}:cluster/{cluster_name}",
+            }
+        ),
+        "zonal-shift": doc(
+            {
+                # Karpenter avoids zones under an ARC zonal shift of the cluster.
+                "Sid": "AllowZonalShiftStatusReadOnly",
+                "Effect": "Allow",
+                "Action": ["arc-zonal-shift:GetManagedResource"],
+                "Resource": "*",
+                "Condition": {
+                    "StringEquals": {
+                        "arc-zonal-shift:ResourceIdentifier": (
+                            f"arn:aws:eks:{region}:{account_id}:cluster/{cluster_name}"
+                        )
+                    }
+                },
             }
         ),
         "interruption": doc(
@@ -232,6 +251,8 @@ def controller_policies(
                     "ec2:DescribeCapacityReservations",
                     "ec2:DescribeImages",
                     "ec2:DescribeInstances",
+                    # Instances failing EC2 status checks are replaced (new in v1.14).
+                    "ec2:DescribeInstanceStatus",
                     "ec2:DescribeInstanceTypeOfferings",
                     "ec2:DescribeInstanceTypes",
                     "ec2:DescribeLaunchTemplates",
@@ -254,6 +275,19 @@ def controller_policies(
                 "Effect": "Allow",
                 "Action": ["pricing:GetProducts"],
                 "Resource": "*",
+            },
+            {
+                # Garbage collection of orphaned profiles lists them; IAM cannot scope the list.
+                "Sid": "AllowUnscopedInstanceProfileListAction",
+                "Effect": "Allow",
+                "Action": ["iam:ListInstanceProfiles"],
+                "Resource": "*",
+            },
+            {
+                "Sid": "AllowInstanceProfileReadActions",
+                "Effect": "Allow",
+                "Action": ["iam:GetInstanceProfile"],
+                "Resource": profile_arn,
             },
         ),
     }
@@ -414,9 +448,8 @@ class Karpenter(pulumi.ComponentResource):
                 policy=documents.apply(_policy_json(policy_name)),
                 opts=child,
             )
-            for policy_name in ("node-lifecycle", "iam-integration", "eks-integration",
-                                "interruption", "resource-discovery")
-        ]  # fmt: skip
+            for policy_name in CONTROLLER_POLICY_NAMES
+        ]
         identity = aws.eks.PodIdentityAssociation(
             f"{name}-controller",
             cluster_name=cluster_name,

@@ -10,9 +10,11 @@ import fnmatch
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components import versions
 from components.config import PlatformConfig, parse_platform_config
@@ -39,8 +41,25 @@ POLICY_NAMES = {
     "node-lifecycle",
     "iam-integration",
     "eks-integration",
+    "zonal-shift",
     "interruption",
     "resource-discovery",
+}
+# Our policy -> upstream's ManagedPolicy of the same statements (cloudformation.yaml, v1.14.1).
+UPSTREAM_POLICIES = {
+    "node-lifecycle": "NodeLifecyclePolicy",
+    "iam-integration": "IAMIntegrationPolicy",
+    "eks-integration": "EKSIntegrationPolicy",
+    "zonal-shift": "ZonalShiftPolicy",
+    "interruption": "InterruptionPolicy",
+    "resource-discovery": "ResourceDiscoveryPolicy",
+}
+# Every way a statement may differ from upstream's, with why: (policy, Sid, field) -> reason.
+ALLOWED_DIFFERENCES = {
+    ("iam-integration", "AllowPassingInstanceRole", "Condition"): (
+        "upstream also passes the role to ec2.amazonaws.com.cn; the platform builds aws "
+        "partition ARNs only"
+    ),
 }
 # REFERENCE §3: managed policies of the Karpenter node role.
 NODE_MANAGED_POLICIES = {
@@ -66,7 +85,12 @@ EC2_MUTATIONS = (
     "ec2:TerminateInstances",
     "ec2:DeleteLaunchTemplate",
 )
-READ_ONLY_ON_EVERYTHING = ("ec2:Describe*", "pricing:GetProducts")
+READ_ONLY_ON_EVERYTHING = (
+    "ec2:Describe*",
+    "pricing:GetProducts",
+    "iam:ListInstanceProfiles",
+    "arc-zonal-shift:GetManagedResource",
+)
 """The only action patterns that may be granted on ``"Resource": "*"``."""
 LAUNCH_INPUT_TYPES = (
     "image",
@@ -132,7 +156,89 @@ def _policies() -> dict[str, dict[str, Any]]:
 # -- the pure builder ------------------------------------------------------------------------
 
 
-def test_five_named_policy_documents() -> None:
+def _upstream_policies(reference_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Upstream's controller policies with the template's variables filled in for our cluster."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.ScalarNode):
+            return {suffix: loader.construct_scalar(node)}
+        if isinstance(node, yaml.SequenceNode):
+            return {suffix: loader.construct_sequence(node, deep=True)}
+        assert isinstance(node, yaml.MappingNode)
+        return {suffix: loader.construct_mapping(node, deep=True)}
+
+    Loader.add_multi_constructor("!", tagged)
+    path = reference_dir / "aws" / f"karpenter-v{versions.KARPENTER_VERSION}-cloudformation.yaml"
+    template = yaml.load(path.read_text(), Loader=Loader)  # noqa: S506 (SafeLoader subclass)
+    variables = {
+        "AWS::Partition": "aws",
+        "AWS::Region": REGION,
+        "AWS::AccountId": ACCOUNT_ID,
+        "ClusterName": CLUSTER_NAME,
+        "KarpenterNodeRole.Arn": NODE_ROLE_ARN,
+        "KarpenterInterruptionQueue.Arn": QUEUE_ARN,
+    }
+    found = {}
+    for name, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::IAM::ManagedPolicy":
+            continue
+        text = resource["Properties"]["PolicyDocument"]["Sub"]
+        filled = re.sub(r"\$\{([^}]+)\}", lambda m: variables[m.group(1)], text)
+        found[name] = json.loads(filled)["Statement"]
+    return found
+
+
+def _normalized(value: Any) -> Any:
+    """A policy field with one-element lists as their element and lists in sorted order."""
+    if isinstance(value, list):
+        items = [_normalized(v) for v in value]
+        return items[0] if len(items) == 1 else sorted(items, key=json.dumps)
+    if isinstance(value, dict):
+        return {k: _normalized(v) for k, v in value.items()}
+    return value
+
+
+def test_controller_policies_are_upstreams_statement_by_statement(reference_dir: Path) -> None:
+    """Karpenter's own template at the pinned version, action by action (REFERENCE §3)."""
+    upstream = _upstream_policies(reference_dir)
+    assert sorted(upstream) == sorted(UPSTREAM_POLICIES.values()), "upstream added a policy"
+    ours = _policies()
+    unexplained = []
+    for name, upstream_name in UPSTREAM_POLICIES.items():
+        theirs = {st["Sid"]: st for st in upstream[upstream_name]}
+        mine = {st["Sid"]: st for st in ours[name]["Statement"]}
+        assert sorted(mine) == sorted(theirs), (name, sorted(mine), sorted(theirs))
+        for sid, statement in theirs.items():
+            for field in ("Effect", "Action", "Resource", "Condition"):
+                if _normalized(statement.get(field)) == _normalized(mine[sid].get(field)):
+                    continue
+                if (name, sid, field) not in ALLOWED_DIFFERENCES:
+                    unexplained.append(
+                        (name, sid, field, statement.get(field), mine[sid].get(field))
+                    )
+    assert unexplained == []
+    assert _actions(ours) == _actions({n: {"Statement": s} for n, s in upstream.items()})
+
+
+def _actions(documents: dict[str, dict[str, Any]]) -> set[str]:
+    return {a for d in documents.values() for st in d["Statement"] for a in _listed(st["Action"])}
+
+
+def test_the_allowed_differences_still_differ(reference_dir: Path) -> None:
+    """A listed difference upstream has since closed is stale: drop it from the list."""
+    upstream = _upstream_policies(reference_dir)
+    ours = _policies()
+    for (name, sid, field), reason in ALLOWED_DIFFERENCES.items():
+        assert reason
+        (theirs,) = [st for st in upstream[UPSTREAM_POLICIES[name]] if st["Sid"] == sid]
+        (mine,) = [st for st in ours[name]["Statement"] if st["Sid"] == sid]
+        assert _normalized(theirs.get(field)) != _normalized(mine.get(field)), (name, sid)
+
+
+def test_named_policy_documents() -> None:
     documents = _policies()
     assert set(documents) == POLICY_NAMES
     for name, document in documents.items():
@@ -396,20 +502,20 @@ def test_chart_service_account_is_the_associated_one(karpenter: KarpenterRun) ->
     assert controller.inputs["namespace"] == association.inputs["namespace"]
 
 
-def test_five_inline_policies_on_the_controller_role(karpenter: KarpenterRun) -> None:
+def test_six_inline_policies_on_the_controller_role(karpenter: KarpenterRun) -> None:
     controller_role = karpenter.controller_role()
     attached = [
         p
         for p in karpenter.run.of_type(ROLE_POLICY)
         if p.property_dependencies.get("role") == [controller_role.urn]
     ]
-    assert len(attached) == 5
+    assert len(attached) == 6
     assert {p.inputs["name"] for p in attached} == POLICY_NAMES
     assert not [
         a
         for a in karpenter.run.of_type(ATTACHMENT)
         if a.property_dependencies.get("role") == [controller_role.urn]
-    ], "the controller gets its five scoped policies and no managed ones"
+    ], "the controller gets its six scoped policies and no managed ones"
     # Each is the builder's document for this cluster, node role and queue.
     config = karpenter.config
     node_role_arn = karpenter.only(ACCESS_ENTRY).inputs["principalArn"]

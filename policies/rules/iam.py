@@ -30,6 +30,8 @@ UNSCOPABLE_ACTIONS = [
     "tag:GetResources",
     "kms:ListAliases",
     "s3:ListAllMyBuckets",
+    "iam:ListInstanceProfiles",
+    "arc-zonal-shift:GetManagedResource",
 ]
 BROAD_MANAGED_POLICIES = ["AdministratorAccess", "PowerUserAccess", "IAMFullAccess"]
 
