@@ -528,6 +528,8 @@ def automatic_metadata_iops(capacity_gib: int) -> int:
     if capacity_gib <= 45600:
         return 12000
     return min(12000 * -(-capacity_gib // 24000), 192000)
+
+
 DataRepositoryEvent = Literal["NEW", "CHANGED", "DELETED"]
 ALL_EVENTS: Final[tuple[DataRepositoryEvent, ...]] = ("NEW", "CHANGED", "DELETED")
 
@@ -662,6 +664,7 @@ class LustreConfig(StrictModel):
         if self.automatic_backup_retention_days is not None:
             return self.automatic_backup_retention_days
         return 0 if self.associations else DEFAULT_BACKUP_RETENTION_DAYS
+
     daily_backup_start_time: DailyTime = Field(
         default="03:00", description="Backup window start, UTC. Default: 03:00."
     )

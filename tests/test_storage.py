@@ -33,8 +33,8 @@ from components.storage import (
 )
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
-from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.config_problems import problems_of
+from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import without_slurm
 from tests.schemas import validation_errors
 
