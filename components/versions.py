@@ -8,6 +8,7 @@ noted beside it so a reviewer can recheck them before bumping.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Final
 
 
@@ -70,7 +71,29 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
 Kubeflow Trainer 2.3 needs >= 1.31 and Volcano 1.15 supports <= 1.35."""
 
 SUPPORTED_KUBERNETES_VERSIONS: Final[tuple[str, ...]] = tuple(EKS_ADDONS)
-DEFAULT_KUBERNETES_VERSION: Final = "1.34"
+DEFAULT_KUBERNETES_VERSION: Final = "1.35"
+
+
+@dataclass(frozen=True)
+class EksSupportWindow:
+    """When EKS supports one Kubernetes minor version."""
+
+    released: date
+    """Available on EKS from this day."""
+    standard_support_ends: date
+    """Last day of standard support; extended support (billed per cluster-hour) follows."""
+    extended_support_ends: date
+    """Last day of extended support; EKS then upgrades the control plane itself."""
+
+
+EKS_SUPPORT_CALENDAR: Final[dict[str, EksSupportWindow]] = {
+    # EKS user guide, "Understand the Kubernetes version lifecycle on EKS" (REFERENCE §1).
+    "1.33": EksSupportWindow(date(2025, 5, 29), date(2026, 7, 29), date(2027, 7, 29)),
+    "1.34": EksSupportWindow(date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
+    "1.35": EksSupportWindow(date(2026, 1, 28), date(2027, 3, 27), date(2028, 3, 27)),
+}
+"""EKS's support calendar for every minor the bill of materials pins add-ons for; the
+``eks-version-in-standard-support`` policy reads it."""
 
 MINIMUM_VPC_CNI_VERSION: Final = (1, 18, 5)
 """Oldest VPC CNI that supports Karpenter's explicit EFA network interface layout."""

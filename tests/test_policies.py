@@ -296,6 +296,8 @@ def test_every_policy_has_cases() -> None:
         "queues-fit-pools",
         "runtime-gang-scheduled",
         "runtime-requests-match-pool",
+        "eks-version-in-standard-support",
+        "eks-version-standard-support-ending",
     }
     assert covered == set(POLICIES)
 
@@ -753,3 +755,62 @@ def test_remote_kustomizations_are_pinned(
     findings = _run_policy(POLICIES["helm-chart-pinned"], entries, "staging")
     assert (findings == []) is pinned
     assert all(f.urn == kustomization["urn"] for f in findings)
+
+
+# --------------------------------------------------------------------------- EKS's calendar
+
+
+def _calendar_findings(
+    entries: list[Entry], stack: str, policy: str, today: str
+) -> list[tuple[str, str]]:
+    config = load_policy_config(stack)
+    config[policy] = {**(config.get(policy) or {}), "today": today}
+    records = [ResourceRecord.from_json(entry) for entry in entries]
+    return [(f.enforcementLevel, f.message) for f in evaluate(records, config, [POLICIES[policy]])]
+
+
+@pytest.mark.parametrize("shape", ["eks:index:Cluster", "aws:eks/cluster:Cluster"])
+@pytest.mark.parametrize(
+    ("version", "today", "blocked", "warned"),
+    [
+        ("1.34", "2026-12-01", False, True),  # its last day but one of standard support
+        ("1.34", "2026-12-02", False, True),  # the last day
+        ("1.34", "2026-12-03", True, False),  # REFERENCE §1: ends 2026-12-02
+        ("1.35", "2026-12-01", False, False),  # 116 days left
+        ("1.35", "2026-12-27", False, True),  # 90 days before 2027-03-27
+        ("1.35", "2027-03-28", True, False),
+        ("1.33", "2026-12-01", True, False),
+    ],
+)
+def test_kubernetes_version_against_eks_standard_support(
+    synthesized: dict[str, StackResult],
+    shape: str,
+    version: str,
+    today: str,
+    blocked: bool,
+    warned: bool,
+) -> None:
+    entries = _records(synthesized["prod"])
+    cluster = _target(entries, shape, "")
+    entries = [e for e in entries if e["type"] in ("eks:index:Cluster", "aws:eks/cluster:Cluster")]
+    for entry in entries:
+        entry["inputs"]["version"] = version
+    if shape == "aws:eks/cluster:Cluster":
+        entries = [cluster]
+    hard = _calendar_findings(entries, "prod", "eks-version-in-standard-support", today)
+    soft = _calendar_findings(entries, "prod", "eks-version-standard-support-ending", today)
+    assert bool(hard) is blocked, hard
+    assert all(level == "mandatory" for level, _ in hard)
+    assert bool(soft) is warned, soft
+    assert all(level == "advisory" for level, _ in soft), (
+        "advice even where prod makes all mandatory"
+    )
+
+
+def test_a_version_missing_from_the_calendar_is_refused(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = [e for e in _records(synthesized["prod"]) if e["type"] == "eks:index:Cluster"]
+    entries[0]["inputs"]["version"] = "1.36"
+    hard = _calendar_findings(entries, "prod", "eks-version-in-standard-support", "2026-12-01")
+    assert hard and "no entry in EKS's support calendar" in hard[0][1]

@@ -8,11 +8,12 @@ program would use), because a policy that only knew one could be bypassed with t
 from __future__ import annotations
 
 import ipaddress
+from datetime import date
 from typing import Any
 
 from components import versions
 
-from .common import ReportViolation, ResourceValidationArgs, as_list, resource_policy
+from .common import ADVISORY, ReportViolation, ResourceValidationArgs, as_list, resource_policy
 
 COMPONENT = "eks:index:Cluster"
 CLUSTER = "aws:eks/cluster:Cluster"
@@ -110,6 +111,66 @@ def _check_version(args: ResourceValidationArgs, report: ReportViolation) -> Non
         report(f"Kubernetes {version} is not supported here; use one of {supported}", None)
 
 
+SUPPORT_ENDING_DAYS = 90
+"""How long before the end of standard support the platform starts saying so."""
+
+
+def evaluation_day(args: ResourceValidationArgs) -> date:
+    """The day a calendar policy judges by: its ``today`` setting (tests pin it), else today."""
+    configured = str(args.get_config().get("today") or "")
+    return date.fromisoformat(configured) if configured else date.today()
+
+
+def _support_window(
+    args: ResourceValidationArgs, report: ReportViolation
+) -> tuple[str, versions.EksSupportWindow] | None:
+    if args.resource_type not in (COMPONENT, CLUSTER):
+        return None
+    version = args.props.get("version")
+    if version is None:
+        return None
+    window = versions.EKS_SUPPORT_CALENDAR.get(str(version))
+    if window is None:
+        report(
+            f"Kubernetes {version} has no entry in EKS's support calendar "
+            "(components/versions.py): add it before using the version",
+            None,
+        )
+        return None
+    return str(version), window
+
+
+def _check_standard_support(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _support_window(args, report)
+    if found is None:
+        return
+    version, window = found
+    if evaluation_day(args) > window.standard_support_ends:
+        report(
+            f"Kubernetes {version} left EKS standard support on {window.standard_support_ends} "
+            f"(extended support is billed per cluster-hour and ends "
+            f"{window.extended_support_ends}): upgrade one minor version at a time "
+            "(README, upgrading Kubernetes)",
+            None,
+        )
+
+
+def _check_support_ending(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _support_window(args, report)
+    if found is None:
+        return
+    version, window = found
+    left = (window.standard_support_ends - evaluation_day(args)).days
+    if 0 <= left <= int(args.get_config().get("warningDays", SUPPORT_ENDING_DAYS)):
+        report(
+            f"Kubernetes {version} leaves EKS standard support on "
+            f"{window.standard_support_ends}, in {left} days: plan the upgrade",
+            None,
+        )
+
+
+TODAY_SETTING = {"type": "string", "default": "", "description": "YYYY-MM-DD; empty: today"}
+
 POLICIES = [
     resource_policy(
         "eks-endpoint-not-public",
@@ -157,6 +218,26 @@ POLICIES = [
                 "items": {"type": "string"},
                 "default": list(versions.SUPPORTED_KUBERNETES_VERSIONS),
             }
+        },
+    ),
+    resource_policy(
+        "eks-version-in-standard-support",
+        "The cluster runs a Kubernetes version in EKS standard support (EKS's calendar, "
+        "components/versions.py): past it, extended support is billed and then EKS upgrades "
+        "the control plane on its own schedule.",
+        _check_standard_support,
+        config={"today": TODAY_SETTING},
+    ),
+    resource_policy(
+        "eks-version-standard-support-ending",
+        f"Within {SUPPORT_ENDING_DAYS} days of the end of its standard support, the cluster's "
+        "Kubernetes version is due for an upgrade (advice; after the end, "
+        "eks-version-in-standard-support blocks).",
+        _check_support_ending,
+        enforcement_level=ADVISORY,
+        config={
+            "today": TODAY_SETTING,
+            "warningDays": {"type": "integer", "default": SUPPORT_ENDING_DAYS},
         },
     ),
 ]
