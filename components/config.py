@@ -108,8 +108,10 @@ ClusterName = Annotated[
     str,
     AfterValidator(
         _pattern(
-            r"[a-z][a-z0-9-]{0,37}",
-            "lower-case letters, digits and '-', starting with a letter, at most 38 characters",
+            r"[a-z][a-z0-9-]{0,28}",
+            "lower-case letters, digits and '-', starting with a letter, at most 29 characters "
+            "(the system node group's name prefix, <cluster>-system-, may have 37: "
+            "terraform-provider-aws node_group_name_prefix)",
         )
     ),
 ]
@@ -133,8 +135,10 @@ PrincipalArn = Annotated[
     str,
     AfterValidator(
         _pattern(
-            r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+",
-            "an IAM role or user ARN, arn:aws:iam::<account>:role/<name>",
+            r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/([A-Za-z0-9+=,.@_-]+/){0,20}"
+            r"[A-Za-z0-9+=,.@_-]{1,64}",
+            "an IAM role or user ARN, arn:aws:iam::<account>:role/<path>/<name>, the name at most "
+            "64 of A-Z a-z 0-9 + = , . @ _ - (IAM roleNameType)",
         )
     ),
 ]
@@ -150,7 +154,32 @@ SubnetId = Annotated[
 ]
 Ipv4Cidr = Annotated[str, AfterValidator(_ipv4_cidr)]
 RetentionDays = Annotated[int, AfterValidator(_retention)]
-TagText = Annotated[str, Field(min_length=1, max_length=256)]
+TAG_CHARACTERS: Final = re.compile(r"[\w .:/=+\-@]*")
+"""Tag keys and values IAM, CloudWatch Logs and FSx accept: letters, digits, spaces and
+_ . : / = + - @ (botocore iam tagKeyType/tagValueType, ``[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]``)."""
+MAX_EXTRA_TAGS: Final = 40
+"""AWS allows 50 tags a resource; the platform's own (owner, cost-center, environment,
+managed-by, Name) and Karpenter's on instances (nodepool, nodeclaim, node class, cluster,
+eks-cluster-name, pool) leave 40."""
+RESERVED_TAG_KEYS: Final = (
+    "eks:eks-cluster-name",
+    "karpenter.sh/",
+    "karpenter.k8s.aws/ec2nodeclass",
+    "kubernetes.io/cluster/",
+)
+"""Tag keys (and prefixes) Karpenter sets itself and refuses in an EC2NodeClass's tags."""
+
+
+def _tag_text(value: str) -> str:
+    if not TAG_CHARACTERS.fullmatch(value):
+        raise PydanticCustomError(
+            "tag", "letters, digits, spaces and _ . : / = + - @ (what AWS tags accept)"
+        )
+    return value
+
+
+TagText = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_tag_text)]
+TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag_text)]
 
 
 class StrictModel(BaseModel):
@@ -173,10 +202,12 @@ class TagsConfig(StrictModel):
     cost_center: TagText = Field(
         description="Cost center billed for the platform; tag `cost-center`. Required."
     )
-    extra: dict[Annotated[str, Field(min_length=1, max_length=128)], TagText] = Field(
+    extra: dict[TagKey, TagText] = Field(
         default_factory=dict,
-        description="Further tags for every resource. Keys must not start with `aws:` nor "
-        "repeat a required tag. Default: none.",
+        max_length=MAX_EXTRA_TAGS,
+        description="Further tags for every resource, at most "
+        f"{MAX_EXTRA_TAGS}. Keys must not start with `aws:`, repeat a required tag or be one "
+        "Karpenter sets. Default: none.",
     )
 
 
@@ -270,7 +301,9 @@ class SystemNodeGroupConfig(StrictModel):
     instance_types: list[InstanceType] = Field(
         default_factory=lambda: ["m7i.xlarge"],
         min_length=1,
-        description="Instance types, most preferred first. Default: [m7i.xlarge].",
+        max_length=20,
+        description="Instance types, most preferred first; EKS takes at most 20. "
+        "Default: [m7i.xlarge].",
     )
     min_size: int = Field(
         default=2,
@@ -620,6 +653,7 @@ class LustreConfig(StrictModel):
 
     storage_capacity_gib: int = Field(
         alias="storageCapacityGiB",
+        ge=1200,
         description="SSD capacity, GiB: 1200, 2400, then steps of 2400. Required.",
     )
     throughput_per_tib: int = Field(
@@ -671,7 +705,7 @@ class LustreConfig(StrictModel):
     weekly_maintenance_start_time: WeeklyTime = Field(
         default="7:04:00", description="Maintenance window start, UTC. Default: 7:04:00."
     )
-    log_level: Literal["WARN_ERROR", "WARN_ONLY", "ERROR_ONLY", "FAILURE_ONLY", "DISABLED"] = Field(
+    log_level: Literal["WARN_ERROR", "WARN_ONLY", "ERROR_ONLY", "DISABLED"] = Field(
         default="WARN_ERROR",
         description="Data repository events logged to CloudWatch. Default: WARN_ERROR.",
     )
@@ -1257,6 +1291,13 @@ def _network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     network = config.network
     zones = network.availability_zones
     base = f"{CONFIG_KEY}.network"
+    vpc_prefix = ipaddress.IPv4Network(network.vpc_cidr).prefixlen
+    if not 16 <= vpc_prefix <= 28:
+        yield ConfigProblem(
+            f"{base}.vpcCidr",
+            network.vpc_cidr,
+            "a /16 to /28 network: the sizes EC2 CreateVpc accepts",
+        )
     for index, zone in enumerate(zones):
         if not zone.startswith(config.region) or len(zone) != len(config.region) + 1:
             yield ConfigProblem(
@@ -1360,6 +1401,14 @@ def _tag_problems(tags: TagsConfig) -> Iterator[ConfigProblem]:
                 f"{CONFIG_KEY}.tags.extra.{key}",
                 key,
                 "a key other than " + ", ".join(REQUIRED_TAG_KEYS) + " (set those above)",
+            )
+        elif any(key == r or (r.endswith("/") and key.startswith(r)) for r in RESERVED_TAG_KEYS):
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.tags.extra.{key}",
+                key,
+                "a key other than those Karpenter sets on nodes ("
+                + ", ".join(RESERVED_TAG_KEYS)
+                + "): it refuses them in an EC2NodeClass",
             )
 
 
@@ -1487,6 +1536,8 @@ def _storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 name,
                 "at most 63 characters; the default name is too long, set bucketName",
             )
+        elif (refusal := _s3_refuses(name)) is not None:
+            yield ConfigProblem(f"{base}.buckets[{index}].bucketName", name, refusal)
     lustre = storage.lustre
     if lustre is None:
         return
@@ -1662,6 +1713,10 @@ def _team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 )
 
 
+SHARED_ADDRESS_SPACE: Final = ipaddress.IPv4Network("100.64.0.0/10")
+"""RFC 6598 space, which VPCs may use as CIDRs although it is not private in RFC 1918's sense."""
+
+
 def _slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     slurm = config.slurm
     base = f"{CONFIG_KEY}.slurm"
@@ -1689,6 +1744,17 @@ def _slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             slurm.default_partition,
             "a name other than the node sets' own partitions (" + ", ".join(pools) + ")",
         )
+    for index, cidr in enumerate(slurm.login.allowed_cidrs if slurm.login else []):
+        network = ipaddress.IPv4Network(cidr, strict=False)
+        private = network.is_private or network.subnet_of(SHARED_ADDRESS_SPACE)
+        if network.prefixlen == 0 or not private:
+            yield ConfigProblem(
+                f"{base}.login.allowedCidrs[{index}]",
+                cidr,
+                "a private network (the VPC's, a VPN's or a peered one), never the internet: "
+                "the login load balancer is internal, and only root's SSH keys stand between "
+                "a source range and a root shell on every Slurm node",
+            )
     known = [pool.name for pool in config.node_pools]
     for index, node_set in enumerate(slurm.node_sets):
         here = f"{base}.nodeSets[{index}]"
@@ -1723,6 +1789,31 @@ def _overlaps(path: str, other: str) -> bool:
         return outer in ("/", inner) or inner.startswith(outer + "/")
 
     return inside(path, other) or inside(other, path)
+
+
+S3_RESERVED_PREFIXES: Final = ("xn--", "sthree-", "amzn-s3-demo-")
+S3_RESERVED_SUFFIXES: Final = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def _s3_refuses(name: str) -> str | None:
+    """Why S3 refuses a bucket name the basic pattern allows, or None.
+
+    S3 user guide, "General purpose bucket naming rules".
+    """
+    rules = "an S3 bucket name S3 accepts"
+    if ".." in name:
+        return f"{rules}: no two adjacent periods"
+    try:
+        ipaddress.IPv4Address(name)
+    except ValueError:
+        pass
+    else:
+        return f"{rules}: not shaped like an IP address"
+    if name.startswith(S3_RESERVED_PREFIXES):
+        return f"{rules}: none of the reserved prefixes " + ", ".join(S3_RESERVED_PREFIXES)
+    if name.endswith(S3_RESERVED_SUFFIXES):
+        return f"{rules}: none of the reserved suffixes " + ", ".join(S3_RESERVED_SUFFIXES)
+    return None
 
 
 def bucket_name(config: PlatformConfig, bucket: BucketConfig) -> str:
