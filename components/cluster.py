@@ -141,7 +141,8 @@ class Cluster(pulumi.ComponentResource):
     """An EKS cluster ready for platform controllers.
 
     Outputs: ``name``, ``endpoint``, ``kubeconfig`` (secret), ``oidc_issuer``,
-    ``oidc_provider_arn``, ``cluster_security_group_id``, ``node_security_group_id``,
+    ``oidc_provider_arn``, ``cluster_security_group_id`` (pulumi-eks's group on the control
+    plane's ENIs; nodes use the group EKS itself creates, which Karpenter selects by its tag),
     ``secrets_key_arn`` and ``kubernetes_provider``.
     """
 
@@ -154,6 +155,7 @@ class Cluster(pulumi.ComponentResource):
         private_subnet_ids: list[pulumi.Input[str]],
         tags: dict[str, str],
         protect: bool,
+        logs_key_arn: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the control plane, system nodes and core add-ons.
@@ -167,6 +169,7 @@ class Cluster(pulumi.ComponentResource):
             tags: the platform's required tags, copied onto instances and volumes the system
                 node group launches.
             protect: protect the cluster and its secrets key from deletion (production).
+            logs_key_arn: customer KMS key of the control-plane log group.
             opts: resource options; the AWS provider comes from here.
 
         """
@@ -189,6 +192,7 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-control-plane",
             name=f"/aws/eks/{name}/cluster",
             retention_in_days=cluster.log_retention_days,
+            kms_key_id=logs_key_arn,
             opts=child,
         )
 
@@ -234,6 +238,19 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster])
+        # The private endpoint admits HTTPS from where deployments come (a VPN, a peering, a
+        # runner in the VPC); the control plane's ENIs carry pulumi-eks's cluster group.
+        for cidr in endpoint.deploy_from.cidrs:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-api-from-{cidr.replace('/', '-')}",
+                security_group_id=self.eks_cluster.cluster_security_group_id,
+                cidr_ipv4=cidr,
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                description="Kubernetes API from the deploy path",
+                opts=after_cluster,
+            )
 
         for index, principal_arn in enumerate(cluster.admin_principal_arns):
             entry = aws.eks.AccessEntry(
@@ -300,7 +317,6 @@ class Cluster(pulumi.ComponentResource):
         self.oidc_issuer = self.eks_cluster.oidc_issuer
         self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
         self.cluster_security_group_id = self.eks_cluster.cluster_security_group_id
-        self.node_security_group_id = self.eks_cluster.node_security_group_id
         self.kubernetes_provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
@@ -321,7 +337,6 @@ class Cluster(pulumi.ComponentResource):
                 "kubeconfig": self.kubeconfig,
                 "oidcIssuer": self.oidc_issuer,
                 "clusterSecurityGroupId": self.cluster_security_group_id,
-                "nodeSecurityGroupId": self.node_security_group_id,
             }
         )
 

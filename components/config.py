@@ -131,8 +131,25 @@ AvailabilityZone = Annotated[
     ),
 ]
 AccountId = Annotated[str, AfterValidator(_pattern(r"\d{12}", "a 12-digit AWS account id"))]
+_SESSION_ARN: Final = re.compile(r"arn:aws[a-z-]*:sts::(\d{12}):assumed-role/([^/]+)/.+")
+
+
+def _not_a_session(value: str) -> str:
+    session = _SESSION_ARN.fullmatch(value)
+    if session:
+        account, role = session.groups()
+        raise PydanticCustomError(
+            "session",
+            f"the IAM role's ARN, arn:aws:iam::{account}:role/<its path>/{role}, not a session "
+            "(EKS refuses session ARNs; `aws iam get-role --role-name {role}` shows the path)",
+            {"role": role},
+        )
+    return value
+
+
 PrincipalArn = Annotated[
     str,
+    AfterValidator(_not_a_session),
     AfterValidator(
         _pattern(
             r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/([A-Za-z0-9+=,.@_-]+/){0,20}"
@@ -277,6 +294,29 @@ class NetworkConfig(StrictModel):
     )
 
 
+TransitGatewayId = Annotated[
+    str, AfterValidator(_pattern(r"tgw-[0-9a-f]{8,17}", "a transit gateway id, tgw-<hex>"))
+]
+
+
+class DeployPathConfig(StrictModel):
+    """Where `pulumi up` and kubectl reach a private API endpoint from."""
+
+    cidrs: list[Ipv4Cidr] = Field(
+        default_factory=list,
+        description="Networks deployments come from: a VPN, a peered network, the subnet of a "
+        "CI runner in the VPC (then the VPC's CIDR). The cluster security group admits HTTPS "
+        "(443) from each. Default: none.",
+    )
+    transit_gateway_id: TransitGatewayId | None = Field(
+        default=None,
+        description="Transit gateway that carries those networks to the VPC: the stack attaches "
+        "the VPC's private subnets to it and routes the networks through it. Only for a VPC the "
+        "stack creates. Default: none (the routes exist already, e.g. a Client VPN endpoint in "
+        "the VPC or a peering the network team owns).",
+    )
+
+
 class EndpointAccessConfig(StrictModel):
     """Who can reach the Kubernetes API server."""
 
@@ -292,6 +332,12 @@ class EndpointAccessConfig(StrictModel):
         default_factory=list,
         description="Networks allowed to reach the public endpoint; required when "
         "`publicAccess` is true, forbidden otherwise. Default: none.",
+    )
+    deploy_from: DeployPathConfig = Field(
+        default_factory=DeployPathConfig,
+        description="Where deployments reach the private endpoint from; required (cidrs) when "
+        "the endpoint is private only, since every Kubernetes resource of the stack is applied "
+        "through it. Default: none.",
     )
 
 
@@ -336,10 +382,18 @@ class ClusterConfig(StrictModel):
         default_factory=EndpointAccessConfig,
         description="API server endpoint access. Default: private only.",
     )
+    deployer_principal_arn: PrincipalArn = Field(
+        description="The IAM role (or user) that runs `pulumi up` when the cluster is created, "
+        "with its path (`aws iam get-role --role-name <name>` shows it; an "
+        "assumed-role session ARN names the role after `assumed-role/`). EKS gives the "
+        "cluster's creator cluster admin itself (pulumi-eks turns on "
+        "bootstrapClusterCreatorAdminPermissions), so it must not be in adminPrincipalArns "
+        "too. Required.",
+    )
     admin_principal_arns: list[PrincipalArn] = Field(
         min_length=1,
-        description="IAM roles or users given cluster-admin through EKS access entries "
-        "(authentication mode API). Required, at least one.",
+        description="Further IAM roles or users given cluster-admin through EKS access entries "
+        "(authentication mode API); not the deployer. Required, at least one.",
     )
     log_retention_days: RetentionDays = Field(
         default=90,
@@ -1291,6 +1345,20 @@ def _network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     network = config.network
     zones = network.availability_zones
     base = f"{CONFIG_KEY}.network"
+    deploy = config.cluster.endpoint.deploy_from
+    if deploy.transit_gateway_id and network.existing_vpc is not None:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.cluster.endpoint.deployFrom.transitGatewayId",
+            deploy.transit_gateway_id,
+            "nothing with network.existingVpc: the stack does not own that VPC's route tables "
+            "(route the deploy networks there yourself)",
+        )
+    if deploy.transit_gateway_id and not deploy.cidrs:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.cluster.endpoint.deployFrom.cidrs",
+            [],
+            "the networks to route through the transit gateway",
+        )
     vpc_prefix = ipaddress.IPv4Network(network.vpc_cidr).prefixlen
     if not 16 <= vpc_prefix <= 28:
         yield ConfigProblem(
@@ -1371,6 +1439,24 @@ def _cluster_problems(cluster: ClusterConfig) -> Iterator[ConfigProblem]:
         yield ConfigProblem(
             f"{base}.adminPrincipalArns", cluster.admin_principal_arns, "each ARN once"
         )
+    deployer = principal_identity(cluster.deployer_principal_arn)
+    for index, arn in enumerate(cluster.admin_principal_arns):
+        if principal_identity(arn) == deployer:
+            yield ConfigProblem(
+                f"{base}.adminPrincipalArns[{index}]",
+                arn,
+                "a principal other than the deployer (cluster.deployerPrincipalArn): EKS already "
+                "gives the cluster's creator an access entry, and a second one for it fails "
+                "with 409 ResourceInUseException (pulumi/pulumi-eks#2373)",
+            )
+    if not endpoint.public_access and not endpoint.deploy_from.cidrs:
+        yield ConfigProblem(
+            f"{base}.endpoint.deployFrom.cidrs",
+            _MISSING,
+            "the networks `pulumi up` runs from (a VPN, a peered network, or the VPC's CIDR for "
+            "a runner inside it) when the endpoint is private only: without a way in, every "
+            "Kubernetes resource of the stack times out (README, deploying a private cluster)",
+        )
     group = cluster.system_node_group
     if not group.min_size <= group.desired_size <= group.max_size:
         yield ConfigProblem(
@@ -1388,6 +1474,20 @@ def _cluster_problems(cluster: ClusterConfig) -> Iterator[ConfigProblem]:
             group.instance_types,
             "types of one CPU architecture (all x86_64 or all arm64): one AMI type serves them",
         )
+
+
+def principal_identity(arn: str) -> tuple[str, str, str]:
+    """(account, kind, name) of an IAM principal ARN: a role is one role whatever its path.
+
+    IAM role and user names are unique in an account regardless of path, and an assumed-role
+    session (``arn:aws:sts::<account>:assumed-role/<role>/<session>``) acts as its role.
+    """
+    parts = arn.split(":", 5)
+    account, resource = parts[4], parts[5]
+    kind, _, rest = resource.partition("/")
+    if kind == "assumed-role":
+        return account, "role", rest.split("/", 1)[0]
+    return account, kind, rest.rsplit("/", 1)[-1]
 
 
 def _tag_problems(tags: TagsConfig) -> Iterator[ConfigProblem]:

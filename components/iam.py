@@ -36,6 +36,47 @@ def service_trust_policy(service: str, *, tag_session: bool = False) -> dict[str
     }
 
 
+def logs_key_policy(account_id: str, region: str) -> dict[str, Any]:
+    """Key policy of the key that encrypts the stack's CloudWatch log groups.
+
+    The account administers the key through IAM (the default policy's statement), and
+    CloudWatch Logs of the region may use it for this account's log groups only, as the
+    CloudWatch Logs guide ("Encrypt log data in CloudWatch Logs using AWS KMS") requires.
+    """
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AccountAdministersTheKey",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::{account_id}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                "Sid": "CloudWatchLogsEncryptsThisAccountsLogGroups",
+                "Effect": "Allow",
+                "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+                "Action": [
+                    "kms:Encrypt*",
+                    "kms:Decrypt*",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:Describe*",
+                ],
+                "Resource": "*",
+                "Condition": {
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": (
+                            f"arn:aws:logs:{region}:{account_id}:log-group:*"
+                        )
+                    }
+                },
+            },
+        ],
+    }
+
+
 def deny_insecure_transport(sid: str, service: str, resources: str | list[str]) -> dict[str, Any]:
     """Resource-policy statement refusing every request to ``resources`` made without TLS.
 
@@ -114,6 +155,7 @@ def customer_key(
     protect: bool,
     parent: pulumi.Resource,
     policy: dict[str, Any] | None = None,
+    provider: pulumi.ProviderResource | None = None,
 ) -> aws.kms.Key:
     """A customer managed KMS key that rotates yearly, with an alias.
 
@@ -124,6 +166,7 @@ def customer_key(
         protect: protect the key from deletion (stateful environments).
         parent: component the key belongs to.
         policy: key policy; default: the account's default policy (IAM decides).
+        provider: AWS provider, where the parent does not pass one down. Default: inherited.
     """
     key = aws.kms.Key(
         name,
@@ -131,12 +174,12 @@ def customer_key(
         enable_key_rotation=True,
         deletion_window_in_days=30,
         policy=json.dumps(policy) if policy is not None else None,
-        opts=pulumi.ResourceOptions(parent=parent, protect=protect),
+        opts=pulumi.ResourceOptions(parent=parent, protect=protect, provider=provider),
     )
     aws.kms.Alias(
         name,
         name=f"alias/{alias}",
         target_key_id=key.key_id,
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
     )
     return key

@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.config import NetworkConfig
+from components.config import DeployPathConfig, NetworkConfig
 from components.iam import service_trust_policy
 from components.subnets import plan_subnets
 
@@ -45,6 +45,20 @@ def flow_log_policy(log_group_arn: str) -> dict[str, Any]:
     }
 
 
+def flow_log_trust_policy(account_id: str, region: str) -> dict[str, Any]:
+    """Trust of the flow-log role: the VPC flow logs service, for this account's flow logs only.
+
+    The conditions keep another account's flow logs from using the role (the confused deputy);
+    AWS's flow-log guide documents both keys.
+    """
+    policy = service_trust_policy("vpc-flow-logs.amazonaws.com")
+    policy["Statement"][0]["Condition"] = {
+        "StringEquals": {"aws:SourceAccount": account_id},
+        "ArnLike": {"aws:SourceArn": f"arn:aws:ec2:{region}:{account_id}:vpc-flow-log/*"},
+    }
+    return policy
+
+
 class Network(pulumi.ComponentResource):
     """VPC, subnets, NAT, S3 gateway endpoint and flow logs for one platform.
 
@@ -62,7 +76,10 @@ class Network(pulumi.ComponentResource):
         *,
         network: NetworkConfig,
         region: str,
+        account_id: str,
         cluster_name: str,
+        deploy_path: DeployPathConfig,
+        logs_key_arn: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create or adopt the network.
@@ -72,8 +89,12 @@ class Network(pulumi.ComponentResource):
             network: the validated ``platform.network`` section (zones, CIDRs, NAT mode, flow
                 logs, or an existing VPC).
             region: AWS region, for the S3 gateway endpoint's service name.
+            account_id: AWS account, for the flow-log role's trust conditions.
             cluster_name: EKS cluster name; value of the Karpenter discovery tag on the
                 private subnets.
+            deploy_path: where deployments come from; with a transit gateway the VPC's
+                private subnets are attached to it and its networks routed through it.
+            logs_key_arn: customer KMS key of the flow-log group.
             opts: resource options; the AWS provider comes from here.
 
         """
@@ -81,7 +102,14 @@ class Network(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.public_subnet_ids = {}
         if network.existing_vpc is None:
-            self._create(name, network, region, cluster_name, child)
+            self._create(
+                name,
+                network=network,
+                region=region,
+                cluster_name=cluster_name,
+                deploy_path=deploy_path,
+                child=child,
+            )
         else:
             self.vpc_id = pulumi.Output.from_input(network.existing_vpc.vpc_id)
             self.private_subnet_ids = {
@@ -97,7 +125,15 @@ class Network(pulumi.ComponentResource):
                         value=value,
                         opts=child,
                     )
-        self._flow_logs(name, network, cluster_name, child)
+        self._flow_logs(
+            name,
+            network=network,
+            account_id=account_id,
+            region=region,
+            cluster_name=cluster_name,
+            logs_key_arn=logs_key_arn,
+            child=child,
+        )
         self.register_outputs(
             {
                 "vpcId": self.vpc_id,
@@ -109,9 +145,11 @@ class Network(pulumi.ComponentResource):
     def _create(
         self,
         name: str,
+        *,
         network: NetworkConfig,
         region: str,
         cluster_name: str,
+        deploy_path: DeployPathConfig,
         child: pulumi.ResourceOptions,
     ) -> None:
         plan = plan_subnets(
@@ -132,14 +170,19 @@ class Network(pulumi.ComponentResource):
         gateway = aws.ec2.InternetGateway(
             f"{name}-igw", vpc_id=vpc.id, tags={"Name": cluster_name}, opts=child
         )
+        # Routes are their own resources, never inline: a route table's inline routes are the
+        # whole list, so each `up` would delete routes others add (a VPN's, a peering's).
         public_routes = aws.ec2.RouteTable(
-            f"{name}-public",
-            vpc_id=vpc.id,
-            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
-            tags={"Name": f"{cluster_name}-public"},
+            f"{name}-public", vpc_id=vpc.id, tags={"Name": f"{cluster_name}-public"}, opts=child
+        )
+        aws.ec2.Route(
+            f"{name}-public-default",
+            route_table_id=public_routes.id,
+            destination_cidr_block="0.0.0.0/0",
+            gateway_id=gateway.id,
             opts=child,
         )
-        private_route_tables: list[aws.ec2.RouteTable] = []
+        private_route_tables: dict[str, aws.ec2.RouteTable] = {}
         nat_ids: list[pulumi.Output[str]] = []
         self.private_subnet_ids = {}
         for index, zone_plan in enumerate(plan):
@@ -191,16 +234,31 @@ class Network(pulumi.ComponentResource):
             routes = aws.ec2.RouteTable(
                 f"{name}-private-{zone}",
                 vpc_id=vpc.id,
-                routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat_ids[-1]}],
                 tags={"Name": f"{cluster_name}-private-{zone}"},
                 opts=child,
             )
-            private_route_tables.append(routes)
+            aws.ec2.Route(
+                f"{name}-private-{zone}-default",
+                route_table_id=routes.id,
+                destination_cidr_block="0.0.0.0/0",
+                nat_gateway_id=nat_ids[-1],
+                opts=child,
+            )
+            private_route_tables[zone] = routes
             aws.ec2.RouteTableAssociation(
                 f"{name}-private-{zone}",
                 subnet_id=private.id,
                 route_table_id=routes.id,
                 opts=child,
+            )
+        if deploy_path.transit_gateway_id:
+            self._transit_gateway_routes(
+                name,
+                vpc_id=vpc.id,
+                deploy_path=deploy_path,
+                route_tables=private_route_tables,
+                cluster_name=cluster_name,
+                child=child,
             )
         # Datasets and checkpoints move between nodes and S3 without paying NAT per GB.
         aws.ec2.VpcEndpoint(
@@ -208,29 +266,64 @@ class Network(pulumi.ComponentResource):
             vpc_id=vpc.id,
             service_name=f"com.amazonaws.{region}.s3",
             vpc_endpoint_type="Gateway",
-            route_table_ids=[table.id for table in private_route_tables],
+            route_table_ids=[table.id for table in private_route_tables.values()],
             tags={"Name": f"{cluster_name}-s3"},
             opts=child,
         )
 
+    def _transit_gateway_routes(
+        self,
+        name: str,
+        *,
+        vpc_id: pulumi.Input[str],
+        deploy_path: DeployPathConfig,
+        route_tables: dict[str, aws.ec2.RouteTable],
+        cluster_name: str,
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        """Attach the private subnets to the deploy path's transit gateway, route its networks.
+
+        So deployments reach the private API endpoint.
+        """
+        attachment = aws.ec2transitgateway.VpcAttachment(
+            f"{name}-deploy-path",
+            transit_gateway_id=deploy_path.transit_gateway_id,
+            vpc_id=vpc_id,
+            subnet_ids=list(self.private_subnet_ids.values()),
+            tags={"Name": f"{cluster_name}-deploy-path"},
+            opts=child,
+        )
+        for zone, table in route_tables.items():
+            for cidr in deploy_path.cidrs:
+                aws.ec2.Route(
+                    f"{name}-private-{zone}-deploy-{cidr.replace('/', '-')}",
+                    route_table_id=table.id,
+                    destination_cidr_block=cidr,
+                    transit_gateway_id=deploy_path.transit_gateway_id,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
+                )
+
     def _flow_logs(
         self,
         name: str,
+        *,
         network: NetworkConfig,
+        account_id: str,
+        region: str,
         cluster_name: str,
+        logs_key_arn: pulumi.Input[str],
         child: pulumi.ResourceOptions,
     ) -> None:
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-flow-logs",
             name=f"/aws/vpc/{cluster_name}/flow-logs",
             retention_in_days=network.flow_logs.retention_days,
+            kms_key_id=logs_key_arn,
             opts=child,
         )
         role = aws.iam.Role(
             f"{name}-flow-logs",
-            assume_role_policy=pulumi.Output.json_dumps(
-                service_trust_policy("vpc-flow-logs.amazonaws.com")
-            ),
+            assume_role_policy=json.dumps(flow_log_trust_policy(account_id, region)),
             opts=child,
         )
         aws.iam.RolePolicy(

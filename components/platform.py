@@ -14,6 +14,7 @@ from components.config import (
     slurm_held_nodes,
 )
 from components.device_plugins import DevicePlugins
+from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
 from components.network import Network
 from components.node_pools import NodePools
@@ -55,11 +56,24 @@ class TrainingPlatform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         with_aws = pulumi.ResourceOptions(parent=self, providers={"aws": self.aws_provider})
+        # One customer key for every log group of the stack (control plane, flow logs, FSx).
+        self.logs_key = customer_key(
+            "logs",
+            alias=f"{config.name}-logs",
+            description=f"Encrypts the CloudWatch log groups of {config.name}",
+            protect=config.protect_stateful_resources,
+            parent=self,
+            policy=logs_key_policy(config.account_id, config.region),
+            provider=self.aws_provider,
+        )
         self.network = Network(
             "network",
             network=config.network,
             region=config.region,
+            account_id=config.account_id,
             cluster_name=config.name,
+            deploy_path=config.cluster.endpoint.deploy_from,
+            logs_key_arn=self.logs_key.arn,
             opts=with_aws,
         )
         zones = config.network.availability_zones
@@ -70,6 +84,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             private_subnet_ids=[self.network.private_subnet_ids[zone] for zone in zones],
             tags=config.required_tags,
             protect=config.protect_stateful_resources,
+            logs_key_arn=self.logs_key.arn,
             opts=with_aws,
         )
         self.karpenter = Karpenter(
@@ -114,6 +129,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             config=config,
             vpc_id=self.network.vpc_id,
             training_subnet_id=self.network.private_subnet_ids[config.network.training_zone],
+            logs_key_arn=self.logs_key.arn,
             cluster_ready=self.cluster.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
             mounting_namespaces=mounting_namespaces,
@@ -201,7 +217,6 @@ def deploy() -> TrainingPlatform:
     pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export("oidcIssuer", cluster.oidc_issuer)
     pulumi.export("clusterSecurityGroupId", cluster.cluster_security_group_id)
-    pulumi.export("nodeSecurityGroupId", cluster.node_security_group_id)
     pulumi.export("vpcId", platform.network.vpc_id)
     pulumi.export("privateSubnetIds", platform.network.private_subnet_ids)
     pulumi.export("trainingZone", config.network.training_zone)

@@ -120,6 +120,34 @@ def lustre_ingress(
     return rules
 
 
+def lustre_egress(
+    client_group_id: pulumi.Input[str], *, efa_enabled: bool = False
+) -> list[dict[str, Any]]:
+    """Outbound rules of the file system: the Lustre ports, to its clients and to itself.
+
+    The file servers open Lustre connections to clients and to each other on the ports they
+    accept (FSx for Lustre User Guide, "File system access control with Amazon VPC"); an
+    EFA-enabled file system sends all traffic to both. Nothing else leaves the group: S3 is
+    reached by the FSx service, not through this group.
+    """
+    rules = [
+        {"protocol": "tcp", "from_port": low, "to_port": high, **target, "description": label}
+        for low, high in LUSTRE_PORTS
+        for target, label in (
+            ({"security_groups": [client_group_id]}, "Lustre to training nodes"),
+            ({"self": True}, "Lustre between file servers"),
+        )
+    ]
+    if efa_enabled:
+        rules += [
+            {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
+             "description": "EFA between file servers"},
+            {"protocol": "-1", "from_port": 0, "to_port": 0, "security_groups": [client_group_id],
+             "description": "EFA to training nodes"},
+        ]  # fmt: skip
+    return rules
+
+
 def data_repository_path(bucket: str, association: DataRepositoryAssociationConfig) -> str:
     """``s3://bucket/prefix/`` of an association."""
     return f"s3://{bucket}/{association.s3_prefix}"
@@ -202,6 +230,7 @@ class Storage(pulumi.ComponentResource):
         config: PlatformConfig,
         vpc_id: pulumi.Input[str],
         training_subnet_id: pulumi.Input[str],
+        logs_key_arn: pulumi.Input[str],
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
         mounting_namespaces: dict[str, pulumi.Resource] | None = None,
@@ -214,6 +243,7 @@ class Storage(pulumi.ComponentResource):
             config: the validated platform (storage section, names, account, region, protection).
             vpc_id: VPC of the security groups.
             training_subnet_id: private subnet of the training zone (the file system's subnet).
+            logs_key_arn: customer KMS key of the file system's log group.
             cluster_ready: what the CSI add-on and Kubernetes objects wait for.
             kubernetes_provider: provider of the namespaces, PVs and claims.
             mounting_namespaces: namespaces created elsewhere (team namespaces, Slurm's) that
@@ -258,6 +288,7 @@ class Storage(pulumi.ComponentResource):
                 key=key,
                 vpc_id=vpc_id,
                 training_subnet_id=training_subnet_id,
+                logs_key_arn=logs_key_arn,
                 bucket_ready=bucket_ready[lustre.bucket],
                 stateful=stateful,
                 child=child,
@@ -364,6 +395,7 @@ class Storage(pulumi.ComponentResource):
         key: aws.kms.Key,
         vpc_id: pulumi.Input[str],
         training_subnet_id: pulumi.Input[str],
+        logs_key_arn: pulumi.Input[str],
         bucket_ready: list[pulumi.Resource],
         stateful: pulumi.ResourceOptions,
         child: pulumi.ResourceOptions,
@@ -385,9 +417,10 @@ class Storage(pulumi.ComponentResource):
                 aws.ec2.SecurityGroupIngressArgs(**rule)
                 for rule in lustre_ingress(clients.id, efa_enabled=lustre.efa_enabled)
             ],
-            egress=[aws.ec2.SecurityGroupEgressArgs(
-                protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"],
-                description="replies and S3")],
+            egress=[
+                aws.ec2.SecurityGroupEgressArgs(**rule)
+                for rule in lustre_egress(clients.id, efa_enabled=lustre.efa_enabled)
+            ],
             tags={"Name": f"{cluster}-lustre"},
             opts=child,
         )  # fmt: skip
@@ -411,6 +444,7 @@ class Storage(pulumi.ComponentResource):
             f"{name}-lustre",
             name=f"/aws/fsx/{cluster}",
             retention_in_days=lustre.log_retention_days,
+            kms_key_id=logs_key_arn,
             opts=child,
         )
         metadata = (

@@ -94,7 +94,7 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
     ("mixed CPU architectures", _set("cluster.systemNodeGroup.instanceTypes", ["m7i.large", "m7g.large"]),
      "platform.cluster.systemNodeGroup.instanceTypes", "one CPU architecture"),
     ("misspelt key", _set("cluster.kubernetesVerison", "1.34"),
-     "platform.cluster.kubernetesVerison", "one of the keys adminPrincipalArns, endpoint, kubernetesVersion"),
+     "platform.cluster.kubernetesVerison", "one of the keys adminPrincipalArns, deployerPrincipalArn, endpoint, kubernetesVersion"),
     ("missing required tag", _delete("tags.costCenter"),
      "platform.tags.costCenter", "Cost center billed for the platform"),
     ("reserved AWS tag key", _set("tags.extra", {"aws:created-by": "me"}),
@@ -232,7 +232,12 @@ def test_defaults_fill_optional_sections() -> None:
         "availabilityZones": ["us-west-2a", "us-west-2b"],
         "trainingZone": "us-west-2a",
     }
-    data["cluster"] = {"adminPrincipalArns": ["arn:aws:iam::111122223333:role/A"]}
+    data["cluster"] = {
+        "deployerPrincipalArn": "arn:aws:iam::111122223333:role/D",
+        "adminPrincipalArns": ["arn:aws:iam::111122223333:role/A"],
+        # the default endpoint is private only, which needs a declared way in
+        "endpoint": {"deployFrom": {"cidrs": ["10.0.0.0/16"]}},
+    }
     config = parse_platform_config(data)
     assert config.protect_stateful_resources is False
     assert config.network.nat_gateways == "perZone"

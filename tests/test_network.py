@@ -43,9 +43,60 @@ def test_nat_gateways_single_or_per_zone(run_platform: Callable[..., ProgramRun]
     assert len(nats) == 1
     # every private route table sends egress through that one gateway
     nat_id = {r.urn: r for r in nats}
-    tables = [r for r in run.of_type("aws:ec2/routeTable:RouteTable") if "-private-" in r.name]
+    tables = {r.urn for r in run.of_type("aws:ec2/routeTable:RouteTable") if "-private-" in r.name}
     assert len(tables) == 3
-    assert all(set(t.dependencies) & set(nat_id) for t in tables)
+    defaults = [r for r in run.of_type("aws:ec2/route:Route")
+                if r.inputs.get("destinationCidrBlock") == "0.0.0.0/0" and "-private-" in r.name]  # fmt: skip
+    assert {r.property_dependencies["routeTableId"][0] for r in defaults} == tables
+    assert all(set(r.property_dependencies["natGatewayId"]) <= set(nat_id) for r in defaults)
+
+
+def test_routes_are_their_own_resources(run_platform: Callable[..., ProgramRun]) -> None:
+    """A route table's inline routes are its whole list: a later `up` would delete routes a VPN
+    or peering added. So every route is an aws.ec2.Route and no table lists routes."""
+    run = run_platform(stack_data("prod"), "prod")
+    for table in run.of_type("aws:ec2/routeTable:RouteTable"):
+        assert not table.inputs.get("routes"), table.name
+    routes = run.of_type("aws:ec2/route:Route")
+    public = [r for r in routes if r.name == "network-public-default"]
+    assert len(public) == 1 and public[0].inputs["destinationCidrBlock"] == "0.0.0.0/0"
+
+
+def test_the_deploy_path_is_attached_and_routed(run_platform: Callable[..., ProgramRun]) -> None:
+    data = stack_data("prod")
+    deploy = data["cluster"]["endpoint"]["deployFrom"]
+    run = run_platform(data, "prod")
+    (attachment,) = run.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment")
+    assert attachment.inputs["transitGatewayId"] == deploy["transitGatewayId"]
+    private = {r.urn for r in run.of_type("aws:ec2/subnet:Subnet") if "-private-" in r.name}
+    assert set(attachment.property_dependencies["subnetIds"]) == private
+    via_gateway = [r for r in run.of_type("aws:ec2/route:Route")
+                   if r.inputs.get("transitGatewayId") == deploy["transitGatewayId"]]  # fmt: skip
+    zones = data["network"]["availabilityZones"]
+    assert sorted(r.inputs["destinationCidrBlock"] for r in via_gateway) == sorted(
+        deploy["cidrs"] * len(zones)
+    )
+    assert all(attachment.urn in r.dependencies for r in via_gateway)
+    # The control plane admits HTTPS from each network.
+    rules = [r for r in run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+             if r.inputs.get("fromPort") == 443]  # fmt: skip
+    assert sorted(r.inputs["cidrIpv4"] for r in rules) == sorted(deploy["cidrs"])
+    assert all(r.inputs["toPort"] == 443 and r.inputs["ipProtocol"] == "tcp" for r in rules)
+
+
+def test_flow_logs_trust_only_this_accounts_flow_logs(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    run = run_platform(data, "dev")
+    role = run.one("aws:iam/role:Role", "network-flow-logs")
+    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"}
+    account, region = data["accountId"], data["region"]
+    assert statement["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": account},
+        "ArnLike": {"aws:SourceArn": f"arn:aws:ec2:{region}:{account}:vpc-flow-log/*"},
+    }
 
 
 def test_s3_gateway_endpoint_serves_every_private_route_table(

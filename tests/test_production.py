@@ -1,0 +1,175 @@
+"""What a first real `up` of a production stack needs: a way to the private API, a deployer that
+EKS makes admin once, log groups under a customer key, a file system that talks Lustre only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from components.config import parse_platform_config
+from synth.run import StackResult
+from tests.config_problems import MISSING, assert_reported
+from tests.conftest import STACKS, ProgramRun, stack_data
+
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+KEY = "aws:kms/key:Key"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+
+
+# --------------------------------------------------------------------------- the deployer
+
+
+@pytest.mark.parametrize(
+    "admin",
+    [
+        "arn:aws:iam::333344445555:role/platform-deployer",
+        # the same role under a path: IAM role names are unique in an account
+        "arn:aws:iam::333344445555:role/ci/platform-deployer",
+    ],
+    ids=["same-arn", "same-role-other-path"],
+)
+def test_the_deployer_is_not_listed_as_an_admin_too(admin: str) -> None:
+    """EKS gives the cluster's creator an access entry (pulumi-eks bootstraps it); a second
+    one for it fails with 409 (pulumi/pulumi-eks#2373)."""
+    data = stack_data("prod")
+    data["cluster"]["adminPrincipalArns"].append(admin)
+    index = len(data["cluster"]["adminPrincipalArns"]) - 1
+    assert_reported(data, f"platform.cluster.adminPrincipalArns[{index}]", admin, "409")
+
+
+def test_a_session_arn_as_deployer_names_the_role_to_use() -> None:
+    data = stack_data("prod")
+    session = "arn:aws:sts::333344445555:assumed-role/platform-deployer/ci-run-42"
+    data["cluster"]["deployerPrincipalArn"] = session
+    assert_reported(
+        data,
+        "platform.cluster.deployerPrincipalArn",
+        session,
+        "arn:aws:iam::333344445555:role/<its path>/platform-deployer",
+    )
+
+
+def test_the_deployer_is_required() -> None:
+    data = stack_data("dev")
+    del data["cluster"]["deployerPrincipalArn"]
+    assert_reported(data, "platform.cluster.deployerPrincipalArn", MISSING, "runs `pulumi up`")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_stack_lists_its_deployer_as_an_admin(stack: str) -> None:
+    cluster = stack_data(stack)["cluster"]
+    deployer = cluster["deployerPrincipalArn"].rsplit("/", 1)[-1]
+    assert all(arn.rsplit("/", 1)[-1] != deployer for arn in cluster["adminPrincipalArns"])
+
+
+# --------------------------------------------------------------------------- the deploy path
+
+
+def test_a_private_only_endpoint_needs_a_deploy_path() -> None:
+    data = stack_data("prod")
+    del data["cluster"]["endpoint"]["deployFrom"]
+    assert_reported(data, "platform.cluster.endpoint.deployFrom.cidrs", MISSING, "times out")
+
+
+def test_a_public_endpoint_needs_no_deploy_path() -> None:
+    data = stack_data("dev")
+    assert "deployFrom" not in data["cluster"]["endpoint"]
+    assert parse_platform_config(data).cluster.endpoint.public_access
+
+
+def test_a_transit_gateway_only_for_a_vpc_the_stack_owns() -> None:
+    data = stack_data("prod")
+    data["network"]["existingVpc"] = {
+        "vpcId": "vpc-0123456789abcdef0",
+        "privateSubnetIds": {
+            zone: f"subnet-0123456789abcdef{index}"
+            for index, zone in enumerate(data["network"]["availabilityZones"])
+        },
+    }
+    assert_reported(
+        data,
+        "platform.cluster.endpoint.deployFrom.transitGatewayId",
+        data["cluster"]["endpoint"]["deployFrom"]["transitGatewayId"],
+        "does not own",
+    )
+
+
+def test_a_runner_in_the_vpc_needs_only_the_ingress(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("prod")
+    data["cluster"]["endpoint"]["deployFrom"] = {"cidrs": [data["network"]["vpcCidr"]]}
+    run = run_platform(data, "prod")
+    assert run.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment") == []
+    rules = [
+        r
+        for r in run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+        if r.inputs.get("fromPort") == 443
+    ]
+    assert [r.inputs["cidrIpv4"] for r in rules] == [data["network"]["vpcCidr"]]
+    (cluster,) = run.of_type("eks:index:Cluster")
+    assert all(cluster.urn in r.dependencies for r in rules)
+
+
+# --------------------------------------------------------------------------- log groups
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_log_group_is_encrypted_with_the_stacks_logs_key(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    run = ProgramRun(synthesized[stack].records)
+    groups = run.of_type(LOG_GROUP)
+    assert {g.inputs["name"].split("/")[2] for g in groups} == {"eks", "vpc", "fsx"}
+    (key,) = [k for k in run.of_type(KEY) if "log groups" in k.inputs["description"]]
+    for group in groups:
+        assert group.property_dependencies.get("kmsKeyId") == [key.urn], group.name
+    policy = json.loads(key.inputs["policy"])
+    (logs,) = [s for s in policy["Statement"] if "Service" in s["Principal"]]
+    data = stack_data(stack)
+    assert logs["Principal"]["Service"] == f"logs.{data['region']}.amazonaws.com"
+    assert logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"] == (
+        f"arn:aws:logs:{data['region']}:{data['accountId']}:log-group:*"
+    )
+    assert key.inputs["enableKeyRotation"] is True
+    assert key.protect is bool(data.get("protectStatefulResources"))
+
+
+# --------------------------------------------------------------------------- the file system's group
+
+
+def _lustre_group(run: ProgramRun) -> Any:
+    (group,) = [g for g in run.of_type(SECURITY_GROUP) if g.name == "storage-lustre"]
+    return group
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_file_system_sends_lustre_only_and_only_to_its_clients(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    run = ProgramRun(synthesized[stack].records)
+    egress = _lustre_group(run).inputs["egress"]
+    assert egress
+    for rule in egress:
+        assert not rule.get("cidrBlocks") and not rule.get("ipv6CidrBlocks"), rule
+        assert rule["protocol"] == "tcp", rule
+        assert (rule["fromPort"], rule["toPort"]) in {(988, 988), (1018, 1023)}, rule
+        assert rule.get("self") or rule.get("securityGroups"), rule
+
+
+def test_an_efa_file_system_sends_all_traffic_to_itself_and_clients(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    data["storage"]["lustre"]["efaEnabled"] = True
+    data["storage"]["lustre"]["metadataIops"] = 1500
+    run = run_platform(data, "dev")
+    egress = _lustre_group(run).inputs["egress"]
+    everything = [r for r in egress if r["protocol"] == "-1"]
+    assert len(everything) == 2
+    assert any(r.get("self") for r in everything)
+    assert any(r.get("securityGroups") for r in everything)
+    assert not any(r.get("cidrBlocks") for r in egress)
