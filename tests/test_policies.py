@@ -141,6 +141,8 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("eks-endpoint-not-public", "prod", "aws:eks/cluster:Cluster", "", at("vpcConfig.endpointPublicAccess", True), "endpoint is public"),
     ("eks-secrets-encrypted", "prod", "eks:index:Cluster", "", at("encryptionConfigKeyArn", _DELETE), "not encrypted with a customer KMS key"),
     ("eks-secrets-encrypted", "prod", "eks:index:Cluster", "", at("encryptionConfigKeyArn", "arn:aws:kms:us-east-1:333344445555:alias/aws/eks"), "AWS managed"),
+    ("eks-secrets-encrypted", "prod", "eks:index:Cluster", "", at("encryptionConfigKeyArn", "alias/aws/eks"), "AWS managed"),
+    ("eks-secrets-encrypted", "prod", "aws:eks/cluster:Cluster", "", at("encryptionConfig.provider.keyArn", "alias/aws/eks"), "AWS managed"),
     ("eks-secrets-encrypted", "prod", "aws:eks/cluster:Cluster", "", at("encryptionConfig.resources", []), "not envelope-encrypted"),
     ("eks-control-plane-logs", "prod", "eks:index:Cluster", "", at("enabledClusterLogTypes", ["api"]), "audit, authenticator"),
     ("eks-control-plane-logs", "prod", "aws:eks/cluster:Cluster", "", at("enabledClusterLogTypes", _DELETE), "api, audit, authenticator"),
@@ -157,6 +159,8 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("iam-no-wildcard-actions", "prod", "aws:iam/rolePolicy:RolePolicy", "flow-logs", policy_json("Action", ["logs:*"]), "wildcard action 'logs:*'"),
     ("iam-no-wildcard-actions", "prod", "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "system-node", at("policyArn", "arn:aws:iam::aws:policy/AdministratorAccess"), "AdministratorAccess"),
     ("iam-no-wildcard-resources", "prod", "aws:iam/rolePolicy:RolePolicy", "secrets-key", policy_json("Resource", "*"), "on every resource"),
+    ("iam-no-wildcard-resources", "prod", "aws:iam/rolePolicy:RolePolicy", "flow-logs", policy_json("Resource", "arn:aws:logs:*:*:*"), "on every resource"),
+    ("iam-no-wildcard-resources", "prod", "aws:iam/rolePolicy:RolePolicy", "flow-logs", policy_json("NotResource", "arn:aws:s3:::nothing"), "every resource but NotResource"),
     ("kms-key-rotation", "prod", "aws:kms/key:Key", "", at("enableKeyRotation", False), "rotation is off"),
     ("required-tags", "prod", "aws:ec2/vpc:Vpc", "", at("tags", {"owner": ""}), "'owner'"),
     ("stateful-resources-protected", "prod", "aws:kms/key:Key", "", unprotect, "must be protected"),
@@ -324,6 +328,49 @@ def test_provider_default_tags_or_resource_tags_satisfy_required_tags(
     assert vpc["urn"] not in {
         f.urn for f in _run_policy(POLICIES["required-tags"], entries, "prod")
     }
+
+
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "key", "arn"),
+    [
+        (ATTACHMENT, "policyArn", "arn:aws:iam::aws:policy/AmazonS3FullAccess"),
+        (ATTACHMENT, "policyArn", "arn:aws:iam::aws:policy/PowerUserAccess"),
+        (ATTACHMENT, "policyArn", "arn:aws:iam::aws:policy/job-function/SystemAdministrator"),
+        ("aws:iam/policyAttachment:PolicyAttachment", "policyArn",
+         "arn:aws:iam::aws:policy/AdministratorAccess"),
+        ("aws:iam/userPolicyAttachment:UserPolicyAttachment", "policyArn",
+         "arn:aws:iam::aws:policy/IAMFullAccess"),
+        ("aws:iam/groupPolicyAttachment:GroupPolicyAttachment", "policyArn",
+         "arn:aws:iam::aws:policy/AmazonEC2FullAccess"),
+        ("aws:iam/rolePolicyAttachmentsExclusive:RolePolicyAttachmentsExclusive", "policyArns",
+         ["arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+          "arn:aws:iam::aws:policy/AdministratorAccess"]),
+        ("aws:iam/role:Role", "managedPolicyArns", ["arn:aws-cn:iam::aws:policy/AdministratorAccess"]),
+    ],
+)  # fmt: skip
+def test_broad_managed_policies_are_caught_in_every_attachment_shape(
+    synthesized: dict[str, StackResult], resource_type: str, key: str, arn: Any
+) -> None:
+    entries = _records(synthesized["prod"])
+    attachment = copy.deepcopy(_target(entries, ATTACHMENT, "system-node"))
+    attachment.update(type=resource_type, urn=attachment["urn"] + "-broad")
+    attachment["inputs"] = {key: arn}
+    entries.append(attachment)
+    findings = _run_policy(POLICIES["iam-no-wildcard-actions"], entries, "prod")
+    assert [f.urn for f in findings] == [attachment["urn"]]
+    assert "allows every action" in findings[0].message
+
+
+def test_narrow_managed_policies_pass(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    attached = [e["inputs"]["policyArn"] for e in entries if e["type"] == ATTACHMENT]
+    assert "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy" in attached
+    role = _target(entries, "aws:iam/role:Role", "system-node")
+    role["inputs"]["managedPolicyArns"] = ["arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"]
+    assert _run_policy(POLICIES["iam-no-wildcard-actions"], entries, "prod") == []
 
 
 def test_unscopable_actions_may_use_every_resource(synthesized: dict[str, StackResult]) -> None:
@@ -536,6 +583,100 @@ def test_bucket_missing_its_parts_is_caught(synthesized: dict[str, StackResult])
     assert len(findings) == 5 and {f.urn for f in findings} == {bucket["urn"]}
 
 
+@pytest.mark.parametrize(
+    "key", ["alias/aws/s3", "arn:aws:kms:us-east-1:333344445555:alias/aws/s3", _DELETE]
+)
+def test_bucket_under_an_aws_managed_key_is_caught(
+    synthesized: dict[str, StackResult], key: Any
+) -> None:
+    entries = _records(synthesized["prod"])
+    bucket = _target(entries, BUCKET, "checkpoints")
+    kind = "bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+    at("rules.0.applyServerSideEncryptionByDefault.kmsMasterKeyId", key)(
+        _bucket_part(entries, kind, bucket)
+    )
+    findings = _run_policy(POLICIES["buckets-hardened"], entries, "prod")
+    assert [f.message for f in findings] == [
+        f"bucket {bucket['name']}: objects are not encrypted with a customer KMS key"
+    ]
+
+
+V2_TOKENS = {
+    "aws:s3/bucket:Bucket": "aws:s3/bucketV2:BucketV2",
+    "aws:s3/bucketVersioning:BucketVersioning": "aws:s3/bucketVersioningV2:BucketVersioningV2",
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": (
+        "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2"
+    ),
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": (
+        "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2"
+    ),
+}
+
+
+def test_buckets_declared_with_v2_tokens_are_read(synthesized: dict[str, StackResult]) -> None:
+    """BucketV2 and the V2 settings are registrable classes in pulumi-aws 7.x: same facts."""
+    entries = _records(synthesized["prod"])
+    for entry in entries:
+        entry["type"] = V2_TOKENS.get(entry["type"], entry["type"])
+    assert _run_policy(POLICIES["buckets-hardened"], entries, "prod") == []
+    bucket = _target(entries, "aws:s3/bucketV2:BucketV2", "checkpoints")
+    bare = [e for e in entries if bucket["urn"] not in e["propertyDependencies"].get("bucket", [])]
+    findings = _run_policy(POLICIES["buckets-hardened"], bare, "prod")
+    assert len(findings) == 5 and {f.urn for f in findings} == {bucket["urn"]}
+
+
+INLINE_SETTINGS: dict[str, tuple[str, Any]] = {
+    # The deprecated Bucket arguments that declare the same facts as the separate resources.
+    "bucketVersioning:BucketVersioning": ("versioning", {"enabled": True}),
+    "bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": (
+        "serverSideEncryptionConfiguration",
+        {"rule": {"applyServerSideEncryptionByDefault": {
+            "sseAlgorithm": "aws:kms",
+            "kmsMasterKeyId": "arn:aws:kms:us-east-1:333344445555:key/1234abcd"}}},
+    ),
+    "bucketLifecycleConfiguration:BucketLifecycleConfiguration": (
+        "lifecycleRules", [{"enabled": True, "abortIncompleteMultipartUploadDays": 7}],
+    ),
+    "bucketPolicy:BucketPolicy": ("policy", None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(INLINE_SETTINGS))
+def test_bucket_settings_declared_inline_are_read(
+    synthesized: dict[str, StackResult], kind: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    bucket = _target(entries, BUCKET, "checkpoints")
+    separate = _bucket_part(entries, kind, bucket)
+    key, value = INLINE_SETTINGS[kind]
+    bucket["inputs"][key] = separate["inputs"]["policy"] if value is None else value
+    # Both at once: AWS keeps one, so the policy cannot say which holds.
+    findings = _run_policy(POLICIES["buckets-hardened"], entries, "prod")
+    assert [f.urn for f in findings] == [bucket["urn"]]
+    assert "declared 2 times" in findings[0].message and key in findings[0].message
+    # Inline alone is the same fact.
+    entries.remove(separate)
+    assert _run_policy(POLICIES["buckets-hardened"], entries, "prod") == []
+    if kind != "bucketPolicy:BucketPolicy":
+        bucket["inputs"][key] = {"enabled": False} if key == "versioning" else []
+        findings = _run_policy(POLICIES["buckets-hardened"], entries, "prod")
+        assert [f.urn for f in findings] == [bucket["urn"]]
+
+
+def test_a_second_public_access_block_is_caught(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    bucket = _target(entries, BUCKET, "checkpoints")
+    block = _bucket_part(entries, "bucketPublicAccessBlock:BucketPublicAccessBlock", bucket)
+    second = copy.deepcopy(block)
+    second["urn"] += "-open"
+    second["name"] += "-open"
+    second["inputs"]["blockPublicPolicy"] = False
+    entries.append(second)
+    findings = _run_policy(POLICIES["buckets-hardened"], entries, "prod")
+    assert [f.urn for f in findings] == [bucket["urn"]]
+    assert "public access block is declared 2 times" in findings[0].message
+
+
 @pytest.mark.parametrize("key", [_DELETE, "arn:aws:kms:us-east-1:333344445555:alias/aws/fsx"])
 def test_fsx_encrypted_with_customer_key(synthesized: dict[str, StackResult], key: Any) -> None:
     entries = _records(synthesized["prod"])
@@ -560,36 +701,94 @@ def test_fsx_must_sit_in_the_efa_pools_zone(synthesized: dict[str, StackResult])
     assert "us-east-2c" in findings[0].message and "us-east-2a" in findings[0].message
 
 
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+
+
+def _rule_resource(group: Entry, resource_type: str, inputs: Entry) -> Entry:
+    """A separate security group rule resource attached to ``group``."""
+    name = f"extra-{resource_type.rsplit(':', 1)[-1]}"
+    return {
+        "urn": group["urn"].rsplit("::", 1)[0].rsplit("$", 1)[0] + f"${resource_type}::{name}",
+        "type": resource_type,
+        "name": name,
+        "custom": True,
+        "inputs": {"securityGroupId": UNKNOWN, **inputs},
+        "propertyDependencies": {"securityGroupId": [group["urn"]]},
+        "dependencies": [group["urn"]],
+        "provider": group.get("provider", ""),
+        "protect": False,
+    }
+
+
 @pytest.mark.parametrize(
-    ("rule", "words"),
+    ("resource_type", "inputs", "words"),
     [
-        ({"protocol": "tcp", "fromPort": 22, "toPort": 22, "self": True}, "beyond Lustre's"),
-        ({"protocol": "-1", "fromPort": 0, "toPort": 0, "self": True}, "admits protocol -1"),
-        (
-            {"protocol": "tcp", "fromPort": 988, "toPort": 988, "cidrBlocks": ["0.0.0.0/0"]},
-            "address ranges",
-        ),
+        # Inline, as the program writes it.
+        ("inline ingress", {"protocol": "tcp", "fromPort": 22, "toPort": 22, "self": True},
+         "ingress opens ports [22] beyond Lustre's"),
+        ("inline ingress", {"protocol": "-1", "fromPort": 0, "toPort": 0, "self": True},
+         "inline ingress admits protocol -1"),
+        ("inline ingress", {"protocol": "tcp", "fromPort": 988, "toPort": 988,
+                            "cidrBlocks": ["0.0.0.0/0"]}, "admits address ranges ['0.0.0.0/0']"),
+        ("inline egress", {"protocol": "-1", "fromPort": 0, "toPort": 0,
+                           "cidrBlocks": ["0.0.0.0/0"]}, "sends to address ranges ['0.0.0.0/0']"),
+        # The same facts as separate resources.
+        ("aws:ec2/securityGroupRule:SecurityGroupRule",
+         {"type": "ingress", "protocol": "tcp", "fromPort": 22, "toPort": 22,
+          "cidrBlocks": ["0.0.0.0/0"]}, "admits address ranges ['0.0.0.0/0']"),
+        ("aws:ec2/securityGroupRule:SecurityGroupRule",
+         {"type": "egress", "protocol": "-1", "fromPort": 0, "toPort": 0, "self": True},
+         "sends to protocol -1"),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+         {"ipProtocol": "-1", "cidrIpv4": "0.0.0.0/0"}, "admits address ranges ['0.0.0.0/0']"),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+         {"ipProtocol": "tcp", "fromPort": 2049, "toPort": 2049,
+          "referencedSecurityGroupId": "sg-0123"}, "ingress opens ports [2049] beyond Lustre's"),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+         {"ipProtocol": "-1", "cidrIpv6": "::/0"}, "sends to address ranges ['::/0']"),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+         {"ipProtocol": "udp", "fromPort": 53, "toPort": 53, "prefixListId": "pl-0123"},
+         "sends to address ranges ['pl-0123']"),
     ],
-)
+)  # fmt: skip
 def test_fsx_opens_only_lustre_ports(
-    synthesized: dict[str, StackResult], rule: Entry, words: str
+    synthesized: dict[str, StackResult], resource_type: str, inputs: Entry, words: str
 ) -> None:
     entries = _records(synthesized["prod"])
     assert _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod") == []
-    group = _target(entries, "aws:ec2/securityGroup:SecurityGroup", "=storage-lustre")
-    group["inputs"]["ingress"].append(rule)
+    group = _target(entries, SECURITY_GROUP, "=storage-lustre")
+    if resource_type.startswith("inline "):
+        group["inputs"].setdefault(resource_type.split()[1], []).append(inputs)
+    else:
+        entries.append(_rule_resource(group, resource_type, inputs))
     findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
     assert findings and {f.urn for f in findings} == {group["urn"]}
-    assert any(words in f.message for f in findings)
+    assert any(words in f.message for f in findings), [f.message for f in findings]
 
 
-def test_fsx_missing_a_lustre_port_is_caught(synthesized: dict[str, StackResult]) -> None:
+def test_fsx_rules_of_other_groups_are_not_its_own(synthesized: dict[str, StackResult]) -> None:
     entries = _records(synthesized["prod"])
-    group = _target(entries, "aws:ec2/securityGroup:SecurityGroup", "=storage-lustre")
-    group["inputs"]["ingress"] = [r for r in group["inputs"]["ingress"] if r["fromPort"] != 1018]
+    clients = _target(entries, SECURITY_GROUP, "=storage-lustre-clients")
+    entries.append(
+        _rule_resource(
+            clients,
+            "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+            {"ipProtocol": "-1", "cidrIpv4": "0.0.0.0/0"},
+        )
+    )
+    assert _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod") == []
+
+
+@pytest.mark.parametrize("direction", ["ingress", "egress"])
+def test_fsx_missing_a_lustre_port_is_caught(
+    synthesized: dict[str, StackResult], direction: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    group = _target(entries, SECURITY_GROUP, "=storage-lustre")
+    group["inputs"][direction] = [r for r in group["inputs"][direction] if r["fromPort"] != 1018]
     findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
     assert [f.message for f in findings] == [
-        "group storage-lustre does not open Lustre ports [1018, 1019, 1020, 1021, 1022, 1023]"
+        f"group storage-lustre {direction} lacks Lustre ports [1018, 1019, 1020, 1021, 1022, 1023]"
     ]
 
 
@@ -600,13 +799,13 @@ def test_efa_enabled_file_system_may_take_all_traffic_from_groups_only(
     data["storage"]["lustre"]["efaEnabled"] = True
     entries = [r.to_json() for r in run_platform(data, "prod").records]
     assert _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod") == []
-    group = _target(entries, "aws:ec2/securityGroup:SecurityGroup", "=storage-lustre")
+    group = _target(entries, SECURITY_GROUP, "=storage-lustre")
     group["inputs"]["ingress"].append(
         {"protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": ["10.0.0.0/8"]}
     )
     findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
     assert [f.message for f in findings] == [
-        "group storage-lustre admits address ranges, not node groups"
+        "storage-lustre inline ingress admits address ranges ['10.0.0.0/8'], not node groups"
     ]
 
 

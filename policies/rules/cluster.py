@@ -13,7 +13,14 @@ from typing import Any
 
 from components import versions
 
-from .common import ADVISORY, ReportViolation, ResourceValidationArgs, as_list, resource_policy
+from .common import (
+    ADVISORY,
+    ReportViolation,
+    ResourceValidationArgs,
+    as_list,
+    aws_managed_key,
+    resource_policy,
+)
 
 COMPONENT = "eks:index:Cluster"
 CLUSTER = "aws:eks/cluster:Cluster"
@@ -72,7 +79,7 @@ def _check_secrets_encryption(args: ResourceValidationArgs, report: ReportViolat
         return
     if not key_arn:
         report("Kubernetes secrets are not encrypted with a customer KMS key", None)
-    elif ":alias/aws/" in str(key_arn):
+    elif aws_managed_key(key_arn):
         report(f"secrets key {key_arn} is AWS managed; use a customer managed key", None)
 
 

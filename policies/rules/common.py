@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
+    PolicyResource,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
@@ -88,6 +90,94 @@ def policy_documents(args: ResourceValidationArgs) -> Iterator[tuple[str, dict[s
                 yield f"inlinePolicies[{index}]", dict(document)
 
 
+def aws_managed_key(key: Any) -> bool:
+    """Whether a KMS key input is missing or names an AWS managed key.
+
+    ``alias/aws/...`` bare or in an ARN: a "customer managed key" rule fails on both.
+    """
+    text = str(key or "")
+    return not text or text.startswith("alias/aws/") or ":alias/aws/" in text
+
+
+@dataclass(frozen=True)
+class SecurityGroupRule:
+    """One rule of a security group, whichever resource shape declared it."""
+
+    direction: str
+    """``ingress`` or ``egress``."""
+    protocol: str
+    """``tcp``, ``udp``, ``icmp`` or ``-1`` (every protocol)."""
+    from_port: int
+    to_port: int
+    addresses: list[str]
+    """CIDRs and prefix lists the rule admits or sends to."""
+    groups: list[Any]
+    """Security groups (ids or resources) it admits or sends to; ``self`` included."""
+    where: str
+    """What declared it, for messages."""
+
+
+def _protocol(value: Any) -> str:
+    text = str(value if value is not None else "-1").lower()
+    return {"all": "-1", "6": "tcp", "17": "udp", "1": "icmp"}.get(text, text)
+
+
+def security_group_rules(
+    resources: Sequence[PolicyResource], group: PolicyResource
+) -> list[SecurityGroupRule]:
+    """Every rule of ``group``, whichever of four shapes declared it.
+
+    Inline ``ingress``/``egress``, and the separate ``aws.ec2.SecurityGroupRule``,
+    ``aws.vpc.SecurityGroupIngressRule`` and ``aws.vpc.SecurityGroupEgressRule`` resources.
+    """
+    found = []
+    for direction in ("ingress", "egress"):
+        for rule in group.props.get(direction) or []:
+            found.append(
+                SecurityGroupRule(
+                    direction, _protocol(rule.get("protocol")), int(rule.get("fromPort") or 0),
+                    int(rule.get("toPort") or 0),
+                    [*as_list(rule.get("cidrBlocks")), *as_list(rule.get("ipv6CidrBlocks")),
+                     *as_list(rule.get("prefixListIds"))],
+                    [*as_list(rule.get("securityGroups")), *(["self"] if rule.get("self") else [])],
+                    f"{group.name} inline {direction}",
+                )
+            )  # fmt: skip
+    for other in resources:
+        if group not in other.property_dependencies.get("securityGroupId", []):
+            continue
+        props = other.props
+        if other.resource_type == "aws:ec2/securityGroupRule:SecurityGroupRule":
+            found.append(
+                SecurityGroupRule(
+                    str(props.get("type")), _protocol(props.get("protocol")),
+                    int(props.get("fromPort") or 0), int(props.get("toPort") or 0),
+                    [*as_list(props.get("cidrBlocks")), *as_list(props.get("ipv6CidrBlocks")),
+                     *as_list(props.get("prefixListIds"))],
+                    [*as_list(props.get("sourceSecurityGroupId")),
+                     *(["self"] if props.get("self") else [])],
+                    other.name,
+                )
+            )  # fmt: skip
+        elif other.resource_type in (
+            "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+            "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+        ):
+            direction = "ingress" if "Ingress" in other.resource_type else "egress"
+            protocol = _protocol(props.get("ipProtocol"))
+            found.append(
+                SecurityGroupRule(
+                    direction, protocol, int(props.get("fromPort") or 0),
+                    int(props.get("toPort") or 0),
+                    [*as_list(props.get("cidrIpv4")), *as_list(props.get("cidrIpv6")),
+                     *as_list(props.get("prefixListId"))],
+                    as_list(props.get("referencedSecurityGroupId")),
+                    other.name,
+                )
+            )  # fmt: skip
+    return found
+
+
 def statements(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """A policy document's statements as a list (a single statement may be an object)."""
     found = document.get("Statement") or []
@@ -109,11 +199,14 @@ __all__ = [
     "MANDATORY",
     "ReportViolation",
     "ResourceValidationArgs",
+    "SecurityGroupRule",
     "as_list",
+    "aws_managed_key",
     "decoded",
     "is_true",
     "policy_documents",
     "provider_default_tags",
     "resource_policy",
+    "security_group_rules",
     "statements",
 ]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
+import re
+from collections.abc import Iterator
 from typing import Any
 
 from .common import (
@@ -33,11 +35,35 @@ UNSCOPABLE_ACTIONS = [
     "iam:ListInstanceProfiles",
     "arc-zonal-shift:GetManagedResource",
 ]
-BROAD_MANAGED_POLICIES = ["AdministratorAccess", "PowerUserAccess", "IAMFullAccess"]
+# AWS managed policies that allow every action of a service or of all of them: the
+# administrator and power-user families, and every ``*FullAccess`` (e.g. AmazonS3FullAccess
+# holds ``s3:*``), and the job-function administrators.
+BROAD_MANAGED_POLICY = re.compile(
+    r"::aws:policy/(?:(?:.*/)?(?:AdministratorAccess[\w-]*|PowerUserAccess|\w*FullAccess(?:V\d+)?)"
+    r"|job-function/\w*Administrator)$"
+)
+# Every shape that attaches a managed policy by ARN: (resource type, input, list or one).
+POLICY_ATTACHMENTS = {
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": "policyArn",
+    "aws:iam/userPolicyAttachment:UserPolicyAttachment": "policyArn",
+    "aws:iam/groupPolicyAttachment:GroupPolicyAttachment": "policyArn",
+    "aws:iam/policyAttachment:PolicyAttachment": "policyArn",
+    "aws:iam/rolePolicyAttachmentsExclusive:RolePolicyAttachmentsExclusive": "policyArns",
+    "aws:iam/userPolicyAttachmentsExclusive:UserPolicyAttachmentsExclusive": "policyArns",
+    "aws:iam/groupPolicyAttachmentsExclusive:GroupPolicyAttachmentsExclusive": "policyArns",
+    "aws:iam/role:Role": "managedPolicyArns",
+}
 
 
 def _is_wildcard_action(action: str) -> bool:
     return action == "*" or action.endswith(":*")
+
+
+def attached_policy_arns(args: ResourceValidationArgs) -> Iterator[str]:
+    """Managed policy ARNs a resource attaches, whichever attachment shape it is."""
+    key = POLICY_ATTACHMENTS.get(args.resource_type)
+    if key is not None:
+        yield from (str(arn) for arn in as_list(args.props.get(key)))
 
 
 def _check_wildcard_actions(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -50,21 +76,32 @@ def _check_wildcard_actions(args: ResourceValidationArgs, report: ReportViolatio
             for action in as_list(statement.get("Action")):
                 if _is_wildcard_action(str(action)):
                     report(f"{where} statement {index} allows wildcard action {action!r}", None)
-    if args.resource_type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
-        arn = str(args.props.get("policyArn", ""))
-        if arn.rsplit("/", 1)[-1] in BROAD_MANAGED_POLICIES and ":aws:policy/" in arn:
-            report(f"attaches {arn}, which allows every action", None)
+    for arn in attached_policy_arns(args):
+        if BROAD_MANAGED_POLICY.search(arn):
+            report(f"attaches {arn}, which allows every action of a service or more", None)
 
 
 def _unscoped(action: str, allowed: list[str]) -> bool:
     return not any(fnmatch.fnmatchcase(action.lower(), pattern.lower()) for pattern in allowed)
 
 
+def _every_resource(resource: Any) -> bool:
+    """``*``, or an ARN whose resource part is ``*`` (``arn:aws:s3:::*``: every bucket)."""
+    text = str(resource)
+    return text == "*" or (text.startswith("arn:") and text.split(":", 5)[5:] == ["*"])
+
+
 def _check_wildcard_resources(args: ResourceValidationArgs, report: ReportViolation) -> None:
     allowed: list[str] = args.get_config().get("unscopableActions", UNSCOPABLE_ACTIONS)
     for where, document in policy_documents(args):
         for index, statement in enumerate(statements(document)):
-            if statement.get("Effect") != "Allow" or "*" not in as_list(statement.get("Resource")):
+            if statement.get("Effect") != "Allow":
+                continue
+            if "NotResource" in statement:
+                # Allow + NotResource grants on every resource but the ones it names.
+                report(f"{where} statement {index} allows every resource but NotResource", None)
+                continue
+            if not any(_every_resource(r) for r in as_list(statement.get("Resource"))):
                 continue
             scopable = [a for a in as_list(statement.get("Action")) if _unscoped(str(a), allowed)]
             if scopable:

@@ -6,12 +6,21 @@ nodes, and open only on the Lustre ports.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
 
-from .common import MANDATORY, ReportViolation, as_list, decoded, is_true, statements
+from .common import (
+    MANDATORY,
+    ReportViolation,
+    as_list,
+    aws_managed_key,
+    decoded,
+    is_true,
+    security_group_rules,
+    statements,
+)
 
 BUCKET = "aws:s3/bucket:Bucket"
 FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -22,66 +31,143 @@ NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 LUSTRE_PORTS = frozenset({988, *range(1018, 1024)})
 
 
-def _attached(
-    resources: list[PolicyResource], owner: PolicyResource, kind: str
-) -> list[PolicyResource]:
-    """Resources of ``kind`` whose ``bucket`` input comes from ``owner``."""
-    return [
-        r
-        for r in resources
-        if r.resource_type == kind and owner in r.property_dependencies.get("bucket", [])
-    ]
+BUCKET_TYPES = frozenset({BUCKET, "aws:s3/bucketV2:BucketV2"})
+# Each setting a hardened bucket needs: the separate resources that can declare it (the
+# V2 tokens are still registrable classes in pulumi-aws 7.x) and the deprecated inline
+# argument of Bucket (singular) and BucketV2 (plural) that declares the same fact.
+BUCKET_SETTINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "versioning": (
+        ("aws:s3/bucketVersioning:BucketVersioning",
+         "aws:s3/bucketVersioningV2:BucketVersioningV2"),
+        ("versioning", "versionings"),
+    ),
+    "encryption": (
+        ("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+         "aws:s3/bucketServerSideEncryptionConfigurationV2:"
+         "BucketServerSideEncryptionConfigurationV2"),
+        ("serverSideEncryptionConfiguration", "serverSideEncryptionConfigurations"),
+    ),
+    "public access block": (("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",), ()),
+    "policy": (("aws:s3/bucketPolicy:BucketPolicy",), ("policy",)),
+    "lifecycle": (
+        ("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+         "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2"),
+        ("lifecycleRules",),
+    ),
+}  # fmt: skip
 
 
-def _bucket_problems(resources: list[PolicyResource], bucket: PolicyResource) -> list[str]:
-    def one(kind: str) -> Mapping[str, Any] | None:
-        found = _attached(resources, bucket, f"aws:s3/{kind}")
-        return found[0].props if found else None
+def _found(value: Any, key: str) -> Iterator[Any]:
+    """Every value under ``key`` at any depth.
 
-    problems = []
-    versioning = one("bucketVersioning:BucketVersioning")
-    if (
-        versioning is None
-        or (versioning.get("versioningConfiguration") or {}).get("status") != "Enabled"
-    ):
-        problems.append("versioning is not enabled")
-    encryption = one(
-        "bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+    The inline and separate shapes nest the same fields under singular objects or lists.
+    """
+    value = decoded(value)
+    if isinstance(value, Mapping):
+        for name, inner in value.items():
+            if name == key:
+                yield inner
+            yield from _found(inner, key)
+    elif isinstance(value, Sequence) and not isinstance(value, str):  # also policy proxies
+        for inner in value:
+            yield from _found(inner, key)
+
+
+def _setting_sources(
+    resources: list[PolicyResource], bucket: PolicyResource
+) -> dict[str, list[tuple[str, Any]]]:
+    """For each setting, every (where, value) that declares it for ``bucket``."""
+    sources: dict[str, list[tuple[str, Any]]] = {}
+    for setting, (kinds, inline_keys) in BUCKET_SETTINGS.items():
+        found = [
+            (r.name, r.props)
+            for r in resources
+            if r.resource_type in kinds and bucket in r.property_dependencies.get("bucket", [])
+        ]
+        found += [
+            (f"{bucket.name}.{key}", bucket.props[key])
+            for key in inline_keys
+            if bucket.props.get(key) not in (None, [], {}, "")
+        ]
+        sources[setting] = found
+    return sources
+
+
+def _versioned(value: Any) -> bool:
+    return any(status == "Enabled" for status in _found(value, "status")) or any(
+        is_true(enabled) for enabled in _found(value, "enabled")
     )
-    defaults = [
-        (rule.get("applyServerSideEncryptionByDefault") or {})
-        for rule in (encryption or {}).get("rules") or []
-    ]
-    if not any(d.get("sseAlgorithm") == "aws:kms" and d.get("kmsMasterKeyId") for d in defaults):
-        problems.append("objects are not encrypted with a customer KMS key")
-    block = one("bucketPublicAccessBlock:BucketPublicAccessBlock")
+
+
+def _customer_key_encrypted(value: Any) -> bool:
+    for default in [
+        *_found(value, "applyServerSideEncryptionByDefault"),
+        *_found(value, "applyServerSideEncryptionByDefaults"),
+    ]:
+        for one in as_list(default):
+            if one.get("sseAlgorithm") in ("aws:kms", "aws:kms:dsse") and not aws_managed_key(
+                one.get("kmsMasterKeyId")
+            ):
+                return True
+    return False
+
+
+def _public_blocked(value: Any) -> bool:
     flags = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
-    if block is None or not all(is_true(block.get(flag)) for flag in flags):
-        problems.append("public access is not fully blocked")
-    policy = one("bucketPolicy:BucketPolicy")
-    document = decoded((policy or {}).get("policy")) or {}
-    tls_denied = any(
+    return isinstance(value, Mapping) and all(is_true(value.get(flag)) for flag in flags)
+
+
+def _tls_denied(value: Any) -> bool:
+    if isinstance(value, Mapping) and "policy" in value:  # the BucketPolicy resource
+        value = value["policy"]
+    document = decoded(value) or {}
+    return any(
         statement.get("Effect") == "Deny"
         and str((statement.get("Condition") or {}).get("Bool", {}).get("aws:SecureTransport"))
         .lower() == "false"
         for statement in (statements(document) if isinstance(document, Mapping) else [])
     )  # fmt: skip
-    if not tls_denied:
-        problems.append("the bucket policy does not deny requests without TLS")
-    lifecycle = one("bucketLifecycleConfiguration:BucketLifecycleConfiguration")
-    aborts = any(
-        rule.get("status") == "Enabled" and rule.get("abortIncompleteMultipartUpload")
-        for rule in (lifecycle or {}).get("rules") or []
-    )
-    if not aborts:
-        problems.append("no lifecycle rule aborts incomplete multipart uploads")
+
+
+def _aborts_uploads(value: Any) -> bool:
+    rules = value.get("rules") if isinstance(value, Mapping) and "rules" in value else value
+    return any(
+        (rule.get("status") == "Enabled" or is_true(rule.get("enabled")))
+        and (rule.get("abortIncompleteMultipartUpload") or rule.get(
+            "abortIncompleteMultipartUploadDays"))
+        for rule in as_list(decoded(rules))
+        if isinstance(rule, Mapping)
+    )  # fmt: skip
+
+
+BUCKET_REQUIREMENTS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "versioning": (_versioned, "versioning is not enabled"),
+    "encryption": (_customer_key_encrypted, "objects are not encrypted with a customer KMS key"),
+    "public access block": (_public_blocked, "public access is not fully blocked"),
+    "policy": (_tls_denied, "the bucket policy does not deny requests without TLS"),
+    "lifecycle": (_aborts_uploads, "no lifecycle rule aborts incomplete multipart uploads"),
+}
+
+
+def _bucket_problems(resources: list[PolicyResource], bucket: PolicyResource) -> list[str]:
+    problems = []
+    for setting, declared in _setting_sources(resources, bucket).items():
+        holds, problem = BUCKET_REQUIREMENTS[setting]
+        if len(declared) > 1:
+            # AWS keeps one configuration per bucket; which one wins depends on apply order.
+            problems.append(
+                f"its {setting} is declared {len(declared)} times "
+                f"({', '.join(where for where, _ in declared)}); AWS keeps only one"
+            )
+        elif not declared or not holds(declared[0][1]):
+            problems.append(problem)
     return problems
 
 
 def _check_buckets(args: StackValidationArgs, report: ReportViolation) -> None:
     resources = list(args.resources)
     for bucket in resources:
-        if bucket.resource_type == BUCKET:
+        if bucket.resource_type in BUCKET_TYPES:
             for problem in _bucket_problems(resources, bucket):
                 report(f"bucket {bucket.name}: {problem}", bucket.urn)
 
@@ -91,7 +177,7 @@ def _check_fsx_encryption(args: StackValidationArgs, report: ReportViolation) ->
         if file_system.resource_type != FILE_SYSTEM:
             continue
         key = file_system.props.get("kmsKeyId")
-        if not key or ":alias/aws/" in str(key):
+        if aws_managed_key(key):
             report(
                 "the file system is not encrypted with a customer managed KMS key", file_system.urn
             )
@@ -138,38 +224,37 @@ def _check_fsx_zone(args: StackValidationArgs, report: ReportViolation) -> None:
             )
 
 
-def _admitted_ports(rule: Mapping[str, Any]) -> set[int] | None:
-    """Ports an ingress rule admits (None for every port: protocol -1)."""
-    if str(rule.get("protocol")) in ("-1", "all"):
-        return None
-    return set(range(int(rule.get("fromPort", 0)), int(rule.get("toPort", 0)) + 1))
-
-
 def _check_fsx_ports(args: StackValidationArgs, report: ReportViolation) -> None:
-    for file_system in args.resources:
+    resources = list(args.resources)
+    for file_system in resources:
         if file_system.resource_type != FILE_SYSTEM:
             continue
         groups = [g for g in file_system.property_dependencies.get("securityGroupIds", [])
                   if g.resource_type == SECURITY_GROUP]  # fmt: skip
         efa = is_true(file_system.props.get("efaEnabled"))
         for group in groups:
-            admitted: set[int] = set()
-            for rule in group.props.get("ingress") or []:
-                if as_list(rule.get("cidrBlocks")) or as_list(rule.get("ipv6CidrBlocks")):
-                    report(f"group {group.name} admits address ranges, not node groups", group.urn)
-                ports = _admitted_ports(rule)
-                if ports is None and efa:
-                    continue  # EFA needs all traffic, from groups (checked above)
-                if ports is None or rule.get("protocol") != "tcp":
-                    report(f"group {group.name} admits protocol {rule.get('protocol')}", group.urn)
+            opened: dict[str, set[int]] = {"ingress": set(), "egress": set()}
+            # Inline rules and separate rule resources alike: the same fact, several shapes.
+            for rule in security_group_rules(resources, group):
+                verb = "admits" if rule.direction == "ingress" else "sends to"
+                if rule.addresses:
+                    report(f"{rule.where} {verb} address ranges {rule.addresses}, not node "
+                           "groups", group.urn)  # fmt: skip
+                if rule.protocol == "-1" and efa:
+                    continue  # EFA needs all traffic, to and from groups (checked above)
+                if rule.protocol != "tcp":
+                    report(f"{rule.where} {verb} protocol {rule.protocol}", group.urn)
                     continue
-                admitted |= ports
-            extra = sorted(admitted - LUSTRE_PORTS)
-            missing = sorted(LUSTRE_PORTS - admitted)
-            if extra:
-                report(f"group {group.name} opens ports {extra} beyond Lustre's", group.urn)
-            if missing:
-                report(f"group {group.name} does not open Lustre ports {missing}", group.urn)
+                opened[rule.direction] |= set(range(rule.from_port, rule.to_port + 1))
+            for direction, ports in opened.items():
+                extra = sorted(ports - LUSTRE_PORTS)
+                missing = sorted(LUSTRE_PORTS - ports)
+                if extra:
+                    report(f"group {group.name} {direction} opens ports {extra} beyond Lustre's",
+                           group.urn)  # fmt: skip
+                if missing:
+                    report(f"group {group.name} {direction} lacks Lustre ports {missing}",
+                           group.urn)  # fmt: skip
 
 
 POLICIES = [
@@ -195,9 +280,10 @@ POLICIES = [
     ),
     StackValidationPolicy(
         name="fsx-lustre-ports-only",
-        description="The file system's security groups open exactly TCP 988 and 1018-1023, to "
-        "node security groups, and nothing else inbound (an EFA-enabled file system also takes "
-        "all traffic, from groups only).",
+        description="The file system's security groups open exactly TCP 988 and 1018-1023, "
+        "inbound and outbound, to security groups only and nothing else, whether the rules "
+        "are inline or their own resources (an EFA-enabled file system: all traffic, between "
+        "groups only).",
         validate=_check_fsx_ports,
         enforcement_level=MANDATORY,
     ),
