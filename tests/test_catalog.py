@@ -18,6 +18,7 @@ from components.catalog import (
     efa_network_interfaces,
     lookup,
 )
+from components.requirements import catalog_types_admitted, karpenter_labels
 
 
 @dataclass(frozen=True)
@@ -282,3 +283,80 @@ def test_every_catalog_entry_is_x86_64() -> None:
 def test_first_generation_graviton_a1_is_arm64() -> None:
     # a1 (Graviton 1) has no "g" after its generation digit, yet is arm64.
     assert cpu_architecture("a1.large") == "arm64"
+
+
+# ------------------------------------------------------------- Karpenter's well-known labels
+# Karpenter v1.14.1 website/content/en/docs/reference/instance-types.md, "Labels" per type
+# (written out here, not read from the code under test).
+KARPENTER_LABEL_FACTS: dict[str, dict[str, str]] = {
+    "p5.48xlarge": {
+        "instance-category": "p", "instance-family": "p5", "instance-generation": "5",
+        "instance-size": "48xlarge", "instance-cpu": "192", "instance-local-nvme": "30400",
+        "instance-gpu-name": "h100", "instance-gpu-manufacturer": "nvidia",
+        "instance-gpu-count": "8", "instance-capability-flex": "false",
+    },
+    "p6-b200.48xlarge": {
+        "instance-category": "p", "instance-family": "p6-b200", "instance-generation": "6",
+        "instance-size": "48xlarge", "instance-cpu": "192", "instance-local-nvme": "30400",
+        "instance-gpu-name": "b200", "instance-gpu-manufacturer": "nvidia",
+        "instance-gpu-count": "8", "instance-capability-flex": "false",
+    },
+    "trn1.32xlarge": {
+        "instance-category": "trn", "instance-family": "trn1", "instance-generation": "1",
+        "instance-size": "32xlarge", "instance-cpu": "128", "instance-local-nvme": "7600",
+        "instance-accelerator-name": "trainium", "instance-accelerator-manufacturer": "aws",
+        "instance-accelerator-count": "16", "instance-capability-flex": "false",
+    },
+    "g6e.48xlarge": {
+        "instance-category": "g", "instance-family": "g6e", "instance-generation": "6",
+        "instance-size": "48xlarge", "instance-cpu": "192", "instance-local-nvme": "7600",
+        "instance-gpu-name": "l40s", "instance-gpu-manufacturer": "nvidia",
+        "instance-gpu-count": "8", "instance-capability-flex": "false",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(KARPENTER_LABEL_FACTS))
+def test_karpenter_labels_match_karpenters_reference(name: str) -> None:
+    expected = {f"karpenter.k8s.aws/{k}": v for k, v in KARPENTER_LABEL_FACTS[name].items()}
+    expected |= {"node.kubernetes.io/instance-type": name, "kubernetes.io/arch": "amd64"}
+    assert karpenter_labels(CATALOG[name]) == expected
+
+
+def _names(requirements: list[dict[str, Any]]) -> list[str]:
+    return [entry.name for entry in catalog_types_admitted(requirements)]
+
+
+GPU_TYPES = sorted(n for n, e in CATALOG.items() if e.accelerator == "nvidia")
+NEURON_TYPES = sorted(n for n, e in CATALOG.items() if e.accelerator == "neuron")
+
+
+@pytest.mark.parametrize(
+    ("requirements", "admitted"),
+    [
+        ([{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}],
+         ["p5.48xlarge"]),
+        ([{"key": "karpenter.k8s.aws/instance-category", "operator": "In",
+           "values": ["c", "m", "r"]}], []),
+        ([{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["4"]}],
+         sorted(n for n in GPU_TYPES if CATALOG[n].accelerators > 4)),
+        ([{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"}],
+         NEURON_TYPES),
+        ([{"key": "karpenter.k8s.aws/instance-accelerator-name", "operator": "In",
+           "values": ["trainium"]}], ["trn1.32xlarge", "trn1n.32xlarge"]),
+        ([{"key": "node.kubernetes.io/instance-type", "operator": "NotIn",
+           "values": ["p5.48xlarge"]}], sorted(set(CATALOG) - {"p5.48xlarge"})),
+        ([{"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["5"]},
+          {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["p"]}],
+         ["p6-b200.48xlarge"]),
+        # Requirements on labels the catalog cannot decide rule nothing out.
+        ([{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1d"]},
+          {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+         sorted(CATALOG)),
+        ([], sorted(CATALOG)),
+    ],
+)  # fmt: skip
+def test_catalog_types_admitted_by_requirements(
+    requirements: list[dict[str, Any]], admitted: list[str]
+) -> None:
+    assert _names(requirements) == admitted

@@ -23,6 +23,7 @@ from policies.offline import (
     mandatory,
 )
 from policies.rules import ALL_POLICIES
+from policies.rules.governance import accepts_tags
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
@@ -33,6 +34,7 @@ NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 HELM = "kubernetes:helm.sh/v3:Release"
 NODE_SET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
+POOL_LABEL = "trainingplatform.io/pool"
 MARIADB = "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB"
 Entry = dict[str, Any]
 Mutation = Callable[[Entry], None]
@@ -153,7 +155,10 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("node-imdsv2-hop-limit-1", "prod", "aws:ec2/launchTemplate:LaunchTemplate", "", at("metadataOptions.httpTokens", "optional"), "httpTokens is 'optional'"),
     ("node-imdsv2-hop-limit-1", "prod", "aws:ec2/launchTemplate:LaunchTemplate", "", at("metadataOptions.httpPutResponseHopLimit", 2), "HopLimit is 2"),
     ("node-volumes-encrypted", "prod", "aws:ec2/launchTemplate:LaunchTemplate", "", at("blockDeviceMappings.0.ebs.encrypted", "false"), "blockDeviceMappings[0].ebs is not encrypted"),
+    ("node-imdsv2-hop-limit-1", "prod", "aws:eks/nodeGroup:NodeGroup", "", at("launchTemplate", _DELETE), "no launch template"),
+    ("node-volumes-encrypted", "prod", "aws:eks/nodeGroup:NodeGroup", "", at("launchTemplate", _DELETE), "diskSize volume is encrypted only if"),
     ("node-no-public-ip", "prod", "eks:index:Cluster", "", at("nodeAssociatePublicIpAddress", True), "nodeAssociatePublicIpAddress"),
+    ("node-no-public-ip", "prod", "aws:ec2/eip:Eip", "", at("instance", "i-0123456789abcdef0"), "Elastic IP is attached"),
     ("node-no-public-ip", "prod", "aws:ec2/subnet:Subnet", "private", at("mapPublicIpOnLaunch", True), "public IP address"),
     ("node-no-public-ip", "prod", "aws:ec2/launchTemplate:LaunchTemplate", "", at("networkInterfaces", [{"associatePublicIpAddress": "true"}]), "networkInterfaces[0]"),
     ("iam-no-wildcard-actions", "prod", "aws:iam/rolePolicy:RolePolicy", "flow-logs", policy_json("Action", ["logs:*"]), "wildcard action 'logs:*'"),
@@ -162,6 +167,8 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("iam-no-wildcard-resources", "prod", "aws:iam/rolePolicy:RolePolicy", "flow-logs", policy_json("Resource", "arn:aws:logs:*:*:*"), "on every resource"),
     ("iam-no-wildcard-resources", "prod", "aws:iam/rolePolicy:RolePolicy", "flow-logs", policy_json("NotResource", "arn:aws:s3:::nothing"), "every resource but NotResource"),
     ("kms-key-rotation", "prod", "aws:kms/key:Key", "", at("enableKeyRotation", False), "rotation is off"),
+    ("log-groups-encrypted-customer-key", "prod", "aws:cloudwatch/logGroup:LogGroup", "", at("kmsKeyId", _DELETE), "customer managed KMS key"),
+    ("log-groups-encrypted-customer-key", "dev", "aws:cloudwatch/logGroup:LogGroup", "", at("kmsKeyId", "alias/aws/logs"), "customer managed KMS key"),
     ("required-tags", "prod", "aws:ec2/vpc:Vpc", "", at("tags", {"owner": ""}), "'owner'"),
     ("stateful-resources-protected", "prod", "aws:kms/key:Key", "", unprotect, "must be protected"),
     ("stateful-resources-protected", "prod", "eks:index:Cluster", "", unprotect, "must be protected"),
@@ -174,6 +181,9 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("training-pools-not-disrupted-while-busy", "prod", NODE_POOL, "=pools-p5", at("spec.template.spec.expireAfter", "720h"), "must never expire"),
     ("training-pools-not-disrupted-while-busy", "prod", NODE_POOL, "=pools-trn2", at("spec.disruption.budgets", [{"nodes": "10%"}]), "drift"),
     ("ami-alias-pinned", "prod", NODE_CLASS, "=pools-p5-class", at("spec.amiSelectorTerms", [{"alias": "al2023@latest"}]), "pin @vYYYYMMDD"),
+    ("ami-alias-pinned", "prod", NODE_CLASS, "=pools-p5-class", at("spec.amiSelectorTerms", [{"name": "amazon-eks-node-al2023-x86_64-nvidia-1.35-*", "owner": "amazon"}]), "matches every future release"),
+    ("ami-alias-pinned", "prod", NODE_CLASS, "=pools-p5-class", at("spec.amiSelectorTerms", [{"ssmParameter": "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/recommended/image_id"}]), "follows each release"),
+    ("ami-alias-pinned", "prod", NODE_CLASS, "=pools-p5-class", at("spec.amiSelectorTerms", [{"tags": {"team": "ml-platform"}}]), "tags alone"),
     ("karpenter-interruption-queue", "prod", HELM, "=karpenter", at("values.settings.interruptionQueue", ""), "no interruption queue"),
     ("efa-pool-fabric", "prod", NODE_CLASS, "=pools-p5-class", at("spec.placementGroupSelector", _DELETE), "no placementGroupSelector"),
     ("efa-pool-fabric", "prod", NODE_CLASS, "=pools-trn2-class", at("spec.placementGroupSelector.name", "someone-elses-group"), "not a cluster placement group this stack creates"),
@@ -196,10 +206,145 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("slurm-node-sets-take-whole-nodes", "prod", NODE_SET, "nodeset-p5", at("spec.template.spec.nodeSelector", {}), "not pinned to a node pool"),
     ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.storage.ephemeral", True), "ephemeral storage"),
     ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.storage.storageClassName", "gp2-legacy"), "not one this stack creates"),
+    ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.storage.volumeClaimTemplate", {"storageClassName": "gp2-legacy", "resources": {"requests": {"storage": "100Gi"}}}), "not one this stack creates"),
     ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.rootEmptyPassword", True), "empty password"),
     ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.passwordSecretKeyRef", _DELETE), "passwordSecretKeyRef names no Secret"),
     ("stateful-resources-protected", "prod", MARIADB, "", unprotect, "must be protected"),
 ]  # fmt: skip
+
+
+def _node_set_into_chart_values(entries: list[Entry], name: str) -> tuple[Entry, Entry]:
+    """Move NodeSet ``name`` into the slurm chart's ``nodesets`` values (the chart's own form)."""
+    (node_set,) = [
+        e for e in entries if e["type"] == NODE_SET and e["inputs"]["metadata"]["name"] == name
+    ]
+    entries.remove(node_set)
+    spec = node_set["inputs"]["spec"]
+    release = _target(entries, HELM, "=slurm")
+    release["inputs"]["values"].setdefault("nodesets", {})[name] = {
+        "replicas": spec["replicas"],
+        "slurmd": spec["slurmd"],
+        "logfile": spec["logfile"],
+        "podSpec": spec["template"]["spec"],
+    }
+    return release, release["inputs"]["values"]["nodesets"][name]
+
+
+SLURM_SET_POLICIES = ("slurm-node-sets-take-whole-nodes", "slurm-images-pinned", "queues-fit-pools")
+
+
+@pytest.mark.parametrize(
+    ("change", "policy", "words"),
+    [
+        (lambda v: v["slurmd"]["resources"]["requests"].update({"nvidia.com/gpu": "4"}),
+         "slurm-node-sets-take-whole-nodes",
+         "node set p5 (slurm chart values) requests 4 nvidia.com/gpu on p5.48xlarge"),
+        (lambda v: v["podSpec"].update(nodeSelector={"kubernetes.io/os": "linux"}),
+         "slurm-node-sets-take-whole-nodes", "not pinned to a node pool"),
+        (lambda v: v.pop("logfile"), "slurm-images-pinned",
+         "nodesets.p5.logfile.image is unset: the chart's default is alpine:latest"),
+        (lambda v: v["slurmd"].update(image="ghcr.io/slinkyproject/slurmd:latest"),
+         "slurm-images-pinned", "not pinned"),
+        # On the teams' own p5 nodes, 14 replicas hold 112 GPUs of theirs.
+        (lambda v: (v["podSpec"]["nodeSelector"].pop("trainingplatform.io/reserved-for"),
+                    v.update(replicas=14)),
+         "queues-fit-pools", "Slurm node sets on them hold 112"),
+    ],
+)  # fmt: skip
+def test_node_sets_in_the_slurm_charts_values_are_checked(
+    synthesized: dict[str, StackResult], change: Callable[[Entry], Any], policy: str, words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    release, values = _node_set_into_chart_values(entries, "p5")
+    for name in SLURM_SET_POLICIES:
+        assert _run_policy(POLICIES[name], entries, "prod") == [], name
+    change(values)
+    findings = _run_policy(POLICIES[policy], entries, "prod")
+    assert findings and any(words in f.message for f in findings), [f.message for f in findings]
+    if policy != "queues-fit-pools":
+        assert {f.urn for f in findings} == {release["urn"]}
+
+
+def test_a_disabled_node_set_in_chart_values_is_not_checked(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    _, values = _node_set_into_chart_values(entries, "p5")
+    values["slurmd"]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    values["enabled"] = False
+    assert _run_policy(POLICIES["slurm-node-sets-take-whole-nodes"], entries, "prod") == []
+
+
+@pytest.mark.parametrize(
+    "chart", ["./charts/slurm-1.2.1.tgz", "oci://ghcr.io/slinkyproject/charts/slurm"]
+)
+def test_slurm_rules_read_the_chart_however_it_is_named(
+    synthesized: dict[str, StackResult], chart: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    release = _target(entries, HELM, "=slurm")
+    release["inputs"]["chart"] = chart
+    release["inputs"]["values"]["slurmKey"]["create"] = True
+    findings = _run_policy(POLICIES["slurm-auth-keys-managed"], entries, "prod")
+    assert [f.urn for f in findings] == [release["urn"]]
+    release["type"] = "kubernetes:helm.sh/v4:Chart"
+    findings = _run_policy(POLICIES["slurm-auth-keys-managed"], entries, "prod")
+    assert [f.urn for f in findings] == [release["urn"]]
+
+
+def test_karpenter_as_a_helm_v4_chart_needs_its_queue(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    release = _target(entries, HELM, "=karpenter")
+    release.update(type="kubernetes:helm.sh/v4:Chart")
+    release["inputs"]["chart"] = "oci://public.ecr.aws/karpenter/karpenter"
+    assert _run_policy(POLICIES["karpenter-interruption-queue"], entries, "prod") == []
+    release["inputs"]["values"]["settings"].pop("interruptionQueue")
+    findings = _run_policy(POLICIES["karpenter-interruption-queue"], entries, "prod")
+    assert [f.urn for f in findings] == [release["urn"]]
+
+
+def _login_service(ports: list[Entry], **spec: Any) -> Entry:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "login-ssh", "namespace": "slurm"},
+        "spec": {"ports": ports, "selector": {"app.kubernetes.io/name": "login"}, **spec},
+    }
+
+
+@pytest.mark.parametrize(
+    ("inputs", "words"),
+    [
+        (_login_service([{"port": 22}], type="LoadBalancer"), "internet-facing"),
+        (_login_service([{"port": 2222, "targetPort": 22}], type="NodePort"),
+         "port of every node"),
+        (_login_service([{"port": 22}], type="LoadBalancer", loadBalancerSourceRanges=["::/0"]),
+         "open to any address"),
+    ],
+)  # fmt: skip
+def test_a_separate_service_publishing_ssh_is_held_to_the_login_rules(
+    synthesized: dict[str, StackResult], inputs: Entry, words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    template = _target(entries, "kubernetes:core/v1:Namespace", "")
+    service = {**copy.deepcopy(template), "type": "kubernetes:core/v1:Service",
+               "urn": template["urn"].rsplit("::", 1)[0].replace("Namespace", "Service")
+               + "::login-ssh", "name": "login-ssh", "inputs": inputs}  # fmt: skip
+    entries.append(service)
+    findings = _run_policy(POLICIES["slurm-login-private"], entries, "prod")
+    assert [f.urn for f in findings] and {f.urn for f in findings} == {service["urn"]}
+    assert any(words in f.message for f in findings)
+    service["inputs"]["spec"]["ports"] = [{"port": 443}]
+    assert _run_policy(POLICIES["slurm-login-private"], entries, "prod") == []
+    # A LoginSet written as the operator's resource carries its Service in spec.service.
+    service.update(type="kubernetes:slinky.slurm.net/v1beta1:LoginSet")
+    service["inputs"] = {"metadata": {"name": "login"},
+                         "spec": {"service": {"spec": {"type": "LoadBalancer"}}}}  # fmt: skip
+    findings = _run_policy(POLICIES["slurm-login-private"], entries, "prod")
+    assert {f.message for f in findings} == {
+        "login set login's load balancer is internet-facing (no internal scheme)",
+        "login set login's SSH is open to any address (loadBalancerSourceRanges)",
+    }
 
 
 def test_accounting_on_an_unencrypted_class_is_caught(synthesized: dict[str, StackResult]) -> None:
@@ -268,6 +413,109 @@ def test_efa_interfaces_must_match_the_instance_type(synthesized: dict[str, Stac
     assert "p5.48xlarge has 32 EFA interfaces but its node class attaches 28" in findings[0].message
 
 
+# The same accelerated pool, selected by each well-known label Karpenter gives instance types.
+POOL_SELECTIONS = [
+    {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]},
+    {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["p"]},
+    {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["0"]},
+    {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["h100"]},
+]
+
+
+@pytest.mark.parametrize("selection", POOL_SELECTIONS, ids=lambda s: (s and s["key"]) or "none")
+def test_accelerated_pools_are_recognised_however_they_select(
+    synthesized: dict[str, StackResult], selection: Entry | None
+) -> None:
+    entries = _records(synthesized["prod"])
+    pool = _target(entries, NODE_POOL, "=pools-p5")
+    template = pool["inputs"]["spec"]["template"]["spec"]
+    template["requirements"] = [
+        r for r in template["requirements"] if r["key"] != "node.kubernetes.io/instance-type"
+    ] + ([selection] if selection else [])
+    checked = [
+        POLICIES[name]
+        for name in (
+            "nodepool-limits",
+            "accelerator-pools-tainted",
+            "training-pools-not-disrupted-while-busy",
+        )
+    ]
+    assert evaluate([ResourceRecord.from_json(e) for e in entries], {}, checked) == []
+    del pool["inputs"]["spec"]["limits"]["nvidia.com/gpu"]
+    template["taints"] = []
+    template["expireAfter"] = "720h"
+    findings = evaluate([ResourceRecord.from_json(e) for e in entries], {}, checked)
+    assert {(f.policy, f.urn) for f in findings} == {(p.name, pool["urn"]) for p in checked}
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [{"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ["m7i.large"]},
+     None],  # no instance requirement: Karpenter buys whatever an accelerator pod needs
+    ids=["NotIn", "none"],
+)  # fmt: skip
+def test_a_pool_open_to_every_type_is_held_to_every_accelerators_rules(
+    synthesized: dict[str, StackResult], selection: Entry | None
+) -> None:
+    entries = _records(synthesized["prod"])
+    pool = _target(entries, NODE_POOL, "=pools-p5")
+    template = pool["inputs"]["spec"]["template"]["spec"]
+    template["requirements"] = [
+        r for r in template["requirements"] if r["key"] != "node.kubernetes.io/instance-type"
+    ] + ([selection] if selection else [])
+    checked = [POLICIES["nodepool-limits"], POLICIES["accelerator-pools-tainted"]]
+    findings = evaluate([ResourceRecord.from_json(e) for e in entries], {}, checked)
+    assert sorted(f.message for f in findings) == [
+        "accelerator nodes are not tainted aws.amazon.com/neuron:NoSchedule; any pod could land "
+        "on them",
+        "the NodePool has no aws.amazon.com/neuron limit",
+    ]
+
+
+def test_cpu_pools_are_not_held_to_accelerator_rules(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    general = _target(entries, NODE_POOL, "=pools-general")
+    general["inputs"]["spec"]["template"]["spec"]["expireAfter"] = "720h"
+    checked = [POLICIES["accelerator-pools-tainted"],
+               POLICIES["training-pools-not-disrupted-while-busy"]]  # fmt: skip
+    assert evaluate([ResourceRecord.from_json(e) for e in entries], {}, checked) == []
+    # Drop its category requirement and it can buy a GPU node for a GPU pod.
+    requirements = general["inputs"]["spec"]["template"]["spec"]["requirements"]
+    requirements[:] = [r for r in requirements if "instance-category" not in r["key"]]
+    findings = evaluate([ResourceRecord.from_json(e) for e in entries], {}, checked)
+    assert {f.policy for f in findings} == {p.name for p in checked}
+
+
+@pytest.mark.parametrize(
+    ("policy", "spec", "words"),
+    [
+        ("nodepool-limits", {"limits": {"nvidia.com/gpu": "100000"}}, "spec.limits"),
+        ("accelerator-pools-tainted", {"template": {"spec": {"taints": []}}},
+         "spec.template.spec.taints"),
+        ("training-pools-not-disrupted-while-busy",
+         {"template": {"spec": {"expireAfter": "24h"}}}, "spec.template.spec.expireAfter"),
+        ("training-pools-not-disrupted-while-busy",
+         {"disruption": {"budgets": [{"nodes": "100%"}]}}, "spec.disruption"),
+    ],
+)  # fmt: skip
+def test_node_pool_patches_of_guarded_fields_are_caught(
+    synthesized: dict[str, StackResult], policy: str, spec: Entry, words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    pool = _target(entries, NODE_POOL, "=pools-p5")
+    patch = copy.deepcopy(pool)
+    patch.update(type=NODE_POOL + "Patch", urn=pool["urn"].replace("NodePool::", "NodePoolPatch::"))
+    patch["inputs"] = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+                       "metadata": {"name": "p5"}, "spec": spec}  # fmt: skip
+    entries.append(patch)
+    findings = _run_policy(POLICIES[policy], entries, "prod")
+    assert [f.urn for f in findings] == [patch["urn"]]
+    assert words in findings[0].message and "NodePool p5" in findings[0].message
+    # A patch of something else (its weight) is not this policy's business.
+    patch["inputs"]["spec"] = {"weight": 10}
+    assert _run_policy(POLICIES[policy], entries, "prod") == []
+
+
 @pytest.mark.parametrize(("stack", "level"), [("staging", "advisory"), ("prod", "mandatory")])
 def test_efa_capable_pool_without_efa_is_advice_outside_prod(
     synthesized: dict[str, StackResult], stack: str, level: str
@@ -304,6 +552,55 @@ def test_every_policy_has_cases() -> None:
         "eks-version-standard-support-ending",
     }
     assert covered == set(POLICIES)
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "inputs", "policy", "words"),
+    [
+        ("aws:ec2/spotInstanceRequest:SpotInstanceRequest",
+         {"metadataOptions": {"httpTokens": "optional", "httpPutResponseHopLimit": 1}},
+         "node-imdsv2-hop-limit-1", "httpTokens is 'optional'"),
+        ("aws:ec2/launchConfiguration:LaunchConfiguration",
+         {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2}},
+         "node-imdsv2-hop-limit-1", "HopLimit is 2"),
+        (NODE_CLASS + "Patch", {"spec": {"metadataOptions": {"httpPutResponseHopLimit": 2}}},
+         "node-imdsv2-hop-limit-1", "HopLimit is 2"),
+        ("aws:ec2/spotInstanceRequest:SpotInstanceRequest",
+         {"rootBlockDevice": {"encrypted": False}}, "node-volumes-encrypted",
+         "rootBlockDevice is not encrypted"),
+        (NODE_CLASS + "Patch",
+         {"spec": {"blockDeviceMappings": [{"ebs": {"volumeSize": "500Gi"}}]}},
+         "node-volumes-encrypted", "spec.blockDeviceMappings[0].ebs is not encrypted"),
+        ("aws:ec2/launchConfiguration:LaunchConfiguration", {"associatePublicIpAddress": True},
+         "node-no-public-ip", "public IP address"),
+        ("aws:ec2/eipAssociation:EipAssociation", {"networkInterfaceId": "eni-0123"},
+         "node-no-public-ip", "Elastic IP is attached to an instance (networkInterfaceId)"),
+    ],
+)  # fmt: skip
+def test_node_rules_read_every_shape_that_launches_a_node(
+    synthesized: dict[str, StackResult], resource_type: str, inputs: Entry, policy: str,
+    words: str,
+) -> None:  # fmt: skip
+    entries = _records(synthesized["prod"])
+    template = _target(entries, "aws:ec2/launchTemplate:LaunchTemplate", "")
+    shape = {**copy.deepcopy(template), "type": resource_type, "inputs": inputs,
+             "urn": template["urn"] + "-" + resource_type.rsplit(":", 1)[-1]}  # fmt: skip
+    entries.append(shape)
+    findings = _run_policy(POLICIES[policy], entries, "prod")
+    assert [f.urn for f in findings] == [shape["urn"]] and words in findings[0].message
+
+
+def test_a_node_class_patch_of_other_fields_is_left_alone(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    template = _target(entries, NODE_CLASS, "=pools-p5-class")
+    patch = {**copy.deepcopy(template), "type": NODE_CLASS + "Patch",
+             "urn": template["urn"] + "-patch",
+             "inputs": {"spec": {"tags": {"team": "ml"}}}}  # fmt: skip
+    entries.append(patch)
+    for name in ("node-imdsv2-hop-limit-1", "node-volumes-encrypted", "node-no-public-ip"):
+        assert _run_policy(POLICIES[name], entries, "prod") == [], name
 
 
 def test_provider_default_tags_or_resource_tags_satisfy_required_tags(
@@ -394,6 +691,101 @@ def test_flow_logs_required_for_every_vpc(synthesized: dict[str, StackResult]) -
     without = [e for e in entries if e["type"] != "aws:ec2/flowLog:FlowLog"]
     findings = _run_policy(POLICIES["vpc-flow-logs"], without, "prod")
     assert [(f.urn, f.enforcementLevel) for f in findings] == [(vpc["urn"], "mandatory")]
+
+
+def test_flow_logs_record_all_traffic_of_every_vpc_shape(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    flow_log = _target(entries, "aws:ec2/flowLog:FlowLog", "")
+    vpc = _target(entries, "aws:ec2/vpc:Vpc", "")
+    flow_log["inputs"]["trafficType"] = "REJECT"
+    findings = _run_policy(POLICIES["vpc-flow-logs"], entries, "prod")
+    assert [f.urn for f in findings] == [flow_log["urn"], vpc["urn"]]
+    assert "records only REJECT traffic" in findings[0].message
+    flow_log["inputs"]["trafficType"] = "ALL"
+    default_vpc = {**copy.deepcopy(vpc), "type": "aws:ec2/defaultVpc:DefaultVpc",
+                   "urn": vpc["urn"] + "-default", "name": "default"}  # fmt: skip
+    entries.append(default_vpc)
+    findings = _run_policy(POLICIES["vpc-flow-logs"], entries, "prod")
+    assert [f.urn for f in findings] == [default_vpc["urn"]]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the SDK warns on importing lambda_
+def test_lambda_resources_are_known_to_take_tags() -> None:
+    assert accepts_tags("aws:lambda/function:Function")
+    assert not accepts_tags("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "name", "mutation", "words"),
+    [
+        (NODE_CLASS, "=pools-p5-class", at("spec|tags|cost-center", _DELETE),
+         "instances Karpenter launches miss required tags ['cost-center']"),
+        ("aws:ec2/launchTemplate:LaunchTemplate", "", at("tagSpecifications", [
+            {"resourceType": "instance", "tags": {"owner": "a", "cost-center": "b",
+                                                  "environment": "prod"}}]),
+         "launched volumes miss required tags ['owner', 'cost-center', 'environment']"),
+    ],
+)  # fmt: skip
+def test_tags_reach_what_is_launched(
+    synthesized: dict[str, StackResult], resource_type: str, name: str, mutation: Mutation,
+    words: str,
+) -> None:  # fmt: skip
+    entries = _records(synthesized["prod"])
+    assert _run_policy(POLICIES["required-tags"], entries, "prod") == []
+    target = _target(entries, resource_type, name)
+    mutation(target)
+    findings = _run_policy(POLICIES["required-tags"], entries, "prod")
+    assert [(f.urn, f.message) for f in findings] == [(target["urn"], words)]
+
+
+def test_an_autoscaling_groups_list_of_tags_is_read(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    template = _target(entries, "aws:ec2/launchTemplate:LaunchTemplate", "")
+    tags = [{"key": k, "value": v, "propagateAtLaunch": True}
+            for k, v in {"owner": "a", "cost-center": "b", "environment": "prod"}.items()]  # fmt: skip
+    group = {**copy.deepcopy(template), "type": "aws:autoscaling/group:Group",
+             "urn": template["urn"] + "-asg", "name": "asg",
+             "inputs": {"maxSize": 1, "minSize": 0, "tags": tags}}  # fmt: skip
+    entries.append(group)
+    assert _run_policy(POLICIES["required-tags"], entries, "prod") == []
+    tags[1]["propagateAtLaunch"] = False
+    findings = _run_policy(POLICIES["required-tags"], entries, "prod")
+    assert [(f.urn, f.message) for f in findings] == [
+        (group["urn"], "instances the group launches miss required tags ['cost-center']")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "pinned"),
+    [
+        ({"files": ["https://github.com/kubernetes-sigs/jobset/releases/latest/download/manifests.yaml"]}, False),
+        ({"files": ["https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"]}, True),
+        ({"file": "https://raw.githubusercontent.com/volcano-sh/volcano/master/installer/volcano-development.yaml"}, False),
+        ({"file": "https://raw.githubusercontent.com/example/repo/refs/heads/dev/all.yaml"}, False),
+        ({"files": ["./manifests/*.yaml"]}, True),
+    ],
+)  # fmt: skip
+def test_manifest_urls_are_pinned(
+    synthesized: dict[str, StackResult], inputs: Entry, pinned: bool
+) -> None:
+    entries = _records(synthesized["staging"])
+    template = _target(entries, "kubernetes:kustomize/v2:Directory", "training-operator")
+    kind = "ConfigGroup" if "files" in inputs else "ConfigFile"
+    entries.append({**copy.deepcopy(template), "type": f"kubernetes:yaml/v2:{kind}",
+                    "urn": template["urn"] + "-manifests", "inputs": inputs})  # fmt: skip
+    findings = _run_policy(POLICIES["helm-chart-pinned"], entries, "staging")
+    assert (findings == []) is pinned, [f.message for f in findings]
+
+
+def test_eks_add_ons_pin_their_build(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    assert _run_policy(POLICIES["helm-chart-pinned"], entries, "prod") == []
+    addon = _target(entries, "aws:eks/addon:Addon", "coredns")
+    del addon["inputs"]["addonVersion"]
+    findings = _run_policy(POLICIES["helm-chart-pinned"], entries, "prod")
+    assert [f.urn for f in findings] == [addon["urn"]] and "no addonVersion" in findings[0].message
 
 
 def _helm_release(version: Any) -> Entry:
@@ -850,6 +1242,38 @@ def test_queues_fit_the_pools(synthesized: dict[str, StackResult]) -> None:
     ]
 
 
+def test_queues_fit_the_pools_reads_slurm_pools_by_taint_and_node_caps(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    slurm_pool = _target(entries, NODE_POOL, "=pools-p5-slurm")
+    # Kept for Slurm by its taint alone: its 16 GPUs are still not the teams' capacity, so
+    # without p5en's the queues' 128 guaranteed do not fit in p5's 112.
+    slurm_pool["inputs"]["spec"]["template"]["metadata"]["labels"].pop(
+        "trainingplatform.io/reserved-for"
+    )
+    assert _run_policy(POLICIES["queues-fit-pools"], entries, "prod") == []
+    own = _target(entries, NODE_POOL, "=pools-p5en")["inputs"]["spec"]["limits"]
+    gpus = own["nvidia.com/gpu"]
+    own["nvidia.com/gpu"] = 0
+    findings = _run_policy(POLICIES["queues-fit-pools"], entries, "prod")
+    assert [f.message.split(" as ")[1] for f in findings] == [
+        "guarantee but the NodePools Volcano's pods can use are limited to 112, of which Slurm "
+        "node sets on them hold 0",
+        "deserved but the NodePools Volcano's pods can use are limited to 112, of which Slurm "
+        "node sets on them hold 0",
+    ]
+    own["nvidia.com/gpu"] = gpus
+    # A GPU limit the node limit cannot reach is not capacity: 2 p5en nodes hold 16 GPUs,
+    # so p5's 14 nodes (112) and those 16 keep the 128 guaranteed but not the 192 deserved.
+    own["nodes"] = 2
+    findings = _run_policy(POLICIES["queues-fit-pools"], entries, "prod")
+    assert [f.message for f in findings] == [
+        "queues promise 192 nvidia.com/gpu as deserved but the NodePools Volcano's pods can use "
+        "are limited to 128, of which Slurm node sets on them hold 0",
+    ]
+
+
 def test_queues_fit_the_pools_counts_slurm_on_shared_pools(
     synthesized: dict[str, StackResult],
 ) -> None:
@@ -892,6 +1316,12 @@ def _node_pod(runtime: Entry, job: str = "node") -> dict[str, Any]:
         (lambda r: _node_pod(r).pop("schedulerName"), "the default scheduler"),
         (lambda r: _node_pod(r).update(schedulerName="my-scheduler"), "scheduled by my-scheduler"),
         (lambda r: r["inputs"]["spec"].pop("podGroupPolicy"), "no podGroupPolicy"),
+        (
+            lambda r: r["inputs"]["spec"].update(
+                podGroupPolicy={"coscheduling": {"scheduleTimeoutSeconds": 60}}
+            ),
+            "podGroupPolicy ['coscheduling'] needs a scheduler this platform does not run",
+        ),
     ],
 )
 def test_runtime_gang_scheduled(
@@ -933,6 +1363,33 @@ def test_runtime_requests_match_pool(
     findings = _run_policy(POLICIES["runtime-requests-match-pool"], entries, "prod")
     assert [f.urn for f in findings] == [runtime["urn"]]
     assert words in findings[0].message
+
+
+def _pin_by_karpenter_label(pod: dict[str, Any]) -> None:
+    pod["nodeSelector"] = {"karpenter.sh/nodepool": pod["nodeSelector"].pop(POOL_LABEL)}
+
+
+def _pin_by_affinity(pod: dict[str, Any]) -> None:
+    pool = pod["nodeSelector"].pop(POOL_LABEL)
+    pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]}]}]}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("pin", [_pin_by_karpenter_label, _pin_by_affinity])
+def test_runtime_pinned_any_way_is_sized_to_its_pool(
+    synthesized: dict[str, StackResult], pin: Callable[[dict[str, Any]], None]
+) -> None:
+    entries = _records(synthesized["prod"])
+    runtime = _target(entries, RUNTIME, "trainer-ml-research-torch-p5")
+    pod = _node_pod(runtime)
+    pin(pod)
+    assert _run_policy(POLICIES["runtime-requests-match-pool"], entries, "prod") == []
+    pod["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    findings = _run_policy(POLICIES["runtime-requests-match-pool"], entries, "prod")
+    assert [f.message for f in findings] == [
+        "node requests 1 nvidia.com/gpu on p5.48xlarge, which has 8"
+    ]
 
 
 @pytest.mark.parametrize(

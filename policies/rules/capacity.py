@@ -1,7 +1,8 @@
 """Accelerated capacity: what a Karpenter pool must be for jobs to get what they paid for.
 
-Pools are recognised by their instance types (looked up in the platform's catalog), so a pool
-written by hand or by another program is held to the same rules as the generated ones.
+Pools are recognised by the instance types their requirements admit (the platform's catalog,
+labelled as Karpenter labels nodes), so a pool written by hand or by another program, selecting
+by type, family or GPU count, is held to the same rules as the generated ones.
 """
 
 from __future__ import annotations
@@ -16,21 +17,23 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from components.catalog import CATALOG, InstanceType
+from components.catalog import InstanceType
+from components.requirements import catalog_types_admitted
 
 from .common import (
     ADVISORY,
+    HELM_TYPES,
     MANDATORY,
     ReportViolation,
     ResourceValidationArgs,
     as_list,
+    chart_name,
     resource_policy,
 )
 
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 ZONE = "topology.kubernetes.io/zone"
 
@@ -48,12 +51,38 @@ def _requirement(pool_spec: Mapping[str, Any], key: str) -> list[str] | None:
 
 
 def accelerated_types(pool_spec: Mapping[str, Any]) -> list[InstanceType]:
-    """Catalog entries of the accelerated instance types a NodePool allows."""
-    names = _requirement(pool_spec, INSTANCE_TYPE) or []
-    return [CATALOG[name] for name in names if name in CATALOG]
+    """Catalog entries of the accelerated instance types a NodePool allows.
+
+    Whatever requirements select them: by type, family, category, GPU or accelerator count
+    or name; a pool with no instance requirement can buy any of them.
+    """
+    template_spec = (pool_spec.get("template") or {}).get("spec") or {}
+    return catalog_types_admitted(template_spec.get("requirements") or [])
+
+
+def _patched(args: ResourceValidationArgs, report: ReportViolation, *paths: str) -> None:
+    """Report a NodePoolPatch that sets any of ``paths`` (dotted, under ``spec``).
+
+    A patch changes a NodePool this pack cannot see whole (it may lift the limits of a pool
+    declared elsewhere), so the guarded fields belong in the NodePool itself.
+    """
+    if args.resource_type != NODE_POOL + "Patch":
+        return
+    name = (args.props.get("metadata") or {}).get("name")
+    for path in paths:
+        node: Any = _spec(args.props)
+        for key in path.split("."):
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if node is not None:
+            report(
+                f"a NodePoolPatch sets spec.{path} of NodePool {name}; set it in the NodePool, "
+                "where this policy can check it",
+                None,
+            )
 
 
 def _check_limits(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    _patched(args, report, "limits")
     if args.resource_type != NODE_POOL:
         return
     spec = _spec(args.props)
@@ -66,6 +95,7 @@ def _check_limits(args: ResourceValidationArgs, report: ReportViolation) -> None
 
 
 def _check_taints(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    _patched(args, report, "template.spec.taints", "template.spec.requirements")
     if args.resource_type != NODE_POOL:
         return
     spec = _spec(args.props)
@@ -83,6 +113,7 @@ def _check_taints(args: ResourceValidationArgs, report: ReportViolation) -> None
 
 
 def _check_disruption(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    _patched(args, report, "disruption", "template.spec.expireAfter")
     if args.resource_type != NODE_POOL:
         return
     spec = _spec(args.props)
@@ -112,20 +143,38 @@ def _check_disruption(args: ResourceValidationArgs, report: ReportViolation) -> 
         report("no disruption budget stops drift from replacing busy training nodes", None)
 
 
+def _floating_ami(term: Mapping[str, Any]) -> str | None:
+    """Why an ``amiSelectorTerms`` entry picks a different AMI over time, or None if pinned.
+
+    Karpenter resolves every term to the newest matching image
+    (karpenter-provider-aws v1.14.1 pkg/providers/amifamily/ami.go), so only an ``id``, an
+    alias at a version, an exact name or a versioned SSM parameter stays put.
+    """
+    alias = term.get("alias")
+    if alias and str(alias).endswith("@latest"):
+        return f"AMI alias {alias} drifts with every AMI release; pin @vYYYYMMDD"
+    name = term.get("name")
+    if name and any(wild in str(name) for wild in "*?"):
+        return f"AMI name {name!r} matches every future release; name one image or use an id"
+    parameter = str(term.get("ssmParameter") or "")
+    if parameter and any(part in ("recommended", "latest") for part in parameter.split("/")):
+        return f"SSM parameter {parameter} follows each release; use a versioned parameter"
+    if term.get("tags") and not (term.get("id") or name or alias or parameter):
+        return "an AMI selected by tags alone moves to whichever tagged image is newest"
+    return None
+
+
 def _check_ami_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != NODE_CLASS:
+    if args.resource_type not in (NODE_CLASS, NODE_CLASS + "Patch"):
         return
     for term in _spec(args.props).get("amiSelectorTerms") or []:
-        alias = term.get("alias")
-        if alias and str(alias).endswith("@latest"):
-            report(f"AMI alias {alias} drifts with every AMI release; pin @vYYYYMMDD", None)
+        problem = _floating_ami(term)
+        if problem:
+            report(problem, None)
 
 
 def _check_interruption_queue(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != HELM_RELEASE:
-        return
-    chart = str(args.props.get("chart", ""))
-    if chart.rstrip("/").rsplit("/", 1)[-1] != "karpenter":
+    if args.resource_type not in HELM_TYPES or chart_name(args.props) != "karpenter":
         return
     settings = (args.props.get("values") or {}).get("settings") or {}
     if not settings.get("interruptionQueue"):
@@ -220,8 +269,9 @@ POLICIES = [
     ),
     resource_policy(
         "ami-alias-pinned",
-        "Node AMIs are pinned (al2023@vYYYYMMDD): @latest changes every node at the next AMI "
-        "release, under running jobs.",
+        "Node AMIs are pinned (al2023@vYYYYMMDD, an id, an exact name or a versioned SSM "
+        "parameter): @latest, name wildcards, 'recommended' parameters and tag selectors change "
+        "every node at the next AMI release, under running jobs.",
         _check_ami_pinned,
     ),
     resource_policy(

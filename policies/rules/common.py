@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,9 @@ from pulumi_policy.policy import ResourceValidation
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY
+HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
+"""The Helm resources whose inputs (chart, version, values) policies can read."""
+_PACKAGED_CHART = re.compile(r"-v?\d+\.\d+\.\d+[^/]*$")
 
 
 def resource_policy(
@@ -88,6 +92,17 @@ def policy_documents(args: ResourceValidationArgs) -> Iterator[tuple[str, dict[s
             document = decoded(inline.get("policy"))
             if isinstance(document, Mapping):
                 yield f"inlinePolicies[{index}]", dict(document)
+
+
+def chart_name(props: Mapping[str, Any]) -> str:
+    """A Helm resource's chart by name, however it is given.
+
+    ``slurm``, ``repo/slurm``, ``oci://ghcr.io/slinkyproject/charts/slurm`` and
+    ``./charts/slurm-1.2.1.tgz`` are all ``slurm``.
+    """
+    chart = str(props.get("chart", "")).rstrip("/").rsplit("/", 1)[-1]
+    chart = chart.removesuffix(".tgz").removesuffix(".tar.gz")
+    return _PACKAGED_CHART.sub("", chart)
 
 
 def aws_managed_key(key: Any) -> bool:
@@ -196,12 +211,14 @@ def as_list(value: Any) -> list[Any]:
 
 __all__ = [
     "ADVISORY",
+    "HELM_TYPES",
     "MANDATORY",
     "ReportViolation",
     "ResourceValidationArgs",
     "SecurityGroupRule",
     "as_list",
     "aws_managed_key",
+    "chart_name",
     "decoded",
     "is_true",
     "policy_documents",

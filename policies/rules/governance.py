@@ -5,19 +5,31 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from collections.abc import Iterator, Mapping
 from functools import cache
+from typing import Any
 
-from pulumi_policy import StackValidationArgs, StackValidationPolicy
+from pulumi_policy import PolicyConfigSchema, StackValidationArgs, StackValidationPolicy
 
 from .common import (
+    HELM_TYPES,
     MANDATORY,
     ReportViolation,
     ResourceValidationArgs,
+    as_list,
+    aws_managed_key,
+    is_true,
     provider_default_tags,
     resource_policy,
 )
 
 REQUIRED_TAGS = ["owner", "cost-center", "environment"]
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+AUTOSCALING_GROUP = "aws:autoscaling/group:Group"
+FLOW_LOG = "aws:ec2/flowLog:FlowLog"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+VPC_TYPES = ("aws:ec2/vpc:Vpc", "aws:ec2/defaultVpc:DefaultVpc")
 STATEFUL_TYPES = [
     "eks:index:Cluster",
     "aws:eks/cluster:Cluster",
@@ -31,8 +43,9 @@ STATEFUL_TYPES = [
     # Slurm's job history (mariadb-operator): deleting the resource deletes the database.
     "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB",
 ]
-HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 KUSTOMIZE_TYPES = ("kubernetes:kustomize/v2:Directory",)
+MANIFEST_TYPES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
+ADDON = "aws:eks/addon:Addon"
 PINNED_REF = re.compile(r"[?&]ref=v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 EXACT_VERSION = re.compile(r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?")
 
@@ -43,20 +56,57 @@ def accepts_tags(resource_type: str) -> bool:
     try:
         _, module_path, class_name = resource_type.split(":")
         module_name = module_path.split("/", 1)[0]
-        module = importlib.import_module(
-            "pulumi_aws" if module_name == "index" else f"pulumi_aws.{module_name}"
-        )
+        if module_name == "index":
+            module = importlib.import_module("pulumi_aws")
+        else:
+            try:
+                module = importlib.import_module(f"pulumi_aws.{module_name}")
+            except ImportError:  # Python keywords get a trailing underscore (lambda_)
+                module = importlib.import_module(f"pulumi_aws.{module_name}_")
         resource_class = getattr(module, class_name)
         return "tags" in inspect.signature(resource_class._internal_init).parameters
     except (ValueError, ImportError, AttributeError):
         return False
 
 
+def _as_tag_map(tags: Any) -> dict[str, Any]:
+    """Tags as a map: most resources take one, an Auto Scaling group a list of {key, value}."""
+    if isinstance(tags, Mapping):
+        return dict(tags)
+    return {str(t.get("key")): t.get("value") for t in as_list(tags) if isinstance(t, Mapping)}
+
+
+def _launched_tags(args: ResourceValidationArgs) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(what, tags) that reach the instances and volumes a resource launches.
+
+    Provider default tags reach the resource itself, never what it launches: Karpenter tags
+    instances, volumes and interfaces with the EC2NodeClass's spec.tags, a launch template
+    with its tagSpecifications, an Auto Scaling group with the tags it propagates.
+    """
+    props = args.props
+    if args.resource_type == NODE_CLASS:
+        yield "instances Karpenter launches", _as_tag_map((props.get("spec") or {}).get("tags"))
+    elif args.resource_type == LAUNCH_TEMPLATE:
+        specifications = {
+            str(s.get("resourceType")): _as_tag_map(s.get("tags"))
+            for s in as_list(props.get("tagSpecifications"))
+        }
+        for resource in ("instance", "volume"):
+            yield f"launched {resource}s", specifications.get(resource, {})
+    elif args.resource_type == AUTOSCALING_GROUP:
+        propagated = [t for t in as_list(props.get("tags")) if is_true(t.get("propagateAtLaunch"))]
+        yield "instances the group launches", _as_tag_map(propagated)
+
+
 def _check_tags(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    required: list[str] = args.get_config().get("requiredTags", REQUIRED_TAGS)
+    for what, launched in _launched_tags(args):
+        missing = [key for key in required if not launched.get(key)]
+        if missing:
+            report(f"{what} miss required tags {missing}", None)
     if not args.resource_type.startswith("aws:") or not accepts_tags(args.resource_type):
         return
-    tags = {**provider_default_tags(args), **(args.props.get("tags") or {})}
-    required: list[str] = args.get_config().get("requiredTags", REQUIRED_TAGS)
+    tags = {**provider_default_tags(args), **_as_tag_map(args.props.get("tags"))}
     missing = [key for key in required if not tags.get(key)]
     if missing:
         report(
@@ -74,7 +124,31 @@ def _check_protected(args: ResourceValidationArgs, report: ReportViolation) -> N
         report(f"{args.resource_type} holds state and must be protected from deletion", None)
 
 
+def _remote_unpinned(location: str) -> bool:
+    """A manifest URL that can change under the same input (no exact version in its path)."""
+    if "://" not in location or location.startswith("file://"):
+        return False
+    segments = re.split(r"[/?&=@]", location)
+    floating = {"latest", "main", "master", "HEAD", "stable"}
+    return bool(floating.intersection(segments)) or not any(
+        EXACT_VERSION.fullmatch(segment) for segment in segments
+    )
+
+
 def _check_helm_version(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type in MANIFEST_TYPES:
+        # yaml/v2 ConfigFile's file and ConfigGroup's files: URLs as well as paths.
+        for location in [*as_list(args.props.get("file")), *as_list(args.props.get("files"))]:
+            if _remote_unpinned(str(location)):
+                report(f"manifest {location!r} is not pinned to a release", None)
+        return
+    if args.resource_type == ADDON and not args.props.get("addonVersion"):
+        report(
+            f"EKS add-on {args.props.get('addonName')!r} has no addonVersion: EKS installs its "
+            "default, which changes",
+            None,
+        )
+        return
     if args.resource_type in KUSTOMIZE_TYPES:
         directory = str(args.props.get("directory", ""))
         remote = "://" in directory or directory.startswith("github.com")
@@ -97,16 +171,33 @@ def _check_helm_version(args: ResourceValidationArgs, report: ReportViolation) -
         )
 
 
+def _check_log_group_key(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == LOG_GROUP and aws_managed_key(args.props.get("kmsKeyId")):
+        report(
+            "the log group is not encrypted with a customer managed KMS key (CloudWatch's own "
+            "encryption cannot be audited or revoked)",
+            None,
+        )
+
+
 def _check_flow_logs(args: StackValidationArgs, report: ReportViolation) -> None:
-    flow_logs = [r for r in args.resources if r.resource_type == "aws:ec2/flowLog:FlowLog"]
-    covered_urns = {
-        dependency.urn
-        for flow_log in flow_logs
-        for dependency in flow_log.property_dependencies.get("vpcId", [])
-    }
+    allowed: list[str] = args.get_config().get("trafficTypes", ["ALL"])
+    flow_logs = [r for r in args.resources if r.resource_type == FLOW_LOG]
+    covered_urns = set()
+    for flow_log in flow_logs:
+        traffic = flow_log.props.get("trafficType")
+        for vpc in flow_log.property_dependencies.get("vpcId", []):
+            if traffic in allowed:
+                covered_urns.add(vpc.urn)
+            else:
+                report(
+                    f"flow log {flow_log.name} records only {traffic} traffic of VPC {vpc.name}; "
+                    f"this environment needs {' or '.join(allowed)}",
+                    flow_log.urn,
+                )
     for vpc in args.resources:
-        if vpc.resource_type == "aws:ec2/vpc:Vpc" and vpc.urn not in covered_urns:
-            report(f"VPC {vpc.name} has no flow log", vpc.urn)
+        if vpc.resource_type in VPC_TYPES and vpc.urn not in covered_urns:
+            report(f"VPC {vpc.name} has no flow log of the traffic it must record", vpc.urn)
 
 
 POLICIES = [
@@ -135,16 +226,32 @@ POLICIES = [
     ),
     resource_policy(
         "helm-chart-pinned",
-        "Helm charts are pinned to an exact version (never latest, a branch or a range), and "
-        "remote kustomizations to a release tag, so the software a preview shows is the "
-        "software that gets installed.",
+        "Helm charts are pinned to an exact version (never latest, a branch or a range), "
+        "remote kustomizations to a release tag, manifest URLs to a release and EKS add-ons "
+        "to a build, so the software a preview shows is the software that gets installed.",
         _check_helm_version,
+    ),
+    resource_policy(
+        "log-groups-encrypted-customer-key",
+        "Log groups (control plane, flow logs, audit) are encrypted with a customer managed KMS "
+        "key: they record who did what, and their key policy says who may read them.",
+        _check_log_group_key,
     ),
     StackValidationPolicy(
         name="vpc-flow-logs",
-        description="Every VPC the stack creates has flow logs, the record needed to investigate "
-        "traffic after an incident.",
+        description="Every VPC the stack creates or adopts has flow logs of all its traffic "
+        "(an environment may accept less in its policy config), the record needed to "
+        "investigate traffic after an incident.",
         validate=_check_flow_logs,
         enforcement_level=MANDATORY,
+        config_schema=PolicyConfigSchema(
+            properties={
+                "trafficTypes": {
+                    "type": "array",
+                    "items": {"enum": ["ALL", "ACCEPT", "REJECT"]},
+                    "default": ["ALL"],
+                }
+            }
+        ),
     ),
 ]

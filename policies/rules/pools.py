@@ -8,12 +8,15 @@ from typing import Any
 from pulumi_policy import PolicyResource
 
 from components.catalog import CATALOG, EFA_RESOURCE
+from components.requirements import catalog_types_admitted
 
 from .common import as_list
 
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 POOL_LABEL = "trainingplatform.io/pool"
+NODE_POOL_LABEL = "karpenter.sh/nodepool"
+"""Karpenter labels every node with its NodePool's name: pods pin to a pool by either label."""
 
 
 def pool_facts(resources: list[PolicyResource]) -> PoolFacts:
@@ -29,12 +32,7 @@ def pool_facts(resources: list[PolicyResource]) -> PoolFacts:
         if pool.resource_type != NODE_POOL:
             continue
         template = ((pool.props.get("spec") or {}).get("template") or {}).get("spec") or {}
-        types = [
-            str(value)
-            for requirement in template.get("requirements") or []
-            if requirement.get("key") == "node.kubernetes.io/instance-type"
-            for value in as_list(requirement.get("values"))
-        ]
+        types = [e.name for e in catalog_types_admitted(template.get("requirements") or [])]
         class_name = str((template.get("nodeClassRef") or {}).get("name"))
         name = str((pool.props.get("metadata") or {}).get("name"))
         facts[name] = (types, efa_by_class.get(class_name, 0), list(template.get("taints") or []))
@@ -54,6 +52,32 @@ def tolerated(tolerations: list[Any], taint: Mapping[str, Any]) -> bool:
     )
 
 
+def pinned_pool(pod: Mapping[str, Any]) -> str | None:
+    """The NodePool a pod spec is pinned to, by node selector or required node affinity.
+
+    Either the platform's pool label or Karpenter's ``karpenter.sh/nodepool``; an affinity pins
+    when every one of its terms names the same single pool.
+    """
+    selector = pod.get("nodeSelector") or {}
+    for key in (POOL_LABEL, NODE_POOL_LABEL):
+        if key in selector:
+            return str(selector[key])
+    required = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    named = set()
+    for term in required.get("nodeSelectorTerms") or []:
+        values = [
+            [str(v) for v in as_list(e.get("values"))]
+            for e in term.get("matchExpressions") or []
+            if e.get("key") in (POOL_LABEL, NODE_POOL_LABEL) and e.get("operator") == "In"
+        ]
+        if len(values) != 1 or len(values[0]) != 1:
+            return None
+        named.add(values[0][0])
+    return named.pop() if len(named) == 1 else None
+
+
 def size_problems(
     name: str, pod: Mapping[str, Any], containers: list[Any], pools: PoolFacts
 ) -> Iterator[str]:
@@ -65,10 +89,10 @@ def size_problems(
         containers: the containers whose requests must hold every accelerator and EFA interface.
         pools: :func:`pool_facts` of the stack.
     """
-    pool_name = (pod.get("nodeSelector") or {}).get(POOL_LABEL)
-    if pool_name is None or str(pool_name) not in pools:
+    pool_name = pinned_pool(pod)
+    if pool_name is None or pool_name not in pools:
         return
-    types, efa_attached, taints = pools[str(pool_name)]
+    types, efa_attached, taints = pools[pool_name]
     for taint in taints:
         if not tolerated(list(pod.get("tolerations") or []), taint):
             yield f"{name} does not tolerate the pool's taint {taint.get('key')}"

@@ -9,8 +9,9 @@ from pulumi_policy import StackValidationArgs, StackValidationPolicy
 
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 
+from .capacity import accelerated_types
 from .common import MANDATORY, ReportViolation, ResourceValidationArgs, resource_policy
-from .slurm import NODE_SET
+from .slurm import NODE_SET, chart_node_sets
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -56,34 +57,63 @@ def _reserved(labels: Mapping[str, Any] | None) -> bool:
     return RESERVED_FOR_LABEL in (labels or {})
 
 
+def _kept_for_slurm(template: Mapping[str, Any]) -> bool:
+    """Whether a NodePool's nodes are Slurm's: labelled, or tainted so only Slurm lands there."""
+    labels = (template.get("metadata") or {}).get("labels")
+    taints = (template.get("spec") or {}).get("taints") or []
+    return _reserved(labels) or any(
+        t.get("key") == RESERVED_FOR_LABEL and t.get("effect") in ("NoSchedule", "NoExecute")
+        for t in taints
+    )
+
+
+def _pool_capacity(spec: Mapping[str, Any], resource: str) -> int:
+    """Accelerators a NodePool may launch: its limit, capped by its node limit."""
+    limits = spec.get("limits") or {}
+    capacity = _amount(limits, resource)
+    per_node = [
+        e.accelerators for e in accelerated_types(spec) if e.accelerator_resource == resource
+    ]
+    if "nodes" in limits and per_node:
+        capacity = min(capacity, int(str(limits["nodes"])) * max(per_node))
+    return capacity
+
+
 def _pool_limits(args: StackValidationArgs) -> dict[str, int]:
     """Accelerators the NodePools Volcano's pods can use may launch (Slurm's kept aside)."""
     totals = dict.fromkeys(ACCELERATORS, 0)
     for pool in args.resources:
         if pool.resource_type == NODE_POOL:
             spec = pool.props.get("spec") or {}
-            if _reserved(((spec.get("template") or {}).get("metadata") or {}).get("labels")):
+            if _kept_for_slurm(spec.get("template") or {}):
                 continue
             for resource in ACCELERATORS:
-                totals[resource] += _amount(spec.get("limits") or {}, resource)
+                totals[resource] += _pool_capacity(spec, resource)
     return totals
 
 
 def _slurm_held(args: StackValidationArgs) -> dict[str, int]:
     """Accelerators Slurm node sets hold on NodePools they share with Volcano's pods.
 
-    Replicas x what each slurmd pod requests; node sets on nodes kept for Slurm take nothing.
+    Replicas x what each slurmd pod requests, for NodeSet resources and the node sets the
+    slurm chart's values declare; node sets on nodes kept for Slurm take nothing.
     """
+    resources = list(args.resources)
+    node_sets = [  # (replicas, pod spec, slurmd container)
+        (spec.get("replicas", 1), (spec.get("template") or {}).get("spec") or {},
+         spec.get("slurmd") or {})
+        for spec in (r.props.get("spec") or {} for r in resources if r.resource_type == NODE_SET)
+    ] + [
+        (values.get("replicas", 1), values.get("podSpec") or {}, values.get("slurmd") or {})
+        for _, values in chart_node_sets(resources)
+    ]  # fmt: skip
     totals = dict.fromkeys(ACCELERATORS, 0)
-    for node_set in args.resources:
-        if node_set.resource_type == NODE_SET:
-            spec = node_set.props.get("spec") or {}
-            selector = ((spec.get("template") or {}).get("spec") or {}).get("nodeSelector")
-            if _reserved(selector):
-                continue
-            requests = ((spec.get("slurmd") or {}).get("resources") or {}).get("requests")
-            for resource in ACCELERATORS:
-                totals[resource] += int(str(spec.get("replicas", 1))) * _amount(requests, resource)
+    for replicas, pod, slurmd in node_sets:
+        if _reserved(pod.get("nodeSelector")):
+            continue
+        requests = (slurmd.get("resources") or {}).get("requests")
+        for resource in ACCELERATORS:
+            totals[resource] += int(str(replicas)) * _amount(requests, resource)
     return totals
 
 

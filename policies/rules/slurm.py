@@ -9,13 +9,23 @@ from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPo
 
 from components.config import FLOATING_TAGS
 
-from .common import MANDATORY, ReportViolation, ResourceValidationArgs, is_true, resource_policy
-from .pools import POOL_LABEL, pool_facts, size_problems
+from .common import (
+    HELM_TYPES,
+    MANDATORY,
+    ReportViolation,
+    ResourceValidationArgs,
+    chart_name,
+    is_true,
+    resource_policy,
+)
+from .pools import pinned_pool, pool_facts, size_problems
 
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_SET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
 MARIADB = "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB"
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+LOGIN_SET = "kubernetes:slinky.slurm.net/v1beta1:LoginSet"
+SERVICE = "kubernetes:core/v1:Service"
+SSH_PORT = 22
 SLINKY_CHARTS = ("slurm", "slurm-operator", "slurm-operator-crds")
 INTERNAL_ANNOTATIONS = {
     "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
@@ -26,14 +36,24 @@ OPEN_RANGES = ("0.0.0.0/0", "::/0")
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
-def _chart_name(props: Mapping[str, Any]) -> str:
-    return str(props.get("chart", "")).rsplit("/", 1)[-1]
-
-
-def _slurm_values(args: ResourceValidationArgs) -> Mapping[str, Any] | None:
-    if args.resource_type != HELM_RELEASE or _chart_name(args.props) != "slurm":
+def _slurm_values(args: ResourceValidationArgs | PolicyResource) -> Mapping[str, Any] | None:
+    """The values of a Helm release or chart of the slurm chart, else None."""
+    if args.resource_type not in HELM_TYPES or chart_name(args.props) != "slurm":
         return None
     return args.props.get("values") or {}
+
+
+def chart_node_sets(resources: list[PolicyResource]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(name, values) of each enabled node set the slurm chart's values declare.
+
+    The chart renders ``nodesets.<name>`` into a NodeSet (``podSpec`` its pod, ``slurmd`` its
+    container, ``replicas``) that no policy sees as a resource: Helm creates it server-side.
+    """
+    for release in resources:
+        values = _slurm_values(release)
+        for name, node_set in ((values or {}).get("nodesets") or {}).items():
+            if node_set.get("enabled", True) is not False:
+                yield str(name), node_set
 
 
 def _check_auth_keys(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -52,29 +72,43 @@ def _check_auth_keys(args: ResourceValidationArgs, report: ReportViolation) -> N
             report(f"{key}.secretRef names no Secret: Slurm would start without a key", None)
 
 
-def _check_login(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    values = _slurm_values(args)
-    if values is None:
+def _exposure_problems(what: str, service: Mapping[str, Any], default_type: str) -> Iterator[str]:
+    """How a Service (metadata and spec) exposes SSH beyond named private networks."""
+    spec = service.get("spec") or {}
+    service_type = spec.get("type", default_type)
+    if service_type == "NodePort":
+        yield f"{what} exposes SSH on a port of every node"
+    if service_type != "LoadBalancer":
         return
-    for name, login_set in (values.get("loginsets") or {}).items():
-        service = login_set.get("service") or {}
-        spec = service.get("spec") or {}
-        # The chart's loginsetDefaults make the Service a LoadBalancer when nothing is said.
-        service_type = spec.get("type", "LoadBalancer")
-        if service_type == "NodePort":
-            report(f"login set {name} exposes SSH on a port of every node", None)
-        if service_type != "LoadBalancer":
-            continue
-        annotations = (service.get("metadata") or {}).get("annotations") or {}
-        if not any(annotations.get(k) == v for k, v in INTERNAL_ANNOTATIONS.items()):
-            report(
-                f"login set {name}'s load balancer is internet-facing (no internal scheme)", None
+    annotations = (service.get("metadata") or {}).get("annotations") or {}
+    if not any(annotations.get(k) == v for k, v in INTERNAL_ANNOTATIONS.items()):
+        yield f"{what}'s load balancer is internet-facing (no internal scheme)"
+    ranges = [str(cidr) for cidr in spec.get("loadBalancerSourceRanges") or []]
+    if not ranges or any(cidr in OPEN_RANGES for cidr in ranges):
+        yield f"{what}'s SSH is open to any address (loadBalancerSourceRanges)"
+
+
+def _check_login(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    problems: list[str] = []
+    values = _slurm_values(args)
+    if values is not None:
+        for name, login_set in (values.get("loginsets") or {}).items():
+            # The chart's loginsetDefaults make the Service a LoadBalancer when nothing is said.
+            problems += _exposure_problems(
+                f"login set {name}", login_set.get("service") or {}, "LoadBalancer"
             )
-        ranges = [str(cidr) for cidr in spec.get("loadBalancerSourceRanges") or []]
-        if not ranges or any(cidr in OPEN_RANGES for cidr in ranges):
-            report(
-                f"login set {name}'s SSH is open to any address (loadBalancerSourceRanges)", None
-            )
+    elif args.resource_type == LOGIN_SET:
+        name = (args.props.get("metadata") or {}).get("name")
+        service = (args.props.get("spec") or {}).get("service") or {}
+        problems += _exposure_problems(f"login set {name}", service, "ClusterIP")
+    elif args.resource_type == SERVICE:
+        # The same SSH endpoint can be published by a Service of its own.
+        ports = (args.props.get("spec") or {}).get("ports") or []
+        if any(SSH_PORT in (p.get("port"), p.get("targetPort")) for p in ports):
+            name = (args.props.get("metadata") or {}).get("name")
+            problems += _exposure_problems(f"Service {name}", args.props, "ClusterIP")
+    for problem in problems:
+        report(problem, None)
 
 
 def _floating(reference: str) -> bool:
@@ -116,20 +150,25 @@ SIDECARS_WITH_FLOATING_DEFAULTS = ("controller.logfile",)
 
 
 def _check_images(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type == HELM_RELEASE:
-        if _chart_name(args.props) not in SLINKY_CHARTS:
+    if args.resource_type in HELM_TYPES:
+        if chart_name(args.props) not in SLINKY_CHARTS:
             return
         values = args.props.get("values") or {}
         found = list(_images(values))
-        if _chart_name(args.props) == "slurm":
-            required = [f"{sidecar}.image" for sidecar in SIDECARS_WITH_FLOATING_DEFAULTS]
-            required += [
-                f"loginsets.{name}.initconf.image" for name in values.get("loginsets") or {}
-            ]
+        if chart_name(args.props) == "slurm":
             present = {path for path, _ in found}
-            for path in required:
-                if path not in present:
-                    report(f"{path} is unset: the chart's default is alpine:latest", None)
+            # Each sidecar may be set where it is used or in the chart's defaults for all.
+            required: list[tuple[str, ...]] = [
+                (f"{sidecar}.image",) for sidecar in SIDECARS_WITH_FLOATING_DEFAULTS
+            ]
+            required += [
+                (f"{kind}s.{name}.{sidecar}.image", f"{kind}Defaults.{sidecar}.image")
+                for kind, sidecar in (("loginset", "initconf"), ("nodeset", "logfile"))
+                for name in values.get(f"{kind}s") or {}
+            ]
+            for paths in required:
+                if not present.intersection(paths):
+                    report(f"{paths[0]} is unset: the chart's default is alpine:latest", None)
     elif args.resource_type in (NODE_SET, MARIADB):
         found = list(_images(args.props.get("spec") or {}))
     else:
@@ -168,7 +207,12 @@ def _check_accounting(args: StackValidationArgs, report: ReportViolation) -> Non
             report(
                 "the accounting database is on ephemeral storage: job history is lost", database.urn
             )
-        class_name = storage.get("storageClassName") or _default_class(classes)
+        # mariadb-operator's Storage: storageClassName, or the full volumeClaimTemplate's.
+        class_name = (
+            (storage.get("volumeClaimTemplate") or {}).get("storageClassName")
+            or storage.get("storageClassName")
+            or _default_class(classes)
+        )
         storage_class = classes.get(str(class_name)) if class_name else None
         if storage_class is None:
             report(
@@ -196,10 +240,18 @@ def _check_node_sets(args: StackValidationArgs, report: ReportViolation) -> None
         spec = node_set.props.get("spec") or {}
         pod = (spec.get("template") or {}).get("spec") or {}
         name = f"node set {(node_set.props.get('metadata') or {}).get('name')}"
-        if str((pod.get("nodeSelector") or {}).get(POOL_LABEL)) not in pools:
+        if pinned_pool(pod) not in pools:
             report(f"{name} is not pinned to a node pool of this stack", node_set.urn)
         for problem in size_problems(name, pod, [spec.get("slurmd") or {}], pools):
             report(problem, node_set.urn)
+    for release in resources:
+        for set_name, values in chart_node_sets([release]):
+            pod = values.get("podSpec") or {}
+            name = f"node set {set_name} (slurm chart values)"
+            if pinned_pool(pod) not in pools:
+                report(f"{name} is not pinned to a node pool of this stack", release.urn)
+            for problem in size_problems(name, pod, [values.get("slurmd") or {}], pools):
+                report(problem, release.urn)
 
 
 POLICIES = [

@@ -32,7 +32,15 @@ def _check_gang(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if not group_policy:
         report("no podGroupPolicy: workers start one by one and can deadlock the pool", None)
         return
-    if "volcano" in group_policy:
+    if "volcano" not in group_policy:
+        # Trainer's coscheduling plugin needs the scheduler-plugins scheduler, which this
+        # platform does not run: its PodGroups would be created and never honoured.
+        report(
+            f"podGroupPolicy {sorted(group_policy)} needs a scheduler this platform does not "
+            "run; use volcano",
+            None,
+        )
+    else:
         for job, pod in _pods(spec):
             if pod.get("schedulerName") != VOLCANO:
                 scheduler = pod.get("schedulerName") or "the default scheduler"

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
-from components.catalog import CATALOG, InstanceType, cpu_architecture
+from components.catalog import InstanceType, cpu_architecture
+from components.requirements import Labels, catalog_types_admitted
 from components.workloads import NodeAllocatable, node_allocatable
-from synth.jobs.placement import Labels, required_affinity_holds, selector_holds, untolerated
+from synth.jobs.placement import required_affinity_holds, selector_holds, untolerated
 from synth.jobs.view import StackView, labels_of, name_of, quantity
 
 NODE_POOL_LABEL: Final = "karpenter.sh/nodepool"
@@ -181,7 +182,7 @@ def node_pools(view: StackView) -> list[NodePoolShape]:
         template_spec = template.get("spec") or {}
         requirements = list(template_spec.get("requirements") or [])
         labels = _requirement_labels(requirements)
-        types = [CATALOG[t] for t in sorted(labels.get(INSTANCE_TYPE_LABEL, set())) if t in CATALOG]
+        types = catalog_types_admitted(requirements)
         class_name = str((template_spec.get("nodeClassRef") or {}).get("name"))
         node_class = classes.get(class_name, {})
         interfaces = node_class.get("networkInterfaces") or []

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-Labels = dict[str, set[str]]
-"""Label key -> the values a node may carry for it."""
+from components.requirements import Labels, expression_holds
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
@@ -44,26 +43,6 @@ def untolerated(
     ]
 
 
-def _expression_holds(expression: Mapping[str, Any], labels: Labels) -> bool:
-    key = str(expression.get("key"))
-    operator = expression.get("operator")
-    wanted = {str(value) for value in expression.get("values") or []}
-    present = labels.get(key)
-    if operator == "Exists":
-        return present is not None
-    if operator == "DoesNotExist":
-        return present is None
-    if operator == "In":
-        return present is not None and bool(present & wanted)
-    if operator == "NotIn":
-        return present is None or bool(present - wanted)
-    if operator in ("Gt", "Lt") and present is not None and len(wanted) == 1:
-        bound = int(next(iter(wanted)))
-        numbers = [int(v) for v in present if v.lstrip("-").isdigit()]
-        return any(n > bound if operator == "Gt" else n < bound for n in numbers)
-    return False
-
-
 def selector_holds(selector: Mapping[str, Any], labels: Labels) -> bool:
     """Whether every ``key: value`` of a nodeSelector can hold on a node with ``labels``."""
     return all(str(value) in labels.get(str(key), set()) for key, value in selector.items())
@@ -80,7 +59,7 @@ def required_affinity_holds(affinity: Mapping[str, Any] | None, labels: Labels) 
     if not terms:
         return True
     return any(
-        all(_expression_holds(e, labels) for e in term.get("matchExpressions") or [])
+        all(expression_holds(e, labels) for e in term.get("matchExpressions") or [])
         for term in terms
     )
 
