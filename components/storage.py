@@ -94,6 +94,28 @@ def data_key_policy(account_id: str, region: str) -> dict[str, Any]:
     }
 
 
+def _lustre_rules(
+    client_group_id: pulumi.Input[str], *, efa_enabled: bool, towards: str
+) -> list[dict[str, Any]]:
+    """The file system's rules one way: Lustre ports with clients and itself (+ EFA traffic)."""
+    peers = (
+        ({"security_groups": [client_group_id]}, f"Lustre {towards} training nodes"),
+        ({"self": True}, "Lustre between file servers"),
+    )
+    rules = [
+        {"protocol": "tcp", "from_port": low, "to_port": high, **peer, "description": label}
+        for low, high in LUSTRE_PORTS
+        for peer, label in peers
+    ]
+    if efa_enabled:
+        rules += [
+            {"protocol": "-1", "from_port": 0, "to_port": 0, **peer,
+             "description": label.replace("Lustre", "EFA")}
+            for peer, label in peers
+        ]  # fmt: skip
+    return rules
+
+
 def lustre_ingress(
     client_group_id: pulumi.Input[str], *, efa_enabled: bool = False
 ) -> list[dict[str, Any]]:
@@ -101,23 +123,12 @@ def lustre_ingress(
 
     An EFA-enabled file system also needs all traffic within its group and from its clients
     (FSx refuses to create one otherwise); the sources stay security groups, never addresses.
+
+    Args:
+        client_group_id: the clients' (training nodes') security group.
+        efa_enabled: whether the file system uses EFA. Default False.
     """
-    rules = [
-        {"protocol": "tcp", "from_port": low, "to_port": high, **source, "description": label}
-        for low, high in LUSTRE_PORTS
-        for source, label in (
-            ({"security_groups": [client_group_id]}, "Lustre from training nodes"),
-            ({"self": True}, "Lustre between file servers"),
-        )
-    ]
-    if efa_enabled:
-        rules += [
-            {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
-             "description": "EFA between file servers"},
-            {"protocol": "-1", "from_port": 0, "to_port": 0, "security_groups": [client_group_id],
-             "description": "EFA from training nodes"},
-        ]  # fmt: skip
-    return rules
+    return _lustre_rules(client_group_id, efa_enabled=efa_enabled, towards="from")
 
 
 def lustre_egress(
@@ -129,23 +140,12 @@ def lustre_egress(
     accept (FSx for Lustre User Guide, "File system access control with Amazon VPC"); an
     EFA-enabled file system sends all traffic to both. Nothing else leaves the group: S3 is
     reached by the FSx service, not through this group.
+
+    Args:
+        client_group_id: the clients' (training nodes') security group.
+        efa_enabled: whether the file system uses EFA. Default False.
     """
-    rules = [
-        {"protocol": "tcp", "from_port": low, "to_port": high, **target, "description": label}
-        for low, high in LUSTRE_PORTS
-        for target, label in (
-            ({"security_groups": [client_group_id]}, "Lustre to training nodes"),
-            ({"self": True}, "Lustre between file servers"),
-        )
-    ]
-    if efa_enabled:
-        rules += [
-            {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
-             "description": "EFA between file servers"},
-            {"protocol": "-1", "from_port": 0, "to_port": 0, "security_groups": [client_group_id],
-             "description": "EFA to training nodes"},
-        ]  # fmt: skip
-    return rules
+    return _lustre_rules(client_group_id, efa_enabled=efa_enabled, towards="to")
 
 
 def data_repository_path(bucket: str, association: DataRepositoryAssociationConfig) -> str:

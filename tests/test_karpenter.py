@@ -35,8 +35,8 @@ POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 
-# REFERENCE §3: the five controller policies (node lifecycle, IAM integration, EKS integration,
-# interruption, resource discovery).
+# The controller policies of upstream v1.14.1 (cloudformation.yaml): REFERENCE §3's five plus
+# zonal shift.
 POLICY_NAMES = {
     "node-lifecycle",
     "iam-integration",

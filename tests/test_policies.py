@@ -422,16 +422,22 @@ POOL_SELECTIONS = [
 ]
 
 
+def _p5_pool_selecting(entries: list[Entry], selection: Entry | None) -> tuple[Entry, Entry]:
+    """The p5 NodePool with its instance-type requirement replaced by ``selection``."""
+    pool = _target(entries, NODE_POOL, "=pools-p5")
+    template: Entry = pool["inputs"]["spec"]["template"]["spec"]
+    template["requirements"] = [
+        r for r in template["requirements"] if r["key"] != "node.kubernetes.io/instance-type"
+    ] + ([selection] if selection else [])
+    return pool, template
+
+
 @pytest.mark.parametrize("selection", POOL_SELECTIONS, ids=lambda s: (s and s["key"]) or "none")
 def test_accelerated_pools_are_recognised_however_they_select(
     synthesized: dict[str, StackResult], selection: Entry | None
 ) -> None:
     entries = _records(synthesized["prod"])
-    pool = _target(entries, NODE_POOL, "=pools-p5")
-    template = pool["inputs"]["spec"]["template"]["spec"]
-    template["requirements"] = [
-        r for r in template["requirements"] if r["key"] != "node.kubernetes.io/instance-type"
-    ] + ([selection] if selection else [])
+    pool, template = _p5_pool_selecting(entries, selection)
     checked = [
         POLICIES[name]
         for name in (
@@ -458,11 +464,7 @@ def test_a_pool_open_to_every_type_is_held_to_every_accelerators_rules(
     synthesized: dict[str, StackResult], selection: Entry | None
 ) -> None:
     entries = _records(synthesized["prod"])
-    pool = _target(entries, NODE_POOL, "=pools-p5")
-    template = pool["inputs"]["spec"]["template"]["spec"]
-    template["requirements"] = [
-        r for r in template["requirements"] if r["key"] != "node.kubernetes.io/instance-type"
-    ] + ([selection] if selection else [])
+    _p5_pool_selecting(entries, selection)
     checked = [POLICIES["nodepool-limits"], POLICIES["accelerator-pools-tainted"]]
     findings = evaluate([ResourceRecord.from_json(e) for e in entries], {}, checked)
     assert sorted(f.message for f in findings) == [
