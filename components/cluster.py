@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Sequence
 from typing import Any, Final
 
 import pulumi
@@ -156,6 +157,7 @@ class Cluster(pulumi.ComponentResource):
         tags: dict[str, str],
         protect: bool,
         logs_key_arn: pulumi.Input[str],
+        deploy_path: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the control plane, system nodes and core add-ons.
@@ -170,6 +172,10 @@ class Cluster(pulumi.ComponentResource):
                 node group launches.
             protect: protect the cluster and its secrets key from deletion (production).
             logs_key_arn: customer KMS key of the control-plane log group.
+            deploy_path: resources deployments reach the API through (the network's transit
+                gateway attachment and routes); with the API's 443 rules, the Kubernetes
+                provider depends on them, so they exist before any in-cluster resource and go
+                after the last one. Default: none.
             opts: resource options; the AWS provider comes from here.
 
         """
@@ -240,16 +246,19 @@ class Cluster(pulumi.ComponentResource):
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster])
         # The private endpoint admits HTTPS from where deployments come (a VPN, a peering, a
         # runner in the VPC); the control plane's ENIs carry pulumi-eks's cluster group.
+        api_access: list[pulumi.Resource] = list(deploy_path)
         for cidr in endpoint.deploy_from.cidrs:
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-api-from-{cidr.replace('/', '-')}",
-                security_group_id=self.eks_cluster.cluster_security_group_id,
-                cidr_ipv4=cidr,
-                ip_protocol="tcp",
-                from_port=443,
-                to_port=443,
-                description="Kubernetes API from the deploy path",
-                opts=after_cluster,
+            api_access.append(
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-api-from-{cidr.replace('/', '-')}",
+                    security_group_id=self.eks_cluster.cluster_security_group_id,
+                    cidr_ipv4=cidr,
+                    ip_protocol="tcp",
+                    from_port=443,
+                    to_port=443,
+                    description="Kubernetes API from the deploy path",
+                    opts=after_cluster,
+                )
             )
 
         for index, principal_arn in enumerate(cluster.admin_principal_arns):
@@ -321,7 +330,7 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
             enable_server_side_apply=True,
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=api_access)),
         )
         storage_class(
             f"{name}-{DEFAULT_STORAGE_CLASS}",

@@ -604,7 +604,10 @@ def automatic_metadata_iops(capacity_gib: int) -> int:
 
     1500 at 1200 GiB, 3000 at 2400, 6000 up to 9600, 12000 up to 45600, then 12000 per
     24000 GiB (FSx for Lustre User Guide, "Lustre metadata performance configuration"; REFERENCE
-    §5), at most 192000. User-provisioned IOPS below it are refused by the FSx API.
+    §5), at most 192000. User-provisioned IOPS below it are refused by the FSx API. Between the
+    24000 GiB steps (50400 GiB: 25200 pro rata) the floor is the next value FSx accepts for
+    user-provisioned IOPS (a multiple of 12000), so config may refuse a value AWS would take
+    but never accept one it refuses.
     """
     if capacity_gib <= 1200:
         return 1500
@@ -1359,6 +1362,18 @@ def _network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             [],
             "the networks to route through the transit gateway",
         )
+    if _duplicates(deploy.cidrs):
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.cluster.endpoint.deployFrom.cidrs", deploy.cidrs, "each network once"
+        )
+    for index, cidr in enumerate(deploy.cidrs):
+        if ipaddress.IPv4Network(cidr).prefixlen == 0:
+            # 443 from everywhere routable, and a route that collides with the NAT default.
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.cluster.endpoint.deployFrom.cidrs[{index}]",
+                cidr,
+                "the networks deployments come from, not every address",
+            )
     vpc_prefix = ipaddress.IPv4Network(network.vpc_cidr).prefixlen
     if not 16 <= vpc_prefix <= 28:
         yield ConfigProblem(
@@ -1429,15 +1444,28 @@ def _cluster_problems(cluster: ClusterConfig) -> Iterator[ConfigProblem]:
             "at least one CIDR when publicAccess is true (the API is never open to everyone "
             "by default)",
         )
+    for index, cidr in enumerate(endpoint.public_access_cidrs):
+        if _not_internet_routable(ipaddress.IPv4Network(cidr)):
+            yield ConfigProblem(
+                f"{base}.endpoint.publicAccessCidrs[{index}]",
+                cidr,
+                "a public network: EKS refuses reserved ranges there (private, shared, "
+                "loopback, link-local, multicast); reach the private endpoint from those "
+                "through deployFrom",
+            )
     if not endpoint.public_access and endpoint.public_access_cidrs:
         yield ConfigProblem(
             f"{base}.endpoint.publicAccessCidrs",
             endpoint.public_access_cidrs,
             "none while publicAccess is false",
         )
-    if _duplicates(cluster.admin_principal_arns):
+    identities = [principal_identity(arn) for arn in cluster.admin_principal_arns]
+    if len(set(identities)) < len(identities):
         yield ConfigProblem(
-            f"{base}.adminPrincipalArns", cluster.admin_principal_arns, "each ARN once"
+            f"{base}.adminPrincipalArns",
+            cluster.admin_principal_arns,
+            "each principal once (a role under two paths or in two cases is one principal, "
+            "and a second access entry for it fails with 409)",
         )
     deployer = principal_identity(cluster.deployer_principal_arn)
     for index, arn in enumerate(cluster.admin_principal_arns):
@@ -1476,18 +1504,33 @@ def _cluster_problems(cluster: ClusterConfig) -> Iterator[ConfigProblem]:
         )
 
 
+_NOT_ROUTED_ON_THE_INTERNET: Final = tuple(
+    ipaddress.IPv4Network(cidr)
+    for cidr in ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+                 "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4")
+)  # fmt: skip
+"""Ranges no internet client comes from (RFC 6890): a public endpoint cannot admit them."""
+
+
+def _not_internet_routable(network: ipaddress.IPv4Network) -> bool:
+    return network.prefixlen > 0 and any(
+        network.overlaps(reserved) for reserved in _NOT_ROUTED_ON_THE_INTERNET
+    )
+
+
 def principal_identity(arn: str) -> tuple[str, str, str]:
     """(account, kind, name) of an IAM principal ARN: a role is one role whatever its path.
 
-    IAM role and user names are unique in an account regardless of path, and an assumed-role
-    session (``arn:aws:sts::<account>:assumed-role/<role>/<session>``) acts as its role.
+    IAM role and user names are unique in an account regardless of path and of case
+    (``Deployer`` and ``deployer`` cannot both exist), and an assumed-role session
+    (``arn:aws:sts::<account>:assumed-role/<role>/<session>``) acts as its role.
     """
     parts = arn.split(":", 5)
     account, resource = parts[4], parts[5]
     kind, _, rest = resource.partition("/")
     if kind == "assumed-role":
-        return account, "role", rest.split("/", 1)[0]
-    return account, kind, rest.rsplit("/", 1)[-1]
+        return account, "role", rest.split("/", 1)[0].lower()
+    return account, kind, rest.rsplit("/", 1)[-1].lower()
 
 
 def _tag_problems(tags: TagsConfig) -> Iterator[ConfigProblem]:

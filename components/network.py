@@ -6,6 +6,7 @@ internal load balancers find them.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from typing import Any
 
@@ -59,6 +60,17 @@ def flow_log_trust_policy(account_id: str, region: str) -> dict[str, Any]:
     return policy
 
 
+def routed_deploy_networks(cidrs: list[str], vpc_cidr: str) -> list[str]:
+    """The deploy networks that need a route out of the VPC: those not inside it.
+
+    Args:
+        cidrs: ``cluster.endpoint.deployFrom.cidrs``.
+        vpc_cidr: the VPC's CIDR; a network inside it is reached by the local route.
+    """
+    vpc = ipaddress.IPv4Network(vpc_cidr)
+    return [cidr for cidr in cidrs if not ipaddress.IPv4Network(cidr).subnet_of(vpc)]
+
+
 class Network(pulumi.ComponentResource):
     """VPC, subnets, NAT, S3 gateway endpoint and flow logs for one platform.
 
@@ -101,6 +113,9 @@ class Network(pulumi.ComponentResource):
         super().__init__("trainingplatform:index:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.public_subnet_ids = {}
+        self.deploy_path: list[pulumi.Resource] = []
+        """The transit gateway attachment and routes deployments reach the API through: the
+        Kubernetes provider depends on them, so no `up` or `destroy` removes them first."""
         if network.existing_vpc is None:
             self._create(
                 name,
@@ -255,6 +270,7 @@ class Network(pulumi.ComponentResource):
             self._transit_gateway_routes(
                 name,
                 vpc_id=vpc.id,
+                vpc_cidr=network.vpc_cidr,
                 deploy_path=deploy_path,
                 route_tables=private_route_tables,
                 cluster_name=cluster_name,
@@ -276,6 +292,7 @@ class Network(pulumi.ComponentResource):
         name: str,
         *,
         vpc_id: pulumi.Input[str],
+        vpc_cidr: str,
         deploy_path: DeployPathConfig,
         route_tables: dict[str, aws.ec2.RouteTable],
         cluster_name: str,
@@ -283,7 +300,9 @@ class Network(pulumi.ComponentResource):
     ) -> None:
         """Attach the private subnets to the deploy path's transit gateway, route its networks.
 
-        So deployments reach the private API endpoint.
+        So deployments reach the private API endpoint. A deploy network inside the VPC (a runner
+        there) needs no route: the local route carries it, and EC2 refuses a route as specific
+        as the VPC's CIDR to a transit gateway.
         """
         attachment = aws.ec2transitgateway.VpcAttachment(
             f"{name}-deploy-path",
@@ -293,14 +312,17 @@ class Network(pulumi.ComponentResource):
             tags={"Name": f"{cluster_name}-deploy-path"},
             opts=child,
         )
+        self.deploy_path.append(attachment)
         for zone, table in route_tables.items():
-            for cidr in deploy_path.cidrs:
-                aws.ec2.Route(
-                    f"{name}-private-{zone}-deploy-{cidr.replace('/', '-')}",
-                    route_table_id=table.id,
-                    destination_cidr_block=cidr,
-                    transit_gateway_id=deploy_path.transit_gateway_id,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
+            for cidr in routed_deploy_networks(deploy_path.cidrs, vpc_cidr):
+                self.deploy_path.append(
+                    aws.ec2.Route(
+                        f"{name}-private-{zone}-deploy-{cidr.replace('/', '-')}",
+                        route_table_id=table.id,
+                        destination_cidr_block=cidr,
+                        transit_gateway_id=deploy_path.transit_gateway_id,
+                        opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
+                    )
                 )
 
     def _flow_logs(

@@ -85,6 +85,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             tags=config.required_tags,
             protect=config.protect_stateful_resources,
             logs_key_arn=self.logs_key.arn,
+            deploy_path=self.network.deploy_path,
             opts=with_aws,
         )
         self.karpenter = Karpenter(

@@ -440,12 +440,18 @@ class Storage(pulumi.ComponentResource):
                 description="from the Lustre file servers",
                 opts=child,
             )
-        log_group = aws.cloudwatch.LogGroup(
-            f"{name}-lustre",
-            name=f"/aws/fsx/{cluster}",
-            retention_in_days=lustre.log_retention_days,
-            kms_key_id=logs_key_arn,
-            opts=child,
+        logging = lustre.log_level != "DISABLED"
+        # FSx refuses a destination with level DISABLED (LustreLogCreateConfiguration).
+        log_group = (
+            aws.cloudwatch.LogGroup(
+                f"{name}-lustre",
+                name=f"/aws/fsx/{cluster}",
+                retention_in_days=lustre.log_retention_days,
+                kms_key_id=logs_key_arn,
+                opts=child,
+            )
+            if logging
+            else None
         )
         metadata = (
             aws.fsx.LustreFileSystemMetadataConfigurationArgs(
@@ -473,9 +479,10 @@ class Storage(pulumi.ComponentResource):
                 lustre.daily_backup_start_time if lustre.backup_retention_days else None
             ),
             weekly_maintenance_start_time=lustre.weekly_maintenance_start_time,
-            copy_tags_to_backups=True,
+            # Not available on a file system linked to S3 (FSx API): only with backups.
+            copy_tags_to_backups=bool(lustre.backup_retention_days),
             log_configuration=aws.fsx.LustreFileSystemLogConfigurationArgs(
-                destination=log_group.arn, level=lustre.log_level
+                destination=log_group.arn if log_group else None, level=lustre.log_level
             ),
             tags={"Name": cluster},
             opts=stateful,

@@ -86,7 +86,7 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
      "platform.cluster.adminPrincipalArns", "at least 1 item"),
     ("duplicate admins",
      _set("cluster.adminPrincipalArns", ["arn:aws:iam::111122223333:role/A"] * 2),
-     "platform.cluster.adminPrincipalArns", "each ARN once"),
+     "platform.cluster.adminPrincipalArns", "each principal once"),
     ("desired size above max", _set("cluster.systemNodeGroup.desiredSize", 9),
      "platform.cluster.systemNodeGroup.desiredSize", "between minSize (2) and maxSize (3)"),
     ("system group in one node", _set("cluster.systemNodeGroup.minSize", 1),

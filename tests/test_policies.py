@@ -167,8 +167,6 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("iam-no-wildcard-resources", "prod", "aws:iam/rolePolicy:RolePolicy", "flow-logs", policy_json("Resource", "arn:aws:logs:*:*:*"), "on every resource"),
     ("iam-no-wildcard-resources", "prod", "aws:iam/rolePolicy:RolePolicy", "flow-logs", policy_json("NotResource", "arn:aws:s3:::nothing"), "every resource but NotResource"),
     ("kms-key-rotation", "prod", "aws:kms/key:Key", "", at("enableKeyRotation", False), "rotation is off"),
-    ("log-groups-encrypted-customer-key", "prod", "aws:cloudwatch/logGroup:LogGroup", "", at("kmsKeyId", _DELETE), "customer managed KMS key"),
-    ("log-groups-encrypted-customer-key", "dev", "aws:cloudwatch/logGroup:LogGroup", "", at("kmsKeyId", "alias/aws/logs"), "customer managed KMS key"),
     ("required-tags", "prod", "aws:ec2/vpc:Vpc", "", at("tags", {"owner": ""}), "'owner'"),
     ("stateful-resources-protected", "prod", "aws:kms/key:Key", "", unprotect, "must be protected"),
     ("stateful-resources-protected", "prod", "eks:index:Cluster", "", unprotect, "must be protected"),
@@ -552,6 +550,7 @@ def test_every_policy_has_cases() -> None:
         "runtime-requests-match-pool",
         "eks-version-in-standard-support",
         "eks-version-standard-support-ending",
+        "log-groups-encrypted-customer-key",
     }
     assert covered == set(POLICIES)
 
@@ -693,6 +692,64 @@ def test_flow_logs_required_for_every_vpc(synthesized: dict[str, StackResult]) -
     without = [e for e in entries if e["type"] != "aws:ec2/flowLog:FlowLog"]
     findings = _run_policy(POLICIES["vpc-flow-logs"], without, "prod")
     assert [(f.urn, f.enforcementLevel) for f in findings] == [(vpc["urn"], "mandatory")]
+
+
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+
+
+def _without_group(name: str) -> Callable[[list[Entry]], Entry]:
+    """Drop the log group named ``name``; return the resource that wrote to it."""
+
+    def change(entries: list[Entry]) -> Entry:
+        (group,) = [e for e in entries if e["type"] == LOG_GROUP and name in e["inputs"]["name"]]
+        entries.remove(group)
+        writers = [e for e in entries if group["urn"] in e["dependencies"]
+                   and e["type"] != "aws:iam/rolePolicy:RolePolicy"]  # fmt: skip
+        for writer in writers:
+            for key, urns in writer["propertyDependencies"].items():
+                writer["propertyDependencies"][key] = [u for u in urns if u != group["urn"]]
+        return writers[0] if writers else _target(entries, "eks:index:Cluster", "")
+
+    return change
+
+
+def _group_key(key: Any) -> Callable[[list[Entry]], Entry]:
+    def change(entries: list[Entry]) -> Entry:
+        group = _target(entries, LOG_GROUP, "flow-logs")
+        at("kmsKeyId", key)(group)
+        return group
+
+    return change
+
+
+def _fsx_without_destination(entries: list[Entry]) -> Entry:
+    file_system = _target(entries, FILE_SYSTEM, "")
+    file_system["inputs"]["logConfiguration"] = {"level": "WARN_ERROR"}
+    file_system["propertyDependencies"]["logConfiguration"] = []
+    return file_system
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (_group_key(_DELETE), "not encrypted with a customer managed KMS key"),
+        (_group_key("alias/aws/logs"), "not encrypted with a customer managed KMS key"),
+        (_without_group("/aws/eks/"), "EKS creates it without a customer key"),
+        (_without_group("/aws/vpc/"), "writes to a log group this stack does not create"),
+        (_without_group("/aws/fsx/"), "logs to a group this stack does not create"),
+        (_fsx_without_destination, "FSx writes to /aws/fsx/lustre"),
+    ],
+)
+def test_every_log_is_written_to_a_customer_keyed_group_of_the_stack(
+    synthesized: dict[str, StackResult], change: Callable[[list[Entry]], Entry], words: str
+) -> None:
+    for stack in STACKS:
+        entries = _records(synthesized[stack])
+        assert _run_policy(POLICIES["log-groups-encrypted-customer-key"], entries, stack) == []
+    entries = _records(synthesized["prod"])
+    culprit = change(entries)
+    findings = _run_policy(POLICIES["log-groups-encrypted-customer-key"], entries, "prod")
+    assert [f.urn for f in findings] == [culprit["urn"]] and words in findings[0].message
 
 
 def test_flow_logs_record_all_traffic_of_every_vpc_shape(
@@ -1158,6 +1215,17 @@ def test_fsx_opens_only_lustre_ports(
     findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
     assert findings and {f.urn for f in findings} == {group["urn"]}
     assert any(words in f.message for f in findings), [f.message for f in findings]
+
+
+def test_fsx_in_a_group_the_stack_does_not_create_is_caught(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    file_system = _target(entries, FILE_SYSTEM, "")
+    file_system["inputs"]["securityGroupIds"].append("sg-0123456789abcdef0")
+    findings = _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod")
+    assert [f.urn for f in findings] == [file_system["urn"]]
+    assert "this stack does not create" in findings[0].message
 
 
 def test_fsx_rules_of_other_groups_are_not_its_own(synthesized: dict[str, StackResult]) -> None:

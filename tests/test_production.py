@@ -28,8 +28,10 @@ SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
         "arn:aws:iam::333344445555:role/platform-deployer",
         # the same role under a path: IAM role names are unique in an account
         "arn:aws:iam::333344445555:role/ci/platform-deployer",
+        # ... and regardless of case
+        "arn:aws:iam::333344445555:role/Platform-Deployer",
     ],
-    ids=["same-arn", "same-role-other-path"],
+    ids=["same-arn", "same-role-other-path", "same-role-other-case"],
 )
 def test_the_deployer_is_not_listed_as_an_admin_too(admin: str) -> None:
     """EKS gives the cluster's creator an access entry (pulumi-eks bootstraps it); a second
@@ -38,6 +40,22 @@ def test_the_deployer_is_not_listed_as_an_admin_too(admin: str) -> None:
     data["cluster"]["adminPrincipalArns"].append(admin)
     index = len(data["cluster"]["adminPrincipalArns"]) - 1
     assert_reported(data, f"platform.cluster.adminPrincipalArns[{index}]", admin, "409")
+
+
+@pytest.mark.parametrize("second", [
+    "arn:aws:iam::333344445555:role/platform-admin",
+    "arn:aws:iam::333344445555:role/break-glass/platform-admin",
+    "arn:aws:iam::333344445555:role/PLATFORM-ADMIN",
+])  # fmt: skip
+def test_an_admin_listed_twice_in_any_form_is_refused(second: str) -> None:
+    data = stack_data("prod")
+    data["cluster"]["adminPrincipalArns"] = [
+        "arn:aws:iam::333344445555:role/platform-admin",
+        second,
+    ]
+    assert_reported(
+        data, "platform.cluster.adminPrincipalArns", data["cluster"]["adminPrincipalArns"], "409"
+    )
 
 
 def test_a_session_arn_as_deployer_names_the_role_to_use() -> None:
@@ -114,6 +132,67 @@ def test_a_runner_in_the_vpc_needs_only_the_ingress(
     assert all(cluster.urn in r.dependencies for r in rules)
 
 
+def test_a_deploy_network_inside_the_vpc_gets_no_transit_gateway_route(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    """EC2 refuses a route as specific as the VPC's CIDR to a transit gateway; the local route
+    carries a runner inside the VPC anyway."""
+    data = stack_data("prod")
+    deploy = data["cluster"]["endpoint"]["deployFrom"]
+    inside = data["network"]["vpcCidr"].rsplit(".", 2)[0] + ".8.0/24"
+    deploy["cidrs"] = [*deploy["cidrs"], inside]
+    run = run_platform(data, "prod")
+    routes = [r for r in run.of_type("aws:ec2/route:Route") if r.inputs.get("transitGatewayId")]
+    zones = data["network"]["availabilityZones"]
+    assert sorted(r.inputs["destinationCidrBlock"] for r in routes) == ["10.200.0.0/16"] * len(
+        zones
+    )
+    ingress = [
+        r.inputs["cidrIpv4"]
+        for r in run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+        if r.inputs.get("fromPort") == 443
+    ]
+    assert sorted(ingress) == sorted(deploy["cidrs"])
+
+
+@pytest.mark.parametrize(("cidrs", "allowed"), [
+    (["10.200.0.0/16", "10.200.0.0/16"], "each network once"),
+    (["0.0.0.0/0"], "not every address"),
+])  # fmt: skip
+def test_deploy_networks_aws_would_refuse(cidrs: list[str], allowed: str) -> None:
+    data = stack_data("prod")
+    data["cluster"]["endpoint"]["deployFrom"]["cidrs"] = cidrs
+    path = "platform.cluster.endpoint.deployFrom.cidrs" + ("" if len(cidrs) > 1 else "[0]")
+    assert_reported(data, path, cidrs if len(cidrs) > 1 else cidrs[0], allowed)
+
+
+@pytest.mark.parametrize("cidr", ["10.20.0.0/16", "100.64.0.0/10", "192.168.1.0/24",
+                                  "169.254.0.0/16", "0.0.0.0/1"])  # fmt: skip
+def test_a_public_endpoint_admits_only_public_networks(cidr: str) -> None:
+    data = stack_data("dev")
+    data["cluster"]["endpoint"]["publicAccessCidrs"] = [cidr]
+    assert_reported(data, "platform.cluster.endpoint.publicAccessCidrs[0]", cidr, "EKS refuses")
+
+
+def test_the_kubernetes_provider_waits_for_the_deploy_path(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Every in-cluster resource goes through the provider: it must be created after, and
+    deleted before, the attachment, routes and 443 rules it reaches the API through."""
+    records = synthesized["prod"].records
+    (provider,) = [r for r in records if r.type == "pulumi:providers:kubernetes"]
+    path = [
+        r.urn for r in records
+        if r.type in ("aws:ec2transitgateway/vpcAttachment:VpcAttachment",)
+        or (r.type == "aws:ec2/route:Route" and r.inputs.get("transitGatewayId"))
+        or (r.type == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+            and r.inputs.get("fromPort") == 443)
+    ]  # fmt: skip
+    zones = len(stack_data("prod")["network"]["availabilityZones"])
+    assert len(path) == 1 + zones + 1
+    assert set(path) <= set(provider.dependencies)
+
+
 # --------------------------------------------------------------------------- log groups
 
 
@@ -173,3 +252,33 @@ def test_an_efa_file_system_sends_all_traffic_to_itself_and_clients(
     assert any(r.get("self") for r in everything)
     assert any(r.get("securityGroups") for r in everything)
     assert not any(r.get("cidrBlocks") for r in egress)
+
+
+# --------------------------------------------------------------------------- file system API
+
+
+def test_lustre_logging_disabled_names_no_destination(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    """FSx refuses a log destination with level DISABLED (botocore fsx
+    LustreLogCreateConfiguration.Destination)."""
+    data = stack_data("prod")
+    data["storage"]["lustre"]["logLevel"] = "DISABLED"
+    run = run_platform(data, "prod")
+    file_system = run.one("aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert file_system.inputs["logConfiguration"] == {"level": "DISABLED"}
+    assert not [g for g in run.of_type(LOG_GROUP) if g.inputs["name"].startswith("/aws/fsx/")]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_backup_tags_only_where_backups_are_taken(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """CopyTagsToBackups is not available on a file system linked to S3 (FSx API)."""
+    (file_system,) = [
+        r for r in synthesized[stack].records
+        if r.type == "aws:fsx/lustreFileSystem:LustreFileSystem"
+    ]  # fmt: skip
+    backups = file_system.inputs.get("automaticBackupRetentionDays", 0)
+    assert file_system.inputs.get("copyTagsToBackups", False) is bool(backups)
+    assert "destination" in file_system.inputs["logConfiguration"]

@@ -9,7 +9,12 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
-from pulumi_policy import PolicyConfigSchema, StackValidationArgs, StackValidationPolicy
+from pulumi_policy import (
+    PolicyConfigSchema,
+    PolicyResource,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
 
 from .common import (
     HELM_TYPES,
@@ -29,6 +34,8 @@ LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 AUTOSCALING_GROUP = "aws:autoscaling/group:Group"
 FLOW_LOG = "aws:ec2/flowLog:FlowLog"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+EKS_CLUSTERS = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
+FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
 VPC_TYPES = ("aws:ec2/vpc:Vpc", "aws:ec2/defaultVpc:DefaultVpc")
 STATEFUL_TYPES = [
     "eks:index:Cluster",
@@ -171,13 +178,55 @@ def _check_helm_version(args: ResourceValidationArgs, report: ReportViolation) -
         )
 
 
-def _check_log_group_key(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type == LOG_GROUP and aws_managed_key(args.props.get("kmsKeyId")):
-        report(
-            "the log group is not encrypted with a customer managed KMS key (CloudWatch's own "
-            "encryption cannot be audited or revoked)",
-            None,
-        )
+def _from_stack_log_group(resource: PolicyResource, *inputs: str) -> bool:
+    """Whether one of ``inputs`` of ``resource`` comes from a log group this stack creates."""
+    return any(
+        dependency.resource_type == LOG_GROUP
+        for name in inputs
+        for dependency in resource.property_dependencies.get(name, [])
+    )
+
+
+def _check_log_groups(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = list(args.resources)
+    group_names = {str(r.props.get("name")) for r in resources if r.resource_type == LOG_GROUP}
+    for resource in resources:
+        props = resource.props
+        if resource.resource_type == LOG_GROUP and aws_managed_key(props.get("kmsKeyId")):
+            report(
+                f"log group {props.get('name')} is not encrypted with a customer managed KMS "
+                "key (CloudWatch's own encryption cannot be audited or revoked)",
+                resource.urn,
+            )
+        # Services that write logs create their group themselves, under no customer key,
+        # when the stack does not hand them one.
+        elif resource.resource_type in EKS_CLUSTERS:
+            name = props.get("name")
+            logs = as_list(props.get("enabledClusterLogTypes"))
+            if logs and f"/aws/eks/{name}/cluster" not in group_names:
+                report(
+                    f"cluster {name} logs to /aws/eks/{name}/cluster, which this stack does "
+                    "not create: EKS creates it without a customer key or retention",
+                    resource.urn,
+                )
+        elif resource.resource_type == FILE_SYSTEM:
+            logging = props.get("logConfiguration") or {}
+            if logging.get("level") not in (None, "DISABLED") and not _from_stack_log_group(
+                resource, "logConfiguration"
+            ):
+                report(
+                    "the file system logs to a group this stack does not create (without a "
+                    "destination FSx writes to /aws/fsx/lustre under no customer key)",
+                    resource.urn,
+                )
+        elif resource.resource_type == FLOW_LOG and props.get("logDestinationType") in (
+            None, "cloud-watch-logs"
+        ) and not _from_stack_log_group(resource, "logDestination", "logGroupName"):  # fmt: skip
+            report(
+                f"flow log {resource.name} writes to a log group this stack does not create, "
+                "so its key cannot be checked",
+                resource.urn,
+            )
 
 
 def _check_flow_logs(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -231,15 +280,19 @@ POLICIES = [
         "to a build, so the software a preview shows is the software that gets installed.",
         _check_helm_version,
     ),
-    resource_policy(
-        "log-groups-encrypted-customer-key",
-        "Log groups (control plane, flow logs, audit) are encrypted with a customer managed KMS "
-        "key: they record who did what, and their key policy says who may read them.",
-        _check_log_group_key,
+    StackValidationPolicy(
+        name="log-groups-encrypted-customer-key",
+        description="Log groups (control plane, flow logs, file system) are encrypted with a "
+        "customer managed KMS key: they record who did what, and their key policy says who may "
+        "read them. So every service that logs writes to a group this stack creates, never "
+        "one the service creates itself.",
+        validate=_check_log_groups,
+        enforcement_level=MANDATORY,
     ),
     StackValidationPolicy(
         name="vpc-flow-logs",
-        description="Every VPC the stack creates or adopts has flow logs of all its traffic "
+        description="Every VPC the stack creates (or manages as the default VPC) has flow logs "
+        "of all its traffic "
         "(an environment may accept less in its policy config), the record needed to "
         "investigate traffic after an incident.",
         validate=_check_flow_logs,

@@ -231,6 +231,9 @@ def _check_fsx_ports(args: StackValidationArgs, report: ReportViolation) -> None
             continue
         groups = [g for g in file_system.property_dependencies.get("securityGroupIds", [])
                   if g.resource_type == SECURITY_GROUP]  # fmt: skip
+        if len(as_list(file_system.props.get("securityGroupIds"))) > len(groups):
+            report("the file system uses a security group this stack does not create, so its "
+                   "rules cannot be checked", file_system.urn)  # fmt: skip
         efa = is_true(file_system.props.get("efaEnabled"))
         for group in groups:
             opened: dict[str, set[int]] = {"ingress": set(), "egress": set()}
