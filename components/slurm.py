@@ -36,7 +36,12 @@ from components.helm import release
 from components.node_pools import GENERAL_POOL, POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
-from components.workloads import SHARED_MOUNT, node_resources, pool_workload_placement
+from components.workloads import (
+    SHARED_MOUNT,
+    node_resources,
+    pool_workload_placement,
+    shared_memory_volume,
+)
 
 NAMESPACE: Final = "slurm"
 OPERATOR_NAMESPACE: Final = "slinky"
@@ -193,7 +198,7 @@ def nodeset_spec(
         shared_file_system: mount the namespace's Lustre claim at the shared path.
     """
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
     if shared_file_system:
         mounts.append(shared_mount())
         volumes.append(shared_volume())

@@ -44,6 +44,7 @@ from components.workloads import (
     non_root_security_context,
     pool_workload_placement,
     processes_per_node,
+    shared_memory_volume,
 )
 
 NAMESPACE: Final = "kubeflow-system"
@@ -101,7 +102,7 @@ def pod_spec(
 ) -> dict[str, Any]:
     """The pod of one training node: pinned to the pool, the whole node, Volcano-scheduled."""
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
     if shared_file_system:
         mounts.append({"name": "shared", "mountPath": SHARED_MOUNT})
         volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": CLAIM_NAME}})

@@ -35,6 +35,15 @@ VM_MEMORY_OVERHEAD_PERCENT: Final = 0.075
 ``settings.vmMemoryOverheadPercent``; karpenter-provider-aws v1.14.1 pkg/operator/options/)."""
 EVICTION_HARD_MEMORY_MIB: Final = 100
 """``evictionHard memory.available`` of both Karpenter's simulation and nodeadm."""
+DAEMONSET_HEADROOM_CPU_MILLIS: Final = 1000
+DAEMONSET_HEADROOM_MEMORY_MIB: Final = 2048
+"""What a whole-node pod leaves for the DaemonSets every training node runs besides the device
+plugins (the EKS add-ons' aws-node, kube-proxy, Pod Identity agent, EBS and FSx CSI node
+plugins): an allowance, not a measurement. Karpenter adds their real requests when it picks an
+instance type, so the allowance must cover them."""
+DEVICE_PLUGIN_MEMORY_MIB: Final = 64
+"""What a whole-node pod leaves for the device plugins on its node: their charts request at
+most 20Mi each (aws-efa-k8s-device-plugin 0.5.30; NVIDIA's and Neuron's request nothing)."""
 KUBE_RESERVED_CPU_TIERS: Final = (
     (0, 1000, 0.06),
     (1000, 2000, 0.01),
@@ -146,20 +155,53 @@ def pool_node_allocatable(
     )
 
 
+def whole_node_memory_mib(pool: NodePoolConfig) -> int:
+    """Memory one whole-node pod can request on the pool's nodes, MiB.
+
+    The node's allocatable memory in both views (Karpenter's, which decides whether a node is
+    bought, and the kubelet's, which admits the pod; huge pages already taken out), the
+    smaller of the two, less the allowances for DaemonSets and device plugins.
+    """
+    allocatable = min(
+        pool_node_allocatable(pool, as_scheduled_by_karpenter=view).memory_mib
+        for view in (True, False)
+    )
+    return allocatable - DAEMONSET_HEADROOM_MEMORY_MIB - DEVICE_PLUGIN_MEMORY_MIB
+
+
+def shared_memory_mib(pool: NodePoolConfig) -> int:
+    """Size of a whole-node pod's ``/dev/shm``, MiB: half its memory, in whole GiB.
+
+    A memory-backed emptyDir is charged to the pod's memory, so an unbounded one lets data
+    loaders' shared tensors and NCCL's buffers take what the processes need; half leaves the
+    other half to them.
+    """
+    return whole_node_memory_mib(pool) // 2 // 1024 * 1024
+
+
+def shared_memory_volume(pool: NodePoolConfig) -> dict[str, Any]:
+    """The ``dshm`` volume a whole-node pod mounts at ``/dev/shm``, sized explicitly."""
+    return {
+        "name": "dshm",
+        "emptyDir": {"medium": "Memory", "sizeLimit": f"{shared_memory_mib(pool)}Mi"},
+    }
+
+
 def node_resources(pool: NodePoolConfig) -> dict[str, Any]:
     """Requests and limits of one whole-node pod: every accelerator, EFA interface, huge page.
 
-    Requests equal limits. Memory is a quarter of the node (huge pages need a memory request
-    beside them). On Trainium the pod asks for one CPU per NeuronCore and may use every vCPU:
-    Trainer's torch plugin starts one process per requested CPU when the pod has no GPU
-    (kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go), and the Kubeflow SDK
-    reads the device of a runtime from its CPU limit when it knows no accelerator there
-    (kubeflow/sdk 0.5.0 kubeflow/trainer/backends/kubernetes/utils.py, get_container_devices).
+    Requests equal limits. Memory is what the node can give (:func:`whole_node_memory_mib`),
+    so data loaders and compilers have the node's memory, not a slice of it. On Trainium the
+    pod asks for one CPU per NeuronCore and may use every vCPU: Trainer's torch plugin starts
+    one process per requested CPU when the pod has no GPU (kubeflow/trainer v2.3.0
+    pkg/runtime/framework/plugins/torch/torch.go), and the Kubeflow SDK reads the device of a
+    runtime from its CPU limit when it knows no accelerator there (kubeflow/sdk 0.5.0
+    kubeflow/trainer/backends/kubernetes/utils.py, get_container_devices).
     """
     instance = pool.instance
     amounts: dict[str, str] = {
         instance.accelerator_resource: str(instance.accelerators),
-        "memory": f"{instance.memory_gib // 4}Gi",
+        "memory": f"{whole_node_memory_mib(pool)}Mi",
     }
     if pool.uses_efa:
         amounts[EFA_RESOURCE] = str(instance.efa_interfaces)

@@ -4,6 +4,7 @@ the charts it reads (checked against the reference copies of the charts)."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
@@ -14,16 +15,24 @@ from components import versions
 from components.catalog import CATALOG
 from components.config import NodePoolConfig
 from components.workloads import (
+    DAEMONSET_HEADROOM_MEMORY_MIB,
+    DEVICE_PLUGIN_MEMORY_MIB,
     eni_limited_pods,
     kube_reserved_cpu_millis,
     node_allocatable,
     node_resources,
+    pool_node_allocatable,
     pool_workload_placement,
     processes_per_node,
+    shared_memory_volume,
+    whole_node_memory_mib,
 )
 from synth.jobs.daemonsets import EFA_CHART_DEFAULTS, NEURON_CHART_DEFAULTS, NVIDIA_CHART_DEFAULTS
+from synth.jobs.model import Stack
 from synth.jobs.rbac import TRAINER_CHART_MANAGER_RULES, trainer_manager
 from synth.jobs.view import StackView
+from synth.run import StackResult
+from tests.conftest import STACKS
 
 # Karpenter v1.14.1's generated instance-type reference (website/content/en/docs/reference/
 # instance-types.md, hack/docs/instancetypes_gen): cpu, memory and pods a node offers, for
@@ -87,11 +96,15 @@ def _pool(**raw: Any) -> NodePoolConfig:
 def test_whole_node_requests_of_a_gpu_and_a_trainium_pool() -> None:
     p5 = node_resources(_pool(instanceTypes=["p5.48xlarge"]))
     assert p5["requests"] == p5["limits"]
+    # The node's memory, not a quarter of it: 2048 GiB = 2097152 MiB, less 7.5% for the
+    # hypervisor (157287), the kubelet's kube-reserved for 100 pods (11 x 100 + 255 = 1355),
+    # eviction (100) and 5 GiB of huge pages (5120) = 1933290 as the node computes it; less
+    # 2048 MiB for the add-on DaemonSets and 64 for the device plugins.
     assert p5["requests"] == {
         "nvidia.com/gpu": "8",
         "vpc.amazonaws.com/efa": "32",
         "hugepages-2Mi": "5Gi",
-        "memory": "512Gi",
+        "memory": "1931178Mi",
     }
     trn1 = node_resources(_pool(instanceTypes=["trn1.32xlarge"], hugepagesGiB=2))
     assert trn1["requests"]["cpu"] == "32" and trn1["limits"]["cpu"] == "128"
@@ -180,3 +193,49 @@ def test_the_model_knows_trainers_manager_role(reference_dir: Path) -> None:
     )
     release["values"] = {"fullnameOverride": "trainer"}
     assert trainer_manager(view)[2] == "trainer-controller-manager"
+
+
+@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "trn1.32xlarge", "g5.xlarge"])
+def test_whole_node_memory_fits_both_views_and_uses_nearly_all_of_it(instance_type: str) -> None:
+    pool = _pool(instanceTypes=[instance_type])
+    memory = whole_node_memory_mib(pool)
+    views = [pool_node_allocatable(pool, as_scheduled_by_karpenter=v).memory_mib
+             for v in (True, False)]  # fmt: skip
+    assert memory + DAEMONSET_HEADROOM_MEMORY_MIB + DEVICE_PLUGIN_MEMORY_MIB == min(views)
+    assert memory > 0.85 * pool.instance.memory_gib * 1024 - 3 * 1024
+
+
+def test_shared_memory_is_sized_to_half_the_pod() -> None:
+    pool = _pool(instanceTypes=["p5.48xlarge"])
+    volume = shared_memory_volume(pool)
+    assert volume["emptyDir"]["medium"] == "Memory"
+    size = int(volume["emptyDir"]["sizeLimit"].removesuffix("Mi"))
+    assert size % 1024 == 0 and whole_node_memory_mib(pool) / 2 - 1024 < size <= (
+        whole_node_memory_mib(pool) / 2
+    )
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_device_plugins_fit_in_what_whole_node_pods_leave_them(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """A whole-node pod leaves DEVICE_PLUGIN_MEMORY_MIB for the device plugins on its node."""
+    view = StackView.from_records(synthesized[stack].records)
+    stack_model = Stack(view)
+    for pool in stack_model.pools:
+        on_node = [p for p in stack_model.plugins if p.runs_on(pool)]
+        memory = sum(p.requests.get("memory", Decimal(0)) for p in on_node)
+        assert memory <= DEVICE_PLUGIN_MEMORY_MIB * 2**20, (pool.name, memory)
+
+
+def test_every_whole_node_pod_sizes_its_shared_memory(synthesized: dict[str, StackResult]) -> None:
+    view = StackView.from_records(synthesized["prod"].records)
+    pods = [
+        job["template"]["spec"]["template"]["spec"]
+        for runtime in view.of_kind("TrainingRuntime")
+        for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    ] + [node_set["spec"]["template"]["spec"] for node_set in view.of_kind("NodeSet")]
+    assert len(pods) > 10
+    for pod in pods:
+        (dshm,) = [v for v in pod["volumes"] if v["name"] == "dshm"]
+        assert dshm["emptyDir"]["sizeLimit"].endswith("Mi"), dshm

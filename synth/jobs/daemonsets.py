@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
+from components.workloads import DAEMONSET_HEADROOM_CPU_MILLIS, DAEMONSET_HEADROOM_MEMORY_MIB
 from synth.jobs.karpenter import INSTANCE_TYPE_LABEL, NodePoolShape
 from synth.jobs.placement import required_affinity_holds, selector_holds, untolerated
 from synth.jobs.view import StackView, quantity
@@ -120,10 +121,12 @@ NEURON_CHART_DEFAULTS: Final[dict[str, Any]] = {
 }
 """neuron-helm-chart 1.9.0 values.yaml, device plugin part (``neuronInstances`` aside)."""
 
-NODE_DAEMONSET_HEADROOM: Final = {"cpu": Decimal("1"), "memory": Decimal(2 * 2**30)}
-"""Requests of the DaemonSets every node runs besides the device plugins (the EKS add-ons'
-aws-node, kube-proxy, Pod Identity agent, EBS and FSx CSI node plugins, which tolerate every
-taint): an allowance, not a measurement; Karpenter adds their real requests."""
+NODE_DAEMONSET_HEADROOM: Final = {
+    "cpu": Decimal(DAEMONSET_HEADROOM_CPU_MILLIS) / 1000,
+    "memory": Decimal(DAEMONSET_HEADROOM_MEMORY_MIB * 2**20),
+}
+"""Requests of the DaemonSets every node runs besides the device plugins: the workloads
+module's allowance (:data:`components.workloads.DAEMONSET_HEADROOM_MEMORY_MIB`)."""
 
 
 @dataclass(frozen=True)
