@@ -73,12 +73,26 @@ def raw_team(stack: str, name: str) -> dict[str, Any]:
     return team
 
 
-def expected_quota(team: dict[str, Any]) -> dict[str, int]:
-    """The ResourceQuota's hard request limits, from the team's quota (missing kinds: 0)."""
+# aws.amazon.com/neuroncore per Neuron device as Karpenter v1.14.1 advertises them
+# (instance-types reference: 32 cores / 16 devices on trn1, 128 / 16 on trn2).
+NEURON_CORES_PER_DEVICE: Final = {"trn1.32xlarge": 2, "trn1n.32xlarge": 2, "trn2.48xlarge": 8}
+
+
+def stack_cores_per_device(stack: str) -> int:
+    types = [t for pool in stack_data(stack)["nodePools"] for t in pool["instanceTypes"]]
+    return max((NEURON_CORES_PER_DEVICE.get(t, 0) for t in types), default=0)
+
+
+def expected_quota(team: dict[str, Any], cores_per_device: int = 0) -> dict[str, int]:
+    """The ResourceQuota's hard request limits, from the team's quota (missing kinds: 0).
+
+    Cores count as many as the team's devices hold on the stack's Trainium types.
+    """
     quota = {**DEFAULT_QUOTA, **team["quota"]}
     return {
         f"requests.{GPU}": quota["gpus"],
         f"requests.{NEURON}": quota["neuronDevices"],
+        f"requests.{NEURON}core": quota["neuronDevices"] * cores_per_device,
         f"requests.{EFA}": quota["efaInterfaces"],
     }
 
@@ -218,8 +232,8 @@ def test_resource_quota_equals_the_team_quota(
 ) -> None:
     quota = _one_in_namespace(runs[stack], QUOTA, team, QUOTA_NAME)
     hard = quota.inputs["spec"]["hard"]
-    expected = expected_quota(raw_team(stack, team))
-    assert {key: int(hard[key]) for key in expected} == expected
+    expected = expected_quota(raw_team(stack, team), stack_cores_per_device(stack))
+    assert {key: int(value) for key, value in hard.items()} == expected
     assert _metadata(quota)["labels"][TEAM_LABEL] == team
     assert len(_in_namespace(runs[stack], QUOTA, team)) == 1
 
@@ -407,9 +421,10 @@ def test_a_team_stating_only_its_name_gets_the_documented_defaults(
     run = run_platform(data, "dev")
     _namespace(run, "ml-minimal")
     hard = _one_in_namespace(run, QUOTA, "ml-minimal", QUOTA_NAME).inputs["spec"]["hard"]
-    assert {key: int(hard[key]) for key in expected_quota({"quota": {}})} == {
+    assert {key: int(value) for key, value in hard.items()} == {
         f"requests.{GPU}": 0,
         f"requests.{NEURON}": 0,
+        f"requests.{NEURON}core": 0,
         f"requests.{EFA}": 0,
     }
     assert _in_namespace(run, ROLE_BINDING, "ml-minimal") == []
