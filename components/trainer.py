@@ -39,7 +39,9 @@ from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRI
 from components.storage import CLAIM_NAME
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL, cluster_role_ref
 from components.workloads import (
+    NEURON_COMPILE_CACHE_VARIABLE,
     SHARED_MOUNT,
+    neuron_compile_cache,
     node_resources,
     non_root_security_context,
     pool_workload_placement,
@@ -85,11 +87,17 @@ def runtime_name(framework: str, pool: NodePoolConfig) -> str:
     return f"{framework}-{pool.name}"
 
 
-def _environment(pool: NodePoolConfig) -> list[dict[str, str]]:
+def _environment(
+    pool: NodePoolConfig, *, team: str | None, shared_file_system: bool
+) -> list[dict[str, str]]:
     gpu = pool.instance.accelerator_resource == GPU_RESOURCE
     variables = {**(NCCL_ENVIRONMENT if gpu else NEURON_ENVIRONMENT)}
     if pool.uses_efa:
         variables.update(EFA_ENVIRONMENT)
+    if not gpu and shared_file_system and team:
+        # A TrainJob's trainer.env replaces it by name (kubeflow/trainer v2.3.0
+        # pkg/runtime/framework/plugins/jobset/builder.go, apply.UpsertEnvVars).
+        variables[NEURON_COMPILE_CACHE_VARIABLE] = neuron_compile_cache(team)
     return [{"name": key, "value": value} for key, value in variables.items()]
 
 
@@ -98,9 +106,19 @@ def pod_spec(
     *,
     image: str,
     shared_file_system: bool,
+    team: str | None = None,
     command: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The pod of one training node: pinned to the pool, the whole node, Volcano-scheduled."""
+    """The pod of one training node: pinned to the pool, the whole node, Volcano-scheduled.
+
+    Args:
+        pool: the pool its node comes from.
+        image: the training image.
+        shared_file_system: mount the namespace's Lustre claim at the shared path.
+        team: the team whose runtime it is (its Neuron compile cache lives in its directory);
+            None for cluster-wide runtimes. Default None.
+        command: the container's command, if not the image's. Default None.
+    """
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
     if shared_file_system:
@@ -109,7 +127,7 @@ def pod_spec(
     container: dict[str, Any] = {
         "name": "node",
         "image": image,
-        "env": _environment(pool),
+        "env": _environment(pool, team=team, shared_file_system=shared_file_system),
         "resources": node_resources(pool),
         "volumeMounts": mounts,
     }
@@ -196,13 +214,16 @@ def runtime_spec(
     queue: str,
     shared_file_system: bool,
 ) -> dict[str, Any]:
-    """The TrainingRuntime spec of ``framework`` on ``pool``, gang-scheduled in ``queue``."""
+    """The TrainingRuntime spec of ``framework`` on ``pool``, gang-scheduled in ``queue``.
+
+    ``queue`` is the team's queue and name: its Neuron compile cache sits in its directory.
+    """
     images = trainer.images
     gpu = pool.instance.accelerator_resource == GPU_RESOURCE
     image = {"torch": images.torch, "mpi": images.mpi, "jax": images.jax}[framework]
     if not gpu:
         image = images.neuron.replace("{region}", region)
-    pod = pod_spec(pool, image=image, shared_file_system=shared_file_system)
+    pod = pod_spec(pool, image=image, shared_file_system=shared_file_system, team=queue)
     ml_policy: dict[str, Any] = {"numNodes": 1}
     jobset: dict[str, Any]
     if framework == "mpi":

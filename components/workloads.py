@@ -29,6 +29,24 @@ from components.node_pools import POOL_LABEL, RESERVED_FOR_LABEL, accelerator_ta
 
 SHARED_MOUNT: Final = "/fsx"
 """Where every training pod, slurmd and login pod sees the shared file system."""
+NEURON_COMPILE_CACHE_VARIABLE: Final = "NEURON_COMPILE_CACHE_URL"
+"""Where the Neuron compiler keeps and looks up compiled graphs (default
+``/var/tmp/neuron-compile-cache``, on the node: lost with it, and compiled again by every node)."""
+
+
+def team_directory(team: str) -> str:
+    """The team's directory on the shared file system, as pods see it."""
+    return f"{SHARED_MOUNT}/teams/{team}"
+
+
+def neuron_compile_cache(team: str) -> str:
+    """The team's Neuron compile cache on the shared file system.
+
+    One compile per graph for every node and job of the team; a job may set its own cache
+    through ``trainer.env``.
+    """
+    return f"{team_directory(team)}/neuron-compile-cache"
+
 
 VM_MEMORY_OVERHEAD_PERCENT: Final = 0.075
 """Karpenter's estimate of the memory the hypervisor keeps (chart value

@@ -10,6 +10,7 @@ would let a wrong value in the program pass.
 
 from __future__ import annotations
 
+import copy
 import re
 import socket
 import subprocess
@@ -917,3 +918,31 @@ def test_readme_job_examples_are_valid(kind: str, reference_dir: Path) -> None:
     assert examples, f"the README shows a {kind}"
     for example in examples:
         assert validation_errors(example, "1.34", reference_dir / "crds") == []
+
+
+def _env(runtime: ResourceRecord) -> dict[str, str]:
+    pod = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
+        "template"
+    ]["spec"]
+    return {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+
+
+def test_trainium_runtimes_compile_into_the_teams_shared_cache(
+    synthesized: dict[str, StackResult],
+) -> None:
+    run = ProgramRun(synthesized["prod"].records)
+    for team in ("ml-research", "ml-product"):
+        assert _env(_runtime(run, team, "torch-trn2"))["NEURON_COMPILE_CACHE_URL"] == (
+            f"/fsx/teams/{team}/neuron-compile-cache"
+        )
+        assert "NEURON_COMPILE_CACHE_URL" not in _env(_runtime(run, team, "torch-p5"))
+
+
+def test_without_the_shared_file_system_the_cache_stays_on_the_node(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = copy.deepcopy(stack_data("prod"))
+    for team in data["teams"]:
+        team["sharedFileSystem"] = False
+    run = run_platform(data, "prod")
+    assert "NEURON_COMPILE_CACHE_URL" not in _env(_runtime(run, "ml-research", "torch-trn2"))
