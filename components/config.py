@@ -26,7 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from components import catalog, versions
+from components import catalog, offerings, versions
 from components.catalog import cpu_architecture
 from components.subnets import SubnetPlanError, plan_subnets
 
@@ -1640,6 +1640,16 @@ def _pool_problems(
             f"the training zone {config.network.training_zone} (or nothing): EFA pools and "
             "placement groups live there, next to the file system",
         )
+    for position, name in enumerate(pool.instance_types):
+        if offerings.offered(name, pool.capacity_type, config.region) is False:
+            yield ConfigProblem(
+                f"{base}.capacityType",
+                pool.capacity_type,
+                f"a capacity type under which {name} is offered in {config.region}: Karpenter "
+                "has no on-demand price for it there, so the pool would never get a node "
+                f"(instanceTypes[{position}]); what exists: "
+                + offerings.what_would_work(name, config.region),
+            )
     reservations = bool(pool.capacity_reservation_ids or pool.capacity_reservation_tags)
     if pool.capacity_type == "reserved" and not reservations:
         yield ConfigProblem(

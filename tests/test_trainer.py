@@ -920,7 +920,7 @@ def test_readme_job_examples_are_valid(kind: str, reference_dir: Path) -> None:
         assert validation_errors(example, "1.34", reference_dir / "crds") == []
 
 
-def _env(runtime: ResourceRecord) -> dict[str, str]:
+def _node_env(runtime: ResourceRecord) -> dict[str, str]:
     pod = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
         "template"
     ]["spec"]
@@ -932,10 +932,10 @@ def test_trainium_runtimes_compile_into_the_teams_shared_cache(
 ) -> None:
     run = ProgramRun(synthesized["prod"].records)
     for team in ("ml-research", "ml-product"):
-        assert _env(_runtime(run, team, "torch-trn2"))["NEURON_COMPILE_CACHE_URL"] == (
+        assert _node_env(_runtime(run, team, "torch-trn2"))["NEURON_COMPILE_CACHE_URL"] == (
             f"/fsx/teams/{team}/neuron-compile-cache"
         )
-        assert "NEURON_COMPILE_CACHE_URL" not in _env(_runtime(run, team, "torch-p5"))
+        assert "NEURON_COMPILE_CACHE_URL" not in _node_env(_runtime(run, team, "torch-p5"))
 
 
 def test_without_the_shared_file_system_the_cache_stays_on_the_node(
@@ -945,4 +945,4 @@ def test_without_the_shared_file_system_the_cache_stays_on_the_node(
     for team in data["teams"]:
         team["sharedFileSystem"] = False
     run = run_platform(data, "prod")
-    assert "NEURON_COMPILE_CACHE_URL" not in _env(_runtime(run, "ml-research", "torch-trn2"))
+    assert "NEURON_COMPILE_CACHE_URL" not in _node_env(_runtime(run, "ml-research", "torch-trn2"))
