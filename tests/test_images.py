@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from components import versions
 from synth.stackfile import REPOSITORY_ROOT
 
@@ -13,14 +15,27 @@ DOCKERFILE = REPOSITORY_ROOT / "images" / "slurmd" / "Dockerfile"
 def test_slurmd_dockerfile_builds_on_the_pinned_slinky_slurmd() -> None:
     match = re.search(r"^ARG SLURMD_IMAGE=(\S+)$", DOCKERFILE.read_text(), flags=re.MULTILINE)
     assert match, "images/slurmd/Dockerfile has no default SLURMD_IMAGE"
-    assert match.group(1) == (
-        f"{versions.SLINKY_IMAGE_REPOSITORY}/slurmd:{versions.SLURM_IMAGE_TAG}"
-    ), "bump the Dockerfile's base with components.versions.SLURM_IMAGE_TAG"
+    repository, _, tag = match.group(1).rpartition(":")
+    assert repository == f"{versions.SLINKY_IMAGE_REPOSITORY}/slurmd"
+    # The same Slurm release as slurmctld (slurmd and slurmctld must share it); the flavour is
+    # Ubuntu 24.04, which the Neuron runtime and aws-ofi-nccl are released for (26.04 is not).
+    slurm_release = versions.SLURM_IMAGE_TAG.split("-", 1)[0]
+    assert tag == f"{slurm_release}-ubuntu24.04", "bump the base with SLURM_IMAGE_TAG's release"
 
 
-def test_slurmd_dockerfile_names_no_download_host() -> None:
+@pytest.mark.parametrize(
+    ("recipe", "locations"),
+    [
+        ("slurmd", ("EFA_INSTALLER_URL", "NEURON_APT_REPO", "NEURON_APT_KEY_URL")),
+        ("training-cuda", ("EFA_INSTALLER_URL",)),
+        ("training-neuron",
+         ("EFA_INSTALLER_URL", "NEURON_APT_REPO", "NEURON_APT_KEY_URL", "NEURON_PIP_INDEX")),
+    ],
+)  # fmt: skip
+def test_recipes_name_no_download_host(recipe: str, locations: tuple[str, ...]) -> None:
     # Download locations are build arguments the builder takes from AWS's documentation.
-    text = DOCKERFILE.read_text()
+    text = (REPOSITORY_ROOT / "images" / recipe / "Dockerfile").read_text()
     assert not re.search(r"https?://", text)
-    for argument in ("EFA_INSTALLER_URL", "NEURON_APT_REPO", "NEURON_APT_KEY_URL"):
+    for argument in locations:
         assert re.search(rf'^ARG {argument}=""$', text, flags=re.MULTILINE), argument
+        assert f"${{{argument}}}" in text, f"{argument} is never used"
