@@ -26,7 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from components import catalog, offerings, versions
+from components import catalog, offerings, software, versions
 from components.catalog import cpu_architecture
 from components.subnets import SubnetPlanError, plan_subnets
 
@@ -908,24 +908,34 @@ PinnedImage = Annotated[ImageReference, AfterValidator(_not_latest)]
 
 
 class TrainerImagesConfig(StrictModel):
-    """Container images of the generated training runtimes (pinned)."""
+    """Container images of the generated training runtimes (pinned).
+
+    On GPU pools with EFA the defaults cannot use the fabric (they carry no libfabric nor
+    aws-ofi-nccl): there, each key names the image ``images/training-cuda`` builds on that
+    key's default. Config checks every image against its pools' AMI drivers
+    (components/software.py).
+    """
 
     torch: PinnedImage = Field(
         default=versions.DEFAULT_TORCH_IMAGE,
-        description=f"PyTorch runtimes on GPU pools. Default: {versions.DEFAULT_TORCH_IMAGE}.",
+        description=f"PyTorch runtimes on GPU pools. Default: {versions.DEFAULT_TORCH_IMAGE}; "
+        "on EFA pools an images/training-cuda build of it.",
     )
     mpi: PinnedImage = Field(
         default=versions.DEFAULT_MPI_IMAGE,
-        description=f"MPI runtimes (DeepSpeed, NCCL tests). Default: {versions.DEFAULT_MPI_IMAGE}.",
+        description="MPI runtimes (DeepSpeed, NCCL tests). Default: "
+        f"{versions.DEFAULT_MPI_IMAGE}; on EFA pools an images/training-cuda build of it.",
     )
     jax: PinnedImage = Field(
         default=versions.DEFAULT_JAX_IMAGE,
-        description=f"JAX runtimes on GPU pools. Default: {versions.DEFAULT_JAX_IMAGE}.",
+        description=f"JAX runtimes on GPU pools. Default: {versions.DEFAULT_JAX_IMAGE}; on EFA "
+        "pools an images/training-cuda build of it.",
     )
-    neuron: PinnedImage = Field(
-        default=versions.DEFAULT_NEURON_IMAGE,
-        description="PyTorch runtimes on Trainium pools; {region} becomes the stack's region. "
-        "Default: the AWS Neuron deep learning container (PyTorch 2.8, Neuron SDK 2.26.1).",
+    neuron: PinnedImage | None = Field(
+        default=None,
+        description="PyTorch runtimes on Trainium pools: the image images/training-neuron "
+        "builds (Neuron SDK 2.31.1; AWS publishes no PyTorch training image whose runtime "
+        "starts on the AMI's Neuron driver). Required when a Trainium pool exists.",
     )
 
 
@@ -1019,15 +1029,15 @@ class SlurmImagesConfig(StrictModel):
 
     slurmd_gpu: PinnedImage | None = Field(
         default=None,
-        description="slurmd on GPU pools: Slinky slurmd " + versions.SLURM_IMAGE_TAG + " with "
-        "the EFA user space (libfabric, Open MPI, aws-ofi-nccl), as images/slurmd/Dockerfile "
-        "builds it. Required when a node set is on a GPU pool.",
+        description="slurmd on GPU pools: Slinky slurmd of the same Slurm release on Ubuntu "
+        "24.04 with the EFA user space (libfabric, Open MPI, aws-ofi-nccl), as "
+        "images/slurmd/Dockerfile builds it. Required when a node set is on a GPU pool.",
     )
     slurmd_neuron: PinnedImage | None = Field(
         default=None,
         description="slurmd on Trainium pools: the same plus the Neuron runtime, collectives "
-        "and tools (images/slurmd/Dockerfile, ACCELERATOR=neuron). Required when a node set is "
-        "on a Trainium pool.",
+        "and tools of Neuron SDK 2.31.1 (images/slurmd/Dockerfile, ACCELERATOR=neuron). "
+        "Required when a node set is on a Trainium pool.",
     )
 
 
@@ -1335,6 +1345,7 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from _storage_problems(config)
     yield from _team_problems(config)
     yield from _slurm_problems(config)
+    yield from _software_problems(config)
 
 
 def _network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
@@ -1935,6 +1946,99 @@ def _slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                     f"a pinned slurmd image with the EFA libraries for pool {pool.name} "
                     "(images/slurmd/Dockerfile builds one), or nodeSets[].image",
                 )
+
+
+def _accelerator_pools(config: PlatformConfig) -> Iterator[tuple[int, NodePoolConfig]]:
+    for index, pool in enumerate(config.node_pools):
+        if all(t in catalog.CATALOG for t in pool.instance_types):
+            yield index, pool
+
+
+def _software_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Every image on an accelerator pool works with the drivers of the pool's AMI release."""
+    releases: dict[str, software.AmiRelease] = {}
+    for index, pool in _accelerator_pools(config):
+        release = software.ami_release(pool.ami_alias)
+        if release in software.AMI_RELEASES:
+            releases[pool.name] = software.AMI_RELEASES[release]
+        else:
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.nodePools[{index}].amiAlias",
+                pool.ami_alias,
+                "a release whose drivers the bill of materials records, so its images can be "
+                "checked against them: "
+                + ", ".join(f"al2023@{known}" for known in software.AMI_RELEASES)
+                + " (components/software.py; add a release from the EKS AMI changelog)",
+            )
+    images = config.trainer.images
+    for _, pool in _accelerator_pools(config):
+        ami = releases.get(pool.name)
+        if ami is None or not config.trainer.enabled:
+            continue
+        nvidia = pool.instance.accelerator == "nvidia"
+        for key in ("torch", "mpi", "jax") if nvidia else ("neuron",):
+            reference: str | None = getattr(images, key)
+            where = f"{CONFIG_KEY}.trainer.images.{key}"
+            if reference is None:
+                yield ConfigProblem(
+                    where,
+                    _MISSING,
+                    f"the image images/training-neuron builds, for Trainium pool {pool.name}: "
+                    "no published PyTorch training image has a Neuron runtime that starts on "
+                    f"the AMI's Neuron driver {ami.neuron_driver}",
+                )
+                continue
+            if key == "neuron":
+                record = software.training_neuron()
+            elif reference == software.DEFAULT_IMAGES[key].name:
+                record = software.DEFAULT_IMAGES[key]
+            else:
+                record = software.training_cuda(key)
+            problems = software.image_problems(record, pool.instance, efa=pool.uses_efa, ami=ami)
+            if problems:
+                fix = (
+                    f"images/training-cuda built on {software.DEFAULT_IMAGES[key].name}"
+                    if nvidia
+                    else "images/training-neuron"
+                )
+                yield ConfigProblem(
+                    where,
+                    reference,
+                    f"an image that works on pool {pool.name} ({fix}): " + "; ".join(problems),
+                )
+    if config.slurm.enabled:
+        yield from _slurmd_software_problems(config, releases)
+
+
+def _slurmd_software_problems(
+    config: PlatformConfig, releases: dict[str, software.AmiRelease]
+) -> Iterator[ConfigProblem]:
+    pools = {pool.name: pool for _, pool in _accelerator_pools(config)}
+    slurm = config.slurm
+    for index, node_set in enumerate(slurm.node_sets):
+        pool = pools.get(node_set.pool)
+        ami = releases.get(node_set.pool)
+        if pool is None or ami is None:
+            continue
+        nvidia = pool.instance.accelerator == "nvidia"
+        reference: str | None
+        if node_set.image is not None:
+            where, reference = f"{CONFIG_KEY}.slurm.nodeSets[{index}].image", node_set.image
+        else:
+            key = "slurmdGpu" if nvidia else "slurmdNeuron"
+            reference = slurm.images.slurmd_gpu if nvidia else slurm.images.slurmd_neuron
+            where = f"{CONFIG_KEY}.slurm.images.{key}"
+        if reference is None:
+            continue  # reported by the Slurm rules
+        record = software.slurmd("nvidia" if nvidia else "neuron")
+        problems = software.image_problems(record, pool.instance, efa=pool.uses_efa, ami=ami)
+        if problems:
+            yield ConfigProblem(
+                where,
+                reference,
+                f"a slurmd image that works on pool {pool.name} (images/slurmd): "
+                + "; ".join(problems),
+            )
 
 
 def _overlaps(path: str, other: str) -> bool:

@@ -160,7 +160,6 @@ class TrainingPlatform(pulumi.ComponentResource):
             pools=config.node_pools,
             teams=config.teams,
             team_namespaces=dict(self.teams.namespaces),
-            region=config.region,
             shared_file_system=config.storage.lustre is not None,
             protect=config.protect_stateful_resources,
             volcano_ready=self.scheduling.ready,

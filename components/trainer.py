@@ -210,7 +210,6 @@ def runtime_spec(
     pool: NodePoolConfig,
     *,
     trainer: TrainerConfig,
-    region: str,
     queue: str,
     shared_file_system: bool,
 ) -> dict[str, Any]:
@@ -222,7 +221,9 @@ def runtime_spec(
     gpu = pool.instance.accelerator_resource == GPU_RESOURCE
     image = {"torch": images.torch, "mpi": images.mpi, "jax": images.jax}[framework]
     if not gpu:
-        image = images.neuron.replace("{region}", region)
+        # Config refuses a stack with Trainium pools and no Neuron image.
+        assert images.neuron is not None
+        image = images.neuron
     pod = pod_spec(pool, image=image, shared_file_system=shared_file_system, team=queue)
     ml_policy: dict[str, Any] = {"numNodes": 1}
     jobset: dict[str, Any]
@@ -401,7 +402,6 @@ class Trainer(pulumi.ComponentResource):
         pools: list[NodePoolConfig],
         teams: list[TeamConfig],
         team_namespaces: dict[str, pulumi.Resource],
-        region: str,
         shared_file_system: bool,
         protect: bool,
         volcano_ready: list[pulumi.Resource],
@@ -416,7 +416,6 @@ class Trainer(pulumi.ComponentResource):
             pools: accelerator pools; each team gets runtimes on those its quota allows.
             teams: the teams; each gets its runtimes in its namespace, queued in its queue.
             team_namespaces: team name -> its Namespace (runtimes wait for it).
-            region: AWS region (the Neuron image registry).
             shared_file_system: whether the stack has the Lustre file system (runtimes of teams
                 with ``sharedFileSystem`` mount the namespace's ``shared-lustre`` claim).
             protect: protect the release. It always survives ``pulumi destroy`` of the stack
@@ -506,7 +505,7 @@ class Trainer(pulumi.ComponentResource):
             for pool, framework in team_runtimes(team, pools):
                 runtime = runtime_name(framework, pool)
                 spec = runtime_spec(
-                    framework, pool, trainer=trainer, region=region, queue=team.name,
+                    framework, pool, trainer=trainer, queue=team.name,
                     shared_file_system=shared_file_system and team.shared_file_system,
                 )  # fmt: skip
                 self.runtimes[(team.name, runtime)] = k8s.apiextensions.CustomResource(

@@ -180,16 +180,12 @@ TRAINING_OPERATOR_KUSTOMIZATION: Final = (
 """The legacy Training Operator (v1) has no Helm chart: its standalone kustomize overlay, at the
 tag on the project's release-1.9 branch."""
 
-# Default training images (config can pin others): the images of Trainer's own runtimes at
-# v2.3.0, and the AWS Neuron deep learning container for Trainium.
+# Default training images of GPU pools (config can pin others): the images of Trainer's own
+# runtimes at v2.3.0. What each carries is in components/software.py; Trainium has no default
+# (images/training-neuron builds it).
 DEFAULT_TORCH_IMAGE: Final = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 DEFAULT_MPI_IMAGE: Final = f"ghcr.io/kubeflow/trainer/deepspeed-runtime:v{TRAINER_VERSION}"
 DEFAULT_JAX_IMAGE: Final = "nvcr.io/nvidia/jax:25.10-py3"
-DEFAULT_NEURON_IMAGE: Final = (
-    "763104351884.dkr.ecr.{region}.amazonaws.com/"
-    "pytorch-training-neuronx:2.8.0-neuronx-py311-sdk2.26.1-ubuntu22.04"
-)
-"""``{region}`` is replaced with the stack's region (the deep learning containers registry)."""
 
 NEURON_CUSTOM_SCHEDULER_IMAGES: Final[dict[str, tuple[str, str]]] = {
     "1.33": ("public.ecr.aws/eks-distro/kubernetes/kube-scheduler", "v1.33.13-eks-1-33-34"),
@@ -199,9 +195,11 @@ NEURON_CUSTOM_SCHEDULER_IMAGES: Final[dict[str, tuple[str, str]]] = {
 """kube-scheduler image (repository, tag) the Neuron chart's second scheduler runs, per cluster
 minor: the chart's default (1.31) is outside the supported skew of these control planes."""
 
-DEFAULT_AMI_ALIAS: Final = "al2023@v20260903"
+DEFAULT_AMI_ALIAS: Final = "al2023@v20260714"
 """EKS-optimized AL2023 release Karpenter nodes boot from; Karpenter picks the NVIDIA or Neuron
-variant per instance type. Pinned: ``@latest`` would roll every node on each AMI release."""
+variant per instance type. Pinned: ``@latest`` would roll every node on each AMI release. The
+newest release whose package list (amazon-eks-ami CHANGELOG.md) could be read; its drivers are
+in components/software.py, which accelerator pools' releases must be recorded in."""
 
 _EKS_DEFAULT_REGISTRY: Final = "602401143452"
 EKS_IMAGE_REGISTRY_ACCOUNTS: Final[dict[str, str]] = {

@@ -530,9 +530,13 @@ def test_efa_capable_pool_without_efa_is_advice_outside_prod(
     )
 
 
-def test_dev_latest_ami_is_advice_not_a_block(synthesized: dict[str, StackResult]) -> None:
-    findings = synthesized["dev"].findings
-    assert [(f.policy, f.enforcementLevel) for f in findings] == [("ami-alias-pinned", "advisory")]
+def test_a_floating_ami_is_advice_not_a_block_in_dev(synthesized: dict[str, StackResult]) -> None:
+    assert synthesized["dev"].findings == []
+    entries = _records(synthesized["dev"])
+    node_class = _target(entries, NODE_CLASS, "=pools-gpu-small-class")
+    node_class["inputs"]["spec"]["amiSelectorTerms"] = [{"alias": "al2023@latest"}]
+    findings = _run_policy(POLICIES["ami-alias-pinned"], entries, "dev")
+    assert [(f.urn, f.enforcementLevel) for f in findings] == [(node_class["urn"], "advisory")]
 
 
 def test_every_policy_has_cases() -> None:

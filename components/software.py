@@ -1,0 +1,332 @@
+"""The accelerator software bill of materials, and whether its halves work together.
+
+What each AMI release carries, what each image that runs on accelerator nodes carries, and the
+rules that say whether they agree.
+
+Everything a node runs comes in two halves: the kernel side (NVIDIA or Neuron driver, EFA driver)
+from the EKS AMI release that Karpenter boots, and the user side (CUDA, NCCL, libfabric, the
+aws-ofi-nccl plugin, the Neuron runtime and collectives, the framework) from the container image.
+This module records both at the versions the platform pins, side by side, and
+:func:`image_problems` says what would fail on a node. Config runs it for every image on every
+accelerator pool, so an incompatible pin is refused before anything is registered.
+
+The images this repository builds (``images/``) are recorded by their recipes: the versions are
+the ``ARG`` defaults of each Dockerfile, read by :func:`recipe_pins`, so a pin lives in one place.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Final
+
+from components import versions
+from components.catalog import InstanceType
+
+IMAGES_DIR: Final = Path(__file__).resolve().parent.parent / "images"
+
+
+@dataclass(frozen=True)
+class AmiRelease:
+    """Driver versions of one EKS-optimized AL2023 release (x86_64 NVIDIA and Neuron variants)."""
+
+    nvidia_driver: str
+    """``kmod-nvidia-latest-dkms`` of the NVIDIA variant, e.g. ``580.159.03``."""
+    neuron_driver: str
+    """``aws-neuronx-dkms`` of the Neuron variant, e.g. ``2.29.0.0``."""
+    efa_driver: str
+    """``efa`` kernel module package (both variants)."""
+    nvidia_container_toolkit: str
+    """``nvidia-container-toolkit`` of the NVIDIA variant (its default mode is jit-cdi)."""
+
+
+AMI_RELEASES: Final[dict[str, AmiRelease]] = {
+    # awslabs/amazon-eks-ami CHANGELOG.md, "AMI Release v20260714": the package tables of
+    # Kubernetes 1.33, 1.34 and 1.35 agree on these.
+    "v20260714": AmiRelease(
+        nvidia_driver="580.159.03",
+        neuron_driver="2.29.0.0",
+        efa_driver="3.1.0",
+        nvidia_container_toolkit="1.19.1",
+    ),
+}
+"""AMI release -> its drivers. An accelerator pool may only boot a release recorded here."""
+
+
+def ami_release(alias: str) -> str:
+    """The release of an AMI alias: ``al2023@v20260714`` -> ``v20260714``."""
+    return alias.partition("@")[2]
+
+
+# ------------------------------------------------------------------------------ compatibility
+
+CUDA_MINIMUM_DRIVER: Final[dict[str, str]] = {
+    # CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions" (Linux, GA).
+    "12.8": "570.26",
+    "12.9": "575.51.03",
+    "13.0": "580.65.06",
+}
+"""CUDA release -> the oldest Linux driver that runs everything it builds, PTX JIT included."""
+
+NEURON_DRIVER_MINIMUM_RUNTIME: Final[dict[str, str]] = {
+    # Neuron SDK 2.31.0 release notes, Neuron Driver 2.29 known issues (aws-neuron-sdk v2.31.1
+    # release-notes/components/runtime.rst): with an older runtime library nrt_init() fails.
+    "2.29": "2.33",
+}
+"""Neuron driver (major.minor) -> the oldest runtime library that initialises on it."""
+
+NEURON_RUNTIME_OS: Final[dict[str, frozenset[str]]] = {
+    # The runtime's compatibility table in the same release notes (Neuron 2.31.0).
+    "trn1": frozenset({"ubuntu22.04", "ubuntu24.04", "rockylinux9", "debian12", "al2023"}),
+    "trn2": frozenset({"ubuntu22.04", "ubuntu24.04", "debian12", "al2023"}),
+}
+"""Instance family -> the operating systems the Neuron runtime was released for there."""
+
+AWS_OFI_NCCL_MINIMUM_NCCL: Final = "2.17.1"
+"""aws-ofi-nccl 1.18.0 keeps compatibility with NCCL 2.17.1 and later (its RELEASENOTES.md)."""
+AWS_OFI_NCCL_OS: Final = frozenset({"ubuntu22.04", "ubuntu24.04", "al2023", "debian13"})
+"""Distributions aws-ofi-nccl 1.18.0 supports (RELEASENOTES.md), in this module's spelling."""
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"580.159.03"`` -> ``(580, 159, 3)``; non-numeric parts end the tuple."""
+    parts: list[int] = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def major_minor(version: str) -> str:
+    """``"2.33.10.0"`` -> ``"2.33"``."""
+    return ".".join(version.split(".")[:2])
+
+
+@dataclass(frozen=True)
+class ImageSoftware:
+    """What one image carries that must agree with the node: the user half of the stack."""
+
+    name: str
+    """The image reference, or the recipe it is built from, for messages."""
+    os: str
+    """Its distribution, e.g. ``ubuntu24.04``."""
+    cuda: str | None = None
+    """CUDA runtime the framework loads (major.minor); None on images without CUDA."""
+    cuda_toolkit: str | None = None
+    """CUDA toolkit in the image when it differs from ``cuda`` (nvcc for JIT-built ops)."""
+    nccl: str | None = None
+    """NCCL the framework loads."""
+    efa_installer: str | None = None
+    """EFA installer the user space (libfabric, Open MPI) comes from; None: no EFA user space."""
+    aws_ofi_nccl: str | None = None
+    """aws-ofi-nccl, the NCCL network plugin for libfabric; None: NCCL would use TCP sockets."""
+    neuron_runtime: str | None = None
+    """``aws-neuronx-runtime-lib``."""
+    neuron_collectives: str | None = None
+    """``aws-neuronx-collectives``."""
+    torch_neuronx: str | None = None
+    """``torch-neuronx``, PyTorch on Trainium."""
+    framework: bool = True
+    """Whether the image carries the framework (CUDA, NCCL); False for slurmd, whose jobs bring
+    theirs in a virtualenv or container on the shared file system."""
+
+
+def image_problems(
+    image: ImageSoftware, instance: InstanceType, *, efa: bool, ami: AmiRelease
+) -> list[str]:
+    """Why ``image`` would not work on a node of ``instance`` booted from ``ami``; [] if it would.
+
+    Args:
+        image: what the image carries.
+        instance: the catalog entry of the node.
+        efa: whether the node's pool attaches EFA interfaces (then the image needs the EFA
+            user space, or its collectives run over TCP).
+        ami: the drivers of the node's AMI release.
+    """
+    if instance.accelerator == "nvidia":
+        return _nvidia_problems(image, efa=efa, ami=ami)
+    return _neuron_problems(image, instance, efa=efa, ami=ami)
+
+
+def _nvidia_problems(image: ImageSoftware, *, efa: bool, ami: AmiRelease) -> list[str]:
+    problems: list[str] = []
+    driver = version_tuple(ami.nvidia_driver)
+    if not image.framework:
+        pass
+    elif image.cuda is None:
+        problems.append(f"{image.name} records no CUDA runtime")
+    elif image.cuda not in CUDA_MINIMUM_DRIVER:
+        problems.append(
+            f"{image.name} loads CUDA {image.cuda}, which the bill of materials has no driver "
+            "minimum for (add it from the CUDA release notes)"
+        )
+    elif driver < version_tuple(CUDA_MINIMUM_DRIVER[image.cuda]):
+        problems.append(
+            f"{image.name} loads CUDA {image.cuda}, which needs NVIDIA driver "
+            f"{CUDA_MINIMUM_DRIVER[image.cuda]} or later; the AMI has {ami.nvidia_driver}"
+        )
+    toolkit = image.cuda_toolkit
+    if toolkit and version_tuple(toolkit)[0] != version_tuple(image.cuda or toolkit)[0]:
+        problems.append(f"{image.name}'s CUDA toolkit {toolkit} is another major than its runtime")
+    if efa:
+        if image.efa_installer is None or image.aws_ofi_nccl is None:
+            problems.append(
+                f"{image.name} has no EFA user space (libfabric and the aws-ofi-nccl plugin), "
+                "so NCCL would run over TCP sockets instead of the node's EFA interfaces"
+            )
+        elif image.nccl and version_tuple(image.nccl) < version_tuple(AWS_OFI_NCCL_MINIMUM_NCCL):
+            problems.append(
+                f"{image.name}'s NCCL {image.nccl} is older than aws-ofi-nccl supports "
+                f"({AWS_OFI_NCCL_MINIMUM_NCCL})"
+            )
+        elif image.os not in AWS_OFI_NCCL_OS:
+            problems.append(
+                f"{image.name} is {image.os}, which aws-ofi-nccl is not released for: "
+                + ", ".join(sorted(AWS_OFI_NCCL_OS))
+            )
+    return problems
+
+
+def _neuron_problems(
+    image: ImageSoftware, instance: InstanceType, *, efa: bool, ami: AmiRelease
+) -> list[str]:
+    problems: list[str] = []
+    driver = major_minor(ami.neuron_driver)
+    minimum = NEURON_DRIVER_MINIMUM_RUNTIME.get(driver)
+    if image.neuron_runtime is None:
+        problems.append(f"{image.name} has no Neuron runtime library")
+    elif minimum is None:
+        problems.append(
+            f"the bill of materials has no runtime minimum for Neuron driver {driver} "
+            "(add it from that driver's release notes)"
+        )
+    elif version_tuple(image.neuron_runtime) < version_tuple(minimum):
+        problems.append(
+            f"{image.name} has Neuron runtime {image.neuron_runtime}; the AMI's Neuron driver "
+            f"{ami.neuron_driver} needs {minimum} or later (nrt_init() fails)"
+        )
+    if image.neuron_runtime and image.neuron_collectives is None:
+        problems.append(f"{image.name} has no Neuron collectives (multi-device jobs fail)")
+    elif (
+        image.neuron_runtime
+        and image.neuron_collectives
+        and major_minor(image.neuron_collectives) != major_minor(image.neuron_runtime)
+    ):
+        problems.append(
+            f"{image.name} has collectives {image.neuron_collectives} beside runtime "
+            f"{image.neuron_runtime}: the SDK releases them as one version"
+        )
+    family = instance.name.split(".")[0].removesuffix("n")
+    supported = NEURON_RUNTIME_OS.get(family)
+    if supported is not None and image.os not in supported:
+        problems.append(
+            f"{image.name} is {image.os}; the Neuron runtime is released for {family} on "
+            + ", ".join(sorted(supported))
+        )
+    if efa and image.efa_installer is None:
+        problems.append(
+            f"{image.name} has no EFA user space (libfabric), so Neuron collectives cannot "
+            "reach the node's EFA interfaces"
+        )
+    return problems
+
+
+# ------------------------------------------------------------------------------ the images
+
+_TORCH_2_13 = ImageSoftware(
+    name=versions.DEFAULT_TORCH_IMAGE,
+    # PyTorch's image for 2.13.0 on CUDA 13.0; the PyPI wheel of torch 2.13.0 (x86_64) depends
+    # on nvidia-cuda-runtime 13.0.96 and nvidia-nccl-cu13 2.29.7.
+    os="ubuntu22.04",
+    cuda="13.0",
+    nccl="2.29.7",
+)
+DEFAULT_IMAGES: Final[dict[str, ImageSoftware]] = {
+    "torch": _TORCH_2_13,
+    "mpi": replace(
+        _TORCH_2_13,
+        name=versions.DEFAULT_MPI_IMAGE,
+        # kubeflow/trainer v2.3.0 cmd/runtimes/deepspeed: nvidia/cuda:13.3.0-devel-ubuntu22.04
+        # with torch==2.13.0 from PyPI (CUDA 13.0). The toolkit only compiles DeepSpeed's ops
+        # for the node's GPU, which CUDA's minor version compatibility runs on a 13.0 driver.
+        cuda_toolkit="13.3",
+    ),
+    "jax": ImageSoftware(
+        name=versions.DEFAULT_JAX_IMAGE,
+        # NGC framework containers 25.10 are CUDA 13.0 builds (25.12 moved to CUDA 13.1.0).
+        os="ubuntu24.04",
+        cuda="13.0",
+    ),
+}
+"""Trainer runtime key -> the default image of that key."""
+
+
+_ARG = re.compile(r"^ARG\s+([A-Z0-9_]+)=(\S+)\s*$", re.MULTILINE)
+
+
+@cache
+def recipe_pins(recipe: str) -> dict[str, str]:
+    """The pinned ``ARG`` defaults of ``images/<recipe>/Dockerfile`` (one source for each pin).
+
+    Arguments whose default is empty (download locations the builder passes) are not pins.
+    """
+    text = (IMAGES_DIR / recipe / "Dockerfile").read_text()
+    return {name: value for name, value in _ARG.findall(text) if value != '""'}
+
+
+def _image_os(reference: str) -> str:
+    """``ubuntu:24.04`` or ``.../slurmd:26.05-ubuntu24.04`` -> ``ubuntu24.04``."""
+    name = reference.rsplit("/", maxsplit=1)[-1]
+    match = re.search(r"(ubuntu|rockylinux|debian)[-:]?(\d+(?:\.\d+)?)", name)
+    if match is None:
+        raise ValueError(f"no distribution in the name of image {reference!r}")
+    return match.group(1) + match.group(2)
+
+
+def training_cuda(framework: str) -> ImageSoftware:
+    """``images/training-cuda`` built on the default image of a Trainer ``framework`` key."""
+    pins = recipe_pins("training-cuda")
+    return replace(
+        DEFAULT_IMAGES[framework],
+        name=f"images/training-cuda on {DEFAULT_IMAGES[framework].name}",
+        efa_installer=pins["EFA_INSTALLER_VERSION"],
+        aws_ofi_nccl=pins["AWS_OFI_NCCL_VERSION"],
+    )
+
+
+def training_neuron() -> ImageSoftware:
+    """``images/training-neuron``: PyTorch on Trainium from the chosen Neuron SDK's packages."""
+    pins = recipe_pins("training-neuron")
+    return ImageSoftware(
+        name=f"images/training-neuron (Neuron SDK {pins['NEURON_SDK']})",
+        os=_image_os(pins["BASE_IMAGE"]),
+        efa_installer=pins["EFA_INSTALLER_VERSION"],
+        neuron_runtime=pins["NEURON_RUNTIME_LIB_VERSION"],
+        neuron_collectives=pins["NEURON_COLLECTIVES_VERSION"],
+        torch_neuronx=pins["TORCH_NEURONX_VERSION"],
+    )
+
+
+def slurmd(accelerator: str) -> ImageSoftware:
+    """``images/slurmd`` for a pool of ``accelerator`` (``nvidia`` or ``neuron``).
+
+    Jobs bring their own framework (a virtualenv or container on /fsx): on GPU pools CUDA and
+    NCCL are the job's, the image carries the EFA user space and the NCCL plugin.
+    """
+    pins = recipe_pins("slurmd")
+    common = ImageSoftware(
+        name=f"images/slurmd ({accelerator})",
+        os=_image_os(pins["SLURMD_IMAGE"]),
+        efa_installer=pins["EFA_INSTALLER_VERSION"],
+        framework=False,
+    )
+    if accelerator == "nvidia":
+        return replace(common, aws_ofi_nccl=pins["AWS_OFI_NCCL_VERSION"])
+    return replace(
+        common,
+        neuron_runtime=pins["NEURON_RUNTIME_LIB_VERSION"],
+        neuron_collectives=pins["NEURON_COLLECTIVES_VERSION"],
+    )

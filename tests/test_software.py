@@ -1,0 +1,251 @@
+"""The accelerator software bill of materials: every image on an accelerator pool works with the
+drivers of the pool's AMI release, and config refuses one that would not."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components import software, versions
+from components.catalog import CATALOG
+from components.config import ConfigError, parse_platform_config
+from tests.config_problems import MISSING, assert_reported
+from tests.conftest import STACKS, stack_data
+
+AMI = software.AMI_RELEASES["v20260714"]
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _stack_images(stack: str) -> list[tuple[str, software.ImageSoftware, Any, bool, str]]:
+    """(pool, image record, instance, efa, release) of every image a stack runs on accelerators."""
+    config = parse_platform_config(stack_data(stack))
+    found = []
+    slurm_pools = (
+        {node_set.pool for node_set in config.slurm.node_sets} if config.slurm.enabled else set()
+    )
+    for pool in config.node_pools:
+        release = software.ami_release(pool.ami_alias)
+        if pool.instance.accelerator == "nvidia":
+            records = [
+                software.DEFAULT_IMAGES[key]
+                if getattr(config.trainer.images, key) == software.DEFAULT_IMAGES[key].name
+                else software.training_cuda(key)
+                for key in ("torch", "mpi", "jax")
+            ]
+        else:
+            records = [software.training_neuron()]
+        if pool.name in slurm_pools:
+            records.append(software.slurmd(pool.instance.accelerator))
+        for record in records:
+            found.append((pool.name, record, pool.instance, pool.uses_efa, release))
+    return found
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_image_on_every_accelerator_pool_works_with_its_ami(stack: str) -> None:
+    images = _stack_images(stack)
+    assert any(instance.accelerator != "nvidia" for _, _, instance, _, _ in images)
+    for pool, record, instance, efa, release in images:
+        assert release in software.AMI_RELEASES, (stack, pool)
+        ami = software.AMI_RELEASES[release]
+        assert software.image_problems(record, instance, efa=efa, ami=ami) == [], (pool, record)
+
+
+def test_the_default_ami_release_is_recorded() -> None:
+    assert software.ami_release(versions.DEFAULT_AMI_ALIAS) in software.AMI_RELEASES
+
+
+# ------------------------------------------------------------------------------ Neuron
+
+
+def test_the_neuron_sdk_2_26_image_cannot_start_on_driver_2_29() -> None:
+    """The old default (pytorch-training-neuronx, SDK 2.26.1) bundles runtime 2.28."""
+    old_default = software.ImageSoftware(
+        name="pytorch-training-neuronx:2.8.0-neuronx-py311-sdk2.26.1-ubuntu22.04",
+        os="ubuntu22.04",
+        efa_installer="1.43.0",
+        neuron_runtime="2.28.0.0",
+        neuron_collectives="2.28.0.0",
+        torch_neuronx="2.8.0.2.10",
+    )
+    (problem,) = software.image_problems(old_default, CATALOG["trn2.48xlarge"], efa=True, ami=AMI)
+    assert "needs 2.33 or later" in problem and "nrt_init" in problem
+
+
+def test_the_built_neuron_image_is_the_chosen_sdk() -> None:
+    built = software.training_neuron()
+    assert built.neuron_runtime == "2.33.10.0"
+    assert built.os == "ubuntu24.04"
+    assert software.image_problems(built, CATALOG["trn1.32xlarge"], efa=True, ami=AMI) == []
+
+
+def test_a_driver_without_a_recorded_runtime_minimum_is_refused() -> None:
+    newer = replace(AMI, neuron_driver="2.30.0.0")
+    (problem,) = software.image_problems(
+        software.training_neuron(), CATALOG["trn2.48xlarge"], efa=True, ami=newer
+    )
+    assert "no runtime minimum for Neuron driver 2.30" in problem
+
+
+def test_collectives_must_be_the_runtimes_release() -> None:
+    mixed = replace(software.training_neuron(), neuron_collectives="2.32.4.0")
+    (problem,) = software.image_problems(mixed, CATALOG["trn2.48xlarge"], efa=True, ami=AMI)
+    assert "collectives 2.32.4.0" in problem
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "os", "works"),
+    [
+        # The Neuron runtime's release notes: Rocky 9 on trn1 but not on trn2; no Ubuntu 26.04.
+        ("trn1.32xlarge", "rockylinux9", True),
+        ("trn2.48xlarge", "rockylinux9", False),
+        ("trn2.48xlarge", "ubuntu26.04", False),
+        ("trn1n.32xlarge", "ubuntu26.04", False),
+    ],
+)
+def test_the_neuron_runtime_only_runs_where_it_is_released(
+    instance_type: str, os: str, works: bool
+) -> None:
+    image = replace(software.slurmd("neuron"), os=os)
+    problems = software.image_problems(image, CATALOG[instance_type], efa=True, ami=AMI)
+    assert (problems == []) is works, problems
+
+
+def test_slurmd_builds_on_an_os_the_neuron_runtime_supports() -> None:
+    assert software.slurmd("neuron").os == "ubuntu24.04"
+    assert software.slurmd("neuron").neuron_runtime == software.training_neuron().neuron_runtime
+
+
+# ------------------------------------------------------------------------------ NVIDIA
+
+
+def test_the_default_gpu_images_have_no_efa_user_space() -> None:
+    for key, image in software.DEFAULT_IMAGES.items():
+        on_efa = software.image_problems(image, CATALOG["p5.48xlarge"], efa=True, ami=AMI)
+        assert len(on_efa) == 1 and "TCP sockets" in on_efa[0], key
+        assert software.image_problems(image, CATALOG["g5.xlarge"], efa=False, ami=AMI) == []
+        built = software.training_cuda(key)
+        assert software.image_problems(built, CATALOG["p5.48xlarge"], efa=True, ami=AMI) == []
+
+
+@pytest.mark.parametrize(
+    ("cuda", "driver", "expected"),
+    [
+        ("13.0", "580.159.03", None),
+        ("13.0", "575.57.08", "needs NVIDIA driver 580.65.06 or later"),
+        ("12.9", "575.51.03", None),
+        ("13.1", "580.159.03", "no driver minimum"),
+    ],
+)
+def test_the_cuda_of_an_image_needs_its_driver(
+    cuda: str, driver: str, expected: str | None
+) -> None:
+    image = replace(software.DEFAULT_IMAGES["torch"], cuda=cuda)
+    problems = software.image_problems(
+        image, CATALOG["g6.xlarge"], efa=False, ami=replace(AMI, nvidia_driver=driver)
+    )
+    if expected is None:
+        assert problems == []
+    else:
+        (problem,) = problems
+        assert expected in problem
+
+
+def test_nccl_older_than_the_plugin_supports_is_refused() -> None:
+    old = replace(software.training_cuda("torch"), nccl="2.16.5")
+    (problem,) = software.image_problems(old, CATALOG["p5.48xlarge"], efa=True, ami=AMI)
+    assert "2.17.1" in problem
+
+
+def test_slurmd_gpu_carries_the_plugin_and_leaves_cuda_to_the_job() -> None:
+    image = software.slurmd("nvidia")
+    assert image.aws_ofi_nccl == "1.18.0" and image.cuda is None
+    assert software.image_problems(image, CATALOG["p5en.48xlarge"], efa=True, ami=AMI) == []
+    on_26_04 = replace(image, os="ubuntu26.04")
+    (problem,) = software.image_problems(on_26_04, CATALOG["p5.48xlarge"], efa=True, ami=AMI)
+    assert "aws-ofi-nccl is not released for" in problem
+
+
+# ------------------------------------------------------------------------------ the recipes
+
+
+_SHARED_PINS = {
+    "EFA_INSTALLER_VERSION": ("training-cuda", "training-neuron", "slurmd"),
+    "AWS_OFI_NCCL_VERSION": ("training-cuda", "slurmd"),
+    "NEURON_RUNTIME_LIB_VERSION": ("training-neuron", "slurmd"),
+    "NEURON_COLLECTIVES_VERSION": ("training-neuron", "slurmd"),
+    "NEURON_TOOLS_VERSION": ("training-neuron", "slurmd"),
+}
+
+
+@pytest.mark.parametrize("pin", sorted(_SHARED_PINS))
+def test_recipes_agree_on_the_pins_they_share(pin: str) -> None:
+    values = {recipe: software.recipe_pins(recipe).get(pin) for recipe in _SHARED_PINS[pin]}
+    assert None not in values.values(), values
+    assert len(set(values.values())) == 1, values
+
+
+@pytest.mark.parametrize("recipe", ["training-cuda", "training-neuron", "slurmd"])
+def test_recipe_pins_are_exact_versions(recipe: str) -> None:
+    pins = software.recipe_pins(recipe)
+    assert pins
+    for name, value in pins.items():
+        if name.endswith("_VERSION") or name == "NEURON_SDK":
+            assert re.fullmatch(r"\d+(\.\d+)+", value), (name, value)
+        if name.endswith("_IMAGE"):
+            assert not value.endswith(":latest") and ":" in value, (name, value)
+
+
+def test_every_version_the_bill_of_materials_pins_is_in_the_readme() -> None:
+    section = README.read_text().split("### Accelerator software", 1)[1].split("\n## ", 1)[0]
+    wanted = {
+        AMI.nvidia_driver, AMI.neuron_driver, AMI.efa_driver,
+        software.ami_release(versions.DEFAULT_AMI_ALIAS),
+        *software.recipe_pins("training-neuron").values(),
+        *software.recipe_pins("training-cuda").values(),
+        *(image.cuda for image in software.DEFAULT_IMAGES.values()),
+    }  # fmt: skip
+    missing = sorted(str(v) for v in wanted if str(v) not in section)
+    assert missing == []
+
+
+# ------------------------------------------------------------------------------ config
+
+
+def test_a_trainium_pool_needs_the_built_neuron_image() -> None:
+    data = stack_data("staging")
+    del data["trainer"]["images"]["neuron"]
+    assert_reported(data, "platform.trainer.images.neuron", MISSING, "images/training-neuron")
+
+
+def test_the_default_torch_image_is_refused_on_an_efa_pool() -> None:
+    data = stack_data("prod")
+    data["trainer"]["images"]["torch"] = versions.DEFAULT_TORCH_IMAGE
+    assert_reported(
+        data, "platform.trainer.images.torch", versions.DEFAULT_TORCH_IMAGE, "TCP sockets"
+    )
+
+
+def test_an_ami_release_without_recorded_drivers_is_refused() -> None:
+    data = stack_data("prod")
+    data["nodePools"][0]["amiAlias"] = "al2023@v20260903"
+    assert_reported(data, "platform.nodePools[0].amiAlias", "al2023@v20260903", "v20260714")
+
+
+def test_the_default_gpu_images_serve_pools_without_efa() -> None:
+    data = stack_data("dev")
+    assert "torch" not in data["trainer"]["images"]
+    assert parse_platform_config(data).trainer.images.torch == versions.DEFAULT_TORCH_IMAGE
+
+
+def test_every_software_problem_is_reported_at_once() -> None:
+    data = stack_data("prod")
+    data["trainer"]["images"] = {}
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    paths = {problem.path for problem in caught.value.problems}
+    assert {f"platform.trainer.images.{key}" for key in ("torch", "mpi", "jax", "neuron")} <= paths
