@@ -63,18 +63,6 @@ class InstanceType:
     card): with the next field it sets the node's pod limit and so its kube-reserved memory."""
     ipv4_per_interface: int
     """IPv4 addresses per network interface (EC2 ``Ipv4AddressesPerInterface``)."""
-    default_lnc: int = 1
-    """Physical NeuronCores per logical core the Neuron runtime uses by default (LNC): 2 on
-    Trainium2, 1 on Trainium; 1 for GPUs."""
-
-    @property
-    def advertised_neuron_cores(self) -> int:
-        """``aws.amazon.com/neuroncore`` one node advertises: devices x physical cores.
-
-        Karpenter v1.14.1 instance-types reference: 32 on trn1.32xlarge, 128 on trn2.48xlarge,
-        more than the logical cores the runtime schedules at its default LNC.
-        """
-        return self.neuron_cores * self.default_lnc
 
     @property
     def accelerator_resource(self) -> str:
@@ -125,10 +113,10 @@ def _gpu(  # noqa: PLR0917 (positional, so the table below reads as a table)
 
 def _trainium(  # noqa: PLR0917
     name: str, model: str, cores: int, efa: int, gbps: int, vcpu: int, memory_gib: int,
-    device_memory: float, card0: int, ipv4: int, lnc: int,
+    device_memory: float, card0: int, ipv4: int,
 ) -> InstanceType:  # fmt: skip
     return InstanceType(name, "neuron", model, 16, device_memory, cores, efa, gbps, vcpu,
-                        memory_gib, 7600, card0, ipv4, lnc)  # fmt: skip
+                        memory_gib, 7600, card0, ipv4)  # fmt: skip
 
 
 CATALOG: Final[dict[str, InstanceType]] = {
@@ -150,10 +138,10 @@ CATALOG: Final[dict[str, InstanceType]] = {
         _gpu("g5.xlarge",        "A10G", 1,  24,     0,   10,   4,    16,    250,    4,    15),
         _gpu("g5.2xlarge",       "A10G", 1,  24,     0,   10,   8,    32,    450,    4,    15),
         _gpu("g6.xlarge",        "L4",   1,  24,     0,   10,   4,    16,    250,    4,    15),
-        #         name              model        cores EFA Gbps  vCPU GiB   mem/dev card0 IPv4 LNC
-        _trainium("trn1.32xlarge",  "Trainium",  32,   8,  800,  128, 512,  32,     5,    50,  1),
-        _trainium("trn1n.32xlarge", "Trainium",  32,   16, 1600, 128, 512,  32,     5,    50,  1),
-        _trainium("trn2.48xlarge",  "Trainium2", 64,   16, 3200, 192, 2048, 96,     2,    50,  2),
+        #         name              model        cores EFA Gbps  vCPU GiB   mem/dev card0 IPv4
+        _trainium("trn1.32xlarge",  "Trainium",  32,   8,  800,  128, 512,  32,     5,    50),
+        _trainium("trn1n.32xlarge", "Trainium",  32,   16, 1600, 128, 512,  32,     5,    50),
+        _trainium("trn2.48xlarge",  "Trainium2", 64,   16, 3200, 192, 2048, 96,     2,    50),
     )
 }  # fmt: skip
 """Every accelerated instance type the platform knows, by name."""

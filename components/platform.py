@@ -101,7 +101,6 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.teams = Teams(
             "teams",
             teams=config.teams,
-            node_pools=config.node_pools,
             kubernetes_provider=self.cluster.kubernetes_provider,
             cluster_ready=self.cluster.ready,
             opts=with_aws,

@@ -8,8 +8,8 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.catalog import CATALOG, EFA_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE
-from components.config import NodePoolConfig, TeamConfig
+from components.catalog import EFA_RESOURCE, NEURON_CORE_RESOURCE
+from components.config import TeamConfig
 
 TEAM_LABEL: Final = "trainingplatform.io/team"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
@@ -58,39 +58,25 @@ CATALOG_RULES: Final = [
 ]
 
 
-def resource_quota_spec(team: TeamConfig, *, neuron_cores_per_device: int) -> dict[str, Any]:
-    """Hard limits on what the namespace's pods may request: accelerators, cores and EFA.
+def resource_quota_spec(team: TeamConfig) -> dict[str, Any]:
+    """Hard limits on what the namespace's pods may request: accelerators and EFA.
 
-    A pod may ask the Neuron device plugin for cores (``aws.amazon.com/neuroncore``) instead
-    of devices; the quota counts those too, as many as the team's devices hold, so neither
-    form gets past it (0 without Trainium: a listed resource at 0 refuses every request).
+    Neuron cores (``aws.amazon.com/neuroncore``) are held at 0: a ResourceQuota counts each
+    resource on its own, so a budget in both forms would let a team hold its devices twice over
+    (devices plus cores worth as many). Pods take Trainium as devices; a request for cores is
+    refused at admission by this quota (a listed resource at 0 refuses every request).
 
     Args:
         team: the team.
-        neuron_cores_per_device: advertised NeuronCores per Neuron device on the platform's
-            Trainium pools (the most of them); 0 without Trainium pools.
     """
     quota = team.quota
     return {
         "hard": {
             **{f"requests.{name}": str(count) for name, count in quota.resources().items()},
-            f"requests.{NEURON_CORE_RESOURCE}": str(quota.neuron_devices * neuron_cores_per_device),
+            f"requests.{NEURON_CORE_RESOURCE}": "0",
             f"requests.{EFA_RESOURCE}": str(quota.efa_interfaces),
         }
     }
-
-
-def neuron_cores_per_device(pools: list[NodePoolConfig]) -> int:
-    """The most ``aws.amazon.com/neuroncore`` per Neuron device among the pools' types."""
-    return max(
-        (
-            instance.advertised_neuron_cores // instance.accelerators
-            for pool in pools
-            for instance in (CATALOG[name] for name in pool.instance_types)
-            if instance.accelerator_resource == NEURON_RESOURCE
-        ),
-        default=0,
-    )
 
 
 def limit_range_spec() -> dict[str, Any]:
@@ -135,7 +121,6 @@ class Teams(pulumi.ComponentResource):
         name: str,
         *,
         teams: list[TeamConfig],
-        node_pools: list[NodePoolConfig],
         kubernetes_provider: pulumi.ProviderResource,
         cluster_ready: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
@@ -145,13 +130,11 @@ class Teams(pulumi.ComponentResource):
         Args:
             name: prefix of child resource names.
             teams: validated teams.
-            node_pools: the platform's pools (their Trainium types size the core quota).
             kubernetes_provider: provider of every object.
             cluster_ready: what the objects wait for (the cluster and its system nodes).
             opts: resource options.
         """
         super().__init__("trainingplatform:index:Teams", name, None, opts)
-        cores_per_device = neuron_cores_per_device(node_pools)
         in_cluster = pulumi.ResourceOptions(
             parent=self, provider=kubernetes_provider, depends_on=cluster_ready
         )
@@ -198,7 +181,7 @@ class Teams(pulumi.ComponentResource):
             k8s.core.v1.ResourceQuota(
                 f"{name}-{team.name}-accelerators",
                 metadata=_cast({**metadata, "name": "accelerators"}),
-                spec=_cast(resource_quota_spec(team, neuron_cores_per_device=cores_per_device)),
+                spec=_cast(resource_quota_spec(team)),
                 opts=inside,
             )
             k8s.core.v1.LimitRange(

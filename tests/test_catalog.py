@@ -360,11 +360,3 @@ def test_catalog_types_admitted_by_requirements(
     requirements: list[dict[str, Any]], admitted: list[str]
 ) -> None:
     assert _names(requirements) == admitted
-
-
-@pytest.mark.parametrize(
-    ("name", "cores"), [("trn1.32xlarge", 32), ("trn1n.32xlarge", 32), ("trn2.48xlarge", 128)]
-)
-def test_advertised_neuron_cores_match_karpenters_reference(name: str, cores: int) -> None:
-    """Karpenter v1.14.1 instance-types reference: ``aws.amazon.com/neuroncore`` per node."""
-    assert CATALOG[name].advertised_neuron_cores == cores

@@ -73,26 +73,16 @@ def raw_team(stack: str, name: str) -> dict[str, Any]:
     return team
 
 
-# aws.amazon.com/neuroncore per Neuron device as Karpenter v1.14.1 advertises them
-# (instance-types reference: 32 cores / 16 devices on trn1, 128 / 16 on trn2).
-NEURON_CORES_PER_DEVICE: Final = {"trn1.32xlarge": 2, "trn1n.32xlarge": 2, "trn2.48xlarge": 8}
-
-
-def stack_cores_per_device(stack: str) -> int:
-    types = [t for pool in stack_data(stack)["nodePools"] for t in pool["instanceTypes"]]
-    return max((NEURON_CORES_PER_DEVICE.get(t, 0) for t in types), default=0)
-
-
-def expected_quota(team: dict[str, Any], cores_per_device: int = 0) -> dict[str, int]:
+def expected_quota(team: dict[str, Any]) -> dict[str, int]:
     """The ResourceQuota's hard request limits, from the team's quota (missing kinds: 0).
 
-    Cores count as many as the team's devices hold on the stack's Trainium types.
+    Neuron cores are refused (0): counted beside the devices they would double the budget.
     """
     quota = {**DEFAULT_QUOTA, **team["quota"]}
     return {
         f"requests.{GPU}": quota["gpus"],
         f"requests.{NEURON}": quota["neuronDevices"],
-        f"requests.{NEURON}core": quota["neuronDevices"] * cores_per_device,
+        f"requests.{NEURON}core": 0,
         f"requests.{EFA}": quota["efaInterfaces"],
     }
 
@@ -232,7 +222,7 @@ def test_resource_quota_equals_the_team_quota(
 ) -> None:
     quota = _one_in_namespace(runs[stack], QUOTA, team, QUOTA_NAME)
     hard = quota.inputs["spec"]["hard"]
-    expected = expected_quota(raw_team(stack, team), stack_cores_per_device(stack))
+    expected = expected_quota(raw_team(stack, team))
     assert {key: int(value) for key, value in hard.items()} == expected
     assert _metadata(quota)["labels"][TEAM_LABEL] == team
     assert len(_in_namespace(runs[stack], QUOTA, team)) == 1
