@@ -912,8 +912,8 @@ class TrainerImagesConfig(StrictModel):
 
     On GPU pools with EFA the defaults cannot use the fabric (they carry no libfabric nor
     aws-ofi-nccl): there, each key names the image ``images/training-cuda`` builds on that
-    key's default. Config checks every image against its pools' AMI drivers
-    (components/software.py).
+    key's default, by the tag the build carries. Config checks every image against its pools'
+    AMI drivers (components/software.py).
     """
 
     torch: PinnedImage = Field(
@@ -934,8 +934,9 @@ class TrainerImagesConfig(StrictModel):
     neuron: PinnedImage | None = Field(
         default=None,
         description="PyTorch runtimes on Trainium pools: the image images/training-neuron "
-        "builds (Neuron SDK 2.31.1; AWS publishes no PyTorch training image whose runtime "
-        "starts on the AMI's Neuron driver). Required when a Trainium pool exists.",
+        "builds, tagged sdk2.31.1 (AWS publishes no PyTorch training image whose runtime "
+        "starts on the AMI's Neuron driver). Required when Trainer is on and a Trainium pool "
+        "exists.",
     )
 
 
@@ -1958,87 +1959,109 @@ def _software_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     """Every image on an accelerator pool works with the drivers of the pool's AMI release."""
     releases: dict[str, software.AmiRelease] = {}
     for index, pool in _accelerator_pools(config):
-        release = software.ami_release(pool.ami_alias)
-        if release in software.AMI_RELEASES:
-            releases[pool.name] = software.AMI_RELEASES[release]
+        if pool.ami_alias in software.AMI_RELEASES:
+            releases[pool.name] = software.AMI_RELEASES[pool.ami_alias]
         else:
             yield ConfigProblem(
                 f"{CONFIG_KEY}.nodePools[{index}].amiAlias",
                 pool.ami_alias,
                 "a release whose drivers the bill of materials records, so its images can be "
-                "checked against them: "
-                + ", ".join(f"al2023@{known}" for known in software.AMI_RELEASES)
+                "checked against them: " + ", ".join(software.AMI_RELEASES)
                 + " (components/software.py; add a release from the EKS AMI changelog)",
-            )
+            )  # fmt: skip
+    checks = _ImageChecks()
     images = config.trainer.images
-    for _, pool in _accelerator_pools(config):
+    for _, pool in _accelerator_pools(config) if config.trainer.enabled else ():
         ami = releases.get(pool.name)
-        if ami is None or not config.trainer.enabled:
+        if ami is None:
             continue
         nvidia = pool.instance.accelerator == "nvidia"
         for key in ("torch", "mpi", "jax") if nvidia else ("neuron",):
-            reference: str | None = getattr(images, key)
-            where = f"{CONFIG_KEY}.trainer.images.{key}"
-            if reference is None:
-                yield ConfigProblem(
-                    where,
-                    _MISSING,
-                    f"the image images/training-neuron builds, for Trainium pool {pool.name}: "
-                    "no published PyTorch training image has a Neuron runtime that starts on "
-                    f"the AMI's Neuron driver {ami.neuron_driver}",
-                )
-                continue
-            if key == "neuron":
-                record = software.training_neuron()
-            elif reference == software.DEFAULT_IMAGES[key].name:
-                record = software.DEFAULT_IMAGES[key]
-            else:
-                record = software.training_cuda(key)
-            problems = software.image_problems(record, pool.instance, efa=pool.uses_efa, ami=ami)
-            if problems:
-                fix = (
-                    f"images/training-cuda built on {software.DEFAULT_IMAGES[key].name}"
-                    if nvidia
-                    else "images/training-neuron"
-                )
-                yield ConfigProblem(
-                    where,
-                    reference,
-                    f"an image that works on pool {pool.name} ({fix}): " + "; ".join(problems),
-                )
-    if config.slurm.enabled:
-        yield from _slurmd_software_problems(config, releases)
-
-
-def _slurmd_software_problems(
-    config: PlatformConfig, releases: dict[str, software.AmiRelease]
-) -> Iterator[ConfigProblem]:
-    pools = {pool.name: pool for _, pool in _accelerator_pools(config)}
+            recipe = "training-cuda" if nvidia else "training-neuron"
+            checks.check(
+                f"{CONFIG_KEY}.trainer.images.{key}", getattr(images, key), pool,
+                recipe=recipe, variant=key, ami=ami,
+            )  # fmt: skip
     slurm = config.slurm
-    for index, node_set in enumerate(slurm.node_sets):
-        pool = pools.get(node_set.pool)
-        ami = releases.get(node_set.pool)
-        if pool is None or ami is None:
+    pools = dict(_accelerator_pools_by_name(config))
+    for index, node_set in enumerate(slurm.node_sets if slurm.enabled else []):
+        slurm_pool, ami = pools.get(node_set.pool), releases.get(node_set.pool)
+        if slurm_pool is None or ami is None:
             continue
-        nvidia = pool.instance.accelerator == "nvidia"
+        accelerator = slurm_pool.instance.accelerator
         reference: str | None
         if node_set.image is not None:
             where, reference = f"{CONFIG_KEY}.slurm.nodeSets[{index}].image", node_set.image
         else:
-            key = "slurmdGpu" if nvidia else "slurmdNeuron"
-            reference = slurm.images.slurmd_gpu if nvidia else slurm.images.slurmd_neuron
+            key = "slurmdGpu" if accelerator == "nvidia" else "slurmdNeuron"
             where = f"{CONFIG_KEY}.slurm.images.{key}"
-        if reference is None:
-            continue  # reported by the Slurm rules
-        record = software.slurmd("nvidia" if nvidia else "neuron")
-        problems = software.image_problems(record, pool.instance, efa=pool.uses_efa, ami=ami)
-        if problems:
-            yield ConfigProblem(
-                where,
-                reference,
-                f"a slurmd image that works on pool {pool.name} (images/slurmd): "
-                + "; ".join(problems),
+            reference = (
+                slurm.images.slurmd_gpu if accelerator == "nvidia" else slurm.images.slurmd_neuron
             )
+        if reference is not None:  # a missing slurmd image is reported by the Slurm rules
+            checks.check(
+                where, reference, slurm_pool, recipe="slurmd", variant=accelerator, ami=ami
+            )
+    yield from checks.problems()
+
+
+def _accelerator_pools_by_name(config: PlatformConfig) -> Iterator[tuple[str, NodePoolConfig]]:
+    for _, pool in _accelerator_pools(config):
+        yield pool.name, pool
+
+
+class _ImageChecks:
+    """Problems of the images at each key, gathered over the pools they run on: one per key."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, tuple[Any, list[str]]] = {}
+
+    def check(
+        self,
+        where: str,
+        reference: str | None,
+        pool: NodePoolConfig,
+        *,
+        recipe: str,
+        variant: str,
+        ami: software.AmiRelease,
+    ) -> None:
+        """Record what is wrong with ``reference`` (at config key ``where``) on ``pool``."""
+        reasons = self._found.setdefault(where, (_MISSING if reference is None else reference, []))[
+            1
+        ]
+        built = f"images/{recipe} tagged :{software.built_tag(recipe, variant)}"
+        if reference is None:
+            reason = (
+                f"the image {built} (pin it as <repo>:<tag>@<digest>): no published PyTorch "
+                "training image has a Neuron runtime that starts on the AMI's Neuron driver "
+                f"{ami.neuron_driver} (pool {pool.name})"
+            )
+        else:
+            record = software.identify(reference, recipe, variant)
+            if record is None:
+                reason = (
+                    f"an image whose contents the bill of materials knows, for pool {pool.name}: "
+                    f"a build of {built} (pin it as <repo>:<tag>@<digest>), a default image, or "
+                    "one you record in components/software.py KNOWN_IMAGES"
+                )
+            else:
+                problems = software.image_problems(
+                    record, pool.instance, efa=pool.uses_efa, ami=ami
+                )
+                reason = (
+                    f"an image that works on pool {pool.name} ({built}): " + "; ".join(problems)
+                    if problems
+                    else ""
+                )
+        if reason and reason not in reasons:
+            reasons.append(reason)
+
+    def problems(self) -> Iterator[ConfigProblem]:
+        """One problem per key whose image fails on some pool."""
+        for where, (value, reasons) in self._found.items():
+            if reasons:
+                yield ConfigProblem(where, value, "; and ".join(reasons))
 
 
 def _overlaps(path: str, other: str) -> bool:

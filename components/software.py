@@ -45,19 +45,15 @@ class AmiRelease:
 AMI_RELEASES: Final[dict[str, AmiRelease]] = {
     # awslabs/amazon-eks-ami CHANGELOG.md, "AMI Release v20260714": the package tables of
     # Kubernetes 1.33, 1.34 and 1.35 agree on these.
-    "v20260714": AmiRelease(
+    "al2023@v20260714": AmiRelease(
         nvidia_driver="580.159.03",
         neuron_driver="2.29.0.0",
         efa_driver="3.1.0",
         nvidia_container_toolkit="1.19.1",
     ),
 }
-"""AMI release -> its drivers. An accelerator pool may only boot a release recorded here."""
-
-
-def ami_release(alias: str) -> str:
-    """The release of an AMI alias: ``al2023@v20260714`` -> ``v20260714``."""
-    return alias.partition("@")[2]
+"""Karpenter AMI alias -> the drivers of that release. An accelerator pool may only boot a
+release recorded here (the family is part of the key: Bottlerocket carries other drivers)."""
 
 
 # ------------------------------------------------------------------------------ compatibility
@@ -86,7 +82,9 @@ NEURON_RUNTIME_OS: Final[dict[str, frozenset[str]]] = {
 
 AWS_OFI_NCCL_MINIMUM_NCCL: Final = "2.17.1"
 """aws-ofi-nccl 1.18.0 keeps compatibility with NCCL 2.17.1 and later (its RELEASENOTES.md)."""
-AWS_OFI_NCCL_OS: Final = frozenset({"ubuntu22.04", "ubuntu24.04", "al2023", "debian13"})
+AWS_OFI_NCCL_OS: Final = frozenset(
+    {"ubuntu22.04", "ubuntu24.04", "al2023", "al2", "debian13", "rhel9"}
+)
 """Distributions aws-ofi-nccl 1.18.0 supports (RELEASENOTES.md), in this module's spelling."""
 
 
@@ -177,12 +175,13 @@ def _nvidia_problems(image: ImageSoftware, *, efa: bool, ami: AmiRelease) -> lis
                 f"{image.name} has no EFA user space (libfabric and the aws-ofi-nccl plugin), "
                 "so NCCL would run over TCP sockets instead of the node's EFA interfaces"
             )
-        elif image.nccl and version_tuple(image.nccl) < version_tuple(AWS_OFI_NCCL_MINIMUM_NCCL):
+            return problems
+        if image.nccl and version_tuple(image.nccl) < version_tuple(AWS_OFI_NCCL_MINIMUM_NCCL):
             problems.append(
                 f"{image.name}'s NCCL {image.nccl} is older than aws-ofi-nccl supports "
                 f"({AWS_OFI_NCCL_MINIMUM_NCCL})"
             )
-        elif image.os not in AWS_OFI_NCCL_OS:
+        if image.os not in AWS_OFI_NCCL_OS:
             problems.append(
                 f"{image.name} is {image.os}, which aws-ofi-nccl is not released for: "
                 + ", ".join(sorted(AWS_OFI_NCCL_OS))
@@ -221,7 +220,12 @@ def _neuron_problems(
         )
     family = instance.name.split(".")[0].removesuffix("n")
     supported = NEURON_RUNTIME_OS.get(family)
-    if supported is not None and image.os not in supported:
+    if supported is None:
+        problems.append(
+            f"the bill of materials has no Neuron runtime OS list for {family} (add it from the "
+            "runtime's release notes)"
+        )
+    elif image.os not in supported:
         problems.append(
             f"{image.name} is {image.os}; the Neuron runtime is released for {family} on "
             + ", ".join(sorted(supported))
@@ -330,3 +334,74 @@ def slurmd(accelerator: str) -> ImageSoftware:
         neuron_runtime=pins["NEURON_RUNTIME_LIB_VERSION"],
         neuron_collectives=pins["NEURON_COLLECTIVES_VERSION"],
     )
+
+
+# ------------------------------------------------------------------------------ which image is it
+
+KNOWN_IMAGES: Final[dict[str, ImageSoftware]] = {
+    image.name: image for image in DEFAULT_IMAGES.values()
+}
+"""Published images whose contents the bill of materials records, by reference (tag, no
+digest). An image of your own joins here, as one reviewed entry, before a stack may use it on an
+accelerator pool."""
+
+
+def normalized(reference: str) -> str:
+    """``reference`` without its digest, as Docker names it (for comparison).
+
+    ``docker.io/library/x:t`` is ``x:t``, ``docker.io/x/y:t`` is ``x/y:t``.
+    """
+    name = reference.split("@", 1)[0]
+    for prefix in ("index.docker.io/", "docker.io/"):
+        if name.startswith(prefix):
+            name = name.removeprefix(prefix).removeprefix("library/")
+            break
+    return name
+
+
+def reference_tag(reference: str) -> str | None:
+    """The tag of ``repo:tag`` or ``repo:tag@sha256:...``; None for a digest alone."""
+    last = reference.split("@", 1)[0].rsplit("/", maxsplit=1)[-1]
+    return last.rpartition(":")[2] if ":" in last else None
+
+
+def built_tag(recipe: str, variant: str) -> str:
+    """The tag a build of ``images/<recipe>`` carries (the README's build commands).
+
+    The tag names what the build was made from, so a stack that pins ``<repo>:<tag>@<digest>``
+    says which recipe and pins its image has, and an image built from older pins carries another
+    tag. ``variant``: the Trainer image key for ``training-cuda`` (its base is that key's default
+    image), ``nvidia`` or ``neuron`` for ``slurmd``; unused for ``training-neuron``.
+    """
+    pins = recipe_pins(recipe)
+    efa = f"efa{pins['EFA_INSTALLER_VERSION']}"
+    if recipe == "training-cuda":
+        return f"{reference_tag(DEFAULT_IMAGES[variant].name)}-{efa}"
+    if recipe == "training-neuron":
+        return f"sdk{pins['NEURON_SDK']}"
+    base = reference_tag(pins["SLURMD_IMAGE"])
+    return f"{base}-{efa}" if variant == "nvidia" else f"{base}-sdk{pins['NEURON_SDK']}"
+
+
+def _recipe_record(recipe: str, variant: str) -> ImageSoftware:
+    if recipe == "training-cuda":
+        return training_cuda(variant)
+    if recipe == "training-neuron":
+        return training_neuron()
+    return slurmd(variant)
+
+
+def identify(reference: str, recipe: str, variant: str) -> ImageSoftware | None:
+    """What ``reference`` carries, as far as the bill of materials knows; None if it does not.
+
+    Args:
+        reference: the pinned image of a stack.
+        recipe: the ``images/`` recipe that builds images for this use.
+        variant: the recipe's variant (see :func:`built_tag`).
+    """
+    known = KNOWN_IMAGES.get(normalized(reference))
+    if known is not None:
+        return known
+    if reference_tag(reference) == built_tag(recipe, variant):
+        return _recipe_record(recipe, variant)
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -39,3 +40,39 @@ def test_recipes_name_no_download_host(recipe: str, locations: tuple[str, ...]) 
     for argument in locations:
         assert re.search(rf'^ARG {argument}=""$', text, flags=re.MULTILINE), argument
         assert f"${{{argument}}}" in text, f"{argument} is never used"
+
+
+def _run_scripts(recipe: str) -> list[str]:
+    """The shell of every RUN instruction, as Docker hands it to the shell: continuation lines
+    joined, comment lines inside the instruction dropped."""
+    scripts: list[str] = []
+    current: list[str] | None = None
+    for line in (REPOSITORY_ROOT / "images" / recipe / "Dockerfile").read_text().splitlines():
+        stripped = line.strip()
+        if current is None:
+            if not stripped.startswith("RUN "):
+                continue
+            current, stripped = [], stripped.removeprefix("RUN ")
+        elif stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            current.append(stripped[:-1])
+        else:
+            current.append(stripped)
+            scripts.append(" ".join(current))
+            current = None
+    return scripts
+
+
+@pytest.mark.parametrize("recipe", ["slurmd", "training-cuda", "training-neuron"])
+def test_recipe_shell_parses(recipe: str) -> None:
+    scripts = _run_scripts(recipe)
+    assert scripts, "the recipe has RUN instructions"
+    for script in scripts:
+        result = subprocess.run(
+            ["bash", "-n", "-o", "pipefail", "-c", script],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, (result.stderr, script)

@@ -13,10 +13,10 @@ import pytest
 from components import software, versions
 from components.catalog import CATALOG
 from components.config import ConfigError, parse_platform_config
-from tests.config_problems import MISSING, assert_reported
+from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import STACKS, stack_data
 
-AMI = software.AMI_RELEASES["v20260714"]
+AMI = software.AMI_RELEASES["al2023@v20260714"]
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -28,19 +28,23 @@ def _stack_images(stack: str) -> list[tuple[str, software.ImageSoftware, Any, bo
         {node_set.pool for node_set in config.slurm.node_sets} if config.slurm.enabled else set()
     )
     for pool in config.node_pools:
-        release = software.ami_release(pool.ami_alias)
-        if pool.instance.accelerator == "nvidia":
-            records = [
-                software.DEFAULT_IMAGES[key]
-                if getattr(config.trainer.images, key) == software.DEFAULT_IMAGES[key].name
-                else software.training_cuda(key)
-                for key in ("torch", "mpi", "jax")
-            ]
-        else:
-            records = [software.training_neuron()]
+        release = pool.ami_alias
+        accelerator = pool.instance.accelerator
+        references = [
+            (getattr(config.trainer.images, key), recipe, key)
+            for key, recipe in (
+                [("torch", "training-cuda"), ("mpi", "training-cuda"), ("jax", "training-cuda")]
+                if accelerator == "nvidia"
+                else [("neuron", "training-neuron")]
+            )
+        ]
         if pool.name in slurm_pools:
-            records.append(software.slurmd(pool.instance.accelerator))
-        for record in records:
+            images = config.slurm.images
+            slurmd = images.slurmd_gpu if accelerator == "nvidia" else images.slurmd_neuron
+            references.append((slurmd, "slurmd", accelerator))
+        for reference, recipe, variant in references:
+            record = software.identify(reference, recipe, variant)
+            assert record is not None, (stack, pool.name, reference)
             found.append((pool.name, record, pool.instance, pool.uses_efa, release))
     return found
 
@@ -56,7 +60,7 @@ def test_every_image_on_every_accelerator_pool_works_with_its_ami(stack: str) ->
 
 
 def test_the_default_ami_release_is_recorded() -> None:
-    assert software.ami_release(versions.DEFAULT_AMI_ALIAS) in software.AMI_RELEASES
+    assert versions.DEFAULT_AMI_ALIAS in software.AMI_RELEASES
 
 
 # ------------------------------------------------------------------------------ Neuron
@@ -179,6 +183,7 @@ _SHARED_PINS = {
     "NEURON_RUNTIME_LIB_VERSION": ("training-neuron", "slurmd"),
     "NEURON_COLLECTIVES_VERSION": ("training-neuron", "slurmd"),
     "NEURON_TOOLS_VERSION": ("training-neuron", "slurmd"),
+    "NEURON_SDK": ("training-neuron", "slurmd"),
 }
 
 
@@ -204,7 +209,7 @@ def test_every_version_the_bill_of_materials_pins_is_in_the_readme() -> None:
     section = README.read_text().split("### Accelerator software", 1)[1].split("\n## ", 1)[0]
     wanted = {
         AMI.nvidia_driver, AMI.neuron_driver, AMI.efa_driver,
-        software.ami_release(versions.DEFAULT_AMI_ALIAS),
+        versions.DEFAULT_AMI_ALIAS,
         *software.recipe_pins("training-neuron").values(),
         *software.recipe_pins("training-cuda").values(),
         *(image.cuda for image in software.DEFAULT_IMAGES.values()),
@@ -249,3 +254,76 @@ def test_every_software_problem_is_reported_at_once() -> None:
         parse_platform_config(data)
     paths = {problem.path for problem in caught.value.problems}
     assert {f"platform.trainer.images.{key}" for key in ("torch", "mpi", "jax", "neuron")} <= paths
+
+
+# ------------------------------------------------------------------------------ which image it is
+
+
+@pytest.mark.parametrize(
+    ("reference", "recipe", "variant", "known"),
+    [
+        # A build is known by the tag its recipe gives it, with or without a digest.
+        ("1.dkr.ecr.us-east-1.amazonaws.com/t:sdk2.31.1@sha256:" + "a" * 64,
+         "training-neuron", "neuron", True),
+        ("1.dkr.ecr.us-east-1.amazonaws.com/t:sdk2.26.1", "training-neuron", "neuron", False),
+        ("1.dkr.ecr.us-east-1.amazonaws.com/t@sha256:" + "a" * 64,
+         "training-neuron", "neuron", False),
+        # The last AWS PyTorch training image for Trainium is not one the bill knows.
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:"
+         "2.8.0-neuronx-py311-sdk2.26.1-ubuntu22.04", "training-neuron", "neuron", False),
+        ("r/training-mpi:v2.3.0-efa1.47.0", "training-cuda", "mpi", True),
+        ("r/training-mpi:v2.3.0-efa1.47.0", "training-cuda", "torch", False),
+        ("nvcr.io/nvidia/pytorch:24.01-py3", "training-cuda", "torch", False),
+        ("r/slurmd-neuron:26.05-ubuntu26.04-sdk2.26", "slurmd", "neuron", False),
+        ("r/slurmd-neuron:26.05-ubuntu24.04-sdk2.31.1", "slurmd", "neuron", True),
+    ],
+)  # fmt: skip
+def test_an_image_is_known_by_its_reference_or_its_recipes_tag(
+    reference: str, recipe: str, variant: str, known: bool
+) -> None:
+    assert (software.identify(reference, recipe, variant) is not None) is known
+
+
+def test_a_default_image_is_known_however_it_is_spelled() -> None:
+    spelled = "docker.io/" + versions.DEFAULT_TORCH_IMAGE + "@sha256:" + "b" * 64
+    assert software.identify(spelled, "training-cuda", "torch") == software.DEFAULT_IMAGES["torch"]
+    assert software.normalized("docker.io/library/ubuntu:24.04") == "ubuntu:24.04"
+
+
+@pytest.mark.parametrize(
+    ("key", "reference"),
+    [
+        ("neuron", "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:"
+                   "2.8.0-neuronx-py311-sdk2.26.1-ubuntu22.04"),
+        ("torch", "nvcr.io/nvidia/pytorch:24.01-py3"),
+        ("torch", "docker.io/pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"),
+    ],
+)  # fmt: skip
+def test_config_refuses_images_it_cannot_vouch_for(key: str, reference: str) -> None:
+    data = stack_data("prod")
+    data["trainer"]["images"][key] = reference
+    problems = [p for p in problems_of(data) if p.path == f"platform.trainer.images.{key}"]
+    assert len(problems) == 1, problems  # one problem per key, however many pools it fails on
+    assert "images/training-" in problems[0].allowed
+
+
+def test_config_refuses_a_slurmd_image_built_from_old_pins() -> None:
+    data = stack_data("prod")
+    data["slurm"]["images"]["slurmdNeuron"] = "r/slurmd-neuron:26.05-ubuntu26.04-sdk2.26"
+    assert_reported(
+        data, "platform.slurm.images.slurmdNeuron", "r/slurmd-neuron:26.05-ubuntu26.04-sdk2.26",
+        ":26.05-ubuntu24.04-sdk2.31.1",
+    )  # fmt: skip
+
+
+def test_the_ami_family_is_part_of_the_release() -> None:
+    data = stack_data("staging")
+    data["nodePools"][0]["amiAlias"] = "bottlerocket@v20260714"
+    data["nodePools"][0]["hugepagesGiB"] = 0
+    assert_reported(data, "platform.nodePools[0].amiAlias", "bottlerocket@v20260714", "al2023@")
+
+
+def test_an_unknown_neuron_family_is_not_waved_through() -> None:
+    trn3 = replace(CATALOG["trn2.48xlarge"], name="trn3.48xlarge")
+    problems = software.image_problems(software.training_neuron(), trn3, efa=True, ami=AMI)
+    assert any("no Neuron runtime OS list for trn3" in p for p in problems)

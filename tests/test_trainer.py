@@ -24,7 +24,8 @@ from kubeflow.trainer.backends.kubernetes.backend import KubernetesBackend
 from kubeflow_trainer_api import models
 
 from components import versions
-from components.config import ConfigError, ConfigProblem, parse_platform_config
+from components.config import ConfigError, ConfigProblem, TrainerImagesConfig, parse_platform_config
+from components.software import built_tag
 from components.trainer import with_gang_scheduler
 from synth.engine import ResourceRecord
 from synth.run import StackResult
@@ -676,7 +677,7 @@ def test_disabled_trainer_installs_nothing(run_platform: Callable[..., ProgramRu
 def test_configured_torch_image_reaches_the_torch_runtimes(
     run_platform: Callable[..., ProgramRun],
 ) -> None:
-    image = "nvcr.io/nvidia/pytorch:25.10-py3"
+    image = "registry.example.com/ml/training-torch:" + built_tag("training-cuda", "torch")
     data = _with_trainer(images={"torch": image})
     run = run_platform(data, "dev")
     pools = [Pool(raw) for raw in data["nodePools"]]
@@ -784,8 +785,7 @@ def test_floating_branch_tag_is_refused(tag: str) -> None:
 )
 def test_pinned_image_is_accepted(image: str) -> None:
     """Docker references allow `_` and `__` between path characters (distribution grammar)."""
-    config = parse_platform_config(_with_trainer(images={"torch": image}))
-    assert config.trainer.images.torch == image
+    assert TrainerImagesConfig.model_validate({"torch": image}).torch == image
 
 
 def _with_pool_hugepages(gib: int) -> dict[str, Any]:
