@@ -50,7 +50,9 @@ def offered(instance_type: str, capacity_type: CapacityType, region: str) -> boo
 
     True or False where the table knows, None where it does not (spot, and regions whose
     on-demand prices only the running Karpenter reads). A reservation is always an offering:
-    Karpenter launches into the reservation it is given.
+    Karpenter builds reserved offerings from the reservations it finds, with a price of zero
+    when it has no on-demand price (v1.14.1 offering/reserved_capacity_resolver.go); whether
+    EC2 sells a reservation of the type in the region is for the buyer to find out.
     """
     if capacity_type == "reserved":
         return True
@@ -61,7 +63,10 @@ def offered(instance_type: str, capacity_type: CapacityType, region: str) -> boo
 
 def what_would_work(instance_type: str, region: str) -> str:
     """The ways to have ``instance_type`` that do exist, for an error message."""
-    ways = ["capacityType: reserved with the capacity reservations you hold in " + region]
+    ways = [
+        f"capacityType: reserved with a capacity reservation you hold in {region} (where EC2 "
+        "offers the type there: aws ec2 describe-instance-type-offerings)"
+    ]
     blocks = sorted(CAPACITY_BLOCK_REGIONS.get(instance_type, ()))
     if blocks:
         ways.append("Capacity Blocks, sold for it in " + ", ".join(blocks))
