@@ -907,6 +907,14 @@ def _not_latest(value: str) -> str:
 PinnedImage = Annotated[ImageReference, AfterValidator(_not_latest)]
 
 
+RUNTIME_IMAGE_KEYS: Final[dict[catalog.AcceleratorKind, dict[str, str]]] = {
+    "nvidia": {"torch": "torch", "mpi": "mpi", "jax": "jax"},
+    "neuron": {"torch": "neuron"},
+}
+"""Accelerator -> the frameworks its pools get runtimes of -> the ``trainer.images`` key of each:
+PyTorch everywhere, MPI and JAX on GPU pools; Trainium's PyTorch runs the Neuron image."""
+
+
 class TrainerImagesConfig(StrictModel):
     """Container images of the generated training runtimes (pinned).
 
@@ -938,6 +946,11 @@ class TrainerImagesConfig(StrictModel):
         "starts on the AMI's Neuron driver). Required when Trainer is on and a Trainium pool "
         "exists.",
     )
+
+    def for_runtime(self, accelerator: catalog.AcceleratorKind, framework: str) -> str | None:
+        """The image of ``framework``'s runtimes on pools of ``accelerator``."""
+        image: str | None = getattr(self, RUNTIME_IMAGE_KEYS[accelerator][framework])
+        return image
 
 
 class TrainerConfig(StrictModel):
@@ -1040,6 +1053,12 @@ class SlurmImagesConfig(StrictModel):
         "and tools of Neuron SDK 2.31.1 (images/slurmd/Dockerfile, ACCELERATOR=neuron). "
         "Required when a node set is on a Trainium pool.",
     )
+
+    def for_accelerator(self, accelerator: catalog.AcceleratorKind) -> tuple[str, str | None]:
+        """(config key, image) of the slurmd image for pools of ``accelerator``."""
+        if accelerator == "nvidia":
+            return "slurmdGpu", self.slurmd_gpu
+        return "slurmdNeuron", self.slurmd_neuron
 
 
 class SlurmLoginConfig(StrictModel):
@@ -1938,9 +1957,8 @@ def _slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 f"at most the pool's maxNodes ({pool.max_nodes}): each slurmd pod takes a node",
             )
         if node_set.image is None and all(t in catalog.CATALOG for t in pool.instance_types):
-            gpu = pool.instance.accelerator_resource == catalog.GPU_RESOURCE
-            key = "slurmdGpu" if gpu else "slurmdNeuron"
-            if getattr(slurm.images, "slurmd_gpu" if gpu else "slurmd_neuron") is None:
+            key, image = slurm.images.for_accelerator(pool.instance.accelerator)
+            if image is None:
                 yield ConfigProblem(
                     f"{base}.images.{key}",
                     _MISSING,
@@ -1975,39 +1993,28 @@ def _software_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
         ami = releases.get(pool.name)
         if ami is None:
             continue
-        nvidia = pool.instance.accelerator == "nvidia"
-        for key in ("torch", "mpi", "jax") if nvidia else ("neuron",):
-            recipe = "training-cuda" if nvidia else "training-neuron"
+        accelerator = pool.instance.accelerator
+        for key in RUNTIME_IMAGE_KEYS[accelerator].values():
             checks.check(
                 f"{CONFIG_KEY}.trainer.images.{key}", getattr(images, key), pool,
-                recipe=recipe, variant=key, ami=ami,
+                recipe=software.TRAINER_RECIPES[accelerator], variant=key, ami=ami,
             )  # fmt: skip
     slurm = config.slurm
-    pools = dict(_accelerator_pools_by_name(config))
+    pools = {pool.name: pool for _, pool in _accelerator_pools(config)}
     for index, node_set in enumerate(slurm.node_sets if slurm.enabled else []):
         slurm_pool, ami = pools.get(node_set.pool), releases.get(node_set.pool)
         if slurm_pool is None or ami is None:
             continue
         accelerator = slurm_pool.instance.accelerator
-        reference: str | None
+        key, reference = slurm.images.for_accelerator(accelerator)
+        where = f"{CONFIG_KEY}.slurm.images.{key}"
         if node_set.image is not None:
             where, reference = f"{CONFIG_KEY}.slurm.nodeSets[{index}].image", node_set.image
-        else:
-            key = "slurmdGpu" if accelerator == "nvidia" else "slurmdNeuron"
-            where = f"{CONFIG_KEY}.slurm.images.{key}"
-            reference = (
-                slurm.images.slurmd_gpu if accelerator == "nvidia" else slurm.images.slurmd_neuron
-            )
         if reference is not None:  # a missing slurmd image is reported by the Slurm rules
             checks.check(
                 where, reference, slurm_pool, recipe="slurmd", variant=accelerator, ami=ami
             )
     yield from checks.problems()
-
-
-def _accelerator_pools_by_name(config: PlatformConfig) -> Iterator[tuple[str, NodePoolConfig]]:
-    for _, pool in _accelerator_pools(config):
-        yield pool.name, pool
 
 
 class _ImageChecks:

@@ -235,10 +235,7 @@ def node_set_image(config: PlatformConfig, node_set: SlurmNodeSetConfig) -> str:
     """The slurmd image of a node set: its own, or the stack's for its pool's accelerator."""
     pool = config.pool(node_set.pool)
     assert pool is not None  # config validation guarantees it
-    images = config.slurm.images
-    chosen = node_set.image or (
-        images.slurmd_gpu if gres_name(pool) == "gpu" else images.slurmd_neuron
-    )
+    chosen = node_set.image or config.slurm.images.for_accelerator(pool.instance.accelerator)[1]
     assert chosen is not None  # config validation guarantees it
     return chosen
 

@@ -383,6 +383,10 @@ def built_tag(recipe: str, variant: str) -> str:
     return f"{base}-{efa}" if variant == "nvidia" else f"{base}-sdk{pins['NEURON_SDK']}"
 
 
+TRAINER_RECIPES: Final[dict[str, str]] = {"nvidia": "training-cuda", "neuron": "training-neuron"}
+"""Accelerator -> the ``images/`` recipe that builds Trainer runtime images for its pools."""
+
+
 def _recipe_record(recipe: str, variant: str) -> ImageSoftware:
     if recipe == "training-cuda":
         return training_cuda(variant)

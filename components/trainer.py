@@ -32,7 +32,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
-from components.config import NodePoolConfig, TeamConfig, TrainerConfig
+from components.config import RUNTIME_IMAGE_KEYS, NodePoolConfig, TeamConfig, TrainerConfig
 from components.helm import release
 from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
@@ -217,13 +217,9 @@ def runtime_spec(
 
     ``queue`` is the team's queue and name: its Neuron compile cache sits in its directory.
     """
-    images = trainer.images
-    gpu = pool.instance.accelerator_resource == GPU_RESOURCE
-    image = {"torch": images.torch, "mpi": images.mpi, "jax": images.jax}[framework]
-    if not gpu:
-        # Config refuses a stack with Trainium pools and no Neuron image.
-        assert images.neuron is not None
-        image = images.neuron
+    image = trainer.images.for_runtime(pool.instance.accelerator, framework)
+    # Config refuses a stack with Trainium pools and no Neuron image.
+    assert image is not None
     pod = pod_spec(pool, image=image, shared_file_system=shared_file_system, team=queue)
     ml_policy: dict[str, Any] = {"numNodes": 1}
     jobset: dict[str, Any]
@@ -257,9 +253,10 @@ def runtime_spec(
 
 def runtime_frameworks(pool: NodePoolConfig) -> list[Framework]:
     """Runtimes a pool gets: PyTorch everywhere; MPI and JAX on GPU pools."""
-    if pool.instance.accelerator_resource == GPU_RESOURCE:
-        return ["torch", "mpi", "jax"]
-    return ["torch"]
+    return [
+        typing.cast(Framework, framework)
+        for framework in RUNTIME_IMAGE_KEYS[pool.instance.accelerator]
+    ]
 
 
 def team_nodes(team: TeamConfig, pool: NodePoolConfig) -> int:
