@@ -2,7 +2,7 @@
 
 Volcano facts come from REFERENCE section 6 and the chart's published defaults in the reference
 data; queue values come from the ``teams:`` sections of the stack files and, where a team leaves a
-setting out, from the documented default of that setting (components/config.py), written out
+setting out, from the documented default of that setting (components/config/), written out
 here rather than imported from the program.
 """
 

@@ -3,7 +3,7 @@
 Expected values come from the stack files (``stacks/Pulumi.<stack>.yaml``), the instance catalog
 (components/catalog.py), the bill of materials (components/versions.py), the upstream CRD schemas
 and chart defaults in the reference data and, where a stack leaves a setting out, the documented
-default of that setting (components/config.py field descriptions), written out here. Facts about
+default of that setting (components/config/ field descriptions), written out here. Facts about
 the cluster the platform builds around Slurm (the pools' taints, the Trainer runtimes' mount of
 the shared file system) are read from the synthesized NodePools and runtimes, never from the
 program's constants: importing those would let a wrong value in the program pass. Slinky facts:

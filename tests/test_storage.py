@@ -1,7 +1,7 @@
 """Shared storage under mocks: hardened buckets, FSx for Lustre, associations, CSI, claims, taints.
 
 Expected values come from the stack files (``stacks/Pulumi.<stack>.yaml``) and, where a stack
-leaves a setting out, from the documented default of that setting (components/config.py field
+leaves a setting out, from the documented default of that setting (components/config/ field
 descriptions), never from synthesis output. Lustre facts come from REFERENCE section 5.
 """
 

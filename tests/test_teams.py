@@ -2,7 +2,7 @@
 
 Expected values come from the ``teams:`` sections of the stack files (``stacks/Pulumi.<stack>.yaml``)
 and, where a team leaves a setting out, from the documented default of that setting (the field
-descriptions of ``TeamConfig`` and friends in components/config.py), written out here. Resource
+descriptions of ``TeamConfig`` and friends in components/config/), written out here. Resource
 names, label keys and role names are written out too: importing the program's constants would let
 a wrong value in the program pass.
 """

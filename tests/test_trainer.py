@@ -2,7 +2,7 @@
 
 Expected values come from the stack files (``stacks/Pulumi.<stack>.yaml``), the instance catalog
 (components/catalog.py), the bill of materials (components/versions.py) and, where a stack leaves
-a setting out, the documented default of that setting (components/config.py field descriptions),
+a setting out, the documented default of that setting (components/config/ field descriptions),
 never from synthesis output. Trainer and Volcano facts come from REFERENCE sections 4, 6 and 7;
 resource names and labels are written out here on purpose: importing the program's constants
 would let a wrong value in the program pass.

@@ -1,0 +1,221 @@
+"""Shared pieces of the stack schema: value types, the strict base model, the problem record."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Final
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+CONFIG_KEY: Final = "platform"
+"""The structured Pulumi config key (``<project>:platform``) that holds the whole model."""
+
+
+LOG_RETENTION_DAYS: Final[tuple[int, ...]] = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+"""Retention periods CloudWatch Logs accepts (PutRetentionPolicy)."""
+
+
+def matching(regex: str, allowed: str) -> Callable[[str], str]:
+    """A validator accepting values that match ``regex`` whole; ``allowed`` says what fits."""
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError("pattern", allowed)
+        return value
+
+    return check
+
+
+def ipv4_cidr(value: str) -> str:
+    """``value`` if it is an IPv4 network with no host bits set."""
+    try:
+        ipaddress.IPv4Network(value, strict=True)
+    except ValueError:
+        raise PydanticCustomError(
+            "cidr", "an IPv4 network in CIDR form with no host bits set, e.g. 10.0.0.0/16"
+        ) from None
+    return value
+
+
+def retention(value: int) -> int:
+    """``value`` if CloudWatch Logs accepts it as a retention in days."""
+    if value not in LOG_RETENTION_DAYS:
+        raise PydanticCustomError(
+            "retention", "a CloudWatch Logs retention: " + ", ".join(map(str, LOG_RETENTION_DAYS))
+        )
+    return value
+
+
+EnvironmentName = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            r"[a-z][a-z0-9-]{0,19}",
+            "lower-case letters, digits and '-', starting with a letter, at most 20 characters",
+        )
+    ),
+]
+
+
+ClusterName = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            r"[a-z][a-z0-9-]{0,28}",
+            "lower-case letters, digits and '-', starting with a letter, at most 29 characters "
+            "(the system node group's name prefix, <cluster>-system-, may have 37: "
+            "terraform-provider-aws node_group_name_prefix)",
+        )
+    ),
+]
+
+
+AwsRegion = Annotated[
+    str,
+    AfterValidator(
+        matching(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS region name such as us-west-2")
+    ),
+]
+
+
+AvailabilityZone = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]",
+            "an availability zone name such as us-west-2a",
+        )
+    ),
+]
+
+
+AccountId = Annotated[str, AfterValidator(matching(r"\d{12}", "a 12-digit AWS account id"))]
+
+
+_SESSION_ARN: Final = re.compile(r"arn:aws[a-z-]*:sts::(\d{12}):assumed-role/([^/]+)/.+")
+
+
+def _not_a_session(value: str) -> str:
+    session = _SESSION_ARN.fullmatch(value)
+    if session:
+        account, role = session.groups()
+        raise PydanticCustomError(
+            "session",
+            f"the IAM role's ARN, arn:aws:iam::{account}:role/<its path>/{role}, not a session "
+            "(EKS refuses session ARNs; `aws iam get-role --role-name {role}` shows the path)",
+            {"role": role},
+        )
+    return value
+
+
+PrincipalArn = Annotated[
+    str,
+    AfterValidator(_not_a_session),
+    AfterValidator(
+        matching(
+            r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/([A-Za-z0-9+=,.@_-]+/){0,20}"
+            r"[A-Za-z0-9+=,.@_-]{1,64}",
+            "an IAM role or user ARN, arn:aws:iam::<account>:role/<path>/<name>, the name at most "
+            "64 of A-Z a-z 0-9 + = , . @ _ - (IAM roleNameType)",
+        )
+    ),
+]
+
+
+InstanceType = Annotated[
+    str,
+    AfterValidator(
+        matching(r"[a-z][a-z0-9-]*\.[a-z0-9-]+", "an EC2 instance type such as m7i.xlarge")
+    ),
+]
+
+
+VpcId = Annotated[str, AfterValidator(matching(r"vpc-[0-9a-f]{8,17}", "a VPC id, vpc-<hex>"))]
+
+
+SubnetId = Annotated[
+    str, AfterValidator(matching(r"subnet-[0-9a-f]{8,17}", "a subnet id, subnet-<hex>"))
+]
+
+
+Ipv4Cidr = Annotated[str, AfterValidator(ipv4_cidr)]
+
+
+RetentionDays = Annotated[int, AfterValidator(retention)]
+
+
+class StrictModel(BaseModel):
+    """Base of every config section: camelCase keys, unknown keys rejected, immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+MISSING: Final = object()
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One mistake in a stack file."""
+
+    path: str
+    """Key path from the config root, e.g. ``platform.network.trainingZone``."""
+    value: Any
+    """The value found there (``MISSING`` when the key is absent)."""
+    allowed: str
+    """What would be accepted, in words."""
+
+    def __str__(self) -> str:
+        found = "missing" if self.value is MISSING else f"got {shown(self.value)}"
+        return f"{self.path}: {found}; allowed: {self.allowed}"
+
+
+class ConfigError(Exception):
+    """A stack file that cannot be deployed; ``problems`` lists every mistake found."""
+
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(problem) for problem in problems))
+
+
+def shown(value: Any) -> str:
+    """``value`` as JSON, cut to 120 characters."""
+    text = json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def duplicates(items: list[str]) -> set[str]:
+    """The items that occur more than once."""
+    return {item for item, count in Counter(items).items() if count > 1}

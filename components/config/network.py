@@ -1,0 +1,180 @@
+"""Config section ``platform.network``: the VPC, zones and subnets (components/network.py)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from components import versions
+from components.config.base import (
+    CONFIG_KEY,
+    AvailabilityZone,
+    ConfigProblem,
+    Ipv4Cidr,
+    RetentionDays,
+    StrictModel,
+    SubnetId,
+    VpcId,
+    duplicates,
+)
+from components.subnets import SubnetPlanError, plan_subnets
+
+if TYPE_CHECKING:
+    from components.config.platform import PlatformConfig
+
+
+class FlowLogsConfig(StrictModel):
+    """VPC flow logs to CloudWatch Logs."""
+
+    retention_days: RetentionDays = Field(
+        default=90, description="Days CloudWatch keeps flow log records. Default: 90."
+    )
+    traffic_type: Literal["ALL", "ACCEPT", "REJECT"] = Field(
+        default="ALL", description="Which traffic is logged. Default: ALL."
+    )
+
+
+class ExistingVpcConfig(StrictModel):
+    """A VPC and subnets the platform uses instead of creating its own."""
+
+    vpc_id: VpcId = Field(description="Id of the existing VPC. Required.")
+    private_subnet_ids: dict[AvailabilityZone, SubnetId] = Field(
+        description="Private subnet per availability zone (every zone of "
+        "`network.availabilityZones`, and no other). Nodes and pods use them; they get the "
+        "Karpenter discovery and internal load balancer tags. Required."
+    )
+
+
+class NetworkConfig(StrictModel):
+    """The VPC, its subnets and where accelerated capacity lives."""
+
+    availability_zones: list[AvailabilityZone] = Field(
+        min_length=2,
+        description="Zones the cluster spans (at least two, all in `region`). Required.",
+    )
+    training_zone: AvailabilityZone = Field(
+        description="The one zone of `availabilityZones` where EFA node pools, their placement "
+        "groups and the Lustre file system live; EFA traffic does not cross zones. Required."
+    )
+    vpc_cidr: Ipv4Cidr = Field(
+        default="10.0.0.0/16",
+        description="IPv4 CIDR of the VPC (of the existing VPC when `existingVpc` is set). "
+        "Default: 10.0.0.0/16.",
+    )
+    private_subnet_prefix_length: int = Field(
+        default=19,
+        ge=16,
+        le=22,
+        description="Prefix length of each zone's private subnet. Pods take VPC addresses, so "
+        "keep it large: /19 gives 8,187 addresses per zone. Default: 19.",
+    )
+    public_subnet_prefix_length: int = Field(
+        default=24,
+        ge=20,
+        le=28,
+        description="Prefix length of each zone's public subnet (NAT gateways and internet "
+        "load balancers only). Default: 24.",
+    )
+    nat_gateways: Literal["single", "perZone"] = Field(
+        default="perZone",
+        description="`perZone` keeps egress up when a zone fails; `single` costs less. "
+        "Default: perZone.",
+    )
+    flow_logs: FlowLogsConfig = Field(
+        default_factory=FlowLogsConfig, description="VPC flow logs. Default: all traffic, 90 days."
+    )
+    existing_vpc: ExistingVpcConfig | None = Field(
+        default=None,
+        description="Use this VPC and its subnets instead of creating them. Default: create.",
+    )
+
+
+def network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Cross-field problems of ``platform.network`` (and the region and deploy path)."""
+    if config.region not in versions.EKS_IMAGE_REGISTRY_ACCOUNTS:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.region",
+            config.region,
+            "a region of the aws partition whose EKS image registry the bill of materials "
+            "knows: " + ", ".join(sorted(versions.EKS_IMAGE_REGISTRY_ACCOUNTS)),
+        )
+    network = config.network
+    zones = network.availability_zones
+    base = f"{CONFIG_KEY}.network"
+    deploy = config.cluster.endpoint.deploy_from
+    if deploy.transit_gateway_id and network.existing_vpc is not None:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.cluster.endpoint.deployFrom.transitGatewayId",
+            deploy.transit_gateway_id,
+            "nothing with network.existingVpc: the stack does not own that VPC's route tables "
+            "(route the deploy networks there yourself)",
+        )
+    if deploy.transit_gateway_id and not deploy.cidrs:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.cluster.endpoint.deployFrom.cidrs",
+            [],
+            "the networks to route through the transit gateway",
+        )
+    if duplicates(deploy.cidrs):
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.cluster.endpoint.deployFrom.cidrs", deploy.cidrs, "each network once"
+        )
+    for index, cidr in enumerate(deploy.cidrs):
+        if ipaddress.IPv4Network(cidr).prefixlen == 0:
+            # 443 from everywhere routable, and a route that collides with the NAT default.
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.cluster.endpoint.deployFrom.cidrs[{index}]",
+                cidr,
+                "the networks deployments come from, not every address",
+            )
+    vpc_prefix = ipaddress.IPv4Network(network.vpc_cidr).prefixlen
+    if not 16 <= vpc_prefix <= 28:
+        yield ConfigProblem(
+            f"{base}.vpcCidr",
+            network.vpc_cidr,
+            "a /16 to /28 network: the sizes EC2 CreateVpc accepts",
+        )
+    for index, zone in enumerate(zones):
+        if not zone.startswith(config.region) or len(zone) != len(config.region) + 1:
+            yield ConfigProblem(
+                f"{base}.availabilityZones[{index}]", zone, f"a zone of region {config.region}"
+            )
+    duplicated = duplicates(zones)
+    if duplicated:
+        yield ConfigProblem(f"{base}.availabilityZones", zones, "each zone once")
+    if network.training_zone not in zones:
+        yield ConfigProblem(
+            f"{base}.trainingZone",
+            network.training_zone,
+            "one of the availability zones " + ", ".join(zones),
+        )
+    if network.existing_vpc is not None:
+        given = network.existing_vpc.private_subnet_ids
+        if set(given) != set(zones):
+            yield ConfigProblem(
+                f"{base}.existingVpc.privateSubnetIds",
+                sorted(given),
+                "exactly one subnet for each availability zone " + ", ".join(zones),
+            )
+        if len(set(given.values())) != len(given):
+            yield ConfigProblem(
+                f"{base}.existingVpc.privateSubnetIds", given, "a different subnet per zone"
+            )
+    elif not duplicated:
+        try:
+            plan_subnets(
+                network.vpc_cidr,
+                zones,
+                network.private_subnet_prefix_length,
+                network.public_subnet_prefix_length,
+            )
+        except SubnetPlanError as exc:
+            yield ConfigProblem(
+                f"{base}.vpcCidr",
+                network.vpc_cidr,
+                f"a network large enough for the subnets ({exc}); use a larger VPC CIDR or "
+                "longer subnet prefix lengths",
+            )

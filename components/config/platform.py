@@ -1,0 +1,142 @@
+"""The whole stack schema, :class:`PlatformConfig`, and :func:`parse_platform_config`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from components.config.base import (
+    CONFIG_KEY,
+    MISSING,
+    AccountId,
+    AwsRegion,
+    ClusterName,
+    ConfigError,
+    ConfigProblem,
+    EnvironmentName,
+    StrictModel,
+)
+from components.config.cluster import ClusterConfig, cluster_problems
+from components.config.errors import problem_from_pydantic
+from components.config.images import software_problems
+from components.config.network import NetworkConfig, network_problems
+from components.config.pools import GeneralPoolConfig, NodePoolConfig, node_pool_problems
+from components.config.slurm import SlurmConfig, slurm_problems
+from components.config.storage import StorageConfig, storage_problems
+from components.config.tags import TagsConfig, tag_problems
+from components.config.teams import TeamConfig, team_problems
+from components.config.trainer import TrainerConfig
+
+
+class PlatformConfig(StrictModel):
+    """The whole platform of one stack (config key ``platform``)."""
+
+    environment: EnvironmentName = Field(
+        description="Environment name (dev, staging, prod, ...); tag `environment` and part "
+        "of resource names. Required."
+    )
+    region: AwsRegion = Field(description="AWS region of every resource. Required.")
+    account_id: AccountId = Field(
+        description="AWS account the stack deploys to; ARNs are built from it so the program "
+        "never calls AWS while planning. Required."
+    )
+    cluster_name: ClusterName | None = Field(
+        default=None,
+        description="EKS cluster name, also the Karpenter discovery tag value. "
+        "Default: training-<environment>.",
+    )
+    tags: TagsConfig = Field(description="Required and extra tags. Required.")
+    protect_stateful_resources: bool = Field(
+        default=False,
+        description="Protect stateful resources (the cluster, KMS keys, the file system, "
+        "buckets, Slurm's accounting database) from deletion. Default: false; set true in "
+        "production.",
+    )
+    network: NetworkConfig = Field(description="VPC and zones. Required.")
+    cluster: ClusterConfig = Field(description="EKS cluster. Required.")
+    node_pools: list[NodePoolConfig] = Field(
+        default_factory=list,
+        description="Accelerated Karpenter pools (GPU and Trainium). Default: none.",
+    )
+    general_pool: GeneralPoolConfig = Field(
+        default_factory=GeneralPoolConfig,
+        description="The general-purpose CPU pool. Default: on-demand and spot, 256 vCPU.",
+    )
+    storage: StorageConfig = Field(
+        default_factory=StorageConfig, description="S3 buckets and FSx for Lustre. Default: none."
+    )
+    teams: list[TeamConfig] = Field(
+        default_factory=list,
+        description="Teams: namespaces, quotas, access and Volcano queues. Default: none.",
+    )
+    trainer: TrainerConfig = Field(
+        default_factory=TrainerConfig,
+        description="Kubeflow Trainer v2 and its runtimes. Default: on, default images.",
+    )
+    slurm: SlurmConfig = Field(
+        default_factory=SlurmConfig,
+        description="Slurm on Kubernetes (Slinky) on the accelerator pools. Default: off.",
+    )
+
+    @property
+    def name(self) -> str:
+        """The cluster name, also the prefix of every AWS resource name."""
+        return self.cluster_name or f"training-{self.environment}"
+
+    @property
+    def slurm_cluster_name(self) -> str:
+        """The Slurm ClusterName: configured, or the EKS cluster name in Slurm's alphabet."""
+        return self.slurm.cluster_name or self.name.replace("-", "_")
+
+    def pool(self, name: str) -> NodePoolConfig | None:
+        """The accelerator pool called ``name``, if there is one."""
+        return next((pool for pool in self.node_pools if pool.name == name), None)
+
+    @property
+    def required_tags(self) -> dict[str, str]:
+        """The tags every AWS resource carries: required ones first, then extra."""
+        return {
+            "owner": self.tags.owner,
+            "cost-center": self.tags.cost_center,
+            "environment": self.environment,
+            **self.tags.extra,
+        }
+
+
+def parse_platform_config(raw: Any) -> PlatformConfig:
+    """Validate raw stack data (the value of the ``platform`` key) into a :class:`PlatformConfig`.
+
+    Raises:
+        ConfigError: with every structural problem, or, when the structure is sound, every
+            problem found by the cross-field rules.
+
+    """
+    if raw is None:
+        raise ConfigError(
+            [ConfigProblem(CONFIG_KEY, MISSING, "a mapping with the platform settings")]
+        )
+    if not isinstance(raw, dict):
+        raise ConfigError([ConfigProblem(CONFIG_KEY, raw, "a mapping with the platform settings")])
+    try:
+        config = PlatformConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(
+            [problem_from_pydantic(error, PlatformConfig) for error in exc.errors()]
+        ) from None
+    problems = list(_cross_field_problems(config))
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    yield from network_problems(config)
+    yield from cluster_problems(config.cluster)
+    yield from tag_problems(config.tags)
+    yield from node_pool_problems(config)
+    yield from storage_problems(config)
+    yield from team_problems(config)
+    yield from slurm_problems(config)
+    yield from software_problems(config)

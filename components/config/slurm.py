@@ -1,0 +1,296 @@
+"""Config section ``platform.slurm``: Slurm on Kubernetes (components/slurm.py)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Final
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
+
+from components import catalog
+from components.config.base import (
+    CONFIG_KEY,
+    MISSING,
+    ConfigProblem,
+    Ipv4Cidr,
+    StrictModel,
+    duplicates,
+    matching,
+)
+from components.config.pools import AcceleratorAmounts, PoolName
+from components.config.trainer import PinnedImage
+
+if TYPE_CHECKING:
+    from components.config.platform import PlatformConfig
+
+
+SSH_KEY_TYPES: Final = (
+    "ssh-ed25519",
+    "sk-ssh-ed25519@openssh.com",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+    "ssh-rsa",
+)
+
+
+MINIMUM_RSA_BITS: Final = 3072
+
+
+PRIVATE_KEY_ERROR: Final = "ssh_private_key"
+"""Error type of a pasted private key, whose value errors never repeat."""
+
+
+def _ssh_public_key(value: str) -> str:
+    """One OpenSSH public key line of an allowed type, parsed by ``cryptography``."""
+    allowed = (
+        "one OpenSSH public key on one line, without options (" + ", ".join(SSH_KEY_TYPES) + "; "
+        f"RSA of at least {MINIMUM_RSA_BITS} bits), e.g. the contents of ~/.ssh/id_ed25519.pub"
+    )
+    if "PRIVATE KEY" in value:
+        raise PydanticCustomError(
+            PRIVATE_KEY_ERROR, "a PUBLIC key; this is a private key, revoke it"
+        )
+    line = value.strip()
+    # Each entry becomes one line of root's authorized_keys: a second line would go unchecked.
+    if "\n" in line or "\r" in line or line.split(" ", 1)[0] not in SSH_KEY_TYPES:
+        raise PydanticCustomError("ssh_key", allowed)
+    try:
+        key = load_ssh_public_key(line.encode())
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise PydanticCustomError("ssh_key", allowed) from None
+    if isinstance(key, rsa.RSAPublicKey) and key.key_size < MINIMUM_RSA_BITS:
+        raise PydanticCustomError("ssh_key", allowed)
+    return line
+
+
+SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
+
+
+SlurmClusterName = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            r"[a-z][a-z0-9_]{0,39}",
+            "lower-case letters, digits and '_', starting with a letter, at most 40 characters "
+            "(Slurm accounting uses it in table names)",
+        )
+    ),
+]
+
+
+class SlurmNodeSetConfig(StrictModel):
+    """A Slurm node set on one accelerator pool: slurmd pods that each take a whole node."""
+
+    pool: PoolName = Field(description="The `nodePools` entry the node set runs on. Required.")
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        le=2000,
+        description="slurmd pods, one per node; each holds its node for Slurm while it runs. "
+        "Default: 1.",
+    )
+    image: PinnedImage | None = Field(
+        default=None,
+        description="slurmd image of this node set. Default: `slurm.images.slurmdGpu` or "
+        "`slurm.images.slurmdNeuron`, by the pool's accelerator.",
+    )
+
+
+class SlurmImagesConfig(StrictModel):
+    """slurmd images of the node sets: Slinky's slurmd plus the libraries the fabric needs."""
+
+    slurmd_gpu: PinnedImage | None = Field(
+        default=None,
+        description="slurmd on GPU pools: Slinky slurmd of the same Slurm release on Ubuntu "
+        "24.04 with the EFA user space (libfabric, Open MPI, aws-ofi-nccl), as "
+        "images/slurmd/Dockerfile builds it. Required when a node set is on a GPU pool.",
+    )
+    slurmd_neuron: PinnedImage | None = Field(
+        default=None,
+        description="slurmd on Trainium pools: the same plus the Neuron runtime, collectives "
+        "and tools of Neuron SDK 2.31.1 (images/slurmd/Dockerfile, ACCELERATOR=neuron). "
+        "Required when a node set is on a Trainium pool.",
+    )
+
+    def for_accelerator(self, accelerator: catalog.AcceleratorKind) -> tuple[str, str | None]:
+        """(config key, image) of the slurmd image for pools of ``accelerator``."""
+        if accelerator == "nvidia":
+            return "slurmdGpu", self.slurmd_gpu
+        return "slurmdNeuron", self.slurmd_neuron
+
+
+class SlurmLoginConfig(StrictModel):
+    """The login set: where users run sbatch and srun, over SSH through an internal NLB."""
+
+    replicas: int = Field(default=1, ge=1, le=10, description="Login pods. Default: 1.")
+    ssh_authorized_keys: list[SshPublicKey] = Field(
+        min_length=1,
+        description="OpenSSH public keys allowed to log in as root. Required (at least one).",
+    )
+    allowed_cidrs: list[Ipv4Cidr] = Field(
+        default_factory=list,
+        description="Networks that may reach the login load balancer (its source ranges). "
+        "Default: the VPC's CIDR.",
+    )
+
+
+class SlurmAccountingConfig(StrictModel):
+    """slurmdbd and its MariaDB (through mariadb-operator) for job history and fair share."""
+
+    enabled: bool = Field(default=True, description="Run Slurm accounting. Default: true.")
+    storage_gib: int = Field(
+        default=20,
+        alias="storageGiB",
+        ge=10,
+        le=16384,
+        description="Encrypted gp3 volume of the database, GiB (it can grow, not shrink). "
+        "Default: 20.",
+    )
+
+
+class SlurmConfig(StrictModel):
+    """Slurm on Kubernetes with Slinky: node sets on the same pools as Kubernetes jobs."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Install cert-manager, the Slinky operator and a Slurm cluster. "
+        "Default: false.",
+    )
+    cluster_name: SlurmClusterName | None = Field(
+        default=None,
+        description="Slurm ClusterName (accounting keys records by it). Default: the EKS "
+        "cluster name with '-' as '_'.",
+    )
+    node_sets: list[SlurmNodeSetConfig] = Field(
+        default_factory=list,
+        description="Node sets, one per pool given to Slurm; each gets its own partition. "
+        "Default: none.",
+    )
+    default_partition: SlurmClusterName = Field(
+        default="all",
+        description="Name of the default partition, which spans every node set. Default: all.",
+    )
+    images: SlurmImagesConfig = Field(
+        default_factory=SlurmImagesConfig,
+        description="slurmd images (pinned). Default: none; see keys.",
+    )
+    login: SlurmLoginConfig | None = Field(
+        default=None, description="The login set. Required when Slurm is enabled."
+    )
+    accounting: SlurmAccountingConfig = Field(
+        default_factory=SlurmAccountingConfig,
+        description="Accounting with MariaDB. Default: on, 20 GiB.",
+    )
+    rest_api_replicas: int = Field(
+        default=1, ge=1, le=5, description="slurmrestd pods (the REST API). Default: 1."
+    )
+    controller_storage_gib: int = Field(
+        default=10,
+        alias="controllerStorageGiB",
+        ge=4,
+        le=1024,
+        description="slurmctld state save volume (encrypted gp3), GiB. Default: 10.",
+    )
+
+
+def slurm_held_nodes(config: PlatformConfig) -> dict[str, int]:
+    """Pool name -> nodes its Slurm node set holds (enabled Slurm only; at most maxNodes)."""
+    if not config.slurm.enabled:
+        return {}
+    held: dict[str, int] = {}
+    for node_set in config.slurm.node_sets:
+        pool = config.pool(node_set.pool)
+        if pool is not None and node_set.replicas:
+            # More replicas than nodes is its own error; do not let it spill into the teams'.
+            held[pool.name] = min(node_set.replicas, pool.max_nodes)
+    return held
+
+
+def slurm_held(config: PlatformConfig) -> AcceleratorAmounts:
+    """Accelerators that enabled Slurm node sets hold (replicas x devices per node)."""
+    totals = dict.fromkeys((catalog.GPU_RESOURCE, catalog.NEURON_RESOURCE), 0)
+    for name, nodes in slurm_held_nodes(config).items():
+        pool = config.pool(name)
+        if pool is not None and all(t in catalog.CATALOG for t in pool.instance_types):
+            totals[pool.instance.accelerator_resource] += nodes * pool.instance.accelerators
+    return AcceleratorAmounts(
+        gpus=totals[catalog.GPU_RESOURCE], neuron_devices=totals[catalog.NEURON_RESOURCE]
+    )
+
+
+SHARED_ADDRESS_SPACE: Final = ipaddress.IPv4Network("100.64.0.0/10")
+"""RFC 6598 space, which VPCs may use as CIDRs although it is not private in RFC 1918's sense."""
+
+
+def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Cross-field problems of ``platform.slurm``."""
+    slurm = config.slurm
+    base = f"{CONFIG_KEY}.slurm"
+    if not slurm.enabled:
+        return
+    if not slurm.node_sets:
+        yield ConfigProblem(f"{base}.nodeSets", [], "at least one node set when Slurm is enabled")
+    if slurm.login is None:
+        yield ConfigProblem(
+            f"{base}.login", MISSING, "a login set with sshAuthorizedKeys when Slurm is enabled"
+        )
+    if config.storage.lustre is None:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.storage.lustre",
+            MISSING,
+            "a Lustre file system when Slurm is enabled: job scripts, inputs and outputs live "
+            "on the file system every Slurm node and login pod mounts",
+        )
+    pools = [node_set.pool for node_set in slurm.node_sets]
+    if duplicates(pools):
+        yield ConfigProblem(f"{base}.nodeSets", pools, "each pool in one node set")
+    if slurm.default_partition in pools:
+        yield ConfigProblem(
+            f"{base}.defaultPartition",
+            slurm.default_partition,
+            "a name other than the node sets' own partitions (" + ", ".join(pools) + ")",
+        )
+    for index, cidr in enumerate(slurm.login.allowed_cidrs if slurm.login else []):
+        network = ipaddress.IPv4Network(cidr, strict=False)
+        private = network.is_private or network.subnet_of(SHARED_ADDRESS_SPACE)
+        if network.prefixlen == 0 or not private:
+            yield ConfigProblem(
+                f"{base}.login.allowedCidrs[{index}]",
+                cidr,
+                "a private network (the VPC's, a VPN's or a peered one), never the internet: "
+                "the login load balancer is internal, and only root's SSH keys stand between "
+                "a source range and a root shell on every Slurm node",
+            )
+    known = [pool.name for pool in config.node_pools]
+    for index, node_set in enumerate(slurm.node_sets):
+        here = f"{base}.nodeSets[{index}]"
+        pool = config.pool(node_set.pool)
+        if pool is None:
+            yield ConfigProblem(
+                f"{here}.pool",
+                node_set.pool,
+                "one of the nodePools: " + (", ".join(known) or "none are configured"),
+            )
+            continue
+        if node_set.replicas > pool.max_nodes:
+            yield ConfigProblem(
+                f"{here}.replicas",
+                node_set.replicas,
+                f"at most the pool's maxNodes ({pool.max_nodes}): each slurmd pod takes a node",
+            )
+        if node_set.image is None and all(t in catalog.CATALOG for t in pool.instance_types):
+            key, image = slurm.images.for_accelerator(pool.instance.accelerator)
+            if image is None:
+                yield ConfigProblem(
+                    f"{base}.images.{key}",
+                    MISSING,
+                    f"a pinned slurmd image with the EFA libraries for pool {pool.name} "
+                    "(images/slurmd/Dockerfile builds one), or nodeSets[].image",
+                )

@@ -1,0 +1,394 @@
+"""Config section ``platform.storage``: S3 buckets and FSx for Lustre (storage.py)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Final, Literal
+
+from pydantic import AfterValidator, Field
+
+from components.config.base import (
+    CONFIG_KEY,
+    AvailabilityZone,
+    ConfigProblem,
+    RetentionDays,
+    StrictModel,
+    duplicates,
+    matching,
+)
+
+if TYPE_CHECKING:
+    from components.config.platform import PlatformConfig
+
+
+LUSTRE_THROUGHPUT_PER_TIB: Final = (125, 250, 500, 1000)
+"""PERSISTENT_2 throughput tiers, MB/s per TiB of storage."""
+
+
+LUSTRE_FIRST_STEPS_GIB: Final = (1200, 2400)
+
+
+LUSTRE_STEP_GIB: Final = 2400
+
+
+MAX_DATA_REPOSITORY_ASSOCIATIONS: Final = 8
+
+
+MAX_BACKUP_RETENTION_DAYS: Final = 90
+
+
+DEFAULT_BACKUP_RETENTION_DAYS: Final = 7
+
+
+def automatic_metadata_iops(capacity_gib: int) -> int:
+    """Metadata IOPS that FSx's AUTOMATIC mode gives an SSD PERSISTENT_2 file system.
+
+    1500 at 1200 GiB, 3000 at 2400, 6000 up to 9600, 12000 up to 45600, then 12000 per
+    24000 GiB (FSx for Lustre User Guide, "Lustre metadata performance configuration"; REFERENCE
+    §5), at most 192000. User-provisioned IOPS below it are refused by the FSx API. Between the
+    24000 GiB steps (50400 GiB: 25200 pro rata) the floor is the next value FSx accepts for
+    user-provisioned IOPS (a multiple of 12000), so config may refuse a value AWS would take
+    but never accept one it refuses.
+    """
+    if capacity_gib <= 1200:
+        return 1500
+    if capacity_gib <= 2400:
+        return 3000
+    if capacity_gib <= 9600:
+        return 6000
+    if capacity_gib <= 45600:
+        return 12000
+    return min(12000 * -(-capacity_gib // 24000), 192000)
+
+
+DataRepositoryEvent = Literal["NEW", "CHANGED", "DELETED"]
+
+
+ALL_EVENTS: Final[tuple[DataRepositoryEvent, ...]] = ("NEW", "CHANGED", "DELETED")
+
+
+BucketKey = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            r"[a-z][a-z0-9-]{0,20}",
+            "lower-case letters, digits and '-', starting with a letter, at most 21 characters",
+        )
+    ),
+]
+
+
+BucketName = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]",
+            "an S3 bucket name (3-63 lower-case letters, digits, '.' and '-')",
+        )
+    ),
+]
+
+
+NamespaceName = Annotated[
+    str,
+    AfterValidator(
+        matching(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a Kubernetes namespace name (DNS label)")
+    ),
+]
+
+
+FileSystemPath = Annotated[
+    str, AfterValidator(matching(r"/[A-Za-z0-9._/-]*", "an absolute path such as /datasets"))
+]
+
+
+S3Prefix = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            r"([A-Za-z0-9._-]+/)*",
+            "an S3 key prefix ending in '/', e.g. checkpoints/ (empty for the whole bucket)",
+        )
+    ),
+]
+
+
+DailyTime = Annotated[str, AfterValidator(matching(r"([01]\d|2[0-3]):[0-5]\d", "HH:MM (UTC)"))]
+
+
+WeeklyTime = Annotated[
+    str,
+    AfterValidator(matching(r"[1-7]:([01]\d|2[0-3]):[0-5]\d", "D:HH:MM, D=1 (Monday)..7 (UTC)")),
+]
+
+
+class BucketConfig(StrictModel):
+    """An S3 bucket for datasets, checkpoints and artifacts."""
+
+    name: BucketKey = Field(description="Key the rest of the config refers to. Required.")
+    bucket_name: BucketName | None = Field(
+        default=None,
+        description="Globally unique S3 name. Default: <cluster>-<name>-<accountId>.",
+    )
+    noncurrent_version_retention_days: int = Field(
+        default=30,
+        ge=1,
+        le=3650,
+        description="Days an overwritten or deleted object version is kept. Default: 30.",
+    )
+
+
+class DataRepositoryAssociationConfig(StrictModel):
+    """A link between a directory of the file system and a prefix of its bucket."""
+
+    file_system_path: FileSystemPath = Field(
+        description="Directory on the file system, e.g. /checkpoints. Required."
+    )
+    s3_prefix: S3Prefix = Field(
+        default="", description="Prefix in the file system's bucket. Default: the whole bucket."
+    )
+    import_events: list[DataRepositoryEvent] = Field(
+        default_factory=lambda: list(ALL_EVENTS),
+        description="S3 changes imported into the file system. Default: NEW, CHANGED, DELETED.",
+    )
+    export_events: list[DataRepositoryEvent] = Field(
+        default_factory=list,
+        description="File system changes exported to S3 (checkpoints: all three). Default: none.",
+    )
+    batch_import_metadata_on_create: bool = Field(
+        default=True,
+        description="List the prefix's objects when the association is created. Default: true.",
+    )
+
+
+class LustreConfig(StrictModel):
+    """FSx for Lustre PERSISTENT_2 in the training zone, linked to one S3 bucket."""
+
+    storage_capacity_gib: int = Field(
+        alias="storageCapacityGiB",
+        ge=1200,
+        description="SSD capacity, GiB: 1200, 2400, then steps of 2400. Required.",
+    )
+    throughput_per_tib: int = Field(
+        alias="throughputPerTiB",
+        default=250,
+        description="MB/s per TiB: 125, 250, 500 or 1000. Default: 250.",
+    )
+    metadata_iops: int | None = Field(
+        default=None,
+        ge=1500,
+        description="Provisioned metadata IOPS (1500, 3000, 6000, then steps of 12000). "
+        "Default: automatic, sized by FSx from capacity.",
+    )
+    data_compression: Literal["LZ4", "NONE"] = Field(
+        default="LZ4", description="Compress data on disk. Default: LZ4."
+    )
+    efa_enabled: bool = Field(
+        default=False,
+        description="EFA-enabled file system (clients on EFA instances use it; set only at "
+        "creation). Default: false.",
+    )
+    bucket: BucketKey = Field(
+        description="Key of the bucket (storage.buckets) all associations use. Required."
+    )
+    associations: list[DataRepositoryAssociationConfig] = Field(
+        default_factory=list,
+        description="Data repository associations, at most 8, non-overlapping. Default: none.",
+    )
+    automatic_backup_retention_days: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_BACKUP_RETENTION_DAYS,
+        description="Daily backups kept, days (0 turns them off). FSx cannot back up a file "
+        "system linked to S3 by data repository associations, so it must be 0 with "
+        "associations (S3 is the durable copy, README 'Where data and checkpoints live'). "
+        f"Default: 0 with associations, {DEFAULT_BACKUP_RETENTION_DAYS} without.",
+    )
+
+    @property
+    def backup_retention_days(self) -> int:
+        """Daily backups kept: configured, or the default for linked or unlinked file systems."""
+        if self.automatic_backup_retention_days is not None:
+            return self.automatic_backup_retention_days
+        return 0 if self.associations else DEFAULT_BACKUP_RETENTION_DAYS
+
+    daily_backup_start_time: DailyTime = Field(
+        default="03:00", description="Backup window start, UTC. Default: 03:00."
+    )
+    weekly_maintenance_start_time: WeeklyTime = Field(
+        default="7:04:00", description="Maintenance window start, UTC. Default: 7:04:00."
+    )
+    log_level: Literal["WARN_ERROR", "WARN_ONLY", "ERROR_ONLY", "DISABLED"] = Field(
+        default="WARN_ERROR",
+        description="Data repository events logged to CloudWatch. Default: WARN_ERROR.",
+    )
+    log_retention_days: RetentionDays = Field(
+        default=90, description="Days the file system's log group keeps events. Default: 90."
+    )
+    zone: AvailabilityZone | None = Field(
+        default=None,
+        description="Must be the training zone when set (EFA pools read it at full speed only "
+        "from there). Default: the training zone.",
+    )
+    namespaces: list[NamespaceName] = Field(
+        default_factory=list,
+        description="Namespaces that mount it; each gets its own PersistentVolume and claim "
+        "`shared-lustre`. Default: none.",
+    )
+    mount_options: list[str] = Field(
+        default_factory=lambda: ["flock"],
+        description="Lustre client mount options. Default: [flock].",
+    )
+
+
+class StorageConfig(StrictModel):
+    """Shared storage: S3 buckets and the Lustre file system in front of one of them."""
+
+    buckets: list[BucketConfig] = Field(default_factory=list, description="Buckets. Default: none.")
+    lustre: LustreConfig | None = Field(
+        default=None, description="The shared file system. Default: none."
+    )
+
+
+def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Cross-field problems of ``platform.storage``."""
+    storage = config.storage
+    base = f"{CONFIG_KEY}.storage"
+    keys = [bucket.name for bucket in storage.buckets]
+    if duplicates(keys):
+        yield ConfigProblem(f"{base}.buckets", keys, "unique bucket keys")
+    names = [bucket_name(config, bucket) for bucket in storage.buckets]
+    for index, name in enumerate(names):
+        if len(name) > 63:
+            yield ConfigProblem(
+                f"{base}.buckets[{index}].bucketName",
+                name,
+                "at most 63 characters; the default name is too long, set bucketName",
+            )
+        elif (refusal := _s3_refuses(name)) is not None:
+            yield ConfigProblem(f"{base}.buckets[{index}].bucketName", name, refusal)
+    lustre = storage.lustre
+    if lustre is None:
+        return
+    base = f"{base}.lustre"
+    capacity = lustre.storage_capacity_gib
+    if capacity not in LUSTRE_FIRST_STEPS_GIB and capacity % LUSTRE_STEP_GIB:
+        yield ConfigProblem(
+            f"{base}.storageCapacityGiB",
+            capacity,
+            f"1200, 2400, or a multiple of {LUSTRE_STEP_GIB} GiB",
+        )
+    if lustre.throughput_per_tib not in LUSTRE_THROUGHPUT_PER_TIB:
+        yield ConfigProblem(
+            f"{base}.throughputPerTiB",
+            lustre.throughput_per_tib,
+            "one of " + ", ".join(map(str, LUSTRE_THROUGHPUT_PER_TIB)) + " (MB/s per TiB)",
+        )
+    iops = lustre.metadata_iops
+    if iops is not None and iops not in (1500, 3000, 6000) and (iops % 12000 or iops > 192000):
+        yield ConfigProblem(
+            f"{base}.metadataIops", iops, "1500, 3000, 6000, or 12000 to 192000 in steps of 12000"
+        )
+    elif iops is not None and iops < (floor := automatic_metadata_iops(capacity)):
+        yield ConfigProblem(
+            f"{base}.metadataIops",
+            iops,
+            f"at least {floor}, what AUTOMATIC mode gives {capacity} GiB (FSx refuses less), "
+            "or leave it out for AUTOMATIC",
+        )
+    if lustre.associations and lustre.backup_retention_days:
+        yield ConfigProblem(
+            f"{base}.automaticBackupRetentionDays",
+            lustre.backup_retention_days,
+            "0 (or leave it out): FSx cannot back up a file system linked to S3 by data "
+            "repository associations; S3, versioned, is the durable copy",
+        )
+    if lustre.bucket not in keys:
+        yield ConfigProblem(
+            f"{base}.bucket",
+            lustre.bucket,
+            "the key of a bucket in storage.buckets: " + ", ".join(keys),
+        )
+    training_zone = config.network.training_zone
+    if lustre.zone is not None and lustre.zone != training_zone:
+        yield ConfigProblem(
+            f"{base}.zone",
+            lustre.zone,
+            f"the training zone {training_zone}: the file system sits beside the EFA pools",
+        )
+    associations = lustre.associations
+    if len(associations) > MAX_DATA_REPOSITORY_ASSOCIATIONS:
+        yield ConfigProblem(
+            f"{base}.associations",
+            len(associations),
+            f"at most {MAX_DATA_REPOSITORY_ASSOCIATIONS} associations per file system",
+        )
+    paths = [a.file_system_path.rstrip("/") or "/" for a in associations]
+    for index, path in enumerate(paths):
+        for other in paths[:index]:
+            if _overlaps(path, other):
+                yield ConfigProblem(
+                    f"{base}.associations[{index}].fileSystemPath",
+                    associations[index].file_system_path,
+                    f"a path that neither contains nor is inside {other} (no overlaps)",
+                )
+    prefixes = [a.s3_prefix for a in associations]
+    for index, prefix in enumerate(prefixes):
+        for other in prefixes[:index]:
+            if prefix.startswith(other) or other.startswith(prefix):
+                yield ConfigProblem(
+                    f"{base}.associations[{index}].s3Prefix",
+                    prefix,
+                    f"a prefix that neither contains nor is inside {other!r}",
+                )
+    for index, association in enumerate(associations):
+        for field_name, events in (
+            ("importEvents", association.import_events),
+            ("exportEvents", association.export_events),
+        ):
+            if duplicates(list(events)):
+                yield ConfigProblem(
+                    f"{base}.associations[{index}].{field_name}", events, "each event once"
+                )
+    if duplicates(lustre.namespaces):
+        yield ConfigProblem(f"{base}.namespaces", lustre.namespaces, "each namespace once")
+
+
+def _overlaps(path: str, other: str) -> bool:
+    def inside(inner: str, outer: str) -> bool:
+        return outer in ("/", inner) or inner.startswith(outer + "/")
+
+    return inside(path, other) or inside(other, path)
+
+
+S3_RESERVED_PREFIXES: Final = ("xn--", "sthree-", "amzn-s3-demo-")
+
+
+S3_RESERVED_SUFFIXES: Final = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def _s3_refuses(name: str) -> str | None:
+    """Why S3 refuses a bucket name the basic pattern allows, or None.
+
+    S3 user guide, "General purpose bucket naming rules".
+    """
+    rules = "an S3 bucket name S3 accepts"
+    if ".." in name:
+        return f"{rules}: no two adjacent periods"
+    try:
+        ipaddress.IPv4Address(name)
+    except ValueError:
+        pass
+    else:
+        return f"{rules}: not shaped like an IP address"
+    if name.startswith(S3_RESERVED_PREFIXES):
+        return f"{rules}: none of the reserved prefixes " + ", ".join(S3_RESERVED_PREFIXES)
+    if name.endswith(S3_RESERVED_SUFFIXES):
+        return f"{rules}: none of the reserved suffixes " + ", ".join(S3_RESERVED_SUFFIXES)
+    return None
+
+
+def bucket_name(config: PlatformConfig, bucket: BucketConfig) -> str:
+    """The S3 name of a bucket: its configured name, or <cluster>-<key>-<account>."""
+    return bucket.bucket_name or f"{config.name}-{bucket.name}-{config.account_id}"

@@ -1,0 +1,140 @@
+"""Config section ``platform.teams``: namespaces, quotas and Volcano queues (teams.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Final
+
+from pydantic import Field
+
+from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel, duplicates
+from components.config.pools import AcceleratorAmounts, pool_capacity
+from components.config.slurm import slurm_held
+from components.config.storage import NamespaceName
+
+if TYPE_CHECKING:
+    from components.config.platform import PlatformConfig
+
+
+# System namespaces, and Volcano's own queues (root, default): a team's name is both.
+RESERVED_NAMESPACES: Final = (
+    "default", "root", "kube-system", "kube-public", "kube-node-lease", "volcano-system",
+    "kubeflow-system", "slinky", "slurm", "cert-manager", "mariadb-operator",
+)  # fmt: skip
+
+
+GroupName = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class TeamQuotaConfig(AcceleratorAmounts):
+    """Hard limits of a team namespace (ResourceQuota on requests)."""
+
+    efa_interfaces: int = Field(
+        default=0, ge=0, description="EFA interfaces (vpc.amazonaws.com/efa). Default: 0."
+    )
+
+
+class TeamQueueConfig(StrictModel):
+    """The team's Volcano queue: its share of the cluster's accelerators."""
+
+    weight: int = Field(
+        default=1, ge=1, le=65535, description="Relative share when queues compete. Default: 1."
+    )
+    reclaimable: bool = Field(
+        default=True,
+        description="Others may reclaim what the queue uses beyond its deserved share. "
+        "Default: true.",
+    )
+    guarantee: AcceleratorAmounts = Field(
+        default_factory=AcceleratorAmounts,
+        description="Reserved for the team even when idle (guarantee <= deserved). Default: 0.",
+    )
+    deserved: AcceleratorAmounts = Field(
+        default_factory=AcceleratorAmounts,
+        description="Fair share, reclaimable from others (deserved <= capability). Default: 0.",
+    )
+    capability: AcceleratorAmounts | None = Field(
+        default=None, description="Hard cap of the queue. Default: the team's quota."
+    )
+
+
+class TeamConfig(StrictModel):
+    """A team: its namespace, quota, access, queue and storage claim."""
+
+    name: NamespaceName = Field(description="Team name: namespace and queue name. Required.")
+    admin_groups: list[GroupName] = Field(
+        default_factory=list,
+        description="Kubernetes groups (from access entries) with admin in the namespace. "
+        "Default: none.",
+    )
+    member_groups: list[GroupName] = Field(
+        default_factory=list,
+        description="Kubernetes groups that run jobs in the namespace. Default: none.",
+    )
+    quota: TeamQuotaConfig = Field(description="Accelerators and EFA the namespace may request.")
+    queue: TeamQueueConfig = Field(
+        default_factory=TeamQueueConfig, description="Volcano queue. Default: weight 1, no share."
+    )
+    shared_file_system: bool = Field(
+        default=True,
+        description="Mount the Lustre file system (claim shared-lustre) when the stack has one. "
+        "Default: true.",
+    )
+
+    @property
+    def capability(self) -> AcceleratorAmounts:
+        """The queue's hard cap (its own, or the team's quota)."""
+        return self.queue.capability or AcceleratorAmounts(
+            gpus=self.quota.gpus, neuron_devices=self.quota.neuron_devices
+        )
+
+
+def team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Cross-field problems of ``platform.teams``, their shares against the pools."""
+    names = [team.name for team in config.teams]
+    if duplicates(names):
+        yield ConfigProblem(f"{CONFIG_KEY}.teams", names, "unique team names")
+    lustre_namespaces = config.storage.lustre.namespaces if config.storage.lustre else []
+    fields = (("gpus", "gpus"), ("neuronDevices", "neuron_devices"))
+    for index, team in enumerate(config.teams):
+        base = f"{CONFIG_KEY}.teams[{index}]"
+        if team.name in RESERVED_NAMESPACES:
+            yield ConfigProblem(
+                f"{base}.name", team.name, "a name other than " + ", ".join(RESERVED_NAMESPACES)
+            )
+        if team.name in lustre_namespaces:
+            yield ConfigProblem(
+                f"{base}.name",
+                team.name,
+                "a namespace not also listed in storage.lustre.namespaces (teams get their claim "
+                "through sharedFileSystem)",
+            )
+        queue = team.queue
+        for key, attribute in fields:
+            guarantee = getattr(queue.guarantee, attribute)
+            deserved = getattr(queue.deserved, attribute)
+            capability = getattr(team.capability, attribute)
+            if guarantee > deserved:
+                yield ConfigProblem(
+                    f"{base}.queue.guarantee.{key}", guarantee, f"at most deserved ({deserved})"
+                )
+            if deserved > capability:
+                yield ConfigProblem(
+                    f"{base}.queue.deserved.{key}",
+                    deserved,
+                    f"at most the queue's capability ({capability}; default: the team quota)",
+                )
+    capacity = pool_capacity(config)
+    held = slurm_held(config)
+    for key, attribute in fields:
+        available = getattr(capacity, attribute) - getattr(held, attribute)
+        for share in ("guarantee", "deserved"):
+            total = sum(getattr(getattr(team.queue, share), attribute) for team in config.teams)
+            if total > available:
+                yield ConfigProblem(
+                    f"{CONFIG_KEY}.teams[*].queue.{share}.{key}",
+                    total,
+                    f"at most {available}, what the node pools can provide (maxNodes x "
+                    "accelerators per node) beyond the nodes Slurm node sets hold; raise "
+                    "maxNodes or lower the teams' shares",
+                )
