@@ -194,7 +194,7 @@ class TrainingPlatform(pulumi.ComponentResource):
 
 
 def load_config() -> PlatformConfig:
-    """Read and validate the stack's ``platform`` config key.
+    """Read and validate the stack's ``platform`` config key against the stack's name and region.
 
     Raises:
         pulumi.RunError: with one line per problem, so the CLI prints no traceback.
@@ -202,7 +202,9 @@ def load_config() -> PlatformConfig:
     """
     raw = pulumi.Config().get_object(CONFIG_KEY)
     try:
-        return parse_platform_config(raw)
+        return parse_platform_config(
+            raw, stack=pulumi.get_stack(), aws_region=pulumi.Config("aws").get("region")
+        )
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
 

@@ -58,9 +58,9 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
     ("subnets do not fit the CIDR", _set("network.vpcCidr", "10.10.0.0/18"),
      "platform.network.vpcCidr", "2 public /24 subnets do not fit in 10.10.0.0/18"),
     ("private subnets too small for pods", _set("network.privateSubnetPrefixLength", 24),
-     "platform.network.privateSubnetPrefixLength", "less than or equal to 22"),
+     "platform.network.privateSubnetPrefixLength", "a number from 16 to 22"),
     ("unknown NAT mode", _set("network.natGateways", "none"),
-     "platform.network.natGateways", "'single' or 'perZone'"),
+     "platform.network.natGateways", "one of single, perZone"),
     ("flow log retention CloudWatch rejects", _set("network.flowLogs.retentionDays", 10),
      "platform.network.flowLogs.retentionDays", "a CloudWatch Logs retention: 1, 3, 5, 7, 14"),
     ("existing VPC missing a zone's subnet",
@@ -90,11 +90,25 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
     ("desired size above max", _set("cluster.systemNodeGroup.desiredSize", 9),
      "platform.cluster.systemNodeGroup.desiredSize", "between minSize (2) and maxSize (3)"),
     ("system group in one node", _set("cluster.systemNodeGroup.minSize", 1),
-     "platform.cluster.systemNodeGroup.minSize", "greater than or equal to 2"),
+     "platform.cluster.systemNodeGroup.minSize", "a number of at least 2"),
     ("mixed CPU architectures", _set("cluster.systemNodeGroup.instanceTypes", ["m7i.large", "m7g.large"]),
      "platform.cluster.systemNodeGroup.instanceTypes", "one CPU architecture"),
     ("misspelt key", _set("cluster.kubernetesVerison", "1.34"),
-     "platform.cluster.kubernetesVerison", "one of the keys adminPrincipalArns, deployerPrincipalArn, endpoint, kubernetesVersion"),
+     "platform.cluster.kubernetesVerison", "no such key: did you mean kubernetesVersion?"),
+    ("key in snake_case", _set("cluster.log_retention_days", 30),
+     "platform.cluster.log_retention_days", "did you mean logRetentionDays? (stack keys are camelCase)"),
+    ("key in another case", _set("network.TrainingZone", "us-west-2a"),
+     "platform.network.TrainingZone", "did you mean trainingZone?"),
+    ("unknown key", _set("cluster.flavour", "vanilla"),
+     "platform.cluster.flavour", "one of the keys adminPrincipalArns, deployerPrincipalArn, endpoint, kubernetesVersion"),
+    ("Kubernetes version YAML read as a number", _set("cluster.kubernetesVersion", 1.3),
+     "platform.cluster.kubernetesVersion",
+     "a quoted Kubernetes minor version, one of "
+     + ", ".join(f'"{v}"' for v in versions.SUPPORTED_KUBERNETES_VERSIONS)),
+    ("account id that lost its leading zero", _set("accountId", 12345678901),
+     "platform.accountId", "write an id that starts with 0 as a quoted string"),
+    ("tag value YAML read as a fraction", _set("tags.extra", {"budget": 1.5}),
+     "platform.tags.extra.budget", "text (YAML reads an unquoted number as a number"),
     ("missing required tag", _delete("tags.costCenter"),
      "platform.tags.costCenter", "Cost center billed for the platform"),
     ("reserved AWS tag key", _set("tags.extra", {"aws:created-by": "me"}),
@@ -108,7 +122,7 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
     ("region that does not exist in form", _set("region", "uswest2"),
      "platform.region", "an AWS region name such as us-west-2"),
     ("boolean given as text", _set("protectStatefulResources", "maybe"),
-     "platform.protectStatefulResources", "a valid boolean"),
+     "platform.protectStatefulResources", "true or false"),
     # node pools
     ("unknown instance type", _pool(instanceTypes=["p9.96xlarge"]),
      "platform.nodePools[0].instanceTypes[0]", "one of p4d.24xlarge, p4de.24xlarge, p5.48xlarge"),
@@ -137,9 +151,9 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
     ("unpinnable AMI alias", _pool(amiAlias="ubuntu@22.04"),
      "platform.nodePools[0].amiAlias", "an EKS AMI alias"),
     ("no nodes at all", _pool(maxNodes=0),
-     "platform.nodePools[0].maxNodes", "greater than or equal to 1"),
+     "platform.nodePools[0].maxNodes", "a number from 1 to 2000"),
     ("taint with an unknown effect", _pool(taints=[{"key": "team", "value": "a", "effect": "NoRun"}]),
-     "platform.nodePools[0].taints[0].effect", "'NoSchedule', 'PreferNoSchedule' or 'NoExecute'"),
+     "platform.nodePools[0].taints[0].effect", "one of NoSchedule, PreferNoSchedule, NoExecute"),
     ("label in a Karpenter-owned domain", _pool(labels={"karpenter.sh/capacity-type": "spot"}),
      "platform.nodePools[0].labels.karpenter.sh/capacity-type", "outside the domains Karpenter reserves"),
     ("pool name with capitals", _pool(name="P5"),
@@ -166,9 +180,9 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
     ("file system linked to an unknown bucket", _lustre(bucket="nosuch"),
      "platform.storage.lustre.bucket", "the key of a bucket in storage.buckets: data"),
     ("unknown data repository event", _lustre(associations=[{"fileSystemPath": "/c", "exportEvents": ["CREATED"]}]),
-     "platform.storage.lustre.associations[0].exportEvents[0]", "'NEW', 'CHANGED' or 'DELETED'"),
+     "platform.storage.lustre.associations[0].exportEvents[0]", "one of NEW, CHANGED, DELETED"),
     ("backups kept too long", _lustre(automaticBackupRetentionDays=120),
-     "platform.storage.lustre.automaticBackupRetentionDays", "less than or equal to 90"),
+     "platform.storage.lustre.automaticBackupRetentionDays", "a number from 0 to 90"),
     ("backup window not a time", _lustre(dailyBackupStartTime="3am"),
      "platform.storage.lustre.dailyBackupStartTime", "HH:MM (UTC)"),
     ("duplicate bucket keys", _set("storage.buckets", [{"name": "data"}, {"name": "data"}]),
@@ -287,6 +301,7 @@ def test_cli_rejects_bad_stack_with_one_line_per_problem(tmp_path: Path) -> None
     data = stack_data("dev")
     data["network"]["trainingZone"] = "us-west-2z"
     data["cluster"]["kubernetesVersion"] = "1.20"
+    data["environment"] = "broken"
     project = _project_with(tmp_path, "broken", data)
     out = tmp_path / "out"
     result = synth_cli("broken", "--project-dir", str(project), "--out", str(out))
@@ -309,3 +324,145 @@ def test_cli_reports_unreadable_stack_file(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "not valid YAML" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --------------------------------------------------------------------------- config as the CLI writes it
+
+LIBRARY_WORDING = (
+    "Input should",
+    "should have",
+    "after validation",
+    "Value error",
+    "valid integer",
+    "valid string",
+    "valid boolean",
+    "Field required",
+    "Extra inputs",
+)
+"""pydantic's own English, which must never reach a user."""
+
+
+def test_no_problem_speaks_the_validation_library() -> None:
+    for _, mutation, _, _ in INVALID:
+        data = stack_data("dev")
+        mutation(data)
+        with pytest.raises(ConfigError) as caught:
+            parse_platform_config(data)
+        for line in map(str, caught.value.problems):
+            assert not any(words in line for words in LIBRARY_WORDING), line
+
+
+def _as_the_cli_writes(value: Any) -> Any:
+    """``value`` as ``pulumi config set --path`` would store it, scalar by scalar.
+
+    pulumi/pulumi sdk/go/common/resource/config, adjustObjectValue: "true"/"false" become
+    booleans, digits that do not start with 0 an integer; everything else stays a string.
+    """
+    if isinstance(value, dict):
+        return {key: _as_the_cli_writes(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_the_cli_writes(item) for item in value]
+    if isinstance(value, str) and value in ("true", "false"):
+        return value == "true"
+    if isinstance(value, str) and value.isdigit() and not (len(value) > 1 and value[0] == "0"):
+        return int(value)
+    return value
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_config_the_pulumi_cli_writes_means_the_same(stack: str) -> None:
+    data = stack_data(stack)
+    written = _as_the_cli_writes(data)
+    assert written["accountId"] != data["accountId"]  # the CLI makes the account id a number
+    assert parse_platform_config(written) == parse_platform_config(data)
+
+
+def test_account_id_keeps_leading_zeros_given_as_text() -> None:
+    data = stack_data("dev")
+    data["accountId"] = "012345678901"
+    assert parse_platform_config(data).account_id == "012345678901"
+    data["accountId"] = 111122223333
+    assert parse_platform_config(data).account_id == "111122223333"
+    data["accountId"] = True
+    with pytest.raises(ConfigError, match=r"^platform.accountId: got true; allowed: text"):
+        parse_platform_config(data)
+
+
+def test_numeric_tags_become_text() -> None:
+    data = stack_data("dev")
+    data["tags"]["costCenter"] = 4711
+    data["tags"]["extra"] = {"project": 42}
+    config = parse_platform_config(data)
+    assert config.required_tags["cost-center"] == "4711"
+    assert config.tags.extra == {"project": "42"}
+
+
+def test_misspelt_required_key_is_one_problem_not_two() -> None:
+    data = stack_data("dev")
+    data["network"]["training_zone"] = data["network"].pop("trainingZone")
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    assert [str(p) for p in caught.value.problems] == [
+        'platform.network.training_zone: got "us-west-2b"; allowed: no such key: did you mean '
+        "trainingZone? (stack keys are camelCase)"
+    ]
+
+
+def test_unknown_instance_type_is_not_also_every_queue_too_large() -> None:
+    data = stack_data("staging")
+    shares = [t["queue"].get("deserved", {}) for t in data["teams"]]
+    assert any(share.get("gpus") for share in shares), "staging's teams must ask for GPUs"
+    gpu_pools = [p for p in data["nodePools"] if p["instanceTypes"][0].startswith("p")]
+    for pool in gpu_pools:
+        pool["instanceTypes"] = ["p9.96xlarge"]
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    paths = [problem.path for problem in caught.value.problems]
+    assert paths == [
+        f"platform.nodePools[{data['nodePools'].index(p)}].instanceTypes[0]" for p in gpu_pools
+    ]
+
+
+def test_environment_must_be_the_stack_name() -> None:
+    data = stack_data("dev")
+    assert parse_platform_config(data, stack="dev").environment == "dev"
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data, stack="sandbox")
+    (problem,) = caught.value.problems
+    assert problem.path == "platform.environment"
+    assert problem.value == "dev"
+    assert "the stack's name, sandbox" in problem.allowed
+
+
+def test_aws_region_must_agree_with_platform_region() -> None:
+    data = stack_data("dev")
+    assert parse_platform_config(data, aws_region=data["region"]).region == data["region"]
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data, aws_region="eu-west-1")
+    (problem,) = caught.value.problems
+    assert (problem.path, problem.value) == ("aws:region", "eu-west-1")
+    assert data["region"] in problem.allowed
+
+
+def test_program_refuses_an_environment_copied_from_another_stack() -> None:
+    base = load_stack("dev")
+    config = dict(base.config)
+    config["aws:region"] = "eu-west-1"
+    failures: list[str] = []
+
+    def program() -> None:
+        try:
+            deploy()
+        except pulumi.RunError as exc:
+            failures.append(str(exc))
+
+    run = synthesize(
+        StackFile(base.project, "sandbox", config, []),
+        program,
+        region="us-west-2",
+        account_id="111122223333",
+    )
+    assert run.records == []
+    assert len(failures) == 1
+    assert 'platform.environment: got "dev"; allowed: the stack\'s name, sandbox' in failures[0]
+    assert 'aws:region: got "eu-west-1"' in failures[0]

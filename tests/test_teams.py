@@ -559,18 +559,18 @@ INVALID: list[tuple[str, Mutation, str, Any, str]] = [
     ("team also a lustre namespace", _lustre_namespaces("notebooks", DEV_TEAM),
      "platform.teams[0].name", DEV_TEAM, "not also listed in storage.lustre.namespaces"),
     ("negative gpu quota", _team(quota={"gpus": -1}),
-     "platform.teams[0].quota.gpus", -1, "greater than or equal to 0"),
+     "platform.teams[0].quota.gpus", -1, "a number of at least 0"),
     ("negative efa quota", _team(quota={"gpus": 2, "neuronDevices": 16, "efaInterfaces": -8}),
-     "platform.teams[0].quota.efaInterfaces", -8, "greater than or equal to 0"),
+     "platform.teams[0].quota.efaInterfaces", -8, "a number of at least 0"),
     ("unknown key in a queue", _queue(priority=5),
      "platform.teams[0].queue.priority", 5,
      "one of the keys capability, deserved, guarantee, reclaimable, weight"),
     ("unknown key in a team", _team(queueName="other"),
      "platform.teams[0].queueName", "other", "one of the keys adminGroups"),
     ("queue weight zero", _queue(weight=0),
-     "platform.teams[0].queue.weight", 0, "greater than or equal to 1"),
+     "platform.teams[0].queue.weight", 0, "a number from 1 to 65535"),
     ("queue weight above Volcano's maximum", _queue(weight=65536),
-     "platform.teams[0].queue.weight", 65536, "less than or equal to 65535"),
+     "platform.teams[0].queue.weight", 65536, "a number from 1 to 65535"),
     ("team name not a namespace name", _team(name="ML_Dev"),
      "platform.teams[0].name", "ML_Dev", "a Kubernetes namespace name"),
     ("team without a quota", lambda data: data["teams"][0].pop("quota"),
@@ -599,7 +599,8 @@ def test_invalid_team_configuration_names_key_value_and_allowed(
 
 
 def test_invalid_team_cases_are_distinct() -> None:
-    assert len({path + allowed for _, _, path, _, allowed in INVALID}) == len(INVALID) >= 8
+    cases = {(path, repr(value), allowed) for _, _, path, value, allowed in INVALID}
+    assert len(cases) == len(INVALID) >= 8
 
 
 def test_a_single_team_problem_is_reported_alone() -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -120,7 +120,36 @@ AvailabilityZone = Annotated[
 ]
 
 
-AccountId = Annotated[str, AfterValidator(matching(r"\d{12}", "a 12-digit AWS account id"))]
+def account_number_as_text(value: Any) -> Any:
+    """A 12-digit number as an account id: `pulumi config set --path` stores digits as a number.
+
+    A number cannot hold leading zeros, so one of other length is refused with the reason; an id
+    given as a string keeps its zeros (the CLI keeps a value starting with 0 as a string).
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        if len(str(value)) == 12:
+            return str(value)
+        raise PydanticCustomError(
+            "account_number",
+            "a 12-digit AWS account id; this number has {digits} digits. A number drops leading "
+            "zeros, so write an id that starts with 0 as a quoted string, e.g. '012345678901'",
+            {"digits": len(str(value))},
+        )
+    return value
+
+
+def whole_number_as_text(value: Any) -> Any:
+    """An integer as its decimal text, where any text is allowed (tags): YAML reads 4711 as one."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+AccountId = Annotated[
+    str,
+    BeforeValidator(account_number_as_text),
+    AfterValidator(matching(r"\d{12}", "a 12-digit AWS account id")),
+]
 
 
 _SESSION_ARN: Final = re.compile(r"arn:aws[a-z-]*:sts::(\d{12}):assumed-role/([^/]+)/.+")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 from components import versions
 from components.catalog import cpu_architecture
@@ -22,6 +23,22 @@ from components.config.base import (
     duplicates,
     matching,
 )
+
+
+def version_as_text(value: Any) -> Any:
+    """Refuse a version YAML read as a number: an unquoted 1.30 arrives as 1.3."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise PydanticCustomError(
+            "version_number",
+            "a quoted Kubernetes minor version, one of {versions}: YAML reads an unquoted version "
+            "as a number, and 1.30 becomes 1.3",
+            {"versions": ", ".join(f'"{v}"' for v in versions.SUPPORTED_KUBERNETES_VERSIONS)},
+        )
+    return value
+
+
+KubernetesVersion = Annotated[str, BeforeValidator(version_as_text)]
+
 
 TransitGatewayId = Annotated[
     str, AfterValidator(matching(r"tgw-[0-9a-f]{8,17}", "a transit gateway id, tgw-<hex>"))
@@ -101,7 +118,7 @@ class SystemNodeGroupConfig(StrictModel):
 class ClusterConfig(StrictModel):
     """The EKS control plane and its system node group."""
 
-    kubernetes_version: str = Field(
+    kubernetes_version: KubernetesVersion = Field(
         default=versions.DEFAULT_KUBERNETES_VERSION,
         description="EKS Kubernetes minor version; one the bill of materials pins add-ons "
         f"for ({', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}). "

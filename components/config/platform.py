@@ -19,7 +19,7 @@ from components.config.base import (
     StrictModel,
 )
 from components.config.cluster import ClusterConfig, cluster_problems
-from components.config.errors import problem_from_pydantic
+from components.config.errors import problems_from_pydantic
 from components.config.images import software_problems
 from components.config.network import NetworkConfig, network_problems
 from components.config.pools import GeneralPoolConfig, NodePoolConfig, node_pool_problems
@@ -105,8 +105,17 @@ class PlatformConfig(StrictModel):
         }
 
 
-def parse_platform_config(raw: Any) -> PlatformConfig:
+def parse_platform_config(
+    raw: Any, *, stack: str | None = None, aws_region: Any = None
+) -> PlatformConfig:
     """Validate raw stack data (the value of the ``platform`` key) into a :class:`PlatformConfig`.
+
+    Args:
+        raw: the value of the stack's ``platform`` key, as YAML or the engine gives it.
+        stack: the stack's name (``Pulumi.<stack>.yaml``); when given, ``environment`` must be
+            it. Default: not checked (tests of single sections).
+        aws_region: the stack's ``aws:region`` value, if it sets one; it must be
+            ``platform.region``. Default: not set.
 
     Raises:
         ConfigError: with every structural problem, or, when the structure is sound, every
@@ -120,15 +129,36 @@ def parse_platform_config(raw: Any) -> PlatformConfig:
     if not isinstance(raw, dict):
         raise ConfigError([ConfigProblem(CONFIG_KEY, raw, "a mapping with the platform settings")])
     try:
-        config = PlatformConfig.model_validate(raw)
+        # by_name=False: a stack writes camelCase keys; snake_case ones get "did you mean".
+        config = PlatformConfig.model_validate(raw, by_name=False)
     except ValidationError as exc:
-        raise ConfigError(
-            [problem_from_pydantic(error, PlatformConfig) for error in exc.errors()]
-        ) from None
-    problems = list(_cross_field_problems(config))
+        raise ConfigError(problems_from_pydantic(exc.errors(), PlatformConfig)) from None
+    problems = list(_stack_problems(config, stack, aws_region))
+    problems += _cross_field_problems(config)
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def _stack_problems(
+    config: PlatformConfig, stack: str | None, aws_region: Any
+) -> Iterator[ConfigProblem]:
+    """The platform config against the rest of the stack: its name and the AWS provider's key."""
+    if stack is not None and config.environment != stack:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.environment",
+            config.environment,
+            f"the stack's name, {stack}: the environment names the cluster (training-<env>), "
+            "tags every resource and picks the policy config, so a stack copied from another "
+            f"must say its own name (stacks/Pulumi.{stack}.yaml; README, Adding an environment)",
+        )
+    if aws_region is not None and aws_region != config.region:
+        yield ConfigProblem(
+            "aws:region",
+            aws_region,
+            f"the region of platform.region, {config.region}: the program deploys there, and "
+            "the AWS provider's default region must not point elsewhere",
+        )
 
 
 def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:

@@ -6,10 +6,10 @@ import re
 from collections.abc import Iterator
 from typing import Annotated, Final
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel
+from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel, whole_number_as_text
 
 REQUIRED_TAG_KEYS: Final = ("owner", "cost-center", "environment")
 """Tag keys every AWS resource carries (through the AWS provider's default tags)."""
@@ -43,10 +43,20 @@ def _tag_text(value: str) -> str:
     return value
 
 
-TagText = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_tag_text)]
+TagText = Annotated[
+    str,
+    BeforeValidator(whole_number_as_text),
+    Field(min_length=1, max_length=256),
+    AfterValidator(_tag_text),
+]
 
 
-TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag_text)]
+TagKey = Annotated[
+    str,
+    BeforeValidator(whole_number_as_text),
+    Field(min_length=1, max_length=128),
+    AfterValidator(_tag_text),
+]
 
 
 class TagsConfig(StrictModel):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Final
 
 from pydantic import Field
 
+from components import catalog
 from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel, duplicates
 from components.config.pools import AcceleratorAmounts, pool_capacity
 from components.config.slurm import slurm_held
@@ -124,6 +125,10 @@ def team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                     deserved,
                     f"at most the queue's capability ({capability}; default: the team quota)",
                 )
+    if any(not all(t in catalog.CATALOG for t in p.instance_types) for p in config.node_pools):
+        # A pool of unknown types counts for nothing below; its own problem says why, and
+        # every share would otherwise look too large as a consequence.
+        return
     capacity = pool_capacity(config)
     held = slurm_held(config)
     for key, attribute in fields:
