@@ -1,21 +1,76 @@
-"""The CI definitions: the cloud gate previews every stack with its own policy config."""
+"""The CI definitions: the offline gate checks what .ci/run checks, the cloud gate previews every
+stack with its own policy config, and the preview role's example policies stay read-only."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS
 
 WORKFLOW = REPOSITORY_ROOT / ".github" / "workflows" / "ci.yml"
+ACTIONS = REPOSITORY_ROOT / "ci" / "actions.json"
+CI_RUN = REPOSITORY_ROOT / ".ci" / "run"
+DOCS = REPOSITORY_ROOT / "docs" / "ci.md"
+PREVIEW_ROLE = REPOSITORY_ROOT / "ci" / "preview-role"
+TRUST_POLICY = PREVIEW_ROLE / "trust-policy.json"
+PERMISSIONS_POLICY = PREVIEW_ROLE / "permissions-policy.json"
+GITHUB_OIDC = "token.actions.githubusercontent.com"
+STATE_OBJECTS = "arn:aws:s3:::<state-bucket>/"
+"""Objects of the Pulumi state bucket: the only resources a write action may name."""
+WRITE_VERBS = (
+    "Create", "Delete", "Put", "Update", "Attach", "Detach", "Modify", "Associate",
+    "Disassociate", "Tag", "Untag", "Set", "Add", "Remove", "Run", "Start", "Stop", "Terminate",
+    "Reboot", "Replace", "Revoke", "Authorize", "Enable", "Disable", "Register", "Deregister",
+    "Pass", "Upload", "Import", "Restore", "Reset", "Release", "Allocate", "Accept", "Reject",
+    "Send", "Publish", "Invoke", "Assume", "Apply", "Cancel", "Change", "Copy", "Import",
+    "Rotate", "Schedule", "Encrypt", "ReEncrypt", "Sign", "Retire", "Purge", "Receive",
+    "Access",
+)  # fmt: skip
+"""Leading words of IAM actions that change something (or act as someone)."""
 
 
 def _workflow() -> dict[str, Any]:
     document = yaml.safe_load(WORKFLOW.read_text())
     assert isinstance(document, dict)
     return document
+
+
+def _runs(job: str) -> list[str]:
+    return [step.get("run", "").strip() for step in _workflow()["jobs"][job]["steps"]]
+
+
+def _uses() -> list[str]:
+    return [
+        step["uses"]
+        for job in _workflow()["jobs"].values()
+        for step in job["steps"]
+        if "uses" in step
+    ]
+
+
+def _recorded_actions() -> dict[str, str]:
+    document = json.loads(ACTIONS.read_text())
+    return {name: entry["version"] for name, entry in document["actions"].items()}
+
+
+def _statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    statements = policy["Statement"]
+    assert isinstance(statements, list) and statements
+    return statements
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# --------------------------------------------------------------------------- preview job
 
 
 def test_preview_runs_for_every_stack_with_its_policy_config() -> None:
@@ -34,10 +89,168 @@ def test_cloud_credentials_come_from_oidc_only() -> None:
     uses = [step.get("uses", "") for step in preview["steps"]]
     assert any(u.startswith("aws-actions/configure-aws-credentials@") for u in uses)
     assert "AWS_SECRET_ACCESS_KEY" not in WORKFLOW.read_text()
+    assert "AWS_ACCESS_KEY_ID" not in WORKFLOW.read_text()
     assert preview["needs"] == "offline"
+    assert preview["environment"] == "${{ matrix.stack }}"
+    # Only the preview job may ask for an OIDC token.
+    assert _workflow()["permissions"] == {"contents": "read"}
+    assert "permissions" not in _workflow()["jobs"]["offline"]
 
 
-def test_offline_gate_runs_tests_and_synthesis() -> None:
-    steps = _workflow()["jobs"]["offline"]["steps"]
-    runs = [step.get("run", "") for step in steps]
-    assert "scripts/test" in runs and "scripts/synth --all" in runs
+def test_preview_selects_or_creates_the_stack_before_previewing() -> None:
+    script = "\n".join(_runs("preview"))
+    select = script.find('pulumi stack select --create "${{ matrix.stack }}"')
+    assert select != -1, "the preview job must select (or create) the stack explicitly"
+    assert script.find("pulumi login") < select < script.find("pulumi preview")
+    assert 'pulumi preview --stack "${{ matrix.stack }}"' in script
+
+
+def test_pulumi_cli_matches_the_sdk_pin() -> None:
+    pins = re.findall(r"^pulumi==(\S+)$", (REPOSITORY_ROOT / "requirements.txt").read_text(), re.M)
+    assert len(pins) == 1, "requirements.txt pins the pulumi SDK exactly once"
+    steps = [
+        step
+        for step in _workflow()["jobs"]["preview"]["steps"]
+        if step.get("uses", "").startswith("pulumi/actions@")
+    ]
+    assert len(steps) == 1
+    assert str(steps[0]["with"]["pulumi-version"]) == pins[0]
+    # No command: the action only installs the CLI; the run steps drive it.
+    assert "command" not in steps[0]["with"]
+
+
+# --------------------------------------------------------------------------- offline job
+
+
+def test_ci_run_checks_lint_types_and_tests_with_reference_data_required() -> None:
+    script = CI_RUN.read_text()
+    for check in (
+        "ruff check .",
+        "ruff format --check .",
+        ".venv/bin/mypy",
+        "scripts/test",
+        "TRAINING_PLATFORM_REQUIRE_REFERENCE=1",
+    ):
+        assert check in script, check
+    # It honours a reference directory given by the caller (the workflow's fetched copy).
+    assert "${TRAINING_PLATFORM_REFERENCE_DIR:-" in script
+
+
+def test_offline_gate_fetches_then_runs_ci_then_synthesizes() -> None:
+    offline = _workflow()["jobs"]["offline"]
+    runs = _runs("offline")
+    order = ["scripts/fetch-reference", ".ci/run", "scripts/synth --all"]
+    assert [run for run in runs if run] == order
+    # fetch-reference and .ci/run agree on where the data is: the job sets it for both.
+    assert offline["env"]["TRAINING_PLATFORM_REFERENCE_DIR"]
+    upload = [s for s in offline["steps"] if s.get("uses", "").startswith("actions/upload-")]
+    assert len(upload) == 1 and upload[0]["with"]["path"] == "build/synth"
+    assert upload[0]["if"] == "always()"
+
+
+# --------------------------------------------------------------------------- action versions
+
+
+def test_workflow_uses_exactly_the_recorded_action_versions() -> None:
+    recorded = _recorded_actions()
+    used = _uses()
+    for use in used:
+        name, _, version = use.partition("@")
+        assert name in recorded, f"{use}: record {name} in ci/actions.json"
+        assert version == recorded[name], f"{use}: ci/actions.json says {recorded[name]}"
+    assert {use.partition("@")[0] for use in used} == set(recorded), "unused entries"
+    for name, entry in json.loads(ACTIONS.read_text())["actions"].items():
+        assert re.fullmatch(r"v\d+", entry["version"]), name
+        assert entry["evidence"].strip(), f"{name}: say why this version"
+
+
+# --------------------------------------------------------------------------- docs
+
+
+def test_docs_name_every_variable_secret_action_and_policy_file() -> None:
+    docs = DOCS.read_text()
+    text = WORKFLOW.read_text()
+    names = set(re.findall(r"\$\{\{\s*(?:vars|secrets)\.([A-Z_]+)\s*\}\}", text))
+    assert {"AWS_PREVIEW_ROLE_ARN", "AWS_REGION", "PULUMI_BACKEND_URL"} <= names
+    for name in sorted(names):
+        assert f"`{name}`" in docs, name
+    for name, version in _recorded_actions().items():
+        assert f"{name}@{version}" in docs, name
+    for path in (TRUST_POLICY, PERMISSIONS_POLICY, ACTIONS):
+        assert path.relative_to(REPOSITORY_ROOT).as_posix() in docs
+    for placeholder in ("111122223333", "<org>/<repo>", "<stack>", "<state-bucket>"):
+        assert placeholder in docs, placeholder
+
+
+# --------------------------------------------------------------------------- preview role
+
+
+@pytest.mark.parametrize("path", [TRUST_POLICY, PERMISSIONS_POLICY], ids=lambda p: p.name)
+def test_example_policies_follow_the_iam_grammar(path: Path) -> None:
+    policy = json.loads(path.read_text())
+    assert set(policy) == {"Version", "Statement"}
+    assert policy["Version"] == "2012-10-17"
+    sids = [statement.get("Sid") for statement in _statements(policy)]
+    assert len(set(sids)) == len(sids), "Sids must be unique"
+    for statement in _statements(policy):
+        assert statement["Effect"] in {"Allow", "Deny"}
+        assert "Action" in statement and "NotAction" not in statement
+        assert all(
+            re.fullmatch(r"[a-z0-9-]+:[A-Za-z*]+", action)
+            for action in _as_list(statement["Action"])
+        ), statement["Action"]
+        if path == TRUST_POLICY:
+            assert "Principal" in statement and "Resource" not in statement
+        else:
+            assert "Resource" in statement and "Principal" not in statement
+
+
+def test_trust_policy_admits_only_one_environment_of_one_repository() -> None:
+    policy = json.loads(TRUST_POLICY.read_text())
+    (statement,) = _statements(policy)
+    assert statement["Effect"] == "Allow"
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert statement["Principal"] == {
+        "Federated": f"arn:aws:iam::111122223333:oidc-provider/{GITHUB_OIDC}"
+    }
+    conditions = statement["Condition"]
+    # Exact matches only: no StringLike wildcards that would admit other refs or repositories.
+    assert set(conditions) == {"StringEquals"}
+    keys = conditions["StringEquals"]
+    assert set(keys) == {f"{GITHUB_OIDC}:aud", f"{GITHUB_OIDC}:sub"}
+    assert keys[f"{GITHUB_OIDC}:aud"] == "sts.amazonaws.com"
+    assert keys[f"{GITHUB_OIDC}:sub"] == "repo:<org>/<repo>:environment:<stack>"
+
+
+def _is_write(action: str) -> bool:
+    verb = action.split(":", 1)[1]
+    return verb == "*" or verb.startswith(WRITE_VERBS)
+
+
+def test_write_detector_catches_write_actions() -> None:
+    for action in ("ec2:CreateVpc", "iam:PassRole", "s3:PutObject", "eks:*", "kms:Encrypt"):
+        assert _is_write(action), action
+    for action in ("ec2:Describe*", "iam:GetRole", "s3:ListBucket", "kms:Decrypt"):
+        assert not _is_write(action), action
+
+
+def test_permissions_policy_is_read_only_but_for_the_state_bucket() -> None:
+    policy = json.loads(PERMISSIONS_POLICY.read_text())
+    for statement in _statements(policy):
+        assert statement["Effect"] == "Allow"
+        actions = _as_list(statement["Action"])
+        assert "*" not in actions
+        writes = [action for action in actions if _is_write(action)]
+        if not writes:
+            continue
+        # Only the Pulumi state backend's own objects: the stack lock and, on first use, the
+        # stack file that `pulumi stack select --create` writes.
+        assert set(writes) <= {"s3:PutObject", "s3:DeleteObject"}, writes
+        resources = _as_list(statement["Resource"])
+        assert resources and all(r.startswith(STATE_OBJECTS) for r in resources), resources
+    granted = {a for s in _statements(policy) for a in _as_list(s["Action"])}
+    # What a preview (and a later --refresh) reads on the services components/ creates.
+    for needed in ("ec2:Describe*", "eks:Describe*", "iam:GetRole", "kms:DescribeKey",
+                   "fsx:DescribeFileSystems", "sqs:GetQueueAttributes", "events:DescribeRule",
+                   "logs:DescribeLogGroups", "s3:GetObject", "s3:ListBucket"):  # fmt: skip
+        assert needed in granted, needed
