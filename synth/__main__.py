@@ -1,14 +1,18 @@
-"""Offline synthesis: ``python -m synth <stack>... | --all [--out DIR]``.
+"""Offline synthesis: ``python -m synth <stack>... | --all [--long] [--out DIR]``.
 
 ``python -m synth reference [--write [README]]`` prints or writes the configuration reference.
 ``python -m synth jobs <stack> [--json]`` answers, for every team x runtime and Slurm partition,
 whether a job runs and on how many nodes (the jobs model).
+``python -m synth diff <stack> --base DIR`` synthesizes the stack and shows what changed against
+an earlier synthesis in ``DIR`` (an output root or one stack's directory).
 
 Runs the real program under Pulumi's mock engine with each stack file's config, writes what the
 stack would create and runs the policy pack over it (see README, "Offline synthesis" and
 "Policy gates"). ``python -m synth check <resources.json> --stack NAME`` runs only the pack.
 Exit status: 0 on success, 1 on a mandatory policy violation or a promised job path that cannot
-run, 2 on an invalid stack, policy config or resources file (one line per problem, no traceback).
+run, 2 on an invalid stack, policy config or resources file (one line per problem, no traceback)
+or an unknown option (argparse's usage). ``diff`` exits 0 when nothing changed, 1 when something
+did and 2 for a bad stack or a base directory that holds no synthesis.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Final
 
 from components.config_reference import render_reference, update_readme
 from policies.offline import PolicyConfigError, load_policy_config, mandatory
+from synth.diff import NoSynthesis, diff_syntheses, load_synthesis, render, synthesis_directory
 from synth.engine import ResourceRecord
 from synth.jobs import report as jobs_report
 from synth.jobs.model import all_runnable
@@ -30,7 +36,12 @@ DEFAULT_OUT = Path("build/synth")
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
-    """``--out`` and ``--project-dir``, shared by the commands that synthesize."""
+    """``--out`` and ``--project-dir``, shared by the commands that synthesize.
+
+    Args:
+        parser: the command's parser, which gets both options.
+
+    """
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
     parser.add_argument(
         "--project-dir",
@@ -40,31 +51,99 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry; returns the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["reference"]:
-        if args[1:2] == ["--write"]:
-            readme = Path(args[2] if len(args) > 2 else "README.md")
-            readme.write_text(update_readme(readme.read_text()))
-            print(f"configuration reference written to {readme}")
-        else:
-            print(render_reference(), end="")
-        return 0
-    if args[:1] == ["check"]:
-        return check(args[1:])
-    if args[:1] == ["jobs"]:
-        return jobs(args[1:])
+COMMANDS: Final = ("reference", "check", "jobs", "diff")
+"""Sub-commands; any other first argument is a stack name (or an option) of the default one."""
+
+
+def synthesize_parser() -> argparse.ArgumentParser:
+    """The default command: ``<stack>... | --all [--long] [--out DIR] [--project-dir DIR]``."""
     parser = argparse.ArgumentParser(
         prog="python -m synth",
         description="Synthesize stacks offline: resources.json, manifests/ and helm/ per stack.",
-        epilog="'python -m synth reference [--write [README]]' prints (or writes into the "
-        "README) the configuration reference.",
+        epilog="Sub-commands (each with --help): 'reference [--write [README]]' prints (or "
+        "writes into the README) the configuration reference; 'check <resources.json> --stack "
+        "NAME' runs the policy pack over a plan; 'jobs <stack>' says what each team's jobs can "
+        "get; 'diff <stack> --base DIR' shows what changed against an earlier synthesis.",
     )
     parser.add_argument("stacks", nargs="*", help="stack names (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--all", action="store_true", help="synthesize every stack")
+    _add_long_option(parser)
     _add_output_options(parser)
-    options = parser.parse_args(args)
+    return parser
+
+
+def _add_long_option(parser: argparse.ArgumentParser) -> None:
+    """``--long``: the summary also counts resources by type."""
+    parser.add_argument(
+        "--long", action="store_true", help="also list resource counts by type in the summary"
+    )
+
+
+def reference_parser() -> argparse.ArgumentParser:
+    """``reference [--write [README]]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m synth reference",
+        description="Print the configuration reference (Markdown), or write it into a README "
+        "between its markers.",
+    )
+    parser.add_argument(
+        "--write",
+        nargs="?",
+        type=Path,
+        const=Path("README.md"),
+        default=None,
+        metavar="README",
+        help="write it into README (default README.md) instead of printing it",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry; returns the exit status (argparse exits 2 on a bad option).
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    command, rest = (args[0], args[1:]) if args[:1] and args[0] in COMMANDS else ("", args)
+    if command == "reference":
+        return reference(rest)
+    if command == "check":
+        return check(rest)
+    if command == "jobs":
+        return jobs(rest)
+    if command == "diff":
+        return diff(rest)
+    return synthesize_all(rest)
+
+
+def reference(argv: list[str]) -> int:
+    """``reference [--write [README]]``: print or write the configuration reference.
+
+    Args:
+        argv: the arguments after ``reference``.
+
+    """
+    options = reference_parser().parse_args(argv)
+    if options.write is None:
+        print(render_reference(), end="")
+        return 0
+    readme: Path = options.write
+    readme.write_text(update_readme(readme.read_text()))
+    print(f"configuration reference written to {readme}")
+    return 0
+
+
+def synthesize_all(argv: list[str]) -> int:
+    """The default command: synthesize each named stack (or ``--all``) and print its summary.
+
+    Args:
+        argv: stack names and options.
+
+    """
+    parser = synthesize_parser()
+    options = parser.parse_args(argv)
     stacks: list[str] = stack_names(options.project_dir) if options.all else options.stacks
     if not stacks:
         parser.error("name a stack or pass --all")
@@ -73,18 +152,76 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = synthesize_stack(stack, options.out, options.project_dir)
         except InvalidStack as exc:
-            for line in exc.lines:
-                print(f"{stack}: {line}", file=sys.stderr)
+            _print_invalid(stack, exc)
             status = 2
             continue
-        print(result.summary)
+        print(result.summary(long=options.long))
         if result.blocked and status == 0:
             status = 1
     return status
 
 
+def _print_invalid(stack: str, exc: InvalidStack) -> None:
+    """One ``<stack>: <problem>`` line per problem, on stderr."""
+    for line in exc.lines:
+        print(f"{stack}: {line}", file=sys.stderr)
+
+
+def diff_parser() -> argparse.ArgumentParser:
+    """``diff <stack> --base DIR [--out DIR] [--project-dir DIR]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m synth diff",
+        description="Synthesize the stack (to --out) and show what changed against an earlier "
+        "synthesis: resources added, removed and changed (with the input keys that changed), "
+        "and changed Kubernetes manifests and Helm values. Exit 0 when nothing changed, 1 when "
+        "something did, 2 for a bad stack or a base directory without a synthesis.",
+    )
+    parser.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
+    parser.add_argument(
+        "--base",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="an earlier synthesis: an output root (build/synth) or one stack's directory",
+    )
+    _add_output_options(parser)
+    return parser
+
+
+def diff(argv: list[str]) -> int:
+    """``diff <stack> --base DIR``: synthesize now and print what changed against ``DIR``.
+
+    The base is read before synthesizing, so ``--base`` may be the ``--out`` directory itself
+    (compare with the last run, then replace it).
+
+    Args:
+        argv: the arguments after ``diff``.
+
+    """
+    options = diff_parser().parse_args(argv)
+    try:
+        base_dir = synthesis_directory(options.base, options.stack)
+        base = load_synthesis(base_dir)
+    except NoSynthesis as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    try:
+        result = synthesize_stack(options.stack, options.out, options.project_dir)
+    except InvalidStack as exc:
+        _print_invalid(options.stack, exc)
+        return 2
+    changes = diff_syntheses(base, load_synthesis(result.written.directory))
+    print(render(options.stack, base_dir, changes))
+    return 0 if changes.empty else 1
+
+
 def jobs(argv: list[str]) -> int:
-    """``jobs <stack> [--json]``: synthesize the stack and print what its jobs can get."""
+    """``jobs <stack> [--json]``: synthesize the stack and print what its jobs can get.
+
+    Args:
+        argv: the arguments after ``jobs``.
+
+    """
     parser = argparse.ArgumentParser(
         prog="python -m synth jobs",
         description="For each team x training runtime and each Slurm partition: can a job run "
@@ -98,8 +235,7 @@ def jobs(argv: list[str]) -> int:
     try:
         result = synthesize_stack(options.stack, options.out, options.project_dir)
     except InvalidStack as exc:
-        for line in exc.lines:
-            print(f"{options.stack}: {line}", file=sys.stderr)
+        _print_invalid(options.stack, exc)
         return 2
     if options.json:
         print(jobs_report.as_json(result.jobs), end="")
@@ -109,7 +245,12 @@ def jobs(argv: list[str]) -> int:
 
 
 def check(argv: list[str]) -> int:
-    """``check <resources.json> --stack NAME``: run the pack over a (possibly edited) plan."""
+    """``check <resources.json> --stack NAME``: run the pack over a (possibly edited) plan.
+
+    Args:
+        argv: the arguments after ``check``.
+
+    """
     parser = argparse.ArgumentParser(
         prog="python -m synth check",
         description="Run the policy pack over a resources.json with a stack's policy config; "

@@ -101,13 +101,98 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
     return WrittenStack(directory, len(records), manifests, releases)
 
 
-def summary(stack: str, written: WrittenStack, records: list[ResourceRecord]) -> str:
-    """A short human summary: totals, then resource counts by type."""
-    counts = Counter(record.type for record in records)
+def resource_label(urn: str) -> str:
+    """``<type> <name>`` of a URN (``urn:pulumi:<stack>::<project>::<parents$type>::<name>``).
+
+    Anything that is not such a URN comes back unchanged.
+
+    Args:
+        urn: a resource's URN.
+
+    """
+    parts = urn.split("::")
+    if not urn.startswith("urn:pulumi:") or len(parts) < 4:
+        return urn
+    return f"{parts[2].rsplit('$', 1)[-1]} {'::'.join(parts[3:])}"
+
+
+def top_level_components(records: list[ResourceRecord]) -> dict[str, ResourceRecord]:
+    """Each record's top-level component, by the record's URN.
+
+    The top-level components are read off the resource tree: when the program registers one
+    root component (``TrainingPlatform``) they are the components directly under it (network,
+    cluster, karpenter, ...), and the root's own resources and the root itself count as the
+    root's; otherwise every root is one. A record belongs to the top-level component it sits
+    under, a component to itself.
+
+    Args:
+        records: every registered resource (parents before children is not required).
+
+    """
+    by_urn = {record.urn: record for record in records}
+    roots = [record for record in records if record.parent not in by_urn]
+    tops = {root.urn for root in roots}
+    wrapper = roots[0] if len(roots) == 1 and not roots[0].custom else None
+    if wrapper is not None:
+        tops = {r.urn for r in records if r.parent == wrapper.urn and not r.custom} | {wrapper.urn}
+    owner: dict[str, ResourceRecord] = {}
+    for record in records:
+        current = record
+        seen = {current.urn}
+        while current.urn not in tops and current.parent in by_urn:
+            current = by_urn[current.parent]
+            if current.urn in seen:
+                break
+            seen.add(current.urn)
+        owner[record.urn] = current
+    return owner
+
+
+def component_label(component: ResourceRecord) -> str:
+    """``<name> (<Type>)`` of a component, e.g. ``network (Network)``."""
+    return f"{component.name} ({component.type.rsplit(':', 1)[-1]})"
+
+
+def component_counts(records: list[ResourceRecord]) -> list[tuple[str, int]]:
+    """Resources per top-level component (see :func:`top_level_components`), in label order.
+
+    The counts include each component's own record, so they add up to ``len(records)``.
+
+    Args:
+        records: every registered resource.
+
+    """
+    owner = top_level_components(records)
+    counts = Counter(component_label(owner[record.urn]) for record in records)
+    return sorted(counts.items())
+
+
+def summary(
+    stack: str, written: WrittenStack, records: list[ResourceRecord], *, long: bool = False
+) -> str:
+    """A short human summary: totals, then resource counts by top-level component.
+
+    Args:
+        stack: stack name, leading the first line.
+        written: where the files went and how many of each.
+        records: every registered resource.
+        long: also list resource counts by type (``--long``).
+
+    """
     lines = [
         f"{stack}: {written.resources} resources, {written.manifests} Kubernetes objects, "
         f"{written.helm_releases} Helm releases -> {written.directory}"
     ]
-    width = max(len(kind) for kind in counts)
-    lines += [f"  {kind:<{width}}  {count}" for kind, count in sorted(counts.items())]
+    lines += _table("resources by component", component_counts(records))
+    if long:
+        lines += _table("resources by type", sorted(Counter(r.type for r in records).items()))
     return "\n".join(lines)
+
+
+def _table(title: str, counts: list[tuple[str, int]]) -> list[str]:
+    """``  title:`` then one indented ``label  count`` row per entry, counts aligned."""
+    if not counts:
+        return [f"  {title}: none"]
+    width = max(len(label) for label, _ in counts)
+    digits = max(len(str(count)) for _, count in counts)
+    return [f"  {title}:"] + [f"    {label:<{width}}  {count:>{digits}}" for label, count in counts]

@@ -19,7 +19,7 @@ from synth.engine import ResourceRecord, synthesize
 from synth.jobs import report as jobs_report
 from synth.jobs.model import PathReport, all_runnable, evaluate_jobs
 from synth.jobs.view import StackView
-from synth.output import WrittenStack, summary, write_stack
+from synth.output import WrittenStack, resource_label, summary, write_stack
 from synth.stackfile import REPOSITORY_ROOT, StackFile, StackFileError, load_stack
 
 
@@ -42,7 +42,21 @@ class StackResult:
     findings: list[Finding]
     jobs: list[PathReport]
     """The jobs model's answer for every team x runtime and Slurm partition."""
-    summary: str
+
+    def summary(self, *, long: bool = False) -> str:
+        """What the CLI prints: totals and resources by component, policy findings, jobs.
+
+        Args:
+            long: also list resource counts by type (``--long``).
+
+        """
+        return "\n".join(
+            [
+                summary(self.stack, self.written, self.records, long=long),
+                policy_summary(self.findings),
+                jobs_report.summary(self.jobs),
+            ]
+        )
 
     @property
     def blocked(self) -> bool:
@@ -56,7 +70,11 @@ class StackResult:
 def validated(stack_file: StackFile) -> PlatformConfig:
     """The stack's validated platform config, or :class:`InvalidStack` with one line a problem."""
     try:
-        return parse_platform_config(stack_file.platform)
+        return parse_platform_config(
+            stack_file.platform,
+            stack=stack_file.stack,
+            aws_region=stack_file.config.get("aws:region"),
+        )
     except ConfigError as exc:
         raise InvalidStack([str(problem) for problem in exc.problems]) from None
 
@@ -87,10 +105,7 @@ def synthesize_stack(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> Sta
     findings = check_policies(run.records, policy_config, out / stack / "policy-report.json")
     jobs = evaluate_jobs(StackView.from_records(run.records))
     jobs_report.write(jobs, out / stack / "jobs.json")
-    text = "\n".join(
-        [summary(stack, written, run.records), policy_summary(findings), jobs_report.summary(jobs)]
-    )
-    return StackResult(stack, config, run.records, written, findings, jobs, text)
+    return StackResult(stack, config, run.records, written, findings, jobs)
 
 
 def check_policies(
@@ -111,11 +126,22 @@ def check_policies(
 
 
 def policy_summary(findings: list[Finding]) -> str:
-    """One line of totals, then each mandatory violation."""
+    """One line of totals, then every finding, mandatory ones first.
+
+    Each finding is ``LEVEL policy: resource: message``, the resource as ``type name``.
+
+    Args:
+        findings: what the policy pack reported.
+
+    """
     blocking = mandatory(findings)
     lines = [
         f"  policies: {len(blocking)} mandatory violation(s), "
         f"{len(findings) - len(blocking)} advisory finding(s)"
     ]
-    lines += [f"  MANDATORY {f.policy}: {f.urn}: {f.message}" for f in blocking]
+    ordered = sorted(findings, key=lambda f: (f not in blocking, f.policy, f.urn, f.message))
+    lines += [
+        f"    {f.enforcementLevel.upper()} {f.policy}: {resource_label(f.urn)}: {f.message}"
+        for f in ordered
+    ]
     return "\n".join(lines)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from synth.engine import SECRET_MARK, plain_value
-from synth.output import is_kubernetes_object, manifest_file_name
-from synth.run import StackResult, synthesize_stack
+from components.config_reference import BEGIN_MARKER, END_MARKER, render_reference
+from policies.offline import Finding
+from synth.__main__ import main as synth_main
+from synth.engine import SECRET_MARK, ResourceRecord, plain_value
+from synth.output import component_counts, is_kubernetes_object, manifest_file_name
+from synth.run import StackResult, policy_summary, synthesize_stack
 from synth.stackfile import SECURE_PLACEHOLDER, stack_from_document
 from tests.conftest import STACKS, synth_cli
 from tests.schemas import UnknownKind, validation_errors
@@ -115,13 +119,100 @@ def test_cli_all_writes_every_stack_and_summarises(tmp_path: Path) -> None:
     for stack in STACKS:
         assert (tmp_path / stack / "resources.json").is_file()
         assert f"{stack}: " in result.stdout
-    assert "eks:index:Cluster" in result.stdout
+    assert "network (Network)" in result.stdout
+    assert "eks:index:Cluster" not in result.stdout, "the per-type table needs --long"
+
+
+def test_cli_long_adds_the_per_type_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert synth_main(["dev", "--long", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "resources by component:" in out and "resources by type:" in out
+    assert re.search(r"^    eks:index:Cluster +1$", out, flags=re.MULTILINE), out
+
+
+def _record(urn_name: str, type_: str, parent: str | None, custom: bool = True) -> ResourceRecord:
+    urn = f"urn:pulumi:s::p::{type_}::{urn_name}"
+    return ResourceRecord(type_, urn_name, urn, parent, None, {}, [], {}, False, custom, {})
+
+
+def test_components_are_read_off_the_resource_tree() -> None:
+    stack = "urn:pulumi:s::p::pulumi:pulumi:Stack::p-s"
+    root = _record("s", "acme:index:Platform", stack, custom=False)
+    net = _record("net", "acme:index:Network", root.urn, custom=False)
+    subnet = _record("a", "aws:ec2/subnet:Subnet", net.urn)
+    inner = _record("inner", "acme:index:Routes", net.urn, custom=False)
+    route = _record("r", "aws:ec2/route:Route", inner.urn)
+    key = _record("logs", "aws:kms/key:Key", root.urn)
+    records = [root, net, subnet, inner, route, key]
+    assert component_counts(records) == [("net (Network)", 4), ("s (Platform)", 2)]
+    # Without one root component, every root is a top-level component of its own.
+    assert component_counts([net, subnet, key]) == [("logs (Key)", 1), ("net (Network)", 2)]
+
+
+def test_component_counts_add_up_and_name_the_platform_parts(stack_result: StackResult) -> None:
+    counts = dict(component_counts(stack_result.records))
+    assert sum(counts.values()) == len(stack_result.records)
+    parts = {label.split(" (")[1].rstrip(")") for label in counts}
+    assert {"Network", "Cluster", "Karpenter", "NodePools", "Storage", "Teams"} <= parts
+    summary = stack_result.summary()
+    assert "resources by type" not in summary
+    assert "resources by type" in stack_result.summary(long=True)
+
+
+def test_policy_summary_lists_every_finding_mandatory_first() -> None:
+    urn = "urn:pulumi:dev::p::acme:index:Storage$aws:s3/bucket:Bucket::data"
+    findings = [
+        Finding("bucket-tags", "advisory", urn, "no cost-center tag"),
+        Finding("kms-key-rotation", "mandatory", urn, "rotation off"),
+    ]
+    lines = policy_summary(findings).splitlines()
+    assert lines == [
+        "  policies: 1 mandatory violation(s), 1 advisory finding(s)",
+        "    MANDATORY kms-key-rotation: aws:s3/bucket:Bucket data: rotation off",
+        "    ADVISORY bucket-tags: aws:s3/bucket:Bucket data: no cost-center tag",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["dev", "--bogus"],
+        ["reference", "--bogus"],
+        ["reference", "--write", "a", "b"],
+        ["check", "resources.json", "--stack", "dev", "--bogus"],
+        ["jobs", "dev", "--bogus"],
+        ["diff", "dev", "--base", "build/synth", "--bogus"],
+        ["diff", "dev"],
+    ],
+)
+def test_every_command_rejects_an_unknown_option(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        synth_main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m synth"), err
+    assert "error:" in err
+
+
+def test_reference_write_updates_the_named_readme(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{BEGIN_MARKER}\nold\n{END_MARKER}\n")
+    assert synth_main(["reference", "--write", str(readme)]) == 0
+    assert "`platform.region`" in readme.read_text()
+    assert synth_main(["reference"]) == 0
+    assert capsys.readouterr().out.endswith(render_reference())
 
 
 def test_cli_unknown_stack_is_a_one_line_error(tmp_path: Path) -> None:
     result = synth_cli("nosuchstack", "--out", str(tmp_path))
     assert result.returncode == 2
-    assert "stacks: dev, prod, staging" in result.stderr
+    assert f"stacks: {', '.join(STACKS)}" in result.stderr  # every stack file present
     assert "Traceback" not in result.stderr
 
 

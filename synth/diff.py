@@ -1,0 +1,361 @@
+"""What changed between two syntheses of a stack: ``python -m synth diff <stack> --base DIR``.
+
+Pure builders: :func:`load_synthesis` reads a written synthesis back, :func:`diff_syntheses`
+compares two and :func:`render` puts the answer in words. Kubernetes objects and Helm releases
+are compared as the files a reviewer reads (``manifests/``, ``helm/``); every other resource as
+its ``resources.json`` record, by URN. Values the records mark secret stay masked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from synth.engine import SECRET_MARK, UNKNOWN, ResourceRecord
+from synth.output import HELM_RELEASE_TYPE, is_kubernetes_object, resource_label
+
+VALUE_WIDTH: Final = 60
+"""Longest rendering of one old or new value before it is shortened."""
+ABSENT: Final = "(absent)"
+"""How a key that one side lacks is shown."""
+_OPTION_FIELDS: Final = ("parent", "provider", "providers", "dependencies", "protect", "custom")
+_INTERNAL_INPUT_KEYS: Final = ("__defaults",)
+_PLAIN_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+class NoSynthesis(Exception):
+    """The base directory holds no synthesis of the stack."""
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """One stack's written synthesis, read back."""
+
+    directory: Path
+    resources: dict[str, ResourceRecord]
+    """Records by URN."""
+    manifests: dict[str, Any]
+    """``manifests/<file>`` contents by file name."""
+    helm: dict[str, Any]
+    """``helm/<release>.yaml`` contents by file name."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One key whose value differs; ``old`` or ``new`` is :data:`ABSENT` when a side lacks it."""
+
+    key: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class Changed:
+    """One resource or file present on both sides, and how it differs."""
+
+    name: str
+    changes: list[Change]
+
+
+@dataclass(frozen=True)
+class SectionDiff:
+    """Added, removed and changed entries of one kind (resources, manifests or Helm releases)."""
+
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    changed: list[Changed] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing was added, removed or changed."""
+        return not (self.added or self.removed or self.changed)
+
+
+@dataclass(frozen=True)
+class SynthesisDiff:
+    """Everything that differs between two syntheses of one stack."""
+
+    resources: SectionDiff
+    manifests: SectionDiff
+    helm: SectionDiff
+
+    @property
+    def empty(self) -> bool:
+        """True when the two syntheses are the same."""
+        return self.resources.empty and self.manifests.empty and self.helm.empty
+
+
+def synthesis_directory(base: Path, stack: str) -> Path:
+    """Where in ``base`` the stack's synthesis is: ``base/<stack>/`` or ``base`` itself.
+
+    Args:
+        base: an output root (``build/synth``) or one stack's directory (``build/synth/dev``).
+        stack: the stack name.
+
+    Raises:
+        NoSynthesis: neither holds a ``resources.json``.
+
+    """
+    for directory in (base / stack, base):
+        if (directory / "resources.json").is_file():
+            return directory
+    raise NoSynthesis(
+        f"{base}: no synthesis of stack {stack} (expected {base / stack / 'resources.json'} or "
+        f"{base / 'resources.json'})"
+    )
+
+
+def load_synthesis(directory: Path) -> Synthesis:
+    """Read ``resources.json``, ``manifests/`` and ``helm/`` of one written synthesis.
+
+    Args:
+        directory: one stack's directory, as :func:`synth.output.write_stack` wrote it.
+
+    Raises:
+        NoSynthesis: a file is missing or cannot be parsed.
+
+    """
+    try:
+        entries = json.loads((directory / "resources.json").read_text())
+        records = [ResourceRecord.from_json(entry) for entry in entries]
+        manifests = _yaml_files(directory / "manifests")
+        helm = _yaml_files(directory / "helm")
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
+        raise NoSynthesis(f"{directory}: not a readable synthesis ({exc})") from None
+    return Synthesis(directory, {r.urn: r for r in records}, manifests, helm)
+
+
+def _yaml_files(directory: Path) -> dict[str, Any]:
+    if not directory.is_dir():
+        return {}
+    return {path.name: yaml.safe_load(path.read_text()) for path in sorted(directory.glob("*"))}
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaf values of nested maps and lists by key path (``spec.limits.cpu``, ``args[0]``).
+
+    A key that is not a plain identifier is quoted (``labels["karpenter.sh/nodepool"]``); an
+    empty map or list is a leaf.
+
+    Args:
+        value: a JSON-like value.
+        prefix: the path of ``value`` itself.
+
+    """
+    if isinstance(value, dict) and value:
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            step = (
+                (f"{prefix}.{key}" if prefix else str(key))
+                if _PLAIN_KEY.fullmatch(str(key))
+                else f"{prefix}[{json.dumps(str(key))}]"
+            )
+            flat.update(flatten(item, step))
+        return flat
+    if isinstance(value, list) and value:
+        flat = {}
+        for index, item in enumerate(value):
+            flat.update(flatten(item, f"{prefix}[{index}]"))
+        return flat
+    return {prefix: value}
+
+
+def value_changes(old: Any, new: Any, prefix: str = "") -> list[Change]:
+    """The key paths whose leaf values differ between ``old`` and ``new``, in path order.
+
+    Args:
+        old: the earlier value.
+        new: the current value.
+        prefix: a path to put before every key.
+
+    """
+    before, after = flatten(old, prefix), flatten(new, prefix)
+    return [
+        Change(key, before.get(key, ABSENT), after.get(key, ABSENT))
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key, ABSENT) != after.get(key, ABSENT)
+    ]
+
+
+def _has_own_file(record: ResourceRecord) -> bool:
+    return is_kubernetes_object(record) or record.type == HELM_RELEASE_TYPE
+
+
+def record_changes(old: ResourceRecord, new: ResourceRecord) -> list[Change]:
+    """Changed inputs (by key path), then changed resource options (``option:<field>``).
+
+    Args:
+        old: the record in the base synthesis.
+        new: the record with the same URN now.
+
+    """
+    changes = value_changes(_inputs(old), _inputs(new))
+    before, after = old.to_json(), new.to_json()
+    changes += [
+        Change(f"option:{name}", before[name], after[name])
+        for name in _OPTION_FIELDS
+        if before[name] != after[name]
+    ]
+    return changes
+
+
+def _inputs(record: ResourceRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.inputs.items() if k not in _INTERNAL_INPUT_KEYS}
+
+
+def manifest_changes(old: Any, new: Any) -> list[Change]:
+    """:func:`value_changes` of two manifests; a Secret's ``data`` and ``stringData`` masked.
+
+    The engine already masks what the program marks secret; this keeps a Secret's payload out
+    of the output even where the program did not.
+
+    Args:
+        old: the earlier manifest.
+        new: the current manifest.
+
+    """
+    changes = value_changes(old, new)
+    if "Secret" not in (_kind(old), _kind(new)):
+        return changes
+    return [
+        Change(c.key, SECRET_MARK, SECRET_MARK)
+        if c.key.split(".", 1)[0].split("[", 1)[0] in ("data", "stringData")
+        else c
+        for c in changes
+    ]
+
+
+def _kind(manifest: Any) -> Any:
+    return manifest.get("kind") if isinstance(manifest, dict) else None
+
+
+def _section(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    compare: Callable[[Any, Any], list[Change]],
+    label: Callable[[str], str] = str,
+) -> SectionDiff:
+    changed = sorted(
+        (
+            Changed(label(key), changes)
+            for key in old.keys() & new.keys()
+            if (changes := compare(old[key], new[key]))
+        ),
+        key=lambda entry: entry.name,
+    )
+    return SectionDiff(
+        added=sorted(label(key) for key in new.keys() - old.keys()),
+        removed=sorted(label(key) for key in old.keys() - new.keys()),
+        changed=changed,
+    )
+
+
+def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
+    """Compare two syntheses of one stack.
+
+    Args:
+        old: the base (earlier) synthesis.
+        new: the current one.
+
+    """
+
+    def others(synthesis: Synthesis) -> dict[str, ResourceRecord]:
+        return {u: r for u, r in synthesis.resources.items() if not _has_own_file(r)}
+
+    return SynthesisDiff(
+        resources=_section(others(old), others(new), record_changes, resource_label),
+        manifests=_section(old.manifests, new.manifests, manifest_changes),
+        helm=_section(old.helm, new.helm, value_changes),
+    )
+
+
+def _is_secret(value: Any) -> bool:
+    return value == SECRET_MARK or (isinstance(value, str) and SECRET_MARK in value)
+
+
+def shorten(value: Any, width: int = VALUE_WIDTH) -> str:
+    """One value as compact JSON, cut to ``width`` characters with ``...``.
+
+    :data:`ABSENT` and the engine's unknown marker are shown as words.
+
+    Args:
+        value: a leaf value (or a whole resource option).
+        width: the longest rendering kept whole.
+
+    """
+    if value == ABSENT:
+        return ABSENT
+    if value == UNKNOWN:
+        return "(known after deploy)"
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def render_change(change: Change) -> str:
+    """``key: old -> new``; a value either side marks secret shows as the mark on both."""
+    if _is_secret(change.old) or _is_secret(change.new):
+        return f"{change.key}: {SECRET_MARK} -> {SECRET_MARK} (secret; value not shown)"
+    old, new = _from_first_difference(change.old, change.new)
+    return f"{change.key}: {shorten(old)} -> {shorten(new)}"
+
+
+def _from_first_difference(old: Any, new: Any, context: int = 15) -> tuple[Any, Any]:
+    """Two long strings from a little before where they differ, the common start as ``...``.
+
+    Anything else comes back unchanged.
+    """
+    if not (isinstance(old, str) and isinstance(new, str)) or ABSENT in (old, new):
+        return old, new
+    common = next(
+        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+        min(len(old), len(new)),
+    )
+    if common <= context or max(len(old), len(new)) <= VALUE_WIDTH:
+        return old, new
+    return "..." + old[common - context :], "..." + new[common - context :]
+
+
+def count_line(diff: SynthesisDiff) -> str:
+    """``N added, N removed, N changed`` over the three sections."""
+    sections = (diff.resources, diff.manifests, diff.helm)
+    added = sum(len(s.added) for s in sections)
+    removed = sum(len(s.removed) for s in sections)
+    changed = sum(len(s.changed) for s in sections)
+    return f"{added} added, {removed} removed, {changed} changed"
+
+
+def render(stack: str, base: Path, diff: SynthesisDiff) -> str:
+    """The diff in words: per section ``+`` added, ``-`` removed, ``~`` changed with its keys.
+
+    Args:
+        stack: the stack name, leading the first line.
+        base: the base synthesis directory, named in the first line.
+        diff: what :func:`diff_syntheses` found.
+
+    """
+    if diff.empty:
+        return f"{stack}: no changes against {base}"
+    lines = [f"{stack}: {count_line(diff)} against {base}"]
+    for title, section in (
+        ("resources", diff.resources),
+        ("manifests/", diff.manifests),
+        ("helm/", diff.helm),
+    ):
+        if section.empty:
+            continue
+        lines.append(
+            f"  {title}: {len(section.added)} added, {len(section.removed)} removed, "
+            f"{len(section.changed)} changed"
+        )
+        lines += [f"    + {name}" for name in section.added]
+        lines += [f"    - {name}" for name in section.removed]
+        for changed in section.changed:
+            lines.append(f"    ~ {changed.name}")
+            lines += [f"        {render_change(change)}" for change in changed.changes]
+    return "\n".join(lines)

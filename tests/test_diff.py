@@ -1,0 +1,236 @@
+"""``synth diff``: what changed between two syntheses, computed from the files alone."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from synth.__main__ import main as synth_main
+from synth.diff import (
+    ABSENT,
+    Change,
+    NoSynthesis,
+    Synthesis,
+    diff_syntheses,
+    flatten,
+    load_synthesis,
+    render,
+    render_change,
+    shorten,
+    synthesis_directory,
+)
+from synth.engine import SECRET_MARK, UNKNOWN, ResourceRecord
+from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
+
+URN = "urn:pulumi:dev::p::acme:index:Network$aws:ec2/subnet:Subnet::"
+
+
+def _record(name: str, inputs: dict[str, Any], **options: Any) -> ResourceRecord:
+    fields: dict[str, Any] = {
+        "type": "aws:ec2/subnet:Subnet",
+        "name": name,
+        "urn": URN + name,
+        "parent": None,
+        "provider": None,
+        "providers": {},
+        "dependencies": [],
+        "property_dependencies": {},
+        "protect": False,
+        "custom": True,
+        "inputs": inputs,
+    }
+    fields.update(options)
+    return ResourceRecord(**fields)
+
+
+def _synthesis(
+    records: list[ResourceRecord],
+    manifests: dict[str, Any] | None = None,
+    helm: dict[str, Any] | None = None,
+) -> Synthesis:
+    return Synthesis(Path("x"), {r.urn: r for r in records}, manifests or {}, helm or {})
+
+
+def test_identical_syntheses_have_no_diff() -> None:
+    records = [_record("a", {"cidrBlock": "10.0.0.0/24"})]
+    diff = diff_syntheses(_synthesis(records), _synthesis(copy.deepcopy(records)))
+    assert diff.empty
+    assert render("dev", Path("base/dev"), diff) == "dev: no changes against base/dev"
+
+
+def test_resources_added_removed_and_changed_by_urn() -> None:
+    old = _synthesis(
+        [_record("a", {"cidrBlock": "10.0.0.0/24", "tags": {"team": "x"}}), _record("b", {})]
+    )
+    new = _synthesis(
+        [
+            _record("a", {"cidrBlock": "10.0.1.0/24", "tags": {}}, protect=True),
+            _record("c", {}),
+        ]
+    )
+    diff = diff_syntheses(old, new).resources
+    assert diff.added == ["aws:ec2/subnet:Subnet c"]
+    assert diff.removed == ["aws:ec2/subnet:Subnet b"]
+    (changed,) = diff.changed
+    assert changed.name == "aws:ec2/subnet:Subnet a"
+    assert changed.changes == [
+        Change("cidrBlock", "10.0.0.0/24", "10.0.1.0/24"),
+        Change("tags", ABSENT, {}),
+        Change("tags.team", "x", ABSENT),
+        Change("option:protect", False, True),
+    ]
+
+
+def test_internal_defaults_marker_is_not_a_change() -> None:
+    old = _synthesis([_record("a", {"__defaults": ["x"], "v": 1})])
+    new = _synthesis([_record("a", {"__defaults": ["y"], "v": 1})])
+    assert diff_syntheses(old, new).empty
+
+
+def test_kubernetes_objects_and_releases_are_compared_as_their_files() -> None:
+    pool: dict[str, Any] = {
+        "kind": "NodePool",
+        "metadata": {"labels": {"karpenter.sh/x": "1"}},
+        "spec": {},
+    }
+    changed_pool = copy.deepcopy(pool)
+    changed_pool["metadata"]["labels"]["karpenter.sh/x"] = "2"
+    changed_pool["spec"]["args"] = ["--a", "--b"]
+    release = {"release": "karpenter", "values": {"replicas": 2}}
+    diff = diff_syntheses(
+        _synthesis([], {"NodePool._cluster.gpu.yaml": pool, "Gone.yaml": {}}, {"k.yaml": release}),
+        _synthesis(
+            [],
+            {"NodePool._cluster.gpu.yaml": changed_pool, "New.yaml": {}},
+            {"k.yaml": {"release": "karpenter", "values": {"replicas": 1}}},
+        ),
+    )
+    assert diff.manifests.added == ["New.yaml"] and diff.manifests.removed == ["Gone.yaml"]
+    assert diff.manifests.changed[0].changes == [
+        Change('metadata.labels["karpenter.sh/x"]', "1", "2"),
+        Change("spec", {}, ABSENT),
+        Change("spec.args[0]", ABSENT, "--a"),
+        Change("spec.args[1]", ABSENT, "--b"),
+    ]
+    assert diff.helm.changed[0].changes == [Change("values.replicas", 2, 1)]
+    text = render("dev", Path("b"), diff)
+    assert text.splitlines()[0] == "dev: 1 added, 1 removed, 2 changed against b"
+    assert "  manifests/: 1 added, 1 removed, 1 changed" in text
+    assert "    ~ k.yaml\n        values.replicas: 2 -> 1" in text
+    assert "    + New.yaml" in text and "    - Gone.yaml" in text
+
+
+def test_records_of_kubernetes_objects_are_left_to_their_files() -> None:
+    kind = "kubernetes:core/v1:ConfigMap"
+    old = _synthesis([_record("cm", {"data": {"a": "1"}}, type=kind)])
+    new = _synthesis([_record("cm", {"data": {"a": "2"}}, type=kind)])
+    assert diff_syntheses(old, new).resources.empty
+
+
+def test_secret_values_are_never_shown() -> None:
+    assert "hunter2" not in render_change(Change("password", SECRET_MARK, "hunter2"))
+    assert "hunter2" not in render_change(Change("password", "hunter2", SECRET_MARK))
+    secret = {"kind": "Secret", "stringData": {"password": "hunter2"}, "type": "Opaque"}
+    changed = {"kind": "Secret", "stringData": {"password": "swordfish"}, "type": "x"}
+    diff = diff_syntheses(_synthesis([], {"s.yaml": secret}), _synthesis([], {"s.yaml": changed}))
+    text = render("dev", Path("b"), diff)
+    assert "hunter2" not in text and "swordfish" not in text
+    assert "stringData.password: [secret] -> [secret] (secret; value not shown)" in text
+    assert 'type: "Opaque" -> "x"' in text
+
+
+def test_values_are_shortened() -> None:
+    assert shorten("x" * 200).endswith("...") and len(shorten("x" * 200)) == 60
+    assert shorten({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
+    assert shorten(UNKNOWN) == "(known after deploy)"
+    assert shorten(ABSENT) == ABSENT
+    assert flatten({"a": {}, "b": [], "c": [{"d": 1}]}) == {"a": {}, "b": [], "c[0].d": 1}
+
+
+def test_base_may_be_the_output_root_or_the_stack_directory(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    directory = synthesized["dev"].written.directory
+    assert synthesis_directory(directory.parent, "dev") == directory
+    assert synthesis_directory(directory, "dev") == directory
+    with pytest.raises(NoSynthesis, match=str(tmp_path)):
+        synthesis_directory(tmp_path, "dev")
+    loaded = load_synthesis(directory)
+    assert len(loaded.resources) == len(synthesized["dev"].records)
+    assert len(loaded.manifests) == synthesized["dev"].written.manifests
+    assert diff_syntheses(loaded, load_synthesis(directory)).empty
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
+    return project
+
+
+def test_diff_command_shows_a_changed_stack_value_and_exits_one(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = _project_copy(tmp_path)
+    stack_file = project / "stacks" / "Pulumi.dev.yaml"
+    document = yaml.safe_load(stack_file.read_text())
+    platform = document["config"]["eks-training-platform:platform"]
+    platform["cluster"]["systemNodeGroup"]["maxSize"] += 1
+    stack_file.write_text(yaml.safe_dump(document))
+    base = synthesized["dev"].written.directory
+    argv = ["diff", "dev", "--base", str(base.parent), "--out", str(tmp_path / "out")]
+    assert synth_main([*argv, "--project-dir", str(project)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"dev: 0 added, 0 removed, 1 changed against {base}\n"), out
+    assert "~ aws:eks/nodeGroup:NodeGroup training-dev-system" in out
+    assert "scalingConfig.maxSize: 3 -> 4" in out
+    assert (tmp_path / "out" / "dev" / "resources.json").is_file()
+    readme = (REPOSITORY_ROOT / "README.md").read_text()
+    section = readme[readme.index("### What changed? (`synth diff`)") :]
+    shown = section[section.index("```\n") + 4 : section.index("```\n", section.index("```\n") + 4)]
+    assert shown == out.replace(str(base), "build/synth/dev"), "README's diff example is stale"
+
+
+def test_diff_command_exits_zero_without_changes(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = synthesized["dev"].written.directory
+    assert synth_main(["diff", "dev", "--base", str(base), "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"dev: no changes against {base}\n"
+
+
+def test_diff_command_base_may_be_the_output_directory_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert synth_main(["dev", "--out", str(tmp_path)]) == 0
+    assert synth_main(["diff", "dev", "--base", str(tmp_path), "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.endswith(
+        "dev: no changes against " + str(tmp_path / "dev") + "\n"
+    )
+
+
+def test_diff_command_exits_two_for_a_base_without_synthesis_or_a_bad_stack(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nothing-here"
+    assert synth_main(["diff", "dev", "--base", str(missing), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and str(missing) in err
+    base = str(synthesized["dev"].written.directory)
+    assert synth_main(["diff", "nosuch", "--base", base, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nosuch: ") and "stacks: dev, prod, staging" in err
+
+
+def test_long_strings_are_shown_from_where_they_differ() -> None:
+    head = "# Generated by the training platform from the node pools\n"
+    line = render_change(Change("gres", head + "Count=1\n", head + "Count=2\n"))
+    assert line == r'gres: "...de pools\nCount=1\n" -> "...de pools\nCount=2\n"'
+    assert render_change(Change("k", "short", "shorter")) == 'k: "short" -> "shorter"'
