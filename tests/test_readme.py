@@ -39,7 +39,7 @@ def test_reference_lists_every_documented_key() -> None:
 
 def test_readme_commands_exist_and_ci_runs_the_same_test_command() -> None:
     text = README.read_text()
-    commands = re.findall(r"^(scripts/\w+)", text, flags=re.MULTILINE)
+    commands = re.findall(r"^\s*(scripts/[\w-]+)", text, flags=re.MULTILINE)
     assert {"scripts/synth", "scripts/test"} <= set(commands)
     for command in commands:
         assert (REPOSITORY_ROOT / command).is_file(), command
