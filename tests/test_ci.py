@@ -124,14 +124,12 @@ def test_pulumi_cli_matches_the_sdk_pin() -> None:
 
 def test_ci_run_checks_lint_types_and_tests_with_reference_data_required() -> None:
     script = CI_RUN.read_text()
-    for check in (
-        "ruff check .",
-        "ruff format --check .",
-        ".venv/bin/mypy",
-        "scripts/test",
-        "TRAINING_PLATFORM_REQUIRE_REFERENCE=1",
-    ):
+    for check in ("scripts/lint", "scripts/test", "TRAINING_PLATFORM_REQUIRE_REFERENCE=1"):
         assert check in script, check
+    lint = (REPOSITORY_ROOT / "scripts" / "lint").read_text()
+    checking = lint.split("else", 1)[1]  # without --fix: check only
+    for check in ("ruff check .", "ruff format --check .", ".venv/bin/mypy"):
+        assert check in checking, check
     # It honours a reference directory given by the caller (the workflow's fetched copy).
     assert "${TRAINING_PLATFORM_REFERENCE_DIR:-" in script
 

@@ -20,7 +20,7 @@ def test_configuration_reference_matches_the_model() -> None:
     text = README.read_text()
     start, end = text.index(BEGIN_MARKER), text.index(END_MARKER) + len(END_MARKER)
     assert text[start:end] + "\n" == render_reference(), (
-        "README configuration reference is stale: run `python -m synth reference` and paste it"
+        "README configuration reference is stale: run `scripts/synth reference --write`"
     )
 
 
@@ -94,3 +94,16 @@ def test_the_readme_shows_the_jobs_report_of_prod(synthesized: dict[str, StackRe
     assert shown == table("prod", synthesized["prod"].jobs) + "\n", (
         "README's `synth jobs prod` output is stale: paste the command's output"
     )
+
+
+def test_readme_spells_every_command_one_way() -> None:
+    # scripts/... set up and run; a second spelling of the same command only confuses.
+    text = README.read_text()
+    for other in ("python -m synth", ".venv/bin/python", ".venv/bin/ruff", ".venv/bin/mypy"):
+        assert other not in text, f"README spells a command {other!r}; use scripts/..."
+    assert set(re.findall(r"(scripts/[\w-]+)", text)) >= {
+        "scripts/synth",
+        "scripts/test",
+        "scripts/lint",
+        "scripts/new-environment",
+    }
