@@ -140,6 +140,10 @@ def _provider_urn(reference: str) -> str | None:
     return reference.rsplit("::", 1)[0] if reference else None
 
 
+ROOT_STACK_TYPE: Final = "pulumi:pulumi:Stack"
+"""The type of the stack's root resource, which qualifies no URN."""
+
+
 class RecordingMonitor(mocks.MockMonitor):
     """A mock monitor that records registrations and declines resource references.
 
@@ -153,7 +157,7 @@ class RecordingMonitor(mocks.MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         """Record the request, then let the stock mock monitor answer it."""
-        if request.type != "pulumi:pulumi:Stack":
+        if request.type != ROOT_STACK_TYPE:
             raw_inputs = json_format.MessageToDict(request.object, preserving_proto_field_name=True)
             self.records.append(
                 ResourceRecord(
@@ -179,6 +183,20 @@ class RecordingMonitor(mocks.MockMonitor):
                 )
             )
         return super().RegisterResource(request)
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The URN the engine gives: the type qualified by the types of all component ancestors.
+
+        The stock mock keeps only the parent's own type and counts the root stack as one, so
+        nested resources got URNs no ``pulumi up --target`` or ``state unprotect`` matches. The
+        engine qualifies with the parent's whole qualified type, the root stack excluded
+        (pulumi/pulumi pkg/resource/deploy, the step generator's URN of a registration).
+        """
+        if parent:
+            qualified = parent.split("::")[2]
+            if qualified != ROOT_STACK_TYPE:
+                type_ = f"{qualified}${type_}"
+        return f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{type_}::{name}"
 
     def SupportsFeature(self, request: Any) -> Any:  # noqa: N802
         """Answer as the stock monitor does, but without resource references."""

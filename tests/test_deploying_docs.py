@@ -58,8 +58,8 @@ def real_urns(records: list[ResourceRecord]) -> dict[str, ResourceRecord]:
     """Every record by the URN the real engine gives it.
 
     The engine qualifies a resource's type with the types of all its component ancestors
-    (the root stack excluded); the mock monitor writes only the immediate parent's, so the
-    URNs in resources.json are rebuilt here from the parent links.
+    (the root stack excluded); rebuilt here from the parent links, independently of the
+    recording monitor's make_urn, which must agree (test below).
     """
     project, _ = project_settings(REPOSITORY_ROOT)
     by_mock = {record.urn: record for record in records}
@@ -258,6 +258,12 @@ def test_the_table_names_each_buckets_derived_name(
 
 
 # ------------------------------------------------------------------ targets, URNs and names
+
+
+def test_synthesized_urns_are_the_engines(synthesized: dict[str, StackResult]) -> None:
+    records = synthesized["prod"].records
+    assert sorted(real_urns(records)) == sorted(record.urn for record in records)
+    assert any(record.urn.count("$") >= 2 for record in records)  # nested components exist
 
 
 def test_every_urn_on_the_page_is_a_real_urn_of_prod(synthesized: dict[str, StackResult]) -> None:
