@@ -6,6 +6,7 @@ that drifts from the API fails here; the other rules cite the AWS guide they com
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from typing import Any
@@ -14,8 +15,9 @@ import pytest
 from botocore.loaders import Loader
 
 from components import config
+from synth.engine import ResourceRecord
 from tests.config_problems import assert_reported
-from tests.conftest import stack_data
+from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import Mutation, set_at
 
 SHAPES: dict[str, dict[str, Any]] = {}
@@ -159,3 +161,117 @@ def test_slurm_login_from_private_ranges_is_accepted(cidrs: list[str]) -> None:
     data = stack_data("dev")
     data["slurm"]["login"]["allowedCidrs"] = cidrs
     assert config.parse_platform_config(data).slurm.login is not None
+
+
+# --------------------------------------------------------------------------- derived names fit
+
+AUTONAME_SUFFIX = 8
+"""pulumi-aws auto-names a resource ``<logical name>-<7 random characters>``."""
+NAME_PREFIX_SUFFIX = 26
+"""terraform-provider-aws appends a 26-character unique id to a ``name_prefix``
+(internal/create naming.go, id.UniqueIDSuffixLength), hence the node group prefix's 63 - 26."""
+
+# type -> (limit on the physical name, where the limit comes from)
+NAME_LIMITS: dict[str, tuple[int, str]] = {
+    "aws:iam/role:Role": (shape("iam", "roleNameType")["max"], "iam roleNameType"),
+    "aws:iam/rolePolicy:RolePolicy": (shape("iam", "policyNameType")["max"], "iam policyNameType"),
+    "aws:iam/policy:Policy": (shape("iam", "policyNameType")["max"], "iam policyNameType"),
+    "aws:kms/alias:Alias": (shape("kms", "AliasNameType")["max"], "kms AliasNameType"),
+    "aws:cloudwatch/logGroup:LogGroup": (shape("logs", "LogGroupName")["max"], "logs LogGroupName"),
+    "aws:cloudwatch/eventRule:EventRule": (shape("events", "RuleName")["max"], "events RuleName"),
+    "aws:ec2/launchTemplate:LaunchTemplate": (
+        shape("ec2", "LaunchTemplateName")["max"], "ec2 LaunchTemplateName"),
+    "aws:eks/nodeGroup:NodeGroup": (63, "EKS node group names; prefix 63 - 26"),
+    "aws:sqs/queue:Queue": (80, "SQS developer guide: queue names up to 80 characters"),
+    "aws:ec2/placementGroup:PlacementGroup": (255, "EC2 user guide: placement group names"),
+    "aws:s3/bucket:Bucket": (63, "S3 general purpose bucket naming rules"),
+    "kubernetes:core/v1:Namespace": (63, "a DNS label"),
+    "kubernetes:karpenter.sh/v1:NodePool": (63, "its name is the karpenter.sh/nodepool label"),
+    "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": (
+        63, "its name is the karpenter.k8s.aws/ec2nodeclass label"),
+    "kubernetes:helm.sh/v3:Release": (53, "Helm's release name limit"),
+}  # fmt: skip
+
+
+def _physical_name(record: ResourceRecord) -> str:
+    """The name AWS or the cluster will see: the explicit name input, or pulumi's auto-name."""
+    inputs = record.inputs if isinstance(record.inputs, dict) else {}
+    metadata = inputs.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
+        return str(metadata["name"])
+    for key in ("name", "bucket"):
+        if isinstance(inputs.get(key), str):
+            return str(inputs[key])
+    for key in ("namePrefix", "nodeGroupNamePrefix"):
+        if isinstance(inputs.get(key), str):
+            return str(inputs[key]) + "x" * NAME_PREFIX_SUFFIX
+    return record.name + "x" * AUTONAME_SUFFIX
+
+
+def _renamed(names: list[str], length: int | None, filler: str) -> list[str]:
+    """Each name stretched or cut to ``length`` (None: as it is), kept distinct by a last digit."""
+    if length is None:
+        return names
+    return [(name + filler * length)[: length - 1] + str(i) for i, name in enumerate(names)]
+
+
+def _with_long_names(
+    data: dict[str, Any], cluster: int | None, pool: int | None, team: int | None
+) -> dict[str, Any]:
+    """The stack with its cluster, pool and team names of the given lengths."""
+    stretched = copy.deepcopy(data)
+    if cluster is not None:
+        stretched["clusterName"] = "c" * cluster
+    pools = stretched.get("nodePools", [])
+    renamed = dict(
+        zip(
+            [p["name"] for p in pools], _renamed([p["name"] for p in pools], pool, "p"), strict=True
+        )
+    )
+    for item in pools:
+        item["name"] = renamed[item["name"]]
+    for node_set in stretched.get("slurm", {}).get("nodeSets", []):
+        node_set["pool"] = renamed.get(node_set["pool"], node_set["pool"])
+    teams = stretched.get("teams", [])
+    for item, name in zip(teams, _renamed([t["name"] for t in teams], team, "t"), strict=True):
+        item["name"] = name
+    return stretched
+
+
+def _longest(accepted: Callable[[int], bool]) -> int:
+    """The largest length config accepts (lengths from 2 up)."""
+    length = 2
+    while length < 300 and accepted(length + 1):
+        length += 1
+    return length
+
+
+def _accepted(data: dict[str, Any]) -> bool:
+    try:
+        config.parse_platform_config(data)
+    except config.ConfigError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_name_of_the_longest_accepted_config_fits_aws(
+    stack: str, run_platform: Callable[..., ProgramRun]
+) -> None:
+    data = stack_data(stack)
+    cluster = _longest(lambda n: _accepted(_with_long_names(data, n, None, None)))
+    pool = _longest(lambda n: _accepted(_with_long_names(data, cluster, n, None)))
+    team = _longest(lambda n: _accepted(_with_long_names(data, cluster, pool, n)))
+    assert cluster >= 20 and pool >= 20 and team >= 20, (cluster, pool, team)
+    records = run_platform(_with_long_names(data, cluster, pool, team), stack).records
+    too_long = [
+        f"{record.type} {name!r}: {len(name)} > {limit} ({why})"
+        for record in records
+        if record.type in NAME_LIMITS
+        for (limit, why), name in [(NAME_LIMITS[record.type], _physical_name(record))]
+        if len(name) > limit
+    ]
+    assert not too_long, ((cluster, pool, team), too_long)
+    assert {record.type for record in records} >= {
+        "aws:iam/role:Role", "aws:eks/nodeGroup:NodeGroup", "kubernetes:karpenter.sh/v1:NodePool"
+    }  # fmt: skip
