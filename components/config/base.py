@@ -5,12 +5,14 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+import types
+import typing
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -205,11 +207,65 @@ RetentionDays = Annotated[int, AfterValidator(retention)]
 
 
 class StrictModel(BaseModel):
-    """Base of every config section: camelCase keys, unknown keys rejected, immutable."""
+    """Base of every config section: camelCase keys, unknown keys rejected, immutable.
+
+    Strict types: a boolean is true or false and a number a number, as YAML and the Pulumi CLI
+    write them, never "yes", 0 or a number given as text; the one coercion is digits where text
+    is expected (below).
+    """
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _digits_as_text(cls, data: Any) -> Any:
+        """Whole numbers become text where the field holds text (items of lists and maps too).
+
+        `pulumi config set --path` stores a value of digits as a number (pulumi/pulumi
+        sdk/go/common/resource/config, adjustObjectValue), and YAML reads 4711 as one. Fields
+        with a number rule of their own (account ids) keep theirs.
+        """
+        if not isinstance(data, dict):
+            return data
+        converted = dict(data)
+        for name, field in cls.model_fields.items():
+            key = field.alias or name
+            if key in converted and _holds_text(field.annotation) and not _converts_itself(field):
+                converted[key] = _digits_to_text(converted[key])
+        return converted
+
+
+def _holds_text(annotation: Any) -> bool:
+    """True when a field's values are text: str, optional str, or a list or map of str."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _holds_text(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return len(args) == 1 and _holds_text(args[0])
+    if origin is list:
+        return _holds_text(typing.get_args(annotation)[0])
+    if origin is dict:
+        return _holds_text(typing.get_args(annotation)[1])
+    return annotation is str
+
+
+def _converts_itself(field: Any) -> bool:
+    return any(isinstance(item, BeforeValidator) for item in field.metadata)
+
+
+def _digits_to_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return [_digits_to_text(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _digits_to_text(item) for key, item in value.items()}
+    return value
 
 
 MISSING: Final = object()

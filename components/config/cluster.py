@@ -215,7 +215,13 @@ def cluster_problems(cluster: ClusterConfig) -> Iterator[ConfigProblem]:
             "Kubernetes resource of the stack times out (README, deploying a private cluster)",
         )
     group = cluster.system_node_group
-    if not group.min_size <= group.desired_size <= group.max_size:
+    if group.min_size > group.max_size:
+        yield ConfigProblem(
+            f"{base}.systemNodeGroup.minSize",
+            group.min_size,
+            f"at most maxSize ({group.max_size})",
+        )
+    elif not group.min_size <= group.desired_size <= group.max_size:
         yield ConfigProblem(
             f"{base}.systemNodeGroup.desiredSize",
             group.desired_size,

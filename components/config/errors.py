@@ -89,8 +89,8 @@ def problem_from_pydantic(
     given = error.get("input", MISSING)
     if kind == "missing":
         field = _field_at(root, loc)
-        description = field.description if field and field.description else "a value"
-        return ConfigProblem(path, MISSING, description)
+        description = field.description if field and field.description else ""
+        return ConfigProblem(path, MISSING, f"a value here (required). {description}".strip())
     if kind == "extra_forbidden":
         moved = MOVED_KEYS.get(tuple(part for part in loc if isinstance(part, str)))
         if moved is not None:
@@ -113,13 +113,15 @@ def _allowed(kind: str, error: Any, field: Any) -> str:
     given = error.get("input")
     if kind in KIND_WORDS:
         words = KIND_WORDS[kind]
-        if kind == "string_type" and isinstance(given, int | float) and not isinstance(given, bool):
+        if kind == "string_type" and isinstance(given, float):
             words += QUOTE_HINT
         return words
     if kind == "literal_error":
         return "one of " + ", ".join(re.findall(r"'([^']*)'", str(context.get("expected", ""))))
     if kind in ("too_short", "too_long"):
         count = context["min_length"] if kind == "too_short" else context["max_length"]
+        if isinstance(given, str):
+            return f"text of {'at least' if kind == 'too_short' else 'at most'} {count} characters"
         noun = "entr" if context.get("field_type") == "Dictionary" else "item"
         plural = (
             {"entr": "ies", "item": "s"}[noun] if count != 1 else {"entr": "y", "item": ""}[noun]
