@@ -71,6 +71,21 @@ def routed_deploy_networks(cidrs: list[str], vpc_cidr: str) -> list[str]:
     return [cidr for cidr in cidrs if not ipaddress.IPv4Network(cidr).subnet_of(vpc)]
 
 
+def nat_gateway_zones(zones: list[str], mode: str) -> dict[str, str]:
+    """Zone -> the zone of the NAT gateway its private subnets leave through.
+
+    Args:
+        zones: the cluster's availability zones, in config order.
+        mode: ``perZone`` (each zone its own gateway) or ``single`` (one gateway, in the zone
+            with the lowest letter: reordering the zones, or adding one with a later letter,
+            leaves it where it is; a gateway moved to another subnet is a new gateway).
+    """
+    if mode == "perZone":
+        return {zone: zone for zone in zones}
+    home = min(zones)
+    return {zone: home for zone in zones}
+
+
 class Network(pulumi.ComponentResource):
     """VPC, subnets, NAT, S3 gateway endpoint and flow logs for one platform.
 
@@ -172,6 +187,7 @@ class Network(pulumi.ComponentResource):
             network.availability_zones,
             network.private_subnet_prefix_length,
             network.public_subnet_prefix_length,
+            network.subnet_cidrs,
         )
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
@@ -197,10 +213,9 @@ class Network(pulumi.ComponentResource):
             gateway_id=gateway.id,
             opts=child,
         )
-        private_route_tables: dict[str, aws.ec2.RouteTable] = {}
-        nat_ids: list[pulumi.Output[str]] = []
-        self.private_subnet_ids = {}
-        for index, zone_plan in enumerate(plan):
+        nat_zones = nat_gateway_zones(network.availability_zones, network.nat_gateways)
+        nat_ids: dict[str, pulumi.Output[str]] = {}
+        for zone_plan in plan:
             zone = zone_plan.zone
             public = aws.ec2.Subnet(
                 f"{name}-public-{zone}",
@@ -218,7 +233,7 @@ class Network(pulumi.ComponentResource):
                 route_table_id=public_routes.id,
                 opts=child,
             )
-            if network.nat_gateways == "perZone" or index == 0:
+            if zone in nat_zones.values():
                 address = aws.ec2.Eip(
                     f"{name}-nat-{zone}",
                     domain="vpc",
@@ -232,7 +247,11 @@ class Network(pulumi.ComponentResource):
                     tags={"Name": f"{cluster_name}-{zone}"},
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
                 )
-                nat_ids.append(nat.id)
+                nat_ids[zone] = nat.id
+        private_route_tables: dict[str, aws.ec2.RouteTable] = {}
+        self.private_subnet_ids = {}
+        for zone_plan in plan:
+            zone = zone_plan.zone
             private = aws.ec2.Subnet(
                 f"{name}-private-{zone}",
                 vpc_id=vpc.id,
@@ -256,7 +275,7 @@ class Network(pulumi.ComponentResource):
                 f"{name}-private-{zone}-default",
                 route_table_id=routes.id,
                 destination_cidr_block="0.0.0.0/0",
-                nat_gateway_id=nat_ids[-1],
+                nat_gateway_id=nat_ids[nat_zones[zone]],
                 opts=child,
             )
             private_route_tables[zone] = routes
@@ -282,7 +301,10 @@ class Network(pulumi.ComponentResource):
             vpc_id=vpc.id,
             service_name=f"com.amazonaws.{region}.s3",
             vpc_endpoint_type="Gateway",
-            route_table_ids=[table.id for table in private_route_tables.values()],
+            # By zone, not config order: reordering zones changes no input.
+            route_table_ids=[
+                private_route_tables[zone].id for zone in sorted(private_route_tables)
+            ],
             tags={"Name": f"{cluster_name}-s3"},
             opts=child,
         )
@@ -308,7 +330,7 @@ class Network(pulumi.ComponentResource):
             f"{name}-deploy-path",
             transit_gateway_id=deploy_path.transit_gateway_id,
             vpc_id=vpc_id,
-            subnet_ids=list(self.private_subnet_ids.values()),
+            subnet_ids=[self.private_subnet_ids[zone] for zone in sorted(self.private_subnet_ids)],
             tags={"Name": f"{cluster_name}-deploy-path"},
             opts=child,
         )

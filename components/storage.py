@@ -25,6 +25,7 @@ from components.config import (
     PlatformConfig,
     bucket_name,
 )
+from components.config.storage import normalized_file_system_path
 from components.iam import (
     customer_key,
     deny_insecure_transport,
@@ -151,6 +152,20 @@ def lustre_egress(
 def data_repository_path(bucket: str, association: DataRepositoryAssociationConfig) -> str:
     """``s3://bucket/prefix/`` of an association."""
     return f"s3://{bucket}/{association.s3_prefix}"
+
+
+def association_resource_name(prefix: str, association: DataRepositoryAssociationConfig) -> str:
+    """The Pulumi name of an association: ``<prefix>-dra`` and its file system path.
+
+    Keyed by path, not list position, so reordering the associations renames none. Paths are
+    unique once normalised (config refuses overlapping ones), and a URN may hold ``/``, so the
+    path itself is the suffix: ``storage-dra/checkpoints``, ``storage-dra/`` for the root.
+
+    Args:
+        prefix: the storage component's name.
+        association: the association's config; only its ``fileSystemPath`` counts.
+    """
+    return f"{prefix}-dra{normalized_file_system_path(association.file_system_path)}"
 
 
 def association_s3_config(association: DataRepositoryAssociationConfig) -> dict[str, Any]:
@@ -494,14 +509,28 @@ class Storage(pulumi.ComponentResource):
         s3_name = bucket_name(config, bucket)
         for index, association in enumerate(lustre.associations):
             aws.fsx.DataRepositoryAssociation(
-                f"{name}-dra-{index}",
+                association_resource_name(name, association),
                 file_system_id=file_system.id,
                 file_system_path=association.file_system_path,
                 data_repository_path=data_repository_path(s3_name, association),
                 batch_import_meta_data_on_create=association.batch_import_metadata_on_create,
                 s3=_s3_args(association),
                 delete_data_in_filesystem=False,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=bucket_ready),
+                opts=pulumi.ResourceOptions.merge(
+                    stateful,
+                    pulumi.ResourceOptions(
+                        depends_on=bucket_ready,
+                        # A new prefix or file system replaces the association (file_system_id,
+                        # file_system_path and data_repository_path are ForceNew in
+                        # terraform-provider-aws internal/service/fsx/
+                        # data_repository_association.go, v6), and FSx refuses a second
+                        # association on a path the first still holds: delete it first.
+                        delete_before_replace=True,
+                        # The name stacks deployed before names were paths have in their
+                        # state; an alias only applies while that URN is there.
+                        aliases=[pulumi.Alias(name=f"{name}-dra-{index}")],
+                    ),
+                ),
             )
 
     def _csi(

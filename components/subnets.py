@@ -1,17 +1,76 @@
-"""Pure subnet planning: carve per-zone private and public subnets out of a VPC CIDR.
+"""Pure subnet planning: a private and a public subnet per zone, at addresses fixed by the zone.
 
 Used by config validation (does the plan fit?) and by the network component (what to create), so
 both agree on the same addresses.
+
+Each zone's blocks follow from its letter (``us-west-2a`` is slot 0, ``b`` slot 1, ...), never
+from its position in the list: EC2 cannot move a subnet, so terraform-provider-aws replaces one
+whose ``cidr_block`` or ``availability_zone`` changes (both ``ForceNew`` in
+hashicorp/terraform-provider-aws ``internal/service/ec2/vpc_subnet.go``, v6, the provider
+pulumi-aws 7.x embeds), and with it the NAT gateway in it (``subnet_id`` is ``ForceNew`` in
+``internal/service/ec2/vpc_nat_gateway.go``). With slots, adding a zone or reordering the list
+leaves every existing subnet where it is.
+
+- Private subnet of slot ``s``: the ``s``-th private-sized block from the bottom of the VPC. For
+  zones lettered a, b, c... this is the block list positions gave before slots existed.
+- Public subnet of slot ``s``: the ``s``-th public-sized block from the top of the VPC, so private
+  and public blocks grow towards each other and any prefix lengths work.
+- A zone's blocks can be pinned instead (``network.subnetCidrs``): for addresses a stack already
+  has, or a zone whose slot does not fit.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final, Literal, Protocol
+
+EC2_SUBNET_PREFIX_LENGTHS: Final = range(16, 29)
+"""Subnet sizes EC2 CreateSubnet accepts: /16 to /28."""
+
+
+ZONE_NAME: Final = re.compile(r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d([a-z])")
+"""A region's availability zone: the region name and one letter. Local Zones
+(``us-west-2-lax-1a``) and Wavelength Zones (``us-east-1-wl1-bos-wlz-1``) do not match: they
+have no letter slot, and the platform does not place nodes there."""
+
+
+SubnetKind = Literal["private", "public"]
+
+
+@dataclass(frozen=True)
+class SubnetProblem:
+    """One reason the plan does not fit, keyed like the ``platform.network`` section."""
+
+    key: str
+    """Key path below ``platform.network``, e.g. ``availabilityZones[2]`` or
+    ``subnetCidrs.us-east-1d.private``."""
+    value: object
+    """The value at that key."""
+    allowed: str
+    """What would fit, in words."""
 
 
 class SubnetPlanError(ValueError):
-    """The requested subnets do not fit in the VPC CIDR."""
+    """The requested subnets do not fit in the VPC CIDR; ``problems`` says where and why."""
+
+    def __init__(self, problems: list[SubnetProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{p.key}: {p.value}: {p.allowed}" for p in problems))
+
+
+class PinnedCidrs(Protocol):
+    """A zone's pinned blocks (``network.subnetCidrs.<zone>``); None: the zone's slot decides."""
+
+    @property
+    def private(self) -> str | None:
+        """The pinned private block, or None."""
+
+    @property
+    def public(self) -> str | None:
+        """The pinned public block, or None."""
 
 
 @dataclass(frozen=True)
@@ -26,60 +85,202 @@ class ZoneSubnets:
     """Public subnet that only holds NAT gateways and internet-facing load balancers."""
 
 
+def zone_slot(zone: str) -> int | None:
+    """The slot of a zone: its letter's place in the alphabet (a: 0), None for other names."""
+    match = ZONE_NAME.fullmatch(zone)
+    return None if match is None else ord(match.group(1)) - ord("a")
+
+
+def slot_block(
+    network: ipaddress.IPv4Network, prefix_length: int, slot: int, kind: SubnetKind
+) -> ipaddress.IPv4Network | None:
+    """The block of ``slot``: counted from the bottom (private) or top (public) of the VPC.
+
+    Args:
+        network: the VPC's CIDR.
+        prefix_length: size of the block (not shorter than the VPC's prefix).
+        slot: the zone's slot, 0 for zone ``a``.
+        kind: ``private`` counts up from the VPC's first address, ``public`` down from its last.
+
+    Returns:
+        The block, or None when the VPC has fewer than ``slot + 1`` blocks of that size.
+
+    """
+    size = 2 ** (32 - prefix_length)
+    count = 2 ** (prefix_length - network.prefixlen)
+    if slot >= count:
+        return None
+    index = slot if kind == "private" else count - 1 - slot
+    return ipaddress.IPv4Network((int(network.network_address) + index * size, prefix_length))
+
+
+@dataclass(frozen=True)
+class _Block:
+    zone: str
+    kind: SubnetKind
+    network: ipaddress.IPv4Network
+    pinned: bool
+    key: str
+    value: object
+
+
 def plan_subnets(
     vpc_cidr: str,
     zones: list[str],
     private_prefix_length: int,
     public_prefix_length: int,
+    pinned: Mapping[str, PinnedCidrs] | None = None,
 ) -> list[ZoneSubnets]:
-    """Allocate one private and one public subnet per zone, private blocks first.
+    """One private and one public subnet per zone, at its slot's blocks or its pinned ones.
 
     Args:
         vpc_cidr: the VPC's IPv4 CIDR, e.g. ``10.0.0.0/16``.
-        zones: availability zones, in the order their subnets are allocated.
-        private_prefix_length: prefix length of each private subnet (19 gives 8,187 usable
-            addresses per zone, enough for pods that each take a VPC address).
-        public_prefix_length: prefix length of each public subnet (small: NAT gateways only).
+        zones: availability zones (distinct), in config order; the order changes no address.
+        private_prefix_length: prefix length of each slotted private subnet (19 gives 8,187
+            usable addresses per zone, enough for pods that each take a VPC address).
+        public_prefix_length: prefix length of each slotted public subnet (small: NAT only).
+        pinned: zone -> blocks that replace its slot's (``network.subnetCidrs``); default none.
+            Pins of zones not in ``zones`` are ignored (config refuses them).
 
     Returns:
         One entry per zone, in ``zones`` order.
 
     Raises:
-        SubnetPlanError: when the subnets do not fit, with the numbers that do not add up.
+        SubnetPlanError: when a block does not fit or two overlap, naming each key to change.
 
     """
     network = ipaddress.IPv4Network(vpc_cidr, strict=True)
-    for length in (private_prefix_length, public_prefix_length):
+    pins = pinned or {}
+    problems: list[SubnetProblem] = []
+    lengths: dict[SubnetKind, int] = {
+        "private": private_prefix_length,
+        "public": public_prefix_length,
+    }
+    for kind, length in lengths.items():
         if length < network.prefixlen:
-            raise SubnetPlanError(f"a /{length} subnet is larger than the VPC {network}")
-    private_blocks = _take(network, private_prefix_length, len(zones), taken=[])
-    if private_blocks is None:
-        raise SubnetPlanError(
-            f"{len(zones)} private /{private_prefix_length} subnets do not fit in {network}"
-        )
-    public_blocks = _take(network, public_prefix_length, len(zones), taken=private_blocks)
-    if public_blocks is None:
-        raise SubnetPlanError(
-            f"{len(zones)} private /{private_prefix_length} and {len(zones)} public "
-            f"/{public_prefix_length} subnets do not fit in {network}"
-        )
+            problems.append(
+                SubnetProblem(
+                    f"{kind}SubnetPrefixLength",
+                    length,
+                    f"a prefix length of at least {network.prefixlen}: a /{length} subnet is "
+                    f"larger than the VPC {network}",
+                )
+            )
+    if problems:
+        raise SubnetPlanError(problems)
+    blocks: list[_Block] = []
+    for index, zone in enumerate(zones):
+        pin = pins.get(zone)
+        for kind, length in lengths.items():
+            block = _zone_block(
+                network,
+                zone=zone,
+                index=index,
+                kind=kind,
+                prefix_length=length,
+                pin=pin,
+                problems=problems,
+            )
+            if block is not None:
+                blocks.append(block)
+    problems += _overlaps(blocks, already={problem.key for problem in problems})
+    if problems:
+        raise SubnetPlanError(problems)
+    found = {(block.zone, block.kind): str(block.network) for block in blocks}
     return [
-        ZoneSubnets(zone=zone, private_cidr=str(private), public_cidr=str(public))
-        for zone, private, public in zip(zones, private_blocks, public_blocks, strict=True)
+        ZoneSubnets(
+            zone=zone, private_cidr=found[zone, "private"], public_cidr=found[zone, "public"]
+        )
+        for zone in zones
     ]
 
 
-def _take(
+def _zone_block(
     network: ipaddress.IPv4Network,
+    *,
+    zone: str,
+    index: int,
+    kind: SubnetKind,
     prefix_length: int,
-    count: int,
-    taken: list[ipaddress.IPv4Network],
-) -> list[ipaddress.IPv4Network] | None:
-    """First ``count`` blocks of ``/prefix_length`` in ``network`` that overlap nothing taken."""
-    chosen: list[ipaddress.IPv4Network] = []
-    for block in network.subnets(new_prefix=prefix_length):
-        if len(chosen) == count:
-            break
-        if not any(block.overlaps(used) for used in taken):
-            chosen.append(block)
-    return chosen if len(chosen) == count else None
+    pin: PinnedCidrs | None,
+    problems: list[SubnetProblem],
+) -> _Block | None:
+    """The block of one zone and kind, or None with the reason added to ``problems``."""
+    cidr = None if pin is None else (pin.private if kind == "private" else pin.public)
+    if cidr is not None:
+        key = f"subnetCidrs.{zone}.{kind}"
+        given = ipaddress.IPv4Network(cidr, strict=True)
+        if not given.subnet_of(network):
+            problems.append(SubnetProblem(key, cidr, f"a block inside the VPC {network}"))
+            return None
+        if given.prefixlen not in EC2_SUBNET_PREFIX_LENGTHS:
+            problems.append(
+                SubnetProblem(key, cidr, "a /16 to /28 block: the sizes EC2 CreateSubnet accepts")
+            )
+            return None
+        return _Block(zone, kind, given, pinned=True, key=key, value=cidr)
+    key = f"availabilityZones[{index}]"
+    slot = zone_slot(zone)
+    if slot is None:
+        problems.append(
+            SubnetProblem(
+                key,
+                zone,
+                "a zone of the region named by one letter (us-west-2a): Local and Wavelength "
+                "Zones have no subnet slot",
+            )
+        )
+        return None
+    block = slot_block(network, prefix_length, slot, kind)
+    if block is None:
+        count = 2 ** (prefix_length - network.prefixlen)
+        problems.append(
+            SubnetProblem(
+                key,
+                zone,
+                f"a zone whose slot fits: {zone} has slot {slot} (its letter), a {network} has "
+                f"{count} {kind} /{prefix_length} slots (letters a to {chr(ord('a') + count - 1)});"
+                f" pin its blocks in network.subnetCidrs.{zone} or use a larger VPC CIDR",
+            )
+        )
+        return None
+    return _Block(zone, kind, block, pinned=False, key=key, value=zone)
+
+
+def _overlaps(blocks: list[_Block], already: set[str]) -> list[SubnetProblem]:
+    """One problem per key whose block overlaps an earlier one, naming the block to move.
+
+    Pinned blocks come first (they hold addresses on purpose), then slotted ones by slot: a
+    zone added with a later letter is the one named, never the zones that already exist, and
+    a zone whose slot lands on a pin is named rather than the pin (which may hold a subnet
+    that exists). Keys in ``already`` have a problem and get no second one.
+    """
+    ordered = sorted(
+        blocks, key=lambda b: (not b.pinned, 0 if b.pinned else zone_slot(b.zone) or 0)
+    )
+    problems: list[SubnetProblem] = []
+    blamed = set(already)
+    for position, block in enumerate(ordered):
+        for earlier in ordered[:position]:
+            if block.network.overlaps(earlier.network) and block.key not in blamed:
+                blamed.add(block.key)
+                if block.pinned:
+                    fix = "choose a block that overlaps no other subnet"
+                elif earlier.pinned:
+                    fix = (
+                        f"pin its blocks in network.subnetCidrs.{block.zone}, or change "
+                        f"subnetCidrs.{earlier.zone}.{earlier.kind} if that pin is new"
+                    )
+                else:
+                    fix = f"pin its blocks in network.subnetCidrs.{block.zone}"
+                problems.append(
+                    SubnetProblem(
+                        block.key,
+                        block.value,
+                        f"subnets that do not overlap: the {block.kind} block {block.network} "
+                        f"of {block.zone} overlaps the {'pinned ' if earlier.pinned else ''}"
+                        f"{earlier.kind} block {earlier.network} "
+                        f"of {earlier.zone}; {fix}",
+                    )
+                )
+    return problems

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
 
-from tests.conftest import ProgramRun, stack_data
+import pytest
+
+from components.config import parse_platform_config
+from components.subnets import SubnetPlanError, plan_subnets
+from synth.run import StackResult
+from synth.stackfile import load_stack
+from tests.config_problems import assert_reported, problems_of
+from tests.conftest import STACKS, ProgramRun, stack_data
 
 SUBNET = "aws:ec2/subnet:Subnet"
 
@@ -127,6 +135,7 @@ def test_existing_vpc_is_tagged_not_created(run_platform: Callable[..., ProgramR
     data = stack_data("dev")
     subnets = {"us-west-2a": "subnet-0aaaaaaaaaaaaaaaa", "us-west-2b": "subnet-0bbbbbbbbbbbbbbbb"}
     data["network"]["existingVpc"] = {"vpcId": "vpc-0123456789abcdef0", "privateSubnetIds": subnets}
+    del data["network"]["subnetCidrs"]  # the stack creates no subnets to pin
     run = run_platform(data)
     assert run.of_type("aws:ec2/vpc:Vpc") == []
     assert run.of_type(SUBNET) == []
@@ -144,3 +153,192 @@ def test_existing_vpc_is_tagged_not_created(run_platform: Callable[..., ProgramR
     cluster = run.one("eks:index:Cluster").inputs
     assert cluster["vpcId"] == "vpc-0123456789abcdef0"
     assert sorted(cluster["privateSubnetIds"]) == sorted(subnets.values())
+
+
+def test_subnet_pins_are_refused_with_an_existing_vpc() -> None:
+    data = stack_data("dev")
+    zones = data["network"]["availabilityZones"]
+    data["network"]["existingVpc"] = {
+        "vpcId": "vpc-0123456789abcdef0",
+        "privateSubnetIds": {zone: f"subnet-0123456789abcdef{i}" for i, zone in enumerate(zones)},
+    }
+    assert_reported(
+        data, "platform.network.subnetCidrs", sorted(data["network"]["subnetCidrs"]), "existingVpc"
+    )
+
+
+# ------------------------------------------------------------------ addresses that do not move
+# A subnet whose cidrBlock or availabilityZone changes is replaced (both ForceNew), and so is a
+# NAT gateway whose subnet_id changes (hashicorp/terraform-provider-aws,
+# internal/service/ec2/vpc_subnet.go and vpc_nat_gateway.go): whatever exists must keep its
+# URN and inputs when zones are added or reordered.
+
+KEPT_TYPES = (
+    SUBNET,
+    "aws:ec2/natGateway:NatGateway",
+    "aws:ec2/eip:Eip",
+    "aws:ec2/routeTableAssociation:RouteTableAssociation",
+    "aws:ec2/routeTable:RouteTable",
+    "aws:ec2/route:Route",
+)
+
+
+def _network_resources(run: ProgramRun, types: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
+    """URN -> what a change of would update or replace: inputs and where they come from."""
+    return {
+        r.urn: (r.name, r.inputs, r.property_dependencies, sorted(r.dependencies))
+        for r in run.records
+        if r.type in types
+    }
+
+
+def _zone_to_add(data: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
+    """A zone of the stack's region to add, and the pin it needs (None: its slot fits).
+
+    The zone with the lowest letter whose slot fits; where none does (prod's /18s fill the
+    VPC), the lowest letter not used, pinned to the first free blocks, as its owner would.
+    """
+    network = data["network"]
+    zones = network["availabilityZones"]
+    config = parse_platform_config(data).network
+    spare = [f"{data['region']}{letter}" for letter in "abcdefghij"]
+    spare = [zone for zone in spare if zone not in zones]
+    for zone in spare:
+        try:
+            plan_subnets(
+                config.vpc_cidr,
+                [*zones, zone],
+                config.private_subnet_prefix_length,
+                config.public_subnet_prefix_length,
+                config.subnet_cidrs,
+            )
+        except SubnetPlanError:
+            continue
+        return zone, None
+    taken = [
+        ipaddress.IPv4Network(cidr)
+        for entry in plan_subnets(
+            config.vpc_cidr,
+            zones,
+            config.private_subnet_prefix_length,
+            config.public_subnet_prefix_length,
+            config.subnet_cidrs,
+        )
+        for cidr in (entry.private_cidr, entry.public_cidr)
+    ]
+    vpc = ipaddress.IPv4Network(config.vpc_cidr)
+    pin: dict[str, str] = {}
+    for kind, shortest in (("private", config.private_subnet_prefix_length),
+                           ("public", config.public_subnet_prefix_length)):  # fmt: skip
+        free = next(
+            block
+            for length in range(shortest, 29)
+            for block in vpc.subnets(new_prefix=length)
+            if not any(block.overlaps(used) for used in taken)
+        )
+        taken.append(free)
+        pin[kind] = str(free)
+    return spare[0], pin
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_adding_a_zone_changes_nothing_that_exists(
+    run_platform: Callable[..., ProgramRun], stack: str
+) -> None:
+    data = stack_data(stack)
+    before = _network_resources(run_platform(data, stack), KEPT_TYPES)
+    added, pin = _zone_to_add(data)
+    data["network"]["availabilityZones"].append(added)
+    if pin is not None:
+        data["network"].setdefault("subnetCidrs", {})[added] = pin
+    after_run = run_platform(data, stack)
+    after = _network_resources(after_run, KEPT_TYPES)
+    assert {urn: after.get(urn) for urn in before} == before
+    new = [r for r in after_run.of_type(SUBNET) if r.urn not in before]
+    assert sorted(r.inputs["availabilityZone"] for r in new) == [added, added]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_reordering_zones_changes_no_network_resource(
+    run_platform: Callable[..., ProgramRun], stack: str
+) -> None:
+    data = stack_data(stack)
+    before_run = run_platform(data, stack)
+    data["network"]["availabilityZones"].reverse()
+    after_run = run_platform(data, stack)
+    everything = tuple({r.type for r in before_run.records if "index:Network$" in r.urn})
+    assert SUBNET in everything
+    assert _network_resources(after_run, everything) == _network_resources(before_run, everything)
+
+
+def test_adding_a_zone_to_a_fresh_stack_takes_the_next_slot(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    """A stack without pinned blocks: zone c lands at slot 2, and a and b stay."""
+    data = stack_data("staging")
+    data["network"].pop("subnetCidrs", None)
+    data["network"]["availabilityZones"] = ["us-east-2b", "us-east-2a"]
+    before = _network_resources(run_platform(data, "staging"), KEPT_TYPES)
+    data["network"]["availabilityZones"].append("us-east-2c")
+    run = run_platform(data, "staging")
+    assert {urn: r for urn, r in _network_resources(run, KEPT_TYPES).items() if urn in before} == (
+        before
+    )
+    vpc = ipaddress.IPv4Network(data["network"]["vpcCidr"])
+    private = {s.inputs["availabilityZone"]: s.inputs["cidrBlock"]
+               for s in run.of_type(SUBNET) if "-private-" in s.name}  # fmt: skip
+    blocks = list(vpc.subnets(new_prefix=19))
+    assert private == {f"us-east-2{letter}": str(blocks[i]) for i, letter in enumerate("abc")}
+
+
+def test_a_zone_that_lands_on_a_pinned_block_is_refused_before_anything_is_registered() -> None:
+    data = stack_data("dev")
+    # dev's public subnets are pinned where zone c's private slot (10.10.64.0/19) starts.
+    data["network"]["availabilityZones"].append("us-west-2c")
+    paths = {p.path: p for p in problems_of(data)}
+    problem = paths["platform.network.availabilityZones[2]"]
+    assert problem.value == "us-west-2c"
+    assert "subnetCidrs.us-west-2c" in problem.allowed
+
+
+def test_single_nat_gateway_stays_in_the_zone_with_the_lowest_letter(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("staging")
+    del data["network"]["subnetCidrs"]
+    data["network"]["natGateways"] = "single"
+    for order in (["us-east-2c", "us-east-2b", "us-east-2a"], ["us-east-2b", "us-east-2a"]):
+        data["network"]["availabilityZones"] = order
+        run = run_platform(data, "staging")
+        (nat,) = run.of_type("aws:ec2/natGateway:NatGateway")
+        (subnet,) = [
+            s for s in run.of_type(SUBNET) if s.urn in nat.property_dependencies["subnetId"]
+        ]
+        assert subnet.inputs["availabilityZone"] == "us-east-2a", order
+
+
+def test_existing_subnets_keep_the_addresses_they_were_deployed_with(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The shipped stacks' subnets where list positions put them before zone slots.
+
+    Before slots, the n-th zone got the n-th private block and the n-th public block after the
+    last private one; the stack files pin what slots would otherwise move.
+    """
+    for stack, result in synthesized.items():
+        network = load_stack(stack).platform["network"]
+        zones = network["availabilityZones"]
+        vpc = ipaddress.IPv4Network(network["vpcCidr"])
+        private_length = network.get("privateSubnetPrefixLength", 19)
+        private = list(itertools.islice(vpc.subnets(new_prefix=private_length), len(zones)))
+        public_length = network.get("publicSubnetPrefixLength", 24)
+        after_private = int(private[-1].broadcast_address) + 1
+        size = 2 ** (32 - public_length)
+        public = [
+            ipaddress.IPv4Network((after_private + i * size, public_length))
+            for i in range(len(zones))
+        ]
+        subnets = {r.name: r.inputs["cidrBlock"] for r in result.records if r.type == SUBNET}
+        for index, zone in enumerate(zones):
+            assert subnets[f"network-private-{zone}"] == str(private[index]), (stack, zone)
+            assert subnets[f"network-public-{zone}"] == str(public[index]), (stack, zone)

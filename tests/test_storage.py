@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
+import pulumi
+import pulumi_aws as aws
 import pytest
 
 from components import versions
@@ -33,7 +35,7 @@ from components.storage import (
 )
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
-from tests.config_problems import problems_of
+from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import without_slurm
 from tests.schemas import validation_errors
@@ -437,7 +439,12 @@ def test_stateful_storage_protected_exactly_where_the_stack_says(
 ) -> None:
     case = cases[stack]
     protect = bool(case.raw.get("protectStatefulResources", False))
-    stateful = [*case.run.of_type(BUCKET), _data_key(case.run), *case.run.of_type(FILE_SYSTEM)]
+    stateful = [
+        *case.run.of_type(BUCKET),
+        _data_key(case.run),
+        *case.run.of_type(FILE_SYSTEM),
+        *case.run.of_type(ASSOCIATION),
+    ]
     assert stateful
     for record in stateful:
         assert record.protect is protect, record.name
@@ -449,6 +456,9 @@ def test_only_prod_protects_storage(cases: dict[str, StackCase]) -> None:
         assert all(b.protect is expected for b in run.of_type(BUCKET)), stack
         assert _data_key(run).protect is expected, stack
         assert _file_system(run).protect is expected, stack
+        associations = run.of_type(ASSOCIATION)
+        assert associations, stack
+        assert all(a.protect is expected for a in associations), stack
 
 
 def test_configured_bucket_name_is_used_everywhere(
@@ -652,6 +662,111 @@ def test_checkpoints_are_exported_to_s3(cases: dict[str, StackCase], stack: str)
     association = _association(cases[stack].run, "/checkpoints")
     assert association.inputs["s3"]["autoExportPolicy"]["events"] == ALL_EVENTS
     assert association.inputs["dataRepositoryPath"].endswith("/checkpoints/")
+
+
+# An association is replaced when its file system, path or S3 path changes (ForceNew in
+# hashicorp/terraform-provider-aws internal/service/fsx/data_repository_association.go), and
+# FSx refuses a second association on a path while the first still holds it: each association
+# is named by its path, replaced delete-first, and kept where the stack protects its data.
+
+MULTI_ASSOCIATION_STACKS: Final = [
+    stack for stack in STACKS if len(_raw_stack_storage(stack)["lustre"]["associations"]) > 1
+]
+
+
+def _associations_by_urn(run: ProgramRun) -> dict[str, ResourceRecord]:
+    return {record.urn: record for record in run.of_type(ASSOCIATION)}
+
+
+def test_every_association_is_named_by_its_file_system_path(lustre_case: StackCase) -> None:
+    records = lustre_case.run.of_type(ASSOCIATION)
+    assert records
+    for record in records:
+        assert record.name == f"storage-dra{record.inputs['fileSystemPath'].rstrip('/') or '/'}"
+    assert len({record.urn for record in records}) == len(records)
+
+
+def test_multi_association_stacks_exist() -> None:
+    # The reordering test below would silently test nothing without them.
+    assert MULTI_ASSOCIATION_STACKS
+
+
+@pytest.mark.parametrize("stack", MULTI_ASSOCIATION_STACKS)
+def test_reordering_associations_changes_none(
+    run_platform: Callable[..., ProgramRun], stack: str
+) -> None:
+    data = stack_data(stack)
+    before = _associations_by_urn(run_platform(data, stack))
+    data["storage"]["lustre"]["associations"].reverse()
+    after = _associations_by_urn(run_platform(data, stack))
+    assert set(after) == set(before)
+    for urn, record in before.items():
+        assert after[urn].inputs == record.inputs, record.name
+        assert after[urn].property_dependencies == record.property_dependencies, record.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_new_prefix_replaces_the_association_in_place_and_delete_first(
+    run_platform: Callable[..., ProgramRun], stack: str
+) -> None:
+    data = stack_data(stack)
+    before = _associations_by_urn(run_platform(data, stack))
+    raw = next(a for a in data["storage"]["lustre"]["associations"]
+               if a["fileSystemPath"] == "/checkpoints")  # fmt: skip
+    raw["s3Prefix"] = "checkpoints-v2/"
+    after = _associations_by_urn(run_platform(data, stack))
+    assert set(after) == set(before)
+    (changed,) = [urn for urn in before if after[urn].inputs != before[urn].inputs]
+    record = after[changed]
+    assert record.inputs["fileSystemPath"] == "/checkpoints"
+    assert record.inputs["dataRepositoryPath"].endswith("/checkpoints-v2/")
+    assert before[changed].inputs["dataRepositoryPath"].endswith("/checkpoints/")
+    # dataRepositoryPath is ForceNew: the replacement must free the path before the new one.
+    assert all(r.delete_before_replace is True for r in after.values())
+
+
+def test_associations_carry_the_alias_of_their_former_index_name(
+    monkeypatch: pytest.MonkeyPatch, run_platform: Callable[..., ProgramRun]
+) -> None:
+    """Stacks deployed when associations were named by position keep them: the alias maps the
+    old URN to the new one, so the upgrade updates nothing instead of recreating the path."""
+    seen: dict[str, list[Any]] = {}
+    original = aws.fsx.DataRepositoryAssociation
+
+    class Spy(original):  # type: ignore[misc,valid-type]
+        def __init__(self, resource_name: str, *args: Any, **kwargs: Any) -> None:
+            opts = kwargs.get("opts")
+            seen[kwargs["file_system_path"]] = list(opts.aliases or []) if opts else []
+            super().__init__(resource_name, *args, **kwargs)
+
+    monkeypatch.setattr(aws.fsx, "DataRepositoryAssociation", Spy)
+    data = stack_data("staging")
+    run_platform(data, "staging")
+    paths = [a["fileSystemPath"] for a in data["storage"]["lustre"]["associations"]]
+    assert list(seen) == paths
+    for index, path in enumerate(paths):
+        (alias,) = seen[path]
+        assert isinstance(alias, pulumi.Alias)
+        assert alias.name == f"storage-dra-{index}"
+        # Unset (the SDK's Ellipsis): the same parent and type as the resource itself.
+        unset: Any = ...
+        assert alias.parent is unset and alias.type_ is unset
+
+
+@pytest.mark.parametrize(
+    "spelling", ["/checkpoints/", "/checkpoints//", "//checkpoints", "/./checkpoints"]
+)
+def test_two_spellings_of_one_path_are_refused(spelling: str) -> None:
+    data = stack_data("dev")
+    associations = data["storage"]["lustre"]["associations"]
+    associations.append({"fileSystemPath": spelling, "s3Prefix": "elsewhere/"})
+    index = len(associations) - 1
+    assert_reported(
+        data,
+        f"platform.storage.lustre.associations[{index}].fileSystemPath",
+        spelling,
+        "neither contains nor is inside /checkpoints",
+    )
 
 
 # --------------------------------------------------------------------------- CSI driver

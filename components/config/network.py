@@ -48,6 +48,21 @@ class ExistingVpcConfig(StrictModel):
     )
 
 
+class ZoneSubnetCidrsConfig(StrictModel):
+    """Blocks pinned for one zone's subnets, instead of those of its letter's slot."""
+
+    private: Ipv4Cidr | None = Field(
+        default=None,
+        description="The zone's private subnet. Default: the zone's slot (its letter: a is "
+        "slot 0), the slot-th `privateSubnetPrefixLength` block from the VPC's first address.",
+    )
+    public: Ipv4Cidr | None = Field(
+        default=None,
+        description="The zone's public subnet. Default: the zone's slot, the slot-th "
+        "`publicSubnetPrefixLength` block down from the VPC's last address.",
+    )
+
+
 class NetworkConfig(StrictModel):
     """The VPC, its subnets and where accelerated capacity lives."""
 
@@ -78,10 +93,18 @@ class NetworkConfig(StrictModel):
         description="Prefix length of each zone's public subnet (NAT gateways and internet "
         "load balancers only). Default: 24.",
     )
+    subnet_cidrs: dict[AvailabilityZone, ZoneSubnetCidrsConfig] = Field(
+        default_factory=dict,
+        description="Zone -> the subnet blocks pinned for it (`private`, `public` or both), "
+        "for addresses a stack already has or a zone whose slot does not fit. Every other "
+        "subnet sits at its zone's slot, from the zone's letter, so adding or reordering zones "
+        "moves none (a moved subnet is a new subnet; docs/deploying.md, 'Subnet addresses and "
+        "association names'). Only for a VPC the stack creates. Default: none.",
+    )
     nat_gateways: Literal["single", "perZone"] = Field(
         default="perZone",
-        description="`perZone` keeps egress up when a zone fails; `single` costs less. "
-        "Default: perZone.",
+        description="`perZone` keeps egress up when a zone fails; `single` costs less and puts "
+        "the one gateway in the zone with the lowest letter. Default: perZone.",
     )
     flow_logs: FlowLogsConfig = Field(
         default_factory=FlowLogsConfig, description="VPC flow logs. Default: all traffic, 90 days."
@@ -163,18 +186,35 @@ def network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             yield ConfigProblem(
                 f"{base}.existingVpc.privateSubnetIds", given, "a different subnet per zone"
             )
-    elif not duplicated:
+        if network.subnet_cidrs:
+            yield ConfigProblem(
+                f"{base}.subnetCidrs",
+                sorted(network.subnet_cidrs),
+                "nothing with network.existingVpc: the stack creates no subnets there",
+            )
+        return
+    for zone, pin in network.subnet_cidrs.items():
+        if zone not in zones:
+            yield ConfigProblem(
+                f"{base}.subnetCidrs.{zone}",
+                zone,
+                "a zone of network.availabilityZones ("
+                + ", ".join(zones)
+                + "); drop the pins of a zone the cluster does not span",
+            )
+        elif pin.private is None and pin.public is None:
+            yield ConfigProblem(
+                f"{base}.subnetCidrs.{zone}", {}, "a private block, a public block or both"
+            )
+    if not duplicated:
         try:
             plan_subnets(
                 network.vpc_cidr,
                 zones,
                 network.private_subnet_prefix_length,
                 network.public_subnet_prefix_length,
+                network.subnet_cidrs,
             )
         except SubnetPlanError as exc:
-            yield ConfigProblem(
-                f"{base}.vpcCidr",
-                network.vpc_cidr,
-                f"a network large enough for the subnets ({exc}); use a larger VPC CIDR or "
-                "longer subnet prefix lengths",
-            )
+            for problem in exc.problems:
+                yield ConfigProblem(f"{base}.{problem.key}", problem.value, problem.allowed)

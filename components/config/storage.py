@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
@@ -324,7 +325,7 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             len(associations),
             f"at most {MAX_DATA_REPOSITORY_ASSOCIATIONS} associations per file system",
         )
-    paths = [a.file_system_path.rstrip("/") or "/" for a in associations]
+    paths = [normalized_file_system_path(a.file_system_path) for a in associations]
     for index, path in enumerate(paths):
         for other in paths[:index]:
             if _overlaps(path, other):
@@ -353,6 +354,15 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 )
     if duplicates(lustre.namespaces):
         yield ConfigProblem(f"{base}.namespaces", lustre.namespaces, "each namespace once")
+
+
+def normalized_file_system_path(path: str) -> str:
+    """An absolute path without repeated, trailing or ``.`` components: ``/a//b/`` is ``/a/b``.
+
+    What overlap checks compare and what names an association's resource (storage.py), so two
+    spellings of one directory are one association.
+    """
+    return posixpath.normpath(path).replace("//", "/", 1)
 
 
 def _overlaps(path: str, other: str) -> bool:
