@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import pulumi
@@ -96,13 +96,55 @@ def system_launch_template_args(
     }
 
 
-def encrypted_gp3_class(name: str, *, reclaim_policy: str, default: bool) -> dict[str, Any]:
+EBS_TAG_PARAMETER_PREFIX: Final = "tagSpecification_"
+"""StorageClass parameters the EBS CSI driver turns into tags on each volume it creates.
+
+kubernetes-sigs/aws-ebs-csi-driver v1.54.0 (the add-on's version), pkg/driver/controller.go
+CreateVolume: every parameter whose key starts with ``tagSpecification`` (case-sensitive) is a
+tag; pkg/util/template/template.go Evaluate splits its value at the first ``=`` into key and
+value and renders the value as a Go template. So a key must not hold ``=`` and a value must
+not hold ``{{`` (config allows neither, components/config/tags.py); spaces, ``:`` and ``=`` in
+values arrive unchanged. docs/tagging.md ("StorageClass Tagging") numbers them ``_1``, ``_2``...
+"""
+
+
+def ebs_tag_parameters(tags: Mapping[str, str]) -> dict[str, str]:
+    """StorageClass parameters that put ``tags`` on every volume the EBS CSI driver creates.
+
+    Numbered in key order, so the same tags always give the same parameters. Provider default
+    tags never reach these volumes: the driver, not Pulumi, creates them.
+
+    Args:
+        tags: tag key -> value, e.g. the stack's required tags and ``managed-by``.
+    """
+    return {
+        f"{EBS_TAG_PARAMETER_PREFIX}{index}": f"{key}={value}"
+        for index, (key, value) in enumerate(sorted(tags.items()), start=1)
+    }
+
+
+def state_reclaim_policy(protect: bool) -> str:
+    """``reclaimPolicy`` of a class holding state: kept (``Retain``) only where protected.
+
+    Where nothing is protected (dev) a volume goes with its claim, so a ``destroy`` leaves no
+    volume behind; where it is (prod) the volume outlives its claim and the cluster.
+
+    Args:
+        protect: the stack's ``protectStatefulResources``.
+    """
+    return "Retain" if protect else "Delete"
+
+
+def encrypted_gp3_class(
+    name: str, *, reclaim_policy: str, default: bool, tags: Mapping[str, str]
+) -> dict[str, Any]:
     """An encrypted gp3 StorageClass of the EBS CSI driver, bound where its pod lands.
 
     Args:
         name: StorageClass name.
         reclaim_policy: ``Delete`` (the volume goes with its claim) or ``Retain``.
         default: mark it the cluster's default class.
+        tags: tags of every volume the class provisions (:func:`ebs_tag_parameters`).
     """
     metadata: dict[str, Any] = {"name": name}
     if default:
@@ -110,7 +152,12 @@ def encrypted_gp3_class(name: str, *, reclaim_policy: str, default: bool) -> dic
     return {
         "metadata": metadata,
         "provisioner": "ebs.csi.aws.com",
-        "parameters": {"type": "gp3", "encrypted": "true", "fsType": "ext4"},
+        "parameters": {
+            "type": "gp3",
+            "encrypted": "true",
+            "fsType": "ext4",
+            **ebs_tag_parameters(tags),
+        },
         "reclaimPolicy": reclaim_policy,
         "volumeBindingMode": "WaitForFirstConsumer",
         "allowVolumeExpansion": True,
@@ -141,10 +188,16 @@ def api_server_endpoint(kubeconfig_json: str) -> str:
 class Cluster(pulumi.ComponentResource):
     """An EKS cluster ready for platform controllers.
 
-    Outputs: ``name``, ``endpoint``, ``kubeconfig`` (secret), ``oidc_issuer``,
-    ``oidc_provider_arn``, ``cluster_security_group_id`` (pulumi-eks's group on the control
-    plane's ENIs; nodes use the group EKS itself creates, which Karpenter selects by its tag),
-    ``secrets_key_arn`` and ``kubernetes_provider``.
+    Outputs: ``name``, ``endpoint``, ``kubeconfig`` (secret), ``node_security_group_id`` (the
+    group EKS itself creates for the cluster: every node sits in it, the system node group's
+    and Karpenter's, which select it by its tag), ``api_security_group_id`` (the deploy path's
+    HTTPS rules, on the control plane's ENIs only), ``secrets_key_arn`` and
+    ``kubernetes_provider``.
+
+    pulumi-eks makes nothing here that goes unused: no default node group, none of its default
+    security groups (its node group's would hold no node, and its cluster group would carry
+    only what :attr:`api_security_group_id` carries) and no IAM OIDC provider, which only IRSA
+    needs; every controller role is assumed through EKS Pod Identity (components/iam.py).
     """
 
     def __init__(
@@ -155,6 +208,7 @@ class Cluster(pulumi.ComponentResource):
         vpc_id: pulumi.Input[str],
         private_subnet_ids: list[pulumi.Input[str]],
         tags: dict[str, str],
+        volume_tags: Mapping[str, str],
         protect: bool,
         logs_key_arn: pulumi.Input[str],
         deploy_path: Sequence[pulumi.Resource] = (),
@@ -170,6 +224,8 @@ class Cluster(pulumi.ComponentResource):
                 and system nodes go there, never to public subnets.
             tags: the platform's required tags, copied onto instances and volumes the system
                 node group launches.
+            volume_tags: tags of every EBS volume the CSI driver creates through the default
+                StorageClass (the stack's default tags: the driver, not Pulumi, tags them).
             protect: protect the cluster and its secrets key from deletion (production).
             logs_key_arn: customer KMS key of the control-plane log group.
             deploy_path: resources deployments reach the API through (the network's transit
@@ -216,6 +272,18 @@ class Cluster(pulumi.ComponentResource):
         )
 
         endpoint = cluster.endpoint
+        # The control plane's ENIs get this group besides the one EKS creates (which the nodes
+        # share): the deploy path's HTTPS rules below land on the API only, never on a node.
+        # Always made, even without rules, so adding a CIDR changes no cluster input. No inline
+        # rules: pulumi-eks's clusterSecurityGroup input asks for separate rule resources.
+        api_group = aws.ec2.SecurityGroup(
+            f"{name}-api",
+            description=f"Kubernetes API of EKS cluster {name} from the deploy path",
+            vpc_id=vpc_id,
+            tags={"Name": f"{name}-api"},
+            opts=child,
+        )
+        self.api_security_group_id = api_group.id
         self.eks_cluster = eks.Cluster(
             name,
             name=name,
@@ -230,8 +298,17 @@ class Cluster(pulumi.ComponentResource):
             enabled_cluster_log_types=list(CONTROL_PLANE_LOG_TYPES),
             service_role=service_role.role,
             skip_default_node_group=True,
+            # pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts (createCore, createCluster; v4.3.0,
+            # unchanged since but for dependency bumps, and the 4.4.0 SDK's docstrings agree):
+            # with skipDefaultSecurityGroups it makes neither its cluster group nor its node
+            # group and node ingress rule; clusterSecurityGroup takes the place of its cluster
+            # group in the control plane's vpcConfig, and nodeSecurityGroupId then reports the
+            # group EKS creates.
+            skip_default_security_groups=True,
+            cluster_security_group=api_group,
             node_associate_public_ip_address=False,
-            create_oidc_provider=True,
+            # Only IRSA needs an IAM OIDC provider; every role here trusts Pod Identity.
+            create_oidc_provider=False,
             # Add-ons are EKS managed add-ons below, pinned by the bill of materials.
             bootstrap_self_managed_addons=False,
             use_default_vpc_cni=True,
@@ -245,13 +322,13 @@ class Cluster(pulumi.ComponentResource):
         )
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster])
         # The private endpoint admits HTTPS from where deployments come (a VPN, a peering, a
-        # runner in the VPC); the control plane's ENIs carry pulumi-eks's cluster group.
+        # runner in the VPC), through the API's own group.
         api_access: list[pulumi.Resource] = list(deploy_path)
         for cidr in endpoint.deploy_from.cidrs:
             api_access.append(
                 aws.vpc.SecurityGroupIngressRule(
                     f"{name}-api-from-{cidr.replace('/', '-')}",
-                    security_group_id=self.eks_cluster.cluster_security_group_id,
+                    security_group_id=api_group.id,
                     cidr_ipv4=cidr,
                     ip_protocol="tcp",
                     from_port=443,
@@ -323,9 +400,7 @@ class Cluster(pulumi.ComponentResource):
             pulumi.Output[str], pulumi.Output.secret(kubeconfig_json)
         )
         self.endpoint = kubeconfig_json.apply(api_server_endpoint)
-        self.oidc_issuer = self.eks_cluster.oidc_issuer
-        self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
-        self.cluster_security_group_id = self.eks_cluster.cluster_security_group_id
+        self.node_security_group_id = self.eks_cluster.node_security_group_id
         self.kubernetes_provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
@@ -334,7 +409,9 @@ class Cluster(pulumi.ComponentResource):
         )
         storage_class(
             f"{name}-{DEFAULT_STORAGE_CLASS}",
-            encrypted_gp3_class(DEFAULT_STORAGE_CLASS, reclaim_policy="Delete", default=True),
+            encrypted_gp3_class(
+                DEFAULT_STORAGE_CLASS, reclaim_policy="Delete", default=True, tags=volume_tags
+            ),
             pulumi.ResourceOptions(
                 parent=self, provider=self.kubernetes_provider, depends_on=[ebs_addon]
             ),
@@ -344,8 +421,7 @@ class Cluster(pulumi.ComponentResource):
                 "name": name,
                 "endpoint": self.endpoint,
                 "kubeconfig": self.kubeconfig,
-                "oidcIssuer": self.oidc_issuer,
-                "clusterSecurityGroupId": self.cluster_security_group_id,
+                "nodeSecurityGroupId": self.node_security_group_id,
             }
         )
 

@@ -15,9 +15,9 @@ import pulumi
 
 from components import versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
-from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
+from components.cluster import SYSTEM_TOLERATION
 from components.config import NodePoolConfig
-from components.helm import release
+from components.helm import release, with_system_placement
 from components.node_pools import GPU_PRESENT_LABEL, slurm_taint
 
 NAMESPACE: Final = "kube-system"
@@ -40,11 +40,6 @@ NEURON_DEFAULT_TOLERATIONS: Final = [
         "effect": "NoSchedule",
     },
 ]
-SYSTEM_PLACEMENT: Final = {
-    "nodeSelector": SYSTEM_NODE_SELECTOR,
-    "tolerations": [SYSTEM_TOLERATION],
-}
-"""Where the Neuron scheduler extension and its scheduler run: the system nodes."""
 
 
 def _types(
@@ -127,26 +122,28 @@ def neuron_values(
         slurm_pools: pools that keep nodes for Slurm (see :func:`extra_tolerations`).
     """
     repository, tag = versions.NEURON_CUSTOM_SCHEDULER_IMAGES[kubernetes_version]
-    return {
-        "neuronInstances": _types(neuron_pools),
-        "devicePlugin": {
-            "enabled": True,
-            "tolerations": [
-                *NEURON_DEFAULT_TOLERATIONS,
-                *extra_tolerations(neuron_pools, slurm_pools),
-            ],
-        },
-        "scheduler": {
-            "enabled": True,
-            **SYSTEM_PLACEMENT,
-            "customScheduler": {
+    # The scheduler extension and its scheduler go to the system nodes (with_system_placement).
+    return with_system_placement(
+        versions.NEURON_CHART,
+        {
+            "neuronInstances": _types(neuron_pools),
+            "devicePlugin": {
                 "enabled": True,
-                "image": {"repository": repository, "tag": tag},
-                **SYSTEM_PLACEMENT,
+                "tolerations": [
+                    *NEURON_DEFAULT_TOLERATIONS,
+                    *extra_tolerations(neuron_pools, slurm_pools),
+                ],
             },
+            "scheduler": {
+                "enabled": True,
+                "customScheduler": {
+                    "enabled": True,
+                    "image": {"repository": repository, "tag": tag},
+                },
+            },
+            "npd": {"enabled": False},
         },
-        "npd": {"enabled": False},
-    }
+    )
 
 
 class DevicePlugins(pulumi.ComponentResource):

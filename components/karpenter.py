@@ -17,8 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import versions
-from components.cluster import SYSTEM_NODE_SELECTOR
-from components.helm import release
+from components.helm import release, with_system_placement
 from components.iam import (
     EKS_NODE_POLICIES,
     deny_insecure_transport,
@@ -326,22 +325,24 @@ def karpenter_values(
     gates = {"reservedCapacity": True}
     if node_overlays:
         gates["nodeOverlay"] = True
-    return {
-        "replicas": 2,
-        "serviceAccount": {"name": SERVICE_ACCOUNT},
-        "settings": {
-            "clusterName": cluster_name,
-            "interruptionQueue": queue_name,
-            "featureGates": gates,
+    return with_system_placement(
+        versions.KARPENTER_CHART,
+        {
+            "replicas": 2,
+            "serviceAccount": {"name": SERVICE_ACCOUNT},
+            "settings": {
+                "clusterName": cluster_name,
+                "interruptionQueue": queue_name,
+                "featureGates": gates,
+            },
+            "controller": {
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "1Gi"},
+                    "limits": {"memory": "1Gi"},
+                }
+            },
         },
-        "nodeSelector": SYSTEM_NODE_SELECTOR,
-        "controller": {
-            "resources": {
-                "requests": {"cpu": "1", "memory": "1Gi"},
-                "limits": {"memory": "1Gi"},
-            }
-        },
-    }
+    )
 
 
 def _policy_json(key: str) -> typing.Callable[[dict[str, dict[str, Any]]], str]:
@@ -354,8 +355,9 @@ def _policy_json(key: str) -> typing.Callable[[dict[str, dict[str, Any]]], str]:
 class Karpenter(pulumi.ComponentResource):
     """Karpenter's AWS prerequisites and its two Helm releases.
 
-    Outputs: ``node_role_name`` (for EC2NodeClasses), ``queue_name``, and ``ready`` (the
-    resources custom resources must wait for: the CRD and controller releases).
+    Outputs: ``node_role_name`` (for EC2NodeClasses), ``queue_name``, ``node_access_entry``
+    and ``ready`` (the resources custom resources must wait for: the CRD and controller
+    releases, and the node role's access entry).
     """
 
     def __init__(
@@ -393,7 +395,7 @@ class Karpenter(pulumi.ComponentResource):
             managed_policies=list(EKS_NODE_POLICIES),
             opts=child,
         )
-        aws.eks.AccessEntry(
+        self.node_access_entry = aws.eks.AccessEntry(
             f"{name}-node",
             cluster_name=cluster_name,
             principal_arn=node_role.role.arn,
@@ -480,5 +482,10 @@ class Karpenter(pulumi.ComponentResource):
                 depends_on=[crds, identity, *controller_policy_resources, *cluster_ready],
             ),
         )
-        self.ready: list[pulumi.Resource] = [crds, controller]
+        # NodePools and EC2NodeClasses wait for the access entry too: a node Karpenter launches
+        # joins only once its role may. On destroy they go first, so the EC2NodeClass finalizer
+        # (aws/karpenter-provider-aws v1.14.1 pkg/controllers/nodeclass/controller.go,
+        # finalize: it waits until no NodeClaim uses the class) drains and terminates every
+        # node while the entry still lets them talk to the API.
+        self.ready: list[pulumi.Resource] = [crds, controller, self.node_access_entry]
         self.register_outputs({"nodeRoleName": self.node_role_name, "queueName": self.queue_name})

@@ -375,7 +375,8 @@ class NodePools(pulumi.ComponentResource):
                 or None without one; with it every pool also gets the FSx startup taint.
             slurm_nodes: pool name -> nodes its Slurm node set holds (pools given to Slurm
                 only); those nodes come from the pool's ``-slurm`` NodePool.
-            karpenter_ready: Karpenter's CRD and controller releases; custom resources wait.
+            karpenter_ready: Karpenter's CRD and controller releases and its node role's access
+                entry; every custom resource here waits for them, and is deleted before them.
             kubernetes_provider: provider of the custom resources.
             opts: resource options; the AWS provider comes from here.
         """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import pulumi
 import pulumi_aws as aws
 
@@ -24,6 +26,21 @@ from components.slurm import Slurm, create_namespace
 from components.storage import Storage
 from components.teams import Teams
 from components.trainer import Trainer
+
+MANAGED_BY_TAG: Final = {"managed-by": "pulumi"}
+"""Added to the required tags on every AWS resource of the stack."""
+
+
+def stack_tags(config: PlatformConfig) -> dict[str, str]:
+    """The tags of every AWS resource, the EBS volumes of the CSI driver included.
+
+    They are the AWS provider's default tags, and what the StorageClasses tell the EBS CSI
+    driver to write on the volumes it creates (no provider default reaches those).
+
+    Args:
+        config: the validated stack configuration (its required tags).
+    """
+    return {**config.required_tags, **MANAGED_BY_TAG}
 
 
 class TrainingPlatform(pulumi.ComponentResource):
@@ -52,7 +69,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             "aws",
             region=config.region,
             allowed_account_ids=[config.account_id],
-            default_tags={"tags": {**config.required_tags, "managed-by": "pulumi"}},
+            default_tags={"tags": stack_tags(config)},
             opts=pulumi.ResourceOptions(parent=self),
         )
         with_aws = pulumi.ResourceOptions(parent=self, providers={"aws": self.aws_provider})
@@ -83,6 +100,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             vpc_id=self.network.vpc_id,
             private_subnet_ids=[self.network.private_subnet_ids[zone] for zone in zones],
             tags=config.required_tags,
+            volume_tags=stack_tags(config),
             protect=config.protect_stateful_resources,
             logs_key_arn=self.logs_key.arn,
             deploy_path=self.network.deploy_path,
@@ -182,6 +200,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 config=config,
                 namespace=slurm_namespace,
                 vpc_cidr=config.network.vpc_cidr,
+                volume_tags=stack_tags(config),
                 cluster_ready=self.cluster.ready,
                 workloads_ready=[
                     *(claim for ns, claim in self.storage.claims.items() if ns == SLURM_NAMESPACE),
@@ -210,15 +229,21 @@ def load_config() -> PlatformConfig:
 
 
 def deploy() -> TrainingPlatform:
-    """The Pulumi program: validate config, build the platform, export its outputs."""
+    """The Pulumi program: validate config, build the platform, export its outputs.
+
+    The outputs are the README's list (tests/test_outputs.py). No ``oidcIssuer``: nothing uses
+    IRSA, so no OIDC provider is made. No ``clusterSecurityGroupId``: pulumi-eks's cluster group
+    is not made, and the API's own group holds no node.
+    """
     config = load_config()
     platform = TrainingPlatform(config.environment, config)
     cluster = platform.cluster
     pulumi.export("clusterName", cluster.name)
     pulumi.export("endpoint", cluster.endpoint)
     pulumi.export("kubeconfig", cluster.kubeconfig)
-    pulumi.export("oidcIssuer", cluster.oidc_issuer)
-    pulumi.export("clusterSecurityGroupId", cluster.cluster_security_group_id)
+    # The group every node sits in (EKS's own cluster group): what another service's rules
+    # admit nodes from.
+    pulumi.export("nodeSecurityGroupId", cluster.node_security_group_id)
     pulumi.export("vpcId", platform.network.vpc_id)
     pulumi.export("privateSubnetIds", platform.network.private_subnet_ids)
     pulumi.export("trainingZone", config.network.training_zone)

@@ -28,9 +28,8 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import versions
-from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import AcceleratorAmounts, TeamConfig
-from components.helm import release
+from components.helm import release, with_system_placement
 
 NAMESPACE: Final = "volcano-system"
 QUEUE_API: Final = "scheduling.volcano.sh/v1beta1"
@@ -74,13 +73,14 @@ def scheduler_config() -> dict[str, Any]:
 
 def volcano_values() -> dict[str, Any]:
     """Values of the volcano chart: our scheduler config, controllers on the system nodes."""
-    return {
-        "custom": {
-            "scheduler_config_override": yaml.safe_dump(scheduler_config(), sort_keys=False),
-            "default_ns": SYSTEM_NODE_SELECTOR,
-            "default_tolerations": [SYSTEM_TOLERATION],
-        }
-    }
+    return with_system_placement(
+        versions.VOLCANO_CHART,
+        {
+            "custom": {
+                "scheduler_config_override": yaml.safe_dump(scheduler_config(), sort_keys=False)
+            }
+        },
+    )
 
 
 def _amounts(amounts: AcceleratorAmounts) -> dict[str, str]:

@@ -16,7 +16,7 @@ a cluster ``lookup`` and regenerate them whenever that lookup sees nothing.
 from __future__ import annotations
 
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import pulumi
@@ -25,14 +25,9 @@ import pulumi_random as random
 
 from components import versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
-from components.cluster import (
-    SYSTEM_NODE_SELECTOR,
-    SYSTEM_TOLERATION,
-    encrypted_gp3_class,
-    storage_class,
-)
+from components.cluster import encrypted_gp3_class, state_reclaim_policy, storage_class
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
-from components.helm import release
+from components.helm import release, with_system_placement
 from components.node_pools import GENERAL_POOL, POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
@@ -66,17 +61,15 @@ DATABASE_PORT: Final = 3306
 DATABASE_PASSWORD_KEY: Final = "password"
 DATABASE_ROOT_PASSWORD_KEY: Final = "root-password"
 STATE_STORAGE_CLASS: Final = "slurm-retained"
-"""Encrypted gp3 that keeps its volumes when their claim goes: slurmctld state and accounting."""
+"""Encrypted gp3 of slurmctld's state and the accounting database. It keeps its volumes when
+their claim goes only where ``protectStatefulResources`` is true; elsewhere they go with it
+(:func:`components.cluster.state_reclaim_policy`). The name stays either way: slurmctld's
+StatefulSet names it in a volume claim template, which Kubernetes never lets change."""
 
 DO_NOT_DISRUPT: Final = {"karpenter.sh/do-not-disrupt": "true"}
 """Keeps Karpenter from consolidating away the node under slurmctld or the database."""
 SERVICE_PLACEMENT: Final = {"nodeSelector": {POOL_LABEL: GENERAL_POOL}}
 """Slurm's own services (controller, REST API, accounting, login) run on the general pool."""
-OPERATOR_PLACEMENT: Final = {
-    "nodeSelector": SYSTEM_NODE_SELECTOR,
-    "tolerations": [SYSTEM_TOLERATION],
-}
-"""Operators run on the system nodes like every other controller."""
 INTERNAL_LOAD_BALANCER: Final = {
     "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
     "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
@@ -318,13 +311,9 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
 
 def cert_manager_values() -> dict[str, Any]:
     """cert-manager with its CRDs (kept when the release goes), every part on the system nodes."""
-    return {
-        "crds": {"enabled": True, "keep": True},
-        **OPERATOR_PLACEMENT,
-        "webhook": {**OPERATOR_PLACEMENT},
-        "cainjector": {**OPERATOR_PLACEMENT},
-        "startupapicheck": {**OPERATOR_PLACEMENT},
-    }
+    return with_system_placement(
+        versions.CERT_MANAGER_CHART, {"crds": {"enabled": True, "keep": True}}
+    )
 
 
 def slurm_operator_values() -> dict[str, Any]:
@@ -333,12 +322,10 @@ def slurm_operator_values() -> dict[str, Any]:
     Its CRDs come from their own chart (``crds.enabled: false``), so uninstalling the operator
     never deletes the Slurm resources.
     """
-    return {
-        "crds": {"enabled": False},
-        "certManager": {"enabled": True},
-        "operator": {**OPERATOR_PLACEMENT},
-        "webhook": {**OPERATOR_PLACEMENT},
-    }
+    return with_system_placement(
+        versions.SLURM_OPERATOR_CHART,
+        {"crds": {"enabled": False}, "certManager": {"enabled": True}},
+    )
 
 
 def mariadb_operator_values() -> dict[str, Any]:
@@ -346,19 +333,34 @@ def mariadb_operator_values() -> dict[str, Any]:
 
     Uninstalling a chart that owns the CRDs would delete every database.
     """
-    return {
-        "crds": {"enabled": False},
-        **OPERATOR_PLACEMENT,
-        "webhook": {**OPERATOR_PLACEMENT},
-        "certController": {**OPERATOR_PLACEMENT},
-    }
+    return with_system_placement(versions.MARIADB_OPERATOR_CHART, {"crds": {"enabled": False}})
 
 
-def mariadb_spec(storage_gib: int) -> dict[str, Any]:
-    """The accounting database: one MariaDB on a retained, encrypted volume.
+def database_claim_retention(protect: bool) -> dict[str, str]:
+    """``spec.storage.pvcRetentionPolicy`` of the accounting database.
+
+    mariadb-operator v26.6.0 hands it to its StatefulSet unchanged on Kubernetes >= 1.32
+    (pkg/builder/statefulset_builder.go, mariadbPVCRetentionPolicy; every supported minor is):
+    ``Delete`` lets Kubernetes delete the claim with the StatefulSet (``whenDeleted``) or with
+    a removed replica (``whenScaled``), ``Retain`` keeps it. Kept only where protected, so an
+    unprotected stack's ``destroy`` takes the volume too (its class reclaims with ``Delete``).
+
+    Args:
+        protect: the stack's ``protectStatefulResources``.
+    """
+    policy = "Retain" if protect else "Delete"
+    return {"whenDeleted": policy, "whenScaled": policy}
+
+
+def mariadb_spec(storage_gib: int, *, protect: bool) -> dict[str, Any]:
+    """The accounting database: one MariaDB on an encrypted volume, retained where protected.
 
     Passwords come from the Secret :data:`DATABASE_HOST` (random values Pulumi keeps as secrets).
     InnoDB settings follow Slurm's accounting guide (buffer pool, lock wait timeout).
+
+    Args:
+        storage_gib: size of its volume, GiB.
+        protect: keep its claim when the database goes (:func:`database_claim_retention`).
     """
     secret = DATABASE_HOST
     return {
@@ -373,7 +375,7 @@ def mariadb_spec(storage_gib: int) -> dict[str, Any]:
             "size": f"{storage_gib}Gi",
             "storageClassName": STATE_STORAGE_CLASS,
             "resizeInUseVolumes": True,
-            "pvcRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "pvcRetentionPolicy": database_claim_retention(protect),
         },
         "myCnf": (
             "[mariadb]\n"
@@ -417,6 +419,7 @@ class Slurm(pulumi.ComponentResource):
         config: PlatformConfig,
         namespace: k8s.core.v1.Namespace,
         vpc_cidr: str,
+        volume_tags: Mapping[str, str],
         cluster_ready: list[pulumi.Resource],
         workloads_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
@@ -429,6 +432,8 @@ class Slurm(pulumi.ComponentResource):
             config: the validated platform; its ``slurm`` section says what to build.
             namespace: the ``slurm`` namespace (:func:`create_namespace`).
             vpc_cidr: default source range of the login load balancer.
+            volume_tags: tags of the state volumes (slurmctld, the database) the EBS CSI driver
+                creates: the stack's default tags, which never reach them otherwise.
             cluster_ready: what the operators wait for (nodes, add-ons, storage class).
             workloads_ready: what slurmd and login pods need first: the namespace's Lustre
                 claim, the priority classes.
@@ -478,10 +483,18 @@ class Slurm(pulumi.ComponentResource):
                          namespace=namespace, opts=opts_after(namespace, stateful=True))
             for ref in (SLURM_KEY, JWT_KEY)
         ]  # fmt: skip
-        # Retained: deleting a claim must not delete Slurm's state or its job history.
+        # Where protected, deleting a claim must not delete Slurm's state or its job history.
+        # slurmctld's claim has no retention policy (Slinky v1.2.1 internal/builder/
+        # controllerbuilder/controller_app.go sets none, so Kubernetes keeps it): it goes with
+        # the namespace, and its volume then by this class's reclaim policy.
         state_class = storage_class(
             f"{name}-{STATE_STORAGE_CLASS}",
-            encrypted_gp3_class(STATE_STORAGE_CLASS, reclaim_policy="Retain", default=False),
+            encrypted_gp3_class(
+                STATE_STORAGE_CLASS,
+                reclaim_policy=state_reclaim_policy(protect),
+                default=False,
+                tags=volume_tags,
+            ),
             opts_after(),
         )
         chart_needs: list[pulumi.Resource] = [operator, state_class, *keys, *workloads_ready]
@@ -585,7 +598,7 @@ class Slurm(pulumi.ComponentResource):
             api_version=MARIADB_API,
             kind="MariaDB",
             metadata={"name": DATABASE_HOST, "namespace": NAMESPACE},
-            spec=typing.cast(Any, mariadb_spec(storage_gib)),
+            spec=typing.cast(Any, mariadb_spec(storage_gib, protect=bool(database_opts.protect))),
             opts=pulumi.ResourceOptions.merge(
                 database_opts, pulumi.ResourceOptions(retain_on_delete=database_opts.protect)
             ),

@@ -31,9 +31,8 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
-from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import RUNTIME_IMAGE_KEYS, NodePoolConfig, TeamConfig, TrainerConfig
-from components.helm import release
+from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
@@ -51,6 +50,10 @@ from components.workloads import (
 
 NAMESPACE: Final = "kubeflow-system"
 RELEASE: Final = "kubeflow-trainer"
+JOBSET_RELEASE: Final = "jobset"
+JOBSET_NAMESPACE: Final = "jobset-system"
+"""JobSet's own release, in the namespace of its upstream install (the chart's fullname is the
+release name, charts/jobset/templates/_helpers.tpl at v0.12.0)."""
 MANAGER_SERVICE_ACCOUNT: Final = f"{RELEASE}-controller-manager"
 """The manager's ServiceAccount: ``<fullname>-controller-manager``, and the fullname of release
 ``kubeflow-trainer`` of chart ``kubeflow-trainer`` is the release name (chart 2.3.0
@@ -284,18 +287,33 @@ def team_runtimes(
 
 
 def trainer_values() -> dict[str, Any]:
-    """Values of the kubeflow-trainer chart: CRDs and JobSet in, built-in runtimes out.
+    """Values of the kubeflow-trainer chart: its CRDs in, JobSet and built-in runtimes out.
 
-    The built-in runtimes are installed by a hook job that downloads kubectl at install time;
-    the platform creates its own runtimes instead. The controller runs on the system nodes.
+    JobSet is its own release (:func:`jobset_values`): as Trainer's subchart its CRD would come
+    from the subchart's ``crds/`` directory, which Helm never upgrades, and its controller would
+    have no placement. The chart's README (kubeflow/trainer v2.3.0 charts/kubeflow-trainer)
+    says ``jobset.install`` must be false where JobSet is installed already. The built-in
+    runtimes are installed by a hook job that downloads kubectl at install time; the platform
+    creates its own runtimes instead. The controller runs on the system nodes.
     """
-    system = {"nodeSelector": SYSTEM_NODE_SELECTOR, "tolerations": [SYSTEM_TOLERATION]}
-    return {
-        "crds": {"enabled": True},
-        "jobset": {"install": True},
-        "runtimes": {"defaultEnabled": False},
-        "manager": system,
-    }
+    return with_system_placement(
+        versions.TRAINER_CHART,
+        {
+            "crds": {"enabled": True},
+            "jobset": {"install": False},
+            "runtimes": {"defaultEnabled": False},
+        },
+    )
+
+
+def jobset_values() -> dict[str, Any]:
+    """Values of the jobset chart: the controller (and its webhooks) on the system nodes.
+
+    Its defaults leave the controller without tolerations or node selector
+    (kubernetes-sigs/jobset v0.12.0 charts/jobset/values.yaml), so it would wait for a
+    Karpenter node while the atomic install times out.
+    """
+    return with_system_placement(versions.JOBSET_CHART, {})
 
 
 NEURON_PROCESS_POLICY: Final = "trainingplatform-neuron-processes"
@@ -415,8 +433,10 @@ class Trainer(pulumi.ComponentResource):
             team_namespaces: team name -> its Namespace (runtimes wait for it).
             shared_file_system: whether the stack has the Lustre file system (runtimes of teams
                 with ``sharedFileSystem`` mount the namespace's ``shared-lustre`` claim).
-            protect: protect the release. It always survives ``pulumi destroy`` of the stack
-                (retain on delete): its CRDs carry every TrainJob and runtime.
+            protect: protect the release and the JobSet CRD, and retain both on delete: their
+                CRDs carry every TrainJob, runtime and JobSet. Unprotected (dev), switching
+                Trainer off uninstalls them, so switching it on again installs afresh instead of
+                finding a release Pulumi no longer knows.
             volcano_ready: Volcano must run before Trainer starts (it registers its PodGroup
                 watch at start-up).
             kubernetes_provider: provider of the release and runtimes.
@@ -427,18 +447,39 @@ class Trainer(pulumi.ComponentResource):
         if not trainer.enabled:
             self.register_outputs({})
             return
+        stateful = pulumi.ResourceOptions(
+            parent=self, provider=kubernetes_provider, protect=protect, retain_on_delete=protect
+        )
+        # Applied by the stack, so a JobSet bump upgrades the CRD (the chart's crds/ would not).
+        jobset_crds = k8s.yaml.v2.ConfigFile(
+            f"{name}-jobset-crds",
+            file=versions.JOBSET_CRDS_URL,
+            opts=pulumi.ResourceOptions.merge(
+                stateful, pulumi.ResourceOptions(depends_on=volcano_ready)
+            ),
+        )
         controller = release(
             RELEASE,
             versions.TRAINER_CHART,
             namespace=NAMESPACE,
             values=trainer_values(),
             create_namespace=True,
+            opts=pulumi.ResourceOptions.merge(
+                stateful, pulumi.ResourceOptions(depends_on=[*volcano_ready, jobset_crds])
+            ),
+        )
+        # After Trainer: on a stack whose Trainer still bundles JobSet, its upgrade
+        # (jobset.install false) must first remove the subchart's webhook configurations, whose
+        # names are fixed whatever the release (jobset v0.12.0 templates/webhook/_helpers.tpl).
+        jobset = release(
+            JOBSET_RELEASE,
+            versions.JOBSET_CHART,
+            namespace=JOBSET_NAMESPACE,
+            values=jobset_values(),
+            create_namespace=True,
+            skip_crds=True,
             opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=kubernetes_provider,
-                depends_on=volcano_ready,
-                protect=protect,
-                retain_on_delete=True,
+                parent=self, provider=kubernetes_provider, depends_on=[jobset_crds, controller]
             ),
         )
         in_cluster = pulumi.ResourceOptions(parent=self, provider=kubernetes_provider)
@@ -497,7 +538,7 @@ class Trainer(pulumi.ComponentResource):
             after_trainer = pulumi.ResourceOptions(
                 parent=self,
                 provider=kubernetes_provider,
-                depends_on=[controller, reader_binding, team_namespaces[team.name]],
+                depends_on=[controller, jobset, reader_binding, team_namespaces[team.name]],
             )
             for pool, framework in team_runtimes(team, pools):
                 runtime = runtime_name(framework, pool)

@@ -172,6 +172,22 @@ TRAINER_CHART: Final = HelmChart(
     reference_dir=f"kubeflow-trainer/{TRAINER_VERSION}",
 )
 
+JOBSET_VERSION: Final = "0.12.0"
+"""JobSet, the API Trainer's TrainJobs run as: the version kubeflow-trainer 2.3.0's Chart.yaml
+names as its ``jobset`` dependency (which the platform installs as its own release instead)."""
+JOBSET_CHART: Final = HelmChart(
+    chart="oci://registry.k8s.io/jobset/charts/jobset",
+    version=JOBSET_VERSION,
+    repository=None,
+    reference_dir=f"jobset/{JOBSET_VERSION}",
+)
+JOBSET_CRDS_URL: Final = (
+    "https://raw.githubusercontent.com/kubernetes-sigs/jobset/"
+    f"v{JOBSET_VERSION}/charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml"
+)
+"""The JobSet CRD at the pinned tag. The chart keeps it under ``crds/``, which Helm installs once
+and never upgrades, so the stack applies this file itself (server-side) and a bump upgrades it."""
+
 TRAINING_OPERATOR_VERSION: Final = "v1.9.4"
 TRAINING_OPERATOR_KUSTOMIZATION: Final = (
     "https://github.com/kubeflow/trainer.git/manifests/overlays/standalone"

@@ -15,6 +15,7 @@ from tests.conftest import STACKS, ProgramRun, stack_data
 
 CLUSTER = "eks:index:Cluster"
 ADDON = "aws:eks/addon:Addon"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 
 
 @pytest.fixture(scope="module", params=STACKS)
@@ -54,6 +55,54 @@ def test_api_authentication_and_no_default_node_group(stack_run: tuple[str, Prog
     assert inputs["skipDefaultNodeGroup"] is True
     assert inputs["bootstrapSelfManagedAddons"] is False
     assert inputs["nodeAssociatePublicIpAddress"] is False
+
+
+def test_pulumi_eks_makes_no_default_security_groups(stack_run: tuple[str, ProgramRun]) -> None:
+    """Neither of pulumi-eks's default groups is made: the control plane gets the API's own.
+
+    pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts (v4.3.0; 4.4.0 changed only dependencies):
+    skipDefaultSecurityGroups drops its cluster group, its node group (which no node here
+    would use) and the node ingress rule; clusterSecurityGroup is then the control plane's.
+    """
+    stack, run = stack_run
+    config = parse_platform_config(stack_data(stack))
+    cluster = run.one(CLUSTER)
+    api = [g for g in run.of_type(SECURITY_GROUP) if g.name == f"{config.name}-api"]
+    assert len(api) == 1
+    assert cluster.inputs["skipDefaultSecurityGroups"] is True
+    assert cluster.property_dependencies["clusterSecurityGroup"] == [api[0].urn]
+    # pulumi-eks asks for a group without inline rules; its rules are separate resources.
+    assert not api[0].inputs.get("ingress") and not api[0].inputs.get("egress")
+    rules = run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    api_rules = [r for r in rules if r.name.startswith(f"{config.name}-api-from-")]
+    assert sorted(r.inputs["cidrIpv4"] for r in api_rules) == sorted(
+        config.cluster.endpoint.deploy_from.cidrs
+    )
+    for rule in api_rules:
+        assert rule.property_dependencies["securityGroupId"] == [api[0].urn], rule.name
+        assert (rule.inputs["fromPort"], rule.inputs["toPort"]) == (443, 443)
+
+
+def test_prod_admits_its_deploy_path_to_the_api_only(synthesized: dict[str, StackResult]) -> None:
+    """The case above is not vacuous: prod's deploy path has CIDRs, so rules exist."""
+    run = ProgramRun(synthesized["prod"].records)
+    rules = run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    assert [r for r in rules if "-api-from-" in r.name]
+
+
+def test_no_oidc_provider_because_nothing_uses_irsa(stack_run: tuple[str, ProgramRun]) -> None:
+    """Only IRSA needs the IAM OIDC provider; every role here is for a service or Pod Identity."""
+    _, run = stack_run
+    assert run.one(CLUSTER).inputs["createOidcProvider"] is False
+    roles = run.of_type("aws:iam/role:Role")
+    assert roles
+    for role in roles:
+        policy = json.loads(role.inputs["assumeRolePolicy"])
+        for statement in policy["Statement"]:
+            actions = statement["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            assert "sts:AssumeRoleWithWebIdentity" not in actions, role.name
+            assert "Federated" not in statement.get("Principal", {}), role.name
 
 
 def test_endpoint_inputs(stack_run: tuple[str, ProgramRun]) -> None:

@@ -8,10 +8,12 @@ exist in those defaults wherever the chart defines the structure.
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -154,6 +156,7 @@ def test_the_bill_of_materials_charts_are_all_known() -> None:
         versions.NVIDIA_DEVICE_PLUGIN_CHART,
         versions.EFA_DEVICE_PLUGIN_CHART,
         versions.NEURON_CHART,
+        versions.JOBSET_CHART,
     ):
         assert KNOWN_CHARTS[chart.chart] is chart
 
@@ -235,3 +238,56 @@ def test_every_release_value_exists_in_the_chart_defaults(
             ]
         )
     assert not problems, "values the chart does not define:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_release_value_matches_the_chart_schema(
+    stack: str, synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """Where a chart ships ``values.schema.json``, Helm validates the merged values against it
+    and refuses the install; the same check, offline (charts without a schema: none to run)."""
+    checked: list[str] = []
+    problems: list[str] = []
+    for release in _releases(synthesized[stack]):
+        chart = _chart_of(release)
+        path = _chart_dir(reference_dir, chart) / "values.schema.json"
+        if not path.is_file():
+            continue
+        schema = json.loads(path.read_text())
+        merged = _helm_merged(_yaml(_chart_dir(reference_dir, chart) / "values.yaml"),
+                              release.inputs.get("values", {}))  # fmt: skip
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        problems.extend(f"{release.name}: {e.message}" for e in validator.iter_errors(merged))
+        checked.append(release.name)
+    assert problems == []
+    if stack_has_slurm(synthesized[stack]):
+        assert "cert-manager" in checked
+
+
+def stack_has_slurm(result: StackResult) -> bool:
+    return any(r.type == HELM_RELEASE and r.name == "slurm" for r in result.records)
+
+
+def _helm_merged(defaults: Any, values: Any) -> Any:
+    """Values over defaults as Helm merges them: maps key by key, everything else replaced."""
+    if isinstance(defaults, dict) and isinstance(values, dict):
+        merged = dict(defaults)
+        for key, value in values.items():
+            merged[key] = _helm_merged(defaults.get(key), value)
+        return merged
+    return values
+
+
+def test_the_jobset_release_sets_only_keys_of_its_chart(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """JobSet, once Trainer's subchart, is its own release: its values are checked against
+    kubernetes-sigs/jobset v0.12.0 charts/jobset/values.yaml like every other release's."""
+    (release,) = [r for r in _releases(synthesized["dev"]) if r.name == "jobset"]
+    assert _chart_of(release) is versions.JOBSET_CHART
+    defaults = _yaml(_chart_dir(reference_dir, versions.JOBSET_CHART) / "values.yaml")
+    values = release.inputs["values"]
+    assert values and unknown_value_paths(values, defaults) == []
+    assert unknown_value_paths({"controller": {"nodeSelectors": {}}}, defaults) == [
+        "controller.nodeSelectors"
+    ]

@@ -925,3 +925,44 @@ def test_the_user_data_script_reserves_the_pages(tmp_path: Any) -> None:
     assert conf.strip() == "vm.nr_hugepages = 2560"
     assert calls.read_text().split() == ["-q", "-w", "vm.nr_hugepages=2560"]
     assert "wanted 2560" in (tmp_path / "console").read_text()
+
+
+def _reaches(run: ProgramRun, start: ResourceRecord, target: str) -> bool:
+    """Whether ``start`` depends on ``target`` (a URN), directly or through its dependencies."""
+    by_urn = {record.urn: record for record in run.records}
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        record = todo.pop()
+        property_urns = [u for urns in record.property_dependencies.values() for u in urns]
+        for urn in {*record.dependencies, *property_urns}:
+            if urn == target:
+                return True
+            if urn not in seen and urn in by_urn:
+                seen.add(urn)
+                todo.append(by_urn[urn])
+    return False
+
+
+def test_every_pool_waits_for_the_node_roles_access_entry(case: StackCase) -> None:
+    """Nodes join only once their role has its EC2_LINUX access entry; on destroy, NodePools and
+    EC2NodeClasses go first, and the EC2NodeClass finalizer (aws/karpenter-provider-aws v1.14.1
+    pkg/controllers/nodeclass/controller.go) waits for every NodeClaim before the entry goes."""
+    classes = case.run.of_type(NODE_CLASS)
+    roles = {
+        urn
+        for node_class in classes
+        for urn in node_class.property_dependencies.get("spec", [])
+        if case.run.by_urn(urn).type == "aws:iam/role:Role"
+    }
+    assert len(roles) == 1, roles
+    (role,) = roles
+    entries = [
+        entry
+        for entry in case.run.of_type("aws:eks/accessEntry:AccessEntry")
+        if entry.property_dependencies.get("principalArn") == [role]
+    ]
+    assert len(entries) == 1 and entries[0].inputs["type"] == "EC2_LINUX"
+    waiting = [*classes, *case.run.of_type(NODE_POOL), *case.run.of_type(OVERLAY)]
+    for record in waiting:
+        assert _reaches(case.run, record, entries[0].urn), record.name

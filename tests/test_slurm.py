@@ -47,6 +47,7 @@ SECRET: Final = "kubernetes:core/v1:Secret"
 NAMESPACE: Final = "kubernetes:core/v1:Namespace"
 CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
 STORAGE_CLASS: Final = "kubernetes:storage.k8s.io/v1:StorageClass"
+STATE_CLASS: Final = "slurm-retained"
 PRIORITY_CLASS: Final = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 RANDOM_PASSWORD: Final = "random:index/randomPassword:RandomPassword"
 
@@ -867,15 +868,61 @@ def test_accounting_database_validates_against_the_mariadb_crd(
     assert validation_errors(_manifest(database), accounting_case.kubernetes_version, crds) == []
 
 
-def test_state_volumes_are_encrypted_and_retained(accounting_case: StackCase) -> None:
+def test_state_volumes_are_encrypted_and_retained_only_where_protected(
+    accounting_case: StackCase,
+) -> None:
+    """Retained where protected; elsewhere they go with the stack (its volumes are deleted).
+
+    The database's claim follows its StatefulSet (mariadb-operator v26.6.0
+    pkg/builder/statefulset_builder.go passes pvcRetentionPolicy through); slurmctld's claim
+    has no policy (Slinky v1.2.1 controller_app.go) and goes with the namespace; each volume
+    then follows its class's reclaim policy.
+    """
+    protected = bool(accounting_case.raw.get("protectStatefulResources", False))
+    kept = "Retain" if protected else "Delete"
     spec = _database(accounting_case.run).inputs["spec"]
     gib = accounting_case.accounting.get("storageGiB", DEFAULT_ACCOUNTING_STORAGE_GIB)
     assert quantity(spec["storage"]["size"]) == gib * 2**30
+    assert spec["storage"]["pvcRetentionPolicy"] == {"whenDeleted": kept, "whenScaled": kept}
     persistence = _values(accounting_case.run, SLURM_RELEASE)["controller"]["persistence"]
     for class_name in (spec["storage"]["storageClassName"], persistence["storageClassName"]):
         storage_class = _named(accounting_case.run, STORAGE_CLASS, class_name)
         assert storage_class.inputs["parameters"]["encrypted"] == "true", class_name
-        assert storage_class.inputs["reclaimPolicy"] == "Retain", class_name
+        assert storage_class.inputs["reclaimPolicy"] == kept, class_name
+
+
+def test_protection_switches_the_state_volumes_retention(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    """The same stack keeps its state volumes once protected, and lets them go unprotected."""
+    for protect in (True, False):
+        data = stack_data("dev")
+        data["protectStatefulResources"] = protect
+        run = run_platform(data, "dev")
+        kept = "Retain" if protect else "Delete"
+        database = _database(run)
+        assert database.retain_on_delete is protect
+        assert database.inputs["spec"]["storage"]["pvcRetentionPolicy"]["whenDeleted"] == kept
+        class_name = database.inputs["spec"]["storage"]["storageClassName"]
+        assert _named(run, STORAGE_CLASS, class_name).inputs["reclaimPolicy"] == kept
+
+
+def test_teardown_docs_state_where_state_volumes_outlive_the_stack(
+    cases: dict[str, StackCase],
+) -> None:
+    """docs/deploying.md names the stacks whose Slurm state volumes a destroy leaves."""
+    kept = sorted(
+        stack
+        for stack, case in cases.items()
+        if _named(case.run, STORAGE_CLASS, STATE_CLASS).inputs["reclaimPolicy"] == "Retain"
+    )
+    assert kept == sorted(s for s in STACKS if stack_data(s).get("protectStatefulResources"))
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "deploying.md").read_text().split())
+    (bullet,) = re.findall(
+        r"\*\*EBS volumes of the `slurm-retained` StorageClass\*\*.*? - \*\*", doc
+    )
+    assert kept == ["prod"] and "in prod only" in bullet
+    assert "`reclaimPolicy: Retain`" in bullet and "`reclaimPolicy: Delete`" in bullet
 
 
 def test_database_passwords_come_from_a_program_secret(accounting_case: StackCase) -> None:

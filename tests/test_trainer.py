@@ -37,12 +37,17 @@ from tests.schemas import validation_errors
 from tests.stack_pools import GPU, NEURON, StackPool
 
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
+CONFIG_FILE: Final = "kubernetes:yaml/v2:ConfigFile"
 RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
 
 # REFERENCE sections 1, 4, 6 and 7.
 TRAINER_CHART: Final = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
 TRAINER_NAMESPACE: Final = "kubeflow-system"
+# kubernetes-sigs/jobset: the chart's OCI home (Trainer 2.3.0 Chart.yaml's dependency repository)
+# and the namespace of its upstream install.
+JOBSET_CHART: Final = "oci://registry.k8s.io/jobset/charts/jobset"
+JOBSET_NAMESPACE: Final = "jobset-system"
 RUNTIME_API: Final = "trainer.kubeflow.org/v1alpha1"
 FRAMEWORK_LABEL: Final = "trainer.kubeflow.org/framework"
 ANCESTOR_LABEL: Final = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -298,7 +303,8 @@ def test_trainer_release_chart_and_values(case: StackCase) -> None:
     assert inputs["namespace"] == TRAINER_NAMESPACE
     values = inputs["values"]
     assert values["crds"]["enabled"] is True
-    assert values["jobset"]["install"] is True
+    # JobSet is its own release (below); Trainer's README: false where JobSet is installed.
+    assert values["jobset"]["install"] is False
     assert values["runtimes"]["defaultEnabled"] is False
 
 
@@ -308,10 +314,110 @@ def test_trainer_release_waits_for_volcano(case: StackCase) -> None:
     assert volcano.urn in trainer.dependencies
 
 
-def test_trainer_release_is_protected_exactly_in_prod(case: StackCase) -> None:
+def test_trainer_release_is_protected_exactly_where_the_stack_protects(case: StackCase) -> None:
     expected = bool(case.raw.get("protectStatefulResources", False))
-    assert expected is (case.stack == "prod")
     assert _release(case.run, "kubeflow-trainer").protect is expected
+
+
+def _trainer_chart_yaml(reference_dir: Path) -> dict[str, Any]:
+    path = reference_dir / "charts" / "kubeflow-trainer" / versions.TRAINER_VERSION / "Chart.yaml"
+    found: dict[str, Any] = yaml.safe_load(path.read_text())
+    return found
+
+
+def test_jobset_is_the_version_trainer_names(case: StackCase, reference_dir: Path) -> None:
+    (dependency,) = [
+        d for d in _trainer_chart_yaml(reference_dir)["dependencies"] if d["name"] == "jobset"
+    ]
+    # The key that turns the subchart off is the dependency's condition.
+    assert dependency["condition"] == "jobset.install"
+    jobset = _release(case.run, "jobset").inputs
+    assert jobset["chart"] == JOBSET_CHART
+    assert jobset["chart"] == f"{dependency['repository']}/{dependency['name']}"
+    assert jobset["version"] == dependency["version"] == versions.JOBSET_VERSION
+    assert jobset["namespace"] == JOBSET_NAMESPACE
+
+
+def test_jobset_crds_are_applied_by_the_stack_at_the_pinned_tag(
+    case: StackCase, reference_dir: Path
+) -> None:
+    """The chart keeps its CRD under crds/ (kubernetes-sigs/jobset v0.12.0 charts/jobset/crds/),
+    which Helm installs once and never upgrades: the stack applies the file at the tag instead
+    and tells Helm to leave crds/ alone."""
+    (crds,) = [r for r in case.run.of_type(CONFIG_FILE) if "jobset" in r.name]
+    url = crds.inputs["file"]
+    crd_dir = reference_dir / "crds" / "jobset" / f"v{versions.JOBSET_VERSION}"
+    (crd,) = [path.name for path in crd_dir.glob("*.yaml")]
+    assert url == (
+        "https://raw.githubusercontent.com/kubernetes-sigs/jobset/"
+        f"v{versions.JOBSET_VERSION}/charts/jobset/crds/{crd}"
+    )
+    jobset = _release(case.run, "jobset")
+    assert jobset.inputs["skipCrds"] is True
+    assert crds.urn in jobset.dependencies
+    assert crds.urn in _release(case.run, "kubeflow-trainer").dependencies
+    assert crds.protect is bool(case.raw.get("protectStatefulResources", False))
+
+
+def test_jobset_installs_after_trainer_and_before_the_runtimes(case: StackCase) -> None:
+    """After Trainer: its upgrade from bundling JobSet must remove the subchart's webhook
+    configurations first, whose names are fixed (jobset v0.12.0 templates/webhook/
+    _helpers.tpl), or Helm refuses to install objects another release owns."""
+    trainer = _release(case.run, "kubeflow-trainer")
+    jobset = _release(case.run, "jobset")
+    assert trainer.urn in jobset.dependencies
+    runtimes = case.run.of_type(RUNTIME)
+    assert runtimes
+    for record in runtimes:
+        assert jobset.urn in record.dependencies, record.name
+
+
+def test_trainer_and_jobset_are_retained_exactly_where_protected(case: StackCase) -> None:
+    protected = bool(case.raw.get("protectStatefulResources", False))
+    trainer = _release(case.run, "kubeflow-trainer")
+    (crds,) = [r for r in case.run.of_type(CONFIG_FILE) if "jobset" in r.name]
+    assert trainer.protect is protected
+    assert trainer.retain_on_delete is protected
+    assert crds.retain_on_delete is protected
+    jobset = _release(case.run, "jobset")
+    assert not jobset.protect and not jobset.retain_on_delete  # its CRD is not in the release
+
+
+def _trainer_records(run: ProgramRun) -> list[ResourceRecord]:
+    (component,) = run.of_type("trainingplatform:index:Trainer")
+    return [r for r in run.records if r.parent == component.urn]
+
+
+def _by_urn(run: ProgramRun) -> dict[str, dict[str, Any]]:
+    return {
+        r.urn: {"inputs": r.inputs, "dependencies": r.dependencies, "protect": r.protect}
+        for r in run.records
+    }
+
+
+def test_switching_trainer_off_and_on_again_in_dev(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    """Off removes the releases, the JobSet CRD and every runtime and changes nothing else; on
+    brings back the same URNs and inputs. Dev does not retain them, so off uninstalls them and
+    on installs afresh (a retained release would still hold its name: Helm refuses a second)."""
+    before = run_platform(stack_data("dev"), "dev")
+    assert not stack_data("dev").get("protectStatefulResources", False)
+    owned = _trainer_records(before)
+    assert {"kubeflow-trainer", "jobset"} <= {r.name for r in owned if r.type == RELEASE}
+    assert not [r.name for r in owned if r.retain_on_delete]
+    data = stack_data("dev")
+    data["trainer"] = {**data.get("trainer", {}), "enabled": False}
+    off = run_platform(data, "dev")
+    assert _trainer_records(off) == []
+    assert [r.name for r in off.of_type(RELEASE) if r.name in ("kubeflow-trainer", "jobset")] == []
+    assert off.of_type(CONFIG_FILE) == [] and off.of_type(RUNTIME) == []
+    kept = {urn for urn in _by_urn(before) if urn not in {r.urn for r in owned}}
+    assert {urn: v for urn, v in _by_urn(off).items()} == {
+        urn: v for urn, v in _by_urn(before).items() if urn in kept
+    }
+    data["trainer"]["enabled"] = True
+    assert _by_urn(run_platform(data, "dev")) == _by_urn(before)
 
 
 def test_trainer_values_are_chart_keys(case: StackCase, reference_dir: Path) -> None:

@@ -35,6 +35,19 @@ RESERVED_TAG_KEYS: Final = (
 """Tag keys (and prefixes) Karpenter sets itself and refuses in an EC2NodeClass's tags."""
 
 
+EBS_CSI_RESERVED_TAG_KEYS: Final = (
+    "CSIVolumeName",
+    "CSIVolumeSnapshotName",
+    "ebs.csi.aws.com/cluster",
+    "iopspergb",
+    "allowautoiopsincreaseonmodify",
+)
+EBS_CSI_RESERVED_TAG_PREFIX: Final = "kubernetes.io"
+"""Tag keys (exact, case-sensitive) and the prefix the EBS CSI driver refuses in a StorageClass's
+tags, failing every volume of the class (kubernetes-sigs/aws-ebs-csi-driver v1.54.0
+pkg/driver/validation.go, reservedTagKeys and validateExtraTags)."""
+
+
 def _tag_text(value: str) -> str:
     if not TAG_CHARACTERS.fullmatch(value):
         raise PydanticCustomError(
@@ -78,7 +91,7 @@ class TagsConfig(StrictModel):
 
 
 def tag_problems(tags: TagsConfig) -> Iterator[ConfigProblem]:
-    """Problems of ``platform.tags.extra``: keys AWS or Karpenter reserve."""
+    """Problems of ``platform.tags.extra``: keys AWS, Karpenter or the EBS CSI driver reserve."""
     for key in tags.extra:
         if key.lower().startswith("aws:"):
             yield ConfigProblem(
@@ -97,4 +110,20 @@ def tag_problems(tags: TagsConfig) -> Iterator[ConfigProblem]:
                 "a key other than those Karpenter sets on nodes ("
                 + ", ".join(RESERVED_TAG_KEYS)
                 + "): it refuses them in an EC2NodeClass",
+            )
+        elif "=" in key:
+            # The EBS CSI driver reads a StorageClass tag as "key=value", split at the first
+            # "=" (v1.54.0 pkg/util/template/template.go, Evaluate). Values may hold "=".
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.tags.extra.{key}",
+                key,
+                "a key without = (the EBS CSI driver would cut the key at it on every volume)",
+            )
+        elif key in EBS_CSI_RESERVED_TAG_KEYS or key.startswith(EBS_CSI_RESERVED_TAG_PREFIX):
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.tags.extra.{key}",
+                key,
+                "a key other than those the EBS CSI driver reserves ("
+                + ", ".join(EBS_CSI_RESERVED_TAG_KEYS)
+                + f", {EBS_CSI_RESERVED_TAG_PREFIX}*): it would refuse every volume",
             )
