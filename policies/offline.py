@@ -125,16 +125,45 @@ def check_config_names(config: dict[str, Any], policies: Iterable[Policy]) -> No
         raise PolicyConfigError(f"unknown policies in config: {unknown}; known: {sorted(names)}")
 
 
+class RecordedResourceOptions(PolicyResourceOptions):
+    """The analyzer's options of a resource, plus two the analyzer does not pass.
+
+    pulumi-policy 1.21.0 (``pulumi_policy/policy.py``, ``PolicyResourceOptions`` and the
+    server's ``_get_resource_options``) hands a policy ``protect``, ``ignore_changes`` and
+    ``delete_before_replace`` (``None`` unless ``deleteBeforeReplaceDefined``) from the engine's
+    ``AnalyzerResourceOptions`` (pulumi ``proto/pulumi/analyzer.proto``), which has no
+    ``retainOnDelete`` or ``replaceOnChanges``. The offline gate knows both from the
+    registration, so it adds them here; under ``pulumi preview`` a policy finds no such
+    attribute (see :func:`policies.rules.lifecycle.retain_on_delete`).
+    """
+
+    retain_on_delete: bool
+    """The engine leaves the cloud resource behind when it deletes this one."""
+    replace_on_changes: list[str]
+    """Input paths whose change replaces the resource."""
+
+    def __init__(self, record: ResourceRecord) -> None:
+        """The options of one recorded registration.
+
+        Args:
+            record: the resource as synthesis recorded it.
+
+        """
+        super().__init__(
+            protect=record.protect,
+            ignore_changes=list(record.ignore_changes),
+            delete_before_replace=record.delete_before_replace,
+            aliases=[],
+            custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+            additional_secret_outputs=[],
+            parent=record.parent,
+        )
+        self.retain_on_delete = record.retain_on_delete
+        self.replace_on_changes = list(record.replace_on_changes)
+
+
 def _options(record: ResourceRecord) -> PolicyResourceOptions:
-    return PolicyResourceOptions(
-        protect=record.protect,
-        ignore_changes=[],
-        delete_before_replace=None,
-        aliases=[],
-        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
-        additional_secret_outputs=[],
-        parent=record.parent,
-    )
+    return RecordedResourceOptions(record)
 
 
 def evaluate(

@@ -12,7 +12,9 @@ stack would create and runs the policy pack over it (see README, "Offline synthe
 Exit status: 0 on success, 1 on a mandatory policy violation or a promised job path that cannot
 run, 2 on an invalid stack, policy config or resources file (one line per problem, no traceback)
 or an unknown option (argparse's usage). ``diff`` exits 0 when nothing changed, 1 when something
-did and 2 for a bad stack or a base directory that holds no synthesis.
+did or when a cluster, file system, association, bucket, key or volume would be replaced (unless
+``--allow-replace``), and 2 for a bad stack or a base directory that holds no synthesis; with
+``--gate`` (CI: a pull request is meant to change things) only a refused replacement exits 1.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from typing import Final
 
 from components.config_reference import render_reference, update_readme
 from policies.offline import PolicyConfigError, load_policy_config, mandatory
-from synth.diff import NoSynthesis, diff_syntheses, load_synthesis, render, synthesis_directory
+from synth.diff import (
+    NoSynthesis,
+    diff_syntheses,
+    load_synthesis,
+    refusals,
+    render,
+    synthesis_directory,
+)
 from synth.engine import ResourceRecord
 from synth.jobs import report as jobs_report
 from synth.jobs.model import all_runnable
@@ -58,7 +67,8 @@ COMMANDS: Final = ("reference", "check", "jobs", "diff")
 def synthesize_parser() -> argparse.ArgumentParser:
     """The default command: ``<stack>... | --all [--long] [--out DIR] [--project-dir DIR]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m synth",
+        allow_abbrev=False,
+        prog="scripts/synth",
         description="Synthesize stacks offline: resources.json, manifests/ and helm/ per stack.",
         epilog="Sub-commands (each with --help): 'reference [--write [README]]' prints (or "
         "writes into the README) the configuration reference; 'check <resources.json> --stack "
@@ -82,7 +92,8 @@ def _add_long_option(parser: argparse.ArgumentParser) -> None:
 def reference_parser() -> argparse.ArgumentParser:
     """``reference [--write [README]]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m synth reference",
+        allow_abbrev=False,
+        prog="scripts/synth reference",
         description="Print the configuration reference (Markdown), or write it into a README "
         "between its markers.",
     )
@@ -144,6 +155,8 @@ def synthesize_all(argv: list[str]) -> int:
     """
     parser = synthesize_parser()
     options = parser.parse_args(argv)
+    if options.all and options.stacks:
+        parser.error("name stacks or pass --all, not both")
     stacks: list[str] = stack_names(options.project_dir) if options.all else options.stacks
     if not stacks:
         parser.error("name a stack or pass --all")
@@ -170,11 +183,15 @@ def _print_invalid(stack: str, exc: InvalidStack) -> None:
 def diff_parser() -> argparse.ArgumentParser:
     """``diff <stack> --base DIR [--out DIR] [--project-dir DIR]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m synth diff",
+        allow_abbrev=False,
+        prog="scripts/synth diff",
         description="Synthesize the stack (to --out) and show what changed against an earlier "
         "synthesis: resources added, removed and changed (with the input keys that changed), "
-        "and changed Kubernetes manifests and Helm values. Exit 0 when nothing changed, 1 when "
-        "something did, 2 for a bad stack or a base directory without a synthesis.",
+        "and changed Kubernetes manifests and Helm values, each change that replaces its "
+        "resource marked with the provider rule behind it. Exit 0 when nothing changed, 1 when "
+        "something did or a cluster, file system, association, bucket, key or volume would be "
+        "replaced (unless --allow-replace), 2 for a bad stack or a base directory without a "
+        "synthesis.",
     )
     parser.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument(
@@ -183,6 +200,16 @@ def diff_parser() -> argparse.ArgumentParser:
         required=True,
         metavar="DIR",
         help="an earlier synthesis: an output root (build/synth) or one stack's directory",
+    )
+    parser.add_argument(
+        "--allow-replace",
+        action="store_true",
+        help="accept replacing clusters, file systems, associations, buckets, keys and volumes",
+    )
+    parser.add_argument(
+        "--gate",
+        action="store_true",
+        help="exit 1 only for a refused replacement, 0 for other changes (for CI)",
     )
     _add_output_options(parser)
     return parser
@@ -211,8 +238,10 @@ def diff(argv: list[str]) -> int:
         _print_invalid(options.stack, exc)
         return 2
     changes = diff_syntheses(base, load_synthesis(result.written.directory))
-    print(render(options.stack, base_dir, changes))
-    return 0 if changes.empty else 1
+    print(render(options.stack, base_dir, changes, allow_replace=options.allow_replace))
+    if refusals(changes) and not options.allow_replace:
+        return 1
+    return 0 if changes.empty or options.gate else 1
 
 
 def jobs(argv: list[str]) -> int:
@@ -223,7 +252,8 @@ def jobs(argv: list[str]) -> int:
 
     """
     parser = argparse.ArgumentParser(
-        prog="python -m synth jobs",
+        allow_abbrev=False,
+        prog="scripts/synth jobs",
         description="For each team x training runtime and each Slurm partition: can a job run "
         "here, on how many nodes, and if not, why (modelled on the controllers' code). Exit 0 "
         "when every path the stack promises is runnable, 1 otherwise, 2 for a bad stack.",
@@ -252,7 +282,8 @@ def check(argv: list[str]) -> int:
 
     """
     parser = argparse.ArgumentParser(
-        prog="python -m synth check",
+        allow_abbrev=False,
+        prog="scripts/synth check",
         description="Run the policy pack over a resources.json with a stack's policy config; "
         "writes policy-report.json beside it.",
     )

@@ -4,6 +4,11 @@ Pure builders: :func:`load_synthesis` reads a written synthesis back, :func:`dif
 compares two and :func:`render` puts the answer in words. Kubernetes objects and Helm releases
 are compared as the files a reviewer reads (``manifests/``, ``helm/``); every other resource as
 its ``resources.json`` record, by URN. Values the records mark secret stay masked.
+
+Every changed resource and manifest is marked when the change replaces it (the providers' rules
+in :mod:`synth.replacements`, plus the resource's own ``replaceOnChanges``); :func:`refusals`
+lists the replacements of clusters, file systems, associations, buckets, keys and volumes,
+which the command refuses unless ``--allow-replace`` is given.
 """
 
 from __future__ import annotations
@@ -18,13 +23,37 @@ from typing import Any, Final
 import yaml
 
 from synth.engine import SECRET_MARK, UNKNOWN, ResourceRecord
-from synth.output import HELM_RELEASE_TYPE, is_kubernetes_object, resource_label
+from synth.output import (
+    HELM_RELEASE_TYPE,
+    is_kubernetes_object,
+    manifest_file_name,
+    manifest_of,
+    resource_label,
+)
+from synth.replacements import (
+    REFUSED,
+    Replacement,
+    kubernetes_type,
+    replacing_changes,
+    triggers_of,
+)
 
 VALUE_WIDTH: Final = 60
 """Longest rendering of one old or new value before it is shortened."""
 ABSENT: Final = "(absent)"
 """How a key that one side lacks is shown."""
-_OPTION_FIELDS: Final = ("parent", "provider", "providers", "dependencies", "protect", "custom")
+_OPTION_FIELDS: Final = (
+    "parent",
+    "provider",
+    "providers",
+    "dependencies",
+    "protect",
+    "retainOnDelete",
+    "deleteBeforeReplace",
+    "replaceOnChanges",
+    "ignoreChanges",
+    "custom",
+)
 _INTERNAL_INPUT_KEYS: Final = ("__defaults",)
 _PLAIN_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
@@ -61,6 +90,15 @@ class Changed:
 
     name: str
     changes: list[Change]
+    replaced_by: list[Replacement] = field(default_factory=list)
+    """The changes that replace it (empty: updated in place)."""
+    resource_type: str = ""
+    """Its Pulumi type token, where known."""
+
+    @property
+    def refused_as(self) -> str:
+        """What it is when its replacement is refused (``file system``), else ``""``."""
+        return REFUSED.get(self.resource_type, "") if self.replaced_by else ""
 
 
 @dataclass(frozen=True)
@@ -240,10 +278,14 @@ def _section(
     new: Mapping[str, Any],
     compare: Callable[[Any, Any], list[Change]],
     label: Callable[[str], str] = str,
+    marked: Callable[[str, list[Change]], Changed] | None = None,
 ) -> SectionDiff:
+    def changed_entry(key: str, changes: list[Change]) -> Changed:
+        return marked(key, changes) if marked else Changed(label(key), changes)
+
     changed = sorted(
         (
-            Changed(label(key), changes)
+            changed_entry(key, changes)
             for key in old.keys() & new.keys()
             if (changes := compare(old[key], new[key]))
         ),
@@ -268,11 +310,47 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
     def others(synthesis: Synthesis) -> dict[str, ResourceRecord]:
         return {u: r for u, r in synthesis.resources.items() if not _has_own_file(r)}
 
+    def marked_resource(urn: str, changes: list[Change]) -> Changed:
+        record = new.resources[urn]
+        return _marked(resource_label(urn), record.type, changes, record.replace_on_changes)
+
+    object_records = {
+        manifest_file_name(manifest_of(r)): r
+        for r in new.resources.values()
+        if is_kubernetes_object(r) and (r.inputs.get("metadata") or {}).get("name")
+    }
+
+    def marked_manifest(file_name: str, changes: list[Change]) -> Changed:
+        record = object_records.get(file_name)
+        manifest = new.manifests[file_name]
+        resource_type = kubernetes_type(manifest) if isinstance(manifest, Mapping) else ""
+        return _marked(
+            file_name, resource_type, changes, record.replace_on_changes if record else []
+        )
+
     return SynthesisDiff(
-        resources=_section(others(old), others(new), record_changes, resource_label),
-        manifests=_section(old.manifests, new.manifests, manifest_changes),
+        resources=_section(
+            others(old), others(new), record_changes, resource_label, marked_resource
+        ),
+        manifests=_section(old.manifests, new.manifests, manifest_changes, marked=marked_manifest),
         helm=_section(old.helm, new.helm, value_changes),
     )
+
+
+def _marked(
+    name: str, resource_type: str, changes: list[Change], replace_on_changes: list[str]
+) -> Changed:
+    """A changed entry with the changes that replace it (options never do)."""
+    inputs = [(c.key, c.old, c.new) for c in changes if not c.key.startswith("option:")]
+    replaced_by = replacing_changes(
+        triggers_of(resource_type, replace_on_changes), inputs, absent=ABSENT
+    )
+    return Changed(name, changes, replaced_by, resource_type)
+
+
+def refusals(diff: SynthesisDiff) -> list[Changed]:
+    """The changed resources whose replacement would destroy data or the cluster."""
+    return [c for c in (*diff.resources.changed, *diff.manifests.changed) if c.refused_as]
 
 
 def _is_secret(value: Any) -> bool:
@@ -330,13 +408,18 @@ def count_line(diff: SynthesisDiff) -> str:
     return f"{added} added, {removed} removed, {changed} changed"
 
 
-def render(stack: str, base: Path, diff: SynthesisDiff) -> str:
+def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool = False) -> str:
     """The diff in words: per section ``+`` added, ``-`` removed, ``~`` changed with its keys.
+
+    A changed entry that would be replaced says ``(replaced)`` and each replacing key names the
+    rule behind it; refused replacements are listed last.
 
     Args:
         stack: the stack name, leading the first line.
         base: the base synthesis directory, named in the first line.
         diff: what :func:`diff_syntheses` found.
+        allow_replace: whether ``--allow-replace`` was given (refusals become notes).
+            Default false.
 
     """
     if diff.empty:
@@ -356,6 +439,24 @@ def render(stack: str, base: Path, diff: SynthesisDiff) -> str:
         lines += [f"    + {name}" for name in section.added]
         lines += [f"    - {name}" for name in section.removed]
         for changed in section.changed:
-            lines.append(f"    ~ {changed.name}")
-            lines += [f"        {render_change(change)}" for change in changed.changes]
+            lines += _render_changed(changed)
+    refused = refusals(diff)
+    if refused:
+        verb = "allowed (--allow-replace)" if allow_replace else "refused"
+        lines.append(f"  replacements {verb}: {len(refused)}")
+        lines += [f"    ! {c.refused_as}: {c.name}" for c in refused]
+        if not allow_replace:
+            lines.append(
+                "    (the old one is deleted with its data; pass --allow-replace if that is meant)"
+            )
     return "\n".join(lines)
+
+
+def _render_changed(changed: Changed) -> list[str]:
+    replacing = {r.key: r for r in changed.replaced_by}
+    lines = [f"    ~ {changed.name}" + (" (replaced)" if replacing else "")]
+    for change in changed.changes:
+        lines.append(f"        {render_change(change)}")
+        if change.key in replacing:
+            lines.append(f"          replaces it: {replacing[change.key].source}")
+    return lines

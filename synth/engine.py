@@ -1,8 +1,10 @@
 """Run the real Pulumi program under the SDK's mock engine and record every registration.
 
 The recording monitor sees each ``RegisterResource`` request exactly as the engine would: type,
-name, parent, provider, dependencies, ``protect`` and the inputs under their engine (camelCase)
-names, which are what a CrossGuard policy receives.
+name, parent, provider, dependencies, the resource options that decide what a replacement or a
+delete does (``protect``, ``retainOnDelete``, ``deleteBeforeReplace``, ``replaceOnChanges``,
+``ignoreChanges``) and the inputs under their engine (camelCase) names, which are what a
+CrossGuard policy receives.
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ class ResourceRecord:
     protect: bool
     custom: bool
     inputs: dict[str, Any]
+    retain_on_delete: bool = False
+    """The engine leaves the cloud resource in place when it deletes (or replaces) this one."""
+    delete_before_replace: bool | None = None
+    """``None`` when the program left it unset (the provider's diff decides the order)."""
+    replace_on_changes: list[str] = field(default_factory=list)
+    """Input paths whose change replaces the resource whatever the provider says."""
+    ignore_changes: list[str] = field(default_factory=list)
+    """Input paths whose changes the engine ignores on update."""
 
     @classmethod
     def from_json(cls, entry: dict[str, Any]) -> ResourceRecord:
@@ -66,6 +76,15 @@ class ResourceRecord:
             protect=bool(entry.get("protect", False)),
             custom=bool(entry.get("custom", True)),
             inputs=dict(entry.get("inputs") or {}),
+            # Files written before these options were recorded lack them: the SDK's defaults.
+            retain_on_delete=bool(entry.get("retainOnDelete", False)),
+            delete_before_replace=(
+                None
+                if entry.get("deleteBeforeReplace") is None
+                else bool(entry["deleteBeforeReplace"])
+            ),
+            replace_on_changes=list(entry.get("replaceOnChanges") or []),
+            ignore_changes=list(entry.get("ignoreChanges") or []),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -73,7 +92,8 @@ class ResourceRecord:
 
         Beyond the engine's fields, ``providers`` (package -> provider URN, what a component
         passes to its children), ``propertyDependencies`` (input name -> URNs it came from) and
-        ``custom`` (false for components) are kept.
+        ``custom`` (false for components) are kept. ``deleteBeforeReplace`` is ``null`` where
+        the program left it unset, as the engine's ``deleteBeforeReplaceDefined`` says.
         """
         return {
             "type": self.type,
@@ -85,6 +105,10 @@ class ResourceRecord:
             "dependencies": self.dependencies,
             "propertyDependencies": self.property_dependencies,
             "protect": self.protect,
+            "retainOnDelete": self.retain_on_delete,
+            "deleteBeforeReplace": self.delete_before_replace,
+            "replaceOnChanges": self.replace_on_changes,
+            "ignoreChanges": self.ignore_changes,
             "custom": self.custom,
             "inputs": self.inputs,
         }
@@ -180,6 +204,14 @@ class RecordingMonitor(mocks.MockMonitor):
                     protect=bool(request.protect),
                     custom=bool(request.custom),
                     inputs=plain_value(raw_inputs),
+                    retain_on_delete=bool(request.retainOnDelete),
+                    delete_before_replace=(
+                        bool(request.deleteBeforeReplace)
+                        if request.deleteBeforeReplaceDefined
+                        else None
+                    ),
+                    replace_on_changes=sorted(request.replaceOnChanges),
+                    ignore_changes=sorted(request.ignoreChanges),
                 )
             )
         return super().RegisterResource(request)

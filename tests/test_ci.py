@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from synth.stackfile import REPOSITORY_ROOT
+from synth.stackfile import REPOSITORY_ROOT, load_stack
 from tests.conftest import STACKS
 
 WORKFLOW = REPOSITORY_ROOT / ".github" / "workflows" / "ci.yml"
@@ -97,10 +97,16 @@ def test_cloud_credentials_come_from_oidc_only() -> None:
     assert "permissions" not in _workflow()["jobs"]["offline"]
 
 
-def test_preview_selects_or_creates_the_stack_before_previewing() -> None:
+def test_preview_selects_the_stack_before_previewing() -> None:
     script = "\n".join(_runs("preview"))
-    select = script.find('pulumi stack select --create "${{ matrix.stack }}"')
-    assert select != -1, "the preview job must select (or create) the stack explicitly"
+    select = script.find('pulumi stack select "${{ matrix.stack }}"')
+    assert select != -1, "the preview job must select the stack explicitly"
+    # Creating one would write state, which the preview role may not (its policy, below).
+    assert "--create" not in script
+    commands = [
+        line.strip() for line in script.splitlines() if not line.strip().startswith(("#", "echo"))
+    ]
+    assert not any(line.startswith("pulumi stack init") for line in commands)
     assert script.find("pulumi login") < select < script.find("pulumi preview")
     assert 'pulumi preview --stack "${{ matrix.stack }}"' in script
 
@@ -126,10 +132,17 @@ def test_ci_run_checks_lint_types_and_tests_with_reference_data_required() -> No
     script = CI_RUN.read_text()
     for check in ("scripts/lint", "scripts/test", "TRAINING_PLATFORM_REQUIRE_REFERENCE=1"):
         assert check in script, check
-    lint = (REPOSITORY_ROOT / "scripts" / "lint").read_text()
-    checking = lint.split("else", 1)[1]  # without --fix: check only
-    for check in ("ruff check .", "ruff format --check .", ".venv/bin/mypy"):
+    lint = _commands(REPOSITORY_ROOT / "scripts" / "lint")
+    checking = lint[lint.index("else") :]  # without --fix: check only
+    for check in (".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"):
         assert check in checking, check
+    assert _commands(CI_RUN)[-2:] == ["scripts/lint", "scripts/test"]
+
+
+def _commands(script: Path) -> list[str]:
+    """The lines a shell script runs: no comments, no blank lines, no echo."""
+    lines = (line.split("#", 1)[0].strip() for line in script.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("echo ")]
     # It honours a reference directory given by the caller (the workflow's fetched copy).
     assert "${TRAINING_PLATFORM_REFERENCE_DIR:-" in script
 
@@ -138,12 +151,57 @@ def test_offline_gate_fetches_then_runs_ci_then_synthesizes() -> None:
     offline = _workflow()["jobs"]["offline"]
     runs = _runs("offline")
     order = ["scripts/fetch-reference", ".ci/run", "scripts/synth --all"]
-    assert [run for run in runs if run] == order
+    assert [run for run in runs if run][: len(order)] == order
     # fetch-reference and .ci/run agree on where the data is: the job sets it for both.
     assert offline["env"]["TRAINING_PLATFORM_REFERENCE_DIR"]
     upload = [s for s in offline["steps"] if s.get("uses", "").startswith("actions/upload-")]
     assert len(upload) == 1 and upload[0]["with"]["path"] == "build/synth"
     assert upload[0]["if"] == "always()"
+
+
+def test_pull_requests_refuse_replacements_against_the_base_branchs_synthesis() -> None:
+    steps = _workflow()["jobs"]["offline"]["steps"]
+    synth = next(i for i, s in enumerate(steps) if s.get("run") == "scripts/synth --all")
+    checkout, base_synth, diff = steps[synth + 1 : synth + 4]
+    pr_only = "github.event_name == 'pull_request'"
+    assert checkout["uses"].startswith("actions/checkout@") and checkout["if"] == pr_only
+    assert checkout["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    # The base is synthesized by its own scripts (its own program and pins) into build/base.
+    base_dir = checkout["with"]["path"]
+    assert base_synth["if"] == pr_only
+    assert base_synth["run"].startswith(f"{base_dir}/scripts/synth --all --out ")
+    assert "build/base" in base_synth["run"]
+    assert diff["if"] == pr_only
+    # Every stack file is compared, with --gate: only a refused replacement fails the job.
+    assert "for file in stacks/Pulumi.*.yaml" in diff["run"]
+    assert 'scripts/synth diff "$stack" --base build/base --gate' in diff["run"]
+    assert "--allow-replace" not in diff["run"]
+    upload = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/upload"))
+    assert upload > synth + 3, "the diff runs after the synthesis, before the upload"
+
+
+def _private_only(stack: str) -> bool:
+    endpoint = (load_stack(stack).platform.get("cluster") or {}).get("endpoint") or {}
+    return endpoint.get("publicAccess") is False
+
+
+def test_private_endpoint_stacks_preview_on_a_self_hosted_runner() -> None:
+    preview = _workflow()["jobs"]["preview"]
+    matrix = preview["strategy"]["matrix"]
+    runner_of = {entry["stack"]: entry.get("runner") for entry in matrix.get("include", [])}
+    assert set(runner_of) <= set(matrix["stack"]), "an include entry names no matrix stack"
+    match = re.fullmatch(r"\$\{\{ matrix\.runner \|\| '([^']+)' \}\}", preview["runs-on"])
+    assert match, preview["runs-on"]
+    hosted = match[1]
+    assert not hosted.startswith("self-hosted")
+    assert any(_private_only(stack) for stack in STACKS), "no stack has a private endpoint"
+    for stack in STACKS:
+        runner = runner_of.get(stack) or hosted
+        labels = runner if isinstance(runner, list) else [runner]
+        if _private_only(stack):
+            assert labels[0] == "self-hosted" and len(labels) > 1, stack
+        else:
+            assert labels == [hosted], f"{stack} has a public endpoint: preview on {hosted}"
 
 
 # --------------------------------------------------------------------------- action versions
@@ -241,11 +299,11 @@ def test_permissions_policy_is_read_only_but_for_the_state_bucket() -> None:
         writes = [action for action in actions if _is_write(action)]
         if not writes:
             continue
-        # Only the Pulumi state backend's own objects: the stack lock and, on first use, the
-        # stack file that `pulumi stack select --create` writes.
+        # Only the lock a preview holds: a role assumable from any pull request's branch must
+        # not be able to overwrite or delete a stack's state (.pulumi/stacks/...).
         assert set(writes) <= {"s3:PutObject", "s3:DeleteObject"}, writes
         resources = _as_list(statement["Resource"])
-        assert resources and all(r.startswith(STATE_OBJECTS) for r in resources), resources
+        assert resources and all(r.startswith(STATE_OBJECTS + ".pulumi/locks/") for r in resources)
     granted = {a for s in _statements(policy) for a in _as_list(s["Action"])}
     # What a preview (and a later --refresh) reads on the services components/ creates.
     for needed in ("ec2:Describe*", "eks:Describe*", "iam:GetRole", "kms:DescribeKey",

@@ -555,6 +555,9 @@ def test_every_policy_has_cases() -> None:
         "eks-version-in-standard-support",
         "eks-version-standard-support-ending",
         "log-groups-encrypted-customer-key",
+        # tests/test_lifecycle_policies.py
+        "retained-resources-protected",
+        "fixed-names-delete-before-replace",
     }
     assert covered == set(POLICIES)
 

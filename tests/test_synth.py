@@ -20,7 +20,20 @@ from synth.stackfile import SECURE_PLACEHOLDER, stack_from_document
 from tests.conftest import STACKS, synth_cli
 from tests.schemas import UnknownKind, validation_errors
 
-RECORD_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "protect", "inputs"}
+RECORD_KEYS = {
+    "type",
+    "name",
+    "urn",
+    "parent",
+    "provider",
+    "dependencies",
+    "protect",
+    "retainOnDelete",
+    "deleteBeforeReplace",
+    "replaceOnChanges",
+    "ignoreChanges",
+    "inputs",
+}
 
 
 def test_resources_json_describes_every_registration(stack_result: StackResult) -> None:
@@ -31,6 +44,10 @@ def test_resources_json_describes_every_registration(stack_result: StackResult) 
     for entry in document:
         assert set(entry) >= RECORD_KEYS
         assert isinstance(entry["protect"], bool)
+        assert isinstance(entry["retainOnDelete"], bool)
+        assert entry["deleteBeforeReplace"] in (None, True, False)
+        assert isinstance(entry["replaceOnChanges"], list)
+        assert isinstance(entry["ignoreChanges"], list)
         assert (
             entry["parent"] is None
             or entry["parent"] in urns
@@ -194,7 +211,7 @@ def test_every_command_rejects_an_unknown_option(
         synth_main(argv)
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: python -m synth"), err
+    assert err.startswith("usage: scripts/synth"), err
     assert "error:" in err
 
 

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import capacity, cluster, governance, iam, nodes, scheduling, slurm, storage, trainer
+from . import (
+    capacity,
+    cluster,
+    governance,
+    iam,
+    lifecycle,
+    nodes,
+    scheduling,
+    slurm,
+    storage,
+    trainer,
+)
 
 PACK_NAME = "training-platform"
 
@@ -13,6 +24,7 @@ ALL_POLICIES: list[Policy] = [
     *nodes.POLICIES,
     *iam.POLICIES,
     *governance.POLICIES,
+    *lifecycle.POLICIES,
     *capacity.POLICIES,
     *storage.POLICIES,
     *scheduling.POLICIES,

@@ -1,0 +1,128 @@
+"""Resource options in the synthesis, and the lifecycle policies that read them.
+
+The recording monitor keeps ``retainOnDelete``, ``deleteBeforeReplace``, ``replaceOnChanges`` and
+``ignoreChanges`` of every registration; the offline gate hands them to the policies; and two
+policies follow: nothing retained without protection, and a fixed-path association replaced
+delete-first.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pytest
+from pulumi_policy import PolicyResourceOptions, ResourceValidationArgs
+from pulumi_policy.policy import PolicyCustomTimeouts, _NotApplicableError
+
+from policies.offline import RecordedResourceOptions, evaluate, load_policy_config
+from policies.rules import ALL_POLICIES
+from policies.rules.lifecycle import FIXED_IDENTITIES, retain_on_delete
+from synth.engine import ResourceRecord, synthesize
+from synth.stackfile import StackFile
+
+POLICIES = {policy.name: policy for policy in ALL_POLICIES}
+RETAINED = POLICIES["retained-resources-protected"]
+ORDERED = POLICIES["fixed-names-delete-before-replace"]
+ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+
+
+def _program() -> None:
+    aws.s3.Bucket(
+        "kept",
+        bucket="kept-bucket",
+        opts=pulumi.ResourceOptions(
+            retain_on_delete=True,
+            delete_before_replace=True,
+            replace_on_changes=["bucket"],
+            ignore_changes=["tags"],
+        ),
+    )
+    aws.s3.Bucket("plain")
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, ResourceRecord]:
+    stack_file = StackFile(project="p", stack="dev", config={}, secret_keys=[])
+    run = synthesize(stack_file, _program, region="us-west-2", account_id="111122223333")
+    return {record.name: record for record in run.records}
+
+
+def test_registrations_keep_their_lifecycle_options(recorded: dict[str, ResourceRecord]) -> None:
+    kept, plain = recorded["kept"], recorded["plain"]
+    assert kept.retain_on_delete is True and kept.delete_before_replace is True
+    assert kept.replace_on_changes == ["bucket"] and kept.ignore_changes == ["tags"]
+    # Unset stays unset: the provider's diff decides the order, not a recorded false.
+    assert plain.retain_on_delete is False and plain.delete_before_replace is None
+    assert plain.replace_on_changes == [] and plain.ignore_changes == []
+
+
+def test_options_round_trip_and_old_files_still_load(recorded: dict[str, ResourceRecord]) -> None:
+    entry = json.loads(json.dumps(recorded["kept"].to_json()))
+    assert entry["retainOnDelete"] is True and entry["deleteBeforeReplace"] is True
+    assert entry["replaceOnChanges"] == ["bucket"] and entry["ignoreChanges"] == ["tags"]
+    assert ResourceRecord.from_json(entry) == recorded["kept"]
+    old = {k: v for k, v in entry.items() if k not in {"retainOnDelete", "deleteBeforeReplace",
+                                                       "replaceOnChanges", "ignoreChanges"}}  # fmt: skip
+    legacy = ResourceRecord.from_json(old)
+    assert (legacy.retain_on_delete, legacy.delete_before_replace) == (False, None)
+    assert legacy.replace_on_changes == [] == legacy.ignore_changes
+
+
+def test_the_gate_hands_the_options_to_policies(recorded: dict[str, ResourceRecord]) -> None:
+    options = RecordedResourceOptions(recorded["kept"])
+    assert options.retain_on_delete is True and options.replace_on_changes == ["bucket"]
+    assert options.delete_before_replace is True and options.ignore_changes == ["tags"]
+    assert RecordedResourceOptions(recorded["plain"]).delete_before_replace is None
+
+
+def _record(resource_type: str, inputs: dict[str, Any], **options: Any) -> ResourceRecord:
+    return ResourceRecord.from_json(
+        {
+            "type": resource_type,
+            "name": "r",
+            "urn": f"urn:pulumi:dev::p::{resource_type}::r",
+            "inputs": inputs,
+            **options,
+        }
+    )
+
+
+def _findings(policy: Any, record: ResourceRecord, stack: str = "dev") -> list[Any]:
+    return evaluate([record], load_policy_config(stack), policies=[policy])
+
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_a_retained_resource_must_be_protected(stack: str) -> None:
+    bad = _findings(RETAINED, _record(RELEASE, {}, retainOnDelete=True), stack)
+    assert [f.enforcementLevel for f in bad] == ["mandatory"]
+    assert "retained on delete but not protected" in bad[0].message
+    assert _findings(RETAINED, _record(RELEASE, {}, retainOnDelete=True, protect=True)) == []
+    assert _findings(RETAINED, _record(RELEASE, {})) == []
+
+
+def test_under_the_analyzer_the_retain_policy_does_not_apply() -> None:
+    options = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+    args = ResourceValidationArgs(RELEASE, {}, "urn", "r", options, None, {})
+    assert retain_on_delete(args) is None
+    with pytest.raises(_NotApplicableError):
+        RETAINED.validate(args, lambda message, urn: None)  # type: ignore[attr-defined]
+
+
+def test_an_association_on_a_fixed_path_is_replaced_delete_first() -> None:
+    inputs = {"fileSystemPath": "/checkpoints", "dataRepositoryPath": "s3://b/checkpoints"}
+    bad = _findings(ORDERED, _record(ASSOCIATION, inputs))
+    assert len(bad) == 1 and "fileSystemPath '/checkpoints'" in bad[0].message
+    assert _findings(ORDERED, _record(ASSOCIATION, inputs, deleteBeforeReplace=True)) == []
+
+
+def test_fixed_names_the_provider_orders_itself_pass() -> None:
+    # The bridge answers delete-before-replace for a given autonamed input (bucket, name).
+    assert FIXED_IDENTITIES["aws:s3/bucket:Bucket"].provider_orders_replacement
+    assert _findings(ORDERED, _record("aws:s3/bucket:Bucket", {"bucket": "fixed"})) == []
+    assert not FIXED_IDENTITIES[ASSOCIATION].provider_orders_replacement

@@ -1,0 +1,249 @@
+"""``synth diff`` forecasts replacements from the providers' rules and refuses the ones that lose data.
+
+Each case edits one input of a real synthesized record (dev's) the way a config change would, and
+checks the forecast against the provider rule it comes from (synth/replacements.py names the
+upstream file of each); the command refuses it without ``--allow-replace``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from synth.__main__ import main as synth_main
+from synth.diff import Synthesis, diff_syntheses, load_synthesis, refusals, render
+from synth.engine import ResourceRecord
+from synth.replacements import kubernetes_type
+from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
+
+FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
+ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+EKS = "eks:index:Cluster"
+BUCKET = "aws:s3/bucket:Bucket"
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _set(key: str, value: Any) -> Edit:
+    def edit(inputs: dict[str, Any]) -> None:
+        inputs[key] = value
+
+    return edit
+
+
+def _drop(key: str) -> Edit:
+    def edit(inputs: dict[str, Any]) -> None:
+        del inputs[key]
+
+    return edit
+
+
+def _scaled(key: str, factor: float) -> Edit:
+    def edit(inputs: dict[str, Any]) -> None:
+        inputs[key] = int(inputs[key] * factor)
+
+    return edit
+
+
+def _tagged(inputs: dict[str, Any]) -> None:
+    inputs["tags"] = {**(inputs.get("tags") or {}), "review": "x"}
+
+
+def _edited(base: Synthesis, resource_type: str, edit: Edit, index: int = 0) -> Synthesis:
+    """``base`` with one input of its ``index``-th record of ``resource_type`` edited."""
+    resources = dict(base.resources)
+    urn = [u for u, r in resources.items() if r.type == resource_type][index]
+    entry = copy.deepcopy(resources[urn].to_json())
+    edit(entry["inputs"])
+    resources[urn] = ResourceRecord.from_json(entry)
+    return Synthesis(base.directory, resources, base.manifests, base.helm)
+
+
+@pytest.fixture(scope="module")
+def dev(synthesized: dict[str, StackResult]) -> Synthesis:
+    return load_synthesis(synthesized["dev"].written.directory)
+
+
+# (resource type, edit, replacing key): each change the issue lists, refused as a replacement.
+REFUSED_CASES = [
+    (FILE_SYSTEM, _set("subnetIds", "subnet-0000000000000000a"), "subnetIds"),
+    (FILE_SYSTEM, _set("securityGroupIds", ["sg-0000000000000000a"]), "securityGroupIds[0]"),
+    (FILE_SYSTEM, _set("kmsKeyId", "arn:aws:kms:us-west-2:111122223333:key/x"), "kmsKeyId"),
+    (FILE_SYSTEM, _set("deploymentType", "PERSISTENT_1"), "deploymentType"),
+    (FILE_SYSTEM, _set("storageType", "HDD"), "storageType"),
+    (FILE_SYSTEM, _set("efaEnabled", True), "efaEnabled"),
+    (FILE_SYSTEM, _scaled("storageCapacity", 0.5), "storageCapacity"),
+    (ASSOCIATION, _set("fileSystemPath", "/elsewhere"), "fileSystemPath"),
+    (ASSOCIATION, _set("dataRepositoryPath", "s3://other/prefix"), "dataRepositoryPath"),
+    (EKS, _set("name", "training-dev-2"), "name"),
+    (EKS, _drop("encryptionConfigKeyArn"), "encryptionConfigKeyArn"),
+    (BUCKET, _set("bucket", "another-bucket-name"), "bucket"),
+]
+
+
+@pytest.mark.parametrize(("resource_type", "edit", "key"), REFUSED_CASES)
+def test_a_stateful_replacement_is_forecast_and_refused(
+    dev: Synthesis, resource_type: str, edit: Edit, key: str
+) -> None:
+    diff = diff_syntheses(dev, _edited(dev, resource_type, edit))
+    (changed,) = diff.resources.changed
+    assert changed.resource_type == resource_type
+    assert [r.key for r in changed.replaced_by] == [key]
+    assert refusals(diff) == [changed]
+    text = render("dev", Path("base"), diff)
+    assert f"~ {changed.name} (replaced)" in text
+    assert "replacements refused: 1" in text
+    assert "allowed (--allow-replace)" in render("dev", Path("b"), diff, allow_replace=True)
+
+
+# In-place updates: the providers change these without replacing.
+IN_PLACE_CASES = [
+    (FILE_SYSTEM, _tagged),  # tags: no ForceNew
+    (FILE_SYSTEM, _scaled("storageCapacity", 2)),  # an increase: UpdateFileSystem
+    (EKS, _set("privateSubnetIds", ["subnet-0000000000000000a"])),  # vpc_config: no ForceNew
+    (EKS, _set("encryptionConfigKeyArn", "arn:aws:kms:us-west-2:111122223333:key/y")),
+    (BUCKET, _tagged),
+]
+
+
+@pytest.mark.parametrize(("resource_type", "edit"), IN_PLACE_CASES)
+def test_an_in_place_change_is_not_a_replacement(
+    dev: Synthesis, resource_type: str, edit: Edit
+) -> None:
+    diff = diff_syntheses(dev, _edited(dev, resource_type, edit))
+    (changed,) = diff.resources.changed
+    assert changed.changes and changed.replaced_by == []
+    assert refusals(diff) == [] and "(replaced)" not in render("dev", Path("b"), diff)
+
+
+def test_a_capacity_decrease_replaces_and_an_increase_does_not(dev: Synthesis) -> None:
+    smaller = diff_syntheses(dev, _edited(dev, FILE_SYSTEM, _scaled("storageCapacity", 0.5)))
+    larger = diff_syntheses(dev, _edited(dev, FILE_SYSTEM, _scaled("storageCapacity", 2)))
+    assert [r.key for r in smaller.resources.changed[0].replaced_by] == ["storageCapacity"]
+    assert larger.resources.changed[0].replaced_by == []
+
+
+def test_replace_on_changes_of_the_resource_itself_replaces(dev: Synthesis) -> None:
+    resources = dict(dev.resources)
+    urn = next(u for u, r in resources.items() if r.type == BUCKET)
+    entry = resources[urn].to_json()
+    resources[urn] = ResourceRecord.from_json({**entry, "replaceOnChanges": ["tags"]})
+    marked = Synthesis(dev.directory, resources, dev.manifests, dev.helm)
+    diff = diff_syntheses(marked, _edited(marked, BUCKET, _tagged))
+    (changed,) = diff.resources.changed
+    assert [(r.key, r.source) for r in changed.replaced_by] == [("tags.review", "replaceOnChanges")]
+    assert refusals(diff) == [changed]
+
+
+def _manifest_edit(dev: Synthesis, prefix: str, edit: Callable[[dict[str, Any]], None]) -> Any:
+    manifests = copy.deepcopy(dev.manifests)
+    name = next(n for n in manifests if n.startswith(prefix))
+    edit(manifests[name])
+    return diff_syntheses(dev, Synthesis(dev.directory, dev.resources, manifests, dev.helm))
+
+
+def test_immutable_kubernetes_fields_replace_and_a_volume_is_refused(dev: Synthesis) -> None:
+    def storage_class_name(m: dict[str, Any]) -> None:
+        m["spec"]["storageClassName"] = "other"
+
+    def parameters(m: dict[str, Any]) -> None:
+        m["parameters"] = {**(m.get("parameters") or {}), "type": "io2"}
+
+    def label(m: dict[str, Any]) -> None:
+        m["metadata"]["labels"] = {"review": "x"}
+
+    claim = _manifest_edit(dev, "PersistentVolumeClaim.", storage_class_name)
+    assert [c.refused_as for c in refusals(claim)] == ["volume"]
+    storage_class = _manifest_edit(dev, "StorageClass.", parameters)
+    (changed,) = storage_class.manifests.changed
+    assert changed.replaced_by and not changed.refused_as  # replaced, but holds no data
+    relabelled = _manifest_edit(dev, "PersistentVolumeClaim.", label)
+    assert relabelled.manifests.changed[0].replaced_by == []
+
+
+def test_kubernetes_type_tokens() -> None:
+    assert kubernetes_type({"apiVersion": "v1", "kind": "PersistentVolumeClaim"}) == (
+        "kubernetes:core/v1:PersistentVolumeClaim"
+    )
+    assert kubernetes_type({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass"}) == (
+        "kubernetes:storage.k8s.io/v1:StorageClass"
+    )
+
+
+def _base_with(
+    synthesized: dict[str, StackResult], tmp_path: Path, resource_type: str, edit: Edit
+) -> Path:
+    """A copy of dev's synthesis with one record edited: synthesizing now undoes the edit."""
+    base = tmp_path / "base" / "dev"
+    shutil.copytree(synthesized["dev"].written.directory, base)
+    entries = json.loads((base / "resources.json").read_text())
+    edit(next(e for e in entries if e["type"] == resource_type)["inputs"])
+    (base / "resources.json").write_text(json.dumps(entries))
+    return base
+
+
+@pytest.mark.parametrize(
+    ("options", "status"), [([], 1), (["--gate"], 1), (["--allow-replace", "--gate"], 0)]
+)
+def test_the_command_refuses_a_replacement_unless_allowed(
+    synthesized: dict[str, StackResult],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    options: list[str],
+    status: int,
+) -> None:
+    base = _base_with(synthesized, tmp_path, FILE_SYSTEM, _set("deploymentType", "PERSISTENT_1"))
+    argv = ["diff", "dev", "--base", str(base), "--out", str(tmp_path / "out"), *options]
+    assert synth_main(argv) == status
+    out = capsys.readouterr().out
+    assert "! file system: aws:fsx/lustreFileSystem:LustreFileSystem" in out
+
+
+@pytest.mark.parametrize(("options", "status"), [([], 1), (["--gate"], 0)])
+def test_the_command_does_not_refuse_an_update(
+    synthesized: dict[str, StackResult],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    options: list[str],
+    status: int,
+) -> None:
+    base = _base_with(synthesized, tmp_path, FILE_SYSTEM, _tagged)
+    argv = ["diff", "dev", "--base", str(base), "--out", str(tmp_path / "out"), *options]
+    assert synth_main(argv) == status
+    out = capsys.readouterr().out
+    assert "(replaced)" not in out and "refused" not in out
+
+
+def test_moving_the_training_zone_replaces_the_file_system_as_the_readme_shows(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
+    stack_file = project / "stacks" / "Pulumi.dev.yaml"
+    document = yaml.safe_load(stack_file.read_text())
+    network = document["config"]["eks-training-platform:platform"]["network"]
+    other = next(z for z in network["availabilityZones"] if z != network["trainingZone"])
+    network["trainingZone"] = other
+    stack_file.write_text(yaml.safe_dump(document))
+    base = synthesized["dev"].written.directory
+    argv = ["diff", "dev", "--base", str(base), "--out", str(tmp_path / "out")]
+    assert synth_main([*argv, "--project-dir", str(project)]) == 1
+    out = capsys.readouterr().out
+    assert "~ aws:fsx/lustreFileSystem:LustreFileSystem storage-lustre (replaced)" in out
+    assert "! file system: aws:fsx/lustreFileSystem:LustreFileSystem storage-lustre" in out
+    assert synth_main([*argv, "--project-dir", str(project), "--allow-replace", "--gate"]) == 0
+    capsys.readouterr()
+    readme = (REPOSITORY_ROOT / "README.md").read_text()
+    section = readme[readme.index("### What changed? (`synth diff`)") :]
+    first = section.index("```\n") + 4
+    shown = section[first : section.index("```\n", first)]
+    assert shown == out.replace(str(base), "build/base/dev"), "README's diff example is stale"
