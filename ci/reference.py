@@ -255,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments (default: ``sys.argv[1:]``).
     """
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="scripts/fetch-reference",
         description="Download the pinned upstream CRDs and chart values into the reference "
         "directory and verify every file against ci/reference.lock.json.",

@@ -154,6 +154,7 @@ def plan_environment(root: Path, name: str, source: str) -> NewEnvironment:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry; returns the exit status."""
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="scripts/new-environment",
         description="Add an environment: its stack file, policy config and CI preview entry, "
         "copied from an existing stack (README, 'Adding an environment').",

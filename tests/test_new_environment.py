@@ -24,7 +24,7 @@ from synth.environment import (
     renamed_stack,
     with_matrix_stack,
 )
-from synth.stackfile import REPOSITORY_ROOT, load_stack
+from synth.stackfile import REPOSITORY_ROOT, load_stack, stack_names
 from tests.conftest import REFERENCE_ENV, reference_root
 
 SECTION = "## Adding an environment"
@@ -87,7 +87,7 @@ def test_plan_refuses_bad_names_existing_stacks_and_unknown_sources() -> None:
     assert caught.value.lines == [
         "environment: got 'Dev_2'; allowed: lower-case letters, digits and '-', starting with a "
         "letter, at most 20 characters",
-        "--from: got 'nosuch'; allowed: one of dev, prod, staging",
+        f"--from: got 'nosuch'; allowed: one of {', '.join(stack_names())}",
     ]
     with pytest.raises(NewEnvironmentError, match="allowed: a new name"):
         plan_environment(REPOSITORY_ROOT, "prod", "dev")
@@ -140,10 +140,18 @@ def test_a_copy_of_dev_made_by_the_readme_steps_synthesizes_and_passes(tmp_path:
         cwd=copy, capture_output=True, text=True, env=environment, check=False,
     )  # fmt: skip
     assert synthesis.returncode == 0, synthesis.stdout + synthesis.stderr
+    # The tests that follow the set of stacks, and every test run for the new stack by name.
     suite = subprocess.run(
         [python, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-         "tests/test_ci.py", "tests/test_config.py", "tests/test_reference_lock.py"],
+         "tests/test_ci.py", "tests/test_config.py", "tests/test_reference_lock.py",
+         "tests/test_new_environment.py", "tests/test_deploying_docs.py", "-k", "not copy_of_dev"],
         cwd=copy, capture_output=True, text=True, env=environment, check=False,
     )  # fmt: skip
     assert suite.returncode == 0, suite.stdout[-4000:] + suite.stderr[-2000:]
+    by_name = subprocess.run(
+        [python, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests", "-k", name],
+        cwd=copy, capture_output=True, text=True, env=environment, check=False,
+    )  # fmt: skip
+    assert by_name.returncode == 0, by_name.stdout[-4000:] + by_name.stderr[-2000:]
+    assert " passed" in by_name.stdout.splitlines()[-1], by_name.stdout[-500:]
     assert not (REPOSITORY_ROOT / "stacks" / f"Pulumi.{name}.yaml").exists()
