@@ -484,3 +484,11 @@ def test_program_refuses_an_environment_copied_from_another_stack() -> None:
     assert len(failures) == 1
     assert 'platform.environment: got "dev"; allowed: the stack\'s name, sandbox' in failures[0]
     assert 'aws:region: got "eu-west-1"' in failures[0]
+
+
+def test_an_unknown_region_is_not_also_every_zone_of_it() -> None:
+    data = stack_data("dev")
+    data["region"] = "us-west-9"
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    assert [problem.path for problem in caught.value.problems] == ["platform.region"]

@@ -160,7 +160,9 @@ def network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             network.vpc_cidr,
             "a /16 to /28 network: the sizes EC2 CreateVpc accepts",
         )
-    for index, zone in enumerate(zones):
+    known_region = config.region in versions.EKS_IMAGE_REGISTRY_ACCOUNTS
+    for index, zone in enumerate(zones if known_region else []):
+        # zones are judged against the region only once the region itself is one we know
         if not zone.startswith(config.region) or len(zone) != len(config.region) + 1:
             yield ConfigProblem(
                 f"{base}.availabilityZones[{index}]", zone, f"a zone of region {config.region}"
@@ -172,7 +174,7 @@ def network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
         yield ConfigProblem(
             f"{base}.trainingZone",
             network.training_zone,
-            "one of the availability zones " + ", ".join(zones),
+            "one of the availability zones " + ", ".join(dict.fromkeys(zones)),
         )
     if network.existing_vpc is not None:
         given = network.existing_vpc.private_subnet_ids
