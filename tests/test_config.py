@@ -281,12 +281,9 @@ def test_defaults_fill_optional_sections() -> None:
     assert config.required_tags == {"owner": "a", "cost-center": "b", "environment": "dev"}
 
 
-def test_program_with_invalid_config_registers_nothing() -> None:
-    base = load_stack("dev")
-    data = stack_data("dev")
-    data["network"]["trainingZone"] = "us-west-2z"
-    config = dict(base.config)
-    config[f"{base.project}:platform"] = data
+def _failures_of_the_program(stack_file: StackFile) -> list[str]:
+    """Run the program on ``stack_file``: the one config error it raises, after registering
+    nothing."""
     failures: list[str] = []
 
     def program() -> None:
@@ -295,14 +292,19 @@ def test_program_with_invalid_config_registers_nothing() -> None:
         except pulumi.RunError as exc:
             failures.append(str(exc))
 
-    run = synthesize(
-        StackFile(base.project, "dev", config, []),
-        program,
-        region="us-west-2",
-        account_id="111122223333",
-    )
+    run = synthesize(stack_file, program, region="us-west-2", account_id="111122223333")
     assert run.records == []
     assert len(failures) == 1
+    return failures
+
+
+def test_program_with_invalid_config_registers_nothing() -> None:
+    base = load_stack("dev")
+    data = stack_data("dev")
+    data["network"]["trainingZone"] = "us-west-2z"
+    config = dict(base.config)
+    config[f"{base.project}:platform"] = data
+    failures = _failures_of_the_program(StackFile(base.project, "dev", config, []))
     assert 'platform.network.trainingZone: got "us-west-2z"' in failures[0]
     assert "Traceback" not in failures[0]
 
@@ -466,22 +468,7 @@ def test_program_refuses_an_environment_copied_from_another_stack() -> None:
     base = load_stack("dev")
     config = dict(base.config)
     config["aws:region"] = "eu-west-1"
-    failures: list[str] = []
-
-    def program() -> None:
-        try:
-            deploy()
-        except pulumi.RunError as exc:
-            failures.append(str(exc))
-
-    run = synthesize(
-        StackFile(base.project, "sandbox", config, []),
-        program,
-        region="us-west-2",
-        account_id="111122223333",
-    )
-    assert run.records == []
-    assert len(failures) == 1
+    failures = _failures_of_the_program(StackFile(base.project, "sandbox", config, []))
     assert 'platform.environment: got "dev"; allowed: the stack\'s name, sandbox' in failures[0]
     assert 'aws:region: got "eu-west-1"' in failures[0]
 
