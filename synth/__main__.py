@@ -23,10 +23,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Final
 
 from components.config_reference import render_reference, update_readme
 from policies.offline import PolicyConfigError, load_policy_config, mandatory
+from synth import COMMANDS
 from synth.diff import (
     NoSynthesis,
     diff_syntheses,
@@ -58,10 +58,6 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
         default=REPOSITORY_ROOT,
         help="directory with Pulumi.yaml and its stack files (default: this repository)",
     )
-
-
-COMMANDS: Final = ("reference", "check", "jobs", "diff")
-"""Sub-commands; any other first argument is a stack name (or an option) of the default one."""
 
 
 def synthesize_parser() -> argparse.ArgumentParser:

@@ -26,10 +26,9 @@ from typing import Final
 from pydantic import TypeAdapter, ValidationError
 
 from components.config import EnvironmentName
+from synth import COMMANDS as SUB_COMMANDS
 from synth.stackfile import REPOSITORY_ROOT, StackFileError, project_settings, stack_names
 
-SUB_COMMANDS: Final = ("reference", "check", "jobs", "diff")
-"""``python -m synth``'s sub-commands (synth/__main__.py COMMANDS): no stack may be named so."""
 WORKFLOW: Final = Path(".github") / "workflows" / "ci.yml"
 POLICY_CONFIG_DIR: Final = Path("policies") / "config"
 MATRIX_LINE: Final = re.compile(r"^(?P<indent>\s*)stack: \[(?P<stacks>[^\]]*)\]\s*$", re.MULTILINE)

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synth import __main__ as synth_main
+from synth import COMMANDS as SUB_COMMANDS
 from synth.environment import (
-    SUB_COMMANDS,
     NewEnvironmentError,
     plan_environment,
     renamed_stack,
@@ -94,10 +93,6 @@ def test_plan_refuses_bad_names_existing_stacks_and_unknown_sources() -> None:
     for command in SUB_COMMANDS:
         with pytest.raises(NewEnvironmentError, match="other than the synth sub-commands"):
             plan_environment(REPOSITORY_ROOT, command, "dev")
-
-
-def test_reserved_names_are_the_synth_sub_commands() -> None:
-    assert tuple(SUB_COMMANDS) == tuple(synth_main.COMMANDS)
 
 
 def test_plan_copies_the_policy_config_of_its_source() -> None:
