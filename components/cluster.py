@@ -407,6 +407,17 @@ class Cluster(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=api_access)),
         )
+        # pulumi-kubernetes 4.x refuses to create an object that exists unless the provider
+        # upserts (provider.py, upsertExistingObjects). Only objects an older layout of the
+        # stack left behind outside Pulumi's state go through this one: JobSet's CRD, which
+        # Trainer's subchart installed from its crds/ and Helm never removes.
+        self.adopting_kubernetes_provider = k8s.Provider(
+            f"{name}-k8s-adopting",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            upsert_existing_objects=True,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=api_access)),
+        )
         storage_class(
             f"{name}-{DEFAULT_STORAGE_CLASS}",
             encrypted_gp3_class(

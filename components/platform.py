@@ -181,6 +181,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             protect=config.protect_stateful_resources,
             volcano_ready=self.scheduling.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
+            adopting_kubernetes_provider=self.cluster.adopting_kubernetes_provider,
             opts=with_aws,
         )
         self.device_plugins = DevicePlugins(

@@ -421,6 +421,7 @@ class Trainer(pulumi.ComponentResource):
         protect: bool,
         volcano_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
+        adopting_kubernetes_provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Install Trainer after Volcano and create the runtimes.
@@ -440,6 +441,9 @@ class Trainer(pulumi.ComponentResource):
             volcano_ready: Volcano must run before Trainer starts (it registers its PodGroup
                 watch at start-up).
             kubernetes_provider: provider of the release and runtimes.
+            adopting_kubernetes_provider: provider of JobSet's CRD, which takes over the CRD a
+                stack whose Trainer bundled JobSet already has (a plain create would fail
+                with AlreadyExists on that stack's next ``up``).
             opts: resource options.
         """
         super().__init__("trainingplatform:index:Trainer", name, None, opts)
@@ -455,7 +459,10 @@ class Trainer(pulumi.ComponentResource):
             f"{name}-jobset-crds",
             file=versions.JOBSET_CRDS_URL,
             opts=pulumi.ResourceOptions.merge(
-                stateful, pulumi.ResourceOptions(depends_on=volcano_ready)
+                stateful,
+                pulumi.ResourceOptions(
+                    provider=adopting_kubernetes_provider, depends_on=volcano_ready
+                ),
             ),
         )
         controller = release(

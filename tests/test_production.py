@@ -180,7 +180,8 @@ def test_the_kubernetes_provider_waits_for_the_deploy_path(
     """Every in-cluster resource goes through the provider: it must be created after, and
     deleted before, the attachment, routes and 443 rules it reaches the API through."""
     records = synthesized["prod"].records
-    (provider,) = [r for r in records if r.type == "pulumi:providers:kubernetes"]
+    providers = [r for r in records if r.type == "pulumi:providers:kubernetes"]
+    assert providers
     path = [
         r.urn for r in records
         if r.type in ("aws:ec2transitgateway/vpcAttachment:VpcAttachment",)
@@ -190,7 +191,8 @@ def test_the_kubernetes_provider_waits_for_the_deploy_path(
     ]  # fmt: skip
     zones = len(stack_data("prod")["network"]["availabilityZones"])
     assert len(path) == 1 + zones + 1
-    assert set(path) <= set(provider.dependencies)
+    for provider in providers:
+        assert set(path) <= set(provider.dependencies), provider.name
 
 
 # --------------------------------------------------------------------------- log groups

@@ -359,6 +359,23 @@ def test_jobset_crds_are_applied_by_the_stack_at_the_pinned_tag(
     assert crds.protect is bool(case.raw.get("protectStatefulResources", False))
 
 
+def test_jobset_crds_take_over_the_crd_a_bundled_jobset_left(case: StackCase) -> None:
+    """A stack whose Trainer bundled JobSet has its CRD from the subchart's crds/, which Helm
+    keeps when ``jobset.install`` turns false. pulumi-kubernetes 4.x refuses to create an
+    object that exists unless its provider upserts (pulumi-kubernetes provider.py,
+    upsertExistingObjects), so the CRD goes through a provider that does, and nothing else
+    does: upserting hides a rename's create-then-delete of the same object."""
+    (crds,) = [r for r in case.run.of_type(CONFIG_FILE) if "jobset" in r.name]
+    providers = {r.urn: r for r in case.run.of_type("pulumi:providers:kubernetes")}
+    adopting = providers[crds.provider]
+    assert adopting.inputs.get("upsertExistingObjects") == "true"
+    assert adopting.inputs.get("enableServerSideApply") == "true"
+    users = [r.name for r in case.run.records if r.provider == adopting.urn]
+    assert users == [crds.name]
+    others = [p for urn, p in providers.items() if urn != adopting.urn]
+    assert others and all("upsertExistingObjects" not in p.inputs for p in others)
+
+
 def test_jobset_installs_after_trainer_and_before_the_runtimes(case: StackCase) -> None:
     """After Trainer: its upgrade from bundling JobSet must remove the subchart's webhook
     configurations first, whose names are fixed (jobset v0.12.0 templates/webhook/
