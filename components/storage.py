@@ -25,7 +25,7 @@ from components.config import (
     PlatformConfig,
     bucket_name,
 )
-from components.config.storage import normalized_file_system_path
+from components.config.storage import LUSTRE_FIRST_STEPS_GIB, normalized_file_system_path
 from components.iam import (
     customer_key,
     deny_insecure_transport,
@@ -203,13 +203,25 @@ def persistent_volume_spec(
     }
 
 
-def persistent_volume_claim_spec(lustre: LustreConfig, volume_name: str) -> dict[str, Any]:
-    """The claim that binds a namespace to its PV."""
+def persistent_volume_claim_spec(volume_name: str) -> dict[str, Any]:
+    """The claim that binds a namespace to its PV, requesting the smallest Lustre file system.
+
+    The request stays the same whatever the file system's capacity: a bound claim's request
+    may only grow by expansion, which the API server refuses for a claim without a
+    StorageClass (kubernetes pkg/apis/core/validation/validation.go,
+    ValidatePersistentVolumeClaimUpdate, and the expand controller), so growing the file
+    system would fail the claim's update. Binding needs only the PV's capacity (which follows
+    the file system) to be at least the request (pkg/controller/volume/persistentvolume,
+    checkVolumeSatisfyClaim), and the claim's status shows the PV's capacity.
+
+    Args:
+        volume_name: the PV the claim binds.
+    """
     return {
         "accessModes": ["ReadWriteMany"],
         "storageClassName": "",
         "volumeName": volume_name,
-        "resources": {"requests": {"storage": f"{lustre.storage_capacity_gib}Gi"}},
+        "resources": {"requests": {"storage": f"{LUSTRE_FIRST_STEPS_GIB[0]}Gi"}},
     }
 
 
@@ -617,7 +629,7 @@ class Storage(pulumi.ComponentResource):
             self.claims[namespace] = k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-pvc-{namespace}",
                 metadata={"name": CLAIM_NAME, "namespace": namespace},
-                spec=typing.cast(Any, persistent_volume_claim_spec(lustre, volume_name)),
+                spec=typing.cast(Any, persistent_volume_claim_spec(volume_name)),
                 opts=pulumi.ResourceOptions.merge(
                     in_cluster, pulumi.ResourceOptions(depends_on=[ns, volume])
                 ),

@@ -37,6 +37,7 @@ from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.kubernetes_semantics import quantity
 from tests.mutations import without_slurm
 from tests.schemas import validation_errors
 
@@ -706,6 +707,27 @@ def test_reordering_associations_changes_none(
 
 
 @pytest.mark.parametrize("stack", STACKS)
+def test_growing_the_file_system_leaves_every_claim_unchanged(
+    run_platform: Callable[..., ProgramRun], stack: str
+) -> None:
+    """The PV's capacity follows the file system (a PV's capacity may change); the claims'
+    spec may not, so an update there would fail on the cluster."""
+    data = stack_data(stack)
+    before = run_platform(data, stack)
+    lustre = data["storage"]["lustre"]
+    capacity = lustre["storageCapacityGiB"]
+    # the next allowed SCRATCH_2/PERSISTENT_2 step: 1200 -> 2400, then +2400
+    lustre["storageCapacityGiB"] = 2400 if capacity < 2400 else capacity + 2400
+    lustre.pop("metadataIops", None)  # AUTOMATIC follows the capacity
+    after = run_platform(data, stack)
+    claims = {c.urn: c.inputs for c in before.of_type(CLAIM)}
+    assert claims
+    assert {c.urn: c.inputs for c in after.of_type(CLAIM)} == claims
+    grown = {v.inputs["spec"]["capacity"]["storage"] for v in after.of_type(VOLUME)}
+    assert grown == {f"{data['storage']['lustre']['storageCapacityGiB']}Gi"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_a_new_prefix_replaces_the_association_in_place_and_delete_first(
     run_platform: Callable[..., ProgramRun], stack: str
 ) -> None:
@@ -835,7 +857,11 @@ def test_namespace_volume_and_claim(
     assert claim_spec["volumeName"] == volume_name
     assert claim_spec["storageClassName"] == ""
     assert claim_spec["accessModes"] == ["ReadWriteMany"]
-    assert claim_spec["resources"]["requests"]["storage"] == spec["capacity"]["storage"]
+    # A bound claim without a StorageClass cannot be resized (kubernetes pkg/apis/core/
+    # validation ValidatePersistentVolumeClaimUpdate): its request is the smallest file system,
+    # which the PV's capacity (the file system's) always covers.
+    assert claim_spec["resources"]["requests"]["storage"] == "1200Gi"
+    assert quantity(spec["capacity"]["storage"]) >= quantity("1200Gi")
     assert namespaces[0].urn in claim.dependencies
     assert volume.urn in claim.dependencies
 
@@ -876,7 +902,10 @@ def test_volumes_and_claims_are_valid_kubernetes(lustre_case: StackCase) -> None
 def test_kubernetes_objects_wait_for_the_csi_driver(lustre_case: StackCase) -> None:
     run = lustre_case.run
     (addon,) = _csi_addons(run)
-    provider = run.one("pulumi:providers:kubernetes")
+    (provider,) = [
+        p for p in run.of_type("pulumi:providers:kubernetes")
+        if "upsertExistingObjects" not in p.inputs
+    ]  # fmt: skip
     for record in [*run.of_type(NAMESPACE), *run.of_type(VOLUME), *run.of_type(CLAIM)]:
         assert record.provider == provider.urn, record.name
     for record in [*run.of_type(VOLUME), *run.of_type(CLAIM)]:
@@ -1195,11 +1224,13 @@ def test_persistent_volume_spec() -> None:
 
 
 def test_persistent_volume_claim_spec() -> None:
-    spec = persistent_volume_claim_spec(_lustre(), "shared-lustre-team-a")
+    spec = persistent_volume_claim_spec("shared-lustre-team-a")
     assert spec["volumeName"] == "shared-lustre-team-a"
     assert spec["storageClassName"] == ""
     assert spec["accessModes"] == ["ReadWriteMany"]
-    assert spec["resources"] == {"requests": {"storage": "2400Gi"}}
+    # The smallest FSx for Lustre file system (1.2 TiB): binding needs the PV's capacity to be
+    # at least the request, and every file system is at least this big.
+    assert spec["resources"] == {"requests": {"storage": "1200Gi"}}
     manifest = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
