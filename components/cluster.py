@@ -164,10 +164,28 @@ def encrypted_gp3_class(
     }
 
 
+IMMUTABLE_STORAGE_CLASS_FIELDS: Final = ("reclaimPolicy", "volumeBindingMode")
+"""StorageClass fields the API server refuses to update and pulumi-kubernetes would patch."""
+
+
 def storage_class(
     resource_name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions
 ) -> k8s.storage.v1.StorageClass:
-    """Create the StorageClass ``manifest`` (as :func:`encrypted_gp3_class` builds it)."""
+    """Create the StorageClass ``manifest`` (as :func:`encrypted_gp3_class` builds it).
+
+    The API server refuses any update of ``reclaimPolicy`` or ``volumeBindingMode``
+    (kubernetes pkg/apis/storage/validation/validation.go, ValidateStorageClassUpdate), and
+    pulumi-kubernetes' own table replaces only on ``parameters`` and ``provisioner``
+    (provider/pkg/provider/diff.go): without ``replaceOnChanges`` a ``protectStatefulResources``
+    toggle would be a patch the cluster refuses. The class keeps its name, so the old one goes
+    first. Volumes already provisioned keep the policy they were created with (a PV copies it);
+    README "Upgrading" shows the ``kubectl patch pv`` that changes theirs.
+
+    Args:
+        resource_name: the Pulumi resource name.
+        manifest: the class, as :func:`encrypted_gp3_class` builds it.
+        opts: resource options (parent, provider, ordering).
+    """
     return k8s.storage.v1.StorageClass(
         resource_name,
         metadata=manifest["metadata"],
@@ -176,7 +194,13 @@ def storage_class(
         reclaim_policy=manifest["reclaimPolicy"],
         volume_binding_mode=manifest["volumeBindingMode"],
         allow_volume_expansion=manifest["allowVolumeExpansion"],
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(
+                replace_on_changes=list(IMMUTABLE_STORAGE_CLASS_FIELDS),
+                delete_before_replace=True,
+            ),
+        ),
     )
 
 
@@ -488,6 +512,11 @@ class Cluster(pulumi.ComponentResource):
             ami_type=ami_type(group.instance_types),
             capacity_type="ON_DEMAND",
             instance_types=group.instance_types,
+            # Follows the control plane: a changed version is UpdateNodegroupVersion in place
+            # (terraform-provider-aws internal/service/eks/node_group.go, version is not
+            # ForceNew), after the cluster's own update, on which the group depends. No
+            # releaseVersion: each such update takes the newest AMI release of the version.
+            version=cluster.kubernetes_version,
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=group.min_size,
                 desired_size=group.desired_size,

@@ -904,7 +904,11 @@ def test_protection_switches_the_state_volumes_retention(
         assert database.retain_on_delete is protect
         assert database.inputs["spec"]["storage"]["pvcRetentionPolicy"]["whenDeleted"] == kept
         class_name = database.inputs["spec"]["storage"]["storageClassName"]
-        assert _named(run, STORAGE_CLASS, class_name).inputs["reclaimPolicy"] == kept
+        state_class = _named(run, STORAGE_CLASS, class_name)
+        assert state_class.inputs["reclaimPolicy"] == kept
+        # the API server refuses a changed reclaimPolicy: the toggle replaces the class, old first
+        assert "reclaimPolicy" in state_class.replace_on_changes
+        assert state_class.delete_before_replace is True
 
 
 def test_teardown_docs_state_where_state_volumes_outlive_the_stack(
