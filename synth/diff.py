@@ -31,6 +31,7 @@ from synth.output import (
     resource_label,
 )
 from synth.replacements import (
+    ASSOCIATION,
     REFUSED,
     Replacement,
     kubernetes_type,
@@ -122,6 +123,9 @@ class SynthesisDiff:
     resources: SectionDiff
     manifests: SectionDiff
     helm: SectionDiff
+    collisions: list[str] = field(default_factory=list)
+    """Added resources that AWS refuses while a removed one still exists (the engine creates
+    before it deletes): :func:`association_collisions`."""
 
     @property
     def empty(self) -> bool:
@@ -334,7 +338,54 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
         ),
         manifests=_section(old.manifests, new.manifests, manifest_changes, marked=marked_manifest),
         helm=_section(old.helm, new.helm, value_changes),
+        collisions=association_collisions(old, new),
     )
+
+
+def _overlapping(path: str, other: str) -> bool:
+    first, second = (p.rstrip("/") + "/" for p in (path, other))
+    return first.startswith(second) or second.startswith(first)
+
+
+def association_collisions(old: Synthesis, new: Synthesis) -> list[str]:
+    """Added data repository associations that FSx refuses while a removed one exists.
+
+    A moved ``fileSystemPath`` is a new association (they are named by it), which Pulumi
+    creates before it deletes the old one; FSx gives every association of a file system its
+    own directory and its own S3 prefix, neither overlapping another's (FSx for Lustre user
+    guide, "Linking your file system to an S3 bucket"; CreateDataRepositoryAssociation fails
+    otherwise), so the create fails while the old one holds them. Such a move takes two
+    ``up``s: remove the association, then add it at its new path (docs/deploying.md).
+
+    Args:
+        old: the base synthesis.
+        new: the current one.
+
+    Returns:
+        One line per colliding pair, ``<added> collides with <removed>: <what they share>``.
+    """
+
+    def associations(synthesis: Synthesis, urns: set[str]) -> list[ResourceRecord]:
+        return [r for u, r in synthesis.resources.items() if u in urns and r.type == ASSOCIATION]
+
+    added = associations(new, new.resources.keys() - old.resources.keys())
+    removed = associations(old, old.resources.keys() - new.resources.keys())
+    found = []
+    for created in added:
+        for deleted in removed:
+            shared = [
+                f"{key} {created.inputs.get(key)!r} and {deleted.inputs.get(key)!r}"
+                for key in ("fileSystemPath", "dataRepositoryPath")
+                if isinstance(created.inputs.get(key), str)
+                and isinstance(deleted.inputs.get(key), str)
+                and _overlapping(created.inputs[key], deleted.inputs[key])
+            ]
+            same_file_system = created.inputs.get("fileSystemId") == deleted.inputs.get(
+                "fileSystemId"
+            )
+            if shared and same_file_system:
+                found.append(f"{created.name} collides with {deleted.name}: " + "; ".join(shared))
+    return sorted(found)
 
 
 def _marked(
@@ -449,6 +500,13 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
             lines.append(
                 "    (the old one is deleted with its data; pass --allow-replace if that is meant)"
             )
+    if diff.collisions:
+        lines.append(f"  creates AWS refuses: {len(diff.collisions)}")
+        lines += [f"    ! {collision}" for collision in diff.collisions]
+        lines.append(
+            "    (remove the old association in one up, add the new one in the next:"
+            " docs/deploying.md)"
+        )
     return "\n".join(lines)
 
 

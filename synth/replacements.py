@@ -158,6 +158,20 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
             "removed",
         ),
     ],
+    # The system node group: a replacement creates the new group first (its name is a
+    # prefix) and is not refused, but a reviewer sees every node of it go.
+    "aws:eks/nodeGroup:NodeGroup": _tf(
+        "eks/node_group.go",
+        ("amiType", "ami_type ForceNew"),
+        ("capacityType", "capacity_type ForceNew"),
+        ("clusterName", "cluster_name ForceNew"),
+        ("instanceTypes", "instance_types ForceNew"),
+        ("launchTemplate.id", "launch_template.id ForceNew"),
+        ("launchTemplate.name", "launch_template.name ForceNew"),
+        ("nodeGroupNamePrefix", "node_group_name_prefix ForceNew"),
+        ("nodeRoleArn", "node_role_arn ForceNew"),
+        ("subnetIds", "subnet_ids ForceNew"),
+    ),
     "kubernetes:core/v1:PersistentVolumeClaim": [
         Trigger(f"spec.{field}", _K8S_DIFF)
         for field in ("accessModes", "selector", "storageClassName", "volumeName")

@@ -18,7 +18,14 @@ import pytest
 import yaml
 
 from synth.__main__ import main as synth_main
-from synth.diff import Synthesis, diff_syntheses, load_synthesis, refusals, render
+from synth.diff import (
+    Synthesis,
+    association_collisions,
+    diff_syntheses,
+    load_synthesis,
+    refusals,
+    render,
+)
 from synth.engine import ResourceRecord
 from synth.replacements import kubernetes_type
 from synth.run import StackResult
@@ -28,6 +35,7 @@ FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
 ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 EKS = "eks:index:Cluster"
 BUCKET = "aws:s3/bucket:Bucket"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 Edit = Callable[[dict[str, Any]], None]
 
 
@@ -110,6 +118,8 @@ IN_PLACE_CASES = [
     (EKS, _set("privateSubnetIds", ["subnet-0000000000000000a"])),  # vpc_config: no ForceNew
     (EKS, _set("encryptionConfigKeyArn", "arn:aws:kms:us-west-2:111122223333:key/y")),
     (BUCKET, _tagged),
+    (NODE_GROUP, _set("version", "1.36")),  # UpdateNodegroupVersion
+    (NODE_GROUP, _set("scalingConfig", {"minSize": 3, "desiredSize": 3, "maxSize": 6})),
 ]
 
 
@@ -128,6 +138,23 @@ def test_a_capacity_decrease_replaces_and_an_increase_does_not(dev: Synthesis) -
     larger = diff_syntheses(dev, _edited(dev, FILE_SYSTEM, _scaled("storageCapacity", 2)))
     assert [r.key for r in smaller.resources.changed[0].replaced_by] == ["storageCapacity"]
     assert larger.resources.changed[0].replaced_by == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [(_set("subnetIds", ["subnet-0000000000000000a"]), "subnetIds"),
+     (_set("instanceTypes", ["m7i.2xlarge"]), "instanceTypes"),
+     (_set("amiType", "BOTTLEROCKET_x86_64"), "amiType")],
+)  # fmt: skip
+def test_a_node_group_replacement_is_forecast_but_not_refused(
+    dev: Synthesis, edit: Edit, key: str
+) -> None:
+    """It holds no data: the diff says every system node goes, and lets it."""
+    diff = diff_syntheses(dev, _edited(dev, NODE_GROUP, edit))
+    (changed,) = diff.resources.changed
+    assert {r.key.partition("[")[0] for r in changed.replaced_by} == {key}
+    assert "eks/node_group.go" in changed.replaced_by[0].source
+    assert refusals(diff) == []
 
 
 def test_replace_on_changes_of_the_resource_itself_replaces(dev: Synthesis) -> None:
@@ -164,6 +191,16 @@ def test_immutable_kubernetes_fields_replace_and_a_volume_is_refused(dev: Synthe
     storage_class = _manifest_edit(dev, "StorageClass.", parameters)
     (changed,) = storage_class.manifests.changed
     assert changed.replaced_by and not changed.refused_as  # replaced, but holds no data
+
+    def reclaim(m: dict[str, Any]) -> None:
+        m["reclaimPolicy"] = "Retain" if m["reclaimPolicy"] == "Delete" else "Delete"
+
+    # the API server refuses the update, pulumi-kubernetes' table lacks it: the class's own
+    # replaceOnChanges (components/cluster.py, storage_class) makes it a replacement
+    (changed,) = _manifest_edit(dev, "StorageClass.", reclaim).manifests.changed
+    assert [(r.key, r.source) for r in changed.replaced_by] == [
+        ("reclaimPolicy", "replaceOnChanges")
+    ]
     relabelled = _manifest_edit(dev, "PersistentVolumeClaim.", label)
     assert relabelled.manifests.changed[0].replaced_by == []
 
@@ -221,19 +258,68 @@ def test_the_command_does_not_refuse_an_update(
     assert "(replaced)" not in out and "refused" not in out
 
 
-def test_moving_the_training_zone_replaces_the_file_system_as_the_readme_shows(
-    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _project_with(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """A copy of the project whose dev stack's ``platform`` value went through ``edit``."""
     project = tmp_path / "project"
     project.mkdir()
     shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
     shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
     stack_file = project / "stacks" / "Pulumi.dev.yaml"
     document = yaml.safe_load(stack_file.read_text())
-    network = document["config"]["eks-training-platform:platform"]["network"]
-    other = next(z for z in network["availabilityZones"] if z != network["trainingZone"])
-    network["trainingZone"] = other
+    edit(document["config"]["eks-training-platform:platform"])
     stack_file.write_text(yaml.safe_dump(document))
+    return project
+
+
+def test_moving_an_association_to_a_new_path_is_refused_even_when_replacing_is_allowed(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The new association is created while the old one still holds the S3 prefix."""
+
+    def move(platform: dict[str, Any]) -> None:
+        association = next(a for a in platform["storage"]["lustre"]["associations"]
+                           if a["fileSystemPath"] == "/checkpoints")  # fmt: skip
+        association["fileSystemPath"] = "/ckpt"
+
+    project = _project_with(tmp_path, move)
+    base = synthesized["dev"].written.directory
+    argv = ["diff", "dev", "--base", str(base), "--out", str(tmp_path / "out"), "--allow-replace"]
+    assert synth_main([*argv, "--project-dir", str(project)]) == 1
+    out = capsys.readouterr().out
+    assert "creates AWS refuses: 1" in out
+    (line,) = [x for x in out.splitlines() if "collides with" in x]
+    assert "storage-dra/ckpt" in line and "storage-dra/checkpoints" in line
+    assert "dataRepositoryPath" in line and "fileSystemPath" not in line
+
+
+def test_an_association_on_its_own_paths_collides_with_nothing(dev: Synthesis) -> None:
+    resources = dict(dev.resources)
+    urn = next(u for u, r in resources.items() if r.type == ASSOCIATION)
+    entry = copy.deepcopy(resources[urn].to_json())
+    del resources[urn]
+    moved = {**entry["inputs"], "fileSystemPath": "/elsewhere",
+             "dataRepositoryPath": entry["inputs"]["dataRepositoryPath"].rstrip("/") + "-v2/"}  # fmt: skip
+    new_urn = urn.replace(entry["name"], "storage-dra/elsewhere")
+    resources[new_urn] = ResourceRecord.from_json(
+        {**entry, "urn": new_urn, "name": "storage-dra/elsewhere", "inputs": moved}
+    )
+    new = Synthesis(dev.directory, resources, dev.manifests, dev.helm)
+    assert association_collisions(dev, new) == []
+    inside = {**moved, "fileSystemPath": entry["inputs"]["fileSystemPath"] + "/sub"}
+    resources[new_urn] = ResourceRecord.from_json({**entry, "urn": new_urn, "inputs": inside})
+    (collision,) = association_collisions(dev, Synthesis(dev.directory, resources, {}, {}))
+    assert "fileSystemPath" in collision  # a path inside the old one overlaps it
+
+
+def test_moving_the_training_zone_replaces_the_file_system_as_the_readme_shows(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def move(platform: dict[str, Any]) -> None:
+        network = platform["network"]
+        other = next(z for z in network["availabilityZones"] if z != network["trainingZone"])
+        network["trainingZone"] = other
+
+    project = _project_with(tmp_path, move)
     base = synthesized["dev"].written.directory
     argv = ["diff", "dev", "--base", str(base), "--out", str(tmp_path / "out")]
     assert synth_main([*argv, "--project-dir", str(project)]) == 1

@@ -367,6 +367,7 @@ def test_jobset_crds_take_over_the_crd_a_bundled_jobset_left(case: StackCase) ->
     does: upserting hides a rename's create-then-delete of the same object."""
     (crds,) = [r for r in case.run.of_type(CONFIG_FILE) if "jobset" in r.name]
     providers = {r.urn: r for r in case.run.of_type("pulumi:providers:kubernetes")}
+    assert crds.provider is not None
     adopting = providers[crds.provider]
     assert adopting.inputs.get("upsertExistingObjects") == "true"
     assert adopting.inputs.get("enableServerSideApply") == "true"
