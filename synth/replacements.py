@@ -75,6 +75,7 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         *_tf(
             _FSX,
             ("storageCapacity", "resourceLustreFileSystemStorageCapacityCustomizeDiff"),
+            ("metadataConfiguration.iops", "resourceLustreFileSystemMetadataConfigCustomizeDiff"),
             when="decrease",
         ),
     ],

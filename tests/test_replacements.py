@@ -157,6 +157,20 @@ def test_a_node_group_replacement_is_forecast_but_not_refused(
     assert refusals(diff) == []
 
 
+def test_fewer_metadata_iops_replace_and_more_do_not(dev: Synthesis) -> None:
+    def provisioned(iops: int) -> Edit:
+        return _set("metadataConfiguration", {"mode": "USER_PROVISIONED", "iops": iops})
+
+    base = _edited(dev, FILE_SYSTEM, provisioned(6000))
+    fewer = diff_syntheses(base, _edited(base, FILE_SYSTEM, provisioned(3000)))
+    more = diff_syntheses(base, _edited(base, FILE_SYSTEM, provisioned(12000)))
+    assert [r.key for r in fewer.resources.changed[0].replaced_by] == [
+        "metadataConfiguration.iops"
+    ]
+    assert [c.refused_as for c in refusals(fewer)] == ["file system"]
+    assert more.resources.changed[0].replaced_by == []
+
+
 def test_replace_on_changes_of_the_resource_itself_replaces(dev: Synthesis) -> None:
     resources = dict(dev.resources)
     urn = next(u for u, r in resources.items() if r.type == BUCKET)
