@@ -98,7 +98,8 @@ class TrainingPlatform(pulumi.ComponentResource):
             config.name,
             cluster=config.cluster,
             vpc_id=self.network.vpc_id,
-            private_subnet_ids=[self.network.private_subnet_ids[zone] for zone in zones],
+            # by zone name: the subnet sets are unordered upstream, so reordering zones is no diff
+            private_subnet_ids=[self.network.private_subnet_ids[zone] for zone in sorted(zones)],
             tags=config.required_tags,
             volume_tags=stack_tags(config),
             protect=config.protect_stateful_resources,
@@ -159,7 +160,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             cluster_name=config.name,
             pools=config.node_pools,
             general=config.general_pool,
-            zones=zones,
+            zones=sorted(zones),  # the order means nothing to Karpenter: a new one is no diff
             training_zone=config.network.training_zone,
             vpc_id=self.network.vpc_id,
             private_subnet_ids=dict(self.network.private_subnet_ids),

@@ -12,6 +12,8 @@ import pytest
 
 from components.config import parse_platform_config
 from components.subnets import SubnetPlanError, plan_subnets
+from synth.diff import ABSENT, record_changes
+from synth.replacements import replacing_changes, triggers_of
 from synth.run import StackResult
 from synth.stackfile import load_stack
 from tests.config_problems import assert_reported, problems_of
@@ -269,6 +271,44 @@ def test_reordering_zones_changes_no_network_resource(
     everything = tuple({r.type for r in before_run.records if "index:Network$" in r.urn})
     assert SUBNET in everything
     assert _network_resources(after_run, everything) == _network_resources(before_run, everything)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_reordering_zones_changes_no_resource_of_the_stack(
+    run_platform: Callable[..., ProgramRun], stack: str
+) -> None:
+    """Not the cluster's or the system node group's subnets either: both are sets upstream
+    (terraform-provider-aws eks/cluster.go vpc_config.subnet_ids, eks/node_group.go
+    subnet_ids), passed sorted by zone, so a new order is no diff."""
+    data = stack_data(stack)
+    before = {r.urn: r.inputs for r in run_platform(data, stack).records}
+    data["network"]["availabilityZones"].reverse()
+    assert {r.urn: r.inputs for r in run_platform(data, stack).records} == before
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_adding_a_zone_replaces_only_the_system_node_group_and_diff_says_so(
+    run_platform: Callable[..., ProgramRun], stack: str
+) -> None:
+    """The node group's subnets are ForceNew (synth/replacements.py): it is replaced (the new
+    group first, its name being a prefix), the cluster's subnets update in place."""
+    data = stack_data(stack)
+    before = {r.urn: r for r in run_platform(data, stack).records}
+    added, pin = _zone_to_add(data)
+    data["network"]["availabilityZones"].append(added)
+    if pin is not None:
+        data["network"].setdefault("subnetCidrs", {})[added] = pin
+    after = {r.urn: r for r in run_platform(data, stack).records}
+    replaced = {
+        before[urn].type
+        for urn in before.keys() & after.keys()
+        if replacing_changes(
+            triggers_of(before[urn].type, before[urn].replace_on_changes),
+            [(c.key, c.old, c.new) for c in record_changes(before[urn], after[urn])],
+            absent=ABSENT,
+        )
+    }
+    assert replaced == {"aws:eks/nodeGroup:NodeGroup"}
 
 
 def test_adding_a_zone_to_a_fresh_stack_takes_the_next_slot(
