@@ -22,6 +22,7 @@ from typing import Any, Final
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
+import yaml
 
 from components.catalog import GPU_RESOURCE, HUGEPAGES_RESOURCE, efa_network_interfaces, lookup
 from components.config import GeneralPoolConfig, NodePoolConfig
@@ -73,18 +74,20 @@ def slurm_node_pool_name(pool: NodePoolConfig) -> str:
     return pool.name + SLURM_POOL_SUFFIX
 
 
-def hugepages_user_data(gib: int) -> str:
-    """EC2NodeClass user data that reserves ``gib`` GiB of 2 MiB huge pages at boot.
+def hugepages_script(gib: int) -> str:
+    """Shell that reserves ``gib`` GiB of 2 MiB huge pages at boot.
 
     A cloud-init shell part: it runs before ``nodeadm-run.service`` starts the kubelet
     (amazon-eks-ami templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service:
     ``After=... cloud-final.service``), and the kubelet reports only pages reserved before it
-    starts. Karpenter appends its own NodeConfig part after this one
-    (karpenter-provider-aws v1.14.1 pkg/providers/amifamily/bootstrap/nodeadm.go). No AL2023
-    variant reserves huge pages itself, and nodeadm's NodeConfig has no field for them.
+    starts. No AL2023 variant reserves huge pages itself, and nodeadm's NodeConfig has no field
+    for them.
+
+    Args:
+        gib: huge pages to reserve, in GiB.
     """
     pages = gib * 1024 // 2
-    script = "\n".join(
+    return "\n".join(
         [
             "#!/bin/bash",
             f"pages={pages}",
@@ -98,19 +101,63 @@ def hugepages_user_data(gib: int) -> str:
             "> /dev/console",
         ]
     )
-    return "\n".join(
-        [
-            "MIME-Version: 1.0",
-            'Content-Type: multipart/mixed; boundary="//"',
-            "",
-            "--//",
-            'Content-Type: text/x-shellscript; charset="us-ascii"',
-            "",
-            script,
-            "--//--",
-            "",
-        ]
-    )
+
+
+UNLIMITED_RLIMIT: Final = 2**64 - 1
+"""RLIM_INFINITY as an OCI runtime spec writes it (a uint64)."""
+CONTAINER_RLIMITS: Final = (
+    {"type": "RLIMIT_MEMLOCK", "soft": UNLIMITED_RLIMIT, "hard": UNLIMITED_RLIMIT},
+    {"type": "RLIMIT_NOFILE", "soft": 65536, "hard": 1048576},
+)
+"""Every container's limits on an EFA node. libfabric's EFA provider registers (pins) its
+buffers against RLIMIT_MEMLOCK, and a memory registration beyond it fails NCCL's start. The
+AMI's base spec states only the open-files limit, leaving memlock to whatever containerd's
+service runs with; stating it unlimited here makes it the node's, whatever the AMI release, and
+lets a container pin without CAP_IPC_LOCK (team namespaces drop every capability:
+components/tenancy.py). The list replaces the AMI's, so its open-files limit is restated."""
+
+
+def efa_node_config() -> dict[str, Any]:
+    """The nodeadm NodeConfig that raises the memlock limit of every container on the node.
+
+    ``containerd.baseRuntimeSpec`` is merged over the AMI's base OCI spec (amazon-eks-ami
+    doc/usage/al2023.md, "Modifying container RLIMITs"); nodeadm merges it with the NodeConfig
+    Karpenter appends (karpenter-provider-aws v1.14.1 pkg/providers/amifamily/bootstrap/
+    nodeadm.go), which sets no containerd field.
+    """
+    return {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {
+            "containerd": {"baseRuntimeSpec": {"process": {"rlimits": list(CONTAINER_RLIMITS)}}}
+        },
+    }
+
+
+USER_DATA_BOUNDARY: Final = "//"
+
+
+def node_user_data(pool: NodePoolConfig) -> str | None:
+    """EC2NodeClass user data of a pool: a MIME multi-part document, or None when it needs none.
+
+    EFA pools get :func:`efa_node_config`; pools with huge pages get :func:`hugepages_script`.
+    Karpenter appends its own NodeConfig part after these.
+
+    Args:
+        pool: the validated pool.
+    """
+    parts: list[tuple[str, str]] = []
+    if pool.uses_efa:
+        parts.append(("application/node.eks.aws", yaml.safe_dump(efa_node_config())))
+    if pool.hugepages:
+        parts.append(('text/x-shellscript; charset="us-ascii"', hugepages_script(pool.hugepages)))
+    if not parts:
+        return None
+    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{USER_DATA_BOUNDARY}"']
+    for content_type, body in parts:
+        lines += ["", f"--{USER_DATA_BOUNDARY}", f"Content-Type: {content_type}", "", body.rstrip()]
+    lines += [f"--{USER_DATA_BOUNDARY}--", ""]
+    return "\n".join(lines)
 
 
 def hugepages_overlay_spec(node_pool_name: str, gib: int) -> dict[str, Any]:
@@ -186,8 +233,9 @@ def node_class_spec(
         spec["networkInterfaces"] = efa_network_interfaces(instance.efa_interfaces)
     if placement_group is not None:
         spec["placementGroupSelector"] = {"name": placement_group}
-    if pool.hugepages:
-        spec["userData"] = hugepages_user_data(pool.hugepages)
+    user_data = node_user_data(pool)
+    if user_data is not None:
+        spec["userData"] = user_data
     if pool.capacity_type == "reserved":
         spec["capacityReservationSelectorTerms"] = [
             {"id": reservation} for reservation in pool.capacity_reservation_ids

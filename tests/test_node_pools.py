@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email
 import re
 import subprocess
 from collections import Counter
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 
 from components.catalog import CATALOG
 from components.config import (
@@ -21,9 +23,10 @@ from components.node_pools import (
     accelerator_taint,
     general_node_class_spec,
     general_node_pool_spec,
-    hugepages_user_data,
+    hugepages_script,
     node_class_spec,
     node_pool_spec,
+    node_user_data,
     placement_group_name,
     pool_labels,
     pool_zones,
@@ -876,7 +879,7 @@ def test_efa_nodes_reserve_huge_pages_and_an_overlay_tells_karpenter(
     overlays = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in case.run.of_type(OVERLAY)}
     node_pools = [name] + ([f"{name}-slurm"] if name in _slurm_held(case.raw) else [])
     if not gib:
-        assert "userData" not in node_class
+        assert "text/x-shellscript" not in node_class.get("userData", "")
         assert not any(f"{p}-hugepages" in overlays for p in node_pools)
         return
     user_data = node_class["userData"]
@@ -898,11 +901,43 @@ def test_karpenter_runs_with_node_overlays_where_pools_have_huge_pages(case: Sta
     assert case.run.of_type(OVERLAY)
 
 
+def _user_data_parts(user_data: str) -> dict[str, str]:
+    """Content type -> body of each part, parsed as cloud-init parses it (Python's email)."""
+    message = email.message_from_string(user_data)
+    assert message.is_multipart()
+    parts = [part for part in message.walk() if not part.is_multipart()]
+    return {part.get_content_type(): str(part.get_payload()) for part in parts}
+
+
+@pytest.mark.parametrize(("stack", "name"), POOL_CASES)
+def test_efa_nodes_let_every_container_lock_memory(
+    cases: dict[str, StackCase], stack: str, name: str
+) -> None:
+    """libfabric pins EFA buffers against RLIMIT_MEMLOCK, and team pods hold no CAP_IPC_LOCK:
+    an EFA node's containerd gives every container an unlimited memlock limit."""
+    case = cases[stack]
+    node_class = _by_object_name(case.run, NODE_CLASS, name).inputs["spec"]
+    parts = _user_data_parts(node_class["userData"]) if "userData" in node_class else {}
+    if not _expects_efa(case.raw_pool(name)):
+        assert "application/node.eks.aws" not in parts
+        return
+    node_config = yaml.safe_load(parts["application/node.eks.aws"])
+    assert node_config["apiVersion"] == "node.eks.aws/v1alpha1"
+    assert node_config["kind"] == "NodeConfig"
+    rlimits = node_config["spec"]["containerd"]["baseRuntimeSpec"]["process"]["rlimits"]
+    by_type = {r["type"]: r for r in rlimits}
+    assert by_type["RLIMIT_MEMLOCK"]["soft"] == by_type["RLIMIT_MEMLOCK"]["hard"] == 2**64 - 1
+    # the list replaces the AMI's: its open-files limit must still be there
+    assert by_type["RLIMIT_NOFILE"]["soft"] >= 65536
+
+
+def test_a_pool_without_efa_or_huge_pages_has_no_user_data() -> None:
+    assert node_user_data(_pool(instanceTypes=["g6e.12xlarge"], efa=False)) is None
+
+
 def test_the_user_data_script_reserves_the_pages(tmp_path: Any) -> None:
     """Run the script against a fake /proc and /etc: it writes the sysctl and asks for N pages."""
-    user_data = hugepages_user_data(5)
-    script = user_data.split('Content-Type: text/x-shellscript; charset="us-ascii"\n\n', 1)[1]
-    script = script.split("--//--", 1)[0]
+    script = hugepages_script(5)
     proc = tmp_path / "proc"
     (proc / "sys" / "vm").mkdir(parents=True)
     (proc / "sys" / "vm" / "nr_hugepages").write_text("2560\n")
