@@ -164,6 +164,12 @@ def encrypted_gp3_class(
     }
 
 
+VPC_CNI_CONFIGURATION: Final = {"enableNetworkPolicy": "true"}
+"""The VPC CNI add-on's configuration: its network policy agent enforces NetworkPolicies
+(off by default; the add-on's configuration schema, ``aws eks describe-addon-configuration
+--addon-name vpc-cni``). The agent polices each pod's VPC interface (eth0) in the kernel; EFA
+traffic bypasses the kernel and is not policed (components/tenancy.py)."""
+
 IMMUTABLE_STORAGE_CLASS_FIELDS: Final = ("reclaimPolicy", "volumeBindingMode")
 """StorageClass fields the API server refuses to update and pulumi-kubernetes would patch."""
 
@@ -380,7 +386,13 @@ class Cluster(pulumi.ComponentResource):
             )
 
         early_addons = [
-            self._addon(name, "vpc-cni", addon_versions.vpc_cni, after_cluster),
+            self._addon(
+                name,
+                "vpc-cni",
+                addon_versions.vpc_cni,
+                after_cluster,
+                configuration_values=VPC_CNI_CONFIGURATION,
+            ),
             self._addon(name, "kube-proxy", addon_versions.kube_proxy, after_cluster),
             self._addon(
                 name, "eks-pod-identity-agent", addon_versions.pod_identity_agent, after_cluster
@@ -466,13 +478,18 @@ class Cluster(pulumi.ComponentResource):
         addon_name: str,
         version: str,
         opts: pulumi.ResourceOptions,
+        *,
         pod_identity_associations: list[aws.eks.AddonPodIdentityAssociationArgs] | None = None,
+        configuration_values: dict[str, Any] | None = None,
     ) -> aws.eks.Addon:
         return aws.eks.Addon(
             f"{cluster_name}-{addon_name}",
             cluster_name=cluster_name,
             addon_name=addon_name,
             addon_version=version,
+            configuration_values=(
+                json.dumps(configuration_values, sort_keys=True) if configuration_values else None
+            ),
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             pod_identity_associations=pod_identity_associations,

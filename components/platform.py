@@ -120,6 +120,8 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.teams = Teams(
             "teams",
             teams=config.teams,
+            cluster_name=self.cluster.name,
+            kubernetes_version=config.cluster.kubernetes_version,
             kubernetes_provider=self.cluster.kubernetes_provider,
             cluster_ready=self.cluster.ready,
             opts=with_aws,

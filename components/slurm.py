@@ -31,6 +31,7 @@ from components.helm import release, with_system_placement
 from components.node_pools import GENERAL_POOL, POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
+from components.tenancy import DEFAULT_DENY_POLICY, from_namespace, network_policy, tcp
 from components.workloads import (
     SHARED_MOUNT,
     node_resources,
@@ -74,9 +75,15 @@ INTERNAL_LOAD_BALANCER: Final = {
     "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
     "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+    "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes": (
+        "preserve_client_ip.enabled=true"
+    ),
 }
 """An internal NLB in the private subnets, whichever controller (EKS's built-in service
-controller or the AWS Load Balancer Controller) handles the Service."""
+controller or the AWS Load Balancer Controller) handles the Service. Either keeps the client's
+address for the login NetworkPolicy: the built-in one's instance targets always do (with
+``externalTrafficPolicy: Local``), the AWS Load Balancer Controller's IP targets only with
+``preserve_client_ip`` on."""
 LOGIN_SET: Final = "login"
 PRIVILEGED_NAMESPACE: Final = {
     "pod-security.kubernetes.io/enforce": "privileged",
@@ -233,6 +240,18 @@ def node_set_image(config: PlatformConfig, node_set: SlurmNodeSetConfig) -> str:
     return chosen
 
 
+def login_sources(config: PlatformConfig, vpc_cidr: str) -> list[str]:
+    """Who may reach the login service: ``slurm.login.allowedCidrs``, else the VPC.
+
+    Args:
+        config: the validated platform config (Slurm on).
+        vpc_cidr: the VPC's block, the default.
+    """
+    login = config.slurm.login
+    assert login is not None  # config validation guarantees it when Slurm is enabled
+    return list(login.allowed_cidrs or [vpc_cidr])
+
+
 def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
     """Values of the ``slurm`` chart: controller, REST API, accounting, login set, partition.
 
@@ -294,7 +313,10 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
                     "metadata": {"annotations": dict(INTERNAL_LOAD_BALANCER)},
                     "spec": {
                         "type": "LoadBalancer",
-                        "loadBalancerSourceRanges": list(login.allowed_cidrs or [vpc_cidr]),
+                        "loadBalancerSourceRanges": login_sources(config, vpc_cidr),
+                        # Keeps the client's address, which the login NetworkPolicy filters
+                        # (with Cluster, kube-proxy would SNAT it to a node's).
+                        "externalTrafficPolicy": "Local",
                     },
                 },
             }
@@ -393,6 +415,84 @@ def mariadb_spec(storage_gib: int, *, protect: bool) -> dict[str, Any]:
     }
 
 
+SLURM_APP_LABEL: Final = "app.kubernetes.io/name"
+"""The label Slinky v1.2.1 gives each component's pods (internal/builder/labels/labels.go:
+``slurmctld``, ``slurmd``, ``slurmrestd``, ``slurmdbd``, ``login``)."""
+SLURMCTLD_PORT: Final = 6817
+SLURMD_PORT: Final = 6818
+SLURMDBD_PORT: Final = 6819
+SLURMRESTD_PORT: Final = 6820
+LOGIN_SSH_PORT: Final = 22
+DATABASE_POD_LABELS: Final = {"app.kubernetes.io/name": "mariadb",
+                              "app.kubernetes.io/instance": DATABASE_HOST}  # fmt: skip
+"""mariadb-operator's labels on the MariaDB resource's pods."""
+
+
+def _slurm_app(app: str) -> dict[str, Any]:
+    return {"matchLabels": {SLURM_APP_LABEL: app}}
+
+
+def _peers(*apps: str) -> list[dict[str, Any]]:
+    return [{"podSelector": _slurm_app(app)} for app in apps]
+
+
+def slurm_network_policies(login_sources: list[str]) -> list[dict[str, Any]]:
+    """The ``slurm`` namespace's ingress: each daemon from the daemons that talk to it.
+
+    Every pod is isolated by a default deny; then, by Slurm's protocol (slurm.conf ports):
+
+    * slurmctld (6817) from slurmd (registration, step completion), login (``sbatch``,
+      ``srun``, ``squeue``), slurmrestd and slurmdbd;
+    * slurmd (6818) from slurmctld (launches), login (``srun`` steps) and other slurmd (step
+      fan-out); slurmd from slurmd on every port, since a job's ranks (NCCL's TCP bootstrap,
+      MPI's out-of-band) run in slurmd's pods on ports nobody fixes;
+    * login on 22 only from ``login_sources`` (the load balancer keeps the client's address:
+      ``externalTrafficPolicy: Local``), and on every port from slurmctld and slurmd, which
+      call back to ``srun``/``salloc`` on their own listening ports;
+    * slurmrestd (6820) from the Slinky operator's namespace, whose controllers drive Slurm
+      through it;
+    * slurmdbd (6819) from slurmctld, slurmrestd and login (``sacct``, ``sacctmgr``);
+    * the accounting MariaDB (3306) only from slurmdbd and mariadb-operator, which creates its
+      users and grants.
+
+    EFA traffic between slurmd pods bypasses the kernel, so no NetworkPolicy sees it.
+
+    Args:
+        login_sources: CIDRs that may reach the login service's SSH port.
+    """
+
+    def allow(name: str, pods: dict[str, Any], ingress: list[dict[str, Any]]) -> dict[str, Any]:
+        return network_policy(f"allow-{name}", NAMESPACE, pods=pods, ingress=ingress)
+
+    every_tcp_port = [{"protocol": "TCP"}]
+    return [
+        network_policy(DEFAULT_DENY_POLICY, NAMESPACE, pods={}, ingress=[]),
+        allow("slurmctld", _slurm_app("slurmctld"), [
+            {"from": _peers("slurmd", "login", "slurmrestd", "slurmdbd"),
+             "ports": tcp(SLURMCTLD_PORT)},
+        ]),
+        allow("slurmd", _slurm_app("slurmd"), [
+            {"from": _peers("slurmctld", "login"), "ports": tcp(SLURMD_PORT)},
+            {"from": _peers("slurmd"), "ports": every_tcp_port},
+        ]),
+        allow("login", _slurm_app("login"), [
+            {"from": [{"ipBlock": {"cidr": cidr}} for cidr in login_sources],
+             "ports": tcp(LOGIN_SSH_PORT)},
+            {"from": _peers("slurmctld", "slurmd"), "ports": every_tcp_port},
+        ]),
+        allow("slurmrestd", _slurm_app("slurmrestd"), [
+            {"from": [from_namespace(OPERATOR_NAMESPACE)], "ports": tcp(SLURMRESTD_PORT)},
+        ]),
+        allow("slurmdbd", _slurm_app("slurmdbd"), [
+            {"from": _peers("slurmctld", "slurmrestd", "login"), "ports": tcp(SLURMDBD_PORT)},
+        ]),
+        allow("accounting-db", {"matchLabels": dict(DATABASE_POD_LABELS)}, [
+            {"from": [*_peers("slurmdbd"), from_namespace(MARIADB_OPERATOR_NAMESPACE)],
+             "ports": tcp(DATABASE_PORT)},
+        ]),
+    ]  # fmt: skip
+
+
 def create_namespace(
     *,
     cluster_ready: list[pulumi.Resource],
@@ -455,6 +555,14 @@ class Slurm(pulumi.ComponentResource):
                 protect=protect and stateful,
             )
 
+        # Before anything runs in the namespace, so no pod of it is ever reachable unfiltered.
+        for manifest in slurm_network_policies(login_sources(config, vpc_cidr)):
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{manifest['metadata']['name']}",
+                metadata=typing.cast(Any, manifest["metadata"]),
+                spec=typing.cast(Any, manifest["spec"]),
+                opts=opts_after(namespace),
+            )
         cert_manager = release(
             "cert-manager",
             versions.CERT_MANAGER_CHART,

@@ -1,4 +1,4 @@
-"""Team namespaces: quota, defaults, access and the service account jobs run as."""
+"""Team namespaces: quota, defaults, access, isolation and the service account jobs run as."""
 
 from __future__ import annotations
 
@@ -6,10 +6,22 @@ import typing
 from typing import Any, Final
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.catalog import EFA_RESOURCE, NEURON_CORE_RESOURCE
 from components.config import TeamConfig
+from components.config.cluster import principal_identity
+from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
+from components.tenancy import (
+    QUEUE_POLICY,
+    TEAM_POD_SECURITY,
+    TEAM_POD_SECURITY_ADVICE,
+    pod_security_labels,
+    queue_ownership_binding,
+    queue_ownership_policy,
+    team_network_policies,
+)
 
 TEAM_LABEL: Final = "trainingplatform.io/team"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
@@ -92,6 +104,57 @@ def limit_range_spec() -> dict[str, Any]:
     }
 
 
+def team_namespace_labels(team: TeamConfig, *, kubernetes_version: str) -> dict[str, str]:
+    """A team namespace's labels: its team (what the queue policy reads) and Pod Security.
+
+    Args:
+        team: the team.
+        kubernetes_version: the cluster's minor, to which the Pod Security levels are pinned.
+    """
+    return {
+        TEAM_LABEL: team.name,
+        **pod_security_labels(
+            TEAM_POD_SECURITY,
+            kubernetes_version=kubernetes_version,
+            advise=TEAM_POD_SECURITY_ADVICE,
+        ),
+    }
+
+
+def team_access_entries(teams: list[TeamConfig]) -> dict[str, list[str]]:
+    """Each IAM principal of any team with the Kubernetes groups its access entry gives it.
+
+    EKS holds one access entry per principal (CreateAccessEntry fails with
+    ResourceInUseException for a second), so a principal in several teams, or admin of one and
+    member of another, gets one entry with every group. Principals are matched as IAM does
+    (:func:`principal_identity`: one role whatever its path or case); the first spelling wins.
+
+    Args:
+        teams: the validated teams.
+
+    Returns:
+        principal ARN -> sorted groups, in the order the principals first appear.
+    """
+    groups: dict[tuple[str, str, str], set[str]] = {}
+    spelling: dict[tuple[str, str, str], str] = {}
+    for team in teams:
+        for arns, team_groups in (
+            (team.admin_principal_arns, team.admin_groups),
+            (team.member_principal_arns, team.member_groups),
+        ):
+            for arn in arns:
+                identity = principal_identity(arn)
+                spelling.setdefault(identity, arn)
+                groups.setdefault(identity, set()).update(team_groups)
+    return {spelling[identity]: sorted(found) for identity, found in groups.items()}
+
+
+def access_entry_resource_name(prefix: str, principal_arn: str) -> str:
+    """A stable resource name for a principal's entry: by account, kind and name, not position."""
+    account, kind, principal = principal_identity(principal_arn)
+    return f"{prefix}-access-{account}-{kind}-{principal}"
+
+
 def cluster_role_ref(name: str) -> k8s.rbac.v1.RoleRefArgsDict:
     """A binding's reference to the ClusterRole ``name``."""
     return {"api_group": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
@@ -121,18 +184,22 @@ class Teams(pulumi.ComponentResource):
         name: str,
         *,
         teams: list[TeamConfig],
+        cluster_name: pulumi.Input[str],
+        kubernetes_version: str,
         kubernetes_provider: pulumi.ProviderResource,
         cluster_ready: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """Create the team namespaces.
+        """Create the team namespaces, their isolation and their members' access entries.
 
         Args:
             name: prefix of child resource names.
             teams: validated teams.
-            kubernetes_provider: provider of every object.
+            cluster_name: the EKS cluster the access entries belong to.
+            kubernetes_version: the cluster's minor (Pod Security levels are pinned to it).
+            kubernetes_provider: provider of every Kubernetes object.
             cluster_ready: what the objects wait for (the cluster and its system nodes).
-            opts: resource options.
+            opts: resource options (the AWS provider of the access entries).
         """
         super().__init__("trainingplatform:index:Teams", name, None, opts)
         in_cluster = pulumi.ResourceOptions(
@@ -154,6 +221,37 @@ class Teams(pulumi.ComponentResource):
             rules=_cast(CATALOG_RULES),
             opts=in_cluster,
         )
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-queues",
+            metadata={"name": QUEUE_POLICY},
+            spec=_cast(
+                queue_ownership_policy(
+                    team_label=TEAM_LABEL,
+                    queue_annotation=QUEUE_ANNOTATION,
+                    scheduler_name=SCHEDULER_NAME,
+                )
+            ),
+            opts=in_cluster,
+        )
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-queues",
+            metadata={"name": QUEUE_POLICY},
+            spec=_cast(queue_ownership_binding(QUEUE_POLICY, team_label=TEAM_LABEL)),
+            opts=pulumi.ResourceOptions.merge(
+                in_cluster, pulumi.ResourceOptions(depends_on=[policy])
+            ),
+        )
+        for principal_arn, groups in team_access_entries(teams).items():
+            # STANDARD with groups and no access policy: what the groups may do is the
+            # RoleBindings below (EKS authorizes an entry's kubernetesGroups through RBAC).
+            aws.eks.AccessEntry(
+                access_entry_resource_name(name, principal_arn),
+                cluster_name=cluster_name,
+                principal_arn=principal_arn,
+                type="STANDARD",
+                kubernetes_groups=groups,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=cluster_ready),
+            )
         team_groups = sorted(
             {group for team in teams for group in (*team.admin_groups, *team.member_groups)}
         )
@@ -170,7 +268,10 @@ class Teams(pulumi.ComponentResource):
         for team in teams:
             namespace = k8s.core.v1.Namespace(
                 f"{name}-{team.name}",
-                metadata={"name": team.name, "labels": {TEAM_LABEL: team.name}},
+                metadata={
+                    "name": team.name,
+                    "labels": team_namespace_labels(team, kubernetes_version=kubernetes_version),
+                },
                 opts=in_cluster,
             )
             self.namespaces[team.name] = namespace
@@ -190,11 +291,23 @@ class Teams(pulumi.ComponentResource):
                 spec=_cast(limit_range_spec()),
                 opts=inside,
             )
+            # No token: Trainer's pods and the MPI launcher never call the API server (Trainer
+            # v2.3.0 mounts the hostfile and SSH keys as volumes; the legacy operator's
+            # launcher neither, with runLauncherAsNode), so a job gets no credentials a
+            # compromised step could use. A pod that needs one sets automountServiceAccountToken.
             k8s.core.v1.ServiceAccount(
                 f"{name}-{team.name}-jobs",
                 metadata=_cast({**metadata, "name": JOB_SERVICE_ACCOUNT}),
+                automount_service_account_token=False,
                 opts=inside,
             )
+            for manifest in team_network_policies(team.name, labels={TEAM_LABEL: team.name}):
+                k8s.networking.v1.NetworkPolicy(
+                    f"{name}-{team.name}-{manifest['metadata']['name']}",
+                    metadata=_cast(manifest["metadata"]),
+                    spec=_cast(manifest["spec"]),
+                    opts=inside,
+                )
             bindings = (
                 ("admins", "admin", team.admin_groups),
                 ("members", "edit", team.member_groups),

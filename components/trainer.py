@@ -37,6 +37,7 @@ from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL, cluster_role_ref
+from components.tenancy import hardened_pod
 from components.workloads import (
     NEURON_COMPILE_CACHE_VARIABLE,
     SHARED_MOUNT,
@@ -147,8 +148,9 @@ def pod_spec(
 
 
 def _replicated_job(name: str, pod: dict[str, Any], *, trainer_step: bool) -> dict[str, Any]:
+    """One replicated job of a runtime's JobSet, its pod hardened (components/tenancy.py)."""
     metadata = {"labels": {ANCESTOR_LABEL: "trainer"}} if trainer_step else {}
-    template: dict[str, Any] = {"spec": {"template": {"spec": pod}}}
+    template: dict[str, Any] = {"spec": {"template": {"spec": hardened_pod(pod)}}}
     if metadata:
         template["metadata"] = metadata
     return {"name": name, "template": template}

@@ -23,16 +23,27 @@ def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
     return environment.program(environment.compile(expression)).evaluate(activation)
 
 
-def admit(policy: dict[str, Any], obj: dict[str, Any]) -> tuple[bool, str | None]:
-    """(admitted, message) of ``obj`` under ``policy``'s spec."""
+def admit(
+    policy: dict[str, Any], obj: dict[str, Any], namespace: dict[str, Any] | None = None
+) -> tuple[bool, str | None]:
+    """(admitted, message) of ``obj`` under ``policy``'s spec.
+
+    ``namespace`` is the object's Namespace, which the API server gives namespaced requests as
+    ``namespaceObject``.
+    """
     activation: dict[str, Any] = {"object": celpy.adapter.json_to_cel(obj)}
+    if namespace is not None:
+        activation["namespaceObject"] = celpy.adapter.json_to_cel(namespace)
     for condition in policy.get("matchConditions", []):
         if not _evaluate(condition["expression"], activation):
             return True, None
-    variables = {
-        celpy.celtypes.StringType(v["name"]): _evaluate(v["expression"], activation)
-        for v in policy.get("variables", [])
-    }
+    # Each variable may use the ones declared before it (variables.<name>), as in the API server.
+    variables: dict[Any, Any] = {}
+    for variable in policy.get("variables", []):
+        activation["variables"] = celpy.celtypes.MapType(variables)
+        variables[celpy.celtypes.StringType(variable["name"])] = _evaluate(
+            variable["expression"], activation
+        )
     activation["variables"] = celpy.celtypes.MapType(variables)
     for validation in policy["validations"]:
         if not _evaluate(validation["expression"], activation):

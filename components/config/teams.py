@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Final
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from components import catalog
-from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel, duplicates
+from components.config.base import (
+    CONFIG_KEY,
+    ConfigProblem,
+    PrincipalArn,
+    StrictModel,
+    duplicates,
+    matching,
+)
+from components.config.cluster import principal_identity
 from components.config.pools import AcceleratorAmounts, pool_capacity
 from components.config.slurm import slurm_held
 from components.config.storage import NamespaceName
@@ -24,7 +32,11 @@ RESERVED_NAMESPACES: Final = (
 )  # fmt: skip
 
 
-GroupName = Annotated[str, Field(min_length=1, max_length=128)]
+GroupName = Annotated[
+    str,
+    Field(min_length=1, max_length=128),
+    AfterValidator(matching(r"\S+", "a Kubernetes group name without whitespace")),
+]
 
 
 class TeamQuotaConfig(AcceleratorAmounts):
@@ -72,6 +84,18 @@ class TeamConfig(StrictModel):
         default_factory=list,
         description="Kubernetes groups that run jobs in the namespace. Default: none.",
     )
+    admin_principal_arns: list[PrincipalArn] = Field(
+        default_factory=list,
+        description="IAM roles or users (an IAM Identity Center permission set is the role "
+        "AWSReservedSSO_<set>_<suffix> it creates in each account) whose EKS access entry puts "
+        "them in adminGroups. A principal in several teams gets one entry with every team's "
+        "groups. Default: none.",
+    )
+    member_principal_arns: list[PrincipalArn] = Field(
+        default_factory=list,
+        description="IAM roles or users whose access entry puts them in memberGroups. "
+        "Default: none.",
+    )
     quota: TeamQuotaConfig = Field(description="Accelerators and EFA the namespace may request.")
     queue: TeamQueueConfig = Field(
         default_factory=TeamQueueConfig, description="Volcano queue. Default: weight 1, no share."
@@ -110,6 +134,7 @@ def team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 "a namespace not also listed in storage.lustre.namespaces (teams get their claim "
                 "through sharedFileSystem)",
             )
+        yield from _access_problems(config, team, base)
         queue = team.queue
         for key, attribute in fields:
             guarantee = getattr(queue.guarantee, attribute)
@@ -142,4 +167,46 @@ def team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                     f"at most {available}, what the node pools can provide (maxNodes x "
                     "accelerators per node) beyond the nodes Slurm node sets hold; raise "
                     "maxNodes or lower the teams' shares",
+                )
+
+
+def _access_problems(
+    config: PlatformConfig, team: TeamConfig, base: str
+) -> Iterator[ConfigProblem]:
+    """A team's principals map to groups it has, and none is the cluster's admin or deployer."""
+    cluster = config.cluster
+    deployer = principal_identity(cluster.deployer_principal_arn)
+    admins = {principal_identity(arn) for arn in cluster.admin_principal_arns}
+    for key, arns, groups, groups_key in (
+        ("adminPrincipalArns", team.admin_principal_arns, team.admin_groups, "adminGroups"),
+        ("memberPrincipalArns", team.member_principal_arns, team.member_groups, "memberGroups"),
+    ):
+        if arns and not groups:
+            yield ConfigProblem(
+                f"{base}.{groups_key}",
+                groups,
+                f"at least one group: the principals in {key} are given this team's "
+                f"{groups_key}, and an access entry with no group grants nothing",
+            )
+        identities = [principal_identity(arn) for arn in arns]
+        if duplicates([":".join(identity) for identity in identities]):
+            yield ConfigProblem(
+                f"{base}.{key}", arns, "each principal once (a role is one role whatever its path)"
+            )
+        for index, arn in enumerate(arns):
+            identity = principal_identity(arn)
+            if identity == deployer:
+                yield ConfigProblem(
+                    f"{base}.{key}[{index}]",
+                    arn,
+                    "a principal other than the deployer (cluster.deployerPrincipalArn): EKS "
+                    "creates the creator's access entry itself, and the stack cannot add groups "
+                    "to it",
+                )
+            elif identity in admins:
+                yield ConfigProblem(
+                    f"{base}.{key}[{index}]",
+                    arn,
+                    "a principal that is not a cluster admin (cluster.adminPrincipalArns): "
+                    "cluster-admin already reaches every namespace",
                 )

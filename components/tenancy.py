@@ -1,0 +1,270 @@
+"""The tenant boundary as pure builders: Pod Security, hardened pods, NetworkPolicies, queues.
+
+Everything here is native Kubernetes (Pod Security admission, NetworkPolicy as the VPC CNI's
+network policy agent enforces it, ValidatingAdmissionPolicy in CEL): no new controller.
+
+NetworkPolicies act on the kernel's packet path. EFA traffic (libfabric's SRD, NCCL and the
+Neuron collectives over it) bypasses the kernel and is never seen by them: between EFA
+interfaces, the security group of the pools' nodes is the only boundary, and it admits every
+node of the stack. Isolation of a team's collective traffic is therefore by placement (whole
+nodes per job) and by the NCCL/Neuron bootstrap, which runs over TCP and is policed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+POD_SECURITY_PREFIX: Final = "pod-security.kubernetes.io"
+TEAM_POD_SECURITY: Final = "baseline"
+"""Team namespaces enforce ``baseline``: no privileged or host-namespace pods, no hostPath, no
+capability beyond its short list (which has no IPC_LOCK). ``restricted`` is warned about and
+audited: it also requires non-root pods, which the PyTorch and JAX images are not."""
+TEAM_POD_SECURITY_ADVICE: Final = "restricted"
+
+BASELINE_CAPABILITIES: Final = frozenset(
+    {
+        "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+        "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+    }
+)  # fmt: skip
+"""Capabilities Pod Security ``baseline`` lets a container add (Pod Security Standards,
+"Capabilities"); anything else is refused at admission in a team namespace."""
+
+
+def pod_security_labels(enforce: str, *, kubernetes_version: str, advise: str) -> dict[str, str]:
+    """Namespace labels that enforce one Pod Security level and warn and audit another.
+
+    Args:
+        enforce: level refused at admission (``privileged``, ``baseline`` or ``restricted``).
+        kubernetes_version: the cluster's minor version, e.g. ``1.35``: the levels are pinned
+            to it so a control-plane upgrade changes no rule until the stack says so.
+        advise: level whose violations are returned as warnings and written to the audit log.
+    """
+    version = f"v{kubernetes_version}"
+    labels = {
+        f"{POD_SECURITY_PREFIX}/enforce": enforce,
+        f"{POD_SECURITY_PREFIX}/enforce-version": version,
+    }
+    for mode in ("warn", "audit"):
+        labels[f"{POD_SECURITY_PREFIX}/{mode}"] = advise
+        labels[f"{POD_SECURITY_PREFIX}/{mode}-version"] = version
+    return labels
+
+
+RUNTIME_DEFAULT_SECCOMP: Final = {"type": "RuntimeDefault"}
+
+
+def hardened_container_context() -> dict[str, Any]:
+    """A training container's security context: no privilege escalation, no capabilities.
+
+    Dropping every capability costs EFA and NCCL nothing. libfabric registers its buffers
+    with ``ibv_reg_mr``, which pins pages against the process's RLIMIT_MEMLOCK rather than
+    needing CAP_IPC_LOCK, and the EFA pools raise that limit for every container through
+    containerd's base runtime spec (:func:`components.node_pools.efa_node_config`). NCCL
+    shares GPU memory between a pod's processes by file descriptors over Unix sockets and
+    ``/dev/shm`` is the pod's own memory volume; the device plugins hand over the GPU, Neuron
+    and EFA device files: none of it needs a capability. The MPI workers' sshd runs as the
+    image's non-root user with its own config, so it needs none either.
+    """
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def hardened_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` with seccomp ``RuntimeDefault`` and every container hardened.
+
+    A copy; the pod's own security context (its user, group, fsGroup) is kept.
+    """
+    hardened = dict(pod)
+    hardened["securityContext"] = {
+        **pod.get("securityContext", {}),
+        "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
+    }
+    for key in ("initContainers", "containers"):
+        if key in pod:
+            hardened[key] = [
+                {**container, "securityContext": {**container.get("securityContext", {}),
+                                                  **hardened_container_context()}}
+                for container in pod[key]
+            ]  # fmt: skip
+    return hardened
+
+
+DEFAULT_DENY_POLICY: Final = "default-deny-ingress"
+SAME_NAMESPACE_POLICY: Final = "allow-same-namespace"
+NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+"""Set by the API server on every namespace: a selector on it cannot be forged by a label."""
+
+
+def network_policy(
+    name: str,
+    namespace: str,
+    *,
+    pods: dict[str, Any],
+    ingress: list[dict[str, Any]],
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A NetworkPolicy manifest that limits ingress to the pods ``pods`` selects.
+
+    Args:
+        name: its name.
+        namespace: its namespace.
+        pods: label selector of the pods it isolates (``{}``: every pod of the namespace).
+        ingress: the rules of what may reach them; empty: nothing (a deny).
+        labels: labels of the policy object. Default: none.
+    """
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = labels
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata,
+        "spec": {"podSelector": pods, "policyTypes": ["Ingress"], "ingress": ingress},
+    }
+
+
+def from_namespace(namespace: str, pods: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A NetworkPolicy peer: the pods of ``namespace`` (those ``pods`` selects, or all)."""
+    peer: dict[str, Any] = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}
+    if pods is not None:
+        peer["podSelector"] = pods
+    return peer
+
+
+def tcp(*ports: int) -> list[dict[str, Any]]:
+    """NetworkPolicy ports: each TCP port."""
+    return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def team_network_policies(team: str, *, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """A team namespace's ingress: its own pods and nothing else.
+
+    Every pod is isolated (the deny selects them all); the second policy admits traffic from
+    any pod of the same namespace, which a job's workers need among themselves (rendezvous,
+    NCCL's TCP bootstrap, MPI's SSH). No system component of the platform connects to a job's
+    pods: Trainer, JobSet, Volcano and Karpenter act through the API server, webhooks are
+    served from their own namespaces, and no metrics scraper is installed yet (one that is must
+    be admitted here, by namespace and pod). The kubelet's probes come from the node itself,
+    which the VPC CNI's agent admits whatever the policies say.
+
+    Args:
+        team: the team's namespace.
+        labels: labels of the policy objects (the team label).
+    """
+    return [
+        network_policy(DEFAULT_DENY_POLICY, team, pods={}, ingress=[], labels=labels),
+        network_policy(
+            SAME_NAMESPACE_POLICY,
+            team,
+            pods={},
+            ingress=[{"from": [{"podSelector": {}}]}],
+            labels=labels,
+        ),
+    ]
+
+
+QUEUE_POLICY: Final = "trainingplatform-team-queues"
+POD_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+"""The annotation that puts a pod in an existing PodGroup (Trainer's and the legacy operator's
+pods carry it); Volcano's controller makes a PodGroup only for a pod without it."""
+
+
+def queue_ownership_policy(
+    *, team_label: str, queue_annotation: str, scheduler_name: str
+) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: in a team's namespace, gangs go to the team's queue.
+
+    The team comes from the namespace's ``team_label``, which the stack sets and team members
+    cannot change (namespaces are cluster-scoped). The queue a request names is:
+
+    * a Volcano PodGroup's or Job's ``spec.queue`` (what Trainer's volcano plugin and the
+      legacy operator create for a job, and what ``vcctl``/Volcano users write). A job that
+      names no queue has ``default`` by then: the CRDs default the field (volcano v1.15.1
+      config/crd ``scheduling.volcano.sh_podgroups.yaml`` and ``batch.volcano.sh_jobs.yaml``,
+      ``default: default``), and defaulting runs before admission. It is refused, with a
+      message that names the team's queue;
+    * a TrainJob's ``scheduling.volcano.sh/queue-name`` annotation, which overrides its
+      runtime's when Trainer's volcano plugin builds the PodGroup (kubeflow/trainer v2.3.0
+      pkg/runtime/framework/plugins/volcano/volcano.go, Build): refused on the TrainJob, where
+      its author sees it, rather than on the PodGroup, where only Trainer's log would. One
+      without the annotation passes: the team's runtimes name the team's queue;
+    * a pod's ``scheduling.volcano.sh/queue-name`` annotation. A pod Volcano schedules that
+      names no queue and joins no PodGroup would get a PodGroup in ``default`` from Volcano's
+      controller, which this policy then refuses where nobody sees it; the pod is refused
+      instead, at once and with the message. Other pods (the default scheduler's, or members of
+      a job's PodGroup) are not the queue's business and pass.
+
+    Args:
+        team_label: the namespace label that names the team (and its queue).
+        queue_annotation: Volcano's queue annotation (``scheduling.volcano.sh/queue-name``).
+        scheduler_name: Volcano's scheduler name (``volcano``).
+    """
+    team = f"namespaceObject.metadata.labels['{team_label}']"
+    annotations = "(has(object.metadata.annotations) ? object.metadata.annotations : {})"
+    pod_queue = (
+        f"'{queue_annotation}' in {annotations} ? {annotations}['{queue_annotation}'] : "
+        f"(has(object.spec.schedulerName) && object.spec.schedulerName == '{scheduler_name}' "
+        f"&& !('{POD_GROUP_ANNOTATION}' in {annotations}) ? '' : variables.team)"
+    )
+    annotated_queue = (
+        f"'{queue_annotation}' in {annotations} ? {annotations}['{queue_annotation}'] : "
+        "variables.team"
+    )
+    gang_rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]},
+            "resourceRules": [
+                {**gang_rule, "apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"]},
+                {**gang_rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},
+                {**gang_rule, "apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"]},
+                {
+                    "operations": ["CREATE"],
+                    "apiVersions": ["v1"],
+                    "apiGroups": [""],
+                    "resources": ["pods"],
+                },
+            ],
+        },
+        "variables": [
+            {"name": "team", "expression": team},
+            {
+                "name": "queue",
+                "expression": f"object.kind == 'Pod' ? ({pod_queue}) : "
+                f"object.kind == 'TrainJob' ? ({annotated_queue}) : "
+                "(has(object.spec.queue) ? object.spec.queue : '')",
+            },
+        ],
+        "validations": [
+            {
+                "expression": "variables.queue == variables.team",
+                "messageExpression": (
+                    "'namespace ' + namespaceObject.metadata.name + ' belongs to team ' + "
+                    "variables.team + ': its jobs go to Volcano queue ' + variables.team + "
+                    "', not ' + (variables.queue == '' ? 'no queue' : variables.queue) + "
+                    f"' (set spec.queue, or the pod annotation {queue_annotation}, to ' + "
+                    "variables.team + ')'"
+                ),
+                "reason": "Forbidden",
+            }
+        ],
+    }
+
+
+def queue_ownership_binding(policy: str, *, team_label: str) -> dict[str, Any]:
+    """The ValidatingAdmissionPolicyBinding that enforces ``policy`` in every team namespace.
+
+    ``Deny`` refuses the request; the policy itself selects the namespaces by ``team_label``.
+
+    Args:
+        policy: the ValidatingAdmissionPolicy's name.
+        team_label: the namespace label of team namespaces.
+    """
+    return {
+        "policyName": policy,
+        "validationActions": ["Deny"],
+        "matchResources": {
+            "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]}
+        },
+    }
