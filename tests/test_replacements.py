@@ -164,9 +164,7 @@ def test_fewer_metadata_iops_replace_and_more_do_not(dev: Synthesis) -> None:
     base = _edited(dev, FILE_SYSTEM, provisioned(6000))
     fewer = diff_syntheses(base, _edited(base, FILE_SYSTEM, provisioned(3000)))
     more = diff_syntheses(base, _edited(base, FILE_SYSTEM, provisioned(12000)))
-    assert [r.key for r in fewer.resources.changed[0].replaced_by] == [
-        "metadataConfiguration.iops"
-    ]
+    assert [r.key for r in fewer.resources.changed[0].replaced_by] == ["metadataConfiguration.iops"]
     assert [c.refused_as for c in refusals(fewer)] == ["file system"]
     assert more.resources.changed[0].replaced_by == []
 
