@@ -558,6 +558,13 @@ def test_every_policy_has_cases() -> None:
         # tests/test_lifecycle_policies.py
         "retained-resources-protected",
         "fixed-names-delete-before-replace",
+        # tests/test_tenancy_policies.py
+        "namespaces-pod-security",
+        "runtimes-hardened",
+        "network-policies-enforced",
+        "namespaces-network-policy",
+        "queue-ownership-enforced",
+        "job-service-account-no-token",
     }
     assert covered == set(POLICIES)
 

@@ -14,6 +14,7 @@ from . import (
     scheduling,
     slurm,
     storage,
+    tenancy,
     trainer,
 )
 
@@ -30,4 +31,5 @@ ALL_POLICIES: list[Policy] = [
     *scheduling.POLICIES,
     *trainer.POLICIES,
     *slurm.POLICIES,
+    *tenancy.POLICIES,
 ]
