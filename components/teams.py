@@ -14,6 +14,7 @@ from components.config import TeamConfig
 from components.config.cluster import principal_identity
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
 from components.tenancy import (
+    LEGACY_JOBS,
     QUEUE_POLICY,
     TEAM_POD_SECURITY,
     TEAM_POD_SECURITY_ADVICE,
@@ -42,7 +43,7 @@ JOB_RULES: Final = [
     },
     {
         "apiGroups": ["kubeflow.org"],
-        "resources": ["pytorchjobs", "tfjobs", "mpijobs", "jaxjobs", "xgboostjobs", "paddlejobs"],
+        "resources": list(LEGACY_JOBS),
         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
     },
     {

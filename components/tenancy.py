@@ -164,6 +164,8 @@ def team_network_policies(team: str, *, labels: dict[str, str]) -> list[dict[str
 
 
 QUEUE_POLICY: Final = "trainingplatform-team-queues"
+LEGACY_JOBS: Final = ("pytorchjobs", "tfjobs", "mpijobs", "jaxjobs", "xgboostjobs", "paddlejobs")
+"""The legacy Training Operator's job kinds (kubeflow.org/v1), each with ``spec.runPolicy``."""
 POD_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 """The annotation that puts a pod in an existing PodGroup (Trainer's and the legacy operator's
 pods carry it); Volcano's controller makes a PodGroup only for a pod without it."""
@@ -188,6 +190,10 @@ def queue_ownership_policy(
       pkg/runtime/framework/plugins/volcano/volcano.go, Build): refused on the TrainJob, where
       its author sees it, rather than on the PodGroup, where only Trainer's log would. One
       without the annotation passes: the team's runtimes name the team's queue;
+    * a legacy Training Operator job's ``spec.runPolicy.schedulingPolicy.queue``: the operator
+      gives its PodGroup that queue, or ``default`` when unset (kubeflow/training-operator
+      v1.9 pkg/controller.v1/common/job.go, ReconcileJobs), so one without it is refused on the
+      job with the message rather than on its PodGroup;
     * a pod's ``scheduling.volcano.sh/queue-name`` annotation. A pod Volcano schedules that
       names no queue and joins no PodGroup would get a PodGroup in ``default`` from Volcano's
       controller, which this policy then refuses where nobody sees it; the pod is refused
@@ -210,6 +216,11 @@ def queue_ownership_policy(
         f"'{queue_annotation}' in {annotations} ? {annotations}['{queue_annotation}'] : "
         "variables.team"
     )
+    legacy_queue = (
+        "has(object.spec.runPolicy) && has(object.spec.runPolicy.schedulingPolicy) && "
+        "has(object.spec.runPolicy.schedulingPolicy.queue) ? "
+        "object.spec.runPolicy.schedulingPolicy.queue : ''"
+    )
     gang_rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
     return {
         "failurePolicy": "Fail",
@@ -219,6 +230,7 @@ def queue_ownership_policy(
                 {**gang_rule, "apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"]},
                 {**gang_rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},
                 {**gang_rule, "apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"]},
+                {**gang_rule, "apiGroups": ["kubeflow.org"], "resources": list(LEGACY_JOBS)},
                 {
                     "operations": ["CREATE"],
                     "apiVersions": ["v1"],
@@ -233,6 +245,7 @@ def queue_ownership_policy(
                 "name": "queue",
                 "expression": f"object.kind == 'Pod' ? ({pod_queue}) : "
                 f"object.kind == 'TrainJob' ? ({annotated_queue}) : "
+                f"object.apiVersion.startsWith('kubeflow.org/') ? ({legacy_queue}) : "
                 "(has(object.spec.queue) ? object.spec.queue : '')",
             },
         ],
@@ -243,8 +256,8 @@ def queue_ownership_policy(
                     "'namespace ' + namespaceObject.metadata.name + ' belongs to team ' + "
                     "variables.team + ': its jobs go to Volcano queue ' + variables.team + "
                     "', not ' + (variables.queue == '' ? 'no queue' : variables.queue) + "
-                    f"' (set spec.queue, or the pod annotation {queue_annotation}, to ' + "
-                    "variables.team + ')'"
+                    "' (set spec.queue, spec.runPolicy.schedulingPolicy.queue (legacy jobs), "
+                    f"or the annotation {queue_annotation}, to ' + variables.team + ')'"
                 ),
                 "reason": "Forbidden",
             }

@@ -24,6 +24,7 @@ from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.network_model import Address, Cluster, Pod
 from tests.test_admission_policies import admit
+from tests.test_readme import _marked_examples
 
 TEAM_LABEL: Final = "trainingplatform.io/team"
 QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
@@ -104,6 +105,15 @@ def _trainjob(namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
             "spec": {"runtimeRef": {"name": "torch-p5", "kind": "TrainingRuntime"}}}  # fmt: skip
 
 
+def _pytorchjob(namespace: str, queue: str | None) -> dict[str, Any]:
+    run_policy: dict[str, Any] = {}
+    if queue is not None:
+        run_policy["schedulingPolicy"] = {"queue": queue}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "job", "namespace": namespace},
+            "spec": {"runPolicy": run_policy, "pytorchReplicaSpecs": {}}}  # fmt: skip
+
+
 def _trainers_pod_group(runtime: ResourceRecord, trainjob: dict[str, Any]) -> dict[str, Any]:
     """The PodGroup Trainer's volcano plugin builds for a TrainJob of ``runtime``: queue from
     the runtime's template annotations, which the TrainJob's own may override (kubeflow/trainer
@@ -133,7 +143,8 @@ def test_the_queue_policy_is_bound_with_deny_to_every_team_namespace(
     rules = {(g, r) for rule in policy["matchConstraints"]["resourceRules"]
              for g in rule["apiGroups"] for r in rule["resources"]}  # fmt: skip
     assert {("scheduling.volcano.sh", "podgroups"), ("batch.volcano.sh", "jobs"),
-            ("trainer.kubeflow.org", "trainjobs"), ("", "pods")} <= rules  # fmt: skip
+            ("trainer.kubeflow.org", "trainjobs"), ("kubeflow.org", "pytorchjobs"),
+            ("", "pods")} <= rules  # fmt: skip
     selector = binding.inputs["spec"]["matchResources"]["namespaceSelector"]
     assert selector == {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}
     for name, namespace in _team_namespaces(result).items():
@@ -173,6 +184,10 @@ def test_a_trainjob_that_names_another_teams_queue_is_refused(prod: StackResult)
         (lambda ns: _volcano_job(ns, "ml-research"), True, None),
         (lambda ns: _volcano_job(ns, "ml-product"), False, "not ml-product"),
         (lambda ns: _volcano_job(ns, "default"), False, "not default"),
+        # the legacy operator gives its PodGroup "default" when the job names no queue
+        (lambda ns: _pytorchjob(ns, "ml-research"), True, None),
+        (lambda ns: _pytorchjob(ns, "ml-product"), False, "not ml-product"),
+        (lambda ns: _pytorchjob(ns, None), False, "not no queue"),
         (lambda ns: _pod(ns, scheduler=None, annotations={}), True, None),
         (lambda ns: _pod(ns, scheduler="volcano", annotations={GROUP_ANNOTATION: "job"}),
          True, None),
@@ -183,7 +198,7 @@ def test_a_trainjob_that_names_another_teams_queue_is_refused(prod: StackResult)
         (lambda ns: _pod(ns, scheduler="volcano", annotations={}), False, "not no queue"),
     ],
     ids=["podgroup-own", "podgroup-other", "podgroup-none", "job-own", "job-other",
-         "job-default", "pod-default-scheduler", "pod-in-a-gang", "pod-own-queue",
+         "job-default", "legacy-own", "legacy-other", "legacy-none", "pod-default-scheduler", "pod-in-a-gang", "pod-own-queue",
          "pod-other-queue", "pod-volcano-no-queue"],
 )  # fmt: skip
 def test_gangs_in_a_team_namespace_go_to_its_queue(
@@ -477,3 +492,14 @@ def test_bad_team_principals_are_refused_by_their_key(
     fields: dict[str, Any], key: str, value: Any, words: str
 ) -> None:
     assert_reported(_team_with(**copy.deepcopy(fields)), key, value, words)
+
+
+def test_every_job_example_of_the_readme_is_admitted_to_its_teams_queue(
+    synthesized: dict[str, StackResult],
+) -> None:
+    examples = _marked_examples("<!-- runs-on: STACK -->")
+    assert examples
+    for stack, document in examples:
+        policy = _named(synthesized[stack], POLICY, QUEUE_POLICY).inputs["spec"]
+        namespace = _namespace(synthesized[stack], str(document["metadata"]["namespace"]))  # type: ignore[index]
+        assert admit(policy, document, namespace) == (True, None), document["kind"]
