@@ -68,6 +68,12 @@ MPI_USER_ID: Final = 1000
 are mounted for this user (upstream deepspeed_distributed.yaml: runAsUser and fsGroup 1000)."""
 MPI_SSH_PATH: Final = "/home/mpiuser/.ssh"
 MPI_SSH_PORT: Final = 2222
+MPI_NO_SINGLE_COPY: Final = {"name": "OMPI_MCA_btl_vader_single_copy_mechanism", "value": "none"}
+"""Open MPI 4's shared-memory transport copies between ranks of a node with
+``process_vm_readv``, which containerd's RuntimeDefault seccomp profile allows only with
+CAP_SYS_PTRACE (contrib/seccomp/seccomp_default.go), and the hardened pods hold no capability:
+it would fail with "Read -1, expected ..., errno = 1". Without
+single copy it goes through shared memory; MPI here only bootstraps, NCCL carries the data."""
 """sshd of Trainer's MPI runtime image listens here (its non-root sshd_config)."""
 MPI_HOSTFILE_VOLUME: Final = "mpi-hostfile"
 """The launcher volume Trainer's MPI plugin adds, with the hostfile (pkg/constants/constants.go)."""
@@ -187,7 +193,8 @@ def wait_for_workers_script() -> str:
 
 def _mpi_replicated_jobs(pod: dict[str, Any], image: str) -> list[dict[str, Any]]:
     """Workers serving SSH and the launcher (itself node 0) that runs mpirun over them."""
-    pod = {**pod, "securityContext": non_root_security_context(MPI_USER_ID)}
+    pod = copy.deepcopy({**pod, "securityContext": non_root_security_context(MPI_USER_ID)})
+    pod["containers"][0]["env"] = [*pod["containers"][0].get("env", []), MPI_NO_SINGLE_COPY]
     worker = copy.deepcopy(pod)
     worker["containers"][0].update(
         command=["/usr/sbin/sshd"],

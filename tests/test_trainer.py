@@ -685,6 +685,19 @@ def test_mpi_workers_run_the_ssh_daemon(mpi_runtime: RuntimeCase) -> None:
     assert any(arg.startswith("-D") for arg in command[1:]), "sshd must stay in the foreground"
 
 
+def test_mpi_ranks_copy_through_shared_memory_not_process_vm_readv(
+    mpi_runtime: RuntimeCase,
+) -> None:
+    """Hardened pods hold no CAP_SYS_PTRACE, without which RuntimeDefault seccomp refuses
+    process_vm_readv (containerd contrib/seccomp/seccomp_default.go): Open MPI 4's single-copy
+    path would fail on every node with more than one rank, so it is off on launcher and
+    workers alike."""
+    for _job, pod in _pods(mpi_runtime.spec):
+        env = {e["name"]: e.get("value") for e in _container(pod)["env"]}
+        assert env["OMPI_MCA_btl_vader_single_copy_mechanism"] == "none"
+        assert "SYS_PTRACE" not in _container(pod)["securityContext"]["capabilities"].get("add", [])
+
+
 def test_mpi_jobset_succeeds_when_the_launcher_does(mpi_runtime: RuntimeCase) -> None:
     """Workers serve SSH until killed: the JobSet must finish with the launcher (upstream
     deepspeed-distributed: successPolicy All over targetReplicatedJobs [launcher])."""
