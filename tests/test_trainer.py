@@ -275,7 +275,10 @@ def _missing_keys(values: Any, defaults: Any, prefix: str = "") -> list[str]:
 
 
 def _manifest(record: ResourceRecord) -> dict[str, Any]:
-    return {key: record.inputs[key] for key in ("apiVersion", "kind", "metadata", "spec")}
+    """A copy of the record's object: tests may edit it; the session's synthesis is shared."""
+    return copy.deepcopy(
+        {key: record.inputs[key] for key in ("apiVersion", "kind", "metadata", "spec")}
+    )
 
 
 def _problems(data: dict[str, Any]) -> list[ConfigProblem]:
