@@ -103,8 +103,13 @@ def hugepages_script(gib: int) -> str:
     )
 
 
-UNLIMITED_RLIMIT: Final = 2**64 - 1
-"""RLIM_INFINITY as an OCI runtime spec writes it (a uint64)."""
+UNLIMITED_RLIMIT: Final = 10**18
+"""As good as unlimited (bytes of locked memory), and not RLIM_INFINITY (2^64 - 1) on purpose:
+nodeadm merges the base spec through ``map[string]interface{}`` JSON (amazon-eks-ami
+nodeadm/internal/util/merge.go), so every number passes through a float64 and is written back
+in Go's shortest form. 2^64 - 1 comes out as 18446744073709552000, which no uint64 holds, and
+containerd then fails to load the spec: the node never gets Ready. 10^18 is a float64 exactly
+and is written back as the same digits."""
 CONTAINER_RLIMITS: Final = (
     {"type": "RLIMIT_MEMLOCK", "soft": UNLIMITED_RLIMIT, "hard": UNLIMITED_RLIMIT},
     {"type": "RLIMIT_NOFILE", "soft": 65536, "hard": 1048576},
@@ -122,8 +127,8 @@ def efa_node_config() -> dict[str, Any]:
 
     ``containerd.baseRuntimeSpec`` is merged over the AMI's base OCI spec (amazon-eks-ami
     doc/usage/al2023.md, "Modifying container RLIMITs"); nodeadm merges it with the NodeConfig
-    Karpenter appends (karpenter-provider-aws v1.14.1 pkg/providers/amifamily/bootstrap/
-    nodeadm.go), which sets no containerd field.
+    Karpenter puts before the custom parts (karpenter-provider-aws v1.14.1
+    pkg/providers/amifamily/bootstrap/nodeadm.go, Script), which sets no containerd field.
     """
     return {
         "apiVersion": "node.eks.aws/v1alpha1",
@@ -141,7 +146,7 @@ def node_user_data(pool: NodePoolConfig) -> str | None:
     """EC2NodeClass user data of a pool: a MIME multi-part document, or None when it needs none.
 
     EFA pools get :func:`efa_node_config`; pools with huge pages get :func:`hugepages_script`.
-    Karpenter appends its own NodeConfig part after these.
+    Karpenter adds its own NodeConfig part to these.
 
     Args:
         pool: the validated pool.
