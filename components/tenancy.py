@@ -185,11 +185,14 @@ def queue_ownership_policy(
       config/crd ``scheduling.volcano.sh_podgroups.yaml`` and ``batch.volcano.sh_jobs.yaml``,
       ``default: default``), and defaulting runs before admission. It is refused, with a
       message that names the team's queue;
-    * a TrainJob's ``scheduling.volcano.sh/queue-name`` annotation, which overrides its
-      runtime's when Trainer's volcano plugin builds the PodGroup (kubeflow/trainer v2.3.0
-      pkg/runtime/framework/plugins/volcano/volcano.go, Build): refused on the TrainJob, where
-      its author sees it, rather than on the PodGroup, where only Trainer's log would. One
-      without the annotation passes: the team's runtimes name the team's queue;
+    * for a TrainJob, the ``scheduling.volcano.sh/queue-name`` annotation of the last of its
+      ``runtimePatches`` that sets one: Trainer merges the patches' template annotations over
+      the runtime's, in order (kubeflow/trainer v2.3.0 pkg/runtime/core/trainingruntime.go,
+      newRuntimeInfo), and its volcano plugin gives the PodGroup that queue
+      (pkg/runtime/framework/plugins/volcano/volcano.go, Build); the TrainJob's own
+      annotations play no part. Refused on the TrainJob, where its author sees it, rather than
+      on the PodGroup, where only Trainer's log would. One without such a patch passes: the
+      team's runtimes name the team's queue;
     * a legacy Training Operator job's ``spec.runPolicy.schedulingPolicy.queue``: the operator
       gives its PodGroup that queue, or ``default`` when unset (kubeflow/training-operator
       v1.9 pkg/controller.v1/common/job.go, ReconcileJobs), so one without it is refused on the
@@ -212,9 +215,15 @@ def queue_ownership_policy(
         f"(has(object.spec.schedulerName) && object.spec.schedulerName == '{scheduler_name}' "
         f"&& !('{POD_GROUP_ANNOTATION}' in {annotations}) ? '' : variables.team)"
     )
-    annotated_queue = (
-        f"'{queue_annotation}' in {annotations} ? {annotations}['{queue_annotation}'] : "
-        "variables.team"
+    patch_annotations = "p.trainingRuntimeSpec.template.metadata.annotations"
+    patch_sets_queue = (
+        "has(p.trainingRuntimeSpec) && has(p.trainingRuntimeSpec.template) && "
+        "has(p.trainingRuntimeSpec.template.metadata) && "
+        f"has({patch_annotations}) && '{queue_annotation}' in {patch_annotations}"
+    )
+    patched_queues = (
+        "has(object.spec.runtimePatches) ? object.spec.runtimePatches"
+        f".filter(p, {patch_sets_queue}).map(p, {patch_annotations}['{queue_annotation}']) : []"
     )
     legacy_queue = (
         "has(object.spec.runPolicy) && has(object.spec.runPolicy.schedulingPolicy) && "
@@ -224,6 +233,17 @@ def queue_ownership_policy(
     gang_rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
     return {
         "failurePolicy": "Fail",
+        # PodGroups have no status subresource: Volcano's scheduler and controllers write
+        # status with a full update (volcano v1.15.1 pkg/scheduler/cache/cache.go), so an update
+        # is checked only when the spec changes, and a PodGroup made before the policy keeps
+        # its status.
+        "matchConditions": [
+            {
+                "name": "created-or-spec-changed",
+                "expression": "request.operation == 'CREATE' || "
+                "!has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
+            }
+        ],
         "matchConstraints": {
             "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]},
             "resourceRules": [
@@ -242,9 +262,14 @@ def queue_ownership_policy(
         "variables": [
             {"name": "team", "expression": team},
             {
+                "name": "patchedQueues",
+                "expression": f"object.kind == 'TrainJob' ? ({patched_queues}) : []",
+            },
+            {
                 "name": "queue",
                 "expression": f"object.kind == 'Pod' ? ({pod_queue}) : "
-                f"object.kind == 'TrainJob' ? ({annotated_queue}) : "
+                "object.kind == 'TrainJob' ? (size(variables.patchedQueues) == 0 ? "
+                "variables.team : variables.patchedQueues[size(variables.patchedQueues) - 1]) : "
                 f"object.apiVersion.startsWith('kubeflow.org/') ? ({legacy_queue}) : "
                 "(has(object.spec.queue) ? object.spec.queue : '')",
             },

@@ -24,14 +24,22 @@ def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
 
 
 def admit(
-    policy: dict[str, Any], obj: dict[str, Any], namespace: dict[str, Any] | None = None
+    policy: dict[str, Any],
+    obj: dict[str, Any],
+    namespace: dict[str, Any] | None = None,
+    *,
+    old: dict[str, Any] | None = None,
 ) -> tuple[bool, str | None]:
     """(admitted, message) of ``obj`` under ``policy``'s spec.
 
     ``namespace`` is the object's Namespace, which the API server gives namespaced requests as
-    ``namespaceObject``.
+    ``namespaceObject``; ``old`` the object an UPDATE replaces (``oldObject``, null on CREATE).
     """
-    activation: dict[str, Any] = {"object": celpy.adapter.json_to_cel(obj)}
+    activation: dict[str, Any] = {
+        "object": celpy.adapter.json_to_cel(obj),
+        "oldObject": celpy.adapter.json_to_cel(old),
+        "request": celpy.adapter.json_to_cel({"operation": "UPDATE" if old else "CREATE"}),
+    }
     if namespace is not None:
         activation["namespaceObject"] = celpy.adapter.json_to_cel(namespace)
     for condition in policy.get("matchConditions", []):

@@ -96,13 +96,29 @@ def _pod(namespace: str, *, scheduler: str | None, annotations: dict[str, str]) 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def _trainjob(namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": "job", "namespace": namespace}
-    if annotations:
-        metadata["annotations"] = annotations
+def _trainjob(namespace: str, *patched_queues: str) -> dict[str, Any]:
+    """A TrainJob of the team's runtime whose runtimePatches name these queues, in order."""
+    spec: dict[str, Any] = {"runtimeRef": {"name": "torch-p5", "kind": "TrainingRuntime"}}
+    if patched_queues:
+        spec["runtimePatches"] = [
+            {
+                "manager": "user",
+                "trainingRuntimeSpec": {
+                    "template": {"metadata": {"annotations": {QUEUE_ANNOTATION: queue}}}
+                },
+            }
+            for queue in patched_queues
+        ] + [
+            {
+                "manager": "kueue",
+                "trainingRuntimeSpec": {"template": {"metadata": {"labels": {"x": "y"}}}},
+            }
+        ]  # a later patch that names no queue changes nothing
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": metadata,
-            "spec": {"runtimeRef": {"name": "torch-p5", "kind": "TrainingRuntime"}}}  # fmt: skip
+            "metadata": {"name": "job", "namespace": namespace,
+                         # Trainer v2.3.0 reads no queue from the TrainJob's own annotations
+                         "annotations": {QUEUE_ANNOTATION: "ignored-by-trainer"}},
+            "spec": spec}  # fmt: skip
 
 
 def _pytorchjob(namespace: str, queue: str | None) -> dict[str, Any]:
@@ -116,12 +132,15 @@ def _pytorchjob(namespace: str, queue: str | None) -> dict[str, Any]:
 
 def _trainers_pod_group(runtime: ResourceRecord, trainjob: dict[str, Any]) -> dict[str, Any]:
     """The PodGroup Trainer's volcano plugin builds for a TrainJob of ``runtime``: queue from
-    the runtime's template annotations, which the TrainJob's own may override (kubeflow/trainer
-    v2.3.0 pkg/runtime/framework/plugins/volcano/volcano.go, Build)."""
-    annotations = {
-        **runtime.inputs["spec"]["template"].get("metadata", {}).get("annotations", {}),
-        **trainjob["metadata"].get("annotations", {}),
-    }
+    the runtime's template annotations with each runtimePatch's merged over them, in order
+    (kubeflow/trainer v2.3.0 pkg/runtime/core/trainingruntime.go, newRuntimeInfo;
+    pkg/runtime/framework/plugins/volcano/volcano.go, Build)."""
+    annotations = dict(
+        runtime.inputs["spec"]["template"].get("metadata", {}).get("annotations", {})
+    )
+    for patch in trainjob["spec"].get("runtimePatches", []):
+        metadata = patch.get("trainingRuntimeSpec", {}).get("template", {}).get("metadata", {})
+        annotations.update(metadata.get("annotations", {}))
     # without the annotation, the CRD's default queue
     spec: dict[str, Any] = {"minMember": 2, "queue": annotations.get(QUEUE_ANNOTATION, "default")}
     return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
@@ -158,21 +177,48 @@ def test_trainers_pod_groups_pass_for_the_teams_own_runtimes(prod: StackResult) 
     for runtime in runtimes:
         team = runtime.inputs["metadata"]["namespace"]
         namespace = _namespace(prod, team)
-        trainjob = _trainjob(team, {})
+        trainjob = _trainjob(team)
         assert admit(policy, trainjob, namespace) == (True, None)
         pod_group = _trainers_pod_group(runtime, trainjob)
         assert pod_group["spec"]["queue"] == team
         assert admit(policy, pod_group, namespace) == (True, None), runtime.name
 
 
-def test_a_trainjob_that_names_another_teams_queue_is_refused(prod: StackResult) -> None:
+@pytest.mark.parametrize(
+    ("patched", "admitted"),
+    [(("ml-research",), False), (("ml-product",), True),
+     (("ml-research", "ml-product"), True), (("ml-product", "ml-research"), False)],
+    ids=["other", "own", "other-then-own", "own-then-other"],
+)  # fmt: skip
+def test_a_trainjob_is_judged_by_the_queue_its_pod_group_will_get(
+    prod: StackResult, patched: tuple[str, ...], admitted: bool
+) -> None:
+    """The last runtimePatch naming a queue wins, as in Trainer; the policy's verdict on the
+    TrainJob is the one its PodGroup would get."""
     policy = _named(prod, POLICY, QUEUE_POLICY).inputs["spec"]
     namespace = _namespace(prod, "ml-product")
-    ok, message = admit(policy, _trainjob("ml-product", {QUEUE_ANNOTATION: "ml-research"}),
-                        namespace)  # fmt: skip
-    assert not ok and message is not None
-    assert "belongs to team ml-product" in message and "not ml-research" in message
-    assert admit(policy, _trainjob("ml-product", {QUEUE_ANNOTATION: "ml-product"}), namespace)[0]
+    runtime = next(r for r in prod.records
+                   if r.type == RUNTIME and r.inputs["metadata"]["namespace"] == "ml-product")  # fmt: skip
+    trainjob = _trainjob("ml-product", *patched)
+    ok, message = admit(policy, trainjob, namespace)
+    assert ok is admitted, message
+    assert admit(policy, _trainers_pod_group(runtime, trainjob), namespace)[0] is admitted
+    if not admitted:
+        assert message is not None
+        assert "belongs to team ml-product" in message and "not ml-research" in message
+
+
+def test_status_updates_of_a_pod_group_are_not_judged(prod: StackResult) -> None:
+    """Volcano writes PodGroup status with full updates: a PodGroup in default made before the
+    policy keeps getting them, and a changed queue is still refused."""
+    policy = _named(prod, POLICY, QUEUE_POLICY).inputs["spec"]
+    namespace = _namespace(prod, "ml-research")
+    old = _pod_group("ml-research", "default")
+    with_status = {**old, "status": {"phase": "Running"}}
+    assert admit(policy, with_status, namespace, old=old) == (True, None)
+    moved = _pod_group("ml-research", "ml-product")
+    assert not admit(policy, moved, namespace, old=old)[0]
+    assert not admit(policy, old, namespace)[0]  # created so today: refused
 
 
 @pytest.mark.parametrize(
@@ -266,6 +312,7 @@ def test_slurm_daemons_are_reached_only_by_the_daemons_that_talk_to_them(
         (team, _slurm("slurmctld"), 6817, False),
         (_slurm("slurmd"), _slurm("slurmctld"), 6818, False),
         (_slurm("slurmctld"), _slurm("slurmd"), 6818, True),
+        (_slurm("slurmctld"), _slurm("slurmd"), 45021, True),  # srun inside a batch job
         (_slurm("login"), _slurm("slurmd"), 6818, True),
         (_slurm("slurmd"), _slurm("slurmd"), 40123, True),  # a job's ranks among themselves
         (_slurm("login"), _slurm("slurmd"), 40123, False),
