@@ -443,9 +443,10 @@ def slurm_network_policies(login_sources: list[str]) -> list[dict[str, Any]]:
 
     * slurmctld (6817) from slurmd (registration, step completion), login (``sbatch``,
       ``srun``, ``squeue``), slurmrestd and slurmdbd;
-    * slurmd (6818) from slurmctld (launches), login (``srun`` steps) and other slurmd (step
-      fan-out); slurmd from slurmd on every port, since a job's ranks (NCCL's TCP bootstrap,
-      MPI's out-of-band) run in slurmd's pods on ports nobody fixes;
+    * slurmd (6818) from login (``srun`` steps); from slurmctld and other slurmd on every
+      port: slurmctld launches on 6818 and calls back to an ``srun`` inside a batch job on the
+      port that srun listens on (job complete, time limit, node failure), and a job's ranks
+      (NCCL's TCP bootstrap, MPI's out-of-band, step fan-out) use ports nobody fixes;
     * login on 22 only from ``login_sources`` (the load balancer keeps the client's address:
       ``externalTrafficPolicy: Local``), and on every port from slurmctld and slurmd, which
       call back to ``srun``/``salloc`` on their own listening ports;
@@ -472,8 +473,8 @@ def slurm_network_policies(login_sources: list[str]) -> list[dict[str, Any]]:
              "ports": tcp(SLURMCTLD_PORT)},
         ]),
         allow("slurmd", _slurm_app("slurmd"), [
-            {"from": _peers("slurmctld", "login"), "ports": tcp(SLURMD_PORT)},
-            {"from": _peers("slurmd"), "ports": every_tcp_port},
+            {"from": _peers("login"), "ports": tcp(SLURMD_PORT)},
+            {"from": _peers("slurmctld", "slurmd"), "ports": every_tcp_port},
         ]),
         allow("login", _slurm_app("login"), [
             {"from": [{"ipBlock": {"cidr": cidr}} for cidr in login_sources],
@@ -555,7 +556,8 @@ class Slurm(pulumi.ComponentResource):
                 protect=protect and stateful,
             )
 
-        # Before anything runs in the namespace, so no pod of it is ever reachable unfiltered.
+        # Before anything runs in the namespace. The agent's default (standard) mode still
+        # lets a new pod accept traffic for the moment before its policies attach.
         for manifest in slurm_network_policies(login_sources(config, vpc_cidr)):
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{manifest['metadata']['name']}",

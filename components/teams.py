@@ -292,10 +292,13 @@ class Teams(pulumi.ComponentResource):
                 spec=_cast(limit_range_spec()),
                 opts=inside,
             )
-            # No token: Trainer's pods and the MPI launcher never call the API server (Trainer
-            # v2.3.0 mounts the hostfile and SSH keys as volumes; the legacy operator's
-            # launcher neither, with runLauncherAsNode), so a job gets no credentials a
-            # compromised step could use. A pod that needs one sets automountServiceAccountToken.
+            # No token: no pod of Trainer's runtimes calls the API server (Trainer v2.3.0
+            # mounts the MPI hostfile and SSH keys as volumes; its one token-using plugin,
+            # TrainJobStatus, is an alpha gate we leave off), so a job gets no credentials a
+            # compromised step could use. A legacy v1 MPIJob's launcher does run kubectl exec,
+            # as the ServiceAccount the operator makes for it (<job>-launcher) unless its
+            # template names another (training-operator release-1.9
+            # pkg/controller.v1/mpi/mpijob_controller.go): it must not name this one.
             k8s.core.v1.ServiceAccount(
                 f"{name}-{team.name}-jobs",
                 metadata=_cast({**metadata, "name": JOB_SERVICE_ACCOUNT}),
