@@ -111,6 +111,17 @@ def test_preview_selects_the_stack_before_previewing() -> None:
     assert 'pulumi preview --stack "${{ matrix.stack }}"' in script
 
 
+def test_preview_fails_first_and_plainly_when_the_runner_cannot_reach_the_cluster() -> None:
+    """dev and staging limit their public endpoints to office and VPN ranges, which hosted
+    runners are not in; the check names the endpoint and the fix before the preview starts."""
+    script = "\n".join(_runs("preview"))
+    check = script.find("pulumi stack output endpoint")
+    assert check != -1
+    assert script.find("pulumi stack select") < check < script.find("pulumi preview")
+    assert "--max-time" in script and "::error::this runner cannot reach" in script
+    assert "docs/ci.md" in script[check : script.find("pulumi preview")]
+
+
 def test_pulumi_cli_matches_the_sdk_pin() -> None:
     pins = re.findall(r"^pulumi==(\S+)$", (REPOSITORY_ROOT / "requirements.txt").read_text(), re.M)
     assert len(pins) == 1, "requirements.txt pins the pulumi SDK exactly once"
