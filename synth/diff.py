@@ -35,6 +35,7 @@ from synth.replacements import (
     REFUSED,
     Replacement,
     kubernetes_type,
+    replaced_through,
     replacing_changes,
     triggers_of,
 )
@@ -332,14 +333,99 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
             file_name, resource_type, changes, record.replace_on_changes if record else []
         )
 
+    resources, manifests = _cascaded(
+        _section(others(old), others(new), record_changes, resource_label, marked_resource),
+        _section(old.manifests, new.manifests, manifest_changes, marked=marked_manifest),
+        old,
+        new,
+    )
     return SynthesisDiff(
-        resources=_section(
-            others(old), others(new), record_changes, resource_label, marked_resource
-        ),
-        manifests=_section(old.manifests, new.manifests, manifest_changes, marked=marked_manifest),
+        resources=resources,
+        manifests=manifests,
         helm=_section(old.helm, new.helm, value_changes),
         collisions=association_collisions(old, new),
     )
+
+
+def _cascaded(
+    resources: SectionDiff, manifests: SectionDiff, old: Synthesis, new: Synthesis
+) -> tuple[SectionDiff, SectionDiff]:
+    """Both sections with every resource a replacement drags along marked replaced too.
+
+    A resource whose replace-on-change input depends (the engine's property dependencies) on a
+    replaced resource is replaced in turn, e.g. a new VPC block replaces the subnets, which
+    replace the file system in them, whose associations and PersistentVolumes follow: followed
+    until nothing more is reached. Kubernetes objects are entered under their manifest files.
+    """
+
+    def is_object(record: ResourceRecord) -> bool:
+        return is_kubernetes_object(record) and bool(
+            (record.inputs.get("metadata") or {}).get("name")
+        )
+
+    def label(record: ResourceRecord) -> str:
+        if is_object(record):
+            return manifest_file_name(manifest_of(record))
+        return resource_label(record.urn)
+
+    # Helm releases are compared as their values, not followed.
+    followed = {
+        urn: record
+        for urn, record in new.resources.items()
+        if is_object(record) or not _has_own_file(record)
+    }
+    by_label = {label(record): urn for urn, record in followed.items()}
+    changed = {
+        by_label[c.name]: c for c in (*resources.changed, *manifests.changed) if c.name in by_label
+    }
+    replaced = {urn for urn, c in changed.items() if c.replaced_by}
+    dragged: dict[str, list[Replacement]] = {}
+    grew = True
+    while grew:
+        grew = False
+        for urn, record in followed.items():
+            if urn in replaced or urn not in old.resources:
+                continue
+            triggers = triggers_of(record.type, record.replace_on_changes)
+            for input_name, dependencies in sorted(record.property_dependencies.items()):
+                cause = next((d for d in dependencies if d in replaced), None)
+                rule = replaced_through(triggers, input_name) if cause else None
+                if cause and rule:
+                    cause_label = label(followed[cause])
+                    dragged[urn] = [
+                        Replacement(
+                            input_name,
+                            f"depends on {cause_label}, which is replaced: {rule.source}",
+                        )
+                    ]
+                    replaced.add(urn)
+                    grew = True
+                    break
+    if not dragged:
+        return resources, manifests
+
+    def merged(section: SectionDiff, own_files: bool) -> SectionDiff:
+        entries = [c for c in section.changed if by_label.get(c.name) not in dragged]
+        for urn, reasons in dragged.items():
+            record = followed[urn]
+            if is_object(record) is not own_files:
+                continue
+            before = changed.get(urn)
+            resource_type = record.type
+            if own_files:
+                manifest = new.manifests.get(label(record))
+                resource_type = kubernetes_type(manifest) if isinstance(manifest, Mapping) else ""
+            entries.append(
+                Changed(
+                    label(record),
+                    before.changes if before else [],
+                    [*(before.replaced_by if before else []), *reasons],
+                    resource_type,
+                )
+            )
+        return SectionDiff(section.added, section.removed, sorted(entries, key=lambda c: c.name))
+
+    return merged(resources, own_files=False), merged(manifests, own_files=True)
 
 
 def _overlapping(path: str, other: str) -> bool:
@@ -517,4 +603,8 @@ def _render_changed(changed: Changed) -> list[str]:
         lines.append(f"        {render_change(change)}")
         if change.key in replacing:
             lines.append(f"          replaces it: {replacing[change.key].source}")
+    keys = {change.key for change in changed.changes}
+    for replacement in changed.replaced_by:
+        if replacement.key not in keys:
+            lines.append(f"        {replacement.key}: {replacement.source}")
     return lines

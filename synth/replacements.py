@@ -107,6 +107,7 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         ("kmsKeyId", "kms_key_id ForceNew"),
         ("snapshotId", "snapshot_id ForceNew"),
     ),
+    "aws:ec2/vpc:Vpc": _tf("ec2/vpc_.go", ("cidrBlock", "cidr_block ForceNew")),
     "aws:ec2/subnet:Subnet": _tf(
         "ec2/vpc_subnet.go",
         ("cidrBlock", "cidr_block ForceNew"),
@@ -260,6 +261,26 @@ def triggers_of(resource_type: str, replace_on_changes: Iterable[str] = ()) -> l
         triggers += KUBERNETES_IDENTITY
     triggers += [Trigger(path, "replaceOnChanges") for path in replace_on_changes]
     return triggers
+
+
+def replaced_through(triggers: Iterable[Trigger], input_name: str) -> Trigger | None:
+    """The rule that replaces a resource when a resource its ``input_name`` depends on is.
+
+    A replaced resource gets a new id, unknown until it exists, so every input that carries
+    it changes; the engine replaces the dependent when a replace-on-change rule covers that
+    input, or an input under it (``launchTemplate`` carries ``launchTemplate.id``). A rule
+    that fires only on a decrease or a removal does not.
+
+    Args:
+        triggers: the dependent's rules (:func:`triggers_of`).
+        input_name: a top-level input that depends on the replaced resource.
+    """
+    for trigger in triggers:
+        if trigger.when != "change":
+            continue
+        if _covers(trigger.path, input_name) or _covers(input_name, trigger.path):
+            return trigger
+    return None
 
 
 def replacing_changes(

@@ -19,7 +19,9 @@ import yaml
 
 from synth.__main__ import main as synth_main
 from synth.diff import (
+    Changed,
     Synthesis,
+    SynthesisDiff,
     association_collisions,
     diff_syntheses,
     load_synthesis,
@@ -101,13 +103,15 @@ def test_a_stateful_replacement_is_forecast_and_refused(
     dev: Synthesis, resource_type: str, edit: Edit, key: str
 ) -> None:
     diff = diff_syntheses(dev, _edited(dev, resource_type, edit))
-    (changed,) = diff.resources.changed
-    assert changed.resource_type == resource_type
+    changed = _edited_entry(diff, resource_type)
     assert [r.key for r in changed.replaced_by] == [key]
-    assert refusals(diff) == [changed]
+    assert changed in refusals(diff)
+    if resource_type == FILE_SYSTEM:  # its associations go with it
+        dragged = [c for c in refusals(diff) if c.resource_type == ASSOCIATION]
+        assert dragged and all(r.key == "fileSystemId" for c in dragged for r in c.replaced_by)
     text = render("dev", Path("base"), diff)
     assert f"~ {changed.name} (replaced)" in text
-    assert "replacements refused: 1" in text
+    assert f"replacements refused: {len(refusals(diff))}" in text
     assert "allowed (--allow-replace)" in render("dev", Path("b"), diff, allow_replace=True)
 
 
@@ -133,10 +137,19 @@ def test_an_in_place_change_is_not_a_replacement(
     assert refusals(diff) == [] and "(replaced)" not in render("dev", Path("b"), diff)
 
 
+def _edited_entry(diff: SynthesisDiff, resource_type: str) -> Changed:
+    """The changed entry of the one resource of ``resource_type`` a test edited."""
+    (changed,) = [
+        c for c in diff.resources.changed if c.resource_type == resource_type and c.changes
+    ]
+    return changed
+
+
 def test_a_capacity_decrease_replaces_and_an_increase_does_not(dev: Synthesis) -> None:
     smaller = diff_syntheses(dev, _edited(dev, FILE_SYSTEM, _scaled("storageCapacity", 0.5)))
     larger = diff_syntheses(dev, _edited(dev, FILE_SYSTEM, _scaled("storageCapacity", 2)))
-    assert [r.key for r in smaller.resources.changed[0].replaced_by] == ["storageCapacity"]
+    assert [r.key for r in _edited_entry(smaller, FILE_SYSTEM).replaced_by] == ["storageCapacity"]
+    assert [c.resource_type for c in larger.resources.changed] == [FILE_SYSTEM]
     assert larger.resources.changed[0].replaced_by == []
 
 
@@ -164,9 +177,36 @@ def test_fewer_metadata_iops_replace_and_more_do_not(dev: Synthesis) -> None:
     base = _edited(dev, FILE_SYSTEM, provisioned(6000))
     fewer = diff_syntheses(base, _edited(base, FILE_SYSTEM, provisioned(3000)))
     more = diff_syntheses(base, _edited(base, FILE_SYSTEM, provisioned(12000)))
-    assert [r.key for r in fewer.resources.changed[0].replaced_by] == ["metadataConfiguration.iops"]
-    assert [c.refused_as for c in refusals(fewer)] == ["file system"]
+    assert [r.key for r in _edited_entry(fewer, FILE_SYSTEM).replaced_by] == [
+        "metadataConfiguration.iops"
+    ]
+    assert "file system" in [c.refused_as for c in refusals(fewer)]
+    assert [c.resource_type for c in more.resources.changed] == [FILE_SYSTEM]
     assert more.resources.changed[0].replaced_by == []
+
+
+def test_a_replacement_drags_along_what_depends_on_it_and_refuses_the_file_system(
+    dev: Synthesis,
+) -> None:
+    """A new VPC block replaces the VPC; its subnets and groups carry its id in ForceNew
+    inputs, and the file system theirs: the diff follows the property dependencies."""
+    diff = diff_syntheses(dev, _edited(dev, "aws:ec2/vpc:Vpc", _set("cidrBlock", "10.99.0.0/16")))
+    replaced = {c.resource_type for c in diff.resources.changed if c.replaced_by}
+    assert {"aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", FILE_SYSTEM} <= replaced
+    (file_system,) = [c for c in diff.resources.changed if c.resource_type == FILE_SYSTEM]
+    assert file_system.changes == []  # its own inputs read the same offline
+    assert "which is replaced" in file_system.replaced_by[0].source
+    assert "file system" in [c.refused_as for c in refusals(diff)]
+    text = render("dev", Path("b"), diff)
+    assert f"~ {file_system.name} (replaced)" in text
+    # the EKS component's subnets update in place: it is not dragged along
+    assert EKS not in replaced
+
+
+def test_a_dependency_updated_in_place_drags_nothing(dev: Synthesis) -> None:
+    diff = diff_syntheses(dev, _edited(dev, "aws:ec2/vpc:Vpc", _tagged))
+    assert [c.resource_type for c in diff.resources.changed] == ["aws:ec2/vpc:Vpc"]
+    assert refusals(diff) == []
 
 
 def test_replace_on_changes_of_the_resource_itself_replaces(dev: Synthesis) -> None:
