@@ -24,6 +24,7 @@ from components.catalog import cpu_architecture
 from components.config import ClusterConfig
 from components.iam import (
     EKS_NODE_POLICIES,
+    account_key_policy,
     customer_key,
     pod_identity_trust_policy,
     role_with_policies,
@@ -241,6 +242,7 @@ class Cluster(pulumi.ComponentResource):
         volume_tags: Mapping[str, str],
         protect: bool,
         logs_key_arn: pulumi.Input[str],
+        account_id: str,
         deploy_path: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -258,6 +260,7 @@ class Cluster(pulumi.ComponentResource):
                 StorageClass (the stack's default tags: the driver, not Pulumi, tags them).
             protect: protect the cluster and its secrets key from deletion (production).
             logs_key_arn: customer KMS key of the control-plane log group.
+            account_id: the stack's account, which administers the secrets key.
             deploy_path: resources deployments reach the API through (the network's transit
                 gateway attachment and routes); with the API's 443 rules, the Kubernetes
                 provider depends on them, so they exist before any in-cluster resource and go
@@ -276,6 +279,8 @@ class Cluster(pulumi.ComponentResource):
             description=f"Encrypts Kubernetes secrets of EKS cluster {name}",
             protect=protect,
             parent=self,
+            # EKS uses it through a grant the cluster's creator makes: IAM decides.
+            policy=account_key_policy(account_id),
         )
         self.secrets_key_arn = secrets_key.arn
 

@@ -104,6 +104,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             volume_tags=stack_tags(config),
             protect=config.protect_stateful_resources,
             logs_key_arn=self.logs_key.arn,
+            account_id=config.account_id,
             deploy_path=self.network.deploy_path,
             opts=with_aws,
         )

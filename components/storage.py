@@ -27,6 +27,7 @@ from components.config import (
 )
 from components.config.storage import LUSTRE_FIRST_STEPS_GIB, normalized_file_system_path
 from components.iam import (
+    account_administers_key,
     customer_key,
     deny_insecure_transport,
     pod_identity_trust_policy,
@@ -57,17 +58,10 @@ def data_key_policy(account_id: str, region: str) -> dict[str, Any]:
     FSx reaches SSE-KMS buckets through a service-linked role created per file system, so use is
     granted through the services (``kms:ViaService``) rather than to named roles.
     """
-    root = f"arn:aws:iam::{account_id}:root"
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {
-                "Sid": "AccountAdministersKey",
-                "Effect": "Allow",
-                "Principal": {"AWS": root},
-                "Action": "kms:*",
-                "Resource": "*",
-            },
+            account_administers_key(account_id),
             {
                 "Sid": "UseThroughS3AndFSx",
                 "Effect": "Allow",
