@@ -198,6 +198,18 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
         self.vpc_id = vpc.id
+        # EC2 gives every VPC a default security group that admits all traffic among its
+        # members and out; nothing here uses it, and adopting it with no rules leaves a member
+        # nothing (terraform-provider-aws: the resource "removes all ingress and egress rules"
+        # when it adopts the group, and restores nothing on destroy).
+        aws.ec2.DefaultSecurityGroup(
+            f"{name}-default-group",
+            vpc_id=vpc.id,
+            ingress=[],
+            egress=[],
+            tags={"Name": f"{cluster_name}-default-unused"},
+            opts=child,
+        )
         gateway = aws.ec2.InternetGateway(
             f"{name}-igw", vpc_id=vpc.id, tags={"Name": cluster_name}, opts=child
         )

@@ -140,6 +140,8 @@ def test_existing_vpc_is_tagged_not_created(run_platform: Callable[..., ProgramR
     del data["network"]["subnetCidrs"]  # the stack creates no subnets to pin
     run = run_platform(data)
     assert run.of_type("aws:ec2/vpc:Vpc") == []
+    # its default group is its owner's: adopting it would strip rules someone relies on
+    assert run.of_type("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup") == []
     assert run.of_type(SUBNET) == []
     assert run.of_type("aws:ec2/natGateway:NatGateway") == []
     tags = [r.inputs for r in run.of_type("aws:ec2/tag:Tag")]
@@ -382,3 +384,14 @@ def test_existing_subnets_keep_the_addresses_they_were_deployed_with(
         for index, zone in enumerate(zones):
             assert subnets[f"network-private-{zone}"] == str(private[index]), (stack, zone)
             assert subnets[f"network-public-{zone}"] == str(public[index]), (stack, zone)
+
+
+def test_the_vpcs_default_group_is_adopted_with_no_rules(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    """EC2's default group admits all traffic among its members; the stack leaves it empty."""
+    run = run_platform(stack_data("dev"), "dev")
+    (group,) = run.of_type("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup")
+    assert group.inputs["ingress"] == [] and group.inputs["egress"] == []
+    vpc = run.one("aws:ec2/vpc:Vpc")
+    assert group.property_dependencies["vpcId"] == [vpc.urn]
