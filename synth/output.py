@@ -12,6 +12,7 @@ from typing import Any, Final
 import yaml
 
 from synth.engine import ResourceRecord
+from synth.pods import pods_of
 
 HELM_RELEASE_TYPE: Final = "kubernetes:helm.sh/v3:Release"
 _NOT_OBJECTS: Final = (HELM_RELEASE_TYPE,)
@@ -26,6 +27,8 @@ class WrittenStack:
     resources: int
     manifests: int
     helm_releases: int
+    pods: int = 0
+    """Pods written to ``pods/``: what the custom resources' controllers would run."""
 
 
 def is_kubernetes_object(record: ResourceRecord) -> bool:
@@ -69,9 +72,10 @@ def helm_release_of(record: ResourceRecord) -> dict[str, Any]:
 
 
 def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
-    """Write ``resources.json``, ``manifests/`` and ``helm/`` for one stack into ``directory``.
+    """Write one stack's ``resources.json``, ``manifests/``, ``helm/`` and ``pods/`` files.
 
-    The directory is emptied first, so files of objects a change removed do not linger.
+    ``pods/`` holds the pods its custom resources stand for (:mod:`synth.pods`). The directory
+    is emptied first, so files of objects a change removed do not linger.
     """
     if directory.exists():
         shutil.rmtree(directory)
@@ -82,7 +86,7 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
     (directory / "resources.json").write_text(
         json.dumps([record.to_json() for record in records], indent=2) + "\n"
     )
-    manifests = 0
+    manifests: dict[str, Any] = {}
     releases = 0
     for record in records:
         if is_kubernetes_object(record):
@@ -91,14 +95,19 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
             if path.exists():
                 raise ValueError(f"two objects would be written to {path.name}")
             path.write_text(yaml.safe_dump(manifest, sort_keys=False))
-            manifests += 1
+            manifests[path.name] = manifest
         elif record.type == HELM_RELEASE_TYPE:
             release = helm_release_of(record)
             (helm_dir / f"{release['release']}.yaml").write_text(
                 yaml.safe_dump(release, sort_keys=False)
             )
             releases += 1
-    return WrittenStack(directory, len(records), manifests, releases)
+    pods = pods_of(manifests)
+    pods_dir = directory / "pods"
+    pods_dir.mkdir()
+    for name, pod in pods.items():
+        (pods_dir / name).write_text(yaml.safe_dump(pod, sort_keys=False))
+    return WrittenStack(directory, len(records), len(manifests), releases, len(pods))
 
 
 def resource_label(urn: str) -> str:

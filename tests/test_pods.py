@@ -1,0 +1,87 @@
+"""``pods/``: the pods custom resources stand for, written as Pods for scanners and reviewers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from synth.pods import node_set_pod, pods_of
+from synth.run import StackResult
+from tests.conftest import STACKS, stack_data
+from tests.schemas import validation_errors
+
+
+def _written(result: StackResult, folder: str) -> dict[str, dict[str, Any]]:
+    directory = result.written.directory / folder
+    return {path.name: yaml.safe_load(path.read_text()) for path in directory.glob("*.yaml")}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_replicated_job_and_node_set_is_written_as_a_pod(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    manifests = _written(result, "manifests")
+    pods = _written(result, "pods")
+    assert len(pods) == result.written.pods > 0
+    runtimes = [m for m in manifests.values() if m["kind"].endswith("TrainingRuntime")]
+    expected = {
+        f"Pod.{r['metadata']['namespace']}.{r['metadata']['name']}-{job['name']}.yaml": job
+        for r in runtimes
+        for job in r["spec"]["template"]["spec"]["replicatedJobs"]
+    }
+    node_sets = [m for m in manifests.values() if m["kind"] == "NodeSet"]
+    assert runtimes and node_sets
+    assert set(pods) == set(expected) | {
+        f"Pod.slurm.{n['metadata']['name']}-0.yaml" for n in node_sets
+    }
+    for name, job in expected.items():
+        template = job["template"]["spec"]["template"]
+        assert pods[name]["spec"] == template["spec"], name  # as the runtime says, nothing lost
+        assert pods[name]["metadata"]["annotations"]["trainingplatform.io/pod-of"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_written_pods_pass_the_kubernetes_schema(
+    synthesized: dict[str, StackResult], stack: str, reference_dir: Path
+) -> None:
+    version = str(stack_data(stack)["cluster"]["kubernetesVersion"])
+    for name, pod in _written(synthesized[stack], "pods").items():
+        assert validation_errors(pod, version, reference_dir / "crds") == [], name
+
+
+def test_a_node_sets_pod_is_the_operators_privileged_worker(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """What Slinky v1.2.1 adds (worker_app.go): slurmd privileged with four capabilities, no
+    service account token, its config and log volumes; the NodeSet's image, resources, mounts
+    and placement kept."""
+    node_set = next(m for m in _written(synthesized["prod"], "manifests").values()
+                    if m["kind"] == "NodeSet")  # fmt: skip
+    pod = node_set_pod(node_set)
+    spec = pod["spec"]
+    (slurmd,) = spec["containers"]
+    assert slurmd["securityContext"]["privileged"] is True
+    assert set(slurmd["securityContext"]["capabilities"]["add"]) == {
+        "BPF", "NET_ADMIN", "SYS_ADMIN", "SYS_NICE"
+    }  # fmt: skip
+    assert slurmd["image"] == node_set["spec"]["slurmd"]["image"]
+    assert slurmd["resources"] == node_set["spec"]["slurmd"]["resources"]
+    mounts = {m["mountPath"] for m in slurmd["volumeMounts"]}
+    assert {"/etc/slurm", "/var/log/slurm"} <= mounts
+    assert {m["mountPath"] for m in node_set["spec"]["slurmd"]["volumeMounts"]} <= mounts
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["nodeSelector"] == node_set["spec"]["template"]["spec"]["nodeSelector"]
+    volumes = {v["name"] for v in spec["volumes"]}
+    assert {m["name"] for m in slurmd["volumeMounts"]} <= volumes  # every mount has its volume
+
+
+def test_two_pods_of_one_name_are_refused() -> None:
+    runtime = {"kind": "TrainingRuntime", "metadata": {"name": "r", "namespace": "a"},
+               "spec": {"template": {"spec": {"replicatedJobs": [
+                   {"name": "node", "template": {"spec": {"template": {"spec": {}}}}}]}}}}  # fmt: skip
+    with pytest.raises(ValueError, match="two pods"):
+        pods_of({"one.yaml": runtime, "two.yaml": runtime})
