@@ -147,6 +147,9 @@ def pod_spec(
         "schedulerName": SCHEDULER_NAME,
         "priorityClassName": STANDARD_PRIORITY_CLASS,
         "serviceAccountName": JOB_SERVICE_ACCOUNT,
+        # The account mounts none either; said on the pod too, where a reader (or a scanner)
+        # looking at the pod alone sees it. A TrainJob's runtimePatches may turn it on.
+        "automountServiceAccountToken": False,
         **pool_workload_placement(pool),
         "containers": [container],
         "volumes": volumes,

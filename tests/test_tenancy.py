@@ -442,7 +442,7 @@ def test_job_service_accounts_mount_no_token_and_runtimes_use_them(
         for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
             pod = job["template"]["spec"]["template"]["spec"]
             assert pod["serviceAccountName"] == "training-jobs"
-            assert "automountServiceAccountToken" not in pod  # the account's false holds
+            assert pod["automountServiceAccountToken"] is False  # the pod says so too
 
 
 @pytest.mark.parametrize("stack", STACKS)
