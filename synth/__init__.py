@@ -2,5 +2,5 @@
 
 from typing import Final
 
-COMMANDS: Final = ("reference", "check", "jobs", "diff")
+COMMANDS: Final = ("reference", "check", "jobs", "diff", "scan")
 """``python -m synth``'s sub-commands; no stack may be named like one (synth/environment.py)."""

@@ -27,6 +27,7 @@ from pathlib import Path
 from components.config_reference import render_reference, update_readme
 from policies.offline import PolicyConfigError, load_policy_config, mandatory
 from synth import COMMANDS
+from synth import scan as scanning
 from synth.diff import (
     NoSynthesis,
     diff_syntheses,
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         return jobs(rest)
     if command == "diff":
         return diff(rest)
+    if command == "scan":
+        return scan(rest)
     return synthesize_all(rest)
 
 
@@ -268,6 +271,47 @@ def jobs(argv: list[str]) -> int:
     else:
         print(jobs_report.table(options.stack, result.jobs))
     return 0 if all_runnable(result.jobs) else 1
+
+
+def scan(argv: list[str]) -> int:
+    """``scan <stack>... | --all``: synthesize, then run checkov on what the stacks run.
+
+    Args:
+        argv: the arguments after ``scan``.
+
+    """
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False,
+        prog="scripts/synth scan",
+        description="Synthesize each stack and run checkov's Kubernetes rules on its manifests "
+        "and pods; every finding must be waived in policies/scan-waivers.yaml. Exit 0 when "
+        "none is left and no waiver is idle, 1 otherwise, 2 for a bad stack or no checkov.",
+    )
+    parser.add_argument("stacks", nargs="*", help="stack names (default: dev)")
+    parser.add_argument("--all", action="store_true", help="every stack in stacks/")
+    _add_output_options(parser)
+    options = parser.parse_args(argv)
+    stacks = stack_names(options.project_dir) if options.all else (options.stacks or ["dev"])
+    try:
+        waivers = scanning.load_waivers()
+        found: dict[str, list[scanning.Finding]] = {}
+        for stack in stacks:
+            try:
+                result = synthesize_stack(stack, options.out, options.project_dir)
+            except InvalidStack as exc:
+                _print_invalid(stack, exc)
+                return 2
+            found[stack] = scanning.kubernetes_findings(result.written.directory)
+            print(scanning.render(stack, found[stack], waivers))
+    except scanning.ScanError as exc:
+        print(f"scan: {exc}", file=sys.stderr)
+        return 2
+    status = 0 if not any(scanning.unwaived(f, waivers, s) for s, f in found.items()) else 1
+    if options.all:
+        for waiver in scanning.idle(waivers, found):
+            print(f"idle waiver: {waiver.check} {list(waiver.resources)} waives nothing; drop it")
+            status = 1
+    return status
 
 
 def check(argv: list[str]) -> int:

@@ -11,9 +11,9 @@ so that what a scanner (or a reviewer) reads is what would run:
 * Slinky NodeSets: the operator's worker pod (SlinkyProject/slurm-operator v1.2.1
   internal/builder/workerbuilder/worker_app.go, BuildWorkerPodTemplate and slurmdContainer):
   its base (no service account token, no service links, the slurmd container privileged with
-  BPF, NET_ADMIN, SYS_ADMIN and SYS_NICE, the logfile sidecar) merged with the NodeSet's own
-  template and ``slurmd`` fields. The operator's own volumes (its slurm.conf and auth key) are
-  shown by name only; their sources are the operator's.
+  BPF, NET_ADMIN, SYS_ADMIN and SYS_NICE and probed on /livez and /readyz, the logfile
+  sidecar) merged with the NodeSet's own template and ``slurmd`` fields. The operator's own
+  volumes (its slurm.conf and auth key) are shown by name only; their sources are its own.
 
 Deployments, DaemonSets and StatefulSets the stack writes as manifests are scanned as they are.
 """
@@ -86,9 +86,16 @@ def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
     template = spec.get("template") or {}
     own = copy.deepcopy(dict(template.get("spec") or {}))
     slurmd_fields = copy.deepcopy(dict(spec.get("slurmd") or {}))
+
+    def probe(path: str, **timing: int) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": "slurmd"}, **timing}
+
     slurmd = {
         "name": "slurmd",
         "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
+        "startupProbe": probe("/livez", failureThreshold=6, periodSeconds=10),
+        "livenessProbe": probe("/livez", failureThreshold=6, periodSeconds=10),
+        "readinessProbe": probe("/readyz"),
         "securityContext": {
             "privileged": True,
             "capabilities": {"add": list(SLURMD_CAPABILITIES)},

@@ -171,3 +171,13 @@ def test_a_missing_included_file_is_an_error(project: Path) -> None:
     assert result.returncode == 2
     assert "no requirements file requirements.txt" in result.stderr
     assert _pip_calls(calls) == []
+
+
+def test_venv_picks_a_second_virtualenv_with_its_own_stamp(project: Path) -> None:
+    """The scanners' (.venv-scan) is set up beside the program's, which it leaves alone."""
+    (project / "requirements-scan.txt").write_text("checkov==3.3.30\n")
+    result, calls = run_setup(project, "requirements-scan.txt", VENV=".venv-scan")
+    assert result.returncode == 0, result.stderr
+    assert calls[0] == "base -m venv .venv-scan"
+    assert (project / ".venv-scan" / ".requirements-scan.sha256").exists()
+    assert not (project / ".venv").exists()

@@ -1,0 +1,170 @@
+"""A second opinion: checkov's Kubernetes rules on what a stack's synthesis runs, with waivers.
+
+checkov (pinned in requirements-scan.txt, in its own virtualenv ``.venv-scan``) reads the
+stack's ``manifests/`` and ``pods/`` together, so that its graph checks connect a pod with the
+NetworkPolicies and ServiceAccounts beside it. Every finding must be waived in
+``policies/scan-waivers.yaml`` by check, resource and stack, with the reason; a waiver that
+waives nothing is an error too, so the file says what is true today.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from synth.stackfile import REPOSITORY_ROOT
+
+CHECKOV: Final = REPOSITORY_ROOT / ".venv-scan" / "bin" / "checkov"
+WAIVERS: Final = REPOSITORY_ROOT / "policies" / "scan-waivers.yaml"
+SETUP_HINT: Final = "VENV=.venv-scan scripts/setup requirements-scan.txt"
+CHECK_ID: Final = re.compile(r"CKV2?_(K8S|AWS)_\d+")
+SCANNED_FOLDERS: Final = ("manifests", "pods")
+
+
+class ScanError(Exception):
+    """The scan could not run, or its waiver file is malformed (the message says which)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One failed check on one resource."""
+
+    check: str
+    name: str
+    resource: str
+    """checkov's id of the resource: ``Kind.namespace.name``."""
+    file: str
+
+
+@dataclass(frozen=True)
+class Waiver:
+    """Findings a reviewer accepted, and why."""
+
+    check: str
+    resources: tuple[str, ...]
+    """Shell patterns over resource ids (``Pod.slurm.*``)."""
+    reason: str
+    stacks: tuple[str, ...] = field(default=())
+    """Stacks it applies to; empty: every stack."""
+
+    def waives(self, finding: Finding, stack: str) -> bool:
+        """Whether this waiver covers ``finding`` in ``stack``."""
+        return (
+            finding.check == self.check
+            and (not self.stacks or stack in self.stacks)
+            and any(fnmatch.fnmatchcase(finding.resource, p) for p in self.resources)
+        )
+
+
+def load_waivers(path: Path = WAIVERS) -> list[Waiver]:
+    """Read and check the waiver file: each entry a known check id, patterns and a reason.
+
+    Raises:
+        ScanError: naming the entry and what is wrong with it.
+    """
+    entries = yaml.safe_load(path.read_text()) or []
+    if not isinstance(entries, list):
+        raise ScanError(f"{path.name}: a list of waivers")
+    waivers = []
+    for index, entry in enumerate(entries):
+        where = f"{path.name}[{index}]"
+        if not isinstance(entry, dict) or set(entry) - {"check", "resources", "stacks", "reason"}:
+            raise ScanError(f"{where}: keys check, resources, stacks (optional), reason")
+        check, reason = str(entry.get("check", "")), str(entry.get("reason", "")).strip()
+        resources, stacks = entry.get("resources") or [], entry.get("stacks") or []
+        if not CHECK_ID.fullmatch(check):
+            raise ScanError(f"{where}.check: got {check!r}; allowed: a checkov id, CKV_K8S_8")
+        if not resources or not all(isinstance(r, str) for r in resources):
+            raise ScanError(f"{where}.resources: a list of resource id patterns")
+        if len(reason) < 20:
+            raise ScanError(f"{where}.reason: why the finding is accepted, in a sentence")
+        waivers.append(Waiver(check, tuple(resources), reason, tuple(map(str, stacks))))
+    return waivers
+
+
+def _results(output: str) -> list[dict[str, Any]]:
+    """Checkov's JSON output: one document, or a list of them (one per framework)."""
+    document = json.loads(output)
+    return document if isinstance(document, list) else [document]
+
+
+def kubernetes_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
+    """Run checkov's Kubernetes framework on one stack's synthesis.
+
+    Args:
+        stack_dir: ``DIR/<stack>`` as ``synth`` writes it.
+        checkov: the checkov executable.
+
+    Raises:
+        ScanError: checkov is not installed, or did not answer in JSON.
+    """
+    if not checkov.exists():
+        raise ScanError(f"checkov is not installed at {checkov}: run {SETUP_HINT}")
+    with tempfile.TemporaryDirectory(prefix="scan-") as scratch:
+        for folder in SCANNED_FOLDERS:
+            for path in sorted((stack_dir / folder).glob("*.yaml")):
+                shutil.copy(path, Path(scratch) / path.name)
+        done = subprocess.run(
+            [str(checkov), "--directory", scratch, "--framework", "kubernetes", "--output",
+             "json", "--quiet", "--skip-download", "--no-fail-on-crash"],
+            capture_output=True, text=True, check=False, timeout=600,
+        )  # fmt: skip
+    try:
+        results = _results(done.stdout)
+    except json.JSONDecodeError:
+        message = f"checkov gave no JSON (exit {done.returncode}): {done.stderr[-500:]}"
+        raise ScanError(message) from None
+    return sorted(
+        (
+            Finding(f["check_id"], f["check_name"], f["resource"], Path(f["file_path"]).name)
+            for result in results
+            for f in (result.get("results") or {}).get("failed_checks", [])
+        ),
+        key=lambda f: (f.check, f.resource),
+    )
+
+
+def unwaived(findings: Iterable[Finding], waivers: Sequence[Waiver], stack: str) -> list[Finding]:
+    """The findings of ``stack`` that no waiver covers."""
+    return [f for f in findings if not any(w.waives(f, stack) for w in waivers)]
+
+
+def idle(waivers: Sequence[Waiver], findings: dict[str, list[Finding]]) -> list[Waiver]:
+    """Waivers that cover no finding of the scanned stacks (stale, or misspelt).
+
+    Args:
+        waivers: the waiver file.
+        findings: stack -> its findings, for every stack scanned.
+    """
+    return [
+        w
+        for w in waivers
+        if not any(w.waives(f, stack) for stack, found in findings.items() for f in found)
+    ]
+
+
+def render(stack: str, findings: list[Finding], waivers: Sequence[Waiver]) -> str:
+    """One line per unwaived finding, and the totals."""
+    open_findings = unwaived(findings, waivers, stack)
+    lines = [
+        f"{stack}: checkov kubernetes: {len(findings)} finding(s), "
+        f"{len(findings) - len(open_findings)} waived, {len(open_findings)} not waived"
+    ]
+    lines += [
+        f"  {f.check} {f.resource} ({f.file}): {f.name}"
+        for f in open_findings
+    ]  # fmt: skip
+    if open_findings:
+        lines.append(f"  (fix them, or waive each in {WAIVERS.relative_to(REPOSITORY_ROOT)} "
+                     "with its check, resources, stacks and reason)")  # fmt: skip
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""The second opinion: checkov's Kubernetes rules on every stack, and the waiver file's gate.
+
+These run the pinned checkov (requirements-scan.txt, in .venv-scan; scripts/test sets it up).
+Without it they fail with the command that installs it: a scan that did not run is not a pass.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from synth.run import StackResult
+from synth.scan import (
+    Finding,
+    ScanError,
+    Waiver,
+    idle,
+    kubernetes_findings,
+    load_waivers,
+    render,
+    unwaived,
+)
+from tests.conftest import STACKS
+
+
+@pytest.fixture(scope="module")
+def findings(synthesized: dict[str, StackResult]) -> dict[str, list[Finding]]:
+    return {stack: kubernetes_findings(synthesized[stack].written.directory) for stack in STACKS}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_finding_of_every_stack_is_waived_with_a_reason(
+    findings: dict[str, list[Finding]], stack: str
+) -> None:
+    assert findings[stack], "checkov found nothing at all: did it read the pods?"
+    left = unwaived(findings[stack], load_waivers(), stack)
+    assert left == [], render(stack, findings[stack], load_waivers())
+
+
+def test_no_waiver_waives_nothing(findings: dict[str, list[Finding]]) -> None:
+    assert idle(load_waivers(), findings) == []
+
+
+def test_the_scan_reads_the_pods_inside_custom_resources(
+    findings: dict[str, list[Finding]],
+) -> None:
+    """What the manifests alone never show: the runtimes' and node sets' pods."""
+    resources = {f.resource for f in findings["prod"]}
+    assert any(r.startswith("Pod.slurm.") for r in resources)
+    assert any(r.startswith("Pod.ml-research.") for r in resources)
+
+
+def _seeded(synthesized: dict[str, StackResult], tmp_path: Path) -> tuple[Path, str]:
+    """dev's synthesis with one training pod made privileged on the host's network."""
+    copy = tmp_path / "dev"
+    shutil.copytree(synthesized["dev"].written.directory, copy)
+    path = next((copy / "pods").glob("Pod.ml-dev.torch-*-node.yaml"))
+    pod = yaml.safe_load(path.read_text())
+    pod["spec"]["hostNetwork"] = True
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    path.write_text(yaml.safe_dump(pod))
+    return copy, f"Pod.ml-dev.{pod['metadata']['name']}"
+
+
+def test_a_seeded_violation_fails_the_gate(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    directory, resource = _seeded(synthesized, tmp_path)
+    left = unwaived(kubernetes_findings(directory), load_waivers(), "dev")
+    checks = {f.check for f in left if f.resource == resource}
+    assert {"CKV_K8S_16", "CKV_K8S_19"} <= checks  # privileged, host network
+    text = render("dev", kubernetes_findings(directory), load_waivers())
+    assert f"CKV_K8S_16 {resource}" in text and "not waived" in text
+
+
+def test_waivers_are_scoped_by_check_resource_and_stack() -> None:
+    waiver = Waiver("CKV_K8S_16", ("Pod.slurm.*",), "slurmd runs privileged by design", ("prod",))
+    slurm = Finding("CKV_K8S_16", "privileged", "Pod.slurm.p5-0", "f")
+    assert waiver.waives(slurm, "prod")
+    assert not waiver.waives(slurm, "dev")
+    assert not waiver.waives(Finding("CKV_K8S_16", "p", "Pod.ml.x-node", "f"), "prod")
+    assert not waiver.waives(Finding("CKV_K8S_17", "p", "Pod.slurm.p5-0", "f"), "prod")
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ({"check": "K8S_16", "resources": ["Pod.*"], "reason": "a reason long enough here"},
+         "a checkov id"),
+        ({"check": "CKV_K8S_16", "resources": [], "reason": "a reason long enough here"},
+         "resource id patterns"),
+        ({"check": "CKV_K8S_16", "resources": ["Pod.*"], "reason": "because"}, "in a sentence"),
+        ({"check": "CKV_K8S_16", "resources": ["Pod.*"], "reason": "a reason long enough",
+          "until": "2027"}, "keys check, resources"),
+    ],
+    ids=["check-id", "no-resources", "no-reason", "unknown-key"],
+)  # fmt: skip
+def test_a_malformed_waiver_is_refused_by_its_entry(
+    tmp_path: Path, entry: dict[str, object], words: str
+) -> None:
+    path = tmp_path / "waivers.yaml"
+    path.write_text(yaml.safe_dump([entry]))
+    with pytest.raises(ScanError, match=r"waivers\.yaml\[0\]") as caught:
+        load_waivers(path)
+    assert words in str(caught.value)
+
+
+def test_without_checkov_the_scan_says_how_to_install_it(tmp_path: Path) -> None:
+    with pytest.raises(ScanError, match=r"scripts/setup requirements-scan\.txt"):
+        kubernetes_findings(tmp_path, checkov=tmp_path / "missing")
