@@ -56,12 +56,15 @@ class Waiver:
     reason: str
     stacks: tuple[str, ...] = field(default=())
     """Stacks it applies to; empty: every stack."""
+    except_stacks: tuple[str, ...] = field(default=())
+    """Stacks it never applies to (``prod``, where a new environment should copy dev's)."""
 
     def waives(self, finding: Finding, stack: str) -> bool:
         """Whether this waiver covers ``finding`` in ``stack``."""
         return (
             finding.check == self.check
             and (not self.stacks or stack in self.stacks)
+            and stack not in self.except_stacks
             and any(fnmatch.fnmatchcase(finding.resource, p) for p in self.resources)
         )
 
@@ -78,17 +81,24 @@ def load_waivers(path: Path = WAIVERS) -> list[Waiver]:
     waivers = []
     for index, entry in enumerate(entries):
         where = f"{path.name}[{index}]"
-        if not isinstance(entry, dict) or set(entry) - {"check", "resources", "stacks", "reason"}:
-            raise ScanError(f"{where}: keys check, resources, stacks (optional), reason")
+        keys = {"check", "resources", "stacks", "exceptStacks", "reason"}
+        if not isinstance(entry, dict) or set(entry) - keys:
+            raise ScanError(
+                f"{where}: keys check, resources, stacks or exceptStacks (optional), reason"
+            )
         check, reason = str(entry.get("check", "")), str(entry.get("reason", "")).strip()
         resources, stacks = entry.get("resources") or [], entry.get("stacks") or []
+        excepted = entry.get("exceptStacks") or []
         if not CHECK_ID.fullmatch(check):
             raise ScanError(f"{where}.check: got {check!r}; allowed: a checkov id, CKV_K8S_8")
         if not resources or not all(isinstance(r, str) for r in resources):
             raise ScanError(f"{where}.resources: a list of resource id patterns")
         if len(reason) < 20:
             raise ScanError(f"{where}.reason: why the finding is accepted, in a sentence")
-        waivers.append(Waiver(check, tuple(resources), reason, tuple(map(str, stacks))))
+        waivers.append(
+            Waiver(check, tuple(resources), reason, tuple(map(str, stacks)),
+                   tuple(map(str, excepted)))
+        )  # fmt: skip
     return waivers
 
 

@@ -83,6 +83,8 @@ def test_waivers_are_scoped_by_check_resource_and_stack() -> None:
     assert not waiver.waives(slurm, "dev")
     assert not waiver.waives(Finding("CKV_K8S_16", "p", "Pod.ml.x-node", "f"), "prod")
     assert not waiver.waives(Finding("CKV_K8S_17", "p", "Pod.slurm.p5-0", "f"), "prod")
+    but_prod = Waiver("CKV_K8S_16", ("Pod.*",), "a reason long enough here", (), ("prod",))
+    assert but_prod.waives(slurm, "sandbox") and not but_prod.waives(slurm, "prod")
 
 
 @pytest.mark.parametrize(
@@ -94,7 +96,7 @@ def test_waivers_are_scoped_by_check_resource_and_stack() -> None:
          "resource id patterns"),
         ({"check": "CKV_K8S_16", "resources": ["Pod.*"], "reason": "because"}, "in a sentence"),
         ({"check": "CKV_K8S_16", "resources": ["Pod.*"], "reason": "a reason long enough",
-          "until": "2027"}, "keys check, resources"),
+          "until": "2027"}, "keys check, resources, stacks or exceptStacks"),
     ],
     ids=["check-id", "no-resources", "no-reason", "unknown-key"],
 )  # fmt: skip
