@@ -39,10 +39,28 @@ from synth.diff import (
 from synth.engine import ResourceRecord
 from synth.jobs import report as jobs_report
 from synth.jobs.model import all_runnable
-from synth.run import InvalidStack, check_policies, policy_summary, synthesize_stack
+from synth.run import (
+    InvalidStack,
+    StackResult,
+    check_policies,
+    policy_summary,
+    synthesize_stack,
+)
 from synth.stackfile import REPOSITORY_ROOT, stack_names
 
 DEFAULT_OUT = Path("build/synth")
+
+
+def _command_parser(command: str, description: str) -> argparse.ArgumentParser:
+    """The parser of ``scripts/synth <command>``: no abbreviated options.
+
+    Args:
+        command: the sub-command (``jobs``).
+        description: what it does and its exit statuses, for ``--help``.
+    """
+    return argparse.ArgumentParser(
+        allow_abbrev=False, prog=f"scripts/synth {command}", description=description
+    )
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -88,10 +106,9 @@ def _add_long_option(parser: argparse.ArgumentParser) -> None:
 
 def reference_parser() -> argparse.ArgumentParser:
     """``reference [--write [README]]``."""
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        prog="scripts/synth reference",
-        description="Print the configuration reference (Markdown), or write it into a README "
+    parser = _command_parser(
+        "reference",
+        "Print the configuration reference (Markdown), or write it into a README "
         "between its markers.",
     )
     parser.add_argument(
@@ -173,6 +190,15 @@ def synthesize_all(argv: list[str]) -> int:
     return status
 
 
+def _synthesized(stack: str, options: argparse.Namespace) -> StackResult | None:
+    """Synthesize ``stack`` into ``options.out``; None (its problems printed) when invalid."""
+    try:
+        return synthesize_stack(stack, options.out, options.project_dir)
+    except InvalidStack as exc:
+        _print_invalid(stack, exc)
+        return None
+
+
 def _print_invalid(stack: str, exc: InvalidStack) -> None:
     """One ``<stack>: <problem>`` line per problem, on stderr."""
     for line in exc.lines:
@@ -181,10 +207,9 @@ def _print_invalid(stack: str, exc: InvalidStack) -> None:
 
 def diff_parser() -> argparse.ArgumentParser:
     """``diff <stack> --base DIR [--out DIR] [--project-dir DIR]``."""
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        prog="scripts/synth diff",
-        description="Synthesize the stack (to --out) and show what changed against an earlier "
+    parser = _command_parser(
+        "diff",
+        "Synthesize the stack (to --out) and show what changed against an earlier "
         "synthesis: resources added, removed and changed (with the input keys that changed), "
         "and changed Kubernetes manifests and Helm values, each change that replaces its "
         "resource marked with the provider rule behind it. Exit 0 when nothing changed, 1 when "
@@ -231,10 +256,8 @@ def diff(argv: list[str]) -> int:
     except NoSynthesis as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    try:
-        result = synthesize_stack(options.stack, options.out, options.project_dir)
-    except InvalidStack as exc:
-        _print_invalid(options.stack, exc)
+    result = _synthesized(options.stack, options)
+    if result is None:
         return 2
     changes = diff_syntheses(base, load_synthesis(result.written.directory))
     print(render(options.stack, base_dir, changes, allow_replace=options.allow_replace))
@@ -250,10 +273,9 @@ def jobs(argv: list[str]) -> int:
         argv: the arguments after ``jobs``.
 
     """
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        prog="scripts/synth jobs",
-        description="For each team x training runtime and each Slurm partition: can a job run "
+    parser = _command_parser(
+        "jobs",
+        "For each team x training runtime and each Slurm partition: can a job run "
         "here, on how many nodes, and if not, why (modelled on the controllers' code). Exit 0 "
         "when every path the stack promises is runnable, 1 otherwise, 2 for a bad stack.",
     )
@@ -261,10 +283,8 @@ def jobs(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     _add_output_options(parser)
     options = parser.parse_args(argv)
-    try:
-        result = synthesize_stack(options.stack, options.out, options.project_dir)
-    except InvalidStack as exc:
-        _print_invalid(options.stack, exc)
+    result = _synthesized(options.stack, options)
+    if result is None:
         return 2
     if options.json:
         print(jobs_report.as_json(result.jobs), end="")
@@ -280,10 +300,9 @@ def scan(argv: list[str]) -> int:
         argv: the arguments after ``scan``.
 
     """
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        prog="scripts/synth scan",
-        description="Synthesize each stack and run checkov's Kubernetes rules on its manifests "
+    parser = _command_parser(
+        "scan",
+        "Synthesize each stack and run checkov's Kubernetes rules on its manifests "
         "and pods; every finding must be waived in policies/scan-waivers.yaml. Exit 0 when "
         "none is left and no waiver is idle, 1 otherwise, 2 for a bad stack or no checkov.",
     )
@@ -296,10 +315,8 @@ def scan(argv: list[str]) -> int:
         waivers = scanning.load_waivers()
         found: dict[str, list[scanning.Finding]] = {}
         for stack in stacks:
-            try:
-                result = synthesize_stack(stack, options.out, options.project_dir)
-            except InvalidStack as exc:
-                _print_invalid(stack, exc)
+            result = _synthesized(stack, options)
+            if result is None:
                 return 2
             found[stack] = scanning.kubernetes_findings(result.written.directory)
             print(scanning.render(stack, found[stack], waivers))
@@ -321,10 +338,9 @@ def check(argv: list[str]) -> int:
         argv: the arguments after ``check``.
 
     """
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        prog="scripts/synth check",
-        description="Run the policy pack over a resources.json with a stack's policy config; "
+    parser = _command_parser(
+        "check",
+        "Run the policy pack over a resources.json with a stack's policy config; "
         "writes policy-report.json beside it.",
     )
     parser.add_argument("resources", type=Path, help="a resources.json written by synthesis")

@@ -22,7 +22,7 @@ from policies.offline import (
     load_policy_config,
     mandatory,
 )
-from policies.rules import ALL_POLICIES
+from policies.rules import ALL_POLICIES, tenancy
 from policies.rules.governance import accepts_tags
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
@@ -540,32 +540,29 @@ def test_a_floating_ami_is_advice_not_a_block_in_dev(synthesized: dict[str, Stac
 
 
 def test_every_policy_has_cases() -> None:
-    covered = {case[0] for case in CASES} | {
-        "helm-chart-pinned",
-        "vpc-flow-logs",
-        "efa-capable-pools-attach-efa",
-        "buckets-hardened",
-        "fsx-encrypted-customer-key",
-        "fsx-in-training-zone",
-        "fsx-lustre-ports-only",
-        "queue-shares-ordered",
-        "queues-fit-pools",
-        "runtime-gang-scheduled",
-        "runtime-requests-match-pool",
-        "eks-version-in-standard-support",
-        "eks-version-standard-support-ending",
-        "log-groups-encrypted-customer-key",
-        # tests/test_lifecycle_policies.py
-        "retained-resources-protected",
-        "fixed-names-delete-before-replace",
-        # tests/test_tenancy_policies.py
-        "namespaces-pod-security",
-        "runtimes-hardened",
-        "network-policies-enforced",
-        "namespaces-network-policy",
-        "queue-ownership-enforced",
-        "job-service-account-no-token",
-    }
+    covered = (
+        {case[0] for case in CASES}
+        | {
+            "helm-chart-pinned",
+            "vpc-flow-logs",
+            "efa-capable-pools-attach-efa",
+            "buckets-hardened",
+            "fsx-encrypted-customer-key",
+            "fsx-in-training-zone",
+            "fsx-lustre-ports-only",
+            "queue-shares-ordered",
+            "queues-fit-pools",
+            "runtime-gang-scheduled",
+            "runtime-requests-match-pool",
+            "eks-version-in-standard-support",
+            "eks-version-standard-support-ending",
+            "log-groups-encrypted-customer-key",
+            # tests/test_lifecycle_policies.py
+            "retained-resources-protected",
+            "fixed-names-delete-before-replace",
+        }
+        | {policy.name for policy in tenancy.POLICIES}
+    )  # tests/test_tenancy_policies.py
     assert covered == set(POLICIES)
 
 

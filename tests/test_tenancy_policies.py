@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from policies.rules import tenancy
 from synth.run import StackResult
 from tests.conftest import STACKS
 from tests.test_policies import POLICIES, Entry, _records, _run_policy
@@ -18,14 +19,7 @@ NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
-TENANCY = (
-    "namespaces-pod-security",
-    "runtimes-hardened",
-    "network-policies-enforced",
-    "namespaces-network-policy",
-    "queue-ownership-enforced",
-    "job-service-account-no-token",
-)
+TENANCY = tuple(policy.name for policy in tenancy.POLICIES)
 Edit = Callable[[list[Entry]], None]
 
 
@@ -189,5 +183,6 @@ def test_each_tenancy_policy_catches_its_violation(
 
 
 def test_every_tenancy_policy_has_a_violating_case() -> None:
+    assert len(TENANCY) == 6
     assert {case[0] for case in CASES} == set(TENANCY)
     assert set(TENANCY) <= set(POLICIES)
