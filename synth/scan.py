@@ -108,32 +108,71 @@ def _results(output: str) -> list[dict[str, Any]]:
     return document if isinstance(document, list) else [document]
 
 
+def _scratch_environment(scratch: Path) -> dict[str, str]:
+    """A clean environment for checkov, in which nothing turns a check off.
+
+    No ``CKV_*`` or ``BC_*`` setting (``CKV_SKIP_CHECK`` drops checks), and a home and working
+    directory without a ``.checkov.yaml``.
+    """
+    return {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8"}
+
+
 def kubernetes_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
     """Run checkov's Kubernetes framework on one stack's synthesis.
+
+    The scan must read every document it is given: checkov silently skips paths with a hidden
+    component, files it cannot parse, and checks an environment variable, a config file or an
+    inline ``checkov.io/skip`` annotation turns off, so each of those is an error here, not a
+    pass.
 
     Args:
         stack_dir: ``DIR/<stack>`` as ``synth`` writes it.
         checkov: the checkov executable.
 
     Raises:
-        ScanError: checkov is not installed, or did not answer in JSON.
+        ScanError: checkov is not installed, did not answer in JSON, read fewer documents than
+            it was given, could not parse one, or skipped a check.
     """
     if not checkov.exists():
         raise ScanError(f"checkov is not installed at {checkov}: run {SETUP_HINT}")
-    with tempfile.TemporaryDirectory(prefix="scan-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="scan-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        if any(part.startswith(".") for part in scratch.parts):
+            raise ScanError(f"{scratch} has a hidden component, whose files checkov skips")
+        documents = scratch / "documents"
+        documents.mkdir()
+        given = 0
         for folder in SCANNED_FOLDERS:
             for path in sorted((stack_dir / folder).glob("*.yaml")):
-                shutil.copy(path, Path(scratch) / path.name)
+                shutil.copy(path, documents / f"{folder}-{path.name}")
+                given += 1
+        if not given:
+            raise ScanError(f"{stack_dir} holds no manifests or pods to scan")
         done = subprocess.run(
-            [str(checkov), "--directory", scratch, "--framework", "kubernetes", "--output",
-             "json", "--quiet", "--skip-download", "--no-fail-on-crash"],
-            capture_output=True, text=True, check=False, timeout=600,
+            [str(checkov), "--directory", str(documents), "--framework", "kubernetes",
+             "--output", "json", "--quiet", "--skip-download", "--no-fail-on-crash"],
+            capture_output=True, text=True, check=False, timeout=600, cwd=scratch,
+            env=_scratch_environment(scratch),
         )  # fmt: skip
     try:
         results = _results(done.stdout)
     except json.JSONDecodeError:
         message = f"checkov gave no JSON (exit {done.returncode}): {done.stderr[-500:]}"
         raise ScanError(message) from None
+    summary = {
+        key: sum(int((r.get("summary") or {}).get(key, 0)) for r in results)
+        for key in ("resource_count", "skipped", "parsing_errors")
+    }
+    if summary["resource_count"] != given or summary["parsing_errors"]:
+        raise ScanError(
+            f"checkov read {summary['resource_count']} of {given} documents "
+            f"({summary['parsing_errors']} parsing error(s)) in {stack_dir}"
+        )
+    if summary["skipped"]:
+        raise ScanError(
+            f"checkov skipped {summary['skipped']} check(s) in {stack_dir}: a skip annotation "
+            "(checkov.io/skip) bypasses the waiver file; waive in policies/scan-waivers.yaml"
+        )
     return sorted(
         (
             Finding(f["check_id"], f["check_name"], f["resource"], Path(f["file_path"]).name)

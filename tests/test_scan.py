@@ -76,6 +76,29 @@ def test_a_seeded_violation_fails_the_gate(
     assert f"CKV_K8S_16 {resource}" in text and "not waived" in text
 
 
+def test_a_skip_annotation_cannot_silence_a_finding(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    """checkov honours ``checkov.io/skip`` annotations, which would bypass the waiver file."""
+    directory, _ = _seeded(synthesized, tmp_path)
+    path = next((directory / "pods").glob("Pod.ml-dev.torch-*-node.yaml"))
+    pod = yaml.safe_load(path.read_text())
+    pod["metadata"]["annotations"]["checkov.io/skip1"] = "CKV_K8S_16=because I said so"
+    path.write_text(yaml.safe_dump(pod))
+    with pytest.raises(ScanError, match="skipped 1 check"):
+        kubernetes_findings(directory)
+
+
+def test_a_document_checkov_cannot_read_fails_the_scan(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    copy = tmp_path / "dev"
+    shutil.copytree(synthesized["dev"].written.directory, copy)
+    (copy / "pods" / "Pod.broken.yaml").write_text("kind: Pod\nmetadata: [unclosed\n")
+    with pytest.raises(ScanError, match="documents"):
+        kubernetes_findings(copy)
+
+
 def test_waivers_are_scoped_by_check_resource_and_stack() -> None:
     waiver = Waiver("CKV_K8S_16", ("Pod.slurm.*",), "slurmd runs privileged by design", ("prod",))
     slurm = Finding("CKV_K8S_16", "privileged", "Pod.slurm.p5-0", "f")
