@@ -211,7 +211,11 @@ def _mpi_replicated_jobs(pod: dict[str, Any], image: str) -> list[dict[str, Any]
             "image": image,
             "command": ["/bin/bash", "-c", wait_for_workers_script()],
             "volumeMounts": [{"name": MPI_HOSTFILE_VOLUME, "mountPath": MPI_HOSTFILE_DIR}],
-            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+            # a shell loop: capped, so a runaway one cannot take the launcher's node memory
+            "resources": {
+                "requests": {"cpu": "100m", "memory": "64Mi"},
+                "limits": {"memory": "64Mi"},
+            },
         }
     ]
     return [
