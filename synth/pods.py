@@ -16,6 +16,10 @@ so that what a scanner (or a reviewer) reads is what would run:
   volumes (its slurm.conf and auth key) are shown by name only; their sources are its own.
 
 Deployments, DaemonSets and StatefulSets the stack writes as manifests are scanned as they are.
+What a TrainJob changes in its pods (``trainer.image``, ``runtimePatches``, which may set
+security contexts, volumes and service accounts) is the job's, not the platform's, and shows
+here only as far as Pod Security ``baseline`` bounds it at admission. Helm releases' pods
+(Slurm's controller and login set, the device plugins) are not derived yet.
 """
 
 from __future__ import annotations
@@ -64,15 +68,83 @@ def runtime_pods(runtime: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         yield _pod(f"{metadata['name']}-{job['name']}", namespace, template, source)
 
 
-def _merged_by_name(
-    base: list[dict[str, Any]], merge: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """``base`` with ``merge``'s entries replacing those of the same name, the others appended.
+MERGE_KEYS: Final[dict[str, str]] = {
+    "containers": "name",
+    "initContainers": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "env": "name",
+    "ports": "containerPort",
+}
+"""Lists a strategic merge patch merges by key (the API types' ``patchMergeKey``).
 
-    As the operator merges lists (structutils.MergeList).
+Every other list is replaced."""
+
+
+def _empty(value: Any) -> bool:
+    return value in (None, "", 0, False, [], {})
+
+
+def _cleaned(patch: Any) -> Any:
+    """``patch`` without its empty values, as the operator removes them before merging.
+
+    slurm-operator v1.2.1 internal/utils/structutils/kube.go, removeEmpty: ``privileged:
+    false`` in a NodeSet leaves the operator's ``true`` standing.
     """
-    names = {entry.get("name") for entry in merge}
-    return [entry for entry in base if entry.get("name") not in names] + merge
+    if not isinstance(patch, Mapping):
+        return patch
+    out = {}
+    for key, value in patch.items():
+        cleaned = _cleaned(value)
+        if not _empty(cleaned):
+            out[key] = cleaned
+    return out
+
+
+def strategic_merge(base: Any, patch: Any, key: str = "") -> Any:
+    """``patch`` merged over ``base`` as ``strategicpatch.StrategicMergePatch`` merges them.
+
+    That is how the operator merges its base pod with a NodeSet's: maps recursively, keyed
+    lists (:data:`MERGE_KEYS`) by their key, other lists and scalars replaced.
+
+    Args:
+        base: the operator's value.
+        patch: the NodeSet's value (already :func:`_cleaned`).
+        key: the field both sit under, which picks a list's merge key.
+    """
+    if isinstance(base, Mapping) and isinstance(patch, Mapping):
+        merged = dict(base)
+        for field_name, value in patch.items():
+            merged[field_name] = (
+                strategic_merge(base[field_name], value, field_name)
+                if field_name in base
+                else value
+            )
+        return merged
+    merge_key = MERGE_KEYS.get(key)
+    if merge_key and isinstance(base, list) and isinstance(patch, list):
+        by_key = {entry.get(merge_key): entry for entry in patch}
+        merged_list = [
+            strategic_merge(entry, by_key.pop(entry.get(merge_key)), key)
+            if entry.get(merge_key) in by_key
+            else entry
+            for entry in base
+        ]
+        return merged_list + [entry for entry in patch if entry.get(merge_key) in by_key]
+    return copy.deepcopy(patch)
+
+
+def _joined(base: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Containers as the operator joins them (structutils.MergeList: appended, not merged).
+
+    The API server refuses a pod with two containers of one name, so such a NodeSet is an error.
+    """
+    joined = [*base, *extra]
+    names = [str(c.get("name")) for c in joined]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"the node set's pod would have two containers named {duplicates}")
+    return joined
 
 
 def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
@@ -80,17 +152,19 @@ def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
 
     Args:
         node_set: the NodeSet's manifest.
+
+    Raises:
+        ValueError: the NodeSet's containers clash with the operator's.
     """
     metadata = node_set["metadata"]
     spec = node_set.get("spec") or {}
     template = spec.get("template") or {}
-    own = copy.deepcopy(dict(template.get("spec") or {}))
-    slurmd_fields = copy.deepcopy(dict(spec.get("slurmd") or {}))
+    own = _cleaned(copy.deepcopy(dict(template.get("spec") or {})))
 
     def probe(path: str, **timing: int) -> dict[str, Any]:
         return {"httpGet": {"path": path, "port": "slurmd"}, **timing}
 
-    slurmd = {
+    slurmd_base = {
         "name": "slurmd",
         "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
         "startupProbe": probe("/livez", failureThreshold=6, periodSeconds=10),
@@ -100,36 +174,41 @@ def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
             "privileged": True,
             "capabilities": {"add": list(SLURMD_CAPABILITIES)},
         },
-        **{k: v for k, v in slurmd_fields.items() if k != "volumeMounts"},
-        "volumeMounts": _merged_by_name(
-            [dict(m) for m in SLURM_ETC_MOUNTS], list(slurmd_fields.get("volumeMounts") or [])
-        ),
+        "volumeMounts": [dict(m) for m in SLURM_ETC_MOUNTS],
     }
-    logfile = {
-        "name": "logfile",
-        "restartPolicy": "Always",
-        **copy.deepcopy(dict(spec.get("logfile") or {})),
-        "volumeMounts": [{"name": "slurm-logfile", "mountPath": "/var/log/slurm"}],
-    }
-    pod_spec = {
+    slurmd = strategic_merge(slurmd_base, _cleaned(copy.deepcopy(dict(spec.get("slurmd") or {}))))
+    logfile = strategic_merge(
+        {
+            "name": "logfile",
+            "restartPolicy": "Always",
+            "volumeMounts": [{"name": "slurm-logfile", "mountPath": "/var/log/slurm"}],
+        },
+        _cleaned(copy.deepcopy(dict(spec.get("logfile") or {}))),
+    )
+    base_spec = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        **own,
-        "containers": _merged_by_name([slurmd], list(own.get("containers") or [])),
-        "initContainers": _merged_by_name([logfile], list(own.get("initContainers") or [])),
-        "volumes": _merged_by_name(
-            [
-                {"name": "slurm-etc", "projected": {"sources": []}},
-                {"name": "slurm-logfile", "emptyDir": {}},
-            ],
-            list(own.get("volumes") or []),
-        ),
+        "volumes": [
+            {"name": "slurm-etc", "projected": {"sources": []}},
+            {"name": "slurm-logfile", "emptyDir": {}},
+        ],
+    }
+    own_containers = list(own.pop("containers", []))
+    own_init = list(own.pop("initContainers", []))
+    pod_spec = strategic_merge(base_spec, own)
+    pod_spec["containers"] = _joined([slurmd], own_containers)
+    pod_spec["initContainers"] = _joined([logfile], own_init)
+    labels = {
+        **(metadata.get("labels") or {}),
+        **((template.get("metadata") or {}).get("labels") or {}),
+        "app.kubernetes.io/name": "slurmd",
+        "app.kubernetes.io/instance": metadata["name"],
     }
     source = f"NodeSet/{metadata.get('namespace')}/{metadata['name']}"
     return _pod(
         f"{metadata['name']}-0",
         str(metadata.get("namespace")),
-        {"metadata": template.get("metadata") or {}, "spec": pod_spec},
+        {"metadata": {**(template.get("metadata") or {}), "labels": labels}, "spec": pod_spec},
         source,
     )
 

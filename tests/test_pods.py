@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,51 @@ def test_two_pods_of_one_name_are_refused() -> None:
                    {"name": "node", "template": {"spec": {"template": {"spec": {}}}}}]}}}}  # fmt: skip
     with pytest.raises(ValueError, match="two pods"):
         pods_of({"one.yaml": runtime, "two.yaml": runtime})
+
+
+def _prod_node_set(synthesized: dict[str, StackResult]) -> dict[str, Any]:
+    return copy.deepcopy(next(m for m in _written(synthesized["prod"], "manifests").values()
+                              if m["kind"] == "NodeSet"))  # fmt: skip
+
+
+def test_a_node_set_cannot_unprivilege_slurmd_on_paper(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The operator drops a NodeSet's empty and false values before it merges (structutils
+    removeEmpty), so ``privileged: false`` leaves slurmd privileged, and its capabilities."""
+    node_set = _prod_node_set(synthesized)
+    node_set["spec"]["slurmd"]["securityContext"] = {
+        "privileged": False, "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }  # fmt: skip
+    (slurmd,) = node_set_pod(node_set)["spec"]["containers"]
+    context = slurmd["securityContext"]
+    assert context["privileged"] is True
+    assert set(context["capabilities"]["add"]) == {"BPF", "NET_ADMIN", "SYS_ADMIN", "SYS_NICE"}
+    assert context["capabilities"]["drop"] == ["ALL"]
+
+
+def test_a_node_set_container_named_like_the_operators_is_refused(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The operator joins containers rather than merging them: two named slurmd."""
+    node_set = _prod_node_set(synthesized)
+    node_set["spec"]["template"]["spec"]["containers"] = [{"name": "slurmd", "image": "x"}]
+    with pytest.raises(ValueError, match="two containers named"):
+        node_set_pod(node_set)
+
+
+def test_mounts_merge_by_path_and_the_pod_carries_slurmds_labels(
+    synthesized: dict[str, StackResult],
+) -> None:
+    node_set = _prod_node_set(synthesized)
+    node_set["spec"]["slurmd"]["volumeMounts"].append(
+        {"name": "other-etc", "mountPath": "/etc/slurm", "readOnly": True}
+    )
+    pod = node_set_pod(node_set)
+    (slurmd,) = pod["spec"]["containers"]
+    at_etc = [m for m in slurmd["volumeMounts"] if m["mountPath"] == "/etc/slurm"]
+    assert [m["name"] for m in at_etc] == ["other-etc"]  # one mount per path, the NodeSet's
+    labels = pod["metadata"]["labels"]
+    assert labels["app.kubernetes.io/name"] == "slurmd"  # what allow-slurmd selects
+    assert labels["app.kubernetes.io/instance"] == node_set["metadata"]["name"]
