@@ -12,8 +12,9 @@ so that what a scanner (or a reviewer) reads is what would run:
   internal/builder/workerbuilder/worker_app.go, BuildWorkerPodTemplate and slurmdContainer):
   its base (no service account token, no service links, the slurmd container privileged with
   BPF, NET_ADMIN, SYS_ADMIN and SYS_NICE and probed on /livez and /readyz, the logfile
-  sidecar) merged with the NodeSet's own template and ``slurmd`` fields. The operator's own
-  volumes (its slurm.conf and auth key) are shown by name only; their sources are its own.
+  sidecar) merged with the NodeSet's own template and ``slurmd`` fields as the operator merges
+  them (:func:`strategic_merge`). The operator's own volumes (its slurm.conf and auth key) are
+  shown by name only; their sources are its own.
 
 Deployments, DaemonSets and StatefulSets the stack writes as manifests are scanned as they are.
 What a TrainJob changes in its pods (``trainer.image``, ``runtimePatches``, which may set
