@@ -213,10 +213,26 @@ def nodeset_spec(
             "resources": slurmd_resources(pool),
             "volumeMounts": mounts,
         },
-        "logfile": {"image": ":".join(versions.SIDECAR_IMAGE)},
+        # The operator's sidecar that tails slurmd's log (merged as a container: slurm-operator
+        # v1.2.1 internal/builder/common/common.go, LogfileContainer): it reads one file.
+        "logfile": {
+            "image": ":".join(versions.SIDECAR_IMAGE),
+            "resources": {
+                "requests": {"cpu": "10m", "memory": "32Mi"},
+                "limits": {"memory": "64Mi"},
+            },
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+                "readOnlyRootFilesystem": True,
+            },
+        },
         "template": {
             "metadata": {"labels": {POOL_LABEL: pool.name}},
             "spec": {
+                # For the sidecar: a privileged container (slurmd) always runs unconfined
+                # (Kubernetes, "Restrict a Container's Syscalls with seccomp").
+                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                 # The operator appends each pod's ordinal: Slurm nodes are <pool>-0, <pool>-1...
                 "hostname": f"{pool.name}-",
                 "priorityClassName": STANDARD_PRIORITY_CLASS,

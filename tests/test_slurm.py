@@ -515,6 +515,22 @@ def test_every_stack_runs_slurm_on_gpu_neuron_efa_and_plain_pools() -> None:
 # --------------------------------------------------------------------------- node sets
 
 
+def test_the_log_sidecar_of_every_node_set_is_confined(case: StackCase) -> None:
+    """slurmd is privileged by design; the operator's logfile sidecar beside it need not be:
+    the NodeSet's ``logfile`` is merged into it as a container (slurm-operator v1.2.1
+    common.go, LogfileContainer), and pod-level seccomp reaches it (a privileged slurmd always
+    runs unconfined)."""
+    for record in case.run.of_type(NODE_SET):
+        spec = record.inputs["spec"]
+        context = spec["logfile"]["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"]["drop"] == ["ALL"]
+        assert context["readOnlyRootFilesystem"] is True
+        assert spec["logfile"]["resources"]["limits"]["memory"]
+        pod_context = spec["template"]["spec"]["securityContext"]
+        assert pod_context["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
 def test_one_node_set_per_configured_pool(case: StackCase) -> None:
     records = case.run.of_type(NODE_SET)
     expected = sorted(ns["pool"] for ns in case.slurm["nodeSets"])
