@@ -93,13 +93,14 @@ class TrainingPlatform(pulumi.ComponentResource):
             logs_key_arn=self.logs_key.arn,
             opts=with_aws,
         )
-        zones = config.network.availability_zones
+        # By name: subnet sets are unordered upstream and zones mean nothing in order to
+        # Karpenter, so a reordered list is no diff.
+        zones = sorted(config.network.availability_zones)
         self.cluster = Cluster(
             config.name,
             cluster=config.cluster,
             vpc_id=self.network.vpc_id,
-            # by zone name: the subnet sets are unordered upstream, so reordering zones is no diff
-            private_subnet_ids=[self.network.private_subnet_ids[zone] for zone in sorted(zones)],
+            private_subnet_ids=[self.network.private_subnet_ids[zone] for zone in zones],
             tags=config.required_tags,
             volume_tags=stack_tags(config),
             protect=config.protect_stateful_resources,
@@ -163,7 +164,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             cluster_name=config.name,
             pools=config.node_pools,
             general=config.general_pool,
-            zones=sorted(zones),  # the order means nothing to Karpenter: a new one is no diff
+            zones=zones,
             training_zone=config.network.training_zone,
             vpc_id=self.network.vpc_id,
             private_subnet_ids=dict(self.network.private_subnet_ids),

@@ -31,7 +31,14 @@ from components.helm import release, with_system_placement
 from components.node_pools import GENERAL_POOL, POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
-from components.tenancy import DEFAULT_DENY_POLICY, from_namespace, network_policy, tcp
+from components.tenancy import (
+    DEFAULT_DENY_POLICY,
+    RUNTIME_DEFAULT_SECCOMP,
+    from_namespace,
+    hardened_container_context,
+    network_policy,
+    tcp,
+)
 from components.workloads import (
     SHARED_MOUNT,
     node_resources,
@@ -221,18 +228,14 @@ def nodeset_spec(
                 "requests": {"cpu": "10m", "memory": "32Mi"},
                 "limits": {"memory": "64Mi"},
             },
-            "securityContext": {
-                "allowPrivilegeEscalation": False,
-                "capabilities": {"drop": ["ALL"]},
-                "readOnlyRootFilesystem": True,
-            },
+            "securityContext": {**hardened_container_context(), "readOnlyRootFilesystem": True},
         },
         "template": {
             "metadata": {"labels": {POOL_LABEL: pool.name}},
             "spec": {
                 # For the sidecar: a privileged container (slurmd) always runs unconfined
                 # (Kubernetes, "Restrict a Container's Syscalls with seccomp").
-                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": {"seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP)},
                 # The operator appends each pod's ordinal: Slurm nodes are <pool>-0, <pool>-1...
                 "hostname": f"{pool.name}-",
                 "priorityClassName": STANDARD_PRIORITY_CLASS,

@@ -230,6 +230,11 @@ def _has_own_file(record: ResourceRecord) -> bool:
     return is_kubernetes_object(record) or record.type == HELM_RELEASE_TYPE
 
 
+def _has_manifest(record: ResourceRecord) -> bool:
+    """Whether the record is a Kubernetes object written to ``manifests/`` (it has a name)."""
+    return is_kubernetes_object(record) and bool((record.inputs.get("metadata") or {}).get("name"))
+
+
 def record_changes(old: ResourceRecord, new: ResourceRecord) -> list[Change]:
     """Changed inputs (by key path), then changed resource options (``option:<field>``).
 
@@ -320,9 +325,7 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
         return _marked(resource_label(urn), record.type, changes, record.replace_on_changes)
 
     object_records = {
-        manifest_file_name(manifest_of(r)): r
-        for r in new.resources.values()
-        if is_kubernetes_object(r) and (r.inputs.get("metadata") or {}).get("name")
+        manifest_file_name(manifest_of(r)): r for r in new.resources.values() if _has_manifest(r)
     }
 
     def marked_manifest(file_name: str, changes: list[Change]) -> Changed:
@@ -358,13 +361,8 @@ def _cascaded(
     until nothing more is reached. Kubernetes objects are entered under their manifest files.
     """
 
-    def is_object(record: ResourceRecord) -> bool:
-        return is_kubernetes_object(record) and bool(
-            (record.inputs.get("metadata") or {}).get("name")
-        )
-
     def label(record: ResourceRecord) -> str:
-        if is_object(record):
+        if _has_manifest(record):
             return manifest_file_name(manifest_of(record))
         return resource_label(record.urn)
 
@@ -372,7 +370,7 @@ def _cascaded(
     followed = {
         urn: record
         for urn, record in new.resources.items()
-        if is_object(record) or not _has_own_file(record)
+        if _has_manifest(record) or not _has_own_file(record)
     }
     by_label = {label(record): urn for urn, record in followed.items()}
     changed = {
@@ -408,7 +406,7 @@ def _cascaded(
         entries = [c for c in section.changed if by_label.get(c.name) not in dragged]
         for urn, reasons in dragged.items():
             record = followed[urn]
-            if is_object(record) is not own_files:
+            if _has_manifest(record) is not own_files:
                 continue
             before = changed.get(urn)
             resource_type = record.type

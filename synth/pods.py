@@ -29,12 +29,13 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from components.slurm import SLURM_APP_LABEL, SLURMD_PORT
+
 RUNTIME_KINDS: Final = ("TrainingRuntime", "ClusterTrainingRuntime")
 NODE_SET_KIND: Final = "NodeSet"
 RUNTIME_NAMESPACE: Final = "kubeflow-system"
 """Where a ClusterTrainingRuntime's pods would be shown (each job's own namespace, in truth)."""
 
-SLURMD_PORT: Final = 6818
 SLURMD_CAPABILITIES: Final = ("BPF", "NET_ADMIN", "SYS_ADMIN", "SYS_NICE")
 """What the operator adds to slurmd besides ``privileged`` (worker_app.go, slurmdContainer)."""
 SLURM_ETC_MOUNTS: Final = (
@@ -202,7 +203,7 @@ def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
     labels = {
         **(metadata.get("labels") or {}),
         **((template.get("metadata") or {}).get("labels") or {}),
-        "app.kubernetes.io/name": "slurmd",
+        SLURM_APP_LABEL: "slurmd",
         "app.kubernetes.io/instance": metadata["name"],
     }
     source = f"NodeSet/{metadata.get('namespace')}/{metadata['name']}"

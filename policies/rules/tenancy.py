@@ -11,7 +11,7 @@ from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL
 from components.tenancy import POD_SECURITY_PREFIX
 
 from .common import MANDATORY, ReportViolation, ResourceValidationArgs, decoded, resource_policy
-from .trainer import RUNTIMES, _pods
+from .trainer import RUNTIMES, runtime_pods
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -73,7 +73,7 @@ def _containers(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
 def _check_runtime_hardened(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type not in RUNTIMES:
         return
-    for job, pod in _pods(args.props.get("spec") or {}):
+    for job, pod in runtime_pods(args.props.get("spec") or {}):
         pod_seccomp = ((pod.get("securityContext") or {}).get("seccompProfile") or {}).get("type")
         for container in _containers(pod):
             where = f"replicated job {job}, container {container.get('name')}"

@@ -17,7 +17,7 @@ RUNTIMES = (
 VOLCANO = "volcano"
 
 
-def _pods(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def runtime_pods(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """(replicated job name, pod spec) of every replicated job of a runtime."""
     for job in ((spec.get("template") or {}).get("spec") or {}).get("replicatedJobs") or []:
         template = ((job.get("template") or {}).get("spec") or {}).get("template") or {}
@@ -41,7 +41,7 @@ def _check_gang(args: ResourceValidationArgs, report: ReportViolation) -> None:
             None,
         )
     else:
-        for job, pod in _pods(spec):
+        for job, pod in runtime_pods(spec):
             if pod.get("schedulerName") != VOLCANO:
                 scheduler = pod.get("schedulerName") or "the default scheduler"
                 report(
@@ -58,7 +58,7 @@ def _check_sizes(args: StackValidationArgs, report: ReportViolation) -> None:
     for runtime in resources:
         if runtime.resource_type not in RUNTIMES:
             continue
-        for job, pod in _pods(runtime.props.get("spec") or {}):
+        for job, pod in runtime_pods(runtime.props.get("spec") or {}):
             for problem in size_problems(job, pod, list(pod.get("containers") or []), pools):
                 report(problem, runtime.urn)
 
