@@ -23,6 +23,7 @@ from components.config import (
     DataRepositoryAssociationConfig,
     LustreConfig,
     PlatformConfig,
+    access_log_bucket_name,
     bucket_name,
 )
 from components.config.storage import LUSTRE_FIRST_STEPS_GIB, normalized_file_system_path
@@ -40,6 +41,10 @@ CSI_DRIVER: Final = "fsx.csi.aws.com"
 CSI_CONTROLLER_SERVICE_ACCOUNT: Final = "fsx-csi-controller-sa"
 CLAIM_NAME: Final = "shared-lustre"
 MULTIPART_ABORT_DAYS: Final = 7
+LOG_DELIVERY_SERVICE: Final = "logging.s3.amazonaws.com"
+"""The principal that writes S3 server access logs (S3 user guide, "Enabling Amazon S3 server
+access logging": with ACLs disabled, only a bucket policy can grant it)."""
+LOG_NONCURRENT_DAYS: Final = 30
 
 
 def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
@@ -50,6 +55,36 @@ def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
             deny_insecure_transport("DenyInsecureTransport", "s3", [bucket_arn, f"{bucket_arn}/*"])
         ],
     }
+
+
+def access_log_bucket_policy(
+    log_bucket_arn: str, source_bucket_arns: list[str], account_id: str
+) -> dict[str, Any]:
+    """Policy of the access log bucket: TLS only, and log delivery for this stack's buckets.
+
+    S3's log delivery may write objects only for the listed source buckets of this account
+    (``aws:SourceArn``, ``aws:SourceAccount``), so no other bucket can fill it or forge a log.
+
+    Args:
+        log_bucket_arn: ARN of the log bucket.
+        source_bucket_arns: ARNs of the data buckets that log into it.
+        account_id: the account that owns them.
+    """
+    policy = tls_only_bucket_policy(log_bucket_arn)
+    policy["Statement"].append(
+        {
+            "Sid": "S3ServerAccessLogsOfThisStacksBuckets",
+            "Effect": "Allow",
+            "Principal": {"Service": LOG_DELIVERY_SERVICE},
+            "Action": "s3:PutObject",
+            "Resource": f"{log_bucket_arn}/*",
+            "Condition": {
+                "ArnLike": {"aws:SourceArn": sorted(source_bucket_arns)},
+                "StringEquals": {"aws:SourceAccount": account_id},
+            },
+        }
+    )
+    return policy
 
 
 def data_key_policy(account_id: str, region: str) -> dict[str, Any]:
@@ -241,7 +276,7 @@ class Storage(pulumi.ComponentResource):
     """Buckets, the Lustre file system, its associations, CSI driver and claims.
 
     Outputs: ``client_security_group_id`` (for node classes; None without a file system),
-    ``file_system_id`` and ``buckets`` (key -> S3 name).
+    ``file_system_id``, ``buckets`` (key -> S3 name) and ``access_log_bucket``.
     """
 
     def __init__(
@@ -281,6 +316,8 @@ class Storage(pulumi.ComponentResource):
         self.client_security_group_id: pulumi.Output[str] | None = None
         self.file_system_id: pulumi.Output[str] | None = None
         self.buckets: dict[str, str] = {}
+        self.access_log_bucket: str | None = None
+        """S3 name of the bucket the data buckets log their requests into (None without)."""
         self.claims: dict[str, k8s.core.v1.PersistentVolumeClaim] = {}
         """The ``shared-lustre`` claim of each mounting namespace (what pods there wait for)."""
         if not storage.buckets and storage.lustre is None:
@@ -296,8 +333,13 @@ class Storage(pulumi.ComponentResource):
             policy=data_key_policy(config.account_id, config.region),
         )
         bucket_ready: dict[str, list[pulumi.Resource]] = {}
+        if storage.buckets:
+            access_logs = self._access_log_bucket(name, config, stateful)
+            self.access_log_bucket = access_log_bucket_name(config)
         for bucket in storage.buckets:
-            bucket_ready[bucket.name] = self._bucket(name, config, bucket, key, stateful)
+            bucket_ready[bucket.name] = self._bucket(
+                name, config, bucket, key=key, access_logs=access_logs, stateful=stateful
+            )
             self.buckets[bucket.name] = bucket_name(config, bucket)
 
         lustre = storage.lustre
@@ -325,21 +367,31 @@ class Storage(pulumi.ComponentResource):
             )
         self.register_outputs({"buckets": self.buckets})
 
-    def _bucket(
+    def _hardened_bucket(
         self,
-        name: str,
-        config: PlatformConfig,
-        bucket: BucketConfig,
-        key: aws.kms.Key,
+        resource_name: str,
+        s3_name: str,
+        *,
+        encryption: aws.s3.BucketServerSideEncryptionConfigurationRuleArgsDict,
+        policy: typing.Callable[[str], dict[str, Any]],
+        rules: list[aws.s3.BucketLifecycleConfigurationRuleArgsDict],
         stateful: pulumi.ResourceOptions,
-    ) -> list[pulumi.Resource]:
-        resource_name = f"{name}-{bucket.name}"
-        s3_bucket = aws.s3.Bucket(
-            resource_name,
-            bucket=bucket_name(config, bucket),
-            force_destroy=False,
-            opts=stateful,
-        )
+    ) -> tuple[aws.s3.Bucket, list[pulumi.Resource]]:
+        """A bucket with its owner-enforced, private, versioned, encrypted, TLS-only settings.
+
+        Args:
+            resource_name: Pulumi name of the bucket and its settings.
+            s3_name: the bucket's S3 name.
+            encryption: the default encryption rule (``apply_server_side_encryption_by_default``
+                and ``bucket_key_enabled``).
+            policy: bucket ARN -> the bucket policy.
+            rules: lifecycle rules; one that aborts incomplete multipart uploads is added.
+            stateful: options of the bucket itself (protection).
+
+        Returns:
+            The bucket, and every resource that has to exist before the bucket is used.
+        """
+        s3_bucket = aws.s3.Bucket(resource_name, bucket=s3_name, force_destroy=False, opts=stateful)
         in_bucket = pulumi.ResourceOptions(parent=self, depends_on=[s3_bucket])
         ownership = aws.s3.BucketOwnershipControls(
             resource_name,
@@ -362,38 +414,80 @@ class Storage(pulumi.ComponentResource):
             versioning_configuration={"status": "Enabled"},
             opts=in_bucket,
         )
-        encryption = aws.s3.BucketServerSideEncryptionConfiguration(
-            resource_name,
-            bucket=s3_bucket.id,
-            rules=[
-                {
-                    "apply_server_side_encryption_by_default": {
-                        "sse_algorithm": "aws:kms",
-                        "kms_master_key_id": key.arn,
-                    },
-                    "bucket_key_enabled": True,
-                }
-            ],
-            opts=in_bucket,
+        sse = aws.s3.BucketServerSideEncryptionConfiguration(
+            resource_name, bucket=s3_bucket.id, rules=[encryption], opts=in_bucket
         )
-        policy = aws.s3.BucketPolicy(
+        bucket_policy = aws.s3.BucketPolicy(
             resource_name,
             bucket=s3_bucket.id,
-            policy=s3_bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn))),
+            policy=s3_bucket.arn.apply(lambda arn: json.dumps(policy(arn))),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[public]),
         )
+        abort_uploads: aws.s3.BucketLifecycleConfigurationRuleArgsDict = {
+            "id": "abort-incomplete-multipart-uploads",
+            "status": "Enabled",
+            "filter": {},
+            "abort_incomplete_multipart_upload": {"days_after_initiation": MULTIPART_ABORT_DAYS},
+        }
         lifecycle = aws.s3.BucketLifecycleConfiguration(
             resource_name,
             bucket=s3_bucket.id,
+            rules=[abort_uploads, *rules],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+        )
+        return s3_bucket, [s3_bucket, ownership, public, versioning, sse, bucket_policy, lifecycle]
+
+    def _access_log_bucket(
+        self, name: str, config: PlatformConfig, stateful: pulumi.ResourceOptions
+    ) -> tuple[aws.s3.Bucket, list[pulumi.Resource]]:
+        """The bucket the data buckets' server access logs go to.
+
+        S3-managed encryption, because log delivery does not write to a bucket whose default
+        encryption is SSE-KMS (S3 user guide, "Enabling Amazon S3 server access logging");
+        logs expire after ``storage.accessLogs.retentionDays``.
+        """
+        sources = [f"arn:aws:s3:::{bucket_name(config, b)}" for b in config.storage.buckets]
+        logs = config.storage.access_logs
+        return self._hardened_bucket(
+            f"{name}-access-logs",
+            access_log_bucket_name(config),
+            encryption={"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}},
+            policy=lambda arn: access_log_bucket_policy(arn, sources, config.account_id),
             rules=[
                 {
-                    "id": "abort-incomplete-multipart-uploads",
+                    "id": "expire-access-logs",
                     "status": "Enabled",
                     "filter": {},
-                    "abort_incomplete_multipart_upload": {
-                        "days_after_initiation": MULTIPART_ABORT_DAYS
-                    },
+                    "expiration": {"days": logs.retention_days},
+                    "noncurrent_version_expiration": {"noncurrent_days": LOG_NONCURRENT_DAYS},
+                }
+            ],
+            stateful=stateful,
+        )
+
+    def _bucket(
+        self,
+        name: str,
+        config: PlatformConfig,
+        bucket: BucketConfig,
+        *,
+        key: aws.kms.Key,
+        access_logs: tuple[aws.s3.Bucket, list[pulumi.Resource]],
+        stateful: pulumi.ResourceOptions,
+    ) -> list[pulumi.Resource]:
+        resource_name = f"{name}-{bucket.name}"
+        s3_bucket, ready = self._hardened_bucket(
+            resource_name,
+            bucket_name(config, bucket),
+            encryption={
+                "apply_server_side_encryption_by_default": {
+                    "sse_algorithm": "aws:kms",
+                    "kms_master_key_id": key.arn,
                 },
+                "bucket_key_enabled": True,
+            },
+            policy=tls_only_bucket_policy,
+            rules=[
                 {
                     "id": "expire-noncurrent-versions",
                     "status": "Enabled",
@@ -403,9 +497,18 @@ class Storage(pulumi.ComponentResource):
                     },
                 },
             ],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+            stateful=stateful,
         )
-        return [s3_bucket, ownership, public, versioning, encryption, policy, lifecycle]
+        log_bucket, log_bucket_ready = access_logs
+        logging = aws.s3.BucketLogging(
+            resource_name,
+            bucket=s3_bucket.id,
+            target_bucket=log_bucket.id,
+            target_prefix=f"{bucket.name}/",
+            target_object_key_format={"partitioned_prefix": {"partition_date_source": "EventTime"}},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[s3_bucket, *log_bucket_ready]),
+        )
+        return [*ready, logging]
 
     def _lustre(
         self,

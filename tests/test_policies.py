@@ -1039,10 +1039,16 @@ def test_buckets_hardened(
 
 def test_bucket_missing_its_parts_is_caught(synthesized: dict[str, StackResult]) -> None:
     entries = _records(synthesized["dev"])
-    bucket = _target(entries, BUCKET, "")
+    bucket = _target(entries, BUCKET, "=storage-data")
     bare = [e for e in entries if bucket["urn"] not in e["propertyDependencies"].get("bucket", [])]
     findings = _run_policy(POLICIES["buckets-hardened"], bare, "dev")
-    assert len(findings) == 5 and {f.urn for f in findings} == {bucket["urn"]}
+    own = [f for f in findings if f.urn == bucket["urn"]]
+    assert len(own) == 6 and any("server access logs go nowhere" in f.message for f in own)
+    # With its only source gone, the log bucket is judged as a data bucket: SSE-S3, no logs.
+    assert sorted(f.message.split(": ", 1)[1] for f in findings if f not in own) == [
+        "its server access logs go nowhere",
+        "objects are not encrypted with a customer KMS key",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -1072,6 +1078,7 @@ V2_TOKENS = {
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": (
         "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2"
     ),
+    "aws:s3/bucketLogging:BucketLogging": "aws:s3/bucketLoggingV2:BucketLoggingV2",
 }
 
 
@@ -1084,7 +1091,7 @@ def test_buckets_declared_with_v2_tokens_are_read(synthesized: dict[str, StackRe
     bucket = _target(entries, "aws:s3/bucketV2:BucketV2", "checkpoints")
     bare = [e for e in entries if bucket["urn"] not in e["propertyDependencies"].get("bucket", [])]
     findings = _run_policy(POLICIES["buckets-hardened"], bare, "prod")
-    assert len(findings) == 5 and {f.urn for f in findings} == {bucket["urn"]}
+    assert len(findings) == 6 and {f.urn for f in findings} == {bucket["urn"]}
 
 
 INLINE_SETTINGS: dict[str, tuple[str, Any]] = {
@@ -1123,6 +1130,44 @@ def test_bucket_settings_declared_inline_are_read(
         bucket["inputs"][key] = {"enabled": False} if key == "versioning" else []
         findings = _run_policy(POLICIES["buckets-hardened"], entries, "prod")
         assert [f.urn for f in findings] == [bucket["urn"]]
+
+
+LOG_ENCRYPTION = "bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+
+
+def test_the_log_bucket_must_be_sse_s3_and_must_not_log_itself(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """S3 delivers server access logs only to SSE-S3 buckets; a log bucket that logs loops."""
+    entries = _records(synthesized["prod"])
+    logs = _target(entries, BUCKET, "=storage-access-logs")
+    encryption = _bucket_part(entries, LOG_ENCRYPTION, logs)
+    data = _bucket_part(entries, LOG_ENCRYPTION, _target(entries, BUCKET, "=storage-checkpoints"))
+    encryption["inputs"]["rules"] = copy.deepcopy(data["inputs"]["rules"])  # the KMS key
+    logging = _bucket_part(
+        entries, "bucketLogging:BucketLogging", _target(entries, BUCKET, "=storage-datasets")
+    )
+    itself = copy.deepcopy(logging)
+    itself["urn"] += "-itself"
+    itself["propertyDependencies"]["bucket"] = [logs["urn"]]
+    entries.append(itself)
+    findings = _run_policy(POLICIES["buckets-hardened"], entries, "prod")
+    assert sorted(f.message for f in findings) == [
+        f"bucket {logs['name']}: it receives server access logs and must not log itself",
+        f"bucket {logs['name']}: it receives server access logs, which S3 delivers only to "
+        "SSE-S3 (AES256) buckets",
+    ]
+
+
+def test_a_data_bucket_that_stops_logging_is_caught(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    bucket = _target(entries, BUCKET, "=storage-datasets")
+    logging = _bucket_part(entries, "bucketLogging:BucketLogging", bucket)
+    logging["inputs"]["targetBucket"] = ""
+    findings = _run_policy(POLICIES["buckets-hardened"], entries, "prod")
+    assert [f.message for f in findings] == [
+        f"bucket {bucket['name']}: its server access logs go nowhere"
+    ]
 
 
 def test_a_second_public_access_block_is_caught(synthesized: dict[str, StackResult]) -> None:

@@ -25,6 +25,8 @@ from components.config import (
     parse_platform_config,
 )
 from components.storage import (
+    LOG_DELIVERY_SERVICE,
+    access_log_bucket_policy,
     association_s3_config,
     data_key_policy,
     data_repository_path,
@@ -51,6 +53,8 @@ PUBLIC_ACCESS = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
 LIFECYCLE = "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"
 OWNERSHIP = "aws:s3/bucketOwnershipControls:BucketOwnershipControls"
+ACCESS_LOGS: Final = "storage-access-logs"
+LOGGING: Final = "aws:s3/bucketLogging:BucketLogging"
 BUCKET_PARTS: Final = (VERSIONING, ENCRYPTION, PUBLIC_ACCESS, BUCKET_POLICY, LIFECYCLE, OWNERSHIP)
 KEY = "aws:kms/key:Key"
 ALIAS = "aws:kms/alias:Alias"
@@ -291,7 +295,8 @@ def test_one_of_each_bucket_resource_per_configured_bucket(
     cases: dict[str, StackCase], stack: str
 ) -> None:
     case = cases[stack]
-    expected = sorted(case.expected_bucket_name(b["name"]) for b in case.buckets)
+    names = [case.expected_bucket_name(b["name"]) for b in case.buckets]
+    expected = sorted([*names, f"{case.cluster}-access-logs-{case.raw['accountId']}"])
     assert sorted(b.inputs["bucket"] for b in case.run.of_type(BUCKET)) == expected
     for resource_type in BUCKET_PARTS:
         assert len(case.run.of_type(resource_type)) == len(expected), resource_type
@@ -407,6 +412,84 @@ def test_bucket_lifecycle_rules(cases: dict[str, StackCase], stack: str, key: st
     assert _part(case.run, VERSIONING, bucket).urn in lifecycle.dependencies
 
 
+def _access_log_bucket(case: StackCase) -> ResourceRecord:
+    return _named(case.run, BUCKET, ACCESS_LOGS)
+
+
+@pytest.mark.parametrize(("stack", "key"), BUCKET_CASES)
+def test_every_data_bucket_logs_its_requests_into_the_stacks_log_bucket(
+    cases: dict[str, StackCase], stack: str, key: str
+) -> None:
+    case = cases[stack]
+    logging = _part(case.run, LOGGING, _bucket(case, key))
+    log_bucket = _access_log_bucket(case)
+    assert logging.property_dependencies["targetBucket"] == [log_bucket.urn]
+    assert logging.inputs["targetPrefix"] == f"{key}/"
+    assert logging.inputs["targetObjectKeyFormat"] == {
+        "partitionedPrefix": {"partitionDateSource": "EventTime"}
+    }
+    # delivery is authorized before logging is turned on
+    assert _part(case.run, BUCKET_POLICY, log_bucket).urn in logging.dependencies
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_log_bucket_takes_only_this_stacks_log_delivery_and_logs_nothing(
+    cases: dict[str, StackCase], stack: str
+) -> None:
+    case = cases[stack]
+    log_bucket = _access_log_bucket(case)
+    assert log_bucket.inputs["bucket"] == f"{case.cluster}-access-logs-{case.raw['accountId']}"
+    (rule,) = _part(case.run, ENCRYPTION, log_bucket).inputs["rules"]
+    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "AES256"}
+    assert not [
+        r
+        for r in case.run.of_type(LOGGING)
+        if r.property_dependencies["bucket"] == [log_bucket.urn]
+    ]
+    policy = json.loads(_part(case.run, BUCKET_POLICY, log_bucket).inputs["policy"])
+    (delivery,) = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
+    assert delivery["Principal"] == {"Service": LOG_DELIVERY_SERVICE}
+    assert delivery["Condition"]["ArnLike"]["aws:SourceArn"] == sorted(
+        f"arn:aws:s3:::{case.expected_bucket_name(b['name'])}" for b in case.buckets
+    )
+    assert delivery["Condition"]["StringEquals"]["aws:SourceAccount"] == case.raw["accountId"]
+    rules = _part(case.run, LIFECYCLE, log_bucket).inputs["rules"]
+    assert {"days": 365} in [r.get("expiration") for r in rules]
+    assert any(r.get("abortIncompleteMultipartUpload") for r in rules)
+
+
+def test_access_logs_name_and_retention_are_configurable(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
+    data = stack_data("dev")
+    data["storage"]["accessLogs"] = {"bucketName": "acme-ml-access-logs", "retentionDays": 90}
+    run = run_platform(data, "dev")
+    log_bucket = _named(run, BUCKET, ACCESS_LOGS)
+    assert log_bucket.inputs["bucket"] == "acme-ml-access-logs"
+    rules = _part(run, LIFECYCLE, log_bucket).inputs["rules"]
+    assert {"days": 90} in [r.get("expiration") for r in rules]
+
+
+def test_a_log_bucket_name_s3_refuses_or_a_data_bucket_has_is_reported() -> None:
+    data = stack_data("dev")
+    data["storage"]["accessLogs"] = {"bucketName": "xn--logs"}
+    assert_reported(data, "platform.storage.accessLogs.bucketName", "xn--logs", "reserved prefixes")
+    data = stack_data("dev")
+    data["storage"]["accessLogs"] = {"bucketName": "same-name"}
+    data["storage"]["buckets"][0]["bucketName"] = "same-name"
+    assert [p.path for p in problems_of(data)] == ["platform.storage.buckets"]
+
+
+def test_access_log_bucket_policy() -> None:
+    policy = access_log_bucket_policy(
+        "arn:aws:s3:::logs", ["arn:aws:s3:::b", "arn:aws:s3:::a"], "111122223333"
+    )
+    deny, allow = policy["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Condition"]["Bool"]["aws:SecureTransport"] == "false"
+    assert allow["Resource"] == "arn:aws:s3:::logs/*" and allow["Action"] == "s3:PutObject"
+    assert allow["Condition"]["ArnLike"]["aws:SourceArn"] == ["arn:aws:s3:::a", "arn:aws:s3:::b"]
+
+
 def test_noncurrent_retention_default_and_override(cases: dict[str, StackCase]) -> None:
     dev, prod = cases["dev"], cases["prod"]
     assert "noncurrentVersionRetentionDays" not in dev.raw_bucket("data")
@@ -468,7 +551,7 @@ def test_configured_bucket_name_is_used_everywhere(
     data = stack_data("dev")
     data["storage"]["buckets"][0]["bucketName"] = "acme-ml-training-data"
     run = run_platform(data, "dev")
-    (bucket,) = run.of_type(BUCKET)
+    (bucket,) = [b for b in run.of_type(BUCKET) if b.name != ACCESS_LOGS]
     assert bucket.inputs["bucket"] == "acme-ml-training-data"
     policy = json.loads(_part(run, BUCKET_POLICY, bucket).inputs["policy"])
     assert policy["Statement"][0]["Resource"] == [
@@ -527,6 +610,8 @@ def test_file_system_encrypted_with_the_data_key(lustre_case: StackCase) -> None
     assert file_system.property_dependencies.get("kmsKeyId") == [data_key.urn]
     # the same key as the buckets behind it
     for encryption in run.of_type(ENCRYPTION):
+        if encryption.name == ACCESS_LOGS:
+            continue  # SSE-S3, as log delivery needs (test_access_log_bucket_*)
         (rule,) = encryption.inputs["rules"]
         key_arn = rule["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"]
         assert file_system.inputs["kmsKeyId"] == key_arn
@@ -965,7 +1050,7 @@ def test_buckets_without_a_file_system_add_no_taint(
     del data["storage"]["lustre"]
     without_slurm(data)  # Slurm needs the file system
     run = run_platform(data, "dev")
-    assert len(run.of_type(BUCKET)) == 1
+    assert sorted(b.name for b in run.of_type(BUCKET)) == [ACCESS_LOGS, "storage-data"]
     assert _data_key(run).inputs["enableKeyRotation"] is True
     for record in run.records:
         assert "startupTaints" not in dict(_walk(record.inputs)), record.name
@@ -1019,7 +1104,7 @@ def test_non_default_lustre_settings_reach_the_resources(
     assert inputs["automaticBackupRetentionDays"] == 0
     assert inputs["logConfiguration"]["level"] == "ERROR_ONLY"
     assert _named(run, LOG_GROUP, "storage-lustre").inputs["retentionInDays"] == 30
-    rules = run.one(LIFECYCLE).inputs["rules"]
+    rules = _named(run, LIFECYCLE, "storage-data").inputs["rules"]
     assert {"noncurrentDays": 45} in [r.get("noncurrentVersionExpiration") for r in rules]
     results = _association(run, "/results").inputs
     assert results["s3"] == {"autoExportPolicy": {"events": ["NEW"]}}

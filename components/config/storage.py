@@ -243,10 +243,36 @@ class LustreConfig(StrictModel):
     )
 
 
+class AccessLogsConfig(StrictModel):
+    """The bucket the stack owns for the S3 server access logs of its data buckets.
+
+    Each data bucket logs every request (who, which object, when, the result) under
+    ``<bucket key>/`` of this bucket. AWS delivers the logs best-effort and charges only their
+    storage. The log bucket itself is encrypted with S3-managed keys (log delivery refuses
+    KMS-encrypted destinations), logs nothing and expires its objects.
+    """
+
+    bucket_name: BucketName | None = Field(
+        default=None,
+        description="Globally unique S3 name. Default: <cluster>-access-logs-<accountId>.",
+    )
+    retention_days: int = Field(
+        default=365,
+        ge=1,
+        le=3650,
+        description="Days an access log object is kept, then deleted. Default: 365.",
+    )
+
+
 class StorageConfig(StrictModel):
     """Shared storage: S3 buckets and the Lustre file system in front of one of them."""
 
     buckets: list[BucketConfig] = Field(default_factory=list, description="Buckets. Default: none.")
+    access_logs: AccessLogsConfig = Field(
+        default_factory=AccessLogsConfig,
+        description="Where the buckets' server access logs go (only with buckets). Default: "
+        "a stack-owned log bucket keeping logs 365 days.",
+    )
     lustre: LustreConfig | None = Field(
         default=None, description="The shared file system. Default: none."
     )
@@ -259,16 +285,22 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     keys = [bucket.name for bucket in storage.buckets]
     if duplicates(keys):
         yield ConfigProblem(f"{base}.buckets", keys, "unique bucket keys")
-    names = [bucket_name(config, bucket) for bucket in storage.buckets]
-    for index, name in enumerate(names):
+    named = [
+        (f"{base}.buckets[{index}].bucketName", bucket_name(config, bucket))
+        for index, bucket in enumerate(storage.buckets)
+    ]
+    if storage.buckets:
+        named.append((f"{base}.accessLogs.bucketName", access_log_bucket_name(config)))
+    names = [name for _, name in named]
+    if duplicates(names):
+        yield ConfigProblem(f"{base}.buckets", names, "distinct S3 names (access logs included)")
+    for key, name in named:
         if len(name) > 63:
             yield ConfigProblem(
-                f"{base}.buckets[{index}].bucketName",
-                name,
-                "at most 63 characters; the default name is too long, set bucketName",
+                key, name, "at most 63 characters; the default name is too long, set bucketName"
             )
         elif (refusal := _s3_refuses(name)) is not None:
-            yield ConfigProblem(f"{base}.buckets[{index}].bucketName", name, refusal)
+            yield ConfigProblem(key, name, refusal)
     lustre = storage.lustre
     if lustre is None:
         return
@@ -402,3 +434,9 @@ def _s3_refuses(name: str) -> str | None:
 def bucket_name(config: PlatformConfig, bucket: BucketConfig) -> str:
     """The S3 name of a bucket: its configured name, or <cluster>-<key>-<account>."""
     return bucket.bucket_name or f"{config.name}-{bucket.name}-{config.account_id}"
+
+
+def access_log_bucket_name(config: PlatformConfig) -> str:
+    """The S3 name of the access log bucket: configured, or <cluster>-access-logs-<account>."""
+    configured = config.storage.access_logs.bucket_name
+    return configured or f"{config.name}-access-logs-{config.account_id}"

@@ -54,7 +54,12 @@ BUCKET_SETTINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
          "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2"),
         ("lifecycleRules",),
     ),
+    "access logging": (
+        ("aws:s3/bucketLogging:BucketLogging", "aws:s3/bucketLoggingV2:BucketLoggingV2"),
+        ("logging", "loggings"),
+    ),
 }  # fmt: skip
+LOGGING_TYPES = frozenset(BUCKET_SETTINGS["access logging"][0])
 
 
 def _found(value: Any, key: str) -> Iterator[Any]:
@@ -112,6 +117,20 @@ def _customer_key_encrypted(value: Any) -> bool:
     return False
 
 
+def _s3_key_encrypted(value: Any) -> bool:
+    """SSE-S3 by default: what S3 server access log delivery requires of its destination."""
+    return any(
+        one.get("sseAlgorithm") == "AES256"
+        for key in ("applyServerSideEncryptionByDefault", "applyServerSideEncryptionByDefaults")
+        for default in _found(value, key)
+        for one in as_list(default)
+    )
+
+
+def _logs_elsewhere(value: Any) -> bool:
+    return any(target not in (None, "") for target in _found(value, "targetBucket"))
+
+
 def _public_blocked(value: Any) -> bool:
     flags = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
     return isinstance(value, Mapping) and all(is_true(value.get(flag)) for flag in flags)
@@ -146,13 +165,44 @@ BUCKET_REQUIREMENTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "public access block": (_public_blocked, "public access is not fully blocked"),
     "policy": (_tls_denied, "the bucket policy does not deny requests without TLS"),
     "lifecycle": (_aborts_uploads, "no lifecycle rule aborts incomplete multipart uploads"),
+    "access logging": (_logs_elsewhere, "its server access logs go nowhere"),
 }
 
 
+LOG_TARGET_REQUIREMENTS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **BUCKET_REQUIREMENTS,
+    "encryption": (
+        _s3_key_encrypted,
+        "it receives server access logs, which S3 delivers only to SSE-S3 (AES256) buckets",
+    ),
+}
+
+
+def _is_log_target(resources: list[PolicyResource], bucket: PolicyResource) -> bool:
+    """Some bucket's server access logs go to ``bucket``."""
+    return any(
+        r.resource_type in LOGGING_TYPES
+        and bucket in r.property_dependencies.get("targetBucket", [])
+        for r in resources
+    )
+
+
 def _bucket_problems(resources: list[PolicyResource], bucket: PolicyResource) -> list[str]:
+    """What ``bucket`` lacks.
+
+    A data bucket logs its requests into another bucket. The bucket that receives the logs is
+    SSE-S3 encrypted and logs nothing itself (S3 user guide, "Enabling Amazon S3 server access
+    logging": logging the log bucket would loop, and KMS destinations get no logs).
+    """
     problems = []
+    log_target = _is_log_target(resources, bucket)
+    requirements = LOG_TARGET_REQUIREMENTS if log_target else BUCKET_REQUIREMENTS
     for setting, declared in _setting_sources(resources, bucket).items():
-        holds, problem = BUCKET_REQUIREMENTS[setting]
+        if setting == "access logging" and log_target:
+            if declared:
+                problems.append("it receives server access logs and must not log itself")
+            continue
+        holds, problem = requirements[setting]
         if len(declared) > 1:
             # AWS keeps one configuration per bucket; which one wins depends on apply order.
             problems.append(
@@ -263,7 +313,8 @@ def _check_fsx_ports(args: StackValidationArgs, report: ReportViolation) -> None
 POLICIES = [
     StackValidationPolicy(
         name="buckets-hardened",
-        description="Data buckets are versioned, KMS-encrypted, closed to the public, TLS-only "
+        description="Data buckets are versioned, KMS-encrypted, closed to the public, TLS-only, "
+        "log every request into the stack's access log bucket (SSE-S3, as log delivery needs) "
         "and clean up abandoned multipart uploads: datasets and checkpoints are the asset.",
         validate=_check_buckets,
         enforcement_level=MANDATORY,
