@@ -303,7 +303,8 @@ def scan(argv: list[str]) -> int:
     parser = _command_parser(
         "scan",
         "Synthesize each stack and run checkov's Kubernetes rules on its manifests "
-        "and pods; every finding must be waived in policies/scan-waivers.yaml. Exit 0 when "
+        "and pods and its AWS rules on terraform-plan.json; every finding must be "
+        "waived in policies/scan-waivers.yaml. Exit 0 when "
         "none is left and no waiver is idle, 1 otherwise, 2 for a bad stack or no checkov.",
     )
     parser.add_argument("stacks", nargs="*", help="stack names (default: dev)")
@@ -318,7 +319,9 @@ def scan(argv: list[str]) -> int:
             result = _synthesized(stack, options)
             if result is None:
                 return 2
-            found[stack] = scanning.kubernetes_findings(result.written.directory)
+            found[stack] = scanning.kubernetes_findings(
+                result.written.directory
+            ) + scanning.aws_findings(result.written.directory)
             print(scanning.render(stack, found[stack], waivers))
     except scanning.ScanError as exc:
         print(f"scan: {exc}", file=sys.stderr)

@@ -13,6 +13,7 @@ import yaml
 
 from synth.engine import ResourceRecord
 from synth.pods import pods_of
+from synth.terraform import terraform_plan
 
 HELM_RELEASE_TYPE: Final = "kubernetes:helm.sh/v3:Release"
 _NOT_OBJECTS: Final = (HELM_RELEASE_TYPE,)
@@ -72,9 +73,11 @@ def helm_release_of(record: ResourceRecord) -> dict[str, Any]:
 
 
 def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
-    """Write one stack's ``resources.json``, ``manifests/``, ``helm/`` and ``pods/`` files.
+    """Write one stack's ``resources.json``, ``manifests/``, ``helm/``, ``pods/`` and plan files.
 
-    ``pods/`` holds the pods its custom resources stand for (:mod:`synth.pods`). The directory
+    ``pods/`` holds the pods its custom resources stand for (:mod:`synth.pods`);
+    ``terraform-plan.json`` its AWS resources as a Terraform plan shows them
+    (:mod:`synth.terraform`), for scanners that read Terraform. The directory
     is emptied first, so files of objects a change removed do not linger.
     """
     if directory.exists():
@@ -107,6 +110,9 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
     pods_dir.mkdir()
     for name, pod in pods.items():
         (pods_dir / name).write_text(yaml.safe_dump(pod, sort_keys=False))
+    (directory / "terraform-plan.json").write_text(
+        json.dumps(terraform_plan(records), indent=1) + "\n"
+    )
     return WrittenStack(directory, len(records), len(manifests), releases, len(pods))
 
 

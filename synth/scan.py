@@ -1,8 +1,10 @@
-"""A second opinion: checkov's Kubernetes rules on what a stack's synthesis runs, with waivers.
+"""A second opinion: checkov's AWS and Kubernetes rules on what a stack creates, with waivers.
 
 checkov (pinned in requirements-scan.txt, in its own virtualenv ``.venv-scan``) reads the
 stack's ``manifests/`` and ``pods/`` together, so that its graph checks connect a pod with the
-NetworkPolicies and ServiceAccounts beside it. Every finding must be waived in
+NetworkPolicies and ServiceAccounts beside it, and ``terraform-plan.json`` (the AWS resources
+in the Terraform plan shape, :mod:`synth.terraform`) with its ``terraform_plan`` framework,
+whose graph checks follow the references between resources. Every finding must be waived in
 ``policies/scan-waivers.yaml`` by check, resource and stack, with the reason; a waiver that
 waives nothing is an error too, so the file says what is true today.
 """
@@ -29,6 +31,7 @@ WAIVERS: Final = REPOSITORY_ROOT / "policies" / "scan-waivers.yaml"
 SETUP_HINT: Final = "VENV=.venv-scan scripts/setup requirements-scan.txt"
 CHECK_ID: Final = re.compile(r"CKV2?_(K8S|AWS)_\d+")
 SCANNED_FOLDERS: Final = ("manifests", "pods")
+PLAN_FILE: Final = "terraform-plan.json"
 
 
 class ScanError(Exception):
@@ -42,7 +45,8 @@ class Finding:
     check: str
     name: str
     resource: str
-    """checkov's id of the resource: ``Kind.namespace.name``."""
+    """checkov's id of the resource: ``Kind.namespace.name``, or a Terraform address
+    (``aws_s3_bucket.storage-datasets``)."""
     file: str
 
 
@@ -117,8 +121,65 @@ def _scratch_environment(scratch: Path) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8"}
 
 
+def _checkov(
+    checkov: Path, target: list[str], framework: str, *, scratch: Path, given: int, where: Path
+) -> list[Finding]:
+    """Run checkov once and hold it to reading everything it was given.
+
+    Raises:
+        ScanError: no JSON answer, fewer resources read than ``given``, a parsing error, or a
+            skipped check.
+    """
+    done = subprocess.run(
+        [str(checkov), *target, "--framework", framework, "--output", "json", "--quiet",
+         "--skip-download", "--no-fail-on-crash"],
+        capture_output=True, text=True, check=False, timeout=600, cwd=scratch,
+        env=_scratch_environment(scratch),
+    )  # fmt: skip
+    try:
+        results = _results(done.stdout)
+    except json.JSONDecodeError:
+        message = f"checkov gave no JSON (exit {done.returncode}): {done.stderr[-500:]}"
+        raise ScanError(message) from None
+    summary = {
+        key: sum(int((r.get("summary") or {}).get(key, 0)) for r in results)
+        for key in ("resource_count", "skipped", "parsing_errors")
+    }
+    if summary["resource_count"] != given or summary["parsing_errors"]:
+        raise ScanError(
+            f"checkov {framework} read {summary['resource_count']} of {given} resources "
+            f"({summary['parsing_errors']} parsing error(s)) in {where}"
+        )
+    if summary["skipped"]:
+        raise ScanError(
+            f"checkov skipped {summary['skipped']} check(s) in {where}: a skip annotation "
+            "(checkov.io/skip) bypasses the waiver file; waive in policies/scan-waivers.yaml"
+        )
+    return sorted(
+        (
+            Finding(f["check_id"], f["check_name"], f["resource"], Path(f["file_path"]).name)
+            for result in results
+            for f in (result.get("results") or {}).get("failed_checks", [])
+        ),
+        key=lambda f: (f.check, f.resource),
+    )
+
+
+def _scratch() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="scan-")
+
+
+def _checked_scratch(scratch_dir: str, checkov: Path) -> Path:
+    if not checkov.exists():
+        raise ScanError(f"checkov is not installed at {checkov}: run {SETUP_HINT}")
+    scratch = Path(scratch_dir)
+    if any(part.startswith(".") for part in scratch.parts):
+        raise ScanError(f"{scratch} has a hidden component, whose files checkov skips")
+    return scratch
+
+
 def kubernetes_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
-    """Run checkov's Kubernetes framework on one stack's synthesis.
+    """Run checkov's Kubernetes framework on one stack's manifests and pods.
 
     The scan must read every document it is given: checkov silently skips paths with a hidden
     component, files it cannot parse, and checks an environment variable, a config file or an
@@ -133,12 +194,8 @@ def kubernetes_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Findin
         ScanError: checkov is not installed, did not answer in JSON, read fewer documents than
             it was given, could not parse one, or skipped a check.
     """
-    if not checkov.exists():
-        raise ScanError(f"checkov is not installed at {checkov}: run {SETUP_HINT}")
-    with tempfile.TemporaryDirectory(prefix="scan-") as scratch_dir:
-        scratch = Path(scratch_dir)
-        if any(part.startswith(".") for part in scratch.parts):
-            raise ScanError(f"{scratch} has a hidden component, whose files checkov skips")
+    with _scratch() as scratch_dir:
+        scratch = _checked_scratch(scratch_dir, checkov)
         documents = scratch / "documents"
         documents.mkdir()
         given = 0
@@ -148,39 +205,36 @@ def kubernetes_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Findin
                 given += 1
         if not given:
             raise ScanError(f"{stack_dir} holds no manifests or pods to scan")
-        done = subprocess.run(
-            [str(checkov), "--directory", str(documents), "--framework", "kubernetes",
-             "--output", "json", "--quiet", "--skip-download", "--no-fail-on-crash"],
-            capture_output=True, text=True, check=False, timeout=600, cwd=scratch,
-            env=_scratch_environment(scratch),
+        return _checkov(
+            checkov, ["--directory", str(documents)], "kubernetes",
+            scratch=scratch, given=given, where=stack_dir,
         )  # fmt: skip
-    try:
-        results = _results(done.stdout)
-    except json.JSONDecodeError:
-        message = f"checkov gave no JSON (exit {done.returncode}): {done.stderr[-500:]}"
-        raise ScanError(message) from None
-    summary = {
-        key: sum(int((r.get("summary") or {}).get(key, 0)) for r in results)
-        for key in ("resource_count", "skipped", "parsing_errors")
-    }
-    if summary["resource_count"] != given or summary["parsing_errors"]:
-        raise ScanError(
-            f"checkov read {summary['resource_count']} of {given} documents "
-            f"({summary['parsing_errors']} parsing error(s)) in {stack_dir}"
-        )
-    if summary["skipped"]:
-        raise ScanError(
-            f"checkov skipped {summary['skipped']} check(s) in {stack_dir}: a skip annotation "
-            "(checkov.io/skip) bypasses the waiver file; waive in policies/scan-waivers.yaml"
-        )
-    return sorted(
-        (
-            Finding(f["check_id"], f["check_name"], f["resource"], Path(f["file_path"]).name)
-            for result in results
-            for f in (result.get("results") or {}).get("failed_checks", [])
-        ),
-        key=lambda f: (f.check, f.resource),
-    )
+
+
+def aws_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
+    """Run checkov's ``terraform_plan`` framework on one stack's ``terraform-plan.json``.
+
+    Held to the same rules as :func:`kubernetes_findings`: it must read every resource the
+    export holds.
+
+    Args:
+        stack_dir: ``DIR/<stack>`` as ``synth`` writes it.
+        checkov: the checkov executable.
+
+    Raises:
+        ScanError: as :func:`kubernetes_findings`, or the stack has no plan export.
+    """
+    plan = stack_dir / PLAN_FILE
+    if not plan.exists():
+        raise ScanError(f"{plan} is missing: synthesize the stack first")
+    given = len(json.loads(plan.read_text())["planned_values"]["root_module"]["resources"])
+    with _scratch() as scratch_dir:
+        scratch = _checked_scratch(scratch_dir, checkov)
+        shutil.copy(plan, scratch / PLAN_FILE)
+        return _checkov(
+            checkov, ["--file", str(scratch / PLAN_FILE)], "terraform_plan",
+            scratch=scratch, given=given, where=stack_dir,
+        )  # fmt: skip
 
 
 def unwaived(findings: Iterable[Finding], waivers: Sequence[Waiver], stack: str) -> list[Finding]:
@@ -206,7 +260,7 @@ def render(stack: str, findings: list[Finding], waivers: Sequence[Waiver]) -> st
     """One line per unwaived finding, and the totals."""
     open_findings = unwaived(findings, waivers, stack)
     lines = [
-        f"{stack}: checkov kubernetes: {len(findings)} finding(s), "
+        f"{stack}: checkov (AWS and Kubernetes): {len(findings)} finding(s), "
         f"{len(findings) - len(open_findings)} waived, {len(open_findings)} not waived"
     ]
     lines += [

@@ -1,4 +1,4 @@
-"""The second opinion: checkov's Kubernetes rules on every stack, and the waiver file's gate.
+"""The second opinion: checkov's AWS and Kubernetes rules on every stack, and the waiver gate.
 
 These run the pinned checkov (requirements-scan.txt, in .venv-scan; scripts/test sets it up).
 Without it they fail with the command that installs it: a scan that did not run is not a pass.
@@ -6,8 +6,10 @@ Without it they fail with the command that installs it: a scan that did not run 
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,6 +19,7 @@ from synth.scan import (
     Finding,
     ScanError,
     Waiver,
+    aws_findings,
     idle,
     kubernetes_findings,
     load_waivers,
@@ -28,7 +31,11 @@ from tests.conftest import STACKS
 
 @pytest.fixture(scope="module")
 def findings(synthesized: dict[str, StackResult]) -> dict[str, list[Finding]]:
-    return {stack: kubernetes_findings(synthesized[stack].written.directory) for stack in STACKS}
+    return {
+        stack: kubernetes_findings(synthesized[stack].written.directory)
+        + aws_findings(synthesized[stack].written.directory)
+        for stack in STACKS
+    }
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -51,6 +58,65 @@ def test_the_scan_reads_the_pods_inside_custom_resources(
     resources = {f.resource for f in findings["prod"]}
     assert any(r.startswith("Pod.slurm.") for r in resources)
     assert any(r.startswith("Pod.ml-research.") for r in resources)
+
+
+def test_the_aws_scan_reads_the_terraform_export(findings: dict[str, list[Finding]]) -> None:
+    assert any(f.resource.startswith("aws_s3_bucket.") for f in findings["prod"])
+    assert {f.file for f in findings["prod"]} >= {"terraform-plan.json"}
+
+
+def _plan_copy(synthesized: dict[str, StackResult], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    copy = tmp_path / "dev"
+    shutil.copytree(synthesized["dev"].written.directory, copy)
+    return copy, json.loads((copy / "terraform-plan.json").read_text())
+
+
+def _write_plan(directory: Path, plan: dict[str, Any]) -> None:
+    (directory / "terraform-plan.json").write_text(json.dumps(plan))
+
+
+def test_a_seeded_aws_violation_fails_the_gate(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    """A bucket that stops logging, and a group opened to SSH from anywhere.
+
+    (A group with a ``self`` rule passes CKV_AWS_24 whatever else it allows, so the seed is
+    the API group, which has no inline rules.)
+    """
+    directory, plan = _plan_copy(synthesized, tmp_path)
+    for section in (plan["planned_values"]["root_module"], plan["configuration"]["root_module"]):
+        section["resources"] = [
+            r for r in section["resources"] if r["address"] != "aws_s3_bucket_logging.storage-data"
+        ]
+    group = next(
+        r
+        for r in plan["planned_values"]["root_module"]["resources"]
+        if r["type"] == "aws_security_group" and r["name"].endswith("-api")
+    )
+    group["values"]["ingress"] = [
+        {"cidr_blocks": ["0.0.0.0/0"], "from_port": 22, "to_port": 22, "protocol": "tcp",
+         "description": "ssh"}
+    ]  # fmt: skip
+    _write_plan(directory, plan)
+    left = {(f.check, f.resource) for f in unwaived(aws_findings(directory), load_waivers(), "dev")}
+    assert left == {
+        ("CKV_AWS_18", "aws_s3_bucket.storage-data"),
+        # No bucket logs into it any more, so it is a bucket without logging as well.
+        ("CKV_AWS_18", "aws_s3_bucket.storage-access-logs"),
+        ("CKV_AWS_24", group["address"]),
+    }
+
+
+def test_a_plan_resource_checkov_does_not_read_fails_the_scan(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    """Two resources at one address: checkov keeps one, so it read fewer than it was given."""
+    directory, plan = _plan_copy(synthesized, tmp_path)
+    resources = plan["planned_values"]["root_module"]["resources"]
+    resources.append(dict(resources[0]))
+    _write_plan(directory, plan)
+    with pytest.raises(ScanError, match=r"terraform_plan read \d+ of \d+ resources"):
+        aws_findings(directory)
 
 
 def _seeded(synthesized: dict[str, StackResult], tmp_path: Path) -> tuple[Path, str]:
@@ -95,7 +161,7 @@ def test_a_document_checkov_cannot_read_fails_the_scan(
     copy = tmp_path / "dev"
     shutil.copytree(synthesized["dev"].written.directory, copy)
     (copy / "pods" / "Pod.broken.yaml").write_text("kind: Pod\nmetadata: [unclosed\n")
-    with pytest.raises(ScanError, match="documents"):
+    with pytest.raises(ScanError, match=r"kubernetes read \d+ of \d+"):
         kubernetes_findings(copy)
 
 
@@ -136,3 +202,8 @@ def test_a_malformed_waiver_is_refused_by_its_entry(
 def test_without_checkov_the_scan_says_how_to_install_it(tmp_path: Path) -> None:
     with pytest.raises(ScanError, match=r"scripts/setup requirements-scan\.txt"):
         kubernetes_findings(tmp_path, checkov=tmp_path / "missing")
+    (tmp_path / "terraform-plan.json").write_text(
+        json.dumps({"planned_values": {"root_module": {"resources": []}}})
+    )
+    with pytest.raises(ScanError, match=r"scripts/setup requirements-scan\.txt"):
+        aws_findings(tmp_path, checkov=tmp_path / "missing")
