@@ -165,11 +165,8 @@ def _checkov(
     )
 
 
-def _scratch() -> tempfile.TemporaryDirectory[str]:
-    return tempfile.TemporaryDirectory(prefix="scan-")
-
-
 def _checked_scratch(scratch_dir: str, checkov: Path) -> Path:
+    """The scratch directory, once checkov exists and no hidden path component hides files."""
     if not checkov.exists():
         raise ScanError(f"checkov is not installed at {checkov}: run {SETUP_HINT}")
     scratch = Path(scratch_dir)
@@ -194,7 +191,7 @@ def kubernetes_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Findin
         ScanError: checkov is not installed, did not answer in JSON, read fewer documents than
             it was given, could not parse one, or skipped a check.
     """
-    with _scratch() as scratch_dir:
+    with tempfile.TemporaryDirectory(prefix="scan-") as scratch_dir:
         scratch = _checked_scratch(scratch_dir, checkov)
         documents = scratch / "documents"
         documents.mkdir()
@@ -228,7 +225,7 @@ def aws_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
     if not plan.exists():
         raise ScanError(f"{plan} is missing: synthesize the stack first")
     given = len(json.loads(plan.read_text())["planned_values"]["root_module"]["resources"])
-    with _scratch() as scratch_dir:
+    with tempfile.TemporaryDirectory(prefix="scan-") as scratch_dir:
         scratch = _checked_scratch(scratch_dir, checkov)
         shutil.copy(plan, scratch / PLAN_FILE)
         return _checkov(

@@ -123,6 +123,11 @@ class StackCase:
         (bucket,) = [b for b in self.buckets if b["name"] == key]
         return bucket
 
+    @property
+    def expected_access_log_bucket_name(self) -> str:
+        """<cluster>-access-logs-<accountId> (config docs; the stack files set no override)."""
+        return f"{self.cluster}-access-logs-{self.raw['accountId']}"
+
     def expected_bucket_name(self, key: str) -> str:
         """Configured bucketName, else <cluster>-<key>-<accountId> (config docs)."""
         raw = self.raw_bucket(key)
@@ -296,7 +301,7 @@ def test_one_of_each_bucket_resource_per_configured_bucket(
 ) -> None:
     case = cases[stack]
     names = [case.expected_bucket_name(b["name"]) for b in case.buckets]
-    expected = sorted([*names, f"{case.cluster}-access-logs-{case.raw['accountId']}"])
+    expected = sorted([*names, case.expected_access_log_bucket_name])
     assert sorted(b.inputs["bucket"] for b in case.run.of_type(BUCKET)) == expected
     for resource_type in BUCKET_PARTS:
         assert len(case.run.of_type(resource_type)) == len(expected), resource_type
@@ -438,7 +443,7 @@ def test_the_log_bucket_takes_only_this_stacks_log_delivery_and_logs_nothing(
 ) -> None:
     case = cases[stack]
     log_bucket = _access_log_bucket(case)
-    assert log_bucket.inputs["bucket"] == f"{case.cluster}-access-logs-{case.raw['accountId']}"
+    assert log_bucket.inputs["bucket"] == case.expected_access_log_bucket_name
     (rule,) = _part(case.run, ENCRYPTION, log_bucket).inputs["rules"]
     assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "AES256"}
     assert not [

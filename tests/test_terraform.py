@@ -21,6 +21,7 @@ import pytest
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from synth.terraform import (
+    EKS_CLUSTER,
     EKS_COMPONENT,
     TERRAFORM_TYPES,
     ExportError,
@@ -79,8 +80,7 @@ def test_every_aws_resource_is_exported_once(
     planned = _planned(_plan(synthesized[stack]))
     assert len(planned) == len(records)
     assert sorted(r["type"] for r in planned.values()) == sorted(
-        TERRAFORM_TYPES["aws:eks/cluster:Cluster" if r.type == EKS_COMPONENT else r.type]
-        for r in records
+        TERRAFORM_TYPES[EKS_CLUSTER if r.type == EKS_COMPONENT else r.type] for r in records
     )
 
 
