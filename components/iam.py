@@ -146,6 +146,7 @@ def role_with_policies(
     trust_policy: dict[str, Any],
     managed_policies: list[str],
     opts: pulumi.ResourceOptions,
+    role_name: str | None = None,
 ) -> ManagedRole:
     """An IAM role with AWS managed policies attached as separate attachment resources.
 
@@ -155,9 +156,13 @@ def role_with_policies(
         managed_policies: AWS managed policy names (path included, e.g.
             ``service-role/AmazonEBSCSIDriverPolicy``).
         opts: options for the role and its attachments (parent, provider).
+        role_name: the role's IAM name, at most 64 characters. Default: Pulumi's auto-name
+            from ``name``.
 
     """
-    role = aws.iam.Role(name, assume_role_policy=json.dumps(trust_policy), opts=opts)
+    role = aws.iam.Role(
+        name, name=role_name, assume_role_policy=json.dumps(trust_policy), opts=opts
+    )
     attachments = [
         aws.iam.RolePolicyAttachment(
             f"{name}-{policy.rsplit('/', 1)[-1]}",

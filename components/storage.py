@@ -9,6 +9,8 @@ its own static PersistentVolume and claim.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import typing
 from typing import Any, Final
@@ -34,6 +36,7 @@ from components.iam import (
     pod_identity_trust_policy,
     role_with_policies,
 )
+from components.teams import JOB_SERVICE_ACCOUNT
 
 LUSTRE_PORTS: Final = ((988, 988), (1018, 1023))
 """TCP ports Lustre clients and servers use (REFERENCE §5: 988 and 1018-1023)."""
@@ -178,6 +181,124 @@ def lustre_egress(
     return _lustre_rules(client_group_id, efa_enabled=efa_enabled, towards="to")
 
 
+@dataclasses.dataclass(frozen=True)
+class TeamPrefix:
+    """A part of a data bucket that one team's job role reaches.
+
+    Attributes:
+        bucket: the bucket's S3 name.
+        prefix: the key prefix, ending in ``/`` (the team's own, e.g. ``checkpoints/ml-a/``).
+        writable: whether the role may write and delete objects there, not only read them.
+        why: where it shows on the file system, or why the team reaches it (for reviewers).
+    """
+
+    bucket: str
+    prefix: str
+    writable: bool
+    why: str
+
+
+def team_prefixes(config: PlatformConfig, team: str) -> list[TeamPrefix]:
+    """Every part of the data buckets a team's jobs reach with their own identity.
+
+    Under each association, the team's directory ``<path>/<team>`` is ``<prefix><team>/`` in
+    the association's bucket: writable where the path imports from S3 (what lands there appears
+    on the file system), read-only where it only exports, since the file system owns that copy
+    and a direct write would never reach it. In a bucket with ``teamAccess`` the team owns
+    ``<team>/``. Never the whole bucket: one team's role cannot read or delete another's data.
+
+    Args:
+        config: the validated platform (buckets, associations).
+        team: the team's name (its namespace and directory name).
+    """
+    storage = config.storage
+    by_key = {bucket.name: bucket for bucket in storage.buckets}
+    prefixes: list[TeamPrefix] = []
+    lustre = storage.lustre
+    for association in lustre.associations if lustre else []:
+        key = lustre.association_bucket(association) if lustre else None
+        if key not in by_key:
+            continue
+        directory = normalized_file_system_path(association.file_system_path).rstrip("/")
+        prefixes.append(
+            TeamPrefix(
+                bucket=bucket_name(config, by_key[key]),
+                prefix=f"{association.s3_prefix}{team}/",
+                writable=bool(association.imports),
+                why=f"{directory}/{team} on the file system",
+            )
+        )
+    prefixes += [
+        TeamPrefix(
+            bucket=bucket_name(config, bucket),
+            prefix=f"{team}/",
+            writable=True,
+            why=f"the team's part of bucket {bucket.name} (teamAccess)",
+        )
+        for bucket in storage.buckets
+        if bucket.team_access
+    ]
+    return prefixes
+
+
+S3_READ_ACTIONS: Final = ("s3:GetObject", "s3:GetObjectVersion")
+S3_WRITE_ACTIONS: Final = (
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+)
+
+
+IAM_ROLE_NAME_LIMIT: Final = 64
+
+
+def team_role_name(cluster: str, team: str) -> str:
+    """IAM name of a team's job role: ``<cluster>-<team>-jobs``, shortened to IAM's 64.
+
+    A name that says whose role it is in CloudTrail and the console; when cluster and team
+    names are long together, the end is cut and a hash of the team keeps names distinct.
+    """
+    name = f"{cluster}-{team}-jobs"
+    if len(name) <= IAM_ROLE_NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(team.encode()).hexdigest()[:8]
+    return f"{cluster}-{team}"[: IAM_ROLE_NAME_LIMIT - 14] + f"-{digest}-jobs"
+
+
+def team_data_policy(prefixes: list[TeamPrefix]) -> dict[str, Any]:
+    """The job role's policy: list, read (and write where allowed) only the team's prefixes.
+
+    Listing is allowed on the bucket only for keys under the team's prefixes
+    (``s3:prefix`` condition), so the role cannot even see other teams' object names. No KMS
+    statement: the data key's policy lets any principal of the account use it through S3
+    (:func:`data_key_policy`), and this policy bounds what that principal reaches in S3.
+
+    Args:
+        prefixes: what the team reaches (:func:`team_prefixes`), at least one.
+    """
+    statements: list[dict[str, Any]] = []
+    for index, part in enumerate(prefixes):
+        bucket_arn = f"arn:aws:s3:::{part.bucket}"
+        actions = [*S3_READ_ACTIONS, *(S3_WRITE_ACTIONS if part.writable else ())]
+        statements += [
+            {
+                "Sid": f"List{index}",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": bucket_arn,
+                "Condition": {"StringLike": {"s3:prefix": [part.prefix, f"{part.prefix}*"]}},
+            },
+            {
+                "Sid": f"Objects{index}",
+                "Effect": "Allow",
+                "Action": actions,
+                "Resource": f"{bucket_arn}/{part.prefix}*",
+            },
+        ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
 def data_repository_path(bucket: str, association: DataRepositoryAssociationConfig) -> str:
     """``s3://bucket/prefix/`` of an association."""
     return f"s3://{bucket}/{association.s3_prefix}"
@@ -200,8 +321,8 @@ def association_resource_name(prefix: str, association: DataRepositoryAssociatio
 def association_s3_config(association: DataRepositoryAssociationConfig) -> dict[str, Any]:
     """The ``s3`` block of an association: automatic import and export events."""
     config: dict[str, Any] = {}
-    if association.import_events:
-        config["auto_import_policy"] = {"events": list(association.import_events)}
+    if association.imports:
+        config["auto_import_policy"] = {"events": association.imports}
     if association.export_events:
         config["auto_export_policy"] = {"events": list(association.export_events)}
     return config
@@ -320,6 +441,8 @@ class Storage(pulumi.ComponentResource):
         """S3 name of the bucket the data buckets log their requests into (None without)."""
         self.claims: dict[str, k8s.core.v1.PersistentVolumeClaim] = {}
         """The ``shared-lustre`` claim of each mounting namespace (what pods there wait for)."""
+        self.team_roles: dict[str, aws.iam.Role] = {}
+        """Each team's job role (Pod Identity of its job service account), by team name."""
         if not storage.buckets and storage.lustre is None:
             self.register_outputs({})
             return
@@ -342,6 +465,8 @@ class Storage(pulumi.ComponentResource):
             )
             self.buckets[bucket.name] = bucket_name(config, bucket)
 
+        for team in config.teams:
+            self._team_role(name, config, team.name, cluster_ready)
         lustre = storage.lustre
         if lustre is not None:
             self._lustre(
@@ -352,7 +477,7 @@ class Storage(pulumi.ComponentResource):
                 vpc_id=vpc_id,
                 training_subnet_id=training_subnet_id,
                 logs_key_arn=logs_key_arn,
-                bucket_ready=bucket_ready[lustre.bucket],
+                bucket_ready=bucket_ready,
                 stateful=stateful,
                 child=child,
             )
@@ -366,6 +491,45 @@ class Storage(pulumi.ComponentResource):
                 child=child,
             )
         self.register_outputs({"buckets": self.buckets})
+
+    def _team_role(
+        self,
+        name: str,
+        config: PlatformConfig,
+        team: str,
+        cluster_ready: list[pulumi.Resource],
+    ) -> None:
+        """The team's job role, reaching only its prefixes, given to its job service account.
+
+        EKS Pod Identity gives the role to every pod of the team's job service account; its
+        webhook mounts its own projected token (audience ``pods.eks.amazonaws.com``), so the
+        account's ``automountServiceAccountToken: false`` still holds for the API server's
+        token (aws/amazon-eks-pod-identity-webhook main.go, container-credentials flags). Nodes
+        answer IMDS with hop limit 1, so the node role never reaches a pod.
+        """
+        prefixes = team_prefixes(config, team)
+        if not prefixes:
+            return
+        child = pulumi.ResourceOptions(parent=self)
+        role = role_with_policies(
+            f"{name}-{team}-jobs", trust_policy=pod_identity_trust_policy(), managed_policies=[],
+            opts=child, role_name=team_role_name(config.name, team),
+        )  # fmt: skip
+        data = aws.iam.RolePolicy(
+            f"{name}-{team}-jobs",
+            role=role.role.id,
+            policy=json.dumps(team_data_policy(prefixes)),
+            opts=child,
+        )
+        aws.eks.PodIdentityAssociation(
+            f"{name}-{team}-jobs",
+            cluster_name=config.name,
+            namespace=team,
+            service_account=JOB_SERVICE_ACCOUNT,
+            role_arn=role.role.arn,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*cluster_ready, data]),
+        )
+        self.team_roles[team] = role.role
 
     def _hardened_bucket(
         self,
@@ -520,7 +684,7 @@ class Storage(pulumi.ComponentResource):
         vpc_id: pulumi.Input[str],
         training_subnet_id: pulumi.Input[str],
         logs_key_arn: pulumi.Input[str],
-        bucket_ready: list[pulumi.Resource],
+        bucket_ready: dict[str, list[pulumi.Resource]],
         stateful: pulumi.ResourceOptions,
         child: pulumi.ResourceOptions,
     ) -> None:
@@ -614,21 +778,24 @@ class Storage(pulumi.ComponentResource):
         self.file_system_id = file_system.id
         self.dns_name = file_system.dns_name
         self.mount_name = file_system.mount_name
-        bucket = next(b for b in config.storage.buckets if b.name == lustre.bucket)
-        s3_name = bucket_name(config, bucket)
+        buckets = {b.name: b for b in config.storage.buckets}
         for index, association in enumerate(lustre.associations):
+            # Config refuses an association without a known bucket.
+            bucket_key = typing.cast(str, lustre.association_bucket(association))
             aws.fsx.DataRepositoryAssociation(
                 association_resource_name(name, association),
                 file_system_id=file_system.id,
                 file_system_path=association.file_system_path,
-                data_repository_path=data_repository_path(s3_name, association),
+                data_repository_path=data_repository_path(
+                    bucket_name(config, buckets[bucket_key]), association
+                ),
                 batch_import_meta_data_on_create=association.batch_import_metadata_on_create,
                 s3=_s3_args(association),
                 delete_data_in_filesystem=False,
                 opts=pulumi.ResourceOptions.merge(
                     stateful,
                     pulumi.ResourceOptions(
-                        depends_on=bucket_ready,
+                        depends_on=bucket_ready[bucket_key],
                         # A new prefix or file system replaces the association (file_system_id,
                         # file_system_path and data_repository_path are ForceNew in
                         # terraform-provider-aws internal/service/fsx/

@@ -47,3 +47,16 @@ def both(*mutations: Mutation) -> Mutation:
 def without_slurm(data: dict[str, Any]) -> None:
     """Drop the Slurm section: for tests that remove the pools or the file system it needs."""
     data.pop("slurm", None)
+
+
+def without_lustre(data: dict[str, Any]) -> None:
+    """Drop the file system, and Slurm that needs it; the buckets stay reachable.
+
+    With no association left, jobs reach the buckets only through the team roles, so each
+    bucket gets ``teamAccess`` (config refuses a bucket nothing reaches).
+    """
+    storage = data.setdefault("storage", {})
+    storage.pop("lustre", None)
+    for bucket in storage.get("buckets", []):
+        bucket["teamAccess"] = True
+    without_slurm(data)

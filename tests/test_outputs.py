@@ -16,6 +16,7 @@ import pytest
 
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.mutations import without_lustre
 
 README = REPOSITORY_ROOT / "README.md"
 CONDITIONAL = {"fileSystemId": "only with a Lustre file system"}
@@ -59,8 +60,7 @@ def test_without_lustre_there_is_no_file_system_output(
     exported: list[str], run_platform: Callable[..., ProgramRun]
 ) -> None:
     data = stack_data("dev")
-    data["storage"].pop("lustre")
-    data["slurm"] = {"enabled": False}
+    without_lustre(data)
     for team in data.get("teams", []):
         team.pop("sharedFileSystem", None)
     run_platform(data, "dev")

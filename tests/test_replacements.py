@@ -332,6 +332,7 @@ def test_moving_an_association_to_a_new_path_is_refused_even_when_replacing_is_a
         association = next(a for a in platform["storage"]["lustre"]["associations"]
                            if a["fileSystemPath"] == "/checkpoints")  # fmt: skip
         association["fileSystemPath"] = "/ckpt"
+        platform["storage"]["lustre"]["checkpointPath"] = "/ckpt"
 
     project = _project_with(tmp_path, move)
     base = synthesized["dev"].written.directory

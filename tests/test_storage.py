@@ -40,7 +40,7 @@ from synth.run import StackResult
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.kubernetes_semantics import quantity
-from tests.mutations import without_slurm
+from tests.mutations import without_lustre, without_slurm
 from tests.schemas import validation_errors
 
 STORAGE = "trainingplatform:index:Storage"
@@ -66,6 +66,7 @@ VPC = "aws:ec2/vpc:Vpc"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 ADDON = "aws:eks/addon:Addon"
 ROLE = "aws:iam/role:Role"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 VOLUME = "kubernetes:core/v1:PersistentVolume"
 CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -89,7 +90,7 @@ DEFAULT_COMPRESSION: Final = "LZ4"
 DEFAULT_BACKUP_DAYS: Final = 7
 DEFAULT_LOG_LEVEL: Final = "WARN_ERROR"
 DEFAULT_LOG_RETENTION: Final = 90
-DEFAULT_MOUNT_OPTIONS: Final = ["flock"]
+DEFAULT_MOUNT_OPTIONS: Final = ["relatime", "flock"]
 
 
 # --------------------------------------------------------------------------- stack cases
@@ -722,9 +723,10 @@ def test_one_association_per_configured_one(lustre_case: StackCase) -> None:
     configured = lustre.get("associations", [])
     assert len(run.of_type(ASSOCIATION)) == len(configured)
     file_system = _file_system(run)
-    bucket = _bucket(lustre_case, lustre["bucket"])
-    s3_name = lustre_case.expected_bucket_name(lustre["bucket"])
     for raw in configured:
+        key = raw.get("bucket", lustre.get("bucket"))
+        bucket = _bucket(lustre_case, key)
+        s3_name = lustre_case.expected_bucket_name(key)
         association = _association(run, raw["fileSystemPath"])
         inputs = association.inputs
         assert inputs["dataRepositoryPath"] == f"s3://{s3_name}/{raw.get('s3Prefix', '')}"
@@ -732,8 +734,8 @@ def test_one_association_per_configured_one(lustre_case: StackCase) -> None:
         assert inputs["deleteDataInFilesystem"] is False
         assert association.property_dependencies.get("fileSystemId") == [file_system.urn]
         s3 = inputs.get("s3", {})
-        imports = raw.get("importEvents", ALL_EVENTS)
         exports = raw.get("exportEvents", [])
+        imports = raw.get("importEvents", [] if exports else ALL_EVENTS)
         if imports:
             assert s3["autoImportPolicy"]["events"] == imports
         else:
@@ -749,10 +751,38 @@ def test_one_association_per_configured_one(lustre_case: StackCase) -> None:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_checkpoints_are_exported_to_s3(cases: dict[str, StackCase], stack: str) -> None:
+def test_checkpoints_flow_one_way_to_s3_and_deletes_stay(
+    cases: dict[str, StackCase], stack: str
+) -> None:
     association = _association(cases[stack].run, "/checkpoints")
-    assert association.inputs["s3"]["autoExportPolicy"]["events"] == ALL_EVENTS
+    assert association.inputs["s3"] == {"autoExportPolicy": {"events": ["NEW", "CHANGED"]}}
     assert association.inputs["dataRepositoryPath"].endswith("/checkpoints/")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_path_imports_what_it_exports(cases: dict[str, StackCase], stack: str) -> None:
+    for association in cases[stack].run.of_type(ASSOCIATION):
+        s3 = association.inputs.get("s3", {})
+        imported = set(s3.get("autoImportPolicy", {}).get("events", []))
+        exported = set(s3.get("autoExportPolicy", {}).get("events", []))
+        assert not imported & exported, association.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_data_bucket_is_linked_or_reached_by_the_team_roles(
+    cases: dict[str, StackCase], stack: str
+) -> None:
+    """What the issue found in prod: a datasets bucket nothing on /fsx or in a pod could read."""
+    run = cases[stack].run
+    linked = {a.inputs["dataRepositoryPath"].split("/")[2] for a in run.of_type(ASSOCIATION)}
+    reached: set[str] = set()
+    for policy in run.of_type(ROLE_POLICY):
+        if policy.name.endswith("-jobs"):
+            for statement in json.loads(policy.inputs["policy"])["Statement"]:
+                reached.add(str(statement["Resource"]).split(":::")[1].split("/")[0])
+    for bucket in cases[stack].config.storage.buckets:
+        s3_name = cases[stack].expected_bucket_name(bucket.name)
+        assert s3_name in linked | reached, s3_name
 
 
 # An association is replaced when its file system, path or S3 path changes (ForceNew in
@@ -1052,8 +1082,7 @@ def test_buckets_without_a_file_system_add_no_taint(
     run_platform: Callable[..., ProgramRun],
 ) -> None:
     data = stack_data("dev")
-    del data["storage"]["lustre"]
-    without_slurm(data)  # Slurm needs the file system
+    without_lustre(data)  # the bucket stays, reached by the team roles alone
     run = run_platform(data, "dev")
     assert sorted(b.name for b in run.of_type(BUCKET)) == [ACCESS_LOGS, "storage-data"]
     assert _data_key(run).inputs["enableKeyRotation"] is True
@@ -1085,14 +1114,14 @@ def test_non_default_lustre_settings_reach_the_resources(
             "efaEnabled": True,
             "logLevel": "ERROR_ONLY",
             "logRetentionDays": 30,
-            "mountOptions": ["flock", "noatime"],
+            "mountOptions": ["flock", "user_xattr"],
             "namespaces": ["team-a", "team-b"],
+            "checkpointPath": "/results",
             "associations": [
                 {
                     "fileSystemPath": "/results",
                     "s3Prefix": "results/",
-                    "importEvents": [],
-                    "exportEvents": ["NEW"],
+                    "exportEvents": ["NEW", "CHANGED"],
                     "batchImportMetadataOnCreate": False,
                 },
                 {"fileSystemPath": "/reference", "s3Prefix": "reference/", "importEvents": []},
@@ -1112,7 +1141,7 @@ def test_non_default_lustre_settings_reach_the_resources(
     rules = _named(run, LIFECYCLE, "storage-data").inputs["rules"]
     assert {"noncurrentDays": 45} in [r.get("noncurrentVersionExpiration") for r in rules]
     results = _association(run, "/results").inputs
-    assert results["s3"] == {"autoExportPolicy": {"events": ["NEW"]}}
+    assert results["s3"] == {"autoExportPolicy": {"events": ["NEW", "CHANGED"]}}
     assert results["batchImportMetaDataOnCreate"] is False
     reference = _association(run, "/reference").inputs
     assert "s3" not in reference or reference["s3"] == {}
@@ -1120,7 +1149,7 @@ def test_non_default_lustre_settings_reach_the_resources(
     volumes = {v.inputs["metadata"]["name"]: v.inputs["spec"] for v in run.of_type(VOLUME)}
     assert sorted(volumes) == ["shared-lustre-team-a", "shared-lustre-team-b"]
     for spec in volumes.values():
-        assert spec["mountOptions"] == ["flock", "noatime"]
+        assert spec["mountOptions"] == ["flock", "user_xattr"]
         assert spec["capacity"] == {"storage": "4800Gi"}
     claims = sorted(
         (c.inputs["metadata"]["namespace"], c.inputs["spec"]["volumeName"])
@@ -1254,10 +1283,9 @@ def test_association_s3_config() -> None:
     checkpoints = DataRepositoryAssociationConfig.model_validate(
         {"fileSystemPath": "/checkpoints", "exportEvents": ["NEW", "CHANGED", "DELETED"]}
     )
-    assert association_s3_config(checkpoints) == {
-        "auto_import_policy": {"events": ALL_EVENTS},
-        "auto_export_policy": {"events": ALL_EVENTS},
-    }
+    # a path that exports imports nothing unless told (and config refuses the same event both
+    # ways): AWS warns that importing and exporting one path can overwrite either side
+    assert association_s3_config(checkpoints) == {"auto_export_policy": {"events": ALL_EVENTS}}
     export_only = DataRepositoryAssociationConfig.model_validate(
         {"fileSystemPath": "/out", "importEvents": [], "exportEvents": ["NEW", "CHANGED"]}
     )
@@ -1388,6 +1416,7 @@ def test_a_file_system_without_associations_keeps_daily_backups(
 ) -> None:
     data = stack_data("dev")
     data["storage"]["lustre"]["associations"] = []
+    data["storage"]["buckets"][0]["teamAccess"] = True  # no association reaches it now
     run = run_platform(data, "dev")
     inputs = run.one(FILE_SYSTEM).inputs
     assert inputs["automaticBackupRetentionDays"] == DEFAULT_BACKUP_DAYS

@@ -21,7 +21,7 @@ from synth.run import StackResult
 from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.kubernetes_semantics import quantity
-from tests.mutations import Mutation, without_slurm
+from tests.mutations import Mutation, without_lustre
 from tests.mutations import both as _both
 from tests.schemas import validation_errors
 
@@ -441,8 +441,7 @@ def test_shared_file_system_false_gets_no_claim(run_platform: Callable[..., Prog
 
 def test_no_claim_without_a_file_system(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
-    del data["storage"]["lustre"]
-    without_slurm(data)  # Slurm needs the file system
+    without_lustre(data)
     team = data["teams"][0]
     assert team.get("sharedFileSystem", DEFAULT_SHARED_FILE_SYSTEM)
     run = run_platform(data, "dev")

@@ -32,7 +32,7 @@ from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.kubernetes_semantics import quantity, uncovered
-from tests.mutations import without_slurm
+from tests.mutations import without_lustre
 from tests.schemas import validation_errors
 from tests.stack_pools import GPU, NEURON, StackPool
 
@@ -871,8 +871,7 @@ def test_runtimes_without_lustre_mount_no_shared_volume(
     run_platform: Callable[..., ProgramRun],
 ) -> None:
     data = stack_data("dev")
-    del data["storage"]["lustre"]
-    without_slurm(data)  # Slurm needs the file system
+    without_lustre(data)
     run = run_platform(data, "dev")
     runtimes = run.of_type(RUNTIME)
     assert runtimes

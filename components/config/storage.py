@@ -66,6 +66,13 @@ def automatic_metadata_iops(capacity_gib: int) -> int:
 DataRepositoryEvent = Literal["NEW", "CHANGED", "DELETED"]
 
 
+DEFAULT_MOUNT_OPTIONS: Final = ("relatime", "flock")
+"""The Lustre client options of AWS's mount command for FSx (FSx for Lustre User Guide,
+"Mounting your Amazon FSx file system": ``-o relatime,flock``): ``relatime`` keeps access times,
+which a release by last access reads (REFERENCE §13); ``flock`` gives coherent locks across
+clients (mount.lustre(8))."""
+
+
 ALL_EVENTS: Final[tuple[DataRepositoryEvent, ...]] = ("NEW", "CHANGED", "DELETED")
 
 
@@ -138,29 +145,54 @@ class BucketConfig(StrictModel):
         le=3650,
         description="Days an overwritten or deleted object version is kept. Default: 30.",
     )
+    team_access: bool = Field(
+        default=False,
+        description="Each team's job role reads and writes <team>/ of this bucket directly "
+        "(streaming data loaders, sync sidecars); for buckets no association links. "
+        "Default: false.",
+    )
 
 
 class DataRepositoryAssociationConfig(StrictModel):
-    """A link between a directory of the file system and a prefix of its bucket."""
+    """A link between a directory of the file system and a prefix of a bucket.
+
+    Data flows one way on each path: S3 into the file system (datasets) or the file system into
+    S3 (checkpoints, artifacts). AWS warns that importing and exporting the same events on one
+    path can overwrite either side (FSx for Lustre User Guide, "Automatically export updates to
+    your S3 bucket").
+    """
 
     file_system_path: FileSystemPath = Field(
         description="Directory on the file system, e.g. /checkpoints. Required."
     )
-    s3_prefix: S3Prefix = Field(
-        default="", description="Prefix in the file system's bucket. Default: the whole bucket."
+    bucket: BucketKey | None = Field(
+        default=None,
+        description="Key of the bucket (storage.buckets) it links. Default: storage.lustre.bucket.",
     )
-    import_events: list[DataRepositoryEvent] = Field(
-        default_factory=lambda: list(ALL_EVENTS),
-        description="S3 changes imported into the file system. Default: NEW, CHANGED, DELETED.",
+    s3_prefix: S3Prefix = Field(
+        default="", description="Prefix in the bucket. Default: the whole bucket."
+    )
+    import_events: list[DataRepositoryEvent] | None = Field(
+        default=None,
+        description="S3 changes imported into the file system. Default: NEW, CHANGED, DELETED "
+        "on a path that exports nothing, none on one that exports.",
     )
     export_events: list[DataRepositoryEvent] = Field(
         default_factory=list,
-        description="File system changes exported to S3 (checkpoints: all three). Default: none.",
+        description="File system changes exported to S3 (checkpoints: NEW and CHANGED). "
+        "Default: none.",
     )
     batch_import_metadata_on_create: bool = Field(
         default=True,
         description="List the prefix's objects when the association is created. Default: true.",
     )
+
+    @property
+    def imports(self) -> list[DataRepositoryEvent]:
+        """S3 events imported: configured, or all three on a path that exports nothing."""
+        if self.import_events is not None:
+            return list(self.import_events)
+        return [] if self.export_events else list(ALL_EVENTS)
 
 
 class LustreConfig(StrictModel):
@@ -190,12 +222,20 @@ class LustreConfig(StrictModel):
         description="EFA-enabled file system (clients on EFA instances use it; set only at "
         "creation). Default: false.",
     )
-    bucket: BucketKey = Field(
-        description="Key of the bucket (storage.buckets) all associations use. Required."
+    bucket: BucketKey | None = Field(
+        default=None,
+        description="Key of the bucket (storage.buckets) of associations that name none. "
+        "Default: none (each association names its bucket).",
     )
     associations: list[DataRepositoryAssociationConfig] = Field(
         default_factory=list,
         description="Data repository associations, at most 8, non-overlapping. Default: none.",
+    )
+    checkpoint_path: FileSystemPath = Field(
+        default="/checkpoints",
+        description="Directory of checkpoints: runtimes give each job CHECKPOINT_DIR="
+        "<mount><path>/<team>/<job>. With associations it must be one that exports NEW and "
+        "CHANGED, imports nothing and does not export deletes. Default: /checkpoints.",
     )
     automatic_backup_retention_days: int | None = Field(
         default=None,
@@ -238,9 +278,26 @@ class LustreConfig(StrictModel):
         "`shared-lustre`. Default: none.",
     )
     mount_options: list[str] = Field(
-        default_factory=lambda: ["flock"],
-        description="Lustre client mount options. Default: [flock].",
+        default_factory=lambda: list(DEFAULT_MOUNT_OPTIONS),
+        description="Lustre client mount options. Default: [relatime, flock] (AWS's "
+        "recommendation; release of unused data goes by last access time).",
     )
+
+    def association_bucket(self, association: DataRepositoryAssociationConfig) -> str | None:
+        """Key of the bucket an association links: its own, or the file system's default."""
+        return association.bucket or self.bucket
+
+    def checkpoint_association(self) -> DataRepositoryAssociationConfig | None:
+        """The association whose path is the checkpoint path, or None."""
+        target = normalized_file_system_path(self.checkpoint_path)
+        return next(
+            (
+                association
+                for association in self.associations
+                if normalized_file_system_path(association.file_system_path) == target
+            ),
+            None,
+        )
 
 
 class AccessLogsConfig(StrictModel):
@@ -301,6 +358,7 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             )
         elif (refusal := _s3_refuses(name)) is not None:
             yield ConfigProblem(key, name, refusal)
+    yield from _reachability_problems(config)
     lustre = storage.lustre
     if lustre is None:
         return
@@ -337,12 +395,9 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             "0 (or leave it out): FSx cannot back up a file system linked to S3 by data "
             "repository associations; S3, versioned, is the durable copy",
         )
-    if lustre.bucket not in keys:
-        yield ConfigProblem(
-            f"{base}.bucket",
-            lustre.bucket,
-            "the key of a bucket in storage.buckets: " + ", ".join(keys),
-        )
+    known = "the key of a bucket in storage.buckets: " + ", ".join(keys)
+    if lustre.bucket is not None and lustre.bucket not in keys:
+        yield ConfigProblem(f"{base}.bucket", lustre.bucket, known)
     training_zone = config.network.training_zone
     if lustre.zone is not None and lustre.zone != training_zone:
         yield ConfigProblem(
@@ -366,26 +421,106 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                     associations[index].file_system_path,
                     f"a path that neither contains nor is inside {other} (no overlaps)",
                 )
-    prefixes = [a.s3_prefix for a in associations]
-    for index, prefix in enumerate(prefixes):
-        for other in prefixes[:index]:
-            if prefix.startswith(other) or other.startswith(prefix):
-                yield ConfigProblem(
-                    f"{base}.associations[{index}].s3Prefix",
-                    prefix,
-                    f"a prefix that neither contains nor is inside {other!r}",
-                )
+    linked = [lustre.association_bucket(a) for a in associations]
     for index, association in enumerate(associations):
+        where = f"{base}.associations[{index}]"
+        bucket_key = linked[index]
+        if bucket_key is None:
+            yield ConfigProblem(
+                f"{where}.bucket",
+                None,
+                f"{known} (or set storage.lustre.bucket, the default of associations)",
+            )
+        elif association.bucket is not None and bucket_key not in keys:
+            yield ConfigProblem(f"{where}.bucket", bucket_key, known)
+        prefix = association.s3_prefix
+        for other_index in range(index):
+            other = associations[other_index].s3_prefix
+            if linked[other_index] == bucket_key and (
+                prefix.startswith(other) or other.startswith(prefix)
+            ):
+                yield ConfigProblem(
+                    f"{where}.s3Prefix",
+                    prefix,
+                    f"a prefix that neither contains nor is inside {other!r} of the same bucket",
+                )
         for field_name, events in (
-            ("importEvents", association.import_events),
+            ("importEvents", association.import_events or []),
             ("exportEvents", association.export_events),
         ):
             if duplicates(list(events)):
-                yield ConfigProblem(
-                    f"{base}.associations[{index}].{field_name}", events, "each event once"
-                )
+                yield ConfigProblem(f"{where}.{field_name}", events, "each event once")
+        if both := sorted(set(association.imports) & set(association.export_events)):
+            yield ConfigProblem(
+                f"{where}.importEvents",
+                association.imports,
+                f"no event the path also exports ({', '.join(both)}): data flows one way on a "
+                "path, since importing and exporting the same changes can overwrite either "
+                "side (set importEvents: [] on a path that exports)",
+            )
+    yield from _checkpoint_problems(lustre, base)
+    if "noatime" in lustre.mount_options:
+        yield ConfigProblem(
+            f"{base}.mountOptions",
+            lustre.mount_options,
+            "options without noatime: releasing data not read for a while goes by access "
+            "time (use relatime)",
+        )
     if duplicates(lustre.namespaces):
         yield ConfigProblem(f"{base}.namespaces", lustre.namespaces, "each namespace once")
+
+
+def _checkpoint_problems(lustre: LustreConfig, base: str) -> Iterator[ConfigProblem]:
+    """The checkpoint path of a linked file system is an export-only association.
+
+    A checkpoint is durable once S3 has it, so the path must export what jobs write (NEW and
+    CHANGED), import nothing (an import could overwrite a shard being written), and not export
+    deletes: a job's clean-up, or anyone's ``rm -rf``, would otherwise delete the S3 copy too.
+    """
+    if not lustre.associations:
+        return
+    association = lustre.checkpoint_association()
+    if association is None:
+        paths = ", ".join(a.file_system_path for a in lustre.associations)
+        yield ConfigProblem(
+            f"{base}.checkpointPath",
+            lustre.checkpoint_path,
+            f"the fileSystemPath of an association ({paths}), so checkpoints reach S3",
+        )
+        return
+    index = lustre.associations.index(association)
+    where = f"{base}.associations[{index}]"
+    missing = [event for event in ("NEW", "CHANGED") if event not in association.export_events]
+    if missing or "DELETED" in association.export_events:
+        yield ConfigProblem(
+            f"{where}.exportEvents",
+            association.export_events,
+            "[NEW, CHANGED] on the checkpoint path: every checkpoint written reaches S3, and a "
+            "delete on the file system (a job's clean-up, a release) never deletes the S3 copy",
+        )
+    if association.imports:
+        yield ConfigProblem(
+            f"{where}.importEvents",
+            association.imports,
+            "[] on the checkpoint path: it only exports",
+        )
+
+
+def _reachability_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Every data bucket is reachable by jobs: linked by an association, or by the team roles."""
+    storage = config.storage
+    lustre = storage.lustre
+    linked = {lustre.association_bucket(a) for a in lustre.associations} if lustre else set()
+    for index, bucket in enumerate(storage.buckets):
+        if bucket.name in linked or (bucket.team_access and config.teams):
+            continue
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.storage.buckets[{index}]",
+            bucket.name,
+            "a bucket jobs can reach: link it to the file system "
+            "(storage.lustre.associations[].bucket) or set teamAccess: true so each team's job "
+            "role reaches <team>/ in it" + ("" if config.teams else " (with teams)"),
+        )
 
 
 def normalized_file_system_path(path: str) -> str:

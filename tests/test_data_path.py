@@ -1,0 +1,305 @@
+"""The data path (issue 22): every bucket reachable, one direction per path, team-scoped roles.
+
+What a job reads and writes: the buckets linked to the file system by data repository
+associations (each naming its own bucket), and each team's job role, given to its job service
+account by EKS Pod Identity, reaching only the team's prefixes.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import json
+from typing import Any, Final
+
+import pytest
+
+from components.config import DataRepositoryAssociationConfig, parse_platform_config
+from components.storage import team_data_policy, team_prefixes, team_role_name
+from components.teams import JOB_SERVICE_ACCOUNT
+from synth.run import StackResult
+from tests.config_problems import assert_reported, problems_of
+from tests.conftest import STACKS, stack_data
+
+ASSOCIATION: Final = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+ROLE: Final = "aws:iam/role:Role"
+ROLE_POLICY: Final = "aws:iam/rolePolicy:RolePolicy"
+POD_IDENTITY: Final = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+LUSTRE: Final = "platform.storage.lustre"
+
+
+def _records(result: StackResult, resource_type: str) -> list[Any]:
+    return [r for r in result.records if r.type == resource_type]
+
+
+def _association_index(data: dict[str, Any], path: str) -> int:
+    paths = [a["fileSystemPath"] for a in data["storage"]["lustre"]["associations"]]
+    return paths.index(path)
+
+
+# --------------------------------------------------------------------------- one bucket each
+
+
+def test_prod_links_its_datasets_bucket_to_the_file_system(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The review's finding: prod's datasets bucket was created and never readable from /fsx."""
+    config = parse_platform_config(stack_data("prod"))
+    datasets = next(b for b in config.storage.buckets if b.name == "datasets")
+    s3_name = datasets.bucket_name or f"{config.name}-datasets-{config.account_id}"
+    paths = {
+        r.inputs["fileSystemPath"]: r.inputs["dataRepositoryPath"]
+        for r in _records(synthesized["prod"], ASSOCIATION)
+    }
+    assert paths["/datasets"] == f"s3://{s3_name}/"
+    assert paths["/checkpoints"].startswith(f"s3://{config.name}-checkpoints-")
+
+
+def test_an_association_names_a_known_bucket() -> None:
+    data = stack_data("prod")
+    index = _association_index(data, "/datasets")
+    data["storage"]["lustre"]["associations"][index]["bucket"] = "nosuch"
+    assert_reported(data, f"{LUSTRE}.associations[{index}].bucket", "nosuch", "the key of a bucket")
+
+
+def test_an_association_without_a_bucket_needs_the_default() -> None:
+    data = stack_data("prod")
+    assert "bucket" not in data["storage"]["lustre"]
+    index = _association_index(data, "/checkpoints")
+    del data["storage"]["lustre"]["associations"][index]["bucket"]
+    assert_reported(
+        data, f"{LUSTRE}.associations[{index}].bucket", None, "or set storage.lustre.bucket"
+    )
+
+
+def test_one_prefix_may_serve_two_buckets_but_not_two_paths_of_one() -> None:
+    data = stack_data("prod")
+    associations = data["storage"]["lustre"]["associations"]
+    associations.append({"fileSystemPath": "/raw", "bucket": "datasets", "s3Prefix": "raw/"})
+    with pytest.raises(Exception, match="neither contains nor is inside ''"):
+        parse_platform_config(data)  # '' (all of datasets) contains raw/ of the same bucket
+    associations[-1]["bucket"] = "checkpoints"
+    associations[-1]["s3Prefix"] = "raw/"
+    assert parse_platform_config(data).storage.lustre is not None
+
+
+# --------------------------------------------------------------------------- reachability
+
+
+def test_a_bucket_nothing_reaches_is_refused() -> None:
+    """Prod as it was: every association in checkpoints, datasets reachable by nobody."""
+    data = stack_data("prod")
+    associations = data["storage"]["lustre"]["associations"]
+    associations.pop(_association_index(data, "/datasets"))
+    index = [b["name"] for b in data["storage"]["buckets"]].index("datasets")
+    assert_reported(data, f"platform.storage.buckets[{index}]", "datasets", "set teamAccess: true")
+    data["storage"]["buckets"][index]["teamAccess"] = True
+    assert parse_platform_config(data).storage.buckets[index].team_access
+
+
+def test_team_access_needs_teams_to_reach_anything() -> None:
+    data = stack_data("prod")
+    data["storage"]["lustre"]["associations"].pop(_association_index(data, "/datasets"))
+    index = [b["name"] for b in data["storage"]["buckets"]].index("datasets")
+    data["storage"]["buckets"][index]["teamAccess"] = True
+    data["teams"] = []
+    data["slurm"]["enabled"] = False
+    problems = [p for p in problems_of(data) if p.path == f"platform.storage.buckets[{index}]"]
+    assert problems and "(with teams)" in problems[0].allowed
+
+
+# --------------------------------------------------------------------------- one direction
+
+
+def test_a_path_that_exports_imports_nothing_by_default() -> None:
+    exporting = DataRepositoryAssociationConfig.model_validate(
+        {"fileSystemPath": "/out", "exportEvents": ["NEW"]}
+    )
+    importing = DataRepositoryAssociationConfig.model_validate({"fileSystemPath": "/in"})
+    assert exporting.imports == []
+    assert importing.imports == ["NEW", "CHANGED", "DELETED"]
+
+
+def test_importing_what_a_path_exports_is_refused() -> None:
+    data = stack_data("dev")
+    index = _association_index(data, "/checkpoints")
+    data["storage"]["lustre"]["associations"][index]["importEvents"] = ["NEW"]
+    assert_reported(
+        data, f"{LUSTRE}.associations[{index}].importEvents", ["NEW"], "data flows one way"
+    )
+
+
+def test_exporting_deletes_from_the_checkpoint_path_is_refused() -> None:
+    """The old stacks: an ``rm -rf`` on /fsx/checkpoints deleted the S3 copy too."""
+    data = stack_data("staging")
+    index = _association_index(data, "/checkpoints")
+    data["storage"]["lustre"]["associations"][index]["exportEvents"] = ["NEW", "CHANGED", "DELETED"]
+    assert_reported(
+        data,
+        f"{LUSTRE}.associations[{index}].exportEvents",
+        ["NEW", "CHANGED", "DELETED"],
+        "never deletes the S3 copy",
+    )
+
+
+def test_a_checkpoint_path_that_does_not_export_everything_written_is_refused() -> None:
+    data = stack_data("dev")
+    index = _association_index(data, "/checkpoints")
+    data["storage"]["lustre"]["associations"][index]["exportEvents"] = ["NEW"]
+    assert_reported(data, f"{LUSTRE}.associations[{index}].exportEvents", ["NEW"], "[NEW, CHANGED]")
+
+
+def test_the_checkpoint_path_is_an_association() -> None:
+    data = stack_data("dev")
+    data["storage"]["lustre"]["checkpointPath"] = "/scratch"
+    assert_reported(data, f"{LUSTRE}.checkpointPath", "/scratch", "the fileSystemPath of an")
+    data["storage"]["lustre"]["checkpointPath"] = "/checkpoints/"
+    assert parse_platform_config(data).storage.lustre is not None
+
+
+def test_noatime_is_refused_since_release_reads_access_times() -> None:
+    data = stack_data("dev")
+    data["storage"]["lustre"]["mountOptions"] = ["noatime", "flock"]
+    assert_reported(data, f"{LUSTRE}.mountOptions", ["noatime", "flock"], "relatime")
+
+
+# --------------------------------------------------------------------------- team roles
+
+
+def _team_policy(result: StackResult, team: str) -> dict[str, Any]:
+    (policy,) = [p for p in _records(result, ROLE_POLICY) if p.name == f"storage-{team}-jobs"]
+    document: dict[str, Any] = json.loads(policy.inputs["policy"])
+    return document
+
+
+def _reaches(policy: dict[str, Any], action: str, bucket: str, key: str) -> bool:
+    """Whether an Allow of ``policy`` covers ``action`` on object ``key`` of ``bucket``.
+
+    S3 resource ARNs match with ``*`` across ``/`` (IAM user guide, "IAM JSON policy elements:
+    Resource"), which is what fnmatch's ``*`` does; the names here hold no ``?`` or ``[``.
+    """
+    for statement in policy["Statement"]:
+        actions = statement["Action"]
+        actions = [actions] if isinstance(actions, str) else actions
+        if (
+            statement["Effect"] == "Allow"
+            and action in actions
+            and fnmatch.fnmatchcase(f"arn:aws:s3:::{bucket}/{key}", statement["Resource"])
+        ):
+            return True
+    return False
+
+
+def _lists(policy: dict[str, Any], bucket: str, prefix: str) -> bool:
+    for statement in policy["Statement"]:
+        if statement["Action"] == "s3:ListBucket" and statement["Resource"] == (
+            f"arn:aws:s3:::{bucket}"
+        ):
+            allowed = statement["Condition"]["StringLike"]["s3:prefix"]
+            if any(fnmatch.fnmatchcase(prefix, pattern) for pattern in allowed):
+                return True
+    return False
+
+
+TEAM_STACKS: Final = [s for s in STACKS if stack_data(s).get("teams")]
+
+
+@pytest.mark.parametrize("stack", TEAM_STACKS)
+def test_each_team_reaches_its_own_prefixes_and_no_other_teams(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    config = parse_platform_config(stack_data(stack))
+    teams = [team.name for team in config.teams]
+    for team in teams:
+        policy = _team_policy(synthesized[stack], team)
+        for part in team_prefixes(config, team):
+            assert _reaches(policy, "s3:GetObject", part.bucket, f"{part.prefix}shard-0")
+            assert _reaches(policy, "s3:PutObject", part.bucket, f"{part.prefix}x") is (
+                part.writable
+            )
+            assert _lists(policy, part.bucket, part.prefix)
+            for other in teams:
+                if other == team:
+                    continue
+                elsewhere = part.prefix.removesuffix(f"{team}/") + f"{other}/ckpt"
+                for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+                    assert not _reaches(policy, action, part.bucket, elsewhere), (team, other)
+                assert not _lists(policy, part.bucket, elsewhere)
+            assert not _lists(policy, part.bucket, "")
+
+
+def test_dataset_paths_are_writable_and_checkpoint_copies_read_only() -> None:
+    """Imported paths take uploads (they appear on /fsx); export-only copies belong to FSx."""
+    config = parse_platform_config(stack_data("prod"))
+    parts = {(p.bucket.split("-")[3], p.prefix): p.writable for p in team_prefixes(config, "a")}
+    assert parts == {
+        ("datasets", "a/"): True,
+        ("checkpoints", "checkpoints/a/"): False,
+        ("checkpoints", "artifacts/a/"): False,
+    }
+
+
+def test_team_access_gives_the_team_prefix_of_an_unlinked_bucket() -> None:
+    data = stack_data("dev")
+    data["storage"]["buckets"].append({"name": "streams", "teamAccess": True})
+    config = parse_platform_config(data)
+    (streams,) = [p for p in team_prefixes(config, "ml-dev") if "streams" in p.bucket]
+    assert (streams.prefix, streams.writable) == ("ml-dev/", True)
+    policy = team_data_policy([streams])
+    assert _reaches(policy, "s3:DeleteObject", streams.bucket, "ml-dev/part-0")
+    assert not _reaches(policy, "s3:GetObject", streams.bucket, "other/part-0")
+
+
+@pytest.mark.parametrize("stack", TEAM_STACKS)
+def test_the_job_service_account_of_each_team_has_its_role(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Job pods had no S3 identity (no Pod Identity, IMDS hop limit 1): now each team's has."""
+    result = synthesized[stack]
+    roles = {r.urn: r for r in _records(result, ROLE)}
+    by_namespace = {
+        (a.inputs["namespace"], a.inputs["serviceAccount"]): a
+        for a in _records(result, POD_IDENTITY)
+    }
+    for team in parse_platform_config(stack_data(stack)).teams:
+        association = by_namespace[(team.name, JOB_SERVICE_ACCOUNT)]
+        (role_urn,) = association.property_dependencies["roleArn"]
+        trust = json.loads(roles[role_urn].inputs["assumeRolePolicy"])
+        (statement,) = trust["Statement"]
+        assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        (policy,) = [
+            p for p in _records(result, ROLE_POLICY) if p.name == f"storage-{team.name}-jobs"
+        ]
+        assert policy.property_dependencies["role"] == [role_urn]
+
+
+@pytest.mark.parametrize("stack", TEAM_STACKS)
+def test_runtime_pods_run_as_the_account_with_the_role(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    identities = {
+        (a.inputs["namespace"], a.inputs["serviceAccount"]) for a in _records(result, POD_IDENTITY)
+    }
+    runtimes = [r for r in result.records if r.type.endswith(":TrainingRuntime")]
+    assert runtimes
+    for runtime in runtimes:
+        namespace = runtime.inputs["metadata"]["namespace"]
+        for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+            pod = job["template"]["spec"]["template"]["spec"]
+            assert (namespace, pod["serviceAccountName"]) in identities
+
+
+def test_no_team_role_without_anything_to_reach() -> None:
+    data = copy.deepcopy(stack_data("dev"))
+    data["storage"] = {}
+    data["slurm"]["enabled"] = False
+    assert team_prefixes(parse_platform_config(data), "ml-dev") == []
+
+
+def test_team_role_names_fit_iam_and_stay_distinct() -> None:
+    cluster = "c" * 29
+    first, second = ("team-" + "x" * 57 + suffix for suffix in "ab")
+    names = {team_role_name(cluster, team) for team in (first, second)}
+    assert len(names) == 2 and all(len(name) <= 64 for name in names)
+    assert team_role_name("ml-training-prod", "ml-research") == "ml-training-prod-ml-research-jobs"
