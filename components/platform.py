@@ -182,7 +182,9 @@ class TrainingPlatform(pulumi.ComponentResource):
             pools=config.node_pools,
             teams=config.teams,
             team_namespaces=dict(self.teams.namespaces),
-            shared_file_system=config.storage.lustre is not None,
+            checkpoint_path=(
+                config.storage.lustre.checkpoint_root if config.storage.lustre else None
+            ),
             protect=config.protect_stateful_resources,
             volcano_ready=self.scheduling.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,

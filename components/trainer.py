@@ -89,6 +89,17 @@ EFA_ENVIRONMENT: Final = {
     "FI_EFA_FORK_SAFE": "1",
 }
 NCCL_ENVIRONMENT: Final = {"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": "^lo,docker"}
+JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
+"""The label JobSet puts on every pod of a JobSet (kubernetes-sigs/jobset v0.12.0
+api/jobset/v1alpha2/jobset_types.go, JobSetNameKey); Trainer names the JobSet after the TrainJob
+(pkg/runtime/framework/plugins/jobset/jobset.go, Build: client.ObjectKeyFromObject(trainJob))."""
+JOB_NAME_VARIABLE: Final = "TRAINJOB_NAME"
+CHECKPOINT_VARIABLE: Final = "CHECKPOINT_DIR"
+RESTART_STRATEGY: Final = "BlockingRecreate"
+"""JobSet recreates a failed job's pods only once every pod of the last attempt is gone
+(jobset_controller.go, constructJobsFromTemplate): the gang of whole-node pods then forms on
+the nodes the last attempt frees, instead of pending beside it and making Karpenter add
+nodes for a moment's overlap."""
 NEURON_ENVIRONMENT: Final = {"NEURON_RT_LOG_LEVEL": "WARN", "CCOM_SOCKET_IFNAME": "eth0"}
 
 
@@ -97,25 +108,60 @@ def runtime_name(framework: str, pool: NodePoolConfig) -> str:
     return f"{framework}-{pool.name}"
 
 
+def checkpoint_directory(checkpoint_path: str, team: str) -> str:
+    """The team's checkpoint directory as pods see it: ``/fsx/checkpoints/<team>``."""
+    return f"{SHARED_MOUNT}{checkpoint_path.rstrip('/')}/{team}"
+
+
+def checkpoint_environment(checkpoint_path: str, team: str) -> list[dict[str, Any]]:
+    """The job's name (from its pods' JobSet label) and its own checkpoint directory.
+
+    ``CHECKPOINT_DIR`` is ``/fsx/<checkpoint path>/<team>/<TrainJob name>``: every restart of a
+    job finds its own checkpoints there, and two jobs never share one. Kubernetes expands
+    ``$(TRAINJOB_NAME)`` from the variable before it; a TrainJob's ``trainer.env`` replaces
+    either by name (kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go,
+    apply.UpsertEnvVars).
+
+    Args:
+        checkpoint_path: ``storage.lustre.checkpointPath``, normalised.
+        team: the team whose runtime it is.
+    """
+    return [
+        {
+            "name": JOB_NAME_VARIABLE,
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}},
+        },
+        {
+            "name": CHECKPOINT_VARIABLE,
+            "value": f"{checkpoint_directory(checkpoint_path, team)}/$({JOB_NAME_VARIABLE})",
+        },
+    ]
+
+
 def _environment(
-    pool: NodePoolConfig, *, team: str | None, shared_file_system: bool
-) -> list[dict[str, str]]:
+    pool: NodePoolConfig, *, team: str | None, checkpoint_path: str | None
+) -> list[dict[str, Any]]:
     gpu = pool.instance.accelerator_resource == GPU_RESOURCE
     variables = {**(NCCL_ENVIRONMENT if gpu else NEURON_ENVIRONMENT)}
     if pool.uses_efa:
         variables.update(EFA_ENVIRONMENT)
-    if not gpu and shared_file_system and team:
+    if not gpu and checkpoint_path is not None and team:
         # A TrainJob's trainer.env replaces it by name (kubeflow/trainer v2.3.0
         # pkg/runtime/framework/plugins/jobset/builder.go, apply.UpsertEnvVars).
         variables[NEURON_COMPILE_CACHE_VARIABLE] = neuron_compile_cache(team)
-    return [{"name": key, "value": value} for key, value in variables.items()]
+    environment: list[dict[str, Any]] = [
+        {"name": key, "value": value} for key, value in variables.items()
+    ]
+    if checkpoint_path is not None and team:
+        environment += checkpoint_environment(checkpoint_path, team)
+    return environment
 
 
 def pod_spec(
     pool: NodePoolConfig,
     *,
     image: str,
-    shared_file_system: bool,
+    checkpoint_path: str | None,
     team: str | None = None,
     command: list[str] | None = None,
 ) -> dict[str, Any]:
@@ -124,20 +170,22 @@ def pod_spec(
     Args:
         pool: the pool its node comes from.
         image: the training image.
-        shared_file_system: mount the namespace's Lustre claim at the shared path.
-        team: the team whose runtime it is (its Neuron compile cache lives in its directory);
-            None for cluster-wide runtimes. Default None.
+        checkpoint_path: with the shared file system, ``storage.lustre.checkpointPath``
+            (normalised): the namespace's Lustre claim is mounted at the shared path and the
+            job gets its checkpoint directory under it. None: no shared file system.
+        team: the team whose runtime it is (its Neuron compile cache and checkpoints live in
+            its directories); None for cluster-wide runtimes. Default None.
         command: the container's command, if not the image's. Default None.
     """
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
-    if shared_file_system:
+    if checkpoint_path is not None:
         mounts.append({"name": "shared", "mountPath": SHARED_MOUNT})
         volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": CLAIM_NAME}})
     container: dict[str, Any] = {
         "name": "node",
         "image": image,
-        "env": _environment(pool, team=team, shared_file_system=shared_file_system),
+        "env": _environment(pool, team=team, checkpoint_path=checkpoint_path),
         "resources": node_resources(pool),
         "volumeMounts": mounts,
     }
@@ -157,9 +205,16 @@ def pod_spec(
 
 
 def _replicated_job(name: str, pod: dict[str, Any], *, trainer_step: bool) -> dict[str, Any]:
-    """One replicated job of a runtime's JobSet, its pod hardened (components/tenancy.py)."""
+    """One replicated job of a runtime's JobSet, its pod hardened (components/tenancy.py).
+
+    ``backoffLimit: 0``: the first failed pod fails its Job, and JobSet's failure policy then
+    restarts the whole gang. With Kubernetes' default of 6 the Job would replace the one pod
+    while its peers hang in their collectives.
+    """
     metadata = {"labels": {ANCESTOR_LABEL: "trainer"}} if trainer_step else {}
-    template: dict[str, Any] = {"spec": {"template": {"spec": hardened_pod(pod)}}}
+    template: dict[str, Any] = {
+        "spec": {"backoffLimit": 0, "template": {"spec": hardened_pod(pod)}}
+    }
     if metadata:
         template["metadata"] = metadata
     return {"name": name, "template": template}
@@ -230,16 +285,18 @@ def runtime_spec(
     *,
     trainer: TrainerConfig,
     queue: str,
-    shared_file_system: bool,
+    checkpoint_path: str | None,
 ) -> dict[str, Any]:
     """The TrainingRuntime spec of ``framework`` on ``pool``, gang-scheduled in ``queue``.
 
-    ``queue`` is the team's queue and name: its Neuron compile cache sits in its directory.
+    ``queue`` is the team's queue and name: its Neuron compile cache and checkpoints sit in its
+    directories. ``checkpoint_path``: see :func:`pod_spec`. A failed pod restarts the whole
+    job up to ``trainer.maxRestarts`` times (:data:`RESTART_STRATEGY`).
     """
     image = trainer.images.for_runtime(pool.instance.accelerator, framework)
     # Config refuses a stack with Trainium pools and no Neuron image.
     assert image is not None
-    pod = pod_spec(pool, image=image, shared_file_system=shared_file_system, team=queue)
+    pod = pod_spec(pool, image=image, checkpoint_path=checkpoint_path, team=queue)
     ml_policy: dict[str, Any] = {"numNodes": 1}
     jobset: dict[str, Any]
     if framework == "mpi":
@@ -260,6 +317,10 @@ def runtime_spec(
     else:
         ml_policy[framework] = {}
         jobset = {"replicatedJobs": [_replicated_job("node", pod, trainer_step=True)]}
+    jobset["failurePolicy"] = {
+        "maxRestarts": trainer.max_restarts,
+        "restartStrategy": RESTART_STRATEGY,
+    }
     return {
         "mlPolicy": ml_policy,
         "podGroupPolicy": {"volcano": {}},
@@ -433,7 +494,7 @@ class Trainer(pulumi.ComponentResource):
         pools: list[NodePoolConfig],
         teams: list[TeamConfig],
         team_namespaces: dict[str, pulumi.Resource],
-        shared_file_system: bool,
+        checkpoint_path: str | None,
         protect: bool,
         volcano_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
@@ -448,8 +509,10 @@ class Trainer(pulumi.ComponentResource):
             pools: accelerator pools; each team gets runtimes on those its quota allows.
             teams: the teams; each gets its runtimes in its namespace, queued in its queue.
             team_namespaces: team name -> its Namespace (runtimes wait for it).
-            shared_file_system: whether the stack has the Lustre file system (runtimes of teams
-                with ``sharedFileSystem`` mount the namespace's ``shared-lustre`` claim).
+            checkpoint_path: ``storage.lustre.checkpointPath`` (normalised) where the stack has
+                the Lustre file system, else None: runtimes of teams with ``sharedFileSystem``
+                mount the namespace's ``shared-lustre`` claim and give each job its checkpoint
+                directory.
             protect: protect the release and the JobSet CRD, and retain both on delete: their
                 CRDs carry every TrainJob, runtime and JobSet. Unprotected (dev), switching
                 Trainer off uninstalls them, so switching it on again installs afresh instead of
@@ -567,7 +630,7 @@ class Trainer(pulumi.ComponentResource):
                 runtime = runtime_name(framework, pool)
                 spec = runtime_spec(
                     framework, pool, trainer=trainer, queue=team.name,
-                    shared_file_system=shared_file_system and team.shared_file_system,
+                    checkpoint_path=checkpoint_path if team.shared_file_system else None,
                 )  # fmt: skip
                 self.runtimes[(team.name, runtime)] = k8s.apiextensions.CustomResource(
                     f"{name}-{team.name}-{runtime}",

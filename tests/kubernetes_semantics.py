@@ -35,3 +35,38 @@ def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
 def uncovered(tolerations: list[dict[str, Any]], taints: list[dict[str, Any]]) -> list[Any]:
     """The taints none of ``tolerations`` tolerates."""
     return [t for t in taints if not any(tolerates(toleration, t) for toleration in tolerations)]
+
+
+def container_environment(container: dict[str, Any], labels: dict[str, str]) -> dict[str, str]:
+    """The environment the kubelet gives a container, ``$(VAR)`` references expanded.
+
+    Variables are resolved in order, each seeing only those before it; ``$$`` is a literal
+    ``$`` and a reference to an unknown variable stays as written (kubernetes
+    third_party/forked/golang/expansion/expand.go, used by kubelet's makeEnvironmentVariables).
+    Of ``valueFrom``, only ``fieldRef`` to a pod label is resolved (from ``labels``).
+    """
+    resolved: dict[str, str] = {}
+    for variable in container.get("env", []):
+        if "value" in variable:
+            resolved[variable["name"]] = _expand(str(variable["value"]), resolved)
+            continue
+        path = variable["valueFrom"]["fieldRef"]["fieldPath"]
+        match = re.fullmatch(r"metadata\.labels\['([^']+)'\]", path)
+        assert match, f"unsupported fieldRef {path}"
+        resolved[variable["name"]] = labels.get(match.group(1), "")
+    return resolved
+
+
+def expand_references(text: str, environment: dict[str, str]) -> str:
+    """``$(VAR)`` references of a command or argument, as the kubelet expands them."""
+    return _expand(text, environment)
+
+
+def _expand(text: str, environment: dict[str, str]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1)
+        return environment.get(name, match.group(0))
+
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", replace, text)

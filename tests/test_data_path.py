@@ -17,9 +17,11 @@ import pytest
 from components.config import DataRepositoryAssociationConfig, parse_platform_config
 from components.storage import team_data_policy, team_prefixes, team_role_name
 from components.teams import JOB_SERVICE_ACCOUNT
+from components.trainer import runtime_spec
 from synth.run import StackResult
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, stack_data
+from tests.kubernetes_semantics import container_environment
 
 ASSOCIATION: Final = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 ROLE: Final = "aws:iam/role:Role"
@@ -303,3 +305,90 @@ def test_team_role_names_fit_iam_and_stay_distinct() -> None:
     names = {team_role_name(cluster, team) for team in (first, second)}
     assert len(names) == 2 and all(len(name) <= 64 for name in names)
     assert team_role_name("ml-training-prod", "ml-research") == "ml-training-prod-ml-research-jobs"
+
+
+# --------------------------------------------------------------------------- jobs resume
+
+JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"  # jobset v0.12.0 JobSetNameKey
+SHARED_MOUNT: Final = "/fsx"
+
+
+def _runtimes(result: StackResult) -> list[Any]:
+    return [r for r in result.records if r.type.endswith(":TrainingRuntime")]
+
+
+def _pods(runtime: Any) -> list[dict[str, Any]]:
+    jobs = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]
+    return [job["template"]["spec"]["template"]["spec"] for job in jobs]
+
+
+@pytest.mark.parametrize("stack", TEAM_STACKS)
+def test_every_job_gets_its_own_checkpoint_directory_in_its_teams_exported_space(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    config = parse_platform_config(stack_data(stack))
+    lustre = config.storage.lustre
+    assert lustre is not None
+    exported = {
+        a.inputs["fileSystemPath"]
+        for a in _records(result, ASSOCIATION)
+        if a.inputs.get("s3", {}).get("autoExportPolicy", {}).get("events") == ["NEW", "CHANGED"]
+    }
+    assert lustre.checkpoint_root in exported
+    runtimes = _runtimes(result)
+    assert runtimes
+    for runtime in runtimes:
+        team = runtime.inputs["metadata"]["namespace"]
+        for pod in _pods(runtime):
+            (container,) = [c for c in pod["containers"] if c["name"] == "node"]
+            environment = container_environment(container, {JOBSET_NAME_LABEL: "llama-pretrain"})
+            expected = f"{SHARED_MOUNT}{lustre.checkpoint_root}/{team}/llama-pretrain"
+            assert environment["CHECKPOINT_DIR"] == expected, runtime.name
+            mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+            volumes = {v["name"]: v for v in pod["volumes"]}
+            claim = volumes[mounts[SHARED_MOUNT]]["persistentVolumeClaim"]["claimName"]
+            assert claim == "shared-lustre"
+
+
+def test_a_team_without_the_shared_file_system_gets_no_checkpoint_directory(
+    synthesized: dict[str, StackResult],
+) -> None:
+    data = stack_data("dev")
+    config = parse_platform_config(data)
+    (pool,) = [p for p in config.node_pools if p.name == "gpu-small"]
+    spec = runtime_spec("torch", pool, trainer=config.trainer, queue="ml-dev", checkpoint_path=None)
+    (pod,) = [job["template"]["spec"]["template"]["spec"] for job in
+              spec["template"]["spec"]["replicatedJobs"]]  # fmt: skip
+    names = {variable["name"] for variable in pod["containers"][0]["env"]}
+    assert "CHECKPOINT_DIR" not in names and "TRAINJOB_NAME" not in names
+
+
+@pytest.mark.parametrize("stack", TEAM_STACKS)
+def test_a_failed_pod_restarts_the_whole_gang_a_bounded_number_of_times(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """One lost node must restart the job from its checkpoint, not fail it (or hang it)."""
+    restarts = parse_platform_config(stack_data(stack)).trainer.max_restarts
+    for runtime in _runtimes(synthesized[stack]):
+        jobset = runtime.inputs["spec"]["template"]["spec"]
+        assert jobset["failurePolicy"] == {
+            "maxRestarts": restarts,
+            "restartStrategy": "BlockingRecreate",
+        }
+        for job in jobset["replicatedJobs"]:
+            # Kubernetes' default (6) would replace the one pod while its peers hang.
+            assert job["template"]["spec"]["backoffLimit"] == 0, (runtime.name, job["name"])
+
+
+def test_max_restarts_comes_from_config() -> None:
+    data = stack_data("dev")
+    data.setdefault("trainer", {})["maxRestarts"] = 0
+    config = parse_platform_config(data)
+    pool = config.node_pools[0]
+    spec = runtime_spec(
+        "torch", pool, trainer=config.trainer, queue="ml-dev", checkpoint_path="/checkpoints"
+    )
+    assert spec["template"]["spec"]["failurePolicy"]["maxRestarts"] == 0
+    data["trainer"]["maxRestarts"] = -1
+    assert_reported(data, "platform.trainer.maxRestarts", -1, "a number from 0 to 100")

@@ -1064,7 +1064,7 @@ def _node_env(runtime: ResourceRecord) -> dict[str, str]:
     pod = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
         "template"
     ]["spec"]
-    return {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    return {e["name"]: e["value"] for e in pod["containers"][0]["env"] if "value" in e}
 
 
 def test_trainium_runtimes_compile_into_the_teams_shared_cache(

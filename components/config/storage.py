@@ -287,9 +287,14 @@ class LustreConfig(StrictModel):
         """Key of the bucket an association links: its own, or the file system's default."""
         return association.bucket or self.bucket
 
+    @property
+    def checkpoint_root(self) -> str:
+        """The checkpoint path, normalised (``/checkpoints/`` is ``/checkpoints``)."""
+        return normalized_file_system_path(self.checkpoint_path)
+
     def checkpoint_association(self) -> DataRepositoryAssociationConfig | None:
         """The association whose path is the checkpoint path, or None."""
-        target = normalized_file_system_path(self.checkpoint_path)
+        target = self.checkpoint_root
         return next(
             (
                 association

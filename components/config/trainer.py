@@ -88,6 +88,14 @@ class TrainerConfig(StrictModel):
     images: TrainerImagesConfig = Field(
         default_factory=TrainerImagesConfig, description="Runtime images. Default: see keys."
     )
+    max_restarts: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="Times a job is restarted as a whole after a pod fails (a lost node, an "
+        "OOM, a crash) before it fails; each restart resumes from the job's newest committed "
+        "checkpoint. Default: 3.",
+    )
     legacy_training_operator: bool = Field(
         default=False,
         description="Also run the Training Operator v1.9.4 (PyTorchJob, TFJob, MPIJob v1, ...), "
