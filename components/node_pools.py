@@ -26,6 +26,7 @@ import yaml
 
 from components.catalog import GPU_RESOURCE, HUGEPAGES_RESOURCE, efa_network_interfaces, lookup
 from components.config import GeneralPoolConfig, NodePoolConfig
+from components.config.pools import launch_zones
 
 NODE_CLASS_API: Final = "karpenter.k8s.aws/v1"
 NODE_POOL_API: Final = "karpenter.sh/v1"
@@ -39,6 +40,12 @@ POOL_LABEL: Final = "trainingplatform.io/pool"
 ACCELERATOR_LABEL: Final = "trainingplatform.io/accelerator"
 GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
 GENERAL_POOL: Final = "general"
+GENERAL_LUSTRE_POOL: Final = "general-lustre"
+"""The CPU pool of the file system's zone whose nodes mount it (Slurm's login pods, CPU jobs
+that read /fsx); the general pool crosses zones and does not."""
+GENERAL_WEIGHT: Final = 10
+"""Karpenter tries NodePools by descending weight, so a CPU pod that asks for no pool gets a
+general node, and only pods that select general-lustre make its nodes."""
 INSTANCE_TYPE: Final = "node.kubernetes.io/instance-type"
 CAPACITY_TYPE: Final = "karpenter.sh/capacity-type"
 ZONE: Final = "topology.kubernetes.io/zone"
@@ -191,11 +198,8 @@ def pool_labels(pool: NodePoolConfig) -> dict[str, str]:
     return {**labels, **pool.labels}
 
 
-def pool_zones(pool: NodePoolConfig, zones: list[str], training_zone: str) -> list[str]:
-    """Zones a pool may launch in: the training zone for EFA and placement-group pools."""
-    if pool.uses_efa or pool.uses_placement_group:
-        return [training_zone]
-    return [pool.zone] if pool.zone else list(zones)
+pool_zones = launch_zones
+"""Zones a pool may launch in (:func:`components.config.pools.launch_zones`)."""
 
 
 def placement_group_name(cluster_name: str, pool: NodePoolConfig) -> str:
@@ -326,8 +330,19 @@ def general_node_class_spec(
     subnet_ids: list[pulumi.Input[str]],
     security_group_terms: list[dict[str, Any]],
     tags: dict[str, str],
+    pool_name: str = GENERAL_POOL,
 ) -> dict[str, Any]:
-    """The EC2NodeClass of the general-purpose CPU pool."""
+    """The EC2NodeClass of a general-purpose CPU pool.
+
+    Args:
+        general: the CPU pools' settings (AMI).
+        node_role_name: IAM role of the nodes.
+        subnet_ids: the subnets it launches into (one per zone it may use).
+        security_group_terms: its security group selector terms.
+        tags: required tags, written onto its instances.
+        pool_name: ``general``, or ``general-lustre`` for the file system's clients. Default:
+            general.
+    """
     return {
         "role": node_role_name,
         "amiSelectorTerms": [{"alias": general.ami_alias}],
@@ -335,19 +350,33 @@ def general_node_class_spec(
         "securityGroupSelectorTerms": security_group_terms,
         "blockDeviceMappings": [_root_volume(100)],
         "metadataOptions": _METADATA_OPTIONS,
-        "tags": {**tags, POOL_LABEL: GENERAL_POOL},
+        "tags": {**tags, POOL_LABEL: pool_name},
     }
 
 
 def general_node_pool_spec(
     general: GeneralPoolConfig, *, zones: list[str], mounts_lustre: bool = False
 ) -> dict[str, Any]:
-    """The NodePool of the general-purpose CPU pool: current-generation c, m and r families."""
+    """A NodePool of current-generation c, m and r CPU instances.
+
+    Args:
+        general: the CPU pools' settings (capacity types, limits).
+        zones: the zones it launches in: all for ``general``, the file system's for
+            ``general-lustre``.
+        mounts_lustre: this is ``general-lustre``: the file system's zone, its limits, the FSx
+            startup taint. Default False: ``general``, preferred by weight.
+    """
+    pool_name = GENERAL_LUSTRE_POOL if mounts_lustre else GENERAL_POOL
+    limits = (
+        {"cpu": general.lustre_max_cpu, "memory": f"{general.lustre_max_memory_gib}Gi"}
+        if mounts_lustre
+        else {"cpu": general.max_cpu, "memory": f"{general.max_memory_gib}Gi"}
+    )
     spec: dict[str, Any] = {
         "template": {
-            "metadata": {"labels": {POOL_LABEL: GENERAL_POOL}},
+            "metadata": {"labels": {POOL_LABEL: pool_name}},
             "spec": {
-                "nodeClassRef": node_class_ref(GENERAL_POOL),
+                "nodeClassRef": node_class_ref(pool_name),
                 "requirements": [
                     requirement("karpenter.k8s.aws/instance-category", "In", ["c", "m", "r"]),
                     requirement("karpenter.k8s.aws/instance-generation", "Gt", ["5"]),
@@ -358,7 +387,7 @@ def general_node_pool_spec(
                 "expireAfter": "720h",
             },
         },
-        "limits": {"cpu": general.max_cpu, "memory": f"{general.max_memory_gib}Gi"},
+        "limits": limits,
         "disruption": {
             "consolidationPolicy": "WhenEmptyOrUnderutilized",
             "consolidateAfter": "5m",
@@ -366,6 +395,8 @@ def general_node_pool_spec(
     }  # fmt: skip
     if mounts_lustre:
         spec["template"]["spec"]["startupTaints"] = [FSX_STARTUP_TAINT]
+    else:
+        spec["weight"] = GENERAL_WEIGHT
     return spec
 
 
@@ -406,6 +437,7 @@ class NodePools(pulumi.ComponentResource):
         node_role_name: pulumi.Input[str],
         tags: dict[str, str],
         lustre_client_group_id: pulumi.Input[str] | None,
+        lustre_pools: set[str],
         slurm_nodes: dict[str, int],
         karpenter_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
@@ -425,7 +457,11 @@ class NodePools(pulumi.ComponentResource):
             node_role_name: IAM role of Karpenter nodes.
             tags: required tags, written onto instances through the EC2NodeClasses.
             lustre_client_group_id: security group that admits nodes to the Lustre file system,
-                or None without one; with it every pool also gets the FSx startup taint.
+                or None without one; with it, the pools in ``lustre_pools`` and a
+                ``general-lustre`` CPU pool in the training zone carry it and the FSx startup
+                taint.
+            lustre_pools: names of the accelerator pools whose nodes mount the file system
+                (:func:`components.config.pools.mounts_lustre`: those in its zone only).
             slurm_nodes: pool name -> nodes its Slurm node set holds (pools given to Slurm
                 only); those nodes come from the pool's ``-slurm`` NodePool.
             karpenter_ready: Karpenter's CRD and controller releases and its node role's access
@@ -439,9 +475,11 @@ class NodePools(pulumi.ComponentResource):
             parent=self, provider=kubernetes_provider, depends_on=karpenter_ready
         )
         shared_groups: list[dict[str, Any]] = [{"tags": {CLUSTER_SG_TAG: cluster_name}}]
-        if lustre_client_group_id is not None:
-            shared_groups.append({"id": lustre_client_group_id})
-        mounts_lustre = lustre_client_group_id is not None
+        client_groups: list[dict[str, Any]] = (
+            [*shared_groups, {"id": lustre_client_group_id}]
+            if lustre_client_group_id is not None
+            else list(shared_groups)
+        )
         efa_group: aws.ec2.SecurityGroup | None = None
         if any(pool.uses_efa for pool in pools):
             efa_group = aws.ec2.SecurityGroup(
@@ -471,7 +509,8 @@ class NodePools(pulumi.ComponentResource):
                 depends: list[pulumi.Resource] = [group]
             else:
                 depends = []
-            terms: list[dict[str, Any]] = list(shared_groups)
+            mounts_lustre = lustre_client_group_id is not None and pool.name in lustre_pools
+            terms: list[dict[str, Any]] = list(client_groups if mounts_lustre else shared_groups)
             if pool.uses_efa and efa_group is not None:
                 terms.append({"id": efa_group.id})
                 depends.append(efa_group)
@@ -523,30 +562,37 @@ class NodePools(pulumi.ComponentResource):
                         opts=in_cluster,
                         depends_on=[],
                     )
-        general_class = self._custom(
-            f"{name}-{GENERAL_POOL}-class",
-            api_version=NODE_CLASS_API,
-            kind="EC2NodeClass",
-            object_name=GENERAL_POOL,
-            spec=general_node_class_spec(
-                general,
-                node_role_name=node_role_name,
-                subnet_ids=[private_subnet_ids[zone] for zone in zones],
-                security_group_terms=list(shared_groups),
-                tags=tags,
-            ),
-            opts=in_cluster,
-            depends_on=[],
-        )
-        self._custom(
-            f"{name}-{GENERAL_POOL}",
-            api_version=NODE_POOL_API,
-            kind="NodePool",
-            object_name=GENERAL_POOL,
-            spec=general_node_pool_spec(general, zones=zones, mounts_lustre=mounts_lustre),
-            opts=in_cluster,
-            depends_on=[general_class],
-        )
+        cpu_pools = [(GENERAL_POOL, zones, shared_groups, False)]
+        if lustre_client_group_id is not None:
+            cpu_pools.append((GENERAL_LUSTRE_POOL, [training_zone], client_groups, True))
+        for pool_name, pool_zone_list, terms, mounts_lustre in cpu_pools:
+            general_class = self._custom(
+                f"{name}-{pool_name}-class",
+                api_version=NODE_CLASS_API,
+                kind="EC2NodeClass",
+                object_name=pool_name,
+                spec=general_node_class_spec(
+                    general,
+                    node_role_name=node_role_name,
+                    subnet_ids=[private_subnet_ids[zone] for zone in pool_zone_list],
+                    security_group_terms=list(terms),
+                    tags=tags,
+                    pool_name=pool_name,
+                ),
+                opts=in_cluster,
+                depends_on=[],
+            )
+            self._custom(
+                f"{name}-{pool_name}",
+                api_version=NODE_POOL_API,
+                kind="NodePool",
+                object_name=pool_name,
+                spec=general_node_pool_spec(
+                    general, zones=pool_zone_list, mounts_lustre=mounts_lustre
+                ),
+                opts=in_cluster,
+                depends_on=[general_class],
+            )
         self.register_outputs({})
 
     def _custom(

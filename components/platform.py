@@ -15,6 +15,7 @@ from components.config import (
     parse_platform_config,
     slurm_held_nodes,
 )
+from components.config.pools import mounts_lustre
 from components.device_plugins import DevicePlugins
 from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
@@ -159,6 +160,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             mounting_namespaces=mounting_namespaces,
             opts=with_aws,
         )
+        lustre_pools = {pool.name for pool in config.node_pools if mounts_lustre(config, pool)}
         self.node_pools = NodePools(
             "pools",
             cluster_name=config.name,
@@ -171,6 +173,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             node_role_name=self.karpenter.node_role_name,
             tags=config.required_tags,
             lustre_client_group_id=self.storage.client_security_group_id,
+            lustre_pools=lustre_pools,
             slurm_nodes=slurm_held_nodes(config),
             karpenter_ready=self.karpenter.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
@@ -180,6 +183,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             "trainer",
             trainer=config.trainer,
             pools=config.node_pools,
+            lustre_pools=lustre_pools,
             teams=config.teams,
             team_namespaces=dict(self.teams.namespaces),
             checkpoint_path=(

@@ -28,7 +28,7 @@ from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import encrypted_gp3_class, state_reclaim_policy, storage_class
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
 from components.helm import release, with_system_placement
-from components.node_pools import GENERAL_POOL, POOL_LABEL
+from components.node_pools import GENERAL_LUSTRE_POOL, GENERAL_POOL, POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
 from components.tenancy import (
@@ -77,7 +77,9 @@ StatefulSet names it in a volume claim template, which Kubernetes never lets cha
 DO_NOT_DISRUPT: Final = {"karpenter.sh/do-not-disrupt": "true"}
 """Keeps Karpenter from consolidating away the node under slurmctld or the database."""
 SERVICE_PLACEMENT: Final = {"nodeSelector": {POOL_LABEL: GENERAL_POOL}}
-"""Slurm's own services (controller, REST API, accounting, login) run on the general pool."""
+"""Slurm's own services (controller, REST API, accounting) run on the general pool."""
+LOGIN_PLACEMENT: Final = {"nodeSelector": {POOL_LABEL: GENERAL_LUSTRE_POOL}}
+"""Login pods mount the file system, so they run on the CPU pool in its zone."""
 INTERNAL_LOAD_BALANCER: Final = {
     "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
     "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
@@ -327,7 +329,7 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
                 "login": {"image": slinky_image("login"), "volumeMounts": [shared_mount()]},
                 "initconf": {"image": sidecar_image()},
                 "rootSshAuthorizedKeys": "\n".join(login.ssh_authorized_keys) + "\n",
-                "podSpec": {**SERVICE_PLACEMENT, "volumes": [shared_volume()]},
+                "podSpec": {**LOGIN_PLACEMENT, "volumes": [shared_volume()]},
                 "service": {
                     "metadata": {"annotations": dict(INTERNAL_LOAD_BALANCER)},
                     "spec": {

@@ -492,6 +492,7 @@ class Trainer(pulumi.ComponentResource):
         *,
         trainer: TrainerConfig,
         pools: list[NodePoolConfig],
+        lustre_pools: set[str],
         teams: list[TeamConfig],
         team_namespaces: dict[str, pulumi.Resource],
         checkpoint_path: str | None,
@@ -507,6 +508,8 @@ class Trainer(pulumi.ComponentResource):
             name: prefix of child resource names.
             trainer: validated trainer settings (images).
             pools: accelerator pools; each team gets runtimes on those its quota allows.
+            lustre_pools: names of the pools whose nodes mount the file system (those in its
+                zone); runtimes on other pools mount no claim.
             teams: the teams; each gets its runtimes in its namespace, queued in its queue.
             team_namespaces: team name -> its Namespace (runtimes wait for it).
             checkpoint_path: ``storage.lustre.checkpointPath`` (normalised) where the stack has
@@ -630,7 +633,11 @@ class Trainer(pulumi.ComponentResource):
                 runtime = runtime_name(framework, pool)
                 spec = runtime_spec(
                     framework, pool, trainer=trainer, queue=team.name,
-                    checkpoint_path=checkpoint_path if team.shared_file_system else None,
+                    checkpoint_path=(
+                        checkpoint_path
+                        if team.shared_file_system and pool.name in lustre_pools
+                        else None
+                    ),
                 )  # fmt: skip
                 self.runtimes[(team.name, runtime)] = k8s.apiextensions.CustomResource(
                     f"{name}-{team.name}-{runtime}",

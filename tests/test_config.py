@@ -264,6 +264,9 @@ def test_defaults_fill_optional_sections() -> None:
         "availabilityZones": ["us-west-2a", "us-west-2b"],
         "trainingZone": "us-west-2a",
     }
+    for pool in data["nodePools"]:
+        if "zone" in pool:
+            pool["zone"] = "us-west-2a"  # beside the file system, which follows trainingZone
     data["cluster"] = {
         "deployerPrincipalArn": "arn:aws:iam::111122223333:role/D",
         "adminPrincipalArns": ["arn:aws:iam::111122223333:role/A"],

@@ -392,3 +392,124 @@ def test_max_restarts_comes_from_config() -> None:
     assert spec["template"]["spec"]["failurePolicy"]["maxRestarts"] == 0
     data["trainer"]["maxRestarts"] = -1
     assert_reported(data, "platform.trainer.maxRestarts", -1, "a number from 0 to 100")
+
+
+# --------------------------------------------------------------------------- Lustre's zone
+
+NODE_CLASS: Final = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
+STARTUP_TAINT: Final = {"key": "fsx.csi.aws.com/agent-not-ready", "effect": "NoExecute"}
+
+
+def _object(result: StackResult, resource_type: str, name: str) -> Any:
+    (found,) = [r for r in _records(result, resource_type) if r.inputs["metadata"]["name"] == name]
+    return found
+
+
+def _carries_client_group(result: StackResult, node_class: Any) -> bool:
+    (clients,) = [
+        r for r in _records(result, "aws:ec2/securityGroup:SecurityGroup")
+        if r.name == "storage-lustre-clients"
+    ]  # fmt: skip
+    return clients.urn in node_class.property_dependencies.get("spec", [])
+
+
+def _zones(pool: Any) -> list[str]:
+    (zones,) = [r["values"] for r in pool.inputs["spec"]["template"]["spec"]["requirements"]
+                if r["key"] == "topology.kubernetes.io/zone"]  # fmt: skip
+    return list(zones)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_only_pools_in_the_file_systems_zone_are_its_clients(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Every NodePool whose nodes carry the client group and the startup taint is in its zone."""
+    result = synthesized[stack]
+    config = parse_platform_config(stack_data(stack))
+    training = config.network.training_zone
+    classes = {r.inputs["metadata"]["name"]: r for r in _records(result, NODE_CLASS)}
+    clients = 0
+    for pool in _records(result, NODE_POOL):
+        template = pool.inputs["spec"]["template"]["spec"]
+        node_class = classes[template["nodeClassRef"]["name"]]
+        tainted = STARTUP_TAINT in template.get("startupTaints", [])
+        if _carries_client_group(result, node_class):
+            clients += 1
+            assert _zones(pool) == [training], pool.name
+            assert tainted, pool.name
+        else:
+            assert not tainted, pool.name  # nothing would remove it
+    assert clients > 0
+
+
+def test_a_pool_across_zones_does_not_mount_lustre(
+    run_platform: Any,
+) -> None:
+    """dev's GPU pool without its zone: no client group, no taint, runtimes without the claim."""
+    data = stack_data("dev")
+    (gpu,) = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
+    del gpu["zone"]
+    data["slurm"]["nodeSets"] = [n for n in data["slurm"]["nodeSets"] if n["pool"] != "gpu-small"]
+    run = run_platform(data, "dev")
+    (node_class,) = [
+        r for r in run.of_type(NODE_CLASS) if r.inputs["metadata"]["name"] == "gpu-small"
+    ]
+    (clients,) = [r for r in run.records if r.name == "storage-lustre-clients"]
+    assert clients.urn not in node_class.property_dependencies.get("spec", [])
+    (pool,) = [r for r in run.of_type(NODE_POOL) if r.inputs["metadata"]["name"] == "gpu-small"]
+    assert "startupTaints" not in pool.inputs["spec"]["template"]["spec"]
+    assert len(_zones(pool)) == 2
+    runtimes = [r for r in run.records if r.type.endswith(":TrainingRuntime")]
+    on_gpu = [r for r in runtimes if r.inputs["metadata"]["name"].endswith("-gpu-small")]
+    assert on_gpu
+    for runtime in on_gpu:
+        for pod in _pods(runtime):
+            assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v], runtime.name
+    on_trn = [r for r in runtimes if r.inputs["metadata"]["name"].endswith("-trn1")]
+    assert on_trn and all(
+        any("persistentVolumeClaim" in v for v in pod["volumes"])
+        for r in on_trn
+        for pod in _pods(r)
+    )
+
+
+def test_a_slurm_node_set_on_a_pool_across_zones_is_refused() -> None:
+    data = stack_data("dev")
+    index = [p["name"] for p in data["nodePools"]].index("gpu-small")
+    del data["nodePools"][index]["zone"]
+    assert_reported(data, f"platform.nodePools[{index}].zone", None, "the training zone us-west-2b")
+
+
+@pytest.mark.parametrize(
+    "stack", [s for s in STACKS if stack_data(s).get("slurm", {}).get("enabled")]
+)
+def test_slurm_login_pods_run_on_the_cpu_pool_in_the_file_systems_zone(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    releases = [r for r in result.records if r.type == "kubernetes:helm.sh/v3:Release"
+                and r.inputs.get("name") == "slurm"]  # fmt: skip
+    (release,) = releases
+    login = next(iter(release.inputs["values"]["loginsets"].values()))
+    selector = login["podSpec"]["nodeSelector"]
+    (pool,) = [p for p in _records(result, NODE_POOL)
+               if p.inputs["spec"]["template"]["metadata"]["labels"].items() >= selector.items()]  # fmt: skip
+    assert pool.inputs["metadata"]["name"] == "general-lustre"
+    assert _zones(pool) == [parse_platform_config(stack_data(stack)).network.training_zone]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cpu_pods_that_ask_for_no_pool_prefer_the_general_pool(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    general = _object(result, NODE_POOL, "general")
+    clients = _object(result, NODE_POOL, "general-lustre")
+    assert general.inputs["spec"].get("weight", 0) > clients.inputs["spec"].get("weight", 0)
+    limits = clients.inputs["spec"]["limits"]
+    config = parse_platform_config(stack_data(stack))
+    assert limits == {
+        "cpu": config.general_pool.lustre_max_cpu,
+        "memory": f"{config.general_pool.lustre_max_memory_gib}Gi",
+    }

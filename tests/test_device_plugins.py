@@ -213,6 +213,9 @@ def test_efa_image_comes_from_the_eks_registry_serving_the_region(
     data["network"]["availabilityZones"] = [f"{region}a", f"{region}b"]
     data["network"]["trainingZone"] = f"{region}b"
     del data["network"]["subnetCidrs"]  # dev's pins name its own region's zones
+    for pool in data["nodePools"]:
+        if "zone" in pool:
+            pool["zone"] = f"{region}b"
     assert parse_platform_config(data).region == region, "config accepts the region"
     repository = efa_values(_pools("trn1.32xlarge"), region)["image"]["repository"]
     assert repository == f"{registry}/eks/aws-efa-k8s-device-plugin"

@@ -448,8 +448,9 @@ def test_one_node_class_per_pool_and_a_node_pool_per_owner(case: StackCase) -> N
     assert held, "every shipped stack gives Slurm some nodes"
     classes = case.run.of_type(NODE_CLASS)
     pools = case.run.of_type(NODE_POOL)
-    assert sorted(r.inputs["metadata"]["name"] for r in classes) == sorted([*names, "general"])
-    expected_pools = sorted([*names, *(f"{p}-slurm" for p in held), "general"])
+    cpu = ["general", "general-lustre"]  # every shipped stack has a file system
+    assert sorted(r.inputs["metadata"]["name"] for r in classes) == sorted([*names, *cpu])
+    expected_pools = sorted([*names, *(f"{p}-slurm" for p in held), *cpu])
     assert sorted(r.inputs["metadata"]["name"] for r in pools) == expected_pools
     for pool in held:
         spec = _by_object_name(case.run, NODE_POOL, f"{pool}-slurm").inputs["spec"]
@@ -716,9 +717,10 @@ def test_general_pool_in_every_stack(case: StackCase) -> None:
     assert "taints" not in spec["template"]["spec"]
     class_spec = node_class.inputs["spec"]
     terms = class_spec["securityGroupSelectorTerms"]
-    assert terms[0] == {"tags": {"aws:eks:cluster-name": case.config.name}}
-    assert len(terms) == (2 if case.config.storage.lustre is not None else 1)
+    # it crosses zones, so its nodes are no Lustre clients (general-lustre's are)
+    assert terms == [{"tags": {"aws:eks:cluster-name": case.config.name}}]
     assert "networkInterfaces" not in class_spec and "placementGroupSelector" not in class_spec
+    assert spec["weight"] > 0
 
 
 def test_node_pools_depend_on_their_classes_and_karpenter(case: StackCase) -> None:
@@ -800,6 +802,8 @@ def test_no_efa_pool_means_no_efa_group(run_platform: Callable[..., ProgramRun])
     data = stack_data("dev")
     (trn1,) = [p for p in data["nodePools"] if p["name"] == "trn1"]
     trn1["efa"] = False
+    # no longer pinned by EFA: pinned by hand beside the file system its Slurm node set mounts
+    trn1["zone"] = data["network"]["trainingZone"]
     run = run_platform(data, "dev")
     assert not any(g.name.endswith("-efa") for g in run.of_type(SECURITY_GROUP))
     assert run.of_type(PLACEMENT_GROUP) == []
@@ -812,9 +816,8 @@ def test_no_efa_pool_means_no_efa_group(run_platform: Callable[..., ProgramRun])
         len(id_terms) == 1
         and lustre_clients in _by_object_name(run, NODE_CLASS, "trn1").dependencies
     )
-    zones = data["network"]["availabilityZones"]
     pool_spec = _by_object_name(run, NODE_POOL, "trn1").inputs["spec"]
-    assert _requirement(pool_spec, ZONE)["values"] == zones
+    assert _requirement(pool_spec, ZONE)["values"] == [data["network"]["trainingZone"]]
 
 
 def test_non_efa_pool_in_one_zone(run_platform: Callable[..., ProgramRun]) -> None:
@@ -824,6 +827,8 @@ def test_non_efa_pool_in_one_zone(run_platform: Callable[..., ProgramRun]) -> No
         z for z in data["network"]["availabilityZones"] if z != data["network"]["trainingZone"]
     )
     small["zone"] = zone
+    # away from the file system, so no Slurm node set on it (config refuses one)
+    data["slurm"]["nodeSets"] = [n for n in data["slurm"]["nodeSets"] if n["pool"] != "gpu-small"]
     run = run_platform(data, "dev")
     node_class = _by_object_name(run, NODE_CLASS, "gpu-small")
     assert len(node_class.inputs["spec"]["subnetSelectorTerms"]) == 1

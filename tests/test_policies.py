@@ -1204,8 +1204,47 @@ def test_fsx_must_sit_in_the_efa_pools_zone(synthesized: dict[str, StackResult])
     elsewhere = _target(entries, "aws:ec2/subnet:Subnet", "network-private-us-east-2c")
     file_system["propertyDependencies"]["subnetIds"] = [elsewhere["urn"]]
     findings = _run_policy(POLICIES["fsx-in-training-zone"], entries, "staging")
-    assert [f.urn for f in findings] == [file_system["urn"]]
-    assert "us-east-2c" in findings[0].message and "us-east-2a" in findings[0].message
+    (moved,) = [f for f in findings if f.urn == file_system["urn"]]
+    assert "us-east-2c" in moved.message and "us-east-2a" in moved.message
+    # and every client pool, all in us-east-2a, is now outside the file system's zone
+    assert {f.urn for f in findings} - {file_system["urn"]}
+
+
+def _zone_requirement(pool: Entry) -> Entry:
+    requirements: list[Entry] = pool["inputs"]["spec"]["template"]["spec"]["requirements"]
+    (requirement,) = [r for r in requirements if r["key"] == "topology.kubernetes.io/zone"]
+    return requirement
+
+
+@pytest.mark.parametrize("shape", ["inline", "separate rule"])
+def test_a_pool_that_mounts_lustre_must_stay_in_its_zone(
+    synthesized: dict[str, StackResult], shape: str
+) -> None:
+    """Point 7 of issue 22: the zone policy covers every pool whose nodes are Lustre clients,
+    however the file system's group names its clients."""
+    entries = _records(synthesized["dev"])
+    pool = _target(entries, NODE_POOL, "=pools-general-lustre")
+    _zone_requirement(pool)["values"] = ["us-west-2a", "us-west-2b"]
+    if shape == "separate rule":
+        servers = _target(entries, SECURITY_GROUP, "=storage-lustre")
+        clients = servers["propertyDependencies"].pop("ingress")
+        servers["propertyDependencies"].pop("egress")
+        entries.append(
+            _rule_resource(servers, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+                           {"ipProtocol": "tcp", "fromPort": 988, "toPort": 988})
+        )  # fmt: skip
+        entries[-1]["propertyDependencies"]["referencedSecurityGroupId"] = clients
+    findings = _run_policy(POLICIES["fsx-in-training-zone"], entries, "dev")
+    assert [f.urn for f in findings] == [pool["urn"]]
+    assert "us-west-2a" in findings[0].message and "general-lustre" in findings[0].message
+
+
+def test_a_pool_without_the_client_group_may_cross_zones(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["dev"])
+    assert len(_zone_requirement(_target(entries, NODE_POOL, "=pools-general"))["values"]) > 1
+    assert _run_policy(POLICIES["fsx-in-training-zone"], entries, "dev") == []
 
 
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"

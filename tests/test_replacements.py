@@ -370,6 +370,9 @@ def test_moving_the_training_zone_replaces_the_file_system_as_the_readme_shows(
     def move(platform: dict[str, Any]) -> None:
         network = platform["network"]
         other = next(z for z in network["availabilityZones"] if z != network["trainingZone"])
+        for pool in platform["nodePools"]:
+            if pool.get("zone") == network["trainingZone"]:
+                pool["zone"] = other  # pinned beside the file system, so it moves with it
         network["trainingZone"] = other
 
     project = _project_with(tmp_path, move)

@@ -1035,26 +1035,38 @@ def test_kubernetes_objects_wait_for_the_csi_driver(lustre_case: StackCase) -> N
 # --------------------------------------------------------------------------- nodes
 
 
-def test_every_node_pool_waits_for_the_fsx_agent(lustre_case: StackCase) -> None:
+def _mounting_pools(case: StackCase) -> set[str]:
+    """The pools every stack's file system serves: its accelerator pools (each in the file
+    system's zone) and the general-lustre CPU pool; not the general pool, which crosses zones."""
+    return {p["name"] for p in case.raw.get("nodePools", [])} | {"general-lustre"}
+
+
+def test_every_node_pool_in_the_zone_waits_for_the_fsx_agent(lustre_case: StackCase) -> None:
     pools = lustre_case.run.of_type(NODE_POOL)
+    mounting = _mounting_pools(lustre_case)
     names = {p.inputs["metadata"]["name"] for p in pools}
-    assert "general" in names
-    assert {p["name"] for p in lustre_case.raw.get("nodePools", [])} <= names
+    assert mounting <= names and "general" in names
     for pool in pools:
+        name = pool.inputs["metadata"]["name"]
+        owner = name.removesuffix("-slurm")
         taints = pool.inputs["spec"]["template"]["spec"].get("startupTaints", [])
-        assert STARTUP_TAINT in taints, pool.name
+        assert (STARTUP_TAINT in taints) is (owner in mounting), pool.name
 
 
-def test_every_node_class_selects_the_lustre_client_group(lustre_case: StackCase) -> None:
+def test_every_node_class_in_the_zone_selects_the_lustre_client_group(
+    lustre_case: StackCase,
+) -> None:
     run = lustre_case.run
     client_id = _client_group_id(run)
     clients = _clients_group(run)
+    mounting = _mounting_pools(lustre_case)
     node_classes = run.of_type(NODE_CLASS)
-    assert "general" in {c.inputs["metadata"]["name"] for c in node_classes}
+    assert mounting | {"general"} == {c.inputs["metadata"]["name"] for c in node_classes}
     for node_class in node_classes:
         terms = node_class.inputs["spec"]["securityGroupSelectorTerms"]
-        assert {"id": client_id} in terms, node_class.name
-        assert clients.urn in node_class.property_dependencies["spec"], node_class.name
+        selects = node_class.inputs["metadata"]["name"] in mounting
+        assert ({"id": client_id} in terms) is selects, node_class.name
+        assert (clients.urn in node_class.property_dependencies["spec"]) is selects
 
 
 def test_without_storage_nothing_of_it(run_platform: Callable[..., ProgramRun]) -> None:

@@ -201,6 +201,18 @@ class GeneralPoolConfig(StrictModel):
         ge=16,
         description="Memory limit of the pool, GiB. Default: 1024.",
     )
+    lustre_max_cpu: int = Field(
+        default=64,
+        ge=8,
+        description="vCPU limit of general-lustre, the CPU nodes in the file system's zone "
+        "that mount it (Slurm login pods, CPU jobs that read /fsx). Default: 64.",
+    )
+    lustre_max_memory_gib: int = Field(
+        default=256,
+        alias="lustreMaxMemoryGiB",
+        ge=16,
+        description="Memory limit of general-lustre, GiB. Default: 256.",
+    )
     capacity_types: list[Literal["on-demand", "spot"]] = Field(
         default_factory=lambda: list(_GENERAL_CAPACITY_TYPES),
         min_length=1,
@@ -225,14 +237,41 @@ class AcceleratorAmounts(StrictModel):
         return {catalog.GPU_RESOURCE: self.gpus, catalog.NEURON_RESOURCE: self.neuron_devices}
 
 
+def launch_zones(pool: NodePoolConfig, zones: list[str], training_zone: str) -> list[str]:
+    """Zones a pool may launch in: the training zone for EFA and placement-group pools.
+
+    Args:
+        pool: the pool.
+        zones: every availability zone of the cluster.
+        training_zone: the zone of EFA pools, placement groups and the file system.
+    """
+    if pool.uses_efa or pool.uses_placement_group:
+        return [training_zone]
+    return [pool.zone] if pool.zone else list(zones)
+
+
+def mounts_lustre(config: PlatformConfig, pool: NodePoolConfig) -> bool:
+    """Whether a pool's nodes are Lustre clients: only in the file system's (training) zone.
+
+    The stack must have the file system, and the pool launch only in its zone. A pool that
+    crosses zones would read the file system across them (slower, and billed per GB both
+    ways), so it does not mount it: its nodes get neither the client security group nor the
+    FSx startup taint, and its runtimes no claim. Pin such a pool with ``zone`` to the training
+    zone to give it the file system.
+    """
+    network = config.network
+    in_zone = launch_zones(pool, network.availability_zones, network.training_zone)
+    return config.storage.lustre is not None and in_zone == [network.training_zone]
+
+
 def node_pool_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     """Cross-field problems of ``platform.nodePools``."""
     names = [pool.name for pool in config.node_pools]
-    if duplicates([*names, "general"]):
+    if duplicates([*names, "general", "general-lustre"]):
         yield ConfigProblem(
             f"{CONFIG_KEY}.nodePools",
             names,
-            "unique pool names, none named 'general' (the CPU pool)",
+            "unique pool names, none named 'general' or 'general-lustre' (the CPU pools)",
         )
     for index, pool in enumerate(config.node_pools):
         yield from _pool_problems(config, pool, f"{CONFIG_KEY}.nodePools[{index}]")

@@ -22,7 +22,7 @@ from components.config.base import (
     duplicates,
     matching,
 )
-from components.config.pools import AcceleratorAmounts, PoolName
+from components.config.pools import AcceleratorAmounts, PoolName, mounts_lustre
 from components.config.trainer import PinnedImage
 
 if TYPE_CHECKING:
@@ -279,6 +279,25 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 "one of the nodePools: " + (", ".join(known) or "none are configured"),
             )
             continue
+        # Unknown types (whether the pool has EFA) and an unknown training zone have problems
+        # of their own; this one would only repeat them.
+        known_types = all(t in catalog.CATALOG for t in pool.instance_types)
+        zones = config.network.availability_zones
+        zone_known = config.network.training_zone in zones and pool.zone in (None, *zones)
+        if (
+            config.storage.lustre is not None
+            and known_types
+            and zone_known
+            and not mounts_lustre(config, pool)
+        ):
+            pool_index = config.node_pools.index(pool)
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.nodePools[{pool_index}].zone",
+                pool.zone,
+                f"the training zone {config.network.training_zone}: Slurm node set "
+                f"{node_set.pool}'s slurmd pods mount the file system, which only pools in its "
+                "zone do",
+            )
         if node_set.replicas > pool.max_nodes:
             yield ConfigProblem(
                 f"{here}.replicas",

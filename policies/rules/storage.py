@@ -32,6 +32,11 @@ LUSTRE_PORTS = frozenset({988, *range(1018, 1024)})
 
 
 BUCKET_TYPES = frozenset({BUCKET, "aws:s3/bucketV2:BucketV2"})
+SEPARATE_RULE_TYPES = frozenset({
+    "aws:ec2/securityGroupRule:SecurityGroupRule",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+})  # fmt: skip
 # Each setting a hardened bucket needs: the separate resources that can declare it (the
 # V2 tokens are still registrable classes in pulumi-aws 7.x) and the deprecated inline
 # argument of Bucket (singular) and BucketV2 (plural) that declares the same fact.
@@ -255,23 +260,85 @@ def _training_zones(resources: list[PolicyResource]) -> set[str]:
     return zones
 
 
+def _client_groups(resources: list[PolicyResource], file_system: PolicyResource) -> set[str]:
+    """URNs of the groups the file system's groups admit: its Lustre clients.
+
+    Inline rules and separate rule resources alike (the same fact, two shapes).
+    """
+    own = [g for g in file_system.property_dependencies.get("securityGroupIds", [])
+           if g.resource_type == SECURITY_GROUP]  # fmt: skip
+    clients: set[str] = set()
+    for group in own:
+        for key in ("ingress", "egress"):
+            clients |= {d.urn for d in group.property_dependencies.get(key, [])
+                        if d.resource_type == SECURITY_GROUP}  # fmt: skip
+        for rule in resources:
+            dependencies = rule.property_dependencies
+            if rule.resource_type in SEPARATE_RULE_TYPES and group.urn in {
+                d.urn for d in dependencies.get("securityGroupId", [])
+            }:
+                for key in ("referencedSecurityGroupId", "sourceSecurityGroupId"):
+                    clients |= {d.urn for d in dependencies.get(key, [])
+                                if d.resource_type == SECURITY_GROUP}  # fmt: skip
+    return clients - {g.urn for g in own}
+
+
+def _pool_zones(pool: PolicyResource) -> set[str] | None:
+    template_spec = ((pool.props.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for requirement in template_spec.get("requirements") or []:
+        if requirement.get("key") == "topology.kubernetes.io/zone":
+            return {str(v) for v in as_list(requirement.get("values"))}
+    return None
+
+
 def _check_fsx_zone(args: StackValidationArgs, report: ReportViolation) -> None:
     resources = list(args.resources)
     zones = _training_zones(resources)
     for file_system in resources:
-        if file_system.resource_type != FILE_SYSTEM or not zones:
+        if file_system.resource_type != FILE_SYSTEM:
             continue
         subnets = [s for s in file_system.property_dependencies.get("subnetIds", [])
                    if s.resource_type == SUBNET]  # fmt: skip
         fs_zones = {str(s.props.get("availabilityZone")) for s in subnets}
         if not subnets:
             continue  # an existing subnet: its zone is not in the plan
-        if fs_zones != zones:
+        if zones and fs_zones != zones:
             report(
                 f"the file system is in {sorted(fs_zones)} but the EFA pools train in "
                 f"{sorted(zones)}: every read would cross zones",
                 file_system.urn,
             )
+        clients = _client_groups(resources, file_system)
+        client_classes: dict[str, PolicyResource] = {}
+        for node_class in resources:
+            if node_class.resource_type == NODE_CLASS and clients & {
+                d.urn for d in node_class.property_dependencies.get("spec", [])
+            }:
+                client_classes[str((node_class.props.get("metadata") or {}).get("name"))] = (
+                    node_class
+                )
+        for name, node_class in client_classes.items():
+            class_zones = {str(d.props.get("availabilityZone"))
+                           for d in node_class.property_dependencies.get("spec", [])
+                           if d.resource_type == SUBNET}  # fmt: skip
+            if class_zones - fs_zones:
+                report(f"EC2NodeClass {name} carries the Lustre client group but has subnets in "
+                       f"{sorted(class_zones - fs_zones)}, outside the file system's zone "
+                       f"{sorted(fs_zones)}", node_class.urn)  # fmt: skip
+        for pool in resources:
+            if pool.resource_type != NODE_POOL:
+                continue
+            template_spec = ((pool.props.get("spec") or {}).get("template") or {}).get(
+                "spec") or {}  # fmt: skip
+            class_name = str((template_spec.get("nodeClassRef") or {}).get("name"))
+            if class_name not in client_classes:
+                continue
+            pool_zones = _pool_zones(pool)
+            if pool_zones is None or pool_zones - fs_zones:
+                report(f"NodePool {(pool.props.get('metadata') or {}).get('name')} mounts the "
+                       f"file system (its class carries the Lustre client group) but may launch "
+                       f"in zones {sorted(pool_zones) if pool_zones else 'any'}, not only its "
+                       f"zone {sorted(fs_zones)}: reads would cross zones", pool.urn)  # fmt: skip
 
 
 def _check_fsx_ports(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -327,8 +394,10 @@ POLICIES = [
     ),
     StackValidationPolicy(
         name="fsx-in-training-zone",
-        description="The Lustre file system sits in the zone of the EFA pools, so training reads "
-        "never cross zones (slower, and billed).",
+        description="The Lustre file system sits in the zone of the EFA pools, and every pool "
+        "whose nodes carry its client security group (EC2NodeClass subnets and NodePool zone "
+        "requirement) launches only in that zone, so reads never cross zones (slower, and "
+        "billed).",
         validate=_check_fsx_zone,
         enforcement_level=MANDATORY,
     ),
