@@ -35,6 +35,7 @@ from components.iam import (
     deny_insecure_transport,
     pod_identity_trust_policy,
     role_with_policies,
+    service_trust_policy,
 )
 from components.teams import JOB_SERVICE_ACCOUNT
 
@@ -251,19 +252,30 @@ S3_WRITE_ACTIONS: Final = (
 
 
 IAM_ROLE_NAME_LIMIT: Final = 64
+SCHEDULE_NAME_LIMIT: Final = 64
+
+
+def fitted_name(stem: str, suffix: str, limit: int) -> str:
+    """``<stem>-<suffix>`` within ``limit`` characters, still distinct when it had to be cut.
+
+    A name that says what it is in CloudTrail and the console; when it is too long, the stem is
+    cut and a hash of the whole stem keeps names distinct.
+
+    Args:
+        stem: the identifying part (cluster and team, cluster and path).
+        suffix: what kind of thing it is (``jobs``, ``release``); kept whole.
+        limit: the AWS limit on the name.
+    """
+    name = f"{stem}-{suffix}"
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(stem.encode()).hexdigest()[:8]
+    return f"{stem[: limit - len(suffix) - 10]}-{digest}-{suffix}"
 
 
 def team_role_name(cluster: str, team: str) -> str:
-    """IAM name of a team's job role: ``<cluster>-<team>-jobs``, shortened to IAM's 64.
-
-    A name that says whose role it is in CloudTrail and the console; when cluster and team
-    names are long together, the end is cut and a hash of the team keeps names distinct.
-    """
-    name = f"{cluster}-{team}-jobs"
-    if len(name) <= IAM_ROLE_NAME_LIMIT:
-        return name
-    digest = hashlib.sha256(team.encode()).hexdigest()[:8]
-    return f"{cluster}-{team}"[: IAM_ROLE_NAME_LIMIT - 14] + f"-{digest}-jobs"
+    """IAM name of a team's job role: ``<cluster>-<team>-jobs``, fitted to IAM's 64."""
+    return fitted_name(f"{cluster}-{team}", "jobs", IAM_ROLE_NAME_LIMIT)
 
 
 def team_data_policy(prefixes: list[TeamPrefix]) -> dict[str, Any]:
@@ -297,6 +309,110 @@ def team_data_policy(prefixes: list[TeamPrefix]) -> dict[str, Any]:
             },
         ]
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+SCHEDULER_SERVICE: Final = "scheduler.amazonaws.com"
+RELEASE_TARGET: Final = "arn:aws:scheduler:::aws-sdk:fsx:createDataRepositoryTask"
+"""EventBridge Scheduler's universal target calling FSx's CreateDataRepositoryTask with the
+schedule's input as the request (EventBridge Scheduler user guide, "Using universal
+targets": ``arn:aws:scheduler:::aws-sdk:<service>:<apiAction>``)."""
+RELEASE_RETRY_HOURS: Final = 6
+CAPACITY_ALARM_PERIOD_SECONDS: Final = 300
+CAPACITY_ALARM_PERIODS: Final = 3
+
+
+def release_schedules(
+    lustre: LustreConfig,
+) -> list[tuple[DataRepositoryAssociationConfig, str]]:
+    """Each path with ``releaseAfterDays`` and the daily cron expression of its release task.
+
+    FSx runs one data repository task at a time and refuses another meanwhile
+    (CreateDataRepositoryTask, error DataRepositoryTaskExecuting, botocore's fsx model), so the
+    paths start an hour apart from ``releaseStartTime``.
+    """
+    hours, minutes = (int(part) for part in lustre.release_start_time.split(":"))
+    releasing = [a for a in lustre.associations if a.release_after_days is not None]
+    return [
+        (association, f"cron({minutes} {(hours + offset) % 24} * * ? *)")
+        for offset, association in enumerate(releasing)
+    ]
+
+
+def release_task_request(
+    file_system_id: str, association: DataRepositoryAssociationConfig
+) -> dict[str, Any]:
+    """The CreateDataRepositoryTask request that frees one path's unread, exported files.
+
+    Only a release task frees Lustre space, and only for files S3 holds (REFERENCE §13); the
+    path is relative to the file system's root (the API's ``Paths``), and last access is what
+    ``relatime`` keeps. No report: the task's status is in ``DescribeDataRepositoryTasks``.
+
+    Args:
+        file_system_id: the file system's id.
+        association: the path's association (its ``releaseAfterDays`` is set).
+    """
+    assert association.release_after_days is not None
+    path = normalized_file_system_path(association.file_system_path).lstrip("/")
+    return {
+        "Type": "RELEASE_DATA_FROM_FILESYSTEM",
+        "FileSystemId": file_system_id,
+        "Paths": [path] if path else [],
+        "Report": {"Enabled": False},
+        "ReleaseConfiguration": {
+            "DurationSinceLastAccess": {"Unit": "DAYS", "Value": association.release_after_days}
+        },
+    }
+
+
+def release_role_policy(file_system_arn: str, region: str, account_id: str) -> dict[str, Any]:
+    """What the release schedules may do: start data repository tasks on this file system."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "StartReleaseTasks",
+                "Effect": "Allow",
+                "Action": "fsx:CreateDataRepositoryTask",
+                "Resource": [file_system_arn, f"arn:aws:fsx:{region}:{account_id}:task/*"],
+            }
+        ],
+    }
+
+
+def scheduler_trust_policy(account_id: str) -> dict[str, Any]:
+    """EventBridge Scheduler may assume the role, for schedules of this account only."""
+    policy = service_trust_policy(SCHEDULER_SERVICE)
+    policy["Statement"][0]["Condition"] = {"StringEquals": {"aws:SourceAccount": account_id}}
+    return policy
+
+
+def free_capacity_threshold_bytes(lustre: LustreConfig) -> int:
+    """Free bytes below which the capacity alarm fires (FreeDataStorageCapacity is in bytes)."""
+    return lustre.storage_capacity_gib * 2**30 * lustre.free_capacity_alarm_percent // 100
+
+
+def _transition_rules(
+    bucket: BucketConfig,
+) -> list[aws.s3.BucketLifecycleConfigurationRuleArgsDict]:
+    """The lifecycle rule moving a bucket's current objects along its transitions (if any)."""
+    if not bucket.transitions:
+        return []
+    return [
+        {
+            "id": "transition-current-versions",
+            "status": "Enabled",
+            "filter": {},
+            "transitions": [
+                {"days": t.days, "storage_class": t.storage_class} for t in bucket.transitions
+            ],
+        }
+    ]
+
+
+def _release_input(
+    file_system_id: pulumi.Output[str], association: DataRepositoryAssociationConfig
+) -> pulumi.Output[str]:
+    return file_system_id.apply(lambda fs: json.dumps(release_task_request(fs, association)))
 
 
 def data_repository_path(bucket: str, association: DataRepositoryAssociationConfig) -> str:
@@ -660,6 +776,7 @@ class Storage(pulumi.ComponentResource):
                         "noncurrent_days": bucket.noncurrent_version_retention_days
                     },
                 },
+                *_transition_rules(bucket),
             ],
             stateful=stateful,
         )
@@ -808,6 +925,79 @@ class Storage(pulumi.ComponentResource):
                     ),
                 ),
             )
+        self._capacity(name, config=config, lustre=lustre, file_system=file_system)
+
+    def _capacity(
+        self,
+        name: str,
+        *,
+        config: PlatformConfig,
+        lustre: LustreConfig,
+        file_system: aws.fsx.LustreFileSystem,
+    ) -> None:
+        """The daily release task of each releasing path, and the free capacity alarm.
+
+        Auto-export never frees space on the file system: without release tasks it fills up
+        with what S3 already holds.
+        """
+        child = pulumi.ResourceOptions(parent=self)
+        schedules = release_schedules(lustre)
+        if schedules:
+            role = aws.iam.Role(
+                f"{name}-lustre-release",
+                assume_role_policy=json.dumps(scheduler_trust_policy(config.account_id)),
+                opts=child,
+            )
+            permission = aws.iam.RolePolicy(
+                f"{name}-lustre-release",
+                role=role.id,
+                policy=file_system.arn.apply(
+                    lambda arn: json.dumps(
+                        release_role_policy(arn, config.region, config.account_id)
+                    )
+                ),
+                opts=child,
+            )
+            for association, expression in schedules:
+                path = normalized_file_system_path(association.file_system_path)
+                slug = path.strip("/").replace("/", "-") or "root"
+                aws.scheduler.Schedule(
+                    f"{name}-release{path}",
+                    name=fitted_name(f"{config.name}-{slug}", "release", SCHEDULE_NAME_LIMIT),
+                    description=f"Release {path} files unread for "
+                    f"{association.release_after_days} days (S3 holds them)",
+                    schedule_expression=expression,
+                    schedule_expression_timezone="UTC",
+                    flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+                    target=aws.scheduler.ScheduleTargetArgs(
+                        arn=RELEASE_TARGET,
+                        role_arn=role.arn,
+                        input=_release_input(file_system.id, association),
+                        retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(
+                            maximum_event_age_in_seconds=RELEASE_RETRY_HOURS * 3600,
+                            maximum_retry_attempts=3,
+                        ),
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
+                )
+        aws.cloudwatch.MetricAlarm(
+            f"{name}-lustre-free-capacity",
+            alarm_description=f"{config.name}: the Lustre file system has less than "
+            f"{lustre.free_capacity_alarm_percent}% of its {lustre.storage_capacity_gib} GiB "
+            "free (README, 'Where data and checkpoints live': release, or grow it)",
+            namespace="AWS/FSx",
+            metric_name="FreeDataStorageCapacity",
+            dimensions={"FileSystemId": file_system.id},
+            statistic="Minimum",
+            period=CAPACITY_ALARM_PERIOD_SECONDS,
+            evaluation_periods=CAPACITY_ALARM_PERIODS,
+            threshold=free_capacity_threshold_bytes(lustre),
+            comparison_operator="LessThanThreshold",
+            treat_missing_data="missing",
+            alarm_actions=list(lustre.alarm_actions),
+            ok_actions=list(lustre.alarm_actions),
+            opts=child,
+        )
 
     def _csi(
         self,

@@ -44,6 +44,7 @@ TERRAFORM_TYPES: Final[Mapping[str, str]] = {
     "aws:cloudwatch/eventRule:EventRule": "aws_cloudwatch_event_rule",
     "aws:cloudwatch/eventTarget:EventTarget": "aws_cloudwatch_event_target",
     "aws:cloudwatch/logGroup:LogGroup": "aws_cloudwatch_log_group",
+    "aws:cloudwatch/metricAlarm:MetricAlarm": "aws_cloudwatch_metric_alarm",
     "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": "aws_default_security_group",
     "aws:ec2/eip:Eip": "aws_eip",
     "aws:ec2/flowLog:FlowLog": "aws_flow_log",
@@ -90,6 +91,7 @@ TERRAFORM_TYPES: Final[Mapping[str, str]] = {
         "aws_s3_bucket_server_side_encryption_configuration"
     ),
     "aws:s3/bucketVersioning:BucketVersioning": "aws_s3_bucket_versioning",
+    "aws:scheduler/schedule:Schedule": "aws_scheduler_schedule",
     "aws:sqs/queue:Queue": "aws_sqs_queue",
     "aws:sqs/queuePolicy:QueuePolicy": "aws_sqs_queue_policy",
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": (

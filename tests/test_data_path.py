@@ -10,9 +10,12 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import re
 from typing import Any, Final
 
+import botocore.session
 import pytest
+from botocore.validate import validate_parameters
 
 from components.config import DataRepositoryAssociationConfig, parse_platform_config
 from components.storage import team_data_policy, team_prefixes, team_role_name
@@ -513,3 +516,137 @@ def test_cpu_pods_that_ask_for_no_pool_prefer_the_general_pool(
         "cpu": config.general_pool.lustre_max_cpu,
         "memory": f"{config.general_pool.lustre_max_memory_gib}Gi",
     }
+
+
+# --------------------------------------------------------------------------- capacity
+
+SCHEDULE: Final = "aws:scheduler/schedule:Schedule"
+ALARM: Final = "aws:cloudwatch/metricAlarm:MetricAlarm"
+LIFECYCLE: Final = "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"
+
+
+def _botocore_shape(service: str, operation: str) -> Any:
+    model = botocore.session.get_session().get_service_model(service)
+    return model.operation_model(operation).input_shape
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_exported_path_is_released_by_a_valid_daily_task(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Auto-export never frees Lustre space; only a RELEASE task does (REFERENCE §13)."""
+    result = synthesized[stack]
+    config = parse_platform_config(stack_data(stack))
+    lustre = config.storage.lustre
+    assert lustre is not None
+    schedules = {
+        json.loads(s.inputs["target"]["input"])["Paths"][0]: s for s in _records(result, SCHEDULE)
+    }
+    request_shape = _botocore_shape("fsx", "CreateDataRepositoryTask")
+    name_shape = _botocore_shape("scheduler", "CreateSchedule").members["Name"]
+    hours = []
+    for association in lustre.associations:
+        path = association.file_system_path.strip("/")
+        if association.export_events:
+            assert association.release_after_days is not None, (stack, path)
+        if association.release_after_days is None:
+            assert path not in schedules
+            continue
+        schedule = schedules[path]
+        request = json.loads(schedule.inputs["target"]["input"])
+        validate_parameters(request, request_shape)  # raises on what FSx's API would refuse
+        assert request["Type"] == "RELEASE_DATA_FROM_FILESYSTEM"
+        assert request["ReleaseConfiguration"]["DurationSinceLastAccess"] == {
+            "Unit": "DAYS",
+            "Value": association.release_after_days,
+        }
+        assert schedule.inputs["target"]["arn"] == (
+            "arn:aws:scheduler:::aws-sdk:fsx:createDataRepositoryTask"
+        )
+        name = schedule.inputs["name"]
+        assert len(name) <= name_shape.metadata["max"]
+        assert re.fullmatch(name_shape.metadata["pattern"], name)
+        hour = schedule.inputs["scheduleExpression"].split()[1]
+        hours.append(int(hour))
+    # FSx refuses a task while another runs: one path an hour
+    assert len(hours) == len(set(hours)) and hours
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_release_role_starts_tasks_on_this_file_system_only(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    config = parse_platform_config(stack_data(stack))
+    (role,) = [r for r in _records(result, ROLE) if r.name == "storage-lustre-release"]
+    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": config.account_id}}
+    (policy,) = [p for p in _records(result, ROLE_POLICY) if p.name == "storage-lustre-release"]
+    (allowed,) = json.loads(policy.inputs["policy"])["Statement"]
+    assert allowed["Action"] == "fsx:CreateDataRepositoryTask"
+    (file_system,) = _records(result, "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert file_system.urn in policy.property_dependencies["policy"]
+    for schedule in _records(result, SCHEDULE):
+        assert set(schedule.property_dependencies["target"]) == {role.urn, file_system.urn}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_an_alarm_fires_before_the_file_system_fills(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    lustre = parse_platform_config(stack_data(stack)).storage.lustre
+    assert lustre is not None
+    (alarm,) = _records(result, ALARM)
+    inputs = alarm.inputs
+    assert (inputs["namespace"], inputs["metricName"]) == ("AWS/FSx", "FreeDataStorageCapacity")
+    assert inputs["comparisonOperator"] == "LessThanThreshold"
+    capacity_bytes = lustre.storage_capacity_gib * 2**30
+    assert inputs["threshold"] == capacity_bytes * lustre.free_capacity_alarm_percent // 100
+    (file_system,) = _records(result, "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert alarm.property_dependencies["dimensions"] == [file_system.urn]
+    assert inputs.get("alarmActions", []) == list(lustre.alarm_actions)
+
+
+def test_prods_old_checkpoints_move_to_classes_the_file_system_can_still_read(
+    synthesized: dict[str, StackResult],
+) -> None:
+    (lifecycle,) = [r for r in _records(synthesized["prod"], LIFECYCLE)
+                    if r.name == "storage-checkpoints"]  # fmt: skip
+    (rule,) = [r for r in lifecycle.inputs["rules"] if r["id"] == "transition-current-versions"]
+    assert rule["transitions"] == [
+        {"days": 30, "storageClass": "STANDARD_IA"},
+        {"days": 90, "storageClass": "GLACIER_IR"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("transitions", "where", "allowed"),
+    [
+        ([{"days": 10, "storageClass": "STANDARD_IA"}], "[0].days", "at least 30"),
+        ([{"days": 90, "storageClass": "GLACIER"}], "[0].storageClass", "cannot read objects"),
+        ([{"days": 90, "storageClass": "GLACIER_IR"}, {"days": 120, "storageClass": "STANDARD_IA"}],
+         "", "in S3's order"),
+        ([{"days": 90, "storageClass": "STANDARD_IA"}, {"days": 60, "storageClass": "GLACIER_IR"}],
+         "", "later days for later classes"),
+    ],
+)  # fmt: skip
+def test_transitions_s3_or_the_file_system_would_refuse_are_refused(
+    transitions: list[dict[str, Any]], where: str, allowed: str
+) -> None:
+    data = stack_data("prod")
+    index = [b["name"] for b in data["storage"]["buckets"]].index("checkpoints")
+    data["storage"]["buckets"][index]["transitions"] = transitions
+    path = f"platform.storage.buckets[{index}].transitions{where}"
+    problems = [p for p in problems_of(data) if p.path == path]
+    assert problems and allowed in problems[0].allowed, [str(p) for p in problems_of(data)]
+
+
+def test_an_unlinked_bucket_may_archive() -> None:
+    data = stack_data("dev")
+    data["storage"]["buckets"].append(
+        {"name": "cold", "teamAccess": True,
+         "transitions": [{"days": 30, "storageClass": "GLACIER"}]}
+    )  # fmt: skip
+    assert parse_platform_config(data).storage.buckets[-1].transitions[0].storage_class == "GLACIER"

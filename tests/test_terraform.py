@@ -135,9 +135,15 @@ def test_pluralized_blocks_maps_and_documents_take_terraform_shapes(
     assert [rule["id"] for rule in lifecycle["rule"]] == [
         "abort-incomplete-multipart-uploads",
         "expire-noncurrent-versions",
+        "transition-current-versions",
     ]
     assert lifecycle["rule"][0]["abort_incomplete_multipart_upload"] == [
         {"days_after_initiation": 7}
+    ]
+    # a list of blocks inside a list of blocks: each transition its own block
+    assert lifecycle["rule"][2]["transition"] == [
+        {"days": 30, "storage_class": "STANDARD_IA"},
+        {"days": 90, "storage_class": "GLACIER_IR"},
     ]
     node_group = next(r for r in planned.values() if r["type"] == "aws_eks_node_group")["values"]
     assert isinstance(node_group["scaling_config"], list) and len(node_group["scaling_config"]) == 1

@@ -122,6 +122,14 @@ S3Prefix = Annotated[
 ]
 
 
+SnsTopicArn = Annotated[
+    str,
+    AfterValidator(
+        matching(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}", "an SNS topic ARN")
+    ),
+]
+
+
 DailyTime = Annotated[str, AfterValidator(matching(r"([01]\d|2[0-3]):[0-5]\d", "HH:MM (UTC)"))]
 
 
@@ -129,6 +137,39 @@ WeeklyTime = Annotated[
     str,
     AfterValidator(matching(r"[1-7]:([01]\d|2[0-3]):[0-5]\d", "D:HH:MM, D=1 (Monday)..7 (UTC)")),
 ]
+
+
+StorageClass = Literal[
+    "STANDARD_IA", "INTELLIGENT_TIERING", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"
+]
+
+
+STORAGE_CLASS_ORDER: Final[tuple[str, ...]] = (
+    "STANDARD_IA", "INTELLIGENT_TIERING", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE",
+)  # fmt: skip
+"""The order S3 lifecycle transitions may go in (S3 user guide, "Transitioning objects using
+Amazon S3 Lifecycle": the waterfall)."""
+
+
+ARCHIVE_CLASSES: Final = ("GLACIER", "DEEP_ARCHIVE")
+"""Classes whose objects must be restored before anyone can read them: FSx cannot import or
+read them lazily, so a bucket linked to the file system never transitions to them."""
+
+
+STANDARD_IA_MIN_DAYS: Final = 30
+"""S3 refuses a transition to STANDARD_IA before 30 days ("'Days' in Transition action for
+StorageClass 'STANDARD_IA' must be greater than or equal to 30")."""
+
+
+class TransitionConfig(StrictModel):
+    """A lifecycle transition of a bucket's current objects to a cheaper storage class."""
+
+    days: int = Field(ge=1, le=36500, description="Days after an object is written. Required.")
+    storage_class: StorageClass = Field(
+        description="Class it moves to: STANDARD_IA (30 days or more), INTELLIGENT_TIERING, "
+        "GLACIER_IR, or (buckets not linked to the file system) GLACIER or DEEP_ARCHIVE. "
+        "Required."
+    )
 
 
 class BucketConfig(StrictModel):
@@ -144,6 +185,11 @@ class BucketConfig(StrictModel):
         ge=1,
         le=3650,
         description="Days an overwritten or deleted object version is kept. Default: 30.",
+    )
+    transitions: list[TransitionConfig] = Field(
+        default_factory=list,
+        description="Lifecycle transitions of current objects, in S3's order of classes (old "
+        "checkpoints to GLACIER_IR, say). Default: none (all STANDARD).",
     )
     team_access: bool = Field(
         default=False,
@@ -185,6 +231,14 @@ class DataRepositoryAssociationConfig(StrictModel):
     batch_import_metadata_on_create: bool = Field(
         default=True,
         description="List the prefix's objects when the association is created. Default: true.",
+    )
+    release_after_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=3650,
+        description="Free the file system's copy of files here that nobody has read for this "
+        "many days and that S3 holds (a daily RELEASE_DATA_FROM_FILESYSTEM task; a later read "
+        "fetches them back from S3). Default: never.",
     )
 
     @property
@@ -277,6 +331,23 @@ class LustreConfig(StrictModel):
         description="Namespaces that mount it; each gets its own PersistentVolume and claim "
         "`shared-lustre`. Default: none.",
     )
+    release_start_time: DailyTime = Field(
+        default="04:00",
+        description="When the first path's daily release task starts, UTC; each further path "
+        "with releaseAfterDays an hour later, as FSx runs one task at a time. Default: 04:00.",
+    )
+    free_capacity_alarm_percent: int = Field(
+        default=20,
+        ge=1,
+        le=90,
+        description="Alarm when the file system's free capacity stays below this share of it "
+        "for 15 minutes. Default: 20.",
+    )
+    alarm_actions: list[SnsTopicArn] = Field(
+        default_factory=list,
+        description="SNS topics the capacity alarm notifies. Default: none (the alarm shows in "
+        "CloudWatch only).",
+    )
     mount_options: list[str] = Field(
         default_factory=lambda: list(DEFAULT_MOUNT_OPTIONS),
         description="Lustre client mount options. Default: [relatime, flock] (AWS's "
@@ -364,6 +435,7 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
         elif (refusal := _s3_refuses(name)) is not None:
             yield ConfigProblem(key, name, refusal)
     yield from _reachability_problems(config)
+    yield from _transition_problems(config)
     lustre = storage.lustre
     if lustre is None:
         return
@@ -509,6 +581,39 @@ def _checkpoint_problems(lustre: LustreConfig, base: str) -> Iterator[ConfigProb
             association.imports,
             "[] on the checkpoint path: it only exports",
         )
+
+
+def _transition_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Lifecycle transitions S3 accepts, and none a linked bucket's readers could not follow."""
+    lustre = config.storage.lustre
+    linked = {lustre.association_bucket(a) for a in lustre.associations} if lustre else set()
+    for index, bucket in enumerate(config.storage.buckets):
+        base = f"{CONFIG_KEY}.storage.buckets[{index}].transitions"
+        classes = [t.storage_class for t in bucket.transitions]
+        days = [t.days for t in bucket.transitions]
+        ranks = [STORAGE_CLASS_ORDER.index(c) for c in classes]
+        if ranks != sorted(set(ranks)) or days != sorted(set(days)):
+            yield ConfigProblem(
+                base,
+                [f"{c}@{d}" for c, d in zip(classes, days, strict=True)],
+                "each class once, later days for later classes, in S3's order "
+                + " < ".join(STORAGE_CLASS_ORDER),
+            )
+        for position, transition in enumerate(bucket.transitions):
+            where = f"{base}[{position}]"
+            if transition.storage_class == "STANDARD_IA" and transition.days < STANDARD_IA_MIN_DAYS:
+                yield ConfigProblem(
+                    f"{where}.days",
+                    transition.days,
+                    f"at least {STANDARD_IA_MIN_DAYS} for STANDARD_IA (S3 refuses less)",
+                )
+            if transition.storage_class in ARCHIVE_CLASSES and bucket.name in linked:
+                yield ConfigProblem(
+                    f"{where}.storageClass",
+                    transition.storage_class,
+                    "STANDARD_IA, INTELLIGENT_TIERING or GLACIER_IR: the bucket is linked to the "
+                    "file system, which cannot read objects that need a restore",
+                )
 
 
 def _reachability_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
