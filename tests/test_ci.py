@@ -319,5 +319,6 @@ def test_permissions_policy_is_read_only_but_for_the_state_bucket() -> None:
     # What a preview (and a later --refresh) reads on the services components/ creates.
     for needed in ("ec2:Describe*", "eks:Describe*", "iam:GetRole", "kms:DescribeKey",
                    "fsx:DescribeFileSystems", "sqs:GetQueueAttributes", "events:DescribeRule",
-                   "logs:DescribeLogGroups", "s3:GetObject", "s3:ListBucket"):  # fmt: skip
+                   "logs:DescribeLogGroups", "s3:GetObject", "s3:ListBucket",
+                   "cloudwatch:DescribeAlarms", "scheduler:GetSchedule"):  # fmt: skip
         assert needed in granted, needed
