@@ -24,9 +24,9 @@ from components.node_pools import NodePools
 from components.scheduling import Scheduling
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm import Slurm, create_namespace
-from components.storage import Storage
+from components.storage import Storage, checkpoint_s3_uri
 from components.teams import Teams
-from components.trainer import Trainer
+from components.trainer import CheckpointLocation, Trainer
 
 MANAGED_BY_TAG: Final = {"managed-by": "pulumi"}
 """Added to the required tags on every AWS resource of the stack."""
@@ -186,8 +186,10 @@ class TrainingPlatform(pulumi.ComponentResource):
             lustre_pools=lustre_pools,
             teams=config.teams,
             team_namespaces=dict(self.teams.namespaces),
-            checkpoint_path=(
-                config.storage.lustre.checkpoint_root if config.storage.lustre else None
+            checkpoints=(
+                CheckpointLocation(config.storage.lustre.checkpoint_root, checkpoint_s3_uri(config))
+                if config.storage.lustre
+                else None
             ),
             protect=config.protect_stateful_resources,
             volcano_ready=self.scheduling.ready,

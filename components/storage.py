@@ -420,6 +420,17 @@ def data_repository_path(bucket: str, association: DataRepositoryAssociationConf
     return f"s3://{bucket}/{association.s3_prefix}"
 
 
+def checkpoint_s3_uri(config: PlatformConfig) -> str | None:
+    """``s3://bucket/prefix/`` that holds the checkpoint path, or None (no association)."""
+    lustre = config.storage.lustre
+    association = lustre.checkpoint_association() if lustre else None
+    if lustre is None or association is None:
+        return None
+    key = lustre.association_bucket(association)
+    bucket = next(b for b in config.storage.buckets if b.name == key)
+    return data_repository_path(bucket_name(config, bucket), association)
+
+
 def association_resource_name(prefix: str, association: DataRepositoryAssociationConfig) -> str:
     """The Pulumi name of an association: ``<prefix>-dra`` and its file system path.
 

@@ -23,6 +23,7 @@ a node is given, while only Volcano starts all workers of a job together.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import typing
 from typing import Any, Final, Literal
 
@@ -95,6 +96,7 @@ api/jobset/v1alpha2/jobset_types.go, JobSetNameKey); Trainer names the JobSet af
 (pkg/runtime/framework/plugins/jobset/jobset.go, Build: client.ObjectKeyFromObject(trainJob))."""
 JOB_NAME_VARIABLE: Final = "TRAINJOB_NAME"
 CHECKPOINT_VARIABLE: Final = "CHECKPOINT_DIR"
+CHECKPOINT_S3_VARIABLE: Final = "CHECKPOINT_S3_URI"
 RESTART_STRATEGY: Final = "BlockingRecreate"
 """JobSet recreates a failed job's pods only once every pod of the last attempt is gone
 (jobset_controller.go, constructJobsFromTemplate): the gang of whole-node pods then forms on
@@ -108,52 +110,74 @@ def runtime_name(framework: str, pool: NodePoolConfig) -> str:
     return f"{framework}-{pool.name}"
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckpointLocation:
+    """Where a stack's jobs checkpoint: the file system path and the S3 prefix behind it.
+
+    Attributes:
+        path: ``storage.lustre.checkpointPath``, normalised (``/checkpoints``).
+        s3_uri: ``s3://bucket/prefix/`` of its association; None on a file system without one.
+    """
+
+    path: str
+    s3_uri: str | None
+
+
 def checkpoint_directory(checkpoint_path: str, team: str) -> str:
     """The team's checkpoint directory as pods see it: ``/fsx/checkpoints/<team>``."""
     return f"{SHARED_MOUNT}{checkpoint_path.rstrip('/')}/{team}"
 
 
-def checkpoint_environment(checkpoint_path: str, team: str) -> list[dict[str, Any]]:
-    """The job's name (from its pods' JobSet label) and its own checkpoint directory.
+def checkpoint_environment(
+    checkpoint_path: str, team: str, s3_uri: str | None = None
+) -> list[dict[str, Any]]:
+    """The job's name (from its pods' JobSet label), its checkpoint directory and S3 copy.
 
     ``CHECKPOINT_DIR`` is ``/fsx/<checkpoint path>/<team>/<TrainJob name>``: every restart of a
-    job finds its own checkpoints there, and two jobs never share one. Kubernetes expands
-    ``$(TRAINJOB_NAME)`` from the variable before it; a TrainJob's ``trainer.env`` replaces
-    either by name (kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go,
-    apply.UpsertEnvVars).
+    job finds its own checkpoints there, and two jobs never share one. ``CHECKPOINT_S3_URI`` is
+    where the export puts it, which ``fsx-checkpoint commit`` compares against. Kubernetes
+    expands ``$(TRAINJOB_NAME)`` from the variable before it; a TrainJob's ``trainer.env``
+    replaces any of them by name (kubeflow/trainer v2.3.0
+    pkg/runtime/framework/plugins/jobset/jobset.go, apply.UpsertEnvVars).
 
     Args:
         checkpoint_path: ``storage.lustre.checkpointPath``, normalised.
         team: the team whose runtime it is.
+        s3_uri: ``s3://bucket/prefix/`` of the checkpoint path's association; None without one.
+            Default None.
     """
-    return [
+    job = f"$({JOB_NAME_VARIABLE})"
+    environment: list[dict[str, Any]] = [
         {
             "name": JOB_NAME_VARIABLE,
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}},
         },
         {
             "name": CHECKPOINT_VARIABLE,
-            "value": f"{checkpoint_directory(checkpoint_path, team)}/$({JOB_NAME_VARIABLE})",
+            "value": f"{checkpoint_directory(checkpoint_path, team)}/{job}",
         },
     ]
+    if s3_uri is not None:
+        environment.append({"name": CHECKPOINT_S3_VARIABLE, "value": f"{s3_uri}{team}/{job}"})
+    return environment
 
 
 def _environment(
-    pool: NodePoolConfig, *, team: str | None, checkpoint_path: str | None
+    pool: NodePoolConfig, *, team: str | None, checkpoints: CheckpointLocation | None
 ) -> list[dict[str, Any]]:
     gpu = pool.instance.accelerator_resource == GPU_RESOURCE
     variables = {**(NCCL_ENVIRONMENT if gpu else NEURON_ENVIRONMENT)}
     if pool.uses_efa:
         variables.update(EFA_ENVIRONMENT)
-    if not gpu and checkpoint_path is not None and team:
+    if not gpu and checkpoints is not None and team:
         # A TrainJob's trainer.env replaces it by name (kubeflow/trainer v2.3.0
         # pkg/runtime/framework/plugins/jobset/builder.go, apply.UpsertEnvVars).
         variables[NEURON_COMPILE_CACHE_VARIABLE] = neuron_compile_cache(team)
     environment: list[dict[str, Any]] = [
         {"name": key, "value": value} for key, value in variables.items()
     ]
-    if checkpoint_path is not None and team:
-        environment += checkpoint_environment(checkpoint_path, team)
+    if checkpoints is not None and team:
+        environment += checkpoint_environment(checkpoints.path, team, checkpoints.s3_uri)
     return environment
 
 
@@ -161,7 +185,7 @@ def pod_spec(
     pool: NodePoolConfig,
     *,
     image: str,
-    checkpoint_path: str | None,
+    checkpoints: CheckpointLocation | None,
     team: str | None = None,
     command: list[str] | None = None,
 ) -> dict[str, Any]:
@@ -170,22 +194,22 @@ def pod_spec(
     Args:
         pool: the pool its node comes from.
         image: the training image.
-        checkpoint_path: with the shared file system, ``storage.lustre.checkpointPath``
-            (normalised): the namespace's Lustre claim is mounted at the shared path and the
-            job gets its checkpoint directory under it. None: no shared file system.
+        checkpoints: with the shared file system, where jobs checkpoint: the namespace's
+            Lustre claim is mounted at the shared path and the job gets its checkpoint
+            directory under it. None: no shared file system.
         team: the team whose runtime it is (its Neuron compile cache and checkpoints live in
             its directories); None for cluster-wide runtimes. Default None.
         command: the container's command, if not the image's. Default None.
     """
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
-    if checkpoint_path is not None:
+    if checkpoints is not None:
         mounts.append({"name": "shared", "mountPath": SHARED_MOUNT})
         volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": CLAIM_NAME}})
     container: dict[str, Any] = {
         "name": "node",
         "image": image,
-        "env": _environment(pool, team=team, checkpoint_path=checkpoint_path),
+        "env": _environment(pool, team=team, checkpoints=checkpoints),
         "resources": node_resources(pool),
         "volumeMounts": mounts,
     }
@@ -285,18 +309,18 @@ def runtime_spec(
     *,
     trainer: TrainerConfig,
     queue: str,
-    checkpoint_path: str | None,
+    checkpoints: CheckpointLocation | None,
 ) -> dict[str, Any]:
     """The TrainingRuntime spec of ``framework`` on ``pool``, gang-scheduled in ``queue``.
 
     ``queue`` is the team's queue and name: its Neuron compile cache and checkpoints sit in its
-    directories. ``checkpoint_path``: see :func:`pod_spec`. A failed pod restarts the whole
+    directories. ``checkpoints``: see :func:`pod_spec`. A failed pod restarts the whole
     job up to ``trainer.maxRestarts`` times (:data:`RESTART_STRATEGY`).
     """
     image = trainer.images.for_runtime(pool.instance.accelerator, framework)
     # Config refuses a stack with Trainium pools and no Neuron image.
     assert image is not None
-    pod = pod_spec(pool, image=image, checkpoint_path=checkpoint_path, team=queue)
+    pod = pod_spec(pool, image=image, checkpoints=checkpoints, team=queue)
     ml_policy: dict[str, Any] = {"numNodes": 1}
     jobset: dict[str, Any]
     if framework == "mpi":
@@ -495,7 +519,7 @@ class Trainer(pulumi.ComponentResource):
         lustre_pools: set[str],
         teams: list[TeamConfig],
         team_namespaces: dict[str, pulumi.Resource],
-        checkpoint_path: str | None,
+        checkpoints: CheckpointLocation | None,
         protect: bool,
         volcano_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
@@ -512,8 +536,8 @@ class Trainer(pulumi.ComponentResource):
                 zone); runtimes on other pools mount no claim.
             teams: the teams; each gets its runtimes in its namespace, queued in its queue.
             team_namespaces: team name -> its Namespace (runtimes wait for it).
-            checkpoint_path: ``storage.lustre.checkpointPath`` (normalised) where the stack has
-                the Lustre file system, else None: runtimes of teams with ``sharedFileSystem``
+            checkpoints: where jobs checkpoint, where the stack has the Lustre file system,
+                else None: runtimes of teams with ``sharedFileSystem``
                 mount the namespace's ``shared-lustre`` claim and give each job its checkpoint
                 directory.
             protect: protect the release and the JobSet CRD, and retain both on delete: their
@@ -633,8 +657,8 @@ class Trainer(pulumi.ComponentResource):
                 runtime = runtime_name(framework, pool)
                 spec = runtime_spec(
                     framework, pool, trainer=trainer, queue=team.name,
-                    checkpoint_path=(
-                        checkpoint_path
+                    checkpoints=(
+                        checkpoints
                         if team.shared_file_system and pool.name in lustre_pools
                         else None
                     ),

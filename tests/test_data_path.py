@@ -20,7 +20,7 @@ from botocore.validate import validate_parameters
 from components.config import DataRepositoryAssociationConfig, parse_platform_config
 from components.storage import team_data_policy, team_prefixes, team_role_name
 from components.teams import JOB_SERVICE_ACCOUNT
-from components.trainer import runtime_spec
+from components.trainer import CheckpointLocation, runtime_spec
 from synth.run import StackResult
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, stack_data
@@ -339,6 +339,11 @@ def test_every_job_gets_its_own_checkpoint_directory_in_its_teams_exported_space
         if a.inputs.get("s3", {}).get("autoExportPolicy", {}).get("events") == ["NEW", "CHANGED"]
     }
     assert lustre.checkpoint_root in exported
+    (checkpoint_prefix,) = [
+        a.inputs["dataRepositoryPath"]
+        for a in _records(result, ASSOCIATION)
+        if a.inputs["fileSystemPath"] == lustre.checkpoint_root
+    ]
     runtimes = _runtimes(result)
     assert runtimes
     for runtime in runtimes:
@@ -348,6 +353,9 @@ def test_every_job_gets_its_own_checkpoint_directory_in_its_teams_exported_space
             environment = container_environment(container, {JOBSET_NAME_LABEL: "llama-pretrain"})
             expected = f"{SHARED_MOUNT}{lustre.checkpoint_root}/{team}/llama-pretrain"
             assert environment["CHECKPOINT_DIR"] == expected, runtime.name
+            # the same directory's S3 side, which fsx-checkpoint commit compares against
+            s3_key = f"{checkpoint_prefix}{team}/llama-pretrain"
+            assert environment["CHECKPOINT_S3_URI"] == s3_key, runtime.name
             mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
             volumes = {v["name"]: v for v in pod["volumes"]}
             claim = volumes[mounts[SHARED_MOUNT]]["persistentVolumeClaim"]["claimName"]
@@ -360,7 +368,7 @@ def test_a_team_without_the_shared_file_system_gets_no_checkpoint_directory(
     data = stack_data("dev")
     config = parse_platform_config(data)
     (pool,) = [p for p in config.node_pools if p.name == "gpu-small"]
-    spec = runtime_spec("torch", pool, trainer=config.trainer, queue="ml-dev", checkpoint_path=None)
+    spec = runtime_spec("torch", pool, trainer=config.trainer, queue="ml-dev", checkpoints=None)
     (pod,) = [job["template"]["spec"]["template"]["spec"] for job in
               spec["template"]["spec"]["replicatedJobs"]]  # fmt: skip
     names = {variable["name"] for variable in pod["containers"][0]["env"]}
@@ -389,8 +397,9 @@ def test_max_restarts_comes_from_config() -> None:
     data.setdefault("trainer", {})["maxRestarts"] = 0
     config = parse_platform_config(data)
     pool = config.node_pools[0]
+    checkpoints = CheckpointLocation("/checkpoints", None)
     spec = runtime_spec(
-        "torch", pool, trainer=config.trainer, queue="ml-dev", checkpoint_path="/checkpoints"
+        "torch", pool, trainer=config.trainer, queue="ml-dev", checkpoints=checkpoints
     )
     assert spec["template"]["spec"]["failurePolicy"]["maxRestarts"] == 0
     data["trainer"]["maxRestarts"] = -1

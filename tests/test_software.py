@@ -184,7 +184,14 @@ _SHARED_PINS = {
     "NEURON_COLLECTIVES_VERSION": ("training-neuron", "slurmd"),
     "NEURON_TOOLS_VERSION": ("training-neuron", "slurmd"),
     "NEURON_SDK": ("training-neuron", "slurmd"),
+    "BOTOCORE_VERSION": ("training-cuda", "training-neuron"),
 }
+
+
+def test_the_images_botocore_is_the_one_the_checkpoint_tool_is_tested_with() -> None:
+    requirements = (README.parent / "requirements-dev.txt").read_text()
+    (tested,) = re.findall(r"^botocore==(\S+)$", requirements, re.MULTILINE)
+    assert software.recipe_pins("training-cuda")["BOTOCORE_VERSION"] == tested
 
 
 @pytest.mark.parametrize("pin", sorted(_SHARED_PINS))

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""fsx-checkpoint: commit a checkpoint once S3 holds it, and find the newest committed one.
+
+The protocol (README, "A checkpoint is durable once committed"):
+
+1. write the checkpoint into a new directory under ``$CHECKPOINT_DIR`` (``step-000100.tmp``),
+   close every file, and rename the directory to its final name (``step-000100``);
+2. ``fsx-checkpoint commit $CHECKPOINT_DIR/step-000100`` waits until every file there has been
+   exported to S3 (an object at the file's key, of its size, written after the file last
+   changed), then writes ``COMMITTED`` into it, a manifest of the files;
+3. on start, ``fsx-checkpoint latest $CHECKPOINT_DIR`` prints the newest directory whose
+   ``COMMITTED`` manifest still matches its files, and the job resumes from it; nothing
+   printed (exit 1) means a fresh start.
+
+Export from the file system to S3 is asynchronous with no stated bound, and the file system
+lives in one zone: a checkpoint is durable only once S3 has every file of it. The S3 side of
+``$CHECKPOINT_DIR`` is ``$CHECKPOINT_S3_URI``, both set by the platform's runtimes; the job's
+identity (its team's Pod Identity role) may read there.
+
+Needs Python 3.9+ and botocore.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+MARKER = "COMMITTED"
+CLOCK_SKEW_SECONDS = 2.0
+"""How far the node's clock may run ahead of S3's (both keep to Amazon Time Sync)."""
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """What S3 says about one object: its size and when it was last written."""
+
+    size: int
+    last_modified: float
+
+
+Lister = Callable[[str, str], Iterable[tuple[str, StoredObject]]]
+"""(bucket, prefix) -> every (key, object) under the prefix."""
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix`` -> (``bucket``, ``some/prefix/``)."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an s3:// URI: {uri}")
+    bucket, _, prefix = uri[len("s3://") :].partition("/")
+    if not bucket:
+        raise ValueError(f"no bucket in {uri}")
+    return bucket, (prefix.rstrip("/") + "/") if prefix else ""
+
+
+def local_files(directory: Path) -> dict[str, os.stat_result]:
+    """Every regular file under ``directory`` but the marker, by path relative to it."""
+    found: dict[str, os.stat_result] = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = Path(root) / name
+            relative = path.relative_to(directory).as_posix()
+            if relative != MARKER and path.is_file() and not path.is_symlink():
+                found[relative] = path.stat()
+    return found
+
+
+def pending_files(
+    directory: Path, bucket: str, prefix: str, lister: Lister
+) -> tuple[dict[str, os.stat_result], list[str]]:
+    """The directory's files, and those S3 does not hold yet as they are now."""
+    files = local_files(directory)
+    stored = dict(lister(bucket, prefix))
+    pending = []
+    for relative, status in sorted(files.items()):
+        stored_object = stored.get(prefix + relative)
+        if (
+            stored_object is None
+            or stored_object.size != status.st_size
+            or stored_object.last_modified + CLOCK_SKEW_SECONDS < status.st_mtime
+        ):
+            pending.append(relative)
+    return files, pending
+
+
+def s3_prefix_of(directory: Path, checkpoint_dir: Path, checkpoint_s3_uri: str) -> tuple[str, str]:
+    """The bucket and key prefix that hold ``directory``, a directory under CHECKPOINT_DIR."""
+    bucket, root = split_s3_uri(checkpoint_s3_uri)
+    relative = directory.resolve().relative_to(checkpoint_dir.resolve()).as_posix()
+    return bucket, root if relative == "." else f"{root}{relative}/"
+
+
+def commit(
+    directory: Path,
+    *,
+    bucket: str,
+    prefix: str,
+    lister: Lister,
+    timeout_seconds: float,
+    poll_seconds: float = 15.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[str]:
+    """Wait until S3 holds every file of ``directory``, then write its ``COMMITTED`` manifest.
+
+    Returns the files still pending when ``timeout_seconds`` ran out (nothing is committed
+    then), or an empty list once committed. The manifest is written to a temporary name and
+    renamed, so a reader never sees half of one.
+    """
+    deadline = clock() + timeout_seconds
+    while True:
+        files, pending = pending_files(directory, bucket, prefix, lister)
+        if not files:
+            return ["(no files)"]
+        if not pending:
+            break
+        if clock() >= deadline:
+            return pending
+        sleep(poll_seconds)
+    manifest = {
+        # timezone.utc, not datetime.UTC (3.11): the images' Python may be older
+        "committed_at": datetime.now(timezone.utc).isoformat(),  # noqa: UP017
+        "s3": f"s3://{bucket}/{prefix}",
+        "files": {name: status.st_size for name, status in sorted(files.items())},
+    }
+    partial = directory / f".{MARKER}.partial"
+    partial.write_text(json.dumps(manifest, indent=1) + "\n")
+    partial.replace(directory / MARKER)
+    return []
+
+
+def committed(directory: Path) -> dict[str, Any] | None:
+    """The manifest of a committed directory whose files are all there at their sizes."""
+    try:
+        manifest: dict[str, Any] = json.loads((directory / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    for name, size in manifest.get("files", {}).items():
+        path = directory / name
+        if not path.is_file() or path.stat().st_size != size:
+            return None
+    return manifest
+
+
+def latest(root: Path) -> Path | None:
+    """The newest committed directory directly under ``root`` (by commit time), or None."""
+    candidates = []
+    for child in root.iterdir() if root.is_dir() else []:
+        if child.is_dir() and (manifest := committed(child)) is not None:
+            candidates.append((str(manifest.get("committed_at", "")), child.name, child))
+    return max(candidates)[2] if candidates else None
+
+
+def botocore_lister(client: Any = None) -> Lister:
+    """List with botocore's S3 client (default: one with the pod's identity's credentials)."""
+    if client is None:
+        # Imported here so that `latest` runs on an image without botocore.
+        import botocore.session  # noqa: PLC0415
+
+        client = botocore.session.get_session().create_client("s3")
+
+    def list_objects(bucket: str, prefix: str) -> Iterator[tuple[str, StoredObject]]:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                modified = item["LastModified"].timestamp()
+                yield item["Key"], StoredObject(item["Size"], modified)
+
+    return list_objects
+
+
+def main(argv: list[str] | None = None, lister: Lister | None = None) -> int:
+    """The command line: ``commit DIR`` or ``latest ROOT``."""
+    parser = argparse.ArgumentParser(prog="fsx-checkpoint", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commit_command = commands.add_parser("commit", help="mark DIR committed once S3 holds it")
+    commit_command.add_argument("directory", type=Path)
+    commit_command.add_argument(
+        "--timeout", type=float, default=3600.0, help="seconds to wait for export (3600)"
+    )
+    commit_command.add_argument("--poll", type=float, default=15.0, help="seconds between looks")
+    latest_command = commands.add_parser("latest", help="print the newest committed directory")
+    latest_command.add_argument("root", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "latest":
+        found = latest(args.root)
+        if found is None:
+            return 1
+        print(found)
+        return 0
+    checkpoint_dir = os.environ.get("CHECKPOINT_DIR")
+    checkpoint_s3_uri = os.environ.get("CHECKPOINT_S3_URI")
+    if not checkpoint_dir or not checkpoint_s3_uri:
+        print("fsx-checkpoint: CHECKPOINT_DIR and CHECKPOINT_S3_URI must be set", file=sys.stderr)
+        return 2
+    try:
+        bucket, prefix = s3_prefix_of(args.directory, Path(checkpoint_dir), checkpoint_s3_uri)
+    except ValueError as error:
+        print(f"fsx-checkpoint: {args.directory} is not under {checkpoint_dir}: {error}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    pending = commit(
+        args.directory,
+        bucket=bucket,
+        prefix=prefix,
+        lister=lister or botocore_lister(),
+        timeout_seconds=args.timeout,
+        poll_seconds=args.poll,
+    )
+    if pending:
+        shown = ", ".join(pending[:5]) + (" ..." if len(pending) > 5 else "")
+        print(f"fsx-checkpoint: not committed, S3 does not hold yet: {shown}", file=sys.stderr)
+        return 1
+    print(args.directory / MARKER)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

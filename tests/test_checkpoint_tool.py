@@ -1,0 +1,189 @@
+"""The checkpoint commit protocol's tool (images/checkpoint/fsx_checkpoint.py), on files here.
+
+S3 is the durable copy and export is asynchronous: a checkpoint counts only once S3 holds
+every file of it as the file now is, and a job resumes from the newest such checkpoint.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import botocore.session
+import pytest
+from botocore.stub import Stubber
+
+from synth.stackfile import REPOSITORY_ROOT
+
+TOOL = REPOSITORY_ROOT / "images" / "checkpoint" / "fsx_checkpoint.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fsx_checkpoint", TOOL)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fsx_checkpoint"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+tool = _load()
+
+
+class FakeS3:
+    """Objects by key, as an export would leave them."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, Any] = {}
+        self.listed = 0
+
+    def export(self, key: str, path: Path, *, late_by: float = 1.0) -> None:
+        self.objects[key] = tool.StoredObject(path.stat().st_size, path.stat().st_mtime + late_by)
+
+    def __call__(self, bucket: str, prefix: str) -> list[tuple[str, Any]]:
+        assert bucket == "ckpt-bucket"
+        self.listed += 1
+        return [(k, v) for k, v in self.objects.items() if k.startswith(prefix)]
+
+
+def _checkpoint(root: Path, name: str, shards: int = 2) -> Path:
+    directory = root / name
+    directory.mkdir(parents=True)
+    for shard in range(shards):
+        (directory / f"shard-{shard}.pt").write_bytes(b"x" * (100 + shard))
+    return directory
+
+
+PREFIX = "checkpoints/ml-a/job-1/step-100/"
+
+
+def test_commit_waits_for_every_shard_then_writes_the_manifest(tmp_path: Path) -> None:
+    directory = _checkpoint(tmp_path, "step-100")
+    s3 = FakeS3()
+    s3.export(PREFIX + "shard-0.pt", directory / "shard-0.pt")
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        s3.export(PREFIX + "shard-1.pt", directory / "shard-1.pt")  # exported meanwhile
+
+    pending = tool.commit(directory, bucket="ckpt-bucket", prefix=PREFIX, lister=s3,
+                          timeout_seconds=60, poll_seconds=5, sleep=sleep)  # fmt: skip
+    assert pending == [] and waits == [5]
+    manifest = json.loads((directory / "COMMITTED").read_text())
+    assert manifest["files"] == {"shard-0.pt": 100, "shard-1.pt": 101}
+    assert manifest["s3"] == f"s3://ckpt-bucket/{PREFIX}"
+    assert not (directory / ".COMMITTED.partial").exists()
+
+
+def test_nothing_is_committed_while_a_shard_is_not_exported(tmp_path: Path) -> None:
+    directory = _checkpoint(tmp_path, "step-100")
+    s3 = FakeS3()
+    s3.export(PREFIX + "shard-0.pt", directory / "shard-0.pt")
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    pending = tool.commit(directory, bucket="ckpt-bucket", prefix=PREFIX, lister=s3,
+                          timeout_seconds=30, poll_seconds=10, sleep=sleep,
+                          clock=lambda: now[0])  # fmt: skip
+    assert pending == ["shard-1.pt"]
+    assert not (directory / "COMMITTED").exists()
+
+
+@pytest.mark.parametrize("case", ["older object", "other size"])
+def test_an_object_of_an_earlier_write_does_not_count(tmp_path: Path, case: str) -> None:
+    """A rewritten shard whose new contents are not exported yet (a reused step name)."""
+    directory = _checkpoint(tmp_path, "step-100", shards=1)
+    s3 = FakeS3()
+    path = directory / "shard-0.pt"
+    if case == "older object":
+        s3.export(PREFIX + "shard-0.pt", path, late_by=-60)
+    else:
+        s3.objects[PREFIX + "shard-0.pt"] = tool.StoredObject(7, path.stat().st_mtime + 5)
+    _, pending = tool.pending_files(directory, "ckpt-bucket", PREFIX, s3)
+    assert pending == ["shard-0.pt"]
+
+
+def test_latest_is_the_newest_committed_checkpoint_whose_files_are_whole(tmp_path: Path) -> None:
+    root = tmp_path / "job-1"
+    s3 = FakeS3()
+    for step in ("step-100", "step-200", "step-300"):
+        directory = _checkpoint(root, step)
+        for shard in directory.iterdir():
+            s3.export(f"checkpoints/ml-a/job-1/{step}/{shard.name}", shard)
+        if step != "step-300":  # the last one was never committed (the node died)
+            assert tool.commit(directory, bucket="ckpt-bucket",
+                               prefix=f"checkpoints/ml-a/job-1/{step}/", lister=s3,
+                               timeout_seconds=0) == []  # fmt: skip
+    assert tool.latest(root) == root / "step-200"
+    (root / "step-200" / "shard-1.pt").write_bytes(b"truncated")  # damaged since
+    assert tool.latest(root) == root / "step-100"
+    assert tool.latest(tmp_path / "no-such-job") is None
+
+
+def test_the_command_maps_the_directory_to_its_s3_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = tmp_path / "fsx" / "checkpoints" / "ml-a" / "job-1"
+    directory = _checkpoint(job, "step-100")
+    s3 = FakeS3()
+    for shard in directory.iterdir():
+        s3.export(PREFIX + shard.name, shard)
+    monkeypatch.setenv("CHECKPOINT_DIR", str(job))
+    monkeypatch.setenv("CHECKPOINT_S3_URI", "s3://ckpt-bucket/checkpoints/ml-a/job-1")
+    assert tool.main(["commit", str(directory), "--timeout", "0"], lister=s3) == 0
+    assert tool.main(["latest", str(job)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == str(directory)
+    outside = _checkpoint(tmp_path, "elsewhere")
+    assert tool.main(["commit", str(outside), "--timeout", "0"], lister=s3) == 2
+    assert "is not under" in capsys.readouterr().err
+    monkeypatch.delenv("CHECKPOINT_S3_URI")
+    assert tool.main(["commit", str(directory)], lister=s3) == 2
+
+
+def test_the_botocore_lister_reads_every_page(tmp_path: Path) -> None:
+    client = botocore.session.get_session().create_client(
+        "s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
+    )
+    written = datetime(2026, 12, 1, tzinfo=UTC)
+    with Stubber(client) as stub:
+        params = {"Bucket": "ckpt-bucket", "Prefix": PREFIX}
+        stub.add_response("list_objects_v2", {
+            "Contents": [{"Key": PREFIX + "shard-0.pt", "Size": 100, "LastModified": written}],
+            "IsTruncated": True, "NextContinuationToken": "t",
+        }, params)  # fmt: skip
+        stub.add_response("list_objects_v2", {
+            "Contents": [{"Key": PREFIX + "shard-1.pt", "Size": 101, "LastModified": written}],
+            "IsTruncated": False,
+        }, {**params, "ContinuationToken": "t"})  # fmt: skip
+        listed = dict(tool.botocore_lister(client)("ckpt-bucket", PREFIX))
+    assert {k: v.size for k, v in listed.items()} == {
+        PREFIX + "shard-0.pt": 100,
+        PREFIX + "shard-1.pt": 101,
+    }
+    assert listed[PREFIX + "shard-0.pt"].last_modified == written.timestamp()
+
+
+def test_the_tool_needs_only_the_standard_library_until_it_lists_s3() -> None:
+    """``latest`` (what a job runs first) works on any image's Python, botocore or not."""
+    source = TOOL.read_text()
+    assert source.startswith("#!/usr/bin/env python3\n")
+    assert os.access(TOOL, os.X_OK), "installed as an executable"
+    top_level = {
+        alias.name.split(".")[0]
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (
+            node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+        )
+    }
+    assert top_level - {"__future__"} <= set(sys.stdlib_module_names), top_level
