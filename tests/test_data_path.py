@@ -22,6 +22,7 @@ from components.storage import team_data_policy, team_prefixes, team_role_name
 from components.teams import JOB_SERVICE_ACCOUNT
 from components.trainer import CheckpointLocation, runtime_spec
 from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, stack_data
 from tests.kubernetes_semantics import container_environment
@@ -659,3 +660,19 @@ def test_an_unlinked_bucket_may_archive() -> None:
          "transitions": [{"days": 30, "storageClass": "GLACIER"}]}
     )  # fmt: skip
     assert parse_platform_config(data).storage.buckets[-1].transitions[0].storage_class == "GLACIER"
+
+
+# --------------------------------------------------------------------------- the fast path
+
+
+def test_the_fast_path_decision_uses_each_stacks_real_throughput() -> None:
+    """README's EFA decision quotes each stack's file system throughput; it must stay true."""
+    readme = (REPOSITORY_ROOT / "README.md").read_text()
+    section = readme.split("**The fast path is a decision", 1)[1].split("\n- **", 1)[0]
+    section = " ".join(section.split())
+    for stack in STACKS:
+        lustre = parse_platform_config(stack_data(stack)).storage.lustre
+        assert lustre is not None and not lustre.efa_enabled
+        gigabytes = lustre.storage_capacity_gib / 1024 * lustre.throughput_per_tib / 1000
+        shown = f"{gigabytes:.2f}" if gigabytes < 1 else f"{gigabytes:.1f}"
+        assert f"{shown} GB/s" in section, (stack, shown)

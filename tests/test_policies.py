@@ -27,7 +27,7 @@ from policies.rules.governance import accepts_tags
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
-from tests.conftest import STACKS, stack_data, synth_cli
+from tests.conftest import STACKS, synth_cli
 
 POLICIES = {policy.name: policy for policy in ALL_POLICIES}
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -1350,13 +1350,19 @@ def test_fsx_missing_a_lustre_port_is_caught(
 
 
 def test_efa_enabled_file_system_may_take_all_traffic_from_groups_only(
-    run_platform: Callable[..., Any],
+    synthesized: dict[str, StackResult],
 ) -> None:
-    data = copy.deepcopy(stack_data("prod"))
-    data["storage"]["lustre"]["efaEnabled"] = True
-    entries = [r.to_json() for r in run_platform(data, "prod").records]
-    assert _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod") == []
+    """Config refuses an EFA-enabled file system for now; the policy is ready for one."""
+    entries = _records(synthesized["prod"])
+    _target(entries, FILE_SYSTEM, "")["inputs"]["efaEnabled"] = True
     group = _target(entries, SECURITY_GROUP, "=storage-lustre")
+    clients = group["inputs"]["ingress"][0]["securityGroups"]
+    for direction in ("ingress", "egress"):
+        group["inputs"][direction] += [
+            {"protocol": "-1", "fromPort": 0, "toPort": 0, "self": True},
+            {"protocol": "-1", "fromPort": 0, "toPort": 0, "securityGroups": clients},
+        ]
+    assert _run_policy(POLICIES["fsx-lustre-ports-only"], entries, "prod") == []
     group["inputs"]["ingress"].append(
         {"protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": ["10.0.0.0/8"]}
     )

@@ -241,21 +241,6 @@ def test_the_file_system_sends_lustre_only_and_only_to_its_clients(
         assert rule.get("self") or rule.get("securityGroups"), rule
 
 
-def test_an_efa_file_system_sends_all_traffic_to_itself_and_clients(
-    run_platform: Callable[..., ProgramRun],
-) -> None:
-    data = stack_data("dev")
-    data["storage"]["lustre"]["efaEnabled"] = True
-    data["storage"]["lustre"]["metadataIops"] = 1500
-    run = run_platform(data, "dev")
-    egress = _lustre_group(run).inputs["egress"]
-    everything = [r for r in egress if r["protocol"] == "-1"]
-    assert len(everything) == 2
-    assert any(r.get("self") for r in everything)
-    assert any(r.get("securityGroups") for r in everything)
-    assert not any(r.get("cidrBlocks") for r in egress)
-
-
 # --------------------------------------------------------------------------- file system API
 
 

@@ -30,6 +30,7 @@ from components.storage import (
     association_s3_config,
     data_key_policy,
     data_repository_path,
+    lustre_egress,
     lustre_ingress,
     persistent_volume_claim_spec,
     persistent_volume_spec,
@@ -1123,7 +1124,6 @@ def test_non_default_lustre_settings_reach_the_resources(
             "throughputPerTiB": 1000,
             "metadataIops": 12000,
             "dataCompression": "NONE",
-            "efaEnabled": True,
             "logLevel": "ERROR_ONLY",
             "logRetentionDays": 30,
             "mountOptions": ["flock", "user_xattr"],
@@ -1146,7 +1146,7 @@ def test_non_default_lustre_settings_reach_the_resources(
     assert inputs["perUnitStorageThroughput"] == 1000
     assert inputs["metadataConfiguration"] == {"mode": "USER_PROVISIONED", "iops": 12000}
     assert inputs["dataCompressionType"] == "NONE"
-    assert inputs["efaEnabled"] is True
+    assert inputs["efaEnabled"] is False
     assert inputs["automaticBackupRetentionDays"] == 0
     assert inputs["logConfiguration"]["level"] == "ERROR_ONLY"
     assert _named(run, LOG_GROUP, "storage-lustre").inputs["retentionInDays"] == 30
@@ -1170,37 +1170,35 @@ def test_non_default_lustre_settings_reach_the_resources(
     assert claims == [("team-a", "shared-lustre-team-a"), ("team-b", "shared-lustre-team-b")]
 
 
-def test_efa_enabled_file_system_gets_an_efa_capable_security_group(
-    run_platform: Callable[..., ProgramRun],
-) -> None:
-    """An EFA-enabled file system needs a group that admits ALL traffic from itself and clients.
-
-    REFERENCE section 5: efa_enabled needs "an EFA-capable security group". FSx refuses to create
-    an EFA-enabled file system otherwise ("Insufficient security group permissions to create an
-    EFA-enabled file system. Update security group to allow all internal inbound and outbound
-    traffic", FSx for Lustre guide, cannot-create-fs). The config accepts ``efaEnabled: true``.
-    """
-    data = stack_data("staging")
+def test_an_efa_enabled_file_system_is_refused_until_clients_use_efa() -> None:
+    """The decision of issue 22 point 6 (README, "The fast path"): no stack's throughput needs it,
+    and the nodes' Lustre client would not use it (LNet over EFA is set up at boot, which the
+    EKS AMI does not do), while turning it off later replaces the file system."""
+    data = stack_data("prod")
     data["storage"]["lustre"]["efaEnabled"] = True
-    run = run_platform(data, "staging")
-    file_system = _file_system(run)
-    assert file_system.inputs["efaEnabled"] is True
-    client_id = _client_group_id(run)
-    groups = {g.urn: g for g in run.of_type(SECURITY_GROUP)}
-    chosen = [groups[urn] for urn in file_system.property_dependencies["securityGroupIds"]]
-    ingress = [rule for group in chosen for rule in group.inputs.get("ingress", [])]
-    egress = [rule for group in chosen for rule in group.inputs.get("egress", [])]
+    assert_reported(data, "platform.storage.lustre.efaEnabled", True, "replaces the file system")
+
+
+def test_an_efa_file_systems_group_takes_all_traffic_from_itself_and_clients() -> None:
+    """What FSx needs of an EFA-enabled file system's group, for when clients can use one.
+
+    FSx refuses to create an EFA-enabled file system otherwise ("Insufficient security group
+    permissions to create an EFA-enabled file system. Update security group to allow all
+    internal inbound and outbound traffic", FSx for Lustre guide, cannot-create-fs).
+    """
+    ingress = lustre_ingress("sg-clients", efa_enabled=True)
+    egress = lustre_egress("sg-clients", efa_enabled=True)
 
     def all_traffic(rule: dict[str, Any]) -> bool:
         return str(rule["protocol"]) in ("-1", "all")
 
-    assert any(all_traffic(r) and r.get("self") is True for r in ingress), (
-        f"EFA-enabled file system: no all-traffic inbound rule within its group: {ingress}"
-    )
-    assert any(all_traffic(r) and client_id in r.get("securityGroups", []) for r in ingress), (
-        f"EFA-enabled file system: no all-traffic inbound rule from the clients: {ingress}"
-    )
-    assert any(all_traffic(r) for r in egress), egress
+    assert any(all_traffic(r) and r.get("self") is True for r in ingress)
+    assert any(all_traffic(r) and r.get("security_groups") == ["sg-clients"] for r in ingress)
+    assert any(all_traffic(r) and r.get("self") is True for r in egress)
+    assert any(all_traffic(r) and r.get("security_groups") == ["sg-clients"] for r in egress)
+    assert not any("cidr_blocks" in r for r in (*ingress, *egress))
+    plain = lustre_ingress("sg-clients")
+    assert not any(all_traffic(r) for r in plain)
 
 
 # --------------------------------------------------------------------------- pure builders

@@ -273,8 +273,8 @@ class LustreConfig(StrictModel):
     )
     efa_enabled: bool = Field(
         default=False,
-        description="EFA-enabled file system (clients on EFA instances use it; set only at "
-        "creation). Default: false.",
+        description="EFA-enabled file system. Refused for now: the nodes' Lustre client is not "
+        "set up for EFA (README, 'The fast path'). Default: false.",
     )
     bucket: BucketKey | None = Field(
         default=None,
@@ -464,6 +464,14 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             iops,
             f"at least {floor}, what AUTOMATIC mode gives {capacity} GiB (FSx refuses less), "
             "or leave it out for AUTOMATIC",
+        )
+    if lustre.efa_enabled:
+        yield ConfigProblem(
+            f"{base}.efaEnabled",
+            True,
+            "false: the platform does not configure the nodes' Lustre client for EFA (LNet over "
+            "EFA at boot, which the EKS AMI does not do), so every client would still read over "
+            "TCP, and turning it off later replaces the file system (README, 'The fast path')",
         )
     if lustre.associations and lustre.backup_retention_days:
         yield ConfigProblem(
