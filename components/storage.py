@@ -317,6 +317,8 @@ RELEASE_TARGET: Final = "arn:aws:scheduler:::aws-sdk:fsx:createDataRepositoryTas
 schedule's input as the request (EventBridge Scheduler user guide, "Using universal
 targets": ``arn:aws:scheduler:::aws-sdk:<service>:<apiAction>``)."""
 RELEASE_RETRY_HOURS: Final = 6
+RELEASE_FAILURE_RETENTION_SECONDS: Final = 14 * 24 * 3600
+"""SQS's longest retention: a failed run stays readable for two weeks."""
 CAPACITY_ALARM_PERIOD_SECONDS: Final = 300
 CAPACITY_ALARM_PERIODS: Final = 3
 
@@ -364,8 +366,15 @@ def release_task_request(
     }
 
 
-def release_role_policy(file_system_arn: str, region: str, account_id: str) -> dict[str, Any]:
-    """What the release schedules may do: start data repository tasks on this file system."""
+def release_role_policy(
+    file_system_arn: str, failures_queue_arn: str, region: str, account_id: str
+) -> dict[str, Any]:
+    """What the release schedules may do: start tasks on this file system, report failures.
+
+    EventBridge Scheduler sends a run it could not deliver to the target's dead-letter queue
+    with the schedule's own role (EventBridge Scheduler user guide, "Configuring a dead-letter
+    queue").
+    """
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -374,7 +383,13 @@ def release_role_policy(file_system_arn: str, region: str, account_id: str) -> d
                 "Effect": "Allow",
                 "Action": "fsx:CreateDataRepositoryTask",
                 "Resource": [file_system_arn, f"arn:aws:fsx:{region}:{account_id}:task/*"],
-            }
+            },
+            {
+                "Sid": "ReportFailedRuns",
+                "Effect": "Allow",
+                "Action": "sqs:SendMessage",
+                "Resource": failures_queue_arn,
+            },
         ],
     }
 
@@ -959,14 +974,40 @@ class Storage(pulumi.ComponentResource):
                 assume_role_policy=json.dumps(scheduler_trust_policy(config.account_id)),
                 opts=child,
             )
+            # A run FSx refused (a task already running: DataRepositoryTaskExecuting) lands
+            # here instead of vanishing; its alarm says so.
+            failures = aws.sqs.Queue(
+                f"{name}-lustre-release-failures",
+                message_retention_seconds=RELEASE_FAILURE_RETENTION_SECONDS,
+                sqs_managed_sse_enabled=True,
+                opts=child,
+            )
             permission = aws.iam.RolePolicy(
                 f"{name}-lustre-release",
                 role=role.id,
-                policy=file_system.arn.apply(
-                    lambda arn: json.dumps(
-                        release_role_policy(arn, config.region, config.account_id)
+                policy=pulumi.Output.all(file_system.arn, failures.arn).apply(
+                    lambda arns: json.dumps(
+                        release_role_policy(arns[0], arns[1], config.region, config.account_id)
                     )
                 ),
+                opts=child,
+            )
+            aws.cloudwatch.MetricAlarm(
+                f"{name}-lustre-release-failures",
+                alarm_description=f"{config.name}: a daily release task of the Lustre file "
+                "system could not start (its message in the queue says why); the path's space "
+                "is not freed until the next run",
+                namespace="AWS/SQS",
+                metric_name="ApproximateNumberOfMessagesVisible",
+                dimensions={"QueueName": failures.name},
+                statistic="Maximum",
+                period=CAPACITY_ALARM_PERIOD_SECONDS,
+                evaluation_periods=1,
+                threshold=0,
+                comparison_operator="GreaterThanThreshold",
+                treat_missing_data="notBreaching",
+                alarm_actions=list(lustre.alarm_actions),
+                ok_actions=list(lustre.alarm_actions),
                 opts=child,
             )
             for association, expression in schedules:
@@ -988,6 +1029,9 @@ class Storage(pulumi.ComponentResource):
                             maximum_event_age_in_seconds=RELEASE_RETRY_HOURS * 3600,
                             maximum_retry_attempts=3,
                         ),
+                        dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(
+                            arn=failures.arn
+                        ),
                     ),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
                 )
@@ -999,7 +1043,9 @@ class Storage(pulumi.ComponentResource):
             namespace="AWS/FSx",
             metric_name="FreeDataStorageCapacity",
             dimensions={"FileSystemId": file_system.id},
-            statistic="Minimum",
+            # Reported per storage target: Sum is the file system's free space, Minimum only
+            # its fullest target's (FSx for Lustre User Guide, "Amazon FSx for Lustre metrics").
+            statistic="Sum",
             period=CAPACITY_ALARM_PERIOD_SECONDS,
             evaluation_periods=CAPACITY_ALARM_PERIODS,
             threshold=free_capacity_threshold_bytes(lustre),

@@ -228,16 +228,39 @@ def pod_spec(
     }
 
 
+DISRUPTED_POD_RULE: Final = {
+    "action": "FailJob",
+    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+}
+"""A pod the cluster took away (Karpenter's drain, a spot interruption, an eviction: the
+DisruptionTarget condition) fails its Job with reason ``PodFailurePolicy``, which the JobSet's
+failure policy restarts without counting (:data:`DISRUPTION_RESTART_RULE`)."""
+DISRUPTION_RESTART_RULE: Final = {
+    "name": "disruptionsDoNotCount",
+    "action": "RestartJobSetAndIgnoreMaxRestarts",
+    "onJobFailureReasons": ["PodFailurePolicy"],
+}
+"""JobSet's rule for a Job failed by :data:`DISRUPTED_POD_RULE`: restart the gang, and keep
+``maxRestarts`` for the job's own failures (kubernetes-sigs/jobset v0.12.0
+api/jobset/v1alpha2/jobset_types.go, FailurePolicyRule)."""
+
+
 def _replicated_job(name: str, pod: dict[str, Any], *, trainer_step: bool) -> dict[str, Any]:
     """One replicated job of a runtime's JobSet, its pod hardened (components/tenancy.py).
 
-    ``backoffLimit: 0``: the first failed pod fails its Job, and JobSet's failure policy then
-    restarts the whole gang. With Kubernetes' default of 6 the Job would replace the one pod
-    while its peers hang in their collectives.
+    ``backoffLimit: 0`` and ``restartPolicy: Never``: the first failed pod fails its Job (no
+    container restart in place first, which JobSet's defaulting of ``OnFailure`` would give),
+    and JobSet's failure policy then restarts the whole gang. With Kubernetes' default of 6 the
+    Job would replace the one pod while its peers hang in their collectives. A pod failure
+    policy requires ``Never`` (batch/v1 validation).
     """
     metadata = {"labels": {ANCESTOR_LABEL: "trainer"}} if trainer_step else {}
     template: dict[str, Any] = {
-        "spec": {"backoffLimit": 0, "template": {"spec": hardened_pod(pod)}}
+        "spec": {
+            "backoffLimit": 0,
+            "podFailurePolicy": {"rules": [DISRUPTED_POD_RULE]},
+            "template": {"spec": hardened_pod({**pod, "restartPolicy": "Never"})},
+        }
     }
     if metadata:
         template["metadata"] = metadata
@@ -344,6 +367,7 @@ def runtime_spec(
     jobset["failurePolicy"] = {
         "maxRestarts": trainer.max_restarts,
         "restartStrategy": RESTART_STRATEGY,
+        "rules": [DISRUPTION_RESTART_RULE],
     }
     return {
         "mlPolicy": ml_policy,

@@ -44,8 +44,9 @@ class FakeS3:
         self.objects: dict[str, Any] = {}
         self.listed = 0
 
-    def export(self, key: str, path: Path, *, late_by: float = 1.0) -> None:
-        self.objects[key] = tool.StoredObject(path.stat().st_size, path.stat().st_mtime + late_by)
+    def export(self, key: str, path: Path) -> None:
+        """What FSx's export leaves: the file's bytes and its mtime as object metadata."""
+        self.objects[key] = tool.StoredObject(path.stat().st_size, path.stat().st_mtime_ns)
 
     def __call__(self, bucket: str, prefix: str) -> list[tuple[str, Any]]:
         assert bucket == "ckpt-bucket"
@@ -99,18 +100,42 @@ def test_nothing_is_committed_while_a_shard_is_not_exported(tmp_path: Path) -> N
     assert not (directory / "COMMITTED").exists()
 
 
-@pytest.mark.parametrize("case", ["older object", "other size"])
+@pytest.mark.parametrize("case", ["same size, rewritten", "other size", "no metadata"])
 def test_an_object_of_an_earlier_write_does_not_count(tmp_path: Path, case: str) -> None:
-    """A rewritten shard whose new contents are not exported yet (a reused step name)."""
+    """A shard rewritten after its export began: S3 holds the earlier bytes, whatever its
+    LastModified says (a multipart upload's is when the upload started)."""
     directory = _checkpoint(tmp_path, "step-100", shards=1)
     s3 = FakeS3()
     path = directory / "shard-0.pt"
-    if case == "older object":
-        s3.export(PREFIX + "shard-0.pt", path, late_by=-60)
+    s3.export(PREFIX + "shard-0.pt", path)
+    if case == "same size, rewritten":
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000))
+    elif case == "other size":
+        path.write_bytes(b"y" * 7)
     else:
-        s3.objects[PREFIX + "shard-0.pt"] = tool.StoredObject(7, path.stat().st_mtime + 5)
+        s3.objects[PREFIX + "shard-0.pt"] = tool.StoredObject(path.stat().st_size, None)
     _, pending = tool.pending_files(directory, "ckpt-bucket", PREFIX, s3)
     assert pending == ["shard-0.pt"]
+
+
+def test_a_file_that_changes_while_s3_is_asked_is_pending(tmp_path: Path) -> None:
+    directory = _checkpoint(tmp_path, "step-100", shards=1)
+    path = directory / "shard-0.pt"
+    s3 = FakeS3()
+    s3.export(PREFIX + "shard-0.pt", path)
+
+    def listing_while_written(bucket: str, prefix: str) -> list[tuple[str, Any]]:
+        listed = s3(bucket, prefix)
+        path.write_bytes(b"z" * 100)  # same size, new bytes, while the list was answered
+        return listed
+
+    _, pending = tool.pending_files(directory, "ckpt-bucket", PREFIX, listing_while_written)
+    assert pending == ["shard-0.pt"]
+
+
+def test_fsx_mtime_metadata_is_read_as_nanoseconds() -> None:
+    assert tool.parse_mtime("1700000000123456789ns") == 1700000000123456789
+    assert tool.parse_mtime(None) is None and tool.parse_mtime("yesterday") is None
 
 
 def test_latest_is_the_newest_committed_checkpoint_whose_files_are_whole(tmp_path: Path) -> None:
@@ -150,27 +175,33 @@ def test_the_command_maps_the_directory_to_its_s3_prefix(
     assert tool.main(["commit", str(directory)], lister=s3) == 2
 
 
-def test_the_botocore_lister_reads_every_page(tmp_path: Path) -> None:
+def test_the_botocore_lister_reads_every_page_and_each_objects_mtime() -> None:
     client = botocore.session.get_session().create_client(
         "s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
     )
     written = datetime(2026, 12, 1, tzinfo=UTC)
     with Stubber(client) as stub:
         params = {"Bucket": "ckpt-bucket", "Prefix": PREFIX}
-        stub.add_response("list_objects_v2", {
-            "Contents": [{"Key": PREFIX + "shard-0.pt", "Size": 100, "LastModified": written}],
-            "IsTruncated": True, "NextContinuationToken": "t",
-        }, params)  # fmt: skip
-        stub.add_response("list_objects_v2", {
-            "Contents": [{"Key": PREFIX + "shard-1.pt", "Size": 101, "LastModified": written}],
-            "IsTruncated": False,
-        }, {**params, "ContinuationToken": "t"})  # fmt: skip
+        for index, last in ((0, False), (1, True)):
+            key = f"{PREFIX}shard-{index}.pt"
+            page = {
+                "Contents": [{"Key": key, "Size": 100 + index, "LastModified": written}],
+                "IsTruncated": not last,
+                **({} if last else {"NextContinuationToken": "t"}),
+            }
+            stub.add_response(
+                "list_objects_v2", page, {**params, **({"ContinuationToken": "t"} if index else {})}
+            )
+            stub.add_response("head_object", {
+                "ContentLength": 100 + index,
+                "Metadata": {"file-mtime": f"{1_700_000_000_000_000_000 + index}ns"},
+            }, {"Bucket": "ckpt-bucket", "Key": key})  # fmt: skip
         listed = dict(tool.botocore_lister(client)("ckpt-bucket", PREFIX))
-    assert {k: v.size for k, v in listed.items()} == {
-        PREFIX + "shard-0.pt": 100,
-        PREFIX + "shard-1.pt": 101,
+        stub.assert_no_pending_responses()
+    assert listed == {
+        f"{PREFIX}shard-0.pt": tool.StoredObject(100, 1_700_000_000_000_000_000),
+        f"{PREFIX}shard-1.pt": tool.StoredObject(101, 1_700_000_000_000_000_001),
     }
-    assert listed[PREFIX + "shard-0.pt"].last_modified == written.timestamp()
 
 
 def test_the_tool_needs_only_the_standard_library_until_it_lists_s3() -> None:

@@ -387,10 +387,22 @@ def test_a_failed_pod_restarts_the_whole_gang_a_bounded_number_of_times(
         assert jobset["failurePolicy"] == {
             "maxRestarts": restarts,
             "restartStrategy": "BlockingRecreate",
-        }
+            # a node taken away (drain, spot interruption) restarts without counting
+            "rules": [{
+                "name": "disruptionsDoNotCount",
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+            }],
+        }  # fmt: skip
         for job in jobset["replicatedJobs"]:
+            spec = job["template"]["spec"]
             # Kubernetes' default (6) would replace the one pod while its peers hang.
-            assert job["template"]["spec"]["backoffLimit"] == 0, (runtime.name, job["name"])
+            assert spec["backoffLimit"] == 0, (runtime.name, job["name"])
+            assert spec["template"]["spec"]["restartPolicy"] == "Never"
+            assert spec["podFailurePolicy"] == {"rules": [{
+                "action": "FailJob",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            }]}  # fmt: skip
 
 
 def test_max_restarts_comes_from_config() -> None:
@@ -593,12 +605,23 @@ def test_the_release_role_starts_tasks_on_this_file_system_only(
     assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": config.account_id}}
     (policy,) = [p for p in _records(result, ROLE_POLICY) if p.name == "storage-lustre-release"]
-    (allowed,) = json.loads(policy.inputs["policy"])["Statement"]
-    assert allowed["Action"] == "fsx:CreateDataRepositoryTask"
+    start, report = json.loads(policy.inputs["policy"])["Statement"]
+    assert start["Action"] == "fsx:CreateDataRepositoryTask"
+    assert report["Action"] == "sqs:SendMessage"
     (file_system,) = _records(result, "aws:fsx/lustreFileSystem:LustreFileSystem")
-    assert file_system.urn in policy.property_dependencies["policy"]
+    (failures,) = [q for q in _records(result, "aws:sqs/queue:Queue")
+                   if q.name == "storage-lustre-release-failures"]  # fmt: skip
+    assert set(policy.property_dependencies["policy"]) == {file_system.urn, failures.urn}
     for schedule in _records(result, SCHEDULE):
-        assert set(schedule.property_dependencies["target"]) == {role.urn, file_system.urn}
+        assert set(schedule.property_dependencies["target"]) == {
+            role.urn,
+            file_system.urn,
+            failures.urn,
+        }
+    # a run FSx refuses (another task running) is kept and alarmed on, not lost
+    (alarm,) = [a for a in _records(result, ALARM) if a.name == "storage-lustre-release-failures"]
+    assert alarm.inputs["metricName"] == "ApproximateNumberOfMessagesVisible"
+    assert alarm.property_dependencies["dimensions"] == [failures.urn]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -608,9 +631,11 @@ def test_an_alarm_fires_before_the_file_system_fills(
     result = synthesized[stack]
     lustre = parse_platform_config(stack_data(stack)).storage.lustre
     assert lustre is not None
-    (alarm,) = _records(result, ALARM)
+    (alarm,) = [a for a in _records(result, ALARM) if a.name == "storage-lustre-free-capacity"]
     inputs = alarm.inputs
     assert (inputs["namespace"], inputs["metricName"]) == ("AWS/FSx", "FreeDataStorageCapacity")
+    # per storage target: Sum is the file system's free space, Minimum the fullest target's
+    assert inputs["statistic"] == "Sum"
     assert inputs["comparisonOperator"] == "LessThanThreshold"
     capacity_bytes = lustre.storage_capacity_gib * 2**30
     assert inputs["threshold"] == capacity_bytes * lustre.free_capacity_alarm_percent // 100

@@ -3,11 +3,13 @@
 
 The protocol (README, "A checkpoint is durable once committed"):
 
-1. write the checkpoint into a new directory under ``$CHECKPOINT_DIR`` (``step-000100.tmp``),
-   close every file, and rename the directory to its final name (``step-000100``);
+1. write the checkpoint into its own new directory under ``$CHECKPOINT_DIR``
+   (``step-000100``) and close every file. No temporary name and rename: S3 has no rename, so
+   the export would write every file twice and leave the old keys behind;
 2. ``fsx-checkpoint commit $CHECKPOINT_DIR/step-000100`` waits until every file there has been
-   exported to S3 (an object at the file's key, of its size, written after the file last
-   changed), then writes ``COMMITTED`` into it, a manifest of the files;
+   exported to S3 as it is now (an object at the file's key, of its size, whose
+   ``file-mtime``, the POSIX metadata FSx writes on export, is the file's modification time),
+   then writes ``COMMITTED`` into it, a manifest of the files;
 3. on start, ``fsx-checkpoint latest $CHECKPOINT_DIR`` prints the newest directory whose
    ``COMMITTED`` manifest still matches its files, and the job resumes from it; nothing
    printed (exit 1) means a fresh start.
@@ -34,16 +36,27 @@ from pathlib import Path
 from typing import Any
 
 MARKER = "COMMITTED"
-CLOCK_SKEW_SECONDS = 2.0
-"""How far the node's clock may run ahead of S3's (both keep to Amazon Time Sync)."""
+MTIME_METADATA = "file-mtime"
+"""User metadata (``x-amz-meta-file-mtime``) in which FSx for Lustre stores an exported file's
+modification time, in nanoseconds with an ``ns`` suffix (FSx for Lustre User Guide, "POSIX
+metadata support for data repositories"). S3's own LastModified says when an upload began,
+not which version of the file it carries."""
 
 
 @dataclass(frozen=True)
 class StoredObject:
-    """What S3 says about one object: its size and when it was last written."""
+    """What S3 holds for one file: the object's size and the file mtime it was exported at."""
 
     size: int
-    last_modified: float
+    mtime_ns: int | None
+
+
+def parse_mtime(value: str | None) -> int | None:
+    """``1700000000123456789ns`` -> nanoseconds; None for a missing or foreign value."""
+    if not value:
+        return None
+    digits = value.removesuffix("ns")
+    return int(digits) if digits.isdigit() else None
 
 
 Lister = Callable[[str, str], Iterable[tuple[str, StoredObject]]]
@@ -75,16 +88,24 @@ def local_files(directory: Path) -> dict[str, os.stat_result]:
 def pending_files(
     directory: Path, bucket: str, prefix: str, lister: Lister
 ) -> tuple[dict[str, os.stat_result], list[str]]:
-    """The directory's files, and those S3 does not hold yet as they are now."""
+    """The directory's files, and those S3 does not hold yet as they are now.
+
+    A file counts as exported when its object has its size and the modification time it has
+    now, and it did not change while S3 was asked (stat again after listing).
+    """
     files = local_files(directory)
     stored = dict(lister(bucket, prefix))
+    after = local_files(directory)
     pending = []
     for relative, status in sorted(files.items()):
         stored_object = stored.get(prefix + relative)
+        again = after.get(relative)
         if (
             stored_object is None
+            or again is None
+            or (again.st_size, again.st_mtime_ns) != (status.st_size, status.st_mtime_ns)
             or stored_object.size != status.st_size
-            or stored_object.last_modified + CLOCK_SKEW_SECONDS < status.st_mtime
+            or stored_object.mtime_ns != status.st_mtime_ns
         ):
             pending.append(relative)
     return files, pending
@@ -169,8 +190,10 @@ def botocore_lister(client: Any = None) -> Lister:
     def list_objects(bucket: str, prefix: str) -> Iterator[tuple[str, StoredObject]]:
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for item in page.get("Contents", []):
-                modified = item["LastModified"].timestamp()
-                yield item["Key"], StoredObject(item["Size"], modified)
+                # Listing carries no user metadata: ask for each object's.
+                head = client.head_object(Bucket=bucket, Key=item["Key"])
+                mtime = parse_mtime(head.get("Metadata", {}).get(MTIME_METADATA))
+                yield item["Key"], StoredObject(head["ContentLength"], mtime)
 
     return list_objects
 
