@@ -279,11 +279,27 @@ def _reference(target: _Exported, value: Any) -> list[str]:
     return [f"{target.address}.{attribute}", target.address]
 
 
+def _is_document(value: str) -> bool:
+    """A JSON object or list given as text: a policy document, not an identifier."""
+    if not value.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        json.loads(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_identifier_value(value: Any) -> bool:
-    """A string or a list of strings: what a plan would not know before the target exists."""
-    return isinstance(value, str) or (
-        isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
-    )
+    """A string or a list of strings: what a plan would not know before the target exists.
+
+    Not a JSON document that merely names another resource (a policy with a bucket's or a
+    role's ARN in it): the document stays in ``values`` with its references, or checkov's
+    policy checks would find nothing to read and pass without a word.
+    """
+    if isinstance(value, str):
+        return not _is_document(value)
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
 
 
 def terraform_plan(

@@ -107,6 +107,26 @@ def test_a_seeded_aws_violation_fails_the_gate(
     }
 
 
+def test_a_seeded_admin_policy_fails_the_gate(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    """A role policy that names another resource (Karpenter's names its node role and queue)
+    and grants everything: checkov must read the document, not lose it as an identifier."""
+    directory, plan = _plan_copy(synthesized, tmp_path)
+    policy = next(
+        r
+        for r in plan["planned_values"]["root_module"]["resources"]
+        if r["address"] == "aws_iam_role_policy.karpenter-controller-iam-integration"
+    )
+    document = json.loads(policy["values"]["policy"])
+    document["Statement"].append({"Effect": "Allow", "Action": "*", "Resource": "*"})
+    policy["values"]["policy"] = json.dumps(document)
+    _write_plan(directory, plan)
+    left = {(f.check, f.resource) for f in unwaived(aws_findings(directory), load_waivers(), "dev")}
+    assert ("CKV_AWS_62", policy["address"]) in left or ("CKV_AWS_63", policy["address"]) in left
+    assert {resource for _, resource in left} == {policy["address"]}
+
+
 def test_a_plan_resource_checkov_does_not_read_fails_the_scan(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:

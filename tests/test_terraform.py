@@ -13,7 +13,7 @@ import importlib
 import inspect
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import pulumi
 import pytest
@@ -173,6 +173,37 @@ def test_an_input_from_another_resource_is_a_reference_not_a_value(
     change = next(c for c in plan["resource_changes"] if c["address"] == logging)
     assert change["change"]["actions"] == ["create"]
     assert change["change"]["after_unknown"]["bucket"] is True
+
+
+POLICY_DOCUMENTS: Final = {
+    "aws_iam_role_policy": "policy",
+    "aws_iam_role": "assume_role_policy",
+    "aws_s3_bucket_policy": "policy",
+    "aws_sqs_queue_policy": "policy",
+    "aws_kms_key": "policy",
+}
+"""Where the resources' policy documents sit; most name another resource (a bucket's, a
+role's or a queue's ARN), which made the export once treat them as identifiers and drop them,
+so checkov's IAM and bucket policy checks had nothing to read."""
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_policy_document_is_in_the_plan_even_when_it_names_other_resources(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    plan = _plan(synthesized[stack])
+    planned = _planned(plan)
+    configured = {r["address"]: r for r in plan["configuration"]["root_module"]["resources"]}
+    referencing = 0
+    for address, resource in planned.items():
+        attribute = POLICY_DOCUMENTS.get(resource["type"])
+        if attribute is None:
+            continue
+        document = resource["values"].get(attribute)
+        assert isinstance(document, str) and json.loads(document)["Statement"], address
+        if attribute in configured[address]["expressions"]:
+            referencing += 1  # it names another resource: both the text and the reference
+    assert referencing, "no policy document names another resource?"
 
 
 def test_the_eks_component_is_the_cluster_pulumi_eks_creates(
