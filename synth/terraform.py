@@ -166,16 +166,60 @@ def terraform_values(
         kind = schema[attribute]
         if isinstance(kind, dict):
             items = value if isinstance(value, list) else [value]
+            if not all(isinstance(item, dict) for item in items):
+                raise ExportError(f"{where}.{attribute}: a block, given {value!r}")
             values[attribute] = [
-                terraform_values(item, kind["attributes"], f"{where}.{attribute}")
-                for item in items
-                if isinstance(item, dict)
+                terraform_values(item, kind["attributes"], f"{where}.{attribute}") for item in items
             ]
         elif kind == "simple" and isinstance(value, (dict, list)):
             values[attribute] = json.dumps(value, sort_keys=True)
         else:
             values[attribute] = value
     return values
+
+
+EKS_MAPPED_INPUTS: Final = frozenset({
+    "name", "serviceRole", "version", "enabledClusterLogTypes", "bootstrapSelfManagedAddons",
+    "endpointPrivateAccess", "endpointPublicAccess", "publicAccessCidrs", "clusterSecurityGroup",
+    "publicSubnetIds", "privateSubnetIds", "encryptionConfigKeyArn", "authenticationMode",
+    "tags",
+})  # fmt: skip
+"""The component's inputs that become the ``aws_eks_cluster``'s (:func:`eks_cluster_inputs`)."""
+EKS_QUIET_INPUTS: Final = {
+    "createOidcProvider": False,
+    "skipDefaultNodeGroup": True,
+    "skipDefaultSecurityGroups": True,
+    "useDefaultVpcCni": True,
+    "corednsAddonOptions": {"enabled": False},
+    "kubeProxyAddonOptions": {"enabled": False},
+}
+"""Inputs that make pulumi-eks create resources of its own unless they hold these values
+(an OIDC provider, a node group, security groups, a VPC CNI manifest, add-ons): the export
+shows only the cluster, so any other value is refused rather than left unscanned."""
+EKS_UNUSED_INPUTS: Final = frozenset({"vpcId", "nodeAssociatePublicIpAddress"})
+"""Inputs only the resources above use (the security groups' VPC, the node group's addresses)."""
+
+
+def _check_eks_inputs(component: ResourceRecord) -> None:
+    for key, value in component.inputs.items():
+        if key in EKS_MAPPED_INPUTS or key in EKS_UNUSED_INPUTS:
+            continue
+        if key not in EKS_QUIET_INPUTS:
+            raise ExportError(
+                f"{component.urn}: eks:index:Cluster input {key} has no place in the export "
+                "(synth/terraform.py EKS_MAPPED_INPUTS): map it, or say why it creates nothing"
+            )
+        quiet = EKS_QUIET_INPUTS[key]
+        matches = (
+            all(value.get(k) == v for k, v in quiet.items())
+            if isinstance(quiet, dict) and isinstance(value, dict)
+            else value == quiet
+        )
+        if not matches:
+            raise ExportError(
+                f"{component.urn}: eks:index:Cluster input {key}={value!r} makes pulumi-eks "
+                f"create resources the export does not show (expected {quiet!r})"
+            )
 
 
 def eks_cluster_inputs(component: ResourceRecord) -> tuple[dict[str, Any], dict[str, list[str]]]:
@@ -188,7 +232,12 @@ def eks_cluster_inputs(component: ResourceRecord) -> tuple[dict[str, Any], dict[
 
     Returns:
         The inputs and their property dependencies, keyed as the ``aws.eks.Cluster`` inputs.
+
+    Raises:
+        ExportError: an input the export has no place for, or one that makes pulumi-eks create
+            resources of its own.
     """
+    _check_eks_inputs(component)
     given, depends = component.inputs, component.property_dependencies
     vpc_config = {
         "endpointPrivateAccess": given.get("endpointPrivateAccess"),
@@ -220,6 +269,7 @@ def eks_cluster_inputs(component: ResourceRecord) -> tuple[dict[str, Any], dict[
         }
     dependencies = {
         "roleArn": depends.get("serviceRole", []),
+        "encryptionConfig": depends.get("encryptionConfigKeyArn", []),
         "vpcConfig": [
             urn
             for key in ("clusterSecurityGroup", "publicSubnetIds", "privateSubnetIds")

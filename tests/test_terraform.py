@@ -224,6 +224,38 @@ def test_the_eks_component_is_the_cluster_pulumi_eks_creates(
     ]
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("createOidcProvider", True, "create resources the export does not show"),
+        ("skipDefaultNodeGroup", False, "create resources the export does not show"),
+        ("corednsAddonOptions", {"enabled": True}, "create resources the export does not show"),
+        ("kubernetesServiceIpAddressRange", "10.100.0.0/16", "has no place in the export"),
+    ],
+)
+def test_an_eks_input_the_export_would_drop_is_refused(
+    synthesized: dict[str, StackResult], key: str, value: Any, words: str
+) -> None:
+    """pulumi-eks makes resources of its own for some inputs, and others would vanish."""
+    records = copy.deepcopy(synthesized["dev"].records)
+    component = next(r for r in records if r.type == EKS_COMPONENT)
+    component.inputs[key] = value
+    with pytest.raises(ExportError, match=words):
+        terraform_plan(records)
+
+
+def test_the_clusters_key_is_a_reference_of_its_encryption_config(
+    synthesized: dict[str, StackResult],
+) -> None:
+    plan = _plan(synthesized["prod"])
+    component = next(r for r in synthesized["prod"].records if r.type == EKS_COMPONENT)
+    configured = {r["address"]: r for r in plan["configuration"]["root_module"]["resources"]}
+    references = configured[f"aws_eks_cluster.{component.name}"]["expressions"][
+        "encryption_config"
+    ]["references"]
+    assert references[1] == "aws_kms_key.ml-training-prod-secrets"
+
+
 def test_a_property_the_schema_lacks_is_refused_not_guessed(
     synthesized: dict[str, StackResult],
 ) -> None:
