@@ -424,6 +424,48 @@ def _transition_rules(
     ]
 
 
+def _alarm(
+    resource_name: str,
+    *,
+    description: str,
+    metric: tuple[str, str, str],
+    dimensions: dict[str, pulumi.Input[str]],
+    breached_when: tuple[str, int, int],
+    actions: list[str],
+    opts: pulumi.ResourceOptions,
+) -> aws.cloudwatch.MetricAlarm:
+    """A CloudWatch alarm on one metric, evaluated every 5 minutes, notifying ``actions``.
+
+    Args:
+        resource_name: Pulumi name (and the alarm's name stem).
+        description: what it means and what to do, as the on-call reads it.
+        metric: namespace, metric name and statistic.
+        dimensions: the metric's dimensions.
+        breached_when: comparison operator, threshold and how many periods in a row.
+        actions: SNS topics told when it fires and when it clears.
+        opts: resource options.
+    """
+    namespace, metric_name, statistic = metric
+    comparison, threshold, periods = breached_when
+    return aws.cloudwatch.MetricAlarm(
+        resource_name,
+        alarm_description=description,
+        namespace=namespace,
+        metric_name=metric_name,
+        dimensions=dimensions,
+        statistic=statistic,
+        period=CAPACITY_ALARM_PERIOD_SECONDS,
+        evaluation_periods=periods,
+        threshold=threshold,
+        comparison_operator=comparison,
+        # No data is no trouble: a queue nobody wrote to, a file system being created.
+        treat_missing_data="notBreaching",
+        alarm_actions=list(actions),
+        ok_actions=list(actions),
+        opts=opts,
+    )
+
+
 def _release_input(
     file_system_id: pulumi.Output[str], association: DataRepositoryAssociationConfig
 ) -> pulumi.Output[str]:
@@ -992,22 +1034,15 @@ class Storage(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
-            aws.cloudwatch.MetricAlarm(
+            _alarm(
                 f"{name}-lustre-release-failures",
-                alarm_description=f"{config.name}: a daily release task of the Lustre file "
-                "system could not start (its message in the queue says why); the path's space "
-                "is not freed until the next run",
-                namespace="AWS/SQS",
-                metric_name="ApproximateNumberOfMessagesVisible",
+                description=f"{config.name}: a daily release task of the Lustre file system "
+                "could not start (its message in the queue says why); the path's space is not "
+                "freed until the next run",
+                metric=("AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum"),
                 dimensions={"QueueName": failures.name},
-                statistic="Maximum",
-                period=CAPACITY_ALARM_PERIOD_SECONDS,
-                evaluation_periods=1,
-                threshold=0,
-                comparison_operator="GreaterThanThreshold",
-                treat_missing_data="notBreaching",
-                alarm_actions=list(lustre.alarm_actions),
-                ok_actions=list(lustre.alarm_actions),
+                breached_when=("GreaterThanThreshold", 0, 1),
+                actions=lustre.alarm_actions,
                 opts=child,
             )
             for association, expression in schedules:
@@ -1035,24 +1070,21 @@ class Storage(pulumi.ComponentResource):
                     ),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
                 )
-        aws.cloudwatch.MetricAlarm(
+        # Reported per storage target: Sum is the file system's free space, Minimum only its
+        # fullest target's (FSx for Lustre User Guide, "Amazon FSx for Lustre metrics").
+        _alarm(
             f"{name}-lustre-free-capacity",
-            alarm_description=f"{config.name}: the Lustre file system has less than "
+            description=f"{config.name}: the Lustre file system has less than "
             f"{lustre.free_capacity_alarm_percent}% of its {lustre.storage_capacity_gib} GiB "
             "free (README, 'Where data and checkpoints live': release, or grow it)",
-            namespace="AWS/FSx",
-            metric_name="FreeDataStorageCapacity",
+            metric=("AWS/FSx", "FreeDataStorageCapacity", "Sum"),
             dimensions={"FileSystemId": file_system.id},
-            # Reported per storage target: Sum is the file system's free space, Minimum only
-            # its fullest target's (FSx for Lustre User Guide, "Amazon FSx for Lustre metrics").
-            statistic="Sum",
-            period=CAPACITY_ALARM_PERIOD_SECONDS,
-            evaluation_periods=CAPACITY_ALARM_PERIODS,
-            threshold=free_capacity_threshold_bytes(lustre),
-            comparison_operator="LessThanThreshold",
-            treat_missing_data="missing",
-            alarm_actions=list(lustre.alarm_actions),
-            ok_actions=list(lustre.alarm_actions),
+            breached_when=(
+                "LessThanThreshold",
+                free_capacity_threshold_bytes(lustre),
+                CAPACITY_ALARM_PERIODS,
+            ),
+            actions=lustre.alarm_actions,
             opts=child,
         )
 

@@ -17,7 +17,12 @@ import botocore.session
 import pytest
 from botocore.validate import validate_parameters
 
-from components.config import DataRepositoryAssociationConfig, parse_platform_config
+from components.config import (
+    DataRepositoryAssociationConfig,
+    LustreConfig,
+    PlatformConfig,
+    parse_platform_config,
+)
 from components.storage import team_data_policy, team_prefixes, team_role_name
 from components.teams import JOB_SERVICE_ACCOUNT
 from components.trainer import CheckpointLocation, runtime_spec
@@ -32,6 +37,13 @@ ROLE: Final = "aws:iam/role:Role"
 ROLE_POLICY: Final = "aws:iam/rolePolicy:RolePolicy"
 POD_IDENTITY: Final = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 LUSTRE: Final = "platform.storage.lustre"
+
+
+def _lustre_of(stack: str) -> tuple[PlatformConfig, LustreConfig]:
+    """A stack's parsed config and its file system (every shipped stack has one)."""
+    config = parse_platform_config(stack_data(stack))
+    assert config.storage.lustre is not None, stack
+    return config, config.storage.lustre
 
 
 def _records(result: StackResult, resource_type: str) -> list[Any]:
@@ -331,9 +343,7 @@ def test_every_job_gets_its_own_checkpoint_directory_in_its_teams_exported_space
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     result = synthesized[stack]
-    config = parse_platform_config(stack_data(stack))
-    lustre = config.storage.lustre
-    assert lustre is not None
+    _, lustre = _lustre_of(stack)
     exported = {
         a.inputs["fileSystemPath"]
         for a in _records(result, ASSOCIATION)
@@ -558,9 +568,7 @@ def test_every_exported_path_is_released_by_a_valid_daily_task(
 ) -> None:
     """Auto-export never frees Lustre space; only a RELEASE task does (REFERENCE §13)."""
     result = synthesized[stack]
-    config = parse_platform_config(stack_data(stack))
-    lustre = config.storage.lustre
-    assert lustre is not None
+    _, lustre = _lustre_of(stack)
     schedules = {
         json.loads(s.inputs["target"]["input"])["Paths"][0]: s for s in _records(result, SCHEDULE)
     }
@@ -629,8 +637,7 @@ def test_an_alarm_fires_before_the_file_system_fills(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     result = synthesized[stack]
-    lustre = parse_platform_config(stack_data(stack)).storage.lustre
-    assert lustre is not None
+    _, lustre = _lustre_of(stack)
     (alarm,) = [a for a in _records(result, ALARM) if a.name == "storage-lustre-free-capacity"]
     inputs = alarm.inputs
     assert (inputs["namespace"], inputs["metricName"]) == ("AWS/FSx", "FreeDataStorageCapacity")
