@@ -17,7 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -121,18 +121,57 @@ def _scratch_environment(scratch: Path) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8"}
 
 
+POLICY_SENTINELS: Final = {
+    "aws_iam_role_policy": "CKV_AWS_290",
+    "aws_iam_role": "CKV_AWS_60",
+    "aws_s3_bucket_policy": "CKV_AWS_70",
+    "aws_kms_key": "CKV_AWS_33",
+    "aws_sqs_queue_policy": "CKV_AWS_72",
+}
+"""A check that reads each type's policy document. checkov reports a check it could not
+evaluate (no document to read) as neither passed nor failed, so an export that lost a document
+would pass silently: each resource of these types must have been evaluated by its sentinel."""
+
+
+def _evaluated(results: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(check, resource) of every check checkov evaluated, passed or failed."""
+    return {
+        (check["check_id"], check["resource"])
+        for result in results
+        for kind in ("passed_checks", "failed_checks")
+        for check in (result.get("results") or {}).get(kind, [])
+    }
+
+
 def _checkov(
-    checkov: Path, target: list[str], framework: str, *, scratch: Path, given: int, where: Path
+    checkov: Path,
+    target: list[str],
+    framework: str,
+    *,
+    scratch: Path,
+    given: int,
+    where: Path,
+    sentinels: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """Run checkov once and hold it to reading everything it was given.
 
+    Args:
+        checkov: the executable.
+        target: what to scan (``--file`` or ``--directory`` and the path).
+        framework: checkov's framework.
+        scratch: the clean working directory.
+        given: how many resources the target holds.
+        where: the stack directory, for messages.
+        sentinels: resource address -> a check that must have evaluated it (see
+            :data:`POLICY_SENTINELS`). Default: none.
+
     Raises:
-        ScanError: no JSON answer, fewer resources read than ``given``, a parsing error, or a
-            skipped check.
+        ScanError: no JSON answer, fewer resources read than ``given``, a parsing error, a
+            skipped check, or a sentinel check that did not evaluate its resource.
     """
     done = subprocess.run(
-        [str(checkov), *target, "--framework", framework, "--output", "json", "--quiet",
-         "--skip-download", "--no-fail-on-crash"],
+        [str(checkov), *target, "--framework", framework, "--output", "json",
+         *([] if sentinels else ["--quiet"]), "--skip-download", "--no-fail-on-crash"],
         capture_output=True, text=True, check=False, timeout=600, cwd=scratch,
         env=_scratch_environment(scratch),
     )  # fmt: skip
@@ -154,6 +193,17 @@ def _checkov(
         raise ScanError(
             f"checkov skipped {summary['skipped']} check(s) in {where}: a skip annotation "
             "(checkov.io/skip) bypasses the waiver file; waive in policies/scan-waivers.yaml"
+        )
+    evaluated = _evaluated(results)
+    unread = sorted(
+        f"{check} on {address}"
+        for address, check in (sentinels or {}).items()
+        if (check, address) not in evaluated
+    )
+    if unread:
+        raise ScanError(
+            f"checkov did not evaluate {', '.join(unread)} in {where}: the export holds no "
+            "policy document for it to read (synth/terraform.py)"
         )
     return sorted(
         (
@@ -219,18 +269,24 @@ def aws_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
         checkov: the checkov executable.
 
     Raises:
-        ScanError: as :func:`kubernetes_findings`, or the stack has no plan export.
+        ScanError: as :func:`kubernetes_findings`, the stack has no plan export, or a policy
+            document checkov could not read (:data:`POLICY_SENTINELS`).
     """
     plan = stack_dir / PLAN_FILE
     if not plan.exists():
         raise ScanError(f"{plan} is missing: synthesize the stack first")
-    given = len(json.loads(plan.read_text())["planned_values"]["root_module"]["resources"])
+    resources = json.loads(plan.read_text())["planned_values"]["root_module"]["resources"]
+    sentinels = {
+        r["address"]: POLICY_SENTINELS[r["type"]]
+        for r in resources
+        if r["type"] in POLICY_SENTINELS
+    }
     with tempfile.TemporaryDirectory(prefix="scan-") as scratch_dir:
         scratch = _checked_scratch(scratch_dir, checkov)
         shutil.copy(plan, scratch / PLAN_FILE)
         return _checkov(
             checkov, ["--file", str(scratch / PLAN_FILE)], "terraform_plan",
-            scratch=scratch, given=given, where=stack_dir,
+            scratch=scratch, given=len(resources), where=stack_dir, sentinels=sentinels,
         )  # fmt: skip
 
 

@@ -227,3 +227,19 @@ def test_without_checkov_the_scan_says_how_to_install_it(tmp_path: Path) -> None
     )
     with pytest.raises(ScanError, match=r"scripts/setup requirements-scan\.txt"):
         aws_findings(tmp_path, checkov=tmp_path / "missing")
+
+
+def test_a_policy_document_lost_from_the_export_fails_the_scan(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    """checkov reports a check it cannot evaluate as nothing at all: without the sentinel a
+    role policy with no document would pass (how nine of twelve once went unread)."""
+    directory, plan = _plan_copy(synthesized, tmp_path)
+    policy = next(
+        r for r in plan["planned_values"]["root_module"]["resources"]
+        if r["type"] == "aws_iam_role_policy"
+    )  # fmt: skip
+    del policy["values"]["policy"]
+    _write_plan(directory, plan)
+    with pytest.raises(ScanError, match=rf"did not evaluate CKV_AWS_290 on {policy['address']}"):
+        aws_findings(directory)
