@@ -1239,6 +1239,63 @@ def test_a_pool_that_mounts_lustre_must_stay_in_its_zone(
     assert "us-west-2a" in findings[0].message and "general-lustre" in findings[0].message
 
 
+def _client_class_and_pool(entries: list[Entry]) -> tuple[Entry, Entry, Entry]:
+    node_class = _target(entries, NODE_CLASS, "=pools-general-lustre-class")
+    pool = _target(entries, NODE_POOL, "=pools-general-lustre")
+    clients = _target(entries, SECURITY_GROUP, "=storage-lustre-clients")
+    return node_class, pool, clients
+
+
+def test_a_class_selecting_the_client_group_by_tag_is_a_client_too(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["dev"])
+    node_class, pool, clients = _client_class_and_pool(entries)
+    spec = node_class["inputs"]["spec"]
+    spec["securityGroupSelectorTerms"] = [
+        t for t in spec["securityGroupSelectorTerms"] if "id" not in t
+    ] + [{"tags": {"Name": clients["inputs"]["tags"]["Name"]}}]
+    node_class["propertyDependencies"]["spec"] = [
+        u for u in node_class["propertyDependencies"]["spec"] if u != clients["urn"]
+    ]
+    _zone_requirement(pool)["values"] = ["us-west-2a", "us-west-2b"]
+    findings = _run_policy(POLICIES["fsx-in-training-zone"], entries, "dev")
+    assert [f.urn for f in findings] == [pool["urn"]]
+
+
+def test_a_client_class_whose_subnets_are_chosen_by_tag_is_held_to_the_zone(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["dev"])
+    node_class, _, _ = _client_class_and_pool(entries)
+    subnet = next(e for e in entries if e["type"] == "aws:ec2/subnet:Subnet"
+                  and e["inputs"].get("availabilityZone") == "us-west-2a"
+                  and "private" in e["name"])  # fmt: skip
+    node_class["inputs"]["spec"]["subnetSelectorTerms"] = [
+        {"tags": {"Name": subnet["inputs"]["tags"]["Name"]}}
+    ]
+    node_class["propertyDependencies"]["spec"] = [
+        u for u in node_class["propertyDependencies"]["spec"]
+        if not u.split("::")[-2].endswith("aws:ec2/subnet:Subnet")
+    ]  # fmt: skip
+    findings = _run_policy(POLICIES["fsx-in-training-zone"], entries, "dev")
+    assert [f.urn for f in findings] == [node_class["urn"]]
+    assert "us-west-2a" in findings[0].message
+
+
+def test_a_client_pool_pinned_by_zone_id_cannot_be_checked_and_is_refused(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["dev"])
+    _, pool, _ = _client_class_and_pool(entries)
+    requirement = _zone_requirement(pool)
+    requirement["key"] = "topology.k8s.aws/zone-id"
+    requirement["values"] = ["usw2-az2"]
+    findings = _run_policy(POLICIES["fsx-in-training-zone"], entries, "dev")
+    assert [f.urn for f in findings] == [pool["urn"]]
+    assert "zone-id" in findings[0].message
+
+
 def test_a_pool_without_the_client_group_may_cross_zones(
     synthesized: dict[str, StackResult],
 ) -> None:

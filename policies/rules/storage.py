@@ -28,6 +28,8 @@ SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+ZONE = "topology.kubernetes.io/zone"
+ZONE_ID = "topology.k8s.aws/zone-id"
 LUSTRE_PORTS = frozenset({988, *range(1018, 1024)})
 
 
@@ -255,7 +257,7 @@ def _training_zones(resources: list[PolicyResource]) -> set[str]:
         if str((template_spec.get("nodeClassRef") or {}).get("name")) not in efa_classes:
             continue
         for requirement in template_spec.get("requirements") or []:
-            if requirement.get("key") == "topology.kubernetes.io/zone":
+            if requirement.get("key") == ZONE:
                 zones.update(str(v) for v in as_list(requirement.get("values")))
     return zones
 
@@ -286,7 +288,7 @@ def _client_groups(resources: list[PolicyResource], file_system: PolicyResource)
 def _pool_zones(pool: PolicyResource) -> set[str] | None:
     template_spec = ((pool.props.get("spec") or {}).get("template") or {}).get("spec") or {}
     for requirement in template_spec.get("requirements") or []:
-        if requirement.get("key") == "topology.kubernetes.io/zone":
+        if requirement.get("key") == ZONE:
             return {str(v) for v in as_list(requirement.get("values"))}
     return None
 
@@ -309,18 +311,17 @@ def _check_fsx_zone(args: StackValidationArgs, report: ReportViolation) -> None:
                 file_system.urn,
             )
         clients = _client_groups(resources, file_system)
+        client_groups = [r for r in resources if r.urn in clients]
         client_classes: dict[str, PolicyResource] = {}
         for node_class in resources:
-            if node_class.resource_type == NODE_CLASS and clients & {
-                d.urn for d in node_class.property_dependencies.get("spec", [])
-            }:
+            if node_class.resource_type == NODE_CLASS and _selects_any(node_class, client_groups):
                 client_classes[str((node_class.props.get("metadata") or {}).get("name"))] = (
                     node_class
                 )
+        subnets_in_plan = [r for r in resources if r.resource_type == SUBNET]
         for name, node_class in client_classes.items():
             class_zones = {str(d.props.get("availabilityZone"))
-                           for d in node_class.property_dependencies.get("spec", [])
-                           if d.resource_type == SUBNET}  # fmt: skip
+                           for d in _selected_subnets(node_class, subnets_in_plan)}  # fmt: skip
             if class_zones - fs_zones:
                 report(f"EC2NodeClass {name} carries the Lustre client group but has subnets in "
                        f"{sorted(class_zones - fs_zones)}, outside the file system's zone "
@@ -333,12 +334,58 @@ def _check_fsx_zone(args: StackValidationArgs, report: ReportViolation) -> None:
             class_name = str((template_spec.get("nodeClassRef") or {}).get("name"))
             if class_name not in client_classes:
                 continue
+            pool_name = (pool.props.get("metadata") or {}).get("name")
+            if any(r.get("key") == ZONE_ID for r in template_spec.get("requirements") or []):
+                report(f"NodePool {pool_name} mounts the file system but names zones by id "
+                       f"({ZONE_ID}), which the plan cannot hold to the file system's zone "
+                       f"{sorted(fs_zones)}: require {ZONE} instead", pool.urn)  # fmt: skip
+                continue
             pool_zones = _pool_zones(pool)
             if pool_zones is None or pool_zones - fs_zones:
-                report(f"NodePool {(pool.props.get('metadata') or {}).get('name')} mounts the "
+                report(f"NodePool {pool_name} mounts the "
                        f"file system (its class carries the Lustre client group) but may launch "
                        f"in zones {sorted(pool_zones) if pool_zones else 'any'}, not only its "
                        f"zone {sorted(fs_zones)}: reads would cross zones", pool.urn)  # fmt: skip
+
+
+def _tags_match(wanted: Any, resource: PolicyResource) -> bool:
+    """Karpenter's tag selector: every tag asked for is on the resource ("*": any value)."""
+    tags = resource.props.get("tags") or {}
+    return bool(wanted) and all(
+        key in tags and (value == "*" or tags[key] == value) for key, value in wanted.items()
+    )
+
+
+def _selects_any(node_class: PolicyResource, groups: list[PolicyResource]) -> bool:
+    """Whether an EC2NodeClass's security group terms select one of ``groups``.
+
+    By id (the program's shape: a dependency on the group), by tags, or by name, as
+    Karpenter's ``securityGroupSelectorTerms`` allow (karpenter-provider-aws v1
+    EC2NodeClass: id, tags, name).
+    """
+    depends = {d.urn for d in node_class.property_dependencies.get("spec", [])}
+    if depends & {g.urn for g in groups}:
+        return True
+    terms = (node_class.props.get("spec") or {}).get("securityGroupSelectorTerms") or []
+    for term in terms:
+        for group in groups:
+            if term.get("tags") and _tags_match(term["tags"], group):
+                return True
+            if term.get("name") and term["name"] == group.props.get("name"):
+                return True
+    return False
+
+
+def _selected_subnets(
+    node_class: PolicyResource, subnets: list[PolicyResource]
+) -> list[PolicyResource]:
+    """The plan's subnets an EC2NodeClass launches into: by id (dependency) or by tags."""
+    selected = [d for d in node_class.property_dependencies.get("spec", [])
+                if d.resource_type == SUBNET]  # fmt: skip
+    terms = (node_class.props.get("spec") or {}).get("subnetSelectorTerms") or []
+    selected += [s for s in subnets for term in terms
+                 if term.get("tags") and _tags_match(term["tags"], s)]  # fmt: skip
+    return selected
 
 
 def _check_fsx_ports(args: StackValidationArgs, report: ReportViolation) -> None:
