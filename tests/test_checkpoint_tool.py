@@ -135,6 +135,8 @@ def test_a_file_that_changes_while_s3_is_asked_is_pending(tmp_path: Path) -> Non
 
 def test_fsx_mtime_metadata_is_read_as_nanoseconds() -> None:
     assert tool.parse_mtime("1700000000123456789ns") == 1700000000123456789
+    # without the suffix FSx reads milliseconds (objects written by others, then imported)
+    assert tool.parse_mtime("1700000000123") == 1700000000123000000
     assert tool.parse_mtime(None) is None and tool.parse_mtime("yesterday") is None
 
 

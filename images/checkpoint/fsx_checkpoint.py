@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +53,21 @@ class StoredObject:
 
 
 def parse_mtime(value: str | None) -> int | None:
-    """``1700000000123456789ns`` -> nanoseconds; None for a missing or foreign value."""
+    """FSx's ``file-mtime`` in nanoseconds, or None for a missing or foreign value.
+
+    ``<n>ns`` is nanoseconds, a bare number milliseconds (FSx for Lustre User Guide, "POSIX
+    metadata support for data repositories").
+    """
     if not value:
         return None
-    digits = value.removesuffix("ns")
-    return int(digits) if digits.isdigit() else None
+    if value.endswith("ns"):
+        digits = value[: -len("ns")]
+        return int(digits) if digits.isdigit() else None
+    try:
+        milliseconds = Decimal(value)
+    except ArithmeticError:
+        return None
+    return int(milliseconds * 1_000_000) if milliseconds.is_finite() else None
 
 
 Lister = Callable[[str, str], Iterable[tuple[str, StoredObject]]]
