@@ -232,9 +232,11 @@ DISRUPTED_POD_RULE: Final = {
     "action": "FailJob",
     "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
 }
-"""A pod the cluster took away (Karpenter's drain, a spot interruption, an eviction: the
-DisruptionTarget condition) fails its Job with reason ``PodFailurePolicy``, which the JobSet's
-failure policy restarts without counting (:data:`DISRUPTION_RESTART_RULE`)."""
+"""A pod the cluster took away fails its Job with reason ``PodFailurePolicy``, which the
+JobSet's failure policy restarts without counting (:data:`DISRUPTION_RESTART_RULE`). Karpenter's
+drains and evictions set the pod's DisruptionTarget condition, and so does Volcano when it
+reclaims a queue's share: its evictor sets it before deleting the pod (volcano v1.15.1
+pkg/scheduler/cache/cache.go, defaultEvictor.Evict)."""
 DISRUPTION_RESTART_RULE: Final = {
     "name": "disruptionsDoNotCount",
     "action": "RestartJobSetAndIgnoreMaxRestarts",
