@@ -1,10 +1,13 @@
-"""Shared storage: hardened S3 buckets and FSx for Lustre linked to one of them.
+"""Shared storage: hardened S3 buckets, FSx for Lustre linked to them, and who reaches what.
 
 The file system is PERSISTENT_2 in the training zone (next to the EFA pools), encrypted with a
 customer key, reachable only on the Lustre ports from the nodes that carry the storage-client
-security group, and linked to S3 through data repository associations, so checkpoints written
-to ``/checkpoints`` land in S3 and outlive the file system. Every namespace that mounts it gets
-its own static PersistentVolume and claim.
+security group, and linked to S3 through data repository associations, one bucket and prefix
+each, data flowing one way on each path: checkpoints written to ``/checkpoints`` are exported
+to S3 and outlive the file system once exported. Daily release tasks free what S3 holds and
+nobody reads, and an alarm watches free space. Every namespace that mounts it gets its own
+static PersistentVolume and claim, and each team's job service account an IAM role reaching
+only the team's prefixes.
 """
 
 from __future__ import annotations
