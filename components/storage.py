@@ -300,7 +300,9 @@ def team_data_policy(prefixes: list[TeamPrefix]) -> dict[str, Any]:
             {
                 "Sid": f"List{index}",
                 "Effect": "Allow",
-                "Action": "s3:ListBucket",
+                # Versions too: a team finds and reads (restores) its own overwritten or
+                # deleted objects while noncurrentVersionRetentionDays keeps them.
+                "Action": ["s3:ListBucket", "s3:ListBucketVersions"],
                 "Resource": bucket_arn,
                 "Condition": {"StringLike": {"s3:prefix": [part.prefix, f"{part.prefix}*"]}},
             },

@@ -208,11 +208,11 @@ def _reaches(policy: dict[str, Any], action: str, bucket: str, key: str) -> bool
     return False
 
 
-def _lists(policy: dict[str, Any], bucket: str, prefix: str) -> bool:
+def _lists(policy: dict[str, Any], bucket: str, prefix: str, action: str = "s3:ListBucket") -> bool:
     for statement in policy["Statement"]:
-        if statement["Action"] == "s3:ListBucket" and statement["Resource"] == (
-            f"arn:aws:s3:::{bucket}"
-        ):
+        actions = statement["Action"]
+        actions = [actions] if isinstance(actions, str) else actions
+        if action in actions and statement["Resource"] == f"arn:aws:s3:::{bucket}":
             allowed = statement["Condition"]["StringLike"]["s3:prefix"]
             if any(fnmatch.fnmatchcase(prefix, pattern) for pattern in allowed):
                 return True
@@ -236,6 +236,9 @@ def test_each_team_reaches_its_own_prefixes_and_no_other_teams(
                 part.writable
             )
             assert _lists(policy, part.bucket, part.prefix)
+            # its own old versions, to restore what was overwritten or deleted
+            assert _lists(policy, part.bucket, part.prefix, "s3:ListBucketVersions")
+            assert _reaches(policy, "s3:GetObjectVersion", part.bucket, f"{part.prefix}x")
             for other in teams:
                 if other == team:
                     continue
@@ -243,6 +246,7 @@ def test_each_team_reaches_its_own_prefixes_and_no_other_teams(
                 for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
                     assert not _reaches(policy, action, part.bucket, elsewhere), (team, other)
                 assert not _lists(policy, part.bucket, elsewhere)
+                assert not _lists(policy, part.bucket, elsewhere, "s3:ListBucketVersions")
             assert not _lists(policy, part.bucket, "")
 
 
