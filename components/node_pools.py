@@ -26,7 +26,7 @@ import yaml
 
 from components.catalog import GPU_RESOURCE, HUGEPAGES_RESOURCE, efa_network_interfaces, lookup
 from components.config import GeneralPoolConfig, NodePoolConfig
-from components.config.pools import launch_zones
+from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL, launch_zones
 
 NODE_CLASS_API: Final = "karpenter.k8s.aws/v1"
 NODE_POOL_API: Final = "karpenter.sh/v1"
@@ -39,10 +39,6 @@ SLURM_POOL_SUFFIX: Final = "-slurm"
 POOL_LABEL: Final = "trainingplatform.io/pool"
 ACCELERATOR_LABEL: Final = "trainingplatform.io/accelerator"
 GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
-GENERAL_POOL: Final = "general"
-GENERAL_LUSTRE_POOL: Final = "general-lustre"
-"""The CPU pool of the file system's zone whose nodes mount it (Slurm's login pods, CPU jobs
-that read /fsx); the general pool crosses zones and does not."""
 GENERAL_WEIGHT: Final = 10
 """Karpenter tries NodePools by descending weight, so a CPU pod that asks for no pool gets a
 general node, and only pods that select general-lustre make its nodes."""

@@ -27,8 +27,9 @@ from components import versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import encrypted_gp3_class, state_reclaim_policy, storage_class
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
+from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.helm import release, with_system_placement
-from components.node_pools import GENERAL_LUSTRE_POOL, GENERAL_POOL, POOL_LABEL
+from components.node_pools import POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
 from components.tenancy import (

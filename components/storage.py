@@ -29,6 +29,7 @@ from components.config import (
     LustreConfig,
     PlatformConfig,
     access_log_bucket_name,
+    association_bucket_name,
     bucket_name,
 )
 from components.config.storage import LUSTRE_FIRST_STEPS_GIB, normalized_file_system_path
@@ -193,13 +194,11 @@ class TeamPrefix:
         bucket: the bucket's S3 name.
         prefix: the key prefix, ending in ``/`` (the team's own, e.g. ``checkpoints/ml-a/``).
         writable: whether the role may write and delete objects there, not only read them.
-        why: where it shows on the file system, or why the team reaches it (for reviewers).
     """
 
     bucket: str
     prefix: str
     writable: bool
-    why: str
 
 
 def team_prefixes(config: PlatformConfig, team: str) -> list[TeamPrefix]:
@@ -216,29 +215,15 @@ def team_prefixes(config: PlatformConfig, team: str) -> list[TeamPrefix]:
         team: the team's name (its namespace and directory name).
     """
     storage = config.storage
-    by_key = {bucket.name: bucket for bucket in storage.buckets}
     prefixes: list[TeamPrefix] = []
-    lustre = storage.lustre
-    for association in lustre.associations if lustre else []:
-        key = lustre.association_bucket(association) if lustre else None
-        if key not in by_key:
-            continue
-        directory = normalized_file_system_path(association.file_system_path).rstrip("/")
-        prefixes.append(
-            TeamPrefix(
-                bucket=bucket_name(config, by_key[key]),
-                prefix=f"{association.s3_prefix}{team}/",
-                writable=bool(association.imports),
-                why=f"{directory}/{team} on the file system",
+    for association in storage.lustre.associations if storage.lustre else []:
+        s3_name = association_bucket_name(config, association)
+        if s3_name is not None:
+            prefixes.append(
+                TeamPrefix(s3_name, f"{association.s3_prefix}{team}/", bool(association.imports))
             )
-        )
     prefixes += [
-        TeamPrefix(
-            bucket=bucket_name(config, bucket),
-            prefix=f"{team}/",
-            writable=True,
-            why=f"the team's part of bucket {bucket.name} (teamAccess)",
-        )
+        TeamPrefix(bucket_name(config, bucket), f"{team}/", writable=True)
         for bucket in storage.buckets
         if bucket.team_access
     ]
@@ -486,11 +471,8 @@ def checkpoint_s3_uri(config: PlatformConfig) -> str | None:
     """``s3://bucket/prefix/`` that holds the checkpoint path, or None (no association)."""
     lustre = config.storage.lustre
     association = lustre.checkpoint_association() if lustre else None
-    if lustre is None or association is None:
-        return None
-    key = lustre.association_bucket(association)
-    bucket = next(b for b in config.storage.buckets if b.name == key)
-    return data_repository_path(bucket_name(config, bucket), association)
+    s3_name = association_bucket_name(config, association) if association else None
+    return data_repository_path(s3_name, association) if association and s3_name else None
 
 
 def association_resource_name(prefix: str, association: DataRepositoryAssociationConfig) -> str:
@@ -968,17 +950,15 @@ class Storage(pulumi.ComponentResource):
         self.file_system_id = file_system.id
         self.dns_name = file_system.dns_name
         self.mount_name = file_system.mount_name
-        buckets = {b.name: b for b in config.storage.buckets}
         for index, association in enumerate(lustre.associations):
             # Config refuses an association without a known bucket.
             bucket_key = typing.cast(str, lustre.association_bucket(association))
+            s3_name = typing.cast(str, association_bucket_name(config, association))
             aws.fsx.DataRepositoryAssociation(
                 association_resource_name(name, association),
                 file_system_id=file_system.id,
                 file_system_path=association.file_system_path,
-                data_repository_path=data_repository_path(
-                    bucket_name(config, buckets[bucket_key]), association
-                ),
+                data_repository_path=data_repository_path(s3_name, association),
                 batch_import_meta_data_on_create=association.batch_import_metadata_on_create,
                 s3=_s3_args(association),
                 delete_data_in_filesystem=False,

@@ -237,6 +237,13 @@ class AcceleratorAmounts(StrictModel):
         return {catalog.GPU_RESOURCE: self.gpus, catalog.NEURON_RESOURCE: self.neuron_devices}
 
 
+GENERAL_POOL: Final = "general"
+"""The CPU pool for everything that is not training, across every zone."""
+GENERAL_LUSTRE_POOL: Final = "general-lustre"
+"""The CPU pool of the file system's zone whose nodes mount it (Slurm's login pods, CPU jobs
+that read /fsx); the general pool crosses zones and does not."""
+
+
 def launch_zones(pool: NodePoolConfig, zones: list[str], training_zone: str) -> list[str]:
     """Zones a pool may launch in: the training zone for EFA and placement-group pools.
 
@@ -267,11 +274,12 @@ def mounts_lustre(config: PlatformConfig, pool: NodePoolConfig) -> bool:
 def node_pool_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     """Cross-field problems of ``platform.nodePools``."""
     names = [pool.name for pool in config.node_pools]
-    if duplicates([*names, "general", "general-lustre"]):
+    if duplicates([*names, GENERAL_POOL, GENERAL_LUSTRE_POOL]):
         yield ConfigProblem(
             f"{CONFIG_KEY}.nodePools",
             names,
-            "unique pool names, none named 'general' or 'general-lustre' (the CPU pools)",
+            f"unique pool names, none named {GENERAL_POOL!r} or {GENERAL_LUSTRE_POOL!r} (the "
+            "CPU pools)",
         )
     for index, pool in enumerate(config.node_pools):
         yield from _pool_problems(config, pool, f"{CONFIG_KEY}.nodePools[{index}]")

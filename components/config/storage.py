@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal, get_args
 
 from pydantic import AfterValidator, Field
 
@@ -139,16 +139,15 @@ WeeklyTime = Annotated[
 ]
 
 
+# In the order S3's lifecycle waterfall allows transitions (STORAGE_CLASS_ORDER reads it).
 StorageClass = Literal[
     "STANDARD_IA", "INTELLIGENT_TIERING", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"
 ]
 
 
-STORAGE_CLASS_ORDER: Final[tuple[str, ...]] = (
-    "STANDARD_IA", "INTELLIGENT_TIERING", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE",
-)  # fmt: skip
-"""The order S3 lifecycle transitions may go in (S3 user guide, "Transitioning objects using
-Amazon S3 Lifecycle": the waterfall)."""
+STORAGE_CLASS_ORDER: Final[tuple[str, ...]] = get_args(StorageClass)
+"""The order S3 lifecycle transitions may go in, as :data:`StorageClass` lists them (S3 user
+guide, "Transitioning objects using Amazon S3 Lifecycle": the waterfall)."""
 
 
 ARCHIVE_CLASSES: Final = ("GLACIER", "DEEP_ARCHIVE")
@@ -619,8 +618,10 @@ def _transition_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 yield ConfigProblem(
                     f"{where}.storageClass",
                     transition.storage_class,
-                    "STANDARD_IA, INTELLIGENT_TIERING or GLACIER_IR: the bucket is linked to the "
-                    "file system, which cannot read objects that need a restore",
+                    "one of "
+                    + ", ".join(c for c in STORAGE_CLASS_ORDER if c not in ARCHIVE_CLASSES)
+                    + ": the bucket is linked to the file system, which cannot read objects "
+                    "that need a restore",
                 )
 
 
@@ -687,6 +688,16 @@ def _s3_refuses(name: str) -> str | None:
 def bucket_name(config: PlatformConfig, bucket: BucketConfig) -> str:
     """The S3 name of a bucket: its configured name, or <cluster>-<key>-<account>."""
     return bucket.bucket_name or f"{config.name}-{bucket.name}-{config.account_id}"
+
+
+def association_bucket_name(
+    config: PlatformConfig, association: DataRepositoryAssociationConfig
+) -> str | None:
+    """The S3 name of the bucket an association links; None when config names no known one."""
+    lustre = config.storage.lustre
+    key = lustre.association_bucket(association) if lustre else None
+    bucket = next((b for b in config.storage.buckets if b.name == key), None)
+    return bucket_name(config, bucket) if bucket else None
 
 
 def access_log_bucket_name(config: PlatformConfig) -> str:

@@ -251,14 +251,8 @@ def _training_zones(resources: list[PolicyResource]) -> set[str]:
     }  # fmt: skip
     zones: set[str] = set()
     for pool in resources:
-        if pool.resource_type != NODE_POOL:
-            continue
-        template_spec = ((pool.props.get("spec") or {}).get("template") or {}).get("spec") or {}
-        if str((template_spec.get("nodeClassRef") or {}).get("name")) not in efa_classes:
-            continue
-        for requirement in template_spec.get("requirements") or []:
-            if requirement.get("key") == ZONE:
-                zones.update(str(v) for v in as_list(requirement.get("values")))
+        if pool.resource_type == NODE_POOL and _node_class_name(pool) in efa_classes:
+            zones |= _pool_zones(pool) or set()
     return zones
 
 
@@ -285,9 +279,18 @@ def _client_groups(resources: list[PolicyResource], file_system: PolicyResource)
     return clients - {g.urn for g in own}
 
 
+def _template_spec(pool: PolicyResource) -> Any:
+    """A NodePool's ``spec.template.spec`` (empty when absent)."""
+    return ((pool.props.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def _node_class_name(pool: PolicyResource) -> str:
+    return str((_template_spec(pool).get("nodeClassRef") or {}).get("name"))
+
+
 def _pool_zones(pool: PolicyResource) -> set[str] | None:
-    template_spec = ((pool.props.get("spec") or {}).get("template") or {}).get("spec") or {}
-    for requirement in template_spec.get("requirements") or []:
+    """The zones a NodePool's zone requirement allows; None without one (any zone)."""
+    for requirement in _template_spec(pool).get("requirements") or []:
         if requirement.get("key") == ZONE:
             return {str(v) for v in as_list(requirement.get("values"))}
     return None
@@ -327,15 +330,11 @@ def _check_fsx_zone(args: StackValidationArgs, report: ReportViolation) -> None:
                        f"{sorted(class_zones - fs_zones)}, outside the file system's zone "
                        f"{sorted(fs_zones)}", node_class.urn)  # fmt: skip
         for pool in resources:
-            if pool.resource_type != NODE_POOL:
-                continue
-            template_spec = ((pool.props.get("spec") or {}).get("template") or {}).get(
-                "spec") or {}  # fmt: skip
-            class_name = str((template_spec.get("nodeClassRef") or {}).get("name"))
-            if class_name not in client_classes:
+            if pool.resource_type != NODE_POOL or _node_class_name(pool) not in client_classes:
                 continue
             pool_name = (pool.props.get("metadata") or {}).get("name")
-            if any(r.get("key") == ZONE_ID for r in template_spec.get("requirements") or []):
+            requirements = _template_spec(pool).get("requirements") or []
+            if any(r.get("key") == ZONE_ID for r in requirements):
                 report(f"NodePool {pool_name} mounts the file system but names zones by id "
                        f"({ZONE_ID}), which the plan cannot hold to the file system's zone "
                        f"{sorted(fs_zones)}: require {ZONE} instead", pool.urn)  # fmt: skip
