@@ -189,7 +189,7 @@ _SHARED_PINS = {
 
 
 def test_the_images_botocore_is_the_one_the_checkpoint_tool_is_tested_with() -> None:
-    requirements = (README.parent / "requirements-dev.txt").read_text()
+    requirements = (README.parent / "requirements.txt").read_text()
     (tested,) = re.findall(r"^botocore==(\S+)$", requirements, re.MULTILINE)
     assert software.recipe_pins("training-cuda")["BOTOCORE_VERSION"] == tested
 

@@ -114,6 +114,26 @@ class NetworkConfig(StrictModel):
         description="Use this VPC and its subnets instead of creating them. Default: create.",
     )
 
+    def planned_private_cidr(self, zone: str) -> str | None:
+        """The block of the private subnet the stack creates in ``zone``.
+
+        None with an existing VPC (config does not know its blocks), for a zone the cluster
+        does not span, or for a plan that does not fit (reported by :func:`network_problems`).
+        """
+        if self.existing_vpc is not None or zone not in self.availability_zones:
+            return None
+        try:
+            plan = plan_subnets(
+                self.vpc_cidr,
+                self.availability_zones,
+                self.private_subnet_prefix_length,
+                self.public_subnet_prefix_length,
+                self.subnet_cidrs,
+            )
+        except SubnetPlanError:
+            return None
+        return next(zone_plan.private_cidr for zone_plan in plan if zone_plan.zone == zone)
+
 
 def network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     """Cross-field problems of ``platform.network`` (and the region and deploy path)."""

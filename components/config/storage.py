@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import ipaddress
 import posixpath
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Final, Literal, get_args
 
+import botocore.loaders
 from pydantic import AfterValidator, Field
 
 from components.config.base import (
     CONFIG_KEY,
     AvailabilityZone,
     ConfigProblem,
+    Ipv4Cidr,
     RetentionDays,
     StrictModel,
     duplicates,
@@ -248,6 +253,76 @@ class DataRepositoryAssociationConfig(StrictModel):
         return [] if self.export_events else list(ALL_EVENTS)
 
 
+@functools.cache
+def _ec2_instance_types() -> frozenset[str]:
+    """Instance types the EC2 API model knows (botocore's ``InstanceType`` enum)."""
+    model = botocore.loaders.Loader().load_service_model("ec2", "service-2")
+    return frozenset(model["shapes"]["InstanceType"]["enum"])
+
+
+def _known_instance_type(value: str) -> str:
+    if value not in _ec2_instance_types():
+        raise ValueError(f"{value!r} is not an EC2 instance type (EC2 API model, InstanceType)")
+    return value
+
+
+Ec2InstanceType = Annotated[str, AfterValidator(_known_instance_type)]
+TEAM_HOME_PATH: Final = "/teams"
+"""Each team's working directory (scratch, the Neuron compile cache), linked to no bucket."""
+DNS_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+MAX_CLAIM_NAME_LENGTH: Final = 63
+"""A claim's name is also its pod volume's name, a DNS label (core/v1 validation)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TeamRoot:
+    """A directory of the file system under which every team has its own directory.
+
+    Attributes:
+        path: normalised absolute path, e.g. ``/checkpoints``.
+        writable: whether teams write there: False for a path that only imports from S3
+            (what a job wrote would never reach S3, and a later import could overwrite it).
+    """
+
+    path: str
+    writable: bool
+
+    @property
+    def claim_name(self) -> str:
+        """Name of each team's claim on its directory here: ``lustre-checkpoints``."""
+        return (
+            "lustre-"
+            + self.path.strip("/").replace("/", "-").replace(".", "-").replace("_", "-").lower()
+        )
+
+
+ROOT_SQUASH_PATTERN: Final = r"[1-9][0-9]{0,9}:[1-9][0-9]{0,9}"
+"""FSx's ``LustreRootSquash`` (``UID:GID``, up to ten digits each), both non-zero: zero turns
+root squash off (FSx API model, LustreRootSquashConfiguration)."""
+ADMIN_CLIENT_BLOCK_PREFIX: Final = 28
+
+
+class LustreAdminClientConfig(StrictModel):
+    """The one client that mounts the file system as root: it lays out the team directories.
+
+    An EC2 instance at a fixed address (the file system's only no-squash NID) that runs the
+    layout at boot and stops (README, "Team isolation").
+    """
+
+    reserved_cidr: Ipv4Cidr | None = Field(
+        default=None,
+        description="A block of the training zone's private subnet reserved for explicit "
+        "addresses (an EC2 subnet CIDR reservation: nodes and pods never get them); the admin "
+        "client takes its first address. /28 to /32. Default: the second-to-last /28 of the "
+        "subnet the stack creates; required with network.existingVpc.",
+    )
+    instance_type: Ec2InstanceType = Field(
+        default="m7i.large",
+        description="Instance type (it runs for minutes at each layout change). Default: "
+        "m7i.large.",
+    )
+
+
 class LustreConfig(StrictModel):
     """FSx for Lustre PERSISTENT_2 in the training zone, linked to one S3 bucket."""
 
@@ -347,11 +422,46 @@ class LustreConfig(StrictModel):
         description="SNS topics the capacity alarm notifies. Default: none (the alarm shows in "
         "CloudWatch only).",
     )
+    root_squash: Annotated[
+        str, AfterValidator(matching(ROOT_SQUASH_PATTERN, "UID:GID, both non-zero"))
+    ] = Field(
+        default="65534:65534",
+        description="Who root on every client but the admin client is on the file system, "
+        "UID:GID (non-zero: root squash is always on). Default: 65534:65534 (nobody).",
+    )
+    admin_client: LustreAdminClientConfig = Field(
+        default_factory=LustreAdminClientConfig,
+        description="The client that lays out team directories as root. Default: an "
+        "m7i.large at the first address of its default reserved block.",
+    )
     mount_options: list[str] = Field(
         default_factory=lambda: list(DEFAULT_MOUNT_OPTIONS),
         description="Lustre client mount options. Default: [relatime, flock] (AWS's "
         "recommendation; release of unused data goes by last access time).",
     )
+
+    @property
+    def team_roots(self) -> list[TeamRoot]:
+        """Where teams get directories: every association's path, then :data:`TEAM_HOME_PATH`.
+
+        One layout whatever the number of teams: FSx allows 8 associations per file system,
+        so teams share an association and own a directory under it.
+        """
+        roots = [
+            TeamRoot(
+                normalized_file_system_path(association.file_system_path),
+                writable=not (association.imports and not association.export_events),
+            )
+            for association in self.associations
+        ]
+        # Config refuses an association over the home path.
+        return [*roots, TeamRoot(TEAM_HOME_PATH, writable=True)]
+
+    @property
+    def root_squash_ids(self) -> tuple[int, int]:
+        """(uid, gid) root is squashed to."""
+        uid, gid = self.root_squash.split(":")
+        return int(uid), int(gid)
 
     def association_bucket(self, association: DataRepositoryAssociationConfig) -> str | None:
         """Key of the bucket an association links: its own, or the file system's default."""
@@ -543,6 +653,8 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 "side (set importEvents: [] on a path that exports)",
             )
     yield from _checkpoint_problems(lustre, base)
+    yield from _admin_client_problems(config, lustre, base)
+    yield from _team_root_problems(lustre, base)
     if "noatime" in lustre.mount_options:
         yield ConfigProblem(
             f"{base}.mountOptions",
@@ -552,6 +664,90 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
         )
     if duplicates(lustre.namespaces):
         yield ConfigProblem(f"{base}.namespaces", lustre.namespaces, "each namespace once")
+
+
+def admin_client_block(config: PlatformConfig) -> ipaddress.IPv4Network | None:
+    """The reserved block of the admin client: configured, or the default of a created subnet.
+
+    The default is the second-to-last /28 of the training zone's private subnet: the last
+    holds the subnet's broadcast address, which AWS reserves. None when neither is known (an
+    existing VPC without ``adminClient.reservedCidr``, refused by config).
+    """
+    lustre = config.storage.lustre
+    if lustre is None:
+        return None
+    if lustre.admin_client.reserved_cidr is not None:
+        return ipaddress.IPv4Network(lustre.admin_client.reserved_cidr)
+    subnet = config.network.planned_private_cidr(config.network.training_zone)
+    if subnet is None:
+        return None
+    network = ipaddress.IPv4Network(subnet)
+    size = 2 ** (32 - ADMIN_CLIENT_BLOCK_PREFIX)
+    return ipaddress.IPv4Network(
+        (int(network.broadcast_address) + 1 - 2 * size, ADMIN_CLIENT_BLOCK_PREFIX)
+    )
+
+
+def admin_client_address(config: PlatformConfig) -> str | None:
+    """The admin client's private address: the first of its reserved block."""
+    block = admin_client_block(config)
+    return None if block is None else str(block.network_address)
+
+
+def _admin_client_problems(
+    config: PlatformConfig, lustre: LustreConfig, base: str
+) -> Iterator[ConfigProblem]:
+    key = f"{base}.adminClient.reservedCidr"
+    given = lustre.admin_client.reserved_cidr
+    if given is None:
+        if config.network.existing_vpc is not None:
+            yield ConfigProblem(
+                key,
+                None,
+                "a free /28 of the training zone's private subnet (the stack cannot read an "
+                "existing subnet's addresses): the admin client's reserved addresses",
+            )
+        return
+    block = ipaddress.IPv4Network(given)
+    if not ADMIN_CLIENT_BLOCK_PREFIX <= block.prefixlen <= 32:
+        yield ConfigProblem(key, given, f"a /{ADMIN_CLIENT_BLOCK_PREFIX} to /32 block")
+    subnet = config.network.planned_private_cidr(config.network.training_zone)
+    if subnet is not None and not block.subnet_of(ipaddress.IPv4Network(subnet)):
+        yield ConfigProblem(
+            key,
+            given,
+            f"a block inside the training zone's private subnet {subnet}, where the file "
+            "system's clients are",
+        )
+
+
+def _team_root_problems(lustre: LustreConfig, base: str) -> Iterator[ConfigProblem]:
+    """Each team directory root needs a claim name of its own that Kubernetes accepts."""
+    for index, association in enumerate(lustre.associations):
+        if _overlaps(normalized_file_system_path(association.file_system_path), TEAM_HOME_PATH):
+            yield ConfigProblem(
+                f"{base}.associations[{index}].fileSystemPath",
+                association.file_system_path,
+                f"a path apart from {TEAM_HOME_PATH}, the teams' working directories, which "
+                "no bucket links",
+            )
+    names: dict[str, str] = {}
+    for root in lustre.team_roots:
+        claim = root.claim_name
+        if len(claim) > MAX_CLAIM_NAME_LENGTH or not re.fullmatch(DNS_LABEL, claim):
+            yield ConfigProblem(
+                f"{base}.associations",
+                root.path,
+                f"a path below the root whose claim name ({claim}) is a DNS label of at most "
+                f"{MAX_CLAIM_NAME_LENGTH} characters",
+            )
+        if claim in names:
+            yield ConfigProblem(
+                f"{base}.associations",
+                root.path,
+                f"a path whose claim name ({claim}) differs from that of {names[claim]}",
+            )
+        names.setdefault(claim, root.path)
 
 
 def _checkpoint_problems(lustre: LustreConfig, base: str) -> Iterator[ConfigProblem]:

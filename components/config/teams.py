@@ -71,6 +71,15 @@ class TeamQueueConfig(StrictModel):
     )
 
 
+WORKLOAD_GID: Final = 1000
+"""The group every runtime pod runs as (its user's, ``mpiuser`` of Trainer's MPI images): a team
+directory owned by it would be open to every team."""
+MIN_TEAM_GID: Final = 1001
+"""Below: system groups and :data:`WORKLOAD_GID`."""
+MAX_TEAM_GID: Final = 2**31 - 1
+"""Kubernetes' bound on a pod's supplemental groups (core/v1 validation: int64 within int32)."""
+
+
 class TeamConfig(StrictModel):
     """A team: its namespace, quota, access, queue and storage claim."""
 
@@ -102,8 +111,26 @@ class TeamConfig(StrictModel):
     )
     shared_file_system: bool = Field(
         default=True,
-        description="Mount the Lustre file system (claim shared-lustre) when the stack has one. "
-        "Default: true.",
+        description="Mount the team's directories of the Lustre file system when the stack has "
+        "one. Default: true.",
+    )
+    gid: int | None = Field(
+        default=None,
+        ge=MIN_TEAM_GID,
+        le=MAX_TEAM_GID,
+        description=f"The team's POSIX group: its directories on the shared file system are "
+        f"owned by it (setgid, mode 2770), its pods carry it as a supplemental group, and its "
+        f"Slurm users must have it (README, 'Team isolation'). {MIN_TEAM_GID} to "
+        f"{MAX_TEAM_GID}, not {WORKLOAD_GID} (every pod's own group) nor the root squash gid. "
+        "Required with a Lustre file system.",
+    )
+    lustre_quota_gib: int | None = Field(
+        alias="lustreQuotaGiB",
+        default=None,
+        ge=1,
+        description="Hard limit of the team's data on the shared file system, GiB: a Lustre "
+        "project quota over all its directories (project id = gid). Default: no limit (usage "
+        "is still counted: lfs quota -p <gid> /fsx).",
     )
 
     @property
@@ -111,6 +138,34 @@ class TeamConfig(StrictModel):
         """The queue's hard cap (its own, or the team's quota)."""
         return self.queue.capability or AcceleratorAmounts(
             gpus=self.quota.gpus, neuron_devices=self.quota.neuron_devices
+        )
+
+
+def _group_problems(config: PlatformConfig, team: TeamConfig, base: str) -> Iterator[ConfigProblem]:
+    """A team on the shared file system needs a gid of its own, not the squashed root's."""
+    lustre = config.storage.lustre
+    if lustre is None:
+        return
+    if team.gid is None:
+        if team.shared_file_system or config.slurm.enabled:
+            yield ConfigProblem(
+                f"{base}.gid",
+                None,
+                f"the team's POSIX group id ({MIN_TEAM_GID} to {MAX_TEAM_GID}): its directories "
+                "on the Lustre file system belong to it (README, 'Team isolation')",
+            )
+        return
+    others = [other.name for other in config.teams if other.gid == team.gid]
+    if len(others) > 1:
+        yield ConfigProblem(
+            f"{base}.gid", team.gid, f"a gid no other team has ({', '.join(others)} share it)"
+        )
+    if team.gid == lustre.root_squash_ids[1]:
+        yield ConfigProblem(
+            f"{base}.gid",
+            team.gid,
+            f"a gid other than storage.lustre.rootSquash's ({lustre.root_squash}): a squashed "
+            "root would own the team's files",
         )
 
 
@@ -135,6 +190,7 @@ def team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 "through sharedFileSystem)",
             )
         yield from _access_problems(config, team, base)
+        yield from _group_problems(config, team, base)
         queue = team.queue
         for key, attribute in fields:
             guarantee = getattr(queue.guarantee, attribute)
