@@ -136,11 +136,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             kubernetes_provider=self.cluster.kubernetes_provider,
             opts=with_aws,
         )
-        mounting_namespaces: dict[str, pulumi.Resource] = {
-            team.name: self.teams.namespaces[team.name]
-            for team in config.teams
-            if team.shared_file_system
-        }
+        mounting_namespaces: dict[str, pulumi.Resource] = {}
         slurm_namespace = None
         if config.slurm.enabled:
             slurm_namespace = create_namespace(
@@ -158,6 +154,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             cluster_ready=self.cluster.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
             mounting_namespaces=mounting_namespaces,
+            team_namespaces=dict(self.teams.namespaces),
             opts=with_aws,
         )
         lustre_pools = {pool.name for pool in config.node_pools if mounts_lustre(config, pool)}
@@ -191,6 +188,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 if config.storage.lustre
                 else None
             ),
+            lustre=config.storage.lustre,
             protect=config.protect_stateful_resources,
             volcano_ready=self.scheduling.ready,
             kubernetes_provider=self.cluster.kubernetes_provider,
@@ -217,7 +215,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 volume_tags=stack_tags(config),
                 cluster_ready=self.cluster.ready,
                 workloads_ready=[
-                    *(claim for ns, claim in self.storage.claims.items() if ns == SLURM_NAMESPACE),
+                    *self.storage.claims.get(SLURM_NAMESPACE, []),
                     *self.scheduling.priority_classes,
                 ],
                 kubernetes_provider=self.cluster.kubernetes_provider,

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import ipaddress
 import json
+import re
 import typing
 from typing import Any, Final
 
@@ -32,7 +34,18 @@ from components.config import (
     association_bucket_name,
     bucket_name,
 )
-from components.config.storage import LUSTRE_FIRST_STEPS_GIB, normalized_file_system_path
+from components.config.storage import (
+    LUSTRE_FIRST_STEPS_GIB,
+    admin_client_address,
+    admin_client_block,
+    normalized_file_system_path,
+)
+from components.file_system_layout import (
+    TeamDirectory,
+    layout_script,
+    no_squash_nid,
+    team_directories,
+)
 from components.iam import (
     account_administers_key,
     customer_key,
@@ -503,11 +516,34 @@ def persistent_volume_spec(
     lustre: LustreConfig,
     *,
     namespace: str,
-    file_system_id: pulumi.Input[str],
+    volume_handle: pulumi.Input[str],
     dns_name: pulumi.Input[str],
     mount_name: pulumi.Input[str],
+    claim_name: str = CLAIM_NAME,
+    read_only: bool = False,
 ) -> dict[str, Any]:
-    """A static PV bound to exactly one namespace's claim (a PV binds one claim)."""
+    """A static PV bound to exactly one namespace's claim (a PV binds one claim).
+
+    Args:
+        lustre: the file system's config (capacity, mount options).
+        namespace: the namespace of the claim it binds.
+        volume_handle: the file system's id, or :func:`team_volume_handle` for a team's
+            directory.
+        dns_name: the file system's DNS name.
+        mount_name: what the node mounts after ``<dnsname>@tcp:/``: the file system's mount
+            name, or a directory below it (``<mountname>/checkpoints/<team>``).
+        claim_name: the claim's name. Default ``shared-lustre`` (the whole file system).
+        read_only: mount it read-only: kubelet passes the PV's ``readOnly`` to the driver,
+            which mounts with ``ro`` (aws-fsx-csi-driver v1.7.0 pkg/driver/node.go,
+            NodePublishVolume). Default False.
+    """
+    csi: dict[str, Any] = {
+        "driver": CSI_DRIVER,
+        "volumeHandle": volume_handle,
+        "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
+    }
+    if read_only:
+        csi["readOnly"] = True
     return {
         "capacity": {"storage": f"{lustre.storage_capacity_gib}Gi"},
         "volumeMode": "Filesystem",
@@ -515,13 +551,77 @@ def persistent_volume_spec(
         "persistentVolumeReclaimPolicy": "Retain",
         "storageClassName": "",
         "mountOptions": list(lustre.mount_options),
-        "claimRef": {"namespace": namespace, "name": CLAIM_NAME},
-        "csi": {
-            "driver": CSI_DRIVER,
-            "volumeHandle": file_system_id,
-            "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
-        },
+        "claimRef": {"namespace": namespace, "name": claim_name},
+        "csi": csi,
     }
+
+
+ADMIN_IMAGE_PARAMETER: Final = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{}"
+"""The public SSM parameter of the newest Amazon Linux 2023 AMI per architecture; a launch
+template may name it as ``resolve:ssm:<parameter>`` instead of an AMI id (EC2 User Guide, "Use a
+Systems Manager parameter instead of an AMI ID"), so each new admin client boots the current
+AMI and the stack needs no lookup at plan time."""
+GRAVITON_FAMILY: Final = re.compile(r"[a-z]+[0-9]+[a-z]*g[a-z]*(?:-[a-z]+)?")
+"""Graviton (arm64) families name a ``g`` after the generation: m7g, c7gn, r8gd, t4g, im4gn."""
+
+
+def admin_launch_template(lustre: LustreConfig, tags: dict[str, str]) -> dict[str, Any]:
+    """Launch template arguments of the admin client: the current AMI, and its tags.
+
+    The network (private subnet, address, groups) and the hardening are the instance's own
+    (:data:`ADMIN_INSTANCE_HARDENING`), where policies and scanners read them; EC2 refuses
+    instance-level groups beside a template's network interface.
+
+    Args:
+        lustre: the file system's config (the admin client's instance type).
+        tags: tags of the instance and its volume.
+    """
+    instance_type = lustre.admin_client.instance_type
+    family = instance_type.split(".", maxsplit=1)[0]
+    architecture = "arm64" if GRAVITON_FAMILY.fullmatch(family) else "x86_64"
+    return {
+        "image_id": f"resolve:ssm:{ADMIN_IMAGE_PARAMETER.format(architecture)}",
+        "instance_type": instance_type,
+        "update_default_version": True,
+        "metadata_options": dict(ADMIN_METADATA_OPTIONS),
+        "tag_specifications": [
+            {"resource_type": kind, "tags": tags} for kind in ("instance", "volume")
+        ],
+    }
+
+
+ADMIN_METADATA_OPTIONS: Final = {
+    "http_endpoint": "enabled",
+    "http_tokens": "required",
+    "http_put_response_hop_limit": 1,
+}
+"""IMDSv2 only, one hop: on the template and on the instance."""
+ADMIN_INSTANCE_HARDENING: Final = {
+    "metadata_options": ADMIN_METADATA_OPTIONS,
+    # The AMI's size, encrypted, deleted with the instance: it keeps nothing.
+    "root_block_device": {"encrypted": True, "volume_type": "gp3", "delete_on_termination": True},
+    "ebs_optimized": True,
+    # One-minute metrics for the minutes it runs: a stuck layout shows in CloudWatch.
+    "monitoring": True,
+}
+"""The admin client's IMDSv2-only metadata, encrypted root volume and detailed monitoring."""
+
+
+def team_volume_handle(
+    file_system_id: pulumi.Input[str], directory: TeamDirectory
+) -> pulumi.Output[str]:
+    """The handle of a team directory's PV: ``<file system id>::<directory>``, one per PV.
+
+    kubelet knows a CSI volume by driver and handle (kubernetes pkg/volume/csi/csi_plugin.go,
+    GetVolumeName) and mounts one volume of a name once per pod
+    (pkg/kubelet/volumemanager/cache/desired_state_of_world.go, AddPodToVolume): a pod with
+    four claims on one handle would get one mount. The FSx driver reads the handle as the file
+    system's id only in DeleteVolume, ValidateVolumeCapabilities and ControllerExpandVolume
+    (aws-fsx-csi-driver v1.7.0 pkg/driver/controller.go), which a static, retained PV
+    without a StorageClass never gets; it mounts from the volume's attributes
+    (pkg/driver/node.go).
+    """
+    return pulumi.Output.concat(file_system_id, "::", directory.subdirectory)
 
 
 def persistent_volume_claim_spec(volume_name: str) -> dict[str, Any]:
@@ -582,6 +682,7 @@ class Storage(pulumi.ComponentResource):
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
         mounting_namespaces: dict[str, pulumi.Resource] | None = None,
+        team_namespaces: dict[str, pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the storage.
@@ -594,9 +695,12 @@ class Storage(pulumi.ComponentResource):
             logs_key_arn: customer KMS key of the file system's log group.
             cluster_ready: what the CSI add-on and Kubernetes objects wait for.
             kubernetes_provider: provider of the namespaces, PVs and claims.
-            mounting_namespaces: namespaces created elsewhere (team namespaces, Slurm's) that
-                mount the file system and get a claim; ``storage.lustre.namespaces`` are created
-                here. Default: none.
+            mounting_namespaces: namespaces created elsewhere (Slurm's) that mount the whole
+                file system and get the claim ``shared-lustre``; ``storage.lustre.namespaces``
+                are created here. Default: none.
+            team_namespaces: team name -> its namespace; each team with ``sharedFileSystem``
+                gets one claim per team root on its own directory there
+                (components/file_system_layout.py). Default: none.
             opts: resource options; the AWS provider comes from here.
         """
         super().__init__("trainingplatform:index:Storage", name, None, opts)
@@ -610,8 +714,10 @@ class Storage(pulumi.ComponentResource):
         self.buckets: dict[str, str] = {}
         self.access_log_bucket: str | None = None
         """S3 name of the bucket the data buckets log their requests into (None without)."""
-        self.claims: dict[str, k8s.core.v1.PersistentVolumeClaim] = {}
-        """The ``shared-lustre`` claim of each mounting namespace (what pods there wait for)."""
+        self.claims: dict[str, list[k8s.core.v1.PersistentVolumeClaim]] = {}
+        """The claims of each mounting namespace (what pods there wait for)."""
+        self.layout: list[pulumi.Resource] = []
+        """The admin client that lays out the team directories (what team claims wait for)."""
         self.team_roles: dict[str, aws.iam.Role] = {}
         """Each team's job role (Pod Identity of its job service account), by team name."""
         if not storage.buckets and storage.lustre is None:
@@ -659,6 +765,7 @@ class Storage(pulumi.ComponentResource):
                 cluster_ready=cluster_ready,
                 kubernetes_provider=kubernetes_provider,
                 mounting_namespaces=mounting_namespaces,
+                team_namespaces=team_namespaces or {},
                 child=child,
             )
         self.register_outputs({"buckets": self.buckets})
@@ -861,6 +968,8 @@ class Storage(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
     ) -> None:
         cluster = config.name
+        # Config refuses a stack whose admin client has no known address.
+        admin_address = typing.cast(str, admin_client_address(config))
         clients = aws.ec2.SecurityGroup(
             f"{name}-lustre-clients",
             description=f"Training nodes of {cluster} that mount the Lustre file system",
@@ -944,17 +1053,21 @@ class Storage(pulumi.ComponentResource):
             log_configuration=aws.fsx.LustreFileSystemLogConfigurationArgs(
                 destination=log_group.arn if log_group else None, level=lustre.log_level
             ),
+            root_squash_configuration=aws.fsx.LustreFileSystemRootSquashConfigurationArgs(
+                root_squash=lustre.root_squash, no_squash_nids=[no_squash_nid(admin_address)]
+            ),
             tags={"Name": cluster},
             opts=stateful,
         )
         self.file_system_id = file_system.id
         self.dns_name = file_system.dns_name
         self.mount_name = file_system.mount_name
+        associations: list[pulumi.Resource] = []
         for index, association in enumerate(lustre.associations):
             # Config refuses an association without a known bucket.
             bucket_key = typing.cast(str, lustre.association_bucket(association))
             s3_name = typing.cast(str, association_bucket_name(config, association))
-            aws.fsx.DataRepositoryAssociation(
+            associations.append(aws.fsx.DataRepositoryAssociation(
                 association_resource_name(name, association),
                 file_system_id=file_system.id,
                 file_system_path=association.file_system_path,
@@ -977,8 +1090,106 @@ class Storage(pulumi.ComponentResource):
                         aliases=[pulumi.Alias(name=f"{name}-dra-{index}")],
                     ),
                 ),
-            )
+            ))  # fmt: skip
+        self._admin_client(
+            name, config=config, lustre=lustre, file_system=file_system, address=admin_address,
+            vpc_id=vpc_id, training_subnet_id=training_subnet_id, clients=clients,
+            servers=servers, associations=associations,
+        )  # fmt: skip
         self._capacity(name, config=config, lustre=lustre, file_system=file_system)
+
+    def _admin_client(
+        self,
+        name: str,
+        *,
+        config: PlatformConfig,
+        lustre: LustreConfig,
+        file_system: aws.fsx.LustreFileSystem,
+        address: str,
+        vpc_id: pulumi.Input[str],
+        training_subnet_id: pulumi.Input[str],
+        clients: aws.ec2.SecurityGroup,
+        servers: aws.ec2.SecurityGroup,
+        associations: list[pulumi.Resource],
+    ) -> None:
+        """The instance that lays out the team directories as root, then stops.
+
+        Its address is reserved in the training subnet (an ``explicit`` subnet CIDR
+        reservation: EC2 assigns none of it to nodes or pods, EC2 API CreateSubnetCidrReservation)
+        and is the file system's only no-squash NID. A change to the layout replaces the
+        instance: the new one boots, runs :func:`layout_script` and stops. It has no role, key
+        pair or inbound rule; its output is on its console.
+        """
+        child = pulumi.ResourceOptions(parent=self)
+        block = typing.cast(ipaddress.IPv4Network, admin_client_block(config))
+        reservation = aws.ec2.SubnetCidrReservation(
+            f"{name}-lustre-admin",
+            subnet_id=training_subnet_id,
+            cidr_block=str(block),
+            reservation_type="explicit",
+            description="The Lustre admin client's address (the file system's no-squash NID)",
+            opts=child,
+        )
+        group = aws.ec2.SecurityGroup(
+            f"{name}-lustre-admin",
+            description=f"Lustre admin client of {config.name}: Lustre and package downloads",
+            vpc_id=vpc_id,
+            egress=[
+                *(
+                    aws.ec2.SecurityGroupEgressArgs(
+                        protocol="tcp", from_port=low, to_port=high,
+                        security_groups=[servers.id], description="to the Lustre file servers",
+                    )
+                    for low, high in LUSTRE_PORTS
+                ),
+                aws.ec2.SecurityGroupEgressArgs(
+                    protocol="tcp", from_port=443, to_port=443, cidr_blocks=["0.0.0.0/0"],
+                    description="the Lustre client package (Amazon Linux repositories)",
+                ),
+            ],
+            tags={"Name": f"{config.name}-lustre-admin"},
+            opts=child,
+        )  # fmt: skip
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-lustre-admin",
+            description="Lustre admin client: Amazon Linux 2023, IMDSv2, encrypted root volume",
+            **typing.cast(
+                Any,
+                admin_launch_template(
+                    lustre, {**config.required_tags, "Name": f"{config.name}-lustre-admin"}
+                ),
+            ),
+            opts=child,
+        )
+        self.layout.append(
+            aws.ec2.Instance(
+                f"{name}-lustre-admin",
+                launch_template=aws.ec2.InstanceLaunchTemplateArgs(
+                    id=template.id, version="$Latest"
+                ),
+                subnet_id=training_subnet_id,
+                private_ip=address,
+                vpc_security_group_ids=[clients.id, group.id],
+                user_data=pulumi.Output.all(file_system.dns_name, file_system.mount_name).apply(
+                    lambda names: layout_script(
+                        lustre,
+                        [team for team in config.teams if team.gid is not None],
+                        dns_name=names[0],
+                        mount_name=names[1],
+                    )
+                ),
+                user_data_replace_on_change=True,
+                instance_initiated_shutdown_behavior="stop",
+                **typing.cast(Any, ADMIN_INSTANCE_HARDENING),
+                tags={"Name": f"{config.name}-lustre-admin"},
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[reservation, *associations],
+                    # Its address is fixed: the old instance must go before the new one starts.
+                    delete_before_replace=True,
+                ),
+            )
+        )
 
     def _capacity(
         self,
@@ -1082,6 +1293,7 @@ class Storage(pulumi.ComponentResource):
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
         mounting_namespaces: dict[str, pulumi.Resource],
+        team_namespaces: dict[str, pulumi.Resource],
         child: pulumi.ResourceOptions,
     ) -> None:
         role = role_with_policies(
@@ -1137,28 +1349,72 @@ class Storage(pulumi.ComponentResource):
                 opts=in_cluster,
             )
         for namespace, ns in mounting.items():
-            volume_name = f"{CLAIM_NAME}-{namespace}"
-            volume = k8s.core.v1.PersistentVolume(
-                f"{name}-pv-{namespace}",
-                metadata={"name": volume_name},
-                # The builders speak the Kubernetes API's field names, which the SDK passes through.
-                spec=typing.cast(
-                    Any,
-                    persistent_volume_spec(
-                        lustre,
-                        namespace=namespace,
-                        file_system_id=self.file_system_id,
-                        dns_name=self.dns_name,
-                        mount_name=self.mount_name,
+            self.claims[namespace] = [
+                self._claim(
+                    name, lustre, namespace=namespace, namespace_resource=ns,
+                    claim_name=CLAIM_NAME, volume_name=f"{CLAIM_NAME}-{namespace}",
+                    volume_handle=self.file_system_id, mount_name=self.mount_name,
+                    read_only=False, opts=in_cluster,
+                )
+            ]  # fmt: skip
+        for team in config.teams:
+            if not team.shared_file_system or team.name not in team_namespaces:
+                continue
+            self.claims[team.name] = [
+                self._claim(
+                    name, lustre, namespace=team.name,
+                    namespace_resource=team_namespaces[team.name],
+                    claim_name=directory.claim_name, volume_name=directory.volume_name,
+                    volume_handle=team_volume_handle(self.file_system_id, directory),
+                    mount_name=pulumi.Output.concat(self.mount_name, "/", directory.subdirectory),
+                    read_only=not directory.root.writable,
+                    opts=pulumi.ResourceOptions.merge(
+                        in_cluster, pulumi.ResourceOptions(depends_on=self.layout)
                     ),
+                )
+                for directory in team_directories(lustre, team)
+            ]  # fmt: skip
+
+    def _claim(
+        self,
+        name: str,
+        lustre: LustreConfig,
+        *,
+        namespace: str,
+        namespace_resource: pulumi.Resource,
+        claim_name: str,
+        volume_name: str,
+        volume_handle: pulumi.Input[str],
+        mount_name: pulumi.Input[str],
+        read_only: bool,
+        opts: pulumi.ResourceOptions,
+    ) -> k8s.core.v1.PersistentVolumeClaim:
+        """A static PV and the one claim in ``namespace`` that binds it."""
+        # Resource names of the whole-file-system claims predate team directories.
+        suffix = namespace if claim_name == CLAIM_NAME else f"{namespace}-{claim_name}"
+        volume = k8s.core.v1.PersistentVolume(
+            f"{name}-pv-{suffix}",
+            metadata={"name": volume_name},
+            # The builders speak the Kubernetes API's field names, which the SDK passes through.
+            spec=typing.cast(
+                Any,
+                persistent_volume_spec(
+                    lustre,
+                    namespace=namespace,
+                    volume_handle=volume_handle,
+                    dns_name=self.dns_name,
+                    mount_name=mount_name,
+                    claim_name=claim_name,
+                    read_only=read_only,
                 ),
-                opts=in_cluster,
-            )
-            self.claims[namespace] = k8s.core.v1.PersistentVolumeClaim(
-                f"{name}-pvc-{namespace}",
-                metadata={"name": CLAIM_NAME, "namespace": namespace},
-                spec=typing.cast(Any, persistent_volume_claim_spec(volume_name)),
-                opts=pulumi.ResourceOptions.merge(
-                    in_cluster, pulumi.ResourceOptions(depends_on=[ns, volume])
-                ),
-            )
+            ),
+            opts=opts,
+        )
+        return k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-pvc-{suffix}",
+            metadata={"name": claim_name, "namespace": namespace},
+            spec=typing.cast(Any, persistent_volume_claim_spec(volume_name)),
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=[namespace_resource, volume])
+            ),
+        )
