@@ -32,11 +32,18 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
-from components.config import RUNTIME_IMAGE_KEYS, NodePoolConfig, TeamConfig, TrainerConfig
+from components.config import (
+    RUNTIME_IMAGE_KEYS,
+    LustreConfig,
+    NodePoolConfig,
+    TeamConfig,
+    TrainerConfig,
+)
+from components.config.teams import WORKLOAD_GID
+from components.file_system_layout import TeamDirectory, team_directories
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
-from components.storage import CLAIM_NAME
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL, cluster_role_ref
 from components.tenancy import hardened_pod
 from components.workloads import (
@@ -64,9 +71,19 @@ RUNTIME_API: Final = "trainer.kubeflow.org/v1alpha1"
 RUNTIME_KIND: Final = "TrainingRuntime"
 FRAMEWORK_LABEL: Final = "trainer.kubeflow.org/framework"
 ANCESTOR_LABEL: Final = "trainer.kubeflow.org/trainjob-ancestor-step"
-MPI_USER_ID: Final = 1000
-"""``mpiuser`` of Trainer's MPI runtime images: OpenMPI refuses to run as root, and the SSH keys
-are mounted for this user (upstream deepspeed_distributed.yaml: runAsUser and fsGroup 1000)."""
+MPI_USER_ID: Final = WORKLOAD_GID
+"""The user (and group) of every runtime pod: ``mpiuser`` of Trainer's MPI runtime images,
+where OpenMPI refuses to run as root and the SSH keys are mounted for this user (upstream
+deepspeed_distributed.yaml: runAsUser and fsGroup 1000); the other images run as it too, since
+root cannot write the team's directories (:func:`workload_security_context`)."""
+UNLISTED_USER_ENVIRONMENT: Final = [
+    {"name": "HOME", "value": "/tmp"},
+    {"name": "USER", "value": "trainer"},
+]
+"""The framework images other than the MPI ones have no user 1000 in ``/etc/passwd``: the
+container's HOME would be ``/``, which it cannot write (Triton's and pip's caches), and
+Python's ``getpass.getuser()`` (which names TorchInductor's cache directory) falls back to
+USER before the password database."""
 MPI_SSH_PATH: Final = "/home/mpiuser/.ssh"
 MPI_SSH_PORT: Final = 2222
 MPI_NO_SINGLE_COPY: Final = {"name": "OMPI_MCA_btl_vader_single_copy_mechanism", "value": "none"}
@@ -181,12 +198,60 @@ def _environment(
     return environment
 
 
+def workload_security_context(group_id: int | None) -> dict[str, Any]:
+    """Every runtime pod runs as :data:`MPI_USER_ID`, with its team's group as a supplement.
+
+    Root squash makes root on a node ``nobody`` on the file system, without the team's group
+    (README, "Team isolation"), so a job writes its team's directories only as a user whose
+    groups include the team's. Kubernetes adds ``supplementalGroups`` to the container's
+    processes, and the Lustre client sends the group that owns the file it checks
+    (components/file_system_layout.py).
+
+    Args:
+        group_id: the team's gid; None for a team without the shared file system.
+    """
+    context = non_root_security_context(MPI_USER_ID)
+    if group_id is not None:
+        context["supplementalGroups"] = [group_id]
+    return context
+
+
+def team_volumes(
+    directories: list[TeamDirectory],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts) of a team's directories: each claim at the path it has in ``/fsx``.
+
+    A directory under a path that only imports from S3 is mounted read-only.
+    """
+    volumes = [
+        {
+            "name": directory.claim_name,
+            "persistentVolumeClaim": {
+                "claimName": directory.claim_name,
+                **({} if directory.root.writable else {"readOnly": True}),
+            },
+        }
+        for directory in directories
+    ]
+    mounts = [
+        {
+            "name": directory.claim_name,
+            "mountPath": directory.mount_path,
+            **({} if directory.root.writable else {"readOnly": True}),
+        }
+        for directory in directories
+    ]
+    return volumes, mounts
+
+
 def pod_spec(
     pool: NodePoolConfig,
     *,
     image: str,
     checkpoints: CheckpointLocation | None,
     team: str | None = None,
+    directories: list[TeamDirectory] | None = None,
+    group_id: int | None = None,
     command: list[str] | None = None,
 ) -> dict[str, Any]:
     """The pod of one training node: pinned to the pool, the whole node, Volcano-scheduled.
@@ -194,18 +259,21 @@ def pod_spec(
     Args:
         pool: the pool its node comes from.
         image: the training image.
-        checkpoints: with the shared file system, where jobs checkpoint: the namespace's
-            Lustre claim is mounted at the shared path and the job gets its checkpoint
-            directory under it. None: no shared file system.
+        checkpoints: with the shared file system, where jobs checkpoint: the job gets its
+            checkpoint directory in the team's. None: no shared file system.
         team: the team whose runtime it is (its Neuron compile cache and checkpoints live in
             its directories); None for cluster-wide runtimes. Default None.
+        directories: the team's directories on the shared file system, each mounted from its
+            claim (:func:`team_volumes`). Default none.
+        group_id: the team's gid, the pods' supplemental group. Default None.
         command: the container's command, if not the image's. Default None.
     """
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
-    if checkpoints is not None:
-        mounts.append({"name": "shared", "mountPath": SHARED_MOUNT})
-        volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": CLAIM_NAME}})
+    if checkpoints is not None and directories:
+        shared_volumes, shared_mounts = team_volumes(directories)
+        volumes += shared_volumes
+        mounts += shared_mounts
     container: dict[str, Any] = {
         "name": "node",
         "image": image,
@@ -216,6 +284,7 @@ def pod_spec(
     if command:
         container["command"] = command
     return {
+        "securityContext": workload_security_context(group_id),
         "schedulerName": SCHEDULER_NAME,
         "priorityClassName": STANDARD_PRIORITY_CLASS,
         "serviceAccountName": JOB_SERVICE_ACCOUNT,
@@ -300,7 +369,7 @@ def wait_for_workers_script() -> str:
 
 def _mpi_replicated_jobs(pod: dict[str, Any], image: str) -> list[dict[str, Any]]:
     """Workers serving SSH and the launcher (itself node 0) that runs mpirun over them."""
-    pod = copy.deepcopy({**pod, "securityContext": non_root_security_context(MPI_USER_ID)})
+    pod = copy.deepcopy(pod)
     pod["containers"][0]["env"] = [*pod["containers"][0].get("env", []), MPI_NO_SINGLE_COPY]
     worker = copy.deepcopy(pod)
     worker["containers"][0].update(
@@ -335,17 +404,25 @@ def runtime_spec(
     trainer: TrainerConfig,
     queue: str,
     checkpoints: CheckpointLocation | None,
+    directories: list[TeamDirectory] | None = None,
+    group_id: int | None = None,
 ) -> dict[str, Any]:
     """The TrainingRuntime spec of ``framework`` on ``pool``, gang-scheduled in ``queue``.
 
     ``queue`` is the team's queue and name: its Neuron compile cache and checkpoints sit in its
-    directories. ``checkpoints``: see :func:`pod_spec`. A failed pod restarts the whole
-    job up to ``trainer.maxRestarts`` times (:data:`RESTART_STRATEGY`).
+    directories. ``checkpoints``, ``directories`` and ``group_id``: see :func:`pod_spec`. A
+    failed pod restarts the whole job up to ``trainer.maxRestarts`` times
+    (:data:`RESTART_STRATEGY`).
     """
     image = trainer.images.for_runtime(pool.instance.accelerator, framework)
     # Config refuses a stack with Trainium pools and no Neuron image.
     assert image is not None
-    pod = pod_spec(pool, image=image, checkpoints=checkpoints, team=queue)
+    pod = pod_spec(
+        pool, image=image, checkpoints=checkpoints, team=queue, directories=directories,
+        group_id=group_id,
+    )  # fmt: skip
+    if framework != "mpi":
+        pod["containers"][0]["env"].extend(UNLISTED_USER_ENVIRONMENT)
     ml_policy: dict[str, Any] = {"numNodes": 1}
     jobset: dict[str, Any]
     if framework == "mpi":
@@ -546,6 +623,7 @@ class Trainer(pulumi.ComponentResource):
         teams: list[TeamConfig],
         team_namespaces: dict[str, pulumi.Resource],
         checkpoints: CheckpointLocation | None,
+        lustre: LustreConfig | None,
         protect: bool,
         volcano_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
@@ -564,8 +642,8 @@ class Trainer(pulumi.ComponentResource):
             team_namespaces: team name -> its Namespace (runtimes wait for it).
             checkpoints: where jobs checkpoint, where the stack has the Lustre file system,
                 else None: runtimes of teams with ``sharedFileSystem``
-                mount the namespace's ``shared-lustre`` claim and give each job its checkpoint
-                directory.
+                mount the team's directories and give each job its checkpoint directory.
+            lustre: the shared file system's config (its team roots), None without one.
             protect: protect the release and the JobSet CRD, and retain both on delete: their
                 CRDs carry every TrainJob, runtime and JobSet. Unprotected (dev), switching
                 Trainer off uninstalls them, so switching it on again installs afresh instead of
@@ -681,13 +759,14 @@ class Trainer(pulumi.ComponentResource):
             )
             for pool, framework in team_runtimes(team, pools):
                 runtime = runtime_name(framework, pool)
+                mounted = (
+                    lustre is not None and team.shared_file_system and pool.name in lustre_pools
+                )
                 spec = runtime_spec(
                     framework, pool, trainer=trainer, queue=team.name,
-                    checkpoints=(
-                        checkpoints
-                        if team.shared_file_system and pool.name in lustre_pools
-                        else None
-                    ),
+                    checkpoints=checkpoints if mounted else None,
+                    directories=team_directories(lustre, team) if lustre and mounted else None,
+                    group_id=team.gid if lustre is not None else None,
                 )  # fmt: skip
                 self.runtimes[(team.name, runtime)] = k8s.apiextensions.CustomResource(
                     f"{name}-{team.name}-{runtime}",

@@ -25,6 +25,7 @@ from components.catalog import (
     InstanceType,
 )
 from components.config import NodePoolConfig
+from components.config.storage import TEAM_HOME_PATH
 from components.node_pools import POOL_LABEL, RESERVED_FOR_LABEL, accelerator_taint, slurm_taint
 
 SHARED_MOUNT: Final = "/fsx"
@@ -35,8 +36,8 @@ NEURON_COMPILE_CACHE_VARIABLE: Final = "NEURON_COMPILE_CACHE_URL"
 
 
 def team_directory(team: str) -> str:
-    """The team's directory on the shared file system, as pods see it."""
-    return f"{SHARED_MOUNT}/teams/{team}"
+    """The team's working directory on the shared file system, as pods see it."""
+    return f"{SHARED_MOUNT}{TEAM_HOME_PATH}/{team}"
 
 
 def neuron_compile_cache(team: str) -> str:
