@@ -6,6 +6,7 @@ nodes, and open only on the Lustre ports.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -423,6 +424,101 @@ def _check_fsx_ports(args: StackValidationArgs, report: ReportViolation) -> None
                            group.urn)  # fmt: skip
 
 
+PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+TEAM_LABEL = "trainingplatform.io/team"
+NID = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}@tcp")
+"""One client's NID: no range (``[2-10]``) and no wildcard."""
+
+
+def _check_root_squash(args: StackValidationArgs, report: ReportViolation) -> None:
+    for file_system in args.resources:
+        if file_system.resource_type != FILE_SYSTEM:
+            continue
+        squash = file_system.props.get("rootSquashConfiguration") or {}
+        ids = str(squash.get("rootSquash") or "0:0").split(":")
+        if len(ids) != 2 or "0" in [part.lstrip("0") or "0" for part in ids]:
+            report(
+                f"rootSquash is {squash.get('rootSquash')!r}: root on any client owns every "
+                "team's files; set a non-zero UID:GID",
+                file_system.urn,
+            )
+        for nid in as_list(squash.get("noSquashNids")):
+            if isinstance(nid, str) and not NID.fullmatch(nid):
+                report(
+                    f"noSquashNids holds {nid!r}: a range or wildcard gives root to every "
+                    "client in it; name the admin client's single address",
+                    file_system.urn,
+                )
+
+
+def _team_namespaces(resources: Sequence[PolicyResource]) -> set[str]:
+    names: set[str] = set()
+    for resource in resources:
+        if resource.resource_type == NAMESPACE:
+            metadata = resource.props.get("metadata") or {}
+            if TEAM_LABEL in (metadata.get("labels") or {}) and metadata.get("name"):
+                names.add(metadata["name"])
+    return names
+
+
+def _lustre_volumes(resources: Sequence[PolicyResource]) -> Iterator[tuple[PolicyResource, Any]]:
+    for volume in resources:
+        if volume.resource_type != PERSISTENT_VOLUME:
+            continue
+        spec = volume.props.get("spec") or {}
+        csi = spec.get("csi") or {}
+        if csi.get("driver") == FSX_CSI_DRIVER:
+            yield volume, spec
+
+
+def _check_team_volumes(args: StackValidationArgs, report: ReportViolation) -> None:
+    """A team's Lustre volume mounts a directory named after the team, apart from others'."""
+    resources = list(args.resources)
+    teams = _team_namespaces(resources)
+    directories: dict[str, tuple[str, PolicyResource]] = {}
+    handles: dict[str, PolicyResource] = {}
+    for volume, spec in _lustre_volumes(resources):
+        csi = spec["csi"]
+        handle = csi.get("volumeHandle")
+        if isinstance(handle, str):
+            if handle in handles and (spec.get("claimRef") or {}).get("namespace") in teams:
+                report(
+                    f"volumeHandle {handle!r} is also {handles[handle].name}'s: kubelet mounts "
+                    "one volume per handle in a pod",
+                    volume.urn,
+                )
+            handles.setdefault(handle, volume)
+        namespace = (spec.get("claimRef") or {}).get("namespace")
+        if namespace not in teams:
+            continue
+        mount_name = (csi.get("volumeAttributes") or {}).get("mountname")
+        if not isinstance(mount_name, str):
+            continue  # unknown until the file system exists
+        parts = mount_name.strip("/").split("/")
+        if len(parts) < 3 or parts[-1] != namespace:
+            report(
+                f"team {namespace}'s volume mounts {mount_name!r}: a team mounts only "
+                f"<mountname>/<path>/{namespace}, its own directory",
+                volume.urn,
+            )
+            continue
+        directory = "/".join(parts[1:])
+        for other, (other_namespace, other_volume) in directories.items():
+            if other_namespace != namespace and (
+                directory == other
+                or directory.startswith(other + "/")
+                or other.startswith(directory + "/")
+            ):
+                report(
+                    f"team {namespace}'s volume {directory!r} overlaps team "
+                    f"{other_namespace}'s {other!r} ({other_volume.name})",
+                    volume.urn,
+                )  # fmt: skip
+        directories[directory] = (namespace, volume)
+
+
 POLICIES = [
     StackValidationPolicy(
         name="buckets-hardened",
@@ -436,6 +532,22 @@ POLICIES = [
         name="fsx-encrypted-customer-key",
         description="The Lustre file system is encrypted with a customer managed KMS key.",
         validate=_check_fsx_encryption,
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="fsx-root-squashed",
+        description="The Lustre file system squashes root to a non-zero UID:GID, and only "
+        "single addresses (the admin client) are exempt: root on a node would otherwise own "
+        "every team's files.",
+        validate=_check_root_squash,
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="lustre-team-volumes-isolated",
+        description="Each Lustre PersistentVolume bound to a team namespace mounts only a "
+        "directory named after that team, no other team's volume overlaps it, and no two "
+        "volumes share a handle: one team's claim cannot reach another's files.",
+        validate=_check_team_volumes,
         enforcement_level=MANDATORY,
     ),
     StackValidationPolicy(
