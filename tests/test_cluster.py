@@ -200,7 +200,7 @@ def test_system_node_group(stack_run: tuple[str, ProgramRun]) -> None:
     assert group["scalingConfig"]["minSize"] >= 2
     assert group["instanceTypes"] == config.cluster.system_node_group.instance_types
     assert group["version"] == config.cluster.kubernetes_version  # one up upgrades it too
-    template = run.one("aws:ec2/launchTemplate:LaunchTemplate").inputs
+    template = run.one("aws:ec2/launchTemplate:LaunchTemplate", "-system").inputs
     assert group["launchTemplate"]["id"].startswith("lt-")
     assert template["metadataOptions"]["httpTokens"] == "required"
     assert template["metadataOptions"]["httpPutResponseHopLimit"] == 1

@@ -371,10 +371,15 @@ def test_every_job_gets_its_own_checkpoint_directory_in_its_teams_exported_space
             # the same directory's S3 side, which fsx-checkpoint commit compares against
             s3_key = f"{checkpoint_prefix}{team}/llama-pretrain"
             assert environment["CHECKPOINT_S3_URI"] == s3_key, runtime.name
-            mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+            # inside the team's checkpoint directory, which its own claim mounts writable
+            mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
             volumes = {v["name"]: v for v in pod["volumes"]}
-            claim = volumes[mounts[SHARED_MOUNT]]["persistentVolumeClaim"]["claimName"]
-            assert claim == "shared-lustre"
+            team_directory = f"{SHARED_MOUNT}{lustre.checkpoint_root}/{team}"
+            assert environment["CHECKPOINT_DIR"].startswith(team_directory + "/")
+            mount = mounts[team_directory]
+            assert not mount.get("readOnly", False)
+            claim = volumes[mount["name"]]["persistentVolumeClaim"]["claimName"]
+            assert claim == "lustre-" + lustre.checkpoint_root.strip("/")
 
 
 def test_a_team_without_the_shared_file_system_gets_no_checkpoint_directory(

@@ -138,6 +138,7 @@ def test_existing_vpc_is_tagged_not_created(run_platform: Callable[..., ProgramR
     subnets = {"us-west-2a": "subnet-0aaaaaaaaaaaaaaaa", "us-west-2b": "subnet-0bbbbbbbbbbbbbbbb"}
     data["network"]["existingVpc"] = {"vpcId": "vpc-0123456789abcdef0", "privateSubnetIds": subnets}
     del data["network"]["subnetCidrs"]  # the stack creates no subnets to pin
+    data["storage"]["lustre"]["adminClient"] = {"reservedCidr": "10.10.63.224/28"}
     run = run_platform(data)
     assert run.of_type("aws:ec2/vpc:Vpc") == []
     # its default group is its owner's: adopting it would strip rules someone relies on

@@ -548,6 +548,8 @@ def test_every_policy_has_cases() -> None:
             "efa-capable-pools-attach-efa",
             "buckets-hardened",
             "fsx-encrypted-customer-key",
+            "fsx-root-squashed",
+            "lustre-team-volumes-isolated",
             "fsx-in-training-zone",
             "fsx-lustre-ports-only",
             "queue-shares-ordered",
@@ -1192,6 +1194,74 @@ def test_fsx_encrypted_with_customer_key(synthesized: dict[str, StackResult], ke
     at("kmsKeyId", key)(file_system)
     findings = _run_policy(POLICIES["fsx-encrypted-customer-key"], entries, "prod")
     assert [(f.urn, f.enforcementLevel) for f in findings] == [(file_system["urn"], "mandatory")]
+
+
+@pytest.mark.parametrize(
+    ("mutation", "words"),
+    [
+        (at("rootSquashConfiguration", _DELETE), "rootSquash is None"),
+        (at("rootSquashConfiguration.rootSquash", "0:0"), "non-zero"),
+        (at("rootSquashConfiguration.rootSquash", "65534:0"), "non-zero"),
+        (at("rootSquashConfiguration.noSquashNids", ["10.40.[128-191].[0-255]@tcp"]), "range"),
+        (at("rootSquashConfiguration.noSquashNids", ["10.40.128.*@tcp"]), "wildcard"),
+    ],
+)
+def test_root_is_squashed_on_every_file_system(
+    synthesized: dict[str, StackResult], mutation: Mutation, words: str
+) -> None:
+    policy = POLICIES["fsx-root-squashed"]
+    for stack in STACKS:
+        assert _run_policy(policy, _records(synthesized[stack]), stack) == []
+    entries = _records(synthesized["prod"])
+    file_system = _target(entries, FILE_SYSTEM, "")
+    mutation(file_system)
+    (finding,) = _run_policy(policy, entries, "prod")
+    assert finding.urn == file_system["urn"] and words in finding.message
+
+
+def _team_volume(entries: list[Entry], volume_name: str) -> Entry:
+    return _target(entries, "kubernetes:core/v1:PersistentVolume", f"={volume_name}")
+
+
+def test_a_team_volume_mounts_only_its_own_directory(synthesized: dict[str, StackResult]) -> None:
+    policy = POLICIES["lustre-team-volumes-isolated"]
+    for stack in STACKS:
+        assert _run_policy(policy, _records(synthesized[stack]), stack) == []
+    # the whole file system
+    entries = _records(synthesized["prod"])
+    volume = _team_volume(entries, "storage-pv-ml-product-lustre-checkpoints")
+    attributes = volume["inputs"]["spec"]["csi"]["volumeAttributes"]
+    attributes["mountname"] = attributes["mountname"].split("/")[0]
+    (finding,) = _run_policy(policy, entries, "prod")
+    assert finding.urn == volume["urn"] and "its own directory" in finding.message
+    # another team's directory
+    entries = _records(synthesized["prod"])
+    volume = _team_volume(entries, "storage-pv-ml-product-lustre-checkpoints")
+    attributes = volume["inputs"]["spec"]["csi"]["volumeAttributes"]
+    attributes["mountname"] = attributes["mountname"].replace("ml-product", "ml-research")
+    findings = _run_policy(policy, entries, "prod")
+    assert volume["urn"] in {f.urn for f in findings}
+    # a parent of another team's directory, named like the team
+    entries = _records(synthesized["prod"])
+    volume = _team_volume(entries, "storage-pv-ml-product-lustre-checkpoints")
+    attributes = volume["inputs"]["spec"]["csi"]["volumeAttributes"]
+    prefix = attributes["mountname"].split("/")[0]
+    attributes["mountname"] = f"{prefix}/checkpoints/ml-research/ml-product"
+    findings = _run_policy(policy, entries, "prod")
+    assert any(
+        "overlaps" in f.message and "ml-research" in f.message and "ml-product" in f.message
+        for f in findings
+    ), [f.message for f in findings]
+
+
+def test_two_volumes_cannot_share_a_handle(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    first = _team_volume(entries, "storage-pv-ml-product-lustre-checkpoints")
+    second = _team_volume(entries, "storage-pv-ml-product-lustre-teams")
+    second["inputs"]["spec"]["csi"]["volumeHandle"] = first["inputs"]["spec"]["csi"]["volumeHandle"]
+    findings = _run_policy(POLICIES["lustre-team-volumes-isolated"], entries, "prod")
+    assert [f.urn for f in findings] == [second["urn"]]
+    assert "one volume per handle" in findings[0].message
 
 
 def test_fsx_must_sit_in_the_efa_pools_zone(synthesized: dict[str, StackResult]) -> None:

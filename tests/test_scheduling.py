@@ -403,7 +403,9 @@ def test_queue_of_a_team_without_queue_settings_uses_the_defaults(
     run_platform: Callable[..., ProgramRun],
 ) -> None:
     data = stack_data("dev")
-    data["teams"].append({"name": "ml-minimal", "quota": {"gpus": 1, "efaInterfaces": 2}})
+    data["teams"].append(
+        {"name": "ml-minimal", "gid": 5999, "quota": {"gpus": 1, "efaInterfaces": 2}}
+    )
     data["teams"][0]["queue"]["deserved"]["gpus"] = 1  # leave room in dev's two GPUs
     run = run_platform(data, "dev")
     spec = _queue(run, "ml-minimal").inputs["spec"]

@@ -65,6 +65,7 @@ FLOATING_TAGS: Final = frozenset(
 # The platform's own names (README: node pools, storage, Slurm).
 POOL_LABEL: Final = "trainingplatform.io/pool"
 CLAIM_NAME: Final = "shared-lustre"
+SHARED_MOUNT: Final = "/fsx"
 FSX_STARTUP_TAINT: Final = "fsx.csi.aws.com/agent-not-ready"
 EFA: Final = "vpc.amazonaws.com/efa"
 HUGE_PAGES: Final = "hugepages-2Mi"
@@ -329,14 +330,28 @@ def _claim_mounts(pod_spec: dict[str, Any], mounts: list[dict[str, Any]]) -> lis
     return [mount["mountPath"] for mount in mounts if mount["name"] == claims[0]]
 
 
-def _runtime_shared_mounts(run: ProgramRun) -> set[str]:
-    """Where the Trainer runtimes' training containers mount the shared claim."""
-    paths: set[str] = set()
+def _runtime_shared_mounts(run: ProgramRun) -> dict[str, str]:
+    """Where the Trainer runtimes' training containers mount their team's claims: mount path
+    -> the directory of the file system it shows (from the PV's mount name)."""
+    directories = {
+        (v.inputs["spec"]["claimRef"]["namespace"], v.inputs["spec"]["claimRef"]["name"]): "/"
+        + v.inputs["spec"]["csi"]["volumeAttributes"]["mountname"].partition("/")[2]
+        for v in run.of_type("kubernetes:core/v1:PersistentVolume")
+    }
+    paths: dict[str, str] = {}
     for runtime in run.of_type(RUNTIME):
+        namespace = runtime.inputs["metadata"]["namespace"]
         for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
             pod = job["template"]["spec"]["template"]["spec"]
+            claims = {
+                v["name"]: v["persistentVolumeClaim"]["claimName"]
+                for v in pod.get("volumes", [])
+                if "persistentVolumeClaim" in v
+            }
             for container in pod["containers"]:
-                paths.update(_claim_mounts(pod, container.get("volumeMounts", [])))
+                for mount in container.get("volumeMounts", []):
+                    if mount["name"] in claims:
+                        paths[mount["mountPath"]] = directories[namespace, claims[mount["name"]]]
     return paths
 
 
@@ -717,15 +732,19 @@ def test_node_set_tolerates_an_extra_pool_taint(run_platform: Callable[..., Prog
 
 
 def test_node_sets_and_login_mount_lustre_where_trainer_runtimes_do(case: StackCase) -> None:
+    """A file has one path everywhere: Slurm mounts the whole file system at /fsx, and each
+    team directory a runtime mounts sits at /fsx plus its path on the file system."""
     runtime_paths = _runtime_shared_mounts(case.run)
-    assert len(runtime_paths) == 1, runtime_paths
+    assert runtime_paths
+    for mount_path, directory in runtime_paths.items():
+        assert mount_path == f"{SHARED_MOUNT}{directory}", mount_path
     for node_set in case.slurm["nodeSets"]:
         spec = _node_set(case.run, node_set["pool"]).inputs["spec"]
         paths = _claim_mounts(spec["template"]["spec"], spec["slurmd"]["volumeMounts"])
-        assert set(paths) == runtime_paths, node_set["pool"]
+        assert paths == [SHARED_MOUNT], node_set["pool"]
     login = _login_set(case)
     paths = _claim_mounts(login["podSpec"], login["login"]["volumeMounts"])
-    assert set(paths) == runtime_paths
+    assert paths == [SHARED_MOUNT]
 
 
 def test_slurm_namespace_has_the_shared_claim(case: StackCase) -> None:

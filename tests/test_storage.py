@@ -149,6 +149,20 @@ BUCKET_CASES = [
 LUSTRE_STACKS = [stack for stack in STACKS if _raw_stack_storage(stack).get("lustre")]
 
 
+def expected_claims(raw_platform: dict[str, Any], namespace: str) -> list[tuple[str, str, str]]:
+    """(claim, volume, directory under the mount name) of each claim a namespace gets: a team
+    one per team root on its own directory, any other namespace the whole file system."""
+    teams = [t["name"] for t in raw_platform.get("teams", []) if t.get("sharedFileSystem", True)]
+    if namespace not in teams:
+        return [(CLAIM_NAME, f"{CLAIM_NAME}-{namespace}", "")]
+    lustre = parse_platform_config(raw_platform).storage.lustre
+    assert lustre is not None
+    return [
+        (root.claim_name, f"{root.claim_name}-{namespace}", f"{root.path}/{namespace}")
+        for root in lustre.team_roots
+    ]
+
+
 def mounting_namespaces(raw_platform: dict[str, Any]) -> list[str]:
     """Namespaces that get a claim: storage.lustre.namespaces, teams with the file system, and
     Slurm's namespace when Slurm is on."""
@@ -710,7 +724,11 @@ def test_storage_security_groups_in_the_cluster_vpc(lustre_case: StackCase) -> N
     run = lustre_case.run
     vpc = run.one(VPC)
     groups = _storage_children(run, SECURITY_GROUP)
-    assert sorted(g.name for g in groups) == ["storage-lustre", "storage-lustre-clients"]
+    assert sorted(g.name for g in groups) == [
+        "storage-lustre",
+        "storage-lustre-admin",
+        "storage-lustre-clients",
+    ]
     for group in groups:
         assert group.property_dependencies.get("vpcId") == [vpc.urn], group.name
 
@@ -949,45 +967,47 @@ def test_namespace_volume_and_claim(
     lustre = case.lustre
     namespaces = [n for n in run.of_type(NAMESPACE) if n.inputs["metadata"]["name"] == namespace]
     assert len(namespaces) == 1, namespace
-    volume_name = f"{CLAIM_NAME}-{namespace}"
-    volumes = [v for v in run.of_type(VOLUME) if v.inputs["metadata"]["name"] == volume_name]
-    assert len(volumes) == 1, volume_name
-    (volume,) = volumes
-    spec = volume.inputs["spec"]
-    assert spec["csi"]["driver"] == CSI_DRIVER
-    assert spec["accessModes"] == ["ReadWriteMany"]
-    assert spec["persistentVolumeReclaimPolicy"] == "Retain"
-    assert spec["storageClassName"] == ""
-    assert spec["claimRef"] == {"namespace": namespace, "name": CLAIM_NAME}
-    assert spec["mountOptions"] == lustre.get("mountOptions", DEFAULT_MOUNT_OPTIONS)
-    assert spec["capacity"] == {"storage": f"{lustre['storageCapacityGiB']}Gi"}
-    file_system = _file_system(run)
-    assert file_system.urn in volume.property_dependencies.get("spec", [])
-    attributes = spec["csi"]["volumeAttributes"]
-    assert set(attributes) == {"dnsname", "mountname"}
-    for value in attributes.values():
-        assert isinstance(value, str) and value and value != UNKNOWN, attributes
-    claims = [
-        c
-        for c in run.of_type(CLAIM)
-        if c.inputs["metadata"] == {"name": CLAIM_NAME, "namespace": namespace}
-    ]
-    assert len(claims) == 1, namespace
-    (claim,) = claims
-    claim_spec = claim.inputs["spec"]
-    assert claim_spec["volumeName"] == volume_name
-    assert claim_spec["storageClassName"] == ""
-    assert claim_spec["accessModes"] == ["ReadWriteMany"]
-    # A bound claim without a StorageClass cannot be resized (kubernetes pkg/apis/core/
-    # validation ValidatePersistentVolumeClaimUpdate): its request is the smallest file system,
-    # which the PV's capacity (the file system's) always covers.
-    assert claim_spec["resources"]["requests"]["storage"] == "1200Gi"
-    assert quantity(spec["capacity"]["storage"]) >= quantity("1200Gi")
-    assert namespaces[0].urn in claim.dependencies
-    assert volume.urn in claim.dependencies
+    for claim_name, volume_name, directory in expected_claims(case.raw, namespace):
+        volumes = [v for v in run.of_type(VOLUME) if v.inputs["metadata"]["name"] == volume_name]
+        assert len(volumes) == 1, volume_name
+        (volume,) = volumes
+        spec = volume.inputs["spec"]
+        assert spec["csi"]["driver"] == CSI_DRIVER
+        assert spec["accessModes"] == ["ReadWriteMany"]
+        assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+        assert spec["storageClassName"] == ""
+        assert spec["claimRef"] == {"namespace": namespace, "name": claim_name}
+        assert spec["mountOptions"] == lustre.get("mountOptions", DEFAULT_MOUNT_OPTIONS)
+        assert spec["capacity"] == {"storage": f"{lustre['storageCapacityGiB']}Gi"}
+        file_system = _file_system(run)
+        assert file_system.urn in volume.property_dependencies.get("spec", [])
+        attributes = spec["csi"]["volumeAttributes"]
+        assert set(attributes) == {"dnsname", "mountname"}
+        for value in attributes.values():
+            assert isinstance(value, str) and value and value != UNKNOWN, attributes
+        # the file system's mount name, then the namespace's directory (none: all of it)
+        assert "/" + attributes["mountname"].partition("/")[2] == (directory or "/")
+        claims = [
+            c
+            for c in run.of_type(CLAIM)
+            if c.inputs["metadata"] == {"name": claim_name, "namespace": namespace}
+        ]
+        assert len(claims) == 1, namespace
+        (claim,) = claims
+        claim_spec = claim.inputs["spec"]
+        assert claim_spec["volumeName"] == volume_name
+        assert claim_spec["storageClassName"] == ""
+        assert claim_spec["accessModes"] == ["ReadWriteMany"]
+        # A bound claim without a StorageClass cannot be resized (kubernetes pkg/apis/core/
+        # validation ValidatePersistentVolumeClaimUpdate): its request is the smallest file
+        # system, which the PV's capacity (the file system's) always covers.
+        assert claim_spec["resources"]["requests"]["storage"] == "1200Gi"
+        assert quantity(spec["capacity"]["storage"]) >= quantity("1200Gi")
+        assert namespaces[0].urn in claim.dependencies
+        assert volume.urn in claim.dependencies
 
 
-def test_volume_handle_is_the_file_system_id(lustre_case: StackCase) -> None:
+def test_volume_handles_are_the_file_system_id_and_unique(lustre_case: StackCase) -> None:
     run = lustre_case.run
     file_system = _file_system(run)
     # associations receive the same output (the file system's id) as fileSystemId
@@ -995,20 +1015,37 @@ def test_volume_handle_is_the_file_system_id(lustre_case: StackCase) -> None:
     assert len(ids) == 1
     (file_system_id,) = ids
     assert file_system_id.startswith("fs-")
+    handles = []
     for volume in _storage_children(run, VOLUME):
         csi = volume.inputs["spec"]["csi"]
-        assert csi["volumeHandle"] == file_system_id, volume.name
+        mount_name = csi["volumeAttributes"]["mountname"]
+        directory = mount_name.partition("/")[2]
+        # a team directory's handle names it: kubelet mounts one volume per handle in a pod
+        expected = f"{file_system_id}::{directory}" if directory else file_system_id
+        assert csi["volumeHandle"] == expected, volume.name
+        handles.append(csi["volumeHandle"])
         assert csi["volumeAttributes"]["dnsname"].startswith(f"{file_system_id}.fsx."), volume.name
         assert file_system.urn in volume.property_dependencies["spec"]
+    teams = {t["name"] for t in lustre_case.raw.get("teams", [])}
+    team_handles = [h for h in handles if "::" in h]
+    assert len(team_handles) == len(set(team_handles)) >= len(teams)
 
 
 def test_one_volume_and_claim_per_namespace(lustre_case: StackCase) -> None:
     run = lustre_case.run
     namespaces = mounting_namespaces(lustre_case.raw)
+    expected = [
+        claim for ns in namespaces for claim in expected_claims(lustre_case.raw, ns)
+    ]  # fmt: skip
     volumes = sorted(v.inputs["metadata"]["name"] for v in run.of_type(VOLUME))
-    assert volumes == sorted(f"{CLAIM_NAME}-{ns}" for ns in namespaces)
-    claims = sorted(c.inputs["metadata"]["namespace"] for c in run.of_type(CLAIM))
-    assert claims == sorted(namespaces)
+    assert volumes == sorted(volume for _, volume, _ in expected)
+    claims = sorted(
+        (c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"])
+        for c in run.of_type(CLAIM)
+    )
+    assert claims == sorted(
+        (ns, claim) for ns in namespaces for claim, _, _ in expected_claims(lustre_case.raw, ns)
+    )
 
 
 def test_volumes_and_claims_are_valid_kubernetes(lustre_case: StackCase) -> None:
@@ -1318,7 +1355,7 @@ def test_persistent_volume_spec() -> None:
     spec = persistent_volume_spec(
         _lustre(mountOptions=["flock", "noatime"]),
         namespace="team-a",
-        file_system_id="fs-0123456789abcdef0",
+        volume_handle="fs-0123456789abcdef0",
         dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
         mount_name="abcdefgh",
     )
@@ -1338,10 +1375,18 @@ def test_persistent_volume_spec() -> None:
     assert spec["capacity"] == {"storage": "2400Gi"}
     assert (
         persistent_volume_spec(
-            _lustre(), namespace="x", file_system_id="fs-1", dns_name="d", mount_name="m"
+            _lustre(), namespace="x", volume_handle="fs-1", dns_name="d", mount_name="m"
         )["mountOptions"]
         == DEFAULT_MOUNT_OPTIONS
     )
+    # read-only: kubelet hands the driver the PV's readOnly, and it mounts with ro
+    read_only = persistent_volume_spec(
+        _lustre(), namespace="x", volume_handle="fs-1::datasets/x", dns_name="d",
+        mount_name="m/datasets/x", claim_name="lustre-datasets", read_only=True,
+    )  # fmt: skip
+    assert read_only["csi"]["readOnly"] is True
+    assert read_only["claimRef"] == {"namespace": "x", "name": "lustre-datasets"}
+    assert "readOnly" not in spec["csi"]
     manifest = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",

@@ -344,7 +344,12 @@ def test_team_gets_the_shared_file_system_claim(
     wants = raw_team(stack, team).get("sharedFileSystem", DEFAULT_SHARED_FILE_SYSTEM)
     claims = _in_namespace(runs[stack], CLAIM, team)
     if wants and has_file_system(raw):
-        assert [_metadata(c)["name"] for c in claims] == [CLAIM_NAME]
+        lustre = parse_platform_config(raw).storage.lustre
+        assert lustre is not None
+        assert sorted(_metadata(c)["name"] for c in claims) == sorted(
+            root.claim_name for root in lustre.team_roots
+        )
+        assert CLAIM_NAME not in [_metadata(c)["name"] for c in claims]
     else:
         assert claims == []
 
@@ -407,7 +412,8 @@ def test_a_team_stating_only_its_name_gets_the_documented_defaults(
     run_platform: Callable[..., ProgramRun],
 ) -> None:
     data = stack_data("dev")
-    data["teams"].append({"name": "ml-minimal", "quota": {}})
+    # with a Lustre file system a team needs its group as well
+    data["teams"].append({"name": "ml-minimal", "gid": 5999, "quota": {}})
     run = run_platform(data, "dev")
     _namespace(run, "ml-minimal")
     hard = _one_in_namespace(run, QUOTA, "ml-minimal", QUOTA_NAME).inputs["spec"]["hard"]
@@ -420,8 +426,12 @@ def test_a_team_stating_only_its_name_gets_the_documented_defaults(
     assert _in_namespace(run, ROLE_BINDING, "ml-minimal") == []
     _one_in_namespace(run, SERVICE_ACCOUNT, "ml-minimal", JOB_SERVICE_ACCOUNT)
     assert len(_in_namespace(run, LIMIT_RANGE, "ml-minimal")) == 1
-    # sharedFileSystem defaults to true and dev has a file system
-    assert [_metadata(c)["name"] for c in _in_namespace(run, CLAIM, "ml-minimal")] == [CLAIM_NAME]
+    # sharedFileSystem defaults to true and dev has a file system: a claim per team root
+    lustre = parse_platform_config(data).storage.lustre
+    assert lustre is not None
+    assert sorted(_metadata(c)["name"] for c in _in_namespace(run, CLAIM, "ml-minimal")) == sorted(
+        root.claim_name for root in lustre.team_roots
+    )
 
 
 def test_shared_file_system_false_gets_no_claim(run_platform: Callable[..., ProgramRun]) -> None:
@@ -466,6 +476,7 @@ def test_second_team_gets_its_own_objects(run_platform: Callable[..., ProgramRun
     data["teams"].append(
         {
             "name": "ml-other",
+            "gid": 5998,
             "adminGroups": ["other-leads"],
             "memberGroups": ["other-engineers", "other-interns"],
             "quota": {"efaInterfaces": 4},

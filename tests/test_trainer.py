@@ -619,15 +619,23 @@ def test_every_pod_has_shared_memory_in_ram(runtime: RuntimeCase) -> None:
 def test_every_pod_mounts_the_shared_file_system(runtime: RuntimeCase) -> None:
     assert runtime.stack.raw.get("storage", {}).get("lustre"), "every stack has a file system"
     assert runtime.team_raw.get("sharedFileSystem", True), "every shipped team mounts it"
+    lustre = parse_platform_config(runtime.stack.raw).storage.lustre
+    assert lustre is not None
     for job, pod in _pods(runtime.spec):
-        claims = [
-            v["name"]
+        claims = {
+            v["name"]: v["persistentVolumeClaim"]["claimName"]
             for v in pod.get("volumes", [])
-            if v.get("persistentVolumeClaim", {}).get("claimName") == CLAIM_NAME
-        ]
-        assert len(claims) == 1, job
-        mounts = [m for m in _container(pod).get("volumeMounts", []) if m["name"] == claims[0]]
-        assert [m["mountPath"] for m in mounts] == [SHARED_MOUNT], job
+            if "persistentVolumeClaim" in v
+        }
+        # one claim per team root, none on the whole file system
+        assert sorted(claims.values()) == sorted(r.claim_name for r in lustre.team_roots), job
+        assert CLAIM_NAME not in claims.values(), job
+        mounts = {
+            m["mountPath"] for m in _container(pod).get("volumeMounts", []) if m["name"] in claims
+        }
+        assert mounts == {
+            f"{SHARED_MOUNT}{root.path}/{runtime.team}" for root in lustre.team_roots
+        }, job
 
 
 def test_efa_pods_use_the_efa_libfabric_provider(runtime: RuntimeCase) -> None:
@@ -879,7 +887,7 @@ def test_runtimes_without_lustre_mount_no_shared_volume(
         for job, pod in _pods(record.inputs["spec"]):
             assert [v for v in pod.get("volumes", []) if "persistentVolumeClaim" in v] == [], job
             mounts = [m["mountPath"] for m in _container(pod).get("volumeMounts", [])]
-            assert SHARED_MOUNT not in mounts, job
+            assert not [m for m in mounts if m.startswith(SHARED_MOUNT)], job
             assert "/dev/shm" in mounts, job
 
 

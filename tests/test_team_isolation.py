@@ -1,0 +1,493 @@
+"""Teams are isolated on the shared file system (issue 22, point 2).
+
+One layout (a directory per team under every team root, owned by the team's gid, setgid, 2770,
+in the team's Lustre project), claims that mount only the team's own directories, root squash
+for every client but the admin client that creates the layout, and runtime pods that carry
+the team's gid as a supplemental group.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import os
+import posixpath
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from components.config import PlatformConfig, parse_platform_config
+from components.config.storage import TEAM_HOME_PATH, admin_client_address, admin_client_block
+from components.file_system_layout import (
+    ADMIN_MOUNT,
+    LAYOUT_DONE,
+    LAYOUT_LOG,
+    layout_script,
+    team_directories,
+)
+from components.storage import admin_launch_template
+from synth.run import StackResult
+from tests.config_problems import assert_reported
+from tests.conftest import STACKS, stack_data
+
+FILE_SYSTEM: Final = "aws:fsx/lustreFileSystem:LustreFileSystem"
+INSTANCE: Final = "aws:ec2/instance:Instance"
+RESERVATION: Final = "aws:ec2/subnetCidrReservation:SubnetCidrReservation"
+SUBNET: Final = "aws:ec2/subnet:Subnet"
+VOLUME: Final = "kubernetes:core/v1:PersistentVolume"
+CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
+RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+TEAMS: Final = "platform.teams"
+LUSTRE: Final = "platform.storage.lustre"
+
+
+def _config(stack: str) -> PlatformConfig:
+    return parse_platform_config(stack_data(stack))
+
+
+def _records(result: StackResult, resource_type: str) -> list[Any]:
+    return [r for r in result.records if r.type == resource_type]
+
+
+def _one(result: StackResult, resource_type: str) -> Any:
+    (record,) = _records(result, resource_type)
+    return record
+
+
+def _team_volumes(result: StackResult) -> dict[str, list[dict[str, Any]]]:
+    """Team namespace -> the specs of the Lustre PVs bound to a claim there."""
+    teams = {team.name for team in result.config.teams}
+    volumes: dict[str, list[dict[str, Any]]] = {}
+    for record in _records(result, VOLUME):
+        spec = record.inputs["spec"]
+        if spec["claimRef"]["namespace"] in teams:
+            volumes.setdefault(spec["claimRef"]["namespace"], []).append(spec)
+    return volumes
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_a_team_on_the_shared_file_system_needs_a_gid() -> None:
+    data = stack_data("prod")
+    del data["teams"][1]["gid"]
+    assert_reported(data, f"{TEAMS}[1].gid", None, "POSIX group id")
+
+
+@pytest.mark.parametrize("gid", [0, 1000, 999])
+def test_a_team_gid_is_not_a_system_group_nor_the_workloads_own(gid: int) -> None:
+    data = stack_data("prod")
+    data["teams"][0]["gid"] = gid
+    assert_reported(data, f"{TEAMS}[0].gid", gid, "a number from 1001")
+
+
+def test_two_teams_cannot_share_a_gid() -> None:
+    data = stack_data("prod")
+    data["teams"][1]["gid"] = data["teams"][0]["gid"]
+    assert_reported(data, f"{TEAMS}[1].gid", data["teams"][0]["gid"], "no other team has")
+
+
+def test_a_team_gid_is_not_the_squashed_roots() -> None:
+    data = stack_data("prod")
+    data["teams"][0]["gid"] = 65534
+    assert_reported(data, f"{TEAMS}[0].gid", 65534, "a squashed root would own")
+
+
+@pytest.mark.parametrize("squash", ["0:0", "65534:0", "0:65534", "nobody"])
+def test_root_squash_cannot_be_turned_off(squash: str) -> None:
+    data = stack_data("prod")
+    data["storage"]["lustre"]["rootSquash"] = squash
+    assert_reported(data, f"{LUSTRE}.rootSquash", squash, "both non-zero")
+
+
+def test_an_association_cannot_take_the_teams_working_directories() -> None:
+    data = stack_data("prod")
+    data["storage"]["lustre"]["associations"][0]["fileSystemPath"] = f"{TEAM_HOME_PATH}/x"
+    assert_reported(
+        data, f"{LUSTRE}.associations[0].fileSystemPath", f"{TEAM_HOME_PATH}/x", "apart from"
+    )
+
+
+def test_the_admin_client_sits_in_a_reserved_block_of_the_training_subnet() -> None:
+    for stack in STACKS:
+        config = _config(stack)
+        subnet = config.network.planned_private_cidr(config.network.training_zone)
+        assert subnet is not None
+        block = admin_client_block(config)
+        assert block is not None and block.prefixlen == 28
+        assert block.subnet_of(ipaddress.IPv4Network(subnet))
+        # the last /28 holds the subnet's broadcast address, which AWS reserves
+        assert ipaddress.IPv4Network(subnet).broadcast_address not in block
+        assert admin_client_address(config) == str(block.network_address)
+
+
+def test_an_existing_vpc_names_the_admin_clients_block() -> None:
+    data = stack_data("dev")
+    zones = data["network"]["availabilityZones"]
+    data["network"] = {
+        "availabilityZones": zones,
+        "trainingZone": data["network"]["trainingZone"],
+        "existingVpc": {
+            "vpcId": "vpc-0123456789abcdef0",
+            "privateSubnetIds": {
+                zone: f"subnet-0123456789abcde{index}" for index, zone in enumerate(zones)
+            },
+        },
+    }
+    assert_reported(data, f"{LUSTRE}.adminClient.reservedCidr", None, "a free /28")
+    data["storage"]["lustre"]["adminClient"] = {"reservedCidr": "10.10.47.224/28"}
+    config = parse_platform_config(data)
+    assert admin_client_address(config) == "10.10.47.224"
+
+
+@pytest.mark.parametrize(
+    ("cidr", "words"), [("10.40.0.0/27", "a /28 to /32"), ("10.40.0.0/28", "inside the training")]
+)
+def test_a_reserved_block_outside_the_training_subnet_or_too_big_is_refused(
+    cidr: str, words: str
+) -> None:
+    data = stack_data("prod")
+    data["storage"]["lustre"]["adminClient"] = {"reservedCidr": cidr}
+    assert_reported(data, f"{LUSTRE}.adminClient.reservedCidr", cidr, words)
+
+
+def test_the_admin_clients_instance_type_is_one_ec2_knows() -> None:
+    data = stack_data("prod")
+    data["storage"]["lustre"]["adminClient"] = {"instanceType": "m7i.huge"}
+    assert_reported(data, f"{LUSTRE}.adminClient.instanceType", "m7i.huge", "EC2 instance type")
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "architecture"),
+    [("m7i.large", "x86_64"), ("t3.medium", "x86_64"), ("g4dn.xlarge", "x86_64"),
+     ("m7g.large", "arm64"), ("c7gn.large", "arm64"), ("t4g.small", "arm64")],
+)  # fmt: skip
+def test_the_admin_client_boots_the_ami_of_its_architecture(
+    instance_type: str, architecture: str
+) -> None:
+    data = stack_data("prod")
+    data["storage"]["lustre"]["adminClient"] = {"instanceType": instance_type}
+    lustre = parse_platform_config(data).storage.lustre
+    assert lustre is not None
+    template = admin_launch_template(lustre, {})
+    assert template["image_id"].startswith("resolve:ssm:/aws/service/ami-amazon-linux-latest/")
+    assert template["image_id"].endswith(f"-{architecture}")
+
+
+# --------------------------------------------------------------------------- the layout
+
+
+def _run_layout(script: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """Run the admin client's script with the file system at ``root`` and stub commands.
+
+    ``dnf``, ``mount``, ``umount``, ``lfs`` and ``shutdown`` are recorded, not run; ``chown``
+    and ``chmod`` are the real ones on the real directories.
+    """
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    calls = root / "calls"
+    for command in ("dnf", "mount", "umount", "lfs", "shutdown"):
+        shim = bin_dir / command
+        shim.write_text(f'#!/bin/sh\necho "{command} $*" >> {calls}\n')
+        shim.chmod(0o755)
+    mount = root / "fsx"
+    mount.mkdir()
+    console = root / "console"
+    script = (
+        script.replace(ADMIN_MOUNT, str(mount))
+        .replace(LAYOUT_LOG, str(root / "layout.log"))
+        .replace("/dev/console", str(console))
+    )
+    return subprocess.run(
+        ["bash", "-c", script],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to a team's gid needs root")
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_layout_gives_each_team_a_setgid_2770_directory_under_every_root(
+    tmp_path: Path,
+) -> None:
+    config = _config("prod")
+    lustre = config.storage.lustre
+    assert lustre is not None
+    script = layout_script(lustre, config.teams, dns_name="fs-1.fsx", mount_name="abcd")
+    result = _run_layout(script, tmp_path)
+    assert result.returncode == 0, result.stderr
+    mount = tmp_path / "fsx"
+    for root in lustre.team_roots:
+        root_mode = (mount / root.path.lstrip("/")).stat().st_mode
+        assert stat.S_IMODE(root_mode) == 0o755, root.path
+    for team in config.teams:
+        for directory in team_directories(lustre, team):
+            status = (mount / directory.path.lstrip("/")).stat()
+            assert stat.S_IMODE(status.st_mode) == 0o2770, directory.path
+            assert (status.st_uid, status.st_gid) == (0, team.gid)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0] == "dnf install -y lustre-client"
+    assert calls[1] == f"mount -t lustre -o relatime,flock fs-1.fsx@tcp:/abcd {mount}"
+    for team in config.teams:
+        for directory in team_directories(lustre, team):
+            assert f"lfs project -p {team.gid} -s {mount}{directory.path}" in calls
+        assert f"lfs setquota -p {team.gid} -B {team.lustre_quota_gib}G {mount}" in calls
+    assert calls[-2:] == [f"umount {mount}", "shutdown -h now"]
+    assert LAYOUT_DONE in (tmp_path / "console").read_text()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_a_failed_step_stops_the_layout_and_says_where(tmp_path: Path) -> None:
+    config = _config("dev")
+    lustre = config.storage.lustre
+    assert lustre is not None
+    script = layout_script(lustre, config.teams, dns_name="fs-1.fsx", mount_name="abcd")
+    failing = script.replace("lfs project", "false; lfs project", 1)
+    result = _run_layout(failing, tmp_path)
+    console = (tmp_path / "console").read_text()
+    assert "fsx-layout: failed at line" in console
+    assert LAYOUT_DONE not in console
+    assert (tmp_path / "calls").read_text().splitlines()[-1] == "shutdown -h now"
+    assert result.returncode != 0
+
+
+def test_a_removed_quota_is_lifted_and_a_team_without_one_has_none() -> None:
+    config = _config("dev")
+    lustre = config.storage.lustre
+    assert lustre is not None
+    (team,) = config.teams
+    assert team.lustre_quota_gib is None
+    script = layout_script(lustre, config.teams, dns_name="d", mount_name="m")
+    assert f"lfs setquota -p {team.gid} -B 0 {ADMIN_MOUNT}" in script.splitlines()
+
+
+def test_the_layout_sets_a_project_on_directories_without_walking_their_files() -> None:
+    config = _config("prod")
+    lustre = config.storage.lustre
+    assert lustre is not None
+    script = layout_script(lustre, config.teams, dns_name="d", mount_name="m")
+    projects = [line for line in script.splitlines() if line.startswith("lfs project")]
+    assert projects and all(" -r" not in line for line in projects)
+    assert not [line for line in script.splitlines() if " -R " in line or "chown -R" in line]
+
+
+# --------------------------------------------------------------------------- AWS side
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_root_is_squashed_everywhere_but_on_the_admin_client(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    lustre = result.config.storage.lustre
+    assert lustre is not None
+    file_system = _one(result, FILE_SYSTEM)
+    squash = file_system.inputs["rootSquashConfiguration"]
+    assert squash["rootSquash"] == lustre.root_squash
+    admin = _one(result, INSTANCE)
+    assert squash["noSquashNids"] == [f"{admin.inputs['privateIp']}@tcp"]
+    reservation = _one(result, RESERVATION)
+    assert reservation.inputs["reservationType"] == "explicit"
+    assert ipaddress.IPv4Address(admin.inputs["privateIp"]) in ipaddress.IPv4Network(
+        reservation.inputs["cidrBlock"]
+    )
+    # the admin client, its reservation and the file system share the training subnet
+    assert admin.inputs["subnetId"] == reservation.inputs["subnetId"]
+    subnets = file_system.inputs["subnetIds"]
+    assert (subnets if isinstance(subnets, list) else [subnets]) == [admin.inputs["subnetId"]]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_layout_change_replaces_the_admin_client_old_one_first(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    admin = _one(synthesized[stack], INSTANCE)
+    assert admin.inputs["userDataReplaceOnChange"] is True
+    assert admin.delete_before_replace is True
+    assert admin.inputs["instanceInitiatedShutdownBehavior"] == "stop"
+    assert admin.inputs["metadataOptions"]["httpTokens"] == "required"
+    assert admin.inputs["rootBlockDevice"]["encrypted"] is True
+    assert "iamInstanceProfile" not in admin.inputs and "keyName" not in admin.inputs
+    # its script lays out the stack's teams
+    for team in synthesized[stack].config.teams:
+        assert f"chown 0:{team.gid} " in admin.inputs["userData"]
+
+
+def test_the_admin_client_reaches_only_lustre_and_package_downloads(
+    synthesized: dict[str, StackResult],
+) -> None:
+    result = synthesized["prod"]
+    groups = {r.name: r for r in _records(result, "aws:ec2/securityGroup:SecurityGroup")}
+    admin = groups["storage-lustre-admin"]
+    assert "ingress" not in admin.inputs or not admin.inputs["ingress"]
+    ports = sorted((rule["fromPort"], rule["toPort"]) for rule in admin.inputs["egress"])
+    assert ports == [(443, 443), (988, 988), (1018, 1023)]
+    (anywhere,) = [rule for rule in admin.inputs["egress"] if rule.get("cidrBlocks")]
+    assert anywhere["fromPort"] == 443
+
+
+# --------------------------------------------------------------------------- claims
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_team_claims_only_its_own_directory_under_every_root(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    lustre = result.config.storage.lustre
+    assert lustre is not None
+    volumes = _team_volumes(result)
+    for team in result.config.teams:
+        if not team.shared_file_system:
+            continue
+        specs = volumes[team.name]
+        mounted = sorted(
+            spec["csi"]["volumeAttributes"]["mountname"].split("/", 1)[1] for spec in specs
+        )
+        assert mounted == sorted(
+            f"{root.path.lstrip('/')}/{team.name}" for root in lustre.team_roots
+        )
+        for spec in specs:
+            read_only = spec["csi"].get("readOnly", False)
+            path = "/" + spec["csi"]["volumeAttributes"]["mountname"].split("/", 1)[1]
+            root = next(r for r in lustre.team_roots if path.startswith(r.path + "/"))
+            assert read_only is (not root.writable), path
+
+
+def _reachable(mount_names: list[str], path: str) -> bool:
+    """Whether a path of the file system lies under one of these mounts (a Lustre client
+    mounted at a subdirectory sees nothing above it)."""
+    return any(path == m or path.startswith(m + "/") for m in mount_names)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_one_teams_claims_cannot_reach_another_teams_paths(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    lustre = result.config.storage.lustre
+    assert lustre is not None
+    volumes = _team_volumes(result)
+    handles = [r.inputs["spec"]["csi"]["volumeHandle"] for r in _records(result, VOLUME)]
+    assert len(handles) == len(set(handles)), "kubelet mounts one volume per handle in a pod"
+    for team, specs in volumes.items():
+        mounts = [spec["csi"]["volumeAttributes"]["mountname"] for spec in specs]
+        prefix = mounts[0].split("/", 1)[0]
+        assert prefix not in mounts, f"{team} mounts the whole file system"
+        for other in result.config.teams:
+            if other.name == team:
+                continue
+            for directory in team_directories(lustre, other):
+                assert not _reachable(mounts, f"{prefix}/{directory.subdirectory}"), (
+                    team, directory.path
+                )  # fmt: skip
+                # nor the checkpoint or compile cache paths inside it
+                assert not _reachable(
+                    mounts, posixpath.join(prefix, directory.subdirectory, "job-1", "step-10")
+                )
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_team_claims_wait_for_the_layout(synthesized: dict[str, StackResult], stack: str) -> None:
+    result = synthesized[stack]
+    admin = _one(result, INSTANCE)
+    teams = {team.name for team in result.config.teams}
+    team_volumes = [
+        r for r in _records(result, VOLUME)
+        if r.inputs["spec"]["claimRef"]["namespace"] in teams
+    ]  # fmt: skip
+    assert team_volumes
+    assert all(admin.urn in volume.dependencies for volume in team_volumes)
+
+
+# --------------------------------------------------------------------------- pods
+
+
+def _runtime_pods(result: StackResult) -> list[tuple[str, dict[str, Any]]]:
+    pods = []
+    for runtime in _records(result, RUNTIME):
+        namespace = runtime.inputs["metadata"]["namespace"]
+        for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+            pods.append((namespace, job["template"]["spec"]["template"]["spec"]))
+    return pods
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_runtime_pod_runs_as_the_workload_user_with_its_teams_group(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    gids = {team.name: team.gid for team in result.config.teams}
+    pods = _runtime_pods(result)
+    assert pods
+    for namespace, pod in pods:
+        context = pod["securityContext"]
+        assert context["runAsUser"] == 1000 and context["runAsNonRoot"] is True
+        assert context["supplementalGroups"] == [gids[namespace]]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_runtime_pods_mount_their_teams_directories_where_the_file_system_has_them(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    lustre = result.config.storage.lustre
+    assert lustre is not None
+    teams = {team.name: team for team in result.config.teams}
+    mounting = 0
+    for namespace, pod in _runtime_pods(result):
+        (container,) = pod["containers"]
+        claims = {
+            v["name"]: v["persistentVolumeClaim"]
+            for v in pod["volumes"] if "persistentVolumeClaim" in v
+        }  # fmt: skip
+        if not claims:
+            continue
+        mounting += 1
+        expected = {d.claim_name: d for d in team_directories(lustre, teams[namespace])}
+        assert {name: c["claimName"] for name, c in claims.items()} == {n: n for n in expected}
+        mounts = {m["name"]: m for m in container["volumeMounts"] if m["name"] in claims}
+        for name, directory in expected.items():
+            assert mounts[name]["mountPath"] == directory.mount_path
+            assert mounts[name].get("readOnly", False) is (not directory.root.writable)
+        environment = {e["name"]: e.get("value") for e in container["env"]}
+        writable = [d.mount_path for d in expected.values() if d.root.writable]
+        for variable in ("CHECKPOINT_DIR", "NEURON_COMPILE_CACHE_URL"):
+            if variable in environment:
+                assert any(
+                    str(environment[variable]).startswith(path + "/") for path in writable
+                ), (variable, environment[variable])
+    assert mounting
+
+
+def test_a_torch_pod_without_a_password_entry_has_a_home_it_can_write(
+    synthesized: dict[str, StackResult],
+) -> None:
+    for runtime in _records(synthesized["prod"], RUNTIME):
+        framework = runtime.inputs["metadata"]["labels"]["trainer.kubeflow.org/framework"]
+        for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+            (container,) = job["template"]["spec"]["template"]["spec"]["containers"]
+            environment = {e["name"]: e.get("value") for e in container["env"]}
+            if framework == "mpi":
+                assert "HOME" not in environment  # mpiuser's own home in the image
+            else:
+                assert environment["HOME"] == "/tmp" and environment["USER"]
+
+
+def test_a_team_without_the_shared_file_system_mounts_none_of_it(run_platform: Any) -> None:
+    data = copy.deepcopy(stack_data("prod"))
+    data["teams"][1]["sharedFileSystem"] = False
+    run = run_platform(data, stack="prod")
+    name = data["teams"][1]["name"]
+    claims = [
+        r for r in run.records
+        if r.type == CLAIM and r.inputs["metadata"]["namespace"] == name
+    ]  # fmt: skip
+    assert claims == []
