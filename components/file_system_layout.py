@@ -31,6 +31,8 @@ ROOT_DIRECTORY_MODE: Final = "0755"
 """A team root: every team walks through it, only root (the admin client) creates in it."""
 ADMIN_MOUNT: Final = "/mnt/fsx"
 LAYOUT_LOG: Final = "/var/log/fsx-layout.log"
+USER_DATA_LIMIT_BYTES: Final = 16384
+"""EC2 refuses user data above 16 KB (RunInstances, UserData)."""
 LAYOUT_DONE: Final = "fsx-layout: done"
 """The line the layout prints last, on the instance's console (``aws ec2
 get-console-output``) and in :data:`LAYOUT_LOG`."""
@@ -114,6 +116,14 @@ def layout_script(
         mount_name: its Lustre mount name.
     """
     options = ",".join(lustre.mount_options)
+    roots = " ".join(shlex.quote(root.path) for root in lustre.team_roots)
+    # One short line per team: the script stays far below EC2's 16 KiB of user data
+    # (USER_DATA_LIMIT_BYTES) for hundreds of teams.
+    entries = [
+        f"  '{team.name} {team.gid} {team.lustre_quota_gib or 0}'"
+        for team in teams
+        if team.gid is not None
+    ]
     lines = [
         "#!/bin/bash",
         "# Team directories of the shared file system (README, 'Team isolation').",
@@ -125,21 +135,29 @@ def layout_script(
         f"mkdir -p {ADMIN_MOUNT}",
         f"mount -t lustre -o {shlex.quote(options)} "
         f"{shlex.quote(f'{dns_name}@tcp:/{mount_name}')} {ADMIN_MOUNT}",
+        f"roots=({roots})",
+        "# team, gid, quota in GiB (0: none)",
+        "teams=(",
+        *entries,
+        ")",
+        'for root in "${roots[@]}"; do',
+        f'  mkdir -p "{ADMIN_MOUNT}$root"',
+        f'  chmod {ROOT_DIRECTORY_MODE} "{ADMIN_MOUNT}$root"',
+        "done",
+        'for entry in "${teams[@]}"; do',
+        '  read -r team gid quota <<< "$entry"',
+        '  for root in "${roots[@]}"; do',
+        f'    dir="{ADMIN_MOUNT}$root/$team"',
+        '    mkdir -p "$dir"',
+        '    chown "0:$gid" "$dir"',
+        f'    chmod {TEAM_DIRECTORY_MODE} "$dir"',
+        '    lfs project -p "$gid" -s "$dir"',
+        "  done",
+        '  if [ "$quota" = 0 ]; then limit=0; else limit="${quota}G"; fi',
+        f'  lfs setquota -p "$gid" -B "$limit" {ADMIN_MOUNT}',
+        "done",
+        f"umount {ADMIN_MOUNT}",
+        f"echo {shlex.quote(LAYOUT_DONE)}",
+        "shutdown -h now",
     ]
-    for root in lustre.team_roots:
-        root_path = shlex.quote(f"{ADMIN_MOUNT}{root.path}")
-        lines += [f"mkdir -p {root_path}", f"chmod {ROOT_DIRECTORY_MODE} {root_path}"]
-    for team in teams:
-        for directory in team_directories(lustre, team):
-            path = shlex.quote(f"{ADMIN_MOUNT}{directory.path}")
-            lines += [
-                f"mkdir -p {path}",
-                f"chown 0:{directory.gid} {path}",
-                f"chmod {TEAM_DIRECTORY_MODE} {path}",
-                f"lfs project -p {directory.gid} -s {path}",
-            ]
-        if team.gid is not None:
-            limit = f"{team.lustre_quota_gib}G" if team.lustre_quota_gib else "0"
-            lines.append(f"lfs setquota -p {team.gid} -B {limit} {ADMIN_MOUNT}")
-    lines += [f"umount {ADMIN_MOUNT}", f"echo {shlex.quote(LAYOUT_DONE)}", "shutdown -h now"]
     return "\n".join(lines) + "\n"

@@ -584,12 +584,23 @@ def admin_launch_template(lustre: LustreConfig, tags: dict[str, str]) -> dict[st
         "instance_type": instance_type,
         "update_default_version": True,
         "metadata_options": dict(ADMIN_METADATA_OPTIONS),
+        # On the template, not the instance: with a template naming its AMI by SSM parameter,
+        # the provider would look up the root device of the parameter's name for an
+        # instance-level root_block_device. The AMI's size, encrypted, deleted with it.
+        "block_device_mappings": [
+            {
+                "device_name": ADMIN_ROOT_DEVICE,
+                "ebs": {"encrypted": "true", "volume_type": "gp3", "delete_on_termination": "true"},
+            }
+        ],
         "tag_specifications": [
             {"resource_type": kind, "tags": tags} for kind in ("instance", "volume")
         ],
     }
 
 
+ADMIN_ROOT_DEVICE: Final = "/dev/xvda"
+"""The root device of the Amazon Linux 2023 AMIs."""
 ADMIN_METADATA_OPTIONS: Final = {
     "http_endpoint": "enabled",
     "http_tokens": "required",
@@ -598,13 +609,12 @@ ADMIN_METADATA_OPTIONS: Final = {
 """IMDSv2 only, one hop: on the template and on the instance."""
 ADMIN_INSTANCE_HARDENING: Final = {
     "metadata_options": ADMIN_METADATA_OPTIONS,
-    # The AMI's size, encrypted, deleted with the instance: it keeps nothing.
-    "root_block_device": {"encrypted": True, "volume_type": "gp3", "delete_on_termination": True},
     "ebs_optimized": True,
     # One-minute metrics for the minutes it runs: a stuck layout shows in CloudWatch.
     "monitoring": True,
 }
-"""The admin client's IMDSv2-only metadata, encrypted root volume and detailed monitoring."""
+"""The admin client's IMDSv2-only metadata and detailed monitoring (its root volume is the
+template's: :func:`admin_launch_template`)."""
 
 
 def team_volume_handle(
@@ -1128,7 +1138,8 @@ class Storage(pulumi.ComponentResource):
             cidr_block=str(block),
             reservation_type="explicit",
             description="The Lustre admin client's address (the file system's no-squash NID)",
-            opts=child,
+            # EC2 holds one reservation of a block: a replacement must wait for the old one.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         group = aws.ec2.SecurityGroup(
             f"{name}-lustre-admin",

@@ -26,6 +26,7 @@ from components.file_system_layout import (
     ADMIN_MOUNT,
     LAYOUT_DONE,
     LAYOUT_LOG,
+    USER_DATA_LIMIT_BYTES,
     layout_script,
     team_directories,
 )
@@ -53,8 +54,8 @@ def _records(result: StackResult, resource_type: str) -> list[Any]:
     return [r for r in result.records if r.type == resource_type]
 
 
-def _one(result: StackResult, resource_type: str) -> Any:
-    (record,) = _records(result, resource_type)
+def _one(result: StackResult, resource_type: str, name_contains: str = "") -> Any:
+    (record,) = [r for r in _records(result, resource_type) if name_contains in r.name]
     return record
 
 
@@ -239,6 +240,9 @@ def test_the_layout_gives_each_team_a_setgid_2770_directory_under_every_root(
         for directory in team_directories(lustre, team):
             assert f"lfs project -p {team.gid} -s {mount}{directory.path}" in calls
         assert f"lfs setquota -p {team.gid} -B {team.lustre_quota_gib}G {mount}" in calls
+    # the project goes on each directory (what is made inside inherits it), never a walk of
+    # every file: a rerun after each change must not touch the whole file system
+    assert not [call for call in calls if call.startswith("lfs project") and " -r" in call]
     assert calls[-2:] == [f"umount {mount}", "shutdown -h now"]
     assert LAYOUT_DONE in (tmp_path / "console").read_text()
 
@@ -258,24 +262,35 @@ def test_a_failed_step_stops_the_layout_and_says_where(tmp_path: Path) -> None:
     assert result.returncode != 0
 
 
-def test_a_removed_quota_is_lifted_and_a_team_without_one_has_none() -> None:
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to a team's gid needs root")
+def test_a_removed_quota_is_lifted_and_a_team_without_one_has_none(tmp_path: Path) -> None:
     config = _config("dev")
     lustre = config.storage.lustre
     assert lustre is not None
     (team,) = config.teams
     assert team.lustre_quota_gib is None
     script = layout_script(lustre, config.teams, dns_name="d", mount_name="m")
-    assert f"lfs setquota -p {team.gid} -B 0 {ADMIN_MOUNT}" in script.splitlines()
+    assert _run_layout(script, tmp_path).returncode == 0
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert f"lfs setquota -p {team.gid} -B 0 {tmp_path / 'fsx'}" in calls
 
 
-def test_the_layout_sets_a_project_on_directories_without_walking_their_files() -> None:
-    config = _config("prod")
+def test_the_layout_script_fits_in_ec2_user_data_and_config_says_when_not() -> None:
+    data = stack_data("prod")
+    config = parse_platform_config(data)
     lustre = config.storage.lustre
     assert lustre is not None
-    script = layout_script(lustre, config.teams, dns_name="d", mount_name="m")
-    projects = [line for line in script.splitlines() if line.startswith("lfs project")]
-    assert projects and all(" -r" not in line for line in projects)
-    assert not [line for line in script.splitlines() if " -R " in line or "chown -R" in line]
+    script = layout_script(lustre, config.teams, dns_name="fs-1", mount_name="m")
+    assert len(script.encode()) < USER_DATA_LIMIT_BYTES
+    template = copy.deepcopy(data["teams"][1])
+    many = []
+    for index in range(600):
+        team = copy.deepcopy(template)
+        team.update(name=f"team-with-a-long-name-{index:04d}", gid=6000 + index)
+        team.pop("memberPrincipalArns", None)
+        many.append(team)
+    data["teams"] = many
+    assert_reported(data, TEAMS, "600 teams", "at most 16384 bytes of user data")
 
 
 # --------------------------------------------------------------------------- AWS side
@@ -313,11 +328,15 @@ def test_a_layout_change_replaces_the_admin_client_old_one_first(
     assert admin.delete_before_replace is True
     assert admin.inputs["instanceInitiatedShutdownBehavior"] == "stop"
     assert admin.inputs["metadataOptions"]["httpTokens"] == "required"
-    assert admin.inputs["rootBlockDevice"]["encrypted"] is True
     assert "iamInstanceProfile" not in admin.inputs and "keyName" not in admin.inputs
+    # its root volume is its template's, encrypted
+    template = _one(synthesized[stack], "aws:ec2/launchTemplate:LaunchTemplate", "lustre-admin")
+    (root,) = template.inputs["blockDeviceMappings"]
+    assert root["ebs"]["encrypted"] == "true"
+    assert admin.property_dependencies["launchTemplate"] == [template.urn]
     # its script lays out the stack's teams
     for team in synthesized[stack].config.teams:
-        assert f"chown 0:{team.gid} " in admin.inputs["userData"]
+        assert f"'{team.name} {team.gid} " in admin.inputs["userData"]
 
 
 def test_the_admin_client_reaches_only_lustre_and_package_downloads(

@@ -73,6 +73,18 @@ FIXED_IDENTITIES: Final[dict[str, FixedIdentity]] = {
     "aws:kms/alias:Alias": FixedIdentity("name", True, "an alias name is unique per region"),
     "aws:eks/cluster:Cluster": FixedIdentity("name", True, "a cluster name is unique per region"),
     "aws:iam/role:Role": FixedIdentity("name", True, "a role name is unique per account"),
+    "aws:ec2/subnetCidrReservation:SubnetCidrReservation": FixedIdentity(
+        "cidrBlock",
+        False,
+        "EC2 holds one reservation of a block in a subnet, and every argument of one is "
+        "ForceNew (terraform-provider-aws internal/service/ec2/vpc_subnet_cidr_reservation.go)",
+    ),
+    "aws:ec2/instance:Instance": FixedIdentity(
+        "privateIp",
+        False,
+        "two instances cannot hold one private address, so the replacement created first "
+        "fails while the old instance still has it",
+    ),
 }
 """Stateful resources whose replacement collides with itself when the identity is fixed."""
 

@@ -81,7 +81,10 @@ def _volumes(args: ResourceValidationArgs) -> Iterator[tuple[str, Mapping[str, A
             if mapping.get("ebs") is not None:
                 yield f"blockDeviceMappings[{index}].ebs", mapping["ebs"]
     elif args.resource_type in INSTANCE_SHAPES:
-        yield "rootBlockDevice", props.get("rootBlockDevice") or {}
+        # Launched from a template and not overriding it, the root volume is the template's,
+        # which this policy checks on the template itself.
+        if props.get("rootBlockDevice") or not props.get("launchTemplate"):
+            yield "rootBlockDevice", props.get("rootBlockDevice") or {}
         for index, device in enumerate(props.get("ebsBlockDevices") or []):
             yield f"ebsBlockDevices[{index}]", device
     elif args.resource_type in (NODE_CLASS, NODE_CLASS_PATCH):
