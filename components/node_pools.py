@@ -72,6 +72,19 @@ def slurm_taint() -> dict[str, str]:
     return {"key": RESERVED_FOR_LABEL, "value": "slurm", "effect": "NoSchedule"}
 
 
+SLURM_TOPOLOGY_ANNOTATION: Final = "topology.slinky.slurm.net/spec"
+"""The node annotation the Slinky operator copies into the Slurm node's topology when a slurmd
+pod runs there (slurm-operator v1.2.1 internal/controller/nodeset/nodeset_sync.go,
+syncSlurmTopology; docs/usage/topology.md)."""
+SLURM_TOPOLOGY: Final = "placement"
+"""The Slurm topology (topology.yaml) whose switches are the pools' placement groups."""
+
+
+def slurm_topology_spec(pool: NodePoolConfig) -> str:
+    """A Slurm node's place in :data:`SLURM_TOPOLOGY`: the switch named after its pool."""
+    return f"{SLURM_TOPOLOGY}:{pool.name}"
+
+
 def slurm_node_pool_name(pool: NodePoolConfig) -> str:
     """The NodePool of a pool's nodes that Slurm holds, e.g. ``p5-slurm``."""
     return pool.name + SLURM_POOL_SUFFIX
@@ -289,12 +302,14 @@ def node_pool_spec(
     memory_gib = max(entry.memory_gib for entry in entries)
     labels = pool_labels(pool)
     taints = [accelerator_taint(pool)] + [t.model_dump() for t in pool.taints]
+    metadata: dict[str, Any] = {"labels": labels}
     if for_slurm:
         labels[RESERVED_FOR_LABEL] = slurm_taint()["value"]
         taints.append(slurm_taint())
+        metadata["annotations"] = {SLURM_TOPOLOGY_ANNOTATION: slurm_topology_spec(pool)}
     spec: dict[str, Any] = {
         "template": {
-            "metadata": {"labels": labels},
+            "metadata": metadata,
             "spec": {
                 "nodeClassRef": node_class_ref(pool.name),
                 "requirements": [

@@ -22,6 +22,7 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
+import yaml
 
 from components import versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
@@ -29,7 +30,7 @@ from components.cluster import encrypted_gp3_class, state_reclaim_policy, storag
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.helm import release, with_system_placement
-from components.node_pools import POOL_LABEL
+from components.node_pools import POOL_LABEL, SLURM_TOPOLOGY
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.storage import CLAIM_NAME
 from components.tenancy import (
@@ -45,6 +46,7 @@ from components.workloads import (
     node_resources,
     pool_workload_placement,
     shared_memory_volume,
+    whole_node_memory_mib,
 )
 
 NAMESPACE: Final = "slurm"
@@ -150,36 +152,113 @@ def gres_conf(pools: Sequence[NodePoolConfig]) -> str:
     return "\n".join(lines) + "\n"
 
 
+CONFINEMENT_CONF: Final = {
+    "ProctrackType": "proctrack/cgroup",
+    "TaskPlugin": ["task/cgroup", "task/affinity"],
+    "JobAcctGatherType": "jobacct_gather/cgroup",
+    "SelectTypeParameters": "CR_Core_Memory",
+    "MpiDefault": "pmix",
+    "EnforcePartLimits": "ALL",
+    "PropagateResourceLimitsExcept": "MEMLOCK",
+}
+"""``slurm.conf`` settings the operator leaves at Slurm's defaults (slurm-operator v1.2.1
+internal/builder/controllerbuilder/controller_config.go, buildSlurmConf, sets none of them):
+
+- jobs tracked and confined by cgroups and bound to their cores (task/cgroup with
+  :func:`cgroup_conf`, task/affinity), cores and memory consumable, so ``--mem`` is a limit;
+- ``MpiDefault=pmix``: ``srun`` starts MPI ranks through PMIx without ``--mpi=pmix``;
+- ``EnforcePartLimits=ALL``: a job no partition can hold (more nodes than a node set can
+  have) is refused at submission with Slurm's reason, instead of pending forever under the
+  default ``NO`` (slurm.conf(5));
+- ``PropagateResourceLimitsExcept=MEMLOCK``: a job keeps slurmd's locked-memory limit (the EFA
+  pools raise it for every container, components/node_pools.py) instead of the login
+  shell's, which would leave libfabric unable to register its buffers."""
+
+
 def controller_conf(pools: Sequence[NodePoolConfig], *, accounting: bool) -> dict[str, Any]:
-    """``slurm.conf`` additions: the GRES types in use, tracked by accounting when it runs."""
+    """``slurm.conf`` additions: GRES types, their accounting, and :data:`CONFINEMENT_CONF`.
+
+    The GRES types in use are tracked by accounting when it runs.
+    """
     gres_types = sorted({gres_name(pool) for pool in pools})
-    conf: dict[str, Any] = {"GresTypes": gres_types}
+    conf: dict[str, Any] = {"GresTypes": gres_types, **CONFINEMENT_CONF}
     if accounting:
         conf["AccountingStorageTRES"] = [f"gres/{gres}" for gres in gres_types]
     return conf
 
 
-def slurmd_resources(pool: NodePoolConfig) -> dict[str, Any]:
-    """Slurmd's requests and limits: the node's accelerators, EFA and huge pages.
+def cgroup_conf() -> str:
+    """``cgroup.conf``: cores, devices and memory constrained (Slurm defaults constrain none).
 
-    Requests are a training pod's (:func:`components.workloads.node_resources`). Memory has no
-    limit: slurmd hands the node's memory to the jobs it starts, under its own cgroups.
+    Given, it replaces the operator's own, whose two lines it keeps (cgroup v2, no systemd in
+    the container: controller_config.go, buildCgroupConf). A job then sees only the cores,
+    the GPUs or Neuron devices and the memory it asked for, and one over its ``--mem`` is
+    killed alone instead of taking the pod, and every job on the node, over its limit.
+    """
+    settings = {
+        "CgroupPlugin": "cgroup/v2",
+        "IgnoreSystemd": "yes",
+        "ConstrainCores": "yes",
+        "ConstrainDevices": "yes",
+        "ConstrainRAMSpace": "yes",
+        "ConstrainSwapSpace": "yes",
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def topology_yaml(pools: Sequence[NodePoolConfig]) -> str:
+    """``topology.yaml``: a tree whose switches, one per node set, share no parent.
+
+    Each pool is one EC2 cluster placement group (its own EFA fabric), and Slurm's tree
+    topology allocates a job only below one switch, so a job never spans two pools' nodes.
+    Slurm nodes are placed under their switch by the node annotation
+    (:data:`components.node_pools.SLURM_TOPOLOGY_ANNOTATION`) as well as by name.
+    """
+    switches = [{"switch": pool.name, "nodes": node_names(pool)} for pool in pools]
+    document = [
+        {"topology": SLURM_TOPOLOGY, "cluster_default": True, "tree": {"switches": switches}}
+    ]
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def slurmd_resources(pool: NodePoolConfig) -> dict[str, Any]:
+    """Slurmd's requests and limits: the node's accelerators, EFA, huge pages and memory.
+
+    A training pod's (:func:`components.workloads.node_resources`), memory limit equal to its
+    request: the pod is Guaranteed for memory, so the kubelet evicts it last, and jobs share
+    that limit under Slurm's cgroups, each held to its ``--mem`` (:func:`cgroup_conf`), with
+    Slurm told the same memory (:func:`node_conf`).
     """
     resources = node_resources(pool)
     # The CPU request of a Trainium training pod sizes Trainer's process count; slurmd has none.
     requests = {key: value for key, value in resources["requests"].items() if key != "cpu"}
-    limits = {
-        key: value for key, value in resources["limits"].items() if key not in ("memory", "cpu")
-    }
+    limits = {key: value for key, value in resources["limits"].items() if key != "cpu"}
     return {"requests": requests, "limits": limits}
 
 
+SLURMD_MEMORY_MIB: Final = 1024
+"""What slurmd and its step daemons keep of the pod's memory (MemSpecLimit would take it from
+jobs the same way); jobs share the rest."""
+
+
+def slurm_node_memory_mib(pool: NodePoolConfig) -> int:
+    """``RealMemory`` of a node set's Slurm nodes: the pod's limit less slurmd's own share.
+
+    slurmd would otherwise report the host's memory, and Slurm would give jobs memory the pod
+    cannot have.
+    """
+    return whole_node_memory_mib(pool) - SLURMD_MEMORY_MIB
+
+
 def node_conf(pool: NodePoolConfig) -> str:
-    """Slurmd's ``--conf``: the node's GRES (every device) and features to constrain jobs by."""
+    """Slurmd's ``--conf``: the node's GRES (every device), memory, and features."""
     features = [pool.name, pool.instance.accelerator]
     if pool.uses_efa:
         features.append("efa")
-    return f"Gres={gres_name(pool)}:{pool.instance.accelerators} Features={','.join(features)}"
+    return (
+        f"Gres={gres_name(pool)}:{pool.instance.accelerators} "
+        f"RealMemory={slurm_node_memory_mib(pool)} Features={','.join(features)}"
+    )
 
 
 def shared_volume() -> dict[str, Any]:
@@ -198,6 +277,7 @@ def nodeset_spec(
     *,
     image: str,
     shared_file_system: bool,
+    default_partition: bool = False,
 ) -> dict[str, Any]:
     """The NodeSet of one pool: slurmd pods that each take a whole node of the pool.
 
@@ -206,6 +286,7 @@ def nodeset_spec(
         pool: the pool it runs on (catalog entry, taints).
         image: the pinned slurmd image (with the EFA libraries).
         shared_file_system: mount the namespace's Lustre claim at the shared path.
+        default_partition: its partition is the cluster's default. Default False.
     """
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
@@ -217,7 +298,10 @@ def nodeset_spec(
         "scalingMode": "StatefulSet",
         "replicas": node_set.replicas,
         "extraConf": node_conf(pool),
-        "partition": {"enabled": True, "config": "State=UP MaxTime=UNLIMITED"},
+        "partition": {
+            "enabled": True,
+            "config": "State=UP MaxTime=UNLIMITED" + (" Default=YES" if default_partition else ""),
+        },
         "slurmd": {
             "image": image,
             "resources": slurmd_resources(pool),
@@ -291,7 +375,11 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
         "clusterName": config.slurm_cluster_name,
         "slurmKey": {"create": False, "secretRef": dict(SLURM_KEY)},
         "jwtKey": {"create": False, "secretRef": dict(JWT_KEY)},
-        "configFiles": {"gres.conf": gres_conf(pools)},
+        "configFiles": {
+            "gres.conf": gres_conf(pools),
+            "cgroup.conf": cgroup_conf(),
+            "topology.yaml": topology_yaml(pools),
+        },
         "controller": {
             "slurmctld": {"image": slinky_image("slurmctld")},
             "reconfigure": {"image": slinky_image("slurmctld")},
@@ -343,13 +431,9 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
                 },
             }
         },
-        "partitions": {
-            slurm.default_partition: {
-                "enabled": True,
-                "nodesets": ["ALL"],
-                "configMap": {"Default": "YES", "State": "UP", "MaxTime": "UNLIMITED"},
-            }
-        },
+        # Only the node sets' own partitions (nodeset_spec): one spanning node sets would
+        # put one job on two placement groups.
+        "partitions": {},
     }
 
 
@@ -650,6 +734,7 @@ class Slurm(pulumi.ComponentResource):
                 pool,
                 image=node_set_image(config, node_set),
                 shared_file_system=config.storage.lustre is not None,
+                default_partition=pool.name == slurm.default_partition_pool,
             )
             self.node_sets[pool.name] = k8s.apiextensions.CustomResource(
                 f"{name}-nodeset-{pool.name}",

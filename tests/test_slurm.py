@@ -77,7 +77,6 @@ INTERNAL_LB_ANNOTATIONS: Final = {
 }
 # Documented defaults (config field descriptions) of settings a stack may leave out.
 DEFAULT_REPLICAS: Final = 1
-DEFAULT_PARTITION: Final = "all"
 DEFAULT_HUGEPAGES_GIB: Final = 5
 DEFAULT_LOGIN_REPLICAS: Final = 1
 DEFAULT_ACCOUNTING_STORAGE_GIB: Final = 20
@@ -614,17 +613,23 @@ def test_slurmd_requests_every_accelerator_and_efa_interface(node_set: NodeSetCa
     assert other not in requests
 
 
-def test_slurmd_extended_resources_have_equal_limits_and_no_memory_limit(
+def test_slurmd_requests_equal_limits_memory_included_and_slurm_knows_the_limit(
     node_set: NodeSetCase,
 ) -> None:
+    """Guaranteed for memory, and Slurm schedules only what the pod may use: a job over its
+    --mem is killed by its own cgroup, never the pod with every job on the node."""
     resources = node_set.slurmd["resources"]
     requests, limits = resources["requests"], resources.get("limits", {})
     extended = [name for name in requests if "/" in name or name.startswith("hugepages-")]
     assert node_set.pool.accelerator_resource in extended
-    for name in extended:
+    for name in [*extended, "memory"]:
         assert name in limits, name
         assert quantity(limits[name]) == quantity(requests[name]), name
-    assert "memory" not in limits, "slurmd hands the node's memory to its jobs"
+    conf = _conf_items(node_set.spec["extraConf"])
+    real_memory_mib = int(conf["RealMemory"])
+    limit_mib = quantity(limits["memory"]) / 2**20
+    assert 0 < real_memory_mib < limit_mib
+    assert limit_mib - real_memory_mib <= 2048, "slurmd keeps a small share, jobs the rest"
 
 
 def test_huge_pages_only_on_efa_pools(node_set: NodeSetCase) -> None:
@@ -763,29 +768,97 @@ def test_auth_keys_are_random_secrets_made_by_the_program(case: StackCase, key: 
     _assert_random_secret(case.run, ref["name"], {ref["key"]})
 
 
-def test_one_default_partition_spanning_every_node_set(
+def _default_partitions(run: ProgramRun) -> list[str]:
+    """Node sets whose partition is marked the default."""
+    return [
+        record.inputs["metadata"]["name"]
+        for record in run.of_type(NODE_SET)
+        if "Default=YES" in record.inputs["spec"]["partition"]["config"].split()
+    ]
+
+
+def test_every_partition_is_one_node_set_and_one_is_the_default(
     case: StackCase, reference_dir: Path
 ) -> None:
+    """A partition spanning node sets would put one job on two placement groups (and EFA
+    counts); the chart's spanning partitions are all off."""
     defaults = _chart_defaults(reference_dir, versions.SLURM_CHART.reference_dir)
     values = _values(case.run, SLURM_RELEASE)
     partitions = _merged(defaults["partitions"], values["partitions"])
-    enabled = [name for name, p in partitions.items() if p.get("enabled")]
-    assert enabled == [case.slurm.get("defaultPartition", DEFAULT_PARTITION)]
-    (partition,) = [partitions[name] for name in enabled]
-    assert partition["configMap"]["Default"] == "YES"
-    assert partition["nodesets"] == ["ALL"]
+    assert [name for name, p in partitions.items() if p.get("enabled")] == []
+    for node_set in case.slurm["nodeSets"]:
+        partition = _node_set(case.run, node_set["pool"]).inputs["spec"]["partition"]
+        assert partition["enabled"] is True, node_set["pool"]
+    first = case.slurm["nodeSets"][0]["pool"]
+    assert _default_partitions(case.run) == [case.slurm.get("defaultPartition", first)]
 
 
-def test_configured_default_partition_replaces_all(
-    run_platform: Callable[..., ProgramRun], reference_dir: Path
+def test_the_default_partition_can_be_another_node_sets(
+    run_platform: Callable[..., ProgramRun],
 ) -> None:
-    data = stack_data("dev")
-    data["slurm"]["defaultPartition"] = "batch"
-    run = run_platform(data, "dev")
-    defaults = _chart_defaults(reference_dir, versions.SLURM_CHART.reference_dir)
-    partitions = _merged(defaults["partitions"], _values(run, SLURM_RELEASE)["partitions"])
-    assert [name for name, p in partitions.items() if p.get("enabled")] == ["batch"]
-    assert partitions["batch"]["configMap"]["Default"] == "YES"
+    data = stack_data("prod")
+    data["slurm"]["defaultPartition"] = data["slurm"]["nodeSets"][1]["pool"]
+    run = run_platform(data, "prod")
+    assert _default_partitions(run) == [data["slurm"]["nodeSets"][1]["pool"]]
+
+
+def _topology(case: StackCase) -> list[dict[str, Any]]:
+    document = yaml.safe_load(_values(case.run, SLURM_RELEASE)["configFiles"]["topology.yaml"])
+    assert isinstance(document, list)
+    return document
+
+
+def test_topology_puts_each_node_set_under_its_own_switch_with_no_common_parent(
+    case: StackCase,
+) -> None:
+    (topology,) = _topology(case)
+    assert topology["cluster_default"] is True
+    switches = topology["tree"]["switches"]
+    # no switch has children: Slurm's tree topology allocates a job below one switch only
+    assert all("children" not in switch for switch in switches)
+    by_switch = {switch["switch"]: _hostlist(switch["nodes"]) for switch in switches}
+    pools = [node_set["pool"] for node_set in case.slurm["nodeSets"]]
+    assert sorted(by_switch) == sorted(pools)
+    for pool in pools:
+        names = by_switch[pool]
+        assert names and all(name.rsplit("-", 1)[0] == pool for name in names), pool
+    # the slurmd nodes are named <pool>-<ordinal>, so each falls under its own switch
+    for node_set in case.slurm["nodeSets"]:
+        template = _node_set(case.run, node_set["pool"]).inputs["spec"]["template"]["spec"]
+        assert template["hostname"] == f"{node_set['pool']}-"
+
+
+def test_slurm_nodes_carry_their_switch_in_the_topology_annotation(case: StackCase) -> None:
+    (topology,) = _topology(case)
+    switches = {switch["switch"] for switch in topology["tree"]["switches"]}
+    for node_set in case.slurm["nodeSets"]:
+        pool = node_set["pool"]
+        (node_pool,) = [
+            r for r in case.run.of_type("kubernetes:karpenter.sh/v1:NodePool")
+            if r.inputs["metadata"]["name"] == f"{pool}-slurm"
+        ]  # fmt: skip
+        annotations = node_pool.inputs["spec"]["template"]["metadata"]["annotations"]
+        name, _, unit = annotations["topology.slinky.slurm.net/spec"].partition(":")
+        assert name == topology["topology"] and unit == pool and unit in switches
+
+
+def test_jobs_are_confined_and_refused_when_no_partition_can_hold_them(case: StackCase) -> None:
+    conf = _values(case.run, SLURM_RELEASE)["controller"]["extraConfMap"]
+    assert conf["EnforcePartLimits"] == "ALL"
+    assert conf["TaskPlugin"] == ["task/cgroup", "task/affinity"]
+    assert conf["ProctrackType"] == "proctrack/cgroup"
+    assert conf["MpiDefault"] == "pmix"
+    assert conf["SelectTypeParameters"] == "CR_Core_Memory"
+    # a job keeps slurmd's (raised) locked-memory limit, which EFA needs
+    assert conf["PropagateResourceLimitsExcept"] == "MEMLOCK"
+    cgroup = dict(
+        line.split("=", 1)
+        for line in _values(case.run, SLURM_RELEASE)["configFiles"]["cgroup.conf"].splitlines()
+        if line and not line.startswith("#")
+    )
+    for key in ("ConstrainCores", "ConstrainDevices", "ConstrainRAMSpace"):
+        assert cgroup[key] == "yes", key
+    assert cgroup["CgroupPlugin"] == "cgroup/v2"
 
 
 def test_cluster_name_and_service_sizes_come_from_config(case: StackCase) -> None:
@@ -1196,9 +1269,8 @@ INVALID: list[tuple[str, Mutation, str, Any, str]] = [
      "platform.slurm.login.sshAuthorizedKeys[0]", _rsa_key(2048), "RSA of at least 3072 bits"),
     ("lustre removed", delete_at("storage.lustre"),
      "platform.storage.lustre", MISSING, "a Lustre file system when Slurm is enabled"),
-    ("default partition named like a node set", set_at("slurm.defaultPartition", DEV_TRN_POOL.name),
-     "platform.slurm.defaultPartition", DEV_TRN_POOL.name,
-     "a name other than the node sets' own partitions"),
+    ("default partition not a node set's", set_at("slurm.defaultPartition", "all"),
+     "platform.slurm.defaultPartition", "all", "the pool of a node set"),
     ("cluster name with a hyphen", set_at("slurm.clusterName", "ml-dev"),
      "platform.slurm.clusterName", "ml-dev", "lower-case letters, digits and '_'"),
     ("cluster name in upper case", set_at("slurm.clusterName", "MLDev"),

@@ -158,6 +158,13 @@ class SlurmAccountingConfig(StrictModel):
 class SlurmConfig(StrictModel):
     """Slurm on Kubernetes with Slinky: node sets on the same pools as Kubernetes jobs."""
 
+    @property
+    def default_partition_pool(self) -> str | None:
+        """The pool whose node set's partition is the default (None without node sets)."""
+        if self.default_partition is not None:
+            return self.default_partition
+        return self.node_sets[0].pool if self.node_sets else None
+
     enabled: bool = Field(
         default=False,
         description="Install cert-manager, the Slinky operator and a Slurm cluster. "
@@ -173,9 +180,11 @@ class SlurmConfig(StrictModel):
         description="Node sets, one per pool given to Slurm; each gets its own partition. "
         "Default: none.",
     )
-    default_partition: SlurmClusterName = Field(
-        default="all",
-        description="Name of the default partition, which spans every node set. Default: all.",
+    default_partition: SlurmClusterName | None = Field(
+        default=None,
+        description="The node set (its pool's name) whose partition is the default one. Every "
+        "partition is one node set's, so one job never spans pools (placement groups, EFA "
+        "counts). Default: the first node set's pool.",
     )
     images: SlurmImagesConfig = Field(
         default_factory=SlurmImagesConfig,
@@ -251,11 +260,12 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     pools = [node_set.pool for node_set in slurm.node_sets]
     if duplicates(pools):
         yield ConfigProblem(f"{base}.nodeSets", pools, "each pool in one node set")
-    if slurm.default_partition in pools:
+    if slurm.default_partition is not None and slurm.default_partition not in pools:
         yield ConfigProblem(
             f"{base}.defaultPartition",
             slurm.default_partition,
-            "a name other than the node sets' own partitions (" + ", ".join(pools) + ")",
+            "the pool of a node set (" + ", ".join(pools) + "): a partition spanning node sets "
+            "would spread one job over placement groups",
         )
     for index, cidr in enumerate(slurm.login.allowed_cidrs if slurm.login else []):
         network = ipaddress.IPv4Network(cidr, strict=False)
