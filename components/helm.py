@@ -188,6 +188,53 @@ CHART_PLACEMENT: Final[dict[str, ChartPlacement]] = {
     ),
     # SlinkyProject/slurm-operator v1.2.1 helm/slurm-operator/templates/{operator,webhook}/
     # deployment.yaml.
+    # Every block that places a KEDA Deployment: the operator, the metrics API server and the
+    # admission webhooks, with the top-level keys they fall back to.
+    versions.KEDA_CHART.chart: ChartPlacement(
+        system=(
+            SystemController((), "fallback of every KEDA Deployment"),
+            SystemController(("operator",), "Deployment of the operator"),
+            SystemController(("metricsServer",), "Deployment of the metrics API server"),
+            SystemController(("webhooks",), "Deployment of the admission webhooks"),
+        )
+    ),
+    versions.PROMETHEUS_STACK_CHART.chart: ChartPlacement(
+        system=(
+            SystemController(("prometheusOperator",), "Deployment of the Prometheus Operator"),
+            SystemController(
+                ("prometheusOperator", "admissionWebhooks", "patch"),
+                "hook Jobs that make and patch the webhook's certificate",
+            ),
+            SystemController(
+                ("prometheusOperator", "admissionWebhooks", "deployment"),
+                "the optional separate webhook Deployment",
+            ),
+            SystemController(
+                ("prometheus", "prometheusSpec"),
+                "the Prometheus custom resource, whose StatefulSet the operator makes",
+            ),
+            SystemController(("crds", "upgradeJob"), "the optional CRD upgrade Job"),
+        ),
+        elsewhere=(
+            ElsewherePlacement(
+                ("alertmanager", "alertmanagerSpec"),
+                ("nodeSelector", "tolerations"),
+                "Alertmanager stays off until the observability work",
+                unless=("alertmanager", "enabled"),
+            ),
+            ElsewherePlacement(
+                ("thanosRuler", "thanosRulerSpec"),
+                ("nodeSelector", "tolerations"),
+                "Thanos Ruler stays off",
+                unless=("thanosRuler", "enabled"),
+            ),
+        ),
+        subcharts=(
+            # kube-state-metrics, node exporter, Grafana and the Windows exporter stay off
+            # (autoscaling_values): turned on, they would fail the placement check unlisted.
+            Subchart("crds", None, "the Prometheus Operator's CRDs (ServiceMonitor for slurmctld)"),
+        ),
+    ),
     versions.SLURM_OPERATOR_CHART.chart: ChartPlacement(
         system=(
             SystemController(

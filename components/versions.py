@@ -249,6 +249,23 @@ CERT_MANAGER_CHART: Final = HelmChart(
     reference_dir="cert-manager/v1.21.1",
 )
 
+KEDA_CHART: Final = HelmChart(
+    chart="keda",
+    # KEDA scales each Slurm node set through its scale subresource (slurm-operator v1.2.1
+    # docs/usage/autoscaling.md); its CRDs (ScaledObject) come with the chart.
+    version="2.20.2",
+    repository="https://kedacore.github.io/charts",
+    reference_dir="keda/2.20.2",
+)
+PROMETHEUS_STACK_CHART: Final = HelmChart(
+    chart="kube-prometheus-stack",
+    # Only the Prometheus Operator, its CRDs and one Prometheus that scrapes slurmctld, for
+    # KEDA's queries; the later observability work turns on the rest.
+    version="88.5.3",
+    repository="https://prometheus-community.github.io/helm-charts",
+    reference_dir="kube-prometheus-stack/88.5.3",
+)
+
 SLINKY_VERSION: Final = "1.2.1"
 """Slinky slurm-operator, its CRDs and the slurm chart (Slurm 26.05 images)."""
 SLURM_OPERATOR_CRDS_CHART: Final = HelmChart(

@@ -1,0 +1,229 @@
+"""Slurm node sets that grow with pending work: KEDA, and a Prometheus that scrapes slurmctld.
+
+slurmctld serves its OpenMetrics (``MetricsType=metrics/openmetrics``, which the Slinky
+operator sets when ``controller.metrics.enabled``; slurm-operator v1.2.1
+internal/builder/controllerbuilder/controller_config.go) on its own port, the operator makes a
+ServiceMonitor for it (controller_servicemonitor.go), a minimal Prometheus scrapes it, and one
+KEDA ScaledObject per node set turns the partition's demand into the NodeSet's replicas through
+its scale subresource (docs/usage/autoscaling.md). Karpenter then launches or removes the
+nodes those slurmd pods need, within the node set's share of the pool.
+
+Pure builders beside the component: values of both charts, the demand query, the ScaledObject.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Final
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import versions
+from components.config import NodePoolConfig, SlurmNodeSetConfig
+from components.helm import release, with_system_placement
+
+MONITORING_NAMESPACE: Final = "monitoring"
+MONITORING_RELEASE: Final = "monitoring"
+KEDA_NAMESPACE: Final = "keda"
+KEDA_RELEASE: Final = "keda"
+PROMETHEUS_PORT: Final = 9090
+PROMETHEUS_URL: Final = (
+    f"http://{MONITORING_RELEASE}-prometheus.{MONITORING_NAMESPACE}.svc:{PROMETHEUS_PORT}"
+)
+"""The chart's Prometheus service: ``<fullname>-prometheus``, the fullname being
+``fullnameOverride``."""
+SCRAPE_INTERVAL: Final = "30s"
+POLLING_INTERVAL_SECONDS: Final = 30
+"""How often KEDA asks Prometheus (its default)."""
+COOLDOWN_SECONDS: Final = 600
+"""How long a node set with no demand keeps its nodes before KEDA takes it to its warm floor:
+a job that follows within ten minutes finds them."""
+SCALE_DOWN_STABILIZATION_SECONDS: Final = 600
+"""The HPA's scale-down window: demand must stay lower this long before nodes are removed."""
+CLUSTER_TARGETS: Final = (
+    "kubeApiServer",
+    "kubelet",
+    "kubeControllerManager",
+    "coreDns",
+    "kubeEtcd",
+    "kubeScheduler",
+    "kubeProxy",
+)
+"""The chart's ServiceMonitors of the cluster itself (EKS's control plane is not scrapable)."""
+RETENTION: Final = "2d"
+"""Prometheus keeps two days: the autoscaler reads the last minute."""
+
+
+def monitoring_values() -> dict[str, Any]:
+    """Values of kube-prometheus-stack: the operator, its CRDs and one small Prometheus.
+
+    Everything else the chart installs by default (Alertmanager, Grafana, node exporter,
+    kube-state-metrics, the cluster's own ServiceMonitors and alert rules) stays off until the
+    observability work; Prometheus selects every ServiceMonitor in the cluster, so it finds
+    the one the Slinky operator makes for slurmctld.
+    """
+    off = {"enabled": False}
+    return with_system_placement(
+        versions.PROMETHEUS_STACK_CHART,
+        {
+            "fullnameOverride": MONITORING_RELEASE,
+            "defaultRules": {"create": False},
+            "alertmanager": dict(off),
+            "grafana": dict(off),
+            "nodeExporter": dict(off),
+            "kubeStateMetrics": dict(off),
+            "windowsMonitoring": dict(off),
+            "kubernetesServiceMonitors": dict(off),
+            **{component: dict(off) for component in CLUSTER_TARGETS},
+            "prometheus": {
+                "prometheusSpec": {
+                    "serviceMonitorSelectorNilUsesHelmValues": False,
+                    "podMonitorSelectorNilUsesHelmValues": False,
+                    "scrapeInterval": SCRAPE_INTERVAL,
+                    "retention": RETENTION,
+                    "resources": {
+                        "requests": {"cpu": "200m", "memory": "512Mi"},
+                        "limits": {"memory": "2Gi"},
+                    },
+                }
+            },
+        },
+    )
+
+
+def keda_values() -> dict[str, Any]:
+    """Values of the keda chart: every KEDA Deployment on the system nodes."""
+    return with_system_placement(versions.KEDA_CHART, {})
+
+
+def demand_query(partition: str) -> str:
+    """PromQL of the nodes a partition wants: the busy ones plus its largest pending job.
+
+    slurmctld reports per partition the nodes allocated or partly allocated, and the most
+    nodes any pending job not held needs at least (``slurm_partition_jobs_min_job_nodes_nohold``,
+    Slurm metrics.html, "for Slinky or other autoscaling systems"). A gang of N nodes then
+    asks for N more at once; the next one once it starts. ``or vector(0)`` keeps the query
+    answering before slurmctld has reported the partition.
+    """
+    selector = f'{{partition="{partition}"}}'
+    terms = [
+        f"slurm_partition_nodes_alloc{selector}",
+        f"slurm_partition_nodes_mixed{selector}",
+        f"slurm_partition_jobs_min_job_nodes_nohold{selector}",
+    ]
+    return " + ".join(f"(max({term}) or vector(0))" for term in terms)
+
+
+def scaled_object_spec(node_set: SlurmNodeSetConfig, pool: NodePoolConfig) -> dict[str, Any]:
+    """The ScaledObject that sets a node set's replicas to its partition's demand.
+
+    ``metricType: AverageValue`` with threshold 1: the HPA takes replicas = demand / 1
+    (an external metric's average value), while ``Value`` would scale the current replicas
+    by demand/threshold. Between the warm floor (``minReplicaCount``) and the node set's share
+    of the pool (``maxReplicaCount``, the limit of its ``-slurm`` NodePool). With no warm
+    floor, KEDA takes an idle node set to 0 (``idleReplicaCount``, only 0 is supported) after
+    :data:`COOLDOWN_SECONDS`.
+
+    Args:
+        node_set: the node set (its bounds).
+        pool: its pool, whose name is the NodeSet's and its partition's.
+    """
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet",
+                           "name": pool.name},
+        "pollingInterval": POLLING_INTERVAL_SECONDS,
+        "cooldownPeriod": COOLDOWN_SECONDS,
+        "minReplicaCount": max(node_set.warm_nodes, 1),
+        "maxReplicaCount": node_set.max_nodes,
+        "advanced": {
+            "horizontalPodAutoscalerConfig": {
+                "behavior": {
+                    "scaleDown": {
+                        "stabilizationWindowSeconds": SCALE_DOWN_STABILIZATION_SECONDS
+                    }
+                }
+            }
+        },
+        "triggers": [
+            {
+                "type": "prometheus",
+                "metricType": "AverageValue",
+                "metadata": {
+                    "serverAddress": PROMETHEUS_URL,
+                    "query": demand_query(pool.name),
+                    "threshold": "1",
+                    "activationThreshold": "0",
+                },
+            }
+        ],
+    }  # fmt: skip
+    if node_set.warm_nodes == 0:
+        spec["idleReplicaCount"] = 0
+    return spec
+
+
+class Autoscaling(pulumi.ComponentResource):
+    """KEDA and the minimal Prometheus its Slurm triggers query.
+
+    Output: ``ready`` (what the Slurm chart and the ScaledObjects wait for: the
+    ServiceMonitor and ScaledObject CRDs exist once both releases are installed).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster_ready: list[pulumi.Resource],
+        kubernetes_provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Install kube-prometheus-stack (minimal) and KEDA on the system nodes.
+
+        Args:
+            name: prefix of child resource names.
+            cluster_ready: what the releases wait for (the cluster and its system nodes).
+            kubernetes_provider: provider of the releases.
+            opts: resource options.
+        """
+        super().__init__("trainingplatform:index:Autoscaling", name, None, opts)
+        in_cluster = pulumi.ResourceOptions(
+            parent=self, provider=kubernetes_provider, depends_on=cluster_ready
+        )
+        monitoring = release(
+            MONITORING_RELEASE,
+            versions.PROMETHEUS_STACK_CHART,
+            namespace=MONITORING_NAMESPACE,
+            values=monitoring_values(),
+            create_namespace=True,
+            opts=in_cluster,
+        )
+        keda = release(
+            KEDA_RELEASE,
+            versions.KEDA_CHART,
+            namespace=KEDA_NAMESPACE,
+            values=keda_values(),
+            create_namespace=True,
+            opts=in_cluster,
+        )
+        self.ready: list[pulumi.Resource] = [monitoring, keda]
+        self.register_outputs({})
+
+
+def scaled_object(
+    name: str,
+    node_set: SlurmNodeSetConfig,
+    pool: NodePoolConfig,
+    *,
+    namespace: str,
+    opts: pulumi.ResourceOptions,
+) -> k8s.apiextensions.CustomResource:
+    """The ScaledObject of one node set (:func:`scaled_object_spec`), beside its NodeSet."""
+    return k8s.apiextensions.CustomResource(
+        name,
+        api_version="keda.sh/v1alpha1",
+        kind="ScaledObject",
+        metadata={"name": pool.name, "namespace": namespace},
+        spec=typing.cast(Any, scaled_object_spec(node_set, pool)),
+        opts=opts,
+    )
