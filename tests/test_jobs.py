@@ -256,15 +256,33 @@ def test_a_device_plugin_that_skips_slurm_nodes_leaves_slurmd_pending(
     assert any("vpc.amazonaws.com/efa" in r and "tolerate" in r for r in partition.reasons)
 
 
-def test_more_slurmd_replicas_than_slurms_node_pool_holds_leave_some_pending(
+def test_a_node_set_that_grows_past_slurms_node_pool_leaves_some_pending(
     synthesized: dict[str, StackResult],
 ) -> None:
     view = _view(synthesized["prod"])
-    (node_set,) = _objects(view, "NodeSet", "p5en")
-    node_set["spec"]["replicas"] += 1
+    (scaler,) = _objects(view, "ScaledObject", "p5en")
+    scaler["spec"]["maxReplicaCount"] += 1
     partition = _report(evaluate_jobs(view), "*", "p5en")
     assert not partition.runnable
-    assert any("3 slurmd replicas but the NodePools allow 2 nodes" in r for r in partition.reasons)
+    assert any("grows to 5 nodes but the NodePools allow 4" in r for r in partition.reasons)
+
+
+def test_a_partition_reports_what_one_job_gets_cold_and_warm(
+    synthesized: dict[str, StackResult],
+) -> None:
+    raw = stack_data("prod")
+    (node_set,) = [s for s in raw["slurm"]["nodeSets"] if s["pool"] == "p5en"]
+    partition = _report(synthesized["prod"].jobs, "*", "p5en")
+    assert partition.runnable and partition.max_nodes == node_set["maxNodes"] == 4
+    assert any(r.startswith("cold: up to 4 node(s)") for r in partition.reasons)
+    assert any(r.startswith("warm: 0 node(s)") for r in partition.reasons)
+    # a warm floor: the ScaledObject keeps its minimum while idle
+    view = _view(synthesized["prod"])
+    (scaler,) = _objects(view, "ScaledObject", "p5en")
+    del scaler["spec"]["idleReplicaCount"]
+    scaler["spec"]["minReplicaCount"] = 2
+    warm = _report(evaluate_jobs(view), "*", "p5en")
+    assert any(r.startswith("warm: 2 node(s)") for r in warm.reasons)
 
 
 def test_a_gpu_pool_the_nvidia_plugin_skips_never_offers_gpus(
@@ -333,7 +351,7 @@ def test_the_pool_limit_less_slurms_share_caps_a_gang(
 ) -> None:
     raw = stack_data("prod")
     (pool,) = [p for p in raw["nodePools"] if p["name"] == "p5en"]
-    (held,) = [s["replicas"] for s in raw["slurm"]["nodeSets"] if s["pool"] == "p5en"]
+    (held,) = [s["maxNodes"] for s in raw["slurm"]["nodeSets"] if s["pool"] == "p5en"]
     report = _report(synthesized["prod"].jobs, "ml-research", "torch-p5en")
     assert report.max_nodes == pool["maxNodes"] - held == 10
     assert any("p5en-slurm" in r for r in report.reasons)

@@ -435,9 +435,7 @@ def _slurm_held(raw: dict[str, Any]) -> dict[str, int]:
     slurm = raw.get("slurm", {})
     if not slurm.get("enabled", False):
         return {}
-    return {
-        s["pool"]: s.get("replicas", 1) for s in slurm.get("nodeSets", []) if s.get("replicas", 1)
-    }
+    return {s["pool"]: s.get("maxNodes", 1) for s in slurm.get("nodeSets", [])}
 
 
 def test_one_node_class_per_pool_and_a_node_pool_per_owner(case: StackCase) -> None:

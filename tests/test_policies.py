@@ -1587,13 +1587,14 @@ def test_queues_fit_the_pools_counts_slurm_on_shared_pools(
         node_set["inputs"]["spec"]["template"]["spec"]["nodeSelector"].pop(
             "trainingplatform.io/reserved-for"
         )
-    # Own NodePools: p5 14 + p5en 10 nodes = 192 GPUs, of which the node sets now hold 32.
+    # Own NodePools: p5 14 + p5en 10 nodes = 192 GPUs, of which the node sets, as far as
+    # their ScaledObjects may grow them (p5 2, p5en 4 nodes), now hold 48.
     own = _target(entries, NODE_POOL, "=pools-p5en")["inputs"]["spec"]["limits"]
     own["nvidia.com/gpu"] = 8 * 8
     findings = _run_policy(POLICIES["queues-fit-pools"], entries, "prod")
     assert [f.message for f in findings] == [
         "queues promise 192 nvidia.com/gpu as deserved but the NodePools Volcano's pods can use "
-        "are limited to 176, of which Slurm node sets on them hold 32",
+        "are limited to 176, of which Slurm node sets on them hold 48",
     ]
 
 

@@ -76,7 +76,6 @@ INTERNAL_LB_ANNOTATIONS: Final = {
     "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
 }
 # Documented defaults (config field descriptions) of settings a stack may leave out.
-DEFAULT_REPLICAS: Final = 1
 DEFAULT_HUGEPAGES_GIB: Final = 5
 DEFAULT_LOGIN_REPLICAS: Final = 1
 DEFAULT_ACCOUNTING_STORAGE_GIB: Final = 20
@@ -582,7 +581,9 @@ def test_node_set_pod_with_a_misspelt_field_fails_validation(node_set: NodeSetCa
 
 def test_node_set_replicas_partition_and_controller(node_set: NodeSetCase) -> None:
     spec = node_set.spec
-    assert spec["replicas"] == node_set.raw.get("replicas", DEFAULT_REPLICAS)
+    # created at its warm floor; KEDA owns the count afterwards, so an up leaves it alone
+    assert spec["replicas"] == node_set.raw.get("warmNodes", 0)
+    assert "spec.replicas" in node_set.record.ignore_changes
     assert spec["partition"]["enabled"] is True
     # The chart names its Controller after fullnameOverride (else the release name).
     values = _values(node_set.stack.run, SLURM_RELEASE)
@@ -844,7 +845,10 @@ def test_slurm_nodes_carry_their_switch_in_the_topology_annotation(case: StackCa
 
 def test_jobs_are_confined_and_refused_when_no_partition_can_hold_them(case: StackCase) -> None:
     conf = _values(case.run, SLURM_RELEASE)["controller"]["extraConfMap"]
-    assert conf["EnforcePartLimits"] == "ALL"
+    # Slurm's own check would refuse every job of a partition scaled to zero (job_mgr.c
+    # _part_access_check compares with the partition's nodes now): job_submit.lua instead
+    assert "EnforcePartLimits" not in conf
+    assert conf["JobSubmitPlugins"] == "lua"
     assert conf["TaskPlugin"] == ["task/cgroup", "task/affinity"]
     assert conf["ProctrackType"] == "proctrack/cgroup"
     assert conf["MpiDefault"] == "pmix"
@@ -1197,7 +1201,7 @@ def _teams_take_every_gpu(slurm_replicas: int) -> Mutation:
         team = data["teams"][0]
         team["quota"]["gpus"] = capacity
         team.setdefault("queue", {}).setdefault("deserved", {})["gpus"] = capacity
-        data["slurm"]["nodeSets"][index]["replicas"] = slurm_replicas
+        data["slurm"]["nodeSets"][index]["maxNodes"] = slurm_replicas
 
     return mutate
 
@@ -1232,11 +1236,13 @@ INVALID: list[tuple[str, Mutation, str, Any, str]] = [
     ("node set on an unknown pool", _node_set_field(0, pool="gpu-huge"),
      "platform.slurm.nodeSets[0].pool", "gpu-huge",
      "one of the nodePools: " + ", ".join(p["name"] for p in stack_data("dev")["nodePools"])),
-    ("duplicate pool", _add_node_set({"pool": DEV_TRN_POOL.name, "replicas": 0}),
+    ("duplicate pool", _add_node_set({"pool": DEV_TRN_POOL.name}),
      "platform.slurm.nodeSets", [*DEV_POOLS, DEV_TRN_POOL.name], "each pool in one node set"),
-    ("replicas above maxNodes", _node_set_field(DEV_TRN_INDEX, replicas=DEV_TRN_POOL.max_nodes + 1),
-     f"platform.slurm.nodeSets[{DEV_TRN_INDEX}].replicas", DEV_TRN_POOL.max_nodes + 1,
+    ("share above the pool", _node_set_field(DEV_TRN_INDEX, maxNodes=DEV_TRN_POOL.max_nodes + 1),
+     f"platform.slurm.nodeSets[{DEV_TRN_INDEX}].maxNodes", DEV_TRN_POOL.max_nodes + 1,
      f"at most the pool's maxNodes ({DEV_TRN_POOL.max_nodes})"),
+    ("warm above the share", _node_set_field(DEV_TRN_INDEX, maxNodes=1, warmNodes=2),
+     f"platform.slurm.nodeSets[{DEV_TRN_INDEX}].warmNodes", 2, "at most the node set's maxNodes"),
     ("gpu node set without a gpu image", delete_at("slurm.images.slurmdGpu"),
      "platform.slurm.images.slurmdGpu", MISSING, f"pool {DEV_POOLS[DEV_GPU_INDEX]}"),
     ("neuron node set without a neuron image", delete_at("slurm.images.slurmdNeuron"),
@@ -1317,12 +1323,14 @@ def test_invalid_slurm_cases_are_distinct() -> None:
 
 
 def test_slurm_held_gpus_only_fit_when_slurm_holds_none() -> None:
-    """The invalid case above is the boundary: with the node set at zero replicas the same
-    shares fit exactly, so the error comes from the nodes Slurm holds."""
+    """The invalid case above is the boundary: without the GPU node set the same shares fit
+    exactly, so the error comes from the nodes Slurm's share holds."""
     data = stack_data("dev")
-    _teams_take_every_gpu(0)(data)
+    _teams_take_every_gpu(1)(data)
+    del data["slurm"]["nodeSets"][DEV_GPU_INDEX]
     config = parse_platform_config(data)
     assert config.teams[0].queue.deserved.gpus == _dev_gpu_capacity()
+    data = stack_data("dev")
     _teams_take_every_gpu(1)(data)
     problems = problems_of(data)
     assert [p.path for p in problems] == ["platform.teams[*].queue.deserved.gpus"]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from components import catalog
@@ -89,13 +89,32 @@ class SlurmNodeSetConfig(StrictModel):
     """A Slurm node set on one accelerator pool: slurmd pods that each take a whole node."""
 
     pool: PoolName = Field(description="The `nodePools` entry the node set runs on. Required.")
-    replicas: int = Field(
+    max_nodes: int = Field(
         default=1,
+        ge=1,
+        le=2000,
+        description="The node set's share of its pool: the most slurmd pods (one per node) it "
+        "grows to while jobs wait, and the limit of the pool's Slurm NodePool (the pool's "
+        "own NodePool has the rest). Default: 1.",
+    )
+    warm_nodes: int = Field(
+        default=0,
         ge=0,
         le=2000,
-        description="slurmd pods, one per node; each holds its node for Slurm while it runs. "
-        "Default: 1.",
+        description="Nodes kept while no job waits, so a job of up to this many starts without "
+        "waiting for new nodes. Default: 0 (an idle node set gives its nodes back).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_replicas(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "replicas" in data:
+            raise ValueError(
+                "replicas is replaced by maxNodes (the node set's share of the pool, which it "
+                "grows to while jobs wait) and warmNodes (what it keeps while idle)"
+            )
+        return data
+
     image: PinnedImage | None = Field(
         default=None,
         description="slurmd image of this node set. Default: `slurm.images.slurmdGpu` or "
@@ -210,20 +229,20 @@ class SlurmConfig(StrictModel):
 
 
 def slurm_held_nodes(config: PlatformConfig) -> dict[str, int]:
-    """Pool name -> nodes its Slurm node set holds (enabled Slurm only; at most maxNodes)."""
+    """Pool name -> its Slurm node set's share (enabled Slurm only; at most the pool's)."""
     if not config.slurm.enabled:
         return {}
     held: dict[str, int] = {}
     for node_set in config.slurm.node_sets:
         pool = config.pool(node_set.pool)
-        if pool is not None and node_set.replicas:
-            # More replicas than nodes is its own error; do not let it spill into the teams'.
-            held[pool.name] = min(node_set.replicas, pool.max_nodes)
+        if pool is not None:
+            # More nodes than the pool has is its own error; do not let it spill into the teams'.
+            held[pool.name] = min(node_set.max_nodes, pool.max_nodes)
     return held
 
 
 def slurm_held(config: PlatformConfig) -> AcceleratorAmounts:
-    """Accelerators that enabled Slurm node sets hold (replicas x devices per node)."""
+    """Accelerators that enabled Slurm node sets may hold (their shares x devices per node)."""
     totals = dict.fromkeys((catalog.GPU_RESOURCE, catalog.NEURON_RESOURCE), 0)
     for name, nodes in slurm_held_nodes(config).items():
         pool = config.pool(name)
@@ -308,11 +327,17 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 f"{node_set.pool}'s slurmd pods mount the file system, which only pools in its "
                 "zone do",
             )
-        if node_set.replicas > pool.max_nodes:
+        if node_set.max_nodes > pool.max_nodes:
             yield ConfigProblem(
-                f"{here}.replicas",
-                node_set.replicas,
+                f"{here}.maxNodes",
+                node_set.max_nodes,
                 f"at most the pool's maxNodes ({pool.max_nodes}): each slurmd pod takes a node",
+            )
+        if node_set.warm_nodes > node_set.max_nodes:
+            yield ConfigProblem(
+                f"{here}.warmNodes",
+                node_set.warm_nodes,
+                f"at most the node set's maxNodes ({node_set.max_nodes})",
             )
         if node_set.image is None and all(t in catalog.CATALOG for t in pool.instance_types):
             key, image = slurm.images.for_accelerator(pool.instance.accelerator)

@@ -13,6 +13,9 @@ from .capacity import accelerated_types
 from .common import MANDATORY, ReportViolation, ResourceValidationArgs, resource_policy
 from .slurm import NODE_SET, chart_node_sets
 
+SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
+"""KEDA's ScaledObject: how far the autoscaler may grow a NodeSet."""
+
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 ACCELERATORS = (GPU_RESOURCE, NEURON_RESOURCE)
@@ -95,14 +98,25 @@ def _pool_limits(args: StackValidationArgs) -> dict[str, int]:
 def _slurm_held(args: StackValidationArgs) -> dict[str, int]:
     """Accelerators Slurm node sets hold on NodePools they share with Volcano's pods.
 
-    Replicas x what each slurmd pod requests, for NodeSet resources and the node sets the
-    slurm chart's values declare; node sets on nodes kept for Slurm take nothing.
+    The most replicas x what each slurmd pod requests, for NodeSet resources (as many as a KEDA
+    ScaledObject may scale one to, when one does) and the node sets the slurm chart's values
+    declare; node sets on nodes kept for Slurm take nothing.
     """
     resources = list(args.resources)
+    scaled_to: dict[str, Any] = {}
+    for scaler in resources:
+        if scaler.resource_type == SCALED_OBJECT:
+            spec = scaler.props.get("spec") or {}
+            target = spec.get("scaleTargetRef") or {}
+            if target.get("kind") == "NodeSet" and target.get("name"):
+                scaled_to[target["name"]] = spec.get("maxReplicaCount", 100)
     node_sets = [  # (replicas, pod spec, slurmd container)
-        (spec.get("replicas", 1), (spec.get("template") or {}).get("spec") or {},
-         spec.get("slurmd") or {})
-        for spec in (r.props.get("spec") or {} for r in resources if r.resource_type == NODE_SET)
+        (max(int(str(spec.get("replicas", 1))), int(str(scaled_to.get(str(name), 0)))),
+         (spec.get("template") or {}).get("spec") or {}, spec.get("slurmd") or {})
+        for name, spec in (
+            ((r.props.get("metadata") or {}).get("name"), r.props.get("spec") or {})
+            for r in resources if r.resource_type == NODE_SET
+        )
     ] + [
         (values.get("replicas", 1), values.get("podSpec") or {}, values.get("slurmd") or {})
         for _, values in chart_node_sets(resources)

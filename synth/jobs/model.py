@@ -106,14 +106,34 @@ class Stack:
         )
         self.node_sets = list(view.of_kind("NodeSet"))
 
+    def node_set_bounds(self, node_set: Mapping[str, Any]) -> tuple[int, int]:
+        """(most, warm) slurmd pods of a node set.
+
+        What its ScaledObject grows it to and keeps while idle (KEDA's maxReplicaCount;
+        minReplicaCount, or 0 with idleReplicaCount 0), or its replicas both where nothing
+        scales it.
+        """
+        replicas = int((node_set.get("spec") or {}).get("replicas", 1))
+        for scaler in self.view.of_kind("ScaledObject"):
+            spec = scaler.get("spec") or {}
+            target = spec.get("scaleTargetRef") or {}
+            if (
+                target.get("kind") == "NodeSet"
+                and target.get("name") == name_of(node_set)
+                and namespace_of(scaler) == namespace_of(node_set)
+            ):
+                warm = 0 if spec.get("idleReplicaCount") == 0 else spec.get("minReplicaCount", 1)
+                return int(spec.get("maxReplicaCount", 100)), int(warm)
+        return replicas, replicas
+
     def slurm_pods(self) -> Iterator[tuple[Mapping[str, Any], dict[str, Any], int]]:
-        """(NodeSet, slurmd pod spec with its requests, replicas) of every node set."""
+        """(NodeSet, slurmd pod spec with its requests, warm replicas) of every node set."""
         for node_set in self.node_sets:
             spec = node_set.get("spec") or {}
             pod = dict((spec.get("template") or {}).get("spec") or {})
             slurmd = dict(spec.get("slurmd") or {})
             pod["containers"] = [{"name": "slurmd", "resources": slurmd.get("resources") or {}}]
-            yield node_set, pod, int(spec.get("replicas", 1))
+            yield node_set, pod, self.node_set_bounds(node_set)[1]
 
     def held_by_slurm(self, resource: str) -> Decimal:
         """What slurmd pods hold of ``resource`` on nodes that always exist."""
@@ -512,14 +532,15 @@ def evaluate_runtime(
 
 def evaluate_partitions(stack: Stack) -> Iterator[PathReport]:
     """One report per Slurm partition: each node set's own, then the chart's partitions."""
-    per_set: dict[str, tuple[int, list[str], str | None]] = {}
+    per_set: dict[str, tuple[int, int, list[str], str | None]] = {}
     gang_pools: set[str] = set()
     for runtime in stack.view.objects:
         if runtime.get("kind") in ("TrainingRuntime", "ClusterTrainingRuntime"):
             for job in Runtime.parse(runtime).jobs:
                 gang_pools |= {p.name for p in candidate_pools(job.pod, stack.pools)}
-    for node_set, pod, replicas in stack.slurm_pods():
+    for node_set, pod, _ in stack.slurm_pods():
         name = name_of(node_set)
+        most, warm = stack.node_set_bounds(node_set)
         requests = requests_of(pod["containers"][0])
         fitting, problems = _fit_problems(stack, pod, requests, f"slurmd of node set {name}")
         reasons = list(problems)
@@ -530,12 +551,16 @@ def evaluate_partitions(stack: Stack) -> Iterator[PathReport]:
                 f"NodePool {', '.join(shared)}: the two schedulers race for them"
             )
         limit = sum(p.node_limit() for p in fitting)
-        nodes = min(replicas, limit) if fitting else 0
-        if fitting and replicas > limit:
-            reasons.append(f"{replicas} slurmd replicas but the NodePools allow {limit} nodes")
-        per_set[name] = (nodes, reasons, _pool_of(pod))
-    for name, (nodes, reasons, pool) in per_set.items():
-        partition_reasons = list(reasons) or [f"node set {name}: {nodes} nodes (its replicas)"]
+        nodes = min(most, limit) if fitting else 0
+        if fitting and most > limit:
+            reasons.append(f"node set {name} grows to {most} nodes but the NodePools allow {limit}")
+        per_set[name] = (nodes, min(warm, nodes), reasons, _pool_of(pod))
+    for name, (nodes, warm, reasons, pool) in per_set.items():
+        partition_reasons = list(reasons) or [
+            f"cold: up to {nodes} node(s), the node set's share of the pool, once the autoscaler "
+            "has asked for them and Karpenter has launched them",
+            f"warm: {warm} node(s) at once (kept while idle)",
+        ]
         yield PathReport(
             "slurm-partition",
             "*",
@@ -553,9 +578,9 @@ def evaluate_partitions(stack: Stack) -> Iterator[PathReport]:
         members = list((settings or {}).get("nodesets") or [])
         names = list(per_set) if "ALL" in members else [m for m in members if m in per_set]
         nodes = sum(per_set[n][0] for n in names)
-        blocked = [r for n in names for r in per_set[n][1]]
+        blocked = [r for n in names for r in per_set[n][2]]
         reasons = blocked or [f"spans node sets {', '.join(names)}: {nodes} nodes together"]
-        pools = sorted({str(per_set[n][2]) for n in names})
+        pools = sorted({str(per_set[n][3]) for n in names})
         if len(pools) > 1:
             reasons.append(
                 f"a job here can span pools {', '.join(pools)} (different placement "
