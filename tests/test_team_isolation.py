@@ -59,6 +59,13 @@ def _one(result: StackResult, resource_type: str, name_contains: str = "") -> An
     return record
 
 
+def _lustre_and_volumes(result: StackResult) -> tuple[Any, dict[str, list[dict[str, Any]]]]:
+    """The stack's file system config (every shipped stack has one) and its team volumes."""
+    lustre = result.config.storage.lustre
+    assert lustre is not None
+    return lustre, _team_volumes(result)
+
+
 def _team_volumes(result: StackResult) -> dict[str, list[dict[str, Any]]]:
     """Team namespace -> the specs of the Lustre PVs bound to a claim there."""
     teams = {team.name for team in result.config.teams}
@@ -360,9 +367,7 @@ def test_each_team_claims_only_its_own_directory_under_every_root(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     result = synthesized[stack]
-    lustre = result.config.storage.lustre
-    assert lustre is not None
-    volumes = _team_volumes(result)
+    lustre, volumes = _lustre_and_volumes(result)
     for team in result.config.teams:
         if not team.shared_file_system:
             continue
@@ -391,9 +396,7 @@ def test_one_teams_claims_cannot_reach_another_teams_paths(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     result = synthesized[stack]
-    lustre = result.config.storage.lustre
-    assert lustre is not None
-    volumes = _team_volumes(result)
+    lustre, volumes = _lustre_and_volumes(result)
     handles = [r.inputs["spec"]["csi"]["volumeHandle"] for r in _records(result, VOLUME)]
     assert len(handles) == len(set(handles)), "kubelet mounts one volume per handle in a pod"
     for team, specs in volumes.items():
