@@ -51,6 +51,10 @@ CLUSTER_TARGETS: Final = (
     "kubeProxy",
 )
 """The chart's ServiceMonitors of the cluster itself (EKS's control plane is not scrapable)."""
+PENDING_WINDOW: Final = "1m"
+"""How long a job must pend (two scrapes) before it counts as demand."""
+FAILURE_THRESHOLD: Final = 3
+"""Failed queries in a row after which KEDA's fallback holds the current replicas."""
 RETENTION: Final = "2d"
 """Prometheus keeps two days: the autoscaler reads the last minute."""
 
@@ -102,17 +106,21 @@ def demand_query(partition: str) -> str:
 
     slurmctld reports per partition the nodes allocated or partly allocated, and the most
     nodes any pending job not held needs at least (``slurm_partition_jobs_min_job_nodes_nohold``,
-    Slurm metrics.html, "for Slinky or other autoscaling systems"). A gang of N nodes then
-    asks for N more at once; the next one once it starts. ``or vector(0)`` keeps the query
-    answering before slurmctld has reported the partition.
+    Slurm metrics.html, "for Slinky or other autoscaling systems"; every series on every
+    scrape, zeros included: SchedMD/slurm slurm-26-05-3-1 src/plugins/metrics/openmetrics).
+    A gang of N nodes then asks for N more at once; the next one once it starts. The pending
+    term is the least over :data:`PENDING_WINDOW`, so a job pending for one scheduling pass
+    beside a free core adds no node. No ``or vector(0)``: missing data (a failed scrape,
+    slurmctld restarting) must be an error, on which KEDA keeps the replicas
+    (:func:`scaled_object_spec`), not a demand of 0 that drains every node.
     """
     selector = f'{{partition="{partition}"}}'
-    terms = [
-        f"slurm_partition_nodes_alloc{selector}",
-        f"slurm_partition_nodes_mixed{selector}",
-        f"slurm_partition_jobs_min_job_nodes_nohold{selector}",
-    ]
-    return " + ".join(f"(max({term}) or vector(0))" for term in terms)
+    return (
+        f"max(slurm_partition_nodes_alloc{selector})"
+        f" + max(slurm_partition_nodes_mixed{selector})"
+        f" + max(min_over_time(slurm_partition_jobs_min_job_nodes_nohold{selector}"
+        f"[{PENDING_WINDOW}]))"
+    )
 
 
 def scaled_object_spec(node_set: SlurmNodeSetConfig, pool: NodePoolConfig) -> dict[str, Any]:
@@ -136,12 +144,22 @@ def scaled_object_spec(node_set: SlurmNodeSetConfig, pool: NodePoolConfig) -> di
         "cooldownPeriod": COOLDOWN_SECONDS,
         "minReplicaCount": max(node_set.warm_nodes, 1),
         "maxReplicaCount": node_set.max_nodes,
+        # No data is not no demand: after failed queries keep what runs.
+        "fallback": {
+            "failureThreshold": FAILURE_THRESHOLD,
+            "replicas": node_set.max_nodes,
+            "behavior": "currentReplicas",
+        },
         "advanced": {
             "horizontalPodAutoscalerConfig": {
                 "behavior": {
                     "scaleDown": {
                         "stabilizationWindowSeconds": SCALE_DOWN_STABILIZATION_SECONDS
-                    }
+                    },
+                    # The HPA ignores a change within 10% of its replicas by default (kubernetes
+                    # pkg/controller/podautoscaler/replica_calculator.go): above 10 nodes a
+                    # pending one-node job would never scale the set up.
+                    "scaleUp": {"tolerance": "0"},
                 }
             }
         },
@@ -154,6 +172,7 @@ def scaled_object_spec(node_set: SlurmNodeSetConfig, pool: NodePoolConfig) -> di
                     "query": demand_query(pool.name),
                     "threshold": "1",
                     "activationThreshold": "0",
+                    "ignoreNullValues": "false",
                 },
             }
         ],

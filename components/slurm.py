@@ -47,7 +47,6 @@ from components.workloads import (
     node_resources,
     pool_workload_placement,
     shared_memory_volume,
-    whole_node_memory_mib,
 )
 
 NAMESPACE: Final = "slurm"
@@ -194,7 +193,12 @@ def controller_conf(pools: Sequence[NodePoolConfig], *, accounting: bool) -> dic
 
 
 def job_submit_lua(limits: Mapping[str, int], default_partition: str | None) -> str:
-    """``job_submit.lua``: refuse a job that asks for more nodes than its partition can have.
+    """``job_submit.lua``: refuse a job that asks for more nodes than its partitions can have.
+
+    A job naming several partitions is refused only when none of those the platform knows can
+    hold it (Slurm runs it in any that can). ``slurm_job_modify`` applies the same rule to
+    ``scontrol update``. A job that states no node count (``--gpus=16`` alone) keeps Slurm's
+    default of 1 here and in the autoscaler's demand: the README asks for ``--nodes``.
 
     Args:
         limits: partition -> the most nodes its node set grows to (``maxNodes``).
@@ -210,25 +214,40 @@ def job_submit_lua(limits: Mapping[str, int], default_partition: str | None) -> 
             f"local max_nodes = {{ {table} }}",
             f"local default_partition = {default}",
             "",
-            "function slurm_job_submit(job_desc, part_list, submit_uid)",
-            "  local partitions = job_desc.partition or default_partition",
-            "  local wanted = job_desc.min_nodes",
+            "local function too_large(partitions, wanted)",
             "  if partitions == nil or wanted == nil or wanted == slurm.NO_VAL then",
-            "    return slurm.SUCCESS",
+            "    return nil",
             "  end",
+            "  local refusal = nil",
             '  for name in string.gmatch(partitions, "[^,]+") do',
             "    local most = max_nodes[name]",
-            "    if most ~= nil and wanted > most then",
-            "      slurm.log_user(",
-            '        "partition %s grows to at most %d nodes; the job asks for %d",',
-            "        name, most, wanted)",
-            "      return slurm.ERROR",
+            "    if most == nil or wanted <= most then",
+            "      return nil",
             "    end",
+            "    refusal = refusal or string.format(",
+            '      "partition %s grows to at most %d nodes; the job asks for %d",',
+            "      name, most, wanted)",
+            "  end",
+            "  return refusal",
+            "end",
+            "",
+            "function slurm_job_submit(job_desc, part_list, submit_uid)",
+            "  local refusal = too_large(job_desc.partition or default_partition,",
+            "                            job_desc.min_nodes)",
+            "  if refusal then",
+            '    slurm.log_user("%s", refusal)',
+            "    return slurm.ERROR",
             "  end",
             "  return slurm.SUCCESS",
             "end",
             "",
             "function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)",
+            "  local refusal = too_large(job_desc.partition or job_rec.partition,",
+            "                            job_desc.min_nodes)",
+            "  if refusal then",
+            '    slurm.log_user("%s", refusal)',
+            "    return slurm.ERROR",
+            "  end",
             "  return slurm.SUCCESS",
             "end",
             "",
@@ -274,9 +293,9 @@ def slurmd_resources(pool: NodePoolConfig) -> dict[str, Any]:
     """Slurmd's requests and limits: the node's accelerators, EFA, huge pages and memory.
 
     A training pod's (:func:`components.workloads.node_resources`), memory limit equal to its
-    request: the pod is Guaranteed for memory, so the kubelet evicts it last, and jobs share
-    that limit under Slurm's cgroups, each held to its ``--mem`` (:func:`cgroup_conf`), with
-    Slurm told the same memory (:func:`node_conf`).
+    request: the pod never uses more than it asked for, so the kubelet does not evict it for
+    memory pressure first, and jobs share that limit under Slurm's cgroups, each held to its
+    ``--mem`` (:func:`cgroup_conf`); Slurm gives jobs exactly the limit (:func:`node_conf`).
     """
     resources = node_resources(pool)
     # The CPU request of a Trainium training pod sizes Trainer's process count; slurmd has none.
@@ -285,29 +304,19 @@ def slurmd_resources(pool: NodePoolConfig) -> dict[str, Any]:
     return {"requests": requests, "limits": limits}
 
 
-SLURMD_MEMORY_MIB: Final = 1024
-"""What slurmd and its step daemons keep of the pod's memory (MemSpecLimit would take it from
-jobs the same way); jobs share the rest."""
-
-
-def slurm_node_memory_mib(pool: NodePoolConfig) -> int:
-    """``RealMemory`` of a node set's Slurm nodes: the pod's limit less slurmd's own share.
-
-    slurmd would otherwise report the host's memory, and Slurm would give jobs memory the pod
-    cannot have.
-    """
-    return whole_node_memory_mib(pool) - SLURMD_MEMORY_MIB
-
-
 def node_conf(pool: NodePoolConfig) -> str:
-    """Slurmd's ``--conf``: the node's GRES (every device), memory, and features."""
+    """Slurmd's ``--conf``: the node's GRES (every device) and features to constrain jobs by.
+
+    No ``RealMemory``: slurmd reports the host's, and the image's entrypoint keeps the rest
+    for the host (``MemSpecLimit`` = host memory less the pod's limit, which the operator
+    passes as ``POD_MEMORY``: SlinkyProject/containers schedmd/slurm/26.05/*/files/usr/local/
+    bin/slurmd-entrypoint.sh, calculateMemSpecLimit; slurm-operator v1.2.1
+    internal/builder/workerbuilder/worker_app.go), so jobs get exactly the pod's limit.
+    """
     features = [pool.name, pool.instance.accelerator]
     if pool.uses_efa:
         features.append("efa")
-    return (
-        f"Gres={gres_name(pool)}:{pool.instance.accelerators} "
-        f"RealMemory={slurm_node_memory_mib(pool)} Features={','.join(features)}"
-    )
+    return f"Gres={gres_name(pool)}:{pool.instance.accelerators} Features={','.join(features)}"
 
 
 def shared_volume() -> dict[str, Any]:

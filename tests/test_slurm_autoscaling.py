@@ -25,6 +25,7 @@ from components.config import parse_platform_config
 from synth.run import StackResult
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.kubernetes_semantics import quantity
 
 NODE_SET: Final = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
 SCALED_OBJECT: Final = "kubernetes:keda.sh/v1alpha1:ScaledObject"
@@ -125,8 +126,13 @@ def test_the_demand_is_busy_nodes_plus_the_largest_pending_job(
         "slurm_partition_jobs_min_job_nodes_nohold",
     ):
         assert f'{metric}{{partition="p5en"}}' in query
-    # every term answers 0 before slurmctld reports the partition, so the sum is never empty
-    assert query.count("or vector(0)") == 3
+    # missing data is an error, on which KEDA keeps the replicas, never a demand of 0
+    assert "vector(0)" not in query
+    assert trigger["metadata"]["ignoreNullValues"] == "false"
+    fallback = scaler.inputs["spec"]["fallback"]
+    assert fallback["behavior"] == "currentReplicas" and fallback["failureThreshold"] >= 1
+    # a job pending for one scheduling pass adds no node
+    assert "min_over_time(slurm_partition_jobs_min_job_nodes_nohold" in query
     assert trigger["metadata"]["serverAddress"] == PROMETHEUS_URL
     assert PROMETHEUS_URL.endswith(f".{MONITORING_NAMESPACE}.svc:{PROMETHEUS_PORT}")
 
@@ -169,6 +175,19 @@ def test_a_stack_file_with_replicas_is_told_what_replaced_them() -> None:
     data["slurm"]["nodeSets"][0]["replicas"] = 1
     problems = problems_of(data)
     assert any("replaced by maxNodes" in p.allowed for p in problems), [str(p) for p in problems]
+
+
+def test_node_sets_cannot_outgrow_slurms_node_count() -> None:
+    data = stack_data("prod")
+    for node_set in data["slurm"]["nodeSets"]:
+        node_set["maxNodes"] = 400
+    assert_reported(data, "platform.slurm.nodeSets", "1200 nodes", "at most 1024")
+
+
+def test_the_default_partition_may_be_a_pool_with_a_hyphen() -> None:
+    data = stack_data("dev")
+    data["slurm"]["defaultPartition"] = "gpu-small"
+    assert parse_platform_config(data).slurm.default_partition_pool == "gpu-small"
 
 
 def test_warm_nodes_cannot_exceed_the_share() -> None:
@@ -227,8 +246,14 @@ def test_a_job_no_node_set_can_hold_is_refused_at_submission(
     # a job without a node count, or to a partition the platform does not know, is Slurm's
     assert _submit(runtime, partition="p5en", min_nodes=NO_VAL)[0] == 0
     assert _submit(runtime, partition="debug", min_nodes=100)[0] == 0
-    # several partitions: refused if one of them is too small for it
-    assert _submit(runtime, partition="p5en,p5", min_nodes=3)[0] == -1
+    # several partitions: Slurm runs it in any that can hold it
+    assert _submit(runtime, partition="p5en,p5", min_nodes=3)[0] == 0
+    assert _submit(runtime, partition="p5en,p5", min_nodes=5)[0] == -1
+    # scontrol update is held to the same rule
+    record = runtime.table_from({"partition": "p5en"})
+    modify = runtime.globals().slurm_job_modify
+    assert int(modify(runtime.table_from({"min_nodes": 5}), record, None, 0)) == -1
+    assert int(modify(runtime.table_from({"min_nodes": 4}), record, None, 0)) == 0
 
 
 # --------------------------------------------------------------------------- README examples
@@ -294,6 +319,7 @@ def test_every_slurm_example_names_a_partition_that_can_hold_it(
     conf = dict(
         word.split("=", 1) for word in node_set.inputs["spec"]["extraConf"].split() if "=" in word
     )
+    limits = node_set.inputs["spec"]["slurmd"]["resources"]["limits"]
     assert int(job.get("nodes", 1)) <= scaler.inputs["spec"]["maxReplicaCount"], job
     if "gres" in job:
         name, _, count = job["gres"].partition(":")
@@ -304,6 +330,7 @@ def test_every_slurm_example_names_a_partition_that_can_hold_it(
     cpus = int(job.get("ntasks-per-node", 1)) * int(job.get("cpus-per-task", 1))
     assert cpus <= pool.instance.vcpu, job
     if "mem" in job:
+        # jobs get the pod's memory limit (the entrypoint's MemSpecLimit keeps the rest)
         unit = job["mem"][-1]
         mib = float(job["mem"][:-1]) * MEMORY_UNITS[unit]
-        assert mib <= int(conf["RealMemory"]), (job["mem"], conf["RealMemory"])
+        assert mib <= quantity(limits["memory"]) / 2**20, (job["mem"], limits["memory"])

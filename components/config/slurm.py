@@ -199,7 +199,7 @@ class SlurmConfig(StrictModel):
         description="Node sets, one per pool given to Slurm; each gets its own partition. "
         "Default: none.",
     )
-    default_partition: SlurmClusterName | None = Field(
+    default_partition: PoolName | None = Field(
         default=None,
         description="The node set (its pool's name) whose partition is the default one. Every "
         "partition is one node set's, so one job never spans pools (placement groups, EFA "
@@ -253,6 +253,9 @@ def slurm_held(config: PlatformConfig) -> AcceleratorAmounts:
     )
 
 
+SLURM_MAX_NODE_COUNT: Final = 1024
+"""``MaxNodeCount`` of the operator's slurm.conf (slurm-operator v1.2.1
+internal/builder/controllerbuilder/controller_config.go): dynamic nodes past it cannot register."""
 SHARED_ADDRESS_SPACE: Final = ipaddress.IPv4Network("100.64.0.0/10")
 """RFC 6598 space, which VPCs may use as CIDRs although it is not private in RFC 1918's sense."""
 
@@ -277,6 +280,14 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             "on the file system every Slurm node and login pod mounts",
         )
     pools = [node_set.pool for node_set in slurm.node_sets]
+    total = sum(node_set.max_nodes for node_set in slurm.node_sets)
+    if total > SLURM_MAX_NODE_COUNT:
+        yield ConfigProblem(
+            f"{base}.nodeSets",
+            f"{total} nodes",
+            f"node sets' maxNodes adding up to at most {SLURM_MAX_NODE_COUNT}: the Slinky "
+            "operator sets MaxNodeCount to that, and dynamic nodes beyond it never register",
+        )
     if duplicates(pools):
         yield ConfigProblem(f"{base}.nodeSets", pools, "each pool in one node set")
     if slurm.default_partition is not None and slurm.default_partition not in pools:
