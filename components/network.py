@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import typing
 from typing import Any
 
 import pulumi
@@ -107,6 +108,7 @@ class Network(pulumi.ComponentResource):
         cluster_name: str,
         deploy_path: DeployPathConfig,
         logs_key_arn: pulumi.Input[str],
+        reserved_blocks: dict[str, str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create or adopt the network.
@@ -122,6 +124,10 @@ class Network(pulumi.ComponentResource):
             deploy_path: where deployments come from; with a transit gateway the VPC's
                 private subnets are attached to it and its networks routed through it.
             logs_key_arn: customer KMS key of the flow-log group.
+            reserved_blocks: zone -> a block of its private subnet that EC2 assigns to nobody
+                (an ``explicit`` subnet CIDR reservation): the Lustre admin client's address.
+                Whatever uses a zone's subnet id waits for its reservation, so no node, pod or
+                cluster interface takes an address first. Default: none.
             opts: resource options; the AWS provider comes from here.
 
         """
@@ -138,12 +144,15 @@ class Network(pulumi.ComponentResource):
                 region=region,
                 cluster_name=cluster_name,
                 deploy_path=deploy_path,
+                reserved_blocks=reserved_blocks,
                 child=child,
             )
         else:
             self.vpc_id = pulumi.Output.from_input(network.existing_vpc.vpc_id)
             self.private_subnet_ids = {
-                zone: pulumi.Output.from_input(subnet_id)
+                zone: self._reserved(
+                    name, zone, pulumi.Output.from_input(subnet_id), reserved_blocks
+                )
                 for zone, subnet_id in network.existing_vpc.private_subnet_ids.items()
             }
             for zone, subnet_id in network.existing_vpc.private_subnet_ids.items():
@@ -172,6 +181,34 @@ class Network(pulumi.ComponentResource):
             }
         )
 
+    def _reserved(
+        self,
+        name: str,
+        zone: str,
+        subnet_id: pulumi.Output[str],
+        reserved_blocks: dict[str, str] | None,
+    ) -> pulumi.Output[str]:
+        """The subnet's id, carrying its reservation (if the zone has one) as a dependency.
+
+        Everything given the id then waits for the reservation: the cluster's, the endpoints'
+        and the nodes' interfaces cannot take a reserved address first.
+        """
+        cidr = (reserved_blocks or {}).get(zone)
+        if cidr is None:
+            return subnet_id
+        reservation = aws.ec2.SubnetCidrReservation(
+            f"{name}-lustre-admin-{zone}",
+            subnet_id=subnet_id,
+            cidr_block=cidr,
+            reservation_type="explicit",
+            description="The Lustre admin client's address (the file system's no-squash NID)",
+            # EC2 holds one reservation of a block: a replacement must wait for the old one.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        return pulumi.Output.all(subnet_id, reservation.id).apply(
+            lambda ids: typing.cast(str, ids[0])
+        )
+
     def _create(
         self,
         name: str,
@@ -180,6 +217,7 @@ class Network(pulumi.ComponentResource):
         region: str,
         cluster_name: str,
         deploy_path: DeployPathConfig,
+        reserved_blocks: dict[str, str] | None,
         child: pulumi.ResourceOptions,
     ) -> None:
         plan = plan_subnets(
@@ -276,7 +314,7 @@ class Network(pulumi.ComponentResource):
                 },
                 opts=child,
             )
-            self.private_subnet_ids[zone] = private.id
+            self.private_subnet_ids[zone] = self._reserved(name, zone, private.id, reserved_blocks)
             routes = aws.ec2.RouteTable(
                 f"{name}-private-{zone}",
                 vpc_id=vpc.id,

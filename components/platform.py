@@ -16,6 +16,7 @@ from components.config import (
     slurm_held_nodes,
 )
 from components.config.pools import mounts_lustre
+from components.config.storage import admin_client_block
 from components.device_plugins import DevicePlugins
 from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
@@ -92,6 +93,11 @@ class TrainingPlatform(pulumi.ComponentResource):
             cluster_name=config.name,
             deploy_path=config.cluster.endpoint.deploy_from,
             logs_key_arn=self.logs_key.arn,
+            reserved_blocks=(
+                {config.network.training_zone: str(admin_block)}
+                if (admin_block := admin_client_block(config)) is not None
+                else None
+            ),
             opts=with_aws,
         )
         # By name: subnet sets are unordered upstream and zones mean nothing in order to

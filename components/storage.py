@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import ipaddress
 import json
 import re
 import typing
@@ -37,7 +36,6 @@ from components.config import (
 from components.config.storage import (
     LUSTRE_FIRST_STEPS_GIB,
     admin_client_address,
-    admin_client_block,
     normalized_file_system_path,
 )
 from components.file_system_layout import (
@@ -1124,23 +1122,13 @@ class Storage(pulumi.ComponentResource):
     ) -> None:
         """The instance that lays out the team directories as root, then stops.
 
-        Its address is reserved in the training subnet (an ``explicit`` subnet CIDR
-        reservation: EC2 assigns none of it to nodes or pods, EC2 API CreateSubnetCidrReservation)
-        and is the file system's only no-squash NID. A change to the layout replaces the
-        instance: the new one boots, runs :func:`layout_script` and stops. It has no role, key
-        pair or inbound rule; its output is on its console.
+        Its address is reserved in the training subnet by the network (an ``explicit`` subnet
+        CIDR reservation: EC2 assigns none of it to nodes or pods, EC2 API
+        CreateSubnetCidrReservation) and is the file system's only no-squash NID. A change to
+        the layout replaces the instance: the new one boots, runs :func:`layout_script` and
+        stops. It has no role, key pair or inbound rule; its output is on its console.
         """
         child = pulumi.ResourceOptions(parent=self)
-        block = typing.cast(ipaddress.IPv4Network, admin_client_block(config))
-        reservation = aws.ec2.SubnetCidrReservation(
-            f"{name}-lustre-admin",
-            subnet_id=training_subnet_id,
-            cidr_block=str(block),
-            reservation_type="explicit",
-            description="The Lustre admin client's address (the file system's no-squash NID)",
-            # EC2 holds one reservation of a block: a replacement must wait for the old one.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
-        )
         group = aws.ec2.SecurityGroup(
             f"{name}-lustre-admin",
             description=f"Lustre admin client of {config.name}: Lustre and package downloads",
@@ -1195,7 +1183,9 @@ class Storage(pulumi.ComponentResource):
                 tags={"Name": f"{config.name}-lustre-admin"},
                 opts=pulumi.ResourceOptions(
                     parent=self,
-                    depends_on=[reservation, *associations],
+                    # Its subnet id carries the reservation of its address
+                    # (components/network.py).
+                    depends_on=associations,
                     # Its address is fixed: the old instance must go before the new one starts.
                     delete_before_replace=True,
                 ),

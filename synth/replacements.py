@@ -108,6 +108,19 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         ("snapshotId", "snapshot_id ForceNew"),
     ),
     "aws:ec2/vpc:Vpc": _tf("ec2/vpc_.go", ("cidrBlock", "cidr_block ForceNew")),
+    "aws:ec2/instance:Instance": _tf(
+        "ec2/ec2_instance.go",
+        ("subnetId", "subnet_id ForceNew"),
+        ("privateIp", "private_ip ForceNew"),
+        ("availabilityZone", "availability_zone ForceNew"),
+    ),
+    "aws:ec2/subnetCidrReservation:SubnetCidrReservation": _tf(
+        "ec2/vpc_subnet_cidr_reservation.go",
+        ("cidrBlock", "cidr_block ForceNew"),
+        ("subnetId", "subnet_id ForceNew"),
+        ("reservationType", "reservation_type ForceNew"),
+        ("description", "description ForceNew"),
+    ),
     "aws:ec2/subnet:Subnet": _tf(
         "ec2/vpc_subnet.go",
         ("cidrBlock", "cidr_block ForceNew"),

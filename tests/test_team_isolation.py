@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import os
 import posixpath
 import shutil
@@ -513,3 +514,32 @@ def test_a_team_without_the_shared_file_system_mounts_none_of_it(run_platform: A
         if r.type == CLAIM and r.inputs["metadata"]["namespace"] == name
     ]  # fmt: skip
     assert claims == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_nothing_in_the_training_subnet_starts_before_the_admin_address_is_reserved(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """An ENI (the cluster's, a node's, a pod's) could otherwise take the address first."""
+    result = synthesized[stack]
+    reservation = _one(result, RESERVATION)
+    subnet_id = reservation.inputs["subnetId"]
+    users = [
+        record
+        for record in result.records
+        if record.urn != reservation.urn
+        # a route table association takes no address
+        and record.type != "aws:ec2/routeTableAssociation:RouteTableAssociation"
+        and subnet_id in json.dumps(record.inputs)
+    ]
+    kinds = {record.type for record in users}
+    # the cluster, its nodes' classes and the file system all put interfaces there
+    assert {
+        "eks:index:Cluster",
+        "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass",
+        FILE_SYSTEM,
+    } <= kinds
+    assert users, "something uses the training subnet"
+    for record in users:
+        carried = {urn for urns in record.property_dependencies.values() for urn in urns}
+        assert reservation.urn in carried | set(record.dependencies), record.name
