@@ -209,23 +209,17 @@ class Autoscaling(pulumi.ComponentResource):
         in_cluster = pulumi.ResourceOptions(
             parent=self, provider=kubernetes_provider, depends_on=cluster_ready
         )
-        monitoring = release(
-            MONITORING_RELEASE,
-            versions.PROMETHEUS_STACK_CHART,
-            namespace=MONITORING_NAMESPACE,
-            values=monitoring_values(),
-            create_namespace=True,
-            opts=in_cluster,
-        )
-        keda = release(
-            KEDA_RELEASE,
-            versions.KEDA_CHART,
-            namespace=KEDA_NAMESPACE,
-            values=keda_values(),
-            create_namespace=True,
-            opts=in_cluster,
-        )
-        self.ready: list[pulumi.Resource] = [monitoring, keda]
+        self.ready: list[pulumi.Resource] = [
+            release(
+                release_name, chart, namespace=namespace, values=values,
+                create_namespace=True, opts=in_cluster,
+            )
+            for release_name, chart, namespace, values in (
+                (MONITORING_RELEASE, versions.PROMETHEUS_STACK_CHART, MONITORING_NAMESPACE,
+                 monitoring_values()),
+                (KEDA_RELEASE, versions.KEDA_CHART, KEDA_NAMESPACE, keda_values()),
+            )
+        ]  # fmt: skip
         self.register_outputs({})
 
 

@@ -24,6 +24,7 @@ from components.catalog import cpu_architecture
 from components.config import ClusterConfig
 from components.iam import (
     EKS_NODE_POLICIES,
+    IMDSV2_ONE_HOP,
     account_key_policy,
     customer_key,
     pod_identity_trust_policy,
@@ -74,11 +75,7 @@ def system_launch_template_args(
     tags do not reach instances that a node group launches).
     """
     return {
-        "metadata_options": {
-            "http_endpoint": "enabled",
-            "http_tokens": "required",
-            "http_put_response_hop_limit": 1,
-        },
+        "metadata_options": dict(IMDSV2_ONE_HOP),
         "block_device_mappings": [
             {
                 "device_name": "/dev/xvda",

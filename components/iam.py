@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import pulumi
 import pulumi_aws as aws
@@ -18,6 +18,15 @@ EKS_NODE_POLICIES = (
     "AmazonSSMManagedInstanceCore",
 )
 """Managed policies of every node role (system node group and Karpenter nodes)."""
+
+
+IMDSV2_ONE_HOP: Final = {
+    "http_endpoint": "enabled",
+    "http_tokens": "required",
+    "http_put_response_hop_limit": 1,
+}
+"""Instance metadata options of every instance the stack launches (launch template arguments):
+IMDSv2 only, and one hop, so a pod cannot reach its node's credentials."""
 
 
 def service_trust_policy(service: str, *, tag_session: bool = False) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from components.file_system_layout import (
     team_directories,
 )
 from components.iam import (
+    IMDSV2_ONE_HOP,
     account_administers_key,
     customer_key,
     deny_insecure_transport,
@@ -581,7 +582,7 @@ def admin_launch_template(lustre: LustreConfig, tags: dict[str, str]) -> dict[st
         "image_id": f"resolve:ssm:{ADMIN_IMAGE_PARAMETER.format(architecture)}",
         "instance_type": instance_type,
         "update_default_version": True,
-        "metadata_options": dict(ADMIN_METADATA_OPTIONS),
+        "metadata_options": dict(IMDSV2_ONE_HOP),
         # On the template, not the instance: with a template naming its AMI by SSM parameter,
         # the provider would look up the root device of the parameter's name for an
         # instance-level root_block_device. The AMI's size, encrypted, deleted with it.
@@ -599,14 +600,8 @@ def admin_launch_template(lustre: LustreConfig, tags: dict[str, str]) -> dict[st
 
 ADMIN_ROOT_DEVICE: Final = "/dev/xvda"
 """The root device of the Amazon Linux 2023 AMIs."""
-ADMIN_METADATA_OPTIONS: Final = {
-    "http_endpoint": "enabled",
-    "http_tokens": "required",
-    "http_put_response_hop_limit": 1,
-}
-"""IMDSv2 only, one hop: on the template and on the instance."""
 ADMIN_INSTANCE_HARDENING: Final = {
-    "metadata_options": ADMIN_METADATA_OPTIONS,
+    "metadata_options": IMDSV2_ONE_HOP,
     "ebs_optimized": True,
     # One-minute metrics for the minutes it runs: a stuck layout shows in CloudWatch.
     "monitoring": True,

@@ -22,6 +22,7 @@ from components.autoscaling import (
     demand_query,
 )
 from components.config import parse_platform_config
+from components.slurm import SLURMCTLD_PORT
 from synth.run import StackResult
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, stack_data
@@ -32,7 +33,6 @@ SCALED_OBJECT: Final = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
 NETWORK_POLICY: Final = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
-SLURMCTLD_PORT: Final = 6817
 
 
 def _of(result: StackResult | ProgramRun, resource_type: str) -> list[Any]:

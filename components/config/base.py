@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
+import botocore.loaders
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
@@ -184,11 +186,25 @@ PrincipalArn = Annotated[
 ]
 
 
+@functools.cache
+def ec2_instance_types() -> frozenset[str]:
+    """Instance types the EC2 API model knows (botocore's ``InstanceType`` enum)."""
+    model = botocore.loaders.Loader().load_service_model("ec2", "service-2")
+    return frozenset(model["shapes"]["InstanceType"]["enum"])
+
+
+def _known_instance_type(value: str) -> str:
+    if value not in ec2_instance_types():
+        raise ValueError(f"{value!r} is not an EC2 instance type (EC2 API model, InstanceType)")
+    return value
+
+
 InstanceType = Annotated[
     str,
     AfterValidator(
         matching(r"[a-z][a-z0-9-]*\.[a-z0-9-]+", "an EC2 instance type such as m7i.xlarge")
     ),
+    AfterValidator(_known_instance_type),
 ]
 
 

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import ipaddress
 import posixpath
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Final, Literal, get_args
 
-import botocore.loaders
 from pydantic import AfterValidator, Field
 
 from components.config.base import (
     CONFIG_KEY,
     AvailabilityZone,
     ConfigProblem,
+    InstanceType,
     Ipv4Cidr,
     RetentionDays,
     StrictModel,
@@ -253,20 +252,6 @@ class DataRepositoryAssociationConfig(StrictModel):
         return [] if self.export_events else list(ALL_EVENTS)
 
 
-@functools.cache
-def _ec2_instance_types() -> frozenset[str]:
-    """Instance types the EC2 API model knows (botocore's ``InstanceType`` enum)."""
-    model = botocore.loaders.Loader().load_service_model("ec2", "service-2")
-    return frozenset(model["shapes"]["InstanceType"]["enum"])
-
-
-def _known_instance_type(value: str) -> str:
-    if value not in _ec2_instance_types():
-        raise ValueError(f"{value!r} is not an EC2 instance type (EC2 API model, InstanceType)")
-    return value
-
-
-Ec2InstanceType = Annotated[str, AfterValidator(_known_instance_type)]
 TEAM_HOME_PATH: Final = "/teams"
 """Each team's working directory (scratch, the Neuron compile cache), linked to no bucket."""
 DNS_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -316,7 +301,7 @@ class LustreAdminClientConfig(StrictModel):
         "client takes its first address. /28 to /32. Default: the second-to-last /28 of the "
         "subnet the stack creates; required with network.existingVpc.",
     )
-    instance_type: Ec2InstanceType = Field(
+    instance_type: InstanceType = Field(
         default="m7i.large",
         description="Instance type (it runs for minutes at each layout change). Default: "
         "m7i.large.",

@@ -12,6 +12,10 @@ from typing import Any
 
 from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
 
+from components.storage import CSI_DRIVER
+from components.teams import TEAM_LABEL
+
+from . import tenancy
 from .common import (
     MANDATORY,
     ReportViolation,
@@ -425,9 +429,6 @@ def _check_fsx_ports(args: StackValidationArgs, report: ReportViolation) -> None
 
 
 PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
-NAMESPACE = "kubernetes:core/v1:Namespace"
-FSX_CSI_DRIVER = "fsx.csi.aws.com"
-TEAM_LABEL = "trainingplatform.io/team"
 NID = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}@tcp")
 """One client's NID: no range (``[2-10]``) and no wildcard."""
 
@@ -456,7 +457,7 @@ def _check_root_squash(args: StackValidationArgs, report: ReportViolation) -> No
 def _team_namespaces(resources: Sequence[PolicyResource]) -> set[str]:
     names: set[str] = set()
     for resource in resources:
-        if resource.resource_type == NAMESPACE:
+        if resource.resource_type == tenancy.NAMESPACE:
             metadata = resource.props.get("metadata") or {}
             if TEAM_LABEL in (metadata.get("labels") or {}) and metadata.get("name"):
                 names.add(metadata["name"])
@@ -469,7 +470,7 @@ def _lustre_volumes(resources: Sequence[PolicyResource]) -> Iterator[tuple[Polic
             continue
         spec = volume.props.get("spec") or {}
         csi = spec.get("csi") or {}
-        if csi.get("driver") == FSX_CSI_DRIVER:
+        if csi.get("driver") == CSI_DRIVER:
             yield volume, spec
 
 
