@@ -478,10 +478,42 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
                 # Explicit, though loginsetDefaults says the same: an entry renders only when on.
                 "enabled": True,
                 "replicas": login.replicas,
-                "login": {"image": slinky_image("login"), "volumeMounts": [shared_mount()]},
-                "initconf": {"image": sidecar_image()},
+                "login": {
+                    "image": slinky_image("login"),
+                    "volumeMounts": [shared_mount()],
+                    "resources": {
+                        "requests": {"cpu": str(login.cpu), "memory": f"{login.memory_gib}Gi"},
+                        "limits": {"memory": f"{login.memory_gib}Gi"},
+                    },
+                    # supervisord restarts sshd inside the pod; this catches a pod where
+                    # nothing listens on 22 any more (the operator sets only a readiness probe
+                    # on sackd's socket, loginbuilder/login_app.go).
+                    "livenessProbe": {
+                        "tcpSocket": {"port": LOGIN_SSH_PORT},
+                        "periodSeconds": 30,
+                        "failureThreshold": 4,
+                    },
+                    # sshd, sssd and sackd need root's usual capabilities (setuid to the user,
+                    # chroot for privilege separation) and file capabilities of sssd's helpers,
+                    # so no allowPrivilegeEscalation: false; raw sockets and device nodes
+                    # they never need.
+                    "securityContext": {"capabilities": {"drop": ["NET_RAW", "MKNOD"]}},
+                },
+                # Copies and chowns a few config files (the operator's initconf.sh).
+                "initconf": {
+                    "image": sidecar_image(),
+                    "resources": {
+                        "requests": {"cpu": "10m", "memory": "32Mi"},
+                        "limits": {"memory": "64Mi"},
+                    },
+                    "securityContext": {"capabilities": {"drop": ["NET_RAW", "MKNOD"]}},
+                },
                 "rootSshAuthorizedKeys": "\n".join(login.ssh_authorized_keys) + "\n",
-                "podSpec": {**LOGIN_PLACEMENT, "volumes": [shared_volume()]},
+                "podSpec": {
+                    **LOGIN_PLACEMENT,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "volumes": [shared_volume()],
+                },
                 "service": {
                     "metadata": {"annotations": dict(INTERNAL_LOAD_BALANCER)},
                     "spec": {

@@ -90,7 +90,7 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
         json.dumps([record.to_json() for record in records], indent=2) + "\n"
     )
     manifests: dict[str, Any] = {}
-    releases = 0
+    releases: dict[str, Any] = {}
     for record in records:
         if is_kubernetes_object(record):
             manifest = manifest_of(record)
@@ -104,8 +104,8 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
             (helm_dir / f"{release['release']}.yaml").write_text(
                 yaml.safe_dump(release, sort_keys=False)
             )
-            releases += 1
-    pods = pods_of(manifests)
+            releases[release["release"]] = release
+    pods = pods_of(manifests, releases)
     pods_dir = directory / "pods"
     pods_dir.mkdir()
     for name, pod in pods.items():
@@ -113,7 +113,7 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
     (directory / "terraform-plan.json").write_text(
         json.dumps(terraform_plan(records), indent=1) + "\n"
     )
-    return WrittenStack(directory, len(records), len(manifests), releases, len(pods))
+    return WrittenStack(directory, len(records), len(manifests), len(releases), len(pods))
 
 
 def resource_label(urn: str) -> str:

@@ -8,6 +8,12 @@ so that what a scanner (or a reviewer) reads is what would run:
 * Trainer runtimes: each replicated job's pod template, in the runtime's namespace (Trainer
   v2.3.0 copies it into the JobSet, and JobSet into the Job's pods, adding only volumes, mounts
   and environment of its plugins);
+* Slinky LoginSets (from the ``slurm`` chart's ``loginsets`` values, as its
+  templates/loginset/loginset-cr.yaml renders them over ``loginsetDefaults``): the operator's
+  login pod (internal/builder/loginbuilder/login_app.go, loginPodTemplate and loginContainer):
+  the login container with sackd's config server, SSH on 22, the host keys, sshd config, root's
+  authorized keys and ``sssd.conf`` mounted from the operator's and chart's objects, the
+  ``initconf`` init container, merged with the chart values' pod spec and container;
 * Slinky NodeSets: the operator's worker pod (SlinkyProject/slurm-operator v1.2.1
   internal/builder/workerbuilder/worker_app.go, BuildWorkerPodTemplate and slurmdContainer):
   its base (no service account token, no service links, the slurmd container privileged with
@@ -19,17 +25,18 @@ so that what a scanner (or a reviewer) reads is what would run:
 Deployments, DaemonSets and StatefulSets the stack writes as manifests are scanned as they are.
 What a TrainJob changes in its pods (``trainer.image``, ``runtimePatches``, which may set
 security contexts, volumes and service accounts) is the job's, not the platform's, and shows
-here only as far as Pod Security ``baseline`` bounds it at admission. Helm releases' pods
-(Slurm's controller and login set, the device plugins) are not derived yet.
+here only as far as Pod Security ``baseline`` bounds it at admission. The other Helm releases'
+pods (Slurm's controller, the device plugins, the controllers) are not derived yet.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from components.slurm import SLURM_APP_LABEL, SLURMD_PORT
+from components.slurm import LOGIN_SSH_PORT, SLURM_APP_LABEL, SLURMCTLD_PORT, SLURMD_PORT
+from components.slurm import RELEASE as SLURM_RELEASE
 
 RUNTIME_KINDS: Final = ("TrainingRuntime", "ClusterTrainingRuntime")
 NODE_SET_KIND: Final = "NodeSet"
@@ -215,13 +222,216 @@ def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def pods_of(manifests: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def chart_merged(defaults: Any, values: Any) -> Any:
+    """``values`` over ``defaults`` as Sprig's ``mergeOverwrite`` merges them in the chart.
+
+    Maps merge recursively; any other value of ``values`` replaces the default, except an
+    empty one (mergo's override leaves a default standing under an empty value).
+
+    Args:
+        defaults: the chart's ``loginsetDefaults``.
+        values: one ``loginsets`` entry.
+    """
+    if isinstance(defaults, Mapping) and isinstance(values, Mapping):
+        merged = dict(copy.deepcopy(defaults))
+        for key, value in values.items():
+            merged[key] = chart_merged(defaults[key], value) if key in defaults else value
+        return merged
+    return copy.deepcopy(defaults if _empty(values) else values)
+
+
+def _image(image: Any) -> str:
+    """The chart's ``slurm.format-image`` (``repository@digest`` or ``repository:tag``).
+
+    The chart refuses to render a container without an image.
+    """
+    if not image:
+        raise ValueError("the slurm chart requires an image for every login set container")
+    if isinstance(image, str):
+        return image
+    if image.get("digest"):
+        return f"{image['repository']}@{image['digest']}"
+    return f"{image['repository']}:{image['tag']}"
+
+
+def _chart_container(values: Mapping[str, Any], pull: str) -> dict[str, Any]:
+    """A container as the chart's ``slurm.format-container`` writes it into the LoginSet."""
+    container = {k: copy.deepcopy(v) for k, v in values.items() if k != "image"}
+    container["image"] = _image(values.get("image"))
+    container["imagePullPolicy"] = container.get("imagePullPolicy") or pull
+    return container
+
+
+def _secret_volume(
+    name: str, secret: str, items: Sequence[tuple[str, str, int | None]]
+) -> dict[str, Any]:
+    projection: dict[str, Any] = {
+        "name": secret,
+        "items": [
+            {"key": key, "path": path, **({"mode": mode} if mode is not None else {})}
+            for key, path, mode in items
+        ],
+    }
+    return {"name": name, "projected": {"defaultMode": 0o600, "sources": [{"secret": projection}]}}
+
+
+SSH_HOST_KEYS: Final = tuple(
+    f"ssh_host_{kind}_key{suffix}"
+    for kind in ("rsa", "ed25519", "ecdsa")
+    for suffix in ("", ".pub")
+)
+"""The host key files the operator mounts into login pods (loginbuilder, SshHost*KeyFile)."""
+
+
+def _login_container(controller: str) -> dict[str, Any]:
+    """The operator's login container before the LoginSet's own (loginContainer)."""
+    sackd = f"--conf-server {controller}:{SLURMCTLD_PORT}"
+
+    def mount(volume: str, path: str, file: str) -> dict[str, Any]:
+        return {"name": volume, "mountPath": path, "subPath": file, "readOnly": True}
+
+    return {
+        "name": "login",
+        "env": [{"name": "SACKD_OPTIONS", "value": sackd}],
+        "ports": [{"name": "login", "containerPort": LOGIN_SSH_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"exec": {"command": ["test", "-S", "/run/slurm/sack.socket"]}},
+        "volumeMounts": [
+            {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
+            {"name": "sackd-dir", "mountPath": "/run/slurm"},
+            *(mount("ssh-host-keys", f"/etc/ssh/{file}", file) for file in SSH_HOST_KEYS),
+            mount("ssh-config", "/etc/ssh/sshd_config", "sshd_config"),
+            mount("ssh-config", "/root/.ssh/authorized_keys", "authorized_keys"),
+            mount("sssd-conf", "/etc/sssd/sssd.conf", "sssd.conf"),
+        ],
+    }
+
+
+INITCONF: Final = {
+    "name": "initconf",
+    "env": [{"name": "SLURM_USER", "value": "slurm"}],
+    "command": ["sh", "-c", "<the operator's initconf.sh>"],
+    "volumeMounts": [
+        {"name": "slurm-etc", "mountPath": "/mnt/etc/slurm"},
+        {"name": "slurm-config", "mountPath": "/mnt/slurm", "readOnly": True},
+    ],
+}
+"""What the operator's init container copies Slurm's config and key with (common.go)."""
+
+
+def _login_volumes(name: str, full_name: str, sssd: tuple[str, str]) -> list[dict[str, Any]]:
+    """The operator's login pod volumes (loginVolumes): its config, keys and sssd.conf.
+
+    Args:
+        name: the LoginSet's name (its host keys' Secret and sshd ConfigMap are named after it).
+        full_name: the chart's full name (the auth key Secret's prefix).
+        sssd: the Secret and key holding ``sssd.conf``.
+    """
+    host_keys = [(f, f, 0o644 if f.endswith(".pub") else 0o600) for f in SSH_HOST_KEYS]
+    ssh_config = {
+        "name": f"{name}-ssh-config",
+        "items": [{"key": f, "path": f, "mode": 0o600} for f in ("sshd_config", "authorized_keys")],
+    }
+    return [
+        {"name": "slurm-etc", "emptyDir": {"medium": "Memory"}},
+        {"name": "sackd-dir", "emptyDir": {"medium": "Memory"}},
+        _secret_volume(
+            "slurm-config", f"{full_name}-auth-slurm", [("slurm.key", "slurm.key", None)]
+        ),
+        _secret_volume("ssh-host-keys", f"{name}-ssh-host-keys", host_keys),
+        {
+            "name": "ssh-config",
+            "projected": {"defaultMode": 0o600, "sources": [{"configMap": ssh_config}]},
+        },
+        _secret_volume("sssd-conf", sssd[0], [(sssd[1], "sssd.conf", 0o600)]),
+    ]
+
+
+def login_set_pods(
+    release: Mapping[str, Any], chart_defaults: Mapping[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The login pod of every LoginSet the ``slurm`` chart renders from ``release``'s values.
+
+    Args:
+        release: the Helm release as ``helm/<release>.yaml`` has it (``values``, ``namespace``).
+        chart_defaults: the chart's own ``values.yaml``, whose ``loginsetDefaults`` the chart
+            merges under each entry. Synthesis has no chart (default: none, so what the stack
+            leaves unset is missing here); the tests pass the chart's values and show that the
+            defaults add nothing the scan needs.
+    """
+    values = release.get("values") or {}
+    chart = chart_defaults or {}
+    defaults = dict(chart.get("loginsetDefaults") or {})
+    namespace = str(release.get("namespace"))
+    full_name = values.get("fullnameOverride") or (
+        release["release"] if "slurm" in release["release"] else f"{release['release']}-slurm"
+    )
+    pull = values.get("imagePullPolicy") or chart.get("imagePullPolicy", "IfNotPresent")
+    # The chart names the Controller (the loginset's controllerRef) after its full name; sackd
+    # fetches its config from the controller's service, <name>.<namespace> (common.go,
+    # ConfiglessArgs; controller_keys.go, ServiceFQDNShort).
+    controller = f"{full_name}.{namespace}"
+    sssd_ref = (values.get("sssd") or {}).get("secretRef") or {}
+    sssd = (sssd_ref.get("name") or f"{full_name}-sssd-conf", sssd_ref.get("key") or "sssd.conf")
+    for key, entry in (values.get("loginsets") or {}).items():
+        login_set = chart_merged(defaults, entry or {})
+        if not login_set.get("enabled", True):
+            continue
+        name = f"{full_name}-login-{key}"
+        own = _cleaned(copy.deepcopy(dict(login_set.get("podSpec") or {})))
+        own["imagePullSecrets"] = [
+            *(own.get("imagePullSecrets") or []), *(values.get("imagePullSecrets") or [])
+        ]  # fmt: skip
+        if not own["imagePullSecrets"]:
+            del own["imagePullSecrets"]
+        own_containers = list(own.pop("containers", []))
+        own_init = list(own.pop("initContainers", []))
+        base_spec = {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "dnsConfig": {"searches": [f"slurm-workers-{full_name}.{namespace}.svc.cluster.local"]},
+            "volumes": _login_volumes(name, full_name, sssd),
+        }
+        pod_spec = strategic_merge(base_spec, own)
+        login, initconf = (
+            strategic_merge(base, _cleaned(_chart_container(login_set.get(field) or {}, pull)))
+            for base, field in ((_login_container(controller), "login"), (INITCONF, "initconf"))
+        )
+        pod_spec["containers"] = _joined([login], own_containers)
+        pod_spec["initContainers"] = _joined([initconf], own_init)
+        metadata = login_set.get("metadata") or {}
+        labels = {
+            **(metadata.get("labels") or {}),
+            "app.kubernetes.io/part-of": "slurm",
+            SLURM_APP_LABEL: "login",
+            "app.kubernetes.io/instance": name,
+            "app.kubernetes.io/component": "login",
+        }
+        annotations = {
+            **(metadata.get("annotations") or {}),
+            "kubectl.kubernetes.io/default-container": "login",
+        }
+        yield _pod(
+            name,
+            namespace,
+            {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+            f"LoginSet/{namespace}/{name}",
+        )
+
+
+def pods_of(
+    manifests: Mapping[str, Any], releases: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, dict[str, Any]]:
     """File name -> Pod for every pod the stack's custom resources stand for.
 
     Args:
         manifests: ``manifests/`` contents by file name.
+        releases: ``helm/`` contents by release name (default: none); the ``slurm`` release's
+            login sets are among the custom resources.
     """
     pods: list[dict[str, Any]] = []
+    slurm_release = (releases or {}).get(SLURM_RELEASE)
+    if slurm_release is not None:
+        pods += login_set_pods(slurm_release)
     for manifest in manifests.values():
         if not isinstance(manifest, Mapping):
             continue

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from synth.pods import node_set_pod, pods_of
+from synth.pods import chart_merged, login_set_pods, node_set_pod, pods_of
 from synth.run import StackResult
 from tests.conftest import STACKS, stack_data
 from tests.schemas import validation_errors
@@ -36,9 +36,10 @@ def test_every_replicated_job_and_node_set_is_written_as_a_pod(
     }
     node_sets = [m for m in manifests.values() if m["kind"] == "NodeSet"]
     assert runtimes and node_sets
+    login_sets = (stack_data(stack).get("slurm") or {}).get("login")
     assert set(pods) == set(expected) | {
         f"Pod.slurm.{n['metadata']['name']}-0.yaml" for n in node_sets
-    }
+    } | ({"Pod.slurm.slurm-login-login.yaml"} if login_sets else set())
     for name, job in expected.items():
         template = job["template"]["spec"]["template"]
         assert pods[name]["spec"] == template["spec"], name  # as the runtime says, nothing lost
@@ -134,3 +135,78 @@ def test_mounts_merge_by_path_and_the_pod_carries_slurmds_labels(
     labels = pod["metadata"]["labels"]
     assert labels["app.kubernetes.io/name"] == "slurmd"  # what allow-slurmd selects
     assert labels["app.kubernetes.io/instance"] == node_set["metadata"]["name"]
+
+
+def _slurm_release(synthesized: dict[str, StackResult]) -> dict[str, Any]:
+    path = synthesized["prod"].written.directory / "helm" / "slurm.yaml"
+    release: dict[str, Any] = yaml.safe_load(path.read_text())
+    return release
+
+
+def _chart_values(reference_dir: Path) -> dict[str, Any]:
+    values = reference_dir / "charts" / "slurm" / "1.2.1" / "values.yaml"
+    chart: dict[str, Any] = yaml.safe_load(values.read_text())
+    return chart
+
+
+def test_the_login_pod_is_the_operators_login_container_with_the_stacks_values(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """slurm-operator v1.2.1 loginbuilder/login_app.go: sackd pointed at the controller's
+    service, SSH on 22 with the host keys, sshd config, root's keys and sssd.conf mounted from
+    the operator's and chart's objects; the stack's image, resources, probes and mounts kept."""
+    release = _slurm_release(synthesized)
+    (pod,) = login_set_pods(release)
+    values = release["values"]["loginsets"]["login"]
+    (login,) = pod["spec"]["containers"]
+    assert login["image"] == "{repository}:{tag}".format(**values["login"]["image"])
+    assert {"name": "SACKD_OPTIONS", "value": "--conf-server slurm.slurm:6817"} in login["env"]
+    mounts = {m["mountPath"]: m for m in login["volumeMounts"]}
+    assert mounts["/etc/sssd/sssd.conf"]["subPath"] == "sssd.conf"
+    assert mounts["/root/.ssh/authorized_keys"]["readOnly"] is True
+    assert "/fsx" in mounts and "/etc/ssh/ssh_host_ed25519_key" in mounts
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert {m["name"] for m in login["volumeMounts"]} <= set(volumes)
+    (sssd,) = volumes["sssd-conf"]["projected"]["sources"]
+    assert sssd["secret"]["name"] == "slurm-sssd-conf"  # the chart's, without sssd.secretRef
+    assert login["resources"] == values["login"]["resources"]
+    assert login["livenessProbe"]["tcpSocket"]["port"] == 22
+    assert login["readinessProbe"]["exec"]["command"][-1] == "/run/slurm/sack.socket"
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    (initconf,) = pod["spec"]["initContainers"]
+    assert initconf["name"] == "initconf" and initconf["resources"]["limits"]["memory"]
+
+
+def test_the_chart_defaults_add_nothing_the_scan_needs(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """Synthesis has no chart, so the login pod is built from the stack's values alone; with
+    the chart's loginsetDefaults merged under them it differs only in the default node label."""
+    release = _slurm_release(synthesized)
+    (alone,) = login_set_pods(release)
+    (with_chart,) = login_set_pods(release, _chart_values(reference_dir))
+    assert with_chart["spec"]["nodeSelector"].pop("kubernetes.io/os") == "linux"
+    assert with_chart == alone
+
+
+def test_chart_merging_keeps_defaults_under_empty_values() -> None:
+    defaults = {"login": {"image": {"tag": "1"}, "env": [{"name": "A"}]}, "replicas": 1}
+    merged = chart_merged(defaults, {"login": {"env": []}, "replicas": 3})
+    assert merged == {"login": {"image": {"tag": "1"}, "env": [{"name": "A"}]}, "replicas": 3}
+    assert chart_merged(defaults, {"login": {"image": {"tag": "2"}}})["login"]["image"] == {
+        "tag": "2"
+    }
+
+
+def test_a_disabled_login_set_has_no_pod(synthesized: dict[str, StackResult]) -> None:
+    release = copy.deepcopy(_slurm_release(synthesized))
+    release["values"]["loginsets"]["login"]["enabled"] = False
+    assert list(login_set_pods(release)) == []
+    release["values"]["loginsets"] = {"a": {}, "b": {"enabled": True}}
+    image = {"image": {"repository": "r", "tag": "t"}}
+    defaults = {"loginsetDefaults": {"enabled": True, "login": image, "initconf": image}}
+    names = [p["metadata"]["name"] for p in login_set_pods(release, defaults)]
+    assert names == ["slurm-login-a", "slurm-login-b"]
+    with pytest.raises(ValueError, match="requires an image"):
+        list(login_set_pods(release, {"loginsetDefaults": {"login": image}}))

@@ -185,6 +185,22 @@ def test_a_document_checkov_cannot_read_fails_the_scan(
         kubernetes_findings(copy)
 
 
+def test_node_set_waivers_do_not_cover_the_login_pod(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    """slurmd is privileged by design; a privileged login pod is a finding."""
+    copy = tmp_path / "prod"
+    shutil.copytree(synthesized["prod"].written.directory, copy)
+    path = copy / "pods" / "Pod.slurm.slurm-login-login.yaml"
+    pod = yaml.safe_load(path.read_text())
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    path.write_text(yaml.safe_dump(pod))
+    left = unwaived(kubernetes_findings(copy), load_waivers(), "prod")
+    assert {f.resource for f in left} == {"Pod.slurm.slurm-login-login"}
+    # privileged, and (its drop of NET_RAW replaced) raw sockets again
+    assert {f.check for f in left} == {"CKV_K8S_16", "CKV_K8S_28"}
+
+
 def test_waivers_are_scoped_by_check_resource_and_stack() -> None:
     waiver = Waiver("CKV_K8S_16", ("Pod.slurm.*",), "slurmd runs privileged by design", ("prod",))
     slurm = Finding("CKV_K8S_16", "privileged", "Pod.slurm.p5-0", "f")

@@ -158,6 +158,22 @@ class SlurmLoginConfig(StrictModel):
         description="Networks that may reach the login load balancer (its source ranges). "
         "Default: the VPC's CIDR.",
     )
+    cpu: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="CPUs each login pod requests (no limit: compiles and editors may burst on "
+        "the general pool's idle cores). Default: 4.",
+    )
+    memory_gib: int = Field(
+        default=16,
+        alias="memoryGiB",
+        ge=2,
+        le=512,
+        description="Memory of each login pod, GiB, requested and its limit, so one user's "
+        "runaway process is killed in the pod rather than evicting other pods of the node. "
+        "Default: 16.",
+    )
 
 
 class SlurmAccountingConfig(StrictModel):
