@@ -6,6 +6,7 @@ from typing import Final
 
 import pulumi
 import pulumi_aws as aws
+from pulumi.runtime.config import is_config_secret
 
 from components.cluster import Cluster
 from components.config import (
@@ -16,6 +17,7 @@ from components.config import (
     slurm_held_nodes,
 )
 from components.config.pools import mounts_lustre
+from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
 from components.config.storage import admin_client_block
 from components.device_plugins import DevicePlugins
 from components.iam import customer_key, logs_key_policy
@@ -225,6 +227,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                     *self.scheduling.priority_classes,
                 ],
                 kubernetes_provider=self.cluster.kubernetes_provider,
+                bind_password=pulumi.Config().get_secret(BIND_PASSWORD_KEY),
                 opts=with_aws,
             )
         self.register_outputs({})
@@ -237,11 +240,20 @@ def load_config() -> PlatformConfig:
         pulumi.RunError: with one line per problem, so the CLI prints no traceback.
 
     """
-    raw = pulumi.Config().get_object(CONFIG_KEY)
+    stack_config = pulumi.Config()
+    raw = stack_config.get_object(CONFIG_KEY)
     try:
-        return parse_platform_config(
+        config = parse_platform_config(
             raw, stack=pulumi.get_stack(), aws_region=pulumi.Config("aws").get("region")
         )
+        problems = bind_password_problems(
+            config,
+            present=stack_config.get_secret(BIND_PASSWORD_KEY) is not None,
+            secret=is_config_secret(stack_config.full_key(BIND_PASSWORD_KEY)),
+        )
+        if problems:
+            raise ConfigError(problems)
+        return config
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
 

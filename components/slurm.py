@@ -24,12 +24,13 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 import yaml
 
-from components import versions
+from components import slurm_directory, versions
 from components.autoscaling import MONITORING_NAMESPACE, Autoscaling, scaled_object
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import encrypted_gp3_class, state_reclaim_policy, storage_class
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
+from components.config.slurm import SlurmDirectoryConfig
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL, SLURM_TOPOLOGY
 from components.scheduling import STANDARD_PRIORITY_CLASS
@@ -115,6 +116,12 @@ def slinky_image(component: str) -> dict[str, str]:
     }
 
 
+def slinky_image_reference(component: str) -> str:
+    """:func:`slinky_image` as a container's ``image`` (``repository:tag``)."""
+    image = slinky_image(component)
+    return f"{image['repository']}:{image['tag']}"
+
+
 def sidecar_image() -> dict[str, str]:
     """The pinned image of the chart's log and init sidecars (alpine:latest by default)."""
     repository, tag = versions.SIDECAR_IMAGE
@@ -180,15 +187,21 @@ internal/builder/controllerbuilder/controller_config.go, buildSlurmConf, sets no
   shell's, which would leave libfabric unable to register its buffers."""
 
 
-def controller_conf(pools: Sequence[NodePoolConfig], *, accounting: bool) -> dict[str, Any]:
+def controller_conf(
+    pools: Sequence[NodePoolConfig], *, accounting: bool, directory: bool = False
+) -> dict[str, Any]:
     """``slurm.conf`` additions: GRES types, their accounting, and :data:`CONFINEMENT_CONF`.
 
-    The GRES types in use are tracked by accounting when it runs.
+    The GRES types in use are tracked by accounting when it runs. With a directory, jobs are
+    ordered by fair share and submitted only under a team account
+    (:data:`components.slurm_directory.PRIORITY_CONF`).
     """
     gres_types = sorted({gres_name(pool) for pool in pools})
     conf: dict[str, Any] = {"GresTypes": gres_types, **CONFINEMENT_CONF}
     if accounting:
         conf["AccountingStorageTRES"] = [f"gres/{gres}" for gres in gres_types]
+    if directory:
+        conf.update(slurm_directory.PRIORITY_CONF)
     return conf
 
 
@@ -333,6 +346,8 @@ def nodeset_spec(
     image: str,
     shared_file_system: bool,
     default_partition: bool = False,
+    directory: SlurmDirectoryConfig | None = None,
+    billing: str | None = None,
 ) -> dict[str, Any]:
     """The NodeSet of one pool: slurmd pods that each take a whole node of the pool.
 
@@ -342,23 +357,39 @@ def nodeset_spec(
         image: the pinned slurmd image (with the EFA libraries).
         shared_file_system: mount the namespace's Lustre claim at the shared path.
         default_partition: its partition is the cluster's default. Default False.
+        directory: the users' directory: slurmd pods get the login pods' ``sssd.conf``
+            through the NodeSet's SSH settings (the operator mounts it only there), and users
+            may SSH to a node while a job of theirs runs on it (pam_slurm_adopt in the slurmd
+            image). Default: none.
+        billing: the partition's ``TRESBillingWeights`` (fair-share usage). Default: none.
     """
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
     if shared_file_system:
         mounts.append(shared_mount())
         volumes.append(shared_volume())
+    if directory is not None and directory.ca_certificates is not None:
+        mounts.append(slurm_directory.ca_mount())
+        volumes.append(slurm_directory.ca_volume())
+    partition = "State=UP MaxTime=UNLIMITED" + (" Default=YES" if default_partition else "")
+    if billing is not None:
+        partition += f" TRESBillingWeights={billing}"
+    ssh: dict[str, Any] = {}
+    if directory is not None:
+        ssh = {"ssh": {
+            "enabled": True,
+            "extraSshdConfig": slurm_directory.SSH_KEYS_COMMAND,
+            "sssdConfRef": dict(slurm_directory.SSSD_SECRET),
+        }}  # fmt: skip
     return {
+        **ssh,
         "controllerRef": {"name": CONTROLLER_NAME},
         "scalingMode": "StatefulSet",
         # Where KEDA starts it from; from then on KEDA owns the count (the NodeSet ignores
         # later changes to it: Slurm.node_sets).
         "replicas": node_set.warm_nodes,
         "extraConf": node_conf(pool),
-        "partition": {
-            "enabled": True,
-            "config": "State=UP MaxTime=UNLIMITED" + (" Default=YES" if default_partition else ""),
-        },
+        "partition": {"enabled": True, "config": partition},
         "slurmd": {
             "image": image,
             "resources": slurmd_resources(pool),
@@ -415,6 +446,102 @@ def login_sources(config: PlatformConfig, vpc_cidr: str) -> list[str]:
     return list(login.allowed_cidrs or [vpc_cidr])
 
 
+def login_set_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
+    """The chart's ``loginsets`` entry: login pods behind an internal NLB.
+
+    With a directory, users log in with their directory keys (sshd asks SSSD), and a
+    container beside the login container keeps the teams' Slurm accounts
+    (:func:`components.slurm_directory.accounts_script`).
+
+    Args:
+        config: the validated platform.
+        vpc_cidr: who may reach the login load balancer when the config names nobody.
+    """
+    slurm = config.slurm
+    login = slurm.login
+    assert login is not None  # config validation guarantees it when Slurm is enabled
+    directory = slurm.directory
+    dropped = {"capabilities": {"drop": list(slurm_directory.LOGIN_DROPPED_CAPABILITIES)}}
+    mounts = [shared_mount()]
+    volumes = [shared_volume()]
+    containers: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
+    if directory is not None:
+        with_ca = directory.ca_certificates is not None
+        if with_ca:
+            mounts.append(slurm_directory.ca_mount())
+            volumes.append(slurm_directory.ca_volume())
+        shares = slurm_directory.fair_shares(config.teams)
+        teams = {
+            team.name: (team.gid, shares[team.name])
+            for team in config.teams
+            if team.gid is not None  # config validation requires it with a directory
+        }
+        script = slurm_directory.accounts_script(
+            teams,
+            cluster=config.slurm_cluster_name,
+            interval=slurm_directory.ACCOUNTS_INTERVAL_SECONDS,
+        )
+        containers.append(
+            slurm_directory.accounts_container(
+                slinky_image_reference("login"), script, ca_certificates=with_ca
+            )
+        )
+        extra["extraSshdConfig"] = slurm_directory.SSH_KEYS_COMMAND
+    return {
+        # Explicit, though loginsetDefaults says the same: an entry renders only when on.
+        "enabled": True,
+        "replicas": login.replicas,
+        "login": {
+            "image": slinky_image("login"),
+            "volumeMounts": mounts,
+            "resources": {
+                "requests": {"cpu": str(login.cpu), "memory": f"{login.memory_gib}Gi"},
+                "limits": {"memory": f"{login.memory_gib}Gi"},
+            },
+            # supervisord restarts sshd inside the pod; this catches a pod where nothing
+            # listens on 22 any more (the operator sets only a readiness probe on sackd's
+            # socket, loginbuilder/login_app.go).
+            "livenessProbe": {
+                "tcpSocket": {"port": LOGIN_SSH_PORT},
+                "periodSeconds": 30,
+                "failureThreshold": 4,
+            },
+            # sshd, sssd and sackd need root's usual capabilities (setuid to the user, chroot
+            # for privilege separation) and file capabilities of sssd's helpers, so no
+            # allowPrivilegeEscalation: false; raw sockets and device nodes they never need.
+            "securityContext": dropped,
+        },
+        # Copies and chowns a few config files (the operator's initconf.sh).
+        "initconf": {
+            "image": sidecar_image(),
+            "resources": {
+                "requests": {"cpu": "10m", "memory": "32Mi"},
+                "limits": {"memory": "64Mi"},
+            },
+            "securityContext": dropped,
+        },
+        "rootSshAuthorizedKeys": "\n".join(login.ssh_authorized_keys) + "\n",
+        **extra,
+        "podSpec": {
+            **LOGIN_PLACEMENT,
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "volumes": volumes,
+            **({"containers": containers} if containers else {}),
+        },
+        "service": {
+            "metadata": {"annotations": dict(INTERNAL_LOAD_BALANCER)},
+            "spec": {
+                "type": "LoadBalancer",
+                "loadBalancerSourceRanges": login_sources(config, vpc_cidr),
+                # Keeps the client's address, which the login NetworkPolicy filters (with
+                # Cluster, kube-proxy would SNAT it to a node's).
+                "externalTrafficPolicy": "Local",
+            },
+        },
+    }
+
+
 def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
     """Values of the ``slurm`` chart: controller, REST API, accounting, login set, partition.
 
@@ -427,6 +554,11 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
     assert login is not None  # config validation guarantees it when Slurm is enabled
     pools = [pool for node_set in slurm.node_sets if (pool := config.pool(node_set.pool))]
     accounting = slurm.accounting.enabled
+    # The stack's own Secret holds sssd.conf (it carries the bind password); without a
+    # directory the chart's default (local files only: root) stays.
+    directory_values: dict[str, Any] = (
+        {"sssd": {"secretRef": dict(slurm_directory.SSSD_SECRET)}} if slurm.directory else {}
+    )
     return {
         "fullnameOverride": RELEASE,
         "clusterName": config.slurm_cluster_name,
@@ -449,7 +581,9 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
                 "storageClassName": STATE_STORAGE_CLASS,
                 "resources": {"requests": {"storage": f"{slurm.controller_storage_gib}Gi"}},
             },
-            "extraConfMap": controller_conf(pools, accounting=accounting),
+            "extraConfMap": controller_conf(
+                pools, accounting=accounting, directory=slurm.directory is not None
+            ),
             # slurmctld's OpenMetrics, and the ServiceMonitor the operator makes for them: the
             # autoscaler's demand (components/autoscaling.py).
             "metrics": {"enabled": True, "serviceMonitor": {"enabled": True}},
@@ -473,59 +607,8 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
             },
             "podSpec": dict(SERVICE_PLACEMENT),
         },
-        "loginsets": {
-            LOGIN_SET: {
-                # Explicit, though loginsetDefaults says the same: an entry renders only when on.
-                "enabled": True,
-                "replicas": login.replicas,
-                "login": {
-                    "image": slinky_image("login"),
-                    "volumeMounts": [shared_mount()],
-                    "resources": {
-                        "requests": {"cpu": str(login.cpu), "memory": f"{login.memory_gib}Gi"},
-                        "limits": {"memory": f"{login.memory_gib}Gi"},
-                    },
-                    # supervisord restarts sshd inside the pod; this catches a pod where
-                    # nothing listens on 22 any more (the operator sets only a readiness probe
-                    # on sackd's socket, loginbuilder/login_app.go).
-                    "livenessProbe": {
-                        "tcpSocket": {"port": LOGIN_SSH_PORT},
-                        "periodSeconds": 30,
-                        "failureThreshold": 4,
-                    },
-                    # sshd, sssd and sackd need root's usual capabilities (setuid to the user,
-                    # chroot for privilege separation) and file capabilities of sssd's helpers,
-                    # so no allowPrivilegeEscalation: false; raw sockets and device nodes
-                    # they never need.
-                    "securityContext": {"capabilities": {"drop": ["NET_RAW", "MKNOD"]}},
-                },
-                # Copies and chowns a few config files (the operator's initconf.sh).
-                "initconf": {
-                    "image": sidecar_image(),
-                    "resources": {
-                        "requests": {"cpu": "10m", "memory": "32Mi"},
-                        "limits": {"memory": "64Mi"},
-                    },
-                    "securityContext": {"capabilities": {"drop": ["NET_RAW", "MKNOD"]}},
-                },
-                "rootSshAuthorizedKeys": "\n".join(login.ssh_authorized_keys) + "\n",
-                "podSpec": {
-                    **LOGIN_PLACEMENT,
-                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-                    "volumes": [shared_volume()],
-                },
-                "service": {
-                    "metadata": {"annotations": dict(INTERNAL_LOAD_BALANCER)},
-                    "spec": {
-                        "type": "LoadBalancer",
-                        "loadBalancerSourceRanges": login_sources(config, vpc_cidr),
-                        # Keeps the client's address, which the login NetworkPolicy filters
-                        # (with Cluster, kube-proxy would SNAT it to a node's).
-                        "externalTrafficPolicy": "Local",
-                    },
-                },
-            }
-        },
+        "loginsets": {LOGIN_SET: login_set_values(config, vpc_cidr=vpc_cidr)},
+        **directory_values,
         # Only the node sets' own partitions (nodeset_spec): one spanning node sets would
         # put one job on two placement groups.
         "partitions": {},
@@ -645,7 +728,8 @@ def slurm_network_policies(login_sources: list[str]) -> list[dict[str, Any]]:
     * slurmctld (6817) from slurmd (registration, step completion), login (``sbatch``,
       ``srun``, ``squeue``), slurmrestd, slurmdbd, and Prometheus in the monitoring namespace
       (slurmctld serves its metrics on this port);
-    * slurmd (6818) from login (``srun`` steps); from slurmctld and other slurmd on every
+    * slurmd (6818) from login (``srun`` steps) and 22 (users' SSH to a node where a job of
+      theirs runs, with a directory); from slurmctld and other slurmd on every
       port: slurmctld launches on 6818 and calls back to an ``srun`` inside a batch job on the
       port that srun listens on (job complete, time limit, node failure), and a job's ranks
       (NCCL's TCP bootstrap, MPI's out-of-band, step fan-out) use ports nobody fixes;
@@ -677,7 +761,8 @@ def slurm_network_policies(login_sources: list[str]) -> list[dict[str, Any]]:
             {"from": [from_namespace(MONITORING_NAMESPACE)], "ports": tcp(SLURMCTLD_PORT)},
         ]),
         allow("slurmd", _slurm_app("slurmd"), [
-            {"from": _peers("login"), "ports": tcp(SLURMD_PORT)},
+            # srun steps; SSH into a node running one's job (with a directory, pam_slurm_adopt)
+            {"from": _peers("login"), "ports": tcp(SLURMD_PORT, LOGIN_SSH_PORT)},
             {"from": _peers("slurmctld", "slurmd"), "ports": every_tcp_port},
         ]),
         allow("login", _slurm_app("login"), [
@@ -728,6 +813,7 @@ class Slurm(pulumi.ComponentResource):
         cluster_ready: list[pulumi.Resource],
         workloads_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
+        bind_password: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Install Slurm (the platform builds this only when ``slurm.enabled``).
@@ -743,6 +829,8 @@ class Slurm(pulumi.ComponentResource):
             workloads_ready: what slurmd and login pods need first: the namespace's Lustre
                 claim, the priority classes.
             kubernetes_provider: provider of every release and object.
+            bind_password: the directory's bind password (a secret; the config key
+                ``slurmDirectoryBindPassword``), with ``slurm.directory.bindDn``. Default: none.
             opts: resource options.
         """
         super().__init__("trainingplatform:index:Slurm", name, None, opts)
@@ -793,11 +881,15 @@ class Slurm(pulumi.ComponentResource):
             values=slurm_operator_values(),
             opts=opts_after(cert_manager, crds),
         )
-        keys = [
+        keys: list[pulumi.Resource] = [
             self._secret(f"{name}-{ref['name']}", ref["name"], {ref["key"]: AUTH_KEY_LENGTH},
                          namespace=namespace, opts=opts_after(namespace, stateful=True))
             for ref in (SLURM_KEY, JWT_KEY)
         ]  # fmt: skip
+        if slurm.directory is not None:
+            keys += self._directory(
+                name, slurm.directory, bind_password, opts=opts_after(namespace)
+            )
         # Where protected, deleting a claim must not delete Slurm's state or its job history.
         # slurmctld's claim has no retention policy (Slinky v1.2.1 internal/builder/
         # controllerbuilder/controller_app.go sets none, so Kubernetes keeps it): it goes with
@@ -844,6 +936,10 @@ class Slurm(pulumi.ComponentResource):
                 image=node_set_image(config, node_set),
                 shared_file_system=config.storage.lustre is not None,
                 default_partition=pool.name == slurm.default_partition_pool,
+                directory=slurm.directory,
+                billing=slurm_directory.billing_weights(pool, gres_name(pool), config.teams)
+                if slurm.directory is not None
+                else None,
             )
             self.node_sets[pool.name] = k8s.apiextensions.CustomResource(
                 f"{name}-nodeset-{pool.name}",
@@ -871,6 +967,44 @@ class Slurm(pulumi.ComponentResource):
                 opts=opts_after(self.node_sets[pool.name], *autoscaling.ready),
             )
         self.register_outputs({})
+
+    def _directory(
+        self,
+        name: str,
+        directory: SlurmDirectoryConfig,
+        bind_password: pulumi.Input[str] | None,
+        *,
+        opts: pulumi.ResourceOptions,
+    ) -> list[pulumi.Resource]:
+        """The Secret with ``sssd.conf`` (it holds the bind password) and the CA ConfigMap."""
+        conf: pulumi.Input[str]
+        if directory.bind_dn is None:
+            conf = slurm_directory.sssd_conf(directory, bind_password=None)
+        else:
+            conf = pulumi.Output.secret(
+                pulumi.Output.from_input(bind_password).apply(
+                    lambda password: slurm_directory.sssd_conf(directory, bind_password=password)
+                )
+            )
+        made: list[pulumi.Resource] = [
+            k8s.core.v1.Secret(
+                f"{name}-sssd-conf",
+                metadata={"name": slurm_directory.SSSD_SECRET["name"], "namespace": NAMESPACE},
+                type="Opaque",
+                string_data={slurm_directory.SSSD_SECRET["key"]: conf},
+                opts=opts,
+            )
+        ]
+        if directory.ca_certificates is not None:
+            made.append(
+                k8s.core.v1.ConfigMap(
+                    f"{name}-directory-ca",
+                    metadata={"name": slurm_directory.CA_CONFIG_MAP, "namespace": NAMESPACE},
+                    data={"ca.pem": directory.ca_certificates},
+                    opts=opts,
+                )
+            )
+        return made
 
     def _secret(
         self,

@@ -173,9 +173,35 @@ def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
     def probe(path: str, **timing: int) -> dict[str, Any]:
         return {"httpGet": {"path": path, "port": "slurmd"}, **timing}
 
+    ssh = spec.get("ssh") or {}
+    ports = [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}]
+    mounts = [dict(m) for m in SLURM_ETC_MOUNTS]
+    volumes: list[dict[str, Any]] = [
+        {"name": "slurm-etc", "projected": {"sources": []}},
+        {"name": "slurm-logfile", "emptyDir": {}},
+    ]
+    if ssh.get("enabled"):
+        # worker_app.go: SSH on 22 with the NodeSet's sshd config and the sssd.conf it names.
+        ports.append({"name": "ssh", "containerPort": LOGIN_SSH_PORT, "protocol": "TCP"})
+        mounts += [
+            {"name": "ssh-config", "mountPath": "/etc/ssh/sshd_config",
+             "subPath": "sshd_config", "readOnly": True},
+            {"name": "sssd-conf", "mountPath": "/etc/sssd/sssd.conf", "subPath": "sssd.conf",
+             "readOnly": True},
+        ]  # fmt: skip
+        ssh_config = {
+            "name": f"{metadata['name']}-ssh-config",
+            "items": [{"key": "sshd_config", "path": "sshd_config", "mode": 0o600}],
+        }
+        volumes += [
+            {"name": "ssh-config",
+             "projected": {"defaultMode": 0o600, "sources": [{"configMap": ssh_config}]}},
+            _secret_volume("sssd-conf", ssh["sssdConfRef"]["name"],
+                           [(ssh["sssdConfRef"]["key"], "sssd.conf", 0o600)]),
+        ]  # fmt: skip
     slurmd_base = {
         "name": "slurmd",
-        "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
+        "ports": ports,
         "startupProbe": probe("/livez", failureThreshold=6, periodSeconds=10),
         "livenessProbe": probe("/livez", failureThreshold=6, periodSeconds=10),
         "readinessProbe": probe("/readyz"),
@@ -183,7 +209,7 @@ def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
             "privileged": True,
             "capabilities": {"add": list(SLURMD_CAPABILITIES)},
         },
-        "volumeMounts": [dict(m) for m in SLURM_ETC_MOUNTS],
+        "volumeMounts": mounts,
     }
     slurmd = strategic_merge(slurmd_base, _cleaned(copy.deepcopy(dict(spec.get("slurmd") or {}))))
     logfile = strategic_merge(
@@ -197,10 +223,7 @@ def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
     base_spec = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "volumes": [
-            {"name": "slurm-etc", "projected": {"sources": []}},
-            {"name": "slurm-logfile", "emptyDir": {}},
-        ],
+        "volumes": volumes,
     }
     own_containers = list(own.pop("containers", []))
     own_init = list(own.pop("initContainers", []))

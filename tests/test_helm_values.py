@@ -9,6 +9,7 @@ exist in those defaults wherever the chart defines the structure.
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,15 @@ that type is allowed, so they are checked against the Kubernetes schema (``test_
 against the example fields in the defaults."""
 
 
+KUBERNETES_CONTAINER_PATHS = re.compile(r"loginsets\.[^.]+\.(login|initconf)")
+"""The slurm chart's login set containers: ``slurm.format-container`` writes every field but
+``image`` into the LoginSet as a ``corev1.Container`` (templates/_helpers.tpl,
+templates/loginset/loginset-cr.yaml), so any container field is allowed there."""
+
+
 def _kubernetes_typed(path: str) -> bool:
+    if KUBERNETES_CONTAINER_PATHS.fullmatch(path):
+        return True
     return any(path == typed or path.endswith("." + typed) for typed in KUBERNETES_TYPED_PATHS)
 
 

@@ -158,7 +158,11 @@ def test_the_login_pod_is_the_operators_login_container_with_the_stacks_values(
     release = _slurm_release(synthesized)
     (pod,) = login_set_pods(release)
     values = release["values"]["loginsets"]["login"]
-    (login,) = pod["spec"]["containers"]
+    login, accounts = pod["spec"]["containers"]  # prod has a directory: the accounts loop
+    assert accounts["name"] == "accounts" and accounts["image"] == login["image"]
+    assert {m["name"] for m in accounts["volumeMounts"]} <= {
+        v["name"] for v in pod["spec"]["volumes"]
+    }
     assert login["image"] == "{repository}:{tag}".format(**values["login"]["image"])
     assert {"name": "SACKD_OPTIONS", "value": "--conf-server slurm.slurm:6817"} in login["env"]
     mounts = {m["mountPath"]: m for m in login["volumeMounts"]}

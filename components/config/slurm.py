@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
+from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+from ldap3.core.exceptions import LDAPInvalidDnError, LDAPInvalidFilterError
+from ldap3.operation.search import parse_filter
+from ldap3.utils.dn import parse_dn
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -176,6 +180,109 @@ class SlurmLoginConfig(StrictModel):
     )
 
 
+def _distinguished_name(value: str) -> str:
+    try:
+        parse_dn(value)
+    except LDAPInvalidDnError:
+        raise PydanticCustomError(
+            "ldap_dn", "an LDAP distinguished name, e.g. dc=corp,dc=example,dc=com"
+        ) from None
+    return value
+
+
+def _ldap_filter(value: str) -> str:
+    try:
+        # ldap3's own filter parser (what its search() sends), without a server schema.
+        parse_filter(  # type: ignore[no-untyped-call]
+            value, None, auto_escape=False, auto_encode=False, validator=None, check_names=False
+        )
+    except LDAPInvalidFilterError:
+        raise PydanticCustomError(
+            "ldap_filter", "an LDAP search filter in parentheses, e.g. (memberOf=cn=hpc,dc=corp)"
+        ) from None
+    return value
+
+
+def _ca_certificates(value: str) -> str:
+    try:
+        certificates = x509.load_pem_x509_certificates(value.encode())
+    except ValueError:
+        certificates = []
+    if not certificates:
+        raise PydanticCustomError(
+            "pem_certificate", "one or more PEM certificates (-----BEGIN CERTIFICATE-----)"
+        )
+    return value
+
+
+DistinguishedName = Annotated[str, AfterValidator(_distinguished_name)]
+LdapFilter = Annotated[str, AfterValidator(_ldap_filter)]
+PemCertificates = Annotated[str, AfterValidator(_ca_certificates)]
+LdapUri = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            r"ldaps?://[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?(:[0-9]{1,5})?",
+            "ldaps://host or ldap://host, with an optional :port and nothing after it",
+        )
+    ),
+]
+BIND_PASSWORD_KEY: Final = "slurmDirectoryBindPassword"
+"""The Pulumi config key (beside ``platform``) of the directory's bind password, which must be
+set as a secret: ``pulumi config set --secret slurmDirectoryBindPassword``."""
+
+
+class SlurmDirectoryConfig(StrictModel):
+    """The LDAP or Active Directory that Slurm's login and compute pods take users from (SSSD).
+
+    Users log in with their directory SSH keys (or password); a team's Slurm account holds the
+    members of the directory group whose gidNumber is the team's ``gid``.
+    """
+
+    uris: list[LdapUri] = Field(
+        min_length=1,
+        max_length=8,
+        description="Directory servers, tried in order (ldaps://, or ldap:// with startTls). "
+        "Required.",
+    )
+    search_base: DistinguishedName = Field(
+        description="Where users and groups are searched, e.g. dc=corp,dc=example,dc=com. Required."
+    )
+    directory_schema: Literal["rfc2307", "rfc2307bis", "ad"] = Field(
+        default="rfc2307bis",
+        alias="schema",
+        description="How groups list members: rfc2307 (memberUid), rfc2307bis (member DNs) or "
+        "ad. Default: rfc2307bis.",
+    )
+    bind_dn: DistinguishedName | None = Field(
+        default=None,
+        description="Read-only account SSSD binds as; its password is the secret config key "
+        f"{BIND_PASSWORD_KEY}. Default: anonymous bind.",
+    )
+    start_tls: bool = Field(
+        default=False,
+        description="Upgrade ldap:// connections with StartTLS (required for ldap:// URIs: "
+        "passwords never cross the network in clear). Default: false.",
+    )
+    ca_certificates: PemCertificates | None = Field(
+        default=None,
+        description="PEM certificates that sign the servers' (a private CA). Default: the "
+        "images' public CAs.",
+    )
+    login_filter: LdapFilter | None = Field(
+        default=None,
+        description="LDAP filter of the users who may log in, e.g. (memberOf=cn=hpc,...). "
+        "Default: every directory user (submitting jobs still takes a team's group).",
+    )
+    ssh_public_key_attribute: str = Field(
+        default="sshPublicKey",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z][A-Za-z0-9-]*$",
+        description="User attribute holding SSH public keys (OpenSSH-LPK). Default: sshPublicKey.",
+    )
+
+
 class SlurmAccountingConfig(StrictModel):
     """slurmdbd and its MariaDB (through mariadb-operator) for job history and fair share."""
 
@@ -232,6 +339,12 @@ class SlurmConfig(StrictModel):
         default_factory=SlurmAccountingConfig,
         description="Accounting with MariaDB. Default: on, 20 GiB.",
     )
+    directory: SlurmDirectoryConfig | None = Field(
+        default=None,
+        description="Users from LDAP/AD (SSSD) on login and compute pods, a Slurm account per "
+        "team with the team's fair share. Default: none (only root logs in, every job runs as "
+        "root).",
+    )
     rest_api_replicas: int = Field(
         default=1, ge=1, le=5, description="slurmrestd pods (the REST API). Default: 1."
     )
@@ -276,6 +389,62 @@ SHARED_ADDRESS_SPACE: Final = ipaddress.IPv4Network("100.64.0.0/10")
 """RFC 6598 space, which VPCs may use as CIDRs although it is not private in RFC 1918's sense."""
 
 
+def _directory_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """A directory needs TLS and accounting (which keeps the teams' accounts)."""
+    directory = config.slurm.directory
+    if directory is None:
+        return
+    base = f"{CONFIG_KEY}.slurm"
+    for index, uri in enumerate(directory.uris):
+        if uri.startswith("ldap://") and not directory.start_tls:
+            yield ConfigProblem(
+                f"{base}.directory.uris[{index}]",
+                uri,
+                "ldaps://, or ldap:// with directory.startTls: true: SSSD sends the bind and "
+                "users' passwords over it",
+            )
+    if not config.slurm.accounting.enabled:
+        yield ConfigProblem(
+            f"{base}.accounting.enabled",
+            False,
+            "true with a directory: each team's users are members of its Slurm account, "
+            "which slurmdbd keeps",
+        )
+    # Every team has a gid already: Slurm needs Lustre, and with Lustre and Slurm each team
+    # needs one (teams.py), which is what its Slurm account is read from.
+
+
+def bind_password_problems(
+    config: PlatformConfig, *, present: bool, secret: bool
+) -> list[ConfigProblem]:
+    """The directory's bind password, a config key of its own: there, and set as a secret.
+
+    Args:
+        config: the validated platform.
+        present: the stack sets :data:`BIND_PASSWORD_KEY`.
+        secret: it is a secret (``pulumi config set --secret``), never clear text in the file.
+    """
+    directory = config.slurm.directory if config.slurm.enabled else None
+    command = f"pulumi config set --secret {BIND_PASSWORD_KEY}"
+    if directory is None or directory.bind_dn is None:
+        if present:
+            return [ConfigProblem(
+                BIND_PASSWORD_KEY, "[secret]",
+                f"unset without {CONFIG_KEY}.slurm.directory.bindDn (nothing binds with it)",
+            )]  # fmt: skip
+        return []
+    if not present:
+        return [ConfigProblem(
+            BIND_PASSWORD_KEY, MISSING, f"the password of {directory.bind_dn}, set with {command}"
+        )]  # fmt: skip
+    if not secret:
+        return [ConfigProblem(
+            BIND_PASSWORD_KEY, "[clear text]",
+            f"a secret ({command}): the stack file must not hold the password in clear",
+        )]  # fmt: skip
+    return []
+
+
 def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     """Cross-field problems of ``platform.slurm``."""
     slurm = config.slurm
@@ -313,6 +482,7 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             "the pool of a node set (" + ", ".join(pools) + "): a partition spanning node sets "
             "would spread one job over placement groups",
         )
+    yield from _directory_problems(config)
     for index, cidr in enumerate(slurm.login.allowed_cidrs if slurm.login else []):
         network = ipaddress.IPv4Network(cidr, strict=False)
         private = network.is_private or network.subnet_of(SHARED_ADDRESS_SPACE)

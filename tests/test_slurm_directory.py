@@ -1,0 +1,450 @@
+"""Issue 21 point 4: Slurm users log in as themselves, from the directory, in team accounts.
+
+What is checked here, and where upstream says it:
+
+* ``sssd.conf`` (sssd.conf(5), sssd-ldap(5)) is one Secret that the operator mounts into login
+  pods and, with a NodeSet's SSH on, into slurmd pods (slurm-operator v1.2.1
+  loginbuilder/login_app.go, workerbuilder/worker_app.go), so both resolve the same users;
+* TLS is never optional, directory ids stay clear of root, slurm (401) and the workload user;
+* each team's Slurm account is its directory group's members (the loop run in bash against
+  stub ``getent``/``sacctmgr``), with a fair share equal to its Volcano ``deserved``;
+* fair share counts: Slurm's ``PriorityWeightFairshare`` defaults to 0 (SchedMD/slurm
+  slurm-26-05-3-1 src/common/read_config.c), ``AccountingStorageEnforce`` to 0 (read_config.h).
+"""
+
+from __future__ import annotations
+
+import configparser
+import copy
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from components.config import parse_platform_config
+from components.config.base import ConfigError
+from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
+from components.platform import deploy
+from components.slurm_directory import (
+    SSSD_SECRET,
+    accounts_script,
+    fair_shares,
+    neuron_device_weight,
+    sssd_conf,
+)
+from synth.engine import synthesize
+from synth.run import StackResult
+from synth.stackfile import StackFile, load_stack
+from tests.conftest import stack_data
+
+PEM = textwrap.dedent(
+    """\
+    -----BEGIN CERTIFICATE-----
+    MIIBbTCCAROgAwIBAgIUUrajAmiDv75eTKSscFFYA3PetfQwCgYIKoZIzj0EAwIw
+    LDEqMCgGA1UEAwwhRXhhbXBsZSBDb3JwIFN0YWdpbmcgRGlyZWN0b3J5IENBMB4X
+    DTI2MDEwMTAwMDAwMFoXDTM1MTIzMDAwMDAwMFowLDEqMCgGA1UEAwwhRXhhbXBs
+    ZSBDb3JwIFN0YWdpbmcgRGlyZWN0b3J5IENBMFkwEwYHKoZIzj0CAQYIKoZIzj0D
+    """
+)
+
+
+def _prod_with(**directory: Any) -> dict[str, Any]:
+    data = stack_data("prod")
+    data["slurm"]["directory"] = {
+        "uris": ["ldaps://ldap.corp.example.com"],
+        "searchBase": "dc=corp,dc=example,dc=com",
+        **directory,
+    }
+    return data
+
+
+def _problems(data: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_platform_config(data)
+    return str(caught.value)
+
+
+def _staging_ca() -> str:
+    ca: str = stack_data("staging")["slurm"]["directory"]["caCertificates"]
+    return ca
+
+
+# -- config ----------------------------------------------------------------------------------
+
+
+def test_a_plain_ldap_uri_needs_start_tls() -> None:
+    message = _problems(_prod_with(uris=["ldap://ldap.corp.example.com"]))
+    assert 'platform.slurm.directory.uris[0]: got "ldap://ldap.corp.example.com"' in message
+    assert "startTls" in message
+    config = parse_platform_config(_prod_with(uris=["ldap://ldap.corp.example.com"],
+                                              startTls=True))  # fmt: skip
+    assert config.slurm.directory is not None and config.slurm.directory.start_tls
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("uris", ["https://ldap.corp.example.com"], "ldaps://host"),
+        ("uris", ["ldaps://ldap.corp.example.com/dc=x"], "nothing after it"),
+        ("searchBase", "corp.example.com", "distinguished name"),
+        ("bindDn", "cn=a,,dc=b", "distinguished name"),
+        ("loginFilter", "memberOf=cn=hpc,dc=corp", "search filter in parentheses"),
+        ("loginFilter", "(&(a=b)(c=d)", "search filter in parentheses"),
+        ("caCertificates", "not a certificate", "PEM certificates"),
+        ("caCertificates", PEM, "PEM certificates"),  # cut short: unreadable
+        ("schema", "openldap", "rfc2307"),
+        ("sshPublicKeyAttribute", "ssh key", "pattern"),
+    ],
+)
+def test_a_bad_directory_value_is_refused_by_its_key(key: str, value: Any, words: str) -> None:
+    message = _problems(_prod_with(**{key: value}))
+    assert f"platform.slurm.directory.{key}" in message
+    assert words in message
+
+
+def test_the_staging_ca_bundle_is_read() -> None:
+    config = parse_platform_config(_prod_with(caCertificates=_staging_ca()))
+    assert config.slurm.directory is not None and config.slurm.directory.ca_certificates
+
+
+def test_a_directory_needs_accounting_and_a_gid_on_every_team() -> None:
+    data = _prod_with()
+    data["slurm"]["accounting"]["enabled"] = False
+    # Even a team off the shared file system: with Slurm, its gid names its account's group.
+    del data["teams"][1]["gid"]
+    del data["teams"][1]["lustreQuotaGiB"]
+    data["teams"][1]["sharedFileSystem"] = False
+    message = _problems(data)
+    assert "platform.slurm.accounting.enabled: got false" in message
+    assert "platform.teams[1].gid: got null" in message
+
+
+def test_the_bind_password_is_a_secret_config_key_of_its_own() -> None:
+    config = parse_platform_config(_prod_with(bindDn="uid=sssd,dc=corp,dc=example,dc=com"))
+    (missing,) = bind_password_problems(config, present=False, secret=False)
+    assert missing.path == BIND_PASSWORD_KEY
+    assert f"pulumi config set --secret {BIND_PASSWORD_KEY}" in missing.allowed
+    (clear,) = bind_password_problems(config, present=True, secret=False)
+    assert "[clear text]" in str(clear) and "must not hold the password" in str(clear)
+    assert bind_password_problems(config, present=True, secret=True) == []
+    anonymous = parse_platform_config(_prod_with())
+    assert bind_password_problems(anonymous, present=False, secret=False) == []
+    (unused,) = bind_password_problems(anonymous, present=True, secret=True)
+    assert "bindDn" in unused.allowed
+
+
+def _run_prod(config_changes: dict[str, Any], secret_keys: list[str]) -> list[str]:
+    base = load_stack("prod")
+    config = {**base.config, **config_changes}
+    config = {k: v for k, v in config.items() if v is not None}
+    failures: list[str] = []
+
+    def program() -> None:
+        try:
+            deploy()
+        except pulumi.RunError as exc:
+            failures.append(str(exc))
+
+    run = synthesize(StackFile(base.project, "prod", config, secret_keys), program,
+                     region="us-east-1", account_id="333344445555")  # fmt: skip
+    assert failures == [] or run.records == []
+    return failures
+
+
+def test_the_program_refuses_a_bind_password_in_clear_before_registering_anything() -> None:
+    base = load_stack("prod")
+    key = f"{base.project}:{BIND_PASSWORD_KEY}"
+    assert key in base.secret_keys  # the prod stack file sets it with --secret
+    (clear,) = _run_prod({key: "hunter2"}, [k for k in base.secret_keys if k != key])
+    assert f"{BIND_PASSWORD_KEY}: got" in clear and "Traceback" not in clear
+    (missing,) = _run_prod({key: None}, [k for k in base.secret_keys if k != key])
+    assert f"{BIND_PASSWORD_KEY}: missing" in missing
+
+
+# -- sssd.conf -------------------------------------------------------------------------------
+
+
+def _sssd(directory: dict[str, Any], password: str | None = None) -> configparser.ConfigParser:
+    config = parse_platform_config(_prod_with(**directory))
+    assert config.slurm.directory is not None
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(sssd_conf(config.slurm.directory, bind_password=password))
+    return parser
+
+
+def test_sssd_conf_reads_the_directory_over_verified_tls() -> None:
+    conf = _sssd({"uris": ["ldaps://a.example.com", "ldaps://b.example.com:636"]})
+    domain = conf["domain/directory"]
+    assert conf["sssd"]["domains"] == "directory"
+    assert "ssh" in conf["sssd"]["services"]  # sss_ssh_authorizedkeys asks this responder
+    assert domain["ldap_uri"] == "ldaps://a.example.com, ldaps://b.example.com:636"
+    assert domain["ldap_tls_reqcert"] == "demand"
+    assert domain["ldap_id_use_start_tls"] == "false"
+    assert domain["ldap_schema"] == "rfc2307bis"
+    # root, slurm (401) and the workload user (1000) never come from the directory
+    assert domain["min_id"] == "1001"
+    assert conf["nss"]["filter_users"] == "root,slurm"
+    assert domain["access_provider"] == "permit"
+    assert "ldap_default_bind_dn" not in domain and "ldap_tls_cacert" not in domain
+
+
+def test_sssd_conf_binds_filters_and_trusts_the_private_ca_when_told() -> None:
+    conf = _sssd(
+        {"bindDn": "uid=sssd,dc=corp,dc=example,dc=com", "caCertificates": _staging_ca(),
+         "loginFilter": "(memberOf=cn=hpc,dc=corp)", "schema": "ad"},
+        password="p@ss %word",
+    )  # fmt: skip
+    domain = conf["domain/directory"]
+    assert domain["ldap_default_bind_dn"] == "uid=sssd,dc=corp,dc=example,dc=com"
+    assert domain["ldap_default_authtok"] == "p@ss %word"
+    assert domain["ldap_default_authtok_type"] == "password"
+    assert domain["ldap_tls_cacert"] == "/etc/sssd/pki/directory-ca.pem"
+    assert domain["access_provider"] == "ldap"
+    assert domain["ldap_access_filter"] == "(memberOf=cn=hpc,dc=corp)"
+    assert domain["ldap_schema"] == "ad"
+
+
+def test_a_password_that_spans_lines_is_refused() -> None:
+    config = parse_platform_config(_prod_with(bindDn="uid=sssd,dc=corp"))
+    assert config.slurm.directory is not None
+    with pytest.raises(ValueError, match="one line"):
+        sssd_conf(config.slurm.directory, bind_password="a\nid_provider = proxy")
+
+
+# -- fair share ------------------------------------------------------------------------------
+
+
+def test_each_teams_fair_share_is_its_volcano_deserved_share() -> None:
+    config = parse_platform_config(stack_data("prod"))
+    shares = fair_shares(config.teams)
+    # prod: both teams deserve 96 GPUs and 64 Neuron devices, so equal shares
+    assert shares == {"ml-research": 192, "ml-product": 192}
+    assert neuron_device_weight(config.teams) == 1.5
+
+
+@pytest.mark.parametrize(
+    ("deserved", "expected"),
+    [
+        # same ratio in both kinds: exactly Volcano's share
+        ([{"gpus": 64, "neuronDevices": 32}, {"gpus": 32, "neuronDevices": 16}], (2, 1)),
+        # GPUs only
+        ([{"gpus": 30}, {"gpus": 10}], (3, 1)),
+        # a team with no share still gets the least Slurm gives
+        ([{"gpus": 8}, {}], (8, 1)),
+    ],
+)
+def test_fair_shares_keep_the_deserved_ratio(
+    deserved: list[dict[str, int]], expected: tuple[int, int]
+) -> None:
+    data = stack_data("prod")
+    for team, share in zip(data["teams"], deserved, strict=True):
+        team["queue"] = {"deserved": share, "capability": {"gpus": 160, "neuronDevices": 128}}
+        team["quota"] = {"gpus": 160, "neuronDevices": 128, "efaInterfaces": 800}
+    config = parse_platform_config(data)
+    first, second = fair_shares(config.teams).values()
+    assert first * expected[1] == second * expected[0]
+
+
+def test_prod_partitions_bill_usage_in_the_shares_units(
+    synthesized: dict[str, StackResult],
+) -> None:
+    manifests = synthesized["prod"].written.directory / "manifests"
+    configs = {
+        path.stem.rsplit(".", 1)[-1]: yaml.safe_load(path.read_text())["spec"]["partition"]
+        for path in manifests.glob("NodeSet.slurm.*.yaml")
+    }
+    assert "TRESBillingWeights=GRES/gpu=1" in configs["p5"]["config"]
+    assert "TRESBillingWeights=GRES/neuron=1.5" in configs["trn2"]["config"]
+    release = yaml.safe_load(
+        (synthesized["prod"].written.directory / "helm" / "slurm.yaml").read_text()
+    )
+    conf = release["values"]["controller"]["extraConfMap"]
+    assert conf["PriorityWeightFairshare"] > 0  # Slurm's default 0 would ignore the shares
+    assert conf["AccountingStorageEnforce"].split(",")[0] == "associations"
+
+
+def test_dev_without_a_directory_keeps_the_charts_root_only_login(
+    synthesized: dict[str, StackResult],
+) -> None:
+    directory = synthesized["dev"].written.directory
+    values = yaml.safe_load((directory / "helm" / "slurm.yaml").read_text())["values"]
+    assert "sssd" not in values and "PriorityWeightFairshare" not in str(values)
+    assert not list((directory / "manifests").glob("Secret.slurm.slurm-sssd-conf.yaml"))
+
+
+# -- login and compute pods share identities -------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", ["prod", "staging"])
+def test_login_and_slurmd_pods_mount_one_sssd_conf(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    directory = synthesized[stack].written.directory
+    secret = yaml.safe_load(
+        (directory / "manifests" / f"Secret.slurm.{SSSD_SECRET['name']}.yaml").read_text()
+    )
+    assert SSSD_SECRET["key"] in secret["stringData"]
+    pods = {p.name: yaml.safe_load(p.read_text()) for p in (directory / "pods").glob("*.yaml")}
+    slurm_pods = {name: pod for name, pod in pods.items() if name.startswith("Pod.slurm.")}
+    assert len(slurm_pods) >= 3
+    for name, pod in slurm_pods.items():
+        sources = [
+            source["secret"]["name"]
+            for volume in pod["spec"]["volumes"]
+            if volume["name"] == "sssd-conf"
+            for source in volume["projected"]["sources"]
+        ]
+        assert sources == [SSSD_SECRET["name"]], name
+        first = pod["spec"]["containers"][0]
+        assert "/etc/sssd/sssd.conf" in {m["mountPath"] for m in first["volumeMounts"]}, name
+    node_sets = [p for n, p in slurm_pods.items() if n.endswith("-0.yaml")]
+    assert node_sets and all(
+        {"name": "ssh", "containerPort": 22, "protocol": "TCP"}
+        in p["spec"]["containers"][0]["ports"]
+        for p in node_sets
+    )
+
+
+def test_staging_pods_trust_the_directory_ca(synthesized: dict[str, StackResult]) -> None:
+    directory = synthesized["staging"].written.directory
+    config_map = yaml.safe_load(
+        (directory / "manifests" / "ConfigMap.slurm.slurm-directory-ca.yaml").read_text()
+    )
+    assert config_map["data"]["ca.pem"] == _staging_ca()
+    for path in (directory / "pods").glob("Pod.slurm.*.yaml"):
+        pod = yaml.safe_load(path.read_text())
+        for container in pod["spec"]["containers"]:
+            if container["name"] in ("slurmd", "login", "accounts"):
+                mounts = {m["mountPath"] for m in container["volumeMounts"]}
+                assert "/etc/sssd/pki/directory-ca.pem" in mounts, (path.name, container["name"])
+
+
+def test_users_ssh_keys_come_from_the_directory(synthesized: dict[str, StackResult]) -> None:
+    release = yaml.safe_load(
+        (synthesized["prod"].written.directory / "helm" / "slurm.yaml").read_text()
+    )
+    login = release["values"]["loginsets"]["login"]
+    assert "AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys %u" in login["extraSshdConfig"]
+    assert login["rootSshAuthorizedKeys"].strip()  # administrators keep root
+
+
+def test_login_may_ssh_to_slurmd(synthesized: dict[str, StackResult]) -> None:
+    manifests = synthesized["prod"].written.directory / "manifests"
+    policy = yaml.safe_load((manifests / "NetworkPolicy.slurm.allow-slurmd.yaml").read_text())
+    from_login = next(
+        rule for rule in policy["spec"]["ingress"]
+        if rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "login"}}}]
+    )  # fmt: skip
+    assert {p["port"] for p in from_login["ports"]} == {6818, 22}
+
+
+# -- the accounts loop, run in bash ----------------------------------------------------------
+
+SACCTMGR_STUB = r"""#!/usr/bin/env python3
+import json, os, sys
+path = os.environ["STATE"]
+state = json.load(open(path))
+args = [a for a in sys.argv[1:] if a not in ("-i", "-nP")]
+state["calls"].append(" ".join(sys.argv[1:]))
+words = dict(a.split("=", 1) for a in args if "=" in a)
+verb, kind = args[0], args[1]
+def save():
+    json.dump(state, open(path, "w"))
+if verb == "show" and kind == "account":
+    if args[2] in state["accounts"]:
+        print(args[2])
+elif verb == "show" and kind == "associations":
+    for user in state["users"].get(words["account"], []):
+        print(user)
+    print("")  # the account's own association has no user
+elif verb == "add" and kind == "account":
+    state["accounts"][args[2]] = int(words["fairshare"])
+elif verb == "modify" and kind == "account":
+    state["accounts"][words["name"]] = int(words["fairshare"])
+elif verb == "add" and kind == "user":
+    state["users"].setdefault(words["account"], []).append(args[2])
+elif verb == "delete" and kind == "user":
+    if args[2] in state.get("busy", []):
+        save()
+        print(" Job(s) active, cancel job(s) before remove", file=sys.stderr)
+        sys.exit(1)
+    state["users"][words["account"]].remove(args[2])
+save()
+"""
+
+GETENT_STUB = r"""#!/usr/bin/env bash
+[ "$1" = group ] || exit 1
+line="$(grep -E "^[^:]*:[^:]*:$2:" "$GROUPS_FILE")" || exit 2
+echo "$line"
+"""
+
+
+def _run_accounts(tmp_path: Path, groups: str, state: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    stubs = {"sacctmgr": SACCTMGR_STUB, "getent": GETENT_STUB,
+             "sssd": "#!/bin/sh\nexit 0\n", "sleep": "#!/bin/sh\nexit 0\n"}  # fmt: skip
+    for name, text in stubs.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "group").write_text(groups)
+    state_path = tmp_path / "state.json"
+    state_path.write_text(json.dumps({"accounts": {}, "users": {}, "calls": [], **state}))
+    script = accounts_script(
+        {"ml-research": (5001, 192), "ml-product": (5002, 64)}, cluster="c", interval=300
+    )
+    done = subprocess.run(
+        ["bash", "-c", script],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "STATE": str(state_path),
+             "GROUPS_FILE": str(tmp_path / "group"), "ACCOUNTS_ONCE": "1"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(state_path.read_text())
+    return result, done.stdout
+
+
+def test_the_loop_creates_team_accounts_with_their_members(tmp_path: Path) -> None:
+    groups = "research:*:5001:alice,bob\nproduct:*:5002:carol\nother:*:6000:mallory\n"
+    state, log = _run_accounts(tmp_path, groups, {})
+    assert state["accounts"] == {"ml-research": 192, "ml-product": 64}
+    assert state["users"] == {"ml-research": ["alice", "bob"], "ml-product": ["carol"]}
+    assert "ml-research: added alice" in log
+    assert all("cluster=c" in call for call in state["calls"] if "add" in call)
+
+
+def test_the_loop_follows_the_directory(tmp_path: Path) -> None:
+    before = {"accounts": {"ml-research": 100, "ml-product": 64},
+              "users": {"ml-research": ["alice", "bob"], "ml-product": ["carol"]}}  # fmt: skip
+    groups = "research:*:5001:alice,dave\nproduct:*:5002:carol\n"
+    state, log = _run_accounts(tmp_path, groups, copy.deepcopy(before))
+    assert state["accounts"]["ml-research"] == 192  # share updated
+    assert sorted(state["users"]["ml-research"]) == ["alice", "dave"]
+    assert "ml-research: removed bob" in log and "ml-research: added dave" in log
+    assert not any("ml-product" in call and ("add user" in call or "delete" in call)
+                   for call in state["calls"])  # fmt: skip
+
+
+def test_a_group_the_directory_cannot_answer_for_removes_nobody(tmp_path: Path) -> None:
+    before = {"accounts": {"ml-research": 192, "ml-product": 64},
+              "users": {"ml-research": ["alice"], "ml-product": ["carol"]}}  # fmt: skip
+    state, log = _run_accounts(tmp_path, "research:*:5001:alice\n", copy.deepcopy(before))
+    assert state["users"] == before["users"]
+    assert "ml-product: the directory has no group 5002; users left as they are" in log
+
+
+def test_a_user_with_running_jobs_stays_until_a_later_pass(tmp_path: Path) -> None:
+    before = {
+        "accounts": {"ml-research": 192, "ml-product": 64},
+        "users": {"ml-research": ["alice", "bob"], "ml-product": []},
+        "busy": ["bob"],
+    }
+    groups = "research:*:5001:alice\nproduct:*:5002:\n"
+    state, log = _run_accounts(tmp_path, groups, copy.deepcopy(before))
+    assert state["users"]["ml-research"] == ["alice", "bob"]
+    assert "ml-research: cannot remove bob (running jobs?)" in log
