@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+import pulumi
 import pytest
 
 from components.config import ConfigError, ConfigProblem, parse_platform_config
+from components.platform import deploy
+from synth.engine import synthesize
+from synth.stackfile import StackFile
 
 MISSING: Final = object()
 """The expected value of a problem about a key that is absent."""
@@ -38,3 +42,22 @@ def assert_reported(data: dict[str, Any], path: str, value: Any, allowed: str) -
         else:
             assert problem.value == value, text
             assert f"got {json.dumps(value, sort_keys=True)[:60]}" in text, text
+
+
+def failures_of_the_program(
+    stack_file: StackFile, *, region: str = "us-west-2", account_id: str = "111122223333"
+) -> list[str]:
+    """Run the program on ``stack_file``: the one config error it raises, after registering
+    nothing."""
+    failures: list[str] = []
+
+    def program() -> None:
+        try:
+            deploy()
+        except pulumi.RunError as exc:
+            failures.append(str(exc))
+
+    run = synthesize(stack_file, program, region=region, account_id=account_id)
+    assert run.records == []
+    assert len(failures) == 1
+    return failures

@@ -6,15 +6,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pulumi
 import pytest
 import yaml
 
 from components import versions
 from components.config import ConfigError, parse_platform_config
-from components.platform import deploy
-from synth.engine import synthesize
 from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack
+from tests.config_problems import failures_of_the_program
 from tests.conftest import STACKS, stack_data, synth_cli
 from tests.mutations import Mutation
 from tests.mutations import both as _both
@@ -284,30 +282,13 @@ def test_defaults_fill_optional_sections() -> None:
     assert config.required_tags == {"owner": "a", "cost-center": "b", "environment": "dev"}
 
 
-def _failures_of_the_program(stack_file: StackFile) -> list[str]:
-    """Run the program on ``stack_file``: the one config error it raises, after registering
-    nothing."""
-    failures: list[str] = []
-
-    def program() -> None:
-        try:
-            deploy()
-        except pulumi.RunError as exc:
-            failures.append(str(exc))
-
-    run = synthesize(stack_file, program, region="us-west-2", account_id="111122223333")
-    assert run.records == []
-    assert len(failures) == 1
-    return failures
-
-
 def test_program_with_invalid_config_registers_nothing() -> None:
     base = load_stack("dev")
     data = stack_data("dev")
     data["network"]["trainingZone"] = "us-west-2z"
     config = dict(base.config)
     config[f"{base.project}:platform"] = data
-    failures = _failures_of_the_program(StackFile(base.project, "dev", config, []))
+    failures = failures_of_the_program(StackFile(base.project, "dev", config, []))
     assert 'platform.network.trainingZone: got "us-west-2z"' in failures[0]
     assert "Traceback" not in failures[0]
 
@@ -471,7 +452,7 @@ def test_program_refuses_an_environment_copied_from_another_stack() -> None:
     base = load_stack("dev")
     config = dict(base.config)
     config["aws:region"] = "eu-west-1"
-    failures = _failures_of_the_program(StackFile(base.project, "sandbox", config, []))
+    failures = failures_of_the_program(StackFile(base.project, "sandbox", config, []))
     assert 'platform.environment: got "dev"; allowed: the stack\'s name, sandbox' in failures[0]
     assert 'aws:region: got "eu-west-1"' in failures[0]
 

@@ -22,14 +22,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import pulumi
 import pytest
 import yaml
 
 from components.config import parse_platform_config
 from components.config.base import ConfigError
 from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
-from components.platform import deploy
 from components.slurm_directory import (
     SSSD_SECRET,
     accounts_script,
@@ -37,9 +35,9 @@ from components.slurm_directory import (
     neuron_device_weight,
     sssd_conf,
 )
-from synth.engine import synthesize
 from synth.run import StackResult
 from synth.stackfile import StackFile, load_stack
+from tests.config_problems import failures_of_the_program
 from tests.conftest import stack_data
 
 PEM = textwrap.dedent(
@@ -140,20 +138,9 @@ def test_the_bind_password_is_a_secret_config_key_of_its_own() -> None:
 
 def _run_prod(config_changes: dict[str, Any], secret_keys: list[str]) -> list[str]:
     base = load_stack("prod")
-    config = {**base.config, **config_changes}
-    config = {k: v for k, v in config.items() if v is not None}
-    failures: list[str] = []
-
-    def program() -> None:
-        try:
-            deploy()
-        except pulumi.RunError as exc:
-            failures.append(str(exc))
-
-    run = synthesize(StackFile(base.project, "prod", config, secret_keys), program,
-                     region="us-east-1", account_id="333344445555")  # fmt: skip
-    assert failures == [] or run.records == []
-    return failures
+    config = {k: v for k, v in {**base.config, **config_changes}.items() if v is not None}
+    stack_file = StackFile(base.project, "prod", config, secret_keys)
+    return failures_of_the_program(stack_file, region="us-east-1", account_id="333344445555")
 
 
 def test_the_program_refuses_a_bind_password_in_clear_before_registering_anything() -> None:

@@ -61,15 +61,35 @@ def matching(regex: str, allowed: str) -> Callable[[str], str]:
     return check
 
 
-def ipv4_cidr(value: str) -> str:
-    """``value`` if it is an IPv4 network with no host bits set."""
-    try:
-        ipaddress.IPv4Network(value, strict=True)
-    except ValueError:
-        raise PydanticCustomError(
-            "cidr", "an IPv4 network in CIDR form with no host bits set, e.g. 10.0.0.0/16"
-        ) from None
-    return value
+def parsed_by(
+    parse: Callable[[str], object], errors: type[Exception], code: str, allowed: str
+) -> Callable[[str], str]:
+    """A validator accepting values that a library's parser reads; ``allowed`` says what fits.
+
+    Args:
+        parse: the parser; its result is not kept.
+        errors: what it raises on a value it cannot read.
+        code: the pydantic error type of a refusal.
+        allowed: the allowed-text of the refusal.
+    """
+
+    def check(value: str) -> str:
+        try:
+            parse(value)
+        except errors:
+            raise PydanticCustomError(code, allowed) from None
+        return value
+
+    return check
+
+
+ipv4_cidr = parsed_by(
+    lambda value: ipaddress.IPv4Network(value, strict=True),
+    ValueError,
+    "cidr",
+    "an IPv4 network in CIDR form with no host bits set, e.g. 10.0.0.0/16",
+)
+"""``value`` if it is an IPv4 network with no host bits set."""
 
 
 def retention(value: int) -> int:

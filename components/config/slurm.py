@@ -25,6 +25,7 @@ from components.config.base import (
     StrictModel,
     duplicates,
     matching,
+    parsed_by,
 )
 from components.config.pools import AcceleratorAmounts, PoolName, mounts_lustre
 from components.config.trainer import PinnedImage
@@ -180,27 +181,19 @@ class SlurmLoginConfig(StrictModel):
     )
 
 
-def _distinguished_name(value: str) -> str:
-    try:
-        parse_dn(value)
-    except LDAPInvalidDnError:
-        raise PydanticCustomError(
-            "ldap_dn", "an LDAP distinguished name, e.g. dc=corp,dc=example,dc=com"
-        ) from None
-    return value
-
-
-def _ldap_filter(value: str) -> str:
-    try:
-        # ldap3's own filter parser (what its search() sends), without a server schema.
-        parse_filter(  # type: ignore[no-untyped-call]
-            value, None, auto_escape=False, auto_encode=False, validator=None, check_names=False
-        )
-    except LDAPInvalidFilterError:
-        raise PydanticCustomError(
-            "ldap_filter", "an LDAP search filter in parentheses, e.g. (memberOf=cn=hpc,dc=corp)"
-        ) from None
-    return value
+_distinguished_name = parsed_by(
+    parse_dn, LDAPInvalidDnError, "ldap_dn",
+    "an LDAP distinguished name, e.g. dc=corp,dc=example,dc=com",
+)  # fmt: skip
+_ldap_filter = parsed_by(
+    # ldap3's own filter parser (what its search() sends), without a server schema.
+    lambda value: parse_filter(  # type: ignore[no-untyped-call]
+        value, None, auto_escape=False, auto_encode=False, validator=None, check_names=False
+    ),
+    LDAPInvalidFilterError,
+    "ldap_filter",
+    "an LDAP search filter in parentheses, e.g. (memberOf=cn=hpc,dc=corp)",
+)
 
 
 def _ca_certificates(value: str) -> str:
