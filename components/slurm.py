@@ -451,7 +451,14 @@ def nodeset_spec(
             "securityContext": {**hardened_container_context(), "readOnlyRootFilesystem": True},
         },
         "template": {
-            "metadata": {"labels": {POOL_LABEL: pool.name}},
+            "metadata": {
+                "labels": {POOL_LABEL: pool.name},
+                **(
+                    {"annotations": slurm_directory.config_hash(directory)}
+                    if directory is not None
+                    else {}
+                ),
+            },
             "spec": {
                 # For the sidecar: a privileged container (slurmd) always runs unconfined
                 # (Kubernetes, "Restrict a Container's Syscalls with seccomp").
@@ -516,6 +523,8 @@ def login_set_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]
         if with_ca:
             mounts.append(slurm_directory.ca_mount())
             volumes.append(slurm_directory.ca_volume())
+        volumes.append(slurm_directory.accounts_sssd_volume())
+        extra["metadata"] = {"annotations": slurm_directory.config_hash(directory)}
         shares = slurm_directory.fair_shares(config.teams)
         teams = {
             team.name: (team.gid, shares[team.name])
@@ -602,7 +611,12 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
     # The stack's own Secret holds sssd.conf (it carries the bind password); without a
     # directory the chart's default (local files only: root) stays.
     directory_values: dict[str, Any] = (
-        {"sssd": {"secretRef": dict(slurm_directory.SSSD_SECRET)}} if slurm.directory else {}
+        {
+            "sssd": {"secretRef": dict(slurm_directory.SSSD_SECRET)},
+            "prologScripts": {slurm_directory.HOME_PROLOG: slurm_directory.home_prolog()},
+        }
+        if slurm.directory
+        else {}
     )
     return {
         "fullnameOverride": RELEASE,
@@ -1030,21 +1044,28 @@ class Slurm(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions,
     ) -> list[pulumi.Resource]:
         """The Secret with ``sssd.conf`` (it holds the bind password) and the CA ConfigMap."""
-        conf: pulumi.Input[str]
+
+        def confs(password: str | None) -> dict[str, str]:
+            return {
+                slurm_directory.SSSD_SECRET["key"]: slurm_directory.sssd_conf(
+                    directory, bind_password=password
+                ),
+                slurm_directory.ACCOUNTS_SSSD_KEY: slurm_directory.sssd_conf(
+                    directory, bind_password=password, accounts=True
+                ),
+            }
+
+        data: pulumi.Input[dict[str, str]]
         if directory.bind_dn is None:
-            conf = slurm_directory.sssd_conf(directory, bind_password=None)
+            data = confs(None)
         else:
-            conf = pulumi.Output.secret(
-                pulumi.Output.from_input(bind_password).apply(
-                    lambda password: slurm_directory.sssd_conf(directory, bind_password=password)
-                )
-            )
+            data = pulumi.Output.secret(pulumi.Output.from_input(bind_password).apply(confs))
         made: list[pulumi.Resource] = [
             k8s.core.v1.Secret(
                 f"{name}-sssd-conf",
                 metadata={"name": slurm_directory.SSSD_SECRET["name"], "namespace": NAMESPACE},
                 type="Opaque",
-                string_data={slurm_directory.SSSD_SECRET["key"]: conf},
+                string_data=data,
                 opts=opts,
             )
         ]

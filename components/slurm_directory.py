@@ -4,13 +4,17 @@ Pure builders beside :class:`components.slurm.Slurm`, which registers what they 
 
 Identities. Slinky's login and slurmd images run SSSD under supervisord with ``sss`` in
 ``nsswitch.conf`` and PAM (SlinkyProject/containers schedmd/slurm/26.05/ubuntu24.04/Dockerfile:
-``authselect select sssd with-mkhomedir``; slurmd's ``nsswitch.conf`` puts ``slurm`` first). The
+``authselect select sssd with-mkhomedir``). The
 operator mounts one ``sssd.conf`` into login pods (slurm-operator v1.2.1
 internal/builder/loginbuilder/login_app.go, loginVolumes) and into slurmd pods when the NodeSet
 enables SSH (internal/builder/workerbuilder/worker_app.go, workerVolumes), both from the Secret
 named here, so a login shell and a job step resolve one user to one uid and one set of groups.
 Job steps run as the submitting user's uid and groups: with ``AuthInfo=use_client_ids`` (the
-operator's, internal/builder/common/const.go) the client's own lookup travels with the job.
+operator's, internal/builder/common/const.go) the client's own lookup travels with the job, and
+names inside the job resolve through the slurmd pod's SSSD. ``PrologFlags=Contain`` gives each
+job the extern step that ``pam_slurm_adopt`` needs to let its user SSH to the node (SchedMD/slurm
+slurm-26-05-3-1 src/slurmd/slurmd/req.c; contribs/pam_slurm_adopt/pam_slurm_adopt.c), and a
+Prolog makes the user's home on the node (:func:`home_prolog`).
 
 Accounts. Each team gets a Slurm account whose users are the members of the directory group
 whose gidNumber is the team's ``gid`` (the group that owns its directories on the shared file
@@ -25,6 +29,7 @@ Volcano ``deserved`` share (:func:`fair_shares`), in accelerator units that part
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -33,8 +38,14 @@ from components.config.pools import NodePoolConfig
 from components.config.slurm import SlurmDirectoryConfig
 from components.config.teams import MIN_TEAM_GID, TeamConfig
 
-SSSD_SECRET: Final = {"name": "slurm-sssd-conf", "key": "sssd.conf"}
-"""The Secret with ``sssd.conf`` the stack makes (the chart's ``sssd.secretRef``)."""
+SSSD_SECRET: Final = {"name": "slurm-directory-sssd", "key": "sssd.conf"}
+"""The Secret with ``sssd.conf`` the stack makes (the chart's ``sssd.secretRef``). Not the
+chart's own ``slurm-sssd-conf``, which the chart makes while no ``secretRef`` is set: one name
+for both would stop an up that adds or removes the directory (Helm and Pulumi would each
+create the object the other owns)."""
+ACCOUNTS_SSSD_KEY: Final = "accounts-sssd.conf"
+"""The accounts loop's own ``sssd.conf`` in the same Secret: it enumerates users (to find those
+whose primary group is a team's) and caches for a minute, which login and slurmd pods need not."""
 CA_CONFIG_MAP: Final = "slurm-directory-ca"
 CA_PATH: Final = "/etc/sssd/pki/directory-ca.pem"
 """Where login and slurmd pods see the directory's CA certificates (``ldap_tls_cacert``)."""
@@ -56,12 +67,19 @@ ENFORCE: Final = "associations,limits,safe"
 """``AccountingStorageEnforce``: a user submits only under an account they belong to."""
 PRIORITY_CONF: Final = {
     "PriorityType": "priority/multifactor",
+    # A job's billing on a node is its largest TRES there (accelerators, or CPUs weighed so a
+    # whole node's CPUs bill as its accelerators: billing_weights), so a CPU-only job on an
+    # accelerator node is not free.
+    "PriorityFlags": "MAX_TRES",
+    "PrologFlags": "Contain",
     "PriorityWeightFairshare": 10000,
     "PriorityWeightAge": 1000,
     "PriorityDecayHalfLife": "7-0",
     "AccountingStorageEnforce": ENFORCE,
 }
-"""Fair share decides the order of pending jobs, age breaks ties slowly; usage halves weekly."""
+"""Fair share decides the order of pending jobs, age breaks ties slowly; usage halves weekly;
+each job gets its extern step (``Contain``, which implies ``Alloc``: the Prolog runs when the
+job is allocated)."""
 
 
 def _ini_value(text: str, key: str) -> str:
@@ -70,13 +88,21 @@ def _ini_value(text: str, key: str) -> str:
     return text
 
 
-def sssd_conf(directory: SlurmDirectoryConfig, *, bind_password: str | None) -> str:
+def sssd_conf(
+    directory: SlurmDirectoryConfig, *, bind_password: str | None, accounts: bool = False
+) -> str:
     """``sssd.conf`` for login and slurmd pods (sssd.conf(5), sssd-ldap(5)).
+
+    ``min_id`` also drops a user whose *primary* gidNumber is below it (sssd's LDAP provider
+    checks both: src/providers/ldap/sdap_async_users.c), so directories whose users' primary
+    group is a system group (``users``, 100) need their team group as the primary one.
 
     Args:
         directory: the validated ``slurm.directory``.
         bind_password: the bind DN's password (from the secret config key), None for an
             anonymous bind.
+        accounts: the accounts loop's variant: enumerate users, keep entries a minute (the
+            default is 90: sssd.conf(5) entry_cache_timeout). Default False.
 
     Raises:
         ValueError: the password spans lines (sssd.conf holds one value per line).
@@ -94,12 +120,17 @@ def sssd_conf(directory: SlurmDirectoryConfig, *, bind_password: str | None) -> 
         # No directory id may be root's, slurm's (401) or the workload user's (1000).
         "min_id": str(MIN_TEAM_GID),
         "cache_credentials": "true",
-        "enumerate": "false",
+        "enumerate": "true" if accounts else "false",
         # Homes are the login pod's own (pam_mkhomedir): root squash on /fsx stops root from
         # making one there for the user. Durable work goes under /fsx/teams/<team>.
         "override_homedir": "/home/%u",
         "default_shell": "/bin/bash",
     }
+    if accounts:
+        domain["entry_cache_timeout"] = "60"
+        domain["enum_cache_timeout"] = "60"
+    if directory.directory_schema == "ad":
+        domain["case_sensitive"] = "false"
     if directory.ca_certificates is not None:
         domain["ldap_tls_cacert"] = CA_PATH
     if directory.login_filter is not None:
@@ -125,6 +156,24 @@ def sssd_conf(directory: SlurmDirectoryConfig, *, bind_password: str | None) -> 
     for section, options in sections.items():
         lines += ["", f"[{section}]", *(f"{key} = {value}" for key, value in options.items())]
     return "\n".join(lines) + "\n"
+
+
+CONFIG_HASH_ANNOTATION: Final = "trainingplatform.io/directory-config"
+
+
+def config_hash(directory: SlurmDirectoryConfig) -> dict[str, str]:
+    """Pod template annotations that change with ``sssd.conf`` and the CA certificates.
+
+    The operator rolls login pods when their ``sssd.conf`` Secret changes, but not slurmd pods
+    (the NodeSet's revision is its spec; its Secret handler watches only the auth keys:
+    slurm-operator v1.2.1 internal/controller/nodeset/eventhandler/eventhandler_secret.go),
+    nor either for the CA ConfigMap; a ``subPath`` file never refreshes in a running pod. The
+    hash covers everything but the bind password (a hash of it would let anyone who reads the
+    NodeSet test guesses): after rotating only the password, restart the slurmd pods (README).
+    """
+    placeholder = "<bindPassword>" if directory.bind_dn is not None else None
+    text = sssd_conf(directory, bind_password=placeholder) + (directory.ca_certificates or "")
+    return {CONFIG_HASH_ANNOTATION: hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
 def _deserved_totals(teams: Sequence[TeamConfig]) -> tuple[int, int]:
@@ -167,6 +216,10 @@ def fair_shares(teams: Sequence[TeamConfig]) -> dict[str, int]:
 def billing_weights(pool: NodePoolConfig, gres: str, teams: Sequence[TeamConfig]) -> str:
     """A partition's ``TRESBillingWeights``: usage in the units :func:`fair_shares` uses.
 
+    Accelerators bill their weight each; CPUs so that a whole node's CPUs bill as its
+    accelerators (with ``MAX_TRES`` a job bills its largest TRES per node, so a node is never
+    billed twice and a CPU-only job on it is not free).
+
     Args:
         pool: the node set's pool (GPU or Trainium).
         gres: its GRES name (``gpu`` or ``neuron``).
@@ -174,19 +227,25 @@ def billing_weights(pool: NodePoolConfig, gres: str, teams: Sequence[TeamConfig]
     """
     gpu = pool.instance.accelerator_resource == GPU_RESOURCE
     weight = 1.0 if gpu else neuron_device_weight(teams)
-    return f"GRES/{gres}={weight:g}"
+    # With PriorityFlags=MAX_TRES a node's CPUs together bill what its accelerators bill.
+    cpu = weight * pool.instance.accelerators / pool.instance.vcpu
+    return f"CPU={cpu:.6g},GRES/{gres}={weight:g}"
 
 
 def accounts_script(teams: Mapping[str, tuple[int, int]], *, cluster: str, interval: int) -> str:
     """The loop that keeps each team's Slurm account and users in step with the directory.
 
     Every ``interval`` seconds, for each team: create its account (or set its ``Fairshare``),
-    add each member of the directory group with the team's gid as a user of it, and remove
-    users no longer in the group. A group the directory cannot answer for is left as it is
-    (no removal when the directory is down). Runs beside the login container, whose sackd
-    authenticates it (as root, a Slurm administrator); it starts an SSSD of its own from the
-    same ``sssd.conf`` (SSSD's pipes directory comes from the image's packages, so it is not
-    shared between containers).
+    add as users of it the members of the directory group with the team's gid and the users
+    whose primary group it is, and remove users no longer either; accounts the platform made
+    for teams no longer in config go. A group the directory cannot answer for is left as it is
+    (no removal while the directory is down). Names are compared lower-cased, as sacctmgr
+    stores them (SchedMD/slurm src/sacctmgr/sacctmgr.c, user_case_norm). A user leaving a team
+    whose account was their default gets another of theirs as default first (slurmdbd refuses
+    to delete a default account's association while others remain). Runs beside the login
+    container, whose sackd authenticates it (as root, a Slurm administrator); it starts an SSSD
+    of its own (:data:`ACCOUNTS_SSSD_KEY`: SSSD's pipes come from the image's packages, so they
+    are not shared between containers).
 
     Args:
         teams: team -> (gid, fair share).
@@ -198,24 +257,31 @@ def accounts_script(teams: Mapping[str, tuple[int, int]], *, cluster: str, inter
 export LC_ALL=C
 cluster={cluster}
 log() {{ echo "accounts: $*"; }}
+lower() {{ tr '[:upper:]' '[:lower:]'; }}
 sssd -i --logger=stderr &
-for _ in $(seq 60); do [ -S {SSS_NSS_SOCKET} ] && break; sleep 1; done
+for _ in $(seq 60); do
+  [ -S {SSS_NSS_SOCKET} ] && [ -S {SACKD_PATH}/sack.socket ] && break
+  sleep 1
+done
 members() {{
   local entry
   entry="$(getent group "$1")" || return 1
-  echo "${{entry##*:}}" | tr ',' '\\n' | sed '/^$/d' | sort -u
+  {{
+    echo "${{entry##*:}}" | tr ',' '\n'
+    getent passwd | awk -F: -v g="$1" '$4 == g {{ print $1 }}'
+  }} | lower | sed '/^$/d' | sort -u
 }}
 users_of() {{
-  sacctmgr -nP show associations where account="$1" cluster="$cluster" format=user \\
-    | sed '/^$/d' | sort -u
+  sacctmgr -nP show associations where account="$1" cluster="$cluster" format=user \
+    | lower | sed '/^$/d' | sort -u
 }}
 sync_team() {{
-  local team="$1" gid="$2" share="$3" wanted current user
+  local team="$1" gid="$2" share="$3" wanted current user other
   if [ -z "$(sacctmgr -nP show account "$team" format=account)" ]; then
-    sacctmgr -i add account "$team" cluster="$cluster" fairshare="$share" \\
+    sacctmgr -i add account "$team" cluster="$cluster" fairshare="$share" \
       description="team $team" organization=platform || {{ log "$team: cannot add"; return; }}
   else
-    sacctmgr -i modify account where name="$team" cluster="$cluster" set fairshare="$share" \\
+    sacctmgr -i modify account where name="$team" cluster="$cluster" set fairshare="$share" \
       >/dev/null || log "$team: cannot set fairshare"
   fi
   if ! wanted="$(members "$gid")"; then
@@ -224,29 +290,63 @@ sync_team() {{
   fi
   current="$(users_of "$team")"
   for user in $(comm -23 <(echo "$wanted") <(echo "$current")); do
-    sacctmgr -i add user "$user" account="$team" cluster="$cluster" >/dev/null \\
+    sacctmgr -i add user "$user" account="$team" cluster="$cluster" >/dev/null \
       && log "$team: added $user" || log "$team: cannot add $user"
   done
   for user in $(comm -13 <(echo "$wanted") <(echo "$current")); do
-    sacctmgr -i delete user "$user" where account="$team" cluster="$cluster" >/dev/null \\
+    other="$(sacctmgr -nP show associations where user="$user" cluster="$cluster" \
+      format=account | sed '/^$/d' | grep -vxF "$team" | head -n 1)"
+    [ -n "$other" ] && sacctmgr -i modify user "$user" set defaultaccount="$other" >/dev/null
+    sacctmgr -i delete user "$user" where account="$team" cluster="$cluster" >/dev/null \
       && log "$team: removed $user" || log "$team: cannot remove $user (running jobs?)"
   done
 }}
 teams="{table}"
 while true; do
   while read -r team gid share; do sync_team "$team" "$gid" "$share"; done <<< "$teams"
+  for gone in $(sacctmgr -nP show account where organization=platform format=account \
+      | sed '/^$/d' | grep -vxF -f <(echo "$teams" | cut -d' ' -f1)); do
+    sacctmgr -i delete account "$gone" cluster="$cluster" >/dev/null \
+      && log "$gone: no longer a team, removed" || log "$gone: cannot remove (running jobs?)"
+  done
   [ "${{ACCOUNTS_ONCE:-}}" = 1 ] && exit 0
   sleep {interval}
 done
 """
 
 
+def home_prolog() -> str:
+    """Slurm Prolog (as root, on each node of a job, at allocation): the user's home there.
+
+    SSSD gives directory users ``/home/<user>`` (:func:`sssd_conf`), which pam_mkhomedir makes
+    only where they log in; a job's output and caches under ``$HOME`` would fail on a node
+    without it. A failing Prolog drains the node, so it never fails. Users' homes on nodes go
+    with the node: the README keeps work on ``/fsx``.
+    """
+    return "\n".join(
+        [
+            "#!/bin/sh",
+            "# Generated by the training platform (components/slurm_directory.py, home_prolog).",
+            f'[ "${{SLURM_JOB_UID:-0}}" -ge {MIN_TEAM_GID} ] 2>/dev/null || exit 0',
+            'home="/home/${SLURM_JOB_USER}"',
+            '[ -d "$home" ] || install -d -o "$SLURM_JOB_UID" -g "$SLURM_JOB_GID" -m 0700 "$home"',
+            "exit 0",
+            "",
+        ]
+    )
+
+
+HOME_PROLOG: Final = "00-home.sh"
+"""The Prolog's name in the chart's ``prologScripts`` (the operator's slurm.conf names it)."""
+
+
 def accounts_container(image: str, script: str, *, ca_certificates: bool) -> dict[str, Any]:
     """The container beside the login container that runs :func:`accounts_script`.
 
-    It shares the login pod's sackd directory (Slurm's config and auth socket) and its
-    ``sssd.conf``, so it needs no key of its own. SSSD keeps root's usual capabilities (it
-    switches users and reads protected files); raw sockets and device nodes it never needs.
+    It shares the login pod's sackd directory (Slurm's config and auth socket), so it needs no
+    key of its own, and mounts its own ``sssd.conf`` (:func:`accounts_sssd_volume`). SSSD
+    keeps root's usual capabilities (it switches users and reads protected files); raw sockets
+    and device nodes it never needs.
 
     Args:
         image: the login image (Slurm's clients, SSSD and its NSS module).
@@ -273,11 +373,23 @@ def accounts_container(image: str, script: str, *, ca_certificates: bool) -> dic
         },
         "volumeMounts": [
             {"name": "sackd-dir", "mountPath": SACKD_PATH},
-            {"name": "sssd-conf", "mountPath": "/etc/sssd/sssd.conf", "subPath": "sssd.conf",
-             "readOnly": True},
+            {"name": "accounts-sssd", "mountPath": "/etc/sssd/sssd.conf",
+             "subPath": "sssd.conf", "readOnly": True},
             *([ca_mount()] if ca_certificates else []),
         ],
     }  # fmt: skip
+
+
+def accounts_sssd_volume() -> dict[str, Any]:
+    """The accounts loop's ``sssd.conf`` (:data:`ACCOUNTS_SSSD_KEY`), root-only as SSSD wants."""
+    return {
+        "name": "accounts-sssd",
+        "secret": {
+            "secretName": SSSD_SECRET["name"],
+            "defaultMode": 0o600,
+            "items": [{"key": ACCOUNTS_SSSD_KEY, "path": "sssd.conf"}],
+        },
+    }
 
 
 def ca_mount() -> dict[str, Any]:

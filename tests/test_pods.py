@@ -172,7 +172,10 @@ def test_the_login_pod_is_the_operators_login_container_with_the_stacks_values(
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert {m["name"] for m in login["volumeMounts"]} <= set(volumes)
     (sssd,) = volumes["sssd-conf"]["projected"]["sources"]
-    assert sssd["secret"]["name"] == "slurm-sssd-conf"  # the chart's, without sssd.secretRef
+    secret_ref = (release["values"].get("sssd") or {}).get("secretRef") or {}
+    # the stack's Secret where it names one (prod: a directory), else the chart's own
+    assert sssd["secret"]["name"] == secret_ref.get("name", "slurm-sssd-conf")
+    assert secret_ref  # prod names one
     assert login["resources"] == values["login"]["resources"]
     assert login["livenessProbe"]["tcpSocket"]["port"] == 22
     assert login["readinessProbe"]["exec"]["command"][-1] == "/run/slurm/sack.socket"

@@ -29,9 +29,13 @@ from components.config import parse_platform_config
 from components.config.base import ConfigError
 from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
 from components.slurm_directory import (
+    CONFIG_HASH_ANNOTATION,
+    HOME_PROLOG,
     SSSD_SECRET,
     accounts_script,
+    config_hash,
     fair_shares,
+    home_prolog,
     neuron_device_weight,
     sssd_conf,
 )
@@ -245,13 +249,15 @@ def test_prod_partitions_bill_usage_in_the_shares_units(
         path.stem.rsplit(".", 1)[-1]: yaml.safe_load(path.read_text())["spec"]["partition"]
         for path in manifests.glob("NodeSet.slurm.*.yaml")
     }
-    assert "TRESBillingWeights=GRES/gpu=1" in configs["p5"]["config"]
-    assert "TRESBillingWeights=GRES/neuron=1.5" in configs["trn2"]["config"]
+    # a whole p5 (8 GPUs, 192 vCPUs) bills 8 by its CPUs too; a trn2 (16 devices) 24
+    assert "TRESBillingWeights=CPU=0.0416667,GRES/gpu=1" in configs["p5"]["config"]
+    assert "TRESBillingWeights=CPU=0.125,GRES/neuron=1.5" in configs["trn2"]["config"]
     release = yaml.safe_load(
         (synthesized["prod"].written.directory / "helm" / "slurm.yaml").read_text()
     )
     conf = release["values"]["controller"]["extraConfMap"]
     assert conf["PriorityWeightFairshare"] > 0  # Slurm's default 0 would ignore the shares
+    assert conf["PriorityFlags"] == "MAX_TRES"  # a node's CPUs and accelerators bill once
     assert conf["AccountingStorageEnforce"].split(",")[0] == "associations"
 
 
@@ -261,7 +267,7 @@ def test_dev_without_a_directory_keeps_the_charts_root_only_login(
     directory = synthesized["dev"].written.directory
     values = yaml.safe_load((directory / "helm" / "slurm.yaml").read_text())["values"]
     assert "sssd" not in values and "PriorityWeightFairshare" not in str(values)
-    assert not list((directory / "manifests").glob("Secret.slurm.slurm-sssd-conf.yaml"))
+    assert not list((directory / "manifests").glob(f"Secret.slurm.{SSSD_SECRET['name']}.yaml"))
 
 
 # -- login and compute pods share identities -------------------------------------------------
@@ -336,42 +342,64 @@ SACCTMGR_STUB = r"""#!/usr/bin/env python3
 import json, os, sys
 path = os.environ["STATE"]
 state = json.load(open(path))
-args = [a for a in sys.argv[1:] if a not in ("-i", "-nP")]
+args = [a for a in sys.argv[1:] if a not in ("-i", "-nP", "where", "set")]
 state["calls"].append(" ".join(sys.argv[1:]))
 words = dict(a.split("=", 1) for a in args if "=" in a)
 verb, kind = args[0], args[1]
+name = args[2] if len(args) > 2 and "=" not in args[2] else None
+users = state["users"]
 def save():
     json.dump(state, open(path, "w"))
+def fail(message):
+    save()
+    print(message, file=sys.stderr)
+    sys.exit(1)
 if verb == "show" and kind == "account":
-    if args[2] in state["accounts"]:
-        print(args[2])
+    for account in state["accounts"]:
+        if account == name or (name is None and words.get("organization") == "platform"):
+            print(account)
+elif verb == "show" and kind == "associations" and "user" in words:
+    for account, members in users.items():
+        if words["user"] in members:
+            print(account)
 elif verb == "show" and kind == "associations":
-    for user in state["users"].get(words["account"], []):
+    for user in users.get(words["account"], []):
         print(user)
     print("")  # the account's own association has no user
 elif verb == "add" and kind == "account":
-    state["accounts"][args[2]] = int(words["fairshare"])
+    state["accounts"][name] = int(words["fairshare"])
 elif verb == "modify" and kind == "account":
     state["accounts"][words["name"]] = int(words["fairshare"])
 elif verb == "add" and kind == "user":
-    state["users"].setdefault(words["account"], []).append(args[2])
+    users.setdefault(words["account"], []).append(name)
+    state["default"].setdefault(name, words["account"])
+elif verb == "modify" and kind == "user":
+    state["default"][name] = words["defaultaccount"]
 elif verb == "delete" and kind == "user":
-    if args[2] in state.get("busy", []):
-        save()
-        print(" Job(s) active, cancel job(s) before remove", file=sys.stderr)
-        sys.exit(1)
-    state["users"][words["account"]].remove(args[2])
+    if name in state.get("busy", []):
+        fail(" Job(s) active, cancel job(s) before remove")
+    others = [a for a, m in users.items() if name in m and a != words["account"]]
+    if state["default"].get(name) == words["account"] and others:
+        fail(" Can't remove the default account of a user with other associations")
+    users[words["account"]].remove(name)
+elif verb == "delete" and kind == "account":
+    del state["accounts"][name]
+    users.pop(name, None)
 save()
 """
 
 GETENT_STUB = r"""#!/usr/bin/env bash
-[ "$1" = group ] || exit 1
-line="$(grep -E "^[^:]*:[^:]*:$2:" "$GROUPS_FILE")" || exit 2
-echo "$line"
+case "$1" in
+  group) line="$(grep -E "^[^:]*:[^:]*:$2:" "$GROUPS_FILE")" || exit 2; echo "$line" ;;
+  passwd) cat "$PASSWD_FILE" ;;
+  *) exit 1 ;;
+esac
 """
 
 
-def _run_accounts(tmp_path: Path, groups: str, state: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _run_accounts(
+    tmp_path: Path, groups: str, state: dict[str, Any], passwd: str = ""
+) -> tuple[dict[str, Any], str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     stubs = {"sacctmgr": SACCTMGR_STUB, "getent": GETENT_STUB,
@@ -380,15 +408,20 @@ def _run_accounts(tmp_path: Path, groups: str, state: dict[str, Any]) -> tuple[d
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     (tmp_path / "group").write_text(groups)
+    (tmp_path / "passwd").write_text(passwd)
+    # the sockets the loop waits for (SSSD's and sackd's) are real paths; here they never come
     state_path = tmp_path / "state.json"
-    state_path.write_text(json.dumps({"accounts": {}, "users": {}, "calls": [], **state}))
+    state_path.write_text(
+        json.dumps({"accounts": {}, "users": {}, "default": {}, "calls": [], **state})
+    )
     script = accounts_script(
         {"ml-research": (5001, 192), "ml-product": (5002, 64)}, cluster="c", interval=300
     )
     done = subprocess.run(
         ["bash", "-c", script],
         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "STATE": str(state_path),
-             "GROUPS_FILE": str(tmp_path / "group"), "ACCOUNTS_ONCE": "1"},
+             "GROUPS_FILE": str(tmp_path / "group"), "PASSWD_FILE": str(tmp_path / "passwd"),
+             "ACCOUNTS_ONCE": "1"},
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -435,3 +468,80 @@ def test_a_user_with_running_jobs_stays_until_a_later_pass(tmp_path: Path) -> No
     state, log = _run_accounts(tmp_path, groups, copy.deepcopy(before))
     assert state["users"]["ml-research"] == ["alice", "bob"]
     assert "ml-research: cannot remove bob (running jobs?)" in log
+
+
+def test_primary_group_members_and_mixed_case_names_are_found(tmp_path: Path) -> None:
+    """A user whose primary gidNumber is the team's is a member too (the issue: "primary or
+    supplemental"); sacctmgr keeps names lower-cased, so the directory's case must not flap."""
+    groups = "research:*:5001:JSmith\nproduct:*:5002:\n"
+    passwd = "erin:x:7001:5002::/home/erin:/bin/bash\nfrank:x:7002:6000::/home/frank:/bin/bash\n"
+    before = {"accounts": {"ml-research": 192, "ml-product": 64},
+              "users": {"ml-research": ["jsmith"], "ml-product": []}}  # fmt: skip
+    state, log = _run_accounts(tmp_path, groups, copy.deepcopy(before), passwd)
+    assert state["users"] == {"ml-research": ["jsmith"], "ml-product": ["erin"]}
+    assert "removed" not in log
+
+
+def test_a_user_moving_teams_leaves_the_old_one(tmp_path: Path) -> None:
+    before = {"accounts": {"ml-research": 192, "ml-product": 64},
+              "users": {"ml-research": ["alice"], "ml-product": []},
+              "default": {"alice": "ml-research"}}  # fmt: skip
+    groups = "research:*:5001:\nproduct:*:5002:alice\n"
+    state, log = _run_accounts(tmp_path, groups, copy.deepcopy(before))
+    assert state["users"] == {"ml-research": [], "ml-product": ["alice"]}
+    assert state["default"]["alice"] == "ml-product"
+    assert "ml-research: removed alice" in log
+
+
+def test_an_account_of_a_team_no_longer_in_config_goes(tmp_path: Path) -> None:
+    before = {"accounts": {"ml-research": 192, "ml-product": 64, "ml-old": 10},
+              "users": {"ml-old": ["zed"]}}  # fmt: skip
+    state, log = _run_accounts(tmp_path, "research:*:5001:\nproduct:*:5002:\n", before)
+    assert set(state["accounts"]) == {"ml-research", "ml-product"}
+    assert "ml-old: no longer a team, removed" in log
+
+
+def test_start_tls_on_ldaps_is_refused() -> None:
+    message = _problems(_prod_with(startTls=True))
+    assert 'platform.slurm.directory.uris[0]: got "ldaps://ldap.corp.example.com"' in message
+
+
+def test_the_home_prolog_makes_the_users_home_and_never_fails(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "install").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/calls\nexit 1\n')
+    (bin_dir / "install").chmod(0o755)
+
+    def run(uid: str) -> int:
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_UID": uid,
+               "SLURM_JOB_GID": "5001", "SLURM_JOB_USER": "alice-test-user"}  # fmt: skip
+        return subprocess.run(["/bin/sh", "-c", home_prolog()], env=env, check=False,
+                              timeout=30).returncode  # fmt: skip
+
+    assert run("0") == 0 and run("1000") == 0
+    assert not (tmp_path / "calls").exists()  # root and the workload user: nothing to make
+    assert run("7001") == 0  # install failed: the node is not drained for it
+    assert (tmp_path / "calls").read_text().split() == [
+        "-d", "-o", "7001", "-g", "5001", "-m", "0700", "/home/alice-test-user"
+    ]  # fmt: skip
+
+
+def test_a_new_ca_or_conf_rolls_slurmd_pods_but_the_password_does_not_show() -> None:
+    one = parse_platform_config(_prod_with(bindDn="uid=sssd,dc=corp")).slurm.directory
+    two = parse_platform_config(
+        _prod_with(bindDn="uid=sssd,dc=corp", caCertificates=_staging_ca())
+    ).slurm.directory
+    assert one is not None and two is not None
+    assert config_hash(one) != config_hash(two)
+    assert config_hash(one) == config_hash(copy.deepcopy(one))
+
+
+def test_prod_job_steps_get_an_extern_step_for_ssh_and_their_homes(
+    synthesized: dict[str, StackResult],
+) -> None:
+    directory = synthesized["prod"].written.directory
+    values = yaml.safe_load((directory / "helm" / "slurm.yaml").read_text())["values"]
+    assert values["controller"]["extraConfMap"]["PrologFlags"] == "Contain"
+    assert values["prologScripts"] == {HOME_PROLOG: home_prolog()}
+    node_set = yaml.safe_load((directory / "manifests" / "NodeSet.slurm.p5.yaml").read_text())
+    assert CONFIG_HASH_ANNOTATION in node_set["spec"]["template"]["metadata"]["annotations"]

@@ -389,6 +389,13 @@ def _directory_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
         return
     base = f"{CONFIG_KEY}.slurm"
     for index, uri in enumerate(directory.uris):
+        if uri.startswith("ldaps://") and directory.start_tls:
+            yield ConfigProblem(
+                f"{base}.directory.uris[{index}]",
+                uri,
+                "ldap:// with startTls (StartTLS on a connection that is TLS already fails "
+                "every lookup), or ldaps:// with startTls false",
+            )
         if uri.startswith("ldap://") and not directory.start_tls:
             yield ConfigProblem(
                 f"{base}.directory.uris[{index}]",
