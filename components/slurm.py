@@ -123,9 +123,14 @@ def slinky_image_reference(component: str) -> str:
 
 
 def sidecar_image() -> dict[str, str]:
-    """The pinned image of the chart's log and init sidecars (alpine:latest by default)."""
-    repository, tag = versions.SIDECAR_IMAGE
-    return {"repository": repository, "tag": tag}
+    """The pinned image of the chart's log and init sidecars (alpine:latest by default).
+
+    As the chart's image map: with a digest the chart renders ``repository@digest`` and
+    ignores the tag (``slurm.format-image``), which stays in the values for people.
+    """
+    name, digest = versions.SIDECAR_IMAGE.split("@")
+    repository, tag = name.rsplit(":", 1)
+    return {"repository": repository, "tag": tag, "digest": digest}
 
 
 def gres_name(pool: NodePoolConfig) -> str:
@@ -443,7 +448,7 @@ def nodeset_spec(
         # The operator's sidecar that tails slurmd's log (merged as a container: slurm-operator
         # v1.2.1 internal/builder/common/common.go, LogfileContainer): it reads one file.
         "logfile": {
-            "image": ":".join(versions.SIDECAR_IMAGE),
+            "image": versions.SIDECAR_IMAGE,
             "resources": {
                 "requests": {"cpu": "10m", "memory": "32Mi"},
                 "limits": {"memory": "64Mi"},

@@ -338,13 +338,6 @@ def slurmd(accelerator: str) -> ImageSoftware:
 
 # ------------------------------------------------------------------------------ which image is it
 
-KNOWN_IMAGES: Final[dict[str, ImageSoftware]] = {
-    image.name: image for image in DEFAULT_IMAGES.values()
-}
-"""Published images whose contents the bill of materials records, by reference (tag, no
-digest). An image of your own joins here, as one reviewed entry, before a stack may use it on an
-accelerator pool."""
-
 
 def normalized(reference: str) -> str:
     """``reference`` without its digest, as Docker names it (for comparison).
@@ -357,6 +350,15 @@ def normalized(reference: str) -> str:
             name = name.removeprefix(prefix).removeprefix("library/")
             break
     return name
+
+
+KNOWN_IMAGES: Final[dict[str, ImageSoftware]] = {
+    normalized(image.name): image for image in DEFAULT_IMAGES.values()
+}
+"""Published images whose contents the bill of materials records, by :func:`normalized`
+reference (the tag, not the digest: another digest of a recorded tag is a rebuild of the same
+contents). An image of your own joins here, as one reviewed entry, before a stack may use it on an
+accelerator pool."""
 
 
 def reference_tag(reference: str) -> str | None:

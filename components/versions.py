@@ -198,8 +198,13 @@ tag on the project's release-1.9 branch."""
 
 # Default training images of GPU pools (config can pin others): the images of Trainer's own
 # runtimes at v2.3.0. What each carries is in components/software.py; Trainium has no default
-# (images/training-neuron builds it).
-DEFAULT_TORCH_IMAGE: Final = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+# (images/training-neuron builds it). A default is pinned by digest (the tag stays in the
+# reference, for people) once its digest has been read from the registry; the ones still by tag
+# are listed with the reason in policies/scan-waivers.yaml (CKV_K8S_43).
+DEFAULT_TORCH_IMAGE: Final = (
+    "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+    "@sha256:db80a41f8428644cebcb3d75b0b62df334ab6c0e75785951eb25f48bfbd42407"
+)
 DEFAULT_MPI_IMAGE: Final = f"ghcr.io/kubeflow/trainer/deepspeed-runtime:v{TRAINER_VERSION}"
 DEFAULT_JAX_IMAGE: Final = "nvcr.io/nvidia/jax:25.10-py3"
 
@@ -290,9 +295,14 @@ SLURM_IMAGE_TAG: Final = "26.05-ubuntu26.04"
 """Tag of the Slinky Slurm images (slurmctld, slurmrestd, slurmdbd, login) of the slurm chart
 1.2.1; a slurmd image built for the node sets should start from the same Slurm release."""
 SLINKY_IMAGE_REPOSITORY: Final = "ghcr.io/slinkyproject"
-SIDECAR_IMAGE: Final = ("docker.io/library/alpine", "3.22.1")
-"""(repository, tag) of the slurm chart's log and init sidecars, which default to
-``alpine:latest``."""
+SIDECAR_IMAGE: Final = (
+    "docker.io/library/alpine:3.22.1"
+    "@sha256:4bcff63911fcb4448bd4fdacec207030997caf25e9bea4045fa6c8c44de311d1"
+)
+"""The slurm chart's log and init sidecars (which default to ``alpine:latest``) and the node
+sets' log sidecar: Alpine 3.22.1 by the digest of its multi-platform index, the tag kept for
+people (the chart takes an image as a string: slurm-operator v1.2.1 helm/slurm/templates/
+_helpers.tpl, ``slurm.format-image``)."""
 
 MARIADB_OPERATOR_VERSION: Final = "26.6.0"
 MARIADB_OPERATOR_CRDS_CHART: Final = HelmChart(

@@ -194,7 +194,7 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("slurm-login-private", "prod", HELM, "=slurm", at("values.loginsets.login.service.spec.loadBalancerSourceRanges", ["10.40.0.0/16", "0.0.0.0/0"]), "open to any address"),
     ("slurm-login-private", "prod", HELM, "=slurm", at("values.loginsets.login.service.spec.type", "NodePort"), "port of every node"),
     ("slurm-images-pinned", "prod", HELM, "=slurm", at("values.controller.logfile", {}), "default is alpine:latest"),
-    ("slurm-images-pinned", "prod", HELM, "=slurm", at("values.loginsets.login.initconf.image.tag", "latest"), "not pinned"),
+    ("slurm-images-pinned", "prod", HELM, "=slurm", at("values.loginsets.login.initconf.image", {"repository": "docker.io/library/alpine", "tag": "latest"}), "not pinned"),
     ("slurm-images-pinned", "prod", HELM, "=slurm", at("values.controller.slurmctld.image", "ghcr.io/slinkyproject/slurmctld"), "not pinned"),
     ("slurm-images-pinned", "prod", NODE_SET, "nodeset-p5en", at("spec.slurmd.image", "ghcr.io/example/slurmd:main"), "not pinned"),
     ("slurm-images-pinned", "prod", MARIADB, "", at("spec.image", "docker.io/library/mariadb"), "not pinned"),

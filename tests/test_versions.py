@@ -39,3 +39,19 @@ def test_default_version_is_supported_and_in_trainer_range() -> None:
 
 def test_addon_semver_parses_eks_builds() -> None:
     assert versions.addon_semver("v1.20.4-eksbuild.2") == (1, 20, 4)
+
+
+DIGEST_PINNED_DEFAULTS = {
+    "DEFAULT_TORCH_IMAGE": versions.DEFAULT_TORCH_IMAGE,
+    "SIDECAR_IMAGE": versions.SIDECAR_IMAGE,
+}
+"""Images the platform chooses whose digests have been read from their registries (the MPI and
+JAX defaults and Slinky's own images are still by tag: policies/scan-waivers.yaml says why)."""
+
+
+@pytest.mark.parametrize("name", sorted(DIGEST_PINNED_DEFAULTS))
+def test_platform_defaults_are_pinned_by_digest_and_keep_their_tag(name: str) -> None:
+    reference = DIGEST_PINNED_DEFAULTS[name]
+    # repository:tag@sha256:<64 hex>: the digest decides what is pulled (containerd ignores
+    # the tag when both are given), the tag tells people what it is.
+    assert re.fullmatch(r"[a-z0-9./_-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}", reference), name
