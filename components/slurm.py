@@ -122,15 +122,49 @@ def slinky_image_reference(component: str) -> str:
     return f"{image['repository']}:{image['tag']}"
 
 
-def sidecar_image() -> dict[str, str]:
-    """The pinned image of the chart's log and init sidecars (alpine:latest by default).
+def chart_image(reference: str) -> dict[str, str]:
+    """``repository[:tag][@digest]`` as the slurm chart's image map.
 
-    As the chart's image map: with a digest the chart renders ``repository@digest`` and
-    ignores the tag (``slurm.format-image``), which stays in the values for people.
+    With a digest the chart renders ``repository@digest`` and ignores the tag
+    (``slurm.format-image``, slurm-operator v1.2.1 helm/slurm/templates/_helpers.tpl), which
+    stays in the values for people.
     """
-    name, digest = versions.SIDECAR_IMAGE.split("@")
-    repository, tag = name.rsplit(":", 1)
-    return {"repository": repository, "tag": tag, "digest": digest}
+    name, _, digest = reference.partition("@")
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    repository, tag = (name[:colon], name[colon + 1 :]) if colon > slash else (name, "")
+    image = {"repository": repository}
+    if tag:
+        image["tag"] = tag
+    if digest:
+        image["digest"] = digest
+    return image
+
+
+def chart_reference(reference: str) -> str:
+    """``reference`` as the chart writes it into a container (see :func:`chart_image`).
+
+    ``repository@digest`` when pinned by digest, else ``repository:tag``.
+    """
+    image = chart_image(reference)
+    if "digest" in image:
+        return f"{image['repository']}@{image['digest']}"
+    return f"{image['repository']}:{image['tag']}"
+
+
+def sidecar_image() -> dict[str, str]:
+    """The pinned image of the chart's log and init sidecars (alpine:latest by default)."""
+    return chart_image(versions.SIDECAR_IMAGE)
+
+
+def login_image(config: PlatformConfig) -> str:
+    """The login pods' image: the stack's login build, else Slinky's login image.
+
+    Args:
+        config: the validated platform; ``slurm.images.login`` names the stack's build of
+            ``images/slurmd`` with ``ROLE=login``. Default: the chart's Slurm release's image.
+    """
+    return config.slurm.images.login or slinky_image_reference("login")
 
 
 def gres_name(pool: NodePoolConfig) -> str:
@@ -542,8 +576,9 @@ def login_set_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]
             interval=slurm_directory.ACCOUNTS_INTERVAL_SECONDS,
         )
         containers.append(
+            # The reference the chart renders for the login container, so both pull one image.
             slurm_directory.accounts_container(
-                slinky_image_reference("login"), script, ca_certificates=with_ca
+                chart_reference(login_image(config)), script, ca_certificates=with_ca
             )
         )
         extra["extraSshdConfig"] = slurm_directory.SSH_KEYS_COMMAND
@@ -552,7 +587,7 @@ def login_set_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]
         "enabled": True,
         "replicas": login.replicas,
         "login": {
-            "image": slinky_image("login"),
+            "image": chart_image(login_image(config)),
             "volumeMounts": mounts,
             "resources": {
                 "requests": {"cpu": str(login.cpu), "memory": f"{login.memory_gib}Gi"},

@@ -373,7 +373,8 @@ def built_tag(recipe: str, variant: str) -> str:
     The tag names what the build was made from, so a stack that pins ``<repo>:<tag>@<digest>``
     says which recipe and pins its image has, and an image built from older pins carries another
     tag. ``variant``: the Trainer image key for ``training-cuda`` (its base is that key's default
-    image), ``nvidia`` or ``neuron`` for ``slurmd``; unused for ``training-neuron``.
+    image), ``nvidia`` or ``neuron`` for ``slurmd`` (``login`` for its login image); unused
+    for ``training-neuron``.
     """
     pins = recipe_pins(recipe)
     efa = f"efa{pins['EFA_INSTALLER_VERSION']}"
@@ -381,6 +382,8 @@ def built_tag(recipe: str, variant: str) -> str:
         return f"{reference_tag(DEFAULT_IMAGES[variant].name)}-{efa}"
     if recipe == "training-neuron":
         return f"sdk{pins['NEURON_SDK']}"
+    if variant == "login":
+        return f"{reference_tag(pins['LOGIN_IMAGE'])}-{efa}"
     base = reference_tag(pins["SLURMD_IMAGE"])
     return f"{base}-{efa}" if variant == "nvidia" else f"{base}-sdk{pins['NEURON_SDK']}"
 

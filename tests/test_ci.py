@@ -15,6 +15,7 @@ from synth.stackfile import REPOSITORY_ROOT, load_stack
 from tests.conftest import STACKS
 
 WORKFLOW = REPOSITORY_ROOT / ".github" / "workflows" / "ci.yml"
+WORKFLOWS = sorted((REPOSITORY_ROOT / ".github" / "workflows").glob("*.yml"))
 ACTIONS = REPOSITORY_ROOT / "ci" / "actions.json"
 CI_RUN = REPOSITORY_ROOT / ".ci" / "run"
 DOCS = REPOSITORY_ROOT / "docs" / "ci.md"
@@ -47,9 +48,11 @@ def _runs(job: str) -> list[str]:
 
 
 def _uses() -> list[str]:
+    """Every action any workflow uses."""
     return [
         step["uses"]
-        for job in _workflow()["jobs"].values()
+        for path in WORKFLOWS
+        for job in yaml.safe_load(path.read_text())["jobs"].values()
         for step in job["steps"]
         if "uses" in step
     ]
@@ -236,9 +239,14 @@ def test_workflow_uses_exactly_the_recorded_action_versions() -> None:
 
 def test_docs_name_every_variable_secret_action_and_policy_file() -> None:
     docs = DOCS.read_text()
-    text = WORKFLOW.read_text()
+    text = "\n".join(path.read_text() for path in WORKFLOWS)
     names = set(re.findall(r"\$\{\{\s*(?:vars|secrets)\.([A-Z_]+)\s*\}\}", text))
-    assert {"AWS_PREVIEW_ROLE_ARN", "AWS_REGION", "PULUMI_BACKEND_URL"} <= names
+    assert {
+        "AWS_PREVIEW_ROLE_ARN",
+        "AWS_REGION",
+        "PULUMI_BACKEND_URL",
+        "EFA_INSTALLER_URL",
+    } <= names
     for name in sorted(names):
         assert f"`{name}`" in docs, name
     for name, version in _recorded_actions().items():

@@ -13,11 +13,14 @@ from synth.stackfile import REPOSITORY_ROOT
 DOCKERFILE = REPOSITORY_ROOT / "images" / "slurmd" / "Dockerfile"
 
 
-def test_slurmd_dockerfile_builds_on_the_pinned_slinky_slurmd() -> None:
-    match = re.search(r"^ARG SLURMD_IMAGE=(\S+)$", DOCKERFILE.read_text(), flags=re.MULTILINE)
-    assert match, "images/slurmd/Dockerfile has no default SLURMD_IMAGE"
-    repository, _, tag = match.group(1).rpartition(":")
-    assert repository == f"{versions.SLINKY_IMAGE_REPOSITORY}/slurmd"
+@pytest.mark.parametrize(
+    ("argument", "image"), [("SLURMD_IMAGE", "slurmd"), ("LOGIN_IMAGE", "login")]
+)
+def test_slurm_recipe_builds_on_the_pinned_slinky_images(argument: str, image: str) -> None:
+    match = re.search(rf"^ARG {argument}=(\S+)$", DOCKERFILE.read_text(), flags=re.MULTILINE)
+    assert match, f"images/slurmd/Dockerfile has no default {argument}"
+    repository, _, tag = match.group(1).split("@", 1)[0].rpartition(":")
+    assert repository == f"{versions.SLINKY_IMAGE_REPOSITORY}/{image}"
     # The same Slurm release as slurmctld (slurmd and slurmctld must share it); the flavour is
     # Ubuntu 24.04, which the Neuron runtime and aws-ofi-nccl are released for (26.04 is not).
     slurm_release = versions.SLURM_IMAGE_TAG.split("-", 1)[0]

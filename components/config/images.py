@@ -62,6 +62,15 @@ def software_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 where, reference, slurm_pool, recipe="slurmd", variant=accelerator, ami=ami
             )
     yield from checks.problems()
+    login = slurm.images.login if slurm.enabled else None
+    login_tag = software.built_tag("slurmd", "login")
+    if login is not None and software.reference_tag(login) != login_tag:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.slurm.images.login",
+            login,
+            f"a build of images/slurmd with ROLE=login, tagged :{login_tag} (the Slurm release "
+            "and Open MPI of the node sets' images), or no key for Slinky's own login image",
+        )
 
 
 class _ImageChecks:

@@ -142,6 +142,14 @@ class SlurmImagesConfig(StrictModel):
         "and tools of Neuron SDK 2.31.1 (images/slurmd/Dockerfile, ACCELERATOR=neuron). "
         "Required when a node set is on a Trainium pool.",
     )
+    login: PinnedImage | None = Field(
+        default=None,
+        description="The login pods (and the accounts loop beside them): Slinky's login image "
+        "of the same Slurm release on Ubuntu 24.04 with the GPU node sets' EFA user space and "
+        "Open MPI, so what users build on the login node links against what their jobs run "
+        "with (images/slurmd/Dockerfile, ROLE=login). Default: Slinky's own login image of the "
+        "chart, by tag, without them.",
+    )
 
     def for_accelerator(self, accelerator: catalog.AcceleratorKind) -> tuple[str, str | None]:
         """(config key, image) of the slurmd image for pools of ``accelerator``."""

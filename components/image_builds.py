@@ -1,0 +1,163 @@
+"""The images this repository builds: every ``images/`` recipe and variant a stack can name.
+
+The images workflow (``.github/workflows/images.yml``) builds exactly this list, with these
+arguments and tags: ``python -m components.image_builds matrix`` prints it as a GitHub Actions
+matrix and refuses, before anything is built, a recipe whose base image is not pinned by digest
+(a tag can be moved to other bytes; a digest cannot). The versions themselves stay where the bill
+of materials reads them (the recipes' ``ARG`` defaults and the default Trainer images,
+:mod:`components.software`), so this module only decides what is built from what.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from components import software
+
+DIGEST: Final = re.compile(r"@sha256:[0-9a-f]{64}$")
+"""How a reference pinned to its bytes ends."""
+
+DOWNLOAD_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
+    "training-cuda": ("EFA_INSTALLER_URL",),
+    "training-neuron": (
+        "EFA_INSTALLER_URL",
+        "NEURON_APT_REPO",
+        "NEURON_APT_KEY_URL",
+        "NEURON_PIP_INDEX",
+    ),
+    "slurmd": ("EFA_INSTALLER_URL", "NEURON_APT_REPO", "NEURON_APT_KEY_URL"),
+}
+"""Download locations each recipe takes as build arguments (from AWS's documentation; the
+workflow passes them from repository variables, never from this repository)."""
+
+CHECKPOINT_CONTEXT: Final = "checkpoint=images/checkpoint"
+"""The named build context of the training images (the checkpoint commit tool)."""
+
+
+@dataclass(frozen=True)
+class ImageBuild:
+    """One image the workflow builds and pushes."""
+
+    recipe: str
+    """``images/<recipe>``, the build context."""
+    variant: str
+    """The recipe's variant, as :func:`components.software.built_tag` takes it."""
+    repository: str
+    """The image's name under the registry (what the example stacks name)."""
+    config_key: str
+    """The stack key that takes the pushed image (``<repo>:<tag>@<digest>``)."""
+    bases: dict[str, str]
+    """Build argument -> the base image reference it pins (``FROM``)."""
+    arguments: dict[str, str] = field(default_factory=dict)
+    """Other build arguments that choose the variant (``ACCELERATOR``, ``ROLE``)."""
+
+    @property
+    def tag(self) -> str:
+        """What the build is made of (:func:`components.software.built_tag`)."""
+        return software.built_tag(self.recipe, self.variant)
+
+    @property
+    def floating_bases(self) -> list[str]:
+        """The bases named by tag alone, which a registry can move to other bytes."""
+        return [f"{name}={ref}" for name, ref in self.bases.items() if not DIGEST.search(ref)]
+
+    def matrix_entry(self) -> dict[str, object]:
+        """The entry of the workflow's matrix (``docker buildx build`` reads each field)."""
+        arguments = {**self.bases, **self.arguments}
+        return {
+            "name": f"{self.repository}:{self.tag}",
+            "context": f"images/{self.recipe}",
+            "repository": self.repository,
+            "tag": self.tag,
+            "config_key": self.config_key,
+            "build_args": " ".join(f"--build-arg {k}={v}" for k, v in sorted(arguments.items())),
+            "downloads": " ".join(DOWNLOAD_ARGUMENTS[self.recipe]),
+            "build_contexts": CHECKPOINT_CONTEXT if self.recipe.startswith("training-") else "",
+        }
+
+
+def builds() -> list[ImageBuild]:
+    """Every image the stacks can name that this repository builds."""
+    slurmd = software.recipe_pins("slurmd")
+    neuron = software.recipe_pins("training-neuron")
+    made = [
+        ImageBuild(
+            recipe="training-cuda",
+            variant=key,
+            repository=f"training-{key}",
+            config_key=f"trainer.images.{key}",
+            # The base is the key's default image (components/versions.py), so the bill of
+            # materials records what the build carries (components/software.py training_cuda).
+            bases={"BASE_IMAGE": software.DEFAULT_IMAGES[key].name},
+        )
+        for key in sorted(software.DEFAULT_IMAGES)
+    ]
+    made.append(
+        ImageBuild(
+            recipe="training-neuron",
+            variant="neuron",
+            repository="training-neuron",
+            config_key="trainer.images.neuron",
+            bases={"BASE_IMAGE": neuron["BASE_IMAGE"]},
+        )
+    )
+    made += [
+        ImageBuild(
+            recipe="slurmd",
+            variant="nvidia",
+            repository="slurmd-efa",
+            config_key="slurm.images.slurmdGpu",
+            bases={"SLURMD_IMAGE": slurmd["SLURMD_IMAGE"]},
+            arguments={"ROLE": "slurmd", "ACCELERATOR": "gpu"},
+        ),
+        ImageBuild(
+            recipe="slurmd",
+            variant="neuron",
+            repository="slurmd-neuron",
+            config_key="slurm.images.slurmdNeuron",
+            bases={"SLURMD_IMAGE": slurmd["SLURMD_IMAGE"]},
+            arguments={"ROLE": "slurmd", "ACCELERATOR": "neuron"},
+        ),
+        ImageBuild(
+            recipe="slurmd",
+            variant="login",
+            repository="slurm-login",
+            config_key="slurm.images.login",
+            bases={"LOGIN_IMAGE": slurmd["LOGIN_IMAGE"]},
+            arguments={"ROLE": "login", "ACCELERATOR": "gpu"},
+        ),
+    ]
+    return made
+
+
+def main(argv: Sequence[str]) -> int:
+    """``matrix``: print the workflow's matrix as JSON, or say which bases float (exit 1).
+
+    Args:
+        argv: the command's arguments (``matrix``).
+    """
+    if list(argv) != ["matrix"]:
+        print("usage: python -m components.image_builds matrix", file=sys.stderr)
+        return 2
+    planned = builds()
+    floating = [f"{b.repository}: {base}" for b in planned for base in b.floating_bases]
+    if floating:
+        print(
+            "refusing to build from bases pinned by tag only (pin each as "
+            "<repository>:<tag>@sha256:<digest> where the bill of materials keeps it: the "
+            "recipe's ARG default, or components/versions.py for the Trainer defaults):\n  "
+            + "\n  ".join(floating),
+            file=sys.stderr,
+        )
+        return 1
+    print(json.dumps({"include": [b.matrix_entry() for b in planned]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
