@@ -106,31 +106,23 @@ def builds() -> list[ImageBuild]:
             bases={"BASE_IMAGE": neuron["BASE_IMAGE"]},
         )
     )
+    # One recipe, three images: variant, repository, slurm.images key, base argument, ROLE,
+    # ACCELERATOR.
+    slurm_images = [
+        ("nvidia", "slurmd-efa", "slurmdGpu", "SLURMD_IMAGE", "slurmd", "gpu"),
+        ("neuron", "slurmd-neuron", "slurmdNeuron", "SLURMD_IMAGE", "slurmd", "neuron"),
+        ("login", "slurm-login", "login", "LOGIN_IMAGE", "login", "gpu"),
+    ]
     made += [
         ImageBuild(
             recipe="slurmd",
-            variant="nvidia",
-            repository="slurmd-efa",
-            config_key="slurm.images.slurmdGpu",
-            bases={"SLURMD_IMAGE": slurmd["SLURMD_IMAGE"]},
-            arguments={"ROLE": "slurmd", "ACCELERATOR": "gpu"},
-        ),
-        ImageBuild(
-            recipe="slurmd",
-            variant="neuron",
-            repository="slurmd-neuron",
-            config_key="slurm.images.slurmdNeuron",
-            bases={"SLURMD_IMAGE": slurmd["SLURMD_IMAGE"]},
-            arguments={"ROLE": "slurmd", "ACCELERATOR": "neuron"},
-        ),
-        ImageBuild(
-            recipe="slurmd",
-            variant="login",
-            repository="slurm-login",
-            config_key="slurm.images.login",
-            bases={"LOGIN_IMAGE": slurmd["LOGIN_IMAGE"]},
-            arguments={"ROLE": "login", "ACCELERATOR": "gpu"},
-        ),
+            variant=variant,
+            repository=repository,
+            config_key=f"slurm.images.{key}",
+            bases={base: slurmd[base]},
+            arguments={"ROLE": role, "ACCELERATOR": accelerator},
+        )
+        for variant, repository, key, base, role, accelerator in slurm_images
     ]
     return made
 
