@@ -66,6 +66,14 @@ class ImageBuild:
         """The bases named by tag alone, which a registry can move to other bytes."""
         return [f"{name}={ref}" for name, ref in self.bases.items() if not DIGEST.search(ref)]
 
+    @property
+    def downloads(self) -> tuple[str, ...]:
+        """The download locations this build needs (the Neuron ones only for Trainium)."""
+        names = DOWNLOAD_ARGUMENTS[self.recipe]
+        if self.recipe == "slurmd" and self.arguments.get("ACCELERATOR") != "neuron":
+            names = tuple(name for name in names if not name.startswith("NEURON_"))
+        return names
+
     def matrix_entry(self) -> dict[str, object]:
         """The entry of the workflow's matrix (``docker buildx build`` reads each field)."""
         arguments = {**self.bases, **self.arguments}
@@ -76,7 +84,7 @@ class ImageBuild:
             "tag": self.tag,
             "config_key": self.config_key,
             "build_args": " ".join(f"--build-arg {k}={v}" for k, v in sorted(arguments.items())),
-            "downloads": " ".join(DOWNLOAD_ARGUMENTS[self.recipe]),
+            "downloads": " ".join(self.downloads),
             "build_contexts": CHECKPOINT_CONTEXT if self.recipe.startswith("training-") else "",
         }
 

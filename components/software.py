@@ -383,7 +383,8 @@ def built_tag(recipe: str, variant: str) -> str:
     if recipe == "training-neuron":
         return f"sdk{pins['NEURON_SDK']}"
     if variant == "login":
-        return f"{reference_tag(pins['LOGIN_IMAGE'])}-{efa}"
+        # Slinky tags its login and slurmd images alike: "login" keeps the two builds apart.
+        return f"{reference_tag(pins['LOGIN_IMAGE'])}-login-{efa}"
     base = reference_tag(pins["SLURMD_IMAGE"])
     return f"{base}-{efa}" if variant == "nvidia" else f"{base}-sdk{pins['NEURON_SDK']}"
 

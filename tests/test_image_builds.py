@@ -18,6 +18,7 @@ from components.config import parse_platform_config
 from components.config.slurm import SlurmImagesConfig
 from components.config.trainer import RUNTIME_IMAGE_KEYS
 from components.image_builds import ImageBuild, builds
+from components.slurm import login_image
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests.config_problems import assert_reported
@@ -125,9 +126,11 @@ def test_the_workflow_plans_then_builds_every_entry_and_pushes_only_releases() -
     used = set(re.findall(r"matrix\.([a-z_]+)", WORKFLOW.read_text()))
     entry = builds()[0].matrix_entry()
     assert used <= set(entry), used - set(entry)
-    # Pushing is for release tags only; pull requests build and load.
+    # Pushing is for release tags only; pull requests only build.
     script = next(s["run"] for s in build["steps"] if s.get("name", "").startswith("Build"))
     assert "output=(--push)" in script and 'if [[ "$GITHUB_REF" == refs/tags/v* ]]' in script
+    # A tag already pushed is kept, not replaced by a rebuild's other bytes.
+    assert script.index("imagetools inspect") < script.index("output=(--push)")
     login = next(s for s in build["steps"] if s.get("name") == "Log in to the registry")
     assert login["if"] == "startsWith(github.ref, 'refs/tags/v')"
     assert workflow["permissions"] == {"contents": "read"}
@@ -145,6 +148,27 @@ def test_each_recipe_takes_the_download_arguments_the_plan_passes() -> None:
         text = (REPOSITORY_ROOT / "images" / recipe / "Dockerfile").read_text()
         declared = set(re.findall(r'^ARG ([A-Z_]+)=""$', text, flags=re.MULTILINE))
         assert declared == set(names), recipe
+        passed = {name for b in builds() if b.recipe == recipe for name in b.downloads}
+        assert passed == set(names), recipe
+    # The GPU and login builds need no Neuron repository (a project without Trainium has none).
+    for build in builds():
+        neuron = build.arguments.get("ACCELERATOR") == "neuron" or build.recipe == "training-neuron"
+        assert any(n.startswith("NEURON_") for n in build.downloads) == neuron, build.repository
+
+
+def test_the_plan_steps_exit_status_reaches_the_job() -> None:
+    (step,) = [s for s in _workflow()["jobs"]["plan"]["steps"] if s.get("id") == "plan"]
+    plan = ".venv/bin/python -m components.image_builds matrix"
+    assert plan in step["run"]
+
+    def status(script: str) -> int:
+        # GitHub runs a step's script with bash -e; the plan here refuses (exits 1).
+        return subprocess.run(["bash", "-eo", "pipefail", "-c", script.replace(plan, "exit 1")],
+                              env={"GITHUB_OUTPUT": "/dev/null"}, check=False,
+                              timeout=30).returncode  # fmt: skip
+
+    assert status(step["run"]) == 1
+    assert status(f'echo "matrix=$({plan})" >> "$GITHUB_OUTPUT"') == 0  # what it must not be
 
 
 # -- the recipe's login role ------------------------------------------------------------------
@@ -220,7 +244,7 @@ def _login_pod(result: StackResult) -> dict[str, Any]:
     return pod
 
 
-def test_login_pods_run_the_stacks_login_build_or_slinkys_own(
+def test_login_pods_run_the_stacks_login_build_else_slinkys_own(
     synthesized: dict[str, StackResult],
 ) -> None:
     prod = {c["name"]: c["image"] for c in _login_pod(synthesized["prod"])["spec"]["containers"]}
@@ -231,4 +255,7 @@ def test_login_pods_run_the_stacks_login_build_or_slinkys_own(
     assert prod["login"] == f"{repository}@{digest}"
     assert prod["accounts"] == prod["login"]
     dev = {c["name"]: c["image"] for c in _login_pod(synthesized["dev"])["spec"]["containers"]}
-    assert dev["login"].startswith("ghcr.io/slinkyproject/login:")
+    assert dev["login"] == stack_data("dev")["slurm"]["images"]["login"]  # by tag: as written
+    data = stack_data("dev")
+    data["slurm"]["images"].pop("login")
+    assert login_image(parse_platform_config(data)).startswith("ghcr.io/slinkyproject/login:")

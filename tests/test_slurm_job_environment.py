@@ -67,6 +67,30 @@ def test_the_task_prolog_puts_the_images_tools_first() -> None:
     assert _job_path("") == tools  # an empty PATH gains no stray ':' (the current directory)
 
 
+def _exports(env: dict[str, str], efa_device: Path) -> dict[str, str]:
+    script = task_prolog(job_tools_path(), efa_device=str(efa_device))
+    done = subprocess.run(["/bin/sh", "-c", script], env={"PATH": LOGIN_SHELL_PATH, **env},
+                          capture_output=True, text=True, check=True, timeout=30)  # fmt: skip
+    return dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in done.stdout.splitlines()
+        if line.startswith("export ")
+    )
+
+
+def test_tasks_on_efa_nodes_use_the_fabric_unless_the_job_chose(tmp_path: Path) -> None:
+    device = tmp_path / "uverbs0"
+    assert "NCCL_NET_PLUGIN" not in _exports({}, device)  # no EFA: NCCL's own transports
+    device.touch()
+    exports = _exports({}, device)
+    assert (exports["FI_PROVIDER"], exports["NCCL_NET_PLUGIN"]) == ("efa", "ofi")
+    assert "NCCL_NET_PLUGIN" not in _exports({"NCCL_NET_PLUGIN": "none"}, device)
+    # ofi: NCCL loads libnccl-net-ofi.so, which the GPU slurmd recipe requires and puts on the
+    # loader's path.
+    text = DOCKERFILE.read_text()
+    assert "libnccl-net-ofi.so" in text and "/etc/ld.so.conf.d/" in text
+
+
 def test_the_prologs_tools_are_the_images_own_path() -> None:
     text = DOCKERFILE.read_text()
     assert re.search(r"^ENV PATH=\$\{JOB_TOOLS_PATH\}:\$\{PATH\}$", text, re.MULTILINE)
