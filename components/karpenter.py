@@ -322,7 +322,13 @@ def karpenter_values(
             NodeOverlays (kubernetes-sigs/karpenter v1.14.1 pkg/cloudprovider/overlay/
             cloudprovider.go): pools with huge pages need it to scale at all.
     """
-    gates = {"reservedCapacity": True}
+    # nodeRepair (alpha): Karpenter replaces a node whose Ready condition stays False or
+    # Unknown (30 minutes) or whose accelerator health conditions fail. Without it a node that
+    # hangs while its instance runs keeps its pods Terminating forever, and a gang on it never
+    # restarts: JobSet deletes the failed Job in the foreground and BlockingRecreate waits for
+    # every pod (kubernetes-sigs/jobset v0.12.0 pkg/controllers/jobset_controller.go). Karpenter
+    # repairs nothing while more than 20% of a NodePool is unhealthy.
+    gates = {"reservedCapacity": True, "nodeRepair": True}
     if node_overlays:
         gates["nodeOverlay"] = True
     return with_system_placement(

@@ -1231,7 +1231,10 @@ class Storage(pulumi.ComponentResource):
                 description=f"{config.name}: a daily release task of the Lustre file system "
                 "could not start (its message in the queue says why); the path's space is not "
                 "freed until the next run",
-                metric=("AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum"),
+                # Messages sent, not messages waiting: nobody consumes the queue, so a waiting
+                # message would hold the alarm in ALARM for the queue's two weeks and hide every
+                # later failure. Scheduler's dead-letter delivery is a SendMessage, counted here.
+                metric=("AWS/SQS", "NumberOfMessagesSent", "Sum"),
                 dimensions={"QueueName": failures.name},
                 breached_when=("GreaterThanThreshold", 0, 1),
                 actions=lustre.alarm_actions,

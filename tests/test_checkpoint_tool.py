@@ -220,3 +220,22 @@ def test_the_tool_needs_only_the_standard_library_until_it_lists_s3() -> None:
         )
     }
     assert top_level - {"__future__"} <= set(sys.stdlib_module_names), top_level
+
+
+def test_prune_keeps_the_newest_committed_and_never_an_uncommitted_one(tmp_path: Path) -> None:
+    root = tmp_path / "job-1"
+    s3 = FakeS3()
+    for step in ("step-100", "step-200", "step-300", "step-400"):
+        directory = _checkpoint(root, step)
+        if step == "step-400":
+            continue  # still being written or waiting for export
+        for shard in directory.iterdir():
+            s3.export(f"checkpoints/ml-a/job-1/{step}/{shard.name}", shard)
+        assert tool.commit(directory, bucket="ckpt-bucket",
+                           prefix=f"checkpoints/ml-a/job-1/{step}/", lister=s3,
+                           timeout_seconds=0) == []  # fmt: skip
+    assert tool.main(["prune", str(root), "--keep", "2"]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["step-200", "step-300", "step-400"]
+    assert tool.latest(root) == root / "step-300"
+    assert tool.main(["prune", str(root), "--keep", "0"]) == 2  # never the last committed one
+    assert tool.prune(root, 5) == []

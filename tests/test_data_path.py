@@ -637,7 +637,13 @@ def test_the_release_role_starts_tasks_on_this_file_system_only(
         }
     # a run FSx refuses (another task running) is kept and alarmed on, not lost
     (alarm,) = [a for a in _records(result, ALARM) if a.name == "storage-lustre-release-failures"]
-    assert alarm.inputs["metricName"] == "ApproximateNumberOfMessagesVisible"
+    # each failed run fires it anew (a queue nobody reads would hold a "visible" alarm on)
+    assert (alarm.inputs["metricName"], alarm.inputs["statistic"]) == (
+        "NumberOfMessagesSent",
+        "Sum",
+    )
+    assert alarm.inputs["comparisonOperator"] == "GreaterThanThreshold"
+    assert alarm.inputs["threshold"] == 0 and alarm.inputs["evaluationPeriods"] == 1
     assert alarm.property_dependencies["dimensions"] == [failures.urn]
 
 

@@ -905,6 +905,13 @@ def test_karpenter_runs_with_node_overlays_where_pools_have_huge_pages(case: Sta
     assert case.run.of_type(OVERLAY)
 
 
+def test_karpenter_repairs_nodes_that_stay_not_ready(case: StackCase) -> None:
+    """A node that hangs while its instance runs holds its pods Terminating, and JobSet's
+    BlockingRecreate waits for them: only node repair (or a person) ends that."""
+    (release,) = [r for r in case.run.of_type(RELEASE) if r.name == "karpenter"]
+    assert release.inputs["values"]["settings"]["featureGates"]["nodeRepair"] is True
+
+
 def _user_data_parts(user_data: str) -> dict[str, str]:
     """Content type -> body of each part, parsed as cloud-init parses it (Python's email)."""
     message = email.message_from_string(user_data)

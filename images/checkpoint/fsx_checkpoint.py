@@ -12,7 +12,9 @@ The protocol (README, "A checkpoint is durable once committed"):
    then writes ``COMMITTED`` into it, a manifest of the files;
 3. on start, ``fsx-checkpoint latest $CHECKPOINT_DIR`` prints the newest directory whose
    ``COMMITTED`` manifest still matches its files, and the job resumes from it; nothing
-   printed (exit 1) means a fresh start.
+   printed (exit 1) means a fresh start;
+4. after a commit, ``fsx-checkpoint prune $CHECKPOINT_DIR --keep N`` deletes the older
+   committed directories from the file system (S3 keeps them: deletes are not exported).
 
 Export from the file system to S3 is asynchronous with no stated bound, and the file system
 lives in one zone: a checkpoint is durable only once S3 has every file of it. The S3 side of
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -181,13 +184,36 @@ def committed(directory: Path) -> dict[str, Any] | None:
     return manifest
 
 
-def latest(root: Path) -> Path | None:
-    """The newest committed directory directly under ``root`` (by commit time), or None."""
+def _committed_newest_first(root: Path) -> list[Path]:
+    """The committed directories directly under ``root``, newest commit first."""
     candidates = []
     for child in root.iterdir() if root.is_dir() else []:
         if child.is_dir() and (manifest := committed(child)) is not None:
             candidates.append((str(manifest.get("committed_at", "")), child.name, child))
-    return max(candidates)[2] if candidates else None
+    return [child for _, _, child in sorted(candidates, reverse=True)]
+
+
+def latest(root: Path) -> Path | None:
+    """The newest committed directory directly under ``root`` (by commit time), or None."""
+    found = _committed_newest_first(root)
+    return found[0] if found else None
+
+
+def prune(root: Path, keep: int) -> list[Path]:
+    """Delete from the file system all but the ``keep`` newest committed directories.
+
+    Release frees only files unread for ``releaseAfterDays``, and a checkpoint nobody reads
+    keeps its write time as its access time, so a job that checkpoints often fills the file
+    system unless it deletes old ones. Deletes are not exported (README, "Capacity"): S3 keeps
+    every checkpoint. Directories not committed are never touched (one may be in progress or
+    waiting for export). Returns what was deleted.
+    """
+    if keep < 1:
+        raise ValueError("keep at least the newest committed checkpoint")
+    doomed = _committed_newest_first(root)[keep:]
+    for directory in doomed:
+        shutil.rmtree(directory)
+    return doomed
 
 
 def botocore_lister(client: Any = None) -> Lister:
@@ -210,7 +236,7 @@ def botocore_lister(client: Any = None) -> Lister:
 
 
 def main(argv: list[str] | None = None, lister: Lister | None = None) -> int:
-    """The command line: ``commit DIR`` or ``latest ROOT``."""
+    """The command line: ``commit DIR``, ``latest ROOT`` or ``prune ROOT --keep N``."""
     parser = argparse.ArgumentParser(prog="fsx-checkpoint", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commit_command = commands.add_parser("commit", help="mark DIR committed once S3 holds it")
@@ -221,7 +247,19 @@ def main(argv: list[str] | None = None, lister: Lister | None = None) -> int:
     commit_command.add_argument("--poll", type=float, default=15.0, help="seconds between looks")
     latest_command = commands.add_parser("latest", help="print the newest committed directory")
     latest_command.add_argument("root", type=Path)
+    prune_command = commands.add_parser(
+        "prune", help="delete all but the newest committed directories from the file system"
+    )
+    prune_command.add_argument("root", type=Path)
+    prune_command.add_argument("--keep", type=int, required=True, help="how many to keep (>= 1)")
     args = parser.parse_args(argv)
+    if args.command == "prune":
+        if args.keep < 1:
+            print("fsx-checkpoint: --keep must be at least 1", file=sys.stderr)
+            return 2
+        for directory in prune(args.root, args.keep):
+            print(f"deleted {directory} (S3 keeps it)")
+        return 0
     if args.command == "latest":
         found = latest(args.root)
         if found is None:
