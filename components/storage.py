@@ -408,22 +408,34 @@ def free_capacity_threshold_bytes(lustre: LustreConfig) -> int:
     return lustre.storage_capacity_gib * 2**30 * lustre.free_capacity_alarm_percent // 100
 
 
-def _transition_rules(
+def current_version_rules(
     bucket: BucketConfig,
 ) -> list[aws.s3.BucketLifecycleConfigurationRuleArgsDict]:
-    """The lifecycle rule moving a bucket's current objects along its transitions (if any)."""
-    if not bucket.transitions:
-        return []
-    return [
-        {
-            "id": "transition-current-versions",
-            "status": "Enabled",
-            "filter": {},
-            "transitions": [
-                {"days": t.days, "storage_class": t.storage_class} for t in bucket.transitions
-            ],
-        }
-    ]
+    """The lifecycle rules of a bucket's current objects: its transitions and its expiry."""
+    rules: list[aws.s3.BucketLifecycleConfigurationRuleArgsDict] = []
+    if bucket.transitions:
+        rules.append(
+            {
+                "id": "transition-current-versions",
+                "status": "Enabled",
+                "filter": {},
+                "transitions": [
+                    {"days": t.days, "storage_class": t.storage_class} for t in bucket.transitions
+                ],
+            }
+        )
+    if bucket.current_version_retention_days is not None:
+        rules.append(
+            {
+                "id": "expire-current-versions",
+                "status": "Enabled",
+                "filter": {},
+                # On a versioned bucket expiry adds a delete marker: the object becomes a
+                # noncurrent version, which the noncurrent rule removes later.
+                "expiration": {"days": bucket.current_version_retention_days},
+            }
+        )
+    return rules
 
 
 def _alarm(
@@ -941,7 +953,7 @@ class Storage(pulumi.ComponentResource):
                         "noncurrent_days": bucket.noncurrent_version_retention_days
                     },
                 },
-                *_transition_rules(bucket),
+                *current_version_rules(bucket),
             ],
             stateful=stateful,
         )

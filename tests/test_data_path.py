@@ -23,7 +23,12 @@ from components.config import (
     PlatformConfig,
     parse_platform_config,
 )
-from components.storage import team_data_policy, team_prefixes, team_role_name
+from components.storage import (
+    current_version_rules,
+    team_data_policy,
+    team_prefixes,
+    team_role_name,
+)
 from components.teams import JOB_SERVICE_ACCOUNT
 from components.trainer import CheckpointLocation, runtime_spec
 from synth.run import StackResult
@@ -723,3 +728,21 @@ def test_the_fast_path_decision_uses_each_stacks_real_throughput() -> None:
         gigabytes = lustre.storage_capacity_gib / 1024 * lustre.throughput_per_tib / 1000
         shown = f"{gigabytes:.2f}" if gigabytes < 1 else f"{gigabytes:.1f}"
         assert f"{shown} GB/s" in section, (stack, shown)
+
+
+def test_a_bucket_may_expire_its_current_objects_after_its_transitions() -> None:
+    data = stack_data("prod")
+    index = [b["name"] for b in data["storage"]["buckets"]].index("checkpoints")
+    data["storage"]["buckets"][index]["currentVersionRetentionDays"] = 60  # before GLACIER_IR
+    assert_reported(data, f"platform.storage.buckets[{index}].currentVersionRetentionDays", 60,
+                    "more than 90 days, the last transition")  # fmt: skip
+    data["storage"]["buckets"][index]["currentVersionRetentionDays"] = 730
+    bucket = parse_platform_config(data).storage.buckets[index]
+    rules = {rule["id"]: rule for rule in current_version_rules(bucket)}
+    assert rules["expire-current-versions"]["expiration"] == {"days": 730}
+    assert "expire-current-versions" not in {
+        rule["id"]
+        for rule in current_version_rules(
+            parse_platform_config(stack_data("prod")).storage.buckets[index]
+        )
+    }  # unset: kept until someone deletes it

@@ -194,6 +194,16 @@ class BucketConfig(StrictModel):
         description="Lifecycle transitions of current objects, in S3's order of classes (old "
         "checkpoints to GLACIER_IR, say). Default: none (all STANDARD).",
     )
+    current_version_retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=36500,
+        description="Days after it is written that S3 expires an object (it becomes an old "
+        "version, kept noncurrentVersionRetentionDays more, then goes). Deletes on the file "
+        "system are not exported, and team roles cannot delete, so without it a bucket of "
+        "checkpoints only grows. Later than every transition. Default: none (kept until "
+        "someone deletes it).",
+    )
     team_access: bool = Field(
         default=False,
         description="Each team's job role reads and writes <team>/ of this bucket directly "
@@ -810,6 +820,14 @@ def _transition_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 [f"{c}@{d}" for c, d in zip(classes, days, strict=True)],
                 "each class once, later days for later classes, in S3's order "
                 + " < ".join(STORAGE_CLASS_ORDER),
+            )
+        expiry = bucket.current_version_retention_days
+        if expiry is not None and days and expiry <= max(days):
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.storage.buckets[{index}].currentVersionRetentionDays",
+                expiry,
+                f"more than {max(days)} days, the last transition (an object would go before "
+                "it moves)",
             )
         for position, transition in enumerate(bucket.transitions):
             where = f"{base}[{position}]"
