@@ -79,7 +79,12 @@ def test_commit_waits_for_every_shard_then_writes_the_manifest(tmp_path: Path) -
                           timeout_seconds=60, poll_seconds=5, sleep=sleep)  # fmt: skip
     assert pending == [] and waits == [5]
     manifest = json.loads((directory / "COMMITTED").read_text())
-    assert manifest["files"] == {"shard-0.pt": 100, "shard-1.pt": 101}
+    assert {name: f["size"] for name, f in manifest["files"].items()} == {
+        "shard-0.pt": 100, "shard-1.pt": 101
+    }  # fmt: skip
+    assert (
+        manifest["files"]["shard-1.pt"]["mtime_ns"] == (directory / "shard-1.pt").stat().st_mtime_ns
+    )
     assert manifest["s3"] == f"s3://ckpt-bucket/{PREFIX}"
     assert not (directory / ".COMMITTED.partial").exists()
 
@@ -239,3 +244,30 @@ def test_prune_keeps_the_newest_committed_and_never_an_uncommitted_one(tmp_path:
     assert tool.latest(root) == root / "step-300"
     assert tool.main(["prune", str(root), "--keep", "0"]) == 2  # never the last committed one
     assert tool.prune(root, 5) == []
+
+
+def _committed_step(root: Path, step: str, s3: Any) -> Path:
+    directory = _checkpoint(root, step)
+    for shard in directory.iterdir():
+        s3.export(f"checkpoints/ml-a/job-1/{step}/{shard.name}", shard)
+    assert tool.commit(directory, bucket="ckpt-bucket", prefix=f"checkpoints/ml-a/job-1/{step}/",
+                       lister=s3, timeout_seconds=0) == []  # fmt: skip
+    return directory
+
+
+def test_latest_is_the_latest_step_whatever_order_the_commits_finished_in(tmp_path: Path) -> None:
+    root, s3 = tmp_path / "job-1", FakeS3()
+    _committed_step(root, "step-1000", s3)
+    _committed_step(root, "step-900", s3)  # its export was slower: committed last
+    assert tool.latest(root) == root / "step-1000"
+
+
+def test_a_committed_step_rewritten_in_place_is_no_longer_committed(tmp_path: Path) -> None:
+    root, s3 = tmp_path / "job-1", FakeS3()
+    _committed_step(root, "step-100", s3)
+    directory = _committed_step(root, "step-200", s3)
+    shard = directory / "shard-0.pt"
+    stamp = shard.stat().st_mtime_ns
+    shard.write_bytes(b"x" * shard.stat().st_size)  # the job writes step-200 again, same size
+    os.utime(shard, ns=(stamp + 10**9, stamp + 10**9))
+    assert tool.latest(root) == root / "step-100"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -163,7 +164,12 @@ def commit(
         # timezone.utc, not datetime.UTC (3.11): the images' Python may be older
         "committed_at": datetime.now(timezone.utc).isoformat(),  # noqa: UP017
         "s3": f"s3://{bucket}/{prefix}",
-        "files": {name: status.st_size for name, status in sorted(files.items())},
+        # Size and modification time: a file rewritten in place later (a job that resumed
+        # from an older step and writes this step again) no longer matches, even at its size.
+        "files": {
+            name: {"size": status.st_size, "mtime_ns": status.st_mtime_ns}
+            for name, status in sorted(files.items())
+        },
     }
     partial = directory / f".{MARKER}.partial"
     partial.write_text(json.dumps(manifest, indent=1) + "\n")
@@ -177,24 +183,37 @@ def committed(directory: Path) -> dict[str, Any] | None:
         manifest: dict[str, Any] = json.loads((directory / MARKER).read_text())
     except (OSError, ValueError):
         return None
-    for name, size in manifest.get("files", {}).items():
+    for name, recorded in manifest.get("files", {}).items():
         path = directory / name
-        if not path.is_file() or path.stat().st_size != size:
+        if not path.is_file():
+            return None
+        status = path.stat()
+        # Manifests of earlier versions of this tool recorded the size alone.
+        size, mtime_ns = (recorded, None) if isinstance(recorded, int) else (
+            recorded.get("size"), recorded.get("mtime_ns"))  # fmt: skip
+        if status.st_size != size or (mtime_ns is not None and status.st_mtime_ns != mtime_ns):
             return None
     return manifest
 
 
+def _step_order(name: str) -> tuple[object, ...]:
+    """A directory name in natural order (``step-900`` before ``step-1000``)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
 def _committed_newest_first(root: Path) -> list[Path]:
-    """The committed directories directly under ``root``, newest commit first."""
-    candidates = []
-    for child in root.iterdir() if root.is_dir() else []:
-        if child.is_dir() and (manifest := committed(child)) is not None:
-            candidates.append((str(manifest.get("committed_at", "")), child.name, child))
-    return [child for _, _, child in sorted(candidates, reverse=True)]
+    """The committed directories directly under ``root``, the latest step first.
+
+    By name (``step-000100``, the protocol's naming), not by commit time: commits run in the
+    background and may finish out of order (a slow shard's export).
+    """
+    found = [c for c in (root.iterdir() if root.is_dir() else []) if c.is_dir()]
+    return sorted((c for c in found if committed(c) is not None),
+                  key=lambda c: _step_order(c.name), reverse=True)  # fmt: skip
 
 
 def latest(root: Path) -> Path | None:
-    """The newest committed directory directly under ``root`` (by commit time), or None."""
+    """The committed directory of the latest step directly under ``root``, or None."""
     found = _committed_newest_first(root)
     return found[0] if found else None
 
