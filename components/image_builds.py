@@ -30,7 +30,13 @@ DOWNLOAD_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
         "NEURON_APT_KEY_URL",
         "NEURON_PIP_INDEX",
     ),
-    "slurmd": ("EFA_INSTALLER_URL", "NEURON_APT_REPO", "NEURON_APT_KEY_URL"),
+    "slurmd": (
+        "EFA_INSTALLER_URL",
+        "NEURON_APT_REPO",
+        "NEURON_APT_KEY_URL",
+        "CUDA_APT_REPO",
+        "CUDA_APT_KEY_URL",
+    ),
 }
 """Download locations each recipe takes as build arguments (from AWS's documentation; the
 workflow passes them from repository variables, never from this repository)."""
@@ -68,10 +74,14 @@ class ImageBuild:
 
     @property
     def downloads(self) -> tuple[str, ...]:
-        """The download locations this build needs (the Neuron ones only for Trainium)."""
+        """The download locations this build needs.
+
+        Of Slurm's, Neuron's for Trainium images, CUDA's for GPU and login images.
+        """
         names = DOWNLOAD_ARGUMENTS[self.recipe]
-        if self.recipe == "slurmd" and self.arguments.get("ACCELERATOR") != "neuron":
-            names = tuple(name for name in names if not name.startswith("NEURON_"))
+        if self.recipe == "slurmd":
+            unused = "CUDA_" if self.arguments.get("ACCELERATOR") == "neuron" else "NEURON_"
+            names = tuple(name for name in names if not name.startswith(unused))
         return names
 
     def matrix_entry(self) -> dict[str, object]:

@@ -317,8 +317,10 @@ def training_neuron() -> ImageSoftware:
 def slurmd(accelerator: str) -> ImageSoftware:
     """``images/slurmd`` for a pool of ``accelerator`` (``nvidia`` or ``neuron``).
 
-    Jobs bring their own framework (a virtualenv or container on /fsx): on GPU pools CUDA and
-    NCCL are the job's, the image carries the EFA user space and the NCCL plugin.
+    Jobs bring their own framework (a virtualenv or container on /fsx). GPU images carry the
+    EFA user space, the NCCL plugin, and the CUDA runtime and NCCL of the default PyTorch image
+    (for programs outside a Python environment, and the NCCL the plugin needs), checked
+    against the AMI's driver like any framework image's.
     """
     pins = recipe_pins("slurmd")
     common = ImageSoftware(
@@ -328,7 +330,13 @@ def slurmd(accelerator: str) -> ImageSoftware:
         framework=False,
     )
     if accelerator == "nvidia":
-        return replace(common, aws_ofi_nccl=pins["AWS_OFI_NCCL_VERSION"])
+        return replace(
+            common,
+            aws_ofi_nccl=pins["AWS_OFI_NCCL_VERSION"],
+            framework=True,
+            cuda=pins["CUDA_VERSION"],
+            nccl=pins["NCCL_VERSION"],
+        )
     return replace(
         common,
         neuron_runtime=pins["NEURON_RUNTIME_LIB_VERSION"],

@@ -30,7 +30,8 @@ def test_slurm_recipe_builds_on_the_pinned_slinky_images(argument: str, image: s
 @pytest.mark.parametrize(
     ("recipe", "locations"),
     [
-        ("slurmd", ("EFA_INSTALLER_URL", "NEURON_APT_REPO", "NEURON_APT_KEY_URL")),
+        ("slurmd", ("EFA_INSTALLER_URL", "NEURON_APT_REPO", "NEURON_APT_KEY_URL",
+                    "CUDA_APT_REPO", "CUDA_APT_KEY_URL")),
         ("training-cuda", ("EFA_INSTALLER_URL",)),
         ("training-neuron",
          ("EFA_INSTALLER_URL", "NEURON_APT_REPO", "NEURON_APT_KEY_URL", "NEURON_PIP_INDEX")),

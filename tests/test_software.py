@@ -165,9 +165,9 @@ def test_nccl_older_than_the_plugin_supports_is_refused() -> None:
     assert "2.17.1" in problem
 
 
-def test_slurmd_gpu_carries_the_plugin_and_leaves_cuda_to_the_job() -> None:
+def test_slurmd_gpu_carries_the_plugin_on_a_distribution_it_is_released_for() -> None:
     image = software.slurmd("nvidia")
-    assert image.aws_ofi_nccl == "1.18.0" and image.cuda is None
+    assert image.aws_ofi_nccl == "1.18.0"
     assert software.image_problems(image, CATALOG["p5en.48xlarge"], efa=True, ami=AMI) == []
     on_26_04 = replace(image, os="ubuntu26.04")
     (problem,) = software.image_problems(on_26_04, CATALOG["p5.48xlarge"], efa=True, ami=AMI)
@@ -186,6 +186,24 @@ _SHARED_PINS = {
     "NEURON_SDK": ("training-neuron", "slurmd"),
     "BOTOCORE_VERSION": ("training-cuda", "training-neuron"),
 }
+
+
+def test_slurms_gpu_images_carry_the_default_pytorch_images_cuda_and_nccl() -> None:
+    """Issue 21 point 6: CUDA and NCCL on the GPU slurmd and login images, at the versions the
+    bill of materials states for the framework images (one NCCL across Trainer and Slurm)."""
+    pins = software.recipe_pins("slurmd")
+    torch = software.DEFAULT_IMAGES["torch"]
+    assert (pins["CUDA_VERSION"], pins["NCCL_VERSION"]) == (torch.cuda, torch.nccl)
+    gpu = software.slurmd("nvidia")
+    assert (gpu.cuda, gpu.nccl, gpu.framework) == (torch.cuda, torch.nccl, True)
+    # and so the driver rules apply to it: an AMI too old for its CUDA refuses it
+    old = replace(software.AMI_RELEASES[versions.DEFAULT_AMI_ALIAS], nvidia_driver="535.0.0")
+    problems = software.image_problems(gpu, CATALOG["p5.48xlarge"], efa=True, ami=old)
+    assert any("needs NVIDIA driver" in problem for problem in problems), problems
+    assert not software.image_problems(
+        gpu, CATALOG["p5.48xlarge"], efa=True,
+        ami=software.AMI_RELEASES[versions.DEFAULT_AMI_ALIAS],
+    )  # fmt: skip
 
 
 def test_the_images_botocore_is_the_one_the_checkpoint_tool_is_tested_with() -> None:
