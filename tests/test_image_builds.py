@@ -259,3 +259,61 @@ def test_login_pods_run_the_stacks_login_build_else_slinkys_own(
     data = stack_data("dev")
     data["slurm"]["images"].pop("login")
     assert login_image(parse_platform_config(data)).startswith("ghcr.io/slinkyproject/login:")
+
+
+def _vendor_run() -> str:
+    """The recipe's RUN that installs the accelerator's user space from its vendor's apt."""
+    runs = [r for r in _runs_of(SLURM_RECIPE) if "/etc/apt/sources.list.d/${name}.list" in r]
+    assert len(runs) == 1
+    return runs[0]
+
+
+def _runs_of(recipe: Path) -> list[str]:
+    runs: list[str] = []
+    current: list[str] | None = None
+    for line in recipe.read_text().splitlines():
+        stripped = line.strip()
+        if current is None:
+            if not stripped.startswith("RUN "):
+                continue
+            current, stripped = [], stripped.removeprefix("RUN ")
+        elif stripped.startswith("#"):
+            continue
+        current.append(stripped.removesuffix("\\"))
+        if not stripped.endswith("\\"):
+            runs.append(" ".join(current))
+            current = None
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "expected"),
+    [("gpu", ["cuda-cudart-13-0", "libnccl2=2.29.7-1+cuda13.0", "libnccl-dev=2.29.7-1+cuda13.0"]),
+     ("neuron", ["aws-neuronx-runtime-lib=2.33.10.0*", "aws-neuronx-collectives=2.33.10.0*",
+                 "aws-neuronx-tools=2.31.15.0*"])],
+)  # fmt: skip
+def test_the_recipe_installs_the_accelerators_pinned_user_space(
+    tmp_path: Path, accelerator: str, expected: list[str]
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("curl", "gpg", "apt-get", "ldconfig"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {tmp_path}/calls\n')
+        (bin_dir / tool).chmod(0o755)
+    script = (_vendor_run().replace("/usr/share/keyrings/", f"{tmp_path}/")
+              .replace("/etc/apt/sources.list.d/", f"{tmp_path}/").replace("/var/lib/apt/lists/", f"{tmp_path}/lists/"))  # fmt: skip
+    pins = software.recipe_pins("slurmd")
+    name = "CUDA" if accelerator == "gpu" else "NEURON"
+    # Docker defines every ARG, the download locations as "" unless given.
+    downloads = dict.fromkeys(image_builds.DOWNLOAD_ARGUMENTS["slurmd"], "")
+    env = {**pins, **downloads, "PATH": f"{bin_dir}:/usr/bin:/bin", "ACCELERATOR": accelerator}
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env,
+                            capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
+    assert result.returncode == 1 and f"set {name}_APT_REPO" in result.stderr
+    env |= {f"{name}_APT_REPO": "https://vendor.example/repo /", f"{name}_APT_KEY_URL": "k"}
+    subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, check=True, timeout=30)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    install = next(c for c in calls if c.startswith("apt-get install"))
+    assert install.split()[4:] == expected
+    source = (tmp_path / f"{name.lower()}.list").read_text()
+    assert source.strip().endswith("https://vendor.example/repo /")
