@@ -390,9 +390,10 @@ def login_set_pods(
     )
     pull = values.get("imagePullPolicy") or chart.get("imagePullPolicy", "IfNotPresent")
     # The chart names the Controller (the loginset's controllerRef) after its full name; sackd
-    # fetches its config from the controller's service, <name>.<namespace> (common.go,
-    # ConfiglessArgs; controller_keys.go, ServiceFQDNShort).
-    controller = f"{full_name}.{namespace}"
+    # fetches its config from the controller's service, <name>-controller.<namespace>
+    # (common.go, ConfiglessArgs; api/v1beta1/controller_keys.go, ServiceKey is Key, which
+    # appends "-controller"; ServiceFQDNShort).
+    controller = f"{full_name}-controller.{namespace}"
     sssd_ref = (values.get("sssd") or {}).get("secretRef") or {}
     sssd = (sssd_ref.get("name") or f"{full_name}-sssd-conf", sssd_ref.get("key") or "sssd.conf")
     for key, entry in (values.get("loginsets") or {}).items():

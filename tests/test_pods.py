@@ -164,7 +164,9 @@ def test_the_login_pod_is_the_operators_login_container_with_the_stacks_values(
         v["name"] for v in pod["spec"]["volumes"]
     }
     assert login["image"] == "{repository}:{tag}".format(**values["login"]["image"])
-    assert {"name": "SACKD_OPTIONS", "value": "--conf-server slurm.slurm:6817"} in login["env"]
+    # sackd asks the controller's Service, which the operator names <controller>-controller
+    sackd = {"name": "SACKD_OPTIONS", "value": "--conf-server slurm-controller.slurm:6817"}
+    assert sackd in login["env"]
     mounts = {m["mountPath"]: m for m in login["volumeMounts"]}
     assert mounts["/etc/sssd/sssd.conf"]["subPath"] == "sssd.conf"
     assert mounts["/root/.ssh/authorized_keys"]["readOnly"] is True
