@@ -15,6 +15,7 @@ a cluster ``lookup`` and regenerate them whenever that lookup sees nothing.
 
 from __future__ import annotations
 
+import copy
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -71,6 +72,8 @@ DATABASE_NAME: Final = "slurm_acct_db"
 DATABASE_USER: Final = "slurm"
 DATABASE_PORT: Final = 3306
 DATABASE_PASSWORD_KEY: Final = "password"
+MYSQL_UID: Final = 999
+"""The ``mysql`` user (and group) of the MariaDB image, as which the server runs."""
 DATABASE_ROOT_PASSWORD_KEY: Final = "root-password"
 STATE_STORAGE_CLASS: Final = "slurm-retained"
 """Encrypted gp3 of slurmctld's state and the accounting database. It keeps its volumes when
@@ -106,6 +109,55 @@ PRIVILEGED_NAMESPACE: Final = {
 GRES_NAMES: Final = {GPU_RESOURCE: "gpu", NEURON_RESOURCE: "neuron"}
 """Slurm GRES name of each accelerator resource."""
 NEURON_DEVICE_FILES: Final = "/dev/neuron"
+
+
+LOG_SIDECAR_RESOURCES: Final = {
+    "requests": {"cpu": "10m", "memory": "32Mi"},
+    "limits": {"memory": "64Mi"},
+}
+"""The operator's log sidecar (and the login set's initconf): one shell loop over one file."""
+SLURMCTLD_RESOURCES: Final = {
+    "requests": {"cpu": "500m", "memory": "2Gi"},
+    "limits": {"memory": "2Gi"},
+}
+"""slurmctld keeps every node, partition and queued job in memory; a few GiB hold tens of
+thousands of jobs. No CPU limit: a throttled slurmctld answers every client late (its RPCs time
+out), and it has the general pool's node to share with services that request what they use."""
+SLURMRESTD_RESOURCES: Final = {
+    "requests": {"cpu": "100m", "memory": "256Mi"},
+    "limits": {"memory": "512Mi"},
+}
+"""slurmrestd turns slurmctld's and slurmdbd's answers into JSON, one request at a time per
+connection; the operator's controllers are its main clients."""
+SLURMDBD_RESOURCES: Final = {
+    "requests": {"cpu": "250m", "memory": "512Mi"},
+    "limits": {"memory": "1Gi"},
+}
+"""slurmdbd holds little itself (the database does the work); its rollups and large ``sacct``
+answers pass through it."""
+SERVICE_POD_SECURITY: Final = {"seccompProfile": RUNTIME_DEFAULT_SECCOMP}
+"""Pod-level security of Slurm's daemons, merged over the operator's non-root user and group
+(slurm-operator v1.2.1 internal/builder/common/pod_template.go, BuildPodTemplate)."""
+SCRATCH_VOLUME: Final = {"name": "tmp", "emptyDir": {}}
+SCRATCH_MOUNT: Final = {"name": "tmp", "mountPath": "/tmp"}
+"""A writable ``/tmp`` beside a read-only root: slurmctld's image keeps supervisord's pid file
+and the socket slurmctld notifies readiness on there (SlinkyProject/containers
+schedmd/slurm/26.05 files/etc/supervisor/supervisord.conf and conf.d/slurmctld.conf), and the
+MariaDB server its temporary files."""
+
+
+def read_only_context() -> dict[str, Any]:
+    """A daemon's container security context: :func:`hardened_container_context`, read-only root.
+
+    Slurm's daemons write only to the operator's volumes (``/run``, the state, the log pipe)
+    and slurmctld also to :data:`SCRATCH_MOUNT`; each runs as its image's unprivileged user
+    (``slurm``, ``nobody``), which needs no capability. Slinky v1.2.1 drops the ``false`` of
+    ``allowPrivilegeEscalation`` from the containers it builds (it prunes every false value of
+    a resource's container before merging: internal/utils/structutils/kube.go, removeEmpty),
+    so only mariadb-operator's pod and the containers a pod spec adds get it; it stays here
+    for the day the operator keeps it.
+    """
+    return {**hardened_container_context(), "readOnlyRootFilesystem": True}
 
 
 def slinky_image(component: str) -> dict[str, str]:
@@ -496,11 +548,8 @@ def nodeset_spec(
         # v1.2.1 internal/builder/common/common.go, LogfileContainer): it reads one file.
         "logfile": {
             "image": versions.SIDECAR_IMAGE,
-            "resources": {
-                "requests": {"cpu": "10m", "memory": "32Mi"},
-                "limits": {"memory": "64Mi"},
-            },
-            "securityContext": {**hardened_container_context(), "readOnlyRootFilesystem": True},
+            "resources": copy.deepcopy(LOG_SIDECAR_RESOURCES),
+            "securityContext": read_only_context(),
         },
         "template": {
             "metadata": {
@@ -622,10 +671,7 @@ def login_set_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]
         # Copies and chowns a few config files (the operator's initconf.sh).
         "initconf": {
             "image": sidecar_image(),
-            "resources": {
-                "requests": {"cpu": "10m", "memory": "32Mi"},
-                "limits": {"memory": "64Mi"},
-            },
+            "resources": copy.deepcopy(LOG_SIDECAR_RESOURCES),
             "securityContext": dropped,
         },
         "rootSshAuthorizedKeys": "\n".join(login.ssh_authorized_keys) + "\n",
@@ -647,6 +693,11 @@ def login_set_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]
             },
         },
     }
+
+
+def _service_pod_spec() -> dict[str, Any]:
+    """The chart's ``podSpec`` of Slurm's daemons: the general pool, RuntimeDefault seccomp."""
+    return {**SERVICE_PLACEMENT, "securityContext": copy.deepcopy(SERVICE_POD_SECURITY)}
 
 
 def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
@@ -684,10 +735,26 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
                 {ns.pool: ns.max_nodes for ns in slurm.node_sets}, slurm.default_partition_pool
             ),
         },
+        # Each daemon hardened and sized (the chart sets no resources), its pod under the
+        # RuntimeDefault seccomp profile; the operator runs them as non-root users and mounts
+        # no service account token (slurm-operator v1.2.1 internal/builder/controllerbuilder/
+        # controller_app.go, restapibuilder/restapi_app.go, accountingbuilder/
+        # accounting_app.go).
         "controller": {
-            "slurmctld": {"image": slinky_image("slurmctld")},
+            "slurmctld": {
+                "image": slinky_image("slurmctld"),
+                "resources": copy.deepcopy(SLURMCTLD_RESOURCES),
+                "securityContext": read_only_context(),
+                "volumeMounts": [dict(SCRATCH_MOUNT)],
+            },
+            # The operator adds this sidecar only with inplaceReconfigure, which stays off
+            # (the chart's default): a new config restarts slurmctld's pod instead.
             "reconfigure": {"image": slinky_image("slurmctld")},
-            "logfile": {"image": sidecar_image()},
+            "logfile": {
+                "image": sidecar_image(),
+                "resources": copy.deepcopy(LOG_SIDECAR_RESOURCES),
+                "securityContext": read_only_context(),
+            },
             "persistence": {
                 "enabled": True,
                 "storageClassName": STATE_STORAGE_CLASS,
@@ -700,16 +767,26 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
             # autoscaler's demand (components/autoscaling.py).
             "metrics": {"enabled": True, "serviceMonitor": {"enabled": True}},
             "metadata": {"annotations": dict(DO_NOT_DISRUPT)},
-            "podSpec": dict(SERVICE_PLACEMENT),
+            "podSpec": {**_service_pod_spec(), "volumes": [dict(SCRATCH_VOLUME)]},
         },
         "restapi": {
             "replicas": slurm.rest_api_replicas,
-            "slurmrestd": {"image": slinky_image("slurmrestd")},
-            "podSpec": dict(SERVICE_PLACEMENT),
+            "slurmrestd": {
+                "image": slinky_image("slurmrestd"),
+                "resources": copy.deepcopy(SLURMRESTD_RESOURCES),
+                "securityContext": read_only_context(),
+            },
+            "podSpec": _service_pod_spec(),
         },
         "accounting": {
             "enabled": accounting,
-            "slurmdbd": {"image": slinky_image("slurmdbd")},
+            # No liveness probe: slurmdbd converts its tables after a Slurm upgrade before it
+            # listens, for as long as that takes; a kubelet restart midway starts it over.
+            "slurmdbd": {
+                "image": slinky_image("slurmdbd"),
+                "resources": copy.deepcopy(SLURMDBD_RESOURCES),
+                "securityContext": read_only_context(),
+            },
             "storageConfig": {
                 "host": DATABASE_HOST,
                 "port": DATABASE_PORT,
@@ -717,7 +794,7 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
                 "username": DATABASE_USER,
                 "passwordKeyRef": {"name": DATABASE_HOST, "key": DATABASE_PASSWORD_KEY},
             },
-            "podSpec": dict(SERVICE_PLACEMENT),
+            "podSpec": _service_pod_spec(),
         },
         "loginsets": {LOGIN_SET: login_set_values(config, vpc_cidr=vpc_cidr)},
         **directory_values,
@@ -806,6 +883,22 @@ def mariadb_spec(storage_gib: int, *, protect: bool) -> dict[str, Any]:
             "requests": {"cpu": "500m", "memory": "2Gi"},
             "limits": {"memory": "2Gi"},
         },
+        # The server as the image's mysql user, as mariadb-operator runs it by default (a
+        # podSecurityContext replaces the operator's whole: v26.6.0 pkg/builder/
+        # securitycontext_builder.go, buildPodSecurityContextWithUserGroup), under
+        # RuntimeDefault seccomp, with no capability and a read-only root: it writes its data
+        # volume, its socket and lock under /run/mysqld and temporary files under /tmp
+        # (MariaDB/mariadb-docker 11.8 Dockerfile and docker-entrypoint.sh).
+        "podSecurityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": MYSQL_UID,
+            "runAsGroup": MYSQL_UID,
+            "fsGroup": MYSQL_UID,
+            "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
+        },
+        "securityContext": read_only_context(),
+        "volumes": [dict(SCRATCH_VOLUME), {"name": "run", "emptyDir": {}}],
+        "volumeMounts": [dict(SCRATCH_MOUNT), {"name": "run", "mountPath": "/run/mysqld"}],
         "podMetadata": {"annotations": dict(DO_NOT_DISRUPT)},
         **SERVICE_PLACEMENT,
     }

@@ -20,13 +20,22 @@ so that what a scanner (or a reviewer) reads is what would run:
   BPF, NET_ADMIN, SYS_ADMIN and SYS_NICE and probed on /livez and /readyz, the logfile
   sidecar) merged with the NodeSet's own template and ``slurmd`` fields as the operator merges
   them (:func:`strategic_merge`). The operator's own volumes (its slurm.conf and auth key) are
-  shown by name only; their sources are its own.
+  shown by name only; their sources are its own;
+* Slurm's daemons (from the ``slurm`` chart's ``controller``, ``restapi`` and ``accounting``
+  values, coalesced and written into Controller, RestApi and Accounting resources as
+  templates/{controller,restapi,accounting}/*-cr.yaml render them): the operator's slurmctld,
+  slurmrestd and slurmdbd pods (internal/builder/controllerbuilder/controller_app.go,
+  restapibuilder/restapi_app.go, accountingbuilder/accounting_app.go), merged with the
+  values' containers and pod spec as internal/builder/common/container.go and pod_template.go
+  merge them (:func:`operator_container`, :func:`operator_pod_spec`);
+* MariaDB resources: the server pod mariadb-operator v26.6.0 puts in their StatefulSet
+  (:mod:`synth.mariadb_pod`).
 
 Deployments, DaemonSets and StatefulSets the stack writes as manifests are scanned as they are.
 What a TrainJob changes in its pods (``trainer.image``, ``runtimePatches``, which may set
 security contexts, volumes and service accounts) is the job's, not the platform's, and shows
 here only as far as Pod Security ``baseline`` bounds it at admission. The other Helm releases'
-pods (Slurm's controller, the device plugins, the controllers) are not derived yet.
+pods (the device plugins, the controllers and operators) are not derived yet.
 """
 
 from __future__ import annotations
@@ -35,11 +44,21 @@ import copy
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from components.slurm import LOGIN_SSH_PORT, SLURM_APP_LABEL, SLURMCTLD_PORT, SLURMD_PORT
+from components.slurm import (
+    LOGIN_SSH_PORT,
+    MARIADB_API,
+    SLURM_APP_LABEL,
+    SLURMCTLD_PORT,
+    SLURMD_PORT,
+    SLURMDBD_PORT,
+    SLURMRESTD_PORT,
+)
 from components.slurm import RELEASE as SLURM_RELEASE
+from synth.mariadb_pod import mariadb_pod_template
 
 RUNTIME_KINDS: Final = ("TrainingRuntime", "ClusterTrainingRuntime")
 NODE_SET_KIND: Final = "NodeSet"
+MARIADB_KIND: Final = (MARIADB_API, "MariaDB")
 RUNTIME_NAMESPACE: Final = "kubeflow-system"
 """Where a ClusterTrainingRuntime's pods would be shown (each job's own namespace, in truth)."""
 
@@ -152,7 +171,7 @@ def _joined(base: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dic
     names = [str(c.get("name")) for c in joined]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ValueError(f"the node set's pod would have two containers named {duplicates}")
+        raise ValueError(f"the pod would have two containers named {duplicates}")
     return joined
 
 
@@ -213,12 +232,7 @@ def node_set_pod(node_set: Mapping[str, Any]) -> dict[str, Any]:
     }
     slurmd = strategic_merge(slurmd_base, _cleaned(copy.deepcopy(dict(spec.get("slurmd") or {}))))
     logfile = strategic_merge(
-        {
-            "name": "logfile",
-            "restartPolicy": "Always",
-            "volumeMounts": [{"name": "slurm-logfile", "mountPath": "/var/log/slurm"}],
-        },
-        _cleaned(copy.deepcopy(dict(spec.get("logfile") or {}))),
+        _logfile_container("slurmd.log"), _cleaned(copy.deepcopy(dict(spec.get("logfile") or {})))
     )
     base_spec = {
         "automountServiceAccountToken": False,
@@ -369,6 +383,19 @@ def _login_volumes(name: str, full_name: str, sssd: tuple[str, str]) -> list[dic
     ]
 
 
+def _full_name(release: Mapping[str, Any]) -> str:
+    """The chart's ``slurm.fullname`` (helm/slurm/templates/_helpers.tpl).
+
+    ``fullnameOverride``, else the release's name, with ``-slurm`` unless it holds it.
+
+    Args:
+        release: the Helm release as ``helm/<release>.yaml`` has it.
+    """
+    override = (release.get("values") or {}).get("fullnameOverride")
+    name = str(release["release"])
+    return str(override) if override else (name if "slurm" in name else f"{name}-slurm")
+
+
 def login_set_pods(
     release: Mapping[str, Any], chart_defaults: Mapping[str, Any] | None = None
 ) -> Iterator[dict[str, Any]]:
@@ -385,14 +412,13 @@ def login_set_pods(
     chart = chart_defaults or {}
     defaults = dict(chart.get("loginsetDefaults") or {})
     namespace = str(release.get("namespace"))
-    full_name = values.get("fullnameOverride") or (
-        release["release"] if "slurm" in release["release"] else f"{release['release']}-slurm"
-    )
+    full_name = _full_name(release)
     pull = values.get("imagePullPolicy") or chart.get("imagePullPolicy", "IfNotPresent")
     # The chart names the Controller (the loginset's controllerRef) after its full name; sackd
-    # fetches its config from the controller's service, <name>.<namespace> (common.go,
-    # ConfiglessArgs; controller_keys.go, ServiceFQDNShort).
-    controller = f"{full_name}.{namespace}"
+    # fetches its config from the controller's service, <name>-controller.<namespace>
+    # (common.go, ConfiglessArgs; api/v1beta1/controller_keys.go, ServiceKey is Key, which
+    # appends "-controller"; ServiceFQDNShort).
+    controller = f"{full_name}-controller.{namespace}"
     sssd_ref = (values.get("sssd") or {}).get("secretRef") or {}
     sssd = (sssd_ref.get("name") or f"{full_name}-sssd-conf", sssd_ref.get("key") or "sssd.conf")
     for key, entry in (values.get("loginsets") or {}).items():
@@ -441,6 +467,461 @@ def login_set_pods(
         )
 
 
+PROBES: Final = ("startupProbe", "livenessProbe", "readinessProbe")
+MERGE_LISTS: Final = ("containers", "initContainers")
+PROBE_HANDLERS: Final = ("exec", "httpGet", "tcpSocket", "grpc")
+
+
+def operator_container(base: Mapping[str, Any], merge: Mapping[str, Any]) -> dict[str, Any]:
+    """A container as Slinky's builders finish it: the custom resource's over the operator's.
+
+    slurm-operator v1.2.1 internal/builder/common/container.go, BuildContainer: the args are
+    joined (the operator's first); a probe the resource sets replaces the handler of the
+    operator's (an exec probe does not keep the operator's httpGet beside it); the rest is a
+    strategic merge of the resource's container without its empty values.
+
+    Args:
+        base: the operator's container.
+        merge: the custom resource's container (what the chart wrote from the values).
+    """
+    out = copy.deepcopy(dict(base))
+    args = [*(out.pop("args", None) or []), *(merge.get("args") or [])]
+    for probe in PROBES:
+        theirs = merge.get(probe)
+        if probe in out and isinstance(theirs, Mapping):
+            kept = {k: v for k, v in out[probe].items() if k not in PROBE_HANDLERS}
+            out[probe] = {**kept, **{k: v for k, v in theirs.items() if k in PROBE_HANDLERS}}
+    patch = _cleaned({k: copy.deepcopy(v) for k, v in merge.items() if k != "args"})
+    merged: dict[str, Any] = strategic_merge(out, patch)
+    if args:
+        merged["args"] = args
+    return merged
+
+
+def operator_pod_spec(base: Mapping[str, Any], merge: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod spec as Slinky's builders finish it: the custom resource's over the operator's.
+
+    slurm-operator v1.2.1 internal/builder/common/pod_template.go, BuildPodTemplate: containers
+    and init containers are joined (:func:`_joined`), everything else strategically merged
+    without the resource's empty values.
+
+    Args:
+        base: the operator's pod spec.
+        merge: the custom resource's ``template.spec``.
+    """
+    own = _cleaned(copy.deepcopy(dict(merge)))
+    spec = {k: copy.deepcopy(v) for k, v in base.items() if k not in MERGE_LISTS}
+    joined = {key: _joined(list(base.get(key) or []), own.pop(key, [])) for key in MERGE_LISTS}
+    merged: dict[str, Any] = strategic_merge(spec, own)
+    merged.update({key: containers for key, containers in joined.items() if containers})
+    return merged
+
+
+def helm_coalesced(defaults: Any, values: Any) -> Any:
+    """``values`` over a chart's ``values.yaml`` as Helm coalesces them before rendering.
+
+    Maps merge recursively, anything else in ``values`` replaces the default (an empty list
+    too, unlike :func:`chart_merged`), and a null removes it.
+
+    Args:
+        defaults: the chart's values.
+        values: the release's values.
+    """
+    if not (isinstance(defaults, Mapping) and isinstance(values, Mapping)):
+        return copy.deepcopy(values)
+    merged = {key: copy.deepcopy(value) for key, value in defaults.items()}
+    for key, value in values.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = helm_coalesced(defaults[key], value) if key in defaults else value
+    return merged
+
+
+def _secret_source(ref: tuple[str, str], path: str) -> dict[str, Any]:
+    """A projected volume's source: one key of a Secret.
+
+    Args:
+        ref: the Secret's name and key.
+        path: the file it becomes.
+    """
+    return {"secret": {"name": ref[0], "items": [{"key": ref[1], "path": path}]}}
+
+
+def _key_ref(values: Mapping[str, Any], field: str, default: tuple[str, str]) -> tuple[str, str]:
+    """A Secret the chart names from ``<field>.secretRef``, or its own (_slurm.tpl).
+
+    Args:
+        values: the chart's values.
+        field: ``slurmKey`` or ``jwtKey``.
+        default: the chart's own Secret and key.
+    """
+    ref = (values.get(field) or {}).get("secretRef") or {}
+    return str(ref.get("name") or default[0]), str(ref.get("key") or default[1])
+
+
+SLURM_UID: Final = 401
+"""The ``slurm`` user of Slinky's images, as which slurmctld and slurmdbd run (common/const.go)."""
+NOBODY_UID: Final = 65534
+"""slurmrestd's user (restapibuilder/restapi_app.go)."""
+SLURMCTLD_SPOOL: Final = "/var/spool/slurmctld"
+LOG_DIR: Final = "/var/log/slurm"
+
+
+def _run_as(uid: int) -> dict[str, Any]:
+    """The operator's security context of a daemon: non-root, as ``uid`` and its group.
+
+    Args:
+        uid: the image's user (and group) id.
+    """
+    return {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid}
+
+
+def _logfile_container(log_file: str) -> dict[str, Any]:
+    """The operator's log sidecar, which prints what the daemon writes to ``log_file`` (a pipe).
+
+    slurm-operator v1.2.1 internal/builder/common/common.go, LogfileContainer.
+
+    Args:
+        log_file: the daemon's log file name, under :data:`LOG_DIR`.
+    """
+    return {
+        "name": "logfile",
+        "env": [{"name": "SOCKET", "value": f"{LOG_DIR}/{log_file}"}],
+        "command": ["sh", "-c", "<the operator's logfile.sh>"],
+        "restartPolicy": "Always",
+        "volumeMounts": [{"name": "slurm-logfile", "mountPath": LOG_DIR}],
+    }
+
+
+def _memory_dir(name: str) -> dict[str, Any]:
+    """An emptyDir in memory, as the operator's log and pid volumes are (common.go).
+
+    Args:
+        name: the volume's name.
+    """
+    return {"name": name, "emptyDir": {"medium": "Memory"}}
+
+
+class _Chart:
+    """What the ``slurm`` chart writes into a Controller, RestApi or Accounting resource.
+
+    slurm-operator v1.2.1 helm/slurm/templates/{controller,restapi,accounting}/*-cr.yaml: each
+    component's containers through ``slurm.format-container`` (the image as one string, the
+    chart-wide pull policy where the container names none) and its ``podSpec`` with the
+    chart-wide pull secrets after its own and the priority class (none unless
+    ``priorityClass.enabled``).
+    """
+
+    def __init__(self, release: Mapping[str, Any], chart_defaults: Mapping[str, Any]) -> None:
+        """The release's values as the chart renders them.
+
+        Args:
+            release: the Helm release as ``helm/<release>.yaml`` has it.
+            chart_defaults: the chart's ``values.yaml`` (empty: none).
+        """
+        self.values: dict[str, Any] = helm_coalesced(chart_defaults, release.get("values") or {})
+        self.namespace = str(release.get("namespace"))
+        self.full_name = _full_name(release)
+        self.pull = self.values.get("imagePullPolicy") or "IfNotPresent"  # the chart's default
+
+    def section(self, component: str) -> dict[str, Any]:
+        """One component's values.
+
+        Args:
+            component: ``controller``, ``restapi`` or ``accounting``.
+        """
+        section: dict[str, Any] = self.values.get(component) or {}
+        return section
+
+    def container(self, component: str, field: str) -> dict[str, Any]:
+        """One of a component's containers as the resource holds it.
+
+        Args:
+            component: ``controller``, ``restapi`` or ``accounting``.
+            field: the container's values (``slurmctld``, ``logfile``...).
+        """
+        return _chart_container(self.section(component).get(field) or {}, self.pull)
+
+    def pod_spec(self, component: str) -> dict[str, Any]:
+        """A component's ``template.spec`` in the resource.
+
+        Args:
+            component: ``controller``, ``restapi`` or ``accounting``.
+        """
+        spec = copy.deepcopy(dict(self.section(component).get("podSpec") or {}))
+        spec["imagePullSecrets"] = [
+            *(spec.get("imagePullSecrets") or []), *(self.values.get("imagePullSecrets") or [])
+        ]  # fmt: skip
+        priority = self.values.get("priorityClass") or {}
+        default_priority = (
+            priority.get("name") or "slurm-priority-critical" if priority.get("enabled") else ""
+        )
+        spec["priorityClassName"] = spec.get("priorityClassName") or default_priority
+        return spec
+
+    def pod(self, name: str, component: str, app: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """The pod, labelled as the operator labels it (internal/builder/labels/labels.go).
+
+        The chart puts the component's ``metadata`` on the resource and its pod template.
+
+        Args:
+            name: the pod's name.
+            component: ``controller``, ``restapi`` or ``accounting`` (its component label).
+            app: the daemon (its name label and default container).
+            spec: the pod's spec.
+        """
+        metadata = self.section(component).get("metadata") or {}
+        labels = {
+            **(metadata.get("labels") or {}),
+            "app.kubernetes.io/part-of": "slurm",
+            SLURM_APP_LABEL: app,
+            "app.kubernetes.io/instance": self.full_name,
+            "app.kubernetes.io/component": component,
+        }
+        annotations = {
+            **(metadata.get("annotations") or {}),
+            "kubectl.kubernetes.io/default-container": app,
+        }
+        kind = {"controller": "Controller", "restapi": "RestApi", "accounting": "Accounting"}
+        return _pod(
+            name,
+            self.namespace,
+            {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec},
+            f"{kind[component]}/{self.namespace}/{self.full_name}",
+        )
+
+    def keys(self) -> tuple[tuple[str, str], tuple[str, str]]:
+        """The Secrets with Slurm's auth key and the JWT key."""
+        return (
+            _key_ref(self.values, "slurmKey", (f"{self.full_name}-auth-slurm", "slurm.key")),
+            _key_ref(self.values, "jwtKey", (f"{self.full_name}-auth-jwt", "jwt.key")),
+        )
+
+    def jwks(self) -> list[dict[str, Any]]:
+        """The JWKS ConfigMap's projection where ``jwksKeys.enabled``, else none."""
+        jwks = self.values.get("jwksKeys") or {}
+        if not jwks.get("enabled"):
+            return []
+        ref = jwks.get("configMapRef") or {}
+        name, key = ref.get("name") or f"{self.full_name}-auth-jwks", ref.get("key") or "jwks.json"
+        return [{"configMap": {"name": name, "items": [{"key": key, "path": "jwks.json"}]}}]
+
+
+CONTROLLER_CONFIG_MAPS: Final = {
+    "configFiles": "config-extra",
+    "prologScripts": "prolog-scripts",
+    "epilogScripts": "epilog-scripts",
+    "prologSlurmctldScripts": "prolog-slurmctld-scripts",
+    "epilogSlurmctldScripts": "epilog-slurmctld-scripts",
+}
+"""The chart's ConfigMaps a Controller names when their values are set (controller-cr.yaml,
+controller/_helpers.tpl); the vendor ones (off in the chart and in every stack) are left out."""
+
+
+def _controller_pod(chart: _Chart) -> dict[str, Any]:
+    """The slurmctld pod (controllerbuilder/controller_app.go, controllerPodTemplate).
+
+    Args:
+        chart: the chart's view of the release.
+    """
+    full_name, controller = chart.full_name, chart.section("controller")
+    slurm_key, jwt_key = chart.keys()
+    extra = sorted(
+        f"{full_name}-{suffix}" for field, suffix in CONTROLLER_CONFIG_MAPS.items()
+        if chart.values.get(field)
+    )  # fmt: skip
+    sources = [
+        {"configMap": {"name": f"{full_name}-config"}},
+        _secret_source(slurm_key, "slurm.key"),
+        _secret_source(jwt_key, "jwt.key"),
+        *({"configMap": {"name": name}} for name in extra),
+        *chart.jwks(),
+    ]
+    volumes = [
+        {"name": "slurm-etc", "projected": {"defaultMode": 0o610, "sources": sources}},
+        _memory_dir("slurm-logfile"),
+        _memory_dir("run"),
+        {"name": "slurm-authsocket", "emptyDir": {}},
+    ]
+    # controller_app.go, BuildController: the state on a claim of the StatefulSet's template
+    # (which the StatefulSet controller puts first among the pod's volumes: kubernetes
+    # pkg/controller/statefulset/stateful_set_utils.go, updateStorage), an existing claim
+    # or an emptyDir.
+    persistence = controller.get("persistence") or {}
+    if persistence.get("enabled", True) and not persistence.get("existingClaim"):
+        claim = {"claimName": f"statesave-{full_name}-controller-0"}
+        volumes.insert(0, {"name": "statesave", "persistentVolumeClaim": claim})
+    elif persistence.get("enabled", True):
+        claim = {"claimName": persistence["existingClaim"]}
+        volumes.append({"name": "statesave", "persistentVolumeClaim": claim})
+    else:
+        volumes.append({"name": "statesave", "emptyDir": {}})
+    cluster_name = chart.values.get("clusterName") or f"{chart.namespace}_{full_name}"
+
+    def probe(path: str, **timing: int) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": "slurmctld"}, **timing}
+
+    slurmctld = {
+        "name": "slurmctld",
+        "ports": [{"name": "slurmctld", "containerPort": SLURMCTLD_PORT, "protocol": "TCP"}],
+        "startupProbe": probe("/livez", failureThreshold=6, periodSeconds=10),
+        "readinessProbe": probe("/readyz"),
+        "livenessProbe": probe("/livez", failureThreshold=6, periodSeconds=10),
+        "securityContext": _run_as(SLURM_UID),
+        "volumeMounts": [
+            {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
+            {"name": "run", "mountPath": "/run"},
+            {"name": "statesave", "mountPath": f"{SLURMCTLD_SPOOL}/{cluster_name}"},
+            {"name": "slurm-authsocket", "mountPath": "/run/slurmctld"},
+            {"name": "slurm-logfile", "mountPath": LOG_DIR},
+        ],
+    }
+    init = []
+    if controller.get("inplaceReconfigure"):
+        reconfigure = {
+            "name": "reconfigure",
+            "command": ["tini", "-g", "--", "bash", "-c", "<the operator's reconfigure.sh>"],
+            "restartPolicy": "Always",
+            "volumeMounts": [
+                {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
+                {"name": "slurm-authsocket", "mountPath": "/run/slurmctld", "readOnly": True},
+            ],
+        }
+        init.append(operator_container(reconfigure, chart.container("controller", "reconfigure")))
+    logfile = _logfile_container("slurmctld.log")
+    init.append(operator_container(logfile, chart.container("controller", "logfile")))
+    base = {
+        "automountServiceAccountToken": False,
+        "containers": [operator_container(slurmctld, chart.container("controller", "slurmctld"))],
+        "initContainers": init,
+        "securityContext": {**_run_as(SLURM_UID), "fsGroup": SLURM_UID},
+        "volumes": volumes,
+    }
+    spec = operator_pod_spec(base, chart.pod_spec("controller"))
+    return chart.pod(f"{full_name}-controller-0", "controller", "slurmctld", spec)
+
+
+def _restapi_pod(chart: _Chart) -> dict[str, Any]:
+    """The slurmrestd pod (restapibuilder/restapi_app.go, restapiPodTemplate).
+
+    Args:
+        chart: the chart's view of the release.
+    """
+    full_name = chart.full_name
+    slurm_key, _ = chart.keys()
+    accounting = bool(chart.section("accounting").get("enabled"))
+    socket = {"tcpSocket": {"port": SLURMRESTD_PORT}}
+    slurmrestd = {
+        "name": "slurmrestd",
+        "env": [
+            {"name": "SLURM_JWT", "value": "daemon"},
+            {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_files,disable_unshare_sysv"},
+        ],
+        # Without accounting (the Controller's accountingRef), only the slurmctld plugin.
+        "args": [] if accounting else ["-s", "openapi/slurmctld"],
+        "ports": [{"name": "slurmrestd", "containerPort": SLURMRESTD_PORT, "protocol": "TCP"}],
+        "startupProbe": {**socket, "failureThreshold": 6, "periodSeconds": 10},
+        "livenessProbe": {**socket, "failureThreshold": 6, "periodSeconds": 10},
+        "readinessProbe": dict(socket),
+        "securityContext": _run_as(NOBODY_UID),
+        "volumeMounts": [{"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True}],
+    }
+    container = operator_container(slurmrestd, chart.container("restapi", "slurmrestd"))
+    # restapi_app.go, slurmrestdContainer: the address to listen on, after every other arg.
+    container["args"] = [*container.get("args", []), f"0.0.0.0:{SLURMRESTD_PORT}"]
+    conf = {"name": f"{full_name}-config", "items": [{"key": "slurm.conf", "path": "slurm.conf"}]}
+    sources = [{"configMap": conf}, _secret_source(slurm_key, "slurm.key")]
+    base = {
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "securityContext": {**_run_as(NOBODY_UID), "fsGroup": NOBODY_UID},
+        "volumes": [{"name": "slurm-etc", "projected": {"defaultMode": 0o600, "sources": sources}}],
+    }
+    spec = operator_pod_spec(base, chart.pod_spec("restapi"))
+    return chart.pod(f"{full_name}-restapi", "restapi", "slurmrestd", spec)
+
+
+def _accounting_pod(chart: _Chart) -> dict[str, Any]:
+    """The slurmdbd pod (accountingbuilder/accounting_app.go, accountingPodTemplate).
+
+    Args:
+        chart: the chart's view of the release.
+    """
+    full_name = chart.full_name
+    slurm_key, jwt_key = chart.keys()
+    slurmdbd = {
+        "name": "slurmdbd",
+        "ports": [{"name": "slurmdbd", "containerPort": SLURMDBD_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": SLURMDBD_PORT}},
+        "securityContext": _run_as(SLURM_UID),
+        "volumeMounts": [
+            {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
+            {"name": "run", "mountPath": "/run"},
+        ],
+    }
+    sources = [
+        _secret_source((f"{full_name}-accounting", "slurmdbd.conf"), "slurmdbd.conf"),
+        _secret_source(slurm_key, "slurm.key"),
+        _secret_source(jwt_key, "jwt.key"),
+        *chart.jwks(),
+    ]
+    base = {
+        "automountServiceAccountToken": False,
+        "containers": [operator_container(slurmdbd, chart.container("accounting", "slurmdbd"))],
+        "securityContext": {**_run_as(SLURM_UID), "fsGroup": SLURM_UID},
+        "volumes": [
+            {"name": "slurm-etc", "projected": {"defaultMode": 0o600, "sources": sources}},
+            _memory_dir("run"),
+        ],
+    }
+    spec = operator_pod_spec(base, chart.pod_spec("accounting"))
+    return chart.pod(f"{full_name}-accounting-0", "accounting", "slurmdbd", spec)
+
+
+def slurm_service_pods(
+    release: Mapping[str, Any], chart_defaults: Mapping[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The pods of Slurm's own daemons the ``slurm`` chart renders from ``release``'s values.
+
+    slurmctld (the Controller, unless ``controller.external``), slurmrestd (the RestApi, always)
+    and slurmdbd (the Accounting, where ``accounting.enabled`` and not external), as
+    slurm-operator v1.2.1 builds them: each daemon as a non-root user with its probes, its
+    config and keys from the operator's Secrets and ConfigMaps, no service account token,
+    merged with the chart values' container and pod spec. The operator's config hash
+    annotations (of Secrets synthesis cannot read) are left out.
+
+    Args:
+        release: the Helm release as ``helm/<release>.yaml`` has it (``values``, ``namespace``).
+        chart_defaults: the chart's own ``values.yaml``, under which Helm coalesces the
+            release's values. Synthesis has no chart (default: none); the tests pass it and
+            show that it adds nothing the scan needs.
+    """
+    chart = _Chart(release, chart_defaults or {})
+    if not chart.section("controller").get("external"):
+        yield _controller_pod(chart)
+    yield _restapi_pod(chart)
+    accounting = chart.section("accounting")
+    if accounting.get("enabled") and not accounting.get("external"):
+        yield _accounting_pod(chart)
+
+
+def mariadb_pod(mariadb: Mapping[str, Any]) -> dict[str, Any]:
+    """The first pod of a ``MariaDB``'s StatefulSet (:mod:`synth.mariadb_pod`).
+
+    Args:
+        mariadb: the MariaDB resource's manifest.
+    """
+    metadata = mariadb["metadata"]
+    namespace = str(metadata.get("namespace"))
+    return _pod(
+        f"{metadata['name']}-0",
+        namespace,
+        mariadb_pod_template(mariadb),
+        f"MariaDB/{namespace}/{metadata['name']}",
+    )
+
+
 def pods_of(
     manifests: Mapping[str, Any], releases: Mapping[str, Mapping[str, Any]] | None = None
 ) -> dict[str, dict[str, Any]]:
@@ -455,6 +936,7 @@ def pods_of(
     slurm_release = (releases or {}).get(SLURM_RELEASE)
     if slurm_release is not None:
         pods += login_set_pods(slurm_release)
+        pods += slurm_service_pods(slurm_release)
     for manifest in manifests.values():
         if not isinstance(manifest, Mapping):
             continue
@@ -462,6 +944,8 @@ def pods_of(
             pods += runtime_pods(manifest)
         elif manifest.get("kind") == NODE_SET_KIND:
             pods.append(node_set_pod(manifest))
+        elif (manifest.get("apiVersion"), manifest.get("kind")) == MARIADB_KIND:
+            pods.append(mariadb_pod(manifest))
     found: dict[str, dict[str, Any]] = {}
     for pod in pods:
         name = f"Pod.{pod['metadata']['namespace']}.{pod['metadata']['name']}.yaml"

@@ -44,10 +44,14 @@ that type is allowed, so they are checked against the Kubernetes schema (``test_
 against the example fields in the defaults."""
 
 
-KUBERNETES_CONTAINER_PATHS = re.compile(r"loginsets\.[^.]+\.(login|initconf)")
-"""The slurm chart's login set containers: ``slurm.format-container`` writes every field but
-``image`` into the LoginSet as a ``corev1.Container`` (templates/_helpers.tpl,
-templates/loginset/loginset-cr.yaml), so any container field is allowed there."""
+KUBERNETES_CONTAINER_PATHS = re.compile(
+    r"loginsets\.[^.]+\.(login|initconf)|controller\.(slurmctld|reconfigure|logfile)"
+    r"|restapi\.slurmrestd|accounting\.slurmdbd"
+)
+"""The slurm chart's containers: ``slurm.format-container`` writes every field but ``image``
+into the LoginSet, Controller, RestApi or Accounting as a ``corev1.Container``
+(templates/_helpers.tpl, templates/{loginset,controller,restapi,accounting}/*-cr.yaml), so any
+container field is allowed there (the written pods are checked against the Pod schema)."""
 
 
 def _kubernetes_typed(path: str) -> bool:

@@ -9,7 +9,17 @@ from typing import Any
 import pytest
 import yaml
 
-from synth.pods import chart_merged, login_set_pods, node_set_pod, pods_of
+from components.slurm import DATABASE_POD_LABELS
+from synth.pods import (
+    chart_merged,
+    helm_coalesced,
+    login_set_pods,
+    mariadb_pod,
+    node_set_pod,
+    operator_container,
+    pods_of,
+    slurm_service_pods,
+)
 from synth.run import StackResult
 from tests.conftest import STACKS, stack_data
 from tests.schemas import validation_errors
@@ -37,9 +47,15 @@ def test_every_replicated_job_and_node_set_is_written_as_a_pod(
     node_sets = [m for m in manifests.values() if m["kind"] == "NodeSet"]
     assert runtimes and node_sets
     login_sets = (stack_data(stack).get("slurm") or {}).get("login")
+    accounting = _written(result, "helm")["slurm.yaml"]["values"]["accounting"]["enabled"]
+    databases = [m for m in manifests.values() if m["kind"] == "MariaDB"]
+    assert bool(databases) == accounting
+    daemons = ["controller-0", "restapi", *(["accounting-0"] if accounting else [])]
     assert set(pods) == set(expected) | {
         f"Pod.slurm.{n['metadata']['name']}-0.yaml" for n in node_sets
-    } | ({"Pod.slurm.slurm-login-login.yaml"} if login_sets else set())
+    } | ({"Pod.slurm.slurm-login-login.yaml"} if login_sets else set()) | {
+        f"Pod.slurm.slurm-{daemon}.yaml" for daemon in daemons
+    } | {f"Pod.slurm.{d['metadata']['name']}-0.yaml" for d in databases}
     for name, job in expected.items():
         template = job["template"]["spec"]["template"]
         assert pods[name]["spec"] == template["spec"], name  # as the runtime says, nothing lost
@@ -165,7 +181,9 @@ def test_the_login_pod_is_the_operators_login_container_with_the_stacks_values(
     }
     image = values["login"]["image"]  # by digest (prod's login build): the chart drops the tag
     assert login["image"] == f"{image['repository']}@{image['digest']}"
-    assert {"name": "SACKD_OPTIONS", "value": "--conf-server slurm.slurm:6817"} in login["env"]
+    # sackd asks the controller's Service, which the operator names <controller>-controller
+    sackd = {"name": "SACKD_OPTIONS", "value": "--conf-server slurm-controller.slurm:6817"}
+    assert sackd in login["env"]
     mounts = {m["mountPath"]: m for m in login["volumeMounts"]}
     assert mounts["/etc/sssd/sssd.conf"]["subPath"] == "sssd.conf"
     assert mounts["/root/.ssh/authorized_keys"]["readOnly"] is True
@@ -218,3 +236,226 @@ def test_a_disabled_login_set_has_no_pod(synthesized: dict[str, StackResult]) ->
     assert names == ["slurm-login-a", "slurm-login-b"]
     with pytest.raises(ValueError, match="requires an image"):
         list(login_set_pods(release, {"loginsetDefaults": {"login": image}}))
+
+
+# -- Slurm's daemons (Controller, RestApi, Accounting) and the accounting database ------------
+
+
+def _daemons(release: dict[str, Any], chart: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {p["metadata"]["labels"]["app.kubernetes.io/name"]: p
+            for p in slurm_service_pods(release, chart)}  # fmt: skip
+
+
+def _mounted(pod: dict[str, Any]) -> None:
+    """Every mount of every container names one of the pod's volumes."""
+    volumes = {v["name"] for v in pod["spec"]["volumes"]}
+    for container in [*pod["spec"]["containers"], *pod["spec"].get("initContainers", [])]:
+        assert {m["name"] for m in container.get("volumeMounts", [])} <= volumes, container["name"]
+
+
+def test_the_controller_pod_is_the_operators_slurmctld_with_the_stacks_values(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """slurm-operator v1.2.1 controllerbuilder/controller_app.go: slurmctld as the slurm user,
+    probed on /livez and /readyz, its state on the claim at the cluster's spool, the log
+    sidecar (no reconfigure sidecar: inplaceReconfigure is off); the stack's image, resources,
+    hardening, scratch /tmp and seccomp kept."""
+    release = _slurm_release(synthesized)
+    values = release["values"]["controller"]
+    pod = _daemons(release)["slurmctld"]
+    assert pod["metadata"]["name"] == "slurm-controller-0"
+    spec = pod["spec"]
+    (slurmctld,) = spec["containers"]
+    assert [c["name"] for c in spec["initContainers"]] == ["logfile"]
+    assert slurmctld["image"] == "{repository}:{tag}".format(**values["slurmctld"]["image"])
+    assert slurmctld["resources"] == values["slurmctld"]["resources"]
+    context = slurmctld["securityContext"]
+    assert context["runAsUser"] == 401 and context["runAsNonRoot"] is True  # the operator's
+    assert context["readOnlyRootFilesystem"] is True  # the stack's
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    # The operator prunes false values of the resource's container (structutils.removeEmpty).
+    assert values["slurmctld"]["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "allowPrivilegeEscalation" not in context
+    mounts = {m["mountPath"]: m["name"] for m in slurmctld["volumeMounts"]}
+    cluster = release["values"]["clusterName"]
+    assert mounts[f"/var/spool/slurmctld/{cluster}"] == "statesave"
+    assert mounts["/tmp"] == "tmp" and mounts["/etc/slurm"] == "slurm-etc"
+    assert slurmctld["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "slurmctld"}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["statesave"]["persistentVolumeClaim"]["claimName"] == (
+        "statesave-slurm-controller-0"
+    )
+    _mounted(pod)
+    (logfile,) = spec["initContainers"]
+    assert logfile["restartPolicy"] == "Always"
+    assert logfile["resources"] == values["logfile"]["resources"]
+    assert logfile["image"].endswith(values["logfile"]["image"]["digest"])
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
+    assert spec["nodeSelector"] == values["podSpec"]["nodeSelector"]
+    assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+
+
+def test_a_value_the_stack_sets_changes_the_controller_pod(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The operator's merge rules (common/container.go, BuildContainer): a probe replaces the
+    handler and keeps the operator's thresholds; args are joined; inplaceReconfigure adds the
+    reconfigure sidecar from the values' image."""
+    release = copy.deepcopy(_slurm_release(synthesized))
+    controller = release["values"]["controller"]
+    controller["inplaceReconfigure"] = True
+    controller["slurmctld"]["livenessProbe"] = {"exec": {"command": ["true"]}}
+    controller["slurmctld"]["args"] = ["-v"]
+    pod = _daemons(release)["slurmctld"]
+    (slurmctld,) = pod["spec"]["containers"]
+    assert slurmctld["livenessProbe"] == {
+        "exec": {"command": ["true"]}, "failureThreshold": 6, "periodSeconds": 10
+    }  # fmt: skip
+    assert slurmctld["args"] == ["-v"]
+    reconfigure, logfile = pod["spec"]["initContainers"]
+    assert reconfigure["name"] == "reconfigure" and logfile["name"] == "logfile"
+    assert reconfigure["image"] == "{repository}:{tag}".format(**controller["reconfigure"]["image"])
+    controller["persistence"] = {"enabled": False}
+    volumes = {v["name"]: v for v in _daemons(release)["slurmctld"]["spec"]["volumes"]}
+    assert volumes["statesave"] == {"name": "statesave", "emptyDir": {}}
+
+
+def test_the_restapi_and_accounting_pods_are_the_operators_with_the_stacks_values(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """restapibuilder/restapi_app.go: slurmrestd as nobody, listening on 6820 after its args,
+    all plugins where accounting is on; accountingbuilder/accounting_app.go: slurmdbd as the
+    slurm user with slurmdbd.conf from the operator's Secret, only a readiness probe."""
+    release = _slurm_release(synthesized)
+    values = release["values"]
+    pods = _daemons(release)
+    (slurmrestd,) = pods["slurmrestd"]["spec"]["containers"]
+    assert slurmrestd["args"] == ["0.0.0.0:6820"]
+    assert slurmrestd["securityContext"]["runAsUser"] == 65534
+    assert slurmrestd["resources"] == values["restapi"]["slurmrestd"]["resources"]
+    (slurmdbd,) = pods["slurmdbd"]["spec"]["containers"]
+    assert pods["slurmdbd"]["metadata"]["name"] == "slurm-accounting-0"
+    assert slurmdbd["resources"] == values["accounting"]["slurmdbd"]["resources"]
+    assert slurmdbd["readinessProbe"] == {"tcpSocket": {"port": 6819}}
+    assert "livenessProbe" not in slurmdbd
+    (etc,) = [v for v in pods["slurmdbd"]["spec"]["volumes"] if v["name"] == "slurm-etc"]
+    secrets = [s["secret"]["name"] for s in etc["projected"]["sources"]]
+    assert secrets == ["slurm-accounting", *(values[k]["secretRef"]["name"]
+                                             for k in ("slurmKey", "jwtKey"))]  # fmt: skip
+    for pod in pods.values():
+        _mounted(pod)
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["spec"]["automountServiceAccountToken"] is False
+        (container,) = pod["spec"]["containers"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    release = copy.deepcopy(release)
+    release["values"]["accounting"]["enabled"] = False
+    pods = _daemons(release)
+    assert set(pods) == {"slurmctld", "slurmrestd"}
+    # Without accounting slurmrestd serves only slurmctld's plugin.
+    assert pods["slurmrestd"]["spec"]["containers"][0]["args"] == [
+        "-s", "openapi/slurmctld", "0.0.0.0:6820"
+    ]  # fmt: skip
+
+
+def test_the_chart_defaults_add_nothing_the_scan_needs_to_the_daemons(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """Coalesced with the chart's values.yaml (as Helm does), the daemons' pods differ only in
+    the chart's default node label."""
+    release = _slurm_release(synthesized)
+    alone = _daemons(release)
+    with_chart = _daemons(release, _chart_values(reference_dir))
+    assert set(with_chart) == set(alone) == {"slurmctld", "slurmrestd", "slurmdbd"}
+    for app, pod in with_chart.items():
+        assert pod["spec"]["nodeSelector"].pop("kubernetes.io/os") == "linux", app
+        assert pod == alone[app], app
+
+
+def test_helm_coalescing_replaces_lists_and_drops_nulls() -> None:
+    defaults = {"a": {"b": [1], "c": 1, "d": {"e": 1}}, "f": 2}
+    merged = helm_coalesced(defaults, {"a": {"b": [], "c": None, "d": {"g": 2}}})
+    assert merged == {"a": {"b": [], "d": {"e": 1, "g": 2}}, "f": 2}
+
+
+def test_the_operator_merge_joins_args_and_replaces_probe_handlers() -> None:
+    base = {"name": "x", "args": ["a"], "readinessProbe": {"httpGet": {"path": "/"},
+                                                             "periodSeconds": 3}}  # fmt: skip
+    merged = operator_container(
+        base, {"args": ["b"], "readinessProbe": {"tcpSocket": {"port": 1}}, "env": []}
+    )
+    assert merged == {"name": "x", "args": ["a", "b"],
+                      "readinessProbe": {"tcpSocket": {"port": 1}, "periodSeconds": 3}}  # fmt: skip
+
+
+def _database(synthesized: dict[str, StackResult], stack: str = "prod") -> dict[str, Any]:
+    manifests = _written(synthesized[stack], "manifests")
+    return copy.deepcopy(manifests["MariaDB.slurm.slurm-accounting-db.yaml"])
+
+
+def test_the_database_pod_is_mariadb_operators_with_the_stacks_values(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """mariadb-operator v26.6.0 pod_builder.go and container_builder.go: one mariadb
+    container, TLS on by default, its data on the claim, the root password from the stack's
+    Secret, no token; the resource's resources, security contexts, volumes and placement kept;
+    labelled as the NetworkPolicy selects it."""
+    mariadb = _database(synthesized)
+    spec = mariadb["spec"]
+    pod = pods_of({"db.yaml": mariadb})["Pod.slurm.slurm-accounting-db-0.yaml"]
+    (server,) = pod["spec"]["containers"]
+    assert server["name"] == "mariadb" and server["image"] == spec["image"]
+    assert server["resources"] == spec["resources"]
+    assert server["securityContext"] == spec["securityContext"]
+    assert server["securityContext"]["allowPrivilegeEscalation"] is False  # kept, unlike Slinky
+    assert pod["spec"]["securityContext"] == spec["podSecurityContext"]
+    mounts = {m["mountPath"]: m["name"] for m in server["volumeMounts"]}
+    assert mounts["/var/lib/mysql"] == "storage" and mounts["/etc/pki"] == "pki"
+    assert {m["mountPath"] for m in spec["volumeMounts"]} <= set(mounts)
+    env = {e["name"]: e for e in server["env"]}
+    assert (
+        env["MARIADB_ROOT_PASSWORD"]["valueFrom"]["secretKeyRef"]
+        == (spec["rootPasswordSecretKeyRef"])
+    )
+    assert env["MYSQL_TCP_PORT"]["value"] == str(spec["port"])
+    assert server["readinessProbe"]["exec"]["command"][0] == "bash"
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["storage"]["persistentVolumeClaim"]["claimName"] == (
+        "storage-slurm-accounting-db-0"
+    )
+    config = [s["configMap"]["name"] for s in volumes["config"]["projected"]["sources"]]
+    assert "slurm-accounting-db-config" in config  # the myCnf the stack sets
+    _mounted(pod)
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["spec"]["serviceAccountName"] == "slurm-accounting-db"
+    assert pod["spec"]["nodeSelector"] == spec["nodeSelector"]
+    assert pod["metadata"]["labels"] == DATABASE_POD_LABELS
+    assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+
+
+def test_a_value_the_stack_sets_changes_the_database_pod(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Without a podSecurityContext the operator's own (mysql, no seccomp); without TLS no
+    certificates; a probe without a handler keeps the operator's query with its thresholds;
+    replication is refused (its pods are not derived)."""
+    mariadb = _database(synthesized)
+    del mariadb["spec"]["podSecurityContext"]
+    mariadb["spec"]["tls"] = {"enabled": False}
+    mariadb["spec"]["livenessProbe"] = {"failureThreshold": 9, "periodSeconds": 0}
+    spec = mariadb_pod(mariadb)["spec"]
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 999, "fsGroup": 999
+    }  # fmt: skip
+    assert "pki" not in {v["name"] for v in spec["volumes"]}
+    (server,) = spec["containers"]
+    assert not [e for e in server["env"] if e["name"].startswith("TLS_")]
+    assert server["livenessProbe"]["failureThreshold"] == 9
+    assert server["livenessProbe"]["periodSeconds"] == 10  # a zero keeps the operator's
+    mariadb["spec"]["replication"] = {"enabled": True}
+    with pytest.raises(ValueError, match="replication"):
+        mariadb_pod(mariadb)

@@ -201,6 +201,24 @@ def test_node_set_waivers_do_not_cover_the_login_pod(
     assert {f.check for f in left} == {"CKV_K8S_16", "CKV_K8S_28"}
 
 
+def test_node_set_waivers_do_not_cover_slurms_daemons_or_database(
+    synthesized: dict[str, StackResult], tmp_path: Path
+) -> None:
+    """slurm-controller-0, slurm-accounting-0 and slurm-accounting-db-0 end in -0 like a node
+    set's pod; a privileged one is a finding, not slurmd's waived privilege."""
+    copy = tmp_path / "prod"
+    shutil.copytree(synthesized["prod"].written.directory, copy)
+    daemons = {"slurm-controller-0", "slurm-restapi", "slurm-accounting-0", "slurm-accounting-db-0"}
+    for name in daemons:
+        path = copy / "pods" / f"Pod.slurm.{name}.yaml"
+        pod = yaml.safe_load(path.read_text())
+        pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+        path.write_text(yaml.safe_dump(pod))
+    left = unwaived(kubernetes_findings(copy), load_waivers(), "prod")
+    privileged = {f.resource for f in left if f.check == "CKV_K8S_16"}
+    assert privileged == {f"Pod.slurm.{name}" for name in daemons}
+
+
 def test_waivers_are_scoped_by_check_resource_and_stack() -> None:
     waiver = Waiver("CKV_K8S_16", ("Pod.slurm.*",), "slurmd runs privileged by design", ("prod",))
     slurm = Finding("CKV_K8S_16", "privileged", "Pod.slurm.p5-0", "f")

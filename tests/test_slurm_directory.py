@@ -28,6 +28,7 @@ import yaml
 from components.config import parse_platform_config
 from components.config.base import ConfigError
 from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
+from components.slurm import SLURM_APP_LABEL
 from components.slurm_directory import (
     CONFIG_HASH_ANNOTATION,
     HOME_PROLOG,
@@ -283,7 +284,12 @@ def test_login_and_slurmd_pods_mount_one_sssd_conf(
     )
     assert SSSD_SECRET["key"] in secret["stringData"]
     pods = {p.name: yaml.safe_load(p.read_text()) for p in (directory / "pods").glob("*.yaml")}
-    slurm_pods = {name: pod for name, pod in pods.items() if name.startswith("Pod.slurm.")}
+    # Users log in and run jobs here; Slurm's own daemons and its database never see them.
+    users_pods = {"login", "slurmd"}
+    slurm_pods = {
+        name: pod for name, pod in pods.items()
+        if (pod["metadata"].get("labels") or {}).get(SLURM_APP_LABEL) in users_pods
+    }  # fmt: skip
     assert len(slurm_pods) >= 3
     for name, pod in slurm_pods.items():
         sources = [
@@ -295,7 +301,9 @@ def test_login_and_slurmd_pods_mount_one_sssd_conf(
         assert sources == [SSSD_SECRET["name"]], name
         first = pod["spec"]["containers"][0]
         assert "/etc/sssd/sssd.conf" in {m["mountPath"] for m in first["volumeMounts"]}, name
-    node_sets = [p for n, p in slurm_pods.items() if n.endswith("-0.yaml")]
+    node_sets = [
+        p for p in slurm_pods.values() if p["metadata"]["labels"][SLURM_APP_LABEL] == "slurmd"
+    ]
     assert node_sets and all(
         {"name": "ssh", "containerPort": 22, "protocol": "TCP"}
         in p["spec"]["containers"][0]["ports"]
