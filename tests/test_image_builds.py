@@ -23,6 +23,7 @@ from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests.config_problems import assert_reported
 from tests.conftest import stack_data
+from tests.test_images import run_scripts
 
 WORKFLOW = REPOSITORY_ROOT / ".github" / "workflows" / "images.yml"
 SLURM_RECIPE = REPOSITORY_ROOT / "images" / "slurmd" / "Dockerfile"
@@ -175,19 +176,8 @@ def test_the_plan_steps_exit_status_reaches_the_job() -> None:
 
 
 def _first_run() -> str:
-    """The first RUN of the Slurm recipe, continuation lines joined, comment lines dropped."""
-    lines: list[str] = []
-    inside = False
-    for line in SLURM_RECIPE.read_text().splitlines():
-        stripped = line.strip()
-        if not inside and stripped.startswith("RUN "):
-            inside, stripped = True, stripped.removeprefix("RUN ")
-        elif not inside or stripped.startswith("#"):
-            continue
-        lines.append(stripped.removesuffix("\\"))
-        if not stripped.endswith("\\"):
-            break
-    return " ".join(lines)
+    """The first RUN of the Slurm recipe, as Docker hands it to the shell."""
+    return run_scripts("slurmd")[0]
 
 
 @pytest.mark.parametrize(
@@ -263,27 +253,9 @@ def test_login_pods_run_the_stacks_login_build_else_slinkys_own(
 
 def _vendor_run() -> str:
     """The recipe's RUN that installs the accelerator's user space from its vendor's apt."""
-    runs = [r for r in _runs_of(SLURM_RECIPE) if "/etc/apt/sources.list.d/${name}.list" in r]
+    runs = [r for r in run_scripts("slurmd") if "/etc/apt/sources.list.d/${name}.list" in r]
     assert len(runs) == 1
     return runs[0]
-
-
-def _runs_of(recipe: Path) -> list[str]:
-    runs: list[str] = []
-    current: list[str] | None = None
-    for line in recipe.read_text().splitlines():
-        stripped = line.strip()
-        if current is None:
-            if not stripped.startswith("RUN "):
-                continue
-            current, stripped = [], stripped.removeprefix("RUN ")
-        elif stripped.startswith("#"):
-            continue
-        current.append(stripped.removesuffix("\\"))
-        if not stripped.endswith("\\"):
-            runs.append(" ".join(current))
-            current = None
-    return runs
 
 
 @pytest.mark.parametrize(

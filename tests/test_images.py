@@ -46,7 +46,7 @@ def test_recipes_name_no_download_host(recipe: str, locations: tuple[str, ...]) 
         assert f"${{{argument}}}" in text, f"{argument} is never used"
 
 
-def _run_scripts(recipe: str) -> list[str]:
+def run_scripts(recipe: str) -> list[str]:
     """The shell of every RUN instruction, as Docker hands it to the shell: continuation lines
     joined, comment lines inside the instruction dropped."""
     scripts: list[str] = []
@@ -70,7 +70,7 @@ def _run_scripts(recipe: str) -> list[str]:
 
 @pytest.mark.parametrize("recipe", ["slurmd", "training-cuda", "training-neuron"])
 def test_recipe_shell_parses(recipe: str) -> None:
-    scripts = _run_scripts(recipe)
+    scripts = run_scripts(recipe)
     assert scripts, "the recipe has RUN instructions"
     for script in scripts:
         result = subprocess.run(
