@@ -22,27 +22,8 @@ from components import software
 DIGEST: Final = re.compile(r"@sha256:[0-9a-f]{64}$")
 """How a reference pinned to its bytes ends."""
 
-DOWNLOAD_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
-    "training-cuda": ("EFA_INSTALLER_URL",),
-    "training-neuron": (
-        "EFA_INSTALLER_URL",
-        "NEURON_APT_REPO",
-        "NEURON_APT_KEY_URL",
-        "NEURON_PIP_INDEX",
-    ),
-    "slurmd": (
-        "EFA_INSTALLER_URL",
-        "NEURON_APT_REPO",
-        "NEURON_APT_KEY_URL",
-        "CUDA_APT_REPO",
-        "CUDA_APT_KEY_URL",
-    ),
-}
-"""Download locations each recipe takes as build arguments (from AWS's documentation; the
-workflow passes them from repository variables, never from this repository)."""
-
 CHECKPOINT_CONTEXT: Final = "checkpoint=images/checkpoint"
-"""The named build context of the training images (the checkpoint commit tool)."""
+"""The named build context of the checkpoint commit tool, for recipes that copy from it."""
 
 
 @dataclass(frozen=True)
@@ -73,12 +54,17 @@ class ImageBuild:
         return [f"{name}={ref}" for name, ref in self.bases.items() if not DIGEST.search(ref)]
 
     @property
+    def _copies_from_checkpoint(self) -> bool:
+        recipe = (software.IMAGES_DIR / self.recipe / "Dockerfile").read_text()
+        return "--from=checkpoint" in recipe
+
+    @property
     def downloads(self) -> tuple[str, ...]:
         """The download locations this build needs.
 
         Of Slurm's, Neuron's for Trainium images, CUDA's for GPU and login images.
         """
-        names = DOWNLOAD_ARGUMENTS[self.recipe]
+        names = software.recipe_downloads(self.recipe)
         if self.recipe == "slurmd":
             unused = "CUDA_" if self.arguments.get("ACCELERATOR") == "neuron" else "NEURON_"
             names = tuple(name for name in names if not name.startswith(unused))
@@ -95,7 +81,7 @@ class ImageBuild:
             "config_key": self.config_key,
             "build_args": " ".join(f"--build-arg {k}={v}" for k, v in sorted(arguments.items())),
             "downloads": " ".join(self.downloads),
-            "build_contexts": CHECKPOINT_CONTEXT if self.recipe.startswith("training-") else "",
+            "build_contexts": CHECKPOINT_CONTEXT if self._copies_from_checkpoint else "",
         }
 
 

@@ -128,8 +128,9 @@ class ImageSoftware:
     torch_neuronx: str | None = None
     """``torch-neuronx``, PyTorch on Trainium."""
     framework: bool = True
-    """Whether the image carries the framework (CUDA, NCCL); False for slurmd, whose jobs bring
-    theirs in a virtualenv or container on the shared file system."""
+    """Whether the image carries CUDA and NCCL for the driver rules to check; False for Trainium's
+    slurmd, whose jobs bring their framework in a virtualenv or container on the shared file
+    system."""
 
 
 def image_problems(
@@ -272,13 +273,26 @@ _ARG = re.compile(r"^ARG\s+([A-Z0-9_]+)=(\S+)\s*$", re.MULTILINE)
 
 
 @cache
+def _recipe_arguments(recipe: str) -> tuple[tuple[str, str], ...]:
+    """Every ``ARG NAME=default`` of ``images/<recipe>/Dockerfile``, in the file's order."""
+    return tuple(_ARG.findall((IMAGES_DIR / recipe / "Dockerfile").read_text()))
+
+
 def recipe_pins(recipe: str) -> dict[str, str]:
     """The pinned ``ARG`` defaults of ``images/<recipe>/Dockerfile`` (one source for each pin).
 
     Arguments whose default is empty (download locations the builder passes) are not pins.
     """
-    text = (IMAGES_DIR / recipe / "Dockerfile").read_text()
-    return {name: value for name, value in _ARG.findall(text) if value != '""'}
+    return {name: value for name, value in _recipe_arguments(recipe) if value != '""'}
+
+
+def recipe_downloads(recipe: str) -> tuple[str, ...]:
+    """The download locations ``images/<recipe>`` takes, in the recipe's order.
+
+    They are its arguments whose default is empty: the builder passes them from the vendors'
+    documentation, never from this repository.
+    """
+    return tuple(name for name, value in _recipe_arguments(recipe) if value == '""')
 
 
 def _image_os(reference: str) -> str:

@@ -139,18 +139,22 @@ def test_the_workflow_plans_then_builds_every_entry_and_pushes_only_releases() -
     assert "packages" not in plan.get("permissions", {})
     # Every download location a recipe takes is a variable the job passes.
     env = build["env"]
-    for names in image_builds.DOWNLOAD_ARGUMENTS.values():
-        for name in names:
-            assert env[name] == f"${{{{ vars.{name} }}}}", name
+    for name in {name for b in builds() for name in b.downloads}:
+        assert env[name] == f"${{{{ vars.{name} }}}}", name
 
 
 def test_each_recipe_takes_the_download_arguments_the_plan_passes() -> None:
-    for recipe, names in image_builds.DOWNLOAD_ARGUMENTS.items():
+    recipes = {path.parent.name for path in (REPOSITORY_ROOT / "images").glob("*/Dockerfile")}
+    assert {b.recipe for b in builds()} == recipes  # every recipe is built
+    for recipe in recipes:
         text = (REPOSITORY_ROOT / "images" / recipe / "Dockerfile").read_text()
         declared = set(re.findall(r'^ARG ([A-Z_]+)=""$', text, flags=re.MULTILINE))
-        assert declared == set(names), recipe
+        assert declared and set(software.recipe_downloads(recipe)) == declared, recipe
         passed = {name for b in builds() if b.recipe == recipe for name in b.downloads}
-        assert passed == set(names), recipe
+        assert passed == declared, recipe
+        # The named context only where the recipe copies from it (docker refuses an unknown one).
+        contexts = {b.matrix_entry()["build_contexts"] for b in builds() if b.recipe == recipe}
+        assert contexts == {image_builds.CHECKPOINT_CONTEXT if "--from=checkpoint" in text else ""}
     # The GPU and login builds need no Neuron repository (a project without Trainium has none).
     for build in builds():
         neuron = build.arguments.get("ACCELERATOR") == "neuron" or build.recipe == "training-neuron"
@@ -277,7 +281,7 @@ def test_the_recipe_installs_the_accelerators_pinned_user_space(
     pins = software.recipe_pins("slurmd")
     name = "CUDA" if accelerator == "gpu" else "NEURON"
     # Docker defines every ARG, the download locations as "" unless given.
-    downloads = dict.fromkeys(image_builds.DOWNLOAD_ARGUMENTS["slurmd"], "")
+    downloads = dict.fromkeys(software.recipe_downloads("slurmd"), "")
     env = {**pins, **downloads, "PATH": f"{bin_dir}:/usr/bin:/bin", "ACCELERATOR": accelerator}
     result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env,
                             capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
