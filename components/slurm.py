@@ -73,7 +73,8 @@ DATABASE_USER: Final = "slurm"
 DATABASE_PORT: Final = 3306
 DATABASE_PASSWORD_KEY: Final = "password"
 MYSQL_UID: Final = 999
-"""The ``mysql`` user (and group) of the MariaDB image, as which the server runs."""
+"""The ``mysql`` user (and group) of the MariaDB image, as which the server runs: the user
+mariadb-operator v26.6.0 runs it as when the resource names none (statefulset_builder.go)."""
 DATABASE_ROOT_PASSWORD_KEY: Final = "root-password"
 STATE_STORAGE_CLASS: Final = "slurm-retained"
 """Encrypted gp3 of slurmctld's state and the accounting database. It keeps its volumes when
@@ -160,18 +161,14 @@ def read_only_context() -> dict[str, Any]:
     return {**hardened_container_context(), "readOnlyRootFilesystem": True}
 
 
-def slinky_image(component: str) -> dict[str, str]:
-    """A Slinky Slurm image (``slurmctld``, ``login``...) at the bill of materials' tag."""
-    return {
-        "repository": f"{versions.SLINKY_IMAGE_REPOSITORY}/{component}",
-        "tag": versions.SLURM_IMAGE_TAG,
-    }
-
-
 def slinky_image_reference(component: str) -> str:
-    """:func:`slinky_image` as a container's ``image`` (``repository:tag``)."""
-    image = slinky_image(component)
-    return f"{image['repository']}:{image['tag']}"
+    """A Slinky Slurm image (``slurmctld``, ``login``...) at the bill of materials' tag."""
+    return f"{versions.SLINKY_IMAGE_REPOSITORY}/{component}:{versions.SLURM_IMAGE_TAG}"
+
+
+def slinky_image(component: str) -> dict[str, str]:
+    """:func:`slinky_image_reference` as the slurm chart's image map (:func:`chart_image`)."""
+    return chart_image(slinky_image_reference(component))
 
 
 def chart_image(reference: str) -> dict[str, str]:

@@ -14,8 +14,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
-MYSQL_UID: Final = 999
-"""The image's ``mysql`` user, as which the operator runs the server (statefulset_builder.go)."""
+from components.slurm import MYSQL_UID
+
 CONFIG_DIR: Final = "/etc/mysql/conf.d"
 DATA_DIR: Final = "/var/lib/mysql"
 PKI_DIR: Final = "/etc/pki"
