@@ -190,15 +190,22 @@ def chart_image(reference: str) -> dict[str, str]:
     return image
 
 
-def chart_reference(reference: str) -> str:
-    """``reference`` as the chart writes it into a container (see :func:`chart_image`).
+def chart_rendered(image: str | Mapping[str, Any]) -> str:
+    """An image value as the slurm chart writes it into a container (``slurm.format-image``).
 
-    ``repository@digest`` when pinned by digest, else ``repository:tag``.
+    A string as it is; a map as ``repository@digest`` when it has a digest (the tag is then
+    dropped), else ``repository:tag``.
     """
-    image = chart_image(reference)
-    if "digest" in image:
+    if isinstance(image, str):
+        return image
+    if image.get("digest"):
         return f"{image['repository']}@{image['digest']}"
     return f"{image['repository']}:{image['tag']}"
+
+
+def chart_reference(reference: str) -> str:
+    """``reference`` as the chart writes it into a container, given as :func:`chart_image`."""
+    return chart_rendered(chart_image(reference))
 
 
 def sidecar_image() -> dict[str, str]:

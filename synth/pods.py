@@ -52,6 +52,7 @@ from components.slurm import (
     SLURMD_PORT,
     SLURMDBD_PORT,
     SLURMRESTD_PORT,
+    chart_rendered,
 )
 from components.slurm import RELEASE as SLURM_RELEASE
 from synth.mariadb_pod import mariadb_pod_template
@@ -284,11 +285,7 @@ def _image(image: Any) -> str:
     """
     if not image:
         raise ValueError("the slurm chart requires an image for every login set container")
-    if isinstance(image, str):
-        return image
-    if image.get("digest"):
-        return f"{image['repository']}@{image['digest']}"
-    return f"{image['repository']}:{image['tag']}"
+    return chart_rendered(image)
 
 
 def _chart_container(values: Mapping[str, Any], pull: str) -> dict[str, Any]:
