@@ -172,6 +172,8 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
      "platform.nodePools[0].taints[0].effect", "one of NoSchedule, PreferNoSchedule, NoExecute"),
     ("label in a Karpenter-owned domain", _pool(labels={"karpenter.sh/capacity-type": "spot"}),
      "platform.nodePools[0].labels.karpenter.sh/capacity-type", "outside the domains Karpenter reserves"),
+    ("label the platform sets itself", _pool(labels={"trainingplatform.io/lustre-client": "true"}),
+     "platform.nodePools[0].labels.trainingplatform.io/lustre-client", "the platform's own"),
     ("pool name with capitals", _pool(name="P5"),
      "platform.nodePools[0].name", "lower-case letters"),
     # storage

@@ -71,6 +71,9 @@ LabelValue = Annotated[
 
 # Karpenter rejects labels in these domains on a NodePool (it owns them, or Kubernetes does).
 RESTRICTED_LABEL_DOMAINS: Final = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
+PLATFORM_LABEL_DOMAIN: Final = "trainingplatform.io"
+"""The platform's own node labels (pool, accelerator, Lustre client, Slurm's reservation): a
+pool's extra label there could send pods, or Lustre claims, to nodes that do not fit them."""
 
 
 DEFAULT_HUGEPAGES_GIB: Final = 5
@@ -381,15 +384,16 @@ def _pool_problems(
             pool.capacity_type,
             "reserved, since the pool names capacity reservations",
         )
+    reserved = (*RESTRICTED_LABEL_DOMAINS, PLATFORM_LABEL_DOMAIN)
     for key in pool.labels:
         domain = key.split("/", 1)[0] if "/" in key else ""
-        if any(domain == d or domain.endswith("." + d) for d in RESTRICTED_LABEL_DOMAINS):
+        if any(domain == d or domain.endswith("." + d) for d in reserved):
             yield ConfigProblem(
                 f"{base}.labels.{key}",
                 key,
                 "a label outside the domains Karpenter reserves ("
                 + ", ".join(RESTRICTED_LABEL_DOMAINS)
-                + ")",
+                + f") and the platform's own ({PLATFORM_LABEL_DOMAIN})",
             )
 
 
