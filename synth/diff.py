@@ -8,7 +8,10 @@ its ``resources.json`` record, by URN. Values the records mark secret stay maske
 Every changed resource and manifest is marked when the change replaces it (the providers' rules
 in :mod:`synth.replacements`, plus the resource's own ``replaceOnChanges``); :func:`refusals`
 lists the replacements of clusters, file systems, associations, buckets, keys and volumes,
-which the command refuses unless ``--allow-replace`` is given.
+which the command refuses unless ``--allow-replace`` is given. A retained PersistentVolume and
+a claim bound to one hold no data of their own (:func:`deletes_no_data`): their replacements
+are listed apart (:func:`retained_replacements`), with what they do to running jobs, and never
+refused.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,6 +35,8 @@ from synth.output import (
 )
 from synth.replacements import (
     ASSOCIATION,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
     REFUSED,
     Replacement,
     kubernetes_type,
@@ -96,11 +101,22 @@ class Changed:
     """The changes that replace it (empty: updated in place)."""
     resource_type: str = ""
     """Its Pulumi type token, where known."""
+    retained: bool = False
+    """A replaced PersistentVolume or claim whose replacement deletes no data
+    (:func:`deletes_no_data`): listed apart, never refused."""
+    renamed: bool = False
+    """For a retained entry: its object had another name (file) in the base, so the new one is
+    created before the old one is deleted."""
+    released_volume: str = ""
+    """For a retained claim that keeps its ``spec.volumeName``: that PersistentVolume, which
+    this change leaves in place, so the new claim cannot bind it (:func:`_left_released`)."""
 
     @property
     def refused_as(self) -> str:
         """What it is when its replacement is refused (``file system``), else ``""``."""
-        return REFUSED.get(self.resource_type, "") if self.replaced_by else ""
+        if not self.replaced_by or self.retained:
+            return ""
+        return REFUSED.get(self.resource_type, "")
 
 
 @dataclass(frozen=True)
@@ -344,7 +360,7 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
     )
     return SynthesisDiff(
         resources=resources,
-        manifests=manifests,
+        manifests=_with_retained_volumes(manifests, old, new),
         helm=_section(old.helm, new.helm, value_changes),
         collisions=association_collisions(old, new),
     )
@@ -426,6 +442,131 @@ def _cascaded(
     return merged(resources, own_files=False), merged(manifests, own_files=True)
 
 
+def _spec(manifest: Any) -> Mapping[str, Any]:
+    spec = manifest.get("spec") if isinstance(manifest, Mapping) else None
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _of_type(manifest: Any, resource_type: str) -> bool:
+    return isinstance(manifest, Mapping) and kubernetes_type(manifest) == resource_type
+
+
+def _volume_file(manifests: Mapping[str, Any], name: Any) -> str | None:
+    """The file of the PersistentVolume called ``name`` among ``manifests``, if there is one."""
+    return next(
+        (
+            file_name
+            for file_name, manifest in manifests.items()
+            if _of_type(manifest, PERSISTENT_VOLUME)
+            and (manifest.get("metadata") or {}).get("name") == name
+        ),
+        None,
+    )
+
+
+def deletes_no_data(manifest: Any, manifests: Mapping[str, Any]) -> bool:
+    """Whether deleting this object of the base synthesis leaves the data it reaches in place.
+
+    True for a PersistentVolume whose ``spec.persistentVolumeReclaimPolicy`` is ``Retain``, and
+    for a claim whose ``spec.volumeName`` names such a PersistentVolume in ``manifests``.
+    Deleting a claim releases its volume, and deleting a Retain volume, or releasing it, never
+    touches its storage (kubernetes pkg/controller/volume/persistentvolume/pv_controller.go,
+    reclaimVolume: nothing to do for Retain). The stack's Lustre volumes are such static,
+    retained volumes; their data lives on the file system.
+
+    Args:
+        manifest: the object's manifest in the base synthesis (anything else: False).
+        manifests: every manifest of the base synthesis, by file name.
+    """
+
+    # Only an explicit Retain counts. The API server defaults a PersistentVolume created
+    # without the field to Retain, but a provisioned one gets its class's policy (Delete
+    # unless the class says otherwise), and a manifest does not say which it is.
+    def retained(volume: Any) -> bool:
+        return _spec(volume).get("persistentVolumeReclaimPolicy") == "Retain"
+
+    if _of_type(manifest, PERSISTENT_VOLUME):
+        return retained(manifest)
+    if not _of_type(manifest, PERSISTENT_VOLUME_CLAIM):
+        return False
+    volume_name = _spec(manifest).get("volumeName")
+    volume_file = _volume_file(manifests, volume_name) if volume_name else None
+    return volume_file is not None and retained(manifests[volume_file])
+
+
+def _with_retained_volumes(section: SectionDiff, old: Synthesis, new: Synthesis) -> SectionDiff:
+    """The manifests section with each replacement that deletes no data marked ``retained``.
+
+    An entry's object in the base is found by its URN (an entry the cascade drags along is
+    named by its new file, which a renamed object lacks in the base), else by its file.
+
+    Args:
+        section: the manifests section of the diff.
+        old: the base synthesis.
+        new: the current one.
+    """
+    replaced = {c.name for c in section.changed if c.replaced_by}
+    urns = {
+        manifest_file_name(manifest_of(r)): urn
+        for urn, r in new.resources.items()
+        if _has_manifest(r)
+    }
+
+    def base_file(file_name: str) -> str:
+        record = old.resources.get(urns.get(file_name, ""))
+        if record is None or not _has_manifest(record):
+            return file_name
+        return manifest_file_name(manifest_of(record))
+
+    def marked(changed: Changed) -> Changed:
+        base_name = base_file(changed.name)
+        before = old.manifests.get(base_name)
+        if not (changed.replaced_by and deletes_no_data(before, old.manifests)):
+            return changed
+        return replace(
+            changed,
+            retained=True,
+            renamed=base_name != changed.name,
+            released_volume=_left_released(
+                before, new.manifests.get(changed.name), old, new, replaced
+            ),
+        )
+
+    return SectionDiff(section.added, section.removed, [marked(c) for c in section.changed])
+
+
+def _left_released(
+    before: Any, after: Any, old: Synthesis, new: Synthesis, replaced: set[str]
+) -> str:
+    """The PersistentVolume a replaced claim names before and after, when the change keeps it.
+
+    The old claim's deletion releases the volume, which keeps the old claim's uid in its
+    ``spec.claimRef``; a Retain volume stays Released so (pv_controller.go, reclaimVolume),
+    and a claim of the same name but another uid does not bind it: the new claim stays
+    Pending (pv_controller.go, syncUnboundClaim: "volume already bound to a different claim";
+    kubernetes component-helpers storage/volume/pv_helpers.go, IsVolumeBoundToClaim). A
+    volume this change creates or replaces has no uid in its ``claimRef`` and binds.
+
+    Args:
+        before: the claim's manifest in the base synthesis.
+        after: its manifest now.
+        old: the base synthesis.
+        new: the current one.
+        replaced: the manifest files this change replaces.
+
+    Returns:
+        The volume's name, or ``""`` when the claim is not such a one.
+    """
+    if not _of_type(before, PERSISTENT_VOLUME_CLAIM):
+        return ""
+    volume_name = _spec(before).get("volumeName")
+    if volume_name != _spec(after).get("volumeName"):
+        return ""
+    volume_file = _volume_file(new.manifests, volume_name)
+    kept = volume_file is not None and volume_file in old.manifests and volume_file not in replaced
+    return str(volume_name) if kept else ""
+
+
 def _overlapping(path: str, other: str) -> bool:
     first, second = (p.rstrip("/") + "/" for p in (path, other))
     return first.startswith(second) or second.startswith(first)
@@ -488,6 +629,11 @@ def refusals(diff: SynthesisDiff) -> list[Changed]:
     return [c for c in (*diff.resources.changed, *diff.manifests.changed) if c.refused_as]
 
 
+def retained_replacements(diff: SynthesisDiff) -> list[Changed]:
+    """The replaced PersistentVolumes and claims that :func:`deletes_no_data` lets through."""
+    return [c for c in diff.manifests.changed if c.replaced_by and c.retained]
+
+
 def _is_secret(value: Any) -> bool:
     return value == SECRET_MARK or (isinstance(value, str) and SECRET_MARK in value)
 
@@ -547,7 +693,8 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
     """The diff in words: per section ``+`` added, ``-`` removed, ``~`` changed with its keys.
 
     A changed entry that would be replaced says ``(replaced)`` and each replacing key names the
-    rule behind it; refused replacements are listed last.
+    rule behind it; refused replacements are listed last, then the retained volumes and claims
+    replaced (:func:`retained_replacements`) with what replacing them does.
 
     Args:
         stack: the stack name, leading the first line.
@@ -584,6 +731,7 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
             lines.append(
                 "    (the old one is deleted with its data; pass --allow-replace if that is meant)"
             )
+    lines += _render_retained(retained_replacements(diff))
     if diff.collisions:
         lines.append(f"  creates AWS refuses: {len(diff.collisions)}")
         lines += [f"    ! {collision}" for collision in diff.collisions]
@@ -592,6 +740,60 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
             " docs/deploying.md)"
         )
     return "\n".join(lines)
+
+
+CLAIMS_NOTE: Final = (
+    "    (a claim holds no data, which stays on the file system, but deleting a claim waits until"
+    " no pod mounts it: stop the jobs that mount it before up, or up fails after its delete"
+    " timeout with the claim Terminating, and the next up finishes once they end)"
+)
+"""What replacing a retained claim does (:func:`_render_retained`)."""
+VOLUMES_NOTE: Final = (
+    "    (Retain: deleting it leaves its storage alone, but it is deleted before it is created"
+    " again under the same name, and that waits while a claim is bound to it: up fails after its"
+    " delete timeout with the volume Terminating unless the claim is deleted first; a volume"
+    " given a new name is created first, and its claim follows)"
+)
+"""What replacing a retained PersistentVolume under its own name does."""
+
+
+def _render_retained(retained: list[Changed]) -> list[str]:
+    """The block of replaced retained claims, then the one of replaced retained volumes.
+
+    A claim's deletion waits for its pods (the kubernetes.io/pvc-protection finalizer, kubernetes
+    pkg/controller/volume/pvcprotection), and pulumi-kubernetes deletes an object replaced under
+    its own name before it creates the new one (provider/pkg/provider/provider.go, Diff:
+    deleteBeforeReplace when the name stays), so the old claim must go while jobs still run.
+
+    Args:
+        retained: what :func:`retained_replacements` found.
+    """
+    claims = [c for c in retained if c.resource_type == PERSISTENT_VOLUME_CLAIM]
+    lines = []
+    if claims:
+        lines.append(f"  claims replaced: {len(claims)}")
+        for claim in claims:
+            line = f"    ! volume claim: {claim.name}"
+            if claim.released_volume:
+                line += (
+                    f" (its PersistentVolume {claim.released_volume} stays, Released with the old"
+                    " claim's uid in spec.claimRef: the new claim stays Pending until that uid is"
+                    " removed)"
+                )
+            lines.append(line)
+        lines.append(CLAIMS_NOTE)
+    # A renamed volume is created first and the old one deleted last, after its claim, which
+    # releases it; that deletion does not wait, so it is not listed. A volume replaced under its
+    # own name is: pulumi-kubernetes deletes it first, while its claim is still bound, and the
+    # kubernetes.io/pv-protection finalizer holds a Bound volume (kubernetes
+    # pkg/controller/volume/pvprotection, isBeingUsed). The engine deletes the claim first
+    # only when the claim is replaced through a property dependency on the volume itself.
+    volumes = [c for c in retained if c.resource_type == PERSISTENT_VOLUME and not c.renamed]
+    if volumes:
+        lines.append(f"  volumes replaced under their own name: {len(volumes)}")
+        lines += [f"    ! volume: {c.name}" for c in volumes]
+        lines.append(VOLUMES_NOTE)
+    return lines
 
 
 def _render_changed(changed: Changed) -> list[str]:

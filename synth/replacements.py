@@ -49,6 +49,8 @@ FILE_SYSTEM: Final = "aws:fsx/lustreFileSystem:LustreFileSystem"
 ASSOCIATION: Final = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 AWS_CLUSTER: Final = "aws:eks/cluster:Cluster"
 EKS_CLUSTER: Final = "eks:index:Cluster"
+PERSISTENT_VOLUME: Final = "kubernetes:core/v1:PersistentVolume"
+PERSISTENT_VOLUME_CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
 
 _CLUSTER_SOURCE: Final = "eks/cluster.go"
 _FSX: Final = "fsx/lustre_file_system.go"
@@ -187,11 +189,11 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         ("nodeRoleArn", "node_role_arn ForceNew"),
         ("subnetIds", "subnet_ids ForceNew"),
     ),
-    "kubernetes:core/v1:PersistentVolumeClaim": [
+    PERSISTENT_VOLUME_CLAIM: [
         Trigger(f"spec.{field}", _K8S_DIFF)
         for field in ("accessModes", "selector", "storageClassName", "volumeName")
     ],
-    "kubernetes:core/v1:PersistentVolume": [
+    PERSISTENT_VOLUME: [
         Trigger(f"spec.{source}", _K8S_DIFF)
         for source in ("awsElasticBlockStore", "csi", "hostPath", "local", "nfs")
     ],
@@ -217,10 +219,11 @@ REFUSED: Final[dict[str, str]] = {
     "aws:s3/bucketV2:BucketV2": "bucket",
     "aws:kms/key:Key": "key",
     "aws:ebs/volume:Volume": "volume",
-    "kubernetes:core/v1:PersistentVolumeClaim": "volume",
-    "kubernetes:core/v1:PersistentVolume": "volume",
+    PERSISTENT_VOLUME_CLAIM: "volume",
+    PERSISTENT_VOLUME: "volume",
 }
-"""Types whose replacement loses data or the platform itself: refused without --allow-replace."""
+"""Types whose replacement loses data or the platform itself: refused without --allow-replace
+(a retained PersistentVolume and its claim excepted: :func:`synth.diff.deletes_no_data`)."""
 
 _INDEX: Final = re.compile(r"\[\d+\]")
 

@@ -13,18 +13,23 @@ import yaml
 from synth.__main__ import main as synth_main
 from synth.diff import (
     ABSENT,
+    CLAIMS_NOTE,
+    VOLUMES_NOTE,
     Change,
     NoSynthesis,
     Synthesis,
     diff_syntheses,
     flatten,
     load_synthesis,
+    refusals,
     render,
     render_change,
+    retained_replacements,
     shorten,
     synthesis_directory,
 )
 from synth.engine import SECRET_MARK, UNKNOWN, ResourceRecord
+from synth.output import manifest_file_name
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS
@@ -232,3 +237,148 @@ def test_long_strings_are_shown_from_where_they_differ() -> None:
     line = render_change(Change("gres", head + "Count=1\n", head + "Count=2\n"))
     assert line == r'gres: "...de pools\nCount=1\n" -> "...de pools\nCount=2\n"'
     assert render_change(Change("k", "short", "shorter")) == 'k: "short" -> "shorter"'
+
+
+TEAM = "ml-research"
+CLAIM_FILE = f"PersistentVolumeClaim.{TEAM}.lustre-checkpoints.yaml"
+
+
+def _volume(name: str, policy: str | None = "Retain", handle: str = "fs-1") -> dict[str, Any]:
+    """A static Lustre PersistentVolume as the stack writes it (``policy`` None: no field)."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "",
+        "claimRef": {"namespace": TEAM, "name": "lustre-checkpoints"},
+        "csi": {"driver": "fsx.csi.aws.com", "volumeHandle": handle},
+    }
+    if policy is not None:
+        spec["persistentVolumeReclaimPolicy"] = policy
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _claim(volume_name: str | None, storage_class: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteMany"], "storageClassName": storage_class}
+    if volume_name is not None:
+        spec["volumeName"] = volume_name
+    metadata = {"name": "lustre-checkpoints", "namespace": TEAM}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
+def _objects(*manifests: dict[str, Any]) -> Synthesis:
+    return _synthesis([], {manifest_file_name(m): m for m in manifests})
+
+
+def test_a_retained_volume_renamed_with_its_claim_is_flagged_not_refused() -> None:
+    old = _objects(_volume("lustre-checkpoints-aaaa"), _claim("lustre-checkpoints-aaaa"))
+    new = _objects(_volume("lustre-checkpoints-bbbb"), _claim("lustre-checkpoints-bbbb"))
+    diff = diff_syntheses(old, new)
+    assert diff.manifests.removed == ["PersistentVolume._cluster.lustre-checkpoints-aaaa.yaml"]
+    (claim,) = diff.manifests.changed
+    assert [r.key for r in claim.replaced_by] == ["spec.volumeName"]
+    assert refusals(diff) == [] and retained_replacements(diff) == [claim]
+    text = render("dev", Path("b"), diff)
+    assert f"  claims replaced: 1\n    ! volume claim: {CLAIM_FILE}\n{CLAIMS_NOTE}" in text
+    assert "refused" not in text and "Pending" not in text and VOLUMES_NOTE not in text
+
+
+@pytest.mark.parametrize("policy", ["Delete", None])
+def test_a_claim_of_a_volume_not_retained_is_still_refused(policy: str | None) -> None:
+    old = _objects(_volume("a", policy), _claim("a"))
+    diff = diff_syntheses(old, _objects(_volume("b", policy), _claim("b")))
+    assert [(c.name, c.refused_as) for c in refusals(diff)] == [(CLAIM_FILE, "volume")]
+    assert retained_replacements(diff) == []
+    assert "claims replaced" not in render("dev", Path("b"), diff)
+
+
+def test_a_claim_without_volume_name_is_still_refused() -> None:
+    old = _objects(_volume("a"), _claim(None))
+    diff = diff_syntheses(old, _objects(_volume("a"), _claim(None, storage_class="other")))
+    assert [(c.name, c.refused_as) for c in refusals(diff)] == [(CLAIM_FILE, "volume")]
+    assert "claims replaced" not in render("dev", Path("b"), diff)
+
+
+def test_a_claim_replaced_beside_its_retained_volume_is_flagged_as_left_pending() -> None:
+    old = _objects(_volume("a"), _claim("a"))
+    diff = diff_syntheses(old, _objects(_volume("a"), _claim("a", storage_class="other")))
+    assert refusals(diff) == []
+    (claim,) = retained_replacements(diff)
+    assert claim.released_volume == "a"
+    assert f"    ! volume claim: {CLAIM_FILE} (its PersistentVolume a stays, Released" in render(
+        "dev", Path("b"), diff
+    )
+
+
+def test_a_retained_volume_replaced_under_its_own_name_is_flagged_not_refused() -> None:
+    old = _objects(_volume("a"), _claim("a"))
+    diff = diff_syntheses(old, _objects(_volume("a", handle="fs-2"), _claim("a")))
+    (volume,) = diff.manifests.changed
+    assert volume.replaced_by and refusals(diff) == [] and retained_replacements(diff) == [volume]
+    text = render("dev", Path("b"), diff)
+    assert "  volumes replaced under their own name: 1\n" in text
+    assert f"    ! volume: PersistentVolume._cluster.a.yaml\n{VOLUMES_NOTE}" in text
+    assert "claims replaced" not in text
+    deleted = diff_syntheses(
+        _objects(_volume("a", "Delete"), _claim("a")),
+        _objects(_volume("a", "Delete", handle="fs-2"), _claim("a")),
+    )
+    assert [c.refused_as for c in refusals(deleted)] == ["volume"]
+
+
+def test_a_retained_volume_renamed_through_a_replaced_file_system_is_not_refused() -> None:
+    """The cascade enters a dragged object under its new file; the base's is found by URN."""
+    file_system_type = "aws:fsx/lustreFileSystem:LustreFileSystem"
+    volume_type = "kubernetes:core/v1:PersistentVolume"
+    fs_urn = URN.replace("aws:ec2/subnet:Subnet", file_system_type) + "lustre"
+    volume_urn = URN.replace("aws:ec2/subnet:Subnet", volume_type) + "pv"
+
+    def synthesis(subnet: str, volume: dict[str, Any]) -> Synthesis:
+        file_system = _record("lustre", {"subnetIds": [subnet]}, type=file_system_type, urn=fs_urn)
+        dependencies = {"metadata": [fs_urn], "spec": [fs_urn]}
+        record = _record(
+            "pv", volume, type=volume_type, urn=volume_urn, property_dependencies=dependencies
+        )
+        return _synthesis([file_system, record], {manifest_file_name(volume): volume})
+
+    diff = diff_syntheses(
+        synthesis("subnet-a", _volume("lustre-aaaa")),
+        synthesis("subnet-b", _volume("lustre-bbbb", handle="fs-2")),
+    )
+    assert [c.refused_as for c in refusals(diff)] == ["file system"]
+    (volume,) = retained_replacements(diff)
+    assert volume.name == "PersistentVolume._cluster.lustre-bbbb.yaml" and volume.renamed
+    # created before the old one goes, which its claim no longer holds: nothing to list
+    assert "volumes replaced under their own name" not in render("dev", Path("b"), diff)
+
+
+def test_diff_command_gate_passes_a_retained_volume_renamed_with_its_claim(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "base"
+    shutil.copytree(synthesized["dev"].written.directory, base)
+    manifests = base / "manifests"
+    claim_file = next(
+        path
+        for path in sorted(manifests.glob("PersistentVolumeClaim.*"))
+        if yaml.safe_load(path.read_text())["spec"].get("volumeName")
+    )
+    claim = yaml.safe_load(claim_file.read_text())
+    name = claim["spec"]["volumeName"]
+    volume_file = manifests / f"PersistentVolume._cluster.{name}.yaml"
+    volume = yaml.safe_load(volume_file.read_text())
+    assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    # The base named the volume otherwise: now it is renamed and the claim follows.
+    volume["metadata"]["name"] = claim["spec"]["volumeName"] = f"{name}-old"
+    volume_file.unlink()
+    (manifests / f"PersistentVolume._cluster.{name}-old.yaml").write_text(yaml.safe_dump(volume))
+    claim_file.write_text(yaml.safe_dump(claim))
+    argv = ["diff", "dev", "--base", str(base), "--out", str(tmp_path / "out")]
+    assert synth_main([*argv, "--gate"]) == 0
+    out = capsys.readouterr().out
+    assert f"  claims replaced: 1\n    ! volume claim: {claim_file.name}\n" in out, out
+    assert "refused" not in out
+    assert synth_main(argv) == 1  # something changed

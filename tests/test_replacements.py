@@ -27,6 +27,7 @@ from synth.diff import (
     load_synthesis,
     refusals,
     render,
+    retained_replacements,
 )
 from synth.engine import ResourceRecord
 from synth.replacements import kubernetes_type
@@ -238,8 +239,12 @@ def test_immutable_kubernetes_fields_replace_and_a_volume_is_refused(dev: Synthe
     def label(m: dict[str, Any]) -> None:
         m["metadata"]["labels"] = {"review": "x"}
 
+    # replaced, but bound to a retained volume: no data goes, so it is flagged, not refused,
+    # and flagged as left Pending, since its volume stays Released to the old claim
     claim = _manifest_edit(dev, "PersistentVolumeClaim.", storage_class_name)
-    assert [c.refused_as for c in refusals(claim)] == ["volume"]
+    assert refusals(claim) == []
+    (flagged,) = retained_replacements(claim)
+    assert flagged.released_volume.startswith(("shared-lustre-", "lustre-"))
     storage_class = _manifest_edit(dev, "StorageClass.", parameters)
     (changed,) = storage_class.manifests.changed
     assert changed.replaced_by and not changed.refused_as  # replaced, but holds no data
