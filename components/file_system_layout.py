@@ -1,8 +1,9 @@
 """One layout of the shared file system: a directory per team under every team root.
 
 Every association's path and ``/teams`` (config ``LustreConfig.team_roots``) hold one directory
-per team, owned by root and the team's group, setgid, mode 2770, in the team's Lustre project
-(project id = gid, which carries its quota). A team's claims mount only those directories:
+per team, owned by root and the team's group, setgid, mode 2770 (2750 under a path that only
+imports from S3), in the team's Lustre project (project id = gid, which carries its quota). A
+team's claims mount only those directories:
 the FSx CSI driver mounts ``<dnsname>@tcp:/<mountname>`` and ``mountname`` may name a
 subdirectory (kubernetes-sigs/aws-fsx-csi-driver v1.7.0 pkg/driver/node.go, NodePublishVolume),
 and a Lustre client mounted at a subdirectory cannot walk above it. Root squash maps root on
@@ -27,6 +28,14 @@ from components.workloads import SHARED_MOUNT
 TEAM_DIRECTORY_MODE: Final = "2770"
 """setgid (files and directories made inside take the team's group), rwx for owner and group,
 nothing for anyone else."""
+IMPORT_ONLY_DIRECTORY_MODE: Final = "2750"
+"""A team directory under a path that only imports from S3: the team reads and walks it, only
+the import (and the admin client) writes it. The permission keeps jobs from writing there, not
+a read-only mount: Linux updates no access time through a read-only mount (fs/inode.c,
+touch_atime: ``mnt_get_write_access`` fails), so the Lustre client would report no reads at
+close (the MDT takes the client's atime then: lustre/mdd/mdd_object.c, "atime only set for
+read atime update on close"), and a dataset read every day would look unread to the release
+task."""
 ROOT_DIRECTORY_MODE: Final = "0755"
 """A team root: every team walks through it, only root (the admin client) creates in it."""
 ADMIN_MOUNT: Final = "/mnt/fsx"
@@ -77,9 +86,30 @@ class TeamDirectory:
         return self.root.claim_name
 
     @property
-    def volume_name(self) -> str:
-        """Its PersistentVolume (cluster-scoped, so the team is in the name)."""
+    def volume_stem(self) -> str:
+        """Its PersistentVolume's name before the source's digest.
+
+        Cluster-scoped, so the team is in it; :func:`components.storage.persistent_volume_name`
+        appends the digest.
+        """
         return f"{self.claim_name}-{self.team}"
+
+    @property
+    def mode(self) -> str:
+        """Its mode (:func:`team_directory_mode`)."""
+        return team_directory_mode(self.root)
+
+
+def team_directory_mode(root: TeamRoot) -> str:
+    """Mode of every team's directory under ``root``.
+
+    :data:`TEAM_DIRECTORY_MODE`, or :data:`IMPORT_ONLY_DIRECTORY_MODE` under a path that only
+    imports from S3.
+
+    Args:
+        root: the team root.
+    """
+    return TEAM_DIRECTORY_MODE if root.writable else IMPORT_ONLY_DIRECTORY_MODE
 
 
 def team_directories(lustre: LustreConfig, team: TeamConfig) -> list[TeamDirectory]:
@@ -116,7 +146,9 @@ def layout_script(
         mount_name: its Lustre mount name.
     """
     options = ",".join(lustre.mount_options)
-    roots = " ".join(shlex.quote(root.path) for root in lustre.team_roots)
+    roots = " ".join(
+        shlex.quote(f"{root.path} {team_directory_mode(root)}") for root in lustre.team_roots
+    )
     # One short line per team: the script stays far below EC2's 16 KiB of user data
     # (USER_DATA_LIMIT_BYTES) for hundreds of teams.
     entries = [
@@ -135,22 +167,25 @@ def layout_script(
         f"mkdir -p {ADMIN_MOUNT}",
         f"mount -t lustre -o {shlex.quote(options)} "
         f"{shlex.quote(f'{dns_name}@tcp:/{mount_name}')} {ADMIN_MOUNT}",
+        "# team root, mode of each team's directory in it",
         f"roots=({roots})",
         "# team, gid, quota in GiB (0: none)",
         "teams=(",
         *entries,
         ")",
-        'for root in "${roots[@]}"; do',
+        'for entry in "${roots[@]}"; do',
+        '  read -r root mode <<< "$entry"',
         f'  mkdir -p "{ADMIN_MOUNT}$root"',
         f'  chmod {ROOT_DIRECTORY_MODE} "{ADMIN_MOUNT}$root"',
         "done",
         'for entry in "${teams[@]}"; do',
         '  read -r team gid quota <<< "$entry"',
-        '  for root in "${roots[@]}"; do',
+        '  for root_entry in "${roots[@]}"; do',
+        '    read -r root mode <<< "$root_entry"',
         f'    dir="{ADMIN_MOUNT}$root/$team"',
         '    mkdir -p "$dir"',
         '    chown "0:$gid" "$dir"',
-        f'    chmod {TEAM_DIRECTORY_MODE} "$dir"',
+        '    chmod "$mode" "$dir"',
         '    lfs project -p "$gid" -s "$dir"',
         "  done",
         '  if [ "$quota" = 0 ]; then limit=0; else limit="${quota}G"; fi',

@@ -47,6 +47,11 @@ CAPACITY_TYPE: Final = "karpenter.sh/capacity-type"
 ZONE: Final = "topology.kubernetes.io/zone"
 FSX_STARTUP_TAINT: Final = {"key": "fsx.csi.aws.com/agent-not-ready", "effect": "NoExecute"}
 """Keeps pods off a node until the FSx CSI node agent is ready (the agent removes it)."""
+LUSTRE_CLIENT_LABEL: Final = "trainingplatform.io/lustre-client"
+"""Label (``"true"``) of every node that can mount the file system: its pool carries the client
+security group and sits in the file system's zone. The Lustre PersistentVolumes require it
+(:func:`components.storage.lustre_node_affinity`), so a pod with a Lustre claim only lands on
+such a node, whichever pool it names."""
 CLUSTER_SG_TAG: Final = "aws:eks:cluster-name"
 """Tag EKS puts on the cluster security group it creates (the one managed nodes use)."""
 
@@ -291,8 +296,9 @@ def node_pool_spec(
         nodes: most nodes of this NodePool (the pool's ``maxNodes``, less what Slurm holds, or
             for Slurm's NodePool what it holds); becomes the node and accelerator limits. CPU
             and memory limits admit that many of the pool's largest type.
-        mounts_lustre: add the FSx startup taint, which holds pods back until the CSI node
-            agent can mount the file system.
+        mounts_lustre: its nodes are Lustre clients: the FSx startup taint, which holds pods
+            back until the CSI node agent can mount the file system, and
+            :data:`LUSTRE_CLIENT_LABEL`, which the Lustre volumes require. Default False.
         for_slurm: the NodePool of the nodes Slurm holds: its nodes carry the reservation
             label and taint that only slurmd pods match.
     """
@@ -301,6 +307,8 @@ def node_pool_spec(
     vcpu = max(entry.vcpu for entry in entries)
     memory_gib = max(entry.memory_gib for entry in entries)
     labels = pool_labels(pool)
+    if mounts_lustre:
+        labels[LUSTRE_CLIENT_LABEL] = "true"
     taints = [accelerator_taint(pool)] + [t.model_dump() for t in pool.taints]
     metadata: dict[str, Any] = {"labels": labels}
     if for_slurm:
@@ -375,7 +383,8 @@ def general_node_pool_spec(
         zones: the zones it launches in: all for ``general``, the file system's for
             ``general-lustre``.
         mounts_lustre: this is ``general-lustre``: the file system's zone, its limits, the FSx
-            startup taint. Default False: ``general``, preferred by weight.
+            startup taint and :data:`LUSTRE_CLIENT_LABEL`. Default False: ``general``, preferred
+            by weight.
     """
     pool_name = GENERAL_LUSTRE_POOL if mounts_lustre else GENERAL_POOL
     limits = (
@@ -383,9 +392,12 @@ def general_node_pool_spec(
         if mounts_lustre
         else {"cpu": general.max_cpu, "memory": f"{general.max_memory_gib}Gi"}
     )
+    labels = {POOL_LABEL: pool_name}
+    if mounts_lustre:
+        labels[LUSTRE_CLIENT_LABEL] = "true"
     spec: dict[str, Any] = {
         "template": {
-            "metadata": {"labels": {POOL_LABEL: pool_name}},
+            "metadata": {"labels": labels},
             "spec": {
                 "nodeClassRef": node_class_ref(pool_name),
                 "requirements": [

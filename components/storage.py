@@ -53,6 +53,7 @@ from components.iam import (
     role_with_policies,
     service_trust_policy,
 )
+from components.node_pools import LUSTRE_CLIENT_LABEL, ZONE
 from components.teams import JOB_SERVICE_ACCOUNT
 
 LUSTRE_PORTS: Final = ((988, 988), (1018, 1023))
@@ -321,8 +322,17 @@ targets": ``arn:aws:scheduler:::aws-sdk:<service>:<apiAction>``)."""
 RELEASE_RETRY_HOURS: Final = 6
 RELEASE_FAILURE_RETENTION_SECONDS: Final = 14 * 24 * 3600
 """SQS's longest retention: a failed run stays readable for two weeks."""
-CAPACITY_ALARM_PERIOD_SECONDS: Final = 300
-CAPACITY_ALARM_PERIODS: Final = 3
+ALARM_PERIOD_SECONDS: Final = 300
+"""The release-failure alarm's period: a failed run is one message, any period shows it."""
+CAPACITY_ALARM_PERIOD_SECONDS: Final = 60
+"""The free-capacity alarm's period. FSx for Lustre reports ``FreeDataStorageCapacity`` per
+storage target, so ``Sum`` adds every datapoint of the period (FSx for Lustre User Guide,
+"Amazon FSx for Lustre metrics": ``SampleCount`` is the number of targets): over the minute the
+targets report in it is the file system's free space; over 5 minutes it would be about five
+times that, and the alarm would never fire. AWS's own free-capacity alarms for Lustre use 60
+seconds with ``Sum``."""
+CAPACITY_ALARM_PERIODS: Final = 5
+"""Five minutes in a row below the threshold."""
 
 
 def release_schedules(
@@ -445,10 +455,11 @@ def _alarm(
     metric: tuple[str, str, str],
     dimensions: dict[str, pulumi.Input[str]],
     breached_when: tuple[str, int, int],
+    period_seconds: int,
     actions: list[str],
     opts: pulumi.ResourceOptions,
 ) -> aws.cloudwatch.MetricAlarm:
-    """A CloudWatch alarm on one metric, evaluated every 5 minutes, notifying ``actions``.
+    """A CloudWatch alarm on one metric, notifying ``actions``.
 
     Args:
         resource_name: Pulumi name (and the alarm's name stem).
@@ -456,6 +467,7 @@ def _alarm(
         metric: namespace, metric name and statistic.
         dimensions: the metric's dimensions.
         breached_when: comparison operator, threshold and how many periods in a row.
+        period_seconds: the period each statistic covers, seconds.
         actions: SNS topics told when it fires and when it clears.
         opts: resource options.
     """
@@ -468,7 +480,7 @@ def _alarm(
         metric_name=metric_name,
         dimensions=dimensions,
         statistic=statistic,
-        period=CAPACITY_ALARM_PERIOD_SECONDS,
+        period=period_seconds,
         evaluation_periods=periods,
         threshold=threshold,
         comparison_operator=comparison,
@@ -523,6 +535,35 @@ def association_s3_config(association: DataRepositoryAssociationConfig) -> dict[
     return config
 
 
+def lustre_node_affinity(zone: str) -> dict[str, Any]:
+    """The nodes a Lustre volume mounts on: Lustre clients in its zone.
+
+    Their pools carry the client security group and
+    :data:`~components.node_pools.LUSTRE_CLIENT_LABEL`.
+
+    The scheduler filters nodes by a bound claim's PV affinity (kubernetes
+    pkg/scheduler/framework/plugins/volumebinding, checkBoundClaims) and Karpenter provisions
+    for it (karpenter v1.14.1 pkg/controllers/provisioning/scheduling/volumetopology.go,
+    getPersistentVolumeRequirements), so a pod of any kind with a Lustre claim lands on a node
+    that can mount it instead of waiting in ``ContainerCreating`` on ``general``.
+
+    Args:
+        zone: the file system's zone (the training zone).
+    """
+    return {
+        "required": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": LUSTRE_CLIENT_LABEL, "operator": "In", "values": ["true"]},
+                        {"key": ZONE, "operator": "In", "values": [zone]},
+                    ]
+                }
+            ]
+        }
+    }
+
+
 def persistent_volume_spec(
     lustre: LustreConfig,
     *,
@@ -530,10 +571,14 @@ def persistent_volume_spec(
     volume_handle: pulumi.Input[str],
     dns_name: pulumi.Input[str],
     mount_name: pulumi.Input[str],
+    zone: str,
     claim_name: str = CLAIM_NAME,
-    read_only: bool = False,
 ) -> dict[str, Any]:
     """A static PV bound to exactly one namespace's claim (a PV binds one claim).
+
+    Always read-write: a read-only mount records no access times, and release goes by them
+    (:data:`components.file_system_layout.IMPORT_ONLY_DIRECTORY_MODE` keeps jobs from writing
+    where they only read).
 
     Args:
         lustre: the file system's config (capacity, mount options).
@@ -543,18 +588,9 @@ def persistent_volume_spec(
         dns_name: the file system's DNS name.
         mount_name: what the node mounts after ``<dnsname>@tcp:/``: the file system's mount
             name, or a directory below it (``<mountname>/checkpoints/<team>``).
+        zone: the file system's zone (:func:`lustre_node_affinity`).
         claim_name: the claim's name. Default ``shared-lustre`` (the whole file system).
-        read_only: mount it read-only: kubelet passes the PV's ``readOnly`` to the driver,
-            which mounts with ``ro`` (aws-fsx-csi-driver v1.7.0 pkg/driver/node.go,
-            NodePublishVolume). Default False.
     """
-    csi: dict[str, Any] = {
-        "driver": CSI_DRIVER,
-        "volumeHandle": volume_handle,
-        "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
-    }
-    if read_only:
-        csi["readOnly"] = True
     return {
         "capacity": {"storage": f"{lustre.storage_capacity_gib}Gi"},
         "volumeMode": "Filesystem",
@@ -563,8 +599,42 @@ def persistent_volume_spec(
         "storageClassName": "",
         "mountOptions": list(lustre.mount_options),
         "claimRef": {"namespace": namespace, "name": claim_name},
-        "csi": csi,
+        "nodeAffinity": lustre_node_affinity(zone),
+        "csi": {
+            "driver": CSI_DRIVER,
+            "volumeHandle": volume_handle,
+            "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
+        },
     }
+
+
+IMMUTABLE_VOLUME_FIELDS: Final = ("csi", "nodeAffinity", "volumeMode")
+"""What the API server never lets a PV change once set (kubernetes
+pkg/apis/core/validation/validation.go, ValidatePersistentVolumeUpdate: the volume source,
+``volumeMode``, and ``nodeAffinity`` once it is set)."""
+VOLUME_DIGEST_LENGTH: Final = 10
+
+
+def persistent_volume_name(stem: str, spec: dict[str, Any]) -> str:
+    """``<stem>-<digest>``: a PV's name, which changes whenever an immutable field does.
+
+    A change to such a field must make a new PV, and a new PV must have a new name.
+    pulumi-kubernetes replaces a PV on a changed ``csi`` but patches ``nodeAffinity``, which
+    the API server refuses (provider/pkg/provider/diff.go, forceNew); and it deletes a
+    same-named object before creating it again (provider.go, Diff: deleteBeforeReplace), which
+    for a bound PV waits on ``kubernetes.io/pv-protection`` until its claim goes, while the
+    claim, still naming the same PV, is never replaced. With the digest in the name the PV is
+    created beside the old one, the claim's ``volumeName`` changes, so the claim is replaced
+    (deleted once no pod uses it) and binds the new PV; the old PV, released, goes last.
+    Capacity and mount options are left out: they change in place.
+
+    Args:
+        stem: the name without the digest (``lustre-checkpoints-ml-research``).
+        spec: the PV's spec with every value known (:func:`persistent_volume_spec`).
+    """
+    immutable = {field: spec.get(field) for field in IMMUTABLE_VOLUME_FIELDS}
+    digest = hashlib.sha256(json.dumps(immutable, sort_keys=True).encode()).hexdigest()
+    return f"{stem}-{digest[:VOLUME_DIGEST_LENGTH]}"
 
 
 ADMIN_IMAGE_PARAMETER: Final = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{}"
@@ -639,7 +709,7 @@ def team_volume_handle(
     return pulumi.Output.concat(file_system_id, "::", directory.subdirectory)
 
 
-def persistent_volume_claim_spec(volume_name: str) -> dict[str, Any]:
+def persistent_volume_claim_spec(volume_name: pulumi.Input[str]) -> dict[str, Any]:
     """The claim that binds a namespace to its PV, requesting the smallest Lustre file system.
 
     The request stays the same whatever the file system's capacity: a bound claim's request
@@ -1249,6 +1319,7 @@ class Storage(pulumi.ComponentResource):
                 metric=("AWS/SQS", "NumberOfMessagesSent", "Sum"),
                 dimensions={"QueueName": failures.name},
                 breached_when=("GreaterThanThreshold", 0, 1),
+                period_seconds=ALARM_PERIOD_SECONDS,
                 actions=lustre.alarm_actions,
                 opts=child,
             )
@@ -1277,8 +1348,8 @@ class Storage(pulumi.ComponentResource):
                     ),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
                 )
-        # Reported per storage target: Sum is the file system's free space, Minimum only its
-        # fullest target's (FSx for Lustre User Guide, "Amazon FSx for Lustre metrics").
+        # Reported per storage target: Sum over one minute is the file system's free space,
+        # Minimum only its fullest target's (CAPACITY_ALARM_PERIOD_SECONDS).
         _alarm(
             f"{name}-lustre-free-capacity",
             description=f"{config.name}: the Lustre file system has less than "
@@ -1291,6 +1362,7 @@ class Storage(pulumi.ComponentResource):
                 free_capacity_threshold_bytes(lustre),
                 CAPACITY_ALARM_PERIODS,
             ),
+            period_seconds=CAPACITY_ALARM_PERIOD_SECONDS,
             actions=lustre.alarm_actions,
             opts=child,
         )
@@ -1359,13 +1431,14 @@ class Storage(pulumi.ComponentResource):
                 },
                 opts=in_cluster,
             )
+        zone = config.network.training_zone
         for namespace, ns in mounting.items():
             self.claims[namespace] = [
                 self._claim(
                     name, lustre, namespace=namespace, namespace_resource=ns,
-                    claim_name=CLAIM_NAME, volume_name=f"{CLAIM_NAME}-{namespace}",
+                    claim_name=CLAIM_NAME, volume_stem=f"{CLAIM_NAME}-{namespace}",
                     volume_handle=self.file_system_id, mount_name=self.mount_name,
-                    read_only=False, opts=in_cluster,
+                    zone=zone, opts=in_cluster,
                 )
             ]  # fmt: skip
         for team in config.teams:
@@ -1375,10 +1448,10 @@ class Storage(pulumi.ComponentResource):
                 self._claim(
                     name, lustre, namespace=team.name,
                     namespace_resource=team_namespaces[team.name],
-                    claim_name=directory.claim_name, volume_name=directory.volume_name,
+                    claim_name=directory.claim_name, volume_stem=directory.volume_stem,
                     volume_handle=team_volume_handle(self.file_system_id, directory),
                     mount_name=pulumi.Output.concat(self.mount_name, "/", directory.subdirectory),
-                    read_only=not directory.root.writable,
+                    zone=zone,
                     opts=pulumi.ResourceOptions.merge(
                         in_cluster, pulumi.ResourceOptions(depends_on=self.layout)
                     ),
@@ -1394,37 +1467,36 @@ class Storage(pulumi.ComponentResource):
         namespace: str,
         namespace_resource: pulumi.Resource,
         claim_name: str,
-        volume_name: str,
+        volume_stem: str,
         volume_handle: pulumi.Input[str],
         mount_name: pulumi.Input[str],
-        read_only: bool,
+        zone: str,
         opts: pulumi.ResourceOptions,
     ) -> k8s.core.v1.PersistentVolumeClaim:
-        """A static PV and the one claim in ``namespace`` that binds it."""
+        """A static PV (:func:`persistent_volume_name`) and the one claim that binds it."""
         # Resource names of the whole-file-system claims predate team directories.
         suffix = namespace if claim_name == CLAIM_NAME else f"{namespace}-{claim_name}"
+
+        def spec(handle: Any, dns_name: Any, mount: Any) -> dict[str, Any]:
+            return persistent_volume_spec(
+                lustre, namespace=namespace, volume_handle=handle, dns_name=dns_name,
+                mount_name=mount, zone=zone, claim_name=claim_name,
+            )  # fmt: skip
+
+        volume_name = pulumi.Output.all(volume_handle, self.dns_name, mount_name).apply(
+            lambda known: persistent_volume_name(volume_stem, spec(*known))
+        )
         volume = k8s.core.v1.PersistentVolume(
             f"{name}-pv-{suffix}",
             metadata={"name": volume_name},
             # The builders speak the Kubernetes API's field names, which the SDK passes through.
-            spec=typing.cast(
-                Any,
-                persistent_volume_spec(
-                    lustre,
-                    namespace=namespace,
-                    volume_handle=volume_handle,
-                    dns_name=self.dns_name,
-                    mount_name=mount_name,
-                    claim_name=claim_name,
-                    read_only=read_only,
-                ),
-            ),
+            spec=typing.cast(Any, spec(volume_handle, self.dns_name, mount_name)),
             opts=opts,
         )
         return k8s.core.v1.PersistentVolumeClaim(
             f"{name}-pvc-{suffix}",
             metadata={"name": claim_name, "namespace": namespace},
-            spec=typing.cast(Any, persistent_volume_claim_spec(volume_name)),
+            spec=typing.cast(Any, persistent_volume_claim_spec(volume.metadata.name)),
             opts=pulumi.ResourceOptions.merge(
                 opts, pulumi.ResourceOptions(depends_on=[namespace_resource, volume])
             ),

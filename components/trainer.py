@@ -221,24 +221,16 @@ def team_volumes(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, mounts) of a team's directories: each claim at the path it has in ``/fsx``.
 
-    A directory under a path that only imports from S3 is mounted read-only.
+    All read-write, even where the team only reads: a read-only mount records no access times,
+    which release goes by; the directory's mode keeps jobs from writing there
+    (:data:`components.file_system_layout.IMPORT_ONLY_DIRECTORY_MODE`).
     """
     volumes = [
-        {
-            "name": directory.claim_name,
-            "persistentVolumeClaim": {
-                "claimName": directory.claim_name,
-                **({} if directory.root.writable else {"readOnly": True}),
-            },
-        }
+        {"name": directory.claim_name, "persistentVolumeClaim": {"claimName": directory.claim_name}}
         for directory in directories
     ]
     mounts = [
-        {
-            "name": directory.claim_name,
-            "mountPath": directory.mount_path,
-            **({} if directory.root.writable else {"readOnly": True}),
-        }
+        {"name": directory.claim_name, "mountPath": directory.mount_path}
         for directory in directories
     ]
     return volumes, mounts

@@ -666,6 +666,15 @@ def test_an_alarm_fires_before_the_file_system_fills(
     assert inputs["comparisonOperator"] == "LessThanThreshold"
     capacity_bytes = lustre.storage_capacity_gib * 2**30
     assert inputs["threshold"] == capacity_bytes * lustre.free_capacity_alarm_percent // 100
+    # FSx reports one datapoint per storage target each minute (SampleCount is the number of
+    # targets), and Sum adds every datapoint of the period: a file system of four targets with
+    # a point less than the threshold free must breach it, whatever the period adds up
+    targets = 4
+    free_per_target = capacity_bytes // targets * (lustre.free_capacity_alarm_percent - 1) // 100
+    minutes_per_period = inputs["period"] // 60
+    assert free_per_target * targets * minutes_per_period < inputs["threshold"]
+    # and for five minutes in a row, not on one low reading
+    assert inputs["period"] * inputs["evaluationPeriods"] == 300
     (file_system,) = _records(result, "aws:fsx/lustreFileSystem:LustreFileSystem")
     assert alarm.property_dependencies["dimensions"] == [file_system.urn]
     assert inputs.get("alarmActions", []) == list(lustre.alarm_actions)

@@ -18,7 +18,11 @@ from typing import Any, Final
 import pytest
 import yaml
 
+from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
+from components.node_pools import LUSTRE_CLIENT_LABEL
+from synth.jobs.karpenter import node_pools, volume_node_terms, with_volume_topology
 from synth.jobs.model import PathReport, evaluate_jobs
+from synth.jobs.placement import required_affinity_holds
 from synth.jobs.rbac import allowed
 from synth.jobs.view import StackView, name_of
 from synth.jobs.volcano import QueueShape, real_capability
@@ -296,6 +300,45 @@ def test_a_gpu_pool_the_nvidia_plugin_skips_never_offers_gpus(
     view.releases["nvidia-device-plugin"]["values"].pop("nodeSelector")
     report = _blocked_with(view, "ml-research", "torch-p5", "ever offers nvidia.com/gpu")
     assert any("NodePool p5" in r for r in report.reasons)
+
+
+def test_a_pool_whose_nodes_lack_the_lustre_client_label_cannot_take_a_job_with_claims(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The team's Lustre volumes require the label: a NodePool without it never gets the job's
+    pods (kube-scheduler's VolumeBinding filter, Karpenter's volume topology)."""
+    view = _view(synthesized["prod"])
+    (pool,) = _objects(view, "NodePool", "p5")
+    pool["spec"]["template"]["metadata"]["labels"].pop(LUSTRE_CLIENT_LABEL)
+    _blocked_with(view, "ml-research", "torch-p5", "volumes' node affinity")
+    # as shipped the pool is a Lustre client and the job runs
+    assert _report(evaluate_jobs(_view(synthesized["prod"])), "ml-research", "torch-p5").runnable
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_plain_pod_with_a_team_claim_lands_only_on_lustre_clients(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """A pod of a user's own, naming no pool, with the team's checkpoints claim: Karpenter
+    may only add a node of a pool that mounts the file system, never plain ``general``."""
+    view = _view(synthesized[stack])
+    pools = node_pools(view)
+    clients = {p.name for p in pools if p.labels.get(LUSTRE_CLIENT_LABEL) == {"true"}}
+    assert GENERAL_LUSTRE_POOL in clients and GENERAL_POOL not in clients
+    team = next(t["name"] for t in stack_data(stack)["teams"] if t.get("sharedFileSystem", True))
+    claim = {"name": "data", "persistentVolumeClaim": {"claimName": "lustre-checkpoints"}}
+    pod = {"containers": [{"name": "c"}], "volumes": [claim]}
+    placed = with_volume_topology(pod, volume_node_terms(view, team, pod))
+
+    def allowed(spec: dict[str, Any]) -> set[str]:
+        # the CPU pools' types are not in the catalog: their labels decide
+        return {p.name for p in pools if required_affinity_holds(spec.get("affinity"), p.labels)}
+
+    assert allowed(pod) >= {GENERAL_POOL, GENERAL_LUSTRE_POOL}
+    assert allowed(placed) == clients
+    # the accelerator pools among them stay behind their taints
+    untainted = {p.name for p in pools if not p.taints}
+    assert allowed(placed) & untainted == {GENERAL_LUSTRE_POOL}
 
 
 def test_a_bottlerocket_node_never_runs_the_huge_pages_script(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pulumi_policy import Policy
 
+from components.node_pools import LUSTRE_CLIENT_LABEL
 from policies.offline import (
     PolicyConfigError,
     evaluate,
@@ -550,6 +551,8 @@ def test_every_policy_has_cases() -> None:
             "fsx-encrypted-customer-key",
             "fsx-root-squashed",
             "lustre-team-volumes-isolated",
+            "lustre-volumes-on-clients",
+            "lustre-volumes-record-access",
             "fsx-in-training-zone",
             "fsx-lustre-ports-only",
             "queue-shares-ordered",
@@ -1252,6 +1255,55 @@ def test_a_team_volume_mounts_only_its_own_directory(synthesized: dict[str, Stac
         "overlaps" in f.message and "ml-research" in f.message and "ml-product" in f.message
         for f in findings
     ), [f.message for f in findings]
+
+
+def test_lustre_volumes_mount_only_on_nodes_that_can(synthesized: dict[str, StackResult]) -> None:
+    policy = POLICIES["lustre-volumes-on-clients"]
+    for stack in STACKS:
+        assert _run_policy(policy, _records(synthesized[stack]), stack) == []
+    # a volume any node may mount: a pod lands on general, without the client group
+    entries = _records(synthesized["prod"])
+    volume = _team_volume(entries, "storage-pv-ml-product-lustre-checkpoints")
+    del volume["inputs"]["spec"]["nodeAffinity"]
+    (finding,) = _run_policy(policy, entries, "prod")
+    assert finding.urn == volume["urn"] and "may mount on any node" in finding.message
+    # a pool that mounts the file system without the label: no Lustre pod ever gets its nodes
+    entries = _records(synthesized["prod"])
+    pool = _target(entries, "kubernetes:karpenter.sh/v1:NodePool", "=pools-p5")
+    pool["inputs"]["spec"]["template"]["metadata"]["labels"].pop(LUSTRE_CLIENT_LABEL)
+    (finding,) = _run_policy(policy, entries, "prod")
+    assert finding.urn == pool["urn"] and "ever lands" in finding.message
+    # the label on a pool whose nodes cannot reach the file system
+    entries = _records(synthesized["prod"])
+    pool = _target(entries, "kubernetes:karpenter.sh/v1:NodePool", "=pools-general")
+    pool["inputs"]["spec"]["template"]["metadata"]["labels"][LUSTRE_CLIENT_LABEL] = "true"
+    (finding,) = _run_policy(policy, entries, "prod")
+    assert finding.urn == pool["urn"] and "cannot reach the file system" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("csi.readOnly", True, "is read-only"),
+        ("mountOptions", ["relatime", "flock", "ro"], "['ro']"),
+        ("mountOptions", ["noatime", "flock"], "['noatime']"),
+    ],
+)
+def test_lustre_volumes_record_access_times(
+    synthesized: dict[str, StackResult], field: str, value: Any, words: str
+) -> None:
+    policy = POLICIES["lustre-volumes-record-access"]
+    for stack in STACKS:
+        assert _run_policy(policy, _records(synthesized[stack]), stack) == []
+    entries = _records(synthesized["prod"])
+    volume = _team_volume(entries, "storage-pv-ml-product-lustre-datasets")
+    spec = volume["inputs"]["spec"]
+    *parents, last = field.split(".")
+    for parent in parents:
+        spec = spec[parent]
+    spec[last] = value
+    (finding,) = _run_policy(policy, entries, "prod")
+    assert finding.urn == volume["urn"] and words in finding.message
 
 
 def test_two_volumes_cannot_share_a_handle(synthesized: dict[str, StackResult]) -> None:

@@ -24,6 +24,7 @@ from components.config import (
     bucket_name,
     parse_platform_config,
 )
+from components.node_pools import LUSTRE_CLIENT_LABEL, ZONE
 from components.storage import (
     LOG_DELIVERY_SERVICE,
     access_log_bucket_policy,
@@ -32,7 +33,9 @@ from components.storage import (
     data_repository_path,
     lustre_egress,
     lustre_ingress,
+    lustre_node_affinity,
     persistent_volume_claim_spec,
+    persistent_volume_name,
     persistent_volume_spec,
     tls_only_bucket_policy,
 )
@@ -150,8 +153,9 @@ LUSTRE_STACKS = [stack for stack in STACKS if _raw_stack_storage(stack).get("lus
 
 
 def expected_claims(raw_platform: dict[str, Any], namespace: str) -> list[tuple[str, str, str]]:
-    """(claim, volume, directory under the mount name) of each claim a namespace gets: a team
-    one per team root on its own directory, any other namespace the whole file system."""
+    """(claim, volume's name stem, directory under the mount name) of each claim a namespace
+    gets: a team one per team root on its own directory, any other namespace the whole file
+    system."""
     teams = [t["name"] for t in raw_platform.get("teams", []) if t.get("sharedFileSystem", True)]
     if namespace not in teams:
         return [(CLAIM_NAME, f"{CLAIM_NAME}-{namespace}", "")]
@@ -970,11 +974,20 @@ def test_namespace_volume_and_claim(
     lustre = case.lustre
     namespaces = [n for n in run.of_type(NAMESPACE) if n.inputs["metadata"]["name"] == namespace]
     assert len(namespaces) == 1, namespace
-    for claim_name, volume_name, directory in expected_claims(case.raw, namespace):
-        volumes = [v for v in run.of_type(VOLUME) if v.inputs["metadata"]["name"] == volume_name]
-        assert len(volumes) == 1, volume_name
+    zone = parse_platform_config(case.raw).network.training_zone
+    for claim_name, volume_stem, directory in expected_claims(case.raw, namespace):
+        volumes = [
+            v for v in run.of_type(VOLUME)
+            if v.inputs["spec"]["claimRef"] == {"namespace": namespace, "name": claim_name}
+        ]  # fmt: skip
+        assert len(volumes) == 1, volume_stem
         (volume,) = volumes
         spec = volume.inputs["spec"]
+        # named after what it mounts, so a new source is a new PV its claim follows
+        volume_name = volume.inputs["metadata"]["name"]
+        assert volume_name == persistent_volume_name(volume_stem, spec)
+        # only Lustre clients in the file system's zone may mount it
+        assert spec["nodeAffinity"] == lustre_node_affinity(zone)
         assert spec["csi"]["driver"] == CSI_DRIVER
         assert spec["accessModes"] == ["ReadWriteMany"]
         assert spec["persistentVolumeReclaimPolicy"] == "Retain"
@@ -1040,8 +1053,9 @@ def test_one_volume_and_claim_per_namespace(lustre_case: StackCase) -> None:
     expected = [
         claim for ns in namespaces for claim in expected_claims(lustre_case.raw, ns)
     ]  # fmt: skip
-    volumes = sorted(v.inputs["metadata"]["name"] for v in run.of_type(VOLUME))
-    assert volumes == sorted(volume for _, volume, _ in expected)
+    # each name is its stem and the digest of what it mounts
+    volumes = sorted(v.inputs["metadata"]["name"].rsplit("-", 1)[0] for v in run.of_type(VOLUME))
+    assert volumes == sorted(stem for _, stem, _ in expected)
     claims = sorted(
         (c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"])
         for c in run.of_type(CLAIM)
@@ -1199,7 +1213,10 @@ def test_non_default_lustre_settings_reach_the_resources(
     assert "s3" not in reference or reference["s3"] == {}
     assert reference["batchImportMetaDataOnCreate"] is True
     volumes = {v.inputs["metadata"]["name"]: v.inputs["spec"] for v in run.of_type(VOLUME)}
-    assert sorted(volumes) == ["shared-lustre-team-a", "shared-lustre-team-b"]
+    assert sorted(name.rsplit("-", 1)[0] for name in volumes) == [
+        "shared-lustre-team-a",
+        "shared-lustre-team-b",
+    ]
     for spec in volumes.values():
         assert spec["mountOptions"] == ["flock", "user_xattr"]
         assert spec["capacity"] == {"storage": "4800Gi"}
@@ -1207,7 +1224,11 @@ def test_non_default_lustre_settings_reach_the_resources(
         (c.inputs["metadata"]["namespace"], c.inputs["spec"]["volumeName"])
         for c in run.of_type(CLAIM)
     )
-    assert claims == [("team-a", "shared-lustre-team-a"), ("team-b", "shared-lustre-team-b")]
+    assert [(namespace, name.rsplit("-", 1)[0]) for namespace, name in claims] == [
+        ("team-a", "shared-lustre-team-a"),
+        ("team-b", "shared-lustre-team-b"),
+    ]
+    assert {name for _, name in claims} == set(volumes)
 
 
 def test_an_efa_enabled_file_system_is_refused_until_clients_use_efa() -> None:
@@ -1361,6 +1382,7 @@ def test_persistent_volume_spec() -> None:
         volume_handle="fs-0123456789abcdef0",
         dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
         mount_name="abcdefgh",
+        zone="us-east-1a",
     )
     assert spec["csi"] == {
         "driver": CSI_DRIVER,
@@ -1378,25 +1400,59 @@ def test_persistent_volume_spec() -> None:
     assert spec["capacity"] == {"storage": "2400Gi"}
     assert (
         persistent_volume_spec(
-            _lustre(), namespace="x", volume_handle="fs-1", dns_name="d", mount_name="m"
+            _lustre(), namespace="x", volume_handle="fs-1", dns_name="d", mount_name="m",
+            zone="us-east-1a",
         )["mountOptions"]
         == DEFAULT_MOUNT_OPTIONS
-    )
-    # read-only: kubelet hands the driver the PV's readOnly, and it mounts with ro
-    read_only = persistent_volume_spec(
-        _lustre(), namespace="x", volume_handle="fs-1::datasets/x", dns_name="d",
-        mount_name="m/datasets/x", claim_name="lustre-datasets", read_only=True,
     )  # fmt: skip
-    assert read_only["csi"]["readOnly"] is True
-    assert read_only["claimRef"] == {"namespace": "x", "name": "lustre-datasets"}
-    assert "readOnly" not in spec["csi"]
+    team = persistent_volume_spec(
+        _lustre(), namespace="x", volume_handle="fs-1::datasets/x", dns_name="d",
+        mount_name="m/datasets/x", zone="us-east-1a", claim_name="lustre-datasets",
+    )  # fmt: skip
+    assert team["claimRef"] == {"namespace": "x", "name": "lustre-datasets"}
+    # never read-only: no access times go through a read-only mount
+    assert "readOnly" not in team["csi"]
+    # only Lustre clients of the file system's zone
+    (term,) = spec["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {"key": LUSTRE_CLIENT_LABEL, "operator": "In", "values": ["true"]},
+        {"key": ZONE, "operator": "In", "values": ["us-east-1a"]},
+    ]
     manifest = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
-        "metadata": {"name": "shared-lustre-team-a"},
+        "metadata": {"name": persistent_volume_name("shared-lustre-team-a", spec)},
         "spec": spec,
     }
     assert validation_errors(manifest, "1.34", None) == []
+
+
+def test_a_volume_is_renamed_when_what_it_mounts_changes_and_only_then() -> None:
+    def spec(**changes: Any) -> dict[str, Any]:
+        arguments: dict[str, Any] = {
+            "namespace": "team-a", "volume_handle": "fs-1::checkpoints/team-a",
+            "dns_name": "fs-1.fsx", "mount_name": "abcd/checkpoints/team-a", "zone": "us-east-1a",
+            "claim_name": "lustre-checkpoints",
+        }  # fmt: skip
+        lustre = changes.pop("lustre", _lustre())
+        return persistent_volume_spec(lustre, **{**arguments, **changes})
+
+    stem = "lustre-checkpoints-team-a"
+    name = persistent_volume_name(stem, spec())
+    assert name.startswith(stem + "-") and len(name) <= 253
+    assert name == persistent_volume_name(stem, spec())
+    # the API server refuses a change to these (the volume source, and node affinity once set):
+    # a new file system, another directory or zone is a new PV, which its claim follows
+    for change in (
+        {"volume_handle": "fs-2::checkpoints/team-a"},
+        {"dns_name": "fs-2.fsx"},
+        {"mount_name": "efgh/checkpoints/team-a"},
+        {"zone": "us-east-1b"},
+    ):
+        assert persistent_volume_name(stem, spec(**change)) != name, change
+    # capacity and mount options change in place: the same PV, the same claim
+    grown = spec(lustre=_lustre(storageCapacityGiB=4800, mountOptions=["relatime"]))
+    assert persistent_volume_name(stem, grown) == name
 
 
 def test_persistent_volume_claim_spec() -> None:

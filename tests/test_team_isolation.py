@@ -1,7 +1,7 @@
 """Teams are isolated on the shared file system (issue 22, point 2).
 
 One layout (a directory per team under every team root, owned by the team's gid, setgid, 2770,
-in the team's Lustre project), claims that mount only the team's own directories, root squash
+or 2750 where the team only reads, in the team's Lustre project), claims that mount only the team's own directories, root squash
 for every client but the admin client that creates the layout, and runtime pods that carry
 the team's gid as a supplemental group.
 """
@@ -223,7 +223,7 @@ def _run_layout(script: str, root: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to a team's gid needs root")
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_the_layout_gives_each_team_a_setgid_2770_directory_under_every_root(
+def test_the_layout_gives_each_team_a_setgid_directory_under_every_root(
     tmp_path: Path,
 ) -> None:
     config = _config("prod")
@@ -236,10 +236,15 @@ def test_the_layout_gives_each_team_a_setgid_2770_directory_under_every_root(
     for root in lustre.team_roots:
         root_mode = (mount / root.path.lstrip("/")).stat().st_mode
         assert stat.S_IMODE(root_mode) == 0o755, root.path
+    import_only = [root for root in lustre.team_roots if not root.writable]
+    assert import_only, "prod imports datasets: the 2750 case must be exercised"
     for team in config.teams:
         for directory in team_directories(lustre, team):
             status = (mount / directory.path.lstrip("/")).stat()
-            assert stat.S_IMODE(status.st_mode) == 0o2770, directory.path
+            # the team writes where it may; where the path only imports it reads and walks,
+            # and the permission, not a read-only mount (which records no access times), says so
+            expected = 0o2770 if directory.root.writable else 0o2750
+            assert stat.S_IMODE(status.st_mode) == expected, directory.path
             assert (status.st_uid, status.st_gid) == (0, team.gid)
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[0] == "dnf install -y lustre-client"
@@ -380,10 +385,11 @@ def test_each_team_claims_only_its_own_directory_under_every_root(
             f"{root.path.lstrip('/')}/{team.name}" for root in lustre.team_roots
         )
         for spec in specs:
-            read_only = spec["csi"].get("readOnly", False)
-            path = "/" + spec["csi"]["volumeAttributes"]["mountname"].split("/", 1)[1]
-            root = next(r for r in lustre.team_roots if path.startswith(r.path + "/"))
-            assert read_only is (not root.writable), path
+            # read-write even where the team only reads: a read-only mount records no access
+            # times, and release would free a dataset read every day (file_system_layout,
+            # IMPORT_ONLY_DIRECTORY_MODE)
+            assert "readOnly" not in spec["csi"], spec["csi"]["volumeAttributes"]["mountname"]
+            assert not {"ro", "noatime"} & set(spec["mountOptions"])
 
 
 def _reachable(mount_names: list[str], path: str) -> bool:
@@ -479,7 +485,8 @@ def test_runtime_pods_mount_their_teams_directories_where_the_file_system_has_th
         mounts = {m["name"]: m for m in container["volumeMounts"] if m["name"] in claims}
         for name, directory in expected.items():
             assert mounts[name]["mountPath"] == directory.mount_path
-            assert mounts[name].get("readOnly", False) is (not directory.root.writable)
+            # a read-only bind mount would stop access times as a read-only volume would
+            assert "readOnly" not in mounts[name] and "readOnly" not in claims[name]
         environment = {e["name"]: e.get("value") for e in container["env"]}
         writable = [d.mount_path for d in expected.values() if d.root.writable]
         for variable in ("CHECKPOINT_DIR", "NEURON_COMPILE_CACHE_URL"):

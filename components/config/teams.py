@@ -119,10 +119,10 @@ class TeamConfig(StrictModel):
         ge=MIN_TEAM_GID,
         le=MAX_TEAM_GID,
         description=f"The team's POSIX group: its directories on the shared file system are "
-        f"owned by it (setgid, mode 2770), its pods carry it as a supplemental group, and its "
-        f"Slurm users must have it (README, 'Team isolation'). {MIN_TEAM_GID} to "
-        f"{MAX_TEAM_GID}, not {WORKLOAD_GID} (every pod's own group) nor the root squash gid. "
-        "Required with a Lustre file system.",
+        f"owned by it (setgid, mode 2770, or 2750 where teams only read), its pods carry it as "
+        f"a supplemental group, and its Slurm users must have it (README, 'Team isolation'). "
+        f"{MIN_TEAM_GID} to {MAX_TEAM_GID}, not {WORKLOAD_GID} (every pod's own group) nor the "
+        "root squash gid. Required with a Lustre file system.",
     )
     lustre_quota_gib: int | None = Field(
         alias="lustreQuotaGiB",

@@ -12,6 +12,7 @@ from typing import Any
 
 from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
 
+from components.node_pools import LUSTRE_CLIENT_LABEL
 from components.storage import CSI_DRIVER
 from components.teams import TEAM_LABEL
 
@@ -318,14 +319,7 @@ def _check_fsx_zone(args: StackValidationArgs, report: ReportViolation) -> None:
                 f"{sorted(zones)}: every read would cross zones",
                 file_system.urn,
             )
-        clients = _client_groups(resources, file_system)
-        client_groups = [r for r in resources if r.urn in clients]
-        client_classes: dict[str, PolicyResource] = {}
-        for node_class in resources:
-            if node_class.resource_type == NODE_CLASS and _selects_any(node_class, client_groups):
-                client_classes[str((node_class.props.get("metadata") or {}).get("name"))] = (
-                    node_class
-                )
+        client_classes = _client_node_classes(resources, file_system)
         subnets_in_plan = [r for r in resources if r.resource_type == SUBNET]
         for name, node_class in client_classes.items():
             class_zones = {str(d.props.get("availabilityZone"))
@@ -350,6 +344,81 @@ def _check_fsx_zone(args: StackValidationArgs, report: ReportViolation) -> None:
                        f"file system (its class carries the Lustre client group) but may launch "
                        f"in zones {sorted(pool_zones) if pool_zones else 'any'}, not only its "
                        f"zone {sorted(fs_zones)}: reads would cross zones", pool.urn)  # fmt: skip
+
+
+def _client_node_classes(
+    resources: list[PolicyResource], file_system: PolicyResource
+) -> dict[str, PolicyResource]:
+    """The EC2NodeClasses (by name) whose nodes carry one of the file system's client groups."""
+    clients = _client_groups(resources, file_system)
+    client_groups = [r for r in resources if r.urn in clients]
+    return {
+        str((node_class.props.get("metadata") or {}).get("name")): node_class
+        for node_class in resources
+        if node_class.resource_type == NODE_CLASS and _selects_any(node_class, client_groups)
+    }
+
+
+def _requires_client_label(term: Any) -> bool:
+    return any(
+        e.get("key") == LUSTRE_CLIENT_LABEL
+        and e.get("operator") == "In"
+        and as_list(e.get("values")) == ["true"]
+        for e in as_list((term or {}).get("matchExpressions"))
+    )
+
+
+def _check_lustre_placement(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Lustre volumes mount only on Lustre clients, and every client pool says it is one."""
+    resources = list(args.resources)
+    client_classes: dict[str, PolicyResource] = {}
+    for file_system in resources:
+        if file_system.resource_type == FILE_SYSTEM:
+            client_classes |= _client_node_classes(resources, file_system)
+    for pool in resources:
+        if pool.resource_type != NODE_POOL:
+            continue
+        template = (pool.props.get("spec") or {}).get("template") or {}
+        labelled = ((template.get("metadata") or {}).get("labels") or {}).get(
+            LUSTRE_CLIENT_LABEL
+        ) == "true"
+        mounts = _node_class_name(pool) in client_classes
+        pool_name = (pool.props.get("metadata") or {}).get("name")
+        if labelled and not mounts:
+            report(f"NodePool {pool_name} is labelled {LUSTRE_CLIENT_LABEL}=true but its "
+                   "EC2NodeClass carries no Lustre client group: pods with Lustre claims would "
+                   "land on nodes that cannot reach the file system", pool.urn)  # fmt: skip
+        elif mounts and not labelled:
+            report(f"NodePool {pool_name} carries the Lustre client group but not the label "
+                   f"{LUSTRE_CLIENT_LABEL}=true the Lustre volumes require: no pod with a Lustre "
+                   "claim ever lands on its nodes", pool.urn)  # fmt: skip
+    for volume, spec in _lustre_volumes(resources):
+        required = ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")
+        terms = as_list(required)
+        if not terms or not all(_requires_client_label(term) for term in terms):
+            report(f"Lustre volume {volume.name} may mount on any node: require "
+                   f"{LUSTRE_CLIENT_LABEL} In [true] in every term of spec.nodeAffinity, or a pod "
+                   "lands on a node without the client group and waits in ContainerCreating",
+                   volume.urn)  # fmt: skip
+
+
+NO_ACCESS_TIME_OPTIONS = frozenset({"ro", "noatime"})
+"""Mount options under which a Lustre client records no access times."""
+
+
+def _check_lustre_access_times(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Every Lustre volume is mounted read-write with access times (release goes by them)."""
+    for volume, spec in _lustre_volumes(list(args.resources)):
+        if spec["csi"].get("readOnly"):
+            report(f"Lustre volume {volume.name} is read-only: Linux records no access time "
+                   "through a read-only mount, so the release task frees files jobs read every "
+                   "day; mount it read-write and let the directory's mode (2750) keep jobs from "
+                   "writing", volume.urn)  # fmt: skip
+        options = NO_ACCESS_TIME_OPTIONS & {str(o) for o in as_list(spec.get("mountOptions"))}
+        if options:
+            report(f"Lustre volume {volume.name} mounts with {sorted(options)}: no access "
+                   "times reach the file system, so release frees files in daily use",
+                   volume.urn)  # fmt: skip
 
 
 def _tags_match(wanted: Any, resource: PolicyResource) -> bool:
@@ -558,6 +627,22 @@ POLICIES = [
         "requirement) launches only in that zone, so reads never cross zones (slower, and "
         "billed).",
         validate=_check_fsx_zone,
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="lustre-volumes-on-clients",
+        description="Every Lustre PersistentVolume requires the node label "
+        f"{LUSTRE_CLIENT_LABEL}=true, which exactly the NodePools whose nodes carry the "
+        "file system's client group have: a pod with a Lustre claim lands only where the mount "
+        "can succeed.",
+        validate=_check_lustre_placement,
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="lustre-volumes-record-access",
+        description="Lustre PersistentVolumes are mounted read-write without noatime: release "
+        "of unread data goes by access times, which a read-only mount never records.",
+        validate=_check_lustre_access_times,
         enforcement_level=MANDATORY,
     ),
     StackValidationPolicy(

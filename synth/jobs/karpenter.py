@@ -12,7 +12,10 @@ Modelled on kubernetes-sigs/karpenter v1.14.1 and aws/karpenter-provider-aws v1.
   as the provider computes it (pkg/providers/instancetype/types.go: no huge pages unless a
   NodeOverlay adds them, pkg/controllers/nodeoverlay/, with the ``nodeOverlay`` gate on);
 - NodePool ``limits`` bound the summed capacity of its nodes, ``nodes`` counting one each
-  (pkg/controllers/state/cluster.go, pkg/apis/v1/nodepool.go).
+  (pkg/controllers/state/cluster.go, pkg/apis/v1/nodepool.go);
+- a bound claim's PersistentVolume adds its ``nodeAffinity`` terms as alternatives to the
+  node's requirements (pkg/controllers/provisioning/scheduling/volumetopology.go,
+  getPersistentVolumeRequirements), as the scheduler's VolumeBinding filter requires of a node.
 """
 
 from __future__ import annotations
@@ -204,6 +207,64 @@ def node_pools(view: StackView) -> list[NodePoolShape]:
             )
         )
     return shapes
+
+
+def volume_node_terms(
+    view: StackView, namespace: str | None, pod: Mapping[str, Any]
+) -> list[list[list[dict[str, Any]]]]:
+    """Per claim of the pod, the alternative node requirements its PersistentVolume sets.
+
+    Each entry is one volume's OR'd terms, each term a list of AND'd expressions. A claim or
+    volume the stack does not create adds nothing (a claim made by hand is not modelled).
+
+    Args:
+        view: the stack's objects.
+        namespace: the pod's namespace (claims are namespaced).
+        pod: the pod spec.
+    """
+    found: list[list[list[dict[str, Any]]]] = []
+    for volume in pod.get("volumes") or []:
+        claim_name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        claim = (
+            view.named("PersistentVolumeClaim", str(claim_name), namespace) if claim_name else None
+        )
+        volume_name = ((claim or {}).get("spec") or {}).get("volumeName")
+        persistent = view.named("PersistentVolume", str(volume_name)) if volume_name else None
+        affinity = ((persistent or {}).get("spec") or {}).get("nodeAffinity") or {}
+        terms = (affinity.get("required") or {}).get("nodeSelectorTerms") or []
+        alternatives = [list(t["matchExpressions"]) for t in terms if t.get("matchExpressions")]
+        if alternatives:
+            found.append(alternatives)
+    return found
+
+
+def with_volume_topology(
+    pod: Mapping[str, Any], volume_terms: list[list[list[dict[str, Any]]]]
+) -> dict[str, Any]:
+    """The pod with its volumes' node requirements ANDed into its required node affinity.
+
+    Karpenter keeps them beside the pod's own (volumetopology.go, GetRequirements: the cross
+    product of every volume's alternatives); for where a node may come from the two read alike.
+
+    Args:
+        pod: the pod spec.
+        volume_terms: :func:`volume_node_terms` of the pod.
+    """
+    if not volume_terms:
+        return dict(pod)
+    affinity = dict(pod.get("affinity") or {})
+    node_affinity = dict(affinity.get("nodeAffinity") or {})
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    combined = [
+        list(term.get("matchExpressions") or []) for term in required.get("nodeSelectorTerms") or []
+    ] or [[]]
+    for alternatives in volume_terms:
+        combined = [own + theirs for own in combined for theirs in alternatives]
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [{"matchExpressions": term} for term in combined]
+    }
+    affinity["nodeAffinity"] = node_affinity
+    return {**pod, "affinity": affinity}
 
 
 def candidate_pools(pod: Mapping[str, Any], pools: list[NodePoolShape]) -> list[NodePoolShape]:

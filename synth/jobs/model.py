@@ -126,11 +126,19 @@ class Stack:
                 return int(spec.get("maxReplicaCount", 100)), int(warm)
         return replicas, replicas
 
+    def placed(self, pod: Mapping[str, Any], namespace: str | None) -> dict[str, Any]:
+        """The pod as Karpenter and the scheduler place it: with its volumes' node affinity."""
+        return karpenter.with_volume_topology(
+            pod, karpenter.volume_node_terms(self.view, namespace, pod)
+        )
+
     def slurm_pods(self) -> Iterator[tuple[Mapping[str, Any], dict[str, Any], int]]:
         """(NodeSet, slurmd pod spec with its requests, warm replicas) of every node set."""
         for node_set in self.node_sets:
             spec = node_set.get("spec") or {}
-            pod = dict((spec.get("template") or {}).get("spec") or {})
+            pod = self.placed(
+                (spec.get("template") or {}).get("spec") or {}, namespace_of(node_set)
+            )
             slurmd = dict(spec.get("slurmd") or {})
             pod["containers"] = [{"name": "slurmd", "resources": slurmd.get("resources") or {}}]
             yield node_set, pod, self.node_set_bounds(node_set)[1]
@@ -168,8 +176,8 @@ def _fit_problems(
     candidates = candidate_pools(pod, stack.pools)
     if not candidates:
         return [], [
-            f"{what}: no NodePool takes it (its node selector, affinity or tolerations "
-            "match none): Karpenter never adds a node"
+            f"{what}: no NodePool takes it (its node selector, affinity, its volumes' node "
+            "affinity or its tolerations match none): Karpenter never adds a node"
         ]
     fitting: list[NodePoolShape] = []
     problems: list[str] = []
@@ -450,13 +458,12 @@ def evaluate_runtime(
     fitting: list[NodePoolShape] = []
     for job in runtime.jobs:
         requests = trainer.pod_requests(job.pod, defaults)
-        job_fitting, problems = _fit_problems(
-            stack, job.pod, requests, f"replicated job {job.name}"
-        )
+        placed = stack.placed(job.pod, namespace)
+        job_fitting, problems = _fit_problems(stack, placed, requests, f"replicated job {job.name}")
         blocking += problems
         if job is trainer_job:
             fitting = job_fitting
-            shared = _shared_with_slurm(stack, candidate_pools(job.pod, stack.pools))
+            shared = _shared_with_slurm(stack, candidate_pools(placed, stack.pools))
             if shared:
                 blocking.append(
                     f"slurmd pods (default scheduler) and this runtime's gangs (Volcano) both take "
