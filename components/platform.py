@@ -27,9 +27,9 @@ from components.node_pools import NodePools
 from components.scheduling import Scheduling
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm import Slurm, create_namespace
-from components.storage import Storage, checkpoint_s3_uri
+from components.storage import Storage
 from components.teams import Teams
-from components.trainer import CheckpointLocation, Trainer
+from components.trainer import Trainer, checkpoint_location
 
 MANAGED_BY_TAG: Final = {"managed-by": "pulumi"}
 """Added to the required tags on every AWS resource of the stack."""
@@ -191,11 +191,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             lustre_pools=lustre_pools,
             teams=config.teams,
             team_namespaces=dict(self.teams.namespaces),
-            checkpoints=(
-                CheckpointLocation(config.storage.lustre.checkpoint_root, checkpoint_s3_uri(config))
-                if config.storage.lustre
-                else None
-            ),
+            checkpoints=checkpoint_location(config),
             lustre=config.storage.lustre,
             protect=config.protect_stateful_resources,
             volcano_ready=self.scheduling.ready,

@@ -36,6 +36,7 @@ from components.config import (
     RUNTIME_IMAGE_KEYS,
     LustreConfig,
     NodePoolConfig,
+    PlatformConfig,
     TeamConfig,
     TrainerConfig,
 )
@@ -44,6 +45,7 @@ from components.file_system_layout import TeamDirectory, team_directories
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
+from components.storage import checkpoint_s3_uri
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL, cluster_role_ref
 from components.tenancy import hardened_pod
 from components.workloads import (
@@ -138,6 +140,18 @@ class CheckpointLocation:
 
     path: str
     s3_uri: str | None
+
+
+def checkpoint_location(config: PlatformConfig) -> CheckpointLocation | None:
+    """Where the stack's jobs checkpoint, Trainer runtimes and Slurm alike.
+
+    Args:
+        config: the validated platform (None comes back without a file system).
+    """
+    lustre = config.storage.lustre
+    if lustre is None:
+        return None
+    return CheckpointLocation(lustre.checkpoint_root, checkpoint_s3_uri(config))
 
 
 def checkpoint_directory(checkpoint_path: str, team: str) -> str:

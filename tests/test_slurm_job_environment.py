@@ -25,6 +25,7 @@ from components.slurm import (
     job_tools_path,
     task_prolog,
 )
+from components.trainer import CheckpointLocation, checkpoint_location
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 
@@ -91,6 +92,40 @@ def test_tasks_on_efa_nodes_use_the_fabric_unless_the_job_chose(tmp_path: Path) 
     assert "libnccl-net-ofi.so" in text and "/etc/ld.so.conf.d/" in text
 
 
+def test_a_teams_job_gets_a_checkpoint_directory_that_survives_a_requeue(tmp_path: Path) -> None:
+    """As a TrainJob gets one from its runtime: under the team's directory, named after the
+    job's id, which a requeue keeps; only for an account with a team directory."""
+    checkpoints = CheckpointLocation("/checkpoints", "s3://data/checkpoints/")
+    script = task_prolog(job_tools_path(), checkpoints=checkpoints)
+    assert "/fsx/checkpoints/" in script
+    fsx = tmp_path / "fsx"
+    (fsx / "checkpoints" / "ml-research").mkdir(parents=True)
+
+    def exports(env: dict[str, str]) -> dict[str, str]:
+        done = subprocess.run(
+            ["/bin/sh", "-c", script.replace("/fsx/", f"{fsx}/")],
+            env={"PATH": LOGIN_SHELL_PATH, "SLURM_JOB_ID": "4242", **env},
+            capture_output=True, text=True, check=True, timeout=30,
+        )  # fmt: skip
+        return dict(
+            line.removeprefix("export ").split("=", 1)
+            for line in done.stdout.splitlines()
+            if line.startswith("export ")
+        )
+
+    found = exports({"SLURM_JOB_ACCOUNT": "ml-research"})
+    assert found["CHECKPOINT_DIR"] == f"{fsx}/checkpoints/ml-research/4242"
+    assert found["CHECKPOINT_S3_URI"] == "s3://data/checkpoints/ml-research/4242"
+    # a job that chose its own keeps it
+    chosen = exports({"SLURM_JOB_ACCOUNT": "ml-research", "CHECKPOINT_DIR": "/fsx/x"})
+    assert "CHECKPOINT_DIR" not in chosen
+    # root's jobs (no directory) and accounts without a team directory get none
+    assert "CHECKPOINT_DIR" not in exports({"SLURM_JOB_ACCOUNT": "root"})
+    assert "CHECKPOINT_DIR" not in exports({})
+    # without a file system, nothing at all
+    assert "CHECKPOINT" not in task_prolog(job_tools_path())
+
+
 def test_the_prologs_tools_are_the_images_own_path() -> None:
     text = DOCKERFILE.read_text()
     assert re.search(r"^ENV PATH=\$\{JOB_TOOLS_PATH\}:\$\{PATH\}$", text, re.MULTILINE)
@@ -149,7 +184,13 @@ def test_every_node_set_runs_the_task_prolog(
     config_map = yaml.safe_load(
         (directory / "manifests" / f"ConfigMap.slurm.{TASK_PROLOG_CONFIG_MAP}.yaml").read_text()
     )
-    assert config_map["data"][Path(TASK_PROLOG).name] == task_prolog(job_tools_path())
+    checkpoints = checkpoint_location(synthesized[stack].config)
+    assert checkpoints is not None and checkpoints.s3_uri is not None
+    assert config_map["data"][Path(TASK_PROLOG).name] == task_prolog(
+        job_tools_path(), checkpoints=checkpoints
+    )
+    # a batch job whose node fails is requeued under its id, and finds its checkpoints again
+    assert release["values"]["controller"]["extraConfMap"]["JobRequeue"] == 1
     node_sets = list((directory / "manifests").glob("NodeSet.slurm.*.yaml"))
     assert node_sets
     for path in node_sets:
