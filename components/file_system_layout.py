@@ -23,6 +23,7 @@ from typing import Final
 
 from components.config import LustreConfig, TeamConfig
 from components.config.storage import TeamRoot
+from components.node_pools import multipart_user_data
 from components.workloads import SHARED_MOUNT
 
 TEAM_DIRECTORY_MODE: Final = "2770"
@@ -42,6 +43,11 @@ ADMIN_MOUNT: Final = "/mnt/fsx"
 LAYOUT_LOG: Final = "/var/log/fsx-layout.log"
 USER_DATA_LIMIT_BYTES: Final = 16384
 """EC2 refuses user data above 16 KB (RunInstances, UserData)."""
+EVERY_BOOT: Final = "#cloud-config\ncloud_final_modules:\n  - [scripts-user, always]\n"
+"""cloud-init runs a user data script once per instance; run at every boot instead (cloud-init
+"Modules": a module's frequency ``always``; AWS's Knowledge Center, "run user data with every
+restart", sets the same), so starting the stopped admin client lays the file system out again,
+e.g. after an import gave a team directory another owner or mode."""
 LAYOUT_DONE: Final = "fsx-layout: done"
 """The line the layout prints last, on the instance's console (``aws ec2
 get-console-output``) and in :data:`LAYOUT_LOG`."""
@@ -117,6 +123,17 @@ def team_directories(lustre: LustreConfig, team: TeamConfig) -> list[TeamDirecto
     if team.gid is None:
         return []
     return [TeamDirectory(root, team.name, team.gid) for root in lustre.team_roots]
+
+
+def admin_user_data(script: str) -> str:
+    """The admin client's user data: :func:`layout_script`, run at every boot (:data:`EVERY_BOOT`).
+
+    Args:
+        script: the layout script.
+    """
+    return multipart_user_data(
+        [("text/cloud-config", EVERY_BOOT), ('text/x-shellscript; charset="us-ascii"', script)]
+    )
 
 
 def no_squash_nid(address: str) -> str:

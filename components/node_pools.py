@@ -179,6 +179,15 @@ def node_user_data(pool: NodePoolConfig) -> str | None:
         parts.append(('text/x-shellscript; charset="us-ascii"', hugepages_script(pool.hugepages)))
     if not parts:
         return None
+    return multipart_user_data(parts)
+
+
+def multipart_user_data(parts: list[tuple[str, str]]) -> str:
+    """A MIME multi-part user data document, which cloud-init and nodeadm read part by part.
+
+    Args:
+        parts: (content type, body) of each part, in order.
+    """
     lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{USER_DATA_BOUNDARY}"']
     for content_type, body in parts:
         lines += ["", f"--{USER_DATA_BOUNDARY}", f"Content-Type: {content_type}", "", body.rstrip()]

@@ -40,6 +40,7 @@ from components.config.storage import (
 )
 from components.file_system_layout import (
     TeamDirectory,
+    admin_user_data,
     layout_script,
     no_squash_nid,
     team_directories,
@@ -54,7 +55,7 @@ from components.iam import (
     service_trust_policy,
 )
 from components.node_pools import LUSTRE_CLIENT_LABEL, ZONE
-from components.teams import JOB_SERVICE_ACCOUNT
+from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL
 
 LUSTRE_PORTS: Final = ((988, 988), (1018, 1023))
 """TCP ports Lustre clients and servers use (REFERENCE §5: 988 and 1018-1023)."""
@@ -619,8 +620,9 @@ def persistent_volume_name(stem: str, spec: dict[str, Any]) -> str:
     """``<stem>-<digest>``: a PV's name, which changes whenever an immutable field does.
 
     A change to such a field must make a new PV, and a new PV must have a new name.
-    pulumi-kubernetes replaces a PV on a changed ``csi`` but patches ``nodeAffinity``, which
-    the API server refuses (provider/pkg/provider/diff.go, forceNew); and it deletes a
+    pulumi-kubernetes replaces a PV on a changed ``csi`` but patches a changed
+    ``nodeAffinity``, which the API server refuses once one is set (provider/pkg/provider/
+    diff.go, forceNew); and it deletes a
     same-named object before creating it again (provider.go, Diff: deleteBeforeReplace), which
     for a bound PV waits on ``kubernetes.io/pv-protection`` until its claim goes, while the
     claim, still naming the same PV, is never replaced. With the digest in the name the PV is
@@ -707,6 +709,90 @@ def team_volume_handle(
     (pkg/driver/node.go).
     """
     return pulumi.Output.concat(file_system_id, "::", directory.subdirectory)
+
+
+ACCESS_TIME_POLICY: Final = "trainingplatform-lustre-access-times"
+SHARED_LUSTRE_LABEL: Final = "trainingplatform.io/shared-lustre"
+"""Label of the namespaces of ``storage.lustre.namespaces`` (their ``shared-lustre`` claim)."""
+LUSTRE_CLAIM_PREFIX: Final = "lustre-"
+"""Every team claim's name starts with it (``TeamRoot.claim_name``)."""
+
+
+def access_time_policy(team_label: str) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: no pod mounts a Lustre claim read-only.
+
+    A read-only mount records no access times: Linux skips the update when the mount refuses
+    writes (fs/inode.c, touch_atime), and the Lustre client treats a read-only mount as
+    ``noatime`` (lustre llite/file.c, file_is_noatime). Whether the claim's volume is read-only
+    (``persistentVolumeClaim.readOnly``: kubelet asks the FSx driver for an ``ro`` mount,
+    aws-fsx-csi-driver v1.7.0 pkg/driver/node.go) or a container's mount of it is (a read-only
+    bind mount), files a job reads every day look unread, and the daily release frees them:
+    each read then fetches them from S3 again, at S3's speed instead of the file system's.
+    Refused where the stack's Lustre claims are, team namespaces and ``storage.lustre.
+    namespaces``; the directory's mode already keeps a team from writing where it only reads
+    (:data:`components.file_system_layout.IMPORT_ONLY_DIRECTORY_MODE`).
+
+    Args:
+        team_label: the namespace label of team namespaces.
+    """
+    labels = "(has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {})"
+    claims = (
+        "has(object.spec.volumes) ? object.spec.volumes.filter(v, has(v.persistentVolumeClaim) "
+        f"&& (v.persistentVolumeClaim.claimName == '{CLAIM_NAME}' || "
+        f"v.persistentVolumeClaim.claimName.startsWith('{LUSTRE_CLAIM_PREFIX}'))) : []"
+    )
+    containers = (
+        "(has(object.spec.containers) ? object.spec.containers : []) + "
+        "(has(object.spec.initContainers) ? object.spec.initContainers : [])"
+    )
+    read_only_volumes = (
+        "variables.claims.filter(v, has(v.persistentVolumeClaim.readOnly) && "
+        "v.persistentVolumeClaim.readOnly).map(v, v.name)"
+    )
+    read_only_containers = (
+        f"({containers}).filter(c, has(c.volumeMounts) && c.volumeMounts.exists(m, "
+        "m.name in variables.claims.map(v, v.name) && has(m.readOnly) && m.readOnly))"
+        ".map(c, c.name)"
+    )
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "operations": ["CREATE"],
+                    "apiVersions": ["v1"],
+                    "apiGroups": [""],
+                    "resources": ["pods"],
+                }
+            ],
+        },
+        "variables": [
+            {
+                "name": "mountsLustre",
+                # Pods are namespaced: the API server always gives their namespace.
+                "expression": f"'{team_label}' in {labels} || '{SHARED_LUSTRE_LABEL}' in {labels}",
+            },
+            {"name": "claims", "expression": f"variables.mountsLustre ? ({claims}) : []"},
+            {"name": "readOnlyVolumes", "expression": read_only_volumes},
+            {"name": "readOnlyContainers", "expression": read_only_containers},
+        ],
+        "validations": [
+            {
+                "expression": "size(variables.readOnlyVolumes) == 0 && "
+                "size(variables.readOnlyContainers) == 0",
+                "messageExpression": (
+                    "'pod mounts a Lustre claim read-only (' + "
+                    "(size(variables.readOnlyVolumes) > 0 ? 'volume ' + "
+                    "variables.readOnlyVolumes[0] : 'in container ' + "
+                    "variables.readOnlyContainers[0]) + '): a read-only mount records "
+                    "no access times, so the daily release frees what the job reads and each "
+                    "read goes back to S3; mount it read-write (directory permissions keep a "
+                    "team from writing where it only reads)'"
+                ),
+                "reason": "Forbidden",
+            }
+        ],
+    }
 
 
 def persistent_volume_claim_spec(volume_name: pulumi.Input[str]) -> dict[str, Any]:
@@ -1203,7 +1289,8 @@ class Storage(pulumi.ComponentResource):
         CIDR reservation: EC2 assigns none of it to nodes or pods, EC2 API
         CreateSubnetCidrReservation) and is the file system's only no-squash NID. A change to
         the layout replaces the instance: the new one boots, runs :func:`layout_script` and
-        stops. It has no role, key pair or inbound rule; its output is on its console.
+        stops; it runs it again whenever it is started (:func:`admin_user_data`). It has no
+        role, key pair or inbound rule; its output is on its console.
         """
         child = pulumi.ResourceOptions(parent=self)
         group = aws.ec2.SecurityGroup(
@@ -1247,11 +1334,13 @@ class Storage(pulumi.ComponentResource):
                 private_ip=address,
                 vpc_security_group_ids=[clients.id, group.id],
                 user_data=pulumi.Output.all(file_system.dns_name, file_system.mount_name).apply(
-                    lambda names: layout_script(
-                        lustre,
-                        [team for team in config.teams if team.gid is not None],
-                        dns_name=names[0],
-                        mount_name=names[1],
+                    lambda names: admin_user_data(
+                        layout_script(
+                            lustre,
+                            [team for team in config.teams if team.gid is not None],
+                            dns_name=names[0],
+                            mount_name=names[1],
+                        )
                     )
                 ),
                 user_data_replace_on_change=True,
@@ -1427,10 +1516,26 @@ class Storage(pulumi.ComponentResource):
                 f"{name}-ns-{namespace}",
                 metadata={
                     "name": namespace,
-                    "labels": {"trainingplatform.io/shared-lustre": "true"},
+                    "labels": {SHARED_LUSTRE_LABEL: "true"},
                 },
                 opts=in_cluster,
             )
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-lustre-access-times",
+            metadata={"name": ACCESS_TIME_POLICY},
+            spec=typing.cast(Any, access_time_policy(TEAM_LABEL)),
+            opts=in_cluster,
+        )
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-lustre-access-times",
+            metadata={"name": ACCESS_TIME_POLICY},
+            spec=typing.cast(
+                Any, {"policyName": ACCESS_TIME_POLICY, "validationActions": ["Deny"]}
+            ),
+            opts=pulumi.ResourceOptions.merge(
+                in_cluster, pulumi.ResourceOptions(depends_on=[policy])
+            ),
+        )
         zone = config.network.training_zone
         for namespace, ns in mounting.items():
             self.claims[namespace] = [

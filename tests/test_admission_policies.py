@@ -135,3 +135,71 @@ def test_each_trainium_runtime_states_its_own_core_count(
     policy = _policy(synthesized["prod"], NEURON_POLICY)
     ok, message = admit(policy, _trainjob("torch-trn2", resourcesPerNode={"limits": {"cpu": "8"}}))
     assert not ok and message is not None and "64 NeuronCores per node" in message
+
+
+# --------------------------------------------------------------------------- Lustre access times
+
+ACCESS_TIME_POLICY: Final = "trainingplatform-lustre-access-times"
+
+
+def _pod(*, volume_read_only: bool = False, mount_read_only: bool = False) -> dict[str, Any]:
+    claim: dict[str, Any] = {"claimName": "lustre-datasets"}
+    if volume_read_only:
+        claim["readOnly"] = True
+    mount: dict[str, Any] = {"name": "data", "mountPath": "/fsx/datasets/ml-research"}
+    if mount_read_only:
+        mount["readOnly"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "reader", "namespace": "ml-research"},
+        "spec": {
+            "containers": [{"name": "main", "image": "x", "volumeMounts": [mount]}],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": claim},
+                {"name": "scratch", "emptyDir": {}},
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_pod_mounts_a_lustre_claim_read_only(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """A read-only mount records no access times, so release would free what jobs read."""
+    result = synthesized[stack]
+    policy = _policy(result, ACCESS_TIME_POLICY)
+    (binding,) = [
+        r for r in result.records
+        if r.type == BINDING and r.inputs["metadata"]["name"] == ACCESS_TIME_POLICY
+    ]  # fmt: skip
+    assert binding.inputs["spec"] == {
+        "policyName": ACCESS_TIME_POLICY,
+        "validationActions": ["Deny"],
+    }
+    team = {"metadata": {"name": "ml-research", "labels": {"trainingplatform.io/team": "x"}}}
+    assert admit(policy, _pod(), team) == (True, None)
+    admitted, message = admit(policy, _pod(volume_read_only=True), team)
+    assert not admitted and message and "volume data" in message and "access times" in message
+    admitted, message = admit(policy, _pod(mount_read_only=True), team)
+    assert not admitted and message and "in container main" in message
+    # an administrative namespace with the whole file system, likewise
+    shared = {"metadata": {"name": "ops", "labels": {"trainingplatform.io/shared-lustre": "true"}}}
+    whole = _pod(mount_read_only=True)
+    whole["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "shared-lustre"
+    assert not admit(policy, whole, shared)[0]
+    # other namespaces, other claims and other volumes are not its business
+    elsewhere = {"metadata": {"name": "tools", "labels": {}}}
+    assert admit(policy, _pod(mount_read_only=True), elsewhere) == (True, None)
+    other_claim = _pod(volume_read_only=True)
+    other_claim["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "results"
+    assert admit(policy, other_claim, team) == (True, None)
+    # every runtime pod the stack ships passes
+    for record in result.records:
+        if record.inputs.get("kind") != "TrainingRuntime":
+            continue
+        namespace = {"metadata": {"name": "x", "labels": {"trainingplatform.io/team": "x"}}}
+        for job in record.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+            pod = {"spec": job["template"]["spec"]["template"]["spec"]}
+            assert admit(policy, pod, namespace) == (True, None), record.name

@@ -9,6 +9,7 @@ the team's gid as a supplemental group.
 from __future__ import annotations
 
 import copy
+import email
 import ipaddress
 import json
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+import yaml
 
 from components.config import PlatformConfig, parse_platform_config
 from components.config.storage import TEAM_HOME_PATH, admin_client_address, admin_client_block
@@ -28,6 +30,7 @@ from components.file_system_layout import (
     LAYOUT_DONE,
     LAYOUT_LOG,
     USER_DATA_LIMIT_BYTES,
+    admin_user_data,
     layout_script,
     team_directories,
 )
@@ -294,7 +297,7 @@ def test_the_layout_script_fits_in_ec2_user_data_and_config_says_when_not() -> N
     lustre = config.storage.lustre
     assert lustre is not None
     script = layout_script(lustre, config.teams, dns_name="fs-1", mount_name="m")
-    assert len(script.encode()) < USER_DATA_LIMIT_BYTES
+    assert len(admin_user_data(script).encode()) < USER_DATA_LIMIT_BYTES
     template = copy.deepcopy(data["teams"][1])
     many = []
     for index in range(600):
@@ -347,9 +350,20 @@ def test_a_layout_change_replaces_the_admin_client_old_one_first(
     (root,) = template.inputs["blockDeviceMappings"]
     assert root["ebs"]["encrypted"] == "true"
     assert admin.property_dependencies["launchTemplate"] == [template.urn]
-    # its script lays out the stack's teams
+    # its script lays out the stack's teams, at every boot: starting it again lays out again
+    message = email.message_from_string(admin.inputs["userData"])
+    assert message.is_multipart()
+    parts = {
+        part.get_content_type(): str(part.get_payload())
+        for part in message.walk()
+        if not part.is_multipart()
+    }
+    assert yaml.safe_load(parts["text/cloud-config"]) == {
+        "cloud_final_modules": [["scripts-user", "always"]]
+    }
+    assert parts["text/x-shellscript"].startswith("#!/bin/bash")
     for team in synthesized[stack].config.teams:
-        assert f"'{team.name} {team.gid} " in admin.inputs["userData"]
+        assert f"'{team.name} {team.gid} " in parts["text/x-shellscript"]
 
 
 def test_the_admin_client_reaches_only_lustre_and_package_downloads(

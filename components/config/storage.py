@@ -726,11 +726,12 @@ def _layout_problems(config: PlatformConfig, lustre: LustreConfig) -> Iterator[C
     # Imported here: the layout module builds on this config module (a cycle at import time).
     from components.file_system_layout import (  # noqa: PLC0415
         USER_DATA_LIMIT_BYTES,
+        admin_user_data,
         layout_script,
     )
 
     script = layout_script(lustre, config.teams, dns_name=LONGEST_DNS_NAME, mount_name="x" * 16)
-    size = len(script.encode())
+    size = len(admin_user_data(script).encode())
     if size > USER_DATA_LIMIT_BYTES:
         yield ConfigProblem(
             f"{CONFIG_KEY}.teams",
