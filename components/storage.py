@@ -24,6 +24,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.admission import enforced_policy
 from components.config import (
     BucketConfig,
     DataRepositoryAssociationConfig,
@@ -1520,21 +1521,11 @@ class Storage(pulumi.ComponentResource):
                 },
                 opts=in_cluster,
             )
-        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        enforced_policy(
             f"{name}-lustre-access-times",
-            metadata={"name": ACCESS_TIME_POLICY},
-            spec=typing.cast(Any, access_time_policy(TEAM_LABEL)),
+            ACCESS_TIME_POLICY,
+            access_time_policy(TEAM_LABEL),
             opts=in_cluster,
-        )
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-lustre-access-times",
-            metadata={"name": ACCESS_TIME_POLICY},
-            spec=typing.cast(
-                Any, {"policyName": ACCESS_TIME_POLICY, "validationActions": ["Deny"]}
-            ),
-            opts=pulumi.ResourceOptions.merge(
-                in_cluster, pulumi.ResourceOptions(depends_on=[policy])
-            ),
         )
         zone = config.network.training_zone
         for namespace, ns in mounting.items():

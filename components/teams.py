@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.admission import enforced_policy
 from components.catalog import EFA_RESOURCE, NEURON_CORE_RESOURCE
 from components.config import TeamConfig
 from components.config.cluster import principal_identity
@@ -222,25 +223,16 @@ class Teams(pulumi.ComponentResource):
             rules=_cast(CATALOG_RULES),
             opts=in_cluster,
         )
-        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        enforced_policy(
             f"{name}-queues",
-            metadata={"name": QUEUE_POLICY},
-            spec=_cast(
-                queue_ownership_policy(
-                    team_label=TEAM_LABEL,
-                    queue_annotation=QUEUE_ANNOTATION,
-                    scheduler_name=SCHEDULER_NAME,
-                )
+            QUEUE_POLICY,
+            queue_ownership_policy(
+                team_label=TEAM_LABEL,
+                queue_annotation=QUEUE_ANNOTATION,
+                scheduler_name=SCHEDULER_NAME,
             ),
+            binding=queue_ownership_binding(QUEUE_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
-        )
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-queues",
-            metadata={"name": QUEUE_POLICY},
-            spec=_cast(queue_ownership_binding(QUEUE_POLICY, team_label=TEAM_LABEL)),
-            opts=pulumi.ResourceOptions.merge(
-                in_cluster, pulumi.ResourceOptions(depends_on=[policy])
-            ),
         )
         for principal_arn, groups in team_access_entries(teams).items():
             # STANDARD with groups and no access policy: what the groups may do is the

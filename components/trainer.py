@@ -31,6 +31,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.admission import enforced_policy
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import (
     RUNTIME_IMAGE_KEYS,
@@ -741,21 +742,11 @@ class Trainer(pulumi.ComponentResource):
             for framework in runtime_frameworks(pool)
         }
         if neuron_runtimes:
-            policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            enforced_policy(
                 f"{name}-neuron-processes",
-                metadata={"name": NEURON_PROCESS_POLICY},
-                spec=typing.cast(Any, neuron_process_policy(neuron_runtimes)),
+                NEURON_PROCESS_POLICY,
+                neuron_process_policy(neuron_runtimes),
                 opts=in_cluster,
-            )
-            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-                f"{name}-neuron-processes",
-                metadata={"name": NEURON_PROCESS_POLICY},
-                spec=typing.cast(
-                    Any, {"policyName": NEURON_PROCESS_POLICY, "validationActions": ["Deny"]}
-                ),
-                opts=pulumi.ResourceOptions.merge(
-                    in_cluster, pulumi.ResourceOptions(depends_on=[policy])
-                ),
             )
         for team in teams:
             after_trainer = pulumi.ResourceOptions(
