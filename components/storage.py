@@ -729,9 +729,11 @@ def access_time_policy(team_label: str) -> dict[str, Any]:
     aws-fsx-csi-driver v1.7.0 pkg/driver/node.go) or a container's mount of it is (a read-only
     bind mount), files a job reads every day look unread, and the daily release frees them:
     each read then fetches them from S3 again, at S3's speed instead of the file system's.
-    Refused where the stack's Lustre claims are, team namespaces and ``storage.lustre.
-    namespaces``; the directory's mode already keeps a team from writing where it only reads
-    (:data:`components.file_system_layout.IMPORT_ONLY_DIRECTORY_MODE`).
+    Refused in team namespaces and those of ``storage.lustre.namespaces`` (Slurm's pods are the
+    platform's own, and mount read-write); the directory's mode already keeps a team from
+    writing where it only reads (:data:`components.file_system_layout.IMPORT_ONLY_DIRECTORY_MODE`).
+    A TrainJob that patches in a read-only mount is admitted, and its Job then reports
+    ``FailedCreate`` with this policy's message.
 
     Args:
         team_label: the namespace label of team namespaces.
@@ -742,18 +744,20 @@ def access_time_policy(team_label: str) -> dict[str, Any]:
         f"&& (v.persistentVolumeClaim.claimName == '{CLAIM_NAME}' || "
         f"v.persistentVolumeClaim.claimName.startsWith('{LUSTRE_CLAIM_PREFIX}'))) : []"
     )
-    containers = (
-        "(has(object.spec.containers) ? object.spec.containers : []) + "
-        "(has(object.spec.initContainers) ? object.spec.initContainers : [])"
-    )
     read_only_volumes = (
         "variables.claims.filter(v, has(v.persistentVolumeClaim.readOnly) && "
         "v.persistentVolumeClaim.readOnly).map(v, v.name)"
     )
-    read_only_containers = (
-        f"({containers}).filter(c, has(c.volumeMounts) && c.volumeMounts.exists(m, "
+    # Each list to names before they are added: the API server types containers and init
+    # containers apart, and names (strings) add up where the two lists would not.
+    mounts_read_only = (
+        "filter(c, has(c.volumeMounts) && c.volumeMounts.exists(m, "
         "m.name in variables.claims.map(v, v.name) && has(m.readOnly) && m.readOnly))"
         ".map(c, c.name)"
+    )
+    read_only_containers = " + ".join(
+        f"(has(object.spec.{field}) ? object.spec.{field}.{mounts_read_only} : [])"
+        for field in ("containers", "initContainers")
     )
     return {
         # It guards speed, not data or isolation, and it sees every pod of the cluster: a pod
