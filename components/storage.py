@@ -36,6 +36,7 @@ from components.config import (
 )
 from components.config.storage import (
     LUSTRE_FIRST_STEPS_GIB,
+    TEAM_CLAIM_PREFIX,
     admin_client_address,
     normalized_file_system_path,
 )
@@ -715,8 +716,6 @@ def team_volume_handle(
 ACCESS_TIME_POLICY: Final = "trainingplatform-lustre-access-times"
 SHARED_LUSTRE_LABEL: Final = "trainingplatform.io/shared-lustre"
 """Label of the namespaces of ``storage.lustre.namespaces`` (their ``shared-lustre`` claim)."""
-LUSTRE_CLAIM_PREFIX: Final = "lustre-"
-"""Every team claim's name starts with it (``TeamRoot.claim_name``)."""
 
 
 def access_time_policy(team_label: str) -> dict[str, Any]:
@@ -742,7 +741,7 @@ def access_time_policy(team_label: str) -> dict[str, Any]:
     claims = (
         "has(object.spec.volumes) ? object.spec.volumes.filter(v, has(v.persistentVolumeClaim) "
         f"&& (v.persistentVolumeClaim.claimName == '{CLAIM_NAME}' || "
-        f"v.persistentVolumeClaim.claimName.startsWith('{LUSTRE_CLAIM_PREFIX}'))) : []"
+        f"v.persistentVolumeClaim.claimName.startsWith('{TEAM_CLAIM_PREFIX}'))) : []"
     )
     read_only_volumes = (
         "variables.claims.filter(v, has(v.persistentVolumeClaim.readOnly) && "

@@ -184,6 +184,9 @@ def test_noatime_is_refused_since_release_reads_access_times() -> None:
     data = stack_data("dev")
     data["storage"]["lustre"]["mountOptions"] = ["noatime", "flock"]
     assert_reported(data, f"{LUSTRE}.mountOptions", ["noatime", "flock"], "relatime")
+    # nor ro: a read-only mount records no access times either
+    data["storage"]["lustre"]["mountOptions"] = ["relatime", "flock", "ro"]
+    assert_reported(data, f"{LUSTRE}.mountOptions", ["relatime", "flock", "ro"], "read-write")
 
 
 # --------------------------------------------------------------------------- team roles

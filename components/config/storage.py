@@ -262,6 +262,10 @@ class DataRepositoryAssociationConfig(StrictModel):
         return [] if self.export_events else list(ALL_EVENTS)
 
 
+TEAM_CLAIM_PREFIX: Final = "lustre-"
+"""Every team claim's name starts with it (:attr:`TeamRoot.claim_name`)."""
+NO_ACCESS_TIME_OPTIONS: Final = frozenset({"ro", "noatime"})
+"""Mount options under which a Lustre client records no access times, which release goes by."""
 TEAM_HOME_PATH: Final = "/teams"
 """Each team's working directory (scratch, the Neuron compile cache), linked to no bucket."""
 DNS_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -286,7 +290,7 @@ class TeamRoot:
     def claim_name(self) -> str:
         """Name of each team's claim on its directory here: ``lustre-checkpoints``."""
         return (
-            "lustre-"
+            TEAM_CLAIM_PREFIX
             + self.path.strip("/").replace("/", "-").replace(".", "-").replace("_", "-").lower()
         )
 
@@ -651,12 +655,12 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from _admin_client_problems(config, lustre, base)
     yield from _team_root_problems(lustre, base)
     yield from _layout_problems(config, lustre)
-    if "noatime" in lustre.mount_options:
+    if NO_ACCESS_TIME_OPTIONS & set(lustre.mount_options):
         yield ConfigProblem(
             f"{base}.mountOptions",
             lustre.mount_options,
-            "options without noatime: releasing data not read for a while goes by access "
-            "time (use relatime)",
+            f"options without {' or '.join(sorted(NO_ACCESS_TIME_OPTIONS))}: releasing data "
+            "not read for a while goes by access time (use relatime, and read-write mounts)",
         )
     if duplicates(lustre.namespaces):
         yield ConfigProblem(f"{base}.namespaces", lustre.namespaces, "each namespace once")

@@ -12,6 +12,8 @@ from typing import Any
 
 from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
 
+from components.config.storage import NO_ACCESS_TIME_OPTIONS
+from components.file_system_layout import IMPORT_ONLY_DIRECTORY_MODE
 from components.node_pools import LUSTRE_CLIENT_LABEL
 from components.storage import CSI_DRIVER
 from components.teams import TEAM_LABEL
@@ -402,18 +404,15 @@ def _check_lustre_placement(args: StackValidationArgs, report: ReportViolation) 
                    volume.urn)  # fmt: skip
 
 
-NO_ACCESS_TIME_OPTIONS = frozenset({"ro", "noatime"})
-"""Mount options under which a Lustre client records no access times."""
-
-
 def _check_lustre_access_times(args: StackValidationArgs, report: ReportViolation) -> None:
     """Every Lustre volume is mounted read-write with access times (release goes by them)."""
     for volume, spec in _lustre_volumes(list(args.resources)):
         if spec["csi"].get("readOnly"):
             report(f"Lustre volume {volume.name} is read-only: Linux records no access time "
                    "through a read-only mount, so the release task frees files jobs read every "
-                   "day; mount it read-write and let the directory's mode (2750) keep jobs from "
-                   "writing", volume.urn)  # fmt: skip
+                   "day; mount it read-write and let the directory's mode "
+                   f"({IMPORT_ONLY_DIRECTORY_MODE}) keep jobs from writing",
+                   volume.urn)  # fmt: skip
         options = NO_ACCESS_TIME_OPTIONS & {str(o) for o in as_list(spec.get("mountOptions"))}
         if options:
             report(f"Lustre volume {volume.name} mounts with {sorted(options)}: no access "
