@@ -4,6 +4,7 @@ job examples, stack snippets, waiver, policy table and command output the pages 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +174,16 @@ def test_the_waiver_example_is_a_waiver_the_scan_reads(tmp_path: Path) -> None:
     path.write_text(body)
     (waiver,) = load_waivers(path)
     assert waiver.check == "CKV_K8S_16" and waiver.stacks == ("prod",) and waiver.reason
+
+
+def test_the_changelog_has_this_release_with_its_upgrade_notes() -> None:
+    """Keep a Changelog: an Unreleased section, then one per release, newest first; the
+    project's version is the newest, and each release has its page of upgrade notes."""
+    text = (REPOSITORY_ROOT / "CHANGELOG.md").read_text()
+    releases = re.findall(r"^## \[([^\]]+)\]", text, flags=re.MULTILINE)
+    assert releases[0] == "Unreleased"
+    version = tomllib.loads((REPOSITORY_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert releases[1] == version
+    for release in releases[1:]:
+        assert (docs_pages.DOCS / "upgrades" / f"{release}.md").is_file(), release
+        assert f"[{release}]({release}.md)" in docs_pages.page("upgrades/index.md"), release
