@@ -8,8 +8,8 @@ whether a job runs and on how many nodes (the jobs model).
 an earlier synthesis in ``DIR`` (an output root or one stack's directory).
 
 Runs the real program under Pulumi's mock engine with each stack file's config, writes what the
-stack would create and runs the policy pack over it (see README, "Offline synthesis" and
-"Policy gates"). ``python -m synth check <resources.json> --stack NAME`` runs only the pack.
+stack would create and runs the policy pack over it (docs/concepts/offline-synthesis.md and
+policy-gates.md). ``python -m synth check <resources.json> --stack NAME`` runs only the pack.
 Exit status: 0 on success, 1 on a mandatory policy violation or a promised job path that cannot
 run, 2 on an invalid stack, policy config or resources file (one line per problem, no traceback)
 or an unknown option (argparse's usage). ``diff`` exits 0 when nothing changed, 1 when something
