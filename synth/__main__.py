@@ -1,14 +1,15 @@
 """Offline synthesis: ``python -m synth <stack>... | --all [--long] [--out DIR]``.
 
-``python -m synth reference [--write [README]]`` prints or writes the configuration reference.
+``python -m synth reference [--write [DIR]]`` prints the configuration reference, or rewrites the
+generated part of every reference page of the documentation (``docs/reference/``).
 ``python -m synth jobs <stack> [--json]`` answers, for every team x runtime and Slurm partition,
 whether a job runs and on how many nodes (the jobs model).
 ``python -m synth diff <stack> --base DIR`` synthesizes the stack and shows what changed against
 an earlier synthesis in ``DIR`` (an output root or one stack's directory).
 
 Runs the real program under Pulumi's mock engine with each stack file's config, writes what the
-stack would create and runs the policy pack over it (see README, "Offline synthesis" and
-"Policy gates"). ``python -m synth check <resources.json> --stack NAME`` runs only the pack.
+stack would create and runs the policy pack over it (docs/concepts/offline-synthesis.md and
+policy-gates.md). ``python -m synth check <resources.json> --stack NAME`` runs only the pack.
 Exit status: 0 on success, 1 on a mandatory policy violation or a promised job path that cannot
 run, 2 on an invalid stack, policy config or resources file (one line per problem, no traceback)
 or an unknown option (argparse's usage). ``diff`` exits 0 when nothing changed, 1 when something
@@ -24,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from components.config_reference import render_reference, update_readme
+from components.config_reference import render_reference
 from policies.offline import PolicyConfigError, load_policy_config, mandatory
 from synth import COMMANDS
 from synth import scan as scanning
@@ -39,6 +40,7 @@ from synth.diff import (
 from synth.engine import ResourceRecord
 from synth.jobs import report as jobs_report
 from synth.jobs.model import all_runnable
+from synth.reference_pages import REFERENCE_DIR, parts, write_pages
 from synth.run import (
     InvalidStack,
     StackResult,
@@ -85,10 +87,11 @@ def synthesize_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         prog="scripts/synth",
         description="Synthesize stacks offline: resources.json, manifests/ and helm/ per stack.",
-        epilog="Sub-commands (each with --help): 'reference [--write [README]]' prints (or "
-        "writes into the README) the configuration reference; 'check <resources.json> --stack "
-        "NAME' runs the policy pack over a plan; 'jobs <stack>' says what each team's jobs can "
-        "get; 'diff <stack> --base DIR' shows what changed against an earlier synthesis.",
+        epilog="Sub-commands (each with --help): 'reference [--write [DIR]]' prints the "
+        "configuration reference (or rewrites the generated pages in docs/reference/); "
+        "'check <resources.json> --stack NAME' runs the policy pack over a plan; 'jobs <stack>' "
+        "says what each team's jobs can get; 'diff <stack> --base DIR' shows what changed "
+        "against an earlier synthesis.",
     )
     parser.add_argument("stacks", nargs="*", help="stack names (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--all", action="store_true", help="synthesize every stack")
@@ -105,20 +108,21 @@ def _add_long_option(parser: argparse.ArgumentParser) -> None:
 
 
 def reference_parser() -> argparse.ArgumentParser:
-    """``reference [--write [README]]``."""
+    """``reference [--write [DIR]]``."""
     parser = _command_parser(
         "reference",
-        "Print the configuration reference (Markdown), or write it into a README "
-        "between its markers.",
+        "Print the configuration reference (Markdown), or rewrite the generated part of every "
+        f"reference page in {REFERENCE_DIR}/ (configuration, policies, this CLI, the bill of "
+        "materials) between its markers.",
     )
     parser.add_argument(
         "--write",
         nargs="?",
         type=Path,
-        const=Path("README.md"),
+        const=REPOSITORY_ROOT / REFERENCE_DIR,
         default=None,
-        metavar="README",
-        help="write it into README (default README.md) instead of printing it",
+        metavar="DIR",
+        help=f"rewrite the pages in DIR (default {REFERENCE_DIR}) instead of printing",
     )
     return parser
 
@@ -146,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def reference(argv: list[str]) -> int:
-    """``reference [--write [README]]``: print or write the configuration reference.
+    """``reference [--write [DIR]]``: print the configuration reference, or rewrite the pages.
 
     Args:
         argv: the arguments after ``reference``.
@@ -156,9 +160,16 @@ def reference(argv: list[str]) -> int:
     if options.write is None:
         print(render_reference(), end="")
         return 0
-    readme: Path = options.write
-    readme.write_text(update_readme(readme.read_text()))
-    print(f"configuration reference written to {readme}")
+    directory: Path = options.write
+    try:
+        written = write_pages(directory, parts(main))
+    except (OSError, ValueError) as exc:
+        print(f"{directory}: cannot rewrite the reference pages ({exc})", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"rewrote {path}")
+    if not written:
+        print(f"every page in {directory} is current")
     return 0
 
 

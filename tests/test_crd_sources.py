@@ -1,4 +1,4 @@
-"""docs/deploying.md says, per release, where its CRDs come from and what a bump does to them.
+"""docs/upgrades/index.md says, per release, where its CRDs come from and what a bump does to them.
 
 Helm installs a chart's ``crds/`` directory once and never upgrades it; CRDs in templates
 upgrade with the release. The table in the upgrading section has one row per chart of the bill
@@ -21,7 +21,7 @@ PINS = {
 
 
 def _rows() -> list[list[str]]:
-    section = _section(_text(), "### Charts")
+    section = _section(_text(), "## Charts")
     assert "<!-- crd-sources:" in section
     rows = [row for row in _table_rows(section) if row[0] != "Release"]
     assert rows and all(len(row) == 4 for row in rows), rows

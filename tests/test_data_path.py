@@ -730,9 +730,9 @@ def test_an_unlinked_bucket_may_archive() -> None:
 
 
 def test_the_fast_path_decision_uses_each_stacks_real_throughput() -> None:
-    """README's EFA decision quotes each stack's file system throughput; it must stay true."""
-    readme = (REPOSITORY_ROOT / "README.md").read_text()
-    section = readme.split("**The fast path is a decision", 1)[1].split("\n- **", 1)[0]
+    """The docs' EFA decision quotes each stack's file system throughput; it must stay true."""
+    page = (REPOSITORY_ROOT / "docs" / "concepts" / "data-and-checkpoints.md").read_text()
+    section = page.split("**The fast path is a decision", 1)[1].split("\n- **", 1)[0]
     section = " ".join(section.split())
     for stack in STACKS:
         lustre = parse_platform_config(stack_data(stack)).storage.lustre

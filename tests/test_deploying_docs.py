@@ -1,4 +1,5 @@
-"""docs/deploying.md stays true to the code: versions, placeholders, targets, protection."""
+"""The pages of a real deployment stay true to the code: versions, placeholders, targets,
+protection (how-to/deploy.md, how-to/private-endpoint.md, upgrades/, how-to/tear-down.md)."""
 
 from __future__ import annotations
 
@@ -12,32 +13,22 @@ from components import versions
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT, load_stack, project_settings, stack_names
+from tests import docs_pages
+from tests.docs_pages import README
 
-DOC = REPOSITORY_ROOT / "docs" / "deploying.md"
-README = REPOSITORY_ROOT / "README.md"
+DEPLOY = "how-to/deploy.md"
+PAGES = (DEPLOY, "how-to/private-endpoint.md", "upgrades/index.md", "upgrades/0.1.0.md",
+         "how-to/tear-down.md")  # fmt: skip
+"""The pages split from what was docs/deploying.md, read together."""
 STACK_DIR = REPOSITORY_ROOT / "stacks"
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 
 
 def _text() -> str:
-    return DOC.read_text()
+    return "\n".join(docs_pages.page(name) for name in PAGES)
 
 
-def _section(text: str, heading: str) -> str:
-    """The body under ``heading`` (a whole line, e.g. ``## Tearing down``) up to the next
-    heading of the same or a higher level."""
-    level = len(heading) - len(heading.lstrip("#"))
-    lines = text.splitlines()
-    start = lines.index(heading) + 1
-    for end in range(start, len(lines)):
-        match = re.match(r"(#+) ", lines[end])
-        if match and len(match.group(1)) <= level and not _in_fence(lines, end):
-            return "\n".join(lines[start:end])
-    return "\n".join(lines[start:])
-
-
-def _in_fence(lines: list[str], index: int) -> bool:
-    return sum(1 for line in lines[:index] if line.strip().startswith("```")) % 2 == 1
+_section = docs_pages.section
 
 
 def _table_rows(section: str) -> list[list[str]]:
@@ -81,22 +72,28 @@ def real_urns(records: list[ResourceRecord]) -> dict[str, ResourceRecord]:
 
 def test_readme_section_is_short_and_points_here() -> None:
     readme = README.read_text()
-    assert readme.count("\n## Deploying for real\n") == 1
-    body = _section(readme, "## Deploying for real")
+    assert readme.count("\n## Deploy for real\n") == 1
+    body = _section(readme, "## Deploy for real")
     lines = [line for line in body.splitlines() if line.strip()]
-    assert 3 <= len(lines) <= 6, lines
-    assert "(docs/deploying.md)" in body
-    assert "### " not in body, "the subsections moved to docs/deploying.md"
-    # What the page covers, in the README's words, is on the page.
+    assert 3 <= len(lines) <= 20, lines
+    assert "(docs/how-to/deploy.md)" in body
+    assert "### " not in body, "the subsections live on the pages"
+    (commands,) = docs_pages.fenced(body, "bash")
+    assert len(commands.splitlines()) == 5, "deploy for real in five commands"
+    assert all(line.startswith("pulumi ") for line in commands.splitlines())
+    # What the pages cover, in the README's words, is on the pages.
     text = _text()
     for heading in (
         "## Prerequisites",
         "## What a first real `up` needs",
-        "### Bootstrap order",
-        "## Upgrading",
-        "## Tearing down",
+        "## Bootstrap order",
+        "# Upgrading",
+        "# Tear down",
     ):
-        assert f"\n{heading}\n" in text, heading
+        assert f"\n{heading}\n" in f"\n{text}", heading
+    for page in PAGES:
+        if not page.startswith("upgrades/0"):
+            assert f"(docs/{page})" in readme, page
 
 
 # ---------------------------------------------------------------------------- tool versions
@@ -147,7 +144,7 @@ def test_kubectl_is_within_one_minor_of_every_stacks_kubernetes() -> None:
 
 
 def test_upgrade_section_states_the_pinned_minor_and_its_support() -> None:
-    section = _section(_text(), "### Kubernetes minor")
+    section = _section(_text(), "## Kubernetes minor")
     version = versions.DEFAULT_KUBERNETES_VERSION
     ends = versions.EKS_SUPPORT_CALENDAR[version].standard_support_ends.isoformat()
     assert f"Every stack runs Kubernetes {version}, in EKS standard support until {ends}." in (
@@ -173,15 +170,15 @@ def test_aws_cli_is_there_for_the_kubeconfigs_exec_auth() -> None:
 def documented_stacks() -> list[str]:
     """The stacks the page has a placeholder table for: the shipped examples.
 
-    An environment added later (README, Adding an environment) replaces the examples with its
+    An environment added later (how-to/add-an-environment.md) replaces the examples with its
     own values, so the page need not list it; every table must still name a stack file.
     """
-    page = DOC.read_text()
+    page = docs_pages.page(DEPLOY)
     return [stack for stack in stack_names() if f"#### `stacks/Pulumi.{stack}.yaml`" in page]
 
 
 def test_every_placeholder_table_names_a_stack_file() -> None:
-    tables = re.findall(r"^#### `stacks/Pulumi\.([a-z0-9-]+)\.yaml`", DOC.read_text(), re.M)
+    tables = re.findall(r"^#### `stacks/Pulumi\.([a-z0-9-]+)\.yaml`", docs_pages.page(DEPLOY), re.M)
     assert tables, "the page has no placeholder table"
     assert sorted(tables) == documented_stacks(), "a table names no stack file"
 
@@ -350,7 +347,7 @@ def test_the_placement_groups_the_page_names_exist(synthesized: dict[str, StackR
         if record.type == "aws:ec2/placementGroup:PlacementGroup"
     }
     named = set(
-        re.findall(r"`(ml-training-prod-[a-z0-9]+)`", _section(_text(), "### Bootstrap order"))
+        re.findall(r"`(ml-training-prod-[a-z0-9]+)`", _section(_text(), "## Bootstrap order"))
     )
     assert named == groups, (named, groups)
 
@@ -362,7 +359,7 @@ def test_every_protected_resource_of_prod_is_named_in_the_teardown_section(
     synthesized: dict[str, StackResult],
 ) -> None:
     assert synthesized["prod"].config.protect_stateful_resources
-    section = _section(_text(), "### What `protectStatefulResources` protects")
+    section = _section(_text(), "## What `protectStatefulResources` protects")
     rows = {(row[0], row[1]) for row in _table_rows(section)}
     protected = {
         (f"`{record.type}`", f"`{record.name}`")
@@ -384,7 +381,7 @@ def test_nothing_is_protected_in_stacks_that_do_not_ask(
 
 
 def test_the_teardown_section_states_what_the_code_retains() -> None:
-    section = " ".join(_section(_text(), "## Tearing down").split())
+    section = " ".join(docs_pages.page("how-to/tear-down.md").split())
     components = REPOSITORY_ROOT / "components"
     iam, storage = (components / "iam.py").read_text(), (components / "storage.py").read_text()
     window = re.search(r"deletion_window_in_days=(\d+)", iam)

@@ -1,8 +1,8 @@
-"""Adding an environment: the README's steps give a stack that synthesizes and passes the suite.
+"""Adding an environment: the how-to's steps give a stack that synthesizes and passes the suite.
 
-The end-to-end test copies the repository, runs the commands of the README's "Adding an
-environment" section in the copy, and runs there the synthesis of the new stack and the tests
-that follow the set of stacks (config, CI), the way a newcomer would.
+The end-to-end test copies the repository, runs the commands of the first bash block of
+docs/how-to/add-an-environment.md in the copy, and runs there the synthesis of the new stack and
+the tests that follow the set of stacks (config, CI), the way a newcomer would.
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ from synth.environment import (
 from synth.stackfile import REPOSITORY_ROOT, load_stack, stack_names
 from tests.conftest import REFERENCE_ENV, reference_root
 
-SECTION = "## Adding an environment"
+SECTION = "docs/how-to/add-an-environment.md"
+"""The page whose first bash block holds the steps."""
 NOT_CLONED = {".git", ".venv", "build"}
 CACHES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
 
 def _readme_steps() -> str:
-    """The first bash block of the README's section on adding an environment."""
-    readme = (REPOSITORY_ROOT / "README.md").read_text()
-    assert SECTION in readme, f"README has no section {SECTION!r}"
-    section = readme.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
-    assert blocks, "the section has no bash block of steps"
+    """The first bash block of the how-to page on adding an environment."""
+    page = REPOSITORY_ROOT / SECTION
+    assert page.is_file(), f"no page {SECTION}"
+    blocks = re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)
+    assert blocks, f"{SECTION} has no bash block of steps"
     return str(blocks[0])
 
 

@@ -1,4 +1,5 @@
-"""The stack exports exactly the outputs the README documents (components/platform.py deploy).
+"""The stack exports exactly the outputs the docs name (docs/concepts/architecture.md; components/
+platform.py deploy).
 
 No ``oidcIssuer``: no OIDC provider is made, as nothing uses IRSA (tests/test_cluster.py). No
 ``clusterSecurityGroupId``: pulumi-eks's cluster group is skipped; ``nodeSecurityGroupId`` is the
@@ -18,13 +19,13 @@ from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import without_lustre
 
-README = REPOSITORY_ROOT / "README.md"
+ARCHITECTURE = REPOSITORY_ROOT / "docs" / "concepts" / "architecture.md"
 CONDITIONAL = {"fileSystemId": "only with a Lustre file system"}
 
 
 def documented_outputs() -> list[str]:
-    """The names in the README's "Outputs: ..." sentence (the cluster's bullet)."""
-    text = " ".join(README.read_text().split())
+    """The names in the architecture page's "Outputs: ..." sentence (the cluster's bullet)."""
+    text = " ".join(ARCHITECTURE.read_text().split())
     sentences = re.findall(r"Outputs: (.*?)\.(?: |$)", text)
     assert len(sentences) == 1, sentences
     return re.findall(r"`([A-Za-z]+)`", sentences[0])

@@ -369,7 +369,7 @@ def test_an_association_on_its_own_paths_collides_with_nothing(dev: Synthesis) -
     assert "fileSystemPath" in collision  # a path inside the old one overlaps it
 
 
-def test_moving_the_training_zone_replaces_the_file_system_as_the_readme_shows(
+def test_moving_the_training_zone_replaces_the_file_system_as_the_docs_show(
     synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def move(platform: dict[str, Any]) -> None:
@@ -389,8 +389,10 @@ def test_moving_the_training_zone_replaces_the_file_system_as_the_readme_shows(
     assert "! file system: aws:fsx/lustreFileSystem:LustreFileSystem storage-lustre" in out
     assert synth_main([*argv, "--project-dir", str(project), "--allow-replace", "--gate"]) == 0
     capsys.readouterr()
-    readme = (REPOSITORY_ROOT / "README.md").read_text()
-    section = readme[readme.index("### What changed? (`synth diff`)") :]
+    page = (REPOSITORY_ROOT / "docs" / "concepts" / "offline-synthesis.md").read_text()
+    section = page[page.index("## What changed? (`synth diff`)") :]
     first = section.index("```\n") + 4
     shown = section[first : section.index("```\n", first)]
-    assert shown == out.replace(str(base), "build/base/dev"), "README's diff example is stale"
+    assert shown == out.replace(str(base), "build/base/dev"), (
+        "docs/concepts/offline-synthesis.md's diff example is stale"
+    )

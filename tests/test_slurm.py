@@ -1025,14 +1025,16 @@ def test_protection_switches_the_state_volumes_retention(
 def test_teardown_docs_state_where_state_volumes_outlive_the_stack(
     cases: dict[str, StackCase],
 ) -> None:
-    """docs/deploying.md names the stacks whose Slurm state volumes a destroy leaves."""
+    """docs/how-to/tear-down.md names the stacks whose Slurm state volumes a destroy leaves."""
     kept = sorted(
         stack
         for stack, case in cases.items()
         if _named(case.run, STORAGE_CLASS, STATE_CLASS).inputs["reclaimPolicy"] == "Retain"
     )
     assert kept == sorted(s for s in STACKS if stack_data(s).get("protectStatefulResources"))
-    doc = " ".join((Path(__file__).parents[1] / "docs" / "deploying.md").read_text().split())
+    doc = " ".join(
+        (Path(__file__).parents[1] / "docs" / "how-to" / "tear-down.md").read_text().split()
+    )
     (bullet,) = re.findall(
         r"\*\*EBS volumes of the `slurm-retained` StorageClass\*\*.*? - \*\*", doc
     )

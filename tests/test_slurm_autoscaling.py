@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Any, Final
 
 import lupa.lua53
@@ -24,6 +23,7 @@ from components.autoscaling import (
 from components.config import parse_platform_config
 from components.slurm import SLURMCTLD_PORT
 from synth.run import StackResult
+from tests import docs_pages
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.kubernetes_semantics import quantity
@@ -256,9 +256,8 @@ def test_a_job_no_node_set_can_hold_is_refused_at_submission(
     assert int(modify(runtime.table_from({"min_nodes": 4}), record, None, 0)) == 0
 
 
-# --------------------------------------------------------------------------- README examples
+# ----------------------------------------------------------------------------- docs examples
 
-README: Final = Path(__file__).resolve().parent.parent / "README.md"
 EXAMPLE = re.compile(r"<!-- slurm-example: (\w+) -->\n```bash\n(.*?)```", re.DOTALL)
 SHORT_OPTIONS: Final = {"-p": "partition", "-N": "nodes", "-n": "ntasks", "-c": "cpus-per-task"}
 MEMORY_UNITS: Final = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
@@ -285,9 +284,9 @@ def _options(words: list[str]) -> dict[str, str]:
 
 
 def _examples() -> list[tuple[str, dict[str, str]]]:
-    """(stack, job options) of every sbatch script and srun line of the README's examples."""
+    """(stack, job options) of every sbatch script and srun line of the docs' examples."""
     jobs = []
-    for stack, block in EXAMPLE.findall(README.read_text()):
+    for stack, block in EXAMPLE.findall(docs_pages.all_pages()):
         sbatch = {}
         for line in block.splitlines():
             if line.startswith("#SBATCH "):
@@ -299,8 +298,8 @@ def _examples() -> list[tuple[str, dict[str, str]]]:
     return jobs
 
 
-def test_every_slurm_example_of_the_readme_is_checked() -> None:
-    text = README.read_text()
+def test_every_slurm_example_of_the_docs_is_checked() -> None:
+    text = docs_pages.all_pages()
     blocks = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
     with_jobs = [b for b in blocks if "#SBATCH" in b or re.search(r"^srun ", b, re.MULTILINE)]
     assert len(with_jobs) == len(EXAMPLE.findall(text)) >= 2

@@ -5,7 +5,7 @@ the slurmd image's tools. The TaskProlog (components/slurm.py) puts them first i
 before slurmstepd looks the program up (SchedMD/slurm slurm-26-05-3-1
 src/slurmd/slurmstepd/task.c, exec_task: TaskProlog, then _build_path over the task's PATH).
 This test runs it and checks, statically against images/slurmd/Dockerfile, that each program
-the README's Slurm examples start is on that PATH and installed by the recipe.
+the docs' Slurm examples start is on that PATH and installed by the recipe.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from components.slurm import (
 from components.trainer import CheckpointLocation, checkpoint_location
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
+from tests import docs_pages
 
 DOCKERFILE = REPOSITORY_ROOT / "images" / "slurmd" / "Dockerfile"
 LOGIN_SHELL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -140,6 +141,8 @@ def _srun_programs(readme: str) -> list[str]:
     for block in blocks:
         joined = block.replace("\\\n", " ")
         for line in joined.splitlines():
+            if not line.lstrip().startswith("srun "):
+                continue  # other commands' quoting may span lines
             words = shlex.split(line, comments=True)
             if not words or words[0] != "srun":
                 continue
@@ -153,8 +156,8 @@ def _srun_programs(readme: str) -> list[str]:
     return programs
 
 
-def test_every_program_a_readme_srun_starts_is_on_the_jobs_path() -> None:
-    programs = _srun_programs((REPOSITORY_ROOT / "README.md").read_text())
+def test_every_program_a_docs_srun_starts_is_on_the_jobs_path() -> None:
+    programs = _srun_programs(docs_pages.all_pages())
     assert "neuron-ls" in programs  # the examples the issue names are found
     recipe = DOCKERFILE.read_text()
     job_path = _job_path(LOGIN_SHELL_PATH).split(":")

@@ -17,7 +17,8 @@ from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import STACKS, stack_data
 
 AMI = software.AMI_RELEASES["al2023@v20260714"]
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+ACCELERATOR_SOFTWARE = ROOT / "docs" / "concepts" / "accelerator-software.md"
 
 
 def _stack_images(stack: str) -> list[tuple[str, software.ImageSoftware, Any, bool, str]]:
@@ -207,7 +208,7 @@ def test_slurms_gpu_images_carry_the_default_pytorch_images_cuda_and_nccl() -> N
 
 
 def test_the_images_botocore_is_the_one_the_checkpoint_tool_is_tested_with() -> None:
-    requirements = (README.parent / "requirements.txt").read_text()
+    requirements = (ROOT / "requirements.txt").read_text()
     (tested,) = re.findall(r"^botocore==(\S+)$", requirements, re.MULTILINE)
     assert software.recipe_pins("training-cuda")["BOTOCORE_VERSION"] == tested
 
@@ -230,8 +231,8 @@ def test_recipe_pins_are_exact_versions(recipe: str) -> None:
             assert not value.endswith(":latest") and ":" in value, (name, value)
 
 
-def test_every_version_the_bill_of_materials_pins_is_in_the_readme() -> None:
-    section = README.read_text().split("### Accelerator software", 1)[1].split("\n## ", 1)[0]
+def test_every_version_the_bill_of_materials_pins_is_in_the_docs() -> None:
+    section = ACCELERATOR_SOFTWARE.read_text()
     wanted = {
         AMI.nvidia_driver, AMI.neuron_driver, AMI.efa_driver,
         versions.DEFAULT_AMI_ALIAS,

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config_reference import BEGIN_MARKER, END_MARKER, render_reference
+from components.config_reference import render_reference
 from policies.offline import Finding
 from synth.__main__ import main as synth_main
 from synth.engine import SECRET_MARK, ResourceRecord, plain_value
 from synth.output import component_counts, is_kubernetes_object, manifest_file_name
+from synth.reference_pages import parts
 from synth.run import StackResult, policy_summary, synthesize_stack
 from synth.stackfile import SECURE_PLACEHOLDER, stack_from_document
 from tests.conftest import STACKS, synth_cli
@@ -34,6 +35,8 @@ RECORD_KEYS = {
     "ignoreChanges",
     "inputs",
 }
+
+PARTS = parts(synth_main)
 
 
 def test_resources_json_describes_every_registration(stack_result: StackResult) -> None:
@@ -215,13 +218,16 @@ def test_every_command_rejects_an_unknown_option(
     assert "error:" in err
 
 
-def test_reference_write_updates_the_named_readme(
+def test_reference_write_updates_the_pages_in_the_named_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{BEGIN_MARKER}\nold\n{END_MARKER}\n")
-    assert synth_main(["reference", "--write", str(readme)]) == 0
-    assert "`platform.region`" in readme.read_text()
+    for part in PARTS:
+        (tmp_path / part.page).write_text(f"intro\n{part.begin}\nold\n{part.end}\n")
+    assert synth_main(["reference", "--write", str(tmp_path)]) == 0
+    assert "`platform.region`" in (tmp_path / "configuration.md").read_text()
+    assert all(part.current((tmp_path / part.page).read_text()) == part.block() for part in PARTS)
+    assert synth_main(["reference", "--write", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.endswith("is current\n")
     assert synth_main(["reference"]) == 0
     assert capsys.readouterr().out.endswith(render_reference())
 

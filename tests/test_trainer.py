@@ -11,7 +11,6 @@ would let a wrong value in the program pass.
 from __future__ import annotations
 
 import copy
-import re
 import socket
 import subprocess
 from collections.abc import Callable, Iterator
@@ -29,7 +28,7 @@ from components.software import built_tag
 from components.trainer import with_gang_scheduler
 from synth.engine import ResourceRecord
 from synth.run import StackResult
-from synth.stackfile import REPOSITORY_ROOT
+from tests import docs_pages
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import without_lustre
@@ -1054,16 +1053,16 @@ def test_gang_scheduler_flag_is_added_once_to_the_operator_only() -> None:
 
 
 def _readme_documents(kind: str) -> list[dict[str, Any]]:
-    text = (REPOSITORY_ROOT / "README.md").read_text()
-    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+    """Every YAML example of ``kind`` on the documentation's pages."""
+    blocks = docs_pages.fenced(docs_pages.all_pages(), "yaml")
     documents = [yaml.safe_load(block) for block in blocks]
     return [d for d in documents if isinstance(d, dict) and d.get("kind") == kind]
 
 
 @pytest.mark.parametrize("kind", ["TrainJob", "PyTorchJob"])
-def test_readme_job_examples_are_valid(kind: str, reference_dir: Path) -> None:
+def test_docs_job_examples_are_valid(kind: str, reference_dir: Path) -> None:
     examples = _readme_documents(kind)
-    assert examples, f"the README shows a {kind}"
+    assert examples, f"the docs show a {kind}"
     for example in examples:
         assert validation_errors(example, "1.34", reference_dir / "crds") == []
 
