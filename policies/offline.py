@@ -30,6 +30,7 @@ from pulumi_policy import (
 from pulumi_policy.policy import PolicyCustomTimeouts, _NotApplicableError
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
+from components.config.base import did_you_mean
 from policies.rules import ALL_POLICIES, PACK_NAME
 from synth.engine import ResourceRecord
 
@@ -122,7 +123,14 @@ def check_config_names(config: dict[str, Any], policies: Iterable[Policy]) -> No
     names = {policy.name for policy in policies} | {"all"}
     unknown = sorted(set(config) - names)
     if unknown:
-        raise PolicyConfigError(f"unknown policies in config: {unknown}; known: {sorted(names)}")
+        hints = "".join(
+            f" ({name!r}: {did_you_mean(name, names).strip()})"
+            for name in unknown
+            if did_you_mean(name, names)
+        )
+        raise PolicyConfigError(
+            f"unknown policies in config: {unknown}{hints}; known: {sorted(names)}"
+        )
 
 
 class RecordedResourceOptions(PolicyResourceOptions):

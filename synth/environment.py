@@ -27,7 +27,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from components.config import EnvironmentName
 from synth import COMMANDS as SUB_COMMANDS
-from synth.stackfile import REPOSITORY_ROOT, StackFileError, project_settings, stack_names
+from synth.examples import example_values
+from synth.stackfile import (
+    REPOSITORY_ROOT,
+    StackFileError,
+    load_stack,
+    project_settings,
+    stack_names,
+)
 
 WORKFLOW: Final = Path(".github") / "workflows" / "ci.yml"
 POLICY_CONFIG_DIR: Final = Path("policies") / "config"
@@ -173,10 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     for path, text in plan.files.items():
         (options.root / path).write_text(text)
         print(f"wrote {path}")
+    stack = load_stack(options.name, options.root)
+    found = example_values(stack.platform)
     print(
-        f"next: replace the example values in stacks/Pulumi.{options.name}.yaml (README, "
-        f"'Adding an environment'), then scripts/synth {options.name}"
+        f"next: replace the {len(found)} example value(s) in stacks/Pulumi.{options.name}.yaml "
+        f"(README, 'Adding an environment'); scripts/synth {options.name} lists those left"
     )
+    for example in found:
+        print(f"  {example}")
     return 0
 
 

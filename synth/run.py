@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.config import ConfigError, PlatformConfig, parse_platform_config
@@ -15,6 +15,7 @@ from policies.offline import (
     mandatory,
     write_report,
 )
+from synth import examples as documentation_examples
 from synth.engine import ResourceRecord, synthesize
 from synth.jobs import report as jobs_report
 from synth.jobs.model import PathReport, all_runnable, evaluate_jobs
@@ -42,6 +43,8 @@ class StackResult:
     findings: list[Finding]
     jobs: list[PathReport]
     """The jobs model's answer for every team x runtime and Slurm partition."""
+    examples: list[documentation_examples.ExampleValue] = field(default_factory=list)
+    """Values the stack file still has from the documentation (a warning, never a failure)."""
 
     def summary(self, *, long: bool = False) -> str:
         """What the CLI prints: totals and resources by component, policy findings, jobs.
@@ -50,13 +53,13 @@ class StackResult:
             long: also list resource counts by type (``--long``).
 
         """
-        return "\n".join(
-            [
-                summary(self.stack, self.written, self.records, long=long),
-                policy_summary(self.findings),
-                jobs_report.summary(self.jobs),
-            ]
-        )
+        parts = [
+            summary(self.stack, self.written, self.records, long=long),
+            policy_summary(self.findings),
+            jobs_report.summary(self.jobs),
+            documentation_examples.summary(self.examples, long=long),
+        ]
+        return "\n".join(part for part in parts if part)
 
     @property
     def blocked(self) -> bool:
@@ -105,7 +108,8 @@ def synthesize_stack(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> Sta
     findings = check_policies(run.records, policy_config, out / stack / "policy-report.json")
     jobs = evaluate_jobs(StackView.from_records(run.records))
     jobs_report.write(jobs, out / stack / "jobs.json")
-    return StackResult(stack, config, run.records, written, findings, jobs)
+    examples = documentation_examples.example_values(stack_file.platform)
+    return StackResult(stack, config, run.records, written, findings, jobs, examples)
 
 
 def check_policies(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -151,14 +153,32 @@ def test_ci_run_checks_lint_types_and_tests_with_reference_data_required() -> No
     for check in (".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"):
         assert check in checking, check
     assert _commands(CI_RUN)[-2:] == ["scripts/lint", "scripts/test"]
+    # It honours a reference directory given by the caller (the workflow's fetched copy).
+    assert "${TRAINING_PLATFORM_REFERENCE_DIR:-" in script
+
+
+def test_ci_run_prints_its_wall_time_even_when_a_step_fails(tmp_path: Path) -> None:
+    """The budget is measured every run: the time is printed on exit, success or not."""
+    root = tmp_path / "repo"
+    (root / ".ci").mkdir(parents=True)
+    (root / "scripts").mkdir()
+    shutil.copy2(CI_RUN, root / ".ci" / "run")
+    for name, status in (("setup", 0), ("lint", 3), ("test", 0)):
+        fake = root / "scripts" / name
+        fake.write_text(f'#!/usr/bin/env bash\necho {name} >>"$0.called"\nexit {status}\n')
+        fake.chmod(0o755)
+    result = subprocess.run(
+        ["bash", str(root / ".ci" / "run")], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 3, "the failing step's status is CI's"
+    assert not (root / "scripts" / "test.called").exists(), "nothing runs after a failure"
+    assert re.search(r"^== \.ci/run wall time: \d+ s \(budget 300 s\)$", result.stderr, re.M)
 
 
 def _commands(script: Path) -> list[str]:
     """The lines a shell script runs: no comments, no blank lines, no echo."""
     lines = (line.split("#", 1)[0].strip() for line in script.read_text().splitlines())
     return [line for line in lines if line and not line.startswith("echo ")]
-    # It honours a reference directory given by the caller (the workflow's fetched copy).
-    assert "${TRAINING_PLATFORM_REFERENCE_DIR:-" in script
 
 
 def test_offline_gate_fetches_then_runs_ci_then_synthesizes() -> None:

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components import versions
+from components import catalog, versions
 from components.config import ConfigError, parse_platform_config
+from components.config.base import did_you_mean
 from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack
 from tests.config_problems import failures_of_the_program
 from tests.conftest import STACKS, stack_data, synth_cli
@@ -142,6 +143,8 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
     # node pools
     ("unknown instance type", _pool(instanceTypes=["p9.96xlarge"]),
      "platform.nodePools[0].instanceTypes[0]", "one of p4d.24xlarge, p4de.24xlarge, p5.48xlarge"),
+    ("shortened instance type", _pool(instanceTypes=["p5.48xl"]),
+     "platform.nodePools[0].instanceTypes[0]", "did you mean p5.48xlarge? one of p4d.24xlarge"),
     ("EFA pool mixing EFA layouts", _pool(instanceTypes=["p5.48xlarge", "p5en.48xlarge"]),
      "platform.nodePools[0].instanceTypes", "same EFA layout"),
     ("GPU and Trainium in one pool", _pool(instanceTypes=["g5.xlarge", "trn1.32xlarge"], efa=False),
@@ -465,3 +468,17 @@ def test_an_unknown_region_is_not_also_every_zone_of_it() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_platform_config(data)
     assert [problem.path for problem in caught.value.problems] == ["platform.region"]
+
+
+@pytest.mark.parametrize(
+    ("given", "hint"),
+    [
+        ("p5.48xl", "did you mean p5.48xlarge? "),
+        ("trn2.48xlage", "did you mean trn2.48xlarge? "),
+        ("P5.48XLARGE", "did you mean p5.48xlarge? "),
+        ("p9.96xlarge", ""),  # a type that does not exist, not a misspelling of one
+        ("p5.48xlarge", ""),  # exists: nothing to hint
+    ],
+)
+def test_did_you_mean_hints_only_likely_misspellings(given: str, hint: str) -> None:
+    assert did_you_mean(given, catalog.CATALOG) == hint

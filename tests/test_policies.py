@@ -926,6 +926,10 @@ def test_every_stack_has_a_valid_policy_config(stack: str) -> None:
     ("config", "words"),
     [
         ({"eks-endpoint-not-publik": "advisory"}, "unknown policies"),
+        (
+            {"eks-endpoint-not-publik": "advisory"},
+            "('eks-endpoint-not-publik': did you mean eks-endpoint-not-public?)",
+        ),
         ({"eks-endpoint-not-public": {"allowPublicEndpoint": "yes"}}, "is not of type 'boolean'"),
         ({"eks-endpoint-not-public": {"allowedCidrs": []}}, "unknown properties ['allowedCidrs']"),
         ({"all": "strict"}, "enforcement level 'strict'"),

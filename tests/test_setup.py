@@ -1,13 +1,15 @@
-"""scripts/setup: says what it does, installs once, skips pip while nothing changed.
+"""scripts/setup: says what it does in one line a step, installs once, skips while nothing changed.
 
 Each test runs the real script in a temporary copy of the repository's layout with a fake
-interpreter (``PYTHON``) whose virtualenv's ``python`` records every call and fakes pip, so no
-network or real install is involved.
+interpreter (``PYTHON``) whose virtualenv's ``python`` records every call and fakes pip (which
+installs the installer) and uv (which installs the requirements), so no network or real install
+is involved.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -28,16 +30,23 @@ if [ "$1 $2" = "-m venv" ]; then
 fi
 """
 
-# The virtualenv's python: answers the version query, fakes pip (FAKE_PIP_STATUS, default 0).
+# The virtualenv's python: answers the version query, fakes pip installing uv (with the index
+# warnings a mirror configuration makes pip print) and uv installing the requirements
+# (FAKE_PIP_STATUS, default 0, is the requirements install's exit status).
 FAKE_VENV_PYTHON = """#!/usr/bin/env bash
 set -euo pipefail
 if [ "$1" = "-c" ]; then echo "${FAKE_PYTHON_VERSION:-3.11.9}"; exit 0; fi
 echo "venv $*" >>"$FAKE_LOG"
 if [ "$1 $2" = "-m pip" ]; then
-  echo "Collecting pulumi==3.0.0"
-  echo "  Downloading pulumi-3.0.0.whl"
-  if [ "${FAKE_PIP_STATUS:-0}" != 0 ]; then echo "ERROR: no network" >&2; exit "$FAKE_PIP_STATUS"; fi
-  echo "Successfully installed pulumi-3.0.0 grpcio-1.0"
+  for index in 1 2 3; do
+    echo "WARNING: Location 'file:///mirror/$index/uv/' is ignored: it is neither a file nor a directory." >&2
+  done
+fi
+if [ "$1 $2" = "-m uv" ]; then
+  echo "Resolved 2 packages in 10ms" >&2
+  if [ "${FAKE_PIP_STATUS:-0}" != 0 ]; then echo "error: no network" >&2; exit "$FAKE_PIP_STATUS"; fi
+  echo "Installed 2 packages in 5ms" >&2
+  echo " + pulumi==3.0.0" >&2
 fi
 """
 
@@ -58,6 +67,7 @@ def project(tmp_path: Path) -> Path:
     shutil.copy2(REPOSITORY_ROOT / "scripts" / "setup", root / "scripts" / "setup")
     (root / "requirements.txt").write_text("# runtime\npulumi==3.0.0\nPyYAML==6.0.3\n")
     (root / "requirements-dev.txt").write_text("-r requirements.txt\npytest==9.2.0\n")
+    shutil.copy2(REPOSITORY_ROOT / "requirements-setup.txt", root / "requirements-setup.txt")
     fakes = tmp_path / "fakes"
     fakes.mkdir()
     _executable(fakes / "python3", FAKE_BASE_PYTHON)
@@ -91,22 +101,36 @@ def run_setup(
 
 
 def _pip_calls(calls: list[str]) -> list[str]:
-    return [call for call in calls if call.startswith("venv -m pip")]
+    """The install steps: pip bootstrapping the installer, the installer installing."""
+    return [call for call in calls if call.startswith(("venv -m pip", "venv -m uv"))]
 
 
 def test_first_run_creates_the_venv_installs_and_records_the_stamp(project: Path) -> None:
     result, calls = run_setup(project)
     assert result.returncode == 0, result.stderr
     assert calls[0] == "base -m venv .venv"
-    assert any("-r requirements-dev.txt" in call for call in _pip_calls(calls))
-    assert "creating the virtualenv .venv" in result.stderr
-    assert "installing 3 pinned packages from requirements-dev.txt" in result.stderr
-    assert "about a minute" in result.stderr
-    assert "Collecting pulumi==3.0.0" in result.stderr, "pip's progress is shown"
-    assert "installed 2 package(s)" in result.stderr
+    pins = (project / "requirements-setup.txt").read_text()
+    uv_pin = next(line for line in pins.splitlines() if line.startswith("uv=="))
+    assert _pip_calls(calls) == [
+        "venv -m pip install --quiet --disable-pip-version-check -r requirements-setup.txt",
+        "venv -m uv pip install --python .venv/bin/python -r requirements-dev.txt",
+    ]
+    lines = result.stderr.splitlines()
+    # The install's seconds vary; the rest is exact.
+    assert re.fullmatch(
+        r"setup:   Installed 2 packages from requirements-dev\.txt in \d+ s", lines[3]
+    )
+    assert lines[:3] + lines[4:] == [
+        "setup: creating the virtualenv .venv with " + str(project.parent / "fakes" / "python3"),
+        "setup: installing 3 pinned packages from requirements-dev.txt (with requirements.txt)",
+        f"setup: installing the installer, {uv_pin}",
+        f"setup: done; recorded in {STAMP}",
+    ], "one line a step: none of the installers' own output, warnings included"
+    assert "WARNING" in (project / ".venv" / ".setup.log").read_text(), "it is in the log"
     assert result.stdout == "", "messages go to stderr, so piped output stays clean"
     stamp = (project / STAMP).read_text()
     assert "requirements-dev.txt" in stamp and "requirements.txt" in stamp
+    assert "requirements-setup.txt" in stamp, "a new installer pin is a new install"
     assert "python 3.11.9" in stamp
 
 
@@ -132,6 +156,24 @@ def test_editing_an_included_file_triggers_an_install(project: Path) -> None:
     assert run_setup(project)[1] == [], "the new stamp matches again"
 
 
+def test_a_new_installer_pin_triggers_an_install(project: Path) -> None:
+    assert run_setup(project)[0].returncode == 0
+    (project / "requirements-setup.txt").write_text("uv==0.0.1\n")
+    result, calls = run_setup(project)
+    assert result.returncode == 0, result.stderr
+    assert "installing the installer, uv==0.0.1" in result.stderr
+    assert _pip_calls(calls) != []
+
+
+def test_the_repository_pins_its_installer_exactly() -> None:
+    pins = [
+        line
+        for line in (REPOSITORY_ROOT / "requirements-setup.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert len(pins) == 1 and pins[0].startswith("uv=="), pins
+
+
 def test_a_new_interpreter_version_triggers_an_install(project: Path) -> None:
     assert run_setup(project)[0].returncode == 0
     _, calls = run_setup(project, FAKE_PYTHON_VERSION="3.12.1")
@@ -150,7 +192,8 @@ def test_each_requirements_file_has_its_own_stamp(project: Path) -> None:
 def test_a_failing_install_leaves_no_stamp(project: Path) -> None:
     result, _ = run_setup(project, FAKE_PIP_STATUS="1")
     assert result.returncode != 0
-    assert "ERROR: no network" in result.stderr
+    assert "setup: failed: " in result.stderr
+    assert "error: no network" in result.stderr, "a failing step shows the installer's output"
     assert not (project / STAMP).exists()
     assert not list((project / ".venv").glob(".*.sha256*"))
     _, calls = run_setup(project)

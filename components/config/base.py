@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import ipaddress
 import json
@@ -9,7 +10,7 @@ import re
 import types
 import typing
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
@@ -47,6 +48,44 @@ LOG_RETENTION_DAYS: Final[tuple[int, ...]] = (
     3653,
 )
 """Retention periods CloudWatch Logs accepts (PutRetentionPolicy)."""
+
+
+def closest_match(
+    given: str,
+    choices: Iterable[str],
+    fold: Callable[[str], str] = str.lower,
+    cutoff: float = 0.8,
+) -> str | None:
+    """The choice ``given`` most likely misspells (difflib's closest), or None.
+
+    Args:
+        given: what the user wrote (a key, an instance type, a policy name).
+        choices: the values that exist.
+        fold: what both sides are compared as (default: lower case), so that differences the
+            caller does not count (case, ``_`` and ``-`` in keys) make no difference.
+        cutoff: how alike (difflib's ratio, 0 to 1) a choice must be to count; default 0.8.
+
+    """
+    folded = {fold(choice): choice for choice in choices}
+    if fold(given) in folded:
+        return folded[fold(given)]
+    close = difflib.get_close_matches(fold(given), list(folded), n=1, cutoff=cutoff)
+    return folded[close[0]] if close else None
+
+
+def did_you_mean(given: str, choices: Iterable[str]) -> str:
+    """``"did you mean X? "`` when ``given`` looks like a misspelt choice, else ``""``.
+
+    Looser than a key's match (75% alike): values such as instance types are often shortened
+    (``p5.48xl``), and a wrong hint costs less here than none.
+
+    Args:
+        given: what the user wrote.
+        choices: the values that exist.
+
+    """
+    meant = closest_match(given, choices, cutoff=0.75)
+    return f"did you mean {meant}? " if meant is not None and meant != given else ""
 
 
 def matching(regex: str, allowed: str) -> Callable[[str], str]:

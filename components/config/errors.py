@@ -9,14 +9,19 @@ unknown key that is a real key spelled in another case or in snake_case (or a ne
 
 from __future__ import annotations
 
-import difflib
 import re
 import types
 import typing
 from collections.abc import Iterator
 from typing import Annotated, Any, Final
 
-from components.config.base import CONFIG_KEY, MISSING, ConfigProblem, StrictModel
+from components.config.base import (
+    CONFIG_KEY,
+    MISSING,
+    ConfigProblem,
+    StrictModel,
+    closest_match,
+)
 from components.config.slurm import PRIVATE_KEY_ERROR
 
 MOVED_KEYS: Final[dict[tuple[str, ...], str]] = {
@@ -168,11 +173,7 @@ def _meant_key(root: type[StrictModel], loc: tuple[str | int, ...]) -> str | Non
     if model is None or not isinstance(key, str):
         return None
     keys = [field.alias or name for name, field in model.model_fields.items()]
-    folded = {_folded(real): real for real in keys}
-    if _folded(key) in folded:
-        return folded[_folded(key)]
-    close = difflib.get_close_matches(_folded(key), list(folded), n=1, cutoff=0.8)
-    return folded[close[0]] if close else None
+    return closest_match(key, keys, fold=_folded)
 
 
 def _folded(key: str) -> str:

@@ -13,6 +13,7 @@ from components.config.base import (
     AvailabilityZone,
     ConfigProblem,
     StrictModel,
+    did_you_mean,
     duplicates,
     matching,
 )
@@ -295,7 +296,9 @@ def _pool_problems(
     for name in unknown:
         position = pool.instance_types.index(name)
         yield ConfigProblem(
-            f"{base}.instanceTypes[{position}]", name, "one of " + ", ".join(catalog.CATALOG)
+            f"{base}.instanceTypes[{position}]",
+            name,
+            did_you_mean(name, catalog.CATALOG) + "one of " + ", ".join(catalog.CATALOG),
         )
     if unknown:
         return
