@@ -87,11 +87,7 @@ def synthesize_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         prog="scripts/synth",
         description="Synthesize stacks offline: resources.json, manifests/ and helm/ per stack.",
-        epilog="Sub-commands (each with --help): 'reference [--write [DIR]]' prints the "
-        "configuration reference (or rewrites the generated pages in docs/reference/); "
-        "'check <resources.json> --stack NAME' runs the policy pack over a plan; 'jobs <stack>' "
-        "says what each team's jobs can get; 'diff <stack> --base DIR' shows what changed "
-        "against an earlier synthesis.",
+        epilog="Sub-commands (each with --help): " + "; ".join(COMMANDS.values()) + ".",
     )
     parser.add_argument("stacks", nargs="*", help="stack names (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--all", action="store_true", help="synthesize every stack")

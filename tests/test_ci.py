@@ -152,7 +152,9 @@ def test_ci_run_checks_lint_types_and_tests_with_reference_data_required() -> No
     checking = lint[lint.index("else") :]  # without --fix: check only
     for check in (".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"):
         assert check in checking, check
-    assert _commands(CI_RUN)[-2:] == ["scripts/lint", "scripts/test"]
+    assert _commands(CI_RUN)[-3:] == ["scripts/lint", "scripts/docs", "scripts/test"]
+    # The docs build treats every warning (a broken link or anchor) as an error.
+    assert "command=(build --strict)" in (REPOSITORY_ROOT / "scripts" / "docs").read_text()
     # It honours a reference directory given by the caller (the workflow's fetched copy).
     assert "${TRAINING_PLATFORM_REFERENCE_DIR:-" in script
 
@@ -163,7 +165,7 @@ def test_ci_run_prints_its_wall_time_even_when_a_step_fails(tmp_path: Path) -> N
     (root / ".ci").mkdir(parents=True)
     (root / "scripts").mkdir()
     shutil.copy2(CI_RUN, root / ".ci" / "run")
-    for name, status in (("setup", 0), ("lint", 3), ("test", 0)):
+    for name, status in (("setup", 0), ("lint", 3), ("docs", 0), ("test", 0)):
         fake = root / "scripts" / name
         fake.write_text(f'#!/usr/bin/env bash\necho {name} >>"$0.called"\nexit {status}\n')
         fake.chmod(0o755)

@@ -12,6 +12,7 @@ import yaml
 
 from components.config_reference import render_reference
 from policies.offline import Finding
+from synth import COMMANDS
 from synth.__main__ import main as synth_main
 from synth.engine import SECRET_MARK, ResourceRecord, plain_value
 from synth.output import component_counts, is_kubernetes_object, manifest_file_name
@@ -283,3 +284,13 @@ def test_records_come_in_dependency_order(stack_result: StackResult) -> None:
         for prerequisite in (record.parent, record.provider, *record.dependencies):
             if prerequisite in position:
                 assert position[prerequisite] < position[record.urn], (prerequisite, record.urn)
+
+
+def test_help_lists_every_sub_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        synth_main(["--help"])
+    assert exited.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    for command, usage in COMMANDS.items():
+        assert " ".join(usage.split()) in shown, command
+    assert "'scan <stack>... | --all'" in shown
