@@ -23,7 +23,7 @@ from typing import Final
 
 from components.config import LustreConfig, TeamConfig
 from components.config.storage import TeamRoot
-from components.node_pools import multipart_user_data
+from components.user_data import CLOUD_CONFIG_PART, SHELL_SCRIPT_PART, multipart_user_data
 from components.workloads import SHARED_MOUNT
 
 TEAM_DIRECTORY_MODE: Final = "2770"
@@ -41,8 +41,6 @@ ROOT_DIRECTORY_MODE: Final = "0755"
 """A team root: every team walks through it, only root (the admin client) creates in it."""
 ADMIN_MOUNT: Final = "/mnt/fsx"
 LAYOUT_LOG: Final = "/var/log/fsx-layout.log"
-USER_DATA_LIMIT_BYTES: Final = 16384
-"""EC2 refuses user data above 16 KB (RunInstances, UserData)."""
 EVERY_BOOT: Final = "#cloud-config\ncloud_final_modules:\n  - [scripts-user, always]\n"
 """cloud-init runs a user data script once per instance; run at every boot instead (cloud-init
 "Modules": a module's frequency ``always``; AWS's Knowledge Center, "run user data with every
@@ -131,9 +129,7 @@ def admin_user_data(script: str) -> str:
     Args:
         script: the layout script.
     """
-    return multipart_user_data(
-        [("text/cloud-config", EVERY_BOOT), ('text/x-shellscript; charset="us-ascii"', script)]
-    )
+    return multipart_user_data([(CLOUD_CONFIG_PART, EVERY_BOOT), (SHELL_SCRIPT_PART, script)])
 
 
 def no_squash_nid(address: str) -> str:
@@ -167,7 +163,7 @@ def layout_script(
         shlex.quote(f"{root.path} {team_directory_mode(root)}") for root in lustre.team_roots
     )
     # One short line per team: the script stays far below EC2's 16 KiB of user data
-    # (USER_DATA_LIMIT_BYTES) for hundreds of teams.
+    # (components.user_data.USER_DATA_LIMIT_BYTES) for hundreds of teams.
     entries = [
         f"  '{team.name} {team.gid} {team.lustre_quota_gib or 0}'"
         for team in teams

@@ -359,7 +359,7 @@ internal/builder/controllerbuilder/controller_config.go, buildSlurmConf, sets no
   slurm-operator v1.2.1 internal/builder/workerbuilder/worker_app.go), so they do not exist
   before the autoscaler starts them;
 - ``PropagateResourceLimitsExcept=MEMLOCK``: a job keeps slurmd's locked-memory limit (the EFA
-  pools raise it for every container, components/node_pools.py) instead of the login
+  pools raise it for every container, components/user_data.py) instead of the login
   shell's, which would leave libfabric unable to register its buffers;
 - ``TaskProlog`` (:func:`task_prolog`): every task finds the node's tools (``mpirun``,
   ``neuron-ls``) first on its PATH, which it otherwise takes from the submitting shell, and a

@@ -728,11 +728,8 @@ LONGEST_DNS_NAME: Final = "fs-0123456789abcdef0.fsx.ap-southeast-7.amazonaws.com
 def _layout_problems(config: PlatformConfig, lustre: LustreConfig) -> Iterator[ConfigProblem]:
     """The admin client's script must fit in EC2's user data."""
     # Imported here: the layout module builds on this config module (a cycle at import time).
-    from components.file_system_layout import (  # noqa: PLC0415
-        USER_DATA_LIMIT_BYTES,
-        admin_user_data,
-        layout_script,
-    )
+    from components.file_system_layout import admin_user_data, layout_script  # noqa: PLC0415
+    from components.user_data import USER_DATA_LIMIT_BYTES  # noqa: PLC0415
 
     script = layout_script(lustre, config.teams, dns_name=LONGEST_DNS_NAME, mount_name="x" * 16)
     size = len(admin_user_data(script).encode())
