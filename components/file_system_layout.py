@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from components.config import LustreConfig, TeamConfig
-from components.config.storage import TeamRoot
+from components.config.storage import SHARED_MOUNT, TeamRoot
 from components.user_data import CLOUD_CONFIG_PART, SHELL_SCRIPT_PART, multipart_user_data
-from components.workloads import SHARED_MOUNT
 
 TEAM_DIRECTORY_MODE: Final = "2770"
 """setgid (files and directories made inside take the team's group), rwx for owner and group,

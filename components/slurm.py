@@ -32,6 +32,7 @@ from components.cluster import encrypted_gp3_class, state_reclaim_policy, storag
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.config.slurm import SlurmDirectoryConfig
+from components.config.storage import SHARED_MOUNT
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL, SLURM_TOPOLOGY
 from components.scheduling import STANDARD_PRIORITY_CLASS
@@ -52,7 +53,6 @@ from components.trainer import (
     checkpoint_location,
 )
 from components.workloads import (
-    SHARED_MOUNT,
     node_resources,
     pool_workload_placement,
     shared_memory_volume,

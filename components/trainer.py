@@ -41,6 +41,7 @@ from components.config import (
     TeamConfig,
     TrainerConfig,
 )
+from components.config.storage import SHARED_MOUNT
 from components.config.teams import WORKLOAD_GID
 from components.file_system_layout import TeamDirectory, team_directories
 from components.helm import release, with_system_placement
@@ -51,7 +52,6 @@ from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL, cluster_role_ref
 from components.tenancy import hardened_pod
 from components.workloads import (
     NEURON_COMPILE_CACHE_VARIABLE,
-    SHARED_MOUNT,
     neuron_compile_cache,
     node_resources,
     non_root_security_context,

@@ -266,6 +266,8 @@ TEAM_CLAIM_PREFIX: Final = "lustre-"
 """Every team claim's name starts with it (:attr:`TeamRoot.claim_name`)."""
 NO_ACCESS_TIME_OPTIONS: Final = frozenset({"ro", "noatime"})
 """Mount options under which a Lustre client records no access times, which release goes by."""
+SHARED_MOUNT: Final = "/fsx"
+"""Where every training pod, slurmd and login pod sees the shared file system."""
 TEAM_HOME_PATH: Final = "/teams"
 """Each team's working directory (scratch, the Neuron compile cache), linked to no bucket."""
 DNS_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
