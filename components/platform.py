@@ -20,7 +20,6 @@ from components.config.pools import mounts_lustre
 from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
 from components.config.storage import admin_client_block
 from components.device_plugins import DevicePlugins
-from components.file_system_layout import layout_problems
 from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
 from components.network import Network
@@ -29,6 +28,7 @@ from components.scheduling import Scheduling
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm import Slurm, create_namespace
 from components.storage import Storage
+from components.storage.layout import layout_problems
 from components.teams import Teams
 from components.trainer import Trainer, checkpoint_location
 

@@ -43,11 +43,11 @@ from components.config import (
 )
 from components.config.storage import SHARED_MOUNT
 from components.config.teams import WORKLOAD_GID
-from components.file_system_layout import TeamDirectory, team_directories
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage import checkpoint_s3_uri
+from components.storage.layout import TeamDirectory, team_directories
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL, cluster_role_ref
 from components.tenancy import hardened_pod
 from components.workloads import (
@@ -220,7 +220,7 @@ def workload_security_context(group_id: int | None) -> dict[str, Any]:
     (README, "Team isolation"), so a job writes its team's directories only as a user whose
     groups include the team's. Kubernetes adds ``supplementalGroups`` to the container's
     processes, and the Lustre client sends the group that owns the file it checks
-    (components/file_system_layout.py).
+    (components/storage/layout.py).
 
     Args:
         group_id: the team's gid; None for a team without the shared file system.
@@ -238,7 +238,7 @@ def team_volumes(
 
     All read-write, even where the team only reads: a read-only mount records no access times,
     which release goes by; the directory's mode keeps jobs from writing there
-    (:data:`components.file_system_layout.IMPORT_ONLY_DIRECTORY_MODE`).
+    (:data:`components.storage.layout.IMPORT_ONLY_DIRECTORY_MODE`).
     """
     volumes = [
         {"name": directory.claim_name, "persistentVolumeClaim": {"claimName": directory.claim_name}}
