@@ -8,6 +8,7 @@ import pulumi
 import pulumi_aws as aws
 from pulumi.runtime.config import is_config_secret
 
+from components.checkpoints import checkpoint_location
 from components.cluster import Cluster
 from components.config import (
     CONFIG_KEY,
@@ -30,7 +31,7 @@ from components.slurm import Slurm, create_namespace
 from components.storage import Storage
 from components.storage.layout import layout_problems
 from components.teams import Teams
-from components.trainer import Trainer, checkpoint_location
+from components.trainer import Trainer
 
 MANAGED_BY_TAG: Final = {"managed-by": "pulumi"}
 """Added to the required tags on every AWS resource of the stack."""

@@ -28,6 +28,13 @@ import yaml
 from components import slurm_directory, software, versions
 from components.autoscaling import MONITORING_NAMESPACE, Autoscaling, scaled_object
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
+from components.checkpoints import (
+    CHECKPOINT_S3_VARIABLE,
+    CHECKPOINT_VARIABLE,
+    CheckpointLocation,
+    checkpoint_directory,
+    checkpoint_location,
+)
 from components.cluster import encrypted_gp3_class, state_reclaim_policy, storage_class
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
@@ -44,13 +51,6 @@ from components.tenancy import (
     hardened_container_context,
     network_policy,
     tcp,
-)
-from components.trainer import (
-    CHECKPOINT_S3_VARIABLE,
-    CHECKPOINT_VARIABLE,
-    CheckpointLocation,
-    checkpoint_directory,
-    checkpoint_location,
 )
 from components.workloads import (
     node_resources,

@@ -46,7 +46,6 @@ from components.storage.iam import (
 )
 from components.storage.lustre import (
     association_s3_config,
-    checkpoint_s3_uri,
     data_repository_path,
     file_system,
     lustre_egress,
@@ -70,7 +69,6 @@ __all__ = [
     "access_log_bucket_policy",
     "admin_launch_template",
     "association_s3_config",
-    "checkpoint_s3_uri",
     "current_version_rules",
     "data_key_policy",
     "data_repository_path",

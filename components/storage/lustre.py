@@ -87,14 +87,6 @@ def data_repository_path(bucket: str, association: DataRepositoryAssociationConf
     return f"s3://{bucket}/{association.s3_prefix}"
 
 
-def checkpoint_s3_uri(config: PlatformConfig) -> str | None:
-    """``s3://bucket/prefix/`` that holds the checkpoint path, or None (no association)."""
-    lustre = config.storage.lustre
-    association = lustre.checkpoint_association() if lustre else None
-    s3_name = association_bucket_name(config, association) if association else None
-    return data_repository_path(s3_name, association) if association and s3_name else None
-
-
 def association_resource_name(prefix: str, association: DataRepositoryAssociationConfig) -> str:
     """The Pulumi name of an association: ``<prefix>-dra`` and its file system path.
 
