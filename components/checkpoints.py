@@ -5,7 +5,7 @@ per team below it, and the S3 prefix its export-only association copies it to. E
 runs a job gets the same two variables, :data:`CHECKPOINT_VARIABLE` (the job's own directory)
 and :data:`CHECKPOINT_S3_VARIABLE` (where the export puts it): Trainer runtimes through their
 pods' environment (:func:`checkpoint_environment`), Slurm through its TaskProlog
-(:func:`components.slurm.task_prolog`).
+(:func:`components.slurm.conf.task_prolog`).
 """
 
 from __future__ import annotations
