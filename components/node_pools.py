@@ -22,8 +22,8 @@ from typing import Any, Final
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
-import yaml
 
+from components import user_data
 from components.catalog import GPU_RESOURCE, HUGEPAGES_RESOURCE, efa_network_interfaces, lookup
 from components.config import GeneralPoolConfig, NodePoolConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL, launch_zones
@@ -95,104 +95,13 @@ def slurm_node_pool_name(pool: NodePoolConfig) -> str:
     return pool.name + SLURM_POOL_SUFFIX
 
 
-def hugepages_script(gib: int) -> str:
-    """Shell that reserves ``gib`` GiB of 2 MiB huge pages at boot.
-
-    A cloud-init shell part: it runs before ``nodeadm-run.service`` starts the kubelet
-    (amazon-eks-ami templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service:
-    ``After=... cloud-final.service``), and the kubelet reports only pages reserved before it
-    starts. No AL2023 variant reserves huge pages itself, and nodeadm's NodeConfig has no field
-    for them.
-
-    Args:
-        gib: huge pages to reserve, in GiB.
-    """
-    pages = gib * 1024 // 2
-    return "\n".join(
-        [
-            "#!/bin/bash",
-            f"pages={pages}",
-            'echo "vm.nr_hugepages = ${pages}" > /etc/sysctl.d/90-training-platform-hugepages.conf',
-            "sysctl -q -w vm.nr_hugepages=${pages}",
-            'if [ "$(cat /proc/sys/vm/nr_hugepages)" -lt "${pages}" ]; then',
-            "  echo 1 > /proc/sys/vm/compact_memory",
-            "  sysctl -q -w vm.nr_hugepages=${pages}",
-            "fi",
-            'echo "training-platform: $(grep HugePages_Total /proc/meminfo), wanted ${pages}" '
-            "> /dev/console",
-        ]
-    )
-
-
-UNLIMITED_RLIMIT: Final = 10**18
-"""As good as unlimited (bytes of locked memory), and not RLIM_INFINITY (2^64 - 1) on purpose:
-nodeadm merges the base spec through ``map[string]interface{}`` JSON (amazon-eks-ami
-nodeadm/internal/util/merge.go), so every number passes through a float64 and is written back
-in Go's shortest form. 2^64 - 1 comes out as 18446744073709552000, which no uint64 holds, and
-containerd then fails to load the spec: the node never gets Ready. 10^18 is a float64 exactly
-and is written back as the same digits."""
-CONTAINER_RLIMITS: Final = (
-    {"type": "RLIMIT_MEMLOCK", "soft": UNLIMITED_RLIMIT, "hard": UNLIMITED_RLIMIT},
-    {"type": "RLIMIT_NOFILE", "soft": 65536, "hard": 1048576},
-)
-"""Every container's limits on an EFA node. libfabric's EFA provider registers (pins) its
-buffers against RLIMIT_MEMLOCK, and a memory registration beyond it fails NCCL's start. The
-AMI's base spec states only the open-files limit, leaving memlock to whatever containerd's
-service runs with; stating it unlimited here makes it the node's, whatever the AMI release, and
-lets a container pin without CAP_IPC_LOCK (team namespaces drop every capability:
-components/tenancy.py). The list replaces the AMI's, so its open-files limit is restated."""
-
-
-def efa_node_config() -> dict[str, Any]:
-    """The nodeadm NodeConfig that raises the memlock limit of every container on the node.
-
-    ``containerd.baseRuntimeSpec`` is merged over the AMI's base OCI spec (amazon-eks-ami
-    doc/usage/al2023.md, "Modifying container RLIMITs"); nodeadm merges it with the NodeConfig
-    Karpenter puts before the custom parts (karpenter-provider-aws v1.14.1
-    pkg/providers/amifamily/bootstrap/nodeadm.go, Script), which sets no containerd field.
-    """
-    return {
-        "apiVersion": "node.eks.aws/v1alpha1",
-        "kind": "NodeConfig",
-        "spec": {
-            "containerd": {"baseRuntimeSpec": {"process": {"rlimits": list(CONTAINER_RLIMITS)}}}
-        },
-    }
-
-
-USER_DATA_BOUNDARY: Final = "//"
-
-
 def node_user_data(pool: NodePoolConfig) -> str | None:
-    """EC2NodeClass user data of a pool: a MIME multi-part document, or None when it needs none.
-
-    EFA pools get :func:`efa_node_config`; pools with huge pages get :func:`hugepages_script`.
-    Karpenter adds its own NodeConfig part to these.
+    """EC2NodeClass user data of a pool (:func:`components.user_data.node_user_data`).
 
     Args:
         pool: the validated pool.
     """
-    parts: list[tuple[str, str]] = []
-    if pool.uses_efa:
-        parts.append(("application/node.eks.aws", yaml.safe_dump(efa_node_config())))
-    if pool.hugepages:
-        parts.append(('text/x-shellscript; charset="us-ascii"', hugepages_script(pool.hugepages)))
-    if not parts:
-        return None
-    return multipart_user_data(parts)
-
-
-def multipart_user_data(parts: list[tuple[str, str]]) -> str:
-    """A MIME multi-part user data document, which cloud-init and nodeadm read part by part.
-
-    Args:
-        parts: (content type, body) of each part, in order.
-    """
-    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{USER_DATA_BOUNDARY}"']
-    for content_type, body in parts:
-        lines += ["", f"--{USER_DATA_BOUNDARY}", f"Content-Type: {content_type}", "", body.rstrip()]
-    lines += [f"--{USER_DATA_BOUNDARY}--", ""]
-    return "\n".join(lines)
+    return user_data.node_user_data(efa=pool.uses_efa, hugepages_gib=pool.hugepages)
 
 
 def hugepages_overlay_spec(node_pool_name: str, gib: int) -> dict[str, Any]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import pulumi
 import pulumi_aws as aws
 from pulumi.runtime.config import is_config_secret
 
+from components.checkpoints import checkpoint_location
 from components.cluster import Cluster
 from components.config import (
     CONFIG_KEY,
@@ -28,8 +29,9 @@ from components.scheduling import Scheduling
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm import Slurm, create_namespace
 from components.storage import Storage
+from components.storage.layout import layout_problems
 from components.teams import Teams
-from components.trainer import Trainer, checkpoint_location
+from components.trainer import Trainer
 
 MANAGED_BY_TAG: Final = {"managed-by": "pulumi"}
 """Added to the required tags on every AWS resource of the stack."""
@@ -229,6 +231,29 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+def validated_config(
+    raw: Any, *, stack: str | None = None, aws_region: Any = None
+) -> PlatformConfig:
+    """:func:`~components.config.parse_platform_config` with the checks that need components.
+
+    Config validates everything a stack states; a few limits are of what the components build
+    from it (the admin client's layout script must fit in EC2's user data), and the components
+    build on config, so those are passed in here and run once the model parses, with config's
+    own cross-field rules, before anything is registered.
+
+    Args:
+        raw: the value of the stack's ``platform`` key.
+        stack: the stack's name; when given, ``environment`` must be it. Default: not checked.
+        aws_region: the stack's ``aws:region`` value, if it sets one. Default: not set.
+
+    Raises:
+        ConfigError: every structural problem, or, when the structure is sound, every
+            problem of the cross-field rules and these checks.
+
+    """
+    return parse_platform_config(raw, stack=stack, aws_region=aws_region, checks=[layout_problems])
+
+
 def load_config() -> PlatformConfig:
     """Read and validate the stack's ``platform`` config key against the stack's name and region.
 
@@ -239,7 +264,7 @@ def load_config() -> PlatformConfig:
     stack_config = pulumi.Config()
     raw = stack_config.get_object(CONFIG_KEY)
     try:
-        config = parse_platform_config(
+        config = validated_config(
             raw, stack=pulumi.get_stack(), aws_region=pulumi.Config("aws").get("region")
         )
         problems = bind_password_problems(

@@ -60,7 +60,7 @@ def hardened_container_context() -> dict[str, Any]:
     Dropping every capability costs EFA and NCCL nothing. libfabric registers its buffers
     with ``ibv_reg_mr``, which pins pages against the process's RLIMIT_MEMLOCK rather than
     needing CAP_IPC_LOCK, and the EFA pools raise that limit for every container through
-    containerd's base runtime spec (:func:`components.node_pools.efa_node_config`). NCCL
+    containerd's base runtime spec (:func:`components.user_data.efa_node_config`). NCCL
     shares GPU memory between a pod's processes by file descriptors over Unix sockets and
     ``/dev/shm`` is the pod's own memory volume; the device plugins hand over the GPU, Neuron
     and EFA device files: none of it needs a capability. The MPI workers' sshd runs as the

@@ -23,7 +23,6 @@ a node is given, while only Volcano starts all workers of a job together.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import typing
 from typing import Any, Final, Literal
 
@@ -33,25 +32,23 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.admission import enforced_policy
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
+from components.checkpoints import CheckpointLocation, checkpoint_environment
 from components.config import (
     RUNTIME_IMAGE_KEYS,
     LustreConfig,
     NodePoolConfig,
-    PlatformConfig,
     TeamConfig,
     TrainerConfig,
 )
 from components.config.teams import WORKLOAD_GID
-from components.file_system_layout import TeamDirectory, team_directories
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
-from components.storage import checkpoint_s3_uri
+from components.storage.layout import TeamDirectory, team_directories
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL, cluster_role_ref
 from components.tenancy import hardened_pod
 from components.workloads import (
     NEURON_COMPILE_CACHE_VARIABLE,
-    SHARED_MOUNT,
     neuron_compile_cache,
     node_resources,
     non_root_security_context,
@@ -110,13 +107,6 @@ EFA_ENVIRONMENT: Final = {
     "FI_EFA_FORK_SAFE": "1",
 }
 NCCL_ENVIRONMENT: Final = {"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": "^lo,docker"}
-JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
-"""The label JobSet puts on every pod of a JobSet (kubernetes-sigs/jobset v0.12.0
-api/jobset/v1alpha2/jobset_types.go, JobSetNameKey); Trainer names the JobSet after the TrainJob
-(pkg/runtime/framework/plugins/jobset/jobset.go, Build: client.ObjectKeyFromObject(trainJob))."""
-JOB_NAME_VARIABLE: Final = "TRAINJOB_NAME"
-CHECKPOINT_VARIABLE: Final = "CHECKPOINT_DIR"
-CHECKPOINT_S3_VARIABLE: Final = "CHECKPOINT_S3_URI"
 RESTART_STRATEGY: Final = "BlockingRecreate"
 """JobSet recreates a failed job's pods only once every pod of the last attempt is gone
 (jobset_controller.go, constructJobsFromTemplate): the gang of whole-node pods then forms on
@@ -128,70 +118,6 @@ NEURON_ENVIRONMENT: Final = {"NEURON_RT_LOG_LEVEL": "WARN", "CCOM_SOCKET_IFNAME"
 def runtime_name(framework: str, pool: NodePoolConfig) -> str:
     """Name of the runtime of a framework on a pool, e.g. ``torch-p5``."""
     return f"{framework}-{pool.name}"
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointLocation:
-    """Where a stack's jobs checkpoint: the file system path and the S3 prefix behind it.
-
-    Attributes:
-        path: ``storage.lustre.checkpointPath``, normalised (``/checkpoints``).
-        s3_uri: ``s3://bucket/prefix/`` of its association; None on a file system without one.
-    """
-
-    path: str
-    s3_uri: str | None
-
-
-def checkpoint_location(config: PlatformConfig) -> CheckpointLocation | None:
-    """Where the stack's jobs checkpoint, Trainer runtimes and Slurm alike.
-
-    Args:
-        config: the validated platform (None comes back without a file system).
-    """
-    lustre = config.storage.lustre
-    if lustre is None:
-        return None
-    return CheckpointLocation(lustre.checkpoint_root, checkpoint_s3_uri(config))
-
-
-def checkpoint_directory(checkpoint_path: str, team: str) -> str:
-    """The team's checkpoint directory as pods see it: ``/fsx/checkpoints/<team>``."""
-    return f"{SHARED_MOUNT}{checkpoint_path.rstrip('/')}/{team}"
-
-
-def checkpoint_environment(
-    checkpoint_path: str, team: str, s3_uri: str | None = None
-) -> list[dict[str, Any]]:
-    """The job's name (from its pods' JobSet label), its checkpoint directory and S3 copy.
-
-    ``CHECKPOINT_DIR`` is ``/fsx/<checkpoint path>/<team>/<TrainJob name>``: every restart of a
-    job finds its own checkpoints there, and two jobs never share one. ``CHECKPOINT_S3_URI`` is
-    where the export puts it, which ``fsx-checkpoint commit`` compares against. Kubernetes
-    expands ``$(TRAINJOB_NAME)`` from the variable before it; a TrainJob's ``trainer.env``
-    replaces any of them by name (kubeflow/trainer v2.3.0
-    pkg/runtime/framework/plugins/jobset/jobset.go, apply.UpsertEnvVars).
-
-    Args:
-        checkpoint_path: ``storage.lustre.checkpointPath``, normalised.
-        team: the team whose runtime it is.
-        s3_uri: ``s3://bucket/prefix/`` of the checkpoint path's association; None without one.
-            Default None.
-    """
-    job = f"$({JOB_NAME_VARIABLE})"
-    environment: list[dict[str, Any]] = [
-        {
-            "name": JOB_NAME_VARIABLE,
-            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}},
-        },
-        {
-            "name": CHECKPOINT_VARIABLE,
-            "value": f"{checkpoint_directory(checkpoint_path, team)}/{job}",
-        },
-    ]
-    if s3_uri is not None:
-        environment.append({"name": CHECKPOINT_S3_VARIABLE, "value": f"{s3_uri}{team}/{job}"})
-    return environment
 
 
 def _environment(
@@ -220,7 +146,7 @@ def workload_security_context(group_id: int | None) -> dict[str, Any]:
     (README, "Team isolation"), so a job writes its team's directories only as a user whose
     groups include the team's. Kubernetes adds ``supplementalGroups`` to the container's
     processes, and the Lustre client sends the group that owns the file it checks
-    (components/file_system_layout.py).
+    (components/storage/layout.py).
 
     Args:
         group_id: the team's gid; None for a team without the shared file system.
@@ -238,7 +164,7 @@ def team_volumes(
 
     All read-write, even where the team only reads: a read-only mount records no access times,
     which release goes by; the directory's mode keeps jobs from writing there
-    (:data:`components.file_system_layout.IMPORT_ONLY_DIRECTORY_MODE`).
+    (:data:`components.storage.layout.IMPORT_ONLY_DIRECTORY_MODE`).
     """
     volumes = [
         {"name": directory.claim_name, "persistentVolumeClaim": {"claimName": directory.claim_name}}

@@ -25,11 +25,9 @@ from components.catalog import (
     InstanceType,
 )
 from components.config import NodePoolConfig
-from components.config.storage import TEAM_HOME_PATH
+from components.config.storage import SHARED_MOUNT, TEAM_HOME_PATH
 from components.node_pools import POOL_LABEL, RESERVED_FOR_LABEL, accelerator_taint, slurm_taint
 
-SHARED_MOUNT: Final = "/fsx"
-"""Where every training pod, slurmd and login pod sees the shared file system."""
 NEURON_COMPILE_CACHE_VARIABLE: Final = "NEURON_COMPILE_CACHE_URL"
 """Where the Neuron compiler keeps and looks up compiled graphs (default
 ``/var/tmp/neuron-compile-cache``, on the node: lost with it, and compiled again by every node)."""

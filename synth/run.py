@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.config import ConfigError, PlatformConfig, parse_platform_config
-from components.platform import deploy
+from components.config import ConfigError, PlatformConfig
+from components.platform import deploy, validated_config
 from policies.offline import (
     Finding,
     PolicyConfigError,
@@ -73,7 +73,7 @@ class StackResult:
 def validated(stack_file: StackFile) -> PlatformConfig:
     """The stack's validated platform config, or :class:`InvalidStack` with one line a problem."""
     try:
-        return parse_platform_config(
+        return validated_config(
             stack_file.platform,
             stack=stack_file.stack,
             aws_region=stack_file.config.get("aws:region"),

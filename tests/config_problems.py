@@ -8,8 +8,8 @@ from typing import Any, Final
 import pulumi
 import pytest
 
-from components.config import ConfigError, ConfigProblem, parse_platform_config
-from components.platform import deploy
+from components.config import ConfigError, ConfigProblem
+from components.platform import deploy, validated_config
 from synth.engine import synthesize
 from synth.stackfile import StackFile
 
@@ -20,7 +20,7 @@ MISSING: Final = object()
 def problems_of(data: dict[str, Any]) -> list[ConfigProblem]:
     """Every problem of a stack's (mutated) ``platform`` data; it must be invalid."""
     with pytest.raises(ConfigError) as caught:
-        parse_platform_config(data)
+        validated_config(data)
     return caught.value.problems
 
 

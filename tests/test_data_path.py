@@ -17,6 +17,7 @@ import botocore.session
 import pytest
 from botocore.validate import validate_parameters
 
+from components.checkpoints import CheckpointLocation
 from components.config import (
     DataRepositoryAssociationConfig,
     LustreConfig,
@@ -30,7 +31,7 @@ from components.storage import (
     team_role_name,
 )
 from components.teams import JOB_SERVICE_ACCOUNT
-from components.trainer import CheckpointLocation, runtime_spec
+from components.trainer import runtime_spec
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests.config_problems import assert_reported, problems_of

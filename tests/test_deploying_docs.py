@@ -383,7 +383,8 @@ def test_nothing_is_protected_in_stacks_that_do_not_ask(
 def test_the_teardown_section_states_what_the_code_retains() -> None:
     section = " ".join(docs_pages.page("how-to/tear-down.md").split())
     components = REPOSITORY_ROOT / "components"
-    iam, storage = (components / "iam.py").read_text(), (components / "storage.py").read_text()
+    iam = (components / "iam.py").read_text()
+    storage = "\n".join(path.read_text() for path in sorted((components / "storage").glob("*.py")))
     window = re.search(r"deletion_window_in_days=(\d+)", iam)
     assert window and f"`deletion_window_in_days={window.group(1)}`" in section
     assert "force_destroy=False" in storage and "`force_destroy: false`" in section

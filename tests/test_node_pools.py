@@ -24,7 +24,6 @@ from components.node_pools import (
     accelerator_taint,
     general_node_class_spec,
     general_node_pool_spec,
-    hugepages_script,
     node_class_spec,
     node_pool_spec,
     node_user_data,
@@ -32,6 +31,7 @@ from components.node_pools import (
     pool_labels,
     pool_zones,
 )
+from components.user_data import hugepages_script
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS, ProgramRun, stack_data

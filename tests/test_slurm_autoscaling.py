@@ -14,14 +14,14 @@ from typing import Any, Final
 import lupa.lua53
 import pytest
 
-from components.autoscaling import (
+from components.config import parse_platform_config
+from components.slurm import SLURMCTLD_PORT
+from components.slurm.autoscaling import (
     MONITORING_NAMESPACE,
     PROMETHEUS_PORT,
     PROMETHEUS_URL,
     demand_query,
 )
-from components.config import parse_platform_config
-from components.slurm import SLURMCTLD_PORT
 from synth.run import StackResult
 from tests import docs_pages
 from tests.config_problems import assert_reported, problems_of

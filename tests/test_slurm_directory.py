@@ -29,7 +29,7 @@ from components.config import parse_platform_config
 from components.config.base import ConfigError
 from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
 from components.slurm import SLURM_APP_LABEL
-from components.slurm_directory import (
+from components.slurm.directory import (
     CONFIG_HASH_ANNOTATION,
     HOME_PROLOG,
     SSSD_SECRET,

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.checkpoints import CheckpointLocation, checkpoint_location
 from components.slurm import (
     TASK_PROLOG,
     TASK_PROLOG_CONFIG_MAP,
@@ -25,7 +26,6 @@ from components.slurm import (
     job_tools_path,
     task_prolog,
 )
-from components.trainer import CheckpointLocation, checkpoint_location
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests import docs_pages

@@ -25,16 +25,16 @@ import yaml
 
 from components.config import PlatformConfig, parse_platform_config
 from components.config.storage import TEAM_HOME_PATH, admin_client_address, admin_client_block
-from components.file_system_layout import (
+from components.storage import admin_launch_template
+from components.storage.layout import (
     ADMIN_MOUNT,
     LAYOUT_DONE,
     LAYOUT_LOG,
-    USER_DATA_LIMIT_BYTES,
     admin_user_data,
     layout_script,
     team_directories,
 )
-from components.storage import admin_launch_template
+from components.user_data import USER_DATA_LIMIT_BYTES
 from synth.run import StackResult
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, stack_data

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from pydantic import Field, ValidationError
@@ -105,8 +105,16 @@ class PlatformConfig(StrictModel):
         }
 
 
+ConfigCheck = Callable[[PlatformConfig], Iterable[ConfigProblem]]
+"""A rule on the parsed model that lives above config (it needs what a component builds)."""
+
+
 def parse_platform_config(
-    raw: Any, *, stack: str | None = None, aws_region: Any = None
+    raw: Any,
+    *,
+    stack: str | None = None,
+    aws_region: Any = None,
+    checks: Sequence[ConfigCheck] = (),
 ) -> PlatformConfig:
     """Validate raw stack data (the value of the ``platform`` key) into a :class:`PlatformConfig`.
 
@@ -116,6 +124,9 @@ def parse_platform_config(
             it. Default: not checked (tests of single sections).
         aws_region: the stack's ``aws:region`` value, if it sets one; it must be
             ``platform.region``. Default: not set.
+        checks: rules of the parsed model that need more than config, passed in by the
+            program (:func:`components.platform.validated_config`); they run with the
+            cross-field rules, so a stack hears of every problem at once. Default: none.
 
     Raises:
         ConfigError: with every structural problem, or, when the structure is sound, every
@@ -135,6 +146,8 @@ def parse_platform_config(
         raise ConfigError(problems_from_pydantic(exc.errors(), PlatformConfig)) from None
     problems = list(_stack_problems(config, stack, aws_region))
     problems += _cross_field_problems(config)
+    for check in checks:
+        problems += check(config)
     if problems:
         raise ConfigError(problems)
     return config

@@ -1,4 +1,4 @@
-"""Config section ``platform.slurm``: Slurm on Kubernetes (components/slurm.py)."""
+"""Config section ``platform.slurm``: Slurm on Kubernetes (components/slurm/)."""
 
 from __future__ import annotations
 

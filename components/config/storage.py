@@ -266,6 +266,8 @@ TEAM_CLAIM_PREFIX: Final = "lustre-"
 """Every team claim's name starts with it (:attr:`TeamRoot.claim_name`)."""
 NO_ACCESS_TIME_OPTIONS: Final = frozenset({"ro", "noatime"})
 """Mount options under which a Lustre client records no access times, which release goes by."""
+SHARED_MOUNT: Final = "/fsx"
+"""Where every training pod, slurmd and login pod sees the shared file system."""
 TEAM_HOME_PATH: Final = "/teams"
 """Each team's working directory (scratch, the Neuron compile cache), linked to no bucket."""
 DNS_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -654,7 +656,6 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from _checkpoint_problems(lustre, base)
     yield from _admin_client_problems(config, lustre, base)
     yield from _team_root_problems(lustre, base)
-    yield from _layout_problems(config, lustre)
     if NO_ACCESS_TIME_OPTIONS & set(lustre.mount_options):
         yield ConfigProblem(
             f"{base}.mountOptions",
@@ -718,30 +719,6 @@ def _admin_client_problems(
             given,
             f"a block inside the training zone's private subnet {subnet}, where the file "
             "system's clients are",
-        )
-
-
-LONGEST_DNS_NAME: Final = "fs-0123456789abcdef0.fsx.ap-southeast-7.amazonaws.com.cn" + "x" * 8
-"""Longer than any file system's DNS name, for sizing the layout script before it exists."""
-
-
-def _layout_problems(config: PlatformConfig, lustre: LustreConfig) -> Iterator[ConfigProblem]:
-    """The admin client's script must fit in EC2's user data."""
-    # Imported here: the layout module builds on this config module (a cycle at import time).
-    from components.file_system_layout import (  # noqa: PLC0415
-        USER_DATA_LIMIT_BYTES,
-        admin_user_data,
-        layout_script,
-    )
-
-    script = layout_script(lustre, config.teams, dns_name=LONGEST_DNS_NAME, mount_name="x" * 16)
-    size = len(admin_user_data(script).encode())
-    if size > USER_DATA_LIMIT_BYTES:
-        yield ConfigProblem(
-            f"{CONFIG_KEY}.teams",
-            f"{len(config.teams)} teams",
-            f"fewer teams or team roots: the admin client's layout script takes {size} bytes, "
-            f"and EC2 takes at most {USER_DATA_LIMIT_BYTES} bytes of user data",
         )
 
 

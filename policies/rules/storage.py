@@ -13,9 +13,9 @@ from typing import Any
 from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
 
 from components.config.storage import NO_ACCESS_TIME_OPTIONS
-from components.file_system_layout import IMPORT_ONLY_DIRECTORY_MODE
 from components.node_pools import LUSTRE_CLIENT_LABEL
 from components.storage import CSI_DRIVER
+from components.storage.layout import IMPORT_ONLY_DIRECTORY_MODE
 from components.teams import TEAM_LABEL
 
 from . import tenancy

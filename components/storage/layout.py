@@ -21,10 +21,14 @@ import shlex
 from dataclasses import dataclass
 from typing import Final
 
-from components.config import LustreConfig, TeamConfig
-from components.config.storage import TeamRoot
-from components.node_pools import multipart_user_data
-from components.workloads import SHARED_MOUNT
+from components.config import CONFIG_KEY, ConfigProblem, LustreConfig, PlatformConfig, TeamConfig
+from components.config.storage import SHARED_MOUNT, TeamRoot
+from components.user_data import (
+    CLOUD_CONFIG_PART,
+    SHELL_SCRIPT_PART,
+    USER_DATA_LIMIT_BYTES,
+    multipart_user_data,
+)
 
 TEAM_DIRECTORY_MODE: Final = "2770"
 """setgid (files and directories made inside take the team's group), rwx for owner and group,
@@ -41,8 +45,6 @@ ROOT_DIRECTORY_MODE: Final = "0755"
 """A team root: every team walks through it, only root (the admin client) creates in it."""
 ADMIN_MOUNT: Final = "/mnt/fsx"
 LAYOUT_LOG: Final = "/var/log/fsx-layout.log"
-USER_DATA_LIMIT_BYTES: Final = 16384
-"""EC2 refuses user data above 16 KB (RunInstances, UserData)."""
 EVERY_BOOT: Final = "#cloud-config\ncloud_final_modules:\n  - [scripts-user, always]\n"
 """cloud-init runs a user data script once per instance; run at every boot instead (cloud-init
 "Modules": a module's frequency ``always``; AWS's Knowledge Center, "run user data with every
@@ -51,6 +53,10 @@ e.g. after an import gave a team directory another owner or mode."""
 LAYOUT_DONE: Final = "fsx-layout: done"
 """The line the layout prints last, on the instance's console (``aws ec2
 get-console-output``) and in :data:`LAYOUT_LOG`."""
+LONGEST_DNS_NAME: Final = "fs-0123456789abcdef0.fsx.ap-southeast-7.amazonaws.com.cn" + "x" * 8
+"""Longer than any file system's DNS name, for sizing the layout script before it exists."""
+LONGEST_MOUNT_NAME: Final = "x" * 16
+"""As long as any file system's Lustre mount name, for the same."""
 
 
 @dataclass(frozen=True)
@@ -131,9 +137,7 @@ def admin_user_data(script: str) -> str:
     Args:
         script: the layout script.
     """
-    return multipart_user_data(
-        [("text/cloud-config", EVERY_BOOT), ('text/x-shellscript; charset="us-ascii"', script)]
-    )
+    return multipart_user_data([(CLOUD_CONFIG_PART, EVERY_BOOT), (SHELL_SCRIPT_PART, script)])
 
 
 def no_squash_nid(address: str) -> str:
@@ -167,7 +171,7 @@ def layout_script(
         shlex.quote(f"{root.path} {team_directory_mode(root)}") for root in lustre.team_roots
     )
     # One short line per team: the script stays far below EC2's 16 KiB of user data
-    # (USER_DATA_LIMIT_BYTES) for hundreds of teams.
+    # (components.user_data.USER_DATA_LIMIT_BYTES) for hundreds of teams.
     entries = [
         f"  '{team.name} {team.gid} {team.lustre_quota_gib or 0}'"
         for team in teams
@@ -213,3 +217,31 @@ def layout_script(
         "shutdown -h now",
     ]
     return "\n".join(lines) + "\n"
+
+
+def layout_problems(config: PlatformConfig) -> list[ConfigProblem]:
+    """The admin client's layout script must fit in EC2's user data.
+
+    A check of the parsed config, run with the others that need more than config
+    (:func:`components.platform.validated_config`): the script is built here, on top of config.
+
+    Args:
+        config: the parsed stack configuration.
+    """
+    lustre = config.storage.lustre
+    if lustre is None:
+        return []
+    script = layout_script(
+        lustre, config.teams, dns_name=LONGEST_DNS_NAME, mount_name=LONGEST_MOUNT_NAME
+    )
+    size = len(admin_user_data(script).encode())
+    if size <= USER_DATA_LIMIT_BYTES:
+        return []
+    return [
+        ConfigProblem(
+            f"{CONFIG_KEY}.teams",
+            f"{len(config.teams)} teams",
+            f"fewer teams or team roots: the admin client's layout script takes {size} bytes, "
+            f"and EC2 takes at most {USER_DATA_LIMIT_BYTES} bytes of user data",
+        )
+    ]

@@ -1,6 +1,7 @@
 """Slurm users from the directory: SSSD on login and compute pods, team accounts, fair share.
 
-Pure builders beside :class:`components.slurm.Slurm`, which registers what they describe.
+Builders beside :class:`components.slurm.Slurm`, which registers what they describe
+(:func:`directory_objects`: the Secret with ``sssd.conf`` and the CA ConfigMap).
 
 Identities. Slinky's login and slurmd images run SSSD under supervisord with ``sss`` in
 ``nsswitch.conf`` and PAM (SlinkyProject/containers schedmd/slurm/26.05/ubuntu24.04/Dockerfile:
@@ -33,10 +34,14 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import pulumi
+import pulumi_kubernetes as k8s
+
 from components.catalog import GPU_RESOURCE
 from components.config.pools import NodePoolConfig
 from components.config.slurm import SlurmDirectoryConfig
 from components.config.teams import MIN_TEAM_GID, TeamConfig
+from components.slurm.common import NAMESPACE
 
 SSSD_SECRET: Final = {"name": "slurm-directory-sssd", "key": "sssd.conf"}
 """The Secret with ``sssd.conf`` the stack makes (the chart's ``sssd.secretRef``). Not the
@@ -400,3 +405,51 @@ def ca_mount() -> dict[str, Any]:
 def ca_volume() -> dict[str, Any]:
     """The ConfigMap volume behind :func:`ca_mount`."""
     return {"name": "directory-ca", "configMap": {"name": CA_CONFIG_MAP}}
+
+
+def directory_objects(
+    name: str,
+    directory: SlurmDirectoryConfig,
+    bind_password: pulumi.Input[str] | None,
+    *,
+    opts: pulumi.ResourceOptions,
+) -> list[pulumi.Resource]:
+    """The Secret with ``sssd.conf`` (it holds the bind password) and the CA ConfigMap.
+
+    Args:
+        name: the Slurm component's name, prefix of the objects' names.
+        directory: the directory's config.
+        bind_password: the bind password (a secret), with ``bindDn``; None for anonymous bind.
+        opts: options of both objects (parent, provider, what they wait for).
+    """
+
+    def confs(password: str | None) -> dict[str, str]:
+        return {
+            SSSD_SECRET["key"]: sssd_conf(directory, bind_password=password),
+            ACCOUNTS_SSSD_KEY: sssd_conf(directory, bind_password=password, accounts=True),
+        }
+
+    data: pulumi.Input[dict[str, str]]
+    if directory.bind_dn is None:
+        data = confs(None)
+    else:
+        data = pulumi.Output.secret(pulumi.Output.from_input(bind_password).apply(confs))
+    made: list[pulumi.Resource] = [
+        k8s.core.v1.Secret(
+            f"{name}-sssd-conf",
+            metadata={"name": SSSD_SECRET["name"], "namespace": NAMESPACE},
+            type="Opaque",
+            string_data=data,
+            opts=opts,
+        )
+    ]
+    if directory.ca_certificates is not None:
+        made.append(
+            k8s.core.v1.ConfigMap(
+                f"{name}-directory-ca",
+                metadata={"name": CA_CONFIG_MAP, "namespace": NAMESPACE},
+                data={"ca.pem": directory.ca_certificates},
+                opts=opts,
+            )
+        )
+    return made
