@@ -3,7 +3,9 @@
 The NodePool's instance requirements and limits, the EC2NodeClass's EFA network interfaces, the
 device plugins' instance lists and (later) the training runtimes' resource requests all read the
 same :class:`InstanceType` entry. Facts: EC2 DescribeInstanceTypes as published in Karpenter's
-instance-type reference (v1.14), AWS EFA and Neuron documentation (see REFERENCE §4).
+instance-type reference at our pin, AWS's EFA table and Neuron's documentation:
+https://github.com/aws/karpenter-provider-aws/blob/v1.14.1/website/content/en/v1.14/reference/instance-types.md
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html
 """
 
 from __future__ import annotations

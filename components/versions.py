@@ -87,7 +87,8 @@ class EksSupportWindow:
 
 
 EKS_SUPPORT_CALENDAR: Final[dict[str, EksSupportWindow]] = {
-    # EKS user guide, "Understand the Kubernetes version lifecycle on EKS" (REFERENCE §1).
+    # EKS user guide, "Understand the Kubernetes version lifecycle on EKS":
+    # https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html
     "1.33": EksSupportWindow(date(2025, 5, 29), date(2026, 7, 29), date(2027, 7, 29)),
     "1.34": EksSupportWindow(date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
     "1.35": EksSupportWindow(date(2026, 1, 28), date(2027, 3, 27), date(2028, 3, 27)),

@@ -1,4 +1,4 @@
-"""The instance catalog: REFERENCE §4 facts, the EFA interface layout, resources, architectures."""
+"""The instance catalog: published facts, the EFA interface layout, resources, architectures."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from components.requirements import catalog_types_admitted, karpenter_labels
 
 @dataclass(frozen=True)
 class Fact:
-    """One row of REFERENCE §4, written out by hand (not read from the code under test)."""
+    """One row of the published facts below, written out by hand (not read from the code under test)."""
 
     name: str
     kind: str
@@ -40,7 +40,9 @@ class Fact:
     """The reference gives some device memory only approximately (``~179 GiB``)."""
 
 
-# REFERENCE §4: Instance | Accelerators | Memory/device | EFA max | Network Gbps | vCPU | Mem GiB |
+# Karpenter's instance-type reference at our pin (https://github.com/aws/karpenter-provider-aws/blob/v1.14.1/website/content/en/v1.14/reference/instance-types.md),
+# AWS's EFA table (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html) and Neuron's docs:
+# Instance | Accelerators | Memory/device | EFA max | Network Gbps | vCPU | Mem GiB |
 # NVMe GB (+ NeuronCores for Trainium: trn1/trn1n 32, trn2 64 logical at the default LNC=2).
 REFERENCE_TABLE: list[Fact] = [
     Fact("p4d.24xlarge", "nvidia", "A100", 8, 40, 4, 400, 96, 1152, 8000),
@@ -63,7 +65,7 @@ def _fact_id(fact: Fact) -> str:
     return fact.name
 
 
-# --------------------------------------------------------------------------- REFERENCE §4
+# --------------------------------------------------------------------------- published facts
 
 
 def test_reference_table_is_complete_and_unique() -> None:

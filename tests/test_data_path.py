@@ -584,7 +584,9 @@ def _botocore_shape(service: str, operation: str) -> Any:
 def test_every_exported_path_is_released_by_a_valid_daily_task(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
-    """Auto-export never frees Lustre space; only a RELEASE task does (REFERENCE §13)."""
+    """Auto-export never frees Lustre space; only a RELEASE task does (ReleaseConfiguration,
+    https://github.com/boto/botocore/blob/1.44.8/botocore/data/fsx/2018-03-01/service-2.json).
+    """
     result = synthesized[stack]
     _, lustre = _lustre_of(stack)
     schedules = {

@@ -1,6 +1,7 @@
 """Device plugins: the pure value builders, and which plugins a stack installs under mocks.
 
-Expectations come from REFERENCE §4 and the charts' default values (reference data): the NVIDIA
+Expectations come from the charts' default values (reference data, e.g. NVIDIA's at
+https://github.com/NVIDIA/k8s-device-plugin/blob/v0.20.0/deployments/helm/nvidia-device-plugin/values.yaml): the NVIDIA
 plugin runs where ``nvidia.com/gpu.present=true``, the EFA plugin on an instance-type allow list
 and only tolerating what it is told to, the Neuron chart's second scheduler image follows the
 cluster's minor version.

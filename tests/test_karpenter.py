@@ -1,7 +1,8 @@
 """Karpenter: the controller's IAM policies (pure) and its AWS and Helm resources under mocks.
 
-Expectations come from REFERENCE §3 (Karpenter's own v1.14 getting-started prerequisites), not from
-what the component happens to produce.
+Expectations come from Karpenter's own v1.14 getting-started prerequisites, its CloudFormation
+template (https://github.com/aws/karpenter-provider-aws/blob/v1.14.1/website/content/en/v1.14/getting-started/getting-started-with-karpenter/cloudformation.yaml),
+not from what the component happens to produce.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 
-# The controller policies of upstream v1.14.1 (cloudformation.yaml): REFERENCE §3's five plus
-# zonal shift.
+# The controller policies of upstream v1.14.1 (cloudformation.yaml, above): the getting-started
+# guide's five plus zonal shift.
 POLICY_NAMES = {
     "node-lifecycle",
     "iam-integration",
@@ -61,14 +62,14 @@ ALLOWED_DIFFERENCES = {
         "partition ARNs only"
     ),
 }
-# REFERENCE §3: managed policies of the Karpenter node role.
+# The template's KarpenterNodeRole: managed policies of the Karpenter node role.
 NODE_MANAGED_POLICIES = {
     "AmazonEKSWorkerNodePolicy",
     "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryPullOnly",
     "AmazonSSMManagedInstanceCore",
 }
-# REFERENCE §3: the interruption queue's EventBridge rules (detail-type -> event source).
+# The template's interruption rules: the queue's EventBridge rules (detail-type -> event source).
 INTERRUPTION_EVENTS = {
     "AWS Health Event": "aws.health",
     "EC2 Spot Instance Interruption Warning": "aws.ec2",
@@ -202,7 +203,7 @@ def _normalized(value: Any) -> Any:
 
 
 def test_controller_policies_are_upstreams_statement_by_statement(reference_dir: Path) -> None:
-    """Karpenter's own template at the pinned version, action by action (REFERENCE §3)."""
+    """Karpenter's own template at the pinned version (cloudformation.yaml), action by action."""
     upstream = _upstream_policies(reference_dir)
     assert sorted(upstream) == sorted(UPSTREAM_POLICIES.values()), "upstream added a policy"
     ours = _policies()

@@ -83,7 +83,11 @@ def _efa_only(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _check_interface_rules(interfaces: list[dict[str, Any]]) -> None:
-    """The EC2NodeClass CRD's rules and AWS's multi-card layout (REFERENCE §3)."""
+    """The EC2NodeClass CRD's rules and AWS's multi-card layout.
+
+    https://github.com/aws/karpenter-provider-aws/blob/v1.14.1/pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html
+    """
     assert {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"} in interfaces
     assert sum(i["interfaceType"] == "interface" for i in interfaces) == 1
     pairs = Counter((i["networkCardIndex"], i["deviceIndex"]) for i in interfaces)
@@ -874,7 +878,8 @@ def _pages(user_data: str) -> int:
 def test_efa_nodes_reserve_huge_pages_and_an_overlay_tells_karpenter(
     cases: dict[str, StackCase], stack: str, name: str
 ) -> None:
-    """Karpenter offers no huge pages (REFERENCE section 3): each NodePool of a pool whose
+    """Karpenter offers no huge pages (its instance types' capacity has none:
+    https://github.com/aws/karpenter-provider-aws/blob/v1.14.1/pkg/providers/instancetype/types.go): each NodePool of a pool whose
     nodes reserve them gets a NodeOverlay with exactly what the node's user data reserves."""
     case = cases[stack]
     raw = case.raw_pool(name)

@@ -1786,7 +1786,7 @@ def _calendar_findings(
     [
         ("1.34", "2026-12-01", False, True),  # its last day but one of standard support
         ("1.34", "2026-12-02", False, True),  # the last day
-        ("1.34", "2026-12-03", True, False),  # REFERENCE §1: ends 2026-12-02
+        ("1.34", "2026-12-03", True, False),  # ends 2026-12-02 (EKS's calendar)
         ("1.35", "2026-12-01", False, False),  # 116 days left
         ("1.35", "2026-12-27", False, True),  # 90 days before 2027-03-27
         ("1.35", "2027-03-28", True, False),

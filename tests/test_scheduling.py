@@ -1,6 +1,8 @@
 """Volcano under mocks: the release and its scheduler configuration, priority classes, team queues.
 
-Volcano facts come from REFERENCE section 6 and the chart's published defaults in the reference
+Volcano facts come from its sources at our pin (the capacity plugin:
+https://github.com/volcano-sh/volcano/blob/v1.15.1/pkg/scheduler/plugins/capacity/capacity.go)
+and the chart's published defaults in the reference
 data; queue values come from the ``teams:`` sections of the stack files and, where a team leaves a
 setting out, from the documented default of that setting (components/config/), written out
 here rather than imported from the program.
@@ -30,7 +32,7 @@ PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
-# REFERENCE sections 1 and 6, written out on purpose.
+# Volcano's pinned release and its facts, written out on purpose.
 VOLCANO_REPOSITORY: Final = "https://volcano-sh.github.io/helm-charts"
 VOLCANO_VERSION: Final = "1.15.1"
 VOLCANO_NAMESPACE: Final = "volcano-system"
@@ -189,7 +191,7 @@ def _check_scheduler_config(config: dict[str, Any]) -> None:
         assert plugins[name].get("enablePreemptable") is False, plugins[name]
     # Queues are flat, but capacity runs with hierarchy: without it a queue may use only
     # what the nodes that exist hold less every guarantee, which on a scaled-to-zero pool
-    # never admits the gang whose pods would add the nodes (REFERENCE section 6).
+    # never admits the gang whose pods would add the nodes (the capacity plugin, above).
     assert plugins["capacity"].get("enableHierarchy") is True, plugins["capacity"]
 
 
@@ -432,7 +434,7 @@ def test_no_teams_no_queues_but_volcano_and_classes(
 
 @pytest.mark.parametrize("name", SYSTEM_QUEUES)
 def test_a_team_cannot_take_a_system_queue_name(name: str) -> None:
-    # REFERENCE 6: queues root and default belong to Volcano. A team's queue is named after the
+    # Volcano's own queues: root (the capacity plugin's hierarchy) and default. A team's queue is named after the
     # team, so a team so named would fight Volcano over its own queue.
     data = stack_data("dev")
     data["teams"][0]["name"] = name

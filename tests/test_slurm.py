@@ -6,8 +6,8 @@ and chart defaults in the reference data and, where a stack leaves a setting out
 default of that setting (components/config/ field descriptions), written out here. Facts about
 the cluster the platform builds around Slurm (the pools' taints, the Trainer runtimes' mount of
 the shared file system) are read from the synthesized NodePools and runtimes, never from the
-program's constants: importing those would let a wrong value in the program pass. Slinky facts:
-REFERENCE section 8.
+program's constants: importing those would let a wrong value in the program pass. Slinky facts: its
+installation guide at our pin, https://github.com/SlinkyProject/slurm-operator/blob/v1.2.1/docs/installation.md
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ STATE_CLASS: Final = "slurm-retained"
 PRIORITY_CLASS: Final = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 RANDOM_PASSWORD: Final = "random:index/randomPassword:RandomPassword"
 
-# REFERENCE sections 1 and 8; the reference data's directories.
+# Slinky's pinned release and the reference data's directories.
 SLURM_NAMESPACE: Final = "slurm"
 SLINKY_API: Final = "slinky.slurm.net/v1beta1"
 SLINKY_CRDS: Final = ("crds", "slinky-slurm-operator", "v1.2.1")

@@ -2,7 +2,8 @@
 
 Expected values come from the stack files (``stacks/Pulumi.<stack>.yaml``) and, where a stack
 leaves a setting out, from the documented default of that setting (components/config/ field
-descriptions), never from synthesis output. Lustre facts come from REFERENCE section 5.
+descriptions), never from synthesis output. Lustre facts come from the FSx for Lustre User Guide
+(https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html).
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 
-# REFERENCE section 5 and the FSx CSI driver (charts/SOURCES.md), written out here on purpose:
+# The Lustre ports (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html)
+# and the FSx CSI driver (charts/SOURCES.md), written out here on purpose:
 # importing the program's constants would let a wrong value in the program pass.
 LUSTRE_PORTS: Final = frozenset({988, *range(1018, 1024)})
 CSI_DRIVER: Final = "fsx.csi.aws.com"
@@ -652,7 +654,8 @@ def test_file_system_in_the_training_zone_private_subnet(lustre_case: StackCase)
     carried = file_system.property_dependencies.get("subnetIds") or []
     assert subnet.urn in carried
     assert all(urn == subnet.urn or "SubnetCidrReservation" in urn for urn in carried), carried
-    # pulumi-aws 7.x: one subnet id string, not a list (REFERENCE section 5)
+    # pulumi-aws 7.x: one subnet id string, not a list:
+    # https://github.com/pulumi/pulumi-aws/blob/v7.51.1/sdk/python/pulumi_aws/fsx/lustre_file_system.py
     subnet_id = file_system.inputs["subnetIds"]
     assert isinstance(subnet_id, str) and subnet_id.startswith("subnet-"), subnet_id
 
@@ -1496,7 +1499,9 @@ def test_bucket_name_default_and_configured() -> None:
      (48000, 24000), (72000, 36000), (96000, 48000)],
 )  # fmt: skip
 def test_metadata_iops_floor_is_what_automatic_mode_gives(capacity: int, automatic: int) -> None:
-    """FSx for Lustre User Guide, metadata performance (REFERENCE §5)."""
+    """FSx for Lustre User Guide, metadata performance:
+    https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-metadata-performance.html
+    """
     data = stack_data("dev")
     lustre = data["storage"]["lustre"]
     lustre["storageCapacityGiB"] = capacity

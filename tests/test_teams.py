@@ -305,7 +305,8 @@ def test_every_team_group_reads_cluster_runtimes_and_queues_cluster_wide(
     runs: dict[str, ProgramRun], stack: str
 ) -> None:
     """Cluster-scoped kinds need a ClusterRoleBinding: a RoleBinding cannot grant them, and the
-    Kubeflow SDK's list_runtimes() lists ClusterTrainingRuntimes (REFERENCE section 7)."""
+    Kubeflow SDK's list_runtimes() lists ClusterTrainingRuntimes (kubeflow 0.5.0's
+    TrainerClient, which the tests import)."""
     run = runs[stack]
     (role,) = [r for r in run.of_type(CLUSTER_ROLE)
                if _metadata(r)["name"] == "trainingplatform:training-catalog"]  # fmt: skip

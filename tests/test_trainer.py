@@ -3,7 +3,8 @@
 Expected values come from the stack files (``stacks/Pulumi.<stack>.yaml``), the instance catalog
 (components/catalog.py), the bill of materials (components/versions.py) and, where a stack leaves
 a setting out, the documented default of that setting (components/config/ field descriptions),
-never from synthesis output. Trainer and Volcano facts come from REFERENCE sections 4, 6 and 7;
+never from synthesis output. Trainer and Volcano facts come from their sources at our pins (the
+runtime API: https://github.com/kubeflow/trainer/blob/v2.3.0/pkg/apis/trainer/v1alpha1/trainingruntime_types.go);
 resource names and labels are written out here on purpose: importing the program's constants
 would let a wrong value in the program pass.
 """
@@ -40,7 +41,7 @@ CONFIG_FILE: Final = "kubernetes:yaml/v2:ConfigFile"
 RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
 
-# REFERENCE sections 1, 4, 6 and 7.
+# Trainer's pinned release and its names, written out on purpose.
 TRAINER_CHART: Final = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
 TRAINER_NAMESPACE: Final = "kubeflow-system"
 # kubernetes-sigs/jobset: the chart's OCI home (Trainer 2.3.0 Chart.yaml's dependency repository)
@@ -244,7 +245,10 @@ def _pods(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _container(pod: dict[str, Any]) -> dict[str, Any]:
-    """The training container: Trainer finds it by the name ``node`` (REFERENCE section 7)."""
+    """The training container: Trainer finds it by the name ``node``.
+
+    https://github.com/kubeflow/trainer/blob/v2.3.0/pkg/runtime/framework/plugins/torch/torch.go
+    """
     found: list[dict[str, Any]] = [c for c in pod["containers"] if c["name"] == "node"]
     assert len(found) == 1, pod["containers"]
     return found[0]
@@ -542,7 +546,8 @@ def test_trainium_pods_ask_one_cpu_per_neuron_core_and_may_use_every_vcpu(
     runtime: RuntimeCase,
 ) -> None:
     """Trainer's torch plugin starts one process per requested CPU when no GPU is requested
-    (REFERENCE section 7), and the Kubeflow SDK reads a device from the CPU limit."""
+    (https://github.com/kubeflow/trainer/blob/v2.3.0/pkg/runtime/framework/plugins/torch/torch.go),
+    and the Kubeflow SDK reads a device from the CPU limit."""
     for job, pod in _pods(runtime.spec):
         resources = _container(pod)["resources"]
         if runtime.pool.gpu:
@@ -717,7 +722,9 @@ def test_mpi_jobset_succeeds_when_the_launcher_does(mpi_runtime: RuntimeCase) ->
 
 def test_mpi_gang_is_created_whole(mpi_runtime: RuntimeCase) -> None:
     """Under a Volcano gang (minMember = every pod) JobSet's dependsOn would never create the
-    launcher (REFERENCE section 7): no replicated job waits for another."""
+    launcher, which JobSet creates only once the job it depends on is ready:
+    https://github.com/kubernetes-sigs/jobset/blob/v0.12.0/pkg/controllers/depends_on.go
+    So no replicated job waits for another."""
     for job in _jobs(mpi_runtime.spec):
         assert "dependsOn" not in job, job["name"]
     assert "startupPolicy" not in mpi_runtime.spec["template"]["spec"]
@@ -912,7 +919,7 @@ def test_unpinned_image_is_refused(image: str, allowed: str) -> None:
 
 @pytest.mark.parametrize("tag", ["main", "HEAD"])
 def test_floating_branch_tag_is_refused(tag: str) -> None:
-    """REFERENCE section 1: pin every chart and image, never `latest`, `main` or `HEAD`."""
+    """Pin every chart and image, never `latest`, `main` or `HEAD`."""
     problems = _problems(
         _with_trainer(images={"mpi": f"ghcr.io/kubeflow/trainer/deepspeed-runtime:{tag}"})
     )

@@ -33,7 +33,8 @@ def test_vpc_cni_supports_explicit_efa_interfaces(minor: str) -> None:
 def test_default_version_is_supported_and_in_trainer_range() -> None:
     assert versions.DEFAULT_KUBERNETES_VERSION in versions.SUPPORTED_KUBERNETES_VERSIONS
     for minor in versions.SUPPORTED_KUBERNETES_VERSIONS:
-        # Kubeflow Trainer 2.3 needs >= 1.31, Volcano 1.15 supports <= 1.35 (REFERENCE §1).
+        # Kubeflow Trainer 2.3 needs >= 1.31 (its installation guide); Volcano 1.15 supports <= 1.35:
+        # https://github.com/volcano-sh/volcano/blob/v1.15.1/README.md (Kubernetes compatibility).
         assert (1, 31) <= tuple(int(part) for part in minor.split(".")) <= (1, 35)
 
 

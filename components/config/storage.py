@@ -50,11 +50,12 @@ def automatic_metadata_iops(capacity_gib: int) -> int:
     """Metadata IOPS that FSx's AUTOMATIC mode gives an SSD PERSISTENT_2 file system.
 
     1500 at 1200 GiB, 3000 at 2400, 6000 up to 9600, 12000 up to 45600, then 12000 per
-    24000 GiB (FSx for Lustre User Guide, "Lustre metadata performance configuration"; REFERENCE
-    §5), at most 192000. User-provisioned IOPS below it are refused by the FSx API. Between the
-    24000 GiB steps (50400 GiB: 25200 pro rata) the floor is the next value FSx accepts for
-    user-provisioned IOPS (a multiple of 12000), so config may refuse a value AWS would take
-    but never accept one it refuses.
+    24000 GiB, at most 192000. User-provisioned IOPS below it are refused by the FSx API.
+    Between the 24000 GiB steps (50400 GiB: 25200 pro rata) the floor is the next value FSx
+    accepts for user-provisioned IOPS (a multiple of 12000), so config may refuse a value AWS
+    would take but never accept one it refuses. FSx for Lustre User Guide, "Lustre metadata
+    performance configuration":
+    https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-metadata-performance.html
     """
     if capacity_gib <= 1200:
         return 1500
@@ -73,8 +74,9 @@ DataRepositoryEvent = Literal["NEW", "CHANGED", "DELETED"]
 DEFAULT_MOUNT_OPTIONS: Final = ("relatime", "flock")
 """The Lustre client options of AWS's mount command for FSx (FSx for Lustre User Guide,
 "Mounting your Amazon FSx file system": ``-o relatime,flock``): ``relatime`` keeps access times,
-which a release by last access reads (REFERENCE §13); ``flock`` gives coherent locks across
-clients (mount.lustre(8))."""
+which a release by last access reads (``DurationSinceLastAccess`` in the FSx API); ``flock``
+gives coherent locks across clients (mount.lustre(8)). The FSx API at our botocore pin:
+https://github.com/boto/botocore/blob/1.44.8/botocore/data/fsx/2018-03-01/service-2.json"""
 
 
 ALL_EVENTS: Final[tuple[DataRepositoryEvent, ...]] = ("NEW", "CHANGED", "DELETED")

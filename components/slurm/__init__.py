@@ -1,8 +1,9 @@
 """Slurm on Kubernetes with Slinky: node sets on the same accelerator pools as Kubernetes jobs.
 
-Install order (REFERENCE §8): cert-manager (the operator webhook's certificate), the Slinky CRDs,
-the operator, the accounting database (mariadb-operator and one ``MariaDB``), then the ``slurm``
-chart with the controller, REST API, accounting and login set.
+Install order: cert-manager (the operator webhook's certificate), the Slinky CRDs, the operator,
+the accounting database (mariadb-operator and one ``MariaDB``), then the ``slurm`` chart with
+the controller, REST API, accounting and login set, as Slinky's installation guide has it:
+https://github.com/SlinkyProject/slurm-operator/blob/v1.2.1/docs/installation.md
 
 The node sets are ``NodeSet`` resources created here rather than through the chart's
 ``nodesets`` values: each is built from the pool's catalog entry (every accelerator and EFA

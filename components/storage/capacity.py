@@ -63,9 +63,11 @@ def release_task_request(
 ) -> dict[str, Any]:
     """The CreateDataRepositoryTask request that frees one path's unread, exported files.
 
-    Only a release task frees Lustre space, and only for files S3 holds (REFERENCE §13); the
-    path is relative to the file system's root (the API's ``Paths``), and last access is what
-    ``relatime`` keeps. No report: the task's status is in ``DescribeDataRepositoryTasks``.
+    Only a release task frees Lustre space, and only for files S3 holds (the API's
+    ``ReleaseConfiguration``); the path is relative to the file system's root (the API's
+    ``Paths``), and last access is what ``relatime`` keeps. No report: the task's status is in
+    ``DescribeDataRepositoryTasks``. The API at our botocore pin:
+    https://github.com/boto/botocore/blob/1.44.8/botocore/data/fsx/2018-03-01/service-2.json
 
     Args:
         file_system_id: the file system's id.

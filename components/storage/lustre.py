@@ -25,7 +25,9 @@ from components.config.storage import normalized_file_system_path
 from components.storage.layout import no_squash_nid
 
 LUSTRE_PORTS: Final = ((988, 988), (1018, 1023))
-"""TCP ports Lustre clients and servers use (REFERENCE §5: 988 and 1018-1023)."""
+"""TCP ports Lustre clients and servers use, 988 and 1018-1023 (FSx for Lustre User Guide,
+"File system access control with Amazon VPC":
+https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html)."""
 
 
 def _lustre_rules(

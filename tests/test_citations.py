@@ -1,0 +1,202 @@
+"""Citations a reader can follow: links to upstream files name the version the platform pins.
+
+Code and tests cite the upstream file a rule mirrors as a link at a tag (or a commit). When a pin
+in components/versions.py or requirements.txt moves, these links stop matching and this test
+lists them: the cited files are the ones to re-read before the bump lands.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import io
+import re
+import subprocess
+import tokenize
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from components import versions
+from synth.stackfile import REPOSITORY_ROOT
+
+LINK: Final = re.compile(
+    r"https://(?:github\.com/(?P<repo>[\w.-]+/[\w.-]+)/(?:blob|tree|raw)/"
+    r"|raw\.githubusercontent\.com/(?P<raw>[\w.-]+/[\w.-]+)/)"
+    r"(?P<ref>[\w.-]+)/(?P<path>[^\s)\"'`>]+)"
+)
+"""A link to one upstream file at a ref: github.com's blob/tree/raw pages and raw content."""
+
+COMMIT: Final = re.compile(r"[0-9a-f]{40}")
+
+
+def _requirement(name: str) -> str:
+    """The version requirements.txt pins ``name`` to."""
+    for line in (REPOSITORY_ROOT / "requirements.txt").read_text().splitlines():
+        if line.lower().startswith(f"{name.lower()}=="):
+            return line.split("==", 1)[1].strip()
+    raise AssertionError(f"requirements.txt pins no {name}")
+
+
+PINNED_TAGS: Final[dict[str, Callable[[], set[str]]]] = {
+    "aws/karpenter-provider-aws": lambda: {f"v{versions.KARPENTER_VERSION}"},
+    "SlinkyProject/slurm-operator": lambda: {f"v{versions.SLINKY_VERSION}"},
+    "volcano-sh/volcano": lambda: {f"v{versions.VOLCANO_CHART.version}"},
+    # Trainer v2 and the legacy Training Operator share one repository.
+    "kubeflow/trainer": lambda: {
+        f"v{versions.TRAINER_VERSION}",
+        versions.TRAINING_OPERATOR_VERSION,
+    },
+    "kubernetes-sigs/jobset": lambda: {f"v{versions.JOBSET_VERSION}"},
+    "NVIDIA/k8s-device-plugin": lambda: {f"v{versions.NVIDIA_DEVICE_PLUGIN_CHART.version}"},
+    "mariadb-operator/mariadb-operator": lambda: {f"v{versions.MARIADB_OPERATOR_VERSION}"},
+    "boto/botocore": lambda: {_requirement("botocore")},
+    "pulumi/pulumi-kubernetes": lambda: {f"v{_requirement('pulumi-kubernetes')}"},
+    "pulumi/pulumi-aws": lambda: {f"v{_requirement('pulumi-aws')}"},
+    "pulumi/pulumi-eks": lambda: {f"v{_requirement('pulumi-eks')}"},
+}
+"""Each cited repository and the tags our pins give it (a function, read when the test runs)."""
+
+
+def _cited_files() -> list[Path]:
+    """Every tracked Python file of the repository (code, tests, CI tooling)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "*.py"],
+        cwd=REPOSITORY_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return [REPOSITORY_ROOT / name for name in listed if (REPOSITORY_ROOT / name).is_file()]
+
+
+def _prose(source: str) -> list[tuple[int, str]]:
+    """(line, text) of the comments and docstrings of a Python source: where citations live.
+
+    String values (a test's sample URL, a download address the code fetches) are not citations.
+    A docstring here is any string statement: a module's, class's or function's, or the one
+    below an attribute.
+    """
+    lines = [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            lines += [
+                (node.lineno + offset, text)
+                for offset, text in enumerate(node.value.value.splitlines())
+            ]
+    return lines
+
+
+@functools.cache
+def _citations() -> tuple[tuple[str, str, str, str], ...]:
+    """(file:line, repository, ref, path) of every upstream link in comments and docstrings."""
+    found = []
+    for path in _cited_files():
+        for number, text in _prose(path.read_text()):
+            for match in LINK.finditer(text):
+                where = f"{path.relative_to(REPOSITORY_ROOT)}:{number}"
+                repo = match.group("repo") or match.group("raw")
+                found.append((where, repo, match.group("ref"), match.group("path")))
+    return tuple(found)
+
+
+def stale_citations(citations: Sequence[tuple[str, str, str, str]]) -> list[str]:
+    """The citations whose ref is neither a commit nor the tag of the version we pin.
+
+    Args:
+        citations: (file:line, repository, ref, path) as :func:`_citations` finds them.
+
+    """
+    problems = []
+    for where, repo, ref, path in citations:
+        if "{" in ref or COMMIT.fullmatch(ref):
+            continue  # a template (built from a pin in code) or an exact commit
+        if repo not in PINNED_TAGS:
+            problems.append(
+                f"{where}: {repo} is cited but has no pin in PINNED_TAGS (tests/test_citations.py)"
+            )
+            continue
+        tags = PINNED_TAGS[repo]()
+        if ref not in tags:
+            problems.append(
+                f"{where}: {repo}/{path} cited at {ref}, but we pin {sorted(tags)}: re-read it"
+            )
+    return problems
+
+
+def test_every_upstream_link_is_at_the_pinned_version() -> None:
+    citations = _citations()
+    assert len(citations) >= 5, "the code cites upstream files by link"
+    assert stale_citations(citations) == []
+
+
+def test_a_bump_flags_the_links_to_reread(monkeypatch: pytest.MonkeyPatch) -> None:
+    karpenter = [c for c in _citations() if c[1] == "aws/karpenter-provider-aws"]
+    assert karpenter, "Karpenter's files are cited"
+    monkeypatch.setattr(versions, "KARPENTER_VERSION", "1.15.0")
+    stale = stale_citations(karpenter)
+    assert len(stale) == len(karpenter)
+    assert "cited at v1.14.1, but we pin ['v1.15.0']: re-read it" in stale[0]
+
+
+def test_links_to_unknown_repositories_and_moving_refs_are_refused() -> None:
+    assert stale_citations([("x.py:1", "someone/else", "v1.0.0", "a.go")]) == [
+        "x.py:1: someone/else is cited but has no pin in PINNED_TAGS (tests/test_citations.py)"
+    ]
+    stale = stale_citations([("x.py:2", "kubeflow/trainer", "master", "pkg/a.go")])
+    assert stale and "cited at master" in stale[0]
+    commit = "0" * 40
+    assert stale_citations([("x.py:3", "someone/else", commit, "a.go")]) == []
+
+
+def test_citations_are_read_from_comments_and_docstrings_not_values() -> None:
+    source = (
+        '"""Mirrors https://github.com/a/b/blob/v1/x.go."""\n'
+        "URL = 'https://github.com/c/d/blob/main/y.go'\n"
+        "# see https://github.com/e/f/blob/v2/z.go\n"
+        "X = 1\n"
+        '"""The value: https://github.com/g/h/blob/v3/w.go"""\n'
+    )
+    cited = [(line, match.group("repo")) for line, text in _prose(source)
+             for match in LINK.finditer(text)]  # fmt: skip
+    assert sorted(cited) == [(1, "a/b"), (3, "e/f"), (5, "g/h")]
+
+
+def test_the_link_pattern_reads_blob_and_raw_links() -> None:
+    text = (
+        "see https://github.com/volcano-sh/volcano/blob/v1.15.1/README.md and "
+        "https://raw.githubusercontent.com/kubernetes-sigs/jobset/v0.12.0/config/a.yaml)"
+    )
+    assert [(m.group("repo") or m.group("raw"), m.group("ref")) for m in LINK.finditer(text)] == [
+        ("volcano-sh/volcano", "v1.15.1"),
+        ("kubernetes-sigs/jobset", "v0.12.0"),
+    ]
+
+
+OUTSIDE_REFERENCE: Final = re.compile(
+    "REFERENCE" + r"(?:\.md)?\s*(?:\N{SECTION SIGN}|sections?\b|\d)", re.IGNORECASE
+)
+"""A pointer into REFERENCE.md, a file beside the checkout that the repository does not ship
+(spelt with the section sign, "section N" or a bare number, across a line break too)."""
+
+
+def test_no_citation_points_into_a_file_outside_the_repository() -> None:
+    cited = [
+        f"{path.relative_to(REPOSITORY_ROOT)}: {match.group(0)!r}"
+        for path in _cited_files()
+        for match in OUTSIDE_REFERENCE.finditer(path.read_text())
+    ]
+    assert cited == []
+    for spelling in ("REFERENCE \N{SECTION SIGN}5", "REFERENCE section 7", "REFERENCE\n    6"):
+        assert OUTSIDE_REFERENCE.search(spelling), spelling
+    assert not OUTSIDE_REFERENCE.search("REFERENCE_ENV, the reference data")
