@@ -183,7 +183,7 @@ def storage_class(
     (provider/pkg/provider/diff.go): without ``replaceOnChanges`` a ``protectStatefulResources``
     toggle would be a patch the cluster refuses. The class keeps its name, so the old one goes
     first. Volumes already provisioned keep the policy they were created with (a PV copies it);
-    README "Upgrading" shows the ``kubectl patch pv`` that changes theirs.
+    docs/upgrades/index.md shows the ``kubectl patch pv`` that changes theirs.
 
     Args:
         resource_name: the Pulumi resource name.

@@ -282,9 +282,10 @@ def load_config() -> PlatformConfig:
 def deploy() -> TrainingPlatform:
     """The Pulumi program: validate config, build the platform, export its outputs.
 
-    The outputs are the README's list (tests/test_outputs.py). No ``oidcIssuer``: nothing uses
-    IRSA, so no OIDC provider is made. No ``clusterSecurityGroupId``: pulumi-eks's cluster group
-    is not made, and the API's own group holds no node.
+    The outputs are the architecture page's list (docs/concepts/architecture.md,
+    tests/test_outputs.py). No ``oidcIssuer``: nothing uses IRSA, so no OIDC provider is made.
+    No ``clusterSecurityGroupId``: pulumi-eks's cluster group is not made, and the API's own
+    group holds no node.
     """
     config = load_config()
     platform = TrainingPlatform(config.environment, config)

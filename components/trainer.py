@@ -143,10 +143,10 @@ def workload_security_context(group_id: int | None) -> dict[str, Any]:
     """Every runtime pod runs as :data:`MPI_USER_ID`, with its team's group as a supplement.
 
     Root squash makes root on a node ``nobody`` on the file system, without the team's group
-    (README, "Team isolation"), so a job writes its team's directories only as a user whose
-    groups include the team's. Kubernetes adds ``supplementalGroups`` to the container's
-    processes, and the Lustre client sends the group that owns the file it checks
-    (components/storage/layout.py).
+    (docs/concepts/data-and-checkpoints.md, "Team isolation"), so a job writes its team's
+    directories only as a user whose groups include the team's. Kubernetes adds
+    ``supplementalGroups`` to the container's processes, and the Lustre client sends the group
+    that owns the file it checks (components/storage/layout.py).
 
     Args:
         group_id: the team's gid; None for a team without the shared file system.

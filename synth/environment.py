@@ -9,9 +9,9 @@ Writes the three files an environment needs in this repository, copied from an e
 - the CI preview matrix in ``.github/workflows/ci.yml`` gains the stack (tests/test_ci.py keeps the
   matrix equal to the stack files).
 
-The account, principals, networks and images stay the source's example values: README, "Adding an
-environment", lists what to replace next. Nothing is written when any step cannot be done. Exit
-status: 0 on success, 2 with one line per problem.
+The account, principals, networks and images stay the source's example values:
+docs/how-to/add-an-environment.md lists what to replace next. Nothing is written when any step
+cannot be done. Exit status: 0 on success, 2 with one line per problem.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         allow_abbrev=False,
         prog="scripts/new-environment",
         description="Add an environment: its stack file, policy config and CI preview entry, "
-        "copied from an existing stack (README, 'Adding an environment').",
+        "copied from an existing stack (docs/how-to/add-an-environment.md).",
     )
     parser.add_argument("name", help="the new environment's name, also its stack's name")
     parser.add_argument("--from", dest="source", default="dev", help="stack to copy (default dev)")
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     found = example_values(stack.platform)
     print(
         f"next: replace the {len(found)} example value(s) in stacks/Pulumi.{options.name}.yaml "
-        f"(README, 'Adding an environment'); scripts/synth {options.name} lists those left"
+        f"(docs/how-to/add-an-environment.md); scripts/synth {options.name} lists those left"
     )
     for example in found:
         print(f"  {example}")

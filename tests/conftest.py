@@ -35,7 +35,7 @@ def reference_dir() -> Path:
     if not (root / "crds").is_dir() or not (root / "charts").is_dir():
         message = (
             f"upstream reference data not found at {root} (needs crds/ and charts/); set "
-            f"{REFERENCE_ENV} to its location (see README, 'Reference data')"
+            f"{REFERENCE_ENV} to its location (see docs/development.md, 'Reference data')"
         )
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(message)

@@ -1,7 +1,7 @@
 """Issue 21 point 6: the job environment has what the examples use.
 
 A Slurm job takes the PATH of the shell that submitted it (the login pod's), which has none of
-the slurmd image's tools. The TaskProlog (components/slurm.py) puts them first in every task,
+the slurmd image's tools. The TaskProlog (components/slurm/conf.py) puts them first in every task,
 before slurmstepd looks the program up (SchedMD/slurm slurm-26-05-3-1
 src/slurmd/slurmstepd/task.c, exec_task: TaskProlog, then _build_path over the task's PATH).
 This test runs it and checks, statically against images/slurmd/Dockerfile, that each program

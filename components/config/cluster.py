@@ -212,7 +212,7 @@ def cluster_problems(cluster: ClusterConfig) -> Iterator[ConfigProblem]:
             MISSING,
             "the networks `pulumi up` runs from (a VPN, a peered network, or the VPC's CIDR for "
             "a runner inside it) when the endpoint is private only: without a way in, every "
-            "Kubernetes resource of the stack times out (README, deploying a private cluster)",
+            "Kubernetes resource of the stack times out (docs/how-to/private-endpoint.md)",
         )
     group = cluster.system_node_group
     if group.min_size > group.max_size:

@@ -163,7 +163,8 @@ def _stack_problems(
             config.environment,
             f"the stack's name, {stack}: the environment names the cluster (training-<env>), "
             "tags every resource and picks the policy config, so a stack copied from another "
-            f"must say its own name (stacks/Pulumi.{stack}.yaml; README, Adding an environment)",
+            f"must say its own name (stacks/Pulumi.{stack}.yaml; "
+            "docs/how-to/add-an-environment.md)",
         )
     if aws_region is not None and aws_region != config.region:
         yield ConfigProblem(

@@ -309,7 +309,7 @@ class LustreAdminClientConfig(StrictModel):
     """The one client that mounts the file system as root: it lays out the team directories.
 
     An EC2 instance at a fixed address (the file system's only no-squash NID) that runs the
-    layout at boot and stops (README, "Team isolation").
+    layout at boot and stops (docs/concepts/data-and-checkpoints.md, "Team isolation").
     """
 
     reserved_cidr: Ipv4Cidr | None = Field(
@@ -351,7 +351,7 @@ class LustreConfig(StrictModel):
     efa_enabled: bool = Field(
         default=False,
         description="EFA-enabled file system. Refused for now: the nodes' Lustre client is not "
-        "set up for EFA (README, 'The fast path'). Default: false.",
+        "set up for EFA (docs: concepts, data and checkpoints, 'The fast path'). Default: false.",
     )
     bucket: BucketKey | None = Field(
         default=None,
@@ -374,7 +374,7 @@ class LustreConfig(StrictModel):
         le=MAX_BACKUP_RETENTION_DAYS,
         description="Daily backups kept, days (0 turns them off). FSx cannot back up a file "
         "system linked to S3 by data repository associations, so it must be 0 with "
-        "associations (S3 is the durable copy, README 'Where data and checkpoints live'). "
+        "associations (S3 is the durable copy: docs, concepts, data and checkpoints). "
         f"Default: 0 with associations, {DEFAULT_BACKUP_RETENTION_DAYS} without.",
     )
 
@@ -583,7 +583,8 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             True,
             "false: the platform does not configure the nodes' Lustre client for EFA (LNet over "
             "EFA at boot, which the EKS AMI does not do), so every client would still read over "
-            "TCP, and turning it off later replaces the file system (README, 'The fast path')",
+            "TCP, and turning it off later replaces the file system (docs: concepts, data and "
+            "checkpoints, 'The fast path')",
         )
     if lustre.associations and lustre.backup_retention_days:
         yield ConfigProblem(

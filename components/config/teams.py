@@ -120,7 +120,8 @@ class TeamConfig(StrictModel):
         le=MAX_TEAM_GID,
         description=f"The team's POSIX group: its directories on the shared file system are "
         f"owned by it (setgid, mode 2770, or 2750 where teams only read), its pods carry it as "
-        f"a supplemental group, and its Slurm users must have it (README, 'Team isolation'). "
+        f"a supplemental group, and its Slurm users must have it (docs: concepts, data and "
+        f"checkpoints, 'Team isolation'). "
         f"{MIN_TEAM_GID} to {MAX_TEAM_GID}, not {WORKLOAD_GID} (every pod's own group) nor the "
         "root squash gid. Required with a Lustre file system.",
     )
@@ -152,7 +153,8 @@ def _group_problems(config: PlatformConfig, team: TeamConfig, base: str) -> Iter
                 f"{base}.gid",
                 None,
                 f"the team's POSIX group id ({MIN_TEAM_GID} to {MAX_TEAM_GID}): its directories "
-                "on the Lustre file system belong to it (README, 'Team isolation')",
+                "on the Lustre file system belong to it (docs: concepts, data and checkpoints, "
+                "'Team isolation')",
             )
         return
     others = [other.name for other in config.teams if other.gid == team.gid]

@@ -192,7 +192,8 @@ def job_submit_lua(limits: Mapping[str, int], default_partition: str | None) -> 
     A job naming several partitions is refused only when none of those the platform knows can
     hold it (Slurm runs it in any that can). ``slurm_job_modify`` applies the same rule to
     ``scontrol update``. A job that states no node count (``--gpus=16`` alone) keeps Slurm's
-    default of 1 here and in the autoscaler's demand: the README asks for ``--nodes``.
+    default of 1 here and in the autoscaler's demand: docs/how-to/submit-a-slurm-job.md asks
+    for ``--nodes``.
 
     Args:
         limits: partition -> the most nodes its node set grows to (``maxNodes``).

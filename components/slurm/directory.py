@@ -174,7 +174,8 @@ def config_hash(directory: SlurmDirectoryConfig) -> dict[str, str]:
     slurm-operator v1.2.1 internal/controller/nodeset/eventhandler/eventhandler_secret.go),
     nor either for the CA ConfigMap; a ``subPath`` file never refreshes in a running pod. The
     hash covers everything but the bind password (a hash of it would let anyone who reads the
-    NodeSet test guesses): after rotating only the password, restart the slurmd pods (README).
+    NodeSet test guesses): after rotating only the password, restart the slurmd pods
+    (docs/concepts/slurm.md).
     """
     placeholder = "<bindPassword>" if directory.bind_dn is not None else None
     text = sssd_conf(directory, bind_password=placeholder) + (directory.ca_certificates or "")
@@ -326,7 +327,7 @@ def home_prolog() -> str:
     SSSD gives directory users ``/home/<user>`` (:func:`sssd_conf`), which pam_mkhomedir makes
     only where they log in; a job's output and caches under ``$HOME`` would fail on a node
     without it. A failing Prolog drains the node, so it never fails. Users' homes on nodes go
-    with the node: the README keeps work on ``/fsx``.
+    with the node: docs/how-to/submit-a-slurm-job.md keeps work on ``/fsx``.
     """
     return "\n".join(
         [

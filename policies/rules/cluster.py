@@ -157,7 +157,7 @@ def _check_standard_support(args: ResourceValidationArgs, report: ReportViolatio
             f"Kubernetes {version} left EKS standard support on {window.standard_support_ends} "
             f"(extended support is billed per cluster-hour and ends "
             f"{window.extended_support_ends}): upgrade one minor version at a time "
-            "(README, upgrading Kubernetes)",
+            "(docs/upgrades/index.md)",
             None,
         )
 
