@@ -1,41 +1,9 @@
 """The pods that custom resources stand for, as the controllers that own them would create them.
 
-Scanners read Pods, Deployments and the like; a TrainingRuntime or a Slinky NodeSet hides its
-pods inside its spec, so a scan of the manifests as written never sees them. ``synth`` writes
-each such pod to ``pods/`` as a plain Pod manifest, built the way its controller builds it,
-so that what a scanner (or a reviewer) reads is what would run:
-
-* Trainer runtimes: each replicated job's pod template, in the runtime's namespace (Trainer
-  v2.3.0 copies it into the JobSet, and JobSet into the Job's pods, adding only volumes, mounts
-  and environment of its plugins);
-* Slinky LoginSets (from the ``slurm`` chart's ``loginsets`` values, as its
-  templates/loginset/loginset-cr.yaml renders them over ``loginsetDefaults``): the operator's
-  login pod (internal/builder/loginbuilder/login_app.go, loginPodTemplate and loginContainer):
-  the login container with sackd's config server, SSH on 22, the host keys, sshd config, root's
-  authorized keys and ``sssd.conf`` mounted from the operator's and chart's objects, the
-  ``initconf`` init container, merged with the chart values' pod spec and container;
-* Slinky NodeSets: the operator's worker pod (SlinkyProject/slurm-operator v1.2.1
-  internal/builder/workerbuilder/worker_app.go, BuildWorkerPodTemplate and slurmdContainer):
-  its base (no service account token, no service links, the slurmd container privileged with
-  BPF, NET_ADMIN, SYS_ADMIN and SYS_NICE and probed on /livez and /readyz, the logfile
-  sidecar) merged with the NodeSet's own template and ``slurmd`` fields as the operator merges
-  them (:func:`strategic_merge`). The operator's own volumes (its slurm.conf and auth key) are
-  shown by name only; their sources are its own;
-* Slurm's daemons (from the ``slurm`` chart's ``controller``, ``restapi`` and ``accounting``
-  values, coalesced and written into Controller, RestApi and Accounting resources as
-  templates/{controller,restapi,accounting}/*-cr.yaml render them): the operator's slurmctld,
-  slurmrestd and slurmdbd pods (internal/builder/controllerbuilder/controller_app.go,
-  restapibuilder/restapi_app.go, accountingbuilder/accounting_app.go), merged with the
-  values' containers and pod spec as internal/builder/common/container.go and pod_template.go
-  merge them (:func:`operator_container`, :func:`operator_pod_spec`);
-* MariaDB resources: the server pod mariadb-operator v26.6.0 puts in their StatefulSet
-  (:mod:`synth.mariadb_pod`).
-
-Deployments, DaemonSets and StatefulSets the stack writes as manifests are scanned as they are.
-What a TrainJob changes in its pods (``trainer.image``, ``runtimePatches``, which may set
-security contexts, volumes and service accounts) is the job's, not the platform's, and shows
-here only as far as Pod Security ``baseline`` bounds it at admission. The other Helm releases'
-pods (the device plugins, the controllers and operators) are not derived yet.
+Each Trainer runtime's replicated jobs, each Slinky login set's and node set's pod, Slurm's
+daemons and the accounting database, written to ``pods/`` so that scanners and reviewers read
+what would run. Which controller builds each, and from which upstream file:
+docs/concepts/offline-synthesis.md, "The pods behind custom resources".
 """
 
 from __future__ import annotations

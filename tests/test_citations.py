@@ -61,9 +61,9 @@ PINNED_TAGS: Final[dict[str, Callable[[], set[str]]]] = {
 
 
 def _cited_files() -> list[Path]:
-    """Every tracked Python file of the repository (code, tests, CI tooling)."""
+    """Every tracked Python file (code, tests, CI tooling) and Markdown page (README, docs)."""
     listed = subprocess.run(
-        ["git", "ls-files", "*.py"],
+        ["git", "ls-files", "*.py", "*.md"],
         cwd=REPOSITORY_ROOT,
         capture_output=True,
         text=True,
@@ -99,10 +99,15 @@ def _prose(source: str) -> list[tuple[int, str]]:
 
 @functools.cache
 def _citations() -> tuple[tuple[str, str, str, str], ...]:
-    """(file:line, repository, ref, path) of every upstream link in comments and docstrings."""
+    """(file:line, repository, ref, path) of every upstream link in docs, comments, docstrings."""
     found = []
     for path in _cited_files():
-        for number, text in _prose(path.read_text()):
+        source = path.read_text()
+        if path.suffix == ".md":
+            prose = list(enumerate(source.splitlines(), start=1))
+        else:
+            prose = _prose(source)
+        for number, text in prose:
             for match in LINK.finditer(text):
                 where = f"{path.relative_to(REPOSITORY_ROOT)}:{number}"
                 repo = match.group("repo") or match.group("raw")
@@ -197,6 +202,7 @@ def test_no_citation_points_into_a_file_outside_the_repository() -> None:
         for match in OUTSIDE_REFERENCE.finditer(path.read_text())
     ]
     assert cited == []
-    for spelling in ("REFERENCE \N{SECTION SIGN}5", "REFERENCE section 7", "REFERENCE\n    6"):
+    prefix = "REFERENCE"  # apart from its sections, so that this file cites none itself
+    for spelling in (f"{prefix} \N{SECTION SIGN}5", f"{prefix} section 7", f"{prefix}\n    6"):
         assert OUTSIDE_REFERENCE.search(spelling), spelling
     assert not OUTSIDE_REFERENCE.search("REFERENCE_ENV, the reference data")

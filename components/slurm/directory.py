@@ -1,31 +1,9 @@
 """Slurm users from the directory: SSSD on login and compute pods, team accounts, fair share.
 
 Builders beside :class:`components.slurm.Slurm`, which registers what they describe
-(:func:`directory_objects`: the Secret with ``sssd.conf`` and the CA ConfigMap).
-
-Identities. Slinky's login and slurmd images run SSSD under supervisord with ``sss`` in
-``nsswitch.conf`` and PAM (SlinkyProject/containers schedmd/slurm/26.05/ubuntu24.04/Dockerfile:
-``authselect select sssd with-mkhomedir``). The
-operator mounts one ``sssd.conf`` into login pods (slurm-operator v1.2.1
-internal/builder/loginbuilder/login_app.go, loginVolumes) and into slurmd pods when the NodeSet
-enables SSH (internal/builder/workerbuilder/worker_app.go, workerVolumes), both from the Secret
-named here, so a login shell and a job step resolve one user to one uid and one set of groups.
-Job steps run as the submitting user's uid and groups: with ``AuthInfo=use_client_ids`` (the
-operator's, internal/builder/common/const.go) the client's own lookup travels with the job, and
-names inside the job resolve through the slurmd pod's SSSD. ``PrologFlags=Contain`` gives each
-job the extern step that ``pam_slurm_adopt`` needs to let its user SSH to the node (SchedMD/slurm
-slurm-26-05-3-1 src/slurmd/slurmd/req.c; contribs/pam_slurm_adopt/pam_slurm_adopt.c), and a
-Prolog makes the user's home on the node (:func:`home_prolog`).
-
-Accounts. Each team gets a Slurm account whose users are the members of the directory group
-whose gidNumber is the team's ``gid`` (the group that owns its directories on the shared file
-system), kept in step by a small loop in a container beside the login container, with its own
-SSSD (:func:`accounts_script`).
-``AccountingStorageEnforce=associations`` makes that membership the condition for submitting at
-all. Fair share (``Fairshare`` of the account, weighted by ``PriorityWeightFairshare``, which
-Slurm defaults to 0: SchedMD/slurm slurm-26-05-3-1 src/common/read_config.c) is the team's
-Volcano ``deserved`` share (:func:`fair_shares`), in accelerator units that partitions bill by
-(:func:`billing_weights`).
+(:func:`directory_objects`: the Secret with ``sssd.conf`` and the CA ConfigMap). How identities,
+accounts and fair share work, upstream file by upstream file: docs/concepts/slurm.md, "How
+identities and accounts work".
 """
 
 from __future__ import annotations
