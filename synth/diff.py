@@ -580,7 +580,7 @@ def association_collisions(old: Synthesis, new: Synthesis) -> list[str]:
     own directory and its own S3 prefix, neither overlapping another's (FSx for Lustre user
     guide, "Linking your file system to an S3 bucket"; CreateDataRepositoryAssociation fails
     otherwise), so the create fails while the old one holds them. Such a move takes two
-    ``up``s: remove the association, then add it at its new path (docs/deploying.md).
+    ``up``s: remove the association, then add it at its new path (docs/upgrades/0.1.0.md).
 
     Args:
         old: the base synthesis.
@@ -737,7 +737,7 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
         lines += [f"    ! {collision}" for collision in diff.collisions]
         lines.append(
             "    (remove the old association in one up, add the new one in the next:"
-            " docs/deploying.md)"
+            " docs/upgrades/0.1.0.md, 'Subnet addresses and association names')"
         )
     return "\n".join(lines)
 

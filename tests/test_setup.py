@@ -45,6 +45,7 @@ fi
 if [ "$1 $2" = "-m uv" ]; then
   echo "Resolved 2 packages in 10ms" >&2
   if [ "${FAKE_PIP_STATUS:-0}" != 0 ]; then echo "error: no network" >&2; exit "$FAKE_PIP_STATUS"; fi
+  if [ -n "${FAKE_UV_UP_TO_DATE:-}" ]; then echo "Checked 2 packages in 1ms" >&2; exit 0; fi
   echo "Installed 2 packages in 5ms" >&2
   echo " + pulumi==3.0.0" >&2
 fi
@@ -224,3 +225,12 @@ def test_venv_picks_a_second_virtualenv_with_its_own_stamp(project: Path) -> Non
     assert calls[0] == "base -m venv .venv-scan"
     assert (project / ".venv-scan" / ".requirements-scan.sha256").exists()
     assert not (project / ".venv").exists()
+
+
+def test_an_install_with_nothing_new_says_what_it_checked(project: Path) -> None:
+    assert run_setup(project)[0].returncode == 0
+    (project / STAMP).unlink()
+    result, _ = run_setup(project, FAKE_UV_UP_TO_DATE="1")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^setup:   Checked 2 packages from requirements-dev\.txt in \d+ s$",
+                     result.stderr, re.M)  # fmt: skip

@@ -98,7 +98,7 @@ class NetworkConfig(StrictModel):
         description="Zone -> the subnet blocks pinned for it (`private`, `public` or both), "
         "for addresses a stack already has or a zone whose slot does not fit. Every other "
         "subnet sits at its zone's slot, from the zone's letter, so adding or reordering zones "
-        "moves none (a moved subnet is a new subnet; docs/deploying.md, 'Subnet addresses and "
+        "moves none (a moved subnet is a new subnet; docs/upgrades/0.1.0.md, 'Subnet addresses and "
         "association names'). Only for a VPC the stack creates. Default: none.",
     )
     nat_gateways: Literal["single", "perZone"] = Field(
