@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -17,6 +17,7 @@ from components.platform import deploy
 from synth.engine import ResourceRecord, synthesize
 from synth.run import StackResult, synthesize_stack
 from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack, stack_names
+from tests.component_runs import Part, program
 
 REFERENCE_ENV = "TRAINING_PLATFORM_REFERENCE_DIR"
 REQUIRE_ENV = "TRAINING_PLATFORM_REQUIRE_REFERENCE"
@@ -85,18 +86,54 @@ def stack_data(stack: str) -> dict[str, Any]:
     return copy.deepcopy(load_stack(stack).platform)
 
 
+def _run(program: Callable[[], Any], platform: dict[str, Any], stack: str) -> ProgramRun:
+    """Run ``program`` under mocks with ``stack``'s file, its platform config replaced."""
+    base = load_stack(stack)
+    config = dict(base.config)
+    config[f"{base.project}:platform"] = platform
+    stack_file = StackFile(base.project, stack, config, base.secret_keys)
+    parsed: PlatformConfig = parse_platform_config(platform)
+    result = synthesize(stack_file, program, region=parsed.region, account_id=parsed.account_id)
+    return ProgramRun(result.records)
+
+
 @pytest.fixture
 def run_platform() -> Callable[..., ProgramRun]:
-    """Run the real program under mocks with a (possibly modified) stack's platform config."""
+    """Run the real program under mocks with a (possibly modified) stack's platform config.
+
+    Tests that use it are marked ``slow`` (see :func:`pytest_collection_modifyitems`).
+    """
 
     def run(platform: dict[str, Any], stack: str = "dev") -> ProgramRun:
-        base = load_stack(stack)
-        config = dict(base.config)
-        config[f"{base.project}:platform"] = platform
-        stack_file = StackFile(base.project, stack, config, base.secret_keys)
-        parsed: PlatformConfig = parse_platform_config(platform)
-        result = synthesize(stack_file, deploy, region=parsed.region, account_id=parsed.account_id)
-        return ProgramRun(result.records)
+        return _run(deploy, platform, stack)
+
+    return run
+
+
+class RunComponent(Protocol):
+    """The ``run_component`` fixture's callable."""
+
+    def __call__(self, part: Part, platform: dict[str, Any], stack: str = "dev") -> ProgramRun:
+        """Build one component under mocks from a (possibly modified) stack's platform config.
+
+        Args:
+            part: what to build (tests/component_runs.py).
+            platform: the stack's ``platform`` value.
+            stack: the stack whose file (project, AWS config, secrets) the run uses.
+        """
+        ...
+
+
+@pytest.fixture
+def run_component() -> RunComponent:
+    """Build one component alone, wired as the platform wires it (tests/component_runs.py).
+
+    The config is validated as the program validates it, so a change the program refuses is
+    refused here too.
+    """
+
+    def run(part: Part, platform: dict[str, Any], stack: str = "dev") -> ProgramRun:
+        return _run(program(part), platform, stack)
 
     return run
 
