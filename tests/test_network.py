@@ -16,7 +16,7 @@ from synth.diff import ABSENT, record_changes
 from synth.replacements import replacing_changes, triggers_of
 from synth.run import StackResult
 from synth.stackfile import load_stack
-from tests.component_runs import network
+from tests import component_runs as parts
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 
@@ -29,7 +29,7 @@ def _private_subnets(run: ProgramRun) -> list[dict[str, Any]]:
 
 def test_private_subnet_per_zone_sized_for_pods_and_tagged(run_component: RunComponent) -> None:
     data = stack_data("staging")
-    run = run_component(network, data, "staging")
+    run = run_component(parts.network, data, "staging")
     private = _private_subnets(run)
     assert sorted(s["availabilityZone"] for s in private) == data["network"]["availabilityZones"]
     for subnet in private:
@@ -46,10 +46,11 @@ def test_private_subnet_per_zone_sized_for_pods_and_tagged(run_component: RunCom
 def test_nat_gateways_single_or_per_zone(run_component: RunComponent) -> None:
     data = stack_data("staging")
     assert (
-        len(run_component(network, data, "staging").of_type("aws:ec2/natGateway:NatGateway")) == 3
+        len(run_component(parts.network, data, "staging").of_type("aws:ec2/natGateway:NatGateway"))
+        == 3
     )
     data["network"]["natGateways"] = "single"
-    run = run_component(network, data, "staging")
+    run = run_component(parts.network, data, "staging")
     nats = run.of_type("aws:ec2/natGateway:NatGateway")
     assert len(nats) == 1
     # every private route table sends egress through that one gateway
@@ -253,12 +254,12 @@ def _zone_to_add(data: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
 @pytest.mark.parametrize("stack", STACKS)
 def test_adding_a_zone_changes_nothing_that_exists(run_component: RunComponent, stack: str) -> None:
     data = stack_data(stack)
-    before = _network_resources(run_component(network, data, stack), KEPT_TYPES)
+    before = _network_resources(run_component(parts.network, data, stack), KEPT_TYPES)
     added, pin = _zone_to_add(data)
     data["network"]["availabilityZones"].append(added)
     if pin is not None:
         data["network"].setdefault("subnetCidrs", {})[added] = pin
-    after_run = run_component(network, data, stack)
+    after_run = run_component(parts.network, data, stack)
     after = _network_resources(after_run, KEPT_TYPES)
     assert {urn: after.get(urn) for urn in before} == before
     new = [r for r in after_run.of_type(SUBNET) if r.urn not in before]
@@ -270,9 +271,9 @@ def test_reordering_zones_changes_no_network_resource(
     run_component: RunComponent, stack: str
 ) -> None:
     data = stack_data(stack)
-    before_run = run_component(network, data, stack)
+    before_run = run_component(parts.network, data, stack)
     data["network"]["availabilityZones"].reverse()
-    after_run = run_component(network, data, stack)
+    after_run = run_component(parts.network, data, stack)
     everything = tuple({r.type for r in before_run.records if "index:Network$" in r.urn})
     assert SUBNET in everything
     assert _network_resources(after_run, everything) == _network_resources(before_run, everything)
@@ -321,9 +322,9 @@ def test_adding_a_zone_to_a_fresh_stack_takes_the_next_slot(run_component: RunCo
     data = stack_data("staging")
     data["network"].pop("subnetCidrs", None)
     data["network"]["availabilityZones"] = ["us-east-2b", "us-east-2a"]
-    before = _network_resources(run_component(network, data, "staging"), KEPT_TYPES)
+    before = _network_resources(run_component(parts.network, data, "staging"), KEPT_TYPES)
     data["network"]["availabilityZones"].append("us-east-2c")
-    run = run_component(network, data, "staging")
+    run = run_component(parts.network, data, "staging")
     assert {urn: r for urn, r in _network_resources(run, KEPT_TYPES).items() if urn in before} == (
         before
     )
@@ -352,7 +353,7 @@ def test_single_nat_gateway_stays_in_the_zone_with_the_lowest_letter(
     data["network"]["natGateways"] = "single"
     for order in (["us-east-2c", "us-east-2b", "us-east-2a"], ["us-east-2b", "us-east-2a"]):
         data["network"]["availabilityZones"] = order
-        run = run_component(network, data, "staging")
+        run = run_component(parts.network, data, "staging")
         (nat,) = run.of_type("aws:ec2/natGateway:NatGateway")
         (subnet,) = [
             s for s in run.of_type(SUBNET) if s.urn in nat.property_dependencies["subnetId"]
