@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -29,6 +31,14 @@ def reference_root() -> Path:
     return Path(os.environ.get(REFERENCE_ENV, REPOSITORY_ROOT.parent / "shared")).resolve()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test that runs the whole program (before ``-m`` selects)."""
+    for item in items:
+        if "run_platform" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def reference_dir() -> Path:
     """The reference data directory; skips (or, under .ci/run, fails) when it is absent."""
@@ -49,6 +59,29 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StackResu
     """Every stack in stacks/, synthesized once per test session."""
     out = tmp_path_factory.mktemp("synth")
     return {stack: synthesize_stack(stack, out) for stack in STACKS}
+
+
+@pytest.fixture
+def replay_synthesis(monkeypatch: pytest.MonkeyPatch, synthesized: dict[str, StackResult]) -> None:
+    """The CLI synthesizes an unchanged stack of this repository by copying the session's.
+
+    Synthesis is deterministic (tests/test_synth.py), so a command test of a stack as it is
+    repeats identical work; the copy goes where the command writes and the command reads it
+    back from there. A project copy (``--project-dir``) is synthesized for real.
+    """
+
+    def replay(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> StackResult:
+        if root.resolve() != REPOSITORY_ROOT.resolve() or stack not in synthesized:
+            return synthesize_stack(stack, out, root)
+        session = synthesized[stack]
+        target = out / stack
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(session.written.directory, target)
+        written = dataclasses.replace(session.written, directory=target)
+        return dataclasses.replace(session, written=written)
+
+    monkeypatch.setattr("synth.__main__.synthesize_stack", replay)
 
 
 class ProgramRun:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,11 @@ from policies.offline import (
 )
 from policies.rules import ALL_POLICIES, tenancy
 from policies.rules.governance import accepts_tags
+from synth.__main__ import main as synth_main
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
-from tests.conftest import STACKS, synth_cli
+from tests.conftest import STACKS
 
 POLICIES = {policy.name: policy for policy in ALL_POLICIES}
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -949,22 +949,19 @@ def test_disabled_policy_does_not_run(synthesized: dict[str, StackResult]) -> No
 
 
 def test_check_command_gates_a_modified_plan(
-    synthesized: dict[str, StackResult], tmp_path: Path
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     entries = _records(synthesized["prod"])
     resources = tmp_path / "resources.json"
     resources.write_text(json.dumps(entries))
-
-    def check() -> subprocess.CompletedProcess[str]:
-        return synth_cli("check", str(resources), "--stack", "prod")
-
-    passing = check()
-    assert passing.returncode == 0, passing.stdout + passing.stderr
+    argv = ["check", str(resources), "--stack", "prod"]
+    passing = synth_main(argv)
+    out, err = capsys.readouterr()
+    assert passing == 0, out + err
     _target(entries, "aws:kms/key:Key", "")["inputs"]["enableKeyRotation"] = False
     resources.write_text(json.dumps(entries))
-    failing = check()
-    assert failing.returncode == 1
-    assert "MANDATORY kms-key-rotation" in failing.stdout
+    assert synth_main(argv) == 1
+    assert "MANDATORY kms-key-rotation" in capsys.readouterr().out
     report = json.loads((tmp_path / "policy-report.json").read_text())
     assert [f["policy"] for f in report] == ["kms-key-rotation"]
     assert set(report[0]) == {"policy", "enforcementLevel", "urn", "message"}
