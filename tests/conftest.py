@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import fcntl
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -56,9 +58,41 @@ def reference_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StackResult]:
-    """Every stack in stacks/, synthesized once per test session."""
-    out = tmp_path_factory.mktemp("synth")
-    return {stack: synthesize_stack(stack, out) for stack in STACKS}
+    """Every stack in stacks/, synthesized once per test run.
+
+    The pytest-xdist workers of a run share it: each synthesizes the stacks no other worker
+    has taken (a lock file per stack) into the run's directory and saves the result there;
+    the others read it.
+    """
+    base = tmp_path_factory.getbasetemp()
+    out = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "synth"
+    out.mkdir(exist_ok=True)
+    results: dict[str, StackResult] = {}
+    for wait in (False, True):  # first the stacks nobody is on, then wait for the rest
+        for stack in STACKS:
+            if stack in results:
+                continue
+            result = _shared_synthesis(stack, out, wait)
+            if result is not None:
+                results[stack] = result
+    return {stack: results[stack] for stack in STACKS}
+
+
+def _shared_synthesis(stack: str, out: Path, wait: bool) -> StackResult | None:
+    """The stack's synthesis under ``out``, made now unless saved; None if another worker is
+    making it and ``wait`` is false."""
+    with (out / f"{stack}.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        saved = out / f"{stack}.pickle"
+        if saved.exists():
+            result: StackResult = pickle.loads(saved.read_bytes())
+            return result
+        result = synthesize_stack(stack, out)
+        saved.write_bytes(pickle.dumps(result))
+        return result
 
 
 @pytest.fixture
