@@ -57,7 +57,9 @@ def reference_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StackResult]:
+def synthesized(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, StackResult]:
     """Every stack in stacks/, synthesized once per test run.
 
     The pytest-xdist workers of a run share it: each synthesizes the stacks no other worker
@@ -65,7 +67,8 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StackResu
     the others read it.
     """
     base = tmp_path_factory.getbasetemp()
-    out = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "synth"
+    # A worker's base is popen-gw<N> in the run's own directory.
+    out = (base.parent if hasattr(request.config, "workerinput") else base) / "synth"
     out.mkdir(exist_ok=True)
     results: dict[str, StackResult] = {}
     for wait in (False, True):  # first the stacks nobody is on, then wait for the rest
