@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import fcntl
 import os
+import pickle
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -17,6 +21,7 @@ from components.platform import deploy
 from synth.engine import ResourceRecord, synthesize
 from synth.run import StackResult, synthesize_stack
 from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack, stack_names
+from tests.component_runs import Part, program
 
 REFERENCE_ENV = "TRAINING_PLATFORM_REFERENCE_DIR"
 REQUIRE_ENV = "TRAINING_PLATFORM_REQUIRE_REFERENCE"
@@ -26,6 +31,14 @@ STACKS = stack_names()
 def reference_root() -> Path:
     """Where the upstream CRD schemas and chart values are read from."""
     return Path(os.environ.get(REFERENCE_ENV, REPOSITORY_ROOT.parent / "shared")).resolve()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test that runs the whole program (before ``-m`` selects)."""
+    for item in items:
+        if "run_platform" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -44,10 +57,68 @@ def reference_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StackResult]:
-    """Every stack in stacks/, synthesized once per test session."""
-    out = tmp_path_factory.mktemp("synth")
-    return {stack: synthesize_stack(stack, out) for stack in STACKS}
+def synthesized(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, StackResult]:
+    """Every stack in stacks/, synthesized once per test run.
+
+    The pytest-xdist workers of a run share it: each synthesizes the stacks no other worker
+    has taken (a lock file per stack) into the run's directory and saves the result there;
+    the others read it.
+    """
+    base = tmp_path_factory.getbasetemp()
+    # A worker's base is popen-gw<N> in the run's own directory.
+    out = (base.parent if hasattr(request.config, "workerinput") else base) / "synth"
+    out.mkdir(exist_ok=True)
+    results: dict[str, StackResult] = {}
+    for wait in (False, True):  # first the stacks nobody is on, then wait for the rest
+        for stack in STACKS:
+            if stack in results:
+                continue
+            result = _shared_synthesis(stack, out, wait)
+            if result is not None:
+                results[stack] = result
+    return {stack: results[stack] for stack in STACKS}
+
+
+def _shared_synthesis(stack: str, out: Path, wait: bool) -> StackResult | None:
+    """The stack's synthesis under ``out``, made now unless saved; None if another worker is
+    making it and ``wait`` is false."""
+    with (out / f"{stack}.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        saved = out / f"{stack}.pickle"
+        if saved.exists():
+            result: StackResult = pickle.loads(saved.read_bytes())
+            return result
+        result = synthesize_stack(stack, out)
+        saved.write_bytes(pickle.dumps(result))
+        return result
+
+
+@pytest.fixture
+def replay_synthesis(monkeypatch: pytest.MonkeyPatch, synthesized: dict[str, StackResult]) -> None:
+    """The CLI synthesizes an unchanged stack of this repository by copying the session's.
+
+    Synthesis is deterministic (tests/test_synth.py), so a command test of a stack as it is
+    repeats identical work; the copy goes where the command writes and the command reads it
+    back from there. A project copy (``--project-dir``) is synthesized for real.
+    """
+
+    def replay(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> StackResult:
+        if root.resolve() != REPOSITORY_ROOT.resolve() or stack not in synthesized:
+            return synthesize_stack(stack, out, root)
+        session = synthesized[stack]
+        target = out / stack
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(session.written.directory, target)
+        written = dataclasses.replace(session.written, directory=target)
+        return dataclasses.replace(session, written=written)
+
+    monkeypatch.setattr("synth.__main__.synthesize_stack", replay)
 
 
 class ProgramRun:
@@ -85,18 +156,54 @@ def stack_data(stack: str) -> dict[str, Any]:
     return copy.deepcopy(load_stack(stack).platform)
 
 
+def _run(program: Callable[[], Any], platform: dict[str, Any], stack: str) -> ProgramRun:
+    """Run ``program`` under mocks with ``stack``'s file, its platform config replaced."""
+    base = load_stack(stack)
+    config = dict(base.config)
+    config[f"{base.project}:platform"] = platform
+    stack_file = StackFile(base.project, stack, config, base.secret_keys)
+    parsed: PlatformConfig = parse_platform_config(platform)
+    result = synthesize(stack_file, program, region=parsed.region, account_id=parsed.account_id)
+    return ProgramRun(result.records)
+
+
 @pytest.fixture
 def run_platform() -> Callable[..., ProgramRun]:
-    """Run the real program under mocks with a (possibly modified) stack's platform config."""
+    """Run the real program under mocks with a (possibly modified) stack's platform config.
+
+    Tests that use it are marked ``slow`` (see :func:`pytest_collection_modifyitems`).
+    """
 
     def run(platform: dict[str, Any], stack: str = "dev") -> ProgramRun:
-        base = load_stack(stack)
-        config = dict(base.config)
-        config[f"{base.project}:platform"] = platform
-        stack_file = StackFile(base.project, stack, config, base.secret_keys)
-        parsed: PlatformConfig = parse_platform_config(platform)
-        result = synthesize(stack_file, deploy, region=parsed.region, account_id=parsed.account_id)
-        return ProgramRun(result.records)
+        return _run(deploy, platform, stack)
+
+    return run
+
+
+class RunComponent(Protocol):
+    """The ``run_component`` fixture's callable."""
+
+    def __call__(self, part: Part, platform: dict[str, Any], stack: str = "dev") -> ProgramRun:
+        """Build one component under mocks from a (possibly modified) stack's platform config.
+
+        Args:
+            part: what to build (tests/component_runs.py).
+            platform: the stack's ``platform`` value.
+            stack: the stack whose file (project, AWS config, secrets) the run uses.
+        """
+        ...
+
+
+@pytest.fixture
+def run_component() -> RunComponent:
+    """Build one component alone, wired as the platform wires it (tests/component_runs.py).
+
+    The config is validated as the program validates it, so a change the program refuses is
+    refused here too.
+    """
+
+    def run(part: Part, platform: dict[str, Any], stack: str = "dev") -> ProgramRun:
+        return _run(program(part), platform, stack)
 
     return run
 

@@ -19,6 +19,9 @@ import kubernetes_validate
 import yaml
 
 CrdKey = tuple[str, str]  # (apiVersion, kind)
+# kubernetes-validate parses its schema files (the definitions alone are 1.4 MB of JSON) again
+# for every object; they never change, and it only reads what it parses, so each is parsed once.
+kubernetes_validate.utils.schema_contents = cache(kubernetes_validate.utils.schema_contents)
 # The C loader reads the large upstream CRDs ~10x faster; the pure one is the fallback.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

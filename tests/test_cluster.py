@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 
@@ -11,7 +10,8 @@ from components import versions
 from components.cluster import CLUSTER_ADMIN_POLICY, api_server_endpoint
 from components.config import parse_platform_config
 from synth.run import StackResult
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests import component_runs as parts
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 
 CLUSTER = "eks:index:Cluster"
 ADDON = "aws:eks/addon:Addon"
@@ -272,10 +272,10 @@ def test_api_server_endpoint_read_from_kubeconfig() -> None:
     assert api_server_endpoint(json.dumps(kubeconfig)) == "https://x.example"
 
 
-def test_arm_system_nodes_get_the_arm_ami(run_platform: Callable[..., ProgramRun]) -> None:
+def test_arm_system_nodes_get_the_arm_ami(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["cluster"]["systemNodeGroup"]["instanceTypes"] = ["m7g.large", "c7g.large"]
-    group = run_platform(data).one("aws:eks/nodeGroup:NodeGroup").inputs
+    group = run_component(parts.cluster, data).one("aws:eks/nodeGroup:NodeGroup").inputs
     assert group["amiType"] == "AL2023_ARM_64_STANDARD"
 
 

@@ -12,9 +12,10 @@ import yaml
 from components import catalog, versions
 from components.config import ConfigError, parse_platform_config
 from components.config.base import did_you_mean
+from synth.__main__ import main as synth_main
 from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack
 from tests.config_problems import failures_of_the_program
-from tests.conftest import STACKS, stack_data, synth_cli
+from tests.conftest import STACKS, stack_data
 from tests.mutations import Mutation
 from tests.mutations import both as _both
 from tests.mutations import delete_at as _delete
@@ -306,33 +307,38 @@ def _project_with(tmp_path: Path, stack: str, platform: Any) -> Path:
     return tmp_path
 
 
-def test_cli_rejects_bad_stack_with_one_line_per_problem(tmp_path: Path) -> None:
+def test_cli_rejects_bad_stack_with_one_line_per_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = stack_data("dev")
     data["network"]["trainingZone"] = "us-west-2z"
     data["cluster"]["kubernetesVersion"] = "1.20"
     data["environment"] = "broken"
     project = _project_with(tmp_path, "broken", data)
     out = tmp_path / "out"
-    result = synth_cli("broken", "--project-dir", str(project), "--out", str(out))
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
+    assert synth_main(["broken", "--project-dir", str(project), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
     assert lines == [
         'broken: platform.network.trainingZone: got "us-west-2z"; allowed: one of the '
         "availability zones us-west-2a, us-west-2b",
         'broken: platform.cluster.kubernetesVersion: got "1.20"; allowed: one of '
         + ", ".join(versions.SUPPORTED_KUBERNETES_VERSIONS),
     ]
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in err
     assert not (out / "broken").exists()
 
 
-def test_cli_reports_unreadable_stack_file(tmp_path: Path) -> None:
+def test_cli_reports_unreadable_stack_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = _project_with(tmp_path, "broken", {})
     (project / "stacks" / "Pulumi.broken.yaml").write_text("config: [unclosed\n")
-    result = synth_cli("broken", "--project-dir", str(project))
-    assert result.returncode == 2
-    assert "not valid YAML" in result.stderr
-    assert "Traceback" not in result.stderr
+    out = str(tmp_path / "out")
+    assert synth_main(["broken", "--project-dir", str(project), "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "not valid YAML" in err
+    assert "Traceback" not in err
 
 
 # --------------------------------------------------------------------------- config as the CLI writes it

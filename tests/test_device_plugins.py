@@ -25,7 +25,8 @@ from components.device_plugins import efa_values, neuron_values, nvidia_values
 from components.node_pools import pool_labels
 from synth.engine import ResourceRecord
 from synth.run import StackResult
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests import component_runs as parts
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.mutations import without_slurm
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -273,48 +274,51 @@ def test_each_stack_gets_the_plugins_its_pools_need(
     assert set(releases) == expected
 
 
-def test_no_pools_no_plugins(run_platform: Callable[..., ProgramRun]) -> None:
+def test_no_pools_no_plugins(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["nodePools"] = []
     data["teams"] = []  # queues may not promise accelerators the pools cannot provide
     without_slurm(data)  # node sets name the pools removed here
-    assert plugin_releases(run_platform(data, "dev")) == {}
+    assert plugin_releases(run_component(parts.device_plugins, data, "dev")) == {}
 
 
-def test_trainium_pool_only_gets_efa_and_neuron(run_platform: Callable[..., ProgramRun]) -> None:
+def test_trainium_pool_only_gets_efa_and_neuron(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["instanceTypes"] == ["trn1.32xlarge"]]
     data["teams"] = []
     without_slurm(data)
     assert len(data["nodePools"]) == 1
-    assert set(plugin_releases(run_platform(data, "dev"))) == {EFA, NEURON}
+    assert set(plugin_releases(run_component(parts.device_plugins, data, "dev"))) == {EFA, NEURON}
 
 
-def test_small_gpu_pool_only_gets_nvidia(run_platform: Callable[..., ProgramRun]) -> None:
+def test_small_gpu_pool_only_gets_nvidia(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
     data["teams"] = []
     without_slurm(data)
     assert len(data["nodePools"]) == 1
-    assert set(plugin_releases(run_platform(data, "dev"))) == {NVIDIA}
+    assert set(plugin_releases(run_component(parts.device_plugins, data, "dev"))) == {NVIDIA}
 
 
-def test_efa_gpu_pool_gets_nvidia_and_efa(run_platform: Callable[..., ProgramRun]) -> None:
+def test_efa_gpu_pool_gets_nvidia_and_efa(run_component: RunComponent) -> None:
     data = stack_data("staging")
     data["nodePools"] = [p for p in data["nodePools"] if p["name"] == "p5"]
     data["teams"] = []
     without_slurm(data)
     assert len(data["nodePools"]) == 1
-    assert set(plugin_releases(run_platform(data, "staging"))) == {NVIDIA, EFA}
+    assert set(plugin_releases(run_component(parts.device_plugins, data, "staging"))) == {
+        NVIDIA,
+        EFA,
+    }
 
 
-def test_efa_opt_out_drops_the_efa_plugin(run_platform: Callable[..., ProgramRun]) -> None:
+def test_efa_opt_out_drops_the_efa_plugin(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["instanceTypes"] == ["trn1.32xlarge"]]
     data["teams"] = []
     without_slurm(data)
     data["nodePools"][0]["efa"] = False
-    assert set(plugin_releases(run_platform(data, "dev"))) == {NEURON}
+    assert set(plugin_releases(run_component(parts.device_plugins, data, "dev"))) == {NEURON}
 
 
 # -- under mocks: the releases' values -------------------------------------------------------
@@ -402,11 +406,13 @@ def test_neuron_release_values(
 
 @pytest.mark.parametrize("minor", ["1.33", "1.35"])
 def test_neuron_scheduler_follows_the_cluster_version(
-    run_platform: Callable[..., ProgramRun], minor: str
+    run_component: RunComponent, minor: str
 ) -> None:
     data = stack_data("dev")
     data["cluster"]["kubernetesVersion"] = minor
-    values = plugin_releases(run_platform(data, "dev"))[NEURON].inputs["values"]
+    values = plugin_releases(run_component(parts.device_plugins, data, "dev"))[NEURON].inputs[
+        "values"
+    ]
     image = values["scheduler"]["customScheduler"]["image"]
     assert (image["repository"], image["tag"]) == versions.NEURON_CUSTOM_SCHEDULER_IMAGES[minor]
     assert image["tag"].startswith(f"v{minor}.")

@@ -181,6 +181,7 @@ def _project_copy(tmp_path: Path) -> Path:
     return project
 
 
+@pytest.mark.slow
 def test_diff_command_shows_a_changed_stack_value_and_exits_one(
     synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -201,6 +202,7 @@ def test_diff_command_shows_a_changed_stack_value_and_exits_one(
     assert "(replaced)" not in out and "refused" not in out
 
 
+@pytest.mark.usefixtures("replay_synthesis")
 def test_diff_command_exits_zero_without_changes(
     synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -209,6 +211,7 @@ def test_diff_command_exits_zero_without_changes(
     assert capsys.readouterr().out == f"dev: no changes against {base}\n"
 
 
+@pytest.mark.usefixtures("replay_synthesis")
 def test_diff_command_base_may_be_the_output_directory_itself(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -355,6 +358,7 @@ def test_a_retained_volume_renamed_through_a_replaced_file_system_is_not_refused
     assert "volumes replaced under their own name" not in render("dev", Path("b"), diff)
 
 
+@pytest.mark.usefixtures("replay_synthesis")
 def test_diff_command_gate_passes_a_retained_volume_renamed_with_its_claim(
     synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -20,6 +20,7 @@ import yaml
 
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.node_pools import LUSTRE_CLIENT_LABEL
+from synth.__main__ import main as synth_main
 from synth.jobs.karpenter import node_pools, volume_node_terms, with_volume_topology
 from synth.jobs.model import PathReport, evaluate_jobs
 from synth.jobs.placement import required_affinity_holds
@@ -28,7 +29,7 @@ from synth.jobs.view import StackView, name_of
 from synth.jobs.volcano import QueueShape, real_capability
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
-from tests.conftest import STACKS, ProgramRun, stack_data, synth_cli
+from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import set_at
 
 Edit = Callable[[StackView], None]
@@ -461,23 +462,34 @@ def test_the_default_queue_has_no_bound_under_hierarchy() -> None:
 # --------------------------------------------------------------------------- the command
 
 
-def test_jobs_command_prints_a_table_and_exits_zero_for_prod() -> None:
-    result = synth_cli("jobs", "prod")
-    assert result.returncode == 0, result.stderr
-    assert "ml-research" in result.stdout and "slurm:p5en" in result.stdout
-    assert "not runnable" in result.stdout.splitlines()[-1]
+@pytest.mark.usefixtures("replay_synthesis")
+def test_jobs_command_prints_a_table_and_exits_zero_for_prod(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = synth_main(["jobs", "prod", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert "ml-research" in out and "slurm:p5en" in out
+    assert "not runnable" in out.splitlines()[-1]
 
 
-def test_jobs_command_prints_json_with_the_promised_keys() -> None:
-    result = synth_cli("jobs", "dev", "--json")
-    assert result.returncode == 0, result.stderr
-    rows = json.loads(result.stdout)
+@pytest.mark.usefixtures("replay_synthesis")
+def test_jobs_command_prints_json_with_the_promised_keys(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = synth_main(["jobs", "dev", "--json", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    rows = json.loads(out)
     assert rows and all(
         {"team", "runtime", "pool", "maxNodes", "runnable", "reasons"} <= set(row) for row in rows
     )
 
 
-def test_jobs_command_exits_one_when_a_promised_path_cannot_run(tmp_path: Any) -> None:
+@pytest.mark.slow
+def test_jobs_command_exits_one_when_a_promised_path_cannot_run(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = _project_copy(tmp_path)
     stack = project / "stacks" / "Pulumi.dev.yaml"
     text = stack.read_text()
@@ -485,18 +497,20 @@ def test_jobs_command_exits_one_when_a_promised_path_cannot_run(tmp_path: Any) -
     # team's Trainium runtime has no node left.
     text = text.replace("        maxNodes: 2\n", "        maxNodes: 1\n", 1)
     stack.write_text(text.replace("deserved: {gpus: 2, neuronDevices: 16}", "deserved: {gpus: 2}"))
-    result = synth_cli("jobs", "dev", "--project-dir", str(project), "--out", str(tmp_path / "out"))
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "NO" in result.stdout
-    gate = synth_cli("dev", "--project-dir", str(project), "--out", str(tmp_path / "out"))
-    assert gate.returncode == 1
-    assert "NOT RUNNABLE ml-dev/torch-trn1" in gate.stdout
+    out = str(tmp_path / "out")
+    status = synth_main(["jobs", "dev", "--project-dir", str(project), "--out", out])
+    result = capsys.readouterr()
+    assert status == 1, result.out + result.err
+    assert "NO" in result.out
+    assert synth_main(["dev", "--project-dir", str(project), "--out", out]) == 1
+    assert "NOT RUNNABLE ml-dev/torch-trn1" in capsys.readouterr().out
 
 
-def test_jobs_command_exits_two_on_a_bad_stack() -> None:
-    result = synth_cli("jobs", "no-such-stack")
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
+def test_jobs_command_exits_two_on_a_bad_stack(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert synth_main(["jobs", "no-such-stack", "--out", str(tmp_path)]) == 2
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def _project_copy(tmp_path: Any) -> Any:

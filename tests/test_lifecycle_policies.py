@@ -22,6 +22,7 @@ from policies.rules import ALL_POLICIES
 from policies.rules.lifecycle import FIXED_IDENTITIES, retain_on_delete
 from synth.engine import ResourceRecord, synthesize
 from synth.stackfile import StackFile
+from tests.conftest import STACKS
 
 POLICIES = {policy.name: policy for policy in ALL_POLICIES}
 RETAINED = POLICIES["retained-resources-protected"]
@@ -97,7 +98,7 @@ def _findings(policy: Any, record: ResourceRecord, stack: str = "dev") -> list[A
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
-@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+@pytest.mark.parametrize("stack", STACKS)
 def test_a_retained_resource_must_be_protected(stack: str) -> None:
     bad = _findings(RETAINED, _record(RELEASE, {}, retainOnDelete=True), stack)
     assert [f.enforcementLevel for f in bad] == ["mandatory"]

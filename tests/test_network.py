@@ -16,8 +16,9 @@ from synth.diff import ABSENT, record_changes
 from synth.replacements import replacing_changes, triggers_of
 from synth.run import StackResult
 from synth.stackfile import load_stack
+from tests import component_runs as parts
 from tests.config_problems import assert_reported, problems_of
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 
 SUBNET = "aws:ec2/subnet:Subnet"
 
@@ -26,11 +27,9 @@ def _private_subnets(run: ProgramRun) -> list[dict[str, Any]]:
     return [r.inputs for r in run.of_type(SUBNET) if "-private-" in r.name]
 
 
-def test_private_subnet_per_zone_sized_for_pods_and_tagged(
-    run_platform: Callable[..., ProgramRun],
-) -> None:
+def test_private_subnet_per_zone_sized_for_pods_and_tagged(run_component: RunComponent) -> None:
     data = stack_data("staging")
-    run = run_platform(data, "staging")
+    run = run_component(parts.network, data, "staging")
     private = _private_subnets(run)
     assert sorted(s["availabilityZone"] for s in private) == data["network"]["availabilityZones"]
     for subnet in private:
@@ -44,11 +43,14 @@ def test_private_subnet_per_zone_sized_for_pods_and_tagged(
     assert all("karpenter.sh/discovery" not in s["tags"] for s in public)
 
 
-def test_nat_gateways_single_or_per_zone(run_platform: Callable[..., ProgramRun]) -> None:
+def test_nat_gateways_single_or_per_zone(run_component: RunComponent) -> None:
     data = stack_data("staging")
-    assert len(run_platform(data, "staging").of_type("aws:ec2/natGateway:NatGateway")) == 3
+    assert (
+        len(run_component(parts.network, data, "staging").of_type("aws:ec2/natGateway:NatGateway"))
+        == 3
+    )
     data["network"]["natGateways"] = "single"
-    run = run_platform(data, "staging")
+    run = run_component(parts.network, data, "staging")
     nats = run.of_type("aws:ec2/natGateway:NatGateway")
     assert len(nats) == 1
     # every private route table sends egress through that one gateway
@@ -61,10 +63,10 @@ def test_nat_gateways_single_or_per_zone(run_platform: Callable[..., ProgramRun]
     assert all(set(r.property_dependencies["natGatewayId"]) <= set(nat_id) for r in defaults)
 
 
-def test_routes_are_their_own_resources(run_platform: Callable[..., ProgramRun]) -> None:
+def test_routes_are_their_own_resources(synthesized: dict[str, StackResult]) -> None:
     """A route table's inline routes are its whole list: a later `up` would delete routes a VPN
     or peering added. So every route is an aws.ec2.Route and no table lists routes."""
-    run = run_platform(stack_data("prod"), "prod")
+    run = ProgramRun(synthesized["prod"].records)
     for table in run.of_type("aws:ec2/routeTable:RouteTable"):
         assert not table.inputs.get("routes"), table.name
     routes = run.of_type("aws:ec2/route:Route")
@@ -72,10 +74,10 @@ def test_routes_are_their_own_resources(run_platform: Callable[..., ProgramRun])
     assert len(public) == 1 and public[0].inputs["destinationCidrBlock"] == "0.0.0.0/0"
 
 
-def test_the_deploy_path_is_attached_and_routed(run_platform: Callable[..., ProgramRun]) -> None:
+def test_the_deploy_path_is_attached_and_routed(synthesized: dict[str, StackResult]) -> None:
     data = stack_data("prod")
     deploy = data["cluster"]["endpoint"]["deployFrom"]
-    run = run_platform(data, "prod")
+    run = ProgramRun(synthesized["prod"].records)
     (attachment,) = run.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment")
     assert attachment.inputs["transitGatewayId"] == deploy["transitGatewayId"]
     private = {r.urn for r in run.of_type("aws:ec2/subnet:Subnet") if "-private-" in r.name}
@@ -98,10 +100,10 @@ def test_the_deploy_path_is_attached_and_routed(run_platform: Callable[..., Prog
 
 
 def test_flow_logs_trust_only_this_accounts_flow_logs(
-    run_platform: Callable[..., ProgramRun],
+    synthesized: dict[str, StackResult],
 ) -> None:
     data = stack_data("dev")
-    run = run_platform(data, "dev")
+    run = ProgramRun(synthesized["dev"].records)
     role = run.one("aws:iam/role:Role", "network-flow-logs")
     (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
     assert statement["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"}
@@ -113,9 +115,9 @@ def test_flow_logs_trust_only_this_accounts_flow_logs(
 
 
 def test_s3_gateway_endpoint_serves_every_private_route_table(
-    run_platform: Callable[..., ProgramRun],
+    synthesized: dict[str, StackResult],
 ) -> None:
-    run = run_platform(stack_data("prod"), "prod")
+    run = ProgramRun(synthesized["prod"].records)
     endpoint = run.one("aws:ec2/vpcEndpoint:VpcEndpoint").inputs
     assert endpoint["serviceName"] == "com.amazonaws.us-east-1.s3"
     assert endpoint["vpcEndpointType"] == "Gateway"
@@ -123,9 +125,9 @@ def test_s3_gateway_endpoint_serves_every_private_route_table(
 
 
 def test_flow_logs_to_a_retained_log_group_with_a_scoped_role(
-    run_platform: Callable[..., ProgramRun],
+    synthesized: dict[str, StackResult],
 ) -> None:
-    run = run_platform(stack_data("dev"))
+    run = ProgramRun(synthesized["dev"].records)
     flow_log = run.one("aws:ec2/flowLog:FlowLog").inputs
     assert flow_log["trafficType"] == "REJECT"
     group = run.one("aws:cloudwatch/logGroup:LogGroup", "flow-logs").inputs
@@ -250,16 +252,14 @@ def _zone_to_add(data: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_adding_a_zone_changes_nothing_that_exists(
-    run_platform: Callable[..., ProgramRun], stack: str
-) -> None:
+def test_adding_a_zone_changes_nothing_that_exists(run_component: RunComponent, stack: str) -> None:
     data = stack_data(stack)
-    before = _network_resources(run_platform(data, stack), KEPT_TYPES)
+    before = _network_resources(run_component(parts.network, data, stack), KEPT_TYPES)
     added, pin = _zone_to_add(data)
     data["network"]["availabilityZones"].append(added)
     if pin is not None:
         data["network"].setdefault("subnetCidrs", {})[added] = pin
-    after_run = run_platform(data, stack)
+    after_run = run_component(parts.network, data, stack)
     after = _network_resources(after_run, KEPT_TYPES)
     assert {urn: after.get(urn) for urn in before} == before
     new = [r for r in after_run.of_type(SUBNET) if r.urn not in before]
@@ -268,12 +268,12 @@ def test_adding_a_zone_changes_nothing_that_exists(
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_reordering_zones_changes_no_network_resource(
-    run_platform: Callable[..., ProgramRun], stack: str
+    run_component: RunComponent, stack: str
 ) -> None:
     data = stack_data(stack)
-    before_run = run_platform(data, stack)
+    before_run = run_component(parts.network, data, stack)
     data["network"]["availabilityZones"].reverse()
-    after_run = run_platform(data, stack)
+    after_run = run_component(parts.network, data, stack)
     everything = tuple({r.type for r in before_run.records if "index:Network$" in r.urn})
     assert SUBNET in everything
     assert _network_resources(after_run, everything) == _network_resources(before_run, everything)
@@ -281,25 +281,25 @@ def test_reordering_zones_changes_no_network_resource(
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_reordering_zones_changes_no_resource_of_the_stack(
-    run_platform: Callable[..., ProgramRun], stack: str
+    run_platform: Callable[..., ProgramRun], synthesized: dict[str, StackResult], stack: str
 ) -> None:
     """Not the cluster's or the system node group's subnets either: both are sets upstream
     (terraform-provider-aws eks/cluster.go vpc_config.subnet_ids, eks/node_group.go
     subnet_ids), passed sorted by zone, so a new order is no diff."""
     data = stack_data(stack)
-    before = {r.urn: r.inputs for r in run_platform(data, stack).records}
+    before = {r.urn: r.inputs for r in synthesized[stack].records}
     data["network"]["availabilityZones"].reverse()
     assert {r.urn: r.inputs for r in run_platform(data, stack).records} == before
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_adding_a_zone_replaces_only_the_system_node_group_and_diff_says_so(
-    run_platform: Callable[..., ProgramRun], stack: str
+    run_platform: Callable[..., ProgramRun], synthesized: dict[str, StackResult], stack: str
 ) -> None:
     """The node group's subnets are ForceNew (synth/replacements.py): it is replaced (the new
     group first, its name being a prefix), the cluster's subnets update in place."""
     data = stack_data(stack)
-    before = {r.urn: r for r in run_platform(data, stack).records}
+    before = {r.urn: r for r in synthesized[stack].records}
     added, pin = _zone_to_add(data)
     data["network"]["availabilityZones"].append(added)
     if pin is not None:
@@ -317,16 +317,14 @@ def test_adding_a_zone_replaces_only_the_system_node_group_and_diff_says_so(
     assert replaced == {"aws:eks/nodeGroup:NodeGroup"}
 
 
-def test_adding_a_zone_to_a_fresh_stack_takes_the_next_slot(
-    run_platform: Callable[..., ProgramRun],
-) -> None:
+def test_adding_a_zone_to_a_fresh_stack_takes_the_next_slot(run_component: RunComponent) -> None:
     """A stack without pinned blocks: zone c lands at slot 2, and a and b stay."""
     data = stack_data("staging")
     data["network"].pop("subnetCidrs", None)
     data["network"]["availabilityZones"] = ["us-east-2b", "us-east-2a"]
-    before = _network_resources(run_platform(data, "staging"), KEPT_TYPES)
+    before = _network_resources(run_component(parts.network, data, "staging"), KEPT_TYPES)
     data["network"]["availabilityZones"].append("us-east-2c")
-    run = run_platform(data, "staging")
+    run = run_component(parts.network, data, "staging")
     assert {urn: r for urn, r in _network_resources(run, KEPT_TYPES).items() if urn in before} == (
         before
     )
@@ -348,14 +346,14 @@ def test_a_zone_that_lands_on_a_pinned_block_is_refused_before_anything_is_regis
 
 
 def test_single_nat_gateway_stays_in_the_zone_with_the_lowest_letter(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("staging")
     del data["network"]["subnetCidrs"]
     data["network"]["natGateways"] = "single"
     for order in (["us-east-2c", "us-east-2b", "us-east-2a"], ["us-east-2b", "us-east-2a"]):
         data["network"]["availabilityZones"] = order
-        run = run_platform(data, "staging")
+        run = run_component(parts.network, data, "staging")
         (nat,) = run.of_type("aws:ec2/natGateway:NatGateway")
         (subnet,) = [
             s for s in run.of_type(SUBNET) if s.urn in nat.property_dependencies["subnetId"]
@@ -391,10 +389,10 @@ def test_existing_subnets_keep_the_addresses_they_were_deployed_with(
 
 
 def test_the_vpcs_default_group_is_adopted_with_no_rules(
-    run_platform: Callable[..., ProgramRun],
+    synthesized: dict[str, StackResult],
 ) -> None:
     """EC2's default group admits all traffic among its members; the stack leaves it empty."""
-    run = run_platform(stack_data("dev"), "dev")
+    run = ProgramRun(synthesized["dev"].records)
     (group,) = run.of_type("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup")
     assert group.inputs["ingress"] == [] and group.inputs["egress"] == []
     vpc = run.one("aws:ec2/vpc:Vpc")

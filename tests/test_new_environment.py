@@ -1,16 +1,20 @@
 """Adding an environment: the how-to's steps give a stack that synthesizes and passes the suite.
 
-The end-to-end test copies the repository, runs the commands of the first bash block of
-docs/how-to/add-an-environment.md in the copy, and runs there the synthesis of the new stack and
-the tests that follow the set of stacks (config, CI), the way a newcomer would.
+The end-to-end test copies the repository and runs the commands of the first bash block of
+docs/how-to/add-an-environment.md in the copy, the way a newcomer would; then the synthesis of the
+new stack there, and the tests that follow the set of stacks (config, CI, docs). It shows the rest
+of the suite would pass without running it: the new stack synthesizes to its source's synthesis
+under another name, and every test parametrized over the stacks gets it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,16 +27,33 @@ from synth.environment import (
     renamed_stack,
     with_matrix_stack,
 )
+from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT, load_stack, stack_names
-from tests.conftest import REFERENCE_ENV, reference_root
+from tests.conftest import REFERENCE_ENV, STACKS, reference_root
 
 SECTION = "docs/how-to/add-an-environment.md"
 """The page whose first bash block holds the steps."""
-NOT_CLONED = {".git", ".venv", "build"}
+NOT_CLONED = {".git", ".venv", ".venv-scan", ".venv-docs", "build"}
 CACHES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+SYNTHESIS_FILES = ("resources.json", "policy-report.json", "jobs.json")
+"""What a stack's synthesis says: every resource, the policy findings, the jobs model."""
+MOCK_VALUES = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9A-Fa-f]{7,}")
+"""Ids, generated names and key ids: hashes of resource names (synth.engine.PlatformMocks)."""
+NOT_INHERITED = ("PYTEST_XDIST_", "PYTEST_CURRENT_TEST")
+"""What this run's pytest tells its own processes, which the copy's run is not one of."""
+FOLLOW_THE_SET_OF_STACKS = (
+    "tests/test_ci.py",
+    "tests/test_config.py",
+    "tests/test_new_environment.py",
+    "tests/test_deploying_docs.py",
+)
+"""Tests that hold the set of stacks to other files (CI matrix, policy configs, docs)."""
+FOLLOW_THE_DOCUMENTED_STACKS = ("tests/test_deploying_docs.py",)
+"""Parametrized by the stacks docs/how-to/deploy.md describes, which a new one is not until its
+owner writes its section."""
 
 
-def _readme_steps() -> str:
+def _how_to_steps() -> str:
     """The first bash block of the how-to page on adding an environment."""
     page = REPOSITORY_ROOT / SECTION
     assert page.is_file(), f"no page {SECTION}"
@@ -107,15 +128,26 @@ def test_plan_copies_the_policy_config_of_its_source() -> None:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_copy_of_dev_made_by_the_readme_steps_synthesizes_and_passes(tmp_path: Path) -> None:
-    steps = _readme_steps()
+def test_an_environment_made_by_the_how_to_steps_passes_the_suite_as_it_is(
+    synthesized: dict[str, StackResult], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The how-to's steps, run in a copy of the repository, give a stack that passes the suite.
+
+    Without running the suite again: the new stack synthesizes to its source's synthesis with
+    another name (so the tests of its synthesis pass as its source's do), with its policies
+    passing and every job path runnable; every test parametrized over the stacks has as many
+    instances for it as for its source; and the tests that compare the set of stacks with other
+    files (the CI matrix, policy configs, docs) pass in the copy.
+    """
+    steps = _how_to_steps()
     copy = _copy_repository(tmp_path / "repo")
     if not (copy / ".venv").resolve().is_dir():
         pytest.fail("no .venv in this checkout: run scripts/setup first")
     # The copy is elsewhere, so its ../shared is not this checkout's: point it at ours.
     environment = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith(NOT_INHERITED)},
         REFERENCE_ENV: str(reference_root()),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
@@ -124,29 +156,72 @@ def test_a_copy_of_dev_made_by_the_readme_steps_synthesizes_and_passes(tmp_path:
         cwd=copy, capture_output=True, text=True, env=environment, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    created = re.findall(r"scripts/new-environment (\S+)", steps)
-    assert created, "the README steps create no environment"
-    name = created[0]
+    created = re.findall(r"scripts/new-environment (\S+)(?: --from (\S+))?", steps)
+    assert created, "the how-to's steps create no environment"
+    name, source = created[0][0], created[0][1] or "dev"
     stack = load_stack(name, copy)
     assert stack.platform["environment"] == name
+    assert not (REPOSITORY_ROOT / "stacks" / f"Pulumi.{name}.yaml").exists()
     python = str(copy / ".venv" / "bin" / "python")
     synthesis = subprocess.run(
         [python, "-m", "synth", name, "--out", str(tmp_path / "out")],
         cwd=copy, capture_output=True, text=True, env=environment, check=False,
     )  # fmt: skip
+    # Exit 0: no mandatory policy violation, every job path the stack promises runs.
     assert synthesis.returncode == 0, synthesis.stdout + synthesis.stderr
-    # The tests that follow the set of stacks, and every test run for the new stack by name.
+    for file in SYNTHESIS_FILES:
+        written = (tmp_path / "out" / name / file).read_text()
+        expected = (synthesized[source].written.directory / file).read_text()
+        assert _masked(written.replace(name, source)) == _masked(expected), file
+
+    # The copy's run leaves out the tests that read syntheses: the other stacks' are this
+    # checkout's, which this run checks, and the new one's was compared above.
+    ids = tmp_path / "collected.json"
+    others = sorted(
+        f"tests/{path.name}"
+        for path in (copy / "tests").glob("test_*.py")
+        if f"tests/{path.name}" not in FOLLOW_THE_SET_OF_STACKS
+    )
     suite = subprocess.run(
-        [python, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-         "tests/test_ci.py", "tests/test_config.py", "tests/test_reference_lock.py",
-         "tests/test_new_environment.py", "tests/test_deploying_docs.py", "-k", "not copy_of_dev"],
+        [python, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "--assert=plain",
+         "-p", "tests.collected_ids", "--collected-ids", str(ids), "--without-fixture",
+         "synthesized", "tests",
+         *(option for path in [*others, request.node.nodeid] for option in ("--deselect", path))],
         cwd=copy, capture_output=True, text=True, env=environment, check=False,
     )  # fmt: skip
     assert suite.returncode == 0, suite.stdout[-4000:] + suite.stderr[-2000:]
-    by_name = subprocess.run(
-        [python, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests", "-k", name],
-        cwd=copy, capture_output=True, text=True, env=environment, check=False,
-    )  # fmt: skip
-    assert by_name.returncode == 0, by_name.stdout[-4000:] + by_name.stderr[-2000:]
-    assert " passed" in by_name.stdout.splitlines()[-1], by_name.stdout[-500:]
-    assert not (REPOSITORY_ROOT / "stacks" / f"Pulumi.{name}.yaml").exists()
+    assert " passed" in suite.stdout.splitlines()[-1], suite.stdout[-500:]
+
+    collected = json.loads(ids.read_text())
+    stacks = stack_names(copy)
+    assert set(stacks) == {*STACKS, name}
+    counts = {s: _instances(collected, s, stacks) for s in stacks}
+    # Parametrized over the stack files: an instance for each stack of this checkout.
+    per_stack = {
+        function
+        for function in set.intersection(*(set(counts[s]) for s in STACKS))
+        if not function.startswith(FOLLOW_THE_DOCUMENTED_STACKS)
+    }
+    assert per_stack, "no test is parametrized over the stacks"
+    missing = {f: counts[source][f] for f in per_stack if counts[name][f] != counts[source][f]}
+    assert missing == {}, f"tests without the new stack (instances for {source} shown)"
+
+
+def _masked(text: str) -> str:
+    """``text`` with the values the mock engine derives from resource names masked."""
+    return MOCK_VALUES.sub("#", text)
+
+
+def _instances(ids: list[str], stack: str, stacks: list[str]) -> Counter[str]:
+    """Per test function, how many of its instances are ``stack``'s.
+
+    An instance is the stack's whose parameters name it first among the stacks (a team of a
+    copied stack keeps its name, ``ml-dev``, under the new stack).
+    """
+    counts: Counter[str] = Counter()
+    for test_id in ids:
+        function, _, parameters = test_id.partition("[")
+        named = [t for t in re.split(r"[^A-Za-z0-9_]+", parameters) if t in stacks]
+        if named[:1] == [stack]:
+            counts[function] += 1
+    return counts

@@ -34,7 +34,8 @@ from components.node_pools import (
 from components.user_data import hugepages_script
 from synth.engine import ResourceRecord
 from synth.run import StackResult
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests import component_runs as parts
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -741,14 +742,14 @@ def test_node_pools_depend_on_their_classes_and_karpenter(case: StackCase) -> No
 # --------------------------------------------------------------------------- mutated configs
 
 
-def test_placement_group_can_be_switched_off(run_platform: Callable[..., ProgramRun]) -> None:
+def test_placement_group_can_be_switched_off(run_component: RunComponent) -> None:
     data = stack_data("staging")
     (p5,) = [p for p in data["nodePools"] if p["name"] == "p5"]
     assert _expects_efa(p5)
-    before = run_platform(data, "staging")
+    before = run_component(parts.node_pools, data, "staging")
     p5_group = _by_object_name(before, NODE_CLASS, "p5").inputs["spec"]["placementGroupSelector"]
     p5["placementGroup"] = False
-    run = run_platform(data, "staging")
+    run = run_component(parts.node_pools, data, "staging")
     names = [g.inputs["name"] for g in run.of_type(PLACEMENT_GROUP)]
     assert p5_group["name"] not in names
     assert len(names) == len(before.of_type(PLACEMENT_GROUP)) - 1
@@ -768,13 +769,13 @@ def test_placement_group_can_be_switched_off(run_platform: Callable[..., Program
 
 
 def test_capacity_reservation_tags_become_a_selector_term(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
     (trn1,) = [p for p in data["nodePools"] if p["name"] == "trn1"]
     trn1["capacityType"] = "reserved"
     trn1["capacityReservationTags"] = {"purpose": "training", "team": "neuron"}
-    run = run_platform(data, "dev")
+    run = run_component(parts.node_pools, data, "dev")
     spec = _by_object_name(run, NODE_CLASS, "trn1").inputs["spec"]
     assert spec["capacityReservationSelectorTerms"] == [
         {"tags": {"purpose": "training", "team": "neuron"}}
@@ -788,11 +789,11 @@ def test_capacity_reservation_tags_become_a_selector_term(
     )
 
 
-def test_reservation_ids_and_tags_together(run_platform: Callable[..., ProgramRun]) -> None:
+def test_reservation_ids_and_tags_together(run_component: RunComponent) -> None:
     data = stack_data("prod")
     (p5,) = [p for p in data["nodePools"] if p["name"] == "p5"]
     p5["capacityReservationTags"] = {"purpose": "training"}
-    run = run_platform(data, "prod")
+    run = run_component(parts.node_pools, data, "prod")
     terms = _by_object_name(run, NODE_CLASS, "p5").inputs["spec"][
         "capacityReservationSelectorTerms"
     ]

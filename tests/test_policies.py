@@ -7,8 +7,8 @@ provider, or the protect flag), and runs one policy the way the analyzer would.
 from __future__ import annotations
 
 import copy
+import functools
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,10 +25,11 @@ from policies.offline import (
 )
 from policies.rules import ALL_POLICIES, tenancy
 from policies.rules.governance import accepts_tags
+from synth.__main__ import main as synth_main
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
-from tests.conftest import STACKS, synth_cli
+from tests.conftest import STACKS
 
 POLICIES = {policy.name: policy for policy in ALL_POLICIES}
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -41,8 +42,28 @@ Entry = dict[str, Any]
 Mutation = Callable[[Entry], None]
 
 
+PolicyRun = Callable[[Policy, str], list[Any]]
+
+
 def _records(result: StackResult) -> list[Entry]:
-    return [copy.deepcopy(record.to_json()) for record in result.records]
+    """A stack's records as JSON entries, to edit: a deep copy (by JSON, which they are)."""
+    entries: list[Entry] = json.loads(json.dumps([r.to_json() for r in result.records]))
+    return entries
+
+
+@pytest.fixture(scope="session")
+def as_synthesized(synthesized: dict[str, StackResult]) -> PolicyRun:
+    """One policy's findings on a stack as synthesized, with its config: once a session.
+
+    Many parametrized tests first show their policy passes every stack as it is; the answer
+    is the same for each of their cases.
+    """
+
+    @functools.cache
+    def run(policy: Policy, stack: str) -> list[Any]:
+        return evaluate(synthesized[stack].records, load_policy_config(stack), policies=[policy])
+
+    return run
 
 
 def eks_cluster_entry(component: Entry) -> Entry:
@@ -757,11 +778,13 @@ def _fsx_without_destination(entries: list[Entry]) -> Entry:
     ],
 )
 def test_every_log_is_written_to_a_customer_keyed_group_of_the_stack(
-    synthesized: dict[str, StackResult], change: Callable[[list[Entry]], Entry], words: str
+    synthesized: dict[str, StackResult],
+    as_synthesized: PolicyRun,
+    change: Callable[[list[Entry]], Entry],
+    words: str,
 ) -> None:
     for stack in STACKS:
-        entries = _records(synthesized[stack])
-        assert _run_policy(POLICIES["log-groups-encrypted-customer-key"], entries, stack) == []
+        assert as_synthesized(POLICIES["log-groups-encrypted-customer-key"], stack) == []
     entries = _records(synthesized["prod"])
     culprit = change(entries)
     findings = _run_policy(POLICIES["log-groups-encrypted-customer-key"], entries, "prod")
@@ -953,22 +976,19 @@ def test_disabled_policy_does_not_run(synthesized: dict[str, StackResult]) -> No
 
 
 def test_check_command_gates_a_modified_plan(
-    synthesized: dict[str, StackResult], tmp_path: Path
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     entries = _records(synthesized["prod"])
     resources = tmp_path / "resources.json"
     resources.write_text(json.dumps(entries))
-
-    def check() -> subprocess.CompletedProcess[str]:
-        return synth_cli("check", str(resources), "--stack", "prod")
-
-    passing = check()
-    assert passing.returncode == 0, passing.stdout + passing.stderr
+    argv = ["check", str(resources), "--stack", "prod"]
+    passing = synth_main(argv)
+    out, err = capsys.readouterr()
+    assert passing == 0, out + err
     _target(entries, "aws:kms/key:Key", "")["inputs"]["enableKeyRotation"] = False
     resources.write_text(json.dumps(entries))
-    failing = check()
-    assert failing.returncode == 1
-    assert "MANDATORY kms-key-rotation" in failing.stdout
+    assert synth_main(argv) == 1
+    assert "MANDATORY kms-key-rotation" in capsys.readouterr().out
     report = json.loads((tmp_path / "policy-report.json").read_text())
     assert [f["policy"] for f in report] == ["kms-key-rotation"]
     assert set(report[0]) == {"policy", "enforcementLevel", "urn", "message"}
@@ -1033,11 +1053,14 @@ def _bucket_part(entries: list[Entry], kind: str, bucket: Entry) -> Entry:
     ],
 )
 def test_buckets_hardened(
-    synthesized: dict[str, StackResult], kind: str, mutation: Mutation, words: str
+    synthesized: dict[str, StackResult],
+    as_synthesized: PolicyRun,
+    kind: str,
+    mutation: Mutation,
+    words: str,
 ) -> None:
     for stack in STACKS:
-        entries = _records(synthesized[stack])
-        assert _run_policy(POLICIES["buckets-hardened"], entries, stack) == []
+        assert as_synthesized(POLICIES["buckets-hardened"], stack) == []
     entries = _records(synthesized["prod"])
     bucket = _target(entries, BUCKET, "checkpoints")
     mutation(_bucket_part(entries, kind, bucket))
@@ -1214,11 +1237,11 @@ def test_fsx_encrypted_with_customer_key(synthesized: dict[str, StackResult], ke
     ],
 )
 def test_root_is_squashed_on_every_file_system(
-    synthesized: dict[str, StackResult], mutation: Mutation, words: str
+    synthesized: dict[str, StackResult], as_synthesized: PolicyRun, mutation: Mutation, words: str
 ) -> None:
     policy = POLICIES["fsx-root-squashed"]
     for stack in STACKS:
-        assert _run_policy(policy, _records(synthesized[stack]), stack) == []
+        assert as_synthesized(policy, stack) == []
     entries = _records(synthesized["prod"])
     file_system = _target(entries, FILE_SYSTEM, "")
     mutation(file_system)
@@ -1230,10 +1253,12 @@ def _team_volume(entries: list[Entry], volume_name: str) -> Entry:
     return _target(entries, "kubernetes:core/v1:PersistentVolume", f"={volume_name}")
 
 
-def test_a_team_volume_mounts_only_its_own_directory(synthesized: dict[str, StackResult]) -> None:
+def test_a_team_volume_mounts_only_its_own_directory(
+    synthesized: dict[str, StackResult], as_synthesized: PolicyRun
+) -> None:
     policy = POLICIES["lustre-team-volumes-isolated"]
     for stack in STACKS:
-        assert _run_policy(policy, _records(synthesized[stack]), stack) == []
+        assert as_synthesized(policy, stack) == []
     # the whole file system
     entries = _records(synthesized["prod"])
     volume = _team_volume(entries, "storage-pv-ml-product-lustre-checkpoints")
@@ -1261,10 +1286,12 @@ def test_a_team_volume_mounts_only_its_own_directory(synthesized: dict[str, Stac
     ), [f.message for f in findings]
 
 
-def test_lustre_volumes_mount_only_on_nodes_that_can(synthesized: dict[str, StackResult]) -> None:
+def test_lustre_volumes_mount_only_on_nodes_that_can(
+    synthesized: dict[str, StackResult], as_synthesized: PolicyRun
+) -> None:
     policy = POLICIES["lustre-volumes-on-clients"]
     for stack in STACKS:
-        assert _run_policy(policy, _records(synthesized[stack]), stack) == []
+        assert as_synthesized(policy, stack) == []
     # a volume any node may mount: a pod lands on general, without the client group
     entries = _records(synthesized["prod"])
     volume = _team_volume(entries, "storage-pv-ml-product-lustre-checkpoints")
@@ -1294,11 +1321,15 @@ def test_lustre_volumes_mount_only_on_nodes_that_can(synthesized: dict[str, Stac
     ],
 )
 def test_lustre_volumes_record_access_times(
-    synthesized: dict[str, StackResult], field: str, value: Any, words: str
+    synthesized: dict[str, StackResult],
+    as_synthesized: PolicyRun,
+    field: str,
+    value: Any,
+    words: str,
 ) -> None:
     policy = POLICIES["lustre-volumes-record-access"]
     for stack in STACKS:
-        assert _run_policy(policy, _records(synthesized[stack]), stack) == []
+        assert as_synthesized(policy, stack) == []
     entries = _records(synthesized["prod"])
     volume = _team_volume(entries, "storage-pv-ml-product-lustre-datasets")
     spec = volume["inputs"]["spec"]
@@ -1320,11 +1351,11 @@ def test_two_volumes_cannot_share_a_handle(synthesized: dict[str, StackResult]) 
     assert "one volume per handle" in findings[0].message
 
 
-def test_fsx_must_sit_in_the_efa_pools_zone(synthesized: dict[str, StackResult]) -> None:
+def test_fsx_must_sit_in_the_efa_pools_zone(
+    synthesized: dict[str, StackResult], as_synthesized: PolicyRun
+) -> None:
     for stack in STACKS:
-        assert (
-            _run_policy(POLICIES["fsx-in-training-zone"], _records(synthesized[stack]), stack) == []
-        )
+        assert as_synthesized(POLICIES["fsx-in-training-zone"], stack) == []
     entries = _records(synthesized["staging"])
     file_system = _target(entries, FILE_SYSTEM, "")
     elsewhere = _target(entries, "aws:ec2/subnet:Subnet", "network-private-us-east-2c")
@@ -1579,9 +1610,11 @@ def test_queue_shares_ordered(
     assert any(words in f.message for f in findings)
 
 
-def test_queues_fit_the_pools(synthesized: dict[str, StackResult]) -> None:
+def test_queues_fit_the_pools(
+    synthesized: dict[str, StackResult], as_synthesized: PolicyRun
+) -> None:
     for stack in STACKS:
-        assert _run_policy(POLICIES["queues-fit-pools"], _records(synthesized[stack]), stack) == []
+        assert as_synthesized(POLICIES["queues-fit-pools"], stack) == []
     entries = _records(synthesized["prod"])
     pool = _target(entries, NODE_POOL, "=pools-p5en")
     # p5en's own NodePool without GPUs: p5's 14 nodes (112 GPUs; its other 2 are Slurm's
@@ -1707,11 +1740,13 @@ def test_runtime_gang_scheduled(
     ],
 )
 def test_runtime_requests_match_pool(
-    synthesized: dict[str, StackResult], change: Callable[[dict[str, Any]], Any], words: str
+    synthesized: dict[str, StackResult],
+    as_synthesized: PolicyRun,
+    change: Callable[[dict[str, Any]], Any],
+    words: str,
 ) -> None:
     for stack in STACKS:
-        entries = _records(synthesized[stack])
-        assert _run_policy(POLICIES["runtime-requests-match-pool"], entries, stack) == []
+        assert as_synthesized(POLICIES["runtime-requests-match-pool"], stack) == []
     entries = _records(synthesized["prod"])
     runtime = _target(entries, RUNTIME, "trainer-ml-research-mpi-p5")
     change(_node_pod(runtime, "launcher"))

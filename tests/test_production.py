@@ -11,8 +11,9 @@ import pytest
 
 from components.config import parse_platform_config
 from synth.run import StackResult
+from tests import component_runs as parts
 from tests.config_problems import MISSING, assert_reported
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 KEY = "aws:kms/key:Key"
@@ -245,13 +246,13 @@ def test_the_file_system_sends_lustre_only_and_only_to_its_clients(
 
 
 def test_lustre_logging_disabled_names_no_destination(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     """FSx refuses a log destination with level DISABLED (botocore fsx
     LustreLogCreateConfiguration.Destination)."""
     data = stack_data("prod")
     data["storage"]["lustre"]["logLevel"] = "DISABLED"
-    run = run_platform(data, "prod")
+    run = run_component(parts.storage, data, "prod")
     file_system = run.one("aws:fsx/lustreFileSystem:LustreFileSystem")
     assert file_system.inputs["logConfiguration"] == {"level": "DISABLED"}
     assert not [g for g in run.of_type(LOG_GROUP) if g.inputs["name"].startswith("/aws/fsx/")]

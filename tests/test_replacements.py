@@ -283,6 +283,7 @@ def _base_with(
     return base
 
 
+@pytest.mark.usefixtures("replay_synthesis")
 @pytest.mark.parametrize(
     ("options", "status"), [([], 1), (["--gate"], 1), (["--allow-replace", "--gate"], 0)]
 )
@@ -300,6 +301,7 @@ def test_the_command_refuses_a_replacement_unless_allowed(
     assert "! file system: aws:fsx/lustreFileSystem:LustreFileSystem" in out
 
 
+@pytest.mark.usefixtures("replay_synthesis")
 @pytest.mark.parametrize(("options", "status"), [([], 1), (["--gate"], 0)])
 def test_the_command_does_not_refuse_an_update(
     synthesized: dict[str, StackResult],
@@ -328,6 +330,7 @@ def _project_with(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Pat
     return project
 
 
+@pytest.mark.slow
 def test_moving_an_association_to_a_new_path_is_refused_even_when_replacing_is_allowed(
     synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -369,6 +372,7 @@ def test_an_association_on_its_own_paths_collides_with_nothing(dev: Synthesis) -
     assert "fileSystemPath" in collision  # a path inside the old one overlaps it
 
 
+@pytest.mark.slow
 def test_moving_the_training_zone_replaces_the_file_system_as_the_docs_show(
     synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

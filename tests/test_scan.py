@@ -1,6 +1,7 @@
 """The second opinion: checkov's AWS and Kubernetes rules on every stack, and the waiver gate.
 
-These run the pinned checkov (requirements-scan.txt, in .venv-scan; scripts/test sets it up).
+These run the pinned checkov (requirements-scan.txt, in .venv-scan; scripts/test sets it up), a
+subprocess of a few seconds each: the tests that run it are marked slow.
 Without it they fail with the command that installs it: a scan that did not run is not a pass.
 """
 
@@ -38,6 +39,7 @@ def findings(synthesized: dict[str, StackResult]) -> dict[str, list[Finding]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_finding_of_every_stack_is_waived_with_a_reason(
     findings: dict[str, list[Finding]], stack: str
@@ -47,10 +49,12 @@ def test_every_finding_of_every_stack_is_waived_with_a_reason(
     assert left == [], render(stack, findings[stack], load_waivers())
 
 
+@pytest.mark.slow
 def test_no_waiver_waives_nothing(findings: dict[str, list[Finding]]) -> None:
     assert idle(load_waivers(), findings) == []
 
 
+@pytest.mark.slow
 def test_the_scan_reads_the_pods_inside_custom_resources(
     findings: dict[str, list[Finding]],
 ) -> None:
@@ -60,6 +64,7 @@ def test_the_scan_reads_the_pods_inside_custom_resources(
     assert any(r.startswith("Pod.ml-research.") for r in resources)
 
 
+@pytest.mark.slow
 def test_the_aws_scan_reads_the_terraform_export(findings: dict[str, list[Finding]]) -> None:
     assert any(f.resource.startswith("aws_s3_bucket.") for f in findings["prod"])
     assert {f.file for f in findings["prod"]} >= {"terraform-plan.json"}
@@ -75,6 +80,7 @@ def _write_plan(directory: Path, plan: dict[str, Any]) -> None:
     (directory / "terraform-plan.json").write_text(json.dumps(plan))
 
 
+@pytest.mark.slow
 def test_a_seeded_aws_violation_fails_the_gate(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:
@@ -107,6 +113,7 @@ def test_a_seeded_aws_violation_fails_the_gate(
     }
 
 
+@pytest.mark.slow
 def test_a_seeded_admin_policy_fails_the_gate(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:
@@ -127,6 +134,7 @@ def test_a_seeded_admin_policy_fails_the_gate(
     assert {resource for _, resource in left} == {policy["address"]}
 
 
+@pytest.mark.slow
 def test_a_plan_resource_checkov_does_not_read_fails_the_scan(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:
@@ -151,17 +159,20 @@ def _seeded(synthesized: dict[str, StackResult], tmp_path: Path) -> tuple[Path, 
     return copy, f"Pod.ml-dev.{pod['metadata']['name']}"
 
 
+@pytest.mark.slow
 def test_a_seeded_violation_fails_the_gate(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:
     directory, resource = _seeded(synthesized, tmp_path)
-    left = unwaived(kubernetes_findings(directory), load_waivers(), "dev")
+    found = kubernetes_findings(directory)
+    left = unwaived(found, load_waivers(), "dev")
     checks = {f.check for f in left if f.resource == resource}
     assert {"CKV_K8S_16", "CKV_K8S_19"} <= checks  # privileged, host network
-    text = render("dev", kubernetes_findings(directory), load_waivers())
+    text = render("dev", found, load_waivers())
     assert f"CKV_K8S_16 {resource}" in text and "not waived" in text
 
 
+@pytest.mark.slow
 def test_a_skip_annotation_cannot_silence_a_finding(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:
@@ -175,6 +186,7 @@ def test_a_skip_annotation_cannot_silence_a_finding(
         kubernetes_findings(directory)
 
 
+@pytest.mark.slow
 def test_a_document_checkov_cannot_read_fails_the_scan(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:
@@ -185,6 +197,7 @@ def test_a_document_checkov_cannot_read_fails_the_scan(
         kubernetes_findings(copy)
 
 
+@pytest.mark.slow
 def test_node_set_waivers_do_not_cover_the_login_pod(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:
@@ -201,6 +214,7 @@ def test_node_set_waivers_do_not_cover_the_login_pod(
     assert {f.check for f in left} == {"CKV_K8S_16", "CKV_K8S_28"}
 
 
+@pytest.mark.slow
 def test_node_set_waivers_do_not_cover_slurms_daemons_or_database(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:
@@ -263,6 +277,7 @@ def test_without_checkov_the_scan_says_how_to_install_it(tmp_path: Path) -> None
         aws_findings(tmp_path, checkov=tmp_path / "missing")
 
 
+@pytest.mark.slow
 def test_a_policy_document_lost_from_the_export_fails_the_scan(
     synthesized: dict[str, StackResult], tmp_path: Path
 ) -> None:

@@ -10,7 +10,6 @@ here rather than imported from the program.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
@@ -23,7 +22,8 @@ from components.config import ConfigError, TeamConfig, parse_platform_config, po
 from components.scheduling import queue_spec, scheduler_config, volcano_values
 from synth.engine import ResourceRecord
 from synth.run import StackResult
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests import component_runs as parts
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.schemas import validation_errors
 
 SCHEDULING = "trainingplatform:index:Scheduling"
@@ -402,14 +402,14 @@ def test_queue_shares_fit_the_pools(runs: dict[str, ProgramRun], stack: str) -> 
 
 
 def test_queue_of_a_team_without_queue_settings_uses_the_defaults(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
     data["teams"].append(
         {"name": "ml-minimal", "gid": 5999, "quota": {"gpus": 1, "efaInterfaces": 2}}
     )
     data["teams"][0]["queue"]["deserved"]["gpus"] = 1  # leave room in dev's two GPUs
-    run = run_platform(data, "dev")
+    run = run_component(parts.scheduling, data, "dev")
     spec = _queue(run, "ml-minimal").inputs["spec"]
     assert _as_config(spec) == {
         "weight": 1,
@@ -422,11 +422,11 @@ def test_queue_of_a_team_without_queue_settings_uses_the_defaults(
 
 
 def test_no_teams_no_queues_but_volcano_and_classes(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
     data["teams"] = []
-    run = run_platform(data, "dev")
+    run = run_component(parts.scheduling, data, "dev")
     assert run.of_type(QUEUE) == []
     _volcano(run)
     assert len(run.of_type(PRIORITY_CLASS)) == 3

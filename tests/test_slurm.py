@@ -31,8 +31,9 @@ from components import versions
 from components.config import parse_platform_config
 from synth.engine import SECRET_MARK, ResourceRecord
 from synth.run import StackResult
+from tests import component_runs as parts
 from tests.config_problems import MISSING, assert_reported, problems_of
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import Mutation, delete_at, set_at
 from tests.schemas import validation_errors
@@ -794,11 +795,11 @@ def test_every_partition_is_one_node_set_and_one_is_the_default(
 
 
 def test_the_default_partition_can_be_another_node_sets(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("prod")
     data["slurm"]["defaultPartition"] = data["slurm"]["nodeSets"][1]["pool"]
-    run = run_platform(data, "prod")
+    run = run_component(parts.slurm, data, "prod")
     assert _default_partitions(run) == [data["slurm"]["nodeSets"][1]["pool"]]
 
 
@@ -1003,13 +1004,13 @@ def test_state_volumes_are_encrypted_and_retained_only_where_protected(
 
 
 def test_protection_switches_the_state_volumes_retention(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     """The same stack keeps its state volumes once protected, and lets them go unprotected."""
     for protect in (True, False):
         data = stack_data("dev")
         data["protectStatefulResources"] = protect
-        run = run_platform(data, "dev")
+        run = run_component(parts.slurm, data, "dev")
         kept = "Retain" if protect else "Delete"
         database = _database(run)
         assert database.retain_on_delete is protect
@@ -1077,10 +1078,10 @@ def test_accounting_and_protection_cases_exist() -> None:
     assert not stack_data("dev").get("protectStatefulResources", False)
 
 
-def test_accounting_disabled_installs_no_database(run_platform: Callable[..., ProgramRun]) -> None:
+def test_accounting_disabled_installs_no_database(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["slurm"]["accounting"] = {"enabled": False}
-    run = run_platform(data, "dev")
+    run = run_component(parts.slurm, data, "dev")
     assert run.of_type(MARIADB) == []
     assert [r.name for r in run.of_type(RELEASE) if r.name in ACCOUNTING_RELEASES] == []
     values = _values(run, SLURM_RELEASE)

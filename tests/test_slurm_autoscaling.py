@@ -23,9 +23,10 @@ from components.slurm.autoscaling import (
     demand_query,
 )
 from synth.run import StackResult
+from tests import component_runs as parts
 from tests import docs_pages
 from tests.config_problems import assert_reported, problems_of
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity
 
 NODE_SET: Final = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
@@ -74,15 +75,15 @@ def test_every_node_set_has_a_scaler_bounded_by_its_share_of_the_pool(
 
 
 def test_an_idle_node_set_gives_its_nodes_back_unless_it_keeps_warm_ones(
-    run_platform: Any,
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("prod")
-    run = run_platform(data, "prod")
+    run = run_component(parts.slurm, data, "prod")
     cold = _named(_of(run, SCALED_OBJECT), "p5en").inputs["spec"]
     assert cold["idleReplicaCount"] == 0 and cold["minReplicaCount"] == 1
     (index,) = [i for i, s in enumerate(data["slurm"]["nodeSets"]) if s["pool"] == "p5en"]
     data["slurm"]["nodeSets"][index]["warmNodes"] = 2
-    warm_run = run_platform(data, "prod")
+    warm_run = run_component(parts.slurm, data, "prod")
     warm = _named(_of(warm_run, SCALED_OBJECT), "p5en").inputs["spec"]
     assert "idleReplicaCount" not in warm and warm["minReplicaCount"] == 2
     # the NodeSet starts at its floor; KEDA owns the count from then on

@@ -29,6 +29,7 @@ from components.slurm import (
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests import docs_pages
+from tests.conftest import STACKS
 
 DOCKERFILE = REPOSITORY_ROOT / "images" / "slurmd" / "Dockerfile"
 LOGIN_SHELL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -177,7 +178,7 @@ def test_the_srun_parser_finds_the_program_after_options() -> None:
     assert _srun_programs(readme) == ["neuron-ls"]
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", STACKS)
 def test_every_node_set_runs_the_task_prolog(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:

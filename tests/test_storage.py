@@ -42,8 +42,9 @@ from components.storage import (
 )
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
+from tests import component_runs as parts
 from tests.config_problems import assert_reported, problems_of
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity
 from tests.mutations import without_lustre, without_slurm
 from tests.schemas import validation_errors
@@ -486,11 +487,11 @@ def test_the_log_bucket_takes_only_this_stacks_log_delivery_and_logs_nothing(
 
 
 def test_access_logs_name_and_retention_are_configurable(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
     data["storage"]["accessLogs"] = {"bucketName": "acme-ml-access-logs", "retentionDays": 90}
-    run = run_platform(data, "dev")
+    run = run_component(parts.storage, data, "dev")
     log_bucket = _named(run, BUCKET, ACCESS_LOGS)
     assert log_bucket.inputs["bucket"] == "acme-ml-access-logs"
     rules = _part(run, LIFECYCLE, log_bucket).inputs["rules"]
@@ -573,11 +574,11 @@ def test_only_prod_protects_storage(cases: dict[str, StackCase]) -> None:
 
 
 def test_configured_bucket_name_is_used_everywhere(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
     data["storage"]["buckets"][0]["bucketName"] = "acme-ml-training-data"
-    run = run_platform(data, "dev")
+    run = run_component(parts.storage, data, "dev")
     (bucket,) = [b for b in run.of_type(BUCKET) if b.name != ACCESS_LOGS]
     assert bucket.inputs["bucket"] == "acme-ml-training-data"
     policy = json.loads(_part(run, BUCKET_POLICY, bucket).inputs["policy"])
@@ -842,13 +843,11 @@ def test_multi_association_stacks_exist() -> None:
 
 
 @pytest.mark.parametrize("stack", MULTI_ASSOCIATION_STACKS)
-def test_reordering_associations_changes_none(
-    run_platform: Callable[..., ProgramRun], stack: str
-) -> None:
+def test_reordering_associations_changes_none(run_component: RunComponent, stack: str) -> None:
     data = stack_data(stack)
-    before = _associations_by_urn(run_platform(data, stack))
+    before = _associations_by_urn(run_component(parts.storage, data, stack))
     data["storage"]["lustre"]["associations"].reverse()
-    after = _associations_by_urn(run_platform(data, stack))
+    after = _associations_by_urn(run_component(parts.storage, data, stack))
     assert set(after) == set(before)
     for urn, record in before.items():
         assert after[urn].inputs == record.inputs, record.name
@@ -857,18 +856,18 @@ def test_reordering_associations_changes_none(
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_growing_the_file_system_leaves_every_claim_unchanged(
-    run_platform: Callable[..., ProgramRun], stack: str
+    run_component: RunComponent, stack: str
 ) -> None:
     """The PV's capacity follows the file system (a PV's capacity may change); the claims'
     spec may not, so an update there would fail on the cluster."""
     data = stack_data(stack)
-    before = run_platform(data, stack)
+    before = run_component(parts.storage, data, stack)
     lustre = data["storage"]["lustre"]
     capacity = lustre["storageCapacityGiB"]
     # the next allowed SCRATCH_2/PERSISTENT_2 step: 1200 -> 2400, then +2400
     lustre["storageCapacityGiB"] = 2400 if capacity < 2400 else capacity + 2400
     lustre.pop("metadataIops", None)  # AUTOMATIC follows the capacity
-    after = run_platform(data, stack)
+    after = run_component(parts.storage, data, stack)
     claims = {c.urn: c.inputs for c in before.of_type(CLAIM)}
     assert claims
     assert {c.urn: c.inputs for c in after.of_type(CLAIM)} == claims
@@ -878,14 +877,14 @@ def test_growing_the_file_system_leaves_every_claim_unchanged(
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_a_new_prefix_replaces_the_association_in_place_and_delete_first(
-    run_platform: Callable[..., ProgramRun], stack: str
+    run_component: RunComponent, stack: str
 ) -> None:
     data = stack_data(stack)
-    before = _associations_by_urn(run_platform(data, stack))
+    before = _associations_by_urn(run_component(parts.storage, data, stack))
     raw = next(a for a in data["storage"]["lustre"]["associations"]
                if a["fileSystemPath"] == "/checkpoints")  # fmt: skip
     raw["s3Prefix"] = "checkpoints-v2/"
-    after = _associations_by_urn(run_platform(data, stack))
+    after = _associations_by_urn(run_component(parts.storage, data, stack))
     assert set(after) == set(before)
     (changed,) = [urn for urn in before if after[urn].inputs != before[urn].inputs]
     record = after[changed]
@@ -897,7 +896,7 @@ def test_a_new_prefix_replaces_the_association_in_place_and_delete_first(
 
 
 def test_associations_carry_the_alias_of_their_former_index_name(
-    monkeypatch: pytest.MonkeyPatch, run_platform: Callable[..., ProgramRun]
+    monkeypatch: pytest.MonkeyPatch, run_component: RunComponent
 ) -> None:
     """Stacks deployed when associations were named by position keep them: the alias maps the
     old URN to the new one, so the upgrade updates nothing instead of recreating the path."""
@@ -912,7 +911,7 @@ def test_associations_carry_the_alias_of_their_former_index_name(
 
     monkeypatch.setattr(aws.fsx, "DataRepositoryAssociation", Spy)
     data = stack_data("staging")
-    run_platform(data, "staging")
+    run_component(parts.storage, data, "staging")
     paths = [a["fileSystemPath"] for a in data["storage"]["lustre"]["associations"]]
     assert list(seen) == paths
     for index, path in enumerate(paths):
@@ -1168,7 +1167,7 @@ def test_buckets_without_a_file_system_add_no_taint(
 
 
 def test_non_default_lustre_settings_reach_the_resources(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
     data["teams"] = []  # only the listed namespaces mount the file system here
@@ -1197,7 +1196,7 @@ def test_non_default_lustre_settings_reach_the_resources(
             ],
         }
     )
-    run = run_platform(data, "dev")
+    run = run_component(parts.storage, data, "dev")
     inputs = _file_system(run).inputs
     assert inputs["storageCapacity"] == 4800
     assert inputs["perUnitStorageThroughput"] == 1000
@@ -1531,14 +1530,19 @@ def test_backups_of_a_file_system_linked_to_s3_are_refused() -> None:
 
 
 def test_a_file_system_without_associations_keeps_daily_backups(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
     data["storage"]["lustre"]["associations"] = []
     data["storage"]["buckets"][0]["teamAccess"] = True  # no association reaches it now
-    run = run_platform(data, "dev")
+    run = run_component(parts.storage, data, "dev")
     inputs = run.one(FILE_SYSTEM).inputs
     assert inputs["automaticBackupRetentionDays"] == DEFAULT_BACKUP_DAYS
     assert inputs["dailyAutomaticBackupStartTime"]
     data["storage"]["lustre"]["automaticBackupRetentionDays"] = 3
-    assert run_platform(data, "dev").one(FILE_SYSTEM).inputs["automaticBackupRetentionDays"] == 3
+    assert (
+        run_component(parts.storage, data, "dev")
+        .one(FILE_SYSTEM)
+        .inputs["automaticBackupRetentionDays"]
+        == 3
+    )

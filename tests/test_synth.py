@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -117,33 +118,41 @@ def test_helm_directory_matches_releases(stack_result: StackResult) -> None:
     assert len(list(helm_dir.glob("*.yaml"))) == len(releases)
 
 
-def test_synthesis_is_deterministic(tmp_path: Path) -> None:
-    first = synthesize_stack("dev", tmp_path / "a")
-    second = synthesize_stack("dev", tmp_path / "b")
-    assert (tmp_path / "a/dev/resources.json").read_text() == (
-        tmp_path / "b/dev/resources.json"
+@pytest.mark.slow
+def test_synthesis_is_deterministic(synthesized: dict[str, StackResult], tmp_path: Path) -> None:
+    """A second synthesis of dev in this process writes what the session's first one wrote."""
+    first = synthesized["dev"]
+    second = synthesize_stack("dev", tmp_path)
+    assert (first.written.directory / "resources.json").read_text() == (
+        tmp_path / "dev/resources.json"
     ).read_text()
     assert len(first.records) == len(second.records)
 
 
-def test_rerun_removes_stale_files(tmp_path: Path) -> None:
-    synthesize_stack("dev", tmp_path)
+@pytest.mark.slow
+def test_rerun_removes_stale_files(synthesized: dict[str, StackResult], tmp_path: Path) -> None:
+    shutil.copytree(synthesized["dev"].written.directory, tmp_path / "dev")
     stale = tmp_path / "dev" / "manifests" / "ConfigMap.default.removed.yaml"
     stale.write_text("{}")
     synthesize_stack("dev", tmp_path)
     assert not stale.exists()
 
 
-def test_cli_all_writes_every_stack_and_summarises(tmp_path: Path) -> None:
-    result = synth_cli("--all", "--out", str(tmp_path))
-    assert result.returncode == 0, result.stderr
+@pytest.mark.usefixtures("replay_synthesis")
+def test_cli_all_writes_every_stack_and_summarises(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = synth_main(["--all", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert status == 0, err
     for stack in STACKS:
         assert (tmp_path / stack / "resources.json").is_file()
-        assert f"{stack}: " in result.stdout
-    assert "network (Network)" in result.stdout
-    assert "eks:index:Cluster" not in result.stdout, "the per-type table needs --long"
+        assert f"{stack}: " in out
+    assert "network (Network)" in out
+    assert "eks:index:Cluster" not in out, "the per-type table needs --long"
 
 
+@pytest.mark.usefixtures("replay_synthesis")
 def test_cli_long_adds_the_per_type_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -233,7 +242,9 @@ def test_reference_write_updates_the_pages_in_the_named_directory(
     assert capsys.readouterr().out.endswith(render_reference())
 
 
+@pytest.mark.slow
 def test_cli_unknown_stack_is_a_one_line_error(tmp_path: Path) -> None:
+    """Through the process boundary: ``python -m synth``'s status and its stderr alone."""
     result = synth_cli("nosuchstack", "--out", str(tmp_path))
     assert result.returncode == 2
     assert f"stacks: {', '.join(STACKS)}" in result.stderr  # every stack file present

@@ -36,8 +36,9 @@ from components.storage.layout import (
 )
 from components.user_data import USER_DATA_LIMIT_BYTES
 from synth.run import StackResult
+from tests import component_runs as parts
 from tests.config_problems import assert_reported
-from tests.conftest import STACKS, stack_data
+from tests.conftest import STACKS, RunComponent, stack_data
 
 FILE_SYSTEM: Final = "aws:fsx/lustreFileSystem:LustreFileSystem"
 INSTANCE: Final = "aws:ec2/instance:Instance"
@@ -525,10 +526,12 @@ def test_a_torch_pod_without_a_password_entry_has_a_home_it_can_write(
                 assert environment["HOME"] == "/tmp" and environment["USER"]
 
 
-def test_a_team_without_the_shared_file_system_mounts_none_of_it(run_platform: Any) -> None:
+def test_a_team_without_the_shared_file_system_mounts_none_of_it(
+    run_component: RunComponent,
+) -> None:
     data = copy.deepcopy(stack_data("prod"))
     data["teams"][1]["sharedFileSystem"] = False
-    run = run_platform(data, stack="prod")
+    run = run_component(parts.storage, data, stack="prod")
     name = data["teams"][1]["name"]
     claims = [
         r for r in run.records

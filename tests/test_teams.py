@@ -18,8 +18,9 @@ from components import catalog
 from components.config import parse_platform_config
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from tests import component_runs as parts
 from tests.config_problems import MISSING, assert_reported, problems_of
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity
 from tests.mutations import Mutation, without_lustre
 from tests.mutations import both as _both
@@ -385,12 +386,12 @@ def test_jobs_cluster_role_passes_the_kubernetes_schema(
     [("memberGroups", ADMIN_ROLE), ("adminGroups", MEMBER_ROLE)],
 )
 def test_no_role_binding_for_an_empty_group_list(
-    run_platform: Callable[..., ProgramRun], emptied: str, role_kept: str
+    run_component: RunComponent, emptied: str, role_kept: str
 ) -> None:
     data = stack_data("dev")
     team = data["teams"][0]
     team[emptied] = []
-    run = run_platform(data, "dev")
+    run = run_component(parts.teams, data, "dev")
     bindings = _in_namespace(run, ROLE_BINDING, team["name"])
     # two bindings remain: the kept groups' own role and the jobs role
     assert len(bindings) == 2, [b.name for b in bindings]
@@ -398,12 +399,12 @@ def test_no_role_binding_for_an_empty_group_list(
     assert {role for role, _ in _grants(bindings)} == {role_kept, JOBS_ROLE}
 
 
-def test_no_role_binding_without_any_group(run_platform: Callable[..., ProgramRun]) -> None:
+def test_no_role_binding_without_any_group(run_component: RunComponent) -> None:
     data = stack_data("dev")
     team = data["teams"][0]
     team["adminGroups"] = []
     team["memberGroups"] = []
-    run = run_platform(data, "dev")
+    run = run_component(parts.teams, data, "dev")
     assert _in_namespace(run, ROLE_BINDING, team["name"]) == []
     # the rest of the namespace is still there
     assert _in_namespace(run, QUOTA, team["name"])
@@ -472,7 +473,7 @@ def test_no_teams_no_team_objects(run_platform: Callable[..., ProgramRun]) -> No
     assert [r for r in run.of_type(CLUSTER_ROLE) if _metadata(r).get("name") == JOBS_ROLE] == []
 
 
-def test_second_team_gets_its_own_objects(run_platform: Callable[..., ProgramRun]) -> None:
+def test_second_team_gets_its_own_objects(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["teams"].append(
         {
@@ -483,7 +484,7 @@ def test_second_team_gets_its_own_objects(run_platform: Callable[..., ProgramRun
             "quota": {"efaInterfaces": 4},
         }
     )
-    run = run_platform(data, "dev")
+    run = run_component(parts.teams, data, "dev")
     assert len(_team_namespaces(run)) == 2
     _jobs_role(run)  # one ClusterRole shared by every team
     bindings = _in_namespace(run, ROLE_BINDING, "ml-other")

@@ -29,8 +29,9 @@ from components.software import built_tag
 from components.trainer import with_gang_scheduler
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from tests import component_runs as parts
 from tests import docs_pages
-from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import without_lustre
 from tests.schemas import validation_errors
@@ -420,12 +421,12 @@ def _by_urn(run: ProgramRun) -> dict[str, dict[str, Any]]:
 
 
 def test_switching_trainer_off_and_on_again_in_dev(
-    run_platform: Callable[..., ProgramRun],
+    run_platform: Callable[..., ProgramRun], synthesized: dict[str, StackResult]
 ) -> None:
     """Off removes the releases, the JobSet CRD and every runtime and changes nothing else; on
     brings back the same URNs and inputs. Dev does not retain them, so off uninstalls them and
     on installs afresh (a retained release would still hold its name: Helm refuses a second)."""
-    before = run_platform(stack_data("dev"), "dev")
+    before = ProgramRun(synthesized["dev"].records)
     assert not stack_data("dev").get("protectStatefulResources", False)
     owned = _trainer_records(before)
     assert {"kubeflow-trainer", "jobset"} <= {r.name for r in owned if r.type == RELEASE}
@@ -829,11 +830,11 @@ def test_disabled_trainer_installs_nothing(run_platform: Callable[..., ProgramRu
 
 
 def test_configured_torch_image_reaches_the_torch_runtimes(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     image = "registry.example.com/ml/training-torch:" + built_tag("training-cuda", "torch")
     data = _with_trainer(images={"torch": image})
-    run = run_platform(data, "dev")
+    run = run_component(parts.trainer, data, "dev")
     pools = [Pool(raw) for raw in data["nodePools"]]
     gpu_pools = [p for p in pools if p.gpu]
     assert gpu_pools
@@ -851,14 +852,14 @@ def test_configured_torch_image_reaches_the_torch_runtimes(
 
 
 def test_configured_huge_pages_reach_the_efa_runtimes(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
     efa_pools = [p for p in (Pool(raw) for raw in data["nodePools"]) if p.efa]
     assert efa_pools
     for pool in efa_pools:
         pool.raw["hugepagesGiB"] = 8
-    run = run_platform(data, "dev")
+    run = run_component(parts.trainer, data, "dev")
     for pool in efa_pools:
         for _, pod in _pods(_runtime(run, "ml-dev", f"torch-{pool.name}").inputs["spec"]):
             resources = _container(pod)["resources"]
@@ -882,11 +883,11 @@ def test_runtimes_tolerate_an_extra_pool_taint(run_platform: Callable[..., Progr
 
 
 def test_runtimes_without_lustre_mount_no_shared_volume(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
     without_lustre(data)
-    run = run_platform(data, "dev")
+    run = run_component(parts.trainer, data, "dev")
     runtimes = run.of_type(RUNTIME)
     assert runtimes
     for record in runtimes:
@@ -1093,10 +1094,10 @@ def test_trainium_runtimes_compile_into_the_teams_shared_cache(
 
 
 def test_without_the_shared_file_system_the_cache_stays_on_the_node(
-    run_platform: Callable[..., ProgramRun],
+    run_component: RunComponent,
 ) -> None:
     data = copy.deepcopy(stack_data("prod"))
     for team in data["teams"]:
         team["sharedFileSystem"] = False
-    run = run_platform(data, "prod")
+    run = run_component(parts.trainer, data, "prod")
     assert "NEURON_COMPILE_CACHE_URL" not in _node_env(_runtime(run, "ml-research", "torch-trn2"))

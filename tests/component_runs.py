@@ -1,0 +1,363 @@
+"""One component under Pulumi mocks, wired as ``TrainingPlatform`` wires it.
+
+A component test that checks what one component registers does not need the whole program: a
+:data:`Part` builds that component from the parsed stack config and a :class:`Wiring` whose
+stand-ins replace what other components would hand it. The stand-ins are what the mock engine
+gives those resources in a whole-program run (:class:`synth.engine.PlatformMocks` derives ids
+and ARNs from a resource's type and name), and the component sits under a parent of the
+platform's type and the platform's AWS provider, so its URNs, providers and inputs are the
+whole program's. tests/test_component_runs.py holds every part to that for every stack.
+
+What a stand-in cannot be is another component's resource: dependencies on them are absent
+(``cluster_ready`` and the like are empty lists). A test that follows a dependency into another
+component runs the whole program (``run_platform``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+from pulumi.runtime.mocks import MockResourceArgs
+
+from components.checkpoints import checkpoint_location
+from components.cluster import Cluster
+from components.config import PlatformConfig, slurm_held_nodes
+from components.config.pools import mounts_lustre
+from components.config.slurm import BIND_PASSWORD_KEY
+from components.config.storage import admin_client_block
+from components.device_plugins import DevicePlugins
+from components.karpenter import Karpenter
+from components.network import Network
+from components.node_pools import NodePools
+from components.platform import load_config, stack_tags
+from components.scheduling import Scheduling
+from components.slurm import Slurm, create_namespace
+from components.storage import Storage
+from components.teams import Teams
+from components.trainer import Trainer
+from synth.engine import PlatformMocks
+
+PLATFORM_TYPE: Final = "trainingplatform:index:TrainingPlatform"
+STAND_IN_TYPE: Final = "tests:index:StandIn"
+"""The type of a stand-in for a resource of another component (a namespace to depend on)."""
+
+
+class StandIn(pulumi.ComponentResource):
+    """A resource to depend on where the platform passes one of another component's."""
+
+    def __init__(self, name: str, parent: pulumi.Resource) -> None:
+        super().__init__(STAND_IN_TYPE, name, None, pulumi.ResourceOptions(parent=parent))
+        self.register_outputs({})
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What ``TrainingPlatform`` gives every component, and stand-ins for the rest."""
+
+    config: PlatformConfig
+    parent: pulumi.ComponentResource
+    """A component of the platform's type and name: the component's URNs are the platform's."""
+    aws_provider: aws.Provider
+    """The platform's AWS provider, with the stack's default tags."""
+    kubernetes_provider: k8s.Provider
+    adopting_kubernetes_provider: k8s.Provider
+
+    @classmethod
+    def of(cls, config: PlatformConfig) -> Wiring:
+        """Register the parent and the providers (inside a mocked program run).
+
+        Args:
+            config: the validated stack configuration.
+        """
+        parent = pulumi.ComponentResource(PLATFORM_TYPE, config.environment, None)
+        aws_provider = aws.Provider(
+            "aws",
+            region=config.region,
+            allowed_account_ids=[config.account_id],
+            default_tags={"tags": stack_tags(config)},
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        in_parent = pulumi.ResourceOptions(parent=parent)
+        return cls(
+            config,
+            parent,
+            aws_provider,
+            k8s.Provider("stand-in-k8s", kubeconfig="{}", opts=in_parent),
+            k8s.Provider(
+                "stand-in-k8s-adopting",
+                kubeconfig="{}",
+                upsert_existing_objects=True,
+                opts=in_parent,
+            ),
+        )
+
+    @property
+    def opts(self) -> pulumi.ResourceOptions:
+        """The options ``TrainingPlatform`` gives each component."""
+        return pulumi.ResourceOptions(parent=self.parent, providers={"aws": self.aws_provider})
+
+    def mocked(self, resource_type: str, name: str, output: str = "id") -> pulumi.Output[Any]:
+        """The output the mock engine gives resource ``name`` of ``resource_type`` with no inputs.
+
+        Args:
+            resource_type: the resource's type token.
+            name: the resource's logical name in the whole program.
+            output: which output (``id``, ``arn``, ``name``).
+        """
+        mocks = PlatformMocks(region=self.config.region, account_id=self.config.account_id)
+        _, outputs = mocks.new_resource(
+            MockResourceArgs(resource_type, name, {}, provider="", resource_id="", custom=True)
+        )
+        return pulumi.Output.from_input(outputs[output])
+
+    @property
+    def vpc_id(self) -> pulumi.Output[str]:
+        """The network's VPC id."""
+        return self.mocked("aws:ec2/vpc:Vpc", "network-vpc")
+
+    def private_subnet_id(self, zone: str) -> pulumi.Output[str]:
+        """The network's private subnet id in ``zone``.
+
+        Args:
+            zone: an availability zone of the stack.
+        """
+        return self.mocked("aws:ec2/subnet:Subnet", f"network-private-{zone}")
+
+    @property
+    def zones(self) -> list[str]:
+        """The stack's zones by name, as the platform orders them."""
+        return sorted(self.config.network.availability_zones)
+
+    @property
+    def logs_key_arn(self) -> pulumi.Output[str]:
+        """The ARN of the platform's customer key for log groups."""
+        return self.mocked("aws:kms/key:Key", "logs", "arn")
+
+    def team_namespaces(self) -> dict[str, pulumi.Resource]:
+        """Team name -> a stand-in for its namespace (what ``Teams.namespaces`` holds)."""
+        return {team.name: StandIn(f"teams-{team.name}", self.parent) for team in self.config.teams}
+
+    @property
+    def lustre_pools(self) -> set[str]:
+        """The pools whose nodes mount the file system."""
+        return {pool.name for pool in self.config.node_pools if mounts_lustre(self.config, pool)}
+
+
+Part = Callable[[Wiring], pulumi.ComponentResource]
+"""Builds one component from the wiring, as ``TrainingPlatform.__init__`` does."""
+
+
+def network(wiring: Wiring) -> Network:
+    """The network."""
+    config = wiring.config
+    return Network(
+        "network",
+        network=config.network,
+        region=config.region,
+        account_id=config.account_id,
+        cluster_name=config.name,
+        deploy_path=config.cluster.endpoint.deploy_from,
+        logs_key_arn=wiring.logs_key_arn,
+        reserved_blocks=(
+            {config.network.training_zone: str(admin_block)}
+            if (admin_block := admin_client_block(config)) is not None
+            else None
+        ),
+        opts=wiring.opts,
+    )
+
+
+def cluster(wiring: Wiring) -> Cluster:
+    """The EKS cluster, its system node group and add-ons (no deploy path: no attachment)."""
+    config = wiring.config
+    return Cluster(
+        config.name,
+        cluster=config.cluster,
+        vpc_id=wiring.vpc_id,
+        private_subnet_ids=[wiring.private_subnet_id(zone) for zone in wiring.zones],
+        tags=config.required_tags,
+        volume_tags=stack_tags(config),
+        protect=config.protect_stateful_resources,
+        logs_key_arn=wiring.logs_key_arn,
+        account_id=config.account_id,
+        opts=wiring.opts,
+    )
+
+
+def karpenter(wiring: Wiring) -> Karpenter:
+    """Karpenter's roles, queue and controller."""
+    config = wiring.config
+    return Karpenter(
+        "karpenter",
+        cluster_name=config.name,
+        region=config.region,
+        account_id=config.account_id,
+        cluster_ready=[],
+        kubernetes_provider=wiring.kubernetes_provider,
+        node_overlays=any(pool.hugepages for pool in config.node_pools),
+        opts=wiring.opts,
+    )
+
+
+def teams(wiring: Wiring) -> Teams:
+    """The team namespaces, their roles, quotas and access entries."""
+    config = wiring.config
+    return Teams(
+        "teams",
+        teams=config.teams,
+        cluster_name=config.name,
+        kubernetes_version=config.cluster.kubernetes_version,
+        kubernetes_provider=wiring.kubernetes_provider,
+        cluster_ready=[],
+        opts=wiring.opts,
+    )
+
+
+def scheduling(wiring: Wiring) -> Scheduling:
+    """Volcano, the team queues and the priority classes."""
+    return Scheduling(
+        "scheduling",
+        teams=wiring.config.teams,
+        cluster_ready=[],
+        kubernetes_provider=wiring.kubernetes_provider,
+        opts=wiring.opts,
+    )
+
+
+def storage(wiring: Wiring) -> Storage:
+    """Buckets, keys, the file system, its associations and claims."""
+    config = wiring.config
+    return Storage(
+        "storage",
+        config=config,
+        vpc_id=wiring.vpc_id,
+        training_subnet_id=wiring.private_subnet_id(config.network.training_zone),
+        logs_key_arn=wiring.logs_key_arn,
+        cluster_ready=[],
+        kubernetes_provider=wiring.kubernetes_provider,
+        mounting_namespaces=_slurm_namespaces(wiring),
+        team_namespaces=wiring.team_namespaces(),
+        opts=wiring.opts,
+    )
+
+
+def _slurm_namespaces(wiring: Wiring) -> dict[str, pulumi.Resource]:
+    """Slurm's namespace by its name, where Slurm is on (the platform makes it for storage)."""
+    if not wiring.config.slurm.enabled:
+        return {}
+    return {"slurm": _namespace(wiring)}
+
+
+def _namespace(wiring: Wiring) -> k8s.core.v1.Namespace:
+    return create_namespace(
+        cluster_ready=[], kubernetes_provider=wiring.kubernetes_provider, parent=wiring.parent
+    )
+
+
+def node_pools(wiring: Wiring) -> NodePools:
+    """Karpenter's node classes and pools, placement and EFA groups."""
+    config = wiring.config
+    return NodePools(
+        "pools",
+        cluster_name=config.name,
+        pools=config.node_pools,
+        general=config.general_pool,
+        zones=wiring.zones,
+        training_zone=config.network.training_zone,
+        vpc_id=wiring.vpc_id,
+        private_subnet_ids={zone: wiring.private_subnet_id(zone) for zone in wiring.zones},
+        node_role_name=wiring.mocked("aws:iam/role:Role", "karpenter-node", "name"),
+        tags=config.required_tags,
+        lustre_client_group_id=(
+            wiring.mocked("aws:ec2/securityGroup:SecurityGroup", "storage-lustre-clients")
+            if config.storage.lustre is not None
+            else None
+        ),
+        lustre_pools=wiring.lustre_pools,
+        slurm_nodes=slurm_held_nodes(config),
+        karpenter_ready=[],
+        kubernetes_provider=wiring.kubernetes_provider,
+        opts=wiring.opts,
+    )
+
+
+def trainer(wiring: Wiring) -> Trainer:
+    """Kubeflow Trainer, JobSet and the team runtimes."""
+    config = wiring.config
+    return Trainer(
+        "trainer",
+        trainer=config.trainer,
+        pools=config.node_pools,
+        lustre_pools=wiring.lustre_pools,
+        teams=config.teams,
+        team_namespaces=wiring.team_namespaces(),
+        checkpoints=checkpoint_location(config),
+        lustre=config.storage.lustre,
+        protect=config.protect_stateful_resources,
+        volcano_ready=[],
+        kubernetes_provider=wiring.kubernetes_provider,
+        adopting_kubernetes_provider=wiring.adopting_kubernetes_provider,
+        opts=wiring.opts,
+    )
+
+
+def device_plugins(wiring: Wiring) -> DevicePlugins:
+    """The NVIDIA, Neuron and EFA device plugins the pools need."""
+    config = wiring.config
+    return DevicePlugins(
+        "device-plugins",
+        pools=config.node_pools,
+        region=config.region,
+        kubernetes_version=config.cluster.kubernetes_version,
+        slurm_pools=sorted(slurm_held_nodes(config)),
+        cluster_ready=[],
+        kubernetes_provider=wiring.kubernetes_provider,
+        opts=wiring.opts,
+    )
+
+
+def slurm(wiring: Wiring) -> Slurm:
+    """Slurm: cert-manager, Slinky, accounting, the cluster and its node sets."""
+    config = wiring.config
+    assert config.slurm.enabled, "the stack has no Slurm to build"
+    return Slurm(
+        "slurm",
+        config=config,
+        namespace=_namespace(wiring),
+        vpc_cidr=config.network.vpc_cidr,
+        volume_tags=stack_tags(config),
+        cluster_ready=[],
+        workloads_ready=[],
+        kubernetes_provider=wiring.kubernetes_provider,
+        bind_password=pulumi.Config().get_secret(BIND_PASSWORD_KEY),
+        opts=wiring.opts,
+    )
+
+
+PARTS: Final[dict[str, Part]] = {
+    "Network": network,
+    "Cluster": cluster,
+    "Karpenter": karpenter,
+    "Teams": teams,
+    "Scheduling": scheduling,
+    "Storage": storage,
+    "NodePools": node_pools,
+    "Trainer": trainer,
+    "DevicePlugins": device_plugins,
+    "Slurm": slurm,
+}
+"""Every part by the type name of the component it builds."""
+
+
+def program(part: Part) -> Callable[[], pulumi.ComponentResource]:
+    """A Pulumi program that validates the stack's config as ``deploy`` does, then builds ``part``.
+
+    Args:
+        part: the component to build.
+    """
+    return lambda: part(Wiring.of(load_config()))
