@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -187,3 +187,31 @@ def test_the_changelog_has_this_release_with_its_upgrade_notes() -> None:
     for release in releases[1:]:
         assert (docs_pages.DOCS / "upgrades" / f"{release}.md").is_file(), release
         assert f"[{release}]({release}.md)" in docs_pages.page("upgrades/index.md"), release
+
+
+REPOSITORY_PATH: Final = re.compile(
+    r"(?<![\w./-])((?:components|synth|policies|tests|scripts|images|ci|stacks|docs|\.github)"
+    r"/[\w./-]*\w)"
+)
+"""A path into the repository as the pages write it (``components/storage/``, ``scripts/test``),
+not one inside another path (``build/synth/dev``)."""
+
+TEMPLATE_REST: Final = re.compile(r"[\w./-]*(?:<|&lt;|\{|\*)")
+"""What follows a path cut short by a placeholder: ``.<env>.yaml``, ``/{name}``."""
+
+
+def test_every_repository_path_the_pages_name_exists() -> None:
+    """A module that moved (components/storage.py became a package) leaves no page behind."""
+    missing = []
+    for path in [README, *docs_pages.pages()]:
+        text = path.read_text()
+        for match in REPOSITORY_PATH.finditer(text):
+            named = match.group(1)
+            if TEMPLATE_REST.match(text, match.end()) or "sandbox" in named:
+                continue  # a template (Pulumi.<env>.yaml), or the how-to's example environment
+            if not (REPOSITORY_ROOT / named).exists():
+                missing.append(f"{path.relative_to(REPOSITORY_ROOT)}: {named}")
+    assert missing == []
+    assert REPOSITORY_PATH.findall("see `components/storage.py` and build/synth/dev/") == [
+        "components/storage.py"
+    ]
