@@ -15,7 +15,11 @@ What counts as an example, each reserved for documentation by its owner:
   (RFC 5737, TEST-NET-1 to 3);
 - names under the domains ``example.com``, ``example.net``, ``example.org`` and the top-level
   ``example``, ``invalid`` and ``test`` (RFC 2606), also as LDAP DN components
-  (``dc=example,dc=com``) and in e-mail addresses such as an SSH key's comment.
+  (``dc=example,dc=com``) and in e-mail addresses such as an SSH key's comment;
+- AWS resource ids whose hex part counts up instead of being random, the made-up ids examples
+  write (``sg-0123456789abcdef0``, ``tgw-0a1b2c3d4e5f60718``, ``cr-0b2c3d4e5f6071829``).
+
+Numbers count as their text: YAML reads an unquoted ``accountId: 111122223333`` as one.
 """
 
 from __future__ import annotations
@@ -48,6 +52,17 @@ _DOMAIN: Final = re.compile(
     r"(?:example|invalid|test)))(?![a-z0-9.-]*[a-z0-9])"
 )
 _DN_DOMAIN: Final = re.compile(r"(?i)dc=example\s*,\s*dc=(?:com|net|org)\b")
+_RESOURCE_ID: Final = re.compile(r"\b[a-z]+(?:-[a-z]+)*-([0-9a-f]{8,17})\b")
+COUNTING_HEX: Final = (
+    "0123456789abcdef" * 3,
+    "1234567890abcdef" * 3,
+    "".join(f"{index % 10}{(10 + index) % 16:x}" for index in range(32)),
+)
+"""Hex that counts up: 0123456789abcdef..., 1234567890abcdef... (AWS's i-1234567890abcdef0),
+and 0a1b2c3d4e5f6071829... (a digit and a letter, each one up)."""
+MADE_UP_RUN: Final = 10
+"""How long a counting run in an id's hex part makes the id made up (a random 17-hex id has
+such a run with a chance far below one in a billion)."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +100,10 @@ def _walk(value: Any, path: str) -> Iterator[ExampleValue]:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _walk(item, f"{path}[{index}]")
-    elif isinstance(value, str):
-        kind = example_kind(value)
+    elif isinstance(value, str | int | float) and not isinstance(value, bool):
+        kind = example_kind(str(value))
         if kind is not None:
-            yield ExampleValue(path, value, kind)
+            yield ExampleValue(path, str(value), kind)
 
 
 def example_kind(text: str) -> str | None:
@@ -112,7 +127,19 @@ def example_kind(text: str) -> str | None:
         return f"{domain.group(1).lower()}, a domain reserved for examples"
     if _DN_DOMAIN.search(text):
         return "dc=example, a domain reserved for examples"
+    for match in _RESOURCE_ID.finditer(text):
+        if _counts_up(match.group(1)):
+            return f"{match.group(0)}, a made-up id (its hex counts up)"
     return None
+
+
+def _counts_up(hex_part: str) -> bool:
+    """True when ``hex_part`` holds a run of :data:`MADE_UP_RUN` characters that counts up."""
+    return any(
+        hex_part[start : start + MADE_UP_RUN] in sequence
+        for start in range(len(hex_part) - MADE_UP_RUN + 1)
+        for sequence in COUNTING_HEX
+    )
 
 
 def _network(address: str, prefix: str | None) -> ipaddress.IPv4Network | None:

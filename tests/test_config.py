@@ -95,6 +95,8 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
      "platform.cluster.adminPrincipalArns", "each principal once"),
     ("desired size above max", _set("cluster.systemNodeGroup.desiredSize", 9),
      "platform.cluster.systemNodeGroup.desiredSize", "between minSize (2) and maxSize (3)"),
+    ("misspelt system instance type", _set("cluster.systemNodeGroup.instanceTypes", ["m6i.xlarg"]),
+     "platform.cluster.systemNodeGroup.instanceTypes[0]", "did you mean m6i.xlarge?"),
     ("system group in one node", _set("cluster.systemNodeGroup.minSize", 1),
      "platform.cluster.systemNodeGroup.minSize", "a number of at least 2"),
     ("mixed CPU architectures", _set("cluster.systemNodeGroup.instanceTypes", ["m7i.large", "m7g.large"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import yaml
 from synth import environment
 from synth.examples import example_kind, example_values, summary
 from synth.stackfile import REPOSITORY_ROOT, load_stack
+from tests import docs_pages
 
 
 @pytest.mark.parametrize(
@@ -26,6 +28,10 @@ from synth.stackfile import REPOSITORY_ROOT, load_stack
         ("ssh-ed25519 AAAA alice@example.org", "example.org, a domain reserved"),
         ("dc=corp,dc=example,dc=com", "dc=example, a domain reserved"),
         ("registry.invalid/image:1", "registry.invalid, a domain reserved"),
+        ("tgw-0a1b2c3d4e5f60718", "tgw-0a1b2c3d4e5f60718, a made-up id"),
+        ("cr-0b2c3d4e5f6071829", "cr-0b2c3d4e5f6071829, a made-up id"),
+        ("sg-0123456789abcdef0", "sg-0123456789abcdef0, a made-up id"),
+        ("i-1234567890abcdef0", "i-1234567890abcdef0, a made-up id"),
     ],
 )
 def test_documentation_values_are_named_with_their_reason(text: str, kind: str) -> None:
@@ -44,6 +50,8 @@ def test_documentation_values_are_named_with_their_reason(text: str, kind: str) 
         "notexample.com",
         "dc=acme,dc=com",
         "us-west-2b",
+        "tgw-0f3c9a7e21b44d8a1",  # a random id
+        "cr-0a1b2c3d9e8f7a6b5",  # counts up for less than ten characters
     ],
 )
 def test_real_values_are_not_examples(text: str) -> None:
@@ -58,6 +66,20 @@ def test_values_are_found_by_key_path_in_lists_and_maps() -> None:
     (found,) = example_values(platform)
     assert found.path == "platform.cluster.endpoint.publicAccessCidrs[1]"
     assert found.value == "203.0.113.0/24"
+
+
+def test_numbers_count_as_their_text() -> None:
+    """YAML reads an unquoted account id as a number; it is still the example account."""
+    (found,) = example_values({"accountId": 111122223333, "protect": True, "maxNodes": 4})
+    assert (found.path, found.value) == ("platform.accountId", "111122223333")
+
+
+def test_every_made_up_id_the_deploy_page_lists_is_flagged() -> None:
+    """docs/how-to/deploy.md lists prod's transit gateway and reservations as example values."""
+    ids = re.findall(r"`((?:tgw|cr)-[0-9a-f]{17})`", docs_pages.page("how-to/deploy.md"))
+    assert ids
+    for made_up in ids:
+        assert example_kind(made_up) is not None, made_up
 
 
 def test_summary_names_three_and_long_names_all() -> None:

@@ -187,6 +187,11 @@ def test_the_changelog_has_this_release_with_its_upgrade_notes() -> None:
     for release in releases[1:]:
         assert (docs_pages.DOCS / "upgrades" / f"{release}.md").is_file(), release
         assert f"[{release}]({release}.md)" in docs_pages.page("upgrades/index.md"), release
+        # A release's heading carries its date (ISO 8601); only Unreleased has none.
+        assert re.search(rf"^## \[{re.escape(release)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M)
+    # Every bracketed version is a link: a reference definition at the end of the file.
+    for release in releases:
+        assert re.search(rf"^\[{re.escape(release)}\]: \S+$", text, re.M), release
 
 
 REPOSITORY_PATH: Final = re.compile(

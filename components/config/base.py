@@ -66,7 +66,8 @@ def closest_match(
         cutoff: how alike (difflib's ratio, 0 to 1) a choice must be to count; default 0.8.
 
     """
-    folded = {fold(choice): choice for choice in choices}
+    # Sorted, so that a set of choices gives the same answer whatever its hash order.
+    folded = {fold(choice): choice for choice in sorted(choices)}
     if fold(given) in folded:
         return folded[fold(given)]
     close = difflib.get_close_matches(fold(given), list(folded), n=1, cutoff=cutoff)
@@ -254,7 +255,10 @@ def ec2_instance_types() -> frozenset[str]:
 
 def _known_instance_type(value: str) -> str:
     if value not in ec2_instance_types():
-        raise ValueError(f"{value!r} is not an EC2 instance type (EC2 API model, InstanceType)")
+        raise ValueError(
+            f"{value!r} is not an EC2 instance type (EC2 API model, InstanceType)"
+            + (f"; {hint.strip()}" if (hint := did_you_mean(value, ec2_instance_types())) else "")
+        )
     return value
 
 
