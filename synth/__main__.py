@@ -6,6 +6,8 @@ generated part of every reference page of the documentation (``docs/reference/``
 whether a job runs and on how many nodes (the jobs model).
 ``python -m synth diff <stack> --base DIR`` synthesizes the stack and shows what changed against
 an earlier synthesis in ``DIR`` (an output root or one stack's directory).
+``python -m synth scan <stack>... | --all`` runs checkov over what the stacks run; every finding
+must be waived. ``--help`` lists every sub-command (``synth.COMMANDS``).
 
 Runs the real program under Pulumi's mock engine with each stack file's config, writes what the
 stack would create and runs the policy pack over it (docs/concepts/offline-synthesis.md and

@@ -202,10 +202,12 @@ def test_diff_command_shows_a_changed_stack_value_and_exits_one(
     assert "(replaced)" not in out and "refused" not in out
 
 
-@pytest.mark.usefixtures("replay_synthesis")
+@pytest.mark.slow
 def test_diff_command_exits_zero_without_changes(
     synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A fresh synthesis of an unchanged stack diffs clean against the session's: every file
+    it writes (resources, manifests, Helm values, pods) comes out the same twice."""
     base = synthesized["dev"].written.directory
     assert synth_main(["diff", "dev", "--base", str(base), "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"dev: no changes against {base}\n"

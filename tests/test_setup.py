@@ -43,6 +43,7 @@ if [ "$1 $2" = "-m pip" ]; then
   done
 fi
 if [ "$1 $2" = "-m uv" ]; then
+  echo "uv index ${UV_INDEX_URL:-none} find-links ${UV_FIND_LINKS:-none}" >>"$FAKE_LOG"
   echo "Resolved 2 packages in 10ms" >&2
   if [ "${FAKE_PIP_STATUS:-0}" != 0 ]; then echo "error: no network" >&2; exit "$FAKE_PIP_STATUS"; fi
   if [ -n "${FAKE_UV_UP_TO_DATE:-}" ]; then echo "Checked 2 packages in 1ms" >&2; exit 0; fi
@@ -234,3 +235,16 @@ def test_an_install_with_nothing_new_says_what_it_checked(project: Path) -> None
     assert result.returncode == 0, result.stderr
     assert re.search(r"^setup:   Checked 2 packages from requirements-dev\.txt in \d+ s$",
                      result.stderr, re.M)  # fmt: skip
+
+
+def test_pips_mirror_settings_reach_uv_unless_uv_has_its_own(project: Path) -> None:
+    _, calls = run_setup(project, PIP_INDEX_URL="https://mirror.invalid/simple", PIP_FIND_LINKS="")
+    assert "uv index https://mirror.invalid/simple find-links none" in calls
+    (project / STAMP).unlink()
+    _, calls = run_setup(
+        project,
+        PIP_INDEX_URL="https://mirror.invalid/simple",
+        UV_INDEX_URL="https://uv.invalid/simple",
+        PIP_FIND_LINKS="/wheels",
+    )
+    assert "uv index https://uv.invalid/simple find-links /wheels" in calls
