@@ -98,21 +98,26 @@ def _prose(source: str) -> list[tuple[int, str]]:
 
 
 @functools.cache
-def _citations() -> tuple[tuple[str, str, str, str], ...]:
-    """(file:line, repository, ref, path) of every upstream link in docs, comments, docstrings."""
-    found = []
+def _prose_lines() -> tuple[tuple[str, str], ...]:
+    """(file:line, text) of every line of prose: Markdown pages, Python comments and docstrings."""
+    lines = []
     for path in _cited_files():
         source = path.read_text()
         if path.suffix == ".md":
             prose = list(enumerate(source.splitlines(), start=1))
         else:
             prose = _prose(source)
-        for number, text in prose:
-            for match in LINK.finditer(text):
-                where = f"{path.relative_to(REPOSITORY_ROOT)}:{number}"
-                repo = match.group("repo") or match.group("raw")
-                found.append((where, repo, match.group("ref"), match.group("path")))
-    return tuple(found)
+        lines += [(f"{path.relative_to(REPOSITORY_ROOT)}:{number}", text) for number, text in prose]
+    return tuple(lines)
+
+
+def _citations() -> tuple[tuple[str, str, str, str], ...]:
+    """(file:line, repository, ref, path) of every upstream link in docs, comments, docstrings."""
+    return tuple(
+        (where, match.group("repo") or match.group("raw"), match.group("ref"), match.group("path"))
+        for where, text in _prose_lines()
+        for match in LINK.finditer(text)
+    )
 
 
 def stale_citations(citations: Sequence[tuple[str, str, str, str]]) -> list[str]:
@@ -137,6 +142,109 @@ def stale_citations(citations: Sequence[tuple[str, str, str, str]]) -> list[str]
                 f"{where}: {repo}/{path} cited at {ref}, but we pin {sorted(tags)}: re-read it"
             )
     return problems
+
+
+def _addon_versions(field: str) -> set[str]:
+    """The upstream release of an EKS add-on we pin, for every supported minor (v1.7.0-eksbuild.1
+    is the driver's 1.7.0)."""
+    return {
+        getattr(addons, field).split("-", 1)[0].removeprefix("v")
+        for addons in versions.EKS_ADDONS.values()
+    }
+
+
+def _requirement_in(file: str, name: str) -> str:
+    """The version ``file`` pins ``name`` to."""
+    for line in (REPOSITORY_ROOT / file).read_text().splitlines():
+        if line.lower().startswith(f"{name.lower()}=="):
+            return line.split("==", 1)[1].strip()
+    raise AssertionError(f"{file} pins no {name}")
+
+
+PINNED_RELEASES: Final[dict[str, Callable[[], set[str]]]] = {
+    "slurm-operator": lambda: {versions.SLINKY_VERSION},
+    "slinky": lambda: {versions.SLINKY_VERSION},
+    "karpenter-provider-aws": lambda: {versions.KARPENTER_VERSION},
+    "kubernetes-sigs/karpenter": lambda: {versions.KARPENTER_VERSION},
+    "karpenter": lambda: {versions.KARPENTER_VERSION},
+    "kubeflow/trainer": lambda: {
+        versions.TRAINER_VERSION,
+        versions.TRAINING_OPERATOR_VERSION.removeprefix("v"),
+    },
+    "kubeflow-trainer": lambda: {versions.TRAINER_VERSION},
+    "trainer": lambda: {versions.TRAINER_VERSION},
+    "jobset": lambda: {versions.JOBSET_VERSION},
+    "kubernetes-sigs/jobset": lambda: {versions.JOBSET_VERSION},
+    "slinkyproject/slurm-operator": lambda: {versions.SLINKY_VERSION},
+    "volcano-sh/volcano": lambda: {versions.VOLCANO_CHART.version},
+    "kubernetes-sigs/aws-fsx-csi-driver": lambda: _addon_versions("fsx_csi_driver"),
+    "kubernetes-sigs/aws-ebs-csi-driver": lambda: _addon_versions("ebs_csi_driver"),
+    "aws-neuron/neuron-helm-charts": lambda: {versions.NEURON_CHART.version},
+    "aws/karpenter-provider-aws": lambda: {versions.KARPENTER_VERSION},
+    "aws-fsx-csi-driver": lambda: _addon_versions("fsx_csi_driver"),
+    "aws-ebs-csi-driver": lambda: _addon_versions("ebs_csi_driver"),
+    "volcano": lambda: {versions.VOLCANO_CHART.version},
+    "mariadb-operator": lambda: {versions.MARIADB_OPERATOR_VERSION},
+    "nvidia-device-plugin": lambda: {versions.NVIDIA_DEVICE_PLUGIN_CHART.version},
+    "aws-efa-k8s-device-plugin": lambda: {versions.EFA_DEVICE_PLUGIN_CHART.version.lstrip("v")},
+    "neuron-helm-chart": lambda: {versions.NEURON_CHART.version},
+    "neuron-helm-charts": lambda: {versions.NEURON_CHART.version},
+    "cert-manager": lambda: {versions.CERT_MANAGER_CHART.version.lstrip("v")},
+    "keda": lambda: {versions.KEDA_CHART.version},
+    "pulumi-policy": lambda: {_requirement_in("requirements.txt", "pulumi-policy")},
+    "pulumi-aws": lambda: {_requirement_in("requirements.txt", "pulumi-aws")},
+    "pulumi-eks": lambda: {_requirement_in("requirements.txt", "pulumi-eks")},
+    "pulumi-kubernetes": lambda: {_requirement_in("requirements.txt", "pulumi-kubernetes")},
+    "kubeflow/sdk": lambda: {_requirement_in("requirements-dev.txt", "kubeflow")},
+}
+"""Upstream projects the prose cites by name and release (``slurm-operator v1.2.1
+internal/builder/...``), and the releases our pins give each."""
+
+TEXT_CITATION: Final = re.compile(
+    r"(?i)(?<![\w/.-])("
+    + "|".join(sorted(map(re.escape, PINNED_RELEASES), key=len, reverse=True))
+    + r") v?(\d+\.\d+\.\d+)\b"
+)
+"""A citation written as text: a project's name, then its release."""
+
+
+def stale_text_citations(lines: Sequence[tuple[str, str]]) -> list[str]:
+    """The text citations whose release is not the one we pin.
+
+    Args:
+        lines: (file:line, text) of prose, as :func:`_prose_lines` reads it.
+
+    """
+    problems = []
+    for where, text in lines:
+        for match in TEXT_CITATION.finditer(text):
+            project, release = match.group(1).lower(), match.group(2)
+            pinned = PINNED_RELEASES[project]()
+            if release not in pinned:
+                problems.append(
+                    f"{where}: cites {project} {release}, but we pin {sorted(pinned)}: re-read it"
+                )
+    return problems
+
+
+def test_every_release_the_prose_cites_by_name_is_the_pinned_one() -> None:
+    """Most citations name a file as text ("slurm-operator v1.2.1 internal/builder/..."); a bump
+    of the pin lists every one of them to re-read, as it does for links."""
+    lines = _prose_lines()
+    cited = [line for line in lines if TEXT_CITATION.search(line[1])]
+    assert len(cited) >= 50, "the code cites upstream releases by name"
+    assert stale_text_citations(lines) == []
+
+
+def test_a_bump_flags_the_text_citations_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    sample = [("x.py:1", "as slurm-operator v1.2.1 internal/builder/common/container.go merges")]
+    assert stale_text_citations(sample) == []
+    monkeypatch.setattr(versions, "SLINKY_VERSION", "1.3.0")
+    assert stale_text_citations(sample) == [
+        "x.py:1: cites slurm-operator 1.2.1, but we pin ['1.3.0']: re-read it"
+    ]
+    # A name inside another word or path is not a citation.
+    assert stale_text_citations([("x.py:2", "my-volcano 9.9.9 and images/trainer 9.9.9")]) == []
 
 
 def test_every_upstream_link_is_at_the_pinned_version() -> None:
