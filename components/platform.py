@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 from pulumi.runtime.config import is_config_secret
 
 from components.checkpoints import checkpoint_location
@@ -89,146 +92,416 @@ class TrainingPlatform(pulumi.ComponentResource):
             policy=logs_key_policy(config.account_id, config.region),
             provider=self.aws_provider,
         )
-        self.network = Network(
-            "network",
-            network=config.network,
-            region=config.region,
-            account_id=config.account_id,
-            cluster_name=config.name,
-            deploy_path=config.cluster.endpoint.deploy_from,
-            logs_key_arn=self.logs_key.arn,
-            reserved_blocks=(
-                {config.network.training_zone: str(admin_block)}
-                if (admin_block := admin_client_block(config)) is not None
-                else None
-            ),
-            opts=with_aws,
-        )
-        # By name: subnet sets are unordered upstream and zones mean nothing in order to
-        # Karpenter, so a reordered list is no diff.
-        zones = sorted(config.network.availability_zones)
-        self.cluster = Cluster(
-            config.name,
-            cluster=config.cluster,
+        self.network = build_network(config, logs_key_arn=self.logs_key.arn, opts=with_aws)
+        self.cluster = build_cluster(
+            config,
             vpc_id=self.network.vpc_id,
-            private_subnet_ids=[self.network.private_subnet_ids[zone] for zone in zones],
-            tags=config.required_tags,
-            volume_tags=stack_tags(config),
-            protect=config.protect_stateful_resources,
+            private_subnet_ids=self.network.private_subnet_ids,
             logs_key_arn=self.logs_key.arn,
-            account_id=config.account_id,
             deploy_path=self.network.deploy_path,
             opts=with_aws,
         )
-        self.karpenter = Karpenter(
-            "karpenter",
-            cluster_name=config.name,
-            region=config.region,
-            account_id=config.account_id,
-            cluster_ready=self.cluster.ready,
-            kubernetes_provider=self.cluster.kubernetes_provider,
-            node_overlays=any(pool.hugepages for pool in config.node_pools),
-            opts=with_aws,
+        in_cluster = InCluster(
+            ready=self.cluster.ready,
+            provider=self.cluster.kubernetes_provider,
+            adopting_provider=self.cluster.adopting_kubernetes_provider,
         )
-        self.teams = Teams(
-            "teams",
-            teams=config.teams,
-            cluster_name=self.cluster.name,
-            kubernetes_version=config.cluster.kubernetes_version,
-            kubernetes_provider=self.cluster.kubernetes_provider,
-            cluster_ready=self.cluster.ready,
-            opts=with_aws,
+        self.karpenter = build_karpenter(config, cluster=in_cluster, opts=with_aws)
+        self.teams = build_teams(
+            config, cluster_name=self.cluster.name, cluster=in_cluster, opts=with_aws
         )
-        self.scheduling = Scheduling(
-            "scheduling",
-            teams=config.teams,
-            cluster_ready=self.cluster.ready,
-            kubernetes_provider=self.cluster.kubernetes_provider,
-            opts=with_aws,
-        )
-        mounting_namespaces: dict[str, pulumi.Resource] = {}
-        slurm_namespace = None
-        if config.slurm.enabled:
-            slurm_namespace = create_namespace(
-                cluster_ready=self.cluster.ready,
-                kubernetes_provider=self.cluster.kubernetes_provider,
+        self.scheduling = build_scheduling(config, cluster=in_cluster, opts=with_aws)
+        slurm_namespace = (
+            create_namespace(
+                cluster_ready=in_cluster.ready,
+                kubernetes_provider=in_cluster.provider,
                 parent=self,
             )
-            mounting_namespaces[SLURM_NAMESPACE] = slurm_namespace
-        self.storage = Storage(
-            "storage",
-            config=config,
+            if config.slurm.enabled
+            else None
+        )
+        self.storage = build_storage(
+            config,
             vpc_id=self.network.vpc_id,
-            training_subnet_id=self.network.private_subnet_ids[config.network.training_zone],
+            private_subnet_ids=self.network.private_subnet_ids,
             logs_key_arn=self.logs_key.arn,
-            cluster_ready=self.cluster.ready,
-            kubernetes_provider=self.cluster.kubernetes_provider,
-            mounting_namespaces=mounting_namespaces,
+            slurm_namespace=slurm_namespace,
             team_namespaces=dict(self.teams.namespaces),
+            cluster=in_cluster,
             opts=with_aws,
         )
-        lustre_pools = {pool.name for pool in config.node_pools if mounts_lustre(config, pool)}
-        self.node_pools = NodePools(
-            "pools",
-            cluster_name=config.name,
-            pools=config.node_pools,
-            general=config.general_pool,
-            zones=zones,
-            training_zone=config.network.training_zone,
+        self.node_pools = build_node_pools(
+            config,
             vpc_id=self.network.vpc_id,
-            private_subnet_ids=dict(self.network.private_subnet_ids),
+            private_subnet_ids=self.network.private_subnet_ids,
             node_role_name=self.karpenter.node_role_name,
-            tags=config.required_tags,
             lustre_client_group_id=self.storage.client_security_group_id,
-            lustre_pools=lustre_pools,
-            slurm_nodes=slurm_held_nodes(config),
             karpenter_ready=self.karpenter.ready,
-            kubernetes_provider=self.cluster.kubernetes_provider,
+            cluster=in_cluster,
             opts=with_aws,
         )
-        self.trainer = Trainer(
-            "trainer",
-            trainer=config.trainer,
-            pools=config.node_pools,
-            lustre_pools=lustre_pools,
-            teams=config.teams,
+        self.trainer = build_trainer(
+            config,
             team_namespaces=dict(self.teams.namespaces),
-            checkpoints=checkpoint_location(config),
-            lustre=config.storage.lustre,
-            protect=config.protect_stateful_resources,
             volcano_ready=self.scheduling.ready,
-            kubernetes_provider=self.cluster.kubernetes_provider,
-            adopting_kubernetes_provider=self.cluster.adopting_kubernetes_provider,
+            cluster=in_cluster,
             opts=with_aws,
         )
-        self.device_plugins = DevicePlugins(
-            "device-plugins",
-            pools=config.node_pools,
-            region=config.region,
-            kubernetes_version=config.cluster.kubernetes_version,
-            slurm_pools=sorted(slurm_held_nodes(config)),
-            cluster_ready=self.cluster.ready,
-            kubernetes_provider=self.cluster.kubernetes_provider,
-            opts=with_aws,
-        )
+        self.device_plugins = build_device_plugins(config, cluster=in_cluster, opts=with_aws)
         self.slurm: Slurm | None = None
         if slurm_namespace is not None:
-            self.slurm = Slurm(
-                "slurm",
-                config=config,
+            self.slurm = build_slurm(
+                config,
                 namespace=slurm_namespace,
-                vpc_cidr=config.network.vpc_cidr,
-                volume_tags=stack_tags(config),
-                cluster_ready=self.cluster.ready,
                 workloads_ready=[
                     *self.storage.claims.get(SLURM_NAMESPACE, []),
                     *self.scheduling.priority_classes,
                 ],
-                kubernetes_provider=self.cluster.kubernetes_provider,
-                bind_password=pulumi.Config().get_secret(BIND_PASSWORD_KEY),
+                cluster=in_cluster,
                 opts=with_aws,
             )
         self.register_outputs({})
+
+
+@dataclass(frozen=True)
+class InCluster:
+    """What every in-cluster component gets from the cluster.
+
+    Args:
+        ready: what in-cluster resources wait for (the cluster, its system nodes, add-ons).
+        provider: the Kubernetes provider of in-cluster resources.
+        adopting_provider: the provider that adopts objects that already exist (Trainer's CRDs).
+    """
+
+    ready: list[pulumi.Resource]
+    provider: k8s.Provider
+    adopting_provider: k8s.Provider
+
+
+# One builder per component: what the stack's config says, plus what other components hand it.
+# TrainingPlatform calls them in order; a component test calls one with stand-ins for the rest
+# (tests/component_runs.py), so the wiring is written once.
+
+
+def build_network(
+    config: PlatformConfig, *, logs_key_arn: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> Network:
+    """The VPC, subnets, NAT, endpoints, flow logs and the deploy path.
+
+    Args:
+        config: the validated stack configuration.
+        logs_key_arn: the platform's customer key for log groups.
+        opts: the platform's options for its components (parent, AWS provider).
+    """
+    admin_block = admin_client_block(config)
+    return Network(
+        "network",
+        network=config.network,
+        region=config.region,
+        account_id=config.account_id,
+        cluster_name=config.name,
+        deploy_path=config.cluster.endpoint.deploy_from,
+        logs_key_arn=logs_key_arn,
+        reserved_blocks=(
+            {config.network.training_zone: str(admin_block)} if admin_block is not None else None
+        ),
+        opts=opts,
+    )
+
+
+def availability_zones(config: PlatformConfig) -> list[str]:
+    """The stack's zones by name.
+
+    Subnet sets are unordered upstream and zones mean nothing in order to Karpenter, so a
+    reordered list is no diff.
+
+    Args:
+        config: the validated stack configuration.
+    """
+    return sorted(config.network.availability_zones)
+
+
+def build_cluster(
+    config: PlatformConfig,
+    *,
+    vpc_id: pulumi.Input[str],
+    private_subnet_ids: Mapping[str, pulumi.Input[str]],
+    logs_key_arn: pulumi.Input[str],
+    deploy_path: Sequence[pulumi.Resource],
+    opts: pulumi.ResourceOptions,
+) -> Cluster:
+    """The EKS cluster, its system node group, add-ons and access entries.
+
+    Args:
+        config: the validated stack configuration.
+        vpc_id: the network's VPC.
+        private_subnet_ids: zone -> the network's private subnet there.
+        logs_key_arn: the platform's customer key for log groups.
+        deploy_path: what the deploy path is made of (the cluster's resources wait for it).
+        opts: the platform's options for its components.
+    """
+    return Cluster(
+        config.name,
+        cluster=config.cluster,
+        vpc_id=vpc_id,
+        private_subnet_ids=[private_subnet_ids[zone] for zone in availability_zones(config)],
+        tags=config.required_tags,
+        volume_tags=stack_tags(config),
+        protect=config.protect_stateful_resources,
+        logs_key_arn=logs_key_arn,
+        account_id=config.account_id,
+        deploy_path=deploy_path,
+        opts=opts,
+    )
+
+
+def build_karpenter(
+    config: PlatformConfig, *, cluster: InCluster, opts: pulumi.ResourceOptions
+) -> Karpenter:
+    """Karpenter's roles, interruption queue and controller.
+
+    Args:
+        config: the validated stack configuration.
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return Karpenter(
+        "karpenter",
+        cluster_name=config.name,
+        region=config.region,
+        account_id=config.account_id,
+        cluster_ready=cluster.ready,
+        kubernetes_provider=cluster.provider,
+        node_overlays=any(pool.hugepages for pool in config.node_pools),
+        opts=opts,
+    )
+
+
+def build_teams(
+    config: PlatformConfig,
+    *,
+    cluster_name: pulumi.Input[str],
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> Teams:
+    """The team namespaces, their roles, quotas and access entries.
+
+    Args:
+        config: the validated stack configuration.
+        cluster_name: the EKS cluster's name (its access entries name it).
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return Teams(
+        "teams",
+        teams=config.teams,
+        cluster_name=cluster_name,
+        kubernetes_version=config.cluster.kubernetes_version,
+        kubernetes_provider=cluster.provider,
+        cluster_ready=cluster.ready,
+        opts=opts,
+    )
+
+
+def build_scheduling(
+    config: PlatformConfig, *, cluster: InCluster, opts: pulumi.ResourceOptions
+) -> Scheduling:
+    """Volcano, the team queues and the priority classes.
+
+    Args:
+        config: the validated stack configuration.
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return Scheduling(
+        "scheduling",
+        teams=config.teams,
+        cluster_ready=cluster.ready,
+        kubernetes_provider=cluster.provider,
+        opts=opts,
+    )
+
+
+def build_storage(
+    config: PlatformConfig,
+    *,
+    vpc_id: pulumi.Input[str],
+    private_subnet_ids: Mapping[str, pulumi.Input[str]],
+    logs_key_arn: pulumi.Input[str],
+    slurm_namespace: pulumi.Resource | None,
+    team_namespaces: dict[str, pulumi.Resource],
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> Storage:
+    """Buckets, keys, the file system, its associations and the claims that mount it.
+
+    Args:
+        config: the validated stack configuration.
+        vpc_id: the network's VPC.
+        private_subnet_ids: zone -> the network's private subnet there (the training zone's
+            holds the file system).
+        logs_key_arn: the platform's customer key for log groups.
+        slurm_namespace: Slurm's namespace, which mounts the whole file system; None without
+            Slurm.
+        team_namespaces: team name -> its namespace.
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return Storage(
+        "storage",
+        config=config,
+        vpc_id=vpc_id,
+        training_subnet_id=private_subnet_ids[config.network.training_zone],
+        logs_key_arn=logs_key_arn,
+        cluster_ready=cluster.ready,
+        kubernetes_provider=cluster.provider,
+        mounting_namespaces=(
+            {SLURM_NAMESPACE: slurm_namespace} if slurm_namespace is not None else {}
+        ),
+        team_namespaces=team_namespaces,
+        opts=opts,
+    )
+
+
+def lustre_pools(config: PlatformConfig) -> set[str]:
+    """The pools whose nodes mount the file system.
+
+    Args:
+        config: the validated stack configuration.
+    """
+    return {pool.name for pool in config.node_pools if mounts_lustre(config, pool)}
+
+
+def build_node_pools(
+    config: PlatformConfig,
+    *,
+    vpc_id: pulumi.Input[str],
+    private_subnet_ids: Mapping[str, pulumi.Input[str]],
+    node_role_name: pulumi.Input[str],
+    lustre_client_group_id: pulumi.Input[str] | None,
+    karpenter_ready: list[pulumi.Resource],
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> NodePools:
+    """Karpenter's node classes and pools, their placement groups and EFA interfaces.
+
+    Args:
+        config: the validated stack configuration.
+        vpc_id: the network's VPC.
+        private_subnet_ids: zone -> the network's private subnet there.
+        node_role_name: the nodes' IAM role (Karpenter's).
+        lustre_client_group_id: the security group of Lustre clients; None without a file
+            system.
+        karpenter_ready: what node pools wait for (Karpenter's CRDs and controller).
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return NodePools(
+        "pools",
+        cluster_name=config.name,
+        pools=config.node_pools,
+        general=config.general_pool,
+        zones=availability_zones(config),
+        training_zone=config.network.training_zone,
+        vpc_id=vpc_id,
+        private_subnet_ids=dict(private_subnet_ids),
+        node_role_name=node_role_name,
+        tags=config.required_tags,
+        lustre_client_group_id=lustre_client_group_id,
+        lustre_pools=lustre_pools(config),
+        slurm_nodes=slurm_held_nodes(config),
+        karpenter_ready=karpenter_ready,
+        kubernetes_provider=cluster.provider,
+        opts=opts,
+    )
+
+
+def build_trainer(
+    config: PlatformConfig,
+    *,
+    team_namespaces: dict[str, pulumi.Resource],
+    volcano_ready: list[pulumi.Resource],
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> Trainer:
+    """Kubeflow Trainer, JobSet, the legacy operator and the team runtimes.
+
+    Args:
+        config: the validated stack configuration.
+        team_namespaces: team name -> its namespace.
+        volcano_ready: what Trainer waits for (Volcano, whose PodGroups it creates).
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return Trainer(
+        "trainer",
+        trainer=config.trainer,
+        pools=config.node_pools,
+        lustre_pools=lustre_pools(config),
+        teams=config.teams,
+        team_namespaces=team_namespaces,
+        checkpoints=checkpoint_location(config),
+        lustre=config.storage.lustre,
+        protect=config.protect_stateful_resources,
+        volcano_ready=volcano_ready,
+        kubernetes_provider=cluster.provider,
+        adopting_kubernetes_provider=cluster.adopting_provider,
+        opts=opts,
+    )
+
+
+def build_device_plugins(
+    config: PlatformConfig, *, cluster: InCluster, opts: pulumi.ResourceOptions
+) -> DevicePlugins:
+    """The NVIDIA, EFA and Neuron device plugins the pools need.
+
+    Args:
+        config: the validated stack configuration.
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return DevicePlugins(
+        "device-plugins",
+        pools=config.node_pools,
+        region=config.region,
+        kubernetes_version=config.cluster.kubernetes_version,
+        slurm_pools=sorted(slurm_held_nodes(config)),
+        cluster_ready=cluster.ready,
+        kubernetes_provider=cluster.provider,
+        opts=opts,
+    )
+
+
+def build_slurm(
+    config: PlatformConfig,
+    *,
+    namespace: k8s.core.v1.Namespace,
+    workloads_ready: list[pulumi.Resource],
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> Slurm:
+    """Slurm: cert-manager, Slinky, accounting, the Slurm cluster and its node sets.
+
+    Args:
+        config: the validated stack configuration (Slurm enabled).
+        namespace: Slurm's namespace (:func:`components.slurm.create_namespace`).
+        workloads_ready: what slurmd and login pods need first (Slurm's Lustre claims, the
+            priority classes).
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return Slurm(
+        "slurm",
+        config=config,
+        namespace=namespace,
+        vpc_cidr=config.network.vpc_cidr,
+        volume_tags=stack_tags(config),
+        cluster_ready=cluster.ready,
+        workloads_ready=workloads_ready,
+        kubernetes_provider=cluster.provider,
+        bind_password=pulumi.Config().get_secret(BIND_PASSWORD_KEY),
+        opts=opts,
+    )
 
 
 def validated_config(

@@ -1,8 +1,9 @@
 """One component under Pulumi mocks, wired as ``TrainingPlatform`` wires it.
 
 A component test that checks what one component registers does not need the whole program: a
-:data:`Part` builds that component from the parsed stack config and a :class:`Wiring` whose
-stand-ins replace what other components would hand it. The stand-ins are what the mock engine
+:data:`Part` builds that component with the platform's own builder (``build_network`` and the
+rest in components/platform.py, which ``TrainingPlatform`` calls too) from the parsed stack
+config and a :class:`Wiring` whose stand-ins replace what other components would hand it. The stand-ins are what the mock engine
 gives those resources in a whole-program run (:class:`synth.engine.PlatformMocks` derives ids
 and ARNs from a resource's type and name), and the component sits under a parent of the
 platform's type and the platform's AWS provider, so its URNs, providers and inputs are the
@@ -24,17 +25,27 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 from pulumi.runtime.mocks import MockResourceArgs
 
-from components.checkpoints import checkpoint_location
 from components.cluster import Cluster
-from components.config import PlatformConfig, slurm_held_nodes
-from components.config.pools import mounts_lustre
-from components.config.slurm import BIND_PASSWORD_KEY
-from components.config.storage import admin_client_block
+from components.config import PlatformConfig
 from components.device_plugins import DevicePlugins
 from components.karpenter import Karpenter
 from components.network import Network
 from components.node_pools import NodePools
-from components.platform import load_config, stack_tags
+from components.platform import (
+    InCluster,
+    build_cluster,
+    build_device_plugins,
+    build_karpenter,
+    build_network,
+    build_node_pools,
+    build_scheduling,
+    build_slurm,
+    build_storage,
+    build_teams,
+    build_trainer,
+    load_config,
+    stack_tags,
+)
 from components.scheduling import Scheduling
 from components.slurm import Slurm, create_namespace
 from components.storage import Storage
@@ -120,18 +131,22 @@ class Wiring:
         """The network's VPC id."""
         return self.mocked("aws:ec2/vpc:Vpc", "network-vpc")
 
-    def private_subnet_id(self, zone: str) -> pulumi.Output[str]:
-        """The network's private subnet id in ``zone``.
-
-        Args:
-            zone: an availability zone of the stack.
-        """
-        return self.mocked("aws:ec2/subnet:Subnet", f"network-private-{zone}")
+    @property
+    def private_subnet_ids(self) -> dict[str, pulumi.Output[str]]:
+        """Zone -> the network's private subnet id there."""
+        return {
+            zone: self.mocked("aws:ec2/subnet:Subnet", f"network-private-{zone}")
+            for zone in self.config.network.availability_zones
+        }
 
     @property
-    def zones(self) -> list[str]:
-        """The stack's zones by name, as the platform orders them."""
-        return sorted(self.config.network.availability_zones)
+    def in_cluster(self) -> InCluster:
+        """The stand-in providers, and nothing to wait for (no cluster is built)."""
+        return InCluster(
+            ready=[],
+            provider=self.kubernetes_provider,
+            adopting_provider=self.adopting_kubernetes_provider,
+        )
 
     @property
     def logs_key_arn(self) -> pulumi.Output[str]:
@@ -142,11 +157,6 @@ class Wiring:
         """Team name -> a stand-in for its namespace (what ``Teams.namespaces`` holds)."""
         return {team.name: StandIn(f"teams-{team.name}", self.parent) for team in self.config.teams}
 
-    @property
-    def lustre_pools(self) -> set[str]:
-        """The pools whose nodes mount the file system."""
-        return {pool.name for pool in self.config.node_pools if mounts_lustre(self.config, pool)}
-
 
 Part = Callable[[Wiring], pulumi.ComponentResource]
 """Builds one component from the wiring, as ``TrainingPlatform.__init__`` does."""
@@ -154,106 +164,57 @@ Part = Callable[[Wiring], pulumi.ComponentResource]
 
 def network(wiring: Wiring) -> Network:
     """The network."""
-    config = wiring.config
-    return Network(
-        "network",
-        network=config.network,
-        region=config.region,
-        account_id=config.account_id,
-        cluster_name=config.name,
-        deploy_path=config.cluster.endpoint.deploy_from,
-        logs_key_arn=wiring.logs_key_arn,
-        reserved_blocks=(
-            {config.network.training_zone: str(admin_block)}
-            if (admin_block := admin_client_block(config)) is not None
-            else None
-        ),
-        opts=wiring.opts,
-    )
+    return build_network(wiring.config, logs_key_arn=wiring.logs_key_arn, opts=wiring.opts)
 
 
 def cluster(wiring: Wiring) -> Cluster:
     """The EKS cluster, its system node group and add-ons (no deploy path: no attachment)."""
-    config = wiring.config
-    return Cluster(
-        config.name,
-        cluster=config.cluster,
+    return build_cluster(
+        wiring.config,
         vpc_id=wiring.vpc_id,
-        private_subnet_ids=[wiring.private_subnet_id(zone) for zone in wiring.zones],
-        tags=config.required_tags,
-        volume_tags=stack_tags(config),
-        protect=config.protect_stateful_resources,
+        private_subnet_ids=wiring.private_subnet_ids,
         logs_key_arn=wiring.logs_key_arn,
-        account_id=config.account_id,
+        deploy_path=[],
         opts=wiring.opts,
     )
 
 
 def karpenter(wiring: Wiring) -> Karpenter:
     """Karpenter's roles, queue and controller."""
-    config = wiring.config
-    return Karpenter(
-        "karpenter",
-        cluster_name=config.name,
-        region=config.region,
-        account_id=config.account_id,
-        cluster_ready=[],
-        kubernetes_provider=wiring.kubernetes_provider,
-        node_overlays=any(pool.hugepages for pool in config.node_pools),
-        opts=wiring.opts,
-    )
+    return build_karpenter(wiring.config, cluster=wiring.in_cluster, opts=wiring.opts)
 
 
 def teams(wiring: Wiring) -> Teams:
     """The team namespaces, their roles, quotas and access entries."""
-    config = wiring.config
-    return Teams(
-        "teams",
-        teams=config.teams,
-        cluster_name=config.name,
-        kubernetes_version=config.cluster.kubernetes_version,
-        kubernetes_provider=wiring.kubernetes_provider,
-        cluster_ready=[],
+    return build_teams(
+        wiring.config,
+        cluster_name=wiring.config.name,
+        cluster=wiring.in_cluster,
         opts=wiring.opts,
     )
 
 
 def scheduling(wiring: Wiring) -> Scheduling:
     """Volcano, the team queues and the priority classes."""
-    return Scheduling(
-        "scheduling",
-        teams=wiring.config.teams,
-        cluster_ready=[],
-        kubernetes_provider=wiring.kubernetes_provider,
-        opts=wiring.opts,
-    )
+    return build_scheduling(wiring.config, cluster=wiring.in_cluster, opts=wiring.opts)
 
 
 def storage(wiring: Wiring) -> Storage:
     """Buckets, keys, the file system, its associations and claims."""
-    config = wiring.config
-    return Storage(
-        "storage",
-        config=config,
+    return build_storage(
+        wiring.config,
         vpc_id=wiring.vpc_id,
-        training_subnet_id=wiring.private_subnet_id(config.network.training_zone),
+        private_subnet_ids=wiring.private_subnet_ids,
         logs_key_arn=wiring.logs_key_arn,
-        cluster_ready=[],
-        kubernetes_provider=wiring.kubernetes_provider,
-        mounting_namespaces=_slurm_namespaces(wiring),
+        slurm_namespace=_namespace(wiring) if wiring.config.slurm.enabled else None,
         team_namespaces=wiring.team_namespaces(),
+        cluster=wiring.in_cluster,
         opts=wiring.opts,
     )
 
 
-def _slurm_namespaces(wiring: Wiring) -> dict[str, pulumi.Resource]:
-    """Slurm's namespace by its name, where Slurm is on (the platform makes it for storage)."""
-    if not wiring.config.slurm.enabled:
-        return {}
-    return {"slurm": _namespace(wiring)}
-
-
 def _namespace(wiring: Wiring) -> k8s.core.v1.Namespace:
+    """Slurm's namespace, which the platform makes before storage and Slurm."""
     return create_namespace(
         cluster_ready=[], kubernetes_provider=wiring.kubernetes_provider, parent=wiring.parent
     )
@@ -262,79 +223,46 @@ def _namespace(wiring: Wiring) -> k8s.core.v1.Namespace:
 def node_pools(wiring: Wiring) -> NodePools:
     """Karpenter's node classes and pools, placement and EFA groups."""
     config = wiring.config
-    return NodePools(
-        "pools",
-        cluster_name=config.name,
-        pools=config.node_pools,
-        general=config.general_pool,
-        zones=wiring.zones,
-        training_zone=config.network.training_zone,
+    return build_node_pools(
+        config,
         vpc_id=wiring.vpc_id,
-        private_subnet_ids={zone: wiring.private_subnet_id(zone) for zone in wiring.zones},
+        private_subnet_ids=wiring.private_subnet_ids,
         node_role_name=wiring.mocked("aws:iam/role:Role", "karpenter-node", "name"),
-        tags=config.required_tags,
         lustre_client_group_id=(
             wiring.mocked("aws:ec2/securityGroup:SecurityGroup", "storage-lustre-clients")
             if config.storage.lustre is not None
             else None
         ),
-        lustre_pools=wiring.lustre_pools,
-        slurm_nodes=slurm_held_nodes(config),
         karpenter_ready=[],
-        kubernetes_provider=wiring.kubernetes_provider,
+        cluster=wiring.in_cluster,
         opts=wiring.opts,
     )
 
 
 def trainer(wiring: Wiring) -> Trainer:
     """Kubeflow Trainer, JobSet and the team runtimes."""
-    config = wiring.config
-    return Trainer(
-        "trainer",
-        trainer=config.trainer,
-        pools=config.node_pools,
-        lustre_pools=wiring.lustre_pools,
-        teams=config.teams,
+    return build_trainer(
+        wiring.config,
         team_namespaces=wiring.team_namespaces(),
-        checkpoints=checkpoint_location(config),
-        lustre=config.storage.lustre,
-        protect=config.protect_stateful_resources,
         volcano_ready=[],
-        kubernetes_provider=wiring.kubernetes_provider,
-        adopting_kubernetes_provider=wiring.adopting_kubernetes_provider,
+        cluster=wiring.in_cluster,
         opts=wiring.opts,
     )
 
 
 def device_plugins(wiring: Wiring) -> DevicePlugins:
     """The NVIDIA, Neuron and EFA device plugins the pools need."""
-    config = wiring.config
-    return DevicePlugins(
-        "device-plugins",
-        pools=config.node_pools,
-        region=config.region,
-        kubernetes_version=config.cluster.kubernetes_version,
-        slurm_pools=sorted(slurm_held_nodes(config)),
-        cluster_ready=[],
-        kubernetes_provider=wiring.kubernetes_provider,
-        opts=wiring.opts,
-    )
+    return build_device_plugins(wiring.config, cluster=wiring.in_cluster, opts=wiring.opts)
 
 
 def slurm(wiring: Wiring) -> Slurm:
     """Slurm: cert-manager, Slinky, accounting, the cluster and its node sets."""
-    config = wiring.config
-    assert config.slurm.enabled, "the stack has no Slurm to build"
-    return Slurm(
-        "slurm",
-        config=config,
+    assert wiring.config.slurm.enabled, "the stack has no Slurm to build"
+    return build_slurm(
+        wiring.config,
         namespace=_namespace(wiring),
-        vpc_cidr=config.network.vpc_cidr,
-        volume_tags=stack_tags(config),
-        cluster_ready=[],
         workloads_ready=[],
-        kubernetes_provider=wiring.kubernetes_provider,
-        bind_password=pulumi.Config().get_secret(BIND_PASSWORD_KEY),
+        cluster=wiring.in_cluster,
         opts=wiring.opts,
     )
 
