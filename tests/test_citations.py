@@ -32,32 +32,84 @@ LINK: Final = re.compile(
 COMMIT: Final = re.compile(r"[0-9a-f]{40}")
 
 
-def _requirement(name: str) -> str:
-    """The version requirements.txt pins ``name`` to."""
-    for line in (REPOSITORY_ROOT / "requirements.txt").read_text().splitlines():
+def _addon_versions(field: str) -> set[str]:
+    """The upstream release of an EKS add-on we pin, for every supported minor (v1.7.0-eksbuild.1
+    is the driver's 1.7.0)."""
+    return {
+        getattr(addons, field).split("-", 1)[0].removeprefix("v")
+        for addons in versions.EKS_ADDONS.values()
+    }
+
+
+def _requirement_in(file: str, name: str) -> str:
+    """The version ``file`` pins ``name`` to."""
+    for line in (REPOSITORY_ROOT / file).read_text().splitlines():
         if line.lower().startswith(f"{name.lower()}=="):
             return line.split("==", 1)[1].strip()
-    raise AssertionError(f"requirements.txt pins no {name}")
+    raise AssertionError(f"{file} pins no {name}")
 
 
-PINNED_TAGS: Final[dict[str, Callable[[], set[str]]]] = {
-    "aws/karpenter-provider-aws": lambda: {f"v{versions.KARPENTER_VERSION}"},
-    "SlinkyProject/slurm-operator": lambda: {f"v{versions.SLINKY_VERSION}"},
-    "volcano-sh/volcano": lambda: {f"v{versions.VOLCANO_CHART.version}"},
-    # Trainer v2 and the legacy Training Operator share one repository.
+PINNED_RELEASES: Final[dict[str, Callable[[], set[str]]]] = {
+    "slurm-operator": lambda: {versions.SLINKY_VERSION},
+    "slinky": lambda: {versions.SLINKY_VERSION},
+    "karpenter-provider-aws": lambda: {versions.KARPENTER_VERSION},
+    "kubernetes-sigs/karpenter": lambda: {versions.KARPENTER_VERSION},
+    "karpenter": lambda: {versions.KARPENTER_VERSION},
     "kubeflow/trainer": lambda: {
-        f"v{versions.TRAINER_VERSION}",
-        versions.TRAINING_OPERATOR_VERSION,
+        versions.TRAINER_VERSION,
+        versions.TRAINING_OPERATOR_VERSION.removeprefix("v"),
     },
-    "kubernetes-sigs/jobset": lambda: {f"v{versions.JOBSET_VERSION}"},
-    "NVIDIA/k8s-device-plugin": lambda: {f"v{versions.NVIDIA_DEVICE_PLUGIN_CHART.version}"},
-    "mariadb-operator/mariadb-operator": lambda: {f"v{versions.MARIADB_OPERATOR_VERSION}"},
-    "boto/botocore": lambda: {_requirement("botocore")},
-    "pulumi/pulumi-kubernetes": lambda: {f"v{_requirement('pulumi-kubernetes')}"},
-    "pulumi/pulumi-aws": lambda: {f"v{_requirement('pulumi-aws')}"},
-    "pulumi/pulumi-eks": lambda: {f"v{_requirement('pulumi-eks')}"},
+    "kubeflow-trainer": lambda: {versions.TRAINER_VERSION},
+    "trainer": lambda: {versions.TRAINER_VERSION},
+    "jobset": lambda: {versions.JOBSET_VERSION},
+    "kubernetes-sigs/jobset": lambda: {versions.JOBSET_VERSION},
+    "slinkyproject/slurm-operator": lambda: {versions.SLINKY_VERSION},
+    "volcano-sh/volcano": lambda: {versions.VOLCANO_CHART.version},
+    "kubernetes-sigs/aws-fsx-csi-driver": lambda: _addon_versions("fsx_csi_driver"),
+    "kubernetes-sigs/aws-ebs-csi-driver": lambda: _addon_versions("ebs_csi_driver"),
+    "aws-neuron/neuron-helm-charts": lambda: {versions.NEURON_CHART.version},
+    "aws/karpenter-provider-aws": lambda: {versions.KARPENTER_VERSION},
+    "nvidia/k8s-device-plugin": lambda: {versions.NVIDIA_DEVICE_PLUGIN_CHART.version},
+    "mariadb-operator/mariadb-operator": lambda: {versions.MARIADB_OPERATOR_VERSION},
+    "boto/botocore": lambda: {_requirement_in("requirements.txt", "botocore")},
+    "pulumi/pulumi-kubernetes": lambda: {_requirement_in("requirements.txt", "pulumi-kubernetes")},
+    "pulumi/pulumi-aws": lambda: {_requirement_in("requirements.txt", "pulumi-aws")},
+    "pulumi/pulumi-eks": lambda: {_requirement_in("requirements.txt", "pulumi-eks")},
+    "aws-fsx-csi-driver": lambda: _addon_versions("fsx_csi_driver"),
+    "aws-ebs-csi-driver": lambda: _addon_versions("ebs_csi_driver"),
+    "volcano": lambda: {versions.VOLCANO_CHART.version},
+    "mariadb-operator": lambda: {versions.MARIADB_OPERATOR_VERSION},
+    "nvidia-device-plugin": lambda: {versions.NVIDIA_DEVICE_PLUGIN_CHART.version},
+    "aws-efa-k8s-device-plugin": lambda: {versions.EFA_DEVICE_PLUGIN_CHART.version.lstrip("v")},
+    "neuron-helm-chart": lambda: {versions.NEURON_CHART.version},
+    "neuron-helm-charts": lambda: {versions.NEURON_CHART.version},
+    "cert-manager": lambda: {versions.CERT_MANAGER_CHART.version.lstrip("v")},
+    "keda": lambda: {versions.KEDA_CHART.version},
+    "pulumi-policy": lambda: {_requirement_in("requirements.txt", "pulumi-policy")},
+    "pulumi-aws": lambda: {_requirement_in("requirements.txt", "pulumi-aws")},
+    "pulumi-eks": lambda: {_requirement_in("requirements.txt", "pulumi-eks")},
+    "pulumi-kubernetes": lambda: {_requirement_in("requirements.txt", "pulumi-kubernetes")},
+    "kubeflow/sdk": lambda: {_requirement_in("requirements-dev.txt", "kubeflow")},
 }
-"""Each cited repository and the tags our pins give it (a function, read when the test runs)."""
+"""Upstream projects (lower case: a short name, or a GitHub owner/repo) and the releases our
+pins give each (a function, read when the test runs). Prose cites them by name and release
+(``slurm-operator v1.2.1 internal/builder/...``); links, by owner/repo and tag."""
+
+TAGGED_WITHOUT_V: Final = frozenset({"boto/botocore"})
+"""Repositories whose release tags are the bare version (1.44.8); the others prefix a v."""
+
+
+def pinned_tags(repo: str) -> set[str] | None:
+    """The tags of the releases we pin of GitHub repository ``repo``; None when none is known.
+
+    Args:
+        repo: owner/name as a link writes it (any case).
+    """
+    releases = PINNED_RELEASES.get(repo.lower())
+    if releases is None:
+        return None
+    prefix = "" if repo.lower() in TAGGED_WITHOUT_V else "v"
+    return {f"{prefix}{release}" for release in releases()}
 
 
 def _cited_files() -> list[Path]:
@@ -131,74 +183,19 @@ def stale_citations(citations: Sequence[tuple[str, str, str, str]]) -> list[str]
     for where, repo, ref, path in citations:
         if "{" in ref or COMMIT.fullmatch(ref):
             continue  # a template (built from a pin in code) or an exact commit
-        if repo not in PINNED_TAGS:
+        tags = pinned_tags(repo)
+        if tags is None:
             problems.append(
-                f"{where}: {repo} is cited but has no pin in PINNED_TAGS (tests/test_citations.py)"
+                f"{where}: {repo} is cited but has no pin in PINNED_RELEASES "
+                "(tests/test_citations.py)"
             )
             continue
-        tags = PINNED_TAGS[repo]()
         if ref not in tags:
             problems.append(
                 f"{where}: {repo}/{path} cited at {ref}, but we pin {sorted(tags)}: re-read it"
             )
     return problems
 
-
-def _addon_versions(field: str) -> set[str]:
-    """The upstream release of an EKS add-on we pin, for every supported minor (v1.7.0-eksbuild.1
-    is the driver's 1.7.0)."""
-    return {
-        getattr(addons, field).split("-", 1)[0].removeprefix("v")
-        for addons in versions.EKS_ADDONS.values()
-    }
-
-
-def _requirement_in(file: str, name: str) -> str:
-    """The version ``file`` pins ``name`` to."""
-    for line in (REPOSITORY_ROOT / file).read_text().splitlines():
-        if line.lower().startswith(f"{name.lower()}=="):
-            return line.split("==", 1)[1].strip()
-    raise AssertionError(f"{file} pins no {name}")
-
-
-PINNED_RELEASES: Final[dict[str, Callable[[], set[str]]]] = {
-    "slurm-operator": lambda: {versions.SLINKY_VERSION},
-    "slinky": lambda: {versions.SLINKY_VERSION},
-    "karpenter-provider-aws": lambda: {versions.KARPENTER_VERSION},
-    "kubernetes-sigs/karpenter": lambda: {versions.KARPENTER_VERSION},
-    "karpenter": lambda: {versions.KARPENTER_VERSION},
-    "kubeflow/trainer": lambda: {
-        versions.TRAINER_VERSION,
-        versions.TRAINING_OPERATOR_VERSION.removeprefix("v"),
-    },
-    "kubeflow-trainer": lambda: {versions.TRAINER_VERSION},
-    "trainer": lambda: {versions.TRAINER_VERSION},
-    "jobset": lambda: {versions.JOBSET_VERSION},
-    "kubernetes-sigs/jobset": lambda: {versions.JOBSET_VERSION},
-    "slinkyproject/slurm-operator": lambda: {versions.SLINKY_VERSION},
-    "volcano-sh/volcano": lambda: {versions.VOLCANO_CHART.version},
-    "kubernetes-sigs/aws-fsx-csi-driver": lambda: _addon_versions("fsx_csi_driver"),
-    "kubernetes-sigs/aws-ebs-csi-driver": lambda: _addon_versions("ebs_csi_driver"),
-    "aws-neuron/neuron-helm-charts": lambda: {versions.NEURON_CHART.version},
-    "aws/karpenter-provider-aws": lambda: {versions.KARPENTER_VERSION},
-    "aws-fsx-csi-driver": lambda: _addon_versions("fsx_csi_driver"),
-    "aws-ebs-csi-driver": lambda: _addon_versions("ebs_csi_driver"),
-    "volcano": lambda: {versions.VOLCANO_CHART.version},
-    "mariadb-operator": lambda: {versions.MARIADB_OPERATOR_VERSION},
-    "nvidia-device-plugin": lambda: {versions.NVIDIA_DEVICE_PLUGIN_CHART.version},
-    "aws-efa-k8s-device-plugin": lambda: {versions.EFA_DEVICE_PLUGIN_CHART.version.lstrip("v")},
-    "neuron-helm-chart": lambda: {versions.NEURON_CHART.version},
-    "neuron-helm-charts": lambda: {versions.NEURON_CHART.version},
-    "cert-manager": lambda: {versions.CERT_MANAGER_CHART.version.lstrip("v")},
-    "keda": lambda: {versions.KEDA_CHART.version},
-    "pulumi-policy": lambda: {_requirement_in("requirements.txt", "pulumi-policy")},
-    "pulumi-aws": lambda: {_requirement_in("requirements.txt", "pulumi-aws")},
-    "pulumi-eks": lambda: {_requirement_in("requirements.txt", "pulumi-eks")},
-    "pulumi-kubernetes": lambda: {_requirement_in("requirements.txt", "pulumi-kubernetes")},
-    "kubeflow/sdk": lambda: {_requirement_in("requirements-dev.txt", "kubeflow")},
-}
-"""Upstream projects the prose cites by name and release (``slurm-operator v1.2.1
-internal/builder/...``), and the releases our pins give each."""
 
 TEXT_CITATION: Final = re.compile(
     r"(?i)(?<![\w/.-])("
@@ -264,7 +261,7 @@ def test_a_bump_flags_the_links_to_reread(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_links_to_unknown_repositories_and_moving_refs_are_refused() -> None:
     assert stale_citations([("x.py:1", "someone/else", "v1.0.0", "a.go")]) == [
-        "x.py:1: someone/else is cited but has no pin in PINNED_TAGS (tests/test_citations.py)"
+        "x.py:1: someone/else is cited but has no pin in PINNED_RELEASES (tests/test_citations.py)"
     ]
     stale = stale_citations([("x.py:2", "kubeflow/trainer", "master", "pkg/a.go")])
     assert stale and "cited at master" in stale[0]
