@@ -397,7 +397,7 @@ class Cluster(pulumi.ComponentResource):
             ),
             self._addon(name, "kube-proxy", addon_versions.kube_proxy, after_cluster),
             self._addon(
-                name, "eks-pod-identity-agent", addon_versions.pod_identity_agent, after_cluster
+                name, "eks-pod-identity-agent", addon_versions.eks_pod_identity_agent, after_cluster
             ),
         ]
 
@@ -413,7 +413,7 @@ class Cluster(pulumi.ComponentResource):
         ebs_addon = self._addon(
             name,
             "aws-ebs-csi-driver",
-            addon_versions.ebs_csi_driver,
+            addon_versions.aws_ebs_csi_driver,
             pulumi.ResourceOptions(
                 parent=self, depends_on=[node_group, early_addons[2], *ebs_role.ready]
             ),

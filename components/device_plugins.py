@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import pulumi
 
-from components import versions
+from components import software, versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import SYSTEM_TOLERATION
 from components.config import NodePoolConfig
@@ -121,7 +121,9 @@ def neuron_values(
         kubernetes_version: cluster minor version; the second scheduler's image follows it.
         slurm_pools: pools that keep nodes for Slurm (see :func:`extra_tolerations`).
     """
-    repository, tag = versions.NEURON_CUSTOM_SCHEDULER_IMAGES[kubernetes_version]
+    repository, tag = software.repository_and_tag(
+        versions.NEURON_CUSTOM_SCHEDULER_IMAGES[kubernetes_version]
+    )
     # The scheduler extension and its scheduler go to the system nodes (with_system_placement).
     return with_system_placement(
         versions.NEURON_CHART,

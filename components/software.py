@@ -73,6 +73,14 @@ NEURON_DRIVER_MINIMUM_RUNTIME: Final[dict[str, str]] = {
 }
 """Neuron driver (major.minor) -> the oldest runtime library that initialises on it."""
 
+NEURON_SDK_RUNTIME: Final[dict[str, str]] = {
+    # aws-neuron-sdk v2.31.1 release-notes: Neuron 2.31.1 ships aws-neuronx-runtime-lib 2.33.
+    "2.31.1": "2.33",
+}
+"""Neuron SDK release -> the runtime library (major.minor) it ships. The SDK releases its
+packages as one set, so an image's runtime must be its SDK's: a recipe whose SDK pin moved
+without its package pins (the dependency bot moves only the SDK) is refused until both agree."""
+
 NEURON_RUNTIME_OS: Final[dict[str, frozenset[str]]] = {
     # The runtime's compatibility table in the same release notes (Neuron 2.31.0).
     "trn1": frozenset({"ubuntu22.04", "ubuntu24.04", "rockylinux9", "debian12", "al2023"}),
@@ -127,6 +135,12 @@ class ImageSoftware:
     """``aws-neuronx-collectives``."""
     torch_neuronx: str | None = None
     """``torch-neuronx``, PyTorch on Trainium."""
+    neuron_sdk: str | None = None
+    """The Neuron SDK release the Neuron packages are said to come from (a recipe's pin)."""
+    recorded_tag: str | None = None
+    """The tag whose contents these fields were read from (release notes, the image's build
+    files); None for a recipe, whose fields are its own pins. When the image's pin names another
+    tag (the dependency bot moved it), the record no longer describes it and is refused."""
     framework: bool = True
     """Whether the image carries CUDA and NCCL for the driver rules to check; False for Trainium's
     slurmd, whose jobs bring their framework in a virtualenv or container on the shared file
@@ -145,9 +159,23 @@ def image_problems(
             user space, or its collectives run over TCP).
         ami: the drivers of the node's AMI release.
     """
+    stale = _stale_record(image)
+    if stale:
+        return [stale]
     if instance.accelerator == "nvidia":
         return _nvidia_problems(image, efa=efa, ami=ami)
     return _neuron_problems(image, instance, efa=efa, ami=ami)
+
+
+def _stale_record(image: ImageSoftware) -> str | None:
+    """Why the record of ``image`` does not describe the image it names, or None if it does."""
+    if image.recorded_tag is None or reference_tag(image.name) == image.recorded_tag:
+        return None
+    return (
+        f"{image.name} is pinned at another tag than the one whose contents components/software.py "
+        f"records ({image.recorded_tag}): record what the new tag carries (OS, CUDA, NCCL) and "
+        "set recorded_tag to it"
+    )
 
 
 def _nvidia_problems(image: ImageSoftware, *, efa: bool, ami: AmiRelease) -> list[str]:
@@ -208,6 +236,18 @@ def _neuron_problems(
             f"{image.name} has Neuron runtime {image.neuron_runtime}; the AMI's Neuron driver "
             f"{ami.neuron_driver} needs {minimum} or later (nrt_init() fails)"
         )
+    shipped = NEURON_SDK_RUNTIME.get(image.neuron_sdk) if image.neuron_sdk else None
+    if image.neuron_sdk and shipped is None:
+        problems.append(
+            f"{image.name} installs Neuron SDK {image.neuron_sdk}, which the bill of materials "
+            "has no runtime record for (add it to NEURON_SDK_RUNTIME from the SDK's release "
+            "notes, and set the recipe's package pins to that release's)"
+        )
+    elif shipped and image.neuron_runtime and major_minor(image.neuron_runtime) != shipped:
+        problems.append(
+            f"{image.name} installs runtime {image.neuron_runtime}, but Neuron SDK "
+            f"{image.neuron_sdk} ships {shipped}: set the recipe's package pins to its release's"
+        )
     if image.neuron_runtime and image.neuron_collectives is None:
         problems.append(f"{image.name} has no Neuron collectives (multi-device jobs fail)")
     elif (
@@ -248,6 +288,7 @@ _TORCH_2_13 = ImageSoftware(
     os="ubuntu22.04",
     cuda="13.0",
     nccl="2.29.7",
+    recorded_tag="2.13.0-cuda13.0-cudnn9-runtime",
 )
 DEFAULT_IMAGES: Final[dict[str, ImageSoftware]] = {
     "torch": _TORCH_2_13,
@@ -258,12 +299,14 @@ DEFAULT_IMAGES: Final[dict[str, ImageSoftware]] = {
         # with torch==2.13.0 from PyPI (CUDA 13.0). The toolkit only compiles DeepSpeed's ops
         # for the node's GPU, which CUDA's minor version compatibility runs on a 13.0 driver.
         cuda_toolkit="13.3",
+        recorded_tag="v2.3.0",
     ),
     "jax": ImageSoftware(
         name=versions.DEFAULT_JAX_IMAGE,
         # NGC framework containers 25.10 are CUDA 13.0 builds (25.12 moved to CUDA 13.1.0).
         os="ubuntu24.04",
         cuda="13.0",
+        recorded_tag="25.10-py3",
     ),
 }
 """Trainer runtime key -> the default image of that key."""
@@ -309,6 +352,8 @@ def training_cuda(framework: str) -> ImageSoftware:
     pins = recipe_pins("training-cuda")
     return replace(
         DEFAULT_IMAGES[framework],
+        # Ends with the base's reference, so a stale record of the base is refused for the
+        # build as well (reference_tag reads the tag of the name's last path part).
         name=f"images/training-cuda on {DEFAULT_IMAGES[framework].name}",
         efa_installer=pins["EFA_INSTALLER_VERSION"],
         aws_ofi_nccl=pins["AWS_OFI_NCCL_VERSION"],
@@ -319,7 +364,8 @@ def training_neuron() -> ImageSoftware:
     """``images/training-neuron``: PyTorch on Trainium from the chosen Neuron SDK's packages."""
     pins = recipe_pins("training-neuron")
     return ImageSoftware(
-        name=f"images/training-neuron (Neuron SDK {pins['NEURON_SDK']})",
+        name=f"images/training-neuron (Neuron SDK {pins['NEURON_SDK_VERSION']})",
+        neuron_sdk=pins["NEURON_SDK_VERSION"],
         os=_image_os(pins["BASE_IMAGE"]),
         efa_installer=pins["EFA_INSTALLER_VERSION"],
         neuron_runtime=pins["NEURON_RUNTIME_LIB_VERSION"],
@@ -353,6 +399,7 @@ def slurmd(accelerator: str) -> ImageSoftware:
         )
     return replace(
         common,
+        neuron_sdk=pins["NEURON_SDK_VERSION"],
         neuron_runtime=pins["NEURON_RUNTIME_LIB_VERSION"],
         neuron_collectives=pins["NEURON_COLLECTIVES_VERSION"],
     )
@@ -383,6 +430,20 @@ contents). An image of your own joins here, as one reviewed entry, before a stac
 accelerator pool."""
 
 
+def repository_and_tag(reference: str) -> tuple[str, str]:
+    """``repo:tag`` -> ``(repo, tag)``; ``repo:tag@sha256:...`` -> ``(repo, tag@sha256:...)``.
+
+    For charts that render an image as ``{{ repository }}:{{ tag }}``: the digest rides in the
+    tag field, so the rendered reference is the pinned one (containerd pulls by the digest).
+    """
+    name, at, digest = reference.partition("@")
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon <= slash:
+        raise ValueError(f"image {reference!r} has no tag")
+    return name[:colon], name[colon + 1 :] + at + digest
+
+
 def reference_tag(reference: str) -> str | None:
     """The tag of ``repo:tag`` or ``repo:tag@sha256:...``; None for a digest alone."""
     last = reference.split("@", 1)[0].rsplit("/", maxsplit=1)[-1]
@@ -403,12 +464,12 @@ def built_tag(recipe: str, variant: str) -> str:
     if recipe == "training-cuda":
         return f"{reference_tag(DEFAULT_IMAGES[variant].name)}-{efa}"
     if recipe == "training-neuron":
-        return f"sdk{pins['NEURON_SDK']}"
+        return f"sdk{pins['NEURON_SDK_VERSION']}"
     if variant == "login":
         # Slinky tags its login and slurmd images alike: "login" keeps the two builds apart.
         return f"{reference_tag(pins['LOGIN_IMAGE'])}-login-{efa}"
     base = reference_tag(pins["SLURMD_IMAGE"])
-    return f"{base}-{efa}" if variant == "nvidia" else f"{base}-sdk{pins['NEURON_SDK']}"
+    return f"{base}-{efa}" if variant == "nvidia" else f"{base}-sdk{pins['NEURON_SDK_VERSION']}"
 
 
 TRAINER_RECIPES: Final[dict[str, str]] = {"nvidia": "training-cuda", "neuron": "training-neuron"}

@@ -17,7 +17,10 @@ class EksAddonVersions:
     """EKS managed add-on versions validated for one Kubernetes minor version.
 
     kube-proxy and CoreDNS track the control plane's minor version, so they are pinned per minor;
-    the others are pinned per minor as well so that a version bump is one reviewed table row.
+    the others are pinned per minor as well, each its own literal, so that the dependency bot
+    (``renovate.json``, the ``aws-eks-addon`` datasource filtered by the minor) proposes only
+    builds EKS publishes for that minor. Each field is named after its add-on, ``-`` written
+    ``_``: the bot's manager derives the add-on name from the field name.
     """
 
     vpc_cni: str
@@ -26,45 +29,45 @@ class EksAddonVersions:
     """``kube-proxy`` add-on; its minor must equal the cluster's."""
     coredns: str
     """``coredns`` add-on."""
-    pod_identity_agent: str
+    eks_pod_identity_agent: str
     """``eks-pod-identity-agent`` add-on (EKS Pod Identity for controllers)."""
-    ebs_csi_driver: str
+    aws_ebs_csi_driver: str
     """``aws-ebs-csi-driver`` add-on (gp3 volumes, through Pod Identity)."""
-    fsx_csi_driver: str
-    """``aws-fsx-csi-driver`` add-on (FSx for Lustre mounts, through Pod Identity)."""
+    aws_fsx_csi_driver: str
+    """``aws-fsx-csi-driver`` add-on (FSx for Lustre mounts, through Pod Identity). The EKS
+    hybrid-nodes guide names v1.7.0-eksbuild.1 as the first build it supports."""
+
+    def by_addon_name(self) -> dict[str, str]:
+        """Add-on name as EKS spells it (``eks-pod-identity-agent``) -> its pinned version."""
+        return {name.replace("_", "-"): version for name, version in vars(self).items()}
 
 
-# Versions as published by `aws eks describe-addon-versions` for each minor (late 2026).
-_POD_IDENTITY_AGENT: Final = "v1.3.10-eksbuild.2"
-_EBS_CSI_DRIVER: Final = "v1.54.0-eksbuild.1"
-# The EKS hybrid-nodes guide names v1.7.0-eksbuild.1 as the first FSx add-on build it supports;
-# check `aws eks describe-addon-versions --addon-name aws-fsx-csi-driver` before bumping.
-_FSX_CSI_DRIVER: Final = "v1.7.0-eksbuild.1"
-
+# Versions as published by `aws eks describe-addon-versions --kubernetes-version <minor>` (late
+# 2026). One literal per add-on and minor: the bot rewrites each in place.
 EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
     "1.33": EksAddonVersions(
         vpc_cni="v1.20.2-eksbuild.1",
         kube_proxy="v1.33.3-eksbuild.6",
         coredns="v1.12.4-eksbuild.1",
-        pod_identity_agent=_POD_IDENTITY_AGENT,
-        ebs_csi_driver=_EBS_CSI_DRIVER,
-        fsx_csi_driver=_FSX_CSI_DRIVER,
+        eks_pod_identity_agent="v1.3.10-eksbuild.2",
+        aws_ebs_csi_driver="v1.54.0-eksbuild.1",
+        aws_fsx_csi_driver="v1.7.0-eksbuild.1",
     ),
     "1.34": EksAddonVersions(
         vpc_cni="v1.20.4-eksbuild.2",
         kube_proxy="v1.34.0-eksbuild.2",
         coredns="v1.12.3-eksbuild.1",
-        pod_identity_agent=_POD_IDENTITY_AGENT,
-        ebs_csi_driver=_EBS_CSI_DRIVER,
-        fsx_csi_driver=_FSX_CSI_DRIVER,
+        eks_pod_identity_agent="v1.3.10-eksbuild.2",
+        aws_ebs_csi_driver="v1.54.0-eksbuild.1",
+        aws_fsx_csi_driver="v1.7.0-eksbuild.1",
     ),
     "1.35": EksAddonVersions(
         vpc_cni="v1.21.1-eksbuild.3",
         kube_proxy="v1.35.0-eksbuild.2",
         coredns="v1.13.2-eksbuild.1",
-        pod_identity_agent=_POD_IDENTITY_AGENT,
-        ebs_csi_driver=_EBS_CSI_DRIVER,
-        fsx_csi_driver=_FSX_CSI_DRIVER,
+        eks_pod_identity_agent="v1.3.10-eksbuild.2",
+        aws_ebs_csi_driver="v1.54.0-eksbuild.1",
+        aws_fsx_csi_driver="v1.7.0-eksbuild.1",
     ),
 }
 """Add-on pins per supported Kubernetes minor. Its keys are the supported Kubernetes versions:
@@ -109,7 +112,12 @@ def addon_semver(version: str) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class HelmChart:
-    """One upstream Helm chart at a pinned version."""
+    """One upstream Helm chart at a pinned version.
+
+    Each chart's version is its own literal, even where one upstream release ships several
+    charts (Karpenter's two, Slinky's three): the dependency bot rewrites literals, and its
+    group for that project moves them in one pull request (``renovate.json``).
+    """
 
     chart: str
     """Chart name in ``repository``, or a full ``oci://`` reference."""
@@ -117,105 +125,106 @@ class HelmChart:
     """Exact chart version (never a range, ``latest`` or a branch)."""
     repository: str | None
     """HTTPS chart repository; None for OCI charts."""
-    reference_dir: str
-    """Where the chart's default values sit in the reference data (``charts/<this>/``)."""
 
+    @property
+    def name(self) -> str:
+        """The chart's own name, the last part of an ``oci://`` reference."""
+        return self.chart.rsplit("/", maxsplit=1)[-1]
 
-KARPENTER_VERSION: Final = "1.14.1"
-"""Karpenter; >= 1.11 for placementGroupSelector and networkInterfaces."""
 
 KARPENTER_CRD_CHART: Final = HelmChart(
     chart="oci://public.ecr.aws/karpenter/karpenter-crd",
-    version=KARPENTER_VERSION,
+    version="1.14.1",
     repository=None,
-    reference_dir=f"karpenter-crd/{KARPENTER_VERSION}",
 )
+# Karpenter >= 1.11 for placementGroupSelector and networkInterfaces.
 KARPENTER_CHART: Final = HelmChart(
     chart="oci://public.ecr.aws/karpenter/karpenter",
-    version=KARPENTER_VERSION,
+    version="1.14.1",
     repository=None,
-    reference_dir=f"karpenter/{KARPENTER_VERSION}",
 )
+KARPENTER_VERSION: Final = KARPENTER_CHART.version
+"""Karpenter's release: the version of its chart (the CRD chart's must equal it)."""
+
 NVIDIA_DEVICE_PLUGIN_CHART: Final = HelmChart(
     chart="nvidia-device-plugin",
     version="0.20.0",
     repository="https://nvidia.github.io/k8s-device-plugin",
-    reference_dir="nvidia-device-plugin/0.20.0",
 )
+# The chart's own version string carries a leading "v" (image v0.5.20).
 EFA_DEVICE_PLUGIN_CHART: Final = HelmChart(
     chart="aws-efa-k8s-device-plugin",
-    # The chart's own version string carries a leading "v" (image v0.5.20).
     version="v0.5.30",
     repository="https://aws.github.io/eks-charts",
-    reference_dir="aws-efa-k8s-device-plugin/0.5.30",
 )
 NEURON_CHART: Final = HelmChart(
     chart="oci://public.ecr.aws/neuron/neuron-helm-chart",
     version="1.9.0",
     repository=None,
-    reference_dir="neuron-helm-chart/1.9.0",
 )
 
+# Tagged 2026-07-30; the chart repository index last seen offline listed 1.15.0, so confirm
+# `helm search repo volcano-sh/volcano --version 1.15.1` before the first deployment.
 VOLCANO_CHART: Final = HelmChart(
     chart="volcano",
-    # Tagged 2026-07-30; the chart repository index last seen offline listed 1.15.0, so confirm
-    # `helm search repo volcano-sh/volcano --version 1.15.1` before the first deployment.
     version="1.15.1",
     repository="https://volcano-sh.github.io/helm-charts",
-    reference_dir="volcano/1.15.1",
 )
 
-TRAINER_VERSION: Final = "2.3.0"
 TRAINER_CHART: Final = HelmChart(
     chart="oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
-    version=TRAINER_VERSION,
+    version="2.3.0",
     repository=None,
-    reference_dir=f"kubeflow-trainer/{TRAINER_VERSION}",
 )
+TRAINER_VERSION: Final = TRAINER_CHART.version
+"""Kubeflow Trainer's release: its chart's version (its runtime images are tagged ``v`` + it)."""
 
-JOBSET_VERSION: Final = "0.12.0"
-"""JobSet, the API Trainer's TrainJobs run as: the version kubeflow-trainer 2.3.0's Chart.yaml
-names as its ``jobset`` dependency (which the platform installs as its own release instead)."""
+# JobSet, the API Trainer's TrainJobs run as: the version kubeflow-trainer 2.3.0's Chart.yaml
+# names as its ``jobset`` dependency (which the platform installs as its own release instead).
 JOBSET_CHART: Final = HelmChart(
     chart="oci://registry.k8s.io/jobset/charts/jobset",
-    version=JOBSET_VERSION,
+    version="0.12.0",
     repository=None,
-    reference_dir=f"jobset/{JOBSET_VERSION}",
 )
+JOBSET_VERSION: Final = JOBSET_CHART.version
+"""JobSet's release: its chart's version."""
 JOBSET_CRDS_URL: Final = (
     "https://raw.githubusercontent.com/kubernetes-sigs/jobset/"
     f"v{JOBSET_VERSION}/charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml"
 )
-"""The JobSet CRD at the pinned tag. The chart keeps it under ``crds/``, which Helm installs once
-and never upgrades, so the stack applies this file itself (server-side) and a bump upgrades it."""
+"""The JobSet CRD at the chart's tag (derived, not a pin of its own: it moves with the chart).
+The chart keeps it under ``crds/``, which Helm installs once and never upgrades, so the stack
+applies this file itself (server-side) and a bump upgrades it."""
 
 TRAINING_OPERATOR_VERSION: Final = "v1.9.4"
+"""The legacy Training Operator (v1): a tag on kubeflow/trainer's release-1.9 branch (the bot
+keeps it below v2, Trainer's own releases)."""
 TRAINING_OPERATOR_KUSTOMIZATION: Final = (
     "https://github.com/kubeflow/trainer.git/manifests/overlays/standalone"
     f"?ref={TRAINING_OPERATOR_VERSION}"
 )
-"""The legacy Training Operator (v1) has no Helm chart: its standalone kustomize overlay, at the
-tag on the project's release-1.9 branch."""
+"""The legacy Training Operator has no Helm chart: its standalone kustomize overlay, at
+:data:`TRAINING_OPERATOR_VERSION`."""
 
 # Default training images of GPU pools (config can pin others): the images of Trainer's own
 # runtimes at v2.3.0. What each carries is in components/software.py; Trainium has no default
-# (images/training-neuron builds it). A default is pinned by digest (the tag stays in the
-# reference, for people) once its digest has been read from the registry; the ones still by tag
-# are listed with the reason in policies/scan-waivers.yaml (CKV_K8S_43).
-DEFAULT_TORCH_IMAGE: Final = (
-    "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
-    "@sha256:db80a41f8428644cebcb3d75b0b62df334ab6c0e75785951eb25f48bfbd42407"
-)
-DEFAULT_MPI_IMAGE: Final = f"ghcr.io/kubeflow/trainer/deepspeed-runtime:v{TRAINER_VERSION}"
+# (images/training-neuron builds it). Every image the platform chooses is one literal,
+# ``repository:tag`` or ``repository:tag@sha256:...``, on one line: the dependency bot
+# (``renovate.json``) adds or refreshes the digest in place and keeps the tag for people. The ones
+# still by tag wait for its first run (policies/scan-waivers.yaml, CKV_K8S_43, names the rule).
+DEFAULT_TORCH_IMAGE: Final = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime@sha256:db80a41f8428644cebcb3d75b0b62df334ab6c0e75785951eb25f48bfbd42407"  # noqa: E501
+DEFAULT_MPI_IMAGE: Final = "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"
+"""Trainer's DeepSpeed runtime image, tagged with Trainer's release (``v`` + its chart's)."""
 DEFAULT_JAX_IMAGE: Final = "nvcr.io/nvidia/jax:25.10-py3"
 
-NEURON_CUSTOM_SCHEDULER_IMAGES: Final[dict[str, tuple[str, str]]] = {
-    "1.33": ("public.ecr.aws/eks-distro/kubernetes/kube-scheduler", "v1.33.13-eks-1-33-34"),
-    "1.34": ("public.ecr.aws/eks-distro/kubernetes/kube-scheduler", "v1.34.7-eks-1-34-18"),
-    "1.35": ("registry.k8s.io/kube-scheduler", "v1.35.0"),
+NEURON_CUSTOM_SCHEDULER_IMAGES: Final[dict[str, str]] = {
+    "1.33": "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.33.13-eks-1-33-34",
+    "1.34": "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.34.7-eks-1-34-18",
+    "1.35": "registry.k8s.io/kube-scheduler:v1.35.0",
 }
-"""kube-scheduler image (repository, tag) the Neuron chart's second scheduler runs, per cluster
-minor: the chart's default (1.31) is outside the supported skew of these control planes."""
+"""kube-scheduler image the Neuron chart's second scheduler runs, per cluster minor: the chart's
+default (1.31) is outside the supported skew of these control planes. The bot moves each within
+its minor (patch releases only)."""
 
 DEFAULT_AMI_ALIAS: Final = "al2023@v20260714"
 """EKS-optimized AL2023 release Karpenter nodes boot from; Karpenter picks the NVIDIA or Neuron
@@ -246,78 +255,75 @@ EKS_IMAGE_REGISTRY_ACCOUNTS: Final[dict[str, str]] = {
 the EKS user guide's "container image registries for Amazon EKS add-ons". Its keys are the
 regions the platform supports: all in the ``aws`` partition, whose ARNs the program builds."""
 
+# Published chart versions carry the tag's "v". Slinky's operator webhook takes its serving
+# certificate from cert-manager.
 CERT_MANAGER_CHART: Final = HelmChart(
     chart="oci://quay.io/jetstack/charts/cert-manager",
-    # Published chart versions carry the tag's "v". Slinky's operator webhook takes its serving
-    # certificate from cert-manager.
     version="v1.21.1",
     repository=None,
-    reference_dir="cert-manager/v1.21.1",
 )
 
+# KEDA scales each Slurm node set through its scale subresource (slurm-operator v1.2.1
+# docs/usage/autoscaling.md); its CRDs (ScaledObject) come with the chart.
 KEDA_CHART: Final = HelmChart(
     chart="keda",
-    # KEDA scales each Slurm node set through its scale subresource (slurm-operator v1.2.1
-    # docs/usage/autoscaling.md); its CRDs (ScaledObject) come with the chart.
     version="2.20.2",
     repository="https://kedacore.github.io/charts",
-    reference_dir="keda/2.20.2",
 )
+# Only the Prometheus Operator, its CRDs and one Prometheus that scrapes slurmctld, for KEDA's
+# queries; the later observability work turns on the rest.
 PROMETHEUS_STACK_CHART: Final = HelmChart(
     chart="kube-prometheus-stack",
-    # Only the Prometheus Operator, its CRDs and one Prometheus that scrapes slurmctld, for
-    # KEDA's queries; the later observability work turns on the rest.
     version="88.5.3",
     repository="https://prometheus-community.github.io/helm-charts",
-    reference_dir="kube-prometheus-stack/88.5.3",
 )
 
-SLINKY_VERSION: Final = "1.2.1"
-"""Slinky slurm-operator, its CRDs and the slurm chart (Slurm 26.05 images)."""
 SLURM_OPERATOR_CRDS_CHART: Final = HelmChart(
     chart="oci://ghcr.io/slinkyproject/charts/slurm-operator-crds",
-    version=SLINKY_VERSION,
+    version="1.2.1",
     repository=None,
-    reference_dir=f"slurm-operator-crds/{SLINKY_VERSION}",
 )
 SLURM_OPERATOR_CHART: Final = HelmChart(
     chart="oci://ghcr.io/slinkyproject/charts/slurm-operator",
-    version=SLINKY_VERSION,
+    version="1.2.1",
     repository=None,
-    reference_dir=f"slurm-operator/{SLINKY_VERSION}",
 )
 SLURM_CHART: Final = HelmChart(
     chart="oci://ghcr.io/slinkyproject/charts/slurm",
-    version=SLINKY_VERSION,
+    version="1.2.1",
     repository=None,
-    reference_dir=f"slurm/{SLINKY_VERSION}",
 )
-SLURM_IMAGE_TAG: Final = "26.05-ubuntu26.04"
-"""Tag of the Slinky Slurm images (slurmctld, slurmrestd, slurmdbd, login) of the slurm chart
-1.2.1; a slurmd image built for the node sets should start from the same Slurm release."""
-SLINKY_IMAGE_REPOSITORY: Final = "ghcr.io/slinkyproject"
-SIDECAR_IMAGE: Final = (
-    "docker.io/library/alpine:3.22.1"
-    "@sha256:4bcff63911fcb4448bd4fdacec207030997caf25e9bea4045fa6c8c44de311d1"
-)
+SLINKY_VERSION: Final = SLURM_OPERATOR_CHART.version
+"""Slinky's release: the slurm-operator chart's version (its CRD and slurm charts' equal it)."""
+
+SLINKY_IMAGES: Final[dict[str, str]] = {
+    "slurmctld": "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu26.04",
+    "slurmrestd": "ghcr.io/slinkyproject/slurmrestd:26.05-ubuntu26.04",
+    "slurmdbd": "ghcr.io/slinkyproject/slurmdbd:26.05-ubuntu26.04",
+    "login": "ghcr.io/slinkyproject/login:26.05-ubuntu26.04",
+}
+"""Slinky's Slurm images (the slurm chart 1.2.1's Slurm 26.05 release), by component. One Slurm
+release for all of them, and a slurmd image built for the node sets (images/slurmd) starts from
+the same release; the bot's Slinky group moves them together."""
+
+SIDECAR_IMAGE: Final = "docker.io/library/alpine:3.22.1@sha256:4bcff63911fcb4448bd4fdacec207030997caf25e9bea4045fa6c8c44de311d1"  # noqa: E501
 """The slurm chart's log and init sidecars (which default to ``alpine:latest``) and the node
 sets' log sidecar: Alpine 3.22.1 by the digest of its multi-platform index, the tag kept for
 people (the chart takes an image as a string: slurm-operator v1.2.1 helm/slurm/templates/
 _helpers.tpl, ``slurm.format-image``)."""
 
-MARIADB_OPERATOR_VERSION: Final = "26.6.0"
 MARIADB_OPERATOR_CRDS_CHART: Final = HelmChart(
     chart="oci://ghcr.io/mariadb-operator/charts/mariadb-operator-crds",
-    version=MARIADB_OPERATOR_VERSION,
+    version="26.6.0",
     repository=None,
-    reference_dir=f"mariadb-operator-crds/{MARIADB_OPERATOR_VERSION}",
 )
 MARIADB_OPERATOR_CHART: Final = HelmChart(
     chart="oci://ghcr.io/mariadb-operator/charts/mariadb-operator",
-    version=MARIADB_OPERATOR_VERSION,
+    version="26.6.0",
     repository=None,
-    reference_dir=f"mariadb-operator/{MARIADB_OPERATOR_VERSION}",
 )
+MARIADB_OPERATOR_VERSION: Final = MARIADB_OPERATOR_CHART.version
+"""mariadb-operator's release: its chart's version (the CRD chart's equals it)."""
 MARIADB_IMAGE: Final = "docker.io/library/mariadb:11.8.8"
 """The accounting database server: the operator's own default (``config.mariadbImage`` of
 mariadb-operator 26.6.0), pinned here so an operator upgrade does not upgrade the database."""

@@ -187,6 +187,11 @@ IMAGE_COLUMNS: Final = [
 ]  # fmt: skip
 
 
+IMAGE_TABLES: Final = ("SLINKY_IMAGES",)
+"""Dictionaries of images the other-pins table lists entry by entry (the Neuron scheduler's
+are in the Kubernetes table, one per minor)."""
+
+
 def render_bill_of_materials() -> str:
     """Every pinned version: Kubernetes and its add-ons, charts, images, AMI drivers, recipes."""
     return "\n".join(
@@ -253,14 +258,13 @@ def _kubernetes_rows() -> list[str]:
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for minor, pins in versions.EKS_ADDONS.items():
         window = versions.EKS_SUPPORT_CALENDAR[minor]
-        repository, tag = versions.NEURON_CUSTOM_SCHEDULER_IMAGES[minor]
         default = " (default)" if minor == versions.DEFAULT_KUBERNETES_VERSION else ""
         cells = [
             f"`{minor}`{default}",
             window.standard_support_ends.isoformat(),
             window.extended_support_ends.isoformat(),
             *(f"`{getattr(pins, name)}`" for name in addons),
-            f"`{repository}:{tag}`",
+            f"`{versions.NEURON_CUSTOM_SCHEDULER_IMAGES[minor]}`",
         ]
         rows.append("| " + " | ".join(cells) + " |")
     return [*rows, "", "Add-on columns are the EKS managed add-ons' builds (`EKS_ADDONS`)."]
@@ -276,6 +280,10 @@ def _pins(kind: type) -> Iterator[tuple[str, Any]]:
 def _other_pins() -> Iterator[str]:
     docs = _attribute_docstrings(Path(versions.__file__))
     for name, value in _pins(object):
+        if isinstance(value, dict) and name in IMAGE_TABLES:
+            for key, image in value.items():
+                yield f"| `{name}[{key!r}]` | `{image}` | {_cell(docs.get(name, ''))} |"
+            continue
         if isinstance(value, str):
             shown = value
         elif isinstance(value, tuple) and value and all(isinstance(v, int) for v in value):

@@ -153,8 +153,8 @@ def test_addons_pinned_by_the_bill_of_materials(stack_run: tuple[str, ProgramRun
         "vpc-cni": pins.vpc_cni,
         "kube-proxy": pins.kube_proxy,
         "coredns": pins.coredns,
-        "eks-pod-identity-agent": pins.pod_identity_agent,
-        "aws-ebs-csi-driver": pins.ebs_csi_driver,
+        "eks-pod-identity-agent": pins.eks_pod_identity_agent,
+        "aws-ebs-csi-driver": pins.aws_ebs_csi_driver,
     }
     assert versions.addon_semver(found["vpc-cni"]) >= (1, 18, 5)
 

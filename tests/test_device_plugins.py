@@ -28,6 +28,7 @@ from synth.run import StackResult
 from tests import component_runs as parts
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.mutations import without_slurm
+from tests.reference_paths import chart_dir
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -246,7 +247,7 @@ def test_neuron_values_enable_plugin_and_scheduler_for_each_minor(minor: str) ->
     assert values["scheduler"]["customScheduler"]["enabled"] is True
     assert values["npd"]["enabled"] is False
     image = values["scheduler"]["customScheduler"]["image"]
-    assert (image["repository"], image["tag"]) == versions.NEURON_CUSTOM_SCHEDULER_IMAGES[minor]
+    assert f"{image['repository']}:{image['tag']}" == versions.NEURON_CUSTOM_SCHEDULER_IMAGES[minor]
     assert re.fullmatch(rf"v{re.escape(minor)}\.\d+(-.+)?", image["tag"]), image["tag"]
 
 
@@ -361,7 +362,7 @@ def test_efa_types_are_ones_the_chart_knows_as_efa_capable(
     reference_dir: Path,
 ) -> None:
     _, _, releases = stack_plugins
-    defaults = _chart_defaults(reference_dir, versions.EFA_DEVICE_PLUGIN_CHART.reference_dir)
+    defaults = _chart_defaults(reference_dir, chart_dir(versions.EFA_DEVICE_PLUGIN_CHART))
     upstream = set(defaults["supportedInstanceLabels"]["values"])
     ours = set(releases[EFA].inputs["values"]["supportedInstanceLabels"]["values"])
     assert ours <= upstream, ours - upstream
@@ -396,7 +397,7 @@ def test_neuron_release_values(
     assert values["npd"]["enabled"] is False
     minor = config.cluster.kubernetes_version
     image = values["scheduler"]["customScheduler"]["image"]
-    assert (image["repository"], image["tag"]) == versions.NEURON_CUSTOM_SCHEDULER_IMAGES[minor]
+    assert f"{image['repository']}:{image['tag']}" == versions.NEURON_CUSTOM_SCHEDULER_IMAGES[minor]
     assert image["tag"].startswith(f"v{minor}."), image["tag"]
     trainium = {
         t for p in config.node_pools if p.instance.accelerator == "neuron" for t in p.instance_types
@@ -414,7 +415,7 @@ def test_neuron_scheduler_follows_the_cluster_version(
         "values"
     ]
     image = values["scheduler"]["customScheduler"]["image"]
-    assert (image["repository"], image["tag"]) == versions.NEURON_CUSTOM_SCHEDULER_IMAGES[minor]
+    assert f"{image['repository']}:{image['tag']}" == versions.NEURON_CUSTOM_SCHEDULER_IMAGES[minor]
     assert image["tag"].startswith(f"v{minor}.")
 
 
@@ -428,7 +429,7 @@ def _assert_plugins_tolerate_their_pools(run: ProgramRun, reference_dir: Path) -
     for name, release in releases.items():
         pools = served_pools(release, run)
         assert pools, f"{name} serves no NodePool"
-        defaults = _chart_defaults(reference_dir, CHARTS[name].reference_dir)
+        defaults = _chart_defaults(reference_dir, chart_dir(CHARTS[name]))
         tolerations = effective_tolerations(release, defaults)
         for pool in pools:
             for taint in _pool_spec(pool).get("taints", []):

@@ -23,6 +23,7 @@ from components.versions import HelmChart
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS
+from tests.reference_paths import chart_dir
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -191,7 +192,7 @@ def _chart_of(release: ResourceRecord) -> HelmChart:
 
 
 def _chart_dir(reference_dir: Path, chart: HelmChart) -> Path:
-    directory = reference_dir / "charts" / chart.reference_dir
+    directory = reference_dir / "charts" / chart_dir(chart)
     assert directory.is_dir(), f"no reference data for {chart.chart} at {directory}"
     return directory
 
@@ -244,7 +245,7 @@ def test_every_release_value_exists_in_the_chart_defaults(
         values = release.inputs.get("values", {})
         chart_name = chart.chart.rsplit("/", 1)[-1]
         problems.extend(
-            f"{release.name} ({chart.reference_dir}): {path}"
+            f"{release.name} ({chart_dir(chart)}): {path}"
             for path in [
                 *unknown_value_paths(values, defaults),
                 *merged_entry_paths(chart_name, values, defaults),

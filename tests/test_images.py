@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from components import versions
+from components import software, versions
 from synth.stackfile import REPOSITORY_ROOT
 
 DOCKERFILE = REPOSITORY_ROOT / "images" / "slurmd" / "Dockerfile"
@@ -20,11 +20,22 @@ def test_slurm_recipe_builds_on_the_pinned_slinky_images(argument: str, image: s
     match = re.search(rf"^ARG {argument}=(\S+)$", DOCKERFILE.read_text(), flags=re.MULTILINE)
     assert match, f"images/slurmd/Dockerfile has no default {argument}"
     repository, _, tag = match.group(1).split("@", 1)[0].rpartition(":")
-    assert repository == f"{versions.SLINKY_IMAGE_REPOSITORY}/{image}"
+    controller, pinned_tag = software.repository_and_tag(versions.SLINKY_IMAGES["slurmctld"])
+    assert repository == f"{controller.rpartition('/')[0]}/{image}"
     # The same Slurm release as slurmctld (slurmd and slurmctld must share it); the flavour is
     # Ubuntu 24.04, which the Neuron runtime and aws-ofi-nccl are released for (26.04 is not).
-    slurm_release = versions.SLURM_IMAGE_TAG.split("-", 1)[0]
-    assert tag == f"{slurm_release}-ubuntu24.04", "bump the base with SLURM_IMAGE_TAG's release"
+    slurm_release = pinned_tag.split("-", 1)[0]
+    assert tag == f"{slurm_release}-ubuntu24.04", "bump the base with SLINKY_IMAGES' release"
+
+
+def test_slinky_images_share_one_slurm_release() -> None:
+    # slurmctld, slurmdbd, slurmrestd and the login nodes speak one Slurm protocol version; the
+    # dependency bot's Slinky group moves them together, and this holds it to that.
+    releases = {
+        component: software.repository_and_tag(reference)[1].split("@")[0].split("-", 1)[0]
+        for component, reference in versions.SLINKY_IMAGES.items()
+    }
+    assert len(set(releases.values())) == 1, releases
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from ci.reference import (
 )
 from components import versions
 from synth.stackfile import REPOSITORY_ROOT
+from tests.reference_paths import chart_dir
 from tests.test_scheduling import CHART_VALUES
 from tests.test_slurm import MARIADB_CRDS, SLINKY_CRDS
 
@@ -77,12 +78,12 @@ def test_every_file_the_tests_read_is_locked() -> None:
     assert len(charts) >= 10
     needed = {f"aws/karpenter-v{versions.KARPENTER_VERSION}-cloudformation.yaml", CHART_VALUES}
     for chart in charts:
-        needed.add(f"charts/{chart.reference_dir}/values.yaml")
+        needed.add(f"charts/{chart_dir(chart)}/values.yaml")
         assert {
-            f"charts/{chart.reference_dir}/Chart.yaml",
-            f"charts/{chart.reference_dir}/Chart.template.yaml",
+            f"charts/{chart_dir(chart)}/Chart.yaml",
+            f"charts/{chart_dir(chart)}/Chart.template.yaml",
         } & locked, f"{chart.chart}: no Chart.yaml locked"
-    needed.add(f"charts/{versions.CERT_MANAGER_CHART.reference_dir}/values.schema.json")
+    needed.add(f"charts/{chart_dir(versions.CERT_MANAGER_CHART)}/values.schema.json")
     needed.add(f"charts/kubeflow-trainer/{versions.TRAINER_VERSION}/values.yaml")
     assert sorted(needed - locked) == []
     # CRD directories the tests name, and the schemas every custom kind is validated against.

@@ -34,6 +34,7 @@ from components.versions import HelmChart
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests.conftest import STACKS
+from tests.reference_paths import chart_dir as chart_reference_dir
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -116,7 +117,7 @@ def _yaml(path: Path) -> Any:
 
 
 def chart_dir(reference_dir: Path, chart: HelmChart) -> Path:
-    directory = reference_dir / "charts" / chart.reference_dir
+    directory = reference_dir / "charts" / chart_reference_dir(chart)
     assert (directory / "values.yaml").is_file(), directory
     return directory
 
@@ -371,6 +372,6 @@ def test_a_release_without_system_placement_is_refused() -> None:
 
 
 def test_a_chart_without_a_placement_table_is_refused() -> None:
-    unknown = HelmChart("oci://example.com/charts/unknown", "1.0.0", None, "unknown/1.0.0")
+    unknown = HelmChart("oci://example.com/charts/unknown", "1.0.0", None)
     with pytest.raises(ValueError, match="CHART_PLACEMENT"):
         release("unknown", unknown, namespace="x", values={}, opts=pulumi.ResourceOptions())

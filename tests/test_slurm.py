@@ -36,6 +36,7 @@ from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import Mutation, delete_at, set_at
+from tests.reference_paths import chart_dir
 from tests.schemas import validation_errors
 from tests.stack_pools import GPU, NEURON, StackPool
 
@@ -783,7 +784,7 @@ def test_every_partition_is_one_node_set_and_one_is_the_default(
 ) -> None:
     """A partition spanning node sets would put one job on two placement groups (and EFA
     counts); the chart's spanning partitions are all off."""
-    defaults = _chart_defaults(reference_dir, versions.SLURM_CHART.reference_dir)
+    defaults = _chart_defaults(reference_dir, chart_dir(versions.SLURM_CHART))
     values = _values(case.run, SLURM_RELEASE)
     partitions = _merged(defaults["partitions"], values["partitions"])
     assert [name for name, p in partitions.items() if p.get("enabled")] == []
@@ -941,7 +942,7 @@ def test_no_floating_image_anywhere(case: StackCase) -> None:
 
 def test_chart_default_floating_images_are_overridden(case: StackCase, reference_dir: Path) -> None:
     """The slurm chart's sidecars default to alpine:latest: every one the cluster runs is set."""
-    defaults = _chart_defaults(reference_dir, versions.SLURM_CHART.reference_dir)
+    defaults = _chart_defaults(reference_dir, chart_dir(versions.SLURM_CHART))
     floating = [path for path, image in _images(defaults) if _unpinned(image)]
     assert floating, "the chart defaults still contain floating images (else drop this test)"
     values = _values(case.run, SLURM_RELEASE)
@@ -1095,7 +1096,7 @@ def test_accounting_disabled_installs_no_database(run_component: RunComponent) -
 
 
 def test_cert_manager_values_match_the_chart_schema(case: StackCase, reference_dir: Path) -> None:
-    path = reference_dir / "charts" / versions.CERT_MANAGER_CHART.reference_dir
+    path = reference_dir / "charts" / chart_dir(versions.CERT_MANAGER_CHART)
     schema = json.loads((path / "values.schema.json").read_text())
     release = _release(case.run, "cert-manager")
     assert release.inputs["version"] == versions.CERT_MANAGER_CHART.version

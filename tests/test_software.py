@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -184,7 +184,7 @@ _SHARED_PINS = {
     "NEURON_RUNTIME_LIB_VERSION": ("training-neuron", "slurmd"),
     "NEURON_COLLECTIVES_VERSION": ("training-neuron", "slurmd"),
     "NEURON_TOOLS_VERSION": ("training-neuron", "slurmd"),
-    "NEURON_SDK": ("training-neuron", "slurmd"),
+    "NEURON_SDK_VERSION": ("training-neuron", "slurmd"),
     "BOTOCORE_VERSION": ("training-cuda", "training-neuron"),
 }
 
@@ -225,10 +225,24 @@ def test_recipe_pins_are_exact_versions(recipe: str) -> None:
     pins = software.recipe_pins(recipe)
     assert pins
     for name, value in pins.items():
-        if name.endswith("_VERSION") or name == "NEURON_SDK":
+        if name.endswith("_VERSION"):
             assert re.fullmatch(r"\d+(\.\d+)+", value), (name, value)
         if name.endswith("_IMAGE"):
             assert not value.endswith(":latest") and ":" in value, (name, value)
+
+
+BOT_ONLY: Final = {"BOTOCORE_VERSION"}
+"""Recipe pins the dependency bot moves without anyone editing a record beside them: the docs
+name them through the generated bill of materials only, so the bot's pull request stays green."""
+
+
+def _recipe_versions(recipe: str) -> set[str]:
+    # A base image by its tag (the bot adds and refreshes digests in place).
+    return {
+        value.split("@")[0]
+        for name, value in software.recipe_pins(recipe).items()
+        if name not in BOT_ONLY
+    }
 
 
 def test_every_version_the_bill_of_materials_pins_is_in_the_docs() -> None:
@@ -236,8 +250,8 @@ def test_every_version_the_bill_of_materials_pins_is_in_the_docs() -> None:
     wanted = {
         AMI.nvidia_driver, AMI.neuron_driver, AMI.efa_driver,
         versions.DEFAULT_AMI_ALIAS,
-        *software.recipe_pins("training-neuron").values(),
-        *software.recipe_pins("training-cuda").values(),
+        *_recipe_versions("training-neuron"),
+        *_recipe_versions("training-cuda"),
         *(image.cuda for image in software.DEFAULT_IMAGES.values()),
     }  # fmt: skip
     missing = sorted(str(v) for v in wanted if str(v) not in section)
@@ -353,3 +367,38 @@ def test_an_unknown_neuron_family_is_not_waved_through() -> None:
     trn3 = replace(CATALOG["trn2.48xlarge"], name="trn3.48xlarge")
     problems = software.image_problems(software.training_neuron(), trn3, efa=True, ami=AMI)
     assert any("no Neuron runtime OS list for trn3" in p for p in problems)
+
+
+@pytest.mark.parametrize("key", sorted(software.DEFAULT_IMAGES))
+def test_a_default_image_moved_to_another_tag_is_refused_until_recorded(key: str) -> None:
+    # The dependency bot moves a default image's pin; what the image carries (CUDA, NCCL) is a
+    # record read for one tag, so the moved pin is refused on every accelerator pool, built
+    # images included, until someone records the new tag's contents.
+    record = software.DEFAULT_IMAGES[key]
+    assert record.recorded_tag == software.reference_tag(record.name)
+    ami = software.AMI_RELEASES[versions.DEFAULT_AMI_ALIAS]
+    assert not software.image_problems(record, CATALOG["p5.48xlarge"], efa=False, ami=ami)
+    repository = record.name.split("@")[0].rpartition(":")[0]
+    moved = replace(record, name=f"{repository}:9.9.9")
+    built = replace(software.training_cuda(key), name=f"images/training-cuda on {moved.name}")
+    for image in (moved, built):
+        (problem,) = software.image_problems(image, CATALOG["p5.48xlarge"], efa=True, ami=ami)
+        assert f"({record.recorded_tag})" in problem and "record what the new tag" in problem
+
+
+def test_a_neuron_sdk_pin_moved_without_its_packages_is_refused() -> None:
+    ami = software.AMI_RELEASES[versions.DEFAULT_AMI_ALIAS]
+    trn = CATALOG["trn1.32xlarge"]
+    for image in (software.training_neuron(), software.slurmd("neuron")):
+        assert image.neuron_sdk == software.recipe_pins("training-neuron")["NEURON_SDK_VERSION"]
+        assert not software.image_problems(image, trn, efa=True, ami=ami)
+        unknown = replace(image, neuron_sdk="2.99.0")
+        assert any(
+            "no runtime record for" in p
+            for p in software.image_problems(unknown, trn, efa=True, ami=ami)
+        )
+        known_but_other = replace(image, neuron_runtime="2.34.1.0", neuron_collectives="2.34.1.0")
+        assert any(
+            "ships 2.33" in p
+            for p in software.image_problems(known_but_other, trn, efa=True, ami=ami)
+        )

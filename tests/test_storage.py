@@ -947,7 +947,7 @@ def test_fsx_csi_addon_pinned_with_pod_identity(lustre_case: StackCase) -> None:
     minor = lustre_case.raw["cluster"]["kubernetesVersion"]
     (addon,) = _csi_addons(run)
     inputs = addon.inputs
-    assert inputs["addonVersion"] == versions.EKS_ADDONS[minor].fsx_csi_driver
+    assert inputs["addonVersion"] == versions.EKS_ADDONS[minor].aws_fsx_csi_driver
     assert inputs["clusterName"] == lustre_case.cluster
     (association,) = inputs["podIdentityAssociations"]
     assert association["serviceAccount"] == CSI_SERVICE_ACCOUNT

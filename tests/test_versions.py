@@ -7,6 +7,7 @@ import re
 import pytest
 
 from components import versions
+from synth.stackfile import REPOSITORY_ROOT
 
 EKSBUILD = re.compile(r"v\d+\.\d+\.\d+-eksbuild\.\d+")
 
@@ -56,3 +57,46 @@ def test_platform_defaults_are_pinned_by_digest_and_keep_their_tag(name: str) ->
     # repository:tag@sha256:<64 hex>: the digest decides what is pulled (containerd ignores
     # the tag when both are given), the tag tells people what it is.
     assert re.fullmatch(r"[a-z0-9./_-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}", reference), name
+
+
+RELEASES_OF_SEVERAL_CHARTS = {
+    "Karpenter": (versions.KARPENTER_CRD_CHART, versions.KARPENTER_CHART),
+    "Slinky": (
+        versions.SLURM_OPERATOR_CRDS_CHART,
+        versions.SLURM_OPERATOR_CHART,
+        versions.SLURM_CHART,
+    ),
+    "mariadb-operator": (versions.MARIADB_OPERATOR_CRDS_CHART, versions.MARIADB_OPERATOR_CHART),
+}
+"""Upstream releases that ship several charts: each chart's version is its own literal (the
+dependency bot rewrites literals), and the bot's group for the project moves them together."""
+
+
+@pytest.mark.parametrize("project", sorted(RELEASES_OF_SEVERAL_CHARTS))
+def test_the_charts_of_one_release_share_its_version(project: str) -> None:
+    charts = RELEASES_OF_SEVERAL_CHARTS[project]
+    assert len({chart.version for chart in charts}) == 1, [(c.chart, c.version) for c in charts]
+
+
+def test_trainers_runtime_image_is_tagged_with_trainers_release() -> None:
+    # Trainer publishes its runtime images with each release; the bot's Trainer group moves the
+    # chart and the image together, and this refuses one without the other.
+    tag = versions.DEFAULT_MPI_IMAGE.split("@")[0].rpartition(":")[2]
+    assert tag == f"v{versions.TRAINER_CHART.version}"
+
+
+def test_every_image_pin_is_one_literal_the_bot_can_rewrite() -> None:
+    # repository:tag or repository:tag@sha256:<64 hex>, written whole in versions.py (no
+    # f-string, no concatenation), which is what renovate.json's image manager matches.
+    source = (REPOSITORY_ROOT / "components" / "versions.py").read_text()
+    images = [v for k, v in vars(versions).items() if k.endswith("_IMAGE") and isinstance(v, str)]
+    images += [
+        image
+        for name, table in vars(versions).items()
+        if name.endswith("_IMAGES") and isinstance(table, dict)
+        for image in table.values()
+    ]
+    assert len(images) >= 10
+    for image in images:
+        assert re.fullmatch(r"[a-z0-9./_-]+:[A-Za-z0-9._-]+(@sha256:[0-9a-f]{64})?", image), image
+        assert f'"{image}"' in source, f"{image} is not written as one literal"

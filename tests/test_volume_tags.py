@@ -57,7 +57,7 @@ def _default_tags(records: list[Any]) -> dict[str, str]:
 
 def test_the_add_on_pin_is_the_driver_version_read() -> None:
     """The rules above were read at v1.54.0; a bump must recheck them."""
-    pins = {addons.ebs_csi_driver for addons in versions.EKS_ADDONS.values()}
+    pins = {addons.aws_ebs_csi_driver for addons in versions.EKS_ADDONS.values()}
     assert {versions.addon_semver(pin) for pin in pins} == {(1, 54, 0)}
 
 

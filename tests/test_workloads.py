@@ -33,6 +33,7 @@ from synth.jobs.rbac import TRAINER_CHART_MANAGER_RULES, trainer_manager
 from synth.jobs.view import StackView
 from synth.run import StackResult
 from tests.conftest import STACKS
+from tests.reference_paths import chart_dir
 
 # Karpenter v1.14.1's generated instance-type reference (website/content/en/docs/reference/
 # instance-types.md, hack/docs/instancetypes_gen): cpu, memory and pods a node offers, for
@@ -138,7 +139,7 @@ def test_slurm_placement_adds_the_reservation() -> None:
 
 
 def _chart_values(reference_dir: Path, chart: versions.HelmChart) -> dict[str, Any]:
-    path = reference_dir / "charts" / chart.reference_dir / "values.yaml"
+    path = reference_dir / "charts" / chart_dir(chart) / "values.yaml"
     values: dict[str, Any] = yaml.safe_load(path.read_text())
     return values
 

@@ -76,8 +76,8 @@ def read_only_context() -> dict[str, Any]:
 
 
 def slinky_image_reference(component: str) -> str:
-    """A Slinky Slurm image (``slurmctld``, ``login``...) at the bill of materials' tag."""
-    return f"{versions.SLINKY_IMAGE_REPOSITORY}/{component}:{versions.SLURM_IMAGE_TAG}"
+    """A Slinky Slurm image (``slurmctld``, ``login``...) as the bill of materials pins it."""
+    return versions.SLINKY_IMAGES[component]
 
 
 def slinky_image(component: str) -> dict[str, str]:

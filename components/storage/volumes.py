@@ -319,7 +319,7 @@ def csi(
         f"{name}-fsx-csi",
         cluster_name=config.name,
         addon_name="aws-fsx-csi-driver",
-        addon_version=versions.EKS_ADDONS[config.cluster.kubernetes_version].fsx_csi_driver,
+        addon_version=versions.EKS_ADDONS[config.cluster.kubernetes_version].aws_fsx_csi_driver,
         resolve_conflicts_on_create="OVERWRITE",
         resolve_conflicts_on_update="OVERWRITE",
         pod_identity_associations=[
