@@ -338,7 +338,15 @@ def scan(argv: list[str]) -> int:
     status = 0 if not any(scanning.unwaived(f, waivers, s) for s, f in found.items()) else 1
     if options.all:
         for waiver in scanning.idle(waivers, found):
-            print(f"idle waiver: {waiver.check} {list(waiver.resources)} waives nothing; drop it")
+            closed = (
+                f" (closed by the {' / '.join(waiver.closed_by)} update)"
+                if waiver.closed_by
+                else ""
+            )
+            print(
+                f"idle waiver: {waiver.check} {list(waiver.resources)} waives nothing{closed}; "
+                "drop it"
+            )
             status = 1
     return status
 

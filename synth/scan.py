@@ -62,6 +62,9 @@ class Waiver:
     """Stacks it applies to; empty: every stack."""
     except_stacks: tuple[str, ...] = field(default=())
     """Stacks it never applies to (``prod``, where a new environment should copy dev's)."""
+    closed_by: tuple[str, ...] = field(default=())
+    """The dependency bot's groups (``renovate.json``) whose pull requests fix the finding, for
+    a waiver that only waits for digests: when one has, the waiver waives nothing and goes."""
 
     def waives(self, finding: Finding, stack: str) -> bool:
         """Whether this waiver covers ``finding`` in ``stack``."""
@@ -85,14 +88,18 @@ def load_waivers(path: Path = WAIVERS) -> list[Waiver]:
     waivers = []
     for index, entry in enumerate(entries):
         where = f"{path.name}[{index}]"
-        keys = {"check", "resources", "stacks", "exceptStacks", "reason"}
+        keys = {"check", "resources", "stacks", "exceptStacks", "reason", "closedBy"}
         if not isinstance(entry, dict) or set(entry) - keys:
             raise ScanError(
-                f"{where}: keys check, resources, stacks or exceptStacks (optional), reason"
+                f"{where}: keys check, resources, stacks or exceptStacks (optional), reason, "
+                "closedBy (optional)"
             )
         check, reason = str(entry.get("check", "")), str(entry.get("reason", "")).strip()
         resources, stacks = entry.get("resources") or [], entry.get("stacks") or []
         excepted = entry.get("exceptStacks") or []
+        closed_by = entry.get("closedBy") or []
+        if not isinstance(closed_by, list) or not all(isinstance(g, str) for g in closed_by):
+            raise ScanError(f"{where}.closedBy: a list of renovate.json group names")
         if not CHECK_ID.fullmatch(check):
             raise ScanError(f"{where}.check: got {check!r}; allowed: a checkov id, CKV_K8S_8")
         if not resources or not all(isinstance(r, str) for r in resources):
@@ -101,7 +108,7 @@ def load_waivers(path: Path = WAIVERS) -> list[Waiver]:
             raise ScanError(f"{where}.reason: why the finding is accepted, in a sentence")
         waivers.append(
             Waiver(check, tuple(resources), reason, tuple(map(str, stacks)),
-                   tuple(map(str, excepted)))
+                   tuple(map(str, excepted)), tuple(closed_by))
         )  # fmt: skip
     return waivers
 

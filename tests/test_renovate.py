@@ -1,0 +1,213 @@
+"""Every pin has a manager, digests get pinned, and pins that must move together do.
+
+Renovate itself says what it would manage: ``scripts/renovate extract`` runs its extraction
+offline (the local platform, a dry run that only extracts, no look-ups) and applies
+``renovate.json``'s package rules to each dependency with Renovate's own code. These tests
+compare that with the pins the repository declares (:func:`ci.dependencies.declared_pins`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+
+from ci import dependencies
+from ci.dependencies import MOVES_TOGETHER, WITHOUT_A_MANAGER, Pin, declared_pins
+from components import versions
+from synth.scan import WAIVERS, load_waivers
+from synth.stackfile import REPOSITORY_ROOT
+
+NOT_PINS: Final = {"unspecified-version", "contains-variable"}
+"""Renovate's skip reasons for what is not a pin: an apt package without a version, a FROM
+that names a build argument (the workflow passes the base)."""
+
+
+def _extract(out: Path) -> None:
+    done = subprocess.run(
+        [str(REPOSITORY_ROOT / "scripts" / "renovate"), "extract", str(out)],
+        cwd=REPOSITORY_ROOT, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (
+        "scripts/renovate extract failed (it installs Node.js and Renovate with npm on first "
+        f"use):\n{done.stdout}\n{done.stderr}"
+    )
+
+
+@pytest.fixture(scope="session")
+def renovate_records(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
+    """Each dependency Renovate extracts, with the group and settings its package rules give.
+
+    Extracted once per run: the pytest-xdist workers share the run's directory and a lock.
+    """
+    base = tmp_path_factory.getbasetemp()
+    out = (base.parent if hasattr(request.config, "workerinput") else base) / "renovate"
+    out.mkdir(exist_ok=True)
+    with (out / "extract.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "groups.json").exists():
+            _extract(out)
+    records: list[dict[str, Any]] = json.loads((out / "groups.json").read_text())
+    return [record for record in records if record["skipReason"] not in NOT_PINS]
+
+
+def _renovate_config() -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(dependencies.RENOVATE_CONFIG.read_text())
+    return config
+
+
+def _addon_minor(record: dict[str, Any]) -> str | None:
+    if record["datasource"] != "aws-eks-addon":
+        return None
+    minor: str = json.loads(record["packageName"])["kubernetesVersion"]
+    return minor
+
+
+def _record_names(record: dict[str, Any]) -> set[str]:
+    """The names a declared pin may carry for this dependency."""
+    names = {record["depName"], record["packageName"]}
+    minor = _addon_minor(record)
+    if minor:
+        names = {f"{record['depName']}@{minor}"}
+    return {name for name in names if name}
+
+
+def _value(value: str | None) -> str:
+    return (value or "").removeprefix("==")
+
+
+def _is_extracted(pin: Pin, records: Iterable[dict[str, Any]]) -> bool:
+    return any(
+        record["packageFile"] == pin.file
+        and _value(record["currentValue"]) == pin.value
+        and (
+            pin.name.lower() in {name.lower() for name in _record_names(record)}
+            # a recipe's vendor version: the manager's match names the ARG
+            or f"ARG {pin.name}=" in (record["replaceString"] or "")
+        )
+        for record in records
+    )
+
+
+@pytest.mark.slow
+def test_every_pin_has_a_manager(renovate_records: list[dict[str, Any]]) -> None:
+    pins = declared_pins()
+    assert len(pins) > 150, "the inventory of pins lost a whole source"
+    unmanaged = [pin for pin in pins if not _is_extracted(pin, renovate_records)]
+    unexplained = [pin for pin in unmanaged if pin.name not in WITHOUT_A_MANAGER]
+    assert unexplained == [], (
+        "pins no Renovate manager extracts (add a manager in renovate.json, or say in "
+        "ci/dependencies.py WITHOUT_A_MANAGER why none can; Renovate's local platform reads "
+        "only files git tracks):\n  " + "\n  ".join(map(str, unexplained))
+    )
+    # and every exemption is still needed: a pin it names exists and still has no manager
+    stale = sorted(set(WITHOUT_A_MANAGER) - {pin.name for pin in unmanaged})
+    assert stale == [], f"WITHOUT_A_MANAGER names pins that are gone or managed now: {stale}"
+
+
+@pytest.mark.slow
+def test_every_extracted_dependency_is_a_declared_pin(
+    renovate_records: list[dict[str, Any]],
+) -> None:
+    # A manager that matches something that is not a pin would open pull requests against it.
+    pins = declared_pins()
+    strays = [
+        f"{r['packageFile']}: {r['depName']} {r['currentValue']} ({r['manager']})"
+        for r in renovate_records
+        if r["enabled"] and not any(_is_extracted(pin, [r]) for pin in pins)
+    ]
+    assert strays == []
+
+
+@pytest.mark.slow
+def test_images_are_pinned_by_digest_and_charts_are_not(
+    renovate_records: list[dict[str, Any]],
+) -> None:
+    images = [r for r in renovate_records if r["datasource"] == "docker" and r["enabled"]]
+    charts = [r for r in images if r["depType"] == "helm-chart"]
+    containers = [r for r in images if r["depType"] != "helm-chart"]
+    assert len(charts) >= 10 and len(containers) >= 12
+    assert [r["depName"] for r in containers if not r["pinDigests"]] == []
+    # Helm takes a chart version; a digest there would break every release.
+    assert [r["depName"] for r in charts if r["pinDigests"]] == []
+    # The actions are pinned to commits as well (the release stays in a comment).
+    actions = [r for r in renovate_records if r["depType"] == "action"]
+    assert actions and all(r["pinDigests"] for r in actions)
+
+
+@pytest.mark.slow
+def test_an_image_without_a_digest_gets_one_written_in_place(
+    renovate_records: list[dict[str, Any]],
+) -> None:
+    # The regex managers of versions.py and the stacks replace the whole reference with a
+    # template that appends @<digest>, so pinning a tag-only image writes the digest in place.
+    config = _renovate_config()
+    for manager in config["customManagers"]:
+        if manager.get("datasourceTemplate") != "docker" or "helm-chart" in str(manager):
+            continue
+        template = manager.get("autoReplaceStringTemplate", "")
+        assert "{{#if newDigest}}@{{{newDigest}}}{{/if}}" in template, manager["description"]
+    by_tag = [
+        r for r in renovate_records
+        if r["packageFile"] == "components/versions.py" and r["depType"] == "image"
+        and not r["currentDigest"]
+    ]  # fmt: skip
+    # e.g. "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0": the template keeps the tag
+    assert {f"{r['depName']}:{r['currentValue']}" for r in by_tag} >= {versions.MARIADB_IMAGE}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("together", MOVES_TOGETHER, ids=lambda t: t.name)
+def test_pins_that_must_move_together_share_one_group(
+    renovate_records: list[dict[str, Any]], together: dependencies.MovesTogether
+) -> None:
+    assert together.group in dependencies.renovate_groups()
+    for package in together.packages:
+        found = [r for r in renovate_records if package in {r["depName"], r["packageName"]}]
+        assert found, f"{together.name}: Renovate extracts no {package}"
+        groups = {r["groupName"] for r in found if r["enabled"]}
+        assert groups == {together.group}, f"{together.name}: {package} is in {groups}"
+
+
+def test_the_compatibility_pairs_the_docs_promise_are_held() -> None:
+    named = {together.name for together in MOVES_TOGETHER}
+    for pair in (
+        "the AMI release and the drivers it carries",
+        "the Neuron driver (AMI) and the Neuron runtime (the recipes' Neuron SDK)",
+        "CUDA (the default framework images) and the NVIDIA driver (AMI)",
+        "Kubeflow Trainer and its runtime images",
+        "JobSet and Kubeflow Trainer",
+    ):
+        assert pair in named
+    page = (REPOSITORY_ROOT / "docs" / "how-to" / "dependency-updates.md").read_text()
+    for together in MOVES_TOGETHER:
+        assert together.name in page and together.group in page, together.name
+
+
+def test_waivers_that_wait_for_digests_name_the_group_that_pins_them() -> None:
+    entries = yaml.safe_load(WAIVERS.read_text())
+    by_digest = [entry for entry in entries if entry["check"] == "CKV_K8S_43"]
+    assert by_digest, "no digest waiver left: drop this test's premise, not the test"
+    groups = dependencies.renovate_groups()
+    for entry in by_digest:
+        closing = entry.get("closedBy")
+        assert closing, f"CKV_K8S_43 waiver {entry['resources']} names no closedBy group"
+        assert set(closing) <= groups, f"{closing}: no such group in renovate.json"
+    assert all(waiver.closed_by for waiver in load_waivers() if waiver.check == "CKV_K8S_43")
+
+
+def test_the_bot_runs_on_a_schedule_with_labels_and_the_best_practices() -> None:
+    config = _renovate_config()
+    assert "config:best-practices" in config["extends"]  # docker:pinDigests among them
+    assert any(preset.startswith("schedule:") for preset in config["extends"]) or config.get(
+        "schedule"
+    )
+    assert config["labels"]
