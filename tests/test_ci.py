@@ -18,12 +18,15 @@ from tests.conftest import STACKS
 
 WORKFLOW = REPOSITORY_ROOT / ".github" / "workflows" / "ci.yml"
 WORKFLOWS = sorted((REPOSITORY_ROOT / ".github" / "workflows").glob("*.yml"))
-ACTIONS = REPOSITORY_ROOT / "ci" / "actions.json"
 CI_RUN = REPOSITORY_ROOT / ".ci" / "run"
 DOCS = REPOSITORY_ROOT / "docs" / "ci.md"
 PREVIEW_ROLE = REPOSITORY_ROOT / "ci" / "preview-role"
 TRUST_POLICY = PREVIEW_ROLE / "trust-policy.json"
 PERMISSIONS_POLICY = PREVIEW_ROLE / "permissions-policy.json"
+RENOVATE_ROLE = REPOSITORY_ROOT / "ci" / "renovate-role"
+RENOVATE_TRUST = RENOVATE_ROLE / "trust-policy.json"
+RENOVATE_PERMISSIONS = RENOVATE_ROLE / "permissions-policy.json"
+RENOVATE_WORKFLOW = REPOSITORY_ROOT / ".github" / "workflows" / "renovate.yml"
 GITHUB_OIDC = "token.actions.githubusercontent.com"
 STATE_OBJECTS = "arn:aws:s3:::<state-bucket>/"
 """Objects of the Pulumi state bucket: the only resources a write action may name."""
@@ -58,11 +61,6 @@ def _uses() -> list[str]:
         for step in job["steps"]
         if "uses" in step
     ]
-
-
-def _recorded_actions() -> dict[str, str]:
-    document = json.loads(ACTIONS.read_text())
-    return {name: entry["version"] for name, entry in document["actions"].items()}
 
 
 def _statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
@@ -152,7 +150,13 @@ def test_ci_run_checks_lint_types_and_tests_with_reference_data_required() -> No
     checking = lint[lint.index("else") :]  # without --fix: check only
     for check in (".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"):
         assert check in checking, check
-    assert _commands(CI_RUN)[-3:] == ["scripts/lint", "scripts/docs", "scripts/test"]
+    steps = ["scripts/lint", "scripts/docs", "scripts/renovate validate", "scripts/test"]
+    assert [line for line in _commands(CI_RUN) if line in steps] == steps
+    assert _commands(CI_RUN)[-1] == "scripts/test"
+    # Renovate's validator (pinned in ci/renovate/package.json) checks renovate.json --strict.
+    assert (
+        "renovate-config-validator --strict" in (REPOSITORY_ROOT / "scripts/renovate").read_text()
+    )
     # The docs build treats every warning (a broken link or anchor) as an error.
     assert "command=(build --strict)" in (REPOSITORY_ROOT / "scripts" / "docs").read_text()
     # It honours a reference directory given by the caller (the workflow's fetched copy).
@@ -243,17 +247,20 @@ def test_private_endpoint_stacks_preview_on_a_self_hosted_runner() -> None:
 # --------------------------------------------------------------------------- action versions
 
 
-def test_workflow_uses_exactly_the_recorded_action_versions() -> None:
-    recorded = _recorded_actions()
-    used = _uses()
-    for use in used:
-        name, _, version = use.partition("@")
-        assert name in recorded, f"{use}: record {name} in ci/actions.json"
-        assert version == recorded[name], f"{use}: ci/actions.json says {recorded[name]}"
-    assert {use.partition("@")[0] for use in used} == set(recorded), "unused entries"
-    for name, entry in json.loads(ACTIONS.read_text())["actions"].items():
-        assert re.fullmatch(r"v\d+", entry["version"]), name
-        assert entry["evidence"].strip(), f"{name}: say why this version"
+USES_LINE = re.compile(r"^\s*(?:- )?uses:\s*(\S+?)@(\S+)(?:\s+#\s*(\S+))?\s*$", re.MULTILINE)
+RELEASE = re.compile(r"v\d+(\.\d+){0,2}")
+
+
+def test_every_action_is_pinned_to_a_release_or_to_its_commit() -> None:
+    # The dependency bot's GitHub Actions group (renovate.json) keeps them current and pins each
+    # to its commit with the release in a comment (`@<sha> # v7.0.1`); a branch is never used.
+    found = [(path.name, *use) for path in WORKFLOWS for use in USES_LINE.findall(path.read_text())]
+    assert len(found) == len(_uses()), "a uses: line this test cannot read"
+    for workflow, action, ref, comment in found:
+        if re.fullmatch(r"[0-9a-f]{40}", ref):
+            assert RELEASE.fullmatch(comment), f"{workflow}: {action}@{ref} names no release"
+        else:
+            assert RELEASE.fullmatch(ref), f"{workflow}: {action}@{ref} is not a release"
 
 
 # --------------------------------------------------------------------------- docs
@@ -271,9 +278,10 @@ def test_docs_name_every_variable_secret_action_and_policy_file() -> None:
     } <= names
     for name in sorted(names):
         assert f"`{name}`" in docs, name
-    for name, version in _recorded_actions().items():
-        assert f"{name}@{version}" in docs, name
-    for path in (TRUST_POLICY, PERMISSIONS_POLICY, ACTIONS):
+    # The actions by name only: their versions are the dependency bot's to move.
+    for name in {use.partition("@")[0] for use in _uses()}:
+        assert f"`{name}`" in docs, name
+    for path in (TRUST_POLICY, PERMISSIONS_POLICY, RENOVATE_TRUST, RENOVATE_PERMISSIONS):
         assert path.relative_to(REPOSITORY_ROOT).as_posix() in docs
     for placeholder in ("111122223333", "<org>/<repo>", "<stack>", "<state-bucket>"):
         assert placeholder in docs, placeholder
@@ -282,7 +290,11 @@ def test_docs_name_every_variable_secret_action_and_policy_file() -> None:
 # --------------------------------------------------------------------------- preview role
 
 
-@pytest.mark.parametrize("path", [TRUST_POLICY, PERMISSIONS_POLICY], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    [TRUST_POLICY, PERMISSIONS_POLICY, RENOVATE_TRUST, RENOVATE_PERMISSIONS],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
 def test_example_policies_follow_the_iam_grammar(path: Path) -> None:
     policy = json.loads(path.read_text())
     assert set(policy) == {"Version", "Statement"}
@@ -296,14 +308,19 @@ def test_example_policies_follow_the_iam_grammar(path: Path) -> None:
             re.fullmatch(r"[a-z0-9-]+:[A-Za-z*]+", action)
             for action in _as_list(statement["Action"])
         ), statement["Action"]
-        if path == TRUST_POLICY:
+        if path.name == "trust-policy.json":
             assert "Principal" in statement and "Resource" not in statement
         else:
             assert "Resource" in statement and "Principal" not in statement
 
 
-def test_trust_policy_admits_only_one_environment_of_one_repository() -> None:
-    policy = json.loads(TRUST_POLICY.read_text())
+@pytest.mark.parametrize(
+    ("path", "environment"), [(TRUST_POLICY, "<stack>"), (RENOVATE_TRUST, "renovate")]
+)
+def test_trust_policy_admits_only_one_environment_of_one_repository(
+    path: Path, environment: str
+) -> None:
+    policy = json.loads(path.read_text())
     (statement,) = _statements(policy)
     assert statement["Effect"] == "Allow"
     assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
@@ -316,7 +333,7 @@ def test_trust_policy_admits_only_one_environment_of_one_repository() -> None:
     keys = conditions["StringEquals"]
     assert set(keys) == {f"{GITHUB_OIDC}:aud", f"{GITHUB_OIDC}:sub"}
     assert keys[f"{GITHUB_OIDC}:aud"] == "sts.amazonaws.com"
-    assert keys[f"{GITHUB_OIDC}:sub"] == "repo:<org>/<repo>:environment:<stack>"
+    assert keys[f"{GITHUB_OIDC}:sub"] == f"repo:<org>/<repo>:environment:{environment}"
 
 
 def _is_write(action: str) -> bool:
@@ -352,3 +369,33 @@ def test_permissions_policy_is_read_only_but_for_the_state_bucket() -> None:
                    "logs:DescribeLogGroups", "s3:GetObject", "s3:ListBucket",
                    "cloudwatch:DescribeAlarms", "scheduler:GetSchedule"):  # fmt: skip
         assert needed in granted, needed
+
+
+# --------------------------------------------------------------------------- the dependency bot
+
+
+def test_the_dependency_bot_reads_aws_and_writes_nothing_there() -> None:
+    # Renovate looks up EKS add-on builds (the aws-eks-addon datasource) and the stacks' images
+    # in the account's registry; it needs no other AWS access, and none to write.
+    policy = json.loads(RENOVATE_PERMISSIONS.read_text())
+    granted = {a for s in _statements(policy) for a in _as_list(s["Action"])}
+    assert not [action for action in granted if _is_write(action)]
+    assert granted == {
+        "eks:DescribeAddonVersions", "ecr:GetAuthorizationToken", "ecr:BatchGetImage",
+        "ecr:DescribeImages", "ecr:ListImages",
+    }  # fmt: skip
+
+
+def test_the_bot_workflow_runs_the_pinned_renovate_in_its_own_environment() -> None:
+    workflow = yaml.safe_load(RENOVATE_WORKFLOW.read_text())
+    (job,) = workflow["jobs"].values()
+    assert job["environment"] == "renovate"  # the only subject the role trusts
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    # The tool .ci/run validates with, from ci/renovate/package.json: one pin for both.
+    assert "scripts/renovate setup" in runs and "ci/renovate/node_modules/.bin/renovate" in runs
+    run_step = next(s for s in job["steps"] if "node_modules/.bin/renovate" in s.get("run", ""))
+    allowed = json.loads(run_step["env"]["RENOVATE_ALLOWED_COMMANDS"])
+    config = json.loads((REPOSITORY_ROOT / "renovate.json").read_text())
+    for command in config["postUpgradeTasks"]["commands"]:
+        assert any(re.fullmatch(pattern, command) for pattern in allowed), command
