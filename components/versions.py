@@ -212,7 +212,7 @@ TRAINING_OPERATOR_KUSTOMIZATION: Final = (
 # ``repository:tag`` or ``repository:tag@sha256:...``, on one line: the dependency bot
 # (``renovate.json``) adds or refreshes the digest in place and keeps the tag for people. The ones
 # still by tag wait for its first run (policies/scan-waivers.yaml, CKV_K8S_43, names the rule).
-DEFAULT_TORCH_IMAGE: Final = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime@sha256:db80a41f8428644cebcb3d75b0b62df334ab6c0e75785951eb25f48bfbd42407"  # noqa: E501
+DEFAULT_TORCH_IMAGE: Final = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime@sha256:db80a41f8428644cebcb3d75b0b62df334ab6c0e75785951eb25f48bfbd42407"
 DEFAULT_MPI_IMAGE: Final = "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"
 """Trainer's DeepSpeed runtime image, tagged with Trainer's release (``v`` + its chart's)."""
 DEFAULT_JAX_IMAGE: Final = "nvcr.io/nvidia/jax:25.10-py3"
@@ -306,7 +306,7 @@ SLINKY_IMAGES: Final[dict[str, str]] = {
 release for all of them, and a slurmd image built for the node sets (images/slurmd) starts from
 the same release; the bot's Slinky group moves them together."""
 
-SIDECAR_IMAGE: Final = "docker.io/library/alpine:3.22.1@sha256:4bcff63911fcb4448bd4fdacec207030997caf25e9bea4045fa6c8c44de311d1"  # noqa: E501
+SIDECAR_IMAGE: Final = "docker.io/library/alpine:3.22.1@sha256:4bcff63911fcb4448bd4fdacec207030997caf25e9bea4045fa6c8c44de311d1"
 """The slurm chart's log and init sidecars (which default to ``alpine:latest``) and the node
 sets' log sidecar: Alpine 3.22.1 by the digest of its multi-platform index, the tag kept for
 people (the chart takes an image as a string: slurm-operator v1.2.1 helm/slurm/templates/

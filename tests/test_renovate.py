@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
+import re
+import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,8 +24,10 @@ import yaml
 from ci import dependencies
 from ci.dependencies import MOVES_TOGETHER, WITHOUT_A_MANAGER, Pin, declared_pins
 from components import versions
+from components.platform import validated_config
 from synth.scan import WAIVERS, load_waivers
-from synth.stackfile import REPOSITORY_ROOT
+from synth.stackfile import REPOSITORY_ROOT, load_stack
+from tests.conftest import STACKS
 
 NOT_PINS: Final = {"unspecified-version", "contains-variable"}
 """Renovate's skip reasons for what is not a pin: an apt package without a version, a FROM
@@ -41,10 +46,10 @@ def _extract(out: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def renovate_records(
+def renovate_extraction(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> list[dict[str, Any]]:
-    """Each dependency Renovate extracts, with the group and settings its package rules give.
+) -> Path:
+    """The directory ``scripts/renovate extract`` wrote (extract.json, groups.json).
 
     Extracted once per run: the pytest-xdist workers share the run's directory and a lock.
     """
@@ -55,7 +60,13 @@ def renovate_records(
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "groups.json").exists():
             _extract(out)
-    records: list[dict[str, Any]] = json.loads((out / "groups.json").read_text())
+    return out
+
+
+@pytest.fixture(scope="session")
+def renovate_records(renovate_extraction: Path) -> list[dict[str, Any]]:
+    """Each dependency Renovate extracts, with the group and settings its package rules give."""
+    records: list[dict[str, Any]] = json.loads((renovate_extraction / "groups.json").read_text())
     return [record for record in records if record["skipReason"] not in NOT_PINS]
 
 
@@ -211,3 +222,80 @@ def test_the_bot_runs_on_a_schedule_with_labels_and_the_best_practices() -> None
         "schedule"
     )
     assert config["labels"]
+
+
+@pytest.mark.slow
+def test_the_first_run_pins_every_image_in_place_and_the_images_workflow_then_builds(
+    renovate_extraction: Path, tmp_path: Path
+) -> None:
+    # What the bot's first "pin digests" pull request writes, by Renovate's own replace code
+    # (ci/renovate/pin.mjs, made-up digests): every image still by tag gets @sha256:... after
+    # its tag, and the files stay valid for everything that reads them.
+    project = tmp_path / "project"
+    for part in ("components", "images", "stacks"):
+        shutil.copytree(REPOSITORY_ROOT / part, project / part)
+    for file in ("pyproject.toml", "Pulumi.yaml"):
+        shutil.copy2(REPOSITORY_ROOT / file, project / file)
+    python = str(REPOSITORY_ROOT / ".venv" / "bin" / "python")
+    environment = {**os.environ, "PYTHONPATH": str(project), "PYTHONDONTWRITEBYTECODE": "1"}
+    plan = [python, "-m", "components.image_builds", "matrix"]
+    # Today the images workflow refuses the bases still named by tag alone...
+    before = subprocess.run(
+        plan, cwd=project, env=environment, capture_output=True, text=True, check=False
+    )
+    assert before.returncode == 1 and "pinned by tag only" in before.stderr
+
+    pinned = tmp_path / "pinned"
+    node = REPOSITORY_ROOT / "ci" / "renovate" / "node_modules" / ".bin" / "node"
+    done = subprocess.run(
+        [str(node), str(REPOSITORY_ROOT / "ci" / "renovate" / "pin.mjs"),
+         str(renovate_extraction / "extract.json"), str(pinned)],
+        cwd=REPOSITORY_ROOT, capture_output=True, text=True, env={**os.environ, "LOG_LEVEL": "error"},
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = sorted(p.relative_to(pinned).as_posix() for p in pinned.rglob("*") if p.is_file())
+    assert "components/versions.py" in written and "images/slurmd/Dockerfile" in written
+    for file in written:
+        shutil.copy2(pinned / file, project / file)
+
+    # ...and after the first run it plans every build.
+    after = subprocess.run(
+        plan, cwd=project, env=environment, capture_output=True, text=True, check=False
+    )
+    assert after.returncode == 0, after.stderr
+    # Every image the bill of materials and the recipes name now carries a digest, same tag.
+    check = subprocess.run(
+        [python, "-c", _EVERY_IMAGE_BY_DIGEST], cwd=project, env=environment,
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    # The rewritten bill of materials passes the linter and the formatter as it is.
+    ruff = str(REPOSITORY_ROOT / ".venv" / "bin" / "ruff")
+    for command in ([ruff, "check", "components/versions.py"],
+                    [ruff, "format", "--check", "components/versions.py"]):  # fmt: skip
+        linted = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
+        assert linted.returncode == 0, linted.stdout + linted.stderr
+    # The stacks still validate, each image at its tag and now a digest (in a deployer's
+    # repository; this one's example accounts are left alone by the bot).
+    for stack in STACKS:
+        loaded = load_stack(stack, project)
+        validated_config(loaded.platform, stack=stack, aws_region=loaded.config.get("aws:region"))
+        text = (project / "stacks" / f"Pulumi.{stack}.yaml").read_text()
+        for pin in (p for p in declared_pins() if p.file == f"stacks/Pulumi.{stack}.yaml"):
+            by_digest = rf"{re.escape(pin.name)}:{re.escape(pin.value)}@sha256:[0-9a-f]{{64}}\s"
+            assert re.search(by_digest, text), pin
+
+
+_EVERY_IMAGE_BY_DIGEST = """
+import re, sys
+from components import software, versions
+from components.image_builds import DIGEST
+images = [v for k, v in vars(versions).items() if k.endswith("_IMAGE") and isinstance(v, str)]
+images += [i for k, t in vars(versions).items() if k.endswith("_IMAGES") for i in t.values()]
+for recipe in ("slurmd", "training-cuda", "training-neuron"):
+    images += [v for k, v in software.recipe_pins(recipe).items() if k.endswith("_IMAGE")]
+loose = [i for i in images if not DIGEST.search(i)]
+print(loose)
+sys.exit(1 if loose or len(images) < 14 else 0)
+"""
