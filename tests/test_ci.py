@@ -395,6 +395,10 @@ def test_the_bot_workflow_runs_the_pinned_renovate_in_its_own_environment() -> N
     # The tool .ci/run validates with, from ci/renovate/package.json: one pin for both.
     assert "scripts/renovate setup" in runs and "ci/renovate/node_modules/.bin/renovate" in runs
     run_step = next(s for s in job["steps"] if "node_modules/.bin/renovate" in s.get("run", ""))
+    # A token minted per run by the bot's GitHub App (installation tokens last an hour).
+    minted = next(s for s in job["steps"] if s.get("id") == "app-token")
+    assert minted["uses"].startswith("actions/create-github-app-token@")
+    assert run_step["env"]["RENOVATE_TOKEN"] == "${{ steps.app-token.outputs.token }}"
     allowed = json.loads(run_step["env"]["RENOVATE_ALLOWED_COMMANDS"])
     config = json.loads((REPOSITORY_ROOT / "renovate.json").read_text())
     for command in config["postUpgradeTasks"]["commands"]:

@@ -40,6 +40,7 @@ for (const repository of Object.values(report.repositories)) {
           groupName: applied.groupName ?? null,
           enabled: applied.enabled !== false,
           pinDigests: applied.pinDigests === true,
+          separateMajorMinor: applied.separateMajorMinor !== false,
         });
       }
     }
