@@ -253,6 +253,15 @@ def _mounted(pod: dict[str, Any]) -> None:
         assert {m["name"] for m in container.get("volumeMounts", [])} <= volumes, container["name"]
 
 
+def _rendered(image: dict[str, str]) -> str:
+    """What the chart runs for an image map: ``repository@digest`` when the map has a digest
+    (the tag stays for people), ``repository:tag`` otherwise (slurm-operator v1.2.1
+    helm/slurm/templates/_helpers.tpl, ``slurm.format-image``)."""
+    if image.get("digest"):
+        return f"{image['repository']}@{image['digest']}"
+    return f"{image['repository']}:{image['tag']}"
+
+
 def test_the_controller_pod_is_the_operators_slurmctld_with_the_stacks_values(
     synthesized: dict[str, StackResult],
 ) -> None:
@@ -267,7 +276,7 @@ def test_the_controller_pod_is_the_operators_slurmctld_with_the_stacks_values(
     spec = pod["spec"]
     (slurmctld,) = spec["containers"]
     assert [c["name"] for c in spec["initContainers"]] == ["logfile"]
-    assert slurmctld["image"] == "{repository}:{tag}".format(**values["slurmctld"]["image"])
+    assert slurmctld["image"] == _rendered(values["slurmctld"]["image"])
     assert slurmctld["resources"] == values["slurmctld"]["resources"]
     context = slurmctld["securityContext"]
     assert context["runAsUser"] == 401 and context["runAsNonRoot"] is True  # the operator's
@@ -318,7 +327,7 @@ def test_a_value_the_stack_sets_changes_the_controller_pod(
     assert slurmctld["args"] == ["-v"]
     reconfigure, logfile = pod["spec"]["initContainers"]
     assert reconfigure["name"] == "reconfigure" and logfile["name"] == "logfile"
-    assert reconfigure["image"] == "{repository}:{tag}".format(**controller["reconfigure"]["image"])
+    assert reconfigure["image"] == _rendered(controller["reconfigure"]["image"])
     controller["persistence"] = {"enabled": False}
     volumes = {v["name"]: v for v in _daemons(release)["slurmctld"]["spec"]["volumes"]}
     assert volumes["statesave"] == {"name": "statesave", "emptyDir": {}}
