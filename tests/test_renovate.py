@@ -3,7 +3,7 @@
 Renovate itself says what it would manage: ``scripts/renovate extract`` runs its extraction
 offline (the local platform, a dry run that only extracts, no look-ups) and applies
 ``renovate.json``'s package rules to each dependency with Renovate's own code. These tests
-compare that with the pins the repository declares (:func:`ci.dependencies.declared_pins`).
+compare that with the pins the repository declares (:func:`ci.pins.declared_pins`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from ci import dependencies
-from ci.dependencies import MOVES_TOGETHER, WITHOUT_A_MANAGER, Pin, declared_pins
 from components import image_builds, versions
 from components.platform import validated_config
 from synth.scan import WAIVERS, load_waivers
 from synth.stackfile import REPOSITORY_ROOT, load_stack
+from tests import pins
 from tests.conftest import STACKS
+from tests.pins import MOVES_TOGETHER, WITHOUT_A_MANAGER, Pin, declared_pins
 
 NOT_PINS: Final = {"unspecified-version", "contains-variable"}
 """Renovate's skip reasons for what is not a pin: an apt package without a version, a FROM
@@ -71,7 +71,7 @@ def renovate_records(renovate_extraction: Path) -> list[dict[str, Any]]:
 
 
 def _renovate_config() -> dict[str, Any]:
-    config: dict[str, Any] = json.loads(dependencies.RENOVATE_CONFIG.read_text())
+    config: dict[str, Any] = json.loads(pins.RENOVATE_CONFIG.read_text())
     return config
 
 
@@ -116,7 +116,7 @@ def test_every_pin_has_a_manager(renovate_records: list[dict[str, Any]]) -> None
     unexplained = [pin for pin in unmanaged if pin.name not in WITHOUT_A_MANAGER]
     assert unexplained == [], (
         "pins no Renovate manager extracts (add a manager in renovate.json, or say in "
-        "ci/dependencies.py WITHOUT_A_MANAGER why none can; Renovate's local platform reads "
+        "tests/pins.py WITHOUT_A_MANAGER why none can; Renovate's local platform reads "
         "only files git tracks):\n  " + "\n  ".join(map(str, unexplained))
     )
     # and every exemption is still needed: a pin it names exists and still has no manager
@@ -179,9 +179,9 @@ def test_an_image_without_a_digest_gets_one_written_in_place(
 @pytest.mark.slow
 @pytest.mark.parametrize("together", MOVES_TOGETHER, ids=lambda t: t.name)
 def test_pins_that_must_move_together_share_one_group(
-    renovate_records: list[dict[str, Any]], together: dependencies.MovesTogether
+    renovate_records: list[dict[str, Any]], together: pins.MovesTogether
 ) -> None:
-    assert together.group in dependencies.renovate_groups()
+    assert together.group in pins.renovate_groups()
     for package in together.packages:
         found = [r for r in renovate_records if package in {r["depName"], r["packageName"]}]
         assert found, f"{together.name}: Renovate extracts no {package}"
@@ -211,7 +211,7 @@ def test_waivers_that_wait_for_digests_name_the_group_that_pins_them() -> None:
     entries = yaml.safe_load(WAIVERS.read_text())
     # None may be left once the bot has pinned everything (its pull request drops them).
     by_digest = [entry for entry in entries if entry["check"] == "CKV_K8S_43"]
-    groups = dependencies.renovate_groups()
+    groups = pins.renovate_groups()
     for entry in by_digest:
         closing = entry.get("closedBy")
         assert closing, f"CKV_K8S_43 waiver {entry['resources']} names no closedBy group"

@@ -20,14 +20,13 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
 from components import software, versions
+from synth.stackfile import REPOSITORY_ROOT
 
-REPOSITORY_ROOT: Final = Path(__file__).resolve().parent.parent
 RENOVATE_CONFIG: Final = REPOSITORY_ROOT / "renovate.json"
 RENOVATE_PACKAGE: Final = REPOSITORY_ROOT / "ci" / "renovate" / "package.json"
 
