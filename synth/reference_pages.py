@@ -17,6 +17,7 @@ import io
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -235,6 +236,18 @@ def render_bill_of_materials() -> str:
                 IMAGE_COLUMNS,
             ),
             "",
+            "## The program's Python packages",
+            "",
+            "`requirements.txt`, which `Pulumi.yaml`'s virtualenv installs. The Pulumi CLI that "
+            "runs the program is the `pulumi` release; on its first run it installs the resource "
+            "plugins of the `pulumi-*` provider packages at their versions (a runner without "
+            "internet access needs them beforehand: `pulumi plugin install resource aws "
+            "<version>` and so on).",
+            "",
+            "| Package | Version |",
+            "|---|---|",
+            *(f"| `{name}` | `{version}` |" for name, version in _program_requirements()),
+            "",
             "## Recipe pins",
             "",
             "The `ARG` defaults of each recipe under `images/`, which the tags of its builds "
@@ -324,6 +337,12 @@ def _dataclass_table(key: str, records: dict[str, Any], columns: list[str]) -> l
         cells = [f"`{getattr(record, c)}`" if getattr(record, c) else "" for c in used]
         rows.append("| " + " | ".join([f"`{name}`", *cells]) + " |")
     return rows
+
+
+def _program_requirements() -> list[tuple[str, str]]:
+    """``name==version`` pins of ``requirements.txt``, in file order."""
+    text = (REPOSITORY_ROOT / "requirements.txt").read_text()
+    return re.findall(r"^([A-Za-z0-9][\w.-]*)==(\S+)\s*$", text, flags=re.MULTILINE)
 
 
 def _recipes() -> list[str]:

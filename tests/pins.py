@@ -31,7 +31,10 @@ RENOVATE_CONFIG: Final = REPOSITORY_ROOT / "renovate.json"
 RENOVATE_PACKAGE: Final = REPOSITORY_ROOT / "ci" / "renovate" / "package.json"
 
 _REQUIREMENT: Final = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)\s*$", re.MULTILINE)
-_USES: Final = re.compile(r"^\s*-?\s*uses:\s*([\w.-]+/[\w./-]+)@(\S+)", re.MULTILINE)
+_USES: Final = re.compile(
+    r"^\s*-?\s*uses:\s*([\w.-]+/[\w./-]+)@(\S+)(?:\s+#\s*(\S+))?", re.MULTILINE
+)
+"""``uses: owner/repo@ref``, and the release in a comment after a commit the bot pinned."""
 _WITH_VERSION: Final = re.compile(
     r"^\s*(python-version|pulumi-version):\s*\"?([\w.]+)\"?\s*$", re.MULTILINE
 )
@@ -119,8 +122,9 @@ def _workflows() -> Iterator[Pin]:
     for workflow in sorted((REPOSITORY_ROOT / ".github" / "workflows").glob("*.y*ml")):
         file = workflow.relative_to(REPOSITORY_ROOT).as_posix()
         text = workflow.read_text()
-        for action, ref in _USES.findall(text):
-            yield Pin(file, action, ref)
+        for action, ref, release in _USES.findall(text):
+            # Pinned to a commit, the release the bot compares is the comment's.
+            yield Pin(file, action, release if re.fullmatch(r"[0-9a-f]{40}", ref) else ref)
         for key, version in _WITH_VERSION.findall(text):
             yield Pin(file, key.removesuffix("-version"), version)
         for image, version in _RUNS_ON.findall(text):
@@ -209,11 +213,7 @@ MOVES_TOGETHER: Final[tuple[MovesTogether, ...]] = (
     MovesTogether(
         "the Neuron driver (AMI) and the Neuron runtime (the recipes' Neuron SDK)",
         "Accelerator drivers and user space",
-        (
-            "awslabs/amazon-eks-ami",
-            "aws-neuron/aws-neuron-sdk",
-            "public.ecr.aws/neuron/neuron-helm-chart",
-        ),
+        ("awslabs/amazon-eks-ami", "aws-neuron/aws-neuron-sdk"),
         "image_problems: a runtime older than NEURON_DRIVER_MINIMUM_RUNTIME of the AMI's driver, "
         "or an SDK without a NEURON_SDK_RUNTIME record, is refused",
     ),

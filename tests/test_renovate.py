@@ -252,8 +252,10 @@ def test_the_first_run_pins_every_image_in_place_and_the_images_workflow_then_bu
     by_tag = {
         r["packageFile"]
         for r in renovate_records
-        if r["datasource"] == "docker" and r["depType"] != "helm-chart"
-        and r["currentValue"] and not r["currentDigest"] and not r["skipReason"]
+        if r["currentValue"] and not r["currentDigest"] and (
+            (r["datasource"] == "docker" and r["depType"] != "helm-chart" and not r["skipReason"])
+            or r["depType"] == "action"
+        )
     }  # fmt: skip
 
     pinned = tmp_path / "pinned"
@@ -268,7 +270,16 @@ def test_the_first_run_pins_every_image_in_place_and_the_images_workflow_then_bu
     written = sorted(p.relative_to(pinned).as_posix() for p in pinned.rglob("*") if p.is_file())
     assert set(written) == by_tag
     for file in written:
+        (project / file).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(pinned / file, project / file)
+    # Every action at its release's commit, the release in a comment, which is what the
+    # inventory and the CI test read back.
+    for workflow in sorted((project / ".github" / "workflows").glob("*.yml")):
+        before_pins = {p for p in declared_pins() if p.file.endswith(workflow.name)}
+        uses = pins._USES.findall(workflow.read_text())
+        assert uses and all(re.fullmatch(r"[0-9a-f]{40}", ref) for _, ref, _ in uses)
+        actions = {(action, release) for action, _, release in uses}
+        assert actions == {(p.name, p.value) for p in before_pins if "/" in p.name}
 
     # ...and after the first run it plans every build.
     after = subprocess.run(
@@ -310,3 +321,40 @@ loose = [i for i in images if not DIGEST.search(i)]
 print(loose)
 sys.exit(1 if loose or len(images) < 14 else 0)
 """
+
+
+@pytest.mark.slow
+def test_first_digest_pins_land_in_one_pull_request(renovate_records: list[dict[str, Any]]) -> None:
+    # The images workflow refuses to build while any base is by tag, so pins spread over the
+    # projects' groups would each fail it (and one waits on the AMI's records): every pin of
+    # a digest goes to one group instead.
+    pinnable = [
+        r for r in renovate_records
+        if r["enabled"] and r["pinDigests"] and not r["currentDigest"] and r["currentValue"]
+    ]  # fmt: skip
+    assert pinnable
+    assert {r["pinGroupName"] for r in pinnable} == {"Pin digests"}
+
+
+@pytest.mark.slow
+def test_the_pinned_node_is_one_renovate_runs_on(renovate_extraction: Path) -> None:
+    # Renovate refuses to start on a Node.js its engines do not accept; the Renovate group keeps
+    # Node.js within them (allowedVersions), and the pin must satisfy them today.
+    node_modules = REPOSITORY_ROOT / "ci" / "renovate" / "node_modules"
+    engines = json.loads((node_modules / "renovate" / "package.json").read_text())["engines"]
+    pinned = json.loads(pins.RENOVATE_PACKAGE.read_text())["dependencies"]["node"]
+    rule = next(
+        r for r in _renovate_config()["packageRules"]
+        if r.get("matchPackageNames") == ["node"] and "allowedVersions" in r
+    )  # fmt: skip
+    script = (
+        "const semver = require('semver');"
+        f"const ok = semver.satisfies({pinned!r}, {engines['node']!r})"
+        f" && semver.intersects({rule['allowedVersions']!r}, {engines['node']!r});"
+        "process.exit(ok ? 0 : 1);"
+    )
+    checked = subprocess.run(
+        [str(node_modules / ".bin" / "node"), "-e", script],
+        cwd=node_modules.parent, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, (pinned, engines["node"], rule["allowedVersions"])

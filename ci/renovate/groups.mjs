@@ -25,7 +25,10 @@ for (const repository of Object.values(report.repositories)) {
     for (const packageFile of packageFiles) {
       const fileConfig = mergeChildConfig(managerConfig, { packageFile: packageFile.packageFile });
       for (const dep of packageFile.deps) {
-        const applied = await applyPackageRules(mergeChildConfig(fileConfig, dep), "pre-lookup");
+        const depConfig = mergeChildConfig(fileConfig, dep);
+        const applied = await applyPackageRules(depConfig, "pre-lookup");
+        // The group a "pin digest" update of it would land in (rules matching updateType).
+        const pinning = await applyPackageRules({ ...depConfig, updateType: "pinDigest" });
         records.push({
           manager,
           packageFile: packageFile.packageFile,
@@ -41,6 +44,7 @@ for (const repository of Object.values(report.repositories)) {
           enabled: applied.enabled !== false,
           pinDigests: applied.pinDigests === true,
           separateMajorMinor: applied.separateMajorMinor !== false,
+          pinGroupName: pinning.groupName ?? null,
         });
       }
     }

@@ -1,8 +1,9 @@
-// What the bot's first run writes when it pins every image by digest, by Renovate's own code.
+// What the bot's first run writes when it pins every image by digest and every action by commit,
+// by Renovate's own code.
 //
 // Usage: node pin.mjs <extraction report> <out-dir>
-// For every image dependency of the report that has no digest yet, this makes the upgrade a
-// "pin digest" pull request makes (same tag, a digest) and applies it with Renovate's
+// For every image and action of the report that has no digest yet, this makes the upgrade a
+// "pin digest" pull request makes (same tag, a digest or commit) and applies it with Renovate's
 // auto-replace, the way the bot edits a file: each manager's replace string and template. The
 // digests are made up (sha256 of the reference), since no registry is reachable; the files go
 // to <out-dir>/<path>. tests/test_renovate.py checks that the results still parse and name
@@ -26,10 +27,14 @@ for (const repository of Object.values(report.repositories)) {
       let content = original;
       let pinned = 0;
       for (const [depIndex, dep] of deps.entries()) {
-        if (dep.datasource !== "docker" || dep.currentDigest || dep.skipReason) continue;
-        if (dep.depType === "helm-chart" || !dep.currentValue) continue;
+        if (dep.currentDigest || !dep.currentValue) continue;
+        const image = dep.datasource === "docker" && dep.depType !== "helm-chart" && !dep.skipReason;
+        // An action resolves to its release's commit (skipped offline only for want of a token).
+        const action = dep.depType === "action";
+        if (!image && !action) continue;
         const reference = `${dep.depName}:${dep.currentValue}`;
-        const newDigest = "sha256:" + createHash("sha256").update(reference).digest("hex");
+        const hash = createHash("sha256").update(reference).digest("hex");
+        const newDigest = image ? `sha256:${hash}` : hash.slice(0, 40);
         const upgrade = {
           ...fileConfig,
           ...dep,
