@@ -328,11 +328,9 @@ def test_first_digest_pins_land_in_one_pull_request(renovate_records: list[dict[
     # The images workflow refuses to build while any base is by tag, so pins spread over the
     # projects' groups would each fail it (and one waits on the AMI's records): every pin of
     # a digest goes to one group instead.
-    pinnable = [
-        r for r in renovate_records
-        if r["enabled"] and r["pinDigests"] and not r["currentDigest"] and r["currentValue"]
-    ]  # fmt: skip
-    assert pinnable
+    # Whether or not each is pinned yet (the rule must hold on the bot's own pull request too).
+    pinnable = [r for r in renovate_records if r["enabled"] and r["pinDigests"]]
+    assert len(pinnable) >= 20
     assert {r["pinGroupName"] for r in pinnable} == {"Pin digests"}
 
 
