@@ -200,6 +200,9 @@ class MovesTogether:
     guard: str
     """The check that refuses one side moving without the other, or the record that must be
     updated by hand in the same pull request."""
+    by_hand: tuple[str, ...] = ()
+    """Those of :attr:`packages` the bot never looks up (a rule turns them off): a person sets
+    them on the group's branch, to what the other side names."""
 
 
 MOVES_TOGETHER: Final[tuple[MovesTogether, ...]] = (
@@ -236,6 +239,7 @@ MOVES_TOGETHER: Final[tuple[MovesTogether, ...]] = (
         "Kubeflow Trainer and JobSet",
         ("registry.k8s.io/jobset/charts/jobset", "ghcr.io/kubeflow/charts/kubeflow-trainer"),
         "tests/test_trainer.py: JobSet's chart is the version Trainer's Chart.yaml depends on",
+        by_hand=("registry.k8s.io/jobset/charts/jobset",),
     ),
     MovesTogether(
         "Karpenter's CRD chart and controller chart",

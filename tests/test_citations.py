@@ -149,13 +149,38 @@ def _prose(source: str) -> list[tuple[int, str]]:
     return lines
 
 
+RELEASE_NOTES: Final = re.compile(r"docs/upgrades/\d+\.\d+\.\d+\.md")
+"""A released version's upgrade notes: what that release shipped, cited as it was then."""
+
+
+def _unreleased(source: str) -> list[tuple[int, str]]:
+    """(line, text) of the changelog's ``[Unreleased]`` section: the released entries record
+    what each release cited, and a bump must not rewrite history."""
+    lines = list(enumerate(source.splitlines(), start=1))
+    start = next(i for i, (_, text) in enumerate(lines) if text.startswith("## [Unreleased]"))
+    end = next(
+        (i for i, (_, text) in enumerate(lines) if i > start and text.startswith("## [")),
+        len(lines),
+    )
+    return lines[start:end]
+
+
 @functools.cache
 def _prose_lines() -> tuple[tuple[str, str], ...]:
-    """(file:line, text) of every line of prose: Markdown pages, Python comments and docstrings."""
+    """(file:line, text) of every line of prose: Markdown pages, Python comments and docstrings.
+
+    Released history (the changelog's released entries, a released version's upgrade notes) is
+    left out: it cites what that release pinned.
+    """
     lines = []
     for path in _cited_files():
         source = path.read_text()
-        if path.suffix == ".md":
+        name = path.relative_to(REPOSITORY_ROOT).as_posix()
+        if RELEASE_NOTES.fullmatch(name):
+            continue
+        if name == "CHANGELOG.md":
+            prose = _unreleased(source)
+        elif path.suffix == ".md":
             prose = list(enumerate(source.splitlines(), start=1))
         else:
             prose = _prose(source)
@@ -311,3 +336,16 @@ def test_no_citation_points_into_a_file_outside_the_repository() -> None:
     for spelling in (f"{prefix} \N{SECTION SIGN}5", f"{prefix} section 7", f"{prefix}\n    6"):
         assert OUTSIDE_REFERENCE.search(spelling), spelling
     assert not OUTSIDE_REFERENCE.search("REFERENCE_ENV, the reference data")
+
+
+def test_a_bump_leaves_released_history_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0.1.0's changelog entry cites Karpenter 1.14.1 as shipped; the bot's Karpenter bump must
+    # not have to rewrite it, while the unreleased section is still held to the pins.
+    _prose_lines.cache_clear()
+    monkeypatch.setattr(versions, "KARPENTER_VERSION", "1.15.0")
+    stale = stale_text_citations(_prose_lines())
+    _prose_lines.cache_clear()
+    assert stale, "a bump flags nothing at all"
+    assert not [line for line in stale if line.startswith(("CHANGELOG.md", "docs/upgrades/0."))]
+    changelog = (REPOSITORY_ROOT / "CHANGELOG.md").read_text()
+    assert "karpenter 1.14.1" in changelog.lower() or "Karpenter 1.14.1" in changelog

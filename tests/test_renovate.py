@@ -185,8 +185,10 @@ def test_pins_that_must_move_together_share_one_group(
     for package in together.packages:
         found = [r for r in renovate_records if package in {r["depName"], r["packageName"]}]
         assert found, f"{together.name}: Renovate extracts no {package}"
-        groups = {r["groupName"] for r in found if r["enabled"]}
+        groups = {r["groupName"] for r in found}
         assert groups == {together.group}, f"{together.name}: {package} is in {groups}"
+        # Moved by hand on the group's branch, or by the bot: one or the other, never both.
+        assert all(r["enabled"] != (package in together.by_hand) for r in found), package
         # One pull request even when one side's update is a major (an AMI release always is:
         # its version is its date), which Renovate would otherwise open apart.
         assert not any(r["separateMajorMinor"] for r in found), f"{package}: majors apart"
@@ -356,3 +358,11 @@ def test_the_pinned_node_is_one_renovate_runs_on(renovate_extraction: Path) -> N
         cwd=node_modules.parent, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert checked.returncode == 0, (pinned, engines["node"], rule["allowedVersions"])
+
+
+def test_no_update_waits_for_approval_inside_a_group() -> None:
+    # Renovate gates a whole branch on approval when any of its updates needs it (Renovate 44
+    # workers/repository/updates/generate.js), so an approval rule on one pin of a group would
+    # hold every pin of that group back: a pin that must not move alone is moved by hand.
+    rules = _renovate_config()["packageRules"]
+    assert not [rule["description"] for rule in rules if rule.get("dependencyDashboardApproval")]

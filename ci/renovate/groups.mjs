@@ -27,8 +27,10 @@ for (const repository of Object.values(report.repositories)) {
       for (const dep of packageFile.deps) {
         const depConfig = mergeChildConfig(fileConfig, dep);
         const applied = await applyPackageRules(depConfig, "pre-lookup");
-        // The group a "pin digest" update of it would land in (rules matching updateType).
-        const pinning = await applyPackageRules({ ...depConfig, updateType: "pinDigest" });
+        // The group a "pin digest" update of it would land in: the rules, then the built-in
+        // pinDigest settings, then the rules again, as flatten.js makes an update's config.
+        let pinning = await applyPackageRules({ ...depConfig, updateType: "pinDigest" });
+        pinning = await applyPackageRules(mergeChildConfig(pinning, pinning.pinDigest));
         records.push({
           manager,
           packageFile: packageFile.packageFile,
