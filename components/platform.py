@@ -34,7 +34,8 @@ from components.slurm import Slurm, create_namespace
 from components.storage import Storage
 from components.storage.layout import layout_problems
 from components.teams import Teams
-from components.trainer import Trainer
+from components.tenant_api import GangLimits, gang_limits
+from components.trainer import RUNTIME_NUM_NODES, Trainer, runtime_name, team_runtimes
 
 MANAGED_BY_TAG: Final = {"managed-by": "pulumi"}
 """Added to the required tags on every AWS resource of the stack."""
@@ -299,7 +300,31 @@ def build_teams(
         kubernetes_version=config.cluster.kubernetes_version,
         kubernetes_provider=cluster.provider,
         cluster_ready=cluster.ready,
+        gang_limits=stack_gang_limits(config),
         opts=opts,
+    )
+
+
+def stack_gang_limits(config: PlatformConfig) -> GangLimits:
+    """The pools' node limits and every team runtime's pool, for the gang size policy.
+
+    Args:
+        config: the validated stack configuration.
+    """
+    runtimes = (
+        {
+            runtime_name(framework, pool): pool.name
+            for team in config.teams
+            for pool, framework in team_runtimes(team, config.node_pools)
+        }
+        if config.trainer.enabled
+        else {}
+    )
+    return gang_limits(
+        config.node_pools,
+        slurm_nodes=slurm_held_nodes(config),
+        runtime_pools=runtimes,
+        runtime_nodes=dict.fromkeys(runtimes, RUNTIME_NUM_NODES),
     )
 
 

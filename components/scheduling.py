@@ -28,8 +28,10 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import versions
+from components.admission import enforced_policy
 from components.config import AcceleratorAmounts, TeamConfig
 from components.helm import release, with_system_placement
+from components.tenant_api import LEAF_QUEUE_POLICY, leaf_queue_policy, non_leaf_queues
 
 NAMESPACE: Final = "volcano-system"
 QUEUE_API: Final = "scheduling.volcano.sh/v1beta1"
@@ -161,6 +163,17 @@ class Scheduling(pulumi.ComponentResource):
             self.priority_classes.append(priority_class)
         after_volcano = pulumi.ResourceOptions(
             parent=self, provider=kubernetes_provider, depends_on=[volcano]
+        )
+        # After Volcano: the policy matches its kinds, which its chart installs.
+        enforced_policy(
+            f"{name}-leaf-queues",
+            LEAF_QUEUE_POLICY,
+            leaf_queue_policy(
+                non_leaf_queues(
+                    {team.name: queue_spec(team)["parent"] for team in teams}, root=ROOT_QUEUE
+                )
+            ),
+            opts=after_volcano,
         )
         for team in teams:
             k8s.apiextensions.CustomResource(

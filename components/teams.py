@@ -24,6 +24,16 @@ from components.tenancy import (
     queue_ownership_policy,
     team_network_policies,
 )
+from components.tenant_api import (
+    GANG_SIZE_POLICY,
+    SERVICE_POLICY,
+    TENANT_WRITES_POLICY,
+    GangLimits,
+    gang_size_policy,
+    service_exposure_policy,
+    team_binding,
+    tenant_writes_policy,
+)
 
 TEAM_LABEL: Final = "trainingplatform.io/team"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
@@ -190,6 +200,7 @@ class Teams(pulumi.ComponentResource):
         kubernetes_version: str,
         kubernetes_provider: pulumi.ProviderResource,
         cluster_ready: list[pulumi.Resource],
+        gang_limits: GangLimits,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the team namespaces, their isolation and their members' access entries.
@@ -201,6 +212,8 @@ class Teams(pulumi.ComponentResource):
             kubernetes_version: the cluster's minor (Pod Security levels are pinned to it).
             kubernetes_provider: provider of every Kubernetes object.
             cluster_ready: what the objects wait for (the cluster and its system nodes).
+            gang_limits: the pools' node limits and the runtimes on them: no gang in a team
+                namespace may ask for more nodes than its pool launches.
             opts: resource options (the AWS provider of the access entries).
         """
         super().__init__("trainingplatform:index:Teams", name, None, opts)
@@ -232,6 +245,36 @@ class Teams(pulumi.ComponentResource):
                 scheduler_name=SCHEDULER_NAME,
             ),
             binding=queue_ownership_binding(QUEUE_POLICY, team_label=TEAM_LABEL),
+            opts=in_cluster,
+        )
+        enforced_policy(
+            f"{name}-services",
+            SERVICE_POLICY,
+            service_exposure_policy(
+                team_label=TEAM_LABEL,
+                internal_load_balancers=[
+                    team.name for team in teams if team.allow_internal_load_balancers
+                ],
+            ),
+            binding=team_binding(SERVICE_POLICY, team_label=TEAM_LABEL),
+            opts=in_cluster,
+        )
+        enforced_policy(
+            f"{name}-writes",
+            TENANT_WRITES_POLICY,
+            tenant_writes_policy(
+                team_label=TEAM_LABEL,
+                member_groups={team.name: team.member_groups for team in teams},
+                admin_groups={team.name: team.admin_groups for team in teams},
+            ),
+            binding=team_binding(TENANT_WRITES_POLICY, team_label=TEAM_LABEL),
+            opts=in_cluster,
+        )
+        enforced_policy(
+            f"{name}-gang-sizes",
+            GANG_SIZE_POLICY,
+            gang_size_policy(gang_limits, team_label=TEAM_LABEL),
+            binding=team_binding(GANG_SIZE_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         for principal_arn, groups in team_access_entries(teams).items():

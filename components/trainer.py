@@ -330,6 +330,10 @@ def _mpi_replicated_jobs(pod: dict[str, Any], image: str) -> list[dict[str, Any]
     ]
 
 
+RUNTIME_NUM_NODES: Final = 1
+"""A platform runtime's ``mlPolicy.numNodes``: what a TrainJob that names none gets."""
+
+
 def runtime_spec(
     framework: Framework,
     pool: NodePoolConfig,
@@ -356,7 +360,7 @@ def runtime_spec(
     )  # fmt: skip
     if framework != "mpi":
         pod["containers"][0]["env"].extend(UNLISTED_USER_ENVIRONMENT)
-    ml_policy: dict[str, Any] = {"numNodes": 1}
+    ml_policy: dict[str, Any] = {"numNodes": RUNTIME_NUM_NODES}
     jobset: dict[str, Any]
     if framework == "mpi":
         # numNodes stays 1: the launcher's Job is sized from the runtime, the workers from the

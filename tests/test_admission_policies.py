@@ -29,16 +29,26 @@ def admit(
     namespace: dict[str, Any] | None = None,
     *,
     old: dict[str, Any] | None = None,
+    user_groups: list[str] | None = None,
+    operation: str | None = None,
 ) -> tuple[bool, str | None]:
     """(admitted, message) of ``obj`` under ``policy``'s spec.
 
     ``namespace`` is the object's Namespace, which the API server gives namespaced requests as
     ``namespaceObject``; ``old`` the object an UPDATE replaces (``oldObject``, null on CREATE).
+    ``user_groups``: the requesting user's groups (``request.userInfo.groups``); None: a user
+    with no groups field. ``operation``: ``DELETE`` passes ``obj`` as the deleted object
+    (``oldObject``, with ``object`` null); default UPDATE with ``old``, else CREATE.
     """
+    operation = operation or ("UPDATE" if old else "CREATE")
+    current, previous = (None, obj) if operation == "DELETE" else (obj, old)
+    user: dict[str, Any] = {"username": "kubernetes-admin"}
+    if user_groups is not None:
+        user["groups"] = user_groups
     activation: dict[str, Any] = {
-        "object": celpy.adapter.json_to_cel(obj),
-        "oldObject": celpy.adapter.json_to_cel(old),
-        "request": celpy.adapter.json_to_cel({"operation": "UPDATE" if old else "CREATE"}),
+        "object": celpy.adapter.json_to_cel(current),
+        "oldObject": celpy.adapter.json_to_cel(previous),
+        "request": celpy.adapter.json_to_cel({"operation": operation, "userInfo": user}),
     }
     if namespace is not None:
         activation["namespaceObject"] = celpy.adapter.json_to_cel(namespace)

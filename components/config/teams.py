@@ -105,6 +105,15 @@ class TeamConfig(StrictModel):
         description="IAM roles or users whose access entry puts them in memberGroups. "
         "Default: none.",
     )
+    allow_internal_load_balancers: bool = Field(
+        default=False,
+        description="Let the team's Services be type LoadBalancer when internal: annotated "
+        'service.beta.kubernetes.io/aws-load-balancer-internal: "true" and '
+        "service.beta.kubernetes.io/aws-load-balancer-scheme: internal, with no "
+        "loadBalancerClass (an NLB in the private subnets, reachable from the VPC). "
+        "Internet-facing load balancers, NodePorts and externalIPs are refused whatever this "
+        "says. Default: false (ClusterIP Services only).",
+    )
     quota: TeamQuotaConfig = Field(description="Accelerators and EFA the namespace may request.")
     queue: TeamQueueConfig = Field(
         default_factory=TeamQueueConfig, description="Volcano queue. Default: weight 1, no share."

@@ -1,0 +1,498 @@
+"""What a team member may not create through the API: admission policies as pure builders.
+
+Each builder returns a ValidatingAdmissionPolicy spec (CEL) that
+:func:`components.admission.enforced_policy` registers with a ``Deny`` binding; the facts they
+need (team groups, pools' node limits, the queue tree) are known at synthesis and written into
+the CEL as literals, since a policy's ``paramKind`` would need a CRD of our own.
+
+* :func:`service_exposure_policy`: no Service in a team namespace reaches beyond the cluster
+  (external IPs, node ports, internet-facing load balancers);
+* :func:`tenant_writes_policy`: NetworkPolicies of a team namespace are the platform's and its
+  team admins', DaemonSets nobody of the team's;
+* :func:`gang_size_policy`: no gang asks for more nodes than its pool can launch;
+* :func:`leaf_queue_policy`: no gang names ``root`` or another queue with children, anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from components.config import NodePoolConfig
+from components.node_pools import POOL_LABEL
+from components.tenancy import LEGACY_JOBS
+
+SERVICE_POLICY: Final = "trainingplatform-team-services"
+TENANT_WRITES_POLICY: Final = "trainingplatform-team-writes"
+GANG_SIZE_POLICY: Final = "trainingplatform-gang-sizes"
+LEAF_QUEUE_POLICY: Final = "trainingplatform-leaf-queues"
+
+INTERNAL_ANNOTATION: Final = "service.beta.kubernetes.io/aws-load-balancer-internal"
+SCHEME_ANNOTATION: Final = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+LEGACY_JOB_GROUP: Final = "kubeflow.org"
+LEGACY_REPLICA_SPECS: Final = (
+    "pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs", "jaxReplicaSpecs",
+    "xgbReplicaSpecs", "paddleReplicaSpecs",
+)  # fmt: skip
+"""The replica-spec maps of the legacy jobs (kubeflow/training-operator v1.9.4 CRDs), role ->
+spec. Named one by one: CEL may not iterate an object's fields, only a map's keys."""
+
+
+def _cel(value: object) -> str:
+    """A CEL literal of ``value`` (strings, ints, bools, lists and maps of them).
+
+    JSON's spelling of these is CEL's, save ``true``/``false``, which CEL spells alike.
+    """
+    return json.dumps(value, sort_keys=True)
+
+
+def _team_namespaces(team_label: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": team_label, "operator": "Exists"}]}
+
+
+def team_binding(policy: str, *, team_label: str) -> dict[str, Any]:
+    """A ``Deny`` binding of ``policy`` limited to team namespaces (those with ``team_label``).
+
+    Args:
+        policy: the ValidatingAdmissionPolicy's name.
+        team_label: the namespace label of team namespaces.
+    """
+    return {
+        "policyName": policy,
+        "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": _team_namespaces(team_label)},
+    }
+
+
+def service_exposure_policy(
+    *, team_label: str, internal_load_balancers: list[str]
+) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: a team's Services stay inside the cluster.
+
+    Refused, on CREATE and UPDATE of a Service in a team namespace:
+
+    * ``spec.externalIPs``: kube-proxy redirects traffic for such an address from every pod and
+      node of the cluster to the Service's endpoints (CVE-2020-8554), so a team could take
+      another team's rendezvous (29500), the file servers (988) or DNS (53);
+    * ``type: NodePort``: a port on every node, outside any NetworkPolicy of the namespace;
+    * ``type: LoadBalancer``, unless the team is in ``internal_load_balancers`` and the Service
+      asks for an internal load balancer both ways the AWS controllers read it:
+      ``service.beta.kubernetes.io/aws-load-balancer-internal: "true"`` (EKS's built-in service
+      controller makes an internal load balancer for any value but ``false``) and
+      ``service.beta.kubernetes.io/aws-load-balancer-scheme: internal`` (the AWS Load Balancer
+      Controller reads this one and calls the other deprecated), and names no
+      ``loadBalancerClass`` (which would hand it to a controller with other rules). The public
+      subnets are tagged for internet-facing load balancers, so anything else could face the
+      internet. Even an internal one allocates node ports (its instance targets need them).
+
+    ClusterIP Services, headless ones included, and ExternalName Services (a DNS alias inside
+    the namespace) pass.
+
+    Args:
+        team_label: the namespace label that names the team.
+        internal_load_balancers: the teams whose config allows internal load balancers
+            (``teams[].allowInternalLoadBalancers``).
+    """
+    team = f"namespaceObject.metadata.labels['{team_label}']"
+    annotations = "(has(object.metadata.annotations) ? object.metadata.annotations : {})"
+    internal = (
+        f"(variables.team in {_cel(sorted(internal_load_balancers))} && "
+        f"'{INTERNAL_ANNOTATION}' in {annotations} && "
+        f"{annotations}['{INTERNAL_ANNOTATION}'] == 'true' && "
+        f"'{SCHEME_ANNOTATION}' in {annotations} && "
+        f"{annotations}['{SCHEME_ANNOTATION}'] == 'internal' && "
+        "!has(object.spec.loadBalancerClass))"
+    )
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "namespaceSelector": _team_namespaces(team_label),
+            "resourceRules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["services"],
+                }
+            ],
+        },
+        "variables": [
+            {"name": "team", "expression": team},
+            {
+                "name": "type",
+                "expression": "has(object.spec.type) ? object.spec.type : 'ClusterIP'",
+            },
+        ],
+        "validations": [
+            {
+                "expression": "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
+                "message": "a team's Service may not set spec.externalIPs: kube-proxy would "
+                "send every pod's and node's traffic for those addresses to it (CVE-2020-8554)",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "variables.type != 'NodePort'",
+                "message": "a team's Service may not be type NodePort (a port on every node): "
+                "use ClusterIP",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": f"variables.type != 'LoadBalancer' || {internal}",
+                "messageExpression": "variables.team in "
+                f"{_cel(sorted(internal_load_balancers))} ? "
+                "'a LoadBalancer Service of team ' + variables.team + ' must be internal: "
+                f'annotations {INTERNAL_ANNOTATION}: "true" and {SCHEME_ANNOTATION}: '
+                "internal, and no spec.loadBalancerClass' : "
+                "'team ' + variables.team + ' may not create LoadBalancer Services (the "
+                "platform allows internal ones where teams[].allowInternalLoadBalancers is "
+                "true): use ClusterIP'",
+                "reason": "Forbidden",
+            },
+        ],
+    }
+
+
+def tenant_writes_policy(
+    *,
+    team_label: str,
+    member_groups: Mapping[str, list[str]],
+    admin_groups: Mapping[str, list[str]],
+) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: NetworkPolicies and DaemonSets are not a member's to write.
+
+    Members hold ``edit`` in their namespace, which includes NetworkPolicies and DaemonSets:
+
+    * a NetworkPolicy written (created, changed or deleted) by a member is refused. Team
+      admins (``admin``) may still change their namespace's: a policy only ever opens or
+      closes the team's own pods, and the admins answer for them. A user in both a member and
+      an admin group of the team counts as an admin;
+    * a DaemonSet created or changed by anyone in the team's groups, member or admin, is
+      refused: it places a pod on every node whose taints it tolerates, outside any queue.
+      Deleting one stays possible.
+
+    Requests are judged by ``request.userInfo.groups``, the Kubernetes groups the user's EKS
+    access entry gives (``teams[].memberGroups`` and ``adminGroups``); the platform's own
+    writes (the deployer, controllers) carry none of them and pass.
+
+    Args:
+        team_label: the namespace label that names the team (its namespace's name).
+        member_groups: team -> its ``memberGroups``.
+        admin_groups: team -> its ``adminGroups``.
+    """
+    team = f"namespaceObject.metadata.labels['{team_label}']"
+    groups = "(has(request.userInfo.groups) ? request.userInfo.groups : [])"
+    members = {name: sorted(found) for name, found in member_groups.items()}
+    admins = {name: sorted(found) for name, found in admin_groups.items()}
+
+    def holds(table: dict[str, list[str]]) -> str:
+        return (
+            f"(variables.team in {_cel(table)} && "
+            f"{groups}.exists(g, g in {_cel(table)}[variables.team]))"
+        )
+
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "namespaceSelector": _team_namespaces(team_label),
+            "resourceRules": [
+                {
+                    "apiGroups": ["networking.k8s.io"],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                    "resources": ["networkpolicies"],
+                },
+                {
+                    "apiGroups": ["apps"],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["daemonsets"],
+                },
+            ],
+        },
+        "variables": [
+            {"name": "team", "expression": team},
+            {"name": "member", "expression": holds(members)},
+            {"name": "admin", "expression": holds(admins)},
+            # DELETE has no object, only the old one.
+            {
+                "name": "kind",
+                "expression": "object == null ? oldObject.kind : object.kind",
+            },
+        ],
+        "validations": [
+            {
+                "expression": "variables.kind != 'NetworkPolicy' || !variables.member || "
+                "variables.admin",
+                "messageExpression": "'the NetworkPolicies of namespace ' + variables.team + "
+                "' are written by the platform and the team admins only, not by its members'",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "variables.kind != 'DaemonSet' || "
+                "!(variables.member || variables.admin)",
+                "messageExpression": "'team ' + variables.team + ' may not run DaemonSets: one "
+                "holds a pod on every node it tolerates, outside any Volcano queue; run a job'",
+                "reason": "Forbidden",
+            },
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class GangLimits:
+    """What bounds a gang, per pool and per platform runtime: known at synthesis."""
+
+    pool_nodes: dict[str, int] = field(default_factory=dict)
+    """Pool name -> the most nodes its Kubernetes NodePool launches."""
+    pool_accelerators: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Pool name -> (its accelerator resource, devices per node)."""
+    runtime_pools: dict[str, str] = field(default_factory=dict)
+    """Platform runtime name -> the pool its pods are pinned to."""
+    runtime_nodes: dict[str, int] = field(default_factory=dict)
+    """Platform runtime name -> its default ``numNodes`` (``mlPolicy.numNodes``)."""
+
+
+def gang_limits(
+    pools: list[NodePoolConfig],
+    *,
+    slurm_nodes: Mapping[str, int],
+    runtime_pools: Mapping[str, str],
+    runtime_nodes: Mapping[str, int],
+) -> GangLimits:
+    """The :class:`GangLimits` of a stack.
+
+    Args:
+        pools: the accelerator pools.
+        slurm_nodes: pool name -> nodes its Slurm node set holds (a NodePool of their own, so
+            the Kubernetes NodePool may launch only the rest, as ``components.node_pools`` sizes
+            it).
+        runtime_pools: platform runtime name -> its pool's name (every team's runtimes; the
+            names are the same in every namespace, ``<framework>-<pool>``).
+        runtime_nodes: platform runtime name -> its default ``numNodes``.
+    """
+    return GangLimits(
+        pool_nodes={pool.name: pool.max_nodes - slurm_nodes.get(pool.name, 0) for pool in pools},
+        pool_accelerators={
+            pool.name: (pool.instance.accelerator_resource, pool.instance.accelerators)
+            for pool in pools
+        },
+        runtime_pools=dict(runtime_pools),
+        runtime_nodes=dict(runtime_nodes),
+    )
+
+
+def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: no gang larger than the pool its pods go to.
+
+    A gang that needs more nodes than its pool may ever launch pends forever, and worse:
+    Karpenter nominates the nodes it did launch for the pending pods (karpenter v1.14.1
+    ``pkg/controllers/provisioning/scheduling/scheduler.go``, NominateNodeForPod), and a
+    nominated node is not a candidate for disruption (``pkg/controllers/disruption/
+    validation.go``), so they idle, capacity reservations included, under one impossible job.
+    A pool's limit is the nodes its Kubernetes NodePool may hold (``maxNodes``, less the nodes
+    Slurm's node set holds): the figure ``synth jobs`` reports as a runtime's ``maxNodes``
+    where nothing smaller (quota, queue) binds first.
+
+    Refused, on CREATE and UPDATE in a team namespace:
+
+    * a TrainJob of a platform runtime whose ``spec.trainer.numNodes`` (or, left out, the
+      runtime's own ``mlPolicy.numNodes``) exceeds the limit of the runtime's pool; a
+      ``runtimePatches`` entry that moves a replicated job to another pool (its
+      ``trainingplatform.io/pool`` node selector) is held to that pool's limit. Each node of a
+      platform runtime is one pod taking a whole node;
+    * a legacy Training Operator job or a Volcano Job one of whose replica specs (tasks) pins its
+      pods to a pool and whose containers ask for more of the pool's accelerator in all than
+      the pool's nodes hold (``replicas`` x a container's request > nodes x accelerators per
+      node). Each replica spec is judged alone, a floor of what the gang needs.
+
+    A PodGroup's ``minMember`` is not judged: a PodGroup names no pool (no pod template or node
+    selector), and those of TrainJobs, legacy jobs and Volcano Jobs are made by their
+    controllers from the jobs judged here.
+
+    Args:
+        limits: the stack's pools and runtimes (:func:`gang_limits`).
+        team_label: the namespace label of team namespaces.
+    """
+    runtime_nodes = limits.runtime_nodes
+    pool_label = POOL_LABEL
+    nodes = dict(limits.pool_nodes)
+    runtime_limits = {
+        runtime: nodes[pool] for runtime, pool in limits.runtime_pools.items() if pool in nodes
+    }
+    resources = {pool: resource for pool, (resource, _) in limits.pool_accelerators.items()}
+    per_node = {pool: count for pool, (_, count) in limits.pool_accelerators.items()}
+    runtime = "object.spec.runtimeRef.name"
+    asked = (
+        "has(object.spec.trainer) && has(object.spec.trainer.numNodes) ? "
+        f"object.spec.trainer.numNodes : ({runtime} in {_cel(dict(runtime_nodes))} ? "
+        f"{_cel(dict(runtime_nodes))}[{runtime}] : 1)"
+    )
+    selector = "t.spec.nodeSelector"
+    pinned = (
+        f"has(t.spec) && has({selector}) && '{pool_label}' in {selector} && "
+        f"{selector}['{pool_label}'] in {_cel(nodes)}"
+    )
+    pool = f"{selector}['{pool_label}']"
+
+    def amount(where: str) -> str:
+        value = f"c.resources.{where}[{_cel(resources)}[{pool}]]"
+        return (
+            f"(has(c.resources) && has(c.resources.{where}) && "
+            f"{_cel(resources)}[{pool}] in c.resources.{where} && "
+            f"string({value}).matches('^[0-9]+$') ? int(string({value})) : 0)"
+        )
+
+    # replicas x one container's request of the accelerator, against what the pool holds
+    # (limits first: an extended resource's request equals its limit).
+    too_big = (
+        f"t.spec.containers.exists(c, replicas * ({amount('limits')} > 0 ? {amount('limits')} "
+        f": {amount('requests')}) > {_cel(nodes)}[{pool}] * {_cel(per_node)}[{pool}])"
+    )
+
+    def fits(template: str, replicas: str) -> str:
+        return f"[{template}].all(t, !({pinned}) || ![{replicas}].exists(replicas, {too_big}))"
+
+    patch_jobs = "p.trainingRuntimeSpec.template.spec.replicatedJobs"
+    patch_ok = (
+        "!has(p.trainingRuntimeSpec) || !has(p.trainingRuntimeSpec.template) || "
+        f"!has(p.trainingRuntimeSpec.template.spec) || !has({patch_jobs}) || "
+        f"{patch_jobs}.all(j, !has(j.template) || !has(j.template.spec) || "
+        "!has(j.template.spec.template) || "
+        f"[j.template.spec.template].all(t, !({pinned}) || "
+        f"variables.nodes <= {_cel(nodes)}[{pool}]))"
+    )
+    legacy_specs = " && ".join(
+        f"(!has(object.spec.{field}) || object.spec.{field}.all(r, "
+        f"!has(object.spec.{field}[r].template) || "
+        + fits(
+            f"object.spec.{field}[r].template",
+            f"has(object.spec.{field}[r].replicas) ? object.spec.{field}[r].replicas : 1",
+        )
+        + "))"
+        for field in LEGACY_REPLICA_SPECS
+    )
+    volcano_tasks = (
+        "!has(object.spec.tasks) || object.spec.tasks.all(task, !has(task.template) || "
+        + fits("task.template", "has(task.replicas) ? task.replicas : 1")
+        + ")"
+    )
+    rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
+    return {
+        "failurePolicy": "Fail",
+        "matchConditions": [
+            {
+                "name": "created-or-spec-changed",
+                "expression": "request.operation == 'CREATE' || "
+                "!has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
+            }
+        ],
+        "matchConstraints": {
+            "namespaceSelector": _team_namespaces(team_label),
+            "resourceRules": [
+                {**rule, "apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"]},
+                {**rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},
+                {
+                    **rule,
+                    "apiGroups": [LEGACY_JOB_GROUP],
+                    "resources": list(LEGACY_JOBS),
+                },
+            ],
+        },
+        "variables": [
+            {
+                "name": "trainJob",
+                "expression": "object.apiVersion.startsWith('trainer.kubeflow.org/')",
+            },
+            {"name": "nodes", "expression": f"variables.trainJob ? ({asked}) : 0"},
+            {
+                "name": "limit",
+                "expression": f"variables.trainJob && {runtime} in {_cel(runtime_limits)} ? "
+                f"{_cel(runtime_limits)}[{runtime}] : -1",
+            },
+        ],
+        "validations": [
+            {
+                "expression": "!variables.trainJob || variables.limit < 0 || "
+                "variables.nodes <= variables.limit",
+                "messageExpression": "'runtime ' + object.spec.runtimeRef.name + ' runs on a "
+                "pool that launches at most ' + string(variables.limit) + ' nodes: numNodes ' + "
+                "string(variables.nodes) + ' would pend forever and hold the nodes it got'",
+                "reason": "Invalid",
+            },
+            {
+                "expression": "!variables.trainJob || !has(object.spec.runtimePatches) || "
+                f"object.spec.runtimePatches.all(p, {patch_ok})",
+                "messageExpression": "'numNodes ' + string(variables.nodes) + ' is more than "
+                "the pool a runtimePatches entry moves the job to ever launches'",
+                "reason": "Invalid",
+            },
+            {
+                "expression": "!object.apiVersion.startsWith('kubeflow.org/') || " + legacy_specs,
+                "message": "a replica spec asks for more accelerators than the nodes of its "
+                "pool (trainingplatform.io/pool) hold at its limit: the job would pend forever",
+                "reason": "Invalid",
+            },
+            {
+                "expression": "!object.apiVersion.startsWith('batch.volcano.sh/') || "
+                + volcano_tasks,
+                "message": "a task asks for more accelerators than the nodes of its pool "
+                "(trainingplatform.io/pool) hold at its limit: the job would pend forever",
+                "reason": "Invalid",
+            },
+        ],
+    }
+
+
+def non_leaf_queues(queues: Mapping[str, str], *, root: str) -> list[str]:
+    """The queues with children: ``root`` and every queue named as another's parent.
+
+    Args:
+        queues: queue name -> its parent's name.
+        root: Volcano's root queue.
+    """
+    return sorted({root, *queues.values()})
+
+
+def leaf_queue_policy(non_leaf: list[str]) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: gangs go to leaf queues, in every namespace.
+
+    With hierarchical queues Volcano's capacity plugin refuses to open a session while a job
+    sits in a queue that has children: ``OnSessionOpen`` calls ``buildHierarchicalQueueAttrs``,
+    which fails for a non-leaf queue with jobs (volcano v1.15.1
+    ``pkg/scheduler/plugins/capacity/capacity.go``), and nothing is scheduled cluster-wide. One
+    PodGroup or Volcano Job in ``root`` would stop every team, so it is refused wherever it is
+    made (PodGroups of TrainJobs and legacy jobs are made by their controllers from the queue
+    the job names). Updates are judged only when the spec changes: Volcano writes PodGroup
+    status with full updates.
+
+    Args:
+        non_leaf: the queues with children (:func:`non_leaf_queues`).
+    """
+    rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
+    return {
+        "failurePolicy": "Fail",
+        "matchConditions": [
+            {
+                "name": "created-or-spec-changed",
+                "expression": "request.operation == 'CREATE' || "
+                "!has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
+            }
+        ],
+        "matchConstraints": {
+            "resourceRules": [
+                {**rule, "apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"]},
+                {**rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},
+            ]
+        },
+        "validations": [
+            {
+                "expression": "!has(object.spec.queue) || "
+                f"!(object.spec.queue in {_cel(non_leaf)})",
+                "messageExpression": "'queue ' + object.spec.queue + ' has child queues: a job "
+                "in it stops Volcano scheduling every queue; name a leaf queue (a team queue)'",
+                "reason": "Forbidden",
+            }
+        ],
+    }

@@ -1,0 +1,407 @@
+"""What a member may not create (issue 39, items 2, 3's DaemonSets, 5 and 6), proven on the
+synthesized ValidatingAdmissionPolicies of every stack: each attack refused and the legitimate
+object beside it admitted, by the policy's own CEL (``admit``, cel-python)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+import pytest
+
+from components.tenant_api import (
+    GANG_SIZE_POLICY,
+    INTERNAL_ANNOTATION,
+    LEAF_QUEUE_POLICY,
+    SCHEME_ANNOTATION,
+    SERVICE_POLICY,
+    TENANT_WRITES_POLICY,
+    service_exposure_policy,
+)
+from synth.engine import ResourceRecord
+from synth.run import StackResult
+from tests.conftest import STACKS
+from tests.test_admission_policies import BINDING, admit
+
+POLICY: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+TEAM_LABEL: Final = "trainingplatform.io/team"
+POOL_LABEL: Final = "trainingplatform.io/pool"
+
+
+def _records(result: StackResult, type_: str) -> list[ResourceRecord]:
+    return [r for r in result.records if r.type == type_]
+
+
+def _policy(result: StackResult, name: str) -> dict[str, Any]:
+    (record,) = [r for r in _records(result, POLICY) if r.inputs["metadata"]["name"] == name]
+    spec: dict[str, Any] = record.inputs["spec"]
+    return spec
+
+
+def _binding(result: StackResult, name: str) -> dict[str, Any]:
+    (record,) = [r for r in _records(result, BINDING) if r.inputs["metadata"]["name"] == name]
+    spec: dict[str, Any] = record.inputs["spec"]
+    return spec
+
+
+def _team(result: StackResult) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The first team's Namespace object and its member and admin groups (its RoleBindings)."""
+    namespaces = [
+        r.inputs
+        for r in _records(result, "kubernetes:core/v1:Namespace")
+        if TEAM_LABEL in (r.inputs["metadata"].get("labels") or {})
+    ]
+    assert namespaces, "every stack has a team"
+    namespace = namespaces[0]
+    name = namespace["metadata"]["name"]
+    groups: dict[str, list[str]] = {"team-members": [], "team-admins": []}
+    for record in _records(result, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"):
+        metadata = record.inputs["metadata"]
+        if metadata.get("namespace") == name and metadata["name"] in groups:
+            groups[metadata["name"]] = [s["name"] for s in record.inputs["subjects"]]
+    return namespace, groups["team-members"], groups["team-admins"]
+
+
+# --------------------------------------------------------------------------- item 2: Services
+
+
+def _service(namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "rendezvous", "namespace": namespace},
+        "spec": {"selector": {"app": "x"}, "ports": [{"port": 29500}], **spec},
+    }
+
+
+def _internal(service: dict[str, Any]) -> dict[str, Any]:
+    service = copy.deepcopy(service)
+    service["metadata"]["annotations"] = {
+        INTERNAL_ANNOTATION: "true",
+        SCHEME_ANNOTATION: "internal",
+    }
+    return service
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_team_services_stay_inside_the_cluster(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, SERVICE_POLICY)
+    assert _binding(result, SERVICE_POLICY)["validationActions"] == ["Deny"]
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["services"] and set(rule["operations"]) == {"CREATE", "UPDATE"}
+    namespace, _, _ = _team(result)
+    name = namespace["metadata"]["name"]
+    plain = _service(name)
+    assert admit(policy, plain, namespace) == (True, None)
+    assert admit(policy, _service(name, type="ClusterIP", clusterIP="None"), namespace)[0]
+    attacks = {
+        "external IP": _service(name, externalIPs=["10.0.0.2"]),
+        "node port": _service(name, type="NodePort"),
+        "public load balancer": _service(name, type="LoadBalancer"),
+        # the stacks' teams are not allowed internal load balancers (the default)
+        "internal load balancer": _internal(_service(name, type="LoadBalancer")),
+    }
+    for what, service in attacks.items():
+        ok, message = admit(policy, service, namespace)
+        assert not ok and message, what
+        # the same change as an UPDATE of an admitted ClusterIP Service
+        assert not admit(policy, service, namespace, old=plain)[0], what
+    assert "CVE-2020-8554" in (admit(policy, attacks["external IP"], namespace)[1] or "")
+
+
+def test_an_internal_load_balancer_only_where_config_allows_it() -> None:
+    """The config key: an allowed team gets an internal one, and nothing that faces outward."""
+    policy = service_exposure_policy(team_label=TEAM_LABEL, internal_load_balancers=["a"])
+    allowed = {"metadata": {"name": "a", "labels": {TEAM_LABEL: "a"}}}
+    other = {"metadata": {"name": "b", "labels": {TEAM_LABEL: "b"}}}
+    internal = _internal(_service("a", type="LoadBalancer"))
+    assert admit(policy, internal, allowed) == (True, None)
+    assert not admit(policy, internal, other)[0]
+    public = copy.deepcopy(internal)
+    public["metadata"]["annotations"][SCHEME_ANNOTATION] = "internet-facing"
+    assert not admit(policy, public, allowed)[0]
+    classed = copy.deepcopy(internal)
+    classed["spec"]["loadBalancerClass"] = "service.k8s.aws/nlb"
+    assert not admit(policy, classed, allowed)[0]
+    assert not admit(policy, _service("a", type="LoadBalancer"), allowed)[0]
+    with_ip = copy.deepcopy(internal)
+    with_ip["spec"]["externalIPs"] = ["10.0.0.2"]
+    assert not admit(policy, with_ip, allowed)[0]
+
+
+# ------------------------------------------------- item 2 (NetworkPolicies) and 3 (DaemonSets)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_members_do_not_write_network_policies_or_daemon_sets(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, TENANT_WRITES_POLICY)
+    assert _binding(result, TENANT_WRITES_POLICY)["validationActions"] == ["Deny"]
+    rules = {
+        r["resources"][0]: set(r["operations"]) for r in policy["matchConstraints"]["resourceRules"]
+    }
+    assert rules == {
+        "networkpolicies": {"CREATE", "UPDATE", "DELETE"},
+        "daemonsets": {"CREATE", "UPDATE"},
+    }
+    namespace, members, admins = _team(result)
+    assert members and admins, "the test needs both kinds of group"
+    name = namespace["metadata"]["name"]
+    # the platform's own NetworkPolicy of the namespace, as synthesized
+    (network_policy,) = [
+        r.inputs
+        for r in _records(result, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        if r.inputs["metadata"].get("namespace") == name
+        and r.inputs["metadata"]["name"] == "default-deny-ingress"
+    ]
+    network_policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        **network_policy,
+    }
+    opened = copy.deepcopy(network_policy)
+    opened["spec"]["ingress"] = [{}]
+    member = [members[0], "system:authenticated"]
+    admin = [admins[0], "system:authenticated"]
+    deployer = ["system:masters", "system:authenticated"]
+    for groups in (member, [*member, "another-teams-admins"]):
+        assert not admit(policy, network_policy, namespace, user_groups=groups)[0]
+        assert not admit(policy, opened, namespace, old=network_policy, user_groups=groups)[0]
+        ok, message = admit(
+            policy, network_policy, namespace, user_groups=groups, operation="DELETE"
+        )
+        assert not ok and message and "team admins only" in message
+    # the platform writes them (no team group), and the team's admins may change them
+    for groups in (deployer, admin, [*admin, members[0]]):
+        assert admit(policy, network_policy, namespace, user_groups=groups) == (True, None)
+        assert admit(policy, opened, namespace, old=network_policy, user_groups=groups)[0]
+        assert admit(policy, network_policy, namespace, user_groups=groups, operation="DELETE")[0]
+    assert admit(policy, network_policy, namespace) == (True, None)  # a user without groups
+    daemon_set = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "holder", "namespace": name},
+        "spec": {"template": {"spec": {"tolerations": [{"operator": "Exists"}]}}},
+    }
+    for groups in (member, admin):
+        ok, message = admit(policy, daemon_set, namespace, user_groups=groups)
+        assert not ok and message and "DaemonSets" in message
+        assert not admit(policy, daemon_set, namespace, old=daemon_set, user_groups=groups)[0]
+    assert admit(policy, daemon_set, namespace, user_groups=deployer) == (True, None)
+
+
+# --------------------------------------------------------------------------- item 5: gang sizes
+
+
+def _node_limit(result: StackResult, pool: str) -> int:
+    (node_pool,) = [
+        r.inputs
+        for r in _records(result, "kubernetes:karpenter.sh/v1:NodePool")
+        if r.inputs["metadata"]["name"] == pool
+    ]
+    return int(node_pool["spec"]["limits"]["nodes"])
+
+
+def _team_runtimes(result: StackResult) -> list[dict[str, Any]]:
+    return [
+        r.inputs
+        for r in result.records
+        if r.inputs.get("kind") == "TrainingRuntime"
+        and TEAM_LABEL in (r.inputs["metadata"].get("labels") or {})
+    ]
+
+
+def _trainjob(namespace: str, runtime: str, nodes: int | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"runtimeRef": {"name": runtime, "kind": "TrainingRuntime"}}
+    if nodes is not None:
+        spec["trainer"] = {"numNodes": nodes}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "job", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def _pod_template(pool: str, resource: str, count: int) -> dict[str, Any]:
+    return {
+        "spec": {
+            "nodeSelector": {POOL_LABEL: pool},
+            "containers": [
+                {"name": "node", "image": "x", "resources": {"limits": {resource: str(count)}}}
+            ],
+        }
+    }
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_gang_larger_than_its_pool(synthesized: dict[str, StackResult], stack: str) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, GANG_SIZE_POLICY)
+    assert _binding(result, GANG_SIZE_POLICY)["validationActions"] == ["Deny"]
+    runtimes = _team_runtimes(result)
+    assert runtimes
+    for runtime in runtimes:
+        metadata = runtime["metadata"]
+        namespace = {"metadata": {"name": metadata["namespace"], "labels": metadata["labels"]}}
+        limit = _node_limit(result, metadata["labels"][POOL_LABEL])
+        name = metadata["name"]
+        at_limit = _trainjob(metadata["namespace"], name, limit)
+        assert admit(policy, at_limit, namespace) == (True, None), name
+        ok, message = admit(policy, _trainjob(metadata["namespace"], name, limit + 1), namespace)
+        assert not ok and message and f"at most {limit} nodes" in message, name
+        # numNodes left out: the runtime's own
+        default = runtime["spec"]["mlPolicy"]["numNodes"]
+        assert admit(policy, _trainjob(metadata["namespace"], name, None), namespace)[0] is (
+            default <= limit
+        )
+        # an update that grows it
+        grown = _trainjob(metadata["namespace"], name, limit + 1)
+        assert not admit(policy, grown, namespace, old=at_limit)[0]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_runtime_patch_to_a_smaller_pool_is_held_to_it(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, GANG_SIZE_POLICY)
+    runtime = _team_runtimes(result)[0]
+    metadata = runtime["metadata"]
+    namespace = {"metadata": {"name": metadata["namespace"], "labels": metadata["labels"]}}
+    pool = metadata["labels"][POOL_LABEL]
+    limit = _node_limit(result, pool)
+    job = _trainjob(metadata["namespace"], metadata["name"], limit)
+    job["spec"]["runtimePatches"] = [
+        {
+            "manager": "me",
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+                {"name": "node", "template": {"spec": {"template": {"spec": {
+                    "nodeSelector": {POOL_LABEL: pool}}}}}}
+            ]}}},
+        }
+    ]  # fmt: skip
+    assert admit(policy, job, namespace) == (True, None)
+    job["spec"]["trainer"]["numNodes"] = limit + 1
+    assert not admit(policy, job, namespace)[0]
+
+
+def _accelerated_pool(result: StackResult) -> tuple[str, str, int, int]:
+    """(pool, accelerator resource, devices per node, node limit) of a runtime's pool."""
+    runtime = _team_runtimes(result)[0]
+    pool = runtime["metadata"]["labels"][POOL_LABEL]
+    (job,) = [
+        j
+        for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+        if j["name"] in {"node", "launcher"}
+    ][:1]
+    pod = job["template"]["spec"]["template"]["spec"]
+    limits = pod["containers"][0]["resources"]["limits"]
+    resource, count = next(
+        (name, int(value))
+        for name, value in limits.items()
+        if name in {"nvidia.com/gpu", "aws.amazon.com/neuron"}
+    )
+    return pool, resource, count, _node_limit(result, pool)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_legacy_and_volcano_jobs_larger_than_their_pool_are_refused(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, GANG_SIZE_POLICY)
+    namespace, _, _ = _team(result)
+    name = namespace["metadata"]["name"]
+    pool, resource, per_node, limit = _accelerated_pool(result)
+
+    def pytorchjob(workers: int) -> dict[str, Any]:
+        template = _pod_template(pool, resource, per_node)
+        return {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "legacy", "namespace": name},
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": template},
+                "Worker": {"replicas": workers, "template": template},
+            }},
+        }  # fmt: skip
+
+    def volcano_job(replicas: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "vc", "namespace": name},
+            "spec": {
+                "queue": name,
+                "minAvailable": replicas,
+                "tasks": [
+                    {"name": "w", "replicas": replicas,
+                     "template": _pod_template(pool, resource, per_node)}
+                ],
+            },
+        }  # fmt: skip
+
+    for make in (pytorchjob, volcano_job):
+        assert admit(policy, make(limit), namespace) == (True, None), make.__name__
+        ok, message = admit(policy, make(limit + 1), namespace)
+        assert not ok and message and "pend forever" in message, make.__name__
+        assert not admit(policy, make(limit + 1), namespace, old=make(limit))[0]
+    # pods that share nodes: twice the replicas at half a node each still fit
+    if per_node % 2 == 0:
+        half = pytorchjob(2 * limit)
+        for spec in half["spec"]["pytorchReplicaSpecs"].values():
+            spec["template"] = _pod_template(pool, resource, per_node // 2)
+        assert admit(policy, half, namespace) == (True, None)
+
+
+# --------------------------------------------------------------------------- item 6: leaf queues
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_gang_in_a_queue_with_children_anywhere(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, LEAF_QUEUE_POLICY)
+    # bound everywhere: no namespace selector on the policy or its binding
+    assert _binding(result, LEAF_QUEUE_POLICY) == {
+        "policyName": LEAF_QUEUE_POLICY,
+        "validationActions": ["Deny"],
+    }
+    assert "namespaceSelector" not in policy["matchConstraints"]
+    queues = [
+        r.inputs
+        for r in result.records
+        if r.inputs.get("kind") == "Queue"
+        and r.inputs.get("apiVersion", "").startswith("scheduling.volcano.sh/")
+    ]
+    assert queues
+    parents = {q["spec"].get("parent", "root") for q in queues} | {"root"}
+    leaves = [q["metadata"]["name"] for q in queues if q["metadata"]["name"] not in parents]
+    assert leaves
+    for namespace in (leaves[0], "default", "kube-system"):
+        for kind, api in (("PodGroup", "scheduling.volcano.sh/v1beta1"),
+                          ("Job", "batch.volcano.sh/v1alpha1")):  # fmt: skip
+
+            def gang(
+                queue: str, kind: str = kind, api: str = api, namespace: str = namespace
+            ) -> dict[str, Any]:
+                return {"apiVersion": api, "kind": kind,
+                        "metadata": {"name": "g", "namespace": namespace},
+                        "spec": {"queue": queue, "minMember": 1}}  # fmt: skip
+
+            assert admit(policy, gang(leaves[0])) == (True, None)
+            for parent in sorted(parents):
+                ok, message = admit(policy, gang(parent))
+                assert not ok and message and "child queues" in message, (kind, parent)
+                assert not admit(policy, gang(parent), old=gang(leaves[0]))[0]
+            # a status update of a gang already in root is not judged (the spec is unchanged)
+            stuck = gang("root")
+            with_status = {**stuck, "status": {"phase": "Pending"}}
+            assert admit(policy, with_status, old=stuck) == (True, None)
