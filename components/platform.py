@@ -28,14 +28,29 @@ from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
 from components.network import Network
 from components.node_pools import NodePools
+from components.platform_network import PlatformNetwork
+from components.scheduling import NAMESPACE as SCHEDULING_NAMESPACE
 from components.scheduling import Scheduling
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm import Slurm, create_namespace
+from components.slurm.autoscaling import KEDA_NAMESPACE, MONITORING_NAMESPACE
+from components.slurm.common import (
+    CERT_MANAGER_NAMESPACE,
+    MARIADB_OPERATOR_NAMESPACE,
+    OPERATOR_NAMESPACE,
+)
 from components.storage import Storage
 from components.storage.layout import layout_problems
 from components.teams import Teams
 from components.tenant_api import GangLimits, gang_limits
-from components.trainer import RUNTIME_NUM_NODES, Trainer, runtime_name, team_runtimes
+from components.trainer import (
+    JOBSET_NAMESPACE,
+    RUNTIME_NUM_NODES,
+    Trainer,
+    runtime_name,
+    team_runtimes,
+)
+from components.trainer import NAMESPACE as TRAINER_NAMESPACE
 
 MANAGED_BY_TAG: Final = {"managed-by": "pulumi"}
 """Added to the required tags on every AWS resource of the stack."""
@@ -161,6 +176,16 @@ class TrainingPlatform(pulumi.ComponentResource):
                 cluster=in_cluster,
                 opts=with_aws,
             )
+        self.platform_network = build_platform_network(
+            config,
+            creators={
+                "scheduling": [self.scheduling],
+                "trainer": [self.trainer],
+                "slurm": [self.slurm] if self.slurm is not None else [],
+            },
+            cluster=in_cluster,
+            opts=with_aws,
+        )
         self.register_outputs({})
 
 
@@ -525,6 +550,58 @@ def build_slurm(
         workloads_ready=workloads_ready,
         kubernetes_provider=cluster.provider,
         bind_password=pulumi.Config().get_secret(BIND_PASSWORD_KEY),
+        opts=opts,
+    )
+
+
+def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
+    """The platform namespaces a stack's releases create, each with the component that does.
+
+    Args:
+        config: the validated stack configuration.
+
+    Returns:
+        namespace -> ``scheduling``, ``trainer`` or ``slurm``.
+    """
+    namespaces = {
+        SCHEDULING_NAMESPACE: "scheduling",
+        TRAINER_NAMESPACE: "trainer",
+        JOBSET_NAMESPACE: "trainer",
+    }
+    if config.slurm.enabled:
+        for namespace in (
+            CERT_MANAGER_NAMESPACE, OPERATOR_NAMESPACE, MONITORING_NAMESPACE, KEDA_NAMESPACE
+        ):  # fmt: skip
+            namespaces[namespace] = "slurm"
+        if config.slurm.accounting.enabled:
+            namespaces[MARIADB_OPERATOR_NAMESPACE] = "slurm"
+    return namespaces
+
+
+def build_platform_network(
+    config: PlatformConfig,
+    *,
+    creators: dict[str, list[pulumi.Resource]],
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> PlatformNetwork:
+    """The platform namespaces' NetworkPolicies (:mod:`components.platform_network`).
+
+    Args:
+        config: the validated stack configuration.
+        creators: component name (as :func:`platform_namespaces` gives it) -> the components
+            whose releases create its namespaces; the policies wait for them.
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return PlatformNetwork(
+        "platform-network",
+        namespaces={
+            namespace: creators[component]
+            for namespace, component in platform_namespaces(config).items()
+        },
+        vpc_cidr=config.network.vpc_cidr,
+        kubernetes_provider=cluster.provider,
         opts=opts,
     )
 

@@ -135,6 +135,14 @@ CASES: list[tuple[str, Mutation, str, Any, str]] = [
      "platform.slurm.login.allowedCidrs[0]", "0.0.0.0/0", "never the internet"),
     ("Slurm login from a public range", _at("slurm.login.allowedCidrs", ["8.8.8.0/24"]),
      "platform.slurm.login.allowedCidrs[0]", "8.8.8.0/24", "a private network"),
+    # dev's VPC is 10.10.0.0/16, and its pods take addresses from it
+    ("Slurm login from the VPC", _at("slurm.login.allowedCidrs", ["10.10.0.0/16"]),
+     "platform.slurm.login.allowedCidrs[0]", "10.10.0.0/16", "outside the VPC's 10.10.0.0/16"),
+    ("Slurm login from part of the VPC",
+     _at("slurm.login.allowedCidrs", ["192.168.0.0/24", "10.10.4.0/24"]),
+     "platform.slurm.login.allowedCidrs[1]", "10.10.4.0/24", "lets team pods reach"),
+    ("Slurm login from a range holding the VPC", _at("slurm.login.allowedCidrs", ["10.0.0.0/8"]),
+     "platform.slurm.login.allowedCidrs[0]", "10.0.0.0/8", "outside the VPC's"),
 ]  # fmt: skip
 
 
@@ -155,7 +163,7 @@ def test_aws_refusals_are_config_errors(
 
 
 @pytest.mark.parametrize(
-    "cidrs", [["10.10.0.0/16"], ["100.64.0.0/16", "192.168.0.0/24"]], ids=["vpc", "vpn-ranges"]
+    "cidrs", [["10.200.0.0/16"], ["100.64.0.0/16", "192.168.0.0/24"]], ids=["vpn", "vpn-ranges"]
 )
 def test_slurm_login_from_private_ranges_is_accepted(cidrs: list[str]) -> None:
     data = stack_data("dev")

@@ -168,8 +168,9 @@ class SlurmLoginConfig(StrictModel):
     )
     allowed_cidrs: list[Ipv4Cidr] = Field(
         default_factory=list,
-        description="Networks that may reach the login load balancer (its source ranges). "
-        "Default: the VPC's CIDR.",
+        description="Networks that may reach the login load balancer (its source ranges): "
+        "private ones outside the VPC's CIDR, whose addresses the pods take. Default: the "
+        "VPC's CIDR.",
     )
     cpu: int = Field(
         default=4,
@@ -501,6 +502,16 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 "a private network (the VPC's, a VPN's or a peered one), never the internet: "
                 "the login load balancer is internal, and only root's SSH keys stand between "
                 "a source range and a root shell on every Slurm node",
+            )
+        elif network.overlaps(ipaddress.IPv4Network(config.network.vpc_cidr)):
+            # The VPC CNI gives pods addresses from the VPC's block: a range that overlaps it
+            # lets team pods reach the login nodes' SSH.
+            yield ConfigProblem(
+                f"{base}.login.allowedCidrs[{index}]",
+                cidr,
+                f"a network outside the VPC's {config.network.vpc_cidr}, whose addresses every "
+                "node and pod takes (the corporate VPN's or a peered VPC's): a range that "
+                "overlaps it lets team pods reach the login nodes' SSH",
             )
     known = [pool.name for pool in config.node_pools]
     for index, node_set in enumerate(slurm.node_sets):

@@ -1,0 +1,181 @@
+"""The platform namespaces' ingress: a default deny, then each listener from its clients only.
+
+Every namespace a platform release creates and runs a listener in gets
+``default-deny-ingress`` and one ``allow-<listener>`` per listener that has a client; a
+listener nobody calls (controllers' metrics while no scraper is installed for them, Trainer's
+status server) is reached by nobody. Rules select pods by port, not by the charts' pod labels,
+so a chart upgrade that renames its labels cannot silently close a webhook; each port is the
+chart's own default (the values at the pinned version in the reference charts).
+
+The API server calls webhooks and aggregated APIs from the EKS control plane's cross-account
+network interfaces, which EKS places in the cluster's subnets (EKS user guide, "VPC and subnet
+requirements") and which have no fixed address. A NetworkPolicy cannot select a security group,
+and the VPC CNI's network policy agent matches sources by address, so those calls are admitted
+from the VPC's block. Pods take addresses from the same block: a team pod can therefore open a
+connection to a webhook's port (and to that port only). A webhook answers an AdmissionReview
+with a verdict or a patch for the object it is sent and changes nothing itself, so what that
+gives a pod is a load on the webhook, not a way past it. Every other listener (Prometheus,
+which holds every team's Slurm metrics, the controllers' metrics, KEDA's gRPC) is closed to it.
+
+The ``slurm`` namespace has its own, per-daemon rules (:mod:`components.slurm.network_policies`).
+``kube-system`` is left to EKS: every pod must reach CoreDNS there.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import scheduling, trainer
+from components.slurm.autoscaling import KEDA_NAMESPACE, MONITORING_NAMESPACE, PROMETHEUS_PORT
+from components.slurm.common import (
+    CERT_MANAGER_NAMESPACE,
+    MARIADB_OPERATOR_NAMESPACE,
+    OPERATOR_NAMESPACE,
+)
+from components.tenancy import DEFAULT_DENY_POLICY, from_namespace, network_policy, tcp
+
+API_SERVER: Final = "api-server"
+"""A client that is the Kubernetes API server (webhooks, aggregated APIs)."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One port that pods of a platform namespace serve, and who may open it.
+
+    Args:
+        name: the listener's name; its policy is ``allow-<name>``.
+        port: its TCP port (the chart's default at the pinned version).
+        clients: :data:`API_SERVER` or the namespaces whose pods call it.
+        why: who calls it and what for, for the docs and the tests.
+    """
+
+    name: str
+    port: int
+    clients: tuple[str, ...]
+    why: str
+
+
+WEBHOOK_PORT: Final = 9443
+"""controller-runtime's default webhook port, which Trainer, JobSet, Slinky, mariadb-operator
+and KEDA keep."""
+
+LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
+    scheduling.NAMESPACE: (
+        Listener("volcano-admission", 8443, (API_SERVER,),
+                 "Volcano's admission webhooks (volcano 1.15.1 values custom.admission_port)"),
+    ),
+    trainer.NAMESPACE: (
+        Listener("trainer-webhook", WEBHOOK_PORT, (API_SERVER,),
+                 "Trainer's webhooks (kubeflow-trainer 2.3.0 values manager.config.webhook.port)"),
+    ),
+    trainer.JOBSET_NAMESPACE: (
+        Listener("jobset-webhook", WEBHOOK_PORT, (API_SERVER,), "JobSet's webhooks"),
+    ),
+    CERT_MANAGER_NAMESPACE: (
+        Listener("cert-manager-webhook", 10250, (API_SERVER,),
+                 "cert-manager's webhook (cert-manager v1.21.1 values webhook.securePort)"),
+    ),
+    OPERATOR_NAMESPACE: (
+        Listener("slurm-operator-webhook", WEBHOOK_PORT, (API_SERVER,),
+                 "the Slinky operator's webhook (slurm-operator 1.2.1 values "
+                 "webhook.serverPort)"),
+    ),
+    MARIADB_OPERATOR_NAMESPACE: (
+        Listener("mariadb-operator-webhook", WEBHOOK_PORT, (API_SERVER,),
+                 "mariadb-operator's webhook (mariadb-operator 26.6.0 values webhook.port)"),
+    ),
+    KEDA_NAMESPACE: (
+        Listener("keda-webhooks", WEBHOOK_PORT, (API_SERVER,),
+                 "KEDA's admission webhooks (keda 2.20.2 values webhooks.port, default 9443)"),
+        Listener("keda-metrics-apiserver", 6443, (API_SERVER,),
+                 "KEDA's external metrics API, an aggregated API the HPA reads through the "
+                 "API server (values service.portHttpsTarget)"),
+        Listener("keda-operator-grpc", 9666, (KEDA_NAMESPACE,),
+                 "the KEDA operator's gRPC, which its metrics API server asks for metrics"),
+    ),
+    MONITORING_NAMESPACE: (
+        Listener("prometheus", PROMETHEUS_PORT, (KEDA_NAMESPACE, MONITORING_NAMESPACE),
+                 "Prometheus: KEDA's operator queries Slurm's demand; Prometheus scrapes "
+                 "itself"),
+        Listener("prometheus-config-reloader", 8080, (MONITORING_NAMESPACE,),
+                 "the config reloader's metrics, scraped by Prometheus"),
+        Listener("prometheus-operator", 10250, (API_SERVER, MONITORING_NAMESPACE),
+                 "the Prometheus operator's admission webhook (kube-prometheus-stack 88.5.3 "
+                 "values prometheusOperator.tls.internalPort) and its metrics, which "
+                 "Prometheus scrapes"),
+    ),
+}  # fmt: skip
+"""Platform namespace -> its listeners that have clients. Listeners not here are closed."""
+
+
+def platform_network_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:
+    """One platform namespace's ingress: a default deny and an allow per listener.
+
+    Args:
+        namespace: a namespace of :data:`LISTENERS`.
+        vpc_cidr: the VPC's block, from which the EKS control plane calls webhooks and
+            aggregated APIs (see the module's docstring for what else that admits).
+
+    Raises:
+        KeyError: when ``namespace`` is not a platform namespace of :data:`LISTENERS`.
+    """
+
+    def peer(client: str) -> dict[str, Any]:
+        return {"ipBlock": {"cidr": vpc_cidr}} if client == API_SERVER else from_namespace(client)
+
+    return [
+        network_policy(DEFAULT_DENY_POLICY, namespace, pods={}, ingress=[]),
+        *(
+            network_policy(
+                f"allow-{listener.name}",
+                namespace,
+                pods={},
+                ingress=[
+                    {"from": [peer(c) for c in listener.clients], "ports": tcp(listener.port)}
+                ],
+            )
+            for listener in LISTENERS[namespace]
+        ),
+    ]
+
+
+class PlatformNetwork(pulumi.ComponentResource):
+    """The NetworkPolicies of the platform namespaces the stack's releases created."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        namespaces: dict[str, list[pulumi.Resource]],
+        vpc_cidr: str,
+        kubernetes_provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Register each namespace's policies after the release that creates the namespace.
+
+        Args:
+            name: prefix of child resource names.
+            namespaces: platform namespace -> what creates it (the components whose Helm
+                releases create it with ``createNamespace``); each must be in
+                :data:`LISTENERS`.
+            vpc_cidr: the VPC's block (:func:`platform_network_policies`).
+            kubernetes_provider: the provider of in-cluster resources.
+            opts: resource options.
+        """
+        super().__init__("trainingplatform:index:PlatformNetwork", name, None, opts)
+        for namespace, creators in sorted(namespaces.items()):
+            for manifest in platform_network_policies(namespace, vpc_cidr=vpc_cidr):
+                k8s.networking.v1.NetworkPolicy(
+                    f"{namespace}-{manifest['metadata']['name']}",
+                    metadata=typing.cast(Any, manifest["metadata"]),
+                    spec=typing.cast(Any, manifest["spec"]),
+                    opts=pulumi.ResourceOptions(
+                        parent=self, provider=kubernetes_provider, depends_on=creators
+                    ),
+                )
+        self.register_outputs({})
