@@ -93,6 +93,34 @@ def resource_quota_spec(team: TeamConfig) -> dict[str, Any]:
     }
 
 
+SYSTEM_PRIORITY_CLASSES: Final = ("system-node-critical", "system-cluster-critical")
+"""Kubernetes' built-in classes, which any namespace may use since 1.17 (kubernetes#76310):
+they outrank every training class and preempt, so one team pod could evict a gang's worker."""
+SYSTEM_PRIORITY_QUOTA: Final = "no-system-priority"
+
+
+def system_priority_quota_spec() -> dict[str, Any]:
+    """A ResourceQuota that admits no pod of the system priority classes in a team namespace.
+
+    The quota admission plugin counts a pod against a quota whose ``scopeSelector`` matches
+    it (scope ``PriorityClass`` matches the pod's ``spec.priorityClassName``) and refuses the
+    pod when the count would exceed ``hard``: at ``pods: 0`` every such pod is refused, and
+    pods of any other class (the platform's training classes) are not counted at all.
+    """
+    return {
+        "hard": {"pods": "0"},
+        "scopeSelector": {
+            "matchExpressions": [
+                {
+                    "scopeName": "PriorityClass",
+                    "operator": "In",
+                    "values": list(SYSTEM_PRIORITY_CLASSES),
+                }
+            ]
+        },
+    }
+
+
 def limit_range_spec() -> dict[str, Any]:
     """Default requests for containers that state none, so the scheduler can place them.
 
@@ -276,6 +304,12 @@ class Teams(pulumi.ComponentResource):
                 f"{name}-{team.name}-accelerators",
                 metadata=_cast({**metadata, "name": "accelerators"}),
                 spec=_cast(resource_quota_spec(team)),
+                opts=inside,
+            )
+            k8s.core.v1.ResourceQuota(
+                f"{name}-{team.name}-{SYSTEM_PRIORITY_QUOTA}",
+                metadata=_cast({**metadata, "name": SYSTEM_PRIORITY_QUOTA}),
+                spec=_cast(system_priority_quota_spec()),
                 opts=inside,
             )
             k8s.core.v1.LimitRange(
