@@ -10,9 +10,11 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.admission import enforced_policy
-from components.catalog import EFA_RESOURCE, NEURON_CORE_RESOURCE
+from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE
 from components.config import TeamConfig
 from components.config.cluster import principal_identity
+from components.device_plugins import NEURON_DEVICE_RESOURCE, NEURON_SCHEDULER_NAME
+from components.node_pools import slurm_taint
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
 from components.tenancy import (
     LEGACY_JOBS,
@@ -24,6 +26,7 @@ from components.tenancy import (
     queue_ownership_policy,
     team_network_policies,
 )
+from components.tenant_pods import TENANT_PODS_POLICY, tenant_pods_binding, tenant_pods_policy
 
 TEAM_LABEL: Final = "trainingplatform.io/team"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
@@ -119,6 +122,34 @@ def system_priority_quota_spec() -> dict[str, Any]:
             ]
         },
     }
+
+
+ACCELERATOR_TAINTS: Final = {
+    GPU_RESOURCE: (GPU_RESOURCE,),
+    NEURON_RESOURCE: (NEURON_RESOURCE, NEURON_CORE_RESOURCE, NEURON_DEVICE_RESOURCE),
+}
+"""The accelerator taints of the pools (:func:`components.node_pools.accelerator_taint`: the
+accelerator's resource name is the key) -> the resources a pod that tolerates one requests."""
+
+
+def team_pods_policy(teams: list[TeamConfig]) -> dict[str, Any]:
+    """The tenant pods policy of these teams (:func:`components.tenant_pods.tenant_pods_policy`).
+
+    Args:
+        teams: the validated teams; their unqueued service accounts.
+    """
+    return tenant_pods_policy(
+        team_label=TEAM_LABEL,
+        slurm_taint_key=slurm_taint()["key"],
+        accelerator_taints=ACCELERATOR_TAINTS,
+        scheduler_name=SCHEDULER_NAME,
+        scheduled_resources=[GPU_RESOURCE, EFA_RESOURCE],
+        scheduled_prefix=NEURON_RESOURCE,
+        neuron_scheduler_name=NEURON_SCHEDULER_NAME,
+        neuron_prefix=NEURON_RESOURCE,
+        gpu_resources=[GPU_RESOURCE],
+        unqueued_service_accounts={team.name: team.unqueued_service_accounts for team in teams},
+    )
 
 
 def limit_range_spec() -> dict[str, Any]:
@@ -260,6 +291,13 @@ class Teams(pulumi.ComponentResource):
                 scheduler_name=SCHEDULER_NAME,
             ),
             binding=queue_ownership_binding(QUEUE_POLICY, team_label=TEAM_LABEL),
+            opts=in_cluster,
+        )
+        enforced_policy(
+            f"{name}-pods",
+            TENANT_PODS_POLICY,
+            team_pods_policy(teams),
+            binding=tenant_pods_binding(TENANT_PODS_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         for principal_arn, groups in team_access_entries(teams).items():
