@@ -9,9 +9,10 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components import catalog
 from components.admission import enforced_policy
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE
-from components.config import TeamConfig
+from components.config import NodePoolConfig, TeamConfig
 from components.config.cluster import principal_identity
 from components.device_plugins import NEURON_DEVICE_RESOURCE, NEURON_SCHEDULER_NAME
 from components.node_pools import slurm_taint
@@ -75,8 +76,39 @@ CATALOG_RULES: Final = [
 ]
 
 
-def resource_quota_spec(team: TeamConfig) -> dict[str, Any]:
-    """Hard limits on what the namespace's pods may request: accelerators and EFA.
+def accelerator_node_capacity(team: TeamConfig, pools: list[NodePoolConfig]) -> tuple[int, int]:
+    """(vCPUs, memory GiB) of the nodes the team's accelerator quota fills.
+
+    Per accelerator kind the quota takes ceil(quota / accelerators per node) of the pools'
+    largest node of that kind (most accelerators, then vCPUs); a kind without a pool adds 0.
+
+    Args:
+        team: the team.
+        pools: the stack's accelerated pools.
+    """
+    cpu = memory = 0
+    for resource, count in team.quota.resources().items():
+        types = [
+            catalog.CATALOG[name]
+            for pool in pools
+            for name in pool.instance_types
+            if name in catalog.CATALOG and pool.instance.accelerator_resource == resource
+        ]
+        if count == 0 or not types:
+            continue
+        node = max(types, key=lambda t: (t.accelerators, t.vcpu, t.memory_gib))
+        nodes = -(-count // node.accelerators)
+        cpu += nodes * node.vcpu
+        memory += nodes * node.memory_gib
+    return cpu, memory
+
+
+def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[str, Any]:
+    """Hard limits on what the namespace's pods may request: accelerators, EFA, CPU, memory.
+
+    CPU and memory are the team's config, or the nodes its accelerator quota fills
+    (:func:`accelerator_node_capacity`). Every pod states them: the LimitRange gives a
+    container that states none its default requests (:func:`limit_range_spec`).
 
     Neuron cores (``aws.amazon.com/neuroncore``) are held at 0: a ResourceQuota counts each
     resource on its own, so a budget in both forms would let a team hold its devices twice over
@@ -85,13 +117,17 @@ def resource_quota_spec(team: TeamConfig) -> dict[str, Any]:
 
     Args:
         team: the team.
+        pools: the stack's accelerated pools (the default CPU and memory).
     """
     quota = team.quota
+    cpu, memory = accelerator_node_capacity(team, pools)
     return {
         "hard": {
             **{f"requests.{name}": str(count) for name, count in quota.resources().items()},
             f"requests.{NEURON_CORE_RESOURCE}": "0",
             f"requests.{EFA_RESOURCE}": str(quota.efa_interfaces),
+            "requests.cpu": str(quota.cpu if quota.cpu is not None else cpu),
+            "requests.memory": f"{quota.memory_gib if quota.memory_gib is not None else memory}Gi",
         }
     }
 
@@ -245,6 +281,7 @@ class Teams(pulumi.ComponentResource):
         name: str,
         *,
         teams: list[TeamConfig],
+        pools: list[NodePoolConfig],
         cluster_name: pulumi.Input[str],
         kubernetes_version: str,
         kubernetes_provider: pulumi.ProviderResource,
@@ -256,6 +293,7 @@ class Teams(pulumi.ComponentResource):
         Args:
             name: prefix of child resource names.
             teams: validated teams.
+            pools: the accelerated pools (the teams' default CPU and memory quota).
             cluster_name: the EKS cluster the access entries belong to.
             kubernetes_version: the cluster's minor (Pod Security levels are pinned to it).
             kubernetes_provider: provider of every Kubernetes object.
@@ -341,7 +379,7 @@ class Teams(pulumi.ComponentResource):
             k8s.core.v1.ResourceQuota(
                 f"{name}-{team.name}-accelerators",
                 metadata=_cast({**metadata, "name": "accelerators"}),
-                spec=_cast(resource_quota_spec(team)),
+                spec=_cast(resource_quota_spec(team, pools)),
                 opts=inside,
             )
             k8s.core.v1.ResourceQuota(

@@ -508,3 +508,48 @@ def test_scheduler_rule_judges_only_pod_creation(
     # templates are not scheduled: a Deployment's pods are judged as pods when they are made
     deployment = _shapes(SCHEDULER_ATTACKS["gpu-default-scheduler"])["Deployment"]
     assert _judge(stack, synthesized, deployment) == (True, None)
+
+
+# --------------------------------------------------------------------------- CPU and memory
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cpu_and_memory_quota_admits_a_job_on_the_whole_accelerator_quota(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    """Each runtime's pods, as many as the team's accelerator quota allows, fit its quota.
+
+    Containers that state no CPU or memory get the LimitRange's default requests first.
+    """
+    result = synthesized[stack]
+    for namespace in _team_namespaces(result):
+        quotas = _quotas(result, namespace)
+        (limit_range,) = [
+            r.inputs["spec"]
+            for r in result.records
+            if r.type == "kubernetes:core/v1:LimitRange"
+            and r.inputs["metadata"]["namespace"] == namespace
+        ]
+        defaults = limit_range["limits"][0]["defaultRequest"]
+        hard = {k: v for q in quotas if "scopeSelector" not in q for k, v in q["hard"].items()}
+        assert {"requests.cpu", "requests.memory"} <= set(hard)
+        for name, spec in _runtime_pod_specs(result):
+            if not name.startswith(f"{namespace}/"):
+                continue
+            pod = _pod(copy.deepcopy(spec))
+            for container in pod["spec"]["containers"]:
+                requests = container.setdefault("resources", {}).setdefault("requests", {})
+                for resource, value in defaults.items():
+                    requests.setdefault(resource, value)
+            usage = _pod_usage(pod)
+            accelerator = next(k for k in usage if k in (f"requests.{GPU}", f"requests.{NEURON}"))
+            nodes = int(quantity(hard[accelerator]) // usage[accelerator])
+            if nodes == 0:
+                continue
+            for resource in ("requests.cpu", "requests.memory"):
+                assert usage[resource] * nodes <= quantity(hard[resource]), (name, resource)
+            cpu_pod = _priority_pod(None)
+            cpu_pod["spec"]["containers"][0]["resources"] = {
+                "requests": {"cpu": str(quantity(hard["requests.cpu"]) + 1)}
+            }
+            assert not quota_admits(quotas, cpu_pod)[0]

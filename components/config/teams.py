@@ -58,6 +58,21 @@ class TeamQuotaConfig(AcceleratorAmounts):
     efa_interfaces: int = Field(
         default=0, ge=0, description="EFA interfaces (vpc.amazonaws.com/efa). Default: 0."
     )
+    cpu: int | None = Field(
+        default=None,
+        ge=1,
+        description="vCPUs the namespace's pods may request (requests.cpu), so CPU-only pods "
+        "cannot fill accelerator nodes. Default: the vCPUs of the nodes the accelerator quota "
+        "fills (per accelerator kind: the quota over the accelerators of the pools' largest "
+        "node of that kind, rounded up, times its vCPUs); 0 for a team with no accelerators.",
+    )
+    memory_gib: int | None = Field(
+        alias="memoryGiB",
+        default=None,
+        ge=1,
+        description="Memory the namespace's pods may request (requests.memory), GiB. Default: "
+        "the memory of the nodes the accelerator quota fills, as for cpu.",
+    )
 
 
 class TeamQueueConfig(StrictModel):
