@@ -21,6 +21,12 @@ from components.helm import release, with_system_placement
 from components.node_pools import GPU_PRESENT_LABEL, slurm_taint
 
 NAMESPACE: Final = "kube-system"
+NEURON_SCHEDULER_NAME: Final = "my-scheduler"
+"""The Neuron scheduler extension's scheduler: the chart names it by its
+``scheduler.customScheduler.fullnameOverride``, which these values leave at the chart's
+default. Pods that want contiguous Neuron devices within a node set it as schedulerName."""
+NEURON_DEVICE_RESOURCE: Final = "aws.amazon.com/neurondevice"
+"""The Neuron device plugin's third resource name, beside devices and cores."""
 INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
 ACCELERATOR_TOLERATIONS: Final = [
     {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},

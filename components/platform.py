@@ -321,6 +321,7 @@ def build_teams(
     return Teams(
         "teams",
         teams=config.teams,
+        pools=config.node_pools,
         cluster_name=cluster_name,
         kubernetes_version=config.cluster.kubernetes_version,
         kubernetes_provider=cluster.provider,

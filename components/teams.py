@@ -9,10 +9,13 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components import catalog
 from components.admission import enforced_policy
-from components.catalog import EFA_RESOURCE, NEURON_CORE_RESOURCE
-from components.config import TeamConfig
+from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE
+from components.config import NodePoolConfig, TeamConfig
 from components.config.cluster import principal_identity
+from components.device_plugins import NEURON_DEVICE_RESOURCE, NEURON_SCHEDULER_NAME
+from components.node_pools import slurm_taint
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
 from components.tenancy import (
     LEGACY_JOBS,
@@ -34,6 +37,7 @@ from components.tenant_api import (
     team_binding,
     tenant_writes_policy,
 )
+from components.tenant_pods import TENANT_PODS_POLICY, tenant_pods_binding, tenant_pods_policy
 
 TEAM_LABEL: Final = "trainingplatform.io/team"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
@@ -82,8 +86,39 @@ CATALOG_RULES: Final = [
 ]
 
 
-def resource_quota_spec(team: TeamConfig) -> dict[str, Any]:
-    """Hard limits on what the namespace's pods may request: accelerators and EFA.
+def accelerator_node_capacity(team: TeamConfig, pools: list[NodePoolConfig]) -> tuple[int, int]:
+    """(vCPUs, memory GiB) of the nodes the team's accelerator quota fills.
+
+    Per accelerator kind the quota takes ceil(quota / accelerators per node) of the pools'
+    largest node of that kind (most accelerators, then vCPUs); a kind without a pool adds 0.
+
+    Args:
+        team: the team.
+        pools: the stack's accelerated pools.
+    """
+    cpu = memory = 0
+    for resource, count in team.quota.resources().items():
+        types = [
+            catalog.CATALOG[name]
+            for pool in pools
+            for name in pool.instance_types
+            if name in catalog.CATALOG and pool.instance.accelerator_resource == resource
+        ]
+        if count == 0 or not types:
+            continue
+        node = max(types, key=lambda t: (t.accelerators, t.vcpu, t.memory_gib))
+        nodes = -(-count // node.accelerators)
+        cpu += nodes * node.vcpu
+        memory += nodes * node.memory_gib
+    return cpu, memory
+
+
+def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[str, Any]:
+    """Hard limits on what the namespace's pods may request: accelerators, EFA, CPU, memory.
+
+    CPU and memory are the team's config, or the nodes its accelerator quota fills
+    (:func:`accelerator_node_capacity`). Every pod states them: the LimitRange gives a
+    container that states none its default requests (:func:`limit_range_spec`).
 
     Neuron cores (``aws.amazon.com/neuroncore``) are held at 0: a ResourceQuota counts each
     resource on its own, so a budget in both forms would let a team hold its devices twice over
@@ -92,15 +127,75 @@ def resource_quota_spec(team: TeamConfig) -> dict[str, Any]:
 
     Args:
         team: the team.
+        pools: the stack's accelerated pools (the default CPU and memory).
     """
     quota = team.quota
+    cpu, memory = accelerator_node_capacity(team, pools)
     return {
         "hard": {
             **{f"requests.{name}": str(count) for name, count in quota.resources().items()},
             f"requests.{NEURON_CORE_RESOURCE}": "0",
             f"requests.{EFA_RESOURCE}": str(quota.efa_interfaces),
+            "requests.cpu": str(quota.cpu if quota.cpu is not None else cpu),
+            "requests.memory": f"{quota.memory_gib if quota.memory_gib is not None else memory}Gi",
         }
     }
+
+
+SYSTEM_PRIORITY_CLASSES: Final = ("system-node-critical", "system-cluster-critical")
+"""Kubernetes' built-in classes, which any namespace may use since 1.17 (kubernetes#76310):
+they outrank every training class and preempt, so one team pod could evict a gang's worker."""
+SYSTEM_PRIORITY_QUOTA: Final = "no-system-priority"
+
+
+def system_priority_quota_spec() -> dict[str, Any]:
+    """A ResourceQuota that admits no pod of the system priority classes in a team namespace.
+
+    The quota admission plugin counts a pod against a quota whose ``scopeSelector`` matches
+    it (scope ``PriorityClass`` matches the pod's ``spec.priorityClassName``) and refuses the
+    pod when the count would exceed ``hard``: at ``pods: 0`` every such pod is refused, and
+    pods of any other class (the platform's training classes) are not counted at all.
+    """
+    return {
+        "hard": {"pods": "0"},
+        "scopeSelector": {
+            "matchExpressions": [
+                {
+                    "scopeName": "PriorityClass",
+                    "operator": "In",
+                    "values": list(SYSTEM_PRIORITY_CLASSES),
+                }
+            ]
+        },
+    }
+
+
+ACCELERATOR_TAINTS: Final = {
+    GPU_RESOURCE: (GPU_RESOURCE,),
+    NEURON_RESOURCE: (NEURON_RESOURCE, NEURON_CORE_RESOURCE, NEURON_DEVICE_RESOURCE),
+}
+"""The accelerator taints of the pools (:func:`components.node_pools.accelerator_taint`: the
+accelerator's resource name is the key) -> the resources a pod that tolerates one requests."""
+
+
+def team_pods_policy(teams: list[TeamConfig]) -> dict[str, Any]:
+    """The tenant pods policy of these teams (:func:`components.tenant_pods.tenant_pods_policy`).
+
+    Args:
+        teams: the validated teams; their unqueued service accounts.
+    """
+    return tenant_pods_policy(
+        team_label=TEAM_LABEL,
+        slurm_taint_key=slurm_taint()["key"],
+        accelerator_taints=ACCELERATOR_TAINTS,
+        scheduler_name=SCHEDULER_NAME,
+        scheduled_resources=[GPU_RESOURCE, EFA_RESOURCE],
+        scheduled_prefix=NEURON_RESOURCE,
+        neuron_scheduler_name=NEURON_SCHEDULER_NAME,
+        neuron_prefix=NEURON_RESOURCE,
+        gpu_resources=[GPU_RESOURCE],
+        unqueued_service_accounts={team.name: team.unqueued_service_accounts for team in teams},
+    )
 
 
 def limit_range_spec() -> dict[str, Any]:
@@ -196,6 +291,7 @@ class Teams(pulumi.ComponentResource):
         name: str,
         *,
         teams: list[TeamConfig],
+        pools: list[NodePoolConfig],
         cluster_name: pulumi.Input[str],
         kubernetes_version: str,
         kubernetes_provider: pulumi.ProviderResource,
@@ -208,6 +304,7 @@ class Teams(pulumi.ComponentResource):
         Args:
             name: prefix of child resource names.
             teams: validated teams.
+            pools: the accelerated pools (the teams' default CPU and memory quota).
             cluster_name: the EKS cluster the access entries belong to.
             kubernetes_version: the cluster's minor (Pod Security levels are pinned to it).
             kubernetes_provider: provider of every Kubernetes object.
@@ -277,6 +374,13 @@ class Teams(pulumi.ComponentResource):
             binding=team_binding(GANG_SIZE_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
+        enforced_policy(
+            f"{name}-pods",
+            TENANT_PODS_POLICY,
+            team_pods_policy(teams),
+            binding=tenant_pods_binding(TENANT_PODS_POLICY, team_label=TEAM_LABEL),
+            opts=in_cluster,
+        )
         for principal_arn, groups in team_access_entries(teams).items():
             # STANDARD with groups and no access policy: what the groups may do is the
             # RoleBindings below (EKS authorizes an entry's kubernetesGroups through RBAC).
@@ -318,7 +422,13 @@ class Teams(pulumi.ComponentResource):
             k8s.core.v1.ResourceQuota(
                 f"{name}-{team.name}-accelerators",
                 metadata=_cast({**metadata, "name": "accelerators"}),
-                spec=_cast(resource_quota_spec(team)),
+                spec=_cast(resource_quota_spec(team, pools)),
+                opts=inside,
+            )
+            k8s.core.v1.ResourceQuota(
+                f"{name}-{team.name}-{SYSTEM_PRIORITY_QUOTA}",
+                metadata=_cast({**metadata, "name": SYSTEM_PRIORITY_QUOTA}),
+                spec=_cast(system_priority_quota_spec()),
                 opts=inside,
             )
             k8s.core.v1.LimitRange(

@@ -88,6 +88,27 @@ def expected_quota(team: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def expected_cpu_and_memory(stack: str, team: dict[str, Any]) -> tuple[int, int]:
+    """The quota's requests.cpu (vCPUs) and requests.memory (bytes): the team's, or the nodes
+    its accelerator quota fills of the pools' largest node per kind (config description)."""
+    quota = {**DEFAULT_QUOTA, **team["quota"]}
+    cpu = memory = 0
+    for kind, count in (("nvidia", quota["gpus"]), ("neuron", quota["neuronDevices"])):
+        nodes = [
+            catalog.CATALOG[name]
+            for pool in stack_data(stack).get("nodePools", [])
+            for name in pool["instanceTypes"]
+            if catalog.CATALOG[pool["instanceTypes"][0]].accelerator == kind
+        ]
+        if count and nodes:
+            node = max(nodes, key=lambda t: (t.accelerators, t.vcpu, t.memory_gib))
+            count_nodes = -(-count // node.accelerators)
+            cpu, memory = cpu + count_nodes * node.vcpu, memory + count_nodes * node.memory_gib
+    cpu = quota.get("cpu", cpu)
+    memory = quota.get("memoryGiB", memory)
+    return cpu, memory * 2**30
+
+
 def expected_grants(team: dict[str, Any]) -> set[tuple[str, str]]:
     """(ClusterRole, group) pairs the team's RoleBindings must grant, and no others."""
     admins = team.get("adminGroups", DEFAULT_GROUPS)
@@ -222,11 +243,15 @@ def test_resource_quota_equals_the_team_quota(
     runs: dict[str, ProgramRun], stack: str, team: str
 ) -> None:
     quota = _one_in_namespace(runs[stack], QUOTA, team, QUOTA_NAME)
-    hard = quota.inputs["spec"]["hard"]
+    hard = dict(quota.inputs["spec"]["hard"])
+    cpu, memory = quantity(hard.pop("requests.cpu")), quantity(hard.pop("requests.memory"))
     expected = expected_quota(raw_team(stack, team))
     assert {key: int(value) for key, value in hard.items()} == expected
+    assert (int(cpu), int(memory)) == expected_cpu_and_memory(stack, raw_team(stack, team))
     assert _metadata(quota)["labels"][TEAM_LABEL] == team
-    assert len(_in_namespace(runs[stack], QUOTA, team)) == 1
+    # beside it only the quota that refuses system priority classes (tests/test_tenant_pods.py)
+    names = {_metadata(r)["name"] for r in _in_namespace(runs[stack], QUOTA, team)}
+    assert names == {QUOTA_NAME, "no-system-priority"}
 
 
 @pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
@@ -419,11 +444,14 @@ def test_a_team_stating_only_its_name_gets_the_documented_defaults(
     run = run_platform(data, "dev")
     _namespace(run, "ml-minimal")
     hard = _one_in_namespace(run, QUOTA, "ml-minimal", QUOTA_NAME).inputs["spec"]["hard"]
-    assert {key: int(value) for key, value in hard.items()} == {
+    assert {key: quantity(value) for key, value in hard.items()} == {
         f"requests.{GPU}": 0,
         f"requests.{NEURON}": 0,
         f"requests.{NEURON}core": 0,
         f"requests.{EFA}": 0,
+        # no accelerators: no accelerator nodes' CPU and memory either
+        "requests.cpu": 0,
+        "requests.memory": 0,
     }
     assert _in_namespace(run, ROLE_BINDING, "ml-minimal") == []
     _one_in_namespace(run, SERVICE_ACCOUNT, "ml-minimal", JOB_SERVICE_ACCOUNT)

@@ -39,11 +39,39 @@ GroupName = Annotated[
 ]
 
 
+ServiceAccountName = Annotated[
+    str,
+    Field(max_length=253),
+    AfterValidator(
+        matching(
+            r"(?!default$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?",
+            "a ServiceAccount name (DNS subdomain) other than default, which every pod that "
+            "names no account runs as",
+        )
+    ),
+]
+
+
 class TeamQuotaConfig(AcceleratorAmounts):
     """Hard limits of a team namespace (ResourceQuota on requests)."""
 
     efa_interfaces: int = Field(
         default=0, ge=0, description="EFA interfaces (vpc.amazonaws.com/efa). Default: 0."
+    )
+    cpu: int | None = Field(
+        default=None,
+        ge=1,
+        description="vCPUs the namespace's pods may request (requests.cpu), so CPU-only pods "
+        "cannot fill accelerator nodes. Default: the vCPUs of the nodes the accelerator quota "
+        "fills (per accelerator kind: the quota over the accelerators of the pools' largest "
+        "node of that kind, rounded up, times its vCPUs); 0 for a team with no accelerators.",
+    )
+    memory_gib: int | None = Field(
+        alias="memoryGiB",
+        default=None,
+        ge=1,
+        description="Memory the namespace's pods may request (requests.memory), GiB. Default: "
+        "the memory of the nodes the accelerator quota fills, as for cpu.",
     )
 
 
@@ -133,6 +161,13 @@ class TeamConfig(StrictModel):
         f"checkpoints, 'Team isolation'). "
         f"{MIN_TEAM_GID} to {MAX_TEAM_GID}, not {WORKLOAD_GID} (every pod's own group) nor the "
         "root squash gid. Required with a Lustre file system.",
+    )
+    unqueued_service_accounts: list[ServiceAccountName] = Field(
+        default_factory=list,
+        description="ServiceAccounts of the team's namespace whose pods may request "
+        "accelerators or EFA without being scheduled by Volcano (outside the team's queue, "
+        "bounded only by its quota). Any member can run a pod as any account of the namespace, "
+        "so listing one opens this to the whole team. Default: none.",
     )
     lustre_quota_gib: int | None = Field(
         alias="lustreQuotaGiB",

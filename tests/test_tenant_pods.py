@@ -1,0 +1,555 @@
+"""What a team member's pods may not do: system priorities, nodes held without use, schedulers.
+
+Each rule is proven on the synthesized stack: the quota through a model of the API server's
+quota admission, the admission policy through its own CEL (``admit`` of
+tests/test_admission_policies.py), each against the attack and the legitimate request.
+"""
+
+from __future__ import annotations
+
+import copy
+from decimal import Decimal
+from typing import Any, Final
+
+import pytest
+
+from components.config import TeamConfig
+from components.scheduling import PRIORITY_CLASSES, STANDARD_PRIORITY_CLASS
+from components.teams import team_pods_policy
+from components.tenant_pods import TENANT_PODS_POLICY
+from synth.run import StackResult
+from tests.conftest import STACKS
+from tests.kubernetes_semantics import quantity
+from tests.test_admission_policies import BINDING, _policy, admit
+
+QUOTA: Final = "kubernetes:core/v1:ResourceQuota"
+NAMESPACE: Final = "kubernetes:core/v1:Namespace"
+TEAM_LABEL: Final = "trainingplatform.io/team"
+RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+GPU: Final = "nvidia.com/gpu"
+NEURON: Final = "aws.amazon.com/neuron"
+EFA: Final = "vpc.amazonaws.com/efa"
+NEURON_SCHEDULER: Final = "my-scheduler"
+
+
+def _team_namespaces(result: StackResult) -> list[str]:
+    return [
+        r.inputs["metadata"]["name"]
+        for r in result.records
+        if r.type == NAMESPACE and TEAM_LABEL in r.inputs["metadata"].get("labels", {})
+    ]
+
+
+def _quotas(result: StackResult, namespace: str) -> list[dict[str, Any]]:
+    return [
+        r.inputs["spec"]
+        for r in result.records
+        if r.type == QUOTA and r.inputs["metadata"]["namespace"] == namespace
+    ]
+
+
+# --------------------------------------------------------------------------- quota admission
+
+
+def _scope_matches(expression: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """One scopeSelector expression against a pod, as the pod quota evaluator reads it.
+
+    Only the PriorityClass scope is modelled (the others are not used here); it compares the
+    pod's ``spec.priorityClassName``, and Exists/DoesNotExist ask whether one is set.
+    """
+    assert expression["scopeName"] == "PriorityClass", expression
+    name = pod["spec"].get("priorityClassName", "")
+    operator = expression["operator"]
+    if operator == "In":
+        return bool(name) and name in expression["values"]
+    if operator == "NotIn":
+        return not name or name not in expression["values"]
+    if operator == "Exists":
+        return bool(name)
+    assert operator == "DoesNotExist", expression
+    return not name
+
+
+def _pod_usage(pod: dict[str, Any]) -> dict[str, Decimal]:
+    """What a pod adds to a namespace's quota usage: one pod and its containers' requests.
+
+    Init containers count as their largest request where that exceeds the sum of the others
+    (the effective request); requests the pod states without a limit range's defaults.
+    """
+    usage: dict[str, Decimal] = {"pods": Decimal(1)}
+    spec = pod["spec"]
+    for container in spec.get("containers", []):
+        for name, value in container.get("resources", {}).get("requests", {}).items():
+            usage[f"requests.{name}"] = usage.get(f"requests.{name}", Decimal(0)) + quantity(value)
+    for container in spec.get("initContainers", []):
+        for name, value in container.get("resources", {}).get("requests", {}).items():
+            key = f"requests.{name}"
+            usage[key] = max(usage.get(key, Decimal(0)), quantity(value))
+    return usage
+
+
+def quota_admits(quotas: list[dict[str, Any]], pod: dict[str, Any]) -> tuple[bool, str | None]:
+    """(admitted, why not) of creating ``pod`` in an empty namespace with ``quotas``.
+
+    Quota admission charges a pod to every quota whose scopes all match it, and refuses it when
+    its usage of any resource a matching quota lists would exceed that quota's ``hard``.
+    """
+    usage = _pod_usage(pod)
+    for quota in quotas:
+        expressions = quota.get("scopeSelector", {}).get("matchExpressions", [])
+        if not all(_scope_matches(e, pod) for e in expressions):
+            continue
+        for resource, hard in quota["hard"].items():
+            if usage.get(resource, Decimal(0)) > quantity(hard):
+                return False, f"exceeded quota: {resource} {usage[resource]} > {hard}"
+    return True, None
+
+
+def _priority_pod(priority_class: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("priority_class", ["system-node-critical", "system-cluster-critical"])
+def test_system_priority_pods_are_refused_in_every_team_namespace(
+    stack: str, priority_class: str, synthesized: dict[str, StackResult]
+) -> None:
+    namespaces = _team_namespaces(synthesized[stack])
+    assert namespaces
+    for namespace in namespaces:
+        ok, why = quota_admits(
+            _quotas(synthesized[stack], namespace), _priority_pod(priority_class)
+        )
+        assert not ok, (namespace, priority_class)
+        assert why is not None and "pods" in why
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("priority_class", [*PRIORITY_CLASSES, None])
+def test_training_priority_pods_are_not_counted_by_the_system_priority_quota(
+    stack: str, priority_class: str | None, synthesized: dict[str, StackResult]
+) -> None:
+    for namespace in _team_namespaces(synthesized[stack]):
+        quotas = _quotas(synthesized[stack], namespace)
+        assert any("pods" in q["hard"] for q in quotas)
+        assert quota_admits(quotas, _priority_pod(priority_class)) == (True, None)
+
+
+def test_the_quota_model_can_refuse_what_matches_no_scope() -> None:
+    # the model is not an always-yes: a scope-less pods:0 quota refuses the training classes too
+    assert not quota_admits([{"hard": {"pods": "0"}}], _priority_pod(STANDARD_PRIORITY_CLASS))[0]
+
+
+# --------------------------------------------------------------------------- the pods policy
+
+GPU_TOLERATION: Final = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+NEURON_TOLERATION: Final = {"key": NEURON, "operator": "Exists", "effect": "NoSchedule"}
+SLURM_TOLERATION: Final = {
+    "key": "trainingplatform.io/reserved-for",
+    "operator": "Equal",
+    "value": "slurm",
+    "effect": "NoSchedule",
+}
+NOT_READY_TOLERATION: Final = {  # what DefaultTolerationSeconds adds to every pod
+    "key": "node.kubernetes.io/not-ready",
+    "operator": "Exists",
+    "effect": "NoExecute",
+    "tolerationSeconds": 300,
+}
+
+
+def _spec(
+    *,
+    requests: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    scheduler: str | None = "volcano",
+    **extra: Any,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "busybox"}
+    if requests:
+        container["resources"] = {"limits": dict(requests), "requests": dict(requests)}
+    spec: dict[str, Any] = {"containers": [container], **extra}
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return spec
+
+
+def _pod(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+def _template(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"labels": {"app": "a"}}, "spec": spec}
+
+
+def _shapes(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``spec`` as a Pod and as the pod template of each workload the policy judges."""
+    template = _template(spec)
+    job = {"template": template}
+    shapes = {
+        "Pod": _pod(spec),
+        "Job": {"apiVersion": "batch/v1", "kind": "Job", "spec": job},
+        "CronJob": {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": job}},
+        },
+        "JobSet": {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": job}}]},
+        },
+    }
+    for kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        shapes[kind] = {"apiVersion": "apps/v1", "kind": kind, "spec": {"template": template}}
+    return shapes
+
+
+def _trainjob_patching(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "job"},
+        "spec": {
+            "runtimeRef": {"name": "torch-gpu-small", "kind": "TrainingRuntime"},
+            "runtimePatches": [
+                {
+                    "manager": "example.com/tool",
+                    "trainingRuntimeSpec": {
+                        "template": {
+                            "spec": {
+                                "replicatedJobs": [
+                                    {
+                                        "name": "node",
+                                        "template": {"spec": {"template": {"spec": spec}}},
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _team(result: StackResult) -> dict[str, Any]:
+    record = next(
+        r
+        for r in result.records
+        if r.type == NAMESPACE and TEAM_LABEL in r.inputs["metadata"].get("labels", {})
+    )
+    namespace: dict[str, Any] = record.inputs
+    return namespace
+
+
+def _judge(
+    stack: str, synthesized: dict[str, StackResult], obj: dict[str, Any], **kwargs: Any
+) -> tuple[bool, str | None]:
+    result = synthesized[stack]
+    return admit(_policy(result, TENANT_PODS_POLICY), obj, _team(result), **kwargs)
+
+
+ATTACKS: Final = {
+    "node-name": _spec(nodeName="ip-10-0-0-1.ec2.internal"),
+    "slurm-toleration": _spec(tolerations=[SLURM_TOLERATION]),
+    "slurm-toleration-by-gpu-pod": _spec(
+        requests={GPU: "1"}, tolerations=[GPU_TOLERATION, SLURM_TOLERATION]
+    ),
+    "gpu-taint-without-gpus": _spec(requests={"cpu": "4"}, tolerations=[GPU_TOLERATION]),
+    "gpu-taint-with-zero-gpus": _spec(requests={GPU: "0"}, tolerations=[GPU_TOLERATION]),
+    "neuron-taint-with-gpus": _spec(requests={GPU: "1"}, tolerations=[NEURON_TOLERATION]),
+    "keyless-exists": _spec(tolerations=[{"operator": "Exists"}]),
+    "keyless-exists-no-schedule": _spec(
+        requests={GPU: "1"},
+        tolerations=[GPU_TOLERATION, {"key": "", "operator": "Exists", "effect": "NoSchedule"}],
+    ),
+}
+LEGITIMATE: Final = {
+    "cpu-pod": _spec(scheduler=None),
+    "cpu-pod-not-ready-toleration": _spec(scheduler=None, tolerations=[NOT_READY_TOLERATION]),
+    "gpu-pod": _spec(requests={GPU: "1"}, tolerations=[GPU_TOLERATION]),
+    "neuron-cores": _spec(requests={f"{NEURON}core": "2"}, tolerations=[NEURON_TOLERATION]),
+    "neuron-devices": _spec(requests={NEURON: "16"}, tolerations=[NEURON_TOLERATION]),
+}
+TEMPLATE_KINDS: Final = (
+    "Pod",
+    "Job",
+    "CronJob",
+    "JobSet",
+    "Deployment",
+    "StatefulSet",
+    "ReplicaSet",
+)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("kind", TEMPLATE_KINDS)
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_each_way_to_hold_nodes_is_refused_in_every_shape(
+    stack: str, kind: str, attack: str, synthesized: dict[str, StackResult]
+) -> None:
+    ok, message = _judge(stack, synthesized, _shapes(ATTACKS[attack])[kind])
+    assert not ok, (attack, kind)
+    assert message is not None
+    assert ("nodeName" if attack == "node-name" else "tolerations") in message
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("kind", TEMPLATE_KINDS)
+@pytest.mark.parametrize("case", LEGITIMATE)
+def test_pods_that_use_what_they_tolerate_are_admitted_in_every_shape(
+    stack: str, kind: str, case: str, synthesized: dict[str, StackResult]
+) -> None:
+    assert _judge(stack, synthesized, _shapes(LEGITIMATE[case])[kind]) == (True, None)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize(
+    "attack", ["slurm-toleration", "keyless-exists", "keyless-exists-no-schedule"]
+)
+def test_a_trainjob_cannot_patch_in_what_a_pod_may_not_tolerate(
+    stack: str, attack: str, synthesized: dict[str, StackResult]
+) -> None:
+    ok, message = _judge(stack, synthesized, _trainjob_patching(ATTACKS[attack]))
+    assert not ok and message is not None and "tolerations" in message
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_trainjob_patch_of_ordinary_tolerations_is_admitted(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    patch = {"tolerations": [GPU_TOLERATION, NOT_READY_TOLERATION]}
+    assert _judge(stack, synthesized, _trainjob_patching(patch)) == (True, None)
+    plain = _trainjob_patching(patch)
+    del plain["spec"]["runtimePatches"]
+    assert _judge(stack, synthesized, plain) == (True, None)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_tolerations_added_by_a_pod_update_are_judged(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    # a bound pod: the scheduler set its nodeName, which every later update carries
+    bound = _pod(_spec(requests={GPU: "1"}, tolerations=[GPU_TOLERATION], nodeName="n1"))
+    widened = copy.deepcopy(bound)
+    widened["spec"]["tolerations"].append({"operator": "Exists"})
+    ok, message = _judge(stack, synthesized, widened, old=bound)
+    assert not ok and message is not None and "tolerations" in message
+    narrowed = copy.deepcopy(bound)
+    narrowed["spec"]["tolerations"].append(NOT_READY_TOLERATION)
+    assert _judge(stack, synthesized, narrowed, old=bound) == (True, None)
+    # an ephemeral container (the pods/ephemeralcontainers subresource sends the whole pod)
+    debugged = copy.deepcopy(bound)
+    debugged["spec"]["ephemeralContainers"] = [{"name": "debug", "image": "busybox"}]
+    assert _judge(stack, synthesized, debugged, old=bound) == (True, None)
+    # a label written by a controller is not judged at all
+    labelled = copy.deepcopy(widened)
+    labelled["metadata"]["labels"] = {"a": "b"}
+    assert _judge(stack, synthesized, labelled, old=widened) == (True, None)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_policy_is_bound_to_team_namespaces_with_deny(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, TENANT_PODS_POLICY)
+    assert policy["failurePolicy"] == "Fail"
+    judged = {
+        (group, resource)
+        for rule in policy["matchConstraints"]["resourceRules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if set(rule["operations"]) == {"CREATE", "UPDATE"}
+    }
+    assert judged >= {
+        ("", "pods"), ("", "pods/ephemeralcontainers"), ("batch", "jobs"),
+        ("batch", "cronjobs"), ("apps", "deployments"), ("apps", "statefulsets"),
+        ("apps", "replicasets"), ("jobset.x-k8s.io", "jobsets"),
+        ("trainer.kubeflow.org", "trainjobs"),
+    }  # fmt: skip
+    (binding,) = [
+        r
+        for r in result.records
+        if r.type == BINDING and r.inputs["metadata"]["name"] == TENANT_PODS_POLICY
+    ]
+    selector = binding.inputs["spec"]["matchResources"]["namespaceSelector"]
+    assert selector == {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}
+    assert binding.inputs["spec"]["validationActions"] == ["Deny"]
+
+
+def _runtime_pod_specs(result: StackResult) -> list[tuple[str, dict[str, Any]]]:
+    specs = []
+    for record in result.records:
+        if record.type != RUNTIME:
+            continue
+        for job in record.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+            name = f"{record.inputs['metadata']['namespace']}/{record.inputs['metadata']['name']}"
+            specs.append((f"{name}/{job['name']}", job["template"]["spec"]["template"]["spec"]))
+    return specs
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_stacks_own_runtime_pods_are_admitted(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    specs = _runtime_pod_specs(synthesized[stack])
+    assert specs
+    for name, spec in specs:
+        assert spec.get("schedulerName") == "volcano", name
+        for kind in ("Pod", "JobSet"):
+            assert _judge(stack, synthesized, _shapes(spec)[kind]) == (True, None), (name, kind)
+
+
+# --------------------------------------------------------------------------- Volcano's shares
+
+
+SCHEDULER_ATTACKS: Final = {
+    "gpu-default-scheduler": _spec(
+        requests={GPU: "1"}, tolerations=[GPU_TOLERATION], scheduler=None
+    ),
+    "gpu-other-scheduler": _spec(requests={GPU: "1"}, tolerations=[GPU_TOLERATION], scheduler="x"),
+    "efa-only": _spec(requests={EFA: "1"}, scheduler=None),
+    "neuron-default-scheduler": _spec(
+        requests={NEURON: "1"}, tolerations=[NEURON_TOLERATION], scheduler=None
+    ),
+    "gpu-on-neuron-scheduler": _spec(
+        requests={GPU: "1"}, tolerations=[GPU_TOLERATION], scheduler=NEURON_SCHEDULER
+    ),
+    "gpu-and-neuron-on-neuron-scheduler": _spec(
+        requests={GPU: "1", NEURON: "1"},
+        tolerations=[GPU_TOLERATION, NEURON_TOLERATION],
+        scheduler=NEURON_SCHEDULER,
+    ),
+}
+SCHEDULER_LEGITIMATE: Final = {
+    "gpu-volcano": _spec(requests={GPU: "8", EFA: "4"}, tolerations=[GPU_TOLERATION]),
+    "partial-trainium": _spec(
+        requests={NEURON: "2"}, tolerations=[NEURON_TOLERATION], scheduler=NEURON_SCHEDULER
+    ),
+    "partial-trainium-cores": _spec(
+        requests={f"{NEURON}core": "4"}, tolerations=[NEURON_TOLERATION], scheduler=NEURON_SCHEDULER
+    ),
+    "cpu-default-scheduler": _spec(requests={"cpu": "2"}, scheduler=None),
+}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("attack", SCHEDULER_ATTACKS)
+def test_accelerator_pods_outside_volcano_are_refused(
+    stack: str, attack: str, synthesized: dict[str, StackResult]
+) -> None:
+    ok, message = _judge(stack, synthesized, _pod(SCHEDULER_ATTACKS[attack]))
+    assert not ok, attack
+    assert message is not None and "must be scheduled by volcano" in message
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("case", SCHEDULER_LEGITIMATE)
+def test_volcano_and_partial_trainium_pods_are_admitted(
+    stack: str, case: str, synthesized: dict[str, StackResult]
+) -> None:
+    assert _judge(stack, synthesized, _pod(SCHEDULER_LEGITIMATE[case])) == (True, None)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_service_account_is_unqueued_by_default(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    pod = _pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
+    for account in ("training-jobs", "default", "inference"):
+        pod["spec"]["serviceAccountName"] = account
+        assert not _judge(stack, synthesized, pod)[0], account
+
+
+def test_a_listed_service_account_may_use_another_scheduler() -> None:
+    teams = [
+        TeamConfig.model_validate(
+            {"name": "ml-a", "quota": {"gpus": 1}, "unqueuedServiceAccounts": ["inference"]}
+        ),
+        TeamConfig.model_validate({"name": "ml-b", "quota": {"gpus": 1}}),
+    ]
+    policy = team_pods_policy(teams)
+    pod = _pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
+    pod["spec"]["serviceAccountName"] = "inference"
+
+    def namespace(team: str) -> dict[str, Any]:
+        return {"metadata": {"name": team, "labels": {TEAM_LABEL: team}}}
+
+    assert admit(policy, pod, namespace("ml-a")) == (True, None)
+    assert not admit(policy, pod, namespace("ml-b"))[0]  # the list is the team's own
+    pod["spec"]["serviceAccountName"] = "training-jobs"
+    assert not admit(policy, pod, namespace("ml-a"))[0]
+
+
+@pytest.mark.parametrize("account", ["default", "Inference", "a b", "x'y"])
+def test_unqueued_service_accounts_must_be_names_other_than_default(account: str) -> None:
+    with pytest.raises(ValueError, match="ServiceAccount name"):
+        TeamConfig.model_validate(
+            {"name": "ml-a", "quota": {"gpus": 1}, "unqueuedServiceAccounts": [account]}
+        )
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_scheduler_rule_judges_only_pod_creation(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    # schedulerName is immutable: an update of a pod made before the policy is not refused for it
+    old = _pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
+    new = copy.deepcopy(old)
+    new["spec"]["containers"][0]["image"] = "busybox:2"
+    assert _judge(stack, synthesized, new, old=old) == (True, None)
+    # templates are not scheduled: a Deployment's pods are judged as pods when they are made
+    deployment = _shapes(SCHEDULER_ATTACKS["gpu-default-scheduler"])["Deployment"]
+    assert _judge(stack, synthesized, deployment) == (True, None)
+
+
+# --------------------------------------------------------------------------- CPU and memory
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cpu_and_memory_quota_admits_a_job_on_the_whole_accelerator_quota(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    """Each runtime's pods, as many as the team's accelerator quota allows, fit its quota.
+
+    Containers that state no CPU or memory get the LimitRange's default requests first.
+    """
+    result = synthesized[stack]
+    for namespace in _team_namespaces(result):
+        quotas = _quotas(result, namespace)
+        (limit_range,) = [
+            r.inputs["spec"]
+            for r in result.records
+            if r.type == "kubernetes:core/v1:LimitRange"
+            and r.inputs["metadata"]["namespace"] == namespace
+        ]
+        defaults = limit_range["limits"][0]["defaultRequest"]
+        hard = {k: v for q in quotas if "scopeSelector" not in q for k, v in q["hard"].items()}
+        assert {"requests.cpu", "requests.memory"} <= set(hard)
+        for name, spec in _runtime_pod_specs(result):
+            if not name.startswith(f"{namespace}/"):
+                continue
+            pod = _pod(copy.deepcopy(spec))
+            for container in pod["spec"]["containers"]:
+                requests = container.setdefault("resources", {}).setdefault("requests", {})
+                for resource, value in defaults.items():
+                    requests.setdefault(resource, value)
+            usage = _pod_usage(pod)
+            accelerator = next(k for k in usage if k in (f"requests.{GPU}", f"requests.{NEURON}"))
+            nodes = int(quantity(hard[accelerator]) // usage[accelerator])
+            if nodes == 0:
+                continue
+            for resource in ("requests.cpu", "requests.memory"):
+                assert usage[resource] * nodes <= quantity(hard[resource]), (name, resource)
+            cpu_pod = _priority_pod(None)
+            cpu_pod["spec"]["containers"][0]["resources"] = {
+                "requests": {"cpu": str(quantity(hard["requests.cpu"]) + 1)}
+            }
+            assert not quota_admits(quotas, cpu_pod)[0]
