@@ -564,11 +564,10 @@ def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
     Returns:
         namespace -> ``scheduling``, ``trainer`` or ``slurm``.
     """
-    namespaces = {
-        SCHEDULING_NAMESPACE: "scheduling",
-        TRAINER_NAMESPACE: "trainer",
-        JOBSET_NAMESPACE: "trainer",
-    }
+    namespaces = {SCHEDULING_NAMESPACE: "scheduling"}
+    if config.trainer.enabled:
+        # Without Trainer its namespaces do not exist: a policy there could not be applied.
+        namespaces |= {TRAINER_NAMESPACE: "trainer", JOBSET_NAMESPACE: "trainer"}
     if config.slurm.enabled:
         for namespace in (
             CERT_MANAGER_NAMESPACE, OPERATOR_NAMESPACE, MONITORING_NAMESPACE, KEDA_NAMESPACE

@@ -408,9 +408,18 @@ def test_trainer_and_jobset_are_retained_exactly_where_protected(case: StackCase
     assert not jobset.protect and not jobset.retain_on_delete  # its CRD is not in the release
 
 
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
 def _trainer_records(run: ProgramRun) -> list[ResourceRecord]:
+    """The Trainer component's resources, and the NetworkPolicies of the namespaces it makes."""
     (component,) = run.of_type("trainingplatform:index:Trainer")
-    return [r for r in run.records if r.parent == component.urn]
+    namespaces = {TRAINER_NAMESPACE, JOBSET_NAMESPACE}
+    return [
+        r for r in run.records
+        if r.parent == component.urn
+        or (r.type == NETWORK_POLICY and r.inputs["metadata"].get("namespace") in namespaces)
+    ]  # fmt: skip
 
 
 def _by_urn(run: ProgramRun) -> dict[str, dict[str, Any]]:
@@ -437,8 +446,11 @@ def test_switching_trainer_off_and_on_again_in_dev(
     assert _trainer_records(off) == []
     assert [r.name for r in off.of_type(RELEASE) if r.name in ("kubeflow-trainer", "jobset")] == []
     assert off.of_type(CONFIG_FILE) == [] and off.of_type(RUNTIME) == []
-    kept = {urn for urn in _by_urn(before) if urn not in {r.urn for r in owned}}
-    assert {urn: v for urn, v in _by_urn(off).items()} == {
+    # The gang-size policy lists the runtimes' node limits, so it follows Trainer by design.
+    gang_sizes = {r.urn for r in before.records if r.name == "teams-gang-sizes"}
+    assert gang_sizes
+    kept = {urn for urn in _by_urn(before) if urn not in {r.urn for r in owned} | gang_sizes}
+    assert {urn: v for urn, v in _by_urn(off).items() if urn not in gang_sizes} == {
         urn: v for urn, v in _by_urn(before).items() if urn in kept
     }
     data["trainer"]["enabled"] = True
