@@ -26,10 +26,12 @@ from components.config import (
 )
 from components.storage import (
     current_version_rules,
+    data_key_policy,
     team_data_policy,
     team_prefixes,
     team_role_name,
 )
+from components.storage.capacity import with_release_schedules
 from components.teams import JOB_SERVICE_ACCOUNT
 from components.trainer import runtime_spec
 from synth.run import StackResult
@@ -633,13 +635,23 @@ def test_the_release_role_starts_tasks_on_this_file_system_only(
     assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": config.account_id}}
     (policy,) = [p for p in _records(result, ROLE_POLICY) if p.name == "storage-lustre-release"]
-    start, report = json.loads(policy.inputs["policy"])["Statement"]
+    start, report, decrypt = json.loads(policy.inputs["policy"])["Statement"]
     assert start["Action"] == "fsx:CreateDataRepositoryTask"
     assert report["Action"] == "sqs:SendMessage"
+    # it decrypts its own schedules' input, with the data key, and nothing else of the key's
+    assert decrypt["Action"] == "kms:Decrypt"
+    (decrypted,) = decrypt["Condition"]["StringEquals"].values()
+    assert set(decrypt["Condition"]["StringEquals"]) == {SCHEDULE_CONTEXT}
+    assert sorted(decrypted) == sorted(_schedule_arns(result, config))
     (file_system,) = _records(result, "aws:fsx/lustreFileSystem:LustreFileSystem")
     (failures,) = [q for q in _records(result, "aws:sqs/queue:Queue")
                    if q.name == "storage-lustre-release-failures"]  # fmt: skip
-    assert set(policy.property_dependencies["policy"]) == {file_system.urn, failures.urn}
+    (data_key,) = [k for k in _records(result, KEY) if k.name == "storage-data"]
+    assert set(policy.property_dependencies["policy"]) == {
+        file_system.urn,
+        failures.urn,
+        data_key.urn,
+    }
     for schedule in _records(result, SCHEDULE):
         assert set(schedule.property_dependencies["target"]) == {
             role.urn,
@@ -656,6 +668,106 @@ def test_the_release_role_starts_tasks_on_this_file_system_only(
     assert alarm.inputs["comparisonOperator"] == "GreaterThanThreshold"
     assert alarm.inputs["threshold"] == 0 and alarm.inputs["evaluationPeriods"] == 1
     assert alarm.property_dependencies["dimensions"] == [failures.urn]
+
+
+KEY: Final = "aws:kms/key:Key"
+SCHEDULE_CONTEXT: Final = "kms:EncryptionContext:aws:scheduler:schedule:arn"
+
+
+def _schedule_arns(result: StackResult, config: PlatformConfig) -> list[str]:
+    """The synthesized schedules' ARNs (Scheduler's ``default`` group), in creation order."""
+    return [
+        f"arn:aws:scheduler:{config.region}:{config.account_id}:schedule/default/{s.inputs['name']}"
+        for s in _records(result, SCHEDULE)
+    ]
+
+
+def _key_policy_allows(policy: dict[str, Any], action: str, request: dict[str, str]) -> bool:
+    """Whether a statement for every principal (``AWS: *``) allows ``action`` in ``request``.
+
+    What a principal whose own IAM policies grant nothing on the key gets from the key policy
+    (the account's ``kms:*`` statement hands the rest to IAM). Only ``StringEquals`` appears in
+    these statements: each key must be in the request and equal one of the values (IAM's
+    semantics for a list); a statement with any other operator is refused here, so a new one
+    cannot pass untested.
+    """
+    for statement in policy["Statement"]:
+        if statement["Effect"] != "Allow" or statement["Principal"] not in ("*", {"AWS": "*"}):
+            continue
+        actions = statement["Action"]
+        if not any(
+            fnmatch.fnmatchcase(action, pattern)
+            for pattern in ([actions] if isinstance(actions, str) else actions)
+        ):
+            continue
+        conditions = statement.get("Condition", {})
+        assert set(conditions) <= {"StringEquals"}, conditions
+        equals = conditions.get("StringEquals", {})
+        if all(
+            key in request and request[key] in ([values] if isinstance(values, str) else values)
+            for key, values in equals.items()
+        ):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_release_schedules_are_encrypted_with_the_data_key_scheduler_may_use(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """checkov CKV_AWS_297: the schedules' input (file system id, paths) is under the stack's
+    data key, whose policy lets EventBridge Scheduler use it for these schedules only
+    (EventBridge Scheduler user guide, "Encryption at rest", "Managing KMS keys")."""
+    result = synthesized[stack]
+    config = parse_platform_config(stack_data(stack))
+    schedules = _records(result, SCHEDULE)
+    assert schedules, stack
+    (data_key,) = [k for k in _records(result, KEY) if k.name == "storage-data"]
+    for schedule in schedules:
+        assert schedule.property_dependencies["kmsKeyArn"] == [data_key.urn], schedule.name
+    policy = json.loads(data_key.inputs["policy"])
+    arns = _schedule_arns(result, config)
+    scheduler = f"scheduler.{config.region}.amazonaws.com"
+    own = {"kms:CallerAccount": config.account_id, "kms:ViaService": scheduler}
+    for arn in arns:
+        # whoever creates or updates a schedule, through Scheduler, for its input
+        for action in ("kms:GenerateDataKey", "kms:Decrypt"):
+            assert _key_policy_allows(policy, action, {**own, SCHEDULE_CONTEXT: arn}), arn
+    assert _key_policy_allows(policy, "kms:DescribeKey", own)
+    other_schedule = arns[0].rsplit("/", 1)[0] + "/someone-elses"
+    refused = [
+        # another schedule of the account cannot put its input under the data key
+        ("kms:Decrypt", {**own, SCHEDULE_CONTEXT: other_schedule}),
+        ("kms:GenerateDataKey", {**own, SCHEDULE_CONTEXT: other_schedule}),
+        # nor another account's principals, even for these schedules' ARNs
+        ("kms:Decrypt", {**own, "kms:CallerAccount": "999999999999", SCHEDULE_CONTEXT: arns[0]}),
+        # nor a direct call that claims a schedule's context without going through Scheduler
+        ("kms:Decrypt", {"kms:CallerAccount": config.account_id, SCHEDULE_CONTEXT: arns[0]}),
+        ("kms:Decrypt", {**own, "kms:ViaService": "lambda." + config.region + ".amazonaws.com",
+                         SCHEDULE_CONTEXT: arns[0]}),
+        # and nothing but the two encryption calls: no Encrypt, no grants
+        ("kms:Encrypt", {**own, SCHEDULE_CONTEXT: arns[0]}),
+        ("kms:CreateGrant", {**own, SCHEDULE_CONTEXT: arns[0]}),
+    ]  # fmt: skip
+    for action, request in refused:
+        assert not _key_policy_allows(policy, action, request), (action, request)
+
+
+def test_a_stack_without_release_schedules_adds_nothing_to_the_data_key() -> None:
+    config = parse_platform_config(stack_data("dev"))
+    base = data_key_policy(config.account_id, config.region)
+    assert with_release_schedules(base, config, None) == base
+    lustre = config.storage.lustre
+    assert lustre is not None
+    quiet = lustre.model_copy(
+        update={
+            "associations": [
+                a.model_copy(update={"release_after_days": None}) for a in lustre.associations
+            ]
+        }
+    )
+    assert with_release_schedules(base, config, quiet) == base
+    assert with_release_schedules(base, config, lustre) != base
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -125,6 +125,11 @@ IN_PLACE_CASES = [
     (BUCKET, _tagged),
     (NODE_GROUP, _set("version", "1.36")),  # UpdateNodegroupVersion
     (NODE_GROUP, _set("scalingConfig", {"minSize": 3, "desiredSize": 3, "maxSize": 6})),
+    # the release schedules' key (issue 39): kms_key_arn has no ForceNew in
+    # terraform-provider-aws internal/service/scheduler/schedule.go (UpdateSchedule takes
+    # KmsKeyArn), nor has the data key's policy (PutKeyPolicy)
+    ("aws:scheduler/schedule:Schedule", _drop("kmsKeyArn")),
+    ("aws:kms/key:Key", _set("policy", '{"Version": "2012-10-17", "Statement": []}')),
 ]
 
 

@@ -40,6 +40,7 @@ from components.storage import (
     persistent_volume_spec,
     tls_only_bucket_policy,
 )
+from components.storage.capacity import with_release_schedules
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from tests import component_runs as parts
@@ -536,7 +537,13 @@ def test_data_key_and_its_alias(cases: dict[str, StackCase], stack: str) -> None
     data_key = _data_key(case.run)
     assert data_key.inputs["enableKeyRotation"] is True
     policy = json.loads(data_key.inputs["policy"])
-    assert policy == data_key_policy(case.raw["accountId"], case.raw["region"])
+    # the data key's own statements, and Scheduler's where the stack has release schedules
+    # (tests/test_data_path.py proves those)
+    assert policy == with_release_schedules(
+        data_key_policy(case.raw["accountId"], case.raw["region"]),
+        case.config,
+        case.config.storage.lustre,
+    )
     aliases = [
         a
         for a in case.run.of_type(ALIAS)

@@ -36,7 +36,7 @@ from components.storage.buckets import (
     data_bucket,
     tls_only_bucket_policy,
 )
-from components.storage.capacity import capacity
+from components.storage.capacity import capacity, with_release_schedules
 from components.storage.iam import (
     data_key_policy,
     team_data_policy,
@@ -151,7 +151,9 @@ class Storage(pulumi.ComponentResource):
             description=f"Encrypts training data, checkpoints and the file system of {cluster}",
             protect=config.protect_stateful_resources,
             parent=self,
-            policy=data_key_policy(config.account_id, config.region),
+            policy=with_release_schedules(
+                data_key_policy(config.account_id, config.region), config, storage.lustre
+            ),
         )
         bucket_ready: dict[str, list[pulumi.Resource]] = {}
         if storage.buckets:
@@ -188,7 +190,10 @@ class Storage(pulumi.ComponentResource):
                 parent=self,
             )  # fmt: skip
             self.layout.append(admin)
-            capacity(name, config=config, lustre=lustre, file_system=made.file_system, parent=self)
+            capacity(
+                name, config=config, lustre=lustre, file_system=made.file_system, key=key,
+                parent=self,
+            )  # fmt: skip
             self.claims = csi(
                 name,
                 config=config,

@@ -21,6 +21,8 @@ from components.storage.iam import fitted_name
 
 SCHEDULE_NAME_LIMIT: Final = 64
 SCHEDULER_SERVICE: Final = "scheduler.amazonaws.com"
+SCHEDULE_GROUP: Final = "default"
+"""The schedule group the release schedules are in (none is named, so Scheduler's own)."""
 RELEASE_TARGET: Final = "arn:aws:scheduler:::aws-sdk:fsx:createDataRepositoryTask"
 """EventBridge Scheduler's universal target calling FSx's CreateDataRepositoryTask with the
 schedule's input as the request (EventBridge Scheduler user guide, "Using universal
@@ -58,6 +60,106 @@ def release_schedules(
     ]
 
 
+def release_schedule_name(stack_name: str, association: DataRepositoryAssociationConfig) -> str:
+    """The EventBridge Scheduler name of one path's release schedule.
+
+    Args:
+        stack_name: the stack's name (``config.name``), so that two stacks in one account and
+            region never share a schedule.
+        association: the releasing path's association.
+    """
+    path = normalized_file_system_path(association.file_system_path)
+    slug = path.strip("/").replace("/", "-") or "root"
+    return fitted_name(f"{stack_name}-{slug}", "release", SCHEDULE_NAME_LIMIT)
+
+
+def release_schedule_arns(config: PlatformConfig, lustre: LustreConfig) -> list[str]:
+    """The ARN of every release schedule, in the ``default`` group they are created in.
+
+    Each is the encryption context EventBridge Scheduler gives KMS when it encrypts or
+    decrypts that schedule's input (EventBridge Scheduler user guide, "Encryption at rest":
+    ``aws:scheduler:schedule:arn``), so the data key's statement for Scheduler and the release
+    role's ``kms:Decrypt`` name these schedules and no other.
+
+    Args:
+        config: the validated platform (stack name, account, region).
+        lustre: the file system's config (its releasing paths).
+    """
+    return [
+        f"arn:aws:scheduler:{config.region}:{config.account_id}:schedule/{SCHEDULE_GROUP}/"
+        f"{release_schedule_name(config.name, association)}"
+        for association, _ in release_schedules(lustre)
+    ]
+
+
+def release_schedules_key_statements(
+    account_id: str, region: str, schedule_arns: list[str]
+) -> list[dict[str, Any]]:
+    """Data key statements that let EventBridge Scheduler encrypt the release schedules' input.
+
+    Scheduler encrypts a schedule's input with the credentials of whoever creates or updates
+    it (``kms:GenerateDataKey``, ``kms:Decrypt``, and ``kms:DescribeKey`` to check that the
+    key is symmetric), and decrypts it at each run with the schedule's role (EventBridge
+    Scheduler user guide, "Encryption at rest", "Managing KMS keys"; its "Using
+    identity-based policies" example conditions the first on ``kms:ViaService`` and the
+    schedule's ARN as encryption context). So: any principal of this account, only through
+    Scheduler in this region, only for these schedules' input. The release role's own
+    ``kms:Decrypt`` is in :func:`release_role_policy`; grants are no use, Scheduler does not
+    take them.
+
+    Args:
+        account_id: the account of the key and the schedules.
+        region: the region of both (``kms:ViaService`` is ``scheduler.<region>.amazonaws.com``).
+        schedule_arns: :func:`release_schedule_arns`.
+    """
+    through_scheduler = {
+        "kms:CallerAccount": account_id,
+        "kms:ViaService": f"scheduler.{region}.amazonaws.com",
+    }
+    return [
+        {
+            "Sid": "SchedulerEncryptsReleaseSchedules",
+            "Effect": "Allow",
+            "Principal": {"AWS": "*"},
+            "Action": ["kms:GenerateDataKey", "kms:Decrypt"],
+            "Resource": "*",
+            "Condition": {
+                "StringEquals": {
+                    **through_scheduler,
+                    "kms:EncryptionContext:aws:scheduler:schedule:arn": schedule_arns,
+                }
+            },
+        },
+        {
+            # DescribeKey carries no encryption context to condition on.
+            "Sid": "SchedulerDescribesTheKey",
+            "Effect": "Allow",
+            "Principal": {"AWS": "*"},
+            "Action": "kms:DescribeKey",
+            "Resource": "*",
+            "Condition": {"StringEquals": through_scheduler},
+        },
+    ]
+
+
+def with_release_schedules(
+    key_policy: dict[str, Any], config: PlatformConfig, lustre: LustreConfig | None
+) -> dict[str, Any]:
+    """``key_policy`` (the data key's) plus Scheduler's statements, where schedules exist.
+
+    Args:
+        key_policy: the data key's policy (:func:`components.storage.iam.data_key_policy`),
+            not modified.
+        config: the validated platform (stack name, account, region).
+        lustre: the file system's config; None or no releasing path adds nothing.
+    """
+    arns = release_schedule_arns(config, lustre) if lustre is not None else []
+    if not arns:
+        return key_policy
+    statements = release_schedules_key_statements(config.account_id, config.region, arns)
+    return {**key_policy, "Statement": [*key_policy["Statement"], *statements]}
+
+
 def release_task_request(
     file_system_id: str, association: DataRepositoryAssociationConfig
 ) -> dict[str, Any]:
@@ -87,13 +189,28 @@ def release_task_request(
 
 
 def release_role_policy(
-    file_system_arn: str, failures_queue_arn: str, region: str, account_id: str
+    file_system_arn: str,
+    failures_queue_arn: str,
+    region: str,
+    account_id: str,
+    *,
+    key_arn: str,
+    schedule_arns: list[str],
 ) -> dict[str, Any]:
     """What the release schedules may do: start tasks on this file system, report failures.
 
     EventBridge Scheduler sends a run it could not deliver to the target's dead-letter queue
     with the schedule's own role (EventBridge Scheduler user guide, "Configuring a dead-letter
-    queue").
+    queue"), and decrypts the schedule's input with it before each run ("Encryption at rest":
+    the execution role needs ``kms:Decrypt`` on the schedule's key).
+
+    Args:
+        file_system_arn: the file system the tasks run on.
+        failures_queue_arn: the dead-letter queue of the schedules.
+        region: the stack's region (the task ARNs').
+        account_id: the stack's account (the task ARNs').
+        key_arn: the data key, which encrypts the schedules' input.
+        schedule_arns: :func:`release_schedule_arns`: the role decrypts their input only.
     """
     return {
         "Version": "2012-10-17",
@@ -109,6 +226,17 @@ def release_role_policy(
                 "Effect": "Allow",
                 "Action": "sqs:SendMessage",
                 "Resource": failures_queue_arn,
+            },
+            {
+                "Sid": "DecryptReleaseSchedules",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": key_arn,
+                "Condition": {
+                    "StringEquals": {
+                        "kms:EncryptionContext:aws:scheduler:schedule:arn": schedule_arns
+                    }
+                },
             },
         ],
     }
@@ -182,6 +310,7 @@ def capacity(
     config: PlatformConfig,
     lustre: LustreConfig,
     file_system: aws.fsx.LustreFileSystem,
+    key: aws.kms.Key,
     parent: pulumi.Resource,
 ) -> None:
     """The daily release task of each releasing path, and the free capacity alarm.
@@ -191,6 +320,8 @@ def capacity(
         config: the validated platform (cluster name, account, region).
         lustre: the file system's config (releasing paths, alarm settings).
         file_system: the file system.
+        key: the data key, which encrypts the schedules' input (its policy lets Scheduler use
+            it: :func:`release_schedules_key_statements`).
         parent: the storage component.
     """
     child = pulumi.ResourceOptions(parent=parent)
@@ -212,9 +343,16 @@ def capacity(
         permission = aws.iam.RolePolicy(
             f"{name}-lustre-release",
             role=role.id,
-            policy=pulumi.Output.all(file_system.arn, failures.arn).apply(
+            policy=pulumi.Output.all(file_system.arn, failures.arn, key.arn).apply(
                 lambda arns: json.dumps(
-                    release_role_policy(arns[0], arns[1], config.region, config.account_id)
+                    release_role_policy(
+                        arns[0],
+                        arns[1],
+                        config.region,
+                        config.account_id,
+                        key_arn=arns[2],
+                        schedule_arns=release_schedule_arns(config, lustre),
+                    )
                 )
             ),
             opts=child,
@@ -236,15 +374,17 @@ def capacity(
         )
         for association, expression in schedules:
             path = normalized_file_system_path(association.file_system_path)
-            slug = path.strip("/").replace("/", "-") or "root"
             aws.scheduler.Schedule(
                 f"{name}-release{path}",
-                name=fitted_name(f"{config.name}-{slug}", "release", SCHEDULE_NAME_LIMIT),
+                name=release_schedule_name(config.name, association),
                 description=f"Release {path} files unread for "
                 f"{association.release_after_days} days (S3 holds them)",
                 schedule_expression=expression,
                 schedule_expression_timezone="UTC",
                 flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+                # The input names the file system and its paths; encrypted with the stack's
+                # data key, like the data itself (checkov CKV_AWS_297).
+                kms_key_arn=key.arn,
                 target=aws.scheduler.ScheduleTargetArgs(
                     arn=RELEASE_TARGET,
                     role_arn=role.arn,
