@@ -31,6 +31,7 @@ from components.storage import (
     access_log_bucket_policy,
     association_s3_config,
     data_key_policy,
+    data_key_principals,
     data_repository_path,
     lustre_egress,
     lustre_ingress,
@@ -536,7 +537,9 @@ def test_data_key_and_its_alias(cases: dict[str, StackCase], stack: str) -> None
     data_key = _data_key(case.run)
     assert data_key.inputs["enableKeyRotation"] is True
     policy = json.loads(data_key.inputs["policy"])
-    assert policy == data_key_policy(case.raw["accountId"], case.raw["region"])
+    assert policy == data_key_policy(
+        case.raw["accountId"], case.raw["region"], data_key_principals(case.config)
+    )
     aliases = [
         a
         for a in case.run.of_type(ALIAS)
@@ -1281,7 +1284,8 @@ def test_tls_only_bucket_policy() -> None:
 
 
 def test_data_key_policy_limits_use_to_the_account_and_its_s3_and_fsx() -> None:
-    policy = data_key_policy("123456789012", "eu-west-1")
+    principals = ["arn:aws:iam::123456789012:role/training-dev-ml-jobs"]
+    policy = data_key_policy("123456789012", "eu-west-1", principals)
     assert policy["Version"] == "2012-10-17"
     statements = policy["Statement"]
     unconditional = [s for s in statements if "Condition" not in s]
@@ -1295,7 +1299,8 @@ def test_data_key_policy_limits_use_to_the_account_and_its_s3_and_fsx() -> None:
     (use,) = conditional
     assert use["Effect"] == "Allow"
     condition = use["Condition"]
-    assert set(condition) == {"StringEquals"}
+    assert set(condition) == {"StringEquals", "ArnLike"}
+    assert condition["ArnLike"] == {"aws:PrincipalArn": principals}
     equals = condition["StringEquals"]
     assert equals["kms:CallerAccount"] == "123456789012"
     assert sorted(equals["kms:ViaService"]) == [
@@ -1310,7 +1315,7 @@ def test_data_key_policy_limits_use_to_the_account_and_its_s3_and_fsx() -> None:
         principal = statement["Principal"]
         if principal in ("*", {"AWS": "*"}):
             assert statement is use, "a wildcard principal only with account and service limits"
-    other = data_key_policy("210987654321", "us-east-2")
+    other = data_key_policy("210987654321", "us-east-2", principals)
     other_equals = other["Statement"][1]["Condition"]["StringEquals"]
     assert other_equals["kms:CallerAccount"] == "210987654321"
     assert "s3.us-east-2.amazonaws.com" in other_equals["kms:ViaService"]

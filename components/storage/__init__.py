@@ -39,6 +39,8 @@ from components.storage.buckets import (
 from components.storage.capacity import capacity
 from components.storage.iam import (
     data_key_policy,
+    data_key_principals,
+    import_only_prefixes,
     team_data_policy,
     team_prefixes,
     team_role,
@@ -71,7 +73,9 @@ __all__ = [
     "association_s3_config",
     "current_version_rules",
     "data_key_policy",
+    "data_key_principals",
     "data_repository_path",
+    "import_only_prefixes",
     "lustre_egress",
     "lustre_ingress",
     "lustre_node_affinity",
@@ -151,7 +155,7 @@ class Storage(pulumi.ComponentResource):
             description=f"Encrypts training data, checkpoints and the file system of {cluster}",
             protect=config.protect_stateful_resources,
             parent=self,
-            policy=data_key_policy(config.account_id, config.region),
+            policy=data_key_policy(config.account_id, config.region, data_key_principals(config)),
         )
         bucket_ready: dict[str, list[pulumi.Resource]] = {}
         if storage.buckets:
