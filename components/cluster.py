@@ -25,8 +25,10 @@ from components.config import ClusterConfig
 from components.iam import (
     EKS_NODE_POLICIES,
     IMDSV2_ONE_HOP,
+    VPC_CNI_POLICY,
     account_key_policy,
     customer_key,
+    eks_cluster_arn,
     pod_identity_trust_policy,
     role_with_policies,
     service_trust_policy,
@@ -41,6 +43,11 @@ SYSTEM_NODE_SELECTOR: Final = {SYSTEM_NODE_LABEL: "system"}
 SYSTEM_TOLERATION: Final = {"key": SYSTEM_TAINT["key"], "operator": "Exists"}
 """Lets a controller onto the system nodes despite their taint."""
 EBS_CSI_SERVICE_ACCOUNT: Final = "ebs-csi-controller-sa"
+VPC_CNI_SERVICE_ACCOUNT: Final = "aws-node"
+"""The VPC CNI's DaemonSet runs as ``kube-system/aws-node``; its Pod Identity role holds
+``AmazonEKS_CNI_Policy``, which node roles no longer carry."""
+ADDON_NAMESPACE: Final = "kube-system"
+"""Where EKS managed add-ons run their controllers."""
 DEFAULT_STORAGE_CLASS: Final = "gp3"
 
 
@@ -240,6 +247,7 @@ class Cluster(pulumi.ComponentResource):
         protect: bool,
         logs_key_arn: pulumi.Input[str],
         account_id: str,
+        region: str,
         deploy_path: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -258,6 +266,7 @@ class Cluster(pulumi.ComponentResource):
             protect: protect the cluster and its secrets key from deletion (production).
             logs_key_arn: customer KMS key of the control-plane log group.
             account_id: the stack's account, which administers the secrets key.
+            region: the cluster's region (its ARN, which add-on roles trust).
             deploy_path: resources deployments reach the API through (the network's transit
                 gateway attachment and routes); with the API's 443 rules, the Kubernetes
                 provider depends on them, so they exist before any in-cluster resource and go
@@ -387,18 +396,40 @@ class Cluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
             )
 
+        cluster_arn = eks_cluster_arn(region, account_id, name)
+        identity_agent = self._addon(
+            name, "eks-pod-identity-agent", addon_versions.eks_pod_identity_agent, after_cluster
+        )
+        # The CNI assigns addresses with its own role, not the node's: a node's credentials
+        # cannot then move a private address (the admin client's no-squash one) to another
+        # interface. The agent (host network, needs no pod address) serves the CNI's
+        # credentials, so it comes first; both exist before the first node joins.
+        cni_role = role_with_policies(
+            f"{name}-vpc-cni",
+            trust_policy=pod_identity_trust_policy(
+                cluster_arn, ADDON_NAMESPACE, VPC_CNI_SERVICE_ACCOUNT
+            ),
+            managed_policies=[VPC_CNI_POLICY],
+            opts=child,
+        )
+        vpc_cni = self._addon(
+            name,
+            "vpc-cni",
+            addon_versions.vpc_cni,
+            pulumi.ResourceOptions(
+                parent=self, depends_on=[self.eks_cluster, identity_agent, *cni_role.ready]
+            ),
+            configuration_values=VPC_CNI_CONFIGURATION,
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(
+                    role_arn=cni_role.role.arn, service_account=VPC_CNI_SERVICE_ACCOUNT
+                )
+            ],
+        )
         early_addons = [
-            self._addon(
-                name,
-                "vpc-cni",
-                addon_versions.vpc_cni,
-                after_cluster,
-                configuration_values=VPC_CNI_CONFIGURATION,
-            ),
+            vpc_cni,
             self._addon(name, "kube-proxy", addon_versions.kube_proxy, after_cluster),
-            self._addon(
-                name, "eks-pod-identity-agent", addon_versions.eks_pod_identity_agent, after_cluster
-            ),
+            identity_agent,
         ]
 
         node_group = self._system_node_group(name, cluster, private_subnet_ids, tags, early_addons)
@@ -406,7 +437,9 @@ class Cluster(pulumi.ComponentResource):
         coredns = self._addon(name, "coredns", addon_versions.coredns, after_nodes)
         ebs_role = role_with_policies(
             f"{name}-ebs-csi",
-            trust_policy=pod_identity_trust_policy(),
+            trust_policy=pod_identity_trust_policy(
+                cluster_arn, ADDON_NAMESPACE, EBS_CSI_SERVICE_ACCOUNT
+            ),
             managed_policies=["service-role/AmazonEBSCSIDriverPolicy"],
             opts=child,
         )

@@ -13,11 +13,17 @@ POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
 EKS_NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryPullOnly",
     "AmazonSSMManagedInstanceCore",
 )
-"""Managed policies of every node role (system node group and Karpenter nodes)."""
+"""Managed policies of every node role (system node group and Karpenter nodes).
+
+Not ``AmazonEKS_CNI_Policy``: the VPC CNI has its own Pod Identity role
+(:data:`VPC_CNI_POLICY`), so node credentials cannot assign or move private addresses
+(``ec2:AssignPrivateIpAddresses``), e.g. the admin client's no-squash address onto another
+interface."""
+VPC_CNI_POLICY: Final = "AmazonEKS_CNI_Policy"
+"""Managed policy of the VPC CNI's own role (service account ``kube-system/aws-node``)."""
 
 
 IMDSV2_ONE_HOP: Final = {
@@ -127,9 +133,46 @@ def deny_insecure_transport(sid: str, service: str, resources: str | list[str]) 
     }
 
 
-def pod_identity_trust_policy() -> dict[str, Any]:
-    """Trust policy for a role that pods receive through EKS Pod Identity."""
-    return service_trust_policy(POD_IDENTITY_PRINCIPAL, tag_session=True)
+def eks_cluster_arn(region: str, account_id: str, cluster_name: str) -> str:
+    """ARN of an EKS cluster: what EKS Pod Identity's ``eks-cluster-arn`` session tag carries.
+
+    Args:
+        region: the cluster's region.
+        account_id: the cluster's account.
+        cluster_name: the cluster's name.
+    """
+    return f"arn:aws:eks:{region}:{account_id}:cluster/{cluster_name}"
+
+
+def pod_identity_trust_policy(
+    cluster_arn: str, namespace: str, service_account: str
+) -> dict[str, Any]:
+    """Trust policy for a role that one service account's pods receive through EKS Pod Identity.
+
+    Without conditions, any Pod Identity association in the account, on any cluster and in any
+    namespace, could be given the role. EKS Pod Identity tags the role session with the
+    cluster's ARN, the namespace and the service account (Amazon EKS User Guide, "Create IAM
+    role with trust policy required by EKS Pod Identity" and "Enable or disable session tags":
+    https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html,
+    https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html), so the trust requires
+    all three on both ``sts:AssumeRole`` and ``sts:TagSession``. An association made with
+    session tags disabled carries none, and is refused.
+
+    Args:
+        cluster_arn: the one cluster whose associations may use the role
+            (:func:`eks_cluster_arn`).
+        namespace: the namespace of the service account.
+        service_account: the service account's name.
+    """
+    policy = service_trust_policy(POD_IDENTITY_PRINCIPAL, tag_session=True)
+    policy["Statement"][0]["Condition"] = {
+        "StringEquals": {
+            "aws:RequestTag/eks-cluster-arn": cluster_arn,
+            "aws:RequestTag/kubernetes-namespace": namespace,
+            "aws:RequestTag/kubernetes-service-account": service_account,
+        }
+    }
+    return policy
 
 
 def managed_policy_arn(name: str) -> str:

@@ -21,6 +21,7 @@ from components.helm import release, with_system_placement
 from components.iam import (
     EKS_NODE_POLICIES,
     deny_insecure_transport,
+    eks_cluster_arn,
     pod_identity_trust_policy,
     role_with_policies,
     service_trust_policy,
@@ -441,7 +442,9 @@ class Karpenter(pulumi.ComponentResource):
 
         controller_role = role_with_policies(
             f"{name}-controller",
-            trust_policy=pod_identity_trust_policy(),
+            trust_policy=pod_identity_trust_policy(
+                eks_cluster_arn(region, account_id, cluster_name), NAMESPACE, SERVICE_ACCOUNT
+            ),
             managed_policies=[],
             opts=child,
         )

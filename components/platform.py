@@ -276,6 +276,7 @@ def build_cluster(
         protect=config.protect_stateful_resources,
         logs_key_arn=logs_key_arn,
         account_id=config.account_id,
+        region=config.region,
         deploy_path=deploy_path,
         opts=opts,
     )

@@ -261,12 +261,13 @@ def test_each_team_reaches_its_own_prefixes_and_no_other_teams(
             assert not _lists(policy, part.bucket, "")
 
 
-def test_dataset_paths_are_writable_and_checkpoint_copies_read_only() -> None:
-    """Imported paths take uploads (they appear on /fsx); export-only copies belong to FSx."""
+def test_import_only_datasets_and_checkpoint_copies_are_read_only() -> None:
+    """Import-only paths take no team uploads (their POSIX metadata would set modes on /fsx);
+    export-only copies belong to FSx."""
     config = parse_platform_config(stack_data("prod"))
     parts = {(p.bucket.split("-")[3], p.prefix): p.writable for p in team_prefixes(config, "a")}
     assert parts == {
-        ("datasets", "a/"): True,
+        ("datasets", "a/"): False,
         ("checkpoints", "checkpoints/a/"): False,
         ("checkpoints", "artifacts/a/"): False,
     }

@@ -62,10 +62,10 @@ ALLOWED_DIFFERENCES = {
         "partition ARNs only"
     ),
 }
-# The template's KarpenterNodeRole: managed policies of the Karpenter node role.
+# The template's KarpenterNodeRole: managed policies of the Karpenter node role, less
+# AmazonEKS_CNI_Policy, which the VPC CNI's own Pod Identity role holds (components/iam.py).
 NODE_MANAGED_POLICIES = {
     "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryPullOnly",
     "AmazonSSMManagedInstanceCore",
 }

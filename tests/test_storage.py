@@ -31,6 +31,7 @@ from components.storage import (
     access_log_bucket_policy,
     association_s3_config,
     data_key_policy,
+    data_key_principals,
     data_repository_path,
     lustre_egress,
     lustre_ingress,
@@ -540,7 +541,9 @@ def test_data_key_and_its_alias(cases: dict[str, StackCase], stack: str) -> None
     # the data key's own statements, and Scheduler's where the stack has release schedules
     # (tests/test_data_path.py proves those)
     assert policy == with_release_schedules(
-        data_key_policy(case.raw["accountId"], case.raw["region"]),
+        data_key_policy(
+            case.raw["accountId"], case.raw["region"], data_key_principals(case.config)
+        ),
         case.config,
         case.config.storage.lustre,
     )
@@ -1288,7 +1291,8 @@ def test_tls_only_bucket_policy() -> None:
 
 
 def test_data_key_policy_limits_use_to_the_account_and_its_s3_and_fsx() -> None:
-    policy = data_key_policy("123456789012", "eu-west-1")
+    principals = ["arn:aws:iam::123456789012:role/training-dev-ml-jobs"]
+    policy = data_key_policy("123456789012", "eu-west-1", principals)
     assert policy["Version"] == "2012-10-17"
     statements = policy["Statement"]
     unconditional = [s for s in statements if "Condition" not in s]
@@ -1302,7 +1306,8 @@ def test_data_key_policy_limits_use_to_the_account_and_its_s3_and_fsx() -> None:
     (use,) = conditional
     assert use["Effect"] == "Allow"
     condition = use["Condition"]
-    assert set(condition) == {"StringEquals"}
+    assert set(condition) == {"StringEquals", "ArnLike"}
+    assert condition["ArnLike"] == {"aws:PrincipalArn": principals}
     equals = condition["StringEquals"]
     assert equals["kms:CallerAccount"] == "123456789012"
     assert sorted(equals["kms:ViaService"]) == [
@@ -1317,7 +1322,7 @@ def test_data_key_policy_limits_use_to_the_account_and_its_s3_and_fsx() -> None:
         principal = statement["Principal"]
         if principal in ("*", {"AWS": "*"}):
             assert statement is use, "a wildcard principal only with account and service limits"
-    other = data_key_policy("210987654321", "us-east-2")
+    other = data_key_policy("210987654321", "us-east-2", principals)
     other_equals = other["Statement"][1]["Condition"]["StringEquals"]
     assert other_equals["kms:CallerAccount"] == "210987654321"
     assert "s3.us-east-2.amazonaws.com" in other_equals["kms:ViaService"]

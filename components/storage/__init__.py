@@ -39,6 +39,8 @@ from components.storage.buckets import (
 from components.storage.capacity import capacity, with_release_schedules
 from components.storage.iam import (
     data_key_policy,
+    data_key_principals,
+    import_only_prefixes,
     team_data_policy,
     team_prefixes,
     team_role,
@@ -71,7 +73,9 @@ __all__ = [
     "association_s3_config",
     "current_version_rules",
     "data_key_policy",
+    "data_key_principals",
     "data_repository_path",
+    "import_only_prefixes",
     "lustre_egress",
     "lustre_ingress",
     "lustre_node_affinity",
@@ -152,7 +156,9 @@ class Storage(pulumi.ComponentResource):
             protect=config.protect_stateful_resources,
             parent=self,
             policy=with_release_schedules(
-                data_key_policy(config.account_id, config.region), config, storage.lustre
+                data_key_policy(config.account_id, config.region, data_key_principals(config)),
+                config,
+                storage.lustre,
             ),
         )
         bucket_ready: dict[str, list[pulumi.Resource]] = {}

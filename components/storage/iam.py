@@ -15,22 +15,67 @@ import pulumi
 import pulumi_aws as aws
 
 from components.config import PlatformConfig, association_bucket_name, bucket_name
-from components.iam import account_administers_key, pod_identity_trust_policy, role_with_policies
+from components.iam import (
+    account_administers_key,
+    eks_cluster_arn,
+    pod_identity_trust_policy,
+    role_with_policies,
+)
 from components.teams import JOB_SERVICE_ACCOUNT
 
+FSX_SERVICE_LINKED_ROLES: Final = (
+    "aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*",
+    "aws-service-role/fsx.amazonaws.com/AWSServiceRoleForAmazonFSx",
+)
+"""Roles FSx acts as: one per file system for its data repository associations (the path the
+managed policy FSxDeleteServiceLinkedRoleAccess names), and FSx's own."""
 
-def data_key_policy(account_id: str, region: str) -> dict[str, Any]:
-    """Key policy of the data key: account administers it; S3 and FSx use it in this account.
 
-    FSx reaches SSE-KMS buckets through a service-linked role created per file system, so use is
-    granted through the services (``kms:ViaService``) rather than to named roles.
+def data_key_principals(config: PlatformConfig) -> list[str]:
+    """Every principal (ARN or ARN pattern) that may use the data key through S3 or FSx.
+
+    This stack's roles only: each team's job role, FSx's service-linked roles (the file system
+    and its associations), the deployer (it creates the file system, and FSx makes its key
+    grant on the deployer's behalf) and the cluster's admins (who put datasets under the
+    import-only prefixes, which team roles may not write). Sorted, so the policy is stable.
+
+    Args:
+        config: the validated platform (account, cluster principals, teams, storage).
+    """
+    account = config.account_id
+    teams = [
+        f"arn:aws:iam::{account}:role/{team_role_name(config.name, team.name)}"
+        for team in config.teams
+        if team_prefixes(config, team.name)
+    ]
+    services = [f"arn:aws:iam::{account}:role/{role}" for role in FSX_SERVICE_LINKED_ROLES]
+    cluster = config.cluster
+    operators = [cluster.deployer_principal_arn, *cluster.admin_principal_arns]
+    return sorted({*teams, *services, *operators})
+
+
+def data_key_policy(account_id: str, region: str, principals: list[str]) -> dict[str, Any]:
+    """Key policy of the data key: account administers it; this stack's roles use it via S3/FSx.
+
+    FSx reaches SSE-KMS buckets through a service-linked role created per file system, so use
+    is granted through the services (``kms:ViaService``) and to the principals by ARN pattern
+    (``aws:PrincipalArn``, the role's ARN for a role session), not to every principal of the
+    account: a role of the account that S3 lets read a bucket still cannot decrypt its objects.
+    A principal the account's IAM policies grant this key explicitly (the first statement)
+    still may: that is the account administering its key.
+
+    Args:
+        account_id: the stack's account.
+        region: the stack's region (the services' endpoints).
+        principals: ARNs or ARN patterns of the principals that use the key
+            (:func:`data_key_principals`).
     """
     return {
         "Version": "2012-10-17",
         "Statement": [
             account_administers_key(account_id),
             {
-                "Sid": "UseThroughS3AndFSx",
+                "Sid": "UseThroughS3AndFSxByThisStacksRoles",
                 "Effect": "Allow",
                 "Principal": {"AWS": "*"},
                 "Action": [
@@ -49,7 +94,8 @@ def data_key_policy(account_id: str, region: str) -> dict[str, Any]:
                             f"s3.{region}.amazonaws.com",
                             f"fsx.{region}.amazonaws.com",
                         ],
-                    }
+                    },
+                    "ArnLike": {"aws:PrincipalArn": principals},
                 },
             },
         ],
@@ -75,10 +121,13 @@ def team_prefixes(config: PlatformConfig, team: str) -> list[TeamPrefix]:
     """Every part of the data buckets a team's jobs reach with their own identity.
 
     Under each association, the team's directory ``<path>/<team>`` is ``<prefix><team>/`` in
-    the association's bucket: writable where the path imports from S3 (what lands there appears
-    on the file system), read-only where it only exports, since the file system owns that copy
-    and a direct write would never reach it. In a bucket with ``teamAccess`` the team owns
-    ``<team>/``. Never the whole bucket: one team's role cannot read or delete another's data.
+    the association's bucket: writable only where the path both imports and exports. Read-only
+    where it only exports, since the file system owns that copy and a direct write would never
+    reach it, and where it only imports (:func:`import_only_prefixes`): an object written there
+    becomes a file or directory with the owner and mode its POSIX metadata names, so a team
+    could give its directory other modes, or itself a file another uid owns. In a bucket with
+    ``teamAccess`` the team owns ``<team>/``. Never the whole bucket: one team's role cannot
+    read or delete another's data.
 
     Args:
         config: the validated platform (buckets, associations).
@@ -90,7 +139,11 @@ def team_prefixes(config: PlatformConfig, team: str) -> list[TeamPrefix]:
         s3_name = association_bucket_name(config, association)
         if s3_name is not None:
             prefixes.append(
-                TeamPrefix(s3_name, f"{association.s3_prefix}{team}/", bool(association.imports))
+                TeamPrefix(
+                    s3_name,
+                    f"{association.s3_prefix}{team}/",
+                    writable=bool(association.imports) and bool(association.export_events),
+                )
             )
     prefixes += [
         TeamPrefix(bucket_name(config, bucket), f"{team}/", writable=True)
@@ -100,6 +153,31 @@ def team_prefixes(config: PlatformConfig, team: str) -> list[TeamPrefix]:
     return prefixes
 
 
+def import_only_prefixes(config: PlatformConfig) -> list[TeamPrefix]:
+    """Every association prefix that only imports into the file system (nothing exported).
+
+    What lands there, a directory object (a key ending in ``/``) included, FSx imports with
+    the owner, group and mode its ``x-amz-meta-file-*`` metadata names (FSx for Lustre user
+    guide, "POSIX metadata support for data repositories"), over the layout the admin client
+    made (mode 2750, :data:`components.storage.layout.IMPORT_ONLY_DIRECTORY_MODE`). Team
+    roles are refused every write under the whole prefix (:func:`team_data_policy`), whatever
+    else allows it; the cluster's admins put datasets there.
+
+    Args:
+        config: the validated platform (associations and their buckets).
+    """
+    lustre = config.storage.lustre
+    prefixes: list[TeamPrefix] = []
+    for association in lustre.associations if lustre else []:
+        s3_name = association_bucket_name(config, association)
+        if s3_name is not None and association.imports and not association.export_events:
+            prefixes.append(TeamPrefix(s3_name, association.s3_prefix, writable=False))
+    return prefixes
+
+
+S3_DENIED_UNDER_IMPORTS: Final = ("s3:PutObject*", "s3:DeleteObject*", "s3:RestoreObject")
+"""Everything a team role is refused under an import-only prefix: writes, deletes (of an
+object or a version: a team could otherwise make FSx drop a file on import), tags, ACLs."""
 S3_READ_ACTIONS: Final = ("s3:GetObject", "s3:GetObjectVersion")
 S3_WRITE_ACTIONS: Final = (
     "s3:PutObject",
@@ -135,7 +213,9 @@ def team_role_name(cluster: str, team: str) -> str:
     return fitted_name(f"{cluster}-{team}", "jobs", IAM_ROLE_NAME_LIMIT)
 
 
-def team_data_policy(prefixes: list[TeamPrefix]) -> dict[str, Any]:
+def team_data_policy(
+    prefixes: list[TeamPrefix], import_only: list[TeamPrefix] | None = None
+) -> dict[str, Any]:
     """The job role's policy: list, read (and write where allowed) only the team's prefixes.
 
     Listing is allowed on the bucket only for keys under the team's prefixes
@@ -145,8 +225,22 @@ def team_data_policy(prefixes: list[TeamPrefix]) -> dict[str, Any]:
 
     Args:
         prefixes: what the team reaches (:func:`team_prefixes`), at least one.
+        import_only: prefixes under which every write is refused explicitly
+            (:func:`import_only_prefixes`), even where another prefix allows it (a
+            ``teamAccess`` bucket that an association imports). Default: none.
     """
     statements: list[dict[str, Any]] = []
+    if import_only:
+        statements.append(
+            {
+                "Sid": "NoWritesUnderImportOnlyPrefixes",
+                "Effect": "Deny",
+                "Action": list(S3_DENIED_UNDER_IMPORTS),
+                "Resource": sorted(
+                    {f"arn:aws:s3:::{part.bucket}/{part.prefix}*" for part in import_only}
+                ),
+            }
+        )
     for index, part in enumerate(prefixes):
         bucket_arn = f"arn:aws:s3:::{part.bucket}"
         actions = [*S3_READ_ACTIONS, *(S3_WRITE_ACTIONS if part.writable else ())]
@@ -201,13 +295,18 @@ def team_role(
         return None
     child = pulumi.ResourceOptions(parent=parent)
     role = role_with_policies(
-        f"{name}-{team}-jobs", trust_policy=pod_identity_trust_policy(), managed_policies=[],
-        opts=child, role_name=team_role_name(config.name, team),
+        f"{name}-{team}-jobs",
+        trust_policy=pod_identity_trust_policy(
+            eks_cluster_arn(config.region, config.account_id, config.name),
+            team,
+            JOB_SERVICE_ACCOUNT,
+        ),
+        managed_policies=[], opts=child, role_name=team_role_name(config.name, team),
     )  # fmt: skip
     data = aws.iam.RolePolicy(
         f"{name}-{team}-jobs",
         role=role.role.id,
-        policy=json.dumps(team_data_policy(prefixes)),
+        policy=json.dumps(team_data_policy(prefixes, import_only_prefixes(config))),
         opts=child,
     )
     aws.eks.PodIdentityAssociation(

@@ -22,7 +22,7 @@ from components import versions
 from components.admission import enforced_policy
 from components.config import LustreConfig, PlatformConfig
 from components.config.storage import LUSTRE_FIRST_STEPS_GIB, TEAM_CLAIM_PREFIX
-from components.iam import pod_identity_trust_policy, role_with_policies
+from components.iam import eks_cluster_arn, pod_identity_trust_policy, role_with_policies
 from components.node_pools import LUSTRE_CLIENT_LABEL, ZONE
 from components.storage.layout import TeamDirectory, team_directories
 from components.teams import TEAM_LABEL
@@ -294,8 +294,13 @@ def csi(
     """
     child = pulumi.ResourceOptions(parent=parent)
     role = role_with_policies(
-        f"{name}-fsx-csi", trust_policy=pod_identity_trust_policy(), managed_policies=[],
-        opts=child,
+        f"{name}-fsx-csi",
+        trust_policy=pod_identity_trust_policy(
+            eks_cluster_arn(config.region, config.account_id, config.name),
+            "kube-system",
+            CSI_CONTROLLER_SERVICE_ACCOUNT,
+        ),
+        managed_policies=[], opts=child,
     )  # fmt: skip
     # Static volumes only: the controller describes file systems and creates none.
     describe = aws.iam.RolePolicy(
