@@ -13,6 +13,7 @@ from components.admission import enforced_policy
 from components.catalog import EFA_RESOURCE, NEURON_CORE_RESOURCE
 from components.config import TeamConfig
 from components.config.cluster import principal_identity
+from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY, lustre_boundary_policy
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
 from components.tenancy import (
     LEGACY_JOBS,
@@ -275,6 +276,15 @@ class Teams(pulumi.ComponentResource):
             GANG_SIZE_POLICY,
             gang_size_policy(gang_limits, team_label=TEAM_LABEL),
             binding=team_binding(GANG_SIZE_POLICY, team_label=TEAM_LABEL),
+            opts=in_cluster,
+        )
+        # Pods share their node's security groups, and the file servers trust any client that
+        # connects from a privileged port: no team pod may bind one (the Lustre boundary).
+        enforced_policy(
+            f"{name}-lustre-boundary",
+            LUSTRE_BOUNDARY_POLICY,
+            lustre_boundary_policy(team_label=TEAM_LABEL),
+            binding=team_binding(LUSTRE_BOUNDARY_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         for principal_arn, groups in team_access_entries(teams).items():
