@@ -15,6 +15,8 @@ from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from synth.run import StackResult
 from tests.conftest import STACKS
 from tests.test_admission_policies import BINDING, admit
+from tests.test_readme import _marked_examples
+from tests.test_tenancy import _namespace
 from tests.test_tenant_api import _binding, _policy, _team
 
 HARDENED: Final = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
@@ -312,3 +314,14 @@ def test_the_stacks_own_runtimes_and_a_raised_sysctl_pass(
     only["containers"][0]["securityContext"]["capabilities"] = {"drop": ["NET_BIND_SERVICE"]}
     only["securityContext"]["sysctls"] = [{"name": "net.ipv4.tcp_syncookies", "value": "1"}]
     assert admit(policy, _pod(only, name), namespace) == (True, None)
+
+
+def test_every_job_example_of_the_docs_is_admitted(synthesized: dict[str, StackResult]) -> None:
+    """The how-to pages' jobs run as written: their pods keep the privileged ports closed."""
+    examples = _marked_examples("<!-- runs-on: STACK -->")
+    assert examples
+    for stack, document in examples:
+        result = synthesized[stack]
+        policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
+        namespace = _namespace(result, str(document["metadata"]["namespace"]))  # type: ignore[index]
+        assert admit(policy, document, namespace) == (True, None), document["kind"]
