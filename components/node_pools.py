@@ -95,13 +95,17 @@ def slurm_node_pool_name(pool: NodePoolConfig) -> str:
     return pool.name + SLURM_POOL_SUFFIX
 
 
-def node_user_data(pool: NodePoolConfig) -> str | None:
+def node_user_data(pool: NodePoolConfig) -> str:
     """EC2NodeClass user data of a pool (:func:`components.user_data.node_user_data`).
 
     Args:
         pool: the validated pool.
     """
-    return user_data.node_user_data(efa=pool.uses_efa, hugepages_gib=pool.hugepages)
+    return user_data.node_user_data(
+        efa=pool.uses_efa,
+        hugepages_gib=pool.hugepages,
+        bottlerocket=pool.ami_alias.startswith("bottlerocket@"),
+    )
 
 
 def hugepages_overlay_spec(node_pool_name: str, gib: int) -> dict[str, Any]:
@@ -174,9 +178,7 @@ def node_class_spec(
         spec["networkInterfaces"] = efa_network_interfaces(instance.efa_interfaces)
     if placement_group is not None:
         spec["placementGroupSelector"] = {"name": placement_group}
-    user_data = node_user_data(pool)
-    if user_data is not None:
-        spec["userData"] = user_data
+    spec["userData"] = node_user_data(pool)
     if pool.capacity_type == "reserved":
         spec["capacityReservationSelectorTerms"] = [
             {"id": reservation} for reservation in pool.capacity_reservation_ids

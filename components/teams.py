@@ -15,6 +15,7 @@ from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_CORE_RESOURCE,
 from components.config import NodePoolConfig, TeamConfig
 from components.config.cluster import principal_identity
 from components.device_plugins import NEURON_DEVICE_RESOURCE, NEURON_SCHEDULER_NAME
+from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY, lustre_boundary_policy
 from components.node_pools import slurm_taint
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
 from components.tenancy import (
@@ -379,6 +380,15 @@ class Teams(pulumi.ComponentResource):
             TENANT_PODS_POLICY,
             team_pods_policy(teams),
             binding=tenant_pods_binding(TENANT_PODS_POLICY, team_label=TEAM_LABEL),
+            opts=in_cluster,
+        )
+        # Pods share their node's security groups, and the file servers trust any client that
+        # connects from a privileged port: no team pod may bind one (the Lustre boundary).
+        enforced_policy(
+            f"{name}-lustre-boundary",
+            LUSTRE_BOUNDARY_POLICY,
+            lustre_boundary_policy(team_label=TEAM_LABEL),
+            binding=team_binding(LUSTRE_BOUNDARY_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         for principal_arn, groups in team_access_entries(teams).items():

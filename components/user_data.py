@@ -71,40 +71,78 @@ lets a container pin without CAP_IPC_LOCK (team namespaces drop every capability
 components/tenancy.py). The list replaces the AMI's, so its open-files limit is restated."""
 
 
-def efa_node_config() -> dict[str, Any]:
-    """The nodeadm NodeConfig that raises the memlock limit of every container on the node.
+CONTAINERD_PRIVILEGED_PORTS: Final = (
+    "[plugins.'io.containerd.cri.v1.runtime']\nenable_unprivileged_ports = false\n"
+)
+"""containerd config merged into every node's: pods keep the kernel's privileged ports.
 
-    ``containerd.baseRuntimeSpec`` is merged over the AMI's base OCI spec (amazon-eks-ami
-    doc/usage/al2023.md, "Modifying container RLIMITs"); nodeadm merges it with the NodeConfig
-    Karpenter puts before the custom parts (karpenter-provider-aws v1.14.1
-    pkg/providers/amifamily/bootstrap/nodeadm.go, Script), which sets no containerd field.
+containerd 2 sets ``net.ipv4.ip_unprivileged_port_start=0`` in every pod's network namespace
+unless the pod sets it (its CRI ``enable_unprivileged_ports`` defaults to true:
+containerd ``internal/cri/config/config_unix.go``, DefaultRuntimeConfig), and the AL2023 AMI's
+template for containerd 2 leaves it so (amazon-eks-ami ``nodeadm/internal/containerd/
+config2.template.toml``). Any process of any pod could then bind a source port below 1024,
+which is all the Lustre servers ask of a client before trusting the ids it claims
+(docs/concepts/tenancy.md, "The Lustre boundary"). Off, a pod's namespace starts at the
+kernel's 1024, and only CAP_NET_BIND_SERVICE binds below it, which team pods drop
+(:mod:`components.lustre_boundary`). The key is the CRI runtime plugin's in containerd's config
+version 3, the one the AMI writes for containerd 2; nodeadm merges ``containerd.config`` over
+its template (amazon-eks-ami doc/usage/al2023.md)."""
+
+
+def node_config(*, efa: bool) -> dict[str, Any]:
+    """The nodeadm NodeConfig of a node: privileged ports kept, and EFA's memlock limit.
+
+    Every node gets :data:`CONTAINERD_PRIVILEGED_PORTS`. An EFA node also gets
+    ``containerd.baseRuntimeSpec``, merged over the AMI's base OCI spec (amazon-eks-ami
+    doc/usage/al2023.md, "Modifying container RLIMITs"), which raises the memlock limit of
+    every container. nodeadm merges this NodeConfig with the one Karpenter puts before the
+    custom parts (karpenter-provider-aws v1.14.1 pkg/providers/amifamily/bootstrap/nodeadm.go,
+    Script), which sets no containerd field.
+
+    Args:
+        efa: the node has EFA interfaces.
     """
+    containerd: dict[str, Any] = {"config": CONTAINERD_PRIVILEGED_PORTS}
+    if efa:
+        containerd["baseRuntimeSpec"] = {"process": {"rlimits": list(CONTAINER_RLIMITS)}}
     return {
         "apiVersion": "node.eks.aws/v1alpha1",
         "kind": "NodeConfig",
-        "spec": {
-            "containerd": {"baseRuntimeSpec": {"process": {"rlimits": list(CONTAINER_RLIMITS)}}}
-        },
+        "spec": {"containerd": containerd},
     }
 
 
-def node_user_data(*, efa: bool, hugepages_gib: int) -> str | None:
-    """A node's user data: a MIME multi-part document, or None when it needs none.
+def efa_node_config() -> dict[str, Any]:
+    """The NodeConfig of an EFA node (:func:`node_config`)."""
+    return node_config(efa=True)
 
-    EFA nodes get :func:`efa_node_config`; nodes with huge pages get :func:`hugepages_script`.
-    Karpenter adds its own NodeConfig part to these.
+
+BOTTLEROCKET_PRIVILEGED_PORTS: Final = (
+    '[settings.container-runtime]\n"enable-unprivileged-ports" = false\n'
+)
+"""A Bottlerocket node's user data (TOML settings, which Karpenter merges with its own): the
+same as :data:`CONTAINERD_PRIVILEGED_PORTS`, through Bottlerocket's
+``settings.container-runtime.enable-unprivileged-ports``."""
+
+
+def node_user_data(*, efa: bool, hugepages_gib: int, bottlerocket: bool = False) -> str:
+    """A node's user data: a MIME multi-part document (AL2023) or TOML settings (Bottlerocket).
+
+    Every AL2023 node gets :func:`node_config`; nodes with huge pages get
+    :func:`hugepages_script`. Karpenter adds its own NodeConfig part to these. A Bottlerocket
+    node gets :data:`BOTTLEROCKET_PRIVILEGED_PORTS` only (config refuses huge pages there).
 
     Args:
         efa: the node has EFA interfaces.
         hugepages_gib: huge pages to reserve, in GiB (0: none).
+        bottlerocket: the node runs Bottlerocket, whose user data Karpenter reads as TOML.
+            Default False (AL2023).
     """
-    parts: list[tuple[str, str]] = []
-    if efa:
-        parts.append((NODE_CONFIG_PART, yaml.safe_dump(efa_node_config())))
+    if bottlerocket:
+        return BOTTLEROCKET_PRIVILEGED_PORTS
+    parts: list[tuple[str, str]] = [(NODE_CONFIG_PART, yaml.safe_dump(node_config(efa=efa)))]
     if hugepages_gib:
         parts.append((SHELL_SCRIPT_PART, hugepages_script(hugepages_gib)))
-    if not parts:
-        return None
     return multipart_user_data(parts)
 
 

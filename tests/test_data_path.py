@@ -32,6 +32,7 @@ from components.storage import (
     team_role_name,
 )
 from components.storage.capacity import with_release_schedules
+from components.storage.iam import data_key_principals
 from components.teams import JOB_SERVICE_ACCOUNT
 from components.trainer import runtime_spec
 from synth.run import StackResult
@@ -756,7 +757,7 @@ def test_release_schedules_are_encrypted_with_the_data_key_scheduler_may_use(
 
 def test_a_stack_without_release_schedules_adds_nothing_to_the_data_key() -> None:
     config = parse_platform_config(stack_data("dev"))
-    base = data_key_policy(config.account_id, config.region)
+    base = data_key_policy(config.account_id, config.region, data_key_principals(config))
     assert with_release_schedules(base, config, None) == base
     lustre = config.storage.lustre
     assert lustre is not None

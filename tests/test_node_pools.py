@@ -5,6 +5,7 @@ from __future__ import annotations
 import email
 import re
 import subprocess
+import tomllib
 from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
@@ -934,11 +935,13 @@ def test_efa_nodes_let_every_container_lock_memory(
     an EFA node's containerd gives every container an unlimited memlock limit."""
     case = cases[stack]
     node_class = _by_object_name(case.run, NODE_CLASS, name).inputs["spec"]
-    parts = _user_data_parts(node_class["userData"]) if "userData" in node_class else {}
-    if not _expects_efa(case.raw_pool(name)):
-        assert "application/node.eks.aws" not in parts
-        return
+    parts = _user_data_parts(node_class["userData"])
     node_config = yaml.safe_load(parts["application/node.eks.aws"])
+    # every node keeps the privileged ports (the Lustre boundary), EFA or not
+    assert "enable_unprivileged_ports = false" in node_config["spec"]["containerd"]["config"]
+    if not _expects_efa(case.raw_pool(name)):
+        assert "baseRuntimeSpec" not in node_config["spec"]["containerd"]
+        return
     assert node_config["apiVersion"] == "node.eks.aws/v1alpha1"
     assert node_config["kind"] == "NodeConfig"
     rlimits = node_config["spec"]["containerd"]["baseRuntimeSpec"]["process"]["rlimits"]
@@ -954,8 +957,23 @@ def test_efa_nodes_let_every_container_lock_memory(
     assert by_type["RLIMIT_NOFILE"]["soft"] >= 65536
 
 
-def test_a_pool_without_efa_or_huge_pages_has_no_user_data() -> None:
-    assert node_user_data(_pool(instanceTypes=["g6e.12xlarge"], efa=False)) is None
+def test_every_pool_keeps_privileged_ports_for_root() -> None:
+    """containerd 2 lets any pod bind ports below 1024 unless told not to: the Lustre servers
+    trust a client that connects from one (docs/concepts/tenancy.md, "The Lustre boundary")."""
+    for efa in (False, True):
+        parts = _user_data_parts(node_user_data(_pool(instanceTypes=["p5.48xlarge"], efa=efa)))
+        containerd = yaml.safe_load(parts["application/node.eks.aws"])["spec"]["containerd"]
+        config = tomllib.loads(containerd["config"])
+        assert config["plugins"]["io.containerd.cri.v1.runtime"] == {
+            "enable_unprivileged_ports": False
+        }
+        assert ("baseRuntimeSpec" in containerd) is efa
+    # Bottlerocket's user data is TOML settings: the same switch, by its own name
+    bottlerocket = node_user_data(
+        _pool(instanceTypes=["g6e.12xlarge"], efa=False, amiAlias="bottlerocket@latest")
+    )
+    settings = tomllib.loads(bottlerocket)["settings"]["container-runtime"]
+    assert settings == {"enable-unprivileged-ports": False}
 
 
 def test_the_user_data_script_reserves_the_pages(tmp_path: Any) -> None:

@@ -1,0 +1,327 @@
+"""The Lustre boundary (issue 39, item 10): no team pod may bind a port below 1024, from which
+the file servers trust whatever uid and groups a client claims. Proven on each stack's
+synthesized ValidatingAdmissionPolicy with its own CEL (``admit``, cel-python): each attack
+refused in every shape that makes pods, and the stacks' runtimes and a hardened pod admitted."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any, Final
+
+import pytest
+
+from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
+from synth.run import StackResult
+from tests.conftest import STACKS
+from tests.test_admission_policies import BINDING, admit
+from tests.test_readme import _marked_examples
+from tests.test_tenancy import _namespace
+from tests.test_tenant_api import _binding, _policy, _team
+
+HARDENED: Final = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def _pod_spec(**container: Any) -> dict[str, Any]:
+    main: dict[str, Any] = {
+        "name": "main",
+        "image": "x",
+        "securityContext": copy.deepcopy(HARDENED),
+    }
+    main.update(container)
+    return {
+        "securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "supplementalGroups": [5001]},
+        "containers": [main],
+    }
+
+
+def _root_default() -> dict[str, Any]:
+    """A root container with the runtime's default capabilities (NET_BIND_SERVICE among them)."""
+    spec = _pod_spec()
+    del spec["containers"][0]["securityContext"]
+    del spec["securityContext"]
+    return spec
+
+
+def _adds_bind() -> dict[str, Any]:
+    spec = _pod_spec()
+    spec["containers"][0]["securityContext"]["capabilities"]["add"] = ["NET_BIND_SERVICE"]
+    return spec
+
+
+def _drops_other() -> dict[str, Any]:
+    spec = _pod_spec()
+    spec["containers"][0]["securityContext"]["capabilities"]["drop"] = ["NET_RAW"]
+    return spec
+
+
+def _sysctl(value: str, name: str = "net.ipv4.ip_unprivileged_port_start") -> dict[str, Any]:
+    spec = _pod_spec()
+    spec["securityContext"]["sysctls"] = [{"name": name, "value": value}]
+    return spec
+
+
+def _init_keeps() -> dict[str, Any]:
+    spec = _pod_spec()
+    spec["initContainers"] = [{"name": "fetch", "image": "x"}]
+    return spec
+
+
+def _host_network() -> dict[str, Any]:
+    spec = _pod_spec()
+    spec["hostNetwork"] = True
+    return spec
+
+
+ATTACKS: Final[dict[str, Callable[[], dict[str, Any]]]] = {
+    "root-with-default-capabilities": _root_default,
+    "adds-net-bind-service": _adds_bind,
+    "drops-only-net-raw": _drops_other,
+    "sysctl-zero": lambda: _sysctl("0"),
+    "sysctl-1023": lambda: _sysctl("1023"),
+    "sysctl-slash-separated": lambda: _sysctl("0", "net/ipv4/ip_unprivileged_port_start"),
+    "init-container-keeps-it": _init_keeps,
+    "host-network": _host_network,
+}
+
+
+def _pod(spec: dict[str, Any], namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def _shapes(spec: dict[str, Any], namespace: str) -> dict[str, dict[str, Any]]:
+    """The same pod spec in every kind that makes pods from a template."""
+    metadata = {"name": "probe", "namespace": namespace}
+    template = {"metadata": {"labels": {"app": "probe"}}, "spec": spec}
+    job_spec = {"template": template}
+    shapes: dict[str, dict[str, Any]] = {"Pod": _pod(spec, namespace)}
+    for kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet"):
+        shapes[kind] = {
+            "apiVersion": "apps/v1",
+            "kind": kind,
+            "metadata": metadata,
+            "spec": {"selector": {"matchLabels": {"app": "probe"}}, "template": template},
+        }
+    shapes["Job"] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": job_spec,
+    }
+    shapes["CronJob"] = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": metadata,
+        "spec": {"schedule": "@daily", "jobTemplate": {"spec": job_spec}},
+    }
+    shapes["JobSet"] = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": metadata,
+        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": job_spec}}]},
+    }
+    shapes["PyTorchJob"] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": metadata,
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": template}}},
+    }
+    shapes["VolcanoJob"] = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {"queue": namespace, "tasks": [{"name": "w", "replicas": 2, "template": template}]},
+    }
+    return shapes
+
+
+def _trainjob(namespace: str, patch_spec: dict[str, Any] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"runtimeRef": {"name": "torch-gpu-small", "kind": "TrainingRuntime"}}
+    if patch_spec is not None:
+        spec["runtimePatches"] = [
+            {
+                "manager": "me",
+                "trainingRuntimeSpec": {
+                    "template": {
+                        "spec": {
+                            "replicatedJobs": [
+                                {
+                                    "name": "node",
+                                    "template": {"spec": {"template": {"spec": patch_spec}}},
+                                }
+                            ]
+                        }
+                    }
+                },
+            }
+        ]
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "job", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_policy_is_bound_to_team_namespaces(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
+    binding = _binding(result, LUSTRE_BOUNDARY_POLICY)
+    assert binding["validationActions"] == ["Deny"]
+    assert binding["matchResources"]["namespaceSelector"] == {
+        "matchExpressions": [{"key": "trainingplatform.io/team", "operator": "Exists"}]
+    }
+    assert policy["failurePolicy"] == "Fail"
+    rules = {
+        (group, resource): set(rule["operations"])
+        for rule in policy["matchConstraints"]["resourceRules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    for key in [
+        ("", "pods"),
+        ("", "pods/ephemeralcontainers"),
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("jobset.x-k8s.io", "jobsets"),
+        ("trainer.kubeflow.org", "trainjobs"),
+        ("kubeflow.org", "pytorchjobs"),
+        ("batch.volcano.sh", "jobs"),
+    ]:
+        assert rules[key] == {"CREATE", "UPDATE"}, key
+    assert any(r.type == BINDING for r in result.records)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_no_team_pod_may_bind_a_privileged_port(
+    synthesized: dict[str, StackResult], stack: str, attack: str
+) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
+    namespace, _, _ = _team(result)
+    name = namespace["metadata"]["name"]
+    for kind, obj in _shapes(ATTACKS[attack](), name).items():
+        ok, message = admit(policy, obj, namespace)
+        assert not ok, (attack, kind)
+        assert message and "Lustre" in message and "NET_BIND_SERVICE" in message
+    # the legitimate spec in every shape is admitted, and a change to the attack refused
+    for kind, obj in _shapes(_pod_spec(), name).items():
+        assert admit(policy, obj, namespace) == (True, None), kind
+        attacked = _shapes(ATTACKS[attack](), name)[kind]
+        assert not admit(policy, attacked, namespace, old=obj)[0], (attack, kind)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_ephemeral_containers_are_judged_too(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """``kubectl debug`` adds an ephemeral container with an UPDATE of the running pod."""
+    result = synthesized[stack]
+    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
+    namespace, _, _ = _team(result)
+    running = _pod(_pod_spec(), namespace["metadata"]["name"])
+    debugged = copy.deepcopy(running)
+    debugged["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox"}]
+    ok, message = admit(policy, debugged, namespace, old=running)
+    assert not ok and message
+    debugged["spec"]["ephemeralContainers"][0]["securityContext"] = copy.deepcopy(HARDENED)
+    assert admit(policy, debugged, namespace, old=running) == (True, None)
+    # a status-only update of a pod made before the policy is not judged
+    legacy = _pod(_root_default(), namespace["metadata"]["name"])
+    relabelled = copy.deepcopy(legacy)
+    relabelled["metadata"]["labels"] = {"x": "y"}
+    assert admit(policy, relabelled, namespace, old=legacy) == (True, None)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_trainjob_patches_may_not_reopen_the_ports(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """A patch merges into the runtime's hardened containers: it is judged on what it says."""
+    result = synthesized[stack]
+    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
+    namespace, _, _ = _team(result)
+    name = namespace["metadata"]["name"]
+    assert admit(policy, _trainjob(name, None), namespace) == (True, None)
+    # a patch that names a container without a security context keeps the runtime's
+    plain = {"containers": [{"name": "node", "env": [{"name": "A", "value": "1"}]}]}
+    assert admit(policy, _trainjob(name, plain), namespace) == (True, None)
+    # adding a capability on baseline's list (not NET_BIND_SERVICE) stays allowed
+    chown = {
+        "containers": [
+            {
+                "name": "node",
+                "securityContext": {"capabilities": {"drop": ["ALL"], "add": ["CHOWN"]}},
+            }
+        ]
+    }
+    assert admit(policy, _trainjob(name, chown), namespace) == (True, None)
+    attacks: dict[str, dict[str, Any]] = {
+        "add": {
+            "containers": [
+                {"name": "node", "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"]}}}
+            ]
+        },
+        "drop-replaced": {
+            "containers": [{"name": "node", "securityContext": {"capabilities": {"drop": []}}}]
+        },
+        "sysctl": {
+            "securityContext": {
+                "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}]
+            }
+        },
+    }
+    for what, patch in attacks.items():
+        ok, message = admit(policy, _trainjob(name, patch), namespace)
+        assert not ok and message, what
+        assert not admit(policy, _trainjob(name, patch), namespace, old=_trainjob(name, None))[0]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_stacks_own_runtimes_and_a_raised_sysctl_pass(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
+    namespace, _, _ = _team(result)
+    name = namespace["metadata"]["name"]
+    runtimes = [
+        r
+        for r in result.records
+        if r.inputs.get("kind") in {"TrainingRuntime", "ClusterTrainingRuntime"}
+    ]
+    assert runtimes
+    for record in runtimes:
+        for job in record.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+            pod = _pod(job["template"]["spec"]["template"]["spec"], name)
+            assert admit(policy, pod, namespace) == (True, None), (record.name, job["name"])
+    # setting the sysctl at or above the kernel's default keeps the ports closed
+    for value in ("1024", "2048"):
+        assert admit(policy, _pod(_sysctl(value), name), namespace) == (True, None)
+    # dropping just NET_BIND_SERVICE is enough; other sysctls are not this policy's business
+    only = _pod_spec()
+    only["containers"][0]["securityContext"]["capabilities"] = {"drop": ["NET_BIND_SERVICE"]}
+    only["securityContext"]["sysctls"] = [{"name": "net.ipv4.tcp_syncookies", "value": "1"}]
+    assert admit(policy, _pod(only, name), namespace) == (True, None)
+
+
+def test_every_job_example_of_the_docs_is_admitted(synthesized: dict[str, StackResult]) -> None:
+    """The how-to pages' jobs run as written: their pods keep the privileged ports closed."""
+    examples = _marked_examples("<!-- runs-on: STACK -->")
+    assert examples
+    for stack, document in examples:
+        result = synthesized[stack]
+        policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
+        namespace = _namespace(result, str(document["metadata"]["namespace"]))  # type: ignore[index]
+        assert admit(policy, document, namespace) == (True, None), document["kind"]
