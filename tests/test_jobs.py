@@ -22,7 +22,7 @@ from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.node_pools import LUSTRE_CLIENT_LABEL
 from synth.__main__ import main as synth_main
 from synth.jobs.karpenter import node_pools, volume_node_terms, with_volume_topology
-from synth.jobs.model import PathReport, evaluate_jobs
+from synth.jobs.model import PathReport, evaluate_jobs, quota_applies
 from synth.jobs.placement import required_affinity_holds
 from synth.jobs.rbac import allowed
 from synth.jobs.view import StackView, name_of
@@ -519,3 +519,25 @@ def _project_copy(tmp_path: Any) -> Any:
     shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
     shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
     return project
+
+
+def test_a_quota_scoped_to_other_priority_classes_does_not_bound_a_job() -> None:
+    # Each team namespace's no-system-priority quota (pods: 0, scoped to the system classes)
+    # counts no training pod; a quota scoped to the job's class does (Kubernetes' PriorityClass
+    # scope of scopeSelector).
+    def scoped(operator: str, values: list[str] | None = None) -> dict[str, Any]:
+        expression: dict[str, Any] = {"scopeName": "PriorityClass", "operator": operator}
+        if values is not None:
+            expression["values"] = values
+        return {
+            "spec": {"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [expression]}}
+        }
+
+    system = scoped("In", ["system-node-critical", "system-cluster-critical"])
+    assert not quota_applies(system, "training-standard")
+    assert not quota_applies(system, None)
+    assert quota_applies(system, "system-node-critical")
+    assert quota_applies(scoped("NotIn", ["system-node-critical"]), "training-standard")
+    assert not quota_applies(scoped("DoesNotExist"), "training-standard")
+    assert quota_applies(scoped("Exists"), "training-standard")
+    assert quota_applies({"spec": {"hard": {"pods": "10"}}}, "training-standard")

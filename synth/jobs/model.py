@@ -263,11 +263,43 @@ def _karpenter_bound(
     return Bound(lambda n: nodes_for(n) <= limit, describe)
 
 
+def quota_applies(quota: dict[str, Any], priority_class: str | None) -> bool:
+    """Whether ``quota`` counts a pod of ``priority_class`` (None: the pod names none).
+
+    A quota scoped by ``PriorityClass`` counts only the pods its expression matches (the
+    scope's operators In, NotIn, Exists, DoesNotExist, as the API documents them for
+    ``scopeSelector``); other scopes are taken to count the job's pods, which errs towards
+    the smaller bound.
+    """
+    expressions = ((quota.get("spec") or {}).get("scopeSelector") or {}).get(
+        "matchExpressions"
+    ) or []
+    for expression in expressions:
+        if expression.get("scopeName") != "PriorityClass":
+            continue
+        values = expression.get("values") or []
+        operator = expression.get("operator")
+        matched = {
+            "In": priority_class in values,
+            "NotIn": priority_class is not None and priority_class not in values,
+            "Exists": priority_class is not None,
+            "DoesNotExist": priority_class is None,
+        }.get(str(operator), True)
+        if not matched:
+            return False
+    return True
+
+
 def _quota_bound(
-    stack: Stack, namespace: str, totals: Callable[[int], dict[str, Decimal]]
+    stack: Stack,
+    namespace: str,
+    totals: Callable[[int], dict[str, Decimal]],
+    priority_class: str | None = None,
 ) -> Bound | None:
     hard: dict[str, tuple[str, Decimal]] = {}
     for quota in stack.view.of_kind("ResourceQuota", namespace):
+        if not quota_applies(quota, priority_class):
+            continue
         for key, value in ((quota.get("spec") or {}).get("hard") or {}).items():
             resource = str(key).removeprefix("requests.")
             hard[resource] = (name_of(quota), quantity(value))
@@ -498,7 +530,8 @@ def evaluate_runtime(
         else:
             queue = stack.queues[queue_name]
             bounds += _queue_bounds(stack, queue, totals)
-    quota = _quota_bound(stack, namespace, totals)
+    priority = trainer_job.pod.get("priorityClassName") if trainer_job is not None else None
+    quota = _quota_bound(stack, namespace, totals, priority)
     if quota is not None:
         bounds.append(quota)
 
