@@ -688,10 +688,10 @@ def _key_policy_allows(policy: dict[str, Any], action: str, request: dict[str, s
     """Whether a statement for every principal (``AWS: *``) allows ``action`` in ``request``.
 
     What a principal whose own IAM policies grant nothing on the key gets from the key policy
-    (the account's ``kms:*`` statement hands the rest to IAM). Only ``StringEquals`` appears in
-    these statements: each key must be in the request and equal one of the values (IAM's
-    semantics for a list); a statement with any other operator is refused here, so a new one
-    cannot pass untested.
+    (the account's ``kms:*`` statement hands the rest to IAM). Only ``StringEquals`` and
+    ``ArnLike`` appear in these statements: each key must be in the request and equal (or, for
+    ``ArnLike``, match with ``*`` and ``?``) one of the values (IAM's semantics for a list); a
+    statement with any other operator is refused here, so a new one cannot pass untested.
     """
     for statement in policy["Statement"]:
         if statement["Effect"] != "Allow" or statement["Principal"] not in ("*", {"AWS": "*"}):
@@ -703,11 +703,16 @@ def _key_policy_allows(policy: dict[str, Any], action: str, request: dict[str, s
         ):
             continue
         conditions = statement.get("Condition", {})
-        assert set(conditions) <= {"StringEquals"}, conditions
+        assert set(conditions) <= {"StringEquals", "ArnLike"}, conditions
+
+        def listed(values: str | list[str]) -> list[str]:
+            return [values] if isinstance(values, str) else values
+
         equals = conditions.get("StringEquals", {})
-        if all(
-            key in request and request[key] in ([values] if isinstance(values, str) else values)
-            for key, values in equals.items()
+        like = conditions.get("ArnLike", {})
+        if all(key in request and request[key] in listed(v) for key, v in equals.items()) and all(
+            key in request and any(fnmatch.fnmatchcase(request[key], p) for p in listed(v))
+            for key, v in like.items()
         ):
             return True
     return False
