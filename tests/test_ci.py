@@ -150,8 +150,10 @@ def test_ci_run_checks_lint_types_and_tests_with_reference_data_required() -> No
     checking = lint[lint.index("else") :]  # without --fix: check only
     for check in (".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"):
         assert check in checking, check
-    steps = ["scripts/lint", "scripts/docs", "scripts/renovate validate", "scripts/test"]
+    # In this order; the docs build runs beside the lint and is waited for before the rest.
+    steps = ["scripts/lint", "finish docs", "scripts/renovate validate", "scripts/test"]
     assert [line for line in _commands(CI_RUN) if line in steps] == steps
+    assert "background docs scripts/docs" in _commands(CI_RUN)
     assert _commands(CI_RUN)[-1] == "scripts/test"
     # Renovate's validator (pinned in ci/renovate/package.json) checks renovate.json --strict.
     assert (
