@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from components.tenancy import LEGACY_JOBS
+from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS
 
 LUSTRE_BOUNDARY_POLICY: Final = "trainingplatform-lustre-boundary"
 PRIVILEGED_PORT_LIMIT: Final = 1024
@@ -154,13 +154,7 @@ def lustre_boundary_policy(*, team_label: str) -> dict[str, Any]:
     rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
     return {
         "failurePolicy": "Fail",
-        "matchConditions": [
-            {
-                "name": "created-or-spec-changed",
-                "expression": "request.operation == 'CREATE' || "
-                "!has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
-            }
-        ],
+        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
         "matchConstraints": {
             "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]},
             "resourceRules": [

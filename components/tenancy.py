@@ -163,6 +163,15 @@ def team_network_policies(team: str, *, labels: dict[str, str]) -> list[dict[str
     ]
 
 
+CREATED_OR_SPEC_CHANGED: Final = {
+    "name": "created-or-spec-changed",
+    "expression": "request.operation == 'CREATE' || "
+    "!has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
+}
+"""A policy's match condition that judges a create, and an update only when the spec changes:
+controllers rewrite status with full updates (Volcano's PodGroups have no status
+subresource), and an object admitted before a policy keeps its status."""
+
 QUEUE_POLICY: Final = "trainingplatform-team-queues"
 LEGACY_JOBS: Final = ("pytorchjobs", "tfjobs", "mpijobs", "jaxjobs", "xgboostjobs", "paddlejobs")
 """The legacy Training Operator's job kinds (kubeflow.org/v1), each with ``spec.runPolicy``."""
@@ -237,13 +246,7 @@ def queue_ownership_policy(
         # status with a full update (volcano v1.15.1 pkg/scheduler/cache/cache.go), so an update
         # is checked only when the spec changes, and a PodGroup made before the policy keeps
         # its status.
-        "matchConditions": [
-            {
-                "name": "created-or-spec-changed",
-                "expression": "request.operation == 'CREATE' || "
-                "!has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
-            }
-        ],
+        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
         "matchConstraints": {
             "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]},
             "resourceRules": [

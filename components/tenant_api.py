@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from components.config import NodePoolConfig
 from components.node_pools import POOL_LABEL
-from components.tenancy import LEGACY_JOBS
+from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS
 
 SERVICE_POLICY: Final = "trainingplatform-team-services"
 TENANT_WRITES_POLICY: Final = "trainingplatform-team-writes"
@@ -381,13 +381,7 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
     rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
     return {
         "failurePolicy": "Fail",
-        "matchConditions": [
-            {
-                "name": "created-or-spec-changed",
-                "expression": "request.operation == 'CREATE' || "
-                "!has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
-            }
-        ],
+        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
         "matchConstraints": {
             "namespaceSelector": _team_namespaces(team_label),
             "resourceRules": [
@@ -473,13 +467,7 @@ def leaf_queue_policy(non_leaf: list[str]) -> dict[str, Any]:
     rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
     return {
         "failurePolicy": "Fail",
-        "matchConditions": [
-            {
-                "name": "created-or-spec-changed",
-                "expression": "request.operation == 'CREATE' || "
-                "!has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
-            }
-        ],
+        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
         "matchConstraints": {
             "resourceRules": [
                 {**rule, "apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"]},

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from components.tenancy import CREATED_OR_SPEC_CHANGED
+
 TENANT_PODS_POLICY: Final = "trainingplatform-tenant-pods"
 
 _NO_TOLERATIONS: Final = "[]"
@@ -208,13 +210,7 @@ def tenant_pods_policy(
     template_rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
     return {
         "failurePolicy": "Fail",
-        "matchConditions": [
-            {
-                "name": "created-or-spec-changed",
-                "expression": "request.operation == 'CREATE' || "
-                "!has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec",
-            }
-        ],
+        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
         "matchConstraints": {
             "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]},
             "resourceRules": [
