@@ -546,7 +546,6 @@ def build_slurm(
         "slurm",
         config=config,
         namespace=namespace,
-        vpc_cidr=config.network.vpc_cidr,
         volume_tags=stack_tags(config),
         cluster_ready=cluster.ready,
         workloads_ready=workloads_ready,

@@ -83,7 +83,6 @@ DEFAULT_LOGIN_REPLICAS: Final = 1
 DEFAULT_ACCOUNTING_STORAGE_GIB: Final = 20
 DEFAULT_CONTROLLER_STORAGE_GIB: Final = 10
 DEFAULT_REST_API_REPLICAS: Final = 1
-DEFAULT_VPC_CIDR: Final = "10.0.0.0/16"
 DEFAULT_DATABASE_PORT: Final = 3306  # MariaDB CRD: spec.port defaults to 3306
 
 
@@ -891,15 +890,15 @@ def test_login_service_is_an_internal_load_balancer(case: StackCase) -> None:
     assert service["spec"]["type"] == "LoadBalancer"
     annotations = service["metadata"]["annotations"]
     assert {k: annotations.get(k) for k in INTERNAL_LB_ANNOTATIONS} == INTERNAL_LB_ANNOTATIONS
-    vpc_cidr = case.raw["network"].get("vpcCidr", DEFAULT_VPC_CIDR)
-    expected = case.login.get("allowedCidrs") or [vpc_cidr]
-    assert service["spec"]["loadBalancerSourceRanges"] == expected
+    # Exactly the configured sources: an empty list would open the balancer to every source.
+    assert service["spec"]["loadBalancerSourceRanges"] == case.login["allowedCidrs"]
 
 
-def test_login_sources_cover_both_cases() -> None:
-    """dev relies on the VPC default, prod names its networks: both branches are exercised."""
-    assert not raw_slurm("dev")["login"].get("allowedCidrs")
-    assert raw_slurm("prod")["login"].get("allowedCidrs")
+def test_login_sources_are_required() -> None:
+    """With no sources the NLB would accept anyone, and a VPC default would admit every pod."""
+    data = stack_data("dev")
+    del data["slurm"]["login"]["allowedCidrs"]
+    assert_reported(data, "platform.slurm.login.allowedCidrs", MISSING, "open to every source")
 
 
 def test_login_pod_and_service_validate_as_core_kubernetes(case: StackCase) -> None:

@@ -167,10 +167,10 @@ class SlurmLoginConfig(StrictModel):
         description="OpenSSH public keys allowed to log in as root. Required (at least one).",
     )
     allowed_cidrs: list[Ipv4Cidr] = Field(
-        default_factory=list,
+        min_length=1,
         description="Networks that may reach the login load balancer (its source ranges): "
-        "private ones outside the VPC's CIDR, whose addresses the pods take. Default: the "
-        "VPC's CIDR.",
+        "private ones outside the VPC's CIDR, whose addresses the pods take (so no pod reaches "
+        "port 22). Required: an empty list would leave the load balancer open to every source.",
     )
     cpu: int = Field(
         default=4,

@@ -122,7 +122,6 @@ class Slurm(pulumi.ComponentResource):
         *,
         config: PlatformConfig,
         namespace: k8s.core.v1.Namespace,
-        vpc_cidr: str,
         volume_tags: Mapping[str, str],
         cluster_ready: list[pulumi.Resource],
         workloads_ready: list[pulumi.Resource],
@@ -136,7 +135,6 @@ class Slurm(pulumi.ComponentResource):
             name: prefix of child resource names.
             config: the validated platform; its ``slurm`` section says what to build.
             namespace: the ``slurm`` namespace (:func:`create_namespace`).
-            vpc_cidr: default source range of the login load balancer.
             volume_tags: tags of the state volumes (slurmctld, the database) the EBS CSI driver
                 creates: the stack's default tags, which never reach them otherwise.
             cluster_ready: what the operators wait for (nodes, add-ons, storage class).
@@ -165,7 +163,7 @@ class Slurm(pulumi.ComponentResource):
 
         # Before anything runs in the namespace. The agent's default (standard) mode still
         # lets a new pod accept traffic for the moment before its policies attach.
-        for manifest in slurm_network_policies(login_sources(config, vpc_cidr)):
+        for manifest in slurm_network_policies(login_sources(config)):
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{manifest['metadata']['name']}",
                 metadata=typing.cast(Any, manifest["metadata"]),
@@ -251,7 +249,7 @@ class Slurm(pulumi.ComponentResource):
             RELEASE,
             versions.SLURM_CHART,
             namespace=NAMESPACE,
-            values=slurm_values(config, vpc_cidr=vpc_cidr),
+            values=slurm_values(config),
             opts=opts_after(namespace, *chart_needs, stateful=True),
         )
         for node_set in slurm.node_sets:

@@ -71,12 +71,11 @@ def _service_pod_spec() -> dict[str, Any]:
     return {**SERVICE_PLACEMENT, "securityContext": copy.deepcopy(SERVICE_POD_SECURITY)}
 
 
-def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
+def slurm_values(config: PlatformConfig) -> dict[str, Any]:
     """Values of the ``slurm`` chart: controller, REST API, accounting, login set, partition.
 
     Args:
         config: the validated platform (its ``slurm`` section, pools, cluster name).
-        vpc_cidr: who may reach the login load balancer when the config names nobody.
     """
     slurm = config.slurm
     login = slurm.login
@@ -167,7 +166,7 @@ def slurm_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
             },
             "podSpec": _service_pod_spec(),
         },
-        "loginsets": {LOGIN_SET: login_set_values(config, vpc_cidr=vpc_cidr)},
+        "loginsets": {LOGIN_SET: login_set_values(config)},
         **directory_values,
         # Only the node sets' own partitions (nodeset_spec): one spanning node sets would
         # put one job on two placement groups.

@@ -51,19 +51,20 @@ def login_image(config: PlatformConfig) -> str:
     return config.slurm.images.login or slinky_image_reference("login")
 
 
-def login_sources(config: PlatformConfig, vpc_cidr: str) -> list[str]:
-    """Who may reach the login service: ``slurm.login.allowedCidrs``, else the VPC.
+def login_sources(config: PlatformConfig) -> list[str]:
+    """Who may reach the login service: ``slurm.login.allowedCidrs``.
+
+    Config requires them and holds them outside the VPC's block, whose addresses the pods take.
 
     Args:
         config: the validated platform config (Slurm on).
-        vpc_cidr: the VPC's block, the default.
     """
     login = config.slurm.login
     assert login is not None  # config validation guarantees it when Slurm is enabled
-    return list(login.allowed_cidrs or [vpc_cidr])
+    return list(login.allowed_cidrs)
 
 
-def login_set_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]:
+def login_set_values(config: PlatformConfig) -> dict[str, Any]:
     """The chart's ``loginsets`` entry: login pods behind an internal NLB.
 
     With a directory, users log in with their directory keys (sshd asks SSSD), and a
@@ -72,7 +73,6 @@ def login_set_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]
 
     Args:
         config: the validated platform.
-        vpc_cidr: who may reach the login load balancer when the config names nobody.
     """
     slurm = config.slurm
     login = slurm.login
@@ -150,7 +150,7 @@ def login_set_values(config: PlatformConfig, *, vpc_cidr: str) -> dict[str, Any]
             "metadata": {"annotations": dict(INTERNAL_LOAD_BALANCER)},
             "spec": {
                 "type": "LoadBalancer",
-                "loadBalancerSourceRanges": login_sources(config, vpc_cidr),
+                "loadBalancerSourceRanges": login_sources(config),
                 # Keeps the client's address, which the login NetworkPolicy filters (with
                 # Cluster, kube-proxy would SNAT it to a node's).
                 "externalTrafficPolicy": "Local",
