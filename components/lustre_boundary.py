@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS
+from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS, team_namespaces
 
 LUSTRE_BOUNDARY_POLICY: Final = "trainingplatform-lustre-boundary"
 PRIVILEGED_PORT_LIMIT: Final = 1024
@@ -156,7 +156,7 @@ def lustre_boundary_policy(*, team_label: str) -> dict[str, Any]:
         "failurePolicy": "Fail",
         "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
         "matchConstraints": {
-            "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]},
+            "namespaceSelector": team_namespaces(team_label),
             "resourceRules": [
                 {**rule, "apiGroups": [""], "resources": ["pods", "pods/ephemeralcontainers"]},
                 {

@@ -24,8 +24,8 @@ from components.tenancy import (
     TEAM_POD_SECURITY,
     TEAM_POD_SECURITY_ADVICE,
     pod_security_labels,
-    queue_ownership_binding,
     queue_ownership_policy,
+    team_namespace_binding,
     team_network_policies,
 )
 from components.tenant_api import (
@@ -35,10 +35,9 @@ from components.tenant_api import (
     GangLimits,
     gang_size_policy,
     service_exposure_policy,
-    team_binding,
     tenant_writes_policy,
 )
-from components.tenant_pods import TENANT_PODS_POLICY, tenant_pods_binding, tenant_pods_policy
+from components.tenant_pods import TENANT_PODS_POLICY, tenant_pods_policy
 
 TEAM_LABEL: Final = "trainingplatform.io/team"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
@@ -342,7 +341,7 @@ class Teams(pulumi.ComponentResource):
                 queue_annotation=QUEUE_ANNOTATION,
                 scheduler_name=SCHEDULER_NAME,
             ),
-            binding=queue_ownership_binding(QUEUE_POLICY, team_label=TEAM_LABEL),
+            binding=team_namespace_binding(QUEUE_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         enforced_policy(
@@ -354,7 +353,7 @@ class Teams(pulumi.ComponentResource):
                     team.name for team in teams if team.allow_internal_load_balancers
                 ],
             ),
-            binding=team_binding(SERVICE_POLICY, team_label=TEAM_LABEL),
+            binding=team_namespace_binding(SERVICE_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         enforced_policy(
@@ -365,21 +364,21 @@ class Teams(pulumi.ComponentResource):
                 member_groups={team.name: team.member_groups for team in teams},
                 admin_groups={team.name: team.admin_groups for team in teams},
             ),
-            binding=team_binding(TENANT_WRITES_POLICY, team_label=TEAM_LABEL),
+            binding=team_namespace_binding(TENANT_WRITES_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         enforced_policy(
             f"{name}-gang-sizes",
             GANG_SIZE_POLICY,
             gang_size_policy(gang_limits, team_label=TEAM_LABEL),
-            binding=team_binding(GANG_SIZE_POLICY, team_label=TEAM_LABEL),
+            binding=team_namespace_binding(GANG_SIZE_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         enforced_policy(
             f"{name}-pods",
             TENANT_PODS_POLICY,
             team_pods_policy(teams),
-            binding=tenant_pods_binding(TENANT_PODS_POLICY, team_label=TEAM_LABEL),
+            binding=team_namespace_binding(TENANT_PODS_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         # Pods share their node's security groups, and the file servers trust any client that
@@ -388,7 +387,7 @@ class Teams(pulumi.ComponentResource):
             f"{name}-lustre-boundary",
             LUSTRE_BOUNDARY_POLICY,
             lustre_boundary_policy(team_label=TEAM_LABEL),
-            binding=team_binding(LUSTRE_BOUNDARY_POLICY, team_label=TEAM_LABEL),
+            binding=team_namespace_binding(LUSTRE_BOUNDARY_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         for principal_arn, groups in team_access_entries(teams).items():

@@ -248,7 +248,7 @@ def queue_ownership_policy(
         # its status.
         "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
         "matchConstraints": {
-            "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]},
+            "namespaceSelector": team_namespaces(team_label),
             "resourceRules": [
                 {**gang_rule, "apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"]},
                 {**gang_rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},
@@ -293,10 +293,21 @@ def queue_ownership_policy(
     }
 
 
-def queue_ownership_binding(policy: str, *, team_label: str) -> dict[str, Any]:
+def team_namespaces(team_label: str) -> dict[str, Any]:
+    """The namespace selector of every team namespace: those carrying ``team_label``.
+
+    Args:
+        team_label: the namespace label of team namespaces.
+    """
+    return {"matchExpressions": [{"key": team_label, "operator": "Exists"}]}
+
+
+def team_namespace_binding(policy: str, *, team_label: str) -> dict[str, Any]:
     """The ValidatingAdmissionPolicyBinding that enforces ``policy`` in every team namespace.
 
-    ``Deny`` refuses the request; the policy itself selects the namespaces by ``team_label``.
+    ``Deny`` refuses the request; the policy itself selects the namespaces by ``team_label``
+    too. Every team-namespace policy (queues, pods, Services, writes, gang sizes, the Lustre
+    boundary) is bound this way.
 
     Args:
         policy: the ValidatingAdmissionPolicy's name.
@@ -305,7 +316,5 @@ def queue_ownership_binding(policy: str, *, team_label: str) -> dict[str, Any]:
     return {
         "policyName": policy,
         "validationActions": ["Deny"],
-        "matchResources": {
-            "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]}
-        },
+        "matchResources": {"namespaceSelector": team_namespaces(team_label)},
     }

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from components.config import NodePoolConfig
 from components.node_pools import POOL_LABEL
-from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS
+from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS, team_namespaces
 
 SERVICE_POLICY: Final = "trainingplatform-team-services"
 TENANT_WRITES_POLICY: Final = "trainingplatform-team-writes"
@@ -46,24 +46,6 @@ def _cel(value: object) -> str:
     JSON's spelling of these is CEL's, save ``true``/``false``, which CEL spells alike.
     """
     return json.dumps(value, sort_keys=True)
-
-
-def _team_namespaces(team_label: str) -> dict[str, Any]:
-    return {"matchExpressions": [{"key": team_label, "operator": "Exists"}]}
-
-
-def team_binding(policy: str, *, team_label: str) -> dict[str, Any]:
-    """A ``Deny`` binding of ``policy`` limited to team namespaces (those with ``team_label``).
-
-    Args:
-        policy: the ValidatingAdmissionPolicy's name.
-        team_label: the namespace label of team namespaces.
-    """
-    return {
-        "policyName": policy,
-        "validationActions": ["Deny"],
-        "matchResources": {"namespaceSelector": _team_namespaces(team_label)},
-    }
 
 
 def service_exposure_policy(
@@ -108,7 +90,7 @@ def service_exposure_policy(
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
-            "namespaceSelector": _team_namespaces(team_label),
+            "namespaceSelector": team_namespaces(team_label),
             "resourceRules": [
                 {
                     "apiGroups": [""],
@@ -195,7 +177,7 @@ def tenant_writes_policy(
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
-            "namespaceSelector": _team_namespaces(team_label),
+            "namespaceSelector": team_namespaces(team_label),
             "resourceRules": [
                 {
                     "apiGroups": ["networking.k8s.io"],
@@ -383,7 +365,7 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
         "failurePolicy": "Fail",
         "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
         "matchConstraints": {
-            "namespaceSelector": _team_namespaces(team_label),
+            "namespaceSelector": team_namespaces(team_label),
             "resourceRules": [
                 {**rule, "apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"]},
                 {**rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},

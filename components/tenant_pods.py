@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from components.tenancy import CREATED_OR_SPEC_CHANGED
+from components.tenancy import CREATED_OR_SPEC_CHANGED, team_namespaces
 
 TENANT_PODS_POLICY: Final = "trainingplatform-tenant-pods"
 
@@ -212,7 +212,7 @@ def tenant_pods_policy(
         "failurePolicy": "Fail",
         "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
         "matchConstraints": {
-            "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]},
+            "namespaceSelector": team_namespaces(team_label),
             "resourceRules": [
                 {
                     "operations": ["CREATE", "UPDATE"],
@@ -268,20 +268,4 @@ def tenant_pods_policy(
                 "reason": "Forbidden",
             },
         ],
-    }
-
-
-def tenant_pods_binding(policy: str, *, team_label: str) -> dict[str, Any]:
-    """The binding that enforces ``policy`` with ``Deny`` in every namespace with ``team_label``.
-
-    Args:
-        policy: the ValidatingAdmissionPolicy's name.
-        team_label: the namespace label of team namespaces.
-    """
-    return {
-        "policyName": policy,
-        "validationActions": ["Deny"],
-        "matchResources": {
-            "namespaceSelector": {"matchExpressions": [{"key": team_label, "operator": "Exists"}]}
-        },
     }
