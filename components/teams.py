@@ -67,6 +67,46 @@ JOB_RULES: Final = [
         "verbs": ["get", "list", "watch"],
     },
 ]
+MEMBER_WRITES_CLUSTER_ROLE: Final = "trainingplatform:team-member-writes"
+MEMBER_READ_CLUSTER_ROLE: Final = "view"
+_WRITE: Final = ["create", "update", "patch", "delete", "deletecollection"]
+_READ_WRITE: Final = ["get", "list", "watch", *_WRITE]
+# What Kubernetes' ``edit`` lets a user write in a namespace (the rules of
+# ``system:aggregate-to-edit`` in kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/
+# policy.go), less DaemonSets (a pod on every node whose taints it tolerates, outside any
+# queue) and NetworkPolicies (the platform's and the team admins'). Members get it beside the
+# built-in ``view``, which gives the reads, CRD reads aggregated into it included.
+MEMBER_WRITE_RULES: Final = [
+    {
+        "apiGroups": [""],
+        "resources": [
+            "pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy",
+            "configmaps", "events", "persistentvolumeclaims", "replicationcontrollers",
+            "replicationcontrollers/scale", "secrets", "serviceaccounts", "services",
+            "services/proxy",
+        ],
+        "verbs": _READ_WRITE,
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["pods/eviction", "serviceaccounts/token"],
+        "verbs": ["create"],
+    },
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": [
+            "deployments", "deployments/rollback", "deployments/scale", "replicasets",
+            "replicasets/scale", "statefulsets", "statefulsets/scale",
+        ],
+        "verbs": _WRITE,
+    },
+    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": _WRITE},
+    {"apiGroups": ["batch"], "resources": ["cronjobs", "jobs"], "verbs": _WRITE},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _WRITE},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": _WRITE},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": _READ_WRITE},
+]  # fmt: skip
 CATALOG_CLUSTER_ROLE: Final = "trainingplatform:training-catalog"
 # Cluster-scoped objects every team reads: a RoleBinding cannot grant them. The Kubeflow SDK's
 # list_runtimes() lists ClusterTrainingRuntimes beside the namespace's runtimes and fails as a
@@ -327,6 +367,12 @@ class Teams(pulumi.ComponentResource):
             rules=_cast(JOB_RULES),
             opts=in_cluster,
         )
+        k8s.rbac.v1.ClusterRole(
+            f"{name}-member-writes",
+            metadata={"name": MEMBER_WRITES_CLUSTER_ROLE},
+            rules=_cast(MEMBER_WRITE_RULES),
+            opts=in_cluster,
+        )
         catalog = k8s.rbac.v1.ClusterRole(
             f"{name}-catalog",
             metadata={"name": CATALOG_CLUSTER_ROLE},
@@ -468,7 +514,8 @@ class Teams(pulumi.ComponentResource):
                 )
             bindings = (
                 ("admins", "admin", team.admin_groups),
-                ("members", "edit", team.member_groups),
+                ("members", MEMBER_READ_CLUSTER_ROLE, team.member_groups),
+                ("members-writes", MEMBER_WRITES_CLUSTER_ROLE, team.member_groups),
                 ("admins-jobs", JOBS_CLUSTER_ROLE, team.admin_groups),
                 ("members-jobs", JOBS_CLUSTER_ROLE, team.member_groups),
             )

@@ -44,7 +44,8 @@ QUOTA_NAME: Final = "accelerators"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
 JOBS_ROLE: Final = "trainingplatform:training-jobs"
 ADMIN_ROLE: Final = "admin"  # Kubernetes' built-in user-facing roles
-MEMBER_ROLE: Final = "edit"
+MEMBER_ROLE: Final = "view"
+MEMBER_WRITES_ROLE: Final = "trainingplatform:team-member-writes"
 RBAC_GROUP: Final = "rbac.authorization.k8s.io"
 CLAIM_NAME: Final = "shared-lustre"
 GPU: Final = "nvidia.com/gpu"
@@ -115,7 +116,7 @@ def expected_grants(team: dict[str, Any]) -> set[tuple[str, str]]:
     members = team.get("memberGroups", DEFAULT_GROUPS)
     return (
         {(ADMIN_ROLE, group) for group in admins}
-        | {(MEMBER_ROLE, group) for group in members}
+        | {(role, group) for group in members for role in (MEMBER_ROLE, MEMBER_WRITES_ROLE)}
         | {(JOBS_ROLE, group) for group in [*admins, *members]}
     )
 
@@ -407,21 +408,21 @@ def test_jobs_cluster_role_passes_the_kubernetes_schema(
 
 
 @pytest.mark.parametrize(
-    ("emptied", "role_kept"),
-    [("memberGroups", ADMIN_ROLE), ("adminGroups", MEMBER_ROLE)],
+    ("emptied", "roles_kept"),
+    [("memberGroups", {ADMIN_ROLE}), ("adminGroups", {MEMBER_ROLE, MEMBER_WRITES_ROLE})],
 )
 def test_no_role_binding_for_an_empty_group_list(
-    run_component: RunComponent, emptied: str, role_kept: str
+    run_component: RunComponent, emptied: str, roles_kept: set[str]
 ) -> None:
     data = stack_data("dev")
     team = data["teams"][0]
     team[emptied] = []
     run = run_component(parts.teams, data, "dev")
     bindings = _in_namespace(run, ROLE_BINDING, team["name"])
-    # two bindings remain: the kept groups' own role and the jobs role
-    assert len(bindings) == 2, [b.name for b in bindings]
+    # what remains: the kept groups' own roles and the jobs role
+    assert len(bindings) == len(roles_kept) + 1, [b.name for b in bindings]
     assert _grants(bindings) == expected_grants(team)
-    assert {role for role, _ in _grants(bindings)} == {role_kept, JOBS_ROLE}
+    assert {role for role, _ in _grants(bindings)} == {*roles_kept, JOBS_ROLE}
 
 
 def test_no_role_binding_without_any_group(run_component: RunComponent) -> None:

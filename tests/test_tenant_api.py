@@ -19,6 +19,8 @@ from components.tenant_api import (
     service_exposure_policy,
 )
 from synth.engine import ResourceRecord
+from synth.jobs.rbac import allowed
+from synth.jobs.view import StackView, name_of
 from synth.run import StackResult
 from tests.conftest import STACKS
 from tests.test_admission_policies import BINDING, admit
@@ -193,6 +195,52 @@ def test_members_do_not_write_network_policies_or_daemon_sets(
         assert not ok and message and "DaemonSets" in message
         assert not admit(policy, daemon_set, namespace, old=daemon_set, user_groups=groups)[0]
     assert admit(policy, daemon_set, namespace, user_groups=deployer) == (True, None)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_members_roles_grant_no_daemon_set_or_network_policy_writes(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """RBAC as the synthesized roles grant it: a member's verbs lack both, and keep the rest."""
+    view = StackView.from_records(synthesized[stack].records)
+    namespace, members, _ = _team(synthesized[stack])
+    name = namespace["metadata"]["name"]
+    member = ("Group", members[0])
+    # the model reads the stack's own roles; of the built-in ones only ``view`` (reads) may be
+    # bound, since ``edit`` and ``admin`` write DaemonSets and NetworkPolicies
+    defined = {name_of(role) for role in view.of_kind("ClusterRole")}
+    bound = {
+        binding["roleRef"]["name"]
+        for binding in view.of_kind("RoleBinding", name)
+        if any(s.get("name") == members[0] for s in binding.get("subjects") or [])
+    }
+    assert bound - defined == {"view"}, bound
+    for verb in ("create", "update", "patch", "delete"):
+        for group, resource in (
+            ("apps", "daemonsets"),
+            ("extensions", "daemonsets"),
+            ("networking.k8s.io", "networkpolicies"),
+            ("extensions", "networkpolicies"),
+        ):
+            assert not allowed(view, member, verb, group, resource, namespace=name), (
+                verb,
+                resource,
+            )
+    # what a member does every day: edit's other writes stay, in its own namespace only
+    for group, resource in (
+        ("", "pods"),
+        ("", "services"),
+        ("", "configmaps"),
+        ("", "secrets"),
+        ("", "persistentvolumeclaims"),
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("batch", "jobs"),
+        ("trainer.kubeflow.org", "trainjobs"),
+    ):
+        assert allowed(view, member, "create", group, resource, namespace=name), resource
+        assert not allowed(view, member, "create", group, resource, namespace="kube-system")
+    assert allowed(view, member, "create", "", "pods/exec", namespace=name)
 
 
 # --------------------------------------------------------------------------- item 5: gang sizes
