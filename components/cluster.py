@@ -9,6 +9,7 @@ made here from the cluster's kubeconfig.
 
 from __future__ import annotations
 
+import base64
 import json
 import typing
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from components import versions
+from components import user_data, versions
 from components.catalog import cpu_architecture
 from components.config import ClusterConfig
 from components.iam import (
@@ -78,11 +79,17 @@ def system_launch_template_args(
     """Launch template settings of the system node group.
 
     IMDSv2 only with a hop limit of 1, so pods cannot reach the node's instance credentials;
-    an encrypted gp3 root volume; the platform's tags on instances and volumes (provider default
+    user data keeping ports below 1024 root's in every pod (``components.user_data``); an
+    encrypted gp3 root volume; the platform's tags on instances and volumes (provider default
     tags do not reach instances that a node group launches).
     """
     return {
         "metadata_options": dict(IMDSV2_ONE_HOP),
+        # EKS merges this part with its own NodeConfig (AL2023 node groups take MIME parts):
+        # the system nodes keep privileged ports for root too (the Lustre boundary).
+        "user_data": base64.b64encode(
+            user_data.node_user_data(efa=False, hugepages_gib=0).encode()
+        ).decode(),
         "block_device_mappings": [
             {
                 "device_name": "/dev/xvda",

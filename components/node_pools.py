@@ -104,7 +104,7 @@ def node_user_data(pool: NodePoolConfig) -> str:
     return user_data.node_user_data(
         efa=pool.uses_efa,
         hugepages_gib=pool.hugepages,
-        bottlerocket=pool.ami_alias.startswith("bottlerocket@"),
+        bottlerocket=pool.ami_alias.startswith(user_data.BOTTLEROCKET_ALIAS_PREFIX),
     )
 
 
@@ -290,6 +290,13 @@ def general_node_class_spec(
         "blockDeviceMappings": [_root_volume(100)],
         "metadataOptions": _METADATA_OPTIONS,
         "tags": {**tags, POOL_LABEL: pool_name},
+        # Privileged ports stay root's on CPU nodes too: general-lustre mounts the file system,
+        # whose servers trust a client connecting from one (the Lustre boundary).
+        "userData": user_data.node_user_data(
+            efa=False,
+            hugepages_gib=0,
+            bottlerocket=general.ami_alias.startswith(user_data.BOTTLEROCKET_ALIAS_PREFIX),
+        ),
     }
 
 

@@ -125,6 +125,11 @@ same as :data:`CONTAINERD_PRIVILEGED_PORTS`, through Bottlerocket's
 ``settings.container-runtime.enable-unprivileged-ports``."""
 
 
+BOTTLEROCKET_ALIAS_PREFIX: Final = "bottlerocket@"
+"""How an EC2NodeClass AMI alias names Bottlerocket (``bottlerocket@latest``), whose user data is
+TOML settings rather than MIME parts."""
+
+
 def node_user_data(*, efa: bool, hugepages_gib: int, bottlerocket: bool = False) -> str:
     """A node's user data: a MIME multi-part document (AL2023) or TOML settings (Bottlerocket).
 

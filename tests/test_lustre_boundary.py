@@ -5,11 +5,15 @@ refused in every shape that makes pods, and the stacks' runtimes and a hardened 
 
 from __future__ import annotations
 
+import base64
 import copy
+import email
+import tomllib
 from collections.abc import Callable
 from typing import Any, Final
 
 import pytest
+import yaml
 
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from synth.run import StackResult
@@ -325,3 +329,45 @@ def test_every_job_example_of_the_docs_is_admitted(synthesized: dict[str, StackR
         policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
         namespace = _namespace(result, str(document["metadata"]["namespace"]))  # type: ignore[index]
         assert admit(policy, document, namespace) == (True, None), document["kind"]
+
+
+# ------------------------------------------------------------------ every node keeps the ports
+
+NODE_CLASS: Final = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+LAUNCH_TEMPLATE: Final = "aws:ec2/launchTemplate:LaunchTemplate"
+
+
+def _keeps_privileged_ports(user_data: str, *, bottlerocket: bool) -> bool:
+    """Whether a node's user data turns containerd's unprivileged ports off, read as the node
+    reads it: Bottlerocket's TOML settings, or the NodeConfig part nodeadm merges (AL2023)."""
+    if bottlerocket:
+        settings = tomllib.loads(user_data)["settings"]["container-runtime"]
+        return settings.get("enable-unprivileged-ports") is False
+    message = email.message_from_string(user_data)
+    for part in message.walk():
+        if part.get_content_type() == "application/node.eks.aws":
+            config = yaml.safe_load(str(part.get_payload()))["spec"]["containerd"]["config"]
+            runtime = tomllib.loads(config)["plugins"]["io.containerd.cri.v1.runtime"]
+            return runtime.get("enable_unprivileged_ports") is False
+    return False
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_node_of_the_stack_keeps_privileged_ports_for_root(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Every EC2NodeClass (accelerated, general and general-lustre, whose pods mount Lustre) and
+    the system node group's launch template: no node lets a pod bind a port below 1024."""
+    records = synthesized[stack].records
+    classes = [r for r in records if r.type == NODE_CLASS]
+    assert {r.inputs["metadata"]["name"] for r in classes} >= {"general", "general-lustre"}
+    for record in classes:
+        spec = record.inputs["spec"]
+        alias = spec["amiSelectorTerms"][0]["alias"]
+        assert _keeps_privileged_ports(
+            spec.get("userData", ""), bottlerocket=alias.startswith("bottlerocket@")
+        ), record.inputs["metadata"]["name"]
+    # the system node group's (the file system's admin client runs no pods)
+    (template,) = [r for r in records if r.type == LAUNCH_TEMPLATE and r.name.endswith("-system")]
+    decoded = base64.b64decode(template.inputs["userData"]).decode()
+    assert _keeps_privileged_ports(decoded, bottlerocket=False)
