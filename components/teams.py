@@ -74,7 +74,9 @@ _READ_WRITE: Final = ["get", "list", "watch", *_WRITE]
 # What Kubernetes' ``edit`` lets a user write in a namespace (the rules of
 # ``system:aggregate-to-edit`` in kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/
 # policy.go), less DaemonSets (a pod on every node whose taints it tolerates, outside any
-# queue) and NetworkPolicies (the platform's and the team admins'). Members get it beside the
+# queue), NetworkPolicies (the platform's and the team admins') and impersonating service
+# accounts (a request as one carries none of the team's groups, which the tenant-writes policy
+# judges). Members get it beside the
 # built-in ``view``, which gives the reads, CRD reads aggregated into it included.
 MEMBER_WRITE_RULES: Final = [
     {
@@ -92,7 +94,6 @@ MEMBER_WRITE_RULES: Final = [
         "resources": ["pods/eviction", "serviceaccounts/token"],
         "verbs": ["create"],
     },
-    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]},
     {
         "apiGroups": ["apps"],
         "resources": [

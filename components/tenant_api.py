@@ -144,19 +144,24 @@ def tenant_writes_policy(
 ) -> dict[str, Any]:
     """ValidatingAdmissionPolicy spec: NetworkPolicies and DaemonSets are not a member's to write.
 
-    Members hold ``edit`` in their namespace, which includes NetworkPolicies and DaemonSets:
+    Members' role leaves both out; team admins hold ``admin``, which has both, and a request
+    made as a service account carries none of the team's groups:
 
-    * a NetworkPolicy written (created, changed or deleted) by a member is refused. Team
-      admins (``admin``) may still change their namespace's: a policy only ever opens or
-      closes the team's own pods, and the admins answer for them. A user in both a member and
-      an admin group of the team counts as an admin;
-    * a DaemonSet created or changed by anyone in the team's groups, member or admin, is
-      refused: it places a pod on every node whose taints it tolerates, outside any queue.
-      Deleting one stays possible.
+    * a NetworkPolicy written (created, changed or deleted) by a member, or by a service
+      account of the team's namespace, is refused. Team admins may still change their
+      namespace's: a policy only ever opens or closes the team's own pods, and the admins
+      answer for them. A user in both a member and an admin group of the team counts as an
+      admin. Without the service-account rule an admin's RoleBinding of ``admin`` to an
+      account would hand NetworkPolicies to every member, who can run pods as any account of
+      the namespace;
+    * a DaemonSet created or changed in a team namespace is refused, whoever asks: it places a
+      pod on every node whose taints it tolerates, outside any queue, and the platform makes
+      none there. Deleting one stays possible.
 
-    Requests are judged by ``request.userInfo.groups``, the Kubernetes groups the user's EKS
-    access entry gives (``teams[].memberGroups`` and ``adminGroups``); the platform's own
-    writes (the deployer, controllers) carry none of them and pass.
+    Members and admins are known by ``request.userInfo.groups``, the Kubernetes groups the
+    user's EKS access entry gives (``teams[].memberGroups`` and ``adminGroups``); the
+    platform's own writes (the deployer, controllers) carry none of them and no team
+    account's name, and pass.
 
     Args:
         team_label: the namespace label that names the team (its namespace's name).
@@ -197,6 +202,11 @@ def tenant_writes_policy(
             {"name": "team", "expression": team},
             {"name": "member", "expression": holds(members)},
             {"name": "admin", "expression": holds(admins)},
+            {
+                "name": "teamAccount",
+                "expression": "request.userInfo.username.startsWith("
+                "'system:serviceaccount:' + variables.team + ':')",
+            },
             # DELETE has no object, only the old one.
             {
                 "name": "kind",
@@ -205,15 +215,15 @@ def tenant_writes_policy(
         ],
         "validations": [
             {
-                "expression": "variables.kind != 'NetworkPolicy' || !variables.member || "
-                "variables.admin",
+                "expression": "variables.kind != 'NetworkPolicy' || "
+                "(!variables.teamAccount && (!variables.member || variables.admin))",
                 "messageExpression": "'the NetworkPolicies of namespace ' + variables.team + "
-                "' are written by the platform and the team admins only, not by its members'",
+                "' are written by the platform and the team admins only, not by its members "
+                "or its service accounts'",
                 "reason": "Forbidden",
             },
             {
-                "expression": "variables.kind != 'DaemonSet' || "
-                "!(variables.member || variables.admin)",
+                "expression": "variables.kind != 'DaemonSet'",
                 "messageExpression": "'team ' + variables.team + ' may not run DaemonSets: one "
                 "holds a pod on every node it tolerates, outside any Volcano queue; run a job'",
                 "reason": "Forbidden",

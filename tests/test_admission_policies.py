@@ -39,18 +39,20 @@ def admit(
     old: dict[str, Any] | None = None,
     user_groups: list[str] | None = None,
     operation: str | None = None,
+    username: str = "kubernetes-admin",
 ) -> tuple[bool, str | None]:
     """(admitted, message) of ``obj`` under ``policy``'s spec.
 
     ``namespace`` is the object's Namespace, which the API server gives namespaced requests as
     ``namespaceObject``; ``old`` the object an UPDATE replaces (``oldObject``, null on CREATE).
     ``user_groups``: the requesting user's groups (``request.userInfo.groups``); None: a user
-    with no groups field. ``operation``: ``DELETE`` passes ``obj`` as the deleted object
+    with no groups field; ``username`` theirs (``request.userInfo.username``, default
+    ``kubernetes-admin``). ``operation``: ``DELETE`` passes ``obj`` as the deleted object
     (``oldObject``, with ``object`` null); default UPDATE with ``old``, else CREATE.
     """
     operation = operation or ("UPDATE" if old else "CREATE")
     current, previous = (None, obj) if operation == "DELETE" else (obj, old)
-    user: dict[str, Any] = {"username": "kubernetes-admin"}
+    user: dict[str, Any] = {"username": username}
     if user_groups is not None:
         user["groups"] = user_groups
     activation: dict[str, Any] = {

@@ -184,17 +184,27 @@ def test_members_do_not_write_network_policies_or_daemon_sets(
         assert admit(policy, opened, namespace, old=network_policy, user_groups=groups)[0]
         assert admit(policy, network_policy, namespace, user_groups=groups, operation="DELETE")[0]
     assert admit(policy, network_policy, namespace) == (True, None)  # a user without groups
+    # a service account of the namespace (which any member can run a pod as) writes none,
+    # whatever role an admin bound it to; the platform's controllers' accounts live elsewhere
+    for account in (f"system:serviceaccount:{name}:gitops", f"system:serviceaccount:{name}:x"):
+        groups = ["system:serviceaccounts", f"system:serviceaccounts:{name}"]
+        assert not admit(policy, network_policy, namespace, username=account, user_groups=groups)[0]
+        assert not admit(policy, opened, namespace, old=network_policy, username=account)[0]
+    controller = "system:serviceaccount:kube-system:generic-garbage-collector"
+    assert admit(policy, network_policy, namespace, username=controller, operation="DELETE")[0]
     daemon_set = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": "holder", "namespace": name},
         "spec": {"template": {"spec": {"tolerations": [{"operator": "Exists"}]}}},
     }
-    for groups in (member, admin):
+    # whoever asks: a team admin, a member, one of the team's service accounts, the deployer
+    for groups in (member, admin, deployer, []):
         ok, message = admit(policy, daemon_set, namespace, user_groups=groups)
         assert not ok and message and "DaemonSets" in message
         assert not admit(policy, daemon_set, namespace, old=daemon_set, user_groups=groups)[0]
-    assert admit(policy, daemon_set, namespace, user_groups=deployer) == (True, None)
+    account = f"system:serviceaccount:{name}:x"
+    assert not admit(policy, daemon_set, namespace, username=account)[0]
 
 
 @pytest.mark.parametrize("stack", STACKS)
