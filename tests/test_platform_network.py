@@ -224,7 +224,11 @@ NEURON_SCHEDULER: Final = Pod(
 )
 NEURON_DEVICE_PLUGIN: Final = Pod(
     KUBE_SYSTEM,
-    {"app.kubernetes.io/name": NEURON_RELEASE, "app.kubernetes.io/instance": NEURON_RELEASE},
+    # values devicePlugin.nameOverride neuron-device-plugin
+    {
+        "app.kubernetes.io/name": "neuron-device-plugin",
+        "app.kubernetes.io/instance": NEURON_RELEASE,
+    },
 )
 KARPENTER: Final = Pod(
     KUBE_SYSTEM, {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
