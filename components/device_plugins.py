@@ -21,6 +21,8 @@ from components.helm import release, with_system_placement
 from components.node_pools import GPU_PRESENT_LABEL, slurm_taint
 
 NAMESPACE: Final = "kube-system"
+NEURON_RELEASE: Final = "neuron-helm-chart"
+"""The Neuron chart's Helm release name, which its pods' ``app.kubernetes.io/instance`` carries."""
 NEURON_SCHEDULER_NAME: Final = "my-scheduler"
 """The Neuron scheduler extension's scheduler: the chart names it by its
 ``scheduler.customScheduler.fullnameOverride``, which these values leave at the chart's
@@ -60,6 +62,15 @@ def _types(
             for name in pool.instance_types
         }
     )
+
+
+def neuron_pools(pools: list[NodePoolConfig]) -> list[NodePoolConfig]:
+    """The Trainium pools; the Neuron chart (and its scheduler extension) is installed with one.
+
+    Args:
+        pools: the stack's node pools.
+    """
+    return [p for p in pools if p.instance.accelerator_resource == NEURON_RESOURCE]
 
 
 def extra_tolerations(
@@ -187,7 +198,7 @@ class DevicePlugins(pulumi.ComponentResource):
         )
         gpu_pools = [p for p in pools if p.instance.accelerator_resource == GPU_RESOURCE]
         efa_pools = [p for p in pools if p.uses_efa]
-        neuron_pools = [p for p in pools if p.instance.accelerator_resource == NEURON_RESOURCE]
+        trainium = neuron_pools(pools)
         wanted: list[tuple[str, versions.HelmChart, dict[str, Any]]] = []
         if gpu_pools:
             values = nvidia_values(gpu_pools, slurm_pools)
@@ -195,9 +206,9 @@ class DevicePlugins(pulumi.ComponentResource):
         if efa_pools:
             values = efa_values(efa_pools, region, slurm_pools)
             wanted.append(("aws-efa-k8s-device-plugin", versions.EFA_DEVICE_PLUGIN_CHART, values))
-        if neuron_pools:
-            values = neuron_values(neuron_pools, kubernetes_version, slurm_pools)
-            wanted.append(("neuron-helm-chart", versions.NEURON_CHART, values))
+        if trainium:
+            values = neuron_values(trainium, kubernetes_version, slurm_pools)
+            wanted.append((NEURON_RELEASE, versions.NEURON_CHART, values))
         for release_name, chart, chart_values in wanted:
             release(release_name, chart, namespace=NAMESPACE, values=chart_values, opts=in_cluster)
         self.register_outputs({})

@@ -28,6 +28,8 @@ from components.iam import (
 )
 
 NAMESPACE: Final = "kube-system"
+RELEASE: Final = "karpenter"
+"""The controller's Helm release name, which its chart's pod labels carry."""
 SERVICE_ACCOUNT: Final = "karpenter"
 INTERRUPTION_RETENTION_SECONDS: Final = 300
 INTERRUPTION_EVENTS: Final[dict[str, tuple[str, str]]] = {
@@ -481,7 +483,7 @@ class Karpenter(pulumi.ComponentResource):
             opts=with_k8s,
         )
         controller = release(
-            "karpenter",
+            RELEASE,
             versions.KARPENTER_CHART,
             namespace=NAMESPACE,
             values=karpenter_values(cluster_name, queue.name, node_overlays=node_overlays),

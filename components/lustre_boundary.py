@@ -30,7 +30,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS, team_namespaces
+from components.tenancy import (
+    CREATED_OR_SPEC_CHANGED,
+    LEGACY_JOBS,
+    every_pod_spec,
+    pod_spec_variables,
+    team_namespaces,
+)
 
 LUSTRE_BOUNDARY_POLICY: Final = "trainingplatform-lustre-boundary"
 PRIVILEGED_PORT_LIMIT: Final = 1024
@@ -42,13 +48,6 @@ KEEPS_BIND: Final = "(?i)^(CAP_)?(NET_BIND_SERVICE|ALL)$"
 ``CAP_`` and upper-cases a name)."""
 DROPS_BIND: Final = "^(ALL|NET_BIND_SERVICE)$"
 """Capability names in ``drop`` that take it away."""
-LEGACY_REPLICA_SPECS: Final = (
-    "pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs", "jaxReplicaSpecs",
-    "xgbReplicaSpecs", "paddleReplicaSpecs",
-)  # fmt: skip
-"""The legacy jobs' replica-spec maps (kubeflow/training-operator v1.9.4 CRDs), role -> spec."""
-TEMPLATE_KINDS: Final = ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job")
-"""Kinds whose pods come from ``spec.template``."""
 
 
 def _container_keeps_bind(container: str, *, patch: bool) -> str:
@@ -87,11 +86,6 @@ def _pod_spec_open(spec: str, *, patch: bool) -> str:
     return f"({sysctl} || {host} || {containers})"
 
 
-def _all_closed(templates: str, *, patch: bool = False) -> str:
-    """CEL: every pod spec of the list ``templates`` keeps the privileged ports closed."""
-    return f"{templates}.all(t, !{_pod_spec_open('t', patch=patch)})"
-
-
 def lustre_boundary_policy(*, team_label: str) -> dict[str, Any]:
     """ValidatingAdmissionPolicy spec: no team pod may bind a privileged port.
 
@@ -109,48 +103,6 @@ def lustre_boundary_policy(*, team_label: str) -> dict[str, Any]:
     Args:
         team_label: the namespace label of team namespaces.
     """
-
-    def template(path: str) -> str:
-        return (
-            f"(has({path}) && has({path}.template) && has({path}.template.spec) ? "
-            f"[{path}.template.spec] : [])"
-        )
-
-    job_set = (
-        "(has(object.spec.replicatedJobs) ? object.spec.replicatedJobs.filter(j, "
-        "has(j.template) && has(j.template.spec) && has(j.template.spec.template) && "
-        "has(j.template.spec.template.spec)).map(j, j.template.spec.template.spec) : [])"
-    )
-    legacy = " + ".join(
-        f"(has(object.spec.{field}) ? object.spec.{field}.filter(r, "
-        f"has(object.spec.{field}[r].template) && has(object.spec.{field}[r].template.spec))"
-        f".map(r, object.spec.{field}[r].template.spec) : [])"
-        for field in LEGACY_REPLICA_SPECS
-    )
-    volcano = (
-        "(has(object.spec.tasks) ? object.spec.tasks.filter(t, has(t.template) && "
-        "has(t.template.spec)).map(t, t.template.spec) : [])"
-    )
-    patch_jobs = "p.trainingRuntimeSpec.template.spec.replicatedJobs"
-    patches = (
-        "(has(object.spec.runtimePatches) ? object.spec.runtimePatches.filter(p, "
-        "has(p.trainingRuntimeSpec) && has(p.trainingRuntimeSpec.template) && "
-        f"has(p.trainingRuntimeSpec.template.spec) && has({patch_jobs}))"
-        f".map(p, {patch_jobs}.filter(j, has(j.template) && has(j.template.spec) && "
-        "has(j.template.spec.template) && has(j.template.spec.template.spec))"
-        ".map(j, j.template.spec.template.spec)) : [])"
-    )
-    kinds = "[" + ", ".join(f"'{kind}'" for kind in TEMPLATE_KINDS) + "]"
-    pod_specs = (
-        "object.kind == 'Pod' ? [object.spec] : "
-        # a Volcano Job is a Job too, with tasks instead of a template
-        f"object.apiVersion.startsWith('batch.volcano.sh/') ? {volcano} : "
-        f"object.kind in {kinds} ? {template('object.spec')} : "
-        "object.kind == 'CronJob' ? (has(object.spec.jobTemplate) && "
-        f"has(object.spec.jobTemplate.spec) ? {template('object.spec.jobTemplate.spec')} : []) : "
-        f"object.kind == 'JobSet' ? {job_set} : "
-        f"object.apiVersion.startsWith('kubeflow.org/') ? ({legacy}) : []"
-    )
     rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
     return {
         "failurePolicy": "Fail",
@@ -171,19 +123,13 @@ def lustre_boundary_policy(*, team_label: str) -> dict[str, Any]:
                 {**rule, "apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"]},
             ],
         },
-        "variables": [
-            {"name": "podSpecs", "expression": pod_specs},
-            {
-                "name": "patchSpecs",
-                "expression": f"object.kind == 'TrainJob' ? {patches} : []",
-            },
-        ],
+        "variables": pod_spec_variables(),
         "validations": [
             {
-                "expression": _all_closed("variables.podSpecs")
-                + " && variables.patchSpecs.all(l, "
-                + _all_closed("l", patch=True)
-                + ")",
+                "expression": every_pod_spec(
+                    lambda spec: f"!{_pod_spec_open(spec, patch=False)}",
+                    patch=lambda spec: f"!{_pod_spec_open(spec, patch=True)}",
+                ),
                 "message": "a team pod may not bind a port below 1024, which the Lustre file "
                 "servers take as a trusted client: every container (init and ephemeral ones "
                 "too) must drop NET_BIND_SERVICE (securityContext.capabilities.drop: [ALL]) "

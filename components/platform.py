@@ -23,12 +23,12 @@ from components.config import (
 from components.config.pools import mounts_lustre
 from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
 from components.config.storage import admin_client_block
-from components.device_plugins import DevicePlugins
+from components.device_plugins import DevicePlugins, neuron_pools
 from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
 from components.network import Network
 from components.node_pools import NodePools
-from components.platform_network import PlatformNetwork
+from components.platform_network import PlatformNetwork, kube_system_fences
 from components.scheduling import NAMESPACE as SCHEDULING_NAMESPACE
 from components.scheduling import Scheduling
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
@@ -601,6 +601,7 @@ def build_platform_network(
             for namespace, component in platform_namespaces(config).items()
         },
         vpc_cidr=config.network.vpc_cidr,
+        fences=kube_system_fences(neuron_scheduler=bool(neuron_pools(config.node_pools))),
         kubernetes_provider=cluster.provider,
         opts=opts,
     )

@@ -18,7 +18,10 @@ gives a pod is a load on the webhook, not a way past it. Every other listener (P
 which holds every team's Slurm metrics, the controllers' metrics, KEDA's gRPC) is closed to it.
 
 The ``slurm`` namespace has its own, per-daemon rules (:mod:`components.slurm.network_policies`).
-``kube-system`` is left to EKS: every pod must reach CoreDNS there.
+``kube-system`` is left to EKS (every pod must reach CoreDNS there, and EKS's add-ons run
+there): it has no default deny. The platform's own releases in it are fenced one by one
+instead (:func:`kube_system_fences`): a policy selects exactly their pods, by the labels their
+charts give them, and admits only their clients.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import scheduling, trainer
+from components import device_plugins, karpenter, scheduling, trainer
 from components.slurm.autoscaling import KEDA_NAMESPACE, MONITORING_NAMESPACE, PROMETHEUS_PORT
 from components.slurm.common import (
     CERT_MANAGER_NAMESPACE,
@@ -39,6 +42,8 @@ from components.slurm.common import (
 )
 from components.tenancy import DEFAULT_DENY_POLICY, from_namespace, network_policy, tcp
 
+KUBE_SYSTEM_NAMESPACE: Final = device_plugins.NAMESPACE
+"""EKS's namespace, where Karpenter and the Neuron chart run (:func:`kube_system_fences`)."""
 API_SERVER: Final = "api-server"
 """A client that is the Kubernetes API server (webhooks, aggregated APIs)."""
 
@@ -144,6 +149,109 @@ def platform_network_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str
     ]
 
 
+@dataclass(frozen=True)
+class Fence:
+    """Pods of one platform release in ``kube-system``, closed but for their clients.
+
+    Args:
+        name: the fence's name; its policy is ``fence-<name>``.
+        pods: the ``matchLabels`` the release's chart gives these pods (and only them).
+        port: the TCP port its clients open; ``None``: no client (the pods are closed).
+        clients: NetworkPolicy peers of the pods that call ``port``.
+        why: what listens, who calls it, and from which chart template.
+    """
+
+    name: str
+    pods: dict[str, str]
+    port: int | None
+    clients: tuple[dict[str, Any], ...]
+    why: str
+
+
+NEURON_SCHEDULER_EXTENSION_PODS: Final = {
+    "app.kubernetes.io/component": "k8s-neuron-scheduler",
+    "app.kubernetes.io/instance": device_plugins.NEURON_RELEASE,
+}
+"""The Neuron scheduler extension's pods: neuron-helm-chart 1.9.0 templateLabels of
+``neuron-scheduler`` with its values' ``scheduler.fullnameOverride: k8s-neuron-scheduler``."""
+NEURON_SCHEDULER_PODS: Final = {
+    "app.kubernetes.io/component": device_plugins.NEURON_SCHEDULER_NAME,
+    "app.kubernetes.io/instance": device_plugins.NEURON_RELEASE,
+}
+"""The second scheduler's pods (``scheduler.customScheduler.fullnameOverride: my-scheduler``)."""
+KARPENTER_PODS: Final = {
+    "app.kubernetes.io/name": "karpenter",
+    "app.kubernetes.io/instance": karpenter.RELEASE,
+}
+"""Karpenter's controller pods: karpenter 1.14.1 selectorLabels (chart name, release name)."""
+
+NEURON_SCHEDULER_EXTENSION_PORT: Final = 12345
+KARPENTER_METRICS_PORT: Final = 8080
+
+NEURON_FENCES: Final = (
+    Fence(
+        "neuron-scheduler-extension",
+        NEURON_SCHEDULER_EXTENSION_PODS,
+        NEURON_SCHEDULER_EXTENSION_PORT,
+        ({"podSelector": {"matchLabels": NEURON_SCHEDULER_PODS}},),
+        "the Neuron scheduler extension's filter and bind (neuron-helm-chart 1.9.0 values "
+        "scheduler.env PORT), called only by the second scheduler, whose extender URL is its "
+        "Service (templates/scheduler/scheduler-custom-config.yaml)",
+    ),
+    Fence(
+        "neuron-scheduler",
+        NEURON_SCHEDULER_PODS,
+        None,
+        (),
+        "the second scheduler's secure port (10259: health and metrics), which nobody but "
+        "the kubelet's probes opens; it calls out (API server, extension) and serves nobody",
+    ),
+)  # fmt: skip
+"""Fences of the Neuron chart's scheduler pods, present when a Trainium pool exists."""
+
+KARPENTER_FENCE: Final = Fence(
+    "karpenter",
+    KARPENTER_PODS,
+    KARPENTER_METRICS_PORT,
+    (from_namespace(MONITORING_NAMESPACE),),
+    "Karpenter's metrics (karpenter 1.14.1 values controller.metrics.port), for the "
+    "monitoring namespace's Prometheus, which selects every ServiceMonitor in the cluster. "
+    "Karpenter 1.14.1 serves no webhook (charts/karpenter/templates has none) and its "
+    "health port (8081) is probed by the kubelet",
+)
+"""Karpenter's controller pods, present in every stack."""
+
+
+def kube_system_fences(*, neuron_scheduler: bool) -> tuple[Fence, ...]:
+    """The fences of the platform's releases in ``kube-system``.
+
+    Args:
+        neuron_scheduler: whether the Neuron chart (and its scheduler extension) is installed,
+            i.e. the stack has a Trainium pool (:func:`components.device_plugins.neuron_pools`).
+    """
+    return (KARPENTER_FENCE, *(NEURON_FENCES if neuron_scheduler else ()))
+
+
+def fence_network_policy(fence: Fence) -> dict[str, Any]:
+    """The NetworkPolicy of one :class:`Fence`: its pods isolated, its port open to its clients.
+
+    The kubelet's probes come from the node's own address, which the VPC CNI's policy agent
+    always admits, so a fence does not list them.
+
+    Args:
+        fence: the pods and their clients.
+    """
+    ingress = (
+        [] if fence.port is None else [{"from": list(fence.clients), "ports": tcp(fence.port)}]
+    )
+    return network_policy(
+        f"fence-{fence.name}",
+        KUBE_SYSTEM_NAMESPACE,
+        pods={"matchLabels": dict(fence.pods)},
+        ingress=ingress,
+    )
+
+
 class PlatformNetwork(pulumi.ComponentResource):
     """The NetworkPolicies of the platform namespaces the stack's releases created."""
 
@@ -153,6 +261,7 @@ class PlatformNetwork(pulumi.ComponentResource):
         *,
         namespaces: dict[str, list[pulumi.Resource]],
         vpc_cidr: str,
+        fences: tuple[Fence, ...],
         kubernetes_provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -164,6 +273,8 @@ class PlatformNetwork(pulumi.ComponentResource):
                 releases create it with ``createNamespace``); each must be in
                 :data:`LISTENERS`.
             vpc_cidr: the VPC's block (:func:`platform_network_policies`).
+            fences: the platform's releases in ``kube-system`` to fence
+                (:func:`kube_system_fences`); that namespace exists before any release.
             kubernetes_provider: the provider of in-cluster resources.
             opts: resource options.
         """
@@ -178,4 +289,12 @@ class PlatformNetwork(pulumi.ComponentResource):
                         parent=self, provider=kubernetes_provider, depends_on=creators
                     ),
                 )
+        for fence in fences:
+            manifest = fence_network_policy(fence)
+            k8s.networking.v1.NetworkPolicy(
+                f"{KUBE_SYSTEM_NAMESPACE}-{manifest['metadata']['name']}",
+                metadata=typing.cast(Any, manifest["metadata"]),
+                spec=typing.cast(Any, manifest["spec"]),
+                opts=pulumi.ResourceOptions(parent=self, provider=kubernetes_provider),
+            )
         self.register_outputs({})

@@ -12,6 +12,7 @@ nodes per job) and by the NCCL/Neuron bootstrap, which runs over TCP and is poli
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 POD_SECURITY_PREFIX: Final = "pod-security.kubernetes.io"
@@ -175,6 +176,107 @@ subresource), and an object admitted before a policy keeps its status."""
 QUEUE_POLICY: Final = "trainingplatform-team-queues"
 LEGACY_JOBS: Final = ("pytorchjobs", "tfjobs", "mpijobs", "jaxjobs", "xgboostjobs", "paddlejobs")
 """The legacy Training Operator's job kinds (kubeflow.org/v1), each with ``spec.runPolicy``."""
+LEGACY_REPLICA_SPECS: Final = (
+    "pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs", "jaxReplicaSpecs",
+    "xgbReplicaSpecs", "paddleReplicaSpecs",
+)  # fmt: skip
+"""The legacy jobs' replica-spec maps (kubeflow/training-operator v1.9.4 CRDs), role -> spec."""
+TEMPLATE_KINDS: Final = ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job")
+"""Kinds whose pods come from ``spec.template``."""
+POD_SPECS: Final = "podSpecs"
+"""The variable of :func:`pod_spec_variables` that lists an object's pod specs."""
+PATCH_SPECS: Final = "patchSpecs"
+"""The variable of :func:`pod_spec_variables` that lists a TrainJob's patched pod specs."""
+
+
+def _template_spec(path: str) -> str:
+    """CEL: ``[<path>.template.spec]`` where the object at ``path`` has one, else ``[]``."""
+    return (
+        f"(has({path}) && has({path}.template) && has({path}.template.spec) ? "
+        f"[{path}.template.spec] : [])"
+    )
+
+
+def pod_spec_variables() -> list[dict[str, str]]:
+    """ValidatingAdmissionPolicy variables: every pod spec an object makes pods from.
+
+    ``podSpecs`` lists a Pod's own spec, or the pod templates' specs of a Deployment,
+    StatefulSet, ReplicaSet, DaemonSet, Job (``spec.template``), CronJob
+    (``spec.jobTemplate.spec.template``), JobSet (``replicatedJobs[].template.spec.template``),
+    Volcano Job (``tasks[].template``) and legacy Training Operator job (each
+    ``<framework>ReplicaSpecs[role].template``); any other kind has none. ``patchSpecs`` lists,
+    per entry of a TrainJob's ``runtimePatches``, the pod specs of its
+    ``trainingRuntimeSpec.template.spec.replicatedJobs[]`` (kubeflow/trainer v2.3.0 API); these
+    merge into the runtime's, so a rule may judge them by what they state only. A template
+    without a spec is skipped: the API server's validation refuses it before admission.
+    """
+    job_set = (
+        "(has(object.spec.replicatedJobs) ? object.spec.replicatedJobs.filter(j, "
+        "has(j.template) && has(j.template.spec) && has(j.template.spec.template) && "
+        "has(j.template.spec.template.spec)).map(j, j.template.spec.template.spec) : [])"
+    )
+    legacy = " + ".join(
+        f"(has(object.spec.{field}) ? object.spec.{field}.filter(r, "
+        f"has(object.spec.{field}[r].template) && has(object.spec.{field}[r].template.spec))"
+        f".map(r, object.spec.{field}[r].template.spec) : [])"
+        for field in LEGACY_REPLICA_SPECS
+    )
+    volcano = (
+        "(has(object.spec.tasks) ? object.spec.tasks.filter(t, has(t.template) && "
+        "has(t.template.spec)).map(t, t.template.spec) : [])"
+    )
+    patch_jobs = "p.trainingRuntimeSpec.template.spec.replicatedJobs"
+    patches = (
+        "(has(object.spec.runtimePatches) ? object.spec.runtimePatches.filter(p, "
+        "has(p.trainingRuntimeSpec) && has(p.trainingRuntimeSpec.template) && "
+        f"has(p.trainingRuntimeSpec.template.spec) && has({patch_jobs}))"
+        f".map(p, {patch_jobs}.filter(j, has(j.template) && has(j.template.spec) && "
+        "has(j.template.spec.template) && has(j.template.spec.template.spec))"
+        ".map(j, j.template.spec.template.spec)) : [])"
+    )
+    kinds = "[" + ", ".join(f"'{kind}'" for kind in TEMPLATE_KINDS) + "]"
+    pod_specs = (
+        "object.kind == 'Pod' ? [object.spec] : "
+        # a Volcano Job is a Job too, with tasks instead of a template
+        f"object.apiVersion.startsWith('batch.volcano.sh/') ? {volcano} : "
+        f"object.kind in {kinds} ? {_template_spec('object.spec')} : "
+        "object.kind == 'CronJob' ? (has(object.spec.jobTemplate) && "
+        f"has(object.spec.jobTemplate.spec) ? {_template_spec('object.spec.jobTemplate.spec')} "
+        ": []) : "
+        f"object.kind == 'JobSet' ? {job_set} : "
+        f"object.apiVersion.startsWith('kubeflow.org/') ? ({legacy}) : []"
+    )
+    return [
+        {"name": POD_SPECS, "expression": pod_specs},
+        {"name": PATCH_SPECS, "expression": f"object.kind == 'TrainJob' ? {patches} : []"},
+    ]
+
+
+def every_pod_spec(
+    rule: Callable[[str], str],
+    *,
+    pod: Callable[[str], str] | None = None,
+    patch: Callable[[str], str] | None = None,
+) -> str:
+    """CEL: ``rule`` holds for every pod spec of the object (:func:`pod_spec_variables`).
+
+    The policy must declare :func:`pod_spec_variables`. The rules are given the CEL of one pod
+    spec (``ps``, a name none of them may use for its own comprehensions).
+
+    Args:
+        rule: the rule, given the CEL expression of a pod spec.
+        pod: the rule for a Pod's own spec (a rule that needs the request, e.g. the
+            operation). Default ``rule``.
+        patch: the rule for the pod specs of a TrainJob's ``runtimePatches``, which state only
+            what they change. Default ``rule``.
+    """
+    return (
+        f"(object.kind == 'Pod' ? {(pod or rule)('object.spec')} : "
+        f"variables.{POD_SPECS}.all(ps, {rule('ps')})) && "
+        f"variables.{PATCH_SPECS}.all(pl, pl.all(ps, {(patch or rule)('ps')}))"
+    )
+
+
 POD_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 """The annotation that puts a pod in an existing PodGroup (Trainer's and the legacy operator's
 pods carry it); Volcano's controller makes a PodGroup only for a pod without it."""

@@ -18,10 +18,15 @@ their author sees the refusal at once rather than in a controller's events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from components.tenancy import CREATED_OR_SPEC_CHANGED, team_namespaces
+from components.tenancy import (
+    CREATED_OR_SPEC_CHANGED,
+    every_pod_spec,
+    pod_spec_variables,
+    team_namespaces,
+)
 
 TENANT_PODS_POLICY: Final = "trainingplatform-tenant-pods"
 
@@ -87,42 +92,6 @@ def _toleration_rules(
     return " && ".join(rules)
 
 
-def _every_template(
-    rule: Callable[[str], str],
-    *,
-    pod: Callable[[str], str] | None = None,
-    patch: Callable[[str], str] | None = None,
-) -> str:
-    """CEL: ``rule`` (of a pod spec's CEL) holds for every pod spec or template of the object.
-
-    Args:
-        rule: the rule, given the CEL expression of a pod spec.
-        pod: the rule for a Pod's own spec. Default ``rule``.
-        patch: the rule for the pod specs of a TrainJob's runtimePatches. Default ``rule``.
-    """
-
-    def job_set(spec: str, rule: Callable[[str], str] = rule) -> str:
-        return (
-            f"(!has({spec}.replicatedJobs) || {spec}.replicatedJobs.all(r, "
-            "!has(r.template.spec) || !has(r.template.spec.template) || "
-            f"!has(r.template.spec.template.spec) || {rule('r.template.spec.template.spec')}))"
-        )
-
-    patches = (
-        "(!has(object.spec.runtimePatches) || object.spec.runtimePatches.all(p, "
-        "!has(p.trainingRuntimeSpec) || !has(p.trainingRuntimeSpec.template) || "
-        "!has(p.trainingRuntimeSpec.template.spec) || "
-        f"{job_set('p.trainingRuntimeSpec.template.spec', patch or rule)}))"
-    )
-    return (
-        f"object.kind == 'Pod' ? {(pod or rule)('object.spec')} : "
-        f"object.kind == 'CronJob' ? {rule('object.spec.jobTemplate.spec.template.spec')} : "
-        f"object.kind == 'JobSet' ? {job_set('object.spec')} : "
-        f"object.kind == 'TrainJob' ? {patches} : "
-        f"{rule('object.spec.template.spec')}"
-    )
-
-
 def tenant_pods_policy(
     *,
     team_label: str,
@@ -171,7 +140,7 @@ def tenant_pods_policy(
         unqueued_service_accounts: team (namespace) -> service accounts whose pods may use
             another scheduler.
     """
-    tolerations_rule = _every_template(
+    tolerations_rule = every_pod_spec(
         lambda spec: _toleration_rules(
             spec, slurm_taint_key=slurm_taint_key, accelerator_taints=accelerator_taints
         ),
@@ -181,7 +150,7 @@ def tenant_pods_policy(
         ),
     )
     # A bound pod has a nodeName on every later update: only its creation may not set one.
-    node_name_rule = _every_template(
+    node_name_rule = every_pod_spec(
         lambda spec: f"(!has({spec}.nodeName) || {spec}.nodeName == '')",
         pod=lambda spec: (
             f"(request.operation != 'CREATE' || !has({spec}.nodeName) || {spec}.nodeName == '')"
@@ -235,6 +204,7 @@ def tenant_pods_policy(
             ],
         },
         "variables": [
+            *pod_spec_variables(),
             {
                 "name": "unqueued",
                 "expression": f"namespaceObject.metadata.name in {{{exempt}}} ? "

@@ -18,6 +18,7 @@ import yaml
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from synth.run import StackResult
 from tests.conftest import STACKS
+from tests.pod_shapes import make_pod, trainjob, workload_shapes
 from tests.test_admission_policies import BINDING, admit
 from tests.test_readme import _marked_examples
 from tests.test_tenancy import _namespace
@@ -89,89 +90,6 @@ ATTACKS: Final[dict[str, Callable[[], dict[str, Any]]]] = {
 }
 
 
-def _pod(spec: dict[str, Any], namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "probe", "namespace": namespace},
-        "spec": spec,
-    }
-
-
-def _shapes(spec: dict[str, Any], namespace: str) -> dict[str, dict[str, Any]]:
-    """The same pod spec in every kind that makes pods from a template."""
-    metadata = {"name": "probe", "namespace": namespace}
-    template = {"metadata": {"labels": {"app": "probe"}}, "spec": spec}
-    job_spec = {"template": template}
-    shapes: dict[str, dict[str, Any]] = {"Pod": _pod(spec, namespace)}
-    for kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet"):
-        shapes[kind] = {
-            "apiVersion": "apps/v1",
-            "kind": kind,
-            "metadata": metadata,
-            "spec": {"selector": {"matchLabels": {"app": "probe"}}, "template": template},
-        }
-    shapes["Job"] = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": metadata,
-        "spec": job_spec,
-    }
-    shapes["CronJob"] = {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": metadata,
-        "spec": {"schedule": "@daily", "jobTemplate": {"spec": job_spec}},
-    }
-    shapes["JobSet"] = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": metadata,
-        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": job_spec}}]},
-    }
-    shapes["PyTorchJob"] = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": metadata,
-        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": template}}},
-    }
-    shapes["VolcanoJob"] = {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": metadata,
-        "spec": {"queue": namespace, "tasks": [{"name": "w", "replicas": 2, "template": template}]},
-    }
-    return shapes
-
-
-def _trainjob(namespace: str, patch_spec: dict[str, Any] | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"runtimeRef": {"name": "torch-gpu-small", "kind": "TrainingRuntime"}}
-    if patch_spec is not None:
-        spec["runtimePatches"] = [
-            {
-                "manager": "me",
-                "trainingRuntimeSpec": {
-                    "template": {
-                        "spec": {
-                            "replicatedJobs": [
-                                {
-                                    "name": "node",
-                                    "template": {"spec": {"template": {"spec": patch_spec}}},
-                                }
-                            ]
-                        }
-                    }
-                },
-            }
-        ]
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "job", "namespace": namespace},
-        "spec": spec,
-    }
-
-
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_policy_is_bound_to_team_namespaces(
     synthesized: dict[str, StackResult], stack: str
@@ -215,14 +133,14 @@ def test_no_team_pod_may_bind_a_privileged_port(
     policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
     namespace, _, _ = _team(result)
     name = namespace["metadata"]["name"]
-    for kind, obj in _shapes(ATTACKS[attack](), name).items():
+    for kind, obj in workload_shapes(ATTACKS[attack](), name).items():
         ok, message = admit(policy, obj, namespace)
         assert not ok, (attack, kind)
         assert message and "Lustre" in message and "NET_BIND_SERVICE" in message
     # the legitimate spec in every shape is admitted, and a change to the attack refused
-    for kind, obj in _shapes(_pod_spec(), name).items():
+    for kind, obj in workload_shapes(_pod_spec(), name).items():
         assert admit(policy, obj, namespace) == (True, None), kind
-        attacked = _shapes(ATTACKS[attack](), name)[kind]
+        attacked = workload_shapes(ATTACKS[attack](), name)[kind]
         assert not admit(policy, attacked, namespace, old=obj)[0], (attack, kind)
 
 
@@ -234,7 +152,7 @@ def test_ephemeral_containers_are_judged_too(
     result = synthesized[stack]
     policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
     namespace, _, _ = _team(result)
-    running = _pod(_pod_spec(), namespace["metadata"]["name"])
+    running = make_pod(_pod_spec(), namespace["metadata"]["name"])
     debugged = copy.deepcopy(running)
     debugged["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox"}]
     ok, message = admit(policy, debugged, namespace, old=running)
@@ -242,7 +160,7 @@ def test_ephemeral_containers_are_judged_too(
     debugged["spec"]["ephemeralContainers"][0]["securityContext"] = copy.deepcopy(HARDENED)
     assert admit(policy, debugged, namespace, old=running) == (True, None)
     # a status-only update of a pod made before the policy is not judged
-    legacy = _pod(_root_default(), namespace["metadata"]["name"])
+    legacy = make_pod(_root_default(), namespace["metadata"]["name"])
     relabelled = copy.deepcopy(legacy)
     relabelled["metadata"]["labels"] = {"x": "y"}
     assert admit(policy, relabelled, namespace, old=legacy) == (True, None)
@@ -257,10 +175,10 @@ def test_trainjob_patches_may_not_reopen_the_ports(
     policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
     namespace, _, _ = _team(result)
     name = namespace["metadata"]["name"]
-    assert admit(policy, _trainjob(name, None), namespace) == (True, None)
+    assert admit(policy, trainjob(None, name), namespace) == (True, None)
     # a patch that names a container without a security context keeps the runtime's
     plain = {"containers": [{"name": "node", "env": [{"name": "A", "value": "1"}]}]}
-    assert admit(policy, _trainjob(name, plain), namespace) == (True, None)
+    assert admit(policy, trainjob(plain, name), namespace) == (True, None)
     # adding a capability on baseline's list (not NET_BIND_SERVICE) stays allowed
     chown = {
         "containers": [
@@ -270,7 +188,7 @@ def test_trainjob_patches_may_not_reopen_the_ports(
             }
         ]
     }
-    assert admit(policy, _trainjob(name, chown), namespace) == (True, None)
+    assert admit(policy, trainjob(chown, name), namespace) == (True, None)
     attacks: dict[str, dict[str, Any]] = {
         "add": {
             "containers": [
@@ -287,9 +205,9 @@ def test_trainjob_patches_may_not_reopen_the_ports(
         },
     }
     for what, patch in attacks.items():
-        ok, message = admit(policy, _trainjob(name, patch), namespace)
+        ok, message = admit(policy, trainjob(patch, name), namespace)
         assert not ok and message, what
-        assert not admit(policy, _trainjob(name, patch), namespace, old=_trainjob(name, None))[0]
+        assert not admit(policy, trainjob(patch, name), namespace, old=trainjob(None, name))[0]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -308,16 +226,16 @@ def test_the_stacks_own_runtimes_and_a_raised_sysctl_pass(
     assert runtimes
     for record in runtimes:
         for job in record.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
-            pod = _pod(job["template"]["spec"]["template"]["spec"], name)
+            pod = make_pod(job["template"]["spec"]["template"]["spec"], name)
             assert admit(policy, pod, namespace) == (True, None), (record.name, job["name"])
     # setting the sysctl at or above the kernel's default keeps the ports closed
     for value in ("1024", "2048"):
-        assert admit(policy, _pod(_sysctl(value), name), namespace) == (True, None)
+        assert admit(policy, make_pod(_sysctl(value), name), namespace) == (True, None)
     # dropping just NET_BIND_SERVICE is enough; other sysctls are not this policy's business
     only = _pod_spec()
     only["containers"][0]["securityContext"]["capabilities"] = {"drop": ["NET_BIND_SERVICE"]}
     only["securityContext"]["sysctls"] = [{"name": "net.ipv4.tcp_syncookies", "value": "1"}]
-    assert admit(policy, _pod(only, name), namespace) == (True, None)
+    assert admit(policy, make_pod(only, name), namespace) == (True, None)
 
 
 def test_every_job_example_of_the_docs_is_admitted(synthesized: dict[str, StackResult]) -> None:

@@ -8,13 +8,15 @@ which the API server calls from the VPC's block (components/platform_network.py 
 from __future__ import annotations
 
 import ipaddress
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
+from components.catalog import CATALOG
 from components.platform import platform_namespaces
+from components.platform_network import fence_network_policy, kube_system_fences
 from synth.run import StackResult
-from tests.conftest import STACKS
+from tests.conftest import STACKS, stack_data
 from tests.network_model import Address, Cluster, Pod, Source
 
 TEAM_LABEL: Final = "trainingplatform.io/team"
@@ -192,3 +194,138 @@ def test_webhooks_are_closed_to_addresses_outside_the_vpc(
         if _present(result, namespace):
             assert not network.may_reach(Address("10.200.0.7"), Pod(namespace), port)
             assert not network.may_reach(Address("192.168.1.1"), Pod(namespace), port)
+
+
+# The platform's releases in kube-system, each fenced by a policy that selects exactly its pods
+# (kube-system itself stays open: EKS's add-ons and CoreDNS live there). Pod labels are those
+# the pinned charts render with the platform's values and release names: neuron-helm-chart
+# 1.9.0 templates/_helpers.tpl (templateLabels; values scheduler.fullnameOverride
+# k8s-neuron-scheduler, nameOverride neuron-scheduler, customScheduler.fullnameOverride
+# my-scheduler), templates/scheduler/scheduler-custom-deployment.yaml (tier, version), and
+# karpenter 1.14.1 charts/karpenter/templates/_helpers.tpl (selectorLabels).
+NEURON_RELEASE: Final = "neuron-helm-chart"
+NEURON_SCHEDULER_EXTENSION: Final = Pod(
+    KUBE_SYSTEM,
+    {
+        "app.kubernetes.io/name": "neuron-scheduler",
+        "app.kubernetes.io/component": "k8s-neuron-scheduler",
+        "app.kubernetes.io/instance": NEURON_RELEASE,
+    },
+)
+NEURON_SCHEDULER: Final = Pod(
+    KUBE_SYSTEM,
+    {
+        "app.kubernetes.io/name": NEURON_RELEASE,
+        "app.kubernetes.io/component": "my-scheduler",
+        "app.kubernetes.io/instance": NEURON_RELEASE,
+        "tier": "control-plane",
+        "version": "second",
+    },
+)
+NEURON_DEVICE_PLUGIN: Final = Pod(
+    KUBE_SYSTEM,
+    # values devicePlugin.nameOverride neuron-device-plugin
+    {
+        "app.kubernetes.io/name": "neuron-device-plugin",
+        "app.kubernetes.io/instance": NEURON_RELEASE,
+    },
+)
+KARPENTER: Final = Pod(
+    KUBE_SYSTEM, {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+)
+COREDNS: Final = Pod(KUBE_SYSTEM, {"k8s-app": "kube-dns", "eks.amazonaws.com/component": "coredns"})
+
+# (case, target, port, its one legitimate client, the release that installs the target)
+FENCED: Final = [
+    ("my-scheduler to neuron-scheduler-extension", NEURON_SCHEDULER_EXTENSION, 12345,
+     NEURON_SCHEDULER, NEURON_RELEASE),
+    ("prometheus to karpenter-metrics", KARPENTER, 8080, PROMETHEUS, "karpenter"),
+]  # fmt: skip
+"""Every kube-system listener the platform installs and the client each admits. Karpenter
+1.14.1 serves no webhook, so no API server case; the second scheduler serves nobody (below)."""
+
+
+def _released(result: StackResult, name: str) -> bool:
+    return any(r.type == HELM_RELEASE and r.inputs["name"] == name for r in result.records)
+
+
+def _trainium(stack: str) -> bool:
+    """Whether the stack file names a Trainium type in its pools (read from the file itself)."""
+    return any(
+        name in CATALOG and CATALOG[name].accelerator == "neuron"
+        for pool in stack_data(stack).get("nodePools", [])
+        for name in pool["instanceTypes"]
+    )
+
+
+def _fence_cases() -> list[Any]:
+    """Stack x fenced listener; a stack without Trainium pools has no Neuron chart, so its
+    Neuron case asserts that no fence of it is made (``absent``) instead of the reachability."""
+    cases = []
+    for stack in STACKS:
+        for name, target, port, client, release in FENCED:
+            absent = release == NEURON_RELEASE and not _trainium(stack)
+            suffix = "-absent-no-trainium-pool" if absent else ""
+            cases.append(
+                pytest.param(
+                    stack, target, port, client, release, absent, id=f"{stack}-{name}{suffix}"
+                )
+            )
+    return cases
+
+
+@pytest.mark.parametrize(("stack", "target", "port", "client", "release", "absent"), _fence_cases())
+def test_each_kube_system_listener_admits_its_client_and_no_team_pod(
+    synthesized: dict[str, StackResult],
+    stack: str,
+    target: Pod,
+    port: int,
+    client: Pod,
+    release: str,
+    absent: bool,
+) -> None:
+    result = synthesized[stack]
+    assert _released(result, release) is not absent, (stack, release)
+    network = _network(result)
+    if absent:
+        # no chart, no listener: and no policy left selecting pods that do not exist
+        assert network.may_reach(Pod("any-team"), target, port)
+        return
+    assert network.may_reach(client, target, port)
+    # the client gets that port only
+    assert not network.may_reach(client, target, 31337)
+    teams = _teams(result)
+    assert teams
+    for team in teams:
+        for source in (Pod(team, {"app": "anything"}), Address(_inside(result, 4100))):
+            assert not network.may_reach(source, target, port), (team, source)
+    # another kube-system pod is no client either, unless it is the one named
+    assert not network.may_reach(Pod(KUBE_SYSTEM, {"k8s-app": "kube-dns"}), target, port)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_fences_leave_the_rest_of_kube_system_open(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    network = _network(result)
+    team = _teams(result)[0]
+    # kube-system has no default deny: CoreDNS and the device plugins stay as EKS leaves them
+    assert network.may_reach(Pod(team), COREDNS, 53, "UDP")
+    assert network.may_reach(Pod(team), COREDNS, 53)
+    assert network.may_reach(Address("10.200.0.7"), NEURON_DEVICE_PLUGIN, 8080)
+    # the Neuron chart's second scheduler serves nobody (its probes come from the node)
+    if _trainium(stack):
+        assert not network.may_reach(Pod(team), NEURON_SCHEDULER, 10259)
+        assert not network.may_reach(NEURON_SCHEDULER_EXTENSION, NEURON_SCHEDULER, 10259)
+
+
+def test_a_stack_without_trainium_has_no_neuron_fence() -> None:
+    policies = [fence_network_policy(f) for f in kube_system_fences(neuron_scheduler=False)]
+    network = Cluster(policies)
+    assert network.may_reach(Pod("team-a"), NEURON_SCHEDULER_EXTENSION, 12345)
+    assert not network.may_reach(Pod("team-a"), KARPENTER, 8080)
+    with_neuron = Cluster(
+        [fence_network_policy(f) for f in kube_system_fences(neuron_scheduler=True)]
+    )
+    assert not with_neuron.may_reach(Pod("team-a"), NEURON_SCHEDULER_EXTENSION, 12345)

@@ -20,6 +20,7 @@ from components.tenant_pods import TENANT_PODS_POLICY
 from synth.run import StackResult
 from tests.conftest import STACKS
 from tests.kubernetes_semantics import quantity
+from tests.pod_shapes import make_pod, trainjob, workload_shapes
 from tests.test_admission_policies import BINDING, _policy, admit
 
 QUOTA: Final = "kubernetes:core/v1:ResourceQuota"
@@ -179,65 +180,6 @@ def _spec(
     return spec
 
 
-def _pod(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
-
-
-def _template(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": {"labels": {"app": "a"}}, "spec": spec}
-
-
-def _shapes(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``spec`` as a Pod and as the pod template of each workload the policy judges."""
-    template = _template(spec)
-    job = {"template": template}
-    shapes = {
-        "Pod": _pod(spec),
-        "Job": {"apiVersion": "batch/v1", "kind": "Job", "spec": job},
-        "CronJob": {
-            "apiVersion": "batch/v1",
-            "kind": "CronJob",
-            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": job}},
-        },
-        "JobSet": {
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": job}}]},
-        },
-    }
-    for kind in ("Deployment", "StatefulSet", "ReplicaSet"):
-        shapes[kind] = {"apiVersion": "apps/v1", "kind": kind, "spec": {"template": template}}
-    return shapes
-
-
-def _trainjob_patching(spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "job"},
-        "spec": {
-            "runtimeRef": {"name": "torch-gpu-small", "kind": "TrainingRuntime"},
-            "runtimePatches": [
-                {
-                    "manager": "example.com/tool",
-                    "trainingRuntimeSpec": {
-                        "template": {
-                            "spec": {
-                                "replicatedJobs": [
-                                    {
-                                        "name": "node",
-                                        "template": {"spec": {"template": {"spec": spec}}},
-                                    }
-                                ]
-                            }
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
 def _team(result: StackResult) -> dict[str, Any]:
     record = next(
         r
@@ -294,7 +236,7 @@ TEMPLATE_KINDS: Final = (
 def test_each_way_to_hold_nodes_is_refused_in_every_shape(
     stack: str, kind: str, attack: str, synthesized: dict[str, StackResult]
 ) -> None:
-    ok, message = _judge(stack, synthesized, _shapes(ATTACKS[attack])[kind])
+    ok, message = _judge(stack, synthesized, workload_shapes(ATTACKS[attack])[kind])
     assert not ok, (attack, kind)
     assert message is not None
     assert ("nodeName" if attack == "node-name" else "tolerations") in message
@@ -306,7 +248,7 @@ def test_each_way_to_hold_nodes_is_refused_in_every_shape(
 def test_pods_that_use_what_they_tolerate_are_admitted_in_every_shape(
     stack: str, kind: str, case: str, synthesized: dict[str, StackResult]
 ) -> None:
-    assert _judge(stack, synthesized, _shapes(LEGITIMATE[case])[kind]) == (True, None)
+    assert _judge(stack, synthesized, workload_shapes(LEGITIMATE[case])[kind]) == (True, None)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -316,7 +258,7 @@ def test_pods_that_use_what_they_tolerate_are_admitted_in_every_shape(
 def test_a_trainjob_cannot_patch_in_what_a_pod_may_not_tolerate(
     stack: str, attack: str, synthesized: dict[str, StackResult]
 ) -> None:
-    ok, message = _judge(stack, synthesized, _trainjob_patching(ATTACKS[attack]))
+    ok, message = _judge(stack, synthesized, trainjob(ATTACKS[attack]))
     assert not ok and message is not None and "tolerations" in message
 
 
@@ -325,8 +267,8 @@ def test_a_trainjob_patch_of_ordinary_tolerations_is_admitted(
     stack: str, synthesized: dict[str, StackResult]
 ) -> None:
     patch = {"tolerations": [GPU_TOLERATION, NOT_READY_TOLERATION]}
-    assert _judge(stack, synthesized, _trainjob_patching(patch)) == (True, None)
-    plain = _trainjob_patching(patch)
+    assert _judge(stack, synthesized, trainjob(patch)) == (True, None)
+    plain = trainjob(patch)
     del plain["spec"]["runtimePatches"]
     assert _judge(stack, synthesized, plain) == (True, None)
 
@@ -336,7 +278,7 @@ def test_tolerations_added_by_a_pod_update_are_judged(
     stack: str, synthesized: dict[str, StackResult]
 ) -> None:
     # a bound pod: the scheduler set its nodeName, which every later update carries
-    bound = _pod(_spec(requests={GPU: "1"}, tolerations=[GPU_TOLERATION], nodeName="n1"))
+    bound = make_pod(_spec(requests={GPU: "1"}, tolerations=[GPU_TOLERATION], nodeName="n1"))
     widened = copy.deepcopy(bound)
     widened["spec"]["tolerations"].append({"operator": "Exists"})
     ok, message = _judge(stack, synthesized, widened, old=bound)
@@ -404,7 +346,10 @@ def test_the_stacks_own_runtime_pods_are_admitted(
     for name, spec in specs:
         assert spec.get("schedulerName") == "volcano", name
         for kind in ("Pod", "JobSet"):
-            assert _judge(stack, synthesized, _shapes(spec)[kind]) == (True, None), (name, kind)
+            assert _judge(stack, synthesized, workload_shapes(spec)[kind]) == (True, None), (
+                name,
+                kind,
+            )
 
 
 # --------------------------------------------------------------------------- Volcano's shares
@@ -445,7 +390,7 @@ SCHEDULER_LEGITIMATE: Final = {
 def test_accelerator_pods_outside_volcano_are_refused(
     stack: str, attack: str, synthesized: dict[str, StackResult]
 ) -> None:
-    ok, message = _judge(stack, synthesized, _pod(SCHEDULER_ATTACKS[attack]))
+    ok, message = _judge(stack, synthesized, make_pod(SCHEDULER_ATTACKS[attack]))
     assert not ok, attack
     assert message is not None and "must be scheduled by volcano" in message
 
@@ -455,14 +400,14 @@ def test_accelerator_pods_outside_volcano_are_refused(
 def test_volcano_and_partial_trainium_pods_are_admitted(
     stack: str, case: str, synthesized: dict[str, StackResult]
 ) -> None:
-    assert _judge(stack, synthesized, _pod(SCHEDULER_LEGITIMATE[case])) == (True, None)
+    assert _judge(stack, synthesized, make_pod(SCHEDULER_LEGITIMATE[case])) == (True, None)
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_no_service_account_is_unqueued_by_default(
     stack: str, synthesized: dict[str, StackResult]
 ) -> None:
-    pod = _pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
+    pod = make_pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
     for account in ("training-jobs", "default", "inference"):
         pod["spec"]["serviceAccountName"] = account
         assert not _judge(stack, synthesized, pod)[0], account
@@ -476,7 +421,7 @@ def test_a_listed_service_account_may_use_another_scheduler() -> None:
         TeamConfig.model_validate({"name": "ml-b", "quota": {"gpus": 1}}),
     ]
     policy = team_pods_policy(teams)
-    pod = _pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
+    pod = make_pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
     pod["spec"]["serviceAccountName"] = "inference"
 
     def namespace(team: str) -> dict[str, Any]:
@@ -501,12 +446,12 @@ def test_scheduler_rule_judges_only_pod_creation(
     stack: str, synthesized: dict[str, StackResult]
 ) -> None:
     # schedulerName is immutable: an update of a pod made before the policy is not refused for it
-    old = _pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
+    old = make_pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
     new = copy.deepcopy(old)
     new["spec"]["containers"][0]["image"] = "busybox:2"
     assert _judge(stack, synthesized, new, old=old) == (True, None)
     # templates are not scheduled: a Deployment's pods are judged as pods when they are made
-    deployment = _shapes(SCHEDULER_ATTACKS["gpu-default-scheduler"])["Deployment"]
+    deployment = workload_shapes(SCHEDULER_ATTACKS["gpu-default-scheduler"])["Deployment"]
     assert _judge(stack, synthesized, deployment) == (True, None)
 
 
@@ -536,7 +481,7 @@ def test_cpu_and_memory_quota_admits_a_job_on_the_whole_accelerator_quota(
         for name, spec in _runtime_pod_specs(result):
             if not name.startswith(f"{namespace}/"):
                 continue
-            pod = _pod(copy.deepcopy(spec))
+            pod = make_pod(copy.deepcopy(spec))
             for container in pod["spec"]["containers"]:
                 requests = container.setdefault("resources", {}).setdefault("requests", {})
                 for resource, value in defaults.items():
