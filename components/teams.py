@@ -120,7 +120,7 @@ def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[s
     CPU and memory are the team's config, or the nodes its accelerator quota fills
     (:func:`accelerator_node_capacity`), or, where that fills no node, a bounded default
     (:data:`components.config.teams.CPU_ONLY_VCPUS` and ``CPU_ONLY_MEMORY_GIB``), so a team
-    without accelerators still runs CPU pods; an explicit 0 runs none. Every pod states them:
+    without accelerators still runs CPU pods; an explicit 0 admits none. Every pod states them:
     the LimitRange gives a container that states none its default requests
     (:func:`limit_range_spec`).
 

@@ -75,8 +75,8 @@ class TeamQuotaConfig(AcceleratorAmounts):
         "fills (per accelerator kind: the quota over the accelerators of the pools' largest "
         f"node of that kind, rounded up, times its vCPUs); {CPU_ONLY_VCPUS} for a team whose "
         "accelerator quota fills no node (none asked, or no pool of that kind), one "
-        "general-purpose node's worth for notebooks and CPU jobs. 0: the namespace runs no "
-        "pods (every pod requests CPU: the LimitRange gives a default request).",
+        "general-purpose node's worth for notebooks and CPU jobs. 0: no CPU at all, so only "
+        "pods that state a zero request run (the LimitRange gives others a default request).",
     )
     memory_gib: int | None = Field(
         alias="memoryGiB",
@@ -84,8 +84,8 @@ class TeamQuotaConfig(AcceleratorAmounts):
         ge=0,
         description="Memory the namespace's pods may request (requests.memory), GiB. Default: "
         "the memory of the nodes the accelerator quota fills, as for cpu; "
-        f"{CPU_ONLY_MEMORY_GIB} for a team whose accelerator quota fills no node. 0: the "
-        "namespace runs no pods.",
+        f"{CPU_ONLY_MEMORY_GIB} for a team whose accelerator quota fills no node. 0: no "
+        "memory at all, as for cpu.",
     )
 
 
