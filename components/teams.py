@@ -14,6 +14,7 @@ from components.admission import enforced_policy
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig, TeamConfig
 from components.config.cluster import principal_identity
+from components.config.teams import CPU_ONLY_MEMORY_GIB, CPU_ONLY_VCPUS
 from components.device_plugins import NEURON_DEVICE_RESOURCE, NEURON_SCHEDULER_NAME
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY, lustre_boundary_policy
 from components.node_pools import slurm_taint
@@ -158,8 +159,11 @@ def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[s
     """Hard limits on what the namespace's pods may request: accelerators, EFA, CPU, memory.
 
     CPU and memory are the team's config, or the nodes its accelerator quota fills
-    (:func:`accelerator_node_capacity`). Every pod states them: the LimitRange gives a
-    container that states none its default requests (:func:`limit_range_spec`).
+    (:func:`accelerator_node_capacity`), or, where that fills no node, a bounded default
+    (:data:`components.config.teams.CPU_ONLY_VCPUS` and ``CPU_ONLY_MEMORY_GIB``), so a team
+    without accelerators still runs CPU pods; an explicit 0 admits none. Every pod states them:
+    the LimitRange gives a container that states none its default requests
+    (:func:`limit_range_spec`).
 
     Neuron cores (``aws.amazon.com/neuroncore``) are held at 0: a ResourceQuota counts each
     resource on its own, so a budget in both forms would let a team hold its devices twice over
@@ -172,6 +176,9 @@ def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[s
     """
     quota = team.quota
     cpu, memory = accelerator_node_capacity(team, pools)
+    if cpu == 0 and memory == 0:
+        # No accelerator nodes to size by: CPU pods still run, within one node's worth.
+        cpu, memory = CPU_ONLY_VCPUS, CPU_ONLY_MEMORY_GIB
     return {
         "hard": {
             **{f"requests.{name}": str(count) for name, count in quota.resources().items()},

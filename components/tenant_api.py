@@ -275,6 +275,81 @@ def gang_limits(
     )
 
 
+SUMMED_SETS: Final = 8
+"""Replica sets (a legacy job's roles, a Volcano Job's tasks) a gang's sum adds up. CEL has no
+fold and cel-go's ``sum()`` is a Kubernetes extension, so sums are unrolled: with more sets the
+sum of the first ones is a lower bound of the gang, which may refuse only what is too big."""
+SUMMED_CONTAINERS: Final = 4
+"""Containers of a pod whose accelerator requests are added up (a lower bound past that)."""
+
+
+def _quantity(value: str) -> str:
+    """CEL: a whole-number quantity ``value`` as an int; anything else (``1k``, ``500m``) 0.
+
+    Accelerators and EFA devices are extended resources, written as whole numbers; reading
+    other spellings as 0 can only admit, never refuse.
+    """
+    return f"(string({value}).matches('^[0-9]+$') ? int(string({value})) : 0)"
+
+
+def _pod_amount(template: str, resource: str) -> str:
+    """CEL: a pod template's request of ``resource``, its first containers added up.
+
+    Limits first: an extended resource's request, if written, equals its limit.
+    """
+
+    def container(c: str) -> str:
+        limits, requests = f"{c}.resources.limits", f"{c}.resources.requests"
+        limit = _quantity(f"{limits}['{resource}']")
+        request = _quantity(f"{requests}['{resource}']")
+        return (
+            f"(has({c}.resources) && has({limits}) && '{resource}' in {limits} ? {limit} : "
+            f"(has({c}.resources) && has({requests}) && '{resource}' in {requests} ? "
+            f"{request} : 0))"
+        )
+
+    containers = f"{template}.spec.containers"
+    terms = [
+        f"(has({containers}) && size({containers}) > {i} ? "
+        + container(f"{containers}[{i}]")
+        + " : 0)"
+        for i in range(SUMMED_CONTAINERS)
+    ]
+    return "(" + " + ".join(terms) + ")"
+
+
+def _row(owner: str, count: str, pools: Mapping[str, int], resources: list[str]) -> str:
+    """CEL: one replica set as ``[pool index or -1, pods, pod's amount of each resource...]``.
+
+    Computed in one expression per set: two comprehensions over one map may see its keys in
+    different orders, so a set's figures are never zipped from separate lists.
+    """
+    template = f"{owner}.template"
+    selector = f"{template}.spec.nodeSelector"
+    pool = (
+        f"(has({selector}) && '{POOL_LABEL}' in {selector} && "
+        f"{selector}['{POOL_LABEL}'] in {_cel(dict(pools))} ? "
+        f"{_cel(dict(pools))}[{selector}['{POOL_LABEL}']] : -1)"
+    )
+    amounts = ", ".join(_pod_amount(template, resource) for resource in resources)
+    return (
+        f"(has({template}) && has({template}.spec) ? [{pool}, {count}, {amounts}] : "
+        f"[-1, {count}, {', '.join('0' for _ in resources)}])"
+    )
+
+
+def _unrolled_sum(term: str) -> str:
+    """CEL: ``term`` (an int expression of ``j``, the set's index) added over the sets."""
+    return (
+        "("
+        + " + ".join(
+            f"(size(variables.sets) > {j} ? {term.replace('{j}', str(j))} : 0)"
+            for j in range(SUMMED_SETS)
+        )
+        + ")"
+    )
+
+
 def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
     """ValidatingAdmissionPolicy spec: no gang larger than the pool its pods go to.
 
@@ -285,36 +360,62 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
     validation.go``), so they idle, capacity reservations included, under one impossible job.
     A pool's limit is the nodes its Kubernetes NodePool may hold (``maxNodes``, less the nodes
     Slurm's node set holds): the figure ``synth jobs`` reports as a runtime's ``maxNodes``
-    where nothing smaller (quota, queue) binds first.
+    where nothing smaller (quota, queue) binds first. Its capacity is that limit times its
+    accelerators per node.
 
-    Refused, on CREATE and UPDATE in a team namespace:
+    Refused, on CREATE and on UPDATEs that change the spec, in a team namespace:
 
     * a TrainJob of a platform runtime whose ``spec.trainer.numNodes`` (or, left out, the
       runtime's own ``mlPolicy.numNodes``) exceeds the limit of the runtime's pool; a
       ``runtimePatches`` entry that moves a replicated job to another pool (its
       ``trainingplatform.io/pool`` node selector) is held to that pool's limit. Each node of a
-      platform runtime is one pod taking a whole node;
-    * a legacy Training Operator job or a Volcano Job one of whose replica specs (tasks) pins its
-      pods to a pool and whose containers ask for more of the pool's accelerator in all than
-      the pool's nodes hold (``replicas`` x a container's request > nodes x accelerators per
-      node). Each replica spec is judged alone, a floor of what the gang needs.
+      platform runtime is one pod taking a whole node, so nodes are counted directly.
+    * a legacy Training Operator job or a Volcano Job whose pods, all its roles (tasks)
+      together, ask for more of a pool's accelerator than the pool holds at its limit: for
+      each pool, the sum over the replica sets whose template pins the pool
+      (``nodeSelector: {trainingplatform.io/pool: <pool>}``, as the migration guide writes it)
+      of pods x the pod's request. Its pods need not take whole nodes (two pods of half a
+      node share one), so accelerators are counted, not pods: more accelerators than the
+      pool's nodes hold cannot be placed however the pods pack. Unpinned sets count towards
+      the next rule;
+    * any of those jobs, and a PodGroup, asking for more of an accelerator in all than every
+      pool that offers it holds at its limit: a PodGroup names no pool (no pod template or
+      node selector), so its ``minResources`` (the gang's minimum, ``nvidia.com/gpu`` or
+      ``requests.nvidia.com/gpu``) is held to the total. Its ``minMember`` is not judged: pods
+      without a pool may share nodes (CPU pods pack many to a node), so no pod count is
+      provably too many.
 
-    A PodGroup's ``minMember`` is not judged: a PodGroup names no pool (no pod template or node
-    selector), and those of TrainJobs, legacy jobs and Volcano Jobs are made by their
-    controllers from the jobs judged here.
+    A job is judged as a whole gang only when all its pods are the gang: no gang minimum
+    below its pod count (a Volcano Job's ``spec.minAvailable``, a legacy job's
+    ``runPolicy.schedulingPolicy.minAvailable``); an elastic job with a smaller minimum may
+    legitimately leave pods pending, so it is admitted. An elastic legacy job
+    (``spec.elasticPolicy``) counts its Worker role at ``elasticPolicy.minReplicas`` (1 when
+    unset), the fewest it starts with. Every count errs low, so a legitimate job is never
+    refused: quantities other than whole numbers read as 0, only the first
+    :data:`SUMMED_SETS` sets and :data:`SUMMED_CONTAINERS` containers are added (a job with
+    more sets is a whole gang only when it sets no minimum), init containers and
+    ``neuroncore`` requests are not counted.
 
     Args:
         limits: the stack's pools and runtimes (:func:`gang_limits`).
         team_label: the namespace label of team namespaces.
     """
     runtime_nodes = limits.runtime_nodes
-    pool_label = POOL_LABEL
     nodes = dict(limits.pool_nodes)
     runtime_limits = {
         runtime: nodes[pool] for runtime, pool in limits.runtime_pools.items() if pool in nodes
     }
-    resources = {pool: resource for pool, (resource, _) in limits.pool_accelerators.items()}
-    per_node = {pool: count for pool, (_, count) in limits.pool_accelerators.items()}
+    accelerated = {
+        pool: (resource, count)
+        for pool, (resource, count) in sorted(limits.pool_accelerators.items())
+        if pool in nodes and resource and count > 0
+    }
+    pool_index = {pool: i for i, pool in enumerate(accelerated)}
+    resources = sorted({resource for resource, _ in accelerated.values()})
+    totals = {
+        resource: sum(nodes[p] * count for p, (r, count) in accelerated.items() if r == resource)
+        for resource in resources
+    }
     runtime = "object.spec.runtimeRef.name"
     asked = (
         "has(object.spec.trainer) && has(object.spec.trainer.numNodes) ? "
@@ -323,29 +424,10 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
     )
     selector = "t.spec.nodeSelector"
     pinned = (
-        f"has(t.spec) && has({selector}) && '{pool_label}' in {selector} && "
-        f"{selector}['{pool_label}'] in {_cel(nodes)}"
+        f"has(t.spec) && has({selector}) && '{POOL_LABEL}' in {selector} && "
+        f"{selector}['{POOL_LABEL}'] in {_cel(nodes)}"
     )
-    pool = f"{selector}['{pool_label}']"
-
-    def amount(where: str) -> str:
-        value = f"c.resources.{where}[{_cel(resources)}[{pool}]]"
-        return (
-            f"(has(c.resources) && has(c.resources.{where}) && "
-            f"{_cel(resources)}[{pool}] in c.resources.{where} && "
-            f"string({value}).matches('^[0-9]+$') ? int(string({value})) : 0)"
-        )
-
-    # replicas x one container's request of the accelerator, against what the pool holds
-    # (limits first: an extended resource's request equals its limit).
-    too_big = (
-        f"t.spec.containers.exists(c, replicas * ({amount('limits')} > 0 ? {amount('limits')} "
-        f": {amount('requests')}) > {_cel(nodes)}[{pool}] * {_cel(per_node)}[{pool}])"
-    )
-
-    def fits(template: str, replicas: str) -> str:
-        return f"[{template}].all(t, !({pinned}) || ![{replicas}].exists(replicas, {too_big}))"
-
+    pool = f"{selector}['{POOL_LABEL}']"
     patch_jobs = "p.trainingRuntimeSpec.template.spec.replicatedJobs"
     patch_ok = (
         "!has(p.trainingRuntimeSpec) || !has(p.trainingRuntimeSpec.template) || "
@@ -355,21 +437,136 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
         f"[j.template.spec.template].all(t, !({pinned}) || "
         f"variables.nodes <= {_cel(nodes)}[{pool}]))"
     )
-    legacy_specs = " && ".join(
-        f"(!has(object.spec.{field}) || object.spec.{field}.all(r, "
-        f"!has(object.spec.{field}[r].template) || "
-        + fits(
-            f"object.spec.{field}[r].template",
-            f"has(object.spec.{field}[r].replicas) ? object.spec.{field}[r].replicas : 1",
+
+    elastic = "object.spec.elasticPolicy"
+    legacy_count = "(!has(object.spec.{field}[r].replicas) ? 1 : object.spec.{field}[r].replicas)"
+
+    def legacy_pods(field_name: str) -> str:
+        replicas = legacy_count.format(field=field_name)
+        # the fewest Workers an elastic job starts with: minReplicas (1 if unset), at most all
+        floor = f"(has({elastic}.minReplicas) ? {elastic}.minReplicas : 1)"
+        return (
+            f"(r == 'Worker' && has({elastic}) ? ({floor} < {replicas} ? {floor} : {replicas})"
+            f" : {replicas})"
         )
-        + "))"
-        for field in LEGACY_REPLICA_SPECS
+
+    legacy_sets = " + ".join(
+        f"(has(object.spec.{f}) ? object.spec.{f}.map(r, "
+        f"{_row(f'object.spec.{f}[r]', legacy_pods(f), pool_index, resources)}) : [])"
+        for f in LEGACY_REPLICA_SPECS
     )
-    volcano_tasks = (
-        "!has(object.spec.tasks) || object.spec.tasks.all(task, !has(task.template) || "
-        + fits("task.template", "has(task.replicas) ? task.replicas : 1")
-        + ")"
+    volcano_sets = (
+        "(has(object.spec.tasks) ? object.spec.tasks.map(task, "
+        f"{_row('task', 'has(task.replicas) ? task.replicas : 0', pool_index, resources)})"
+        " : [])"
     )
+    scheduling = "object.spec.runPolicy.schedulingPolicy"
+    gang_minimum = (
+        f"variables.legacy ? (has(object.spec.runPolicy) && has({scheduling}) && "
+        f"has({scheduling}.minAvailable) ? {scheduling}.minAvailable : -1) : "
+        "(variables.volcanoJob && has(object.spec.minAvailable) ? object.spec.minAvailable : -1)"
+    )
+    name = (
+        "object.kind + ' ' + (has(object.metadata.name) ? object.metadata.name : "
+        "object.metadata.generateName)"
+    )
+
+    def pod_group_amount(resource: str) -> str:
+        held = "object.spec.minResources"
+        plain_amount = _quantity(f"{held}['{resource}']")
+        prefixed_amount = _quantity(f"{held}['requests.{resource}']")
+        plain = f"('{resource}' in {held} ? {plain_amount} : 0)"
+        prefixed = f"('requests.{resource}' in {held} ? {prefixed_amount} : 0)"
+        return f"(has({held}) ? ({plain} > {prefixed} ? {plain} : {prefixed}) : 0)"
+
+    variables: list[dict[str, str]] = [
+        {"name": "trainJob", "expression": "object.apiVersion.startsWith('trainer.kubeflow.org/')"},
+        {"name": "legacy", "expression": "object.apiVersion.startsWith('kubeflow.org/')"},
+        {"name": "volcanoJob", "expression": "object.apiVersion.startsWith('batch.volcano.sh/')"},
+        {
+            "name": "podGroup",
+            "expression": "object.apiVersion.startsWith('scheduling.volcano.sh/')",
+        },
+        {"name": "nodes", "expression": f"variables.trainJob ? ({asked}) : 0"},
+        {
+            "name": "limit",
+            "expression": f"variables.trainJob && {runtime} in {_cel(runtime_limits)} ? "
+            f"{_cel(runtime_limits)}[{runtime}] : -1",
+        },
+        {
+            "name": "sets",
+            "expression": f"variables.legacy ? ({legacy_sets}) : "
+            f"(variables.volcanoJob ? {volcano_sets} : [])",
+        },
+        {"name": "minimum", "expression": gang_minimum},
+        {"name": "pods", "expression": _unrolled_sum("variables.sets[{j}][1]")},
+        {
+            "name": "whole",
+            "expression": "variables.minimum < 0 || "
+            f"(size(variables.sets) <= {SUMMED_SETS} && variables.minimum >= variables.pods)",
+        },
+    ]
+    validations: list[dict[str, str]] = [
+        {
+            "expression": "!variables.trainJob || variables.limit < 0 || "
+            "variables.nodes <= variables.limit",
+            "messageExpression": "'runtime ' + object.spec.runtimeRef.name + ' runs on a "
+            "pool that launches at most ' + string(variables.limit) + ' nodes: numNodes ' + "
+            "string(variables.nodes) + ' would pend forever and hold the nodes it got'",
+            "reason": "Invalid",
+        },
+        {
+            "expression": "!variables.trainJob || !has(object.spec.runtimePatches) || "
+            f"object.spec.runtimePatches.all(p, {patch_ok})",
+            "messageExpression": "'numNodes ' + string(variables.nodes) + ' is more than "
+            "the pool a runtimePatches entry moves the job to ever launches'",
+            "reason": "Invalid",
+        },
+    ]
+    for pool_name, (resource, per_node) in accelerated.items():
+        i, k = pool_index[pool_name], resources.index(resource)
+        demand = f"pool{i}"
+        variables.append(
+            {
+                "name": demand,
+                "expression": _unrolled_sum(
+                    f"(variables.sets[{{j}}][0] == {i} ? "
+                    f"variables.sets[{{j}}][1] * variables.sets[{{j}}][{2 + k}] : 0)"
+                ),
+            }
+        )
+        capacity = nodes[pool_name] * per_node
+        validations.append(
+            {
+                "expression": f"!variables.whole || variables.{demand} <= {capacity}",
+                "messageExpression": f"{name} + ' asks for ' + string(variables.{demand}) + "
+                f"' {resource} on pool {pool_name} (' + string((variables.{demand} + "
+                f"{per_node - 1}) / {per_node}) + ' nodes of {per_node}); the pool launches "
+                f"at most {nodes[pool_name]} nodes ({capacity}): the gang would pend forever "
+                "and hold the nodes it got'",
+                "reason": "Invalid",
+            }
+        )
+    for k, resource in enumerate(resources):
+        asked_in_all = f"asked{k}"
+        variables.append(
+            {
+                "name": asked_in_all,
+                "expression": f"variables.podGroup ? {pod_group_amount(resource)} : "
+                + _unrolled_sum(f"variables.sets[{{j}}][1] * variables.sets[{{j}}][{2 + k}]"),
+            }
+        )
+        validations.append(
+            {
+                "expression": f"!(variables.whole || variables.podGroup) || "
+                f"variables.{asked_in_all} <= {totals[resource]}",
+                "messageExpression": f"{name} + ' asks for ' + string(variables.{asked_in_all})"
+                f" + ' {resource} in all; every pool with {resource} together launches at "
+                f"most {totals[resource]}: the gang would pend forever and hold the nodes it "
+                "got'",
+                "reason": "Invalid",
+            }
+        )
     rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
     return {
         "failurePolicy": "Fail",
@@ -379,6 +576,7 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
             "resourceRules": [
                 {**rule, "apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"]},
                 {**rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},
+                {**rule, "apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"]},
                 {
                     **rule,
                     "apiGroups": [LEGACY_JOB_GROUP],
@@ -386,48 +584,8 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
                 },
             ],
         },
-        "variables": [
-            {
-                "name": "trainJob",
-                "expression": "object.apiVersion.startsWith('trainer.kubeflow.org/')",
-            },
-            {"name": "nodes", "expression": f"variables.trainJob ? ({asked}) : 0"},
-            {
-                "name": "limit",
-                "expression": f"variables.trainJob && {runtime} in {_cel(runtime_limits)} ? "
-                f"{_cel(runtime_limits)}[{runtime}] : -1",
-            },
-        ],
-        "validations": [
-            {
-                "expression": "!variables.trainJob || variables.limit < 0 || "
-                "variables.nodes <= variables.limit",
-                "messageExpression": "'runtime ' + object.spec.runtimeRef.name + ' runs on a "
-                "pool that launches at most ' + string(variables.limit) + ' nodes: numNodes ' + "
-                "string(variables.nodes) + ' would pend forever and hold the nodes it got'",
-                "reason": "Invalid",
-            },
-            {
-                "expression": "!variables.trainJob || !has(object.spec.runtimePatches) || "
-                f"object.spec.runtimePatches.all(p, {patch_ok})",
-                "messageExpression": "'numNodes ' + string(variables.nodes) + ' is more than "
-                "the pool a runtimePatches entry moves the job to ever launches'",
-                "reason": "Invalid",
-            },
-            {
-                "expression": "!object.apiVersion.startsWith('kubeflow.org/') || " + legacy_specs,
-                "message": "a replica spec asks for more accelerators than the nodes of its "
-                "pool (trainingplatform.io/pool) hold at its limit: the job would pend forever",
-                "reason": "Invalid",
-            },
-            {
-                "expression": "!object.apiVersion.startsWith('batch.volcano.sh/') || "
-                + volcano_tasks,
-                "message": "a task asks for more accelerators than the nodes of its pool "
-                "(trainingplatform.io/pool) hold at its limit: the job would pend forever",
-                "reason": "Invalid",
-            },
-        ],
+        "variables": variables,
+        "validations": validations,
     }
 
 

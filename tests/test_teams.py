@@ -55,6 +55,8 @@ READ_VERBS: Final = frozenset({"get", "list", "watch"})
 
 # Documented defaults (config field descriptions) for settings a team may leave out.
 DEFAULT_QUOTA: Final = {"gpus": 0, "neuronDevices": 0, "efaInterfaces": 0}
+CPU_ONLY: Final = (8, 32)
+"""(vCPUs, GiB) of a team whose accelerator quota fills no node (the config description's)."""
 DEFAULT_GROUPS: Final[list[str]] = []
 DEFAULT_SHARED_FILE_SYSTEM: Final = True
 
@@ -105,6 +107,8 @@ def expected_cpu_and_memory(stack: str, team: dict[str, Any]) -> tuple[int, int]
             node = max(nodes, key=lambda t: (t.accelerators, t.vcpu, t.memory_gib))
             count_nodes = -(-count // node.accelerators)
             cpu, memory = cpu + count_nodes * node.vcpu, memory + count_nodes * node.memory_gib
+    if (cpu, memory) == (0, 0):
+        cpu, memory = CPU_ONLY  # no accelerator node to size by: one general node's worth
     cpu = quota.get("cpu", cpu)
     memory = quota.get("memoryGiB", memory)
     return cpu, memory * 2**30
@@ -450,9 +454,9 @@ def test_a_team_stating_only_its_name_gets_the_documented_defaults(
         f"requests.{NEURON}": 0,
         f"requests.{NEURON}core": 0,
         f"requests.{EFA}": 0,
-        # no accelerators: no accelerator nodes' CPU and memory either
-        "requests.cpu": 0,
-        "requests.memory": 0,
+        # no accelerators: still CPU pods, up to the bounded default
+        "requests.cpu": CPU_ONLY[0],
+        "requests.memory": CPU_ONLY[1] * 2**30,
     }
     assert _in_namespace(run, ROLE_BINDING, "ml-minimal") == []
     _one_in_namespace(run, SERVICE_ACCOUNT, "ml-minimal", JOB_SERVICE_ACCOUNT)
@@ -463,6 +467,31 @@ def test_a_team_stating_only_its_name_gets_the_documented_defaults(
     assert sorted(_metadata(c)["name"] for c in _in_namespace(run, CLAIM, "ml-minimal")) == sorted(
         root.claim_name for root in lustre.team_roots
     )
+
+
+@pytest.mark.parametrize(
+    ("quota", "cpu", "memory_gib"),
+    [
+        ({}, 8, 32),  # no accelerators
+        ({"cpu": 0, "memoryGiB": 0}, 0, 0),  # explicitly none: no pod at all
+        ({"cpu": 2}, 2, 32),
+        ({"memoryGiB": 0}, 8, 0),
+    ],
+)
+def test_a_team_without_accelerators_runs_bounded_cpu_pods(
+    run_platform: Callable[..., ProgramRun], quota: dict[str, int], cpu: int, memory_gib: int
+) -> None:
+    """The config's default and an explicit 0 both reach the synthesized ResourceQuota."""
+    data = stack_data("dev")
+    data["teams"].append({"name": "ml-cpu", "gid": 5998, "quota": quota})
+    config = parse_platform_config(data)
+    parsed = next(team for team in config.teams if team.name == "ml-cpu").quota
+    assert (parsed.cpu, parsed.memory_gib) == (quota.get("cpu"), quota.get("memoryGiB"))
+    hard = _one_in_namespace(run_platform(data, "dev"), QUOTA, "ml-cpu", QUOTA_NAME).inputs["spec"][
+        "hard"
+    ]
+    assert quantity(hard["requests.cpu"]) == cpu
+    assert quantity(hard["requests.memory"]) == memory_gib * 2**30
 
 
 def test_shared_file_system_false_gets_no_claim(run_platform: Callable[..., ProgramRun]) -> None:
@@ -601,6 +630,10 @@ INVALID: list[tuple[str, Mutation, str, Any, str]] = [
      "platform.teams[0].name", DEV_TEAM, "not also listed in storage.lustre.namespaces"),
     ("negative gpu quota", _team(quota={"gpus": -1}),
      "platform.teams[0].quota.gpus", -1, "a number of at least 0"),
+    ("negative cpu quota", _team(quota={"gpus": 2, "neuronDevices": 16, "cpu": -1}),
+     "platform.teams[0].quota.cpu", -1, "a number of at least 0"),
+    ("negative memory quota", _team(quota={"gpus": 2, "neuronDevices": 16, "memoryGiB": -1}),
+     "platform.teams[0].quota.memoryGiB", -1, "a number of at least 0"),
     ("negative efa quota", _team(quota={"gpus": 2, "neuronDevices": 16, "efaInterfaces": -8}),
      "platform.teams[0].quota.efaInterfaces", -8, "a number of at least 0"),
     ("unknown key in a queue", _queue(priority=5),

@@ -349,73 +349,178 @@ def test_a_runtime_patch_to_a_smaller_pool_is_held_to_it(
     assert not admit(policy, job, namespace)[0]
 
 
-def _accelerated_pool(result: StackResult) -> tuple[str, str, int, int]:
-    """(pool, accelerator resource, devices per node, node limit) of a runtime's pool."""
-    runtime = _team_runtimes(result)[0]
-    pool = runtime["metadata"]["labels"][POOL_LABEL]
-    (job,) = [
-        j
-        for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]
-        if j["name"] in {"node", "launcher"}
-    ][:1]
-    pod = job["template"]["spec"]["template"]["spec"]
-    limits = pod["containers"][0]["resources"]["limits"]
-    resource, count = next(
-        (name, int(value))
-        for name, value in limits.items()
-        if name in {"nvidia.com/gpu", "aws.amazon.com/neuron"}
-    )
-    return pool, resource, count, _node_limit(result, pool)
+ACCELERATORS: Final = ("nvidia.com/gpu", "aws.amazon.com/neuron")
+
+
+def _accelerated_pools(result: StackResult) -> dict[str, tuple[str, int, int]]:
+    """Pool -> (accelerator resource, devices per node, node limit), read from the synthesized
+    Kubernetes NodePools (not Slurm's, which team pods may not use)."""
+    pools: dict[str, tuple[str, int, int]] = {}
+    for record in _records(result, "kubernetes:karpenter.sh/v1:NodePool"):
+        spec = record.inputs["spec"]
+        labels = spec["template"]["metadata"]["labels"]
+        if "trainingplatform.io/reserved-for" in labels:
+            continue
+        for resource in ACCELERATORS:
+            if resource in spec["limits"]:
+                nodes = int(spec["limits"]["nodes"])
+                per_node = int(spec["limits"][resource]) // nodes
+                pools[record.inputs["metadata"]["name"]] = (resource, per_node, nodes)
+    assert pools, "every stack has an accelerated pool"
+    return pools
+
+
+def _unpinned_template(resource: str, count: int) -> dict[str, Any]:
+    template = _pod_template("x", resource, count)
+    del template["spec"]["nodeSelector"]
+    return template
+
+
+def _pytorchjob(namespace: str, workers: int, template: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "legacy", "namespace": namespace},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": copy.deepcopy(template)},
+            "Worker": {"replicas": workers, "template": copy.deepcopy(template)},
+        }},
+    }  # fmt: skip
+
+
+def _volcano_job(namespace: str, replicas: int, template: dict[str, Any]) -> dict[str, Any]:
+    """A Volcano Job of a master and ``replicas - 1`` workers, all of them the gang."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "vc", "namespace": namespace},
+        "spec": {
+            "queue": namespace,
+            "minAvailable": replicas,
+            "tasks": [
+                {"name": "master", "replicas": 1, "template": copy.deepcopy(template)},
+                {"name": "w", "replicas": replicas - 1, "template": copy.deepcopy(template)},
+            ],
+        },
+    }
+
+
+def _pod_group(namespace: str, resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": namespace},
+        "spec": {"queue": namespace, "minMember": 1, "minResources": resources},
+    }
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_legacy_and_volcano_jobs_larger_than_their_pool_are_refused(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
+    """Every role (task) pinned to a pool adds up: a Master and ``limit`` whole-node Workers
+    are one node too many, wherever the extra node is asked for."""
     result = synthesized[stack]
     policy = _policy(result, GANG_SIZE_POLICY)
     namespace, _, _ = _team(result)
     name = namespace["metadata"]["name"]
-    pool, resource, per_node, limit = _accelerated_pool(result)
+    for pool, (resource, per_node, limit) in _accelerated_pools(result).items():
+        whole = _pod_template(pool, resource, per_node)
+        for make, label in ((_pytorchjob, "PyTorchJob legacy"), (_volcano_job, "Job vc")):
+            # the pytorchjob's count is Workers (plus its Master), the volcano job's all pods
+            fits = limit - 1 if make is _pytorchjob else limit
+            assert admit(policy, make(name, fits, whole), namespace) == (True, None), pool
+            ok, message = admit(policy, make(name, fits + 1, whole), namespace)
+            assert not ok and message, (pool, label)
+            assert f"{label} asks for {(limit + 1) * per_node} {resource} on pool {pool}" in (
+                message
+            )
+            assert f"at most {limit} nodes" in message and f"({limit + 1} nodes" in message
+            # an update that grows it; one that keeps the spec (a status write) is not judged
+            assert not admit(policy, make(name, fits + 1, whole), namespace, old=make(
+                name, fits, whole))[0]  # fmt: skip
+        # pods that share nodes: twice the pods at half a node each still fit, one more not
+        if per_node % 2 == 0:
+            half = _pod_template(pool, resource, per_node // 2)
+            assert admit(policy, _volcano_job(name, 2 * limit, half), namespace) == (True, None)
+            assert not admit(policy, _volcano_job(name, 2 * limit + 1, half), namespace)[0]
+        # a CPU pod pinned to the pool asks for no accelerator: not counted
+        cpu = _pod_template(pool, "cpu", 1)
+        assert admit(policy, _volcano_job(name, 10 * limit + 10, cpu), namespace) == (True, None)
 
-    def pytorchjob(workers: int) -> dict[str, Any]:
-        template = _pod_template(pool, resource, per_node)
-        return {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "metadata": {"name": "legacy", "namespace": name},
-            "spec": {"pytorchReplicaSpecs": {
-                "Master": {"replicas": 1, "template": template},
-                "Worker": {"replicas": workers, "template": template},
-            }},
-        }  # fmt: skip
 
-    def volcano_job(replicas: int) -> dict[str, Any]:
-        return {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": "vc", "namespace": name},
-            "spec": {
-                "queue": name,
-                "minAvailable": replicas,
-                "tasks": [
-                    {"name": "w", "replicas": replicas,
-                     "template": _pod_template(pool, resource, per_node)}
-                ],
-            },
-        }  # fmt: skip
+@pytest.mark.parametrize("stack", STACKS)
+def test_gangs_with_a_smaller_minimum_are_judged_by_it(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Elastic jobs may leave pods pending legitimately: only what they need to start counts."""
+    result = synthesized[stack]
+    policy = _policy(result, GANG_SIZE_POLICY)
+    namespace, _, _ = _team(result)
+    name = namespace["metadata"]["name"]
+    pool, (resource, per_node, limit) = next(iter(_accelerated_pools(result).items()))
+    whole = _pod_template(pool, resource, per_node)
+    elastic_volcano = _volcano_job(name, limit + 5, whole)
+    elastic_volcano["spec"]["minAvailable"] = 1
+    assert admit(policy, elastic_volcano, namespace) == (True, None)
+    elastic_volcano["spec"]["minAvailable"] = limit + 5
+    assert not admit(policy, elastic_volcano, namespace)[0]
+    # legacy: a scheduling minimum, or an elastic policy's minReplicas
+    legacy = _pytorchjob(name, limit + 5, whole)
+    legacy["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 2}}
+    assert admit(policy, legacy, namespace) == (True, None)
+    legacy["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = limit + 6
+    assert not admit(policy, legacy, namespace)[0]
+    elastic = _pytorchjob(name, limit + 5, whole)
+    elastic["spec"]["elasticPolicy"] = {"minReplicas": limit - 1, "maxReplicas": limit + 5}
+    assert admit(policy, elastic, namespace) == (True, None)
+    elastic["spec"]["elasticPolicy"]["minReplicas"] = limit
+    ok, message = admit(policy, elastic, namespace)
+    assert not ok and message and f"asks for {(limit + 1) * per_node} {resource}" in message
+    del elastic["spec"]["elasticPolicy"]["minReplicas"]  # the fewest: one Worker
+    assert admit(policy, elastic, namespace) == (True, None)
 
-    for make in (pytorchjob, volcano_job):
-        assert admit(policy, make(limit), namespace) == (True, None), make.__name__
-        ok, message = admit(policy, make(limit + 1), namespace)
-        assert not ok and message and "pend forever" in message, make.__name__
-        assert not admit(policy, make(limit + 1), namespace, old=make(limit))[0]
-    # pods that share nodes: twice the replicas at half a node each still fit
-    if per_node % 2 == 0:
-        half = pytorchjob(2 * limit)
-        for spec in half["spec"]["pytorchReplicaSpecs"].values():
-            spec["template"] = _pod_template(pool, resource, per_node // 2)
-        assert admit(policy, half, namespace) == (True, None)
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_gangs_naming_no_pool_are_held_to_every_pool_together(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """A job without a pool selector and a PodGroup (which names no pool) may not ask for more
+    of an accelerator than all pools offering it hold; their pod counts are not judged."""
+    result = synthesized[stack]
+    policy = _policy(result, GANG_SIZE_POLICY)
+    namespace, _, _ = _team(result)
+    name = namespace["metadata"]["name"]
+    totals: dict[str, tuple[int, int]] = {}
+    for resource, per_node, limit in _accelerated_pools(result).values():
+        total, smallest = totals.get(resource, (0, per_node))
+        totals[resource] = (total + per_node * limit, min(smallest, per_node))
+    for resource, (total, _) in totals.items():
+        one = _unpinned_template(resource, 1)
+        for make, label in ((_pytorchjob, "PyTorchJob legacy"), (_volcano_job, "Job vc")):
+            fits = total - 1 if make is _pytorchjob else total
+            assert admit(policy, make(name, fits, one), namespace) == (True, None), resource
+            ok, message = admit(policy, make(name, fits + 1, one), namespace)
+            assert not ok and message, (resource, label)
+            assert f"{label} asks for {total + 1} {resource} in all" in message
+            assert f"at most {total}" in message
+        for key in (resource, f"requests.{resource}"):
+            for value in (total, str(total)):
+                group = _pod_group(name, {key: value, "cpu": "4"})
+                assert admit(policy, group, namespace) == (True, None), key
+            ok, message = admit(policy, _pod_group(name, {key: str(total + 1)}), namespace)
+            assert not ok and message and f"PodGroup pg asks for {total + 1}" in message
+            assert not admit(
+                policy, _pod_group(name, {key: total + 1}), namespace,
+                old=_pod_group(name, {key: total}),
+            )[0]  # fmt: skip
+    # a PodGroup of many CPU pods: members are not nodes
+    many = _pod_group(name, {"cpu": "400"})
+    many["spec"]["minMember"] = 1000
+    assert admit(policy, many, namespace) == (True, None)
+    # its status rewritten by Volcano, spec unchanged: not judged even if it was too big
+    stuck = _pod_group(name, {next(iter(totals)): 10**6})
+    assert admit(policy, stuck, namespace, old=copy.deepcopy(stuck)) == (True, None)
 
 
 # --------------------------------------------------------------------------- item 6: leaf queues

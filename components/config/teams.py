@@ -52,6 +52,15 @@ ServiceAccountName = Annotated[
 ]
 
 
+CPU_ONLY_VCPUS: Final = 8
+"""Default ``requests.cpu`` of a team whose accelerator quota fills no node: one mid-size
+general-purpose node's worth (m-class ``2xlarge``), room for notebooks, data preparation and a
+small CPU job, while a team's CPU pods still cannot fill the general pool that every team
+shares."""
+CPU_ONLY_MEMORY_GIB: Final = 32
+"""Default ``requests.memory`` (GiB) of such a team: the same node's memory (4 GiB a vCPU)."""
+
+
 class TeamQuotaConfig(AcceleratorAmounts):
     """Hard limits of a team namespace (ResourceQuota on requests)."""
 
@@ -60,18 +69,23 @@ class TeamQuotaConfig(AcceleratorAmounts):
     )
     cpu: int | None = Field(
         default=None,
-        ge=1,
+        ge=0,
         description="vCPUs the namespace's pods may request (requests.cpu), so CPU-only pods "
         "cannot fill accelerator nodes. Default: the vCPUs of the nodes the accelerator quota "
         "fills (per accelerator kind: the quota over the accelerators of the pools' largest "
-        "node of that kind, rounded up, times its vCPUs); 0 for a team with no accelerators.",
+        f"node of that kind, rounded up, times its vCPUs); {CPU_ONLY_VCPUS} for a team whose "
+        "accelerator quota fills no node (none asked, or no pool of that kind), one "
+        "general-purpose node's worth for notebooks and CPU jobs. 0: no CPU at all, so only "
+        "pods that state a zero request run (the LimitRange gives others a default request).",
     )
     memory_gib: int | None = Field(
         alias="memoryGiB",
         default=None,
-        ge=1,
+        ge=0,
         description="Memory the namespace's pods may request (requests.memory), GiB. Default: "
-        "the memory of the nodes the accelerator quota fills, as for cpu.",
+        "the memory of the nodes the accelerator quota fills, as for cpu; "
+        f"{CPU_ONLY_MEMORY_GIB} for a team whose accelerator quota fills no node. 0: no "
+        "memory at all, as for cpu.",
     )
 
 
