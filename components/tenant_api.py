@@ -439,22 +439,22 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
     )
 
     elastic = "object.spec.elasticPolicy"
-    legacy_count = "(!has(object.spec.{field}[r].replicas) ? 1 : object.spec.{field}[r].replicas)"
-
-    def legacy_pods(field_name: str) -> str:
-        replicas = legacy_count.format(field=field_name)
-        # the fewest Workers an elastic job starts with: minReplicas (1 if unset), at most all
-        floor = f"(has({elastic}.minReplicas) ? {elastic}.minReplicas : 1)"
-        return (
-            f"(r == 'Worker' && has({elastic}) ? ({floor} < {replicas} ? {floor} : {replicas})"
-            f" : {replicas})"
-        )
-
-    legacy_sets = " + ".join(
-        f"(has(object.spec.{f}) ? object.spec.{f}.map(r, "
-        f"{_row(f'object.spec.{f}[r]', legacy_pods(f), pool_index, resources)}) : [])"
-        for f in LEGACY_REPLICA_SPECS
+    specs = "variables.legacySpecs"
+    replicas = f"(!has({specs}[r].replicas) ? 1 : {specs}[r].replicas)"
+    # the fewest Workers an elastic job starts with: minReplicas (1 if unset), at most all
+    floor = f"(has({elastic}.minReplicas) ? {elastic}.minReplicas : 1)"
+    legacy_pods = (
+        f"(r == 'Worker' && has({elastic}) ? ({floor} < {replicas} ? {floor} : {replicas})"
+        f" : {replicas})"
     )
+    # Each legacy kind has one replica-spec map (PyTorchJob's pytorchReplicaSpecs, ...): named
+    # once here, so the row below is written once rather than once per kind.
+    legacy_specs = "{}"
+    for spec_field in reversed(LEGACY_REPLICA_SPECS):
+        legacy_specs = (
+            f"(has(object.spec.{spec_field}) ? object.spec.{spec_field} : {legacy_specs})"
+        )
+    legacy_sets = f"{specs}.map(r, {_row(f'{specs}[r]', legacy_pods, pool_index, resources)})"
     volcano_sets = (
         "(has(object.spec.tasks) ? object.spec.tasks.map(task, "
         f"{_row('task', 'has(task.replicas) ? task.replicas : 0', pool_index, resources)})"
@@ -492,6 +492,10 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
             "name": "limit",
             "expression": f"variables.trainJob && {runtime} in {_cel(runtime_limits)} ? "
             f"{_cel(runtime_limits)}[{runtime}] : -1",
+        },
+        {
+            "name": "legacySpecs",
+            "expression": f"variables.legacy ? {legacy_specs} : {{}}",
         },
         {
             "name": "sets",

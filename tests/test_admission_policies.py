@@ -10,6 +10,7 @@ from typing import Any, Final
 import celpy
 import celpy.adapter
 import pytest
+from celpy.celparser import CELParser
 
 from synth.run import StackResult
 from tests.conftest import STACKS
@@ -225,3 +226,52 @@ def test_no_pod_mounts_a_lustre_claim_read_only(
         for job in record.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
             pod = {"spec": job["template"]["spec"]["template"]["spec"]}
             assert admit(policy, pod, namespace) == (True, None), record.name
+
+
+CEL_GO_CODE_POINT_LIMIT: Final = 100_000
+"""cel-go's default ``ExpressionSizeCodePointLimit`` (parser/options.go, parser.go defaults),
+which the API server's CEL environments keep: a longer expression does not parse, and the
+policy's every request fails (``failurePolicy: Fail``)."""
+CEL_GO_RECURSION_LIMIT: Final = 250
+"""cel-go's default ``MaxRecursionDepth``: its parser's recursion listener counts how deep each
+grammar rule nests in itself (``a + b + c`` nests ``calc`` three deep)."""
+
+
+def _same_rule_depth(tree: Any) -> int:
+    """How deep any grammar rule nests in itself, as cel-go's recursion listener counts it,
+    measured on cel-python's parse tree (whose rules nest as cel-go's grammar's do)."""
+    deepest = 0
+    pending: list[tuple[Any, dict[str, int]]] = [(tree, {})]
+    while pending:
+        node, counts = pending.pop()
+        if not hasattr(node, "data"):
+            continue
+        seen = {**counts, node.data: counts.get(node.data, 0) + 1}
+        deepest = max(deepest, seen[node.data])
+        pending.extend((child, seen) for child in node.children)
+    return deepest
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_policy_expression_parses_within_cel_gos_limits(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """The policies write synthesis-time facts into their CEL as literals, so an expression
+    grows with pools and teams: each must stay within what the API server's parser takes, with
+    room to grow (a quarter of each limit), or every request it judges would fail."""
+    parser = CELParser()
+    policies = [r.inputs for r in synthesized[stack].records if r.type == POLICY]
+    assert policies
+    for policy in policies:
+        spec = policy["spec"]
+        expressions = [
+            *(v["expression"] for v in spec.get("variables", [])),
+            *(v["expression"] for v in spec.get("matchConditions", [])),
+            *(v["expression"] for v in spec["validations"]),
+            *(v["messageExpression"] for v in spec["validations"] if "messageExpression" in v),
+        ]
+        name = policy["metadata"]["name"]
+        for expression in expressions:
+            assert len(expression) < CEL_GO_CODE_POINT_LIMIT * 3 // 4, (name, len(expression))
+            depth = _same_rule_depth(parser.parse(expression))
+            assert depth < CEL_GO_RECURSION_LIMIT * 3 // 4, (name, depth)
