@@ -31,6 +31,7 @@ LEAF_QUEUE_POLICY: Final = "trainingplatform-leaf-queues"
 
 INTERNAL_ANNOTATION: Final = "service.beta.kubernetes.io/aws-load-balancer-internal"
 SCHEME_ANNOTATION: Final = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+GROUP_MIN_MEMBER: Final = "scheduling.volcano.sh/group-min-member"
 LEGACY_JOB_GROUP: Final = "kubeflow.org"
 LEGACY_REPLICA_SPECS: Final = (
     "pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs", "jaxReplicaSpecs",
@@ -460,6 +461,27 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
         f"{_row('task', 'has(task.replicas) ? task.replicas : 0', pool_index, resources)})"
         " : [])"
     )
+    # A Deployment's, ReplicaSet's, StatefulSet's or Job's pods get a PodGroup from Volcano's
+    # podgroup controller, whose minMember is the owner's group-min-member annotation (a
+    # Deployment's reaches its ReplicaSet) and minResources that many pods' requests (volcano
+    # v1.15.1 pkg/controllers/podgroup/pg_controller_handler.go, getMinMemberFromUpperRes and
+    # buildPodGroupFromPod; a value that is not a number counts as 1). A CronJob's Jobs take
+    # their annotations from its jobTemplate.
+    cron = "object.kind == 'CronJob'"
+    workload_annotations = (
+        f"({cron} ? object.spec.jobTemplate.metadata.annotations : object.metadata.annotations)"
+    )
+    min_member = _quantity(f"{workload_annotations}['{GROUP_MIN_MEMBER}']")
+    cron_set = _row("object.spec.jobTemplate.spec", min_member, pool_index, resources)
+    workload_set = (
+        f"({cron} ? {cron_set} : {_row('object.spec', min_member, pool_index, resources)})"
+    )
+    cron_meta = "object.spec.jobTemplate.metadata"
+    annotated = (
+        f"({cron} ? has(object.spec.jobTemplate) && has({cron_meta}) && "
+        f"has({cron_meta}.annotations) && '{GROUP_MIN_MEMBER}' in {cron_meta}.annotations : "
+        f"has(object.metadata.annotations) && '{GROUP_MIN_MEMBER}' in object.metadata.annotations)"
+    )
     scheduling = "object.spec.runPolicy.schedulingPolicy"
     gang_minimum = (
         f"variables.legacy ? (has(object.spec.runPolicy) && has({scheduling}) && "
@@ -494,13 +516,19 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
             f"{_cel(runtime_limits)}[{runtime}] : -1",
         },
         {
+            "name": "workload",
+            "expression": "(object.apiVersion.startsWith('apps/') || "
+            f"object.apiVersion.startsWith('batch/')) && {annotated}",
+        },
+        {
             "name": "legacySpecs",
             "expression": f"variables.legacy ? {legacy_specs} : {{}}",
         },
         {
             "name": "sets",
             "expression": f"variables.legacy ? ({legacy_sets}) : "
-            f"(variables.volcanoJob ? {volcano_sets} : [])",
+            f"(variables.volcanoJob ? {volcano_sets} : "
+            f"(variables.workload ? [{workload_set}] : []))",
         },
         {"name": "minimum", "expression": gang_minimum},
         {"name": "pods", "expression": _unrolled_sum("variables.sets[{j}][1]")},
@@ -572,15 +600,28 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
             }
         )
     rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
+    annotations = "(has({0}.metadata.annotations) ? {0}.metadata.annotations : {{}})"
+    # an annotation is a gang's size too (group-min-member), and lives outside the spec
+    judged = {
+        "name": "created-or-spec-or-annotations-changed",
+        "expression": f"{CREATED_OR_SPEC_CHANGED['expression']} || "
+        f"{annotations.format('object')} != {annotations.format('oldObject')}",
+    }
     return {
         "failurePolicy": "Fail",
-        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
+        "matchConditions": [judged],
         "matchConstraints": {
             "namespaceSelector": team_namespaces(team_label),
             "resourceRules": [
                 {**rule, "apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"]},
                 {**rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},
                 {**rule, "apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"]},
+                {
+                    **rule,
+                    "apiGroups": ["apps"],
+                    "resources": ["deployments", "replicasets", "statefulsets"],
+                },
+                {**rule, "apiGroups": ["batch"], "resources": ["jobs", "cronjobs"]},
                 {
                     **rule,
                     "apiGroups": [LEGACY_JOB_GROUP],

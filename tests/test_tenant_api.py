@@ -523,6 +523,50 @@ def test_gangs_naming_no_pool_are_held_to_every_pool_together(
     assert admit(policy, stuck, namespace, old=copy.deepcopy(stuck)) == (True, None)
 
 
+def _annotated(kind: str, namespace: str, members: str | None, template: dict[str, Any]) -> Any:
+    """A workload whose pods Volcano's podgroup controller gangs: ``members`` is its
+    ``scheduling.volcano.sh/group-min-member`` (None: not annotated)."""
+    annotations = {} if members is None else {"scheduling.volcano.sh/group-min-member": members}
+    group = "batch/v1" if kind in ("Job", "CronJob") else "apps/v1"
+    spec: dict[str, Any] = {"replicas": 1000, "template": copy.deepcopy(template)}
+    metadata: dict[str, Any] = {"name": "w", "namespace": namespace, "annotations": annotations}
+    if kind == "CronJob":
+        job = {"metadata": {"annotations": annotations}, "spec": spec}
+        return {"apiVersion": group, "kind": kind, "metadata": {"name": "w"},
+                "spec": {"schedule": "@daily", "jobTemplate": job}}  # fmt: skip
+    return {"apiVersion": group, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_workloads_ganged_by_annotation_are_held_to_their_pool(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Volcano's podgroup controller makes a PodGroup of ``group-min-member`` pods for a
+    Deployment's, StatefulSet's or Job's pods: that many whole-node pods may not outgrow the
+    pool; the annotation is judged on its own update too; without it the pods are no gang."""
+    result = synthesized[stack]
+    policy = _policy(result, GANG_SIZE_POLICY)
+    namespace, _, _ = _team(result)
+    name = namespace["metadata"]["name"]
+    for pool, (resource, per_node, limit) in _accelerated_pools(result).items():
+        whole = _pod_template(pool, resource, per_node)
+        for kind in ("Deployment", "ReplicaSet", "StatefulSet", "Job", "CronJob"):
+            fits = _annotated(kind, name, str(limit), whole)
+            assert admit(policy, fits, namespace) == (True, None), (pool, kind)
+            too_big = _annotated(kind, name, str(limit + 1), whole)
+            ok, message = admit(policy, too_big, namespace)
+            assert not ok and message, (pool, kind)
+            assert f"{kind} w asks for {(limit + 1) * per_node} {resource} on pool {pool}" in (
+                message
+            )
+            # only the annotation changes (kubectl annotate): judged all the same
+            assert not admit(policy, too_big, namespace, old=fits)[0], (pool, kind)
+            # no annotation: each pod its own group of one, however many replicas
+            assert admit(policy, _annotated(kind, name, None, whole), namespace) == (True, None)
+            # a value Volcano cannot read counts as 1 there: never refused
+            assert admit(policy, _annotated(kind, name, "lots", whole), namespace)[0]
+
+
 # --------------------------------------------------------------------------- item 6: leaf queues
 
 
