@@ -21,9 +21,11 @@ from components.node_pools import slurm_taint
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
 from components.tenancy import (
     LEGACY_JOBS,
+    LEGACY_MIN_RESOURCES_POLICY,
     QUEUE_POLICY,
     TEAM_POD_SECURITY,
     TEAM_POD_SECURITY_ADVICE,
+    legacy_min_resources_policy,
     pod_security_labels,
     queue_ownership_policy,
     team_namespace_binding,
@@ -396,6 +398,13 @@ class Teams(pulumi.ComponentResource):
                 scheduler_name=SCHEDULER_NAME,
             ),
             binding=team_namespace_binding(QUEUE_POLICY, team_label=TEAM_LABEL),
+            opts=in_cluster,
+        )
+        enforced_policy(
+            f"{name}-legacy-min-resources",
+            LEGACY_MIN_RESOURCES_POLICY,
+            legacy_min_resources_policy(team_label=TEAM_LABEL),
+            binding=team_namespace_binding(LEGACY_MIN_RESOURCES_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )
         enforced_policy(

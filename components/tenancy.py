@@ -395,6 +395,85 @@ def queue_ownership_policy(
     }
 
 
+LEGACY_MIN_RESOURCES_POLICY: Final = "trainingplatform-legacy-min-resources"
+LEGACY_MIN_RESOURCES_ALLOWED: Final = ("cpu", "memory")
+"""What a legacy job's ``minResources`` may name: what Volcano's ``root`` queue always knows
+(``api.InfiniteResource()``), so the PodGroup is enqueued before any node of its pool exists."""
+
+
+def legacy_min_resources_policy(*, team_label: str) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: legacy v1 jobs in team namespaces set ``minResources``.
+
+    With Volcano gang scheduling the Training Operator creates a job's pods only once its
+    PodGroup is Inqueue (kubeflow/trainer v1.9.4 pkg/controller.v1/common/job.go, "Delay pods
+    creation until PodGroup status is Inqueue"; pkg/controller.v1/control/podgroup_control.go,
+    DelayPodCreationDueToPodGroup: ``len(volcanoPodGroup.Status.Phase) == 0 ||
+    volcanoPodGroup.Status.Phase == volcanov1beta1.PodGroupPending``). Unless the job sets
+    ``runPolicy.schedulingPolicy.minResources``, the operator fills the PodGroup's
+    ``minResources`` with the gang's requests, every GPU and EFA interface included
+    (``if minResources == nil { minResources = jc.calcPGMinResources(minMember, replicas) }``).
+    Volcano's capacity plugin with ``enableHierarchy`` checks them against ``root`` too, which
+    knows only the scalar resources some node reports (volcano v1.15.1
+    pkg/scheduler/plugins/capacity/capacity.go, buildHierarchicalQueueAttrs and
+    checkJobEnqueueableHierarchically): on a pool scaled to zero the PodGroup stays Pending, no
+    pod is created and Karpenter never launches a node.
+
+    A job that sets ``minResources`` gets it copied as it is (``if mr :=
+    runPolicy.SchedulingPolicy.MinResources; mr != nil { minResources = ... }``), and one that
+    names only cpu and memory (``{}`` in the documented shape) is enqueued at once; Volcano
+    still binds the gang whole (minMember, gang plugin) once Karpenter's nodes are up, as it
+    does for a TrainJob. This policy refuses a v1 job that leaves ``minResources`` unset or
+    names anything else in it, with a message that says what to set.
+
+    Args:
+        team_label: the namespace label of team namespaces.
+    """
+    scheduling = "object.spec.runPolicy.schedulingPolicy"
+    allowed = ", ".join(f"'{name}'" for name in LEGACY_MIN_RESOURCES_ALLOWED)
+    return {
+        "failurePolicy": "Fail",
+        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
+        "matchConstraints": {
+            "namespaceSelector": team_namespaces(team_label),
+            "resourceRules": [
+                {
+                    "operations": ["CREATE", "UPDATE"],
+                    "apiVersions": ["*"],
+                    "apiGroups": ["kubeflow.org"],
+                    "resources": list(LEGACY_JOBS),
+                }
+            ],
+        },
+        "variables": [
+            {
+                "name": "set",
+                "expression": "has(object.spec.runPolicy) && "
+                f"has(object.spec.runPolicy.schedulingPolicy) && has({scheduling}.minResources)",
+            },
+            {
+                "name": "named",
+                "expression": f"variables.set ? {scheduling}.minResources.filter(k, "
+                f"!(k in [{allowed}])) : []",
+            },
+        ],
+        "validations": [
+            {
+                "expression": "variables.set && size(variables.named) == 0",
+                "messageExpression": (
+                    "object.kind + ' ' + object.metadata.name + ': set "
+                    "spec.runPolicy.schedulingPolicy.minResources: {} (or only cpu and "
+                    "memory)' + (size(variables.named) > 0 ? ', not ' + variables.named[0] : "
+                    "'') + '. Without it the Training Operator "
+                    "asks Volcano for every GPU and EFA interface of the gang before it creates "
+                    "a pod, and on a pool with no node yet Volcano never enqueues it, so "
+                    "Karpenter never launches one'"
+                ),
+                "reason": "Invalid",
+            }
+        ],
+    }
+
+
 def team_namespaces(team_label: str) -> dict[str, Any]:
     """The namespace selector of every team namespace: those carrying ``team_label``.
 

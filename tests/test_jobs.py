@@ -19,12 +19,14 @@ import pytest
 import yaml
 
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
-from components.node_pools import LUSTRE_CLIENT_LABEL
+from components.node_pools import LUSTRE_CLIENT_LABEL, POOL_LABEL
 from synth.__main__ import main as synth_main
 from synth.jobs.karpenter import node_pools, volume_node_terms, with_volume_topology
-from synth.jobs.model import PathReport, evaluate_jobs, quota_applies
+from synth.jobs.model import PathReport, all_runnable, evaluate_jobs, quota_applies
 from synth.jobs.placement import required_affinity_holds
 from synth.jobs.rbac import allowed
+from synth.jobs.report import table
+from synth.jobs.trainer import Runtime, pod_requests
 from synth.jobs.view import StackView, name_of
 from synth.jobs.volcano import QueueShape, real_capability
 from synth.run import StackResult
@@ -38,7 +40,7 @@ GPU: Final = "nvidia.com/gpu"
 
 def _view(result: StackResult) -> StackView:
     view = StackView.from_records(result.records)
-    return StackView(copy.deepcopy(view.objects), copy.deepcopy(view.releases))
+    return StackView(copy.deepcopy(view.objects), copy.deepcopy(view.releases), view.kustomizations)
 
 
 def _report(reports: list[PathReport], team: str, runtime: str) -> PathReport:
@@ -457,6 +459,83 @@ def test_the_default_queue_has_no_bound_under_hierarchy() -> None:
         real_capability(queue, GPU, total=Decimal(8), all_guarantees=Decimal(8), hierarchy=True)
         is None
     )
+
+
+# --------------------------------------------------------------------------- what Volcano compares
+
+
+def _torch_runtime(view: StackView) -> dict[str, Any]:
+    """The first team's first PyTorch runtime."""
+    return next(m for m in _objects(view, "TrainingRuntime") if name_of(m).startswith("torch-"))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_queue_check_covers_every_resource_of_the_pod_group(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    """A queue capability below one pod's EFA, huge pages, cpu or memory holds no gang.
+
+    Volcano's capacity plugin compares every resource of minResources but ``pods``
+    (volcano v1.15.1 pkg/scheduler/api/resource_info.go, LessEqualWithDimensionAndResourcesName).
+    """
+    view = _view(synthesized[stack])
+    manifest = _torch_runtime(view)
+    team, name = manifest["metadata"]["namespace"], name_of(manifest)
+    runtime = Runtime.parse(manifest)
+    assert runtime.trainer_job is not None
+    requests = pod_requests(runtime.trainer_job.pod, {})
+    compared = [r for r in requests if r != "pods" and requests[r] > 0]
+    assert set(compared) - {GPU, "aws.amazon.com/neuron"}, compared
+    for resource in compared:
+        edited = _view(synthesized[stack])
+        (queue,) = _objects(edited, "Queue", team)
+        capability = queue["spec"].setdefault("capability", {})
+        capability[resource] = str(requests[resource] / 2)
+        report = _blocked_with(edited, team, name, resource)
+        assert report.max_nodes == 0, (resource, report)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_runtime_the_queue_cannot_hold_is_listed_as_not_runnable(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    """The platform leaves out a pool's runtimes a team's queue never holds one node of
+    (components.trainer team_runtimes); the report still lists them, with the reason."""
+    view = _view(synthesized[stack])
+    manifest = _torch_runtime(view)
+    team, pool = manifest["metadata"]["namespace"], manifest["metadata"]["labels"][POOL_LABEL]
+    runtime = Runtime.parse(manifest)
+    assert runtime.trainer_job is not None
+    requests = pod_requests(runtime.trainer_job.pod, {})
+    accelerator = next(r for r in (GPU, "aws.amazon.com/neuron") if requests.get(r))
+    (queue,) = _objects(view, "Queue", team)
+    queue["spec"]["capability"][accelerator] = str(requests[accelerator] - 1)
+    dropped = [  # every runtime of the team on a pool of that accelerator, as the program does
+        name_of(m)
+        for m in _objects(view, "TrainingRuntime")
+        if m["metadata"]["namespace"] == team and _requests(m).get(accelerator)
+    ]
+    assert any(name.endswith(f"-{pool}") for name in dropped)
+    for name in dropped:
+        _drop_runtime(view, team, name)
+    reports = evaluate_jobs(view)
+    for name in dropped:
+        report = _report(reports, team, name)
+        assert not report.runnable and not report.offered, report
+        assert f"queue {team}'s capability is {requests[accelerator] - 1}" in report.reasons[0]
+    assert all_runnable(reports)
+    assert "not offered" in table(stack, reports)
+
+
+def _requests(manifest: dict[str, Any]) -> dict[str, Decimal]:
+    runtime = Runtime.parse(manifest)
+    assert runtime.trainer_job is not None
+    return pod_requests(runtime.trainer_job.pod, {})
+
+
+def _drop_runtime(view: StackView, namespace: str, name: str) -> None:
+    doomed = id(_runtime(view, namespace, name))
+    view.objects[:] = [m for m in view.objects if id(m) != doomed]
 
 
 # --------------------------------------------------------------------------- the command

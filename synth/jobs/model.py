@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
-from components.catalog import GPU_RESOURCE
+from components.catalog import GPU_RESOURCE, InstanceType
+from components.config.trainer import RUNTIME_IMAGE_KEYS
+from components.versions import TRAINING_OPERATOR_KUSTOMIZATION
+from components.workloads import NodeAllocatable
 from synth.jobs import karpenter, rbac, trainer, volcano
 from synth.jobs.daemonsets import DevicePlugin, daemonset_overhead, device_plugins
 from synth.jobs.karpenter import NodePoolShape, candidate_pools, node_pools
@@ -24,8 +27,13 @@ POOL_LABEL: Final = "trainingplatform.io/pool"
 RESERVED_FOR_LABEL: Final = "trainingplatform.io/reserved-for"
 CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
 ACCELERATORS: Final = (GPU_RESOURCE, "aws.amazon.com/neuron")
+LEGACY_OPERATOR: Final = "training-operator"
+LEGACY_GANG_FLAG: Final = "--gang-scheduler-name=volcano"
+LEGACY_POLICY: Final = "trainingplatform-legacy-min-resources"
+EFA_RESOURCE: Final = "vpc.amazonaws.com/efa"
 EXTENDED_BY_PLUGIN: Final = (GPU_RESOURCE, "aws.amazon.com/neuron", "vpc.amazonaws.com/efa")
 MAX_GANG_NODES: Final = 10000
+MIB: Final = Decimal(1024 * 1024)
 
 
 @dataclass
@@ -33,7 +41,7 @@ class PathReport:
     """The answer for one path: a team's runtime, or a Slurm partition."""
 
     kind: str
-    """``trainjob`` or ``slurm-partition``."""
+    """``trainjob``, ``legacy-job`` (a kubeflow.org/v1 PyTorchJob) or ``slurm-partition``."""
     team: str
     namespace: str | None
     runtime: str
@@ -42,6 +50,9 @@ class PathReport:
     """The most nodes one gang (TrainJob ``numNodes``, or Slurm job) can get."""
     runnable: bool
     reasons: list[str] = field(default_factory=list)
+    offered: bool = True
+    """Whether the stack offers the path (a runtime exists); a pair the platform left out
+    because the team's queue or quota can never hold it is listed too, as not runnable."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` shape."""
@@ -54,6 +65,7 @@ class PathReport:
             "maxNodes": self.max_nodes,
             "runnable": self.runnable,
             "reasons": self.reasons,
+            "offered": self.offered,
         }
 
 
@@ -154,19 +166,28 @@ class Stack:
         )
 
     def warm_total(self, resource: str) -> Decimal:
-        """What the nodes hold of ``resource`` with every NodePool at its limit."""
+        """What the nodes hold of ``resource`` (base units) with every NodePool at its limit."""
         total = Decimal(0)
         for pool in self.pools:
             per_node = max(
                 (
-                    Decimal(t.accelerators)
+                    node_amount(pool.allocatable(t, simulated=False), resource)
                     for t in pool.instance_types
-                    if t.accelerator_resource == resource
                 ),
                 default=Decimal(0),
             )
             total += per_node * pool.node_limit()
         return total
+
+
+def node_amount(allocatable: NodeAllocatable, resource: str) -> Decimal:
+    """One node's ``resource`` in base units (cores, bytes, counts), as requests are summed."""
+    amount = Decimal(allocatable.amount(resource))
+    if resource == "cpu":
+        return amount / 1000
+    if resource == "memory" or resource.startswith("hugepages-"):
+        return amount * MIB
+    return amount
 
 
 def _fit_problems(
@@ -290,12 +311,10 @@ def quota_applies(quota: dict[str, Any], priority_class: str | None) -> bool:
     return True
 
 
-def _quota_bound(
-    stack: Stack,
-    namespace: str,
-    totals: Callable[[int], dict[str, Decimal]],
-    priority_class: str | None = None,
-) -> Bound | None:
+def _quota_hard(
+    stack: Stack, namespace: str, priority_class: str | None = None
+) -> dict[str, tuple[str, Decimal]]:
+    """Resource -> (quota name, hard amount) of the quotas that count a pod of the class."""
     hard: dict[str, tuple[str, Decimal]] = {}
     for quota in stack.view.of_kind("ResourceQuota", namespace):
         if not quota_applies(quota, priority_class):
@@ -303,6 +322,16 @@ def _quota_bound(
         for key, value in ((quota.get("spec") or {}).get("hard") or {}).items():
             resource = str(key).removeprefix("requests.")
             hard[resource] = (name_of(quota), quantity(value))
+    return hard
+
+
+def _quota_bound(
+    stack: Stack,
+    namespace: str,
+    totals: Callable[[int], dict[str, Decimal]],
+    priority_class: str | None = None,
+) -> Bound | None:
+    hard = _quota_hard(stack, namespace, priority_class)
     if not hard:
         return None
 
@@ -324,11 +353,27 @@ def _quota_bound(
 
 
 def _queue_bounds(
-    stack: Stack, queue: volcano.QueueShape, totals: Callable[[int], dict[str, Decimal]]
+    stack: Stack,
+    queue: volcano.QueueShape,
+    totals: Callable[[int], dict[str, Decimal]],
+    *,
+    pods_first: bool = True,
 ) -> list[Bound]:
+    """The capacity plugin's bound on a gang, one per resource of its PodGroup's minResources.
+
+    Args:
+        stack: the stack.
+        queue: the gang's queue.
+        totals: the gang's summed requests (its PodGroup's minResources) for ``numNodes`` n.
+        pods_first: whether the gang's pods exist before the PodGroup is Inqueue (JobSet
+            creates them at once, so Karpenter adds the gang's nodes and they count in the
+            cluster's total); false for the legacy Training Operator, which waits for Inqueue
+            (kubeflow/trainer v1.9.4 pkg/controller.v1/control/podgroup_control.go), so only
+            the nodes that exist now count.
+    """
     hierarchy = bool(volcano.capacity_hierarchy(stack.scheduler or {}))
     bounds = []
-    for resource in ACCELERATORS:
+    for resource in volcano.compared_resources(totals(1)):
         guarantees = sum(
             (q.guarantee.get(resource, Decimal(0)) for q in stack.queues.values()), Decimal(0)
         )
@@ -338,9 +383,11 @@ def _queue_bounds(
         def cold_cap(
             n: int, resource: str = resource, guarantees: Decimal = guarantees, held: Decimal = held
         ) -> Decimal | None:
-            # On a scaled-to-zero pool Karpenter adds the gang's nodes: total is them plus
-            # what Slurm's nodes hold.
-            total = totals(n).get(resource, Decimal(0)) + held
+            # On a scaled-to-zero pool Karpenter adds the gang's nodes (once its pods exist):
+            # total is them plus what Slurm's nodes hold.
+            total = (totals(n).get(resource, Decimal(0)) if pods_first else Decimal(0)) + held
+            if not volcano.root_admits(resource, total=total, hierarchy=hierarchy):
+                return Decimal(0)
             return volcano.real_capability(
                 queue, resource, total=total, all_guarantees=guarantees, hierarchy=hierarchy
             )
@@ -368,9 +415,15 @@ def _queue_bounds(
             guarantees: Decimal = guarantees,
         ) -> str:
             capability = queue.capability.get(resource)
+            cold = cold_cap(best + 1)
+            if hierarchy and not pods_first and cold == 0:
+                return (
+                    f"queue {queue.name}: on a cold pool no node reports {resource}, so the "
+                    "root queue admits none of it (capacity plugin, enableHierarchy) and the "
+                    "PodGroup stays Pending"
+                )
             if hierarchy:
                 return f"queue {queue.name}: capability {capability} {resource}"
-            cold = cold_cap(best + 1)
             return (
                 f"queue {queue.name} (capacity plugin, flat queues): admits {cold} {resource} "
                 f"for a gang of {best + 1} nodes: what the nodes that exist hold, less every "
@@ -663,12 +716,250 @@ def evaluate_jobs(view: StackView) -> list[PathReport]:
     reports = []
     cluster_runtimes = list(view.of_kind("ClusterTrainingRuntime"))
     for namespace, team in sorted(team_namespaces(view).items()):
-        for manifest in [*view.of_kind("TrainingRuntime", namespace), *cluster_runtimes]:
+        manifests = [*view.of_kind("TrainingRuntime", namespace), *cluster_runtimes]
+        for manifest in manifests:
             reports.append(evaluate_runtime(stack, team, namespace, manifest))
+        offered = {name_of(m) for m in manifests}
+        reports += list(unoffered_runtimes(stack, team, namespace, offered))
+        if legacy_operator_gangs(view):
+            for pool, instance in sorted(accelerated_pools(stack).items()):
+                report = evaluate_legacy(stack, team, namespace, pool, instance)
+                # A pool the team has no runtime on is one its queue or quota never holds a
+                # node of: reported, not promised.
+                report.offered = any(
+                    f"{framework}-{pool}" in offered
+                    for framework in RUNTIME_IMAGE_KEYS[instance.accelerator]
+                )
+                reports.append(report)
     reports += list(evaluate_partitions(stack))
     return reports
 
 
 def all_runnable(reports: list[PathReport]) -> bool:
-    """Whether every promised path is runnable."""
-    return all(report.runnable for report in reports)
+    """Whether every path the stack offers is runnable (left-out pairs are reported only)."""
+    return all(report.runnable for report in reports if report.offered)
+
+
+def team_queue(stack: Stack, team: str) -> volcano.QueueShape | None:
+    """The team's queue: the one named after it, as its runtimes name it."""
+    return stack.queues.get(team)
+
+
+def accelerated_pools(stack: Stack) -> dict[str, InstanceType]:
+    """Pool name -> its accelerated instance type, for the pools Volcano's gangs may take.
+
+    A pool's Slurm NodePool (``trainingplatform.io/reserved-for``) is left out: its nodes are
+    Slurm's.
+    """
+    found: dict[str, InstanceType] = {}
+    for shape in stack.pools:
+        if RESERVED_FOR_LABEL in shape.labels:
+            continue
+        instance = next((t for t in shape.instance_types if t.accelerators), None)
+        for pool in sorted(shape.labels.get(POOL_LABEL, set())):
+            if instance is not None:
+                found.setdefault(pool, instance)
+    return found
+
+
+def unoffered_runtimes(
+    stack: Stack, team: str, namespace: str, offered: set[str]
+) -> Iterator[PathReport]:
+    """A not-runnable report for each runtime a member might try but the stack left out.
+
+    Every (framework, pool) the platform generates runtimes of (components.trainer
+    ``runtime_frameworks``: ``<framework>-<pool>``) that ``namespace`` has no runtime of, with
+    what its queue and quota allow against one node (two for MPI: a launcher and a worker).
+
+    Args:
+        stack: the stack.
+        team: the team.
+        namespace: the team's namespace.
+        offered: names of the runtimes the team has (its own and the cluster's).
+    """
+    queue = team_queue(stack, team)
+    hard = _quota_hard(stack, namespace)
+    for pool, instance in sorted(accelerated_pools(stack).items()):
+        resource = instance.accelerator_resource
+        for framework in RUNTIME_IMAGE_KEYS[instance.accelerator]:
+            name = f"{framework}-{pool}"
+            if name in offered:
+                continue
+            nodes = 2 if framework == "mpi" else 1
+            wanted = Decimal(instance.accelerators * nodes)
+            short = []
+            capability = None if queue is None else queue.capability.get(resource)
+            if queue is None:
+                short.append(f"there is no queue {team}")
+            elif capability is not None and capability < wanted:
+                short.append(f"queue {queue.name}'s capability is {capability} {resource}")
+            if resource in hard and hard[resource][1] < wanted:
+                quota, amount = hard[resource]
+                short.append(f"ResourceQuota {quota} in {namespace} allows {amount} {resource}")
+            why = " and ".join(short) or "the stack generates no such runtime for the team"
+            yield PathReport(
+                "trainjob",
+                team,
+                namespace,
+                name,
+                pool,
+                0,
+                False,
+                [
+                    f"no runtime {name} in {namespace}: {why}, less than {nodes} node(s) of "
+                    f"{instance.accelerators} {resource} ({instance.name}); Volcano's capacity "
+                    "plugin would never enqueue such a gang, so the platform offers no runtime "
+                    "and a TrainJob naming it finds none"
+                ],
+                offered=False,
+            )
+
+
+def legacy_operator_gangs(view: StackView) -> bool:
+    """Whether the stack runs the legacy Training Operator with Volcano as its gang scheduler.
+
+    Offline the operator is its kustomization (``trainer.legacyTrainingOperator``), which the
+    program always renders with ``--gang-scheduler-name=volcano`` (components/trainer.py
+    ``with_gang_scheduler``); a rendered Deployment counts when it carries the flag.
+    """
+    if TRAINING_OPERATOR_KUSTOMIZATION in view.kustomizations:
+        return True
+    return any(
+        LEGACY_GANG_FLAG in (container.get("args") or [])
+        for deployment in view.of_kind("Deployment")
+        if name_of(deployment) == LEGACY_OPERATOR
+        for container in ((deployment.get("spec") or {}).get("template") or {})
+        .get("spec", {})
+        .get("containers", [])
+    )
+
+
+def legacy_min_resources_enforced(view: StackView) -> bool:
+    """Whether team namespaces refuse a legacy job without cpu/memory-only ``minResources``.
+
+    The policy and its Deny binding both exist (components/tenancy.py
+    ``legacy_min_resources_policy``).
+    """
+    policies = {name_of(p) for p in view.of_kind("ValidatingAdmissionPolicy")}
+    bindings = {
+        str((b.get("spec") or {}).get("policyName"))
+        for b in view.of_kind("ValidatingAdmissionPolicyBinding")
+        if "Deny" in ((b.get("spec") or {}).get("validationActions") or [])
+    }
+    return LEGACY_POLICY in policies and LEGACY_POLICY in bindings
+
+
+def legacy_worker(pool: str, instance: InstanceType, efa: int) -> dict[str, Any]:
+    """The worker pod of the documented PyTorchJob (docs/how-to/migrate-a-pytorchjob.md).
+
+    One whole node: the pool's node selector, a toleration of its accelerator taint, every
+    accelerator and EFA interface of the node.
+
+    Args:
+        pool: the pool name.
+        instance: the pool's instance type.
+        efa: EFA interfaces its nodes attach (0: none).
+    """
+    resource = instance.accelerator_resource
+    amounts = {resource: str(instance.accelerators), **({EFA_RESOURCE: str(efa)} if efa else {})}
+    return {
+        "schedulerName": volcano.SCHEDULER_NAME,
+        "nodeSelector": {POOL_LABEL: pool},
+        "tolerations": [{"key": resource, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [{"name": "pytorch", "resources": {"limits": amounts, "requests": amounts}}],
+    }
+
+
+def evaluate_legacy(
+    stack: Stack, team: str, namespace: str, pool: str, instance: InstanceType
+) -> PathReport:
+    """The report for a team's legacy PyTorchJob on ``pool`` (Training Operator v1.9.4).
+
+    Modelled on kubeflow/trainer v1.9.4: the operator makes the job's PodGroup with
+    ``minMember`` every replica and ``minResources`` the job's
+    ``runPolicy.schedulingPolicy.minResources`` when set, else the gang's summed requests
+    (pkg/controller.v1/common/job.go, ReconcileJobs: ``if minResources == nil { minResources =
+    jc.calcPGMinResources(minMember, replicas) }``), and creates no pod while the PodGroup has
+    no phase or is Pending ("Delay pods creation until PodGroup status is Inqueue";
+    pkg/controller.v1/control/podgroup_control.go, DelayPodCreationDueToPodGroup). So unlike a
+    TrainJob's, its pods cannot make Karpenter launch nodes before Volcano enqueues it: the
+    queue check runs against the nodes that exist, and under ``enableHierarchy`` ``root``
+    knows no resource only the cold pool's nodes report (volcano v1.15.1 capacity.go). With
+    the platform's policy every such job states cpu/memory-only ``minResources``, which
+    Volcano enqueues at once; the gang then forms like a TrainJob's.
+
+    Args:
+        stack: the stack.
+        team: the team.
+        namespace: the team's namespace.
+        pool: the pool the job's workers select.
+        instance: the pool's accelerated instance type.
+    """
+    candidates = [shape for shape in stack.pools if pool in shape.labels.get(POOL_LABEL, set())]
+    efa = max((shape.efa_interfaces for shape in candidates), default=0)
+    pod = legacy_worker(pool, instance, efa)
+    defaults = _limit_range_defaults(stack.view, namespace)
+    requests = trainer.pod_requests(pod, defaults)
+    enforced = legacy_min_resources_enforced(stack.view)
+    blocking: list[str] = []
+    notes: list[str] = []
+
+    def totals(n: int) -> dict[str, Decimal]:
+        return {resource: amount * n for resource, amount in requests.items()}
+
+    placed = stack.placed(pod, namespace)
+    fitting, problems = _fit_problems(stack, placed, requests, f"PyTorchJob worker on {pool}")
+    blocking += problems
+    bounds: list[Bound] = []
+    if fitting:
+
+        def per_node(shape: NodePoolShape) -> int:
+            return min(
+                karpenter.pods_per_node(requests, shape.allocatable(t, simulated=True))
+                for t in shape.instance_types
+            )
+
+        bounds.append(
+            _karpenter_bound(
+                fitting, lambda n: [(Decimal(0), n)], per_node, _slurm_pool_names(stack)
+            )
+        )
+    queue = team_queue(stack, team)
+    if stack.scheduler is None:
+        blocking.append("Volcano is not installed: the PodGroup never schedules")
+    elif queue is None:
+        blocking.append(f"queue {team} does not exist: the PodGroup stays Pending")
+    else:
+        bounds += _queue_bounds(stack, queue, totals, pods_first=enforced)
+    quota = _quota_bound(stack, namespace, totals)
+    if quota is not None:
+        bounds.append(quota)
+    upper = min(MAX_GANG_NODES, sum(p.node_limit() for p in fitting)) if fitting else 0
+    best = upper
+    for bound in bounds:
+        best = min(best, _largest(bound.holds, upper))
+    binding = [b.describe(best) for b in bounds if not b.holds(best + 1)]
+    if enforced:
+        notes.append(
+            "spec.runPolicy.schedulingPolicy.minResources names only cpu and memory (policy "
+            f"{LEGACY_POLICY}): Volcano enqueues the PodGroup at once, the operator creates "
+            "the pods, and Karpenter launches the pool's nodes for them"
+        )
+    elif not best and not blocking:
+        blocking.append(
+            "never starts on a cold pool: the Training Operator creates no pod until Volcano "
+            "enqueues the PodGroup, whose minResources carry every accelerator and EFA "
+            "interface of the gang, and no node reports them yet, so Karpenter never "
+            "launches one (set spec.runPolicy.schedulingPolicy.minResources: {})"
+        )
+    reasons = blocking + [f"at most {best} node(s): {text}" for text in binding] + notes
+    return PathReport(
+        "legacy-job",
+        team,
+        namespace,
+        f"pytorchjob-{pool}",
+        pool,
+        best if not blocking else 0,
+        not blocking and best >= 1,
+        reasons,
+    )

@@ -12,7 +12,7 @@ _WIDTH = 100
 
 
 def as_json(reports: list[PathReport]) -> str:
-    """The ``--json`` output: a list of ``{team, runtime, pool, maxNodes, runnable, reasons}``."""
+    """The ``--json`` output: one ``{team, runtime, pool, maxNodes, runnable, ...}`` per path."""
     return json.dumps([report.to_json() for report in reports], indent=2) + "\n"
 
 
@@ -27,10 +27,12 @@ def table(stack: str, reports: list[PathReport]) -> str:
     rows = [
         (
             r.team,
-            r.runtime if r.kind == "trainjob" else f"slurm:{r.runtime}",
+            {"trainjob": r.runtime, "legacy-job": f"v1:{r.runtime}"}.get(
+                r.kind, f"slurm:{r.runtime}"
+            ),
             r.pool or "-",
             str(r.max_nodes),
-            "yes" if r.runnable else "NO",
+            "yes" if r.runnable else ("NO" if r.offered else "no (not offered)"),
         )
         for r in reports
     ]
@@ -43,8 +45,10 @@ def table(stack: str, reports: list[PathReport]) -> str:
             wrapped = textwrap.wrap(reason, _WIDTH - 8)
             lines.append("      - " + wrapped[0])
             lines += ["        " + more for more in wrapped[1:]]
-    blocked = sum(1 for r in reports if not r.runnable)
-    lines.append(f"  {len(reports)} path(s), {blocked} not runnable")
+    blocked = sum(1 for r in reports if not r.runnable and r.offered)
+    left_out = sum(1 for r in reports if not r.offered)
+    tail = f", {left_out} not offered (the team's queue or quota never holds them)"
+    lines.append(f"  {len(reports)} path(s), {blocked} not runnable" + (tail if left_out else ""))
     return "\n".join(lines)
 
 
@@ -54,8 +58,11 @@ def _row(cells: tuple[str, ...], widths: list[int]) -> str:
 
 def summary(reports: list[PathReport]) -> str:
     """One line for the synthesis summary, then each path that cannot run."""
-    blocked = [r for r in reports if not r.runnable]
+    blocked = [r for r in reports if not r.runnable and r.offered]
+    left_out = sum(1 for r in reports if not r.offered)
     lines = [f"  jobs: {len(reports)} path(s), {len(blocked)} not runnable"]
+    if left_out:
+        lines[0] += f", {left_out} not offered"
     lines += [
         f"  NOT RUNNABLE {r.team}/{r.runtime}: {r.reasons[0] if r.reasons else 'no nodes'}"
         for r in blocked

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from kubernetes.utils.quantity import parse_quantity
 
@@ -42,12 +42,18 @@ def labels_of(manifest: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+KUSTOMIZE_DIRECTORY_TYPE: Final = "kubernetes:kustomize/v2:Directory"
+
+
 @dataclass(frozen=True)
 class StackView:
     """Every Kubernetes object a stack creates, and its Helm releases' values by release name."""
 
     objects: list[Manifest]
     releases: dict[str, dict[str, Any]]
+    kustomizations: tuple[str, ...] = ()
+    """The directories of the kustomizations the stack applies (their objects render only at
+    deploy time), e.g. the legacy Training Operator's."""
 
     @classmethod
     def from_records(cls, records: list[ResourceRecord]) -> StackView:
@@ -58,7 +64,12 @@ class StackView:
             if record.type == HELM_RELEASE_TYPE:
                 release = helm_release_of(record)
                 releases[str(release["release"])] = release
-        return cls(objects, releases)
+        kustomizations = tuple(
+            str(record.inputs.get("directory"))
+            for record in records
+            if record.type == KUSTOMIZE_DIRECTORY_TYPE
+        )
+        return cls(objects, releases, kustomizations)
 
     def of_kind(self, kind: str, namespace: str | None = None) -> Iterator[Manifest]:
         """Objects of ``kind`` (in ``namespace``, when given)."""

@@ -16,7 +16,22 @@ Modelled on volcano v1.15.1:
 - Volcano marks every pending pod of every PodGroup Unschedulable, admitted or not
   (pkg/scheduler/cache/cache.go, RecordJobStatusEvent), so Karpenter launches nodes even for
   gangs the queue will never admit;
-- ``deserved`` plays no part in admission; beyond it a queue's jobs can be reclaimed.
+- ``deserved`` plays no part in admission; beyond it a queue's jobs can be reclaimed;
+- the check covers every resource of the PodGroup's ``minResources`` with a quantity above 0
+  (``LessEqualWithDimensionAndResourcesName`` in pkg/scheduler/api/resource_info.go: cpu and
+  memory, then ``for name, quant := range req.ScalarResources``, where a name the queue's real
+  capability lacks reads as 0): EFA interfaces, huge pages and ephemeral storage as much as
+  accelerators. Only ``pods`` (``ignoredScalarResources``), ``count/*`` quota names
+  (``IsCountQuota`` in ``NewResource``) and devices a sharing plugin registers
+  (``IgnoredDevicesList``, none here) are skipped. A dimension absent from the queue's
+  ``capability`` is not skipped: ``MinDimensionResource(attr.capability, api.Infinity)`` leaves
+  it at what the cluster gives (flat) or the parent's (hierarchy);
+- with ``enableHierarchy`` the job must also fit every ancestor
+  (``checkJobEnqueueableHierarchically``), ``root`` included, whose real capability is
+  ``math.MaxInt64`` only for the scalar resources some node reports (``for k := range
+  cp.totalResource.ScalarResources { infinityResource.SetScalar(k, math.MaxInt64) }`` in
+  buildHierarchicalQueueAttrs): on a cold pool ``root`` refuses any amount of a resource only
+  that pool's nodes offer.
 """
 
 from __future__ import annotations
@@ -33,7 +48,13 @@ from synth.jobs.view import StackView, name_of, quantity
 QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 DEFAULT_QUEUE: Final = "default"
 SYSTEM_QUEUES: Final = ("default", "root")
+IGNORED_RESOURCES: Final = ("pods",)
+"""What the capacity plugin never compares (resource_info.go ``ignoredScalarResources``)."""
+ALWAYS_KNOWN: Final = ("cpu", "memory", "ephemeral-storage")
+"""What ``root`` always knows under hierarchy: cpu and memory (``api.InfiniteResource()``), and
+what every node reports, 0 or not (the system nodes always exist)."""
 VOLCANO_RELEASE: Final = "volcano"
+SCHEDULER_NAME: Final = "volcano"
 
 
 @dataclass(frozen=True)
@@ -113,3 +134,36 @@ def real_capability(
         return capability
     real = max(total - all_guarantees, Decimal(0)) + own
     return real if capability is None else min(real, capability)
+
+
+def compared_resources(min_resources: Mapping[str, Decimal]) -> list[str]:
+    """The resources of a PodGroup's ``minResources`` the capacity plugin compares.
+
+    Every one with a quantity above 0 but ``pods`` and ``count/*`` (resource_info.go
+    ``LessEqualWithDimensionAndResourcesName``, ``NewResource``).
+
+    Args:
+        min_resources: the PodGroup's minResources (base units: cores, bytes, counts).
+    """
+    return sorted(
+        name
+        for name, amount in min_resources.items()
+        if amount > 0 and name not in IGNORED_RESOURCES and not name.startswith("count/")
+    )
+
+
+def root_admits(resource: str, *, total: Decimal, hierarchy: bool) -> bool:
+    """Whether ``root`` lets any amount of ``resource`` in (only asked under hierarchy).
+
+    ``root`` knows cpu and memory always, a scalar resource only while some node reports it
+    (capacity.go buildHierarchicalQueueAttrs), even as 0: the kubelet lists every huge page
+    size in a Linux node's allocatable, 0 where none are reserved, and ``NewResource`` keeps
+    the key. Flat queues have no ancestors to check.
+
+    Args:
+        resource: the resource name.
+        total: what the nodes that exist report of it (0: none reports it).
+        hierarchy: ``enableHierarchy`` on the capacity plugin.
+    """
+    known = resource in ALWAYS_KNOWN or resource.startswith("hugepages-")
+    return not hierarchy or known or total > 0
