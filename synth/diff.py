@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -143,6 +143,9 @@ class SynthesisDiff:
     collisions: list[str] = field(default_factory=list)
     """Added resources that AWS refuses while a removed one still exists (the engine creates
     before it deletes): :func:`association_collisions`."""
+    protected: list[str] = field(default_factory=list)
+    """Protected resources the change deletes or replaces, which the engine refuses:
+    :func:`protected_refusals`."""
 
     @property
     def empty(self) -> bool:
@@ -363,6 +366,7 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
         manifests=_with_retained_volumes(manifests, old, new),
         helm=_section(old.helm, new.helm, value_changes),
         collisions=association_collisions(old, new),
+        protected=protected_refusals(old, new, (*resources.changed, *manifests.changed)),
     )
 
 
@@ -613,6 +617,49 @@ def association_collisions(old: Synthesis, new: Synthesis) -> list[str]:
     return sorted(found)
 
 
+PROTECTED_NOTE: Final = (
+    "    (pulumi up fails on each: unprotect it first (protectStatefulResources, or `pulumi state"
+    " unprotect <urn>`) in an up of its own if deleting it and its data is meant)"
+)
+"""What to do about a protected resource the change deletes or replaces."""
+
+
+def protected_refusals(old: Synthesis, new: Synthesis, changed: Iterable[Changed]) -> list[str]:
+    """The protected resources this change deletes or replaces, which ``pulumi up`` refuses.
+
+    The engine refuses to delete a resource whose state says ``protect`` (pulumi v3.272.0
+    pkg/resource/deploy/step.go, DeleteStep.Apply: "cannot be deleted because it is
+    protected"), so a protected resource gone from the program (Slurm or Trainer turned off,
+    a team removed, a rename without an alias) fails the ``up``, and it refuses to replace one
+    protected before and after (pkg/resource/deploy/step_generator.go, "unable to replace
+    resource ... as it is currently marked for protection"). Component resources count too.
+
+    Args:
+        old: the base synthesis (its records' ``protect`` is the state's).
+        new: the current one.
+        changed: every changed entry of the diff (resources and manifests).
+
+    Returns:
+        ``<label>: deleted`` or ``<label>: replaced``, sorted; a Kubernetes object replaced is
+        named by its manifest file, as the diff lists it.
+    """
+    found = [
+        f"{resource_label(urn)}: deleted"
+        for urn, record in old.resources.items()
+        if record.protect and urn not in new.resources
+    ]
+    labels = {
+        (manifest_file_name(manifest_of(r)) if _has_manifest(r) else resource_label(urn)): urn
+        for urn, r in new.resources.items()
+    }
+    for entry in changed:
+        urn = labels.get(entry.name, "")
+        before, after = old.resources.get(urn), new.resources.get(urn)
+        if entry.replaced_by and before and after and before.protect and after.protect:
+            found.append(f"{entry.name}: replaced")
+    return sorted(found)
+
+
 def _marked(
     name: str, resource_type: str, changes: list[Change], replace_on_changes: list[str]
 ) -> Changed:
@@ -731,6 +778,10 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
             lines.append(
                 "    (the old one is deleted with its data; pass --allow-replace if that is meant)"
             )
+    if diff.protected:
+        lines.append(f"  protected resources refused: {len(diff.protected)}")
+        lines += [f"    ! {entry}" for entry in diff.protected]
+        lines.append(PROTECTED_NOTE)
     lines += _render_retained(retained_replacements(diff))
     if diff.collisions:
         lines.append(f"  creates AWS refuses: {len(diff.collisions)}")
