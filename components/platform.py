@@ -630,6 +630,10 @@ def validated_config(
     return parse_platform_config(raw, stack=stack, aws_region=aws_region, checks=[layout_problems])
 
 
+INVALID_CONFIG: Final = "invalid stack configuration:\n"
+"""The first line of the run error :func:`load_config` raises; one problem a line follows."""
+
+
 def load_config() -> PlatformConfig:
     """Read and validate the stack's ``platform`` config key against the stack's name and region.
 
@@ -652,7 +656,7 @@ def load_config() -> PlatformConfig:
             raise ConfigError(problems)
         return config
     except ConfigError as exc:
-        raise pulumi.RunError(f"invalid stack configuration:\n{exc}") from None
+        raise pulumi.RunError(f"{INVALID_CONFIG}{exc}") from None
 
 
 def deploy() -> TrainingPlatform:

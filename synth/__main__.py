@@ -16,8 +16,9 @@ Exit status: 0 on success, 1 on a mandatory policy violation or a promised job p
 run, 2 on an invalid stack, policy config or resources file (one line per problem, no traceback)
 or an unknown option (argparse's usage). ``diff`` exits 0 when nothing changed, 1 when something
 did or when a cluster, file system, association, bucket, key or volume would be replaced (unless
-``--allow-replace``), and 2 for a bad stack or a base directory that holds no synthesis; with
-``--gate`` (CI: a pull request is meant to change things) only a refused replacement exits 1.
+``--allow-replace``) or a protected resource would be deleted or replaced (``pulumi up`` refuses
+it, so ``--allow-replace`` does not), and 2 for a bad stack or a base directory that holds no
+synthesis; with ``--gate`` (CI: a pull request is meant to change things) only a refusal exits 1.
 """
 
 from __future__ import annotations
@@ -223,8 +224,9 @@ def diff_parser() -> argparse.ArgumentParser:
         "and changed Kubernetes manifests and Helm values, each change that replaces its "
         "resource marked with the provider rule behind it. Exit 0 when nothing changed, 1 when "
         "something did or a cluster, file system, association, bucket, key or volume would be "
-        "replaced (unless --allow-replace), 2 for a bad stack or a base directory without a "
-        "synthesis.",
+        "replaced (unless --allow-replace) or a protected resource deleted or replaced (which "
+        "pulumi up refuses, --allow-replace or not), 2 for a bad stack or a base directory "
+        "without a synthesis.",
     )
     parser.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument(
@@ -242,7 +244,8 @@ def diff_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gate",
         action="store_true",
-        help="exit 1 only for a refused replacement, 0 for other changes (for CI)",
+        help="exit 1 only for a refused replacement or protected resource, 0 for other "
+        "changes (for CI)",
     )
     _add_output_options(parser)
     return parser
@@ -270,7 +273,7 @@ def diff(argv: list[str]) -> int:
         return 2
     changes = diff_syntheses(base, load_synthesis(result.written.directory))
     print(render(options.stack, base_dir, changes, allow_replace=options.allow_replace))
-    if changes.collisions or (refusals(changes) and not options.allow_replace):
+    if changes.collisions or changes.protected or (refusals(changes) and not options.allow_replace):
         return 1
     return 0 if changes.empty or options.gate else 1
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -35,6 +35,7 @@ from synth.output import (
 )
 from synth.replacements import (
     ASSOCIATION,
+    INSTANCE,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     REFUSED,
@@ -143,6 +144,9 @@ class SynthesisDiff:
     collisions: list[str] = field(default_factory=list)
     """Added resources that AWS refuses while a removed one still exists (the engine creates
     before it deletes): :func:`association_collisions`."""
+    protected: list[str] = field(default_factory=list)
+    """Protected resources the change deletes or replaces, which the engine refuses:
+    :func:`protected_refusals`."""
 
     @property
     def empty(self) -> bool:
@@ -338,7 +342,9 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
 
     def marked_resource(urn: str, changes: list[Change]) -> Changed:
         record = new.resources[urn]
-        return _marked(resource_label(urn), record.type, changes, record.replace_on_changes)
+        return _marked(
+            resource_label(urn), record.type, changes, record.replace_on_changes, record.inputs
+        )
 
     object_records = {
         manifest_file_name(manifest_of(r)): r for r in new.resources.values() if _has_manifest(r)
@@ -361,8 +367,14 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
     return SynthesisDiff(
         resources=resources,
         manifests=_with_retained_volumes(manifests, old, new),
-        helm=_section(old.helm, new.helm, value_changes),
+        helm=_section(
+            old.helm,
+            new.helm,
+            value_changes,
+            marked=lambda name, changes: _marked(name, HELM_RELEASE_TYPE, changes, []),
+        ),
         collisions=association_collisions(old, new),
+        protected=protected_refusals(old, new, (*resources.changed, *manifests.changed)),
     )
 
 
@@ -400,7 +412,7 @@ def _cascaded(
         for urn, record in followed.items():
             if urn in replaced or urn not in old.resources:
                 continue
-            triggers = triggers_of(record.type, record.replace_on_changes)
+            triggers = triggers_of(record.type, record.replace_on_changes, record.inputs)
             for input_name, dependencies in sorted(record.property_dependencies.items()):
                 cause = next((d for d in dependencies if d in replaced), None)
                 rule = replaced_through(triggers, input_name) if cause else None
@@ -613,13 +625,60 @@ def association_collisions(old: Synthesis, new: Synthesis) -> list[str]:
     return sorted(found)
 
 
+PROTECTED_NOTE: Final = (
+    "    (pulumi up fails on each: unprotect it first (protectStatefulResources, or `pulumi state"
+    " unprotect <urn>`) in an up of its own if deleting it and its data is meant)"
+)
+"""What to do about a protected resource the change deletes or replaces."""
+
+
+def protected_refusals(old: Synthesis, new: Synthesis, changed: Iterable[Changed]) -> list[str]:
+    """The protected resources this change deletes or replaces, which ``pulumi up`` refuses.
+
+    The engine refuses to delete a resource whose state says ``protect`` (pulumi v3.272.0
+    pkg/resource/deploy/step.go, DeleteStep.Apply: "cannot be deleted because it is
+    protected"), so a protected resource gone from the program (Slurm or Trainer turned off,
+    a team removed, a rename without an alias) fails the ``up``, and it refuses to replace one
+    protected before and after (pkg/resource/deploy/step_generator.go, "unable to replace
+    resource ... as it is currently marked for protection"). Component resources count too.
+
+    Args:
+        old: the base synthesis (its records' ``protect`` is the state's).
+        new: the current one.
+        changed: every changed entry of the diff (resources and manifests).
+
+    Returns:
+        ``<label>: deleted`` or ``<label>: replaced``, sorted; a Kubernetes object replaced is
+        named by its manifest file, as the diff lists it.
+    """
+    found = [
+        f"{resource_label(urn)}: deleted"
+        for urn, record in old.resources.items()
+        if record.protect and urn not in new.resources
+    ]
+    labels = {
+        (manifest_file_name(manifest_of(r)) if _has_manifest(r) else resource_label(urn)): urn
+        for urn, r in new.resources.items()
+    }
+    for entry in changed:
+        urn = labels.get(entry.name, "")
+        before, after = old.resources.get(urn), new.resources.get(urn)
+        if entry.replaced_by and before and after and before.protect and after.protect:
+            found.append(f"{entry.name}: replaced")
+    return sorted(found)
+
+
 def _marked(
-    name: str, resource_type: str, changes: list[Change], replace_on_changes: list[str]
+    name: str,
+    resource_type: str,
+    changes: list[Change],
+    replace_on_changes: list[str],
+    record_inputs: Mapping[str, Any] | None = None,
 ) -> Changed:
     """A changed entry with the changes that replace it (options never do)."""
     inputs = [(c.key, c.old, c.new) for c in changes if not c.key.startswith("option:")]
     replaced_by = replacing_changes(
-        triggers_of(resource_type, replace_on_changes), inputs, absent=ABSENT
+        triggers_of(resource_type, replace_on_changes, record_inputs), inputs, absent=ABSENT
     )
     return Changed(name, changes, replaced_by, resource_type)
 
@@ -731,6 +790,11 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
             lines.append(
                 "    (the old one is deleted with its data; pass --allow-replace if that is meant)"
             )
+    if diff.protected:
+        lines.append(f"  protected resources refused: {len(diff.protected)}")
+        lines += [f"    ! {entry}" for entry in diff.protected]
+        lines.append(PROTECTED_NOTE)
+    lines += _render_rerun(rerun_replacements(diff))
     lines += _render_retained(retained_replacements(diff))
     if diff.collisions:
         lines.append(f"  creates AWS refuses: {len(diff.collisions)}")
@@ -755,6 +819,41 @@ VOLUMES_NOTE: Final = (
     " given a new name is created first, and its claim follows)"
 )
 """What replacing a retained PersistentVolume under its own name does."""
+
+
+RERUN_NOTE: Final = (
+    "    (user_data_replace_on_change: the old instance is terminated first (deleteBeforeReplace,"
+    " its address is fixed) and a new one boots, mounts the file system and runs the layout"
+    " again: every listed team's directories get their group, mode and project again and its"
+    " quota is set (none where removed); directories of teams no longer listed stay, with"
+    " their data; then it stops. Jobs keep running; nothing is refused)"
+)
+"""What replacing the Lustre admin client does (components/storage/layout.py, layout_script)."""
+
+
+def rerun_replacements(diff: SynthesisDiff) -> list[Changed]:
+    """The instances replaced because their user data changed: the admin client, rebooted.
+
+    It boots again and runs its layout (terraform-provider-aws
+    internal/service/ec2/ec2_instance.go, ``customdiff.ForceNewIf("user_data")`` when
+    ``user_data_replace_on_change``).
+
+    Args:
+        diff: what :func:`diff_syntheses` found.
+    """
+    return [
+        c
+        for c in diff.resources.changed
+        if c.resource_type == INSTANCE and any(r.key == "userData" for r in c.replaced_by)
+    ]
+
+
+def _render_rerun(replaced: list[Changed]) -> list[str]:
+    if not replaced:
+        return []
+    lines = [f"  instances that boot again: {len(replaced)}"]
+    lines += [f"    ! {c.name}" for c in replaced]
+    return [*lines, RERUN_NOTE]
 
 
 def _render_retained(retained: list[Changed]) -> list[str]:

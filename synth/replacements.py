@@ -22,7 +22,12 @@ When = Literal["change", "decrease", "removed"]
 
 _TF: Final = "terraform-provider-aws internal/service/"
 _EKS: Final = "pulumi-eks 4.4.0 nodejs/eks/cluster/cluster.ts (inputs passed to aws.eks.Cluster)"
-_K8S_DIFF: Final = "pulumi-kubernetes provider/pkg/provider/diff.go (forceNew)"
+_K8S: Final = "pulumi-kubernetes provider/pkg/provider/"
+_K8S_DIFF: Final = f"{_K8S}diff.go (forceNew)"
+_RANDOM: Final = (
+    "pulumi-random 4.21.4 (terraform-provider-random internal/provider/resource_password.go, "
+    "RequiresReplace on every argument)"
+)
 _K8S_IDENTITY: Final = (
     "pulumi-kubernetes provider/pkg/provider/provider.go, Diff: changing the identity of the "
     "resource always causes a replacement"
@@ -39,10 +44,26 @@ class Trigger:
     """The upstream file (and field) the rule comes from."""
     when: When = "change"
     """``change``: any change; ``decrease``: a smaller number; ``removed``: the input goes."""
+    only_if: str = ""
+    """An input of the resource that must be true for the rule to apply
+    (``userDataReplaceOnChange``: a ``CustomizeDiff`` ``ForceNewIf``); empty: always."""
 
 
-def _tf(file: str, *fields: tuple[str, str], when: When = "change") -> list[Trigger]:
-    return [Trigger(path, f"{_TF}{file} ({tf_name})", when) for path, tf_name in fields]
+def _tf(
+    file: str, *fields: tuple[str, str], when: When = "change", only_if: str = ""
+) -> list[Trigger]:
+    return [Trigger(path, f"{_TF}{file} ({tf_name})", when, only_if) for path, tf_name in fields]
+
+
+def _forcenew(file: str, *paths: str) -> list[Trigger]:
+    """One ``ForceNew`` trigger per engine path, named by its Terraform attribute."""
+    return _tf(file, *((path, f"{_snake(path)} ForceNew") for path in paths))
+
+
+def _snake(path: str) -> str:
+    if path in _TF_NAMES:
+        return _TF_NAMES[path]
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", path).lower()
 
 
 FILE_SYSTEM: Final = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -52,10 +73,49 @@ EKS_CLUSTER: Final = "eks:index:Cluster"
 PERSISTENT_VOLUME: Final = "kubernetes:core/v1:PersistentVolume"
 PERSISTENT_VOLUME_CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
 
+INSTANCE: Final = "aws:ec2/instance:Instance"
+_INSTANCE: Final = "ec2/ec2_instance.go"
 _CLUSTER_SOURCE: Final = "eks/cluster.go"
 _FSX: Final = "fsx/lustre_file_system.go"
 
+_NOTHING_REPLACES: Final = {
+    "aws:ec2/internetGateway:InternetGateway": f"{_TF}ec2/vpc_internet_gateway.go: no ForceNew "
+    "(vpc_id detaches and attaches in place)",
+    "pulumi:providers:aws": "not audited: pulumi-aws's provider configuration diff was not read; "
+    "the stacks fix its region and account per stack",
+}
+"""Types with no replacing input, and where that was read."""
+_K8S_IDENTITY_ONLY: Final = tuple(
+    f"kubernetes:{token}"
+    for token in (
+        "admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+        "core/v1:LimitRange",
+        "core/v1:Namespace",
+        "core/v1:ServiceAccount",
+        "k8s.mariadb.com/v1alpha1:MariaDB",
+        "karpenter.k8s.aws/v1:EC2NodeClass",
+        "karpenter.sh/v1:NodePool",
+        "karpenter.sh/v1alpha1:NodeOverlay",
+        "keda.sh/v1alpha1:ScaledObject",
+        "networking.k8s.io/v1:NetworkPolicy",
+        "rbac.authorization.k8s.io/v1:ClusterRole",
+        "scheduling.k8s.io/v1:PriorityClass",
+        "scheduling.volcano.sh/v1beta1:Queue",
+        "slinky.slurm.net/v1beta1:NodeSet",
+        "trainer.kubeflow.org/v1alpha1:TrainingRuntime",
+    )
+)
+"""Kinds with no forceNew entry of their own in diff.go: only their identity replaces them."""
+_TF_NAMES: Final = {
+    "ebsBlockDevices": "ebs_block_device",
+    "ephemeralBlockDevices": "ephemeral_block_device",
+    "networkInterfaces": "network_interface",
+}
+"""Engine names of list blocks, which Pulumi pluralizes, and their Terraform names."""
+
 REPLACED_BY: Final[dict[str, list[Trigger]]] = {
+    **{resource_type: [] for resource_type in (*_NOTHING_REPLACES, *_K8S_IDENTITY_ONLY)},
     FILE_SYSTEM: [
         *_tf(
             _FSX,
@@ -86,6 +146,7 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         ("fileSystemId", "file_system_id ForceNew"),
         ("fileSystemPath", "file_system_path ForceNew"),
         ("dataRepositoryPath", "data_repository_path ForceNew"),
+        ("batchImportMetaDataOnCreate", "batch_import_meta_data_on_create ForceNew"),
     ),
     "aws:s3/bucket:Bucket": _tf(
         "s3/bucket.go",
@@ -110,12 +171,44 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         ("snapshotId", "snapshot_id ForceNew"),
     ),
     "aws:ec2/vpc:Vpc": _tf("ec2/vpc_.go", ("cidrBlock", "cidr_block ForceNew")),
-    "aws:ec2/instance:Instance": _tf(
-        "ec2/ec2_instance.go",
-        ("subnetId", "subnet_id ForceNew"),
-        ("privateIp", "private_ip ForceNew"),
-        ("availabilityZone", "availability_zone ForceNew"),
-    ),
+    # The admin client (components/storage/admin_client.py) sets userDataReplaceOnChange: its
+    # user data changes with the teams and the layout, and the change replaces it.
+    INSTANCE: [
+        *_forcenew(
+            _INSTANCE,
+            "ami",
+            "associatePublicIpAddress",
+            "availabilityZone",
+            "cpuOptions",
+            "ebsBlockDevices",
+            "ebsOptimized",
+            "enclaveOptions",
+            "ephemeralBlockDevices",
+            "hibernation",
+            "hostId",
+            "instanceMarketOptions",
+            "ipv6Addresses",
+            "keyName",
+            "launchTemplate.id",
+            "launchTemplate.name",
+            "networkInterfaces",
+            "placementGroup",
+            "placementPartitionNumber",
+            "privateIp",
+            "securityGroups",
+            "subnetId",
+            "tenancy",
+        ),
+        *_tf(
+            _INSTANCE,
+            ("userData", "customdiff.ForceNewIf(user_data) when user_data_replace_on_change"),
+            (
+                "userDataBase64",
+                "customdiff.ForceNewIf(user_data_base64) when user_data_replace_on_change",
+            ),
+            only_if="userDataReplaceOnChange",
+        ),
+    ],
     "aws:ec2/subnetCidrReservation:SubnetCidrReservation": _tf(
         "ec2/vpc_subnet_cidr_reservation.go",
         ("cidrBlock", "cidr_block ForceNew"),
@@ -195,14 +288,190 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
     ],
     PERSISTENT_VOLUME: [
         Trigger(f"spec.{source}", _K8S_DIFF)
-        for source in ("awsElasticBlockStore", "csi", "hostPath", "local", "nfs")
+        for source in (
+            "awsElasticBlockStore",
+            "azureDisk",
+            "azureFile",
+            "cephfs",
+            "cinder",
+            "csi",
+            "fc",
+            "flexVolume",
+            "flocker",
+            "gcePersistentDisk",
+            "glusterfs",
+            "hostPath",
+            "iscsi",
+            "local",
+            "nfs",
+            "photonPersistentDisk",
+            "portworxVolume",
+            "quobyte",
+            "rbd",
+            "scaleIO",
+            "storageos",
+            "vsphereVolume",
+        )
     ],
     "kubernetes:storage.k8s.io/v1:StorageClass": [
         Trigger("parameters", _K8S_DIFF),
         Trigger("provisioner", _K8S_DIFF),
     ],
+    # The stacks' provider sets neither enableConfigMapMutable nor enableSecretMutable, so a
+    # ConfigMap's and a Secret's data replace them (diff.go, forceNewProperties).
+    "kubernetes:core/v1:ConfigMap": [Trigger(f, _K8S_DIFF) for f in ("binaryData", "data")],
+    "kubernetes:core/v1:Secret": [Trigger(f, _K8S_DIFF) for f in ("data", "stringData", "type")],
+    "kubernetes:core/v1:ResourceQuota": [Trigger("spec.scopes", _K8S_DIFF)],
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": [Trigger("roleRef", _K8S_DIFF)],
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": [Trigger("roleRef", _K8S_DIFF)],
+    # Keyed as in helm/<release>.yaml, where the release's name is `release`.
+    "kubernetes:helm.sh/v3:Release": [
+        Trigger(key, f"{_K8S}helm_release.go, Diff (forceNewFields .{field})")
+        for key, field in (("release", "name"), ("namespace", "namespace"))
+    ],
+    # A provider replaced replaces every resource it manages (not followed by the cascade).
+    "pulumi:providers:kubernetes": [
+        Trigger(f, f"{_K8S}provider.go, DiffConfig (the active cluster changes)")
+        for f in ("cluster", "context", "kubeconfig", "renderYamlToDirectory")
+    ],
+    "random:index/randomPassword:RandomPassword": [
+        Trigger(f, _RANDOM)
+        for f in (
+            "keepers",
+            "length",
+            "lower",
+            "minLower",
+            "minNumeric",
+            "minSpecial",
+            "minUpper",
+            "number",
+            "numeric",
+            "overrideSpecial",
+            "special",
+            "upper",
+        )
+    ],
+    # terraform-provider-aws, the other types the stacks create: each ForceNew attribute.
+    "aws:cloudwatch/eventRule:EventRule": _forcenew(
+        "events/rule.go", "eventBusName", "name", "namePrefix"
+    ),
+    "aws:cloudwatch/eventTarget:EventTarget": _forcenew(
+        "events/target.go", "eventBusName", "rule", "targetId"
+    ),
+    "aws:cloudwatch/logGroup:LogGroup": _forcenew(
+        "logs/group.go", "logGroupClass", "name", "namePrefix"
+    ),
+    "aws:cloudwatch/metricAlarm:MetricAlarm": _tf(
+        "cloudwatch/metric_alarm.go", ("name", "alarm_name ForceNew")
+    ),
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": _forcenew(
+        "ec2/vpc_default_security_group.go", "vpcId"
+    ),
+    "aws:ec2/eip:Eip": _forcenew(
+        "ec2/ec2_eip.go",
+        "address",
+        "customerOwnedIpv4Pool",
+        "domain",
+        "ipamPoolId",
+        "networkBorderGroup",
+        "publicIpv4Pool",
+    ),
+    "aws:ec2/flowLog:FlowLog": _forcenew(
+        "ec2/vpc_flow_log.go",
+        "deliverCrossAccountRole",
+        "destinationOptions",
+        "eniId",
+        "iamRoleArn",
+        "logDestination",
+        "logDestinationType",
+        "logFormat",
+        "maxAggregationInterval",
+        "subnetId",
+        "trafficType",
+        "transitGatewayAttachmentId",
+        "transitGatewayId",
+        "vpcId",
+    ),
+    "aws:ec2/launchTemplate:LaunchTemplate": _forcenew(
+        "ec2/ec2_launch_template.go", "name", "namePrefix"
+    ),
+    "aws:ec2/natGateway:NatGateway": _forcenew(
+        "ec2/vpc_nat_gateway.go", "allocationId", "connectivityType", "privateIp", "subnetId"
+    ),
+    "aws:ec2/placementGroup:PlacementGroup": _forcenew(
+        "ec2/ec2_placement_group.go", "name", "partitionCount", "spreadLevel", "strategy"
+    ),
+    "aws:ec2/route:Route": _forcenew(
+        "ec2/vpc_route.go",
+        "destinationCidrBlock",
+        "destinationIpv6CidrBlock",
+        "destinationPrefixListId",
+        "routeTableId",
+    ),
+    "aws:ec2/routeTable:RouteTable": _forcenew("ec2/vpc_route_table.go", "vpcId"),
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": _forcenew(
+        "ec2/vpc_route_table_association.go", "gatewayId", "subnetId"
+    ),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": _forcenew(
+        "ec2/vpc_endpoint.go", "serviceName", "serviceRegion", "vpcEndpointType", "vpcId"
+    ),
+    "aws:ec2transitgateway/vpcAttachment:VpcAttachment": _forcenew(
+        "ec2/transitgateway_vpc_attachment.go", "transitGatewayId", "vpcId"
+    ),
+    "aws:eks/accessEntry:AccessEntry": _forcenew(
+        "eks/access_entry.go", "clusterName", "principalArn", "type"
+    ),
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": _forcenew(
+        "eks/access_policy_association.go",
+        "accessScope",
+        "clusterName",
+        "policyArn",
+        "principalArn",
+    ),
+    "aws:eks/addon:Addon": _forcenew("eks/addon.go", "addonName", "clusterName"),
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": _forcenew(
+        "eks/pod_identity_association.go", "clusterName", "namespace", "serviceAccount"
+    ),
+    "aws:iam/role:Role": _forcenew("iam/role.go", "name", "namePrefix", "path"),
+    "aws:iam/rolePolicy:RolePolicy": _forcenew("iam/role_policy.go", "name", "namePrefix", "role"),
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": _forcenew(
+        "iam/role_policy_attachment.go", "policyArn", "role"
+    ),
+    **{
+        f"aws:s3/{token}": _forcenew(f"s3/{file}", "bucket", "expectedBucketOwner")
+        for token, file in (
+            (
+                "bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+                "bucket_lifecycle_configuration.go",
+            ),
+            ("bucketLogging:BucketLogging", "bucket_logging.go"),
+            (
+                "bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+                "bucket_server_side_encryption_configuration.go",
+            ),
+            ("bucketVersioning:BucketVersioning", "bucket_versioning.go"),
+        )
+    },
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls": _forcenew(
+        "s3/bucket_ownership_controls.go", "bucket"
+    ),
+    "aws:s3/bucketPolicy:BucketPolicy": _forcenew("s3/bucket_policy.go", "bucket"),
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": _forcenew(
+        "s3/bucket_public_access_block.go", "bucket"
+    ),
+    "aws:scheduler/schedule:Schedule": _forcenew(
+        "scheduler/schedule.go", "groupName", "name", "namePrefix"
+    ),
+    "aws:sqs/queue:Queue": _forcenew("sqs/queue.go", "fifoQueue", "name", "namePrefix"),
+    "aws:sqs/queuePolicy:QueuePolicy": _forcenew("sqs/queue_policy.go", "queueUrl"),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _forcenew(
+        "vpc/security_group_ingress_rule.go", "securityGroupId"
+    ),
 }
-"""Replacement-triggering inputs per resource type."""
+"""Replacement-triggering inputs per resource type: every type the stacks create, each audited
+against its provider's source (:data:`AUDITED` says where; an empty list: nothing replaces it,
+only its identity for a Kubernetes object)."""
+
 
 KUBERNETES_IDENTITY: Final = (
     Trigger("metadata.name", _K8S_IDENTITY),
@@ -264,15 +533,25 @@ def kubernetes_type(manifest: Mapping[str, Any]) -> str:
     return f"kubernetes:{group or 'core'}/{version}:{manifest.get('kind', '')}"
 
 
-def triggers_of(resource_type: str, replace_on_changes: Iterable[str] = ()) -> list[Trigger]:
+def triggers_of(
+    resource_type: str,
+    replace_on_changes: Iterable[str] = (),
+    inputs: Mapping[str, Any] | None = None,
+) -> list[Trigger]:
     """The rules for one resource: its type's table entry plus its ``replaceOnChanges``.
 
     Args:
         resource_type: the Pulumi type token.
         replace_on_changes: the resource's own option (``*`` replaces on any change).
+        inputs: the resource's inputs now, which decide a rule with ``only_if``
+            (``userDataReplaceOnChange``). Default none: such rules do not apply.
 
     """
-    triggers = list(REPLACED_BY.get(resource_type, []))
+    triggers = [
+        t
+        for t in REPLACED_BY.get(resource_type, [])
+        if not t.only_if or (inputs or {}).get(t.only_if) is True
+    ]
     if resource_type.startswith("kubernetes:"):
         triggers += KUBERNETES_IDENTITY
     triggers += [Trigger(path, "replaceOnChanges") for path in replace_on_changes]
@@ -319,3 +598,75 @@ def replacing_changes(
         if rule is not None:
             found.append(Replacement(key, rule.source))
     return found
+
+
+AUDIT_PAGE: Final = "docs/concepts/offline-synthesis.md"
+"""The page that lists the audit (:func:`audit_table`), between :data:`AUDIT_MARKERS`."""
+AUDIT_MARKERS: Final = (
+    "<!-- replacement-audit:begin (generated: python -m synth.replacements --write) -->",
+    "<!-- replacement-audit:end -->",
+)
+
+
+def _rule_file(source: str) -> str:
+    """The upstream file of a rule's source, without the field in parentheses."""
+    return source.split(" (", 1)[0].split(", ", 1)[0].split(": ", 1)[0]
+
+
+def _field(trigger: Trigger) -> str:
+    qualifier = {"decrease": " (smaller)", "removed": " (removed)"}.get(trigger.when, "")
+    if trigger.only_if:
+        qualifier += f" (with `{trigger.only_if}`)"
+    return f"`{trigger.path}`{qualifier}"
+
+
+def audit_table() -> str:
+    """:data:`REPLACED_BY` as a Markdown table: each type, the inputs that replace it, where from.
+
+    Every Kubernetes object is also replaced when its name or namespace changes
+    (:data:`KUBERNETES_IDENTITY`), which the table says once, under it.
+    """
+    lines = [
+        "| Resource type | Replaced when these inputs change | Read in |",
+        "| --- | --- | --- |",
+    ]
+    for resource_type, triggers in sorted(REPLACED_BY.items()):
+        if triggers:
+            fields = ", ".join(_field(t) for t in triggers)
+            files = "; ".join(sorted({_rule_file(t.source) for t in triggers}))
+        elif resource_type in _NOTHING_REPLACES:
+            fields, files = "nothing", _NOTHING_REPLACES[resource_type]
+        else:
+            fields, files = "nothing but its identity", _K8S_DIFF.split(" (", 1)[0]
+        lines.append(f"| `{resource_type}` | {fields} | {files} |")
+    lines.append("")
+    lines.append(
+        "Every Kubernetes object is also replaced when `metadata.name` or `metadata.namespace`"
+        f" changes ({_K8S_IDENTITY})."
+    )
+    return "\n".join(lines)
+
+
+def with_audit(page: str) -> str:
+    """``page`` with the text between :data:`AUDIT_MARKERS` replaced by :func:`audit_table`.
+
+    Raises:
+        ValueError: the page lacks the markers.
+    """
+    begin, end = AUDIT_MARKERS
+    if begin not in page or end not in page:
+        raise ValueError(f"{AUDIT_PAGE}: no {begin} ... {end} markers")
+    head, rest = page.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{audit_table()}\n{end}{tail}"
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintainer's command
+    import sys
+    from pathlib import Path
+
+    target = Path(__file__).resolve().parent.parent / AUDIT_PAGE
+    if sys.argv[1:] == ["--write"]:
+        target.write_text(with_audit(target.read_text()))
+    else:
+        print(audit_table())

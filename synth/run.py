@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pulumi.errors import RunError
+
 from components.config import ConfigError, PlatformConfig
-from components.platform import deploy, validated_config
+from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
+from components.platform import INVALID_CONFIG, deploy, validated_config
 from policies.offline import (
     Finding,
     PolicyConfigError,
@@ -71,15 +74,27 @@ class StackResult:
 
 
 def validated(stack_file: StackFile) -> PlatformConfig:
-    """The stack's validated platform config, or :class:`InvalidStack` with one line a problem."""
+    """The stack's validated platform config, or :class:`InvalidStack` with one line a problem.
+
+    Every check the program's ``load_config`` makes is made here, the directory's bind
+    password too (from the stack file's keys), so a config the program would refuse is
+    reported as problem lines before the run, never as the run's error with a traceback.
+    """
     try:
-        return validated_config(
+        config = validated_config(
             stack_file.platform,
             stack=stack_file.stack,
             aws_region=stack_file.config.get("aws:region"),
         )
+        key = f"{stack_file.project}:{BIND_PASSWORD_KEY}"
+        problems = bind_password_problems(
+            config, present=key in stack_file.config, secret=key in stack_file.secret_keys
+        )
+        if problems:
+            raise ConfigError(problems)
     except ConfigError as exc:
         raise InvalidStack([str(problem) for problem in exc.problems]) from None
+    return config
 
 
 def synthesize_stack(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> StackResult:
@@ -103,7 +118,13 @@ def synthesize_stack(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> Sta
         policy_config = load_policy_config(stack)
     except PolicyConfigError as exc:
         raise InvalidStack([str(exc)]) from None
-    run = synthesize(stack_file, deploy, region=config.region, account_id=config.account_id)
+    try:
+        run = synthesize(stack_file, deploy, region=config.region, account_id=config.account_id)
+    except RunError as exc:
+        # A check only the program makes: its problem lines, as validated()'s are printed.
+        if not str(exc).startswith(INVALID_CONFIG):
+            raise
+        raise InvalidStack(str(exc).removeprefix(INVALID_CONFIG).splitlines()) from None
     written = write_stack(run.records, out / stack)
     findings = check_policies(run.records, policy_config, out / stack / "policy-report.json")
     jobs = evaluate_jobs(StackView.from_records(run.records))

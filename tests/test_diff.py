@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from synth.__main__ import main as synth_main
 from synth.diff import (
     ABSENT,
     CLAIMS_NOTE,
+    PROTECTED_NOTE,
     VOLUMES_NOTE,
     Change,
     NoSynthesis,
@@ -29,7 +31,7 @@ from synth.diff import (
     synthesis_directory,
 )
 from synth.engine import SECRET_MARK, UNKNOWN, ResourceRecord
-from synth.output import manifest_file_name
+from synth.output import manifest_file_name, resource_label
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS
@@ -388,3 +390,168 @@ def test_diff_command_gate_passes_a_retained_volume_renamed_with_its_claim(
     assert f"  claims replaced: 1\n    ! volume claim: {claim_file.name}\n" in out, out
     assert "refused" not in out
     assert synth_main(argv) == 1  # something changed
+
+
+def _prod_project(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """A copy of the project whose prod stack file (its whole ``config`` map) went through
+    ``edit``."""
+    project = _project_copy(tmp_path)
+    stack_file = project / "stacks" / "Pulumi.prod.yaml"
+    document = yaml.safe_load(stack_file.read_text())
+    edit(document["config"])
+    stack_file.write_text(yaml.safe_dump(document))
+    return project
+
+
+PLATFORM = "eks-training-platform:platform"
+BIND_PASSWORD = "eks-training-platform:slurmDirectoryBindPassword"
+
+
+def _slurm_off(config: dict[str, Any]) -> None:
+    config[PLATFORM]["slurm"] = {"enabled": False}
+    del config[BIND_PASSWORD]  # nothing binds with it any more (a config error otherwise)
+
+
+def _trainer_off(config: dict[str, Any]) -> None:
+    config[PLATFORM]["trainer"]["enabled"] = False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("edit", "refused"),
+    [
+        (
+            _slurm_off,
+            [
+                "kubernetes:helm.sh/v3:Release slurm: deleted",
+                "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB slurm-slurm-accounting-db: deleted",
+                "kubernetes:core/v1:Secret slurm-slurm-auth-slurm: deleted",
+                "random:index/randomPassword:RandomPassword slurm-slurm-auth-jwt-jwt.key: deleted",
+            ],
+        ),
+        (
+            _trainer_off,
+            [
+                "kubernetes:helm.sh/v3:Release kubeflow-trainer: deleted",
+                "kubernetes:yaml/v2:ConfigFile trainer-jobset-crds: deleted",
+            ],
+        ),
+    ],
+    ids=["slurm-off", "trainer-off"],
+)
+def test_gate_refuses_deleting_what_prod_protects(
+    synthesized: dict[str, StackResult],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: Callable[[dict[str, Any]], None],
+    refused: list[str],
+) -> None:
+    """pulumi v3.272.0 pkg/resource/deploy/step.go (DeleteStep.Apply) fails the up on a
+    protected resource the program no longer registers: the gate refuses it, --allow-replace
+    (which is about replacements) does not let it through."""
+    project = _prod_project(tmp_path, edit)
+    base = synthesized["prod"].written.directory
+    argv = ["diff", "prod", "--base", str(base), "--out", str(tmp_path / "out")]
+    argv += ["--project-dir", str(project)]
+    assert synth_main([*argv, "--gate"]) == 1
+    out = capsys.readouterr().out
+    listed = [
+        line.removeprefix("    ! ")
+        for line in out.split("  protected resources refused: ", 1)[1].splitlines()[1:]
+        if line.startswith("    ! ")
+    ]
+    assert set(refused) <= set(listed), out
+    protected = {resource_label(r.urn) for r in synthesized["prod"].records if r.protect}
+    assert {entry.rsplit(": ", 1)[0] for entry in listed} <= protected
+    assert PROTECTED_NOTE in out
+    assert synth_main([*argv, "--gate", "--allow-replace"]) == 1
+    capsys.readouterr()
+
+
+@pytest.mark.slow
+def test_gate_passes_removing_a_team_that_protects_nothing(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A prod team owns nothing protected (its claims and volumes are retained, not
+    protected): removing it changes things but refuses nothing."""
+
+    def one_team(config: dict[str, Any]) -> None:
+        config[PLATFORM]["teams"] = config[PLATFORM]["teams"][:1]
+
+    project = _prod_project(tmp_path, one_team)
+    base = synthesized["prod"].written.directory
+    argv = ["diff", "prod", "--base", str(base), "--out", str(tmp_path / "out")]
+    assert synth_main([*argv, "--project-dir", str(project), "--gate"]) == 0
+    out = capsys.readouterr().out
+    assert "removed" in out and "protected resources refused" not in out
+
+
+def test_replacing_a_resource_protected_on_both_sides_is_refused() -> None:
+    """pulumi pkg/resource/deploy/step_generator.go: "unable to replace resource ... as it is
+    currently marked for protection" when old and new are protected; unprotecting in the same
+    up is allowed."""
+    old = [_record("a", {"cidrBlock": "10.0.0.0/24"}, protect=True)]
+    for protect, refused in ((True, ["aws:ec2/subnet:Subnet a: replaced"]), (False, [])):
+        new = [_record("a", {"cidrBlock": "10.0.1.0/24"}, protect=protect)]
+        diff = diff_syntheses(_synthesis(old), _synthesis(new))
+        assert diff.resources.changed[0].replaced_by
+        assert diff.protected == refused
+    updated = diff_syntheses(
+        _synthesis(old), _synthesis([_record("a", {"cidrBlock": "10.0.0.0/24", "tags": {}})])
+    )
+    assert updated.protected == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            _trainer_off,  # with slurm on: a control that passes, then the failing edits
+            None,
+        ),
+        (
+            lambda config: config[PLATFORM]["slurm"].update(enabled=False),
+            'prod: slurmDirectoryBindPassword: got "[secret]"; allowed: unset without '
+            "platform.slurm.directory.bindDn (nothing binds with it)",
+        ),
+        (
+            lambda config: config[PLATFORM]["cluster"]["systemNodeGroup"].update(maxSize="x"),
+            'prod: platform.cluster.systemNodeGroup.maxSize: got "x"; allowed: a whole number',
+        ),
+    ],
+    ids=["control", "password-left-behind", "bad-value"],
+)
+def test_a_config_error_during_diff_exits_two_with_its_line(
+    synthesized: dict[str, StackResult],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: Callable[[dict[str, Any]], None],
+    message: str | None,
+) -> None:
+    """The program's own check (the bind password left behind when Slurm goes) is made before
+    the run, so diff and the plain command print the problem line, never a traceback."""
+    project = _prod_project(tmp_path, edit)
+    base = str(synthesized["prod"].written.directory)
+    out = str(tmp_path / "out")
+    options = ["--out", out, "--project-dir", str(project)]
+    status = synth_main(["diff", "prod", "--base", base, "--gate", *options])
+    err = capsys.readouterr().err
+    if message is None:
+        assert status == 1 and err == ""  # protected deletes, but a valid stack
+        return
+    assert status == 2
+    assert err.splitlines() == [message]
+    assert synth_main(["prod", *options]) == 2
+    assert capsys.readouterr().err == err
+
+
+def test_a_base_that_is_not_a_synthesis_exits_two(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "base" / "prod"
+    base.mkdir(parents=True)
+    (base / "resources.json").write_text("{not json")
+    assert synth_main(["diff", "prod", "--base", str(base), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "not a readable synthesis" in err

@@ -12,13 +12,14 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import yaml
 
 from synth.__main__ import main as synth_main
 from synth.diff import (
+    RERUN_NOTE,
     Changed,
     Synthesis,
     SynthesisDiff,
@@ -27,10 +28,19 @@ from synth.diff import (
     load_synthesis,
     refusals,
     render,
+    rerun_replacements,
     retained_replacements,
 )
 from synth.engine import ResourceRecord
-from synth.replacements import kubernetes_type
+from synth.output import HELM_RELEASE_TYPE as HELM_RELEASE
+from synth.replacements import (
+    AUDIT_PAGE,
+    INSTANCE,
+    REPLACED_BY,
+    Trigger,
+    kubernetes_type,
+    with_audit,
+)
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 
@@ -222,9 +232,15 @@ def test_replace_on_changes_of_the_resource_itself_replaces(dev: Synthesis) -> N
     resources[urn] = ResourceRecord.from_json({**entry, "replaceOnChanges": ["tags"]})
     marked = Synthesis(dev.directory, resources, dev.manifests, dev.helm)
     diff = diff_syntheses(marked, _edited(marked, BUCKET, _tagged))
-    (changed,) = diff.resources.changed
+    (changed,) = [c for c in diff.resources.changed if c.resource_type == BUCKET]
     assert [(r.key, r.source) for r in changed.replaced_by] == [("tags.review", "replaceOnChanges")]
     assert refusals(diff) == [changed]
+    # its configuration resources name it (bucket ForceNew) and are replaced with it
+    dragged = [c for c in diff.resources.changed if c is not changed]
+    assert dragged and all(
+        c.resource_type.startswith("aws:s3/bucket") and [r.key for r in c.replaced_by] == ["bucket"]
+        for c in dragged
+    )
 
 
 def _manifest_edit(dev: Synthesis, prefix: str, edit: Callable[[dict[str, Any]], None]) -> Any:
@@ -404,4 +420,160 @@ def test_moving_the_training_zone_replaces_the_file_system_as_the_docs_show(
     shown = section[first : section.index("```\n", first)]
     assert shown == out.replace(str(base), "build/base/dev"), (
         "docs/concepts/offline-synthesis.md's diff example is stale"
+    )
+
+
+# --- every type the stacks create is audited, and every rule of the audit fires ------------
+
+EDITED: Final = "edited-by-test"
+
+
+def _set_path(value: dict[str, Any], path: str, new: Any) -> None:
+    *parents, leaf = path.split(".")
+    for key in parents:
+        child = value.get(key)
+        if not isinstance(child, dict):
+            child = value[key] = {}
+        value = child
+    value[leaf] = new
+
+
+def _get_path(value: Any, path: str) -> Any:
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _changed_type_of(
+    synthesis: Synthesis, resource_type: str, path: str, new: Any = EDITED
+) -> SynthesisDiff:
+    """``synthesis`` with ``path`` of its first object of ``resource_type`` set to ``new``:
+    a Kubernetes object's manifest file, any other resource's record."""
+    if resource_type == HELM_RELEASE:  # compared as its helm/ file
+        helm = copy.deepcopy(synthesis.helm)
+        _set_path(helm[min(helm)], path, new)
+        edited = Synthesis(synthesis.directory, synthesis.resources, synthesis.manifests, helm)
+        return diff_syntheses(synthesis, edited)
+    if resource_type.startswith("kubernetes:"):
+        manifests = copy.deepcopy(synthesis.manifests)
+        name = next(n for n, m in sorted(manifests.items()) if kubernetes_type(m) == resource_type)
+        _set_path(manifests[name], path, new)
+        edited = Synthesis(synthesis.directory, synthesis.resources, manifests, synthesis.helm)
+        return diff_syntheses(synthesis, edited)
+    return diff_syntheses(
+        synthesis, _edited(synthesis, resource_type, lambda i: _set_path(i, path, new))
+    )
+
+
+def _stacks_records(synthesized: dict[str, StackResult]) -> dict[str, str]:
+    """Every resource type any stack creates (custom resources, and the EKS component whose
+    inputs reach its cluster), with the first stack that has it."""
+    found: dict[str, str] = {}
+    for stack, result in synthesized.items():
+        for record in result.records:
+            if record.custom or record.type == EKS:
+                found.setdefault(record.type, stack)
+    return found
+
+
+def test_every_type_the_stacks_create_is_in_the_audited_table(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """A new resource type cannot slip in unchecked: add its provider's replacing fields to
+    synth/replacements.py REPLACED_BY (an empty list where nothing but its identity replaces
+    it, with where that was read)."""
+    missing = sorted(set(_stacks_records(synthesized)) - set(REPLACED_BY))
+    assert missing == []
+
+
+def test_the_docs_list_the_audit_as_the_table_says() -> None:
+    page = (REPOSITORY_ROOT / AUDIT_PAGE).read_text()
+    assert with_audit(page) == page, "run: python -m synth.replacements --write"
+
+
+def _rule_cases() -> list[tuple[str, Trigger]]:
+    return [
+        (resource_type, trigger)
+        for resource_type, triggers in sorted(REPLACED_BY.items())
+        for trigger in triggers
+        if trigger.when == "change"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "trigger"),
+    _rule_cases(),
+    ids=[f"{t.split(':')[-1]}.{r.path}" for t, r in _rule_cases()],
+)
+def test_each_rule_of_the_audit_replaces_a_synthesized_resource(
+    synthesized: dict[str, StackResult], resource_type: str, trigger: Trigger
+) -> None:
+    """Each audited input, changed on a real record (or manifest) of the type, is forecast as
+    a replacement with its rule. A type no stack creates (kept for a later change) is skipped,
+    and so is a provider's input the stacks give as an unknown."""
+    stack = _stacks_records(synthesized).get(resource_type)
+    if stack is None:
+        pytest.skip(f"no stack creates {resource_type}")
+    synthesis = load_synthesis(synthesized[stack].written.directory)
+    diff = _changed_type_of(synthesis, resource_type, trigger.path)
+    entries = [
+        c
+        for c in (*diff.resources.changed, *diff.manifests.changed, *diff.helm.changed)
+        if c.replaced_by
+    ]
+    keys = {(r.key, r.source) for c in entries for r in c.replaced_by}
+    if trigger.only_if:  # the stacks' instance sets the flag: see the next test for without
+        assert (trigger.path, trigger.source) in keys
+        return
+    assert any(key == trigger.path or key.startswith(trigger.path + ".") for key, _ in keys), keys
+
+
+def test_user_data_replaces_only_with_replace_on_change(dev: Synthesis) -> None:
+    """terraform-provider-aws internal/service/ec2/ec2_instance.go: customdiff.ForceNewIf
+    ("user_data") when user_data_replace_on_change; without it the change is in place."""
+
+    def new_user_data(flag: bool) -> Edit:
+        def edit(inputs: dict[str, Any]) -> None:
+            inputs["userData"] = inputs["userData"] + "\n# edited"
+            inputs["userDataReplaceOnChange"] = flag
+
+        return edit
+
+    diff = diff_syntheses(dev, _edited(dev, INSTANCE, new_user_data(True)))
+    (changed,) = rerun_replacements(diff)
+    assert [r.key for r in changed.replaced_by] == ["userData"]
+    assert changed not in refusals(diff)
+    assert RERUN_NOTE in render("dev", Path("b"), diff)
+    # the base had the flag too: only the new inputs decide
+    base = _edited(dev, INSTANCE, _set("userDataReplaceOnChange", False))
+    in_place = diff_syntheses(base, _edited(base, INSTANCE, new_user_data(False)))
+    (changed,) = in_place.resources.changed
+    assert changed.replaced_by == [] and rerun_replacements(in_place) == []
+
+
+@pytest.mark.slow
+def test_a_prod_quota_change_replaces_the_admin_client_which_runs_the_layout_again(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A team's Lustre quota is in the admin client's user data (layout_script): the change
+    replaces the instance, which boots and lays the directories out again; nothing is
+    refused, so the gate passes."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
+    stack_file = project / "stacks" / "Pulumi.prod.yaml"
+    document = yaml.safe_load(stack_file.read_text())
+    team = document["config"]["eks-training-platform:platform"]["teams"][0]
+    team["lustreQuotaGiB"] += 1000
+    stack_file.write_text(yaml.safe_dump(document))
+    base = synthesized["prod"].written.directory
+    argv = ["diff", "prod", "--base", str(base), "--out", str(tmp_path / "out"), "--gate"]
+    assert synth_main([*argv, "--project-dir", str(project)]) == 0
+    out = capsys.readouterr().out
+    assert "~ aws:ec2/instance:Instance storage-lustre-admin (replaced)" in out
+    assert "user_data_replace_on_change" in out
+    assert (
+        f"  instances that boot again: 1\n    ! aws:ec2/instance:Instance storage-lustre-admin\n{RERUN_NOTE}"
+        in out
     )
