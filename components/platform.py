@@ -352,6 +352,18 @@ def stack_gang_limits(config: PlatformConfig) -> GangLimits:
         slurm_nodes=slurm_held_nodes(config),
         runtime_pools=runtimes,
         runtime_nodes=dict.fromkeys(runtimes, RUNTIME_NUM_NODES),
+        team_runtimes={
+            team.name: (
+                team,
+                {
+                    runtime_name(framework, pool): pool.name
+                    for pool, framework in team_runtimes(team, config.node_pools)
+                },
+            )
+            for team in config.teams
+        }
+        if config.trainer.enabled
+        else {},
     )
 
 

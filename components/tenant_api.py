@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from components.config import NodePoolConfig
+from components.config import NodePoolConfig, TeamConfig
 from components.node_pools import POOL_LABEL
 from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS, team_namespaces
 
@@ -245,6 +245,37 @@ class GangLimits:
     """Platform runtime name -> the pool its pods are pinned to."""
     runtime_nodes: dict[str, int] = field(default_factory=dict)
     """Platform runtime name -> its default ``numNodes`` (``mlPolicy.numNodes``)."""
+    team_runtime_nodes: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Team namespace -> its runtime's name -> the most nodes one of its gangs can get: the
+    pool's limit, or fewer where the team's quota or queue capability holds fewer whole
+    nodes' accelerators or EFA interfaces (what ``synth jobs`` reports as ``maxNodes``)."""
+
+
+def team_node_limit(team: TeamConfig, pool: NodePoolConfig, pool_nodes: int) -> int:
+    """The most whole nodes of ``pool`` one gang of ``team`` can get.
+
+    A platform runtime's pod takes a whole node: its accelerators and every EFA interface. A
+    gang larger than the team's ResourceQuota (``quota``) or Volcano queue capability
+    (``queue.capability``, the quota by default) holds in whole nodes never starts either: the
+    quota refuses the pods past it, or the queue never admits the PodGroup, while Karpenter
+    holds the nodes launched for the rest.
+
+    Args:
+        team: the team.
+        pool: an accelerated pool of its runtimes.
+        pool_nodes: the most nodes the pool's Kubernetes NodePool launches.
+    """
+    resource, per_node = pool.instance.accelerator_resource, pool.instance.accelerators
+    limit = pool_nodes
+    if resource and per_node:
+        limit = min(
+            limit,
+            team.quota.resources().get(resource, 0) // per_node,
+            team.capability.resources().get(resource, 0) // per_node,
+        )
+    if pool.uses_efa and pool.instance.efa_interfaces:
+        limit = min(limit, team.quota.efa_interfaces // pool.instance.efa_interfaces)
+    return max(limit, 0)
 
 
 def gang_limits(
@@ -253,6 +284,7 @@ def gang_limits(
     slurm_nodes: Mapping[str, int],
     runtime_pools: Mapping[str, str],
     runtime_nodes: Mapping[str, int],
+    team_runtimes: Mapping[str, tuple[TeamConfig, Mapping[str, str]]] | None = None,
 ) -> GangLimits:
     """The :class:`GangLimits` of a stack.
 
@@ -264,9 +296,21 @@ def gang_limits(
         runtime_pools: platform runtime name -> its pool's name (every team's runtimes; the
             names are the same in every namespace, ``<framework>-<pool>``).
         runtime_nodes: platform runtime name -> its default ``numNodes``.
+        team_runtimes: team namespace -> (the team, its runtimes' names -> their pools), for
+            the teams' own limits (:func:`team_node_limit`). Default: none (pool limits only).
     """
+    pool_nodes = {pool.name: pool.max_nodes - slurm_nodes.get(pool.name, 0) for pool in pools}
+    by_name = {pool.name: pool for pool in pools}
     return GangLimits(
-        pool_nodes={pool.name: pool.max_nodes - slurm_nodes.get(pool.name, 0) for pool in pools},
+        pool_nodes=pool_nodes,
+        team_runtime_nodes={
+            namespace: {
+                runtime: team_node_limit(team, by_name[pool], pool_nodes[pool])
+                for runtime, pool in own.items()
+                if pool in by_name
+            }
+            for namespace, (team, own) in (team_runtimes or {}).items()
+        },
         pool_accelerators={
             pool.name: (pool.instance.accelerator_resource, pool.instance.accelerators)
             for pool in pools
@@ -406,6 +450,7 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
     runtime_limits = {
         runtime: nodes[pool] for runtime, pool in limits.runtime_pools.items() if pool in nodes
     }
+    team_limits = limits.team_runtime_nodes
     accelerated = {
         pool: (resource, count)
         for pool, (resource, count) in sorted(limits.pool_accelerators.items())
@@ -418,6 +463,7 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
         for resource in resources
     }
     runtime = "object.spec.runtimeRef.name"
+    own = "namespaceObject.metadata.name"
     asked = (
         "has(object.spec.trainer) && has(object.spec.trainer.numNodes) ? "
         f"object.spec.trainer.numNodes : ({runtime} in {_cel(dict(runtime_nodes))} ? "
@@ -512,8 +558,10 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
         {"name": "nodes", "expression": f"variables.trainJob ? ({asked}) : 0"},
         {
             "name": "limit",
-            "expression": f"variables.trainJob && {runtime} in {_cel(runtime_limits)} ? "
-            f"{_cel(runtime_limits)}[{runtime}] : -1",
+            # the team's own limit where it has one, else the pool's
+            "expression": f"!variables.trainJob ? -1 : ({own} in {_cel(team_limits)} && "
+            f"{runtime} in {_cel(team_limits)}[{own}] ? {_cel(team_limits)}[{own}][{runtime}] "
+            f": ({runtime} in {_cel(runtime_limits)} ? {_cel(runtime_limits)}[{runtime}] : -1))",
         },
         {
             "name": "workload",
@@ -543,7 +591,8 @@ def gang_size_policy(limits: GangLimits, *, team_label: str) -> dict[str, Any]:
             "expression": "!variables.trainJob || variables.limit < 0 || "
             "variables.nodes <= variables.limit",
             "messageExpression": "'runtime ' + object.spec.runtimeRef.name + ' runs on a "
-            "pool that launches at most ' + string(variables.limit) + ' nodes: numNodes ' + "
+            "pool that launches, or a team quota or queue that holds, at most ' + "
+            "string(variables.limit) + ' nodes: numNodes ' + "
             "string(variables.nodes) + ' would pend forever and hold the nodes it got'",
             "reason": "Invalid",
         },

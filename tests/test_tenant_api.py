@@ -19,6 +19,7 @@ from components.tenant_api import (
     service_exposure_policy,
 )
 from synth.engine import ResourceRecord
+from synth.jobs.model import evaluate_jobs
 from synth.jobs.rbac import allowed
 from synth.jobs.view import StackView, name_of
 from synth.run import StackResult
@@ -286,6 +287,16 @@ def _trainjob(namespace: str, runtime: str, nodes: int | None) -> dict[str, Any]
     }
 
 
+def _figures(result: StackResult) -> dict[tuple[str | None, str], int]:
+    """(namespace, runtime) -> ``synth jobs``' maxNodes, for the runnable team runtimes: the
+    team's own limit, which the gang-size policy holds a TrainJob to."""
+    return {
+        (r.namespace, r.runtime): r.max_nodes
+        for r in evaluate_jobs(StackView.from_records(result.records))
+        if r.kind == "trainjob" and r.runnable
+    }
+
+
 def _pod_template(pool: str, resource: str, count: int) -> dict[str, Any]:
     return {
         "spec": {
@@ -304,11 +315,14 @@ def test_no_gang_larger_than_its_pool(synthesized: dict[str, StackResult], stack
     assert _binding(result, GANG_SIZE_POLICY)["validationActions"] == ["Deny"]
     runtimes = _team_runtimes(result)
     assert runtimes
+    figures = _figures(result)
     for runtime in runtimes:
         metadata = runtime["metadata"]
         namespace = {"metadata": {"name": metadata["namespace"], "labels": metadata["labels"]}}
-        limit = _node_limit(result, metadata["labels"][POOL_LABEL])
         name = metadata["name"]
+        pool_limit = _node_limit(result, metadata["labels"][POOL_LABEL])
+        limit = figures.get((metadata["namespace"], name), pool_limit)
+        assert limit <= pool_limit
         at_limit = _trainjob(metadata["namespace"], name, limit)
         assert admit(policy, at_limit, namespace) == (True, None), name
         ok, message = admit(policy, _trainjob(metadata["namespace"], name, limit + 1), namespace)
@@ -324,6 +338,35 @@ def test_no_gang_larger_than_its_pool(synthesized: dict[str, StackResult], stack
 
 
 @pytest.mark.parametrize("stack", STACKS)
+def test_each_teams_limit_is_the_figure_synth_jobs_reports(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Past the team's quota or queue a gang never starts either: for every runnable
+    (team, runtime) of ``synth jobs``, its ``maxNodes`` is admitted and one more refused."""
+    result = synthesized[stack]
+    policy = _policy(result, GANG_SIZE_POLICY)
+    reports = [
+        r
+        for r in evaluate_jobs(StackView.from_records(result.records))
+        if r.kind == "trainjob" and r.offered and r.runnable
+    ]
+    assert reports, "every stack has a runnable team runtime"
+    namespaces = {
+        r.inputs["metadata"]["name"]: {"metadata": r.inputs["metadata"]}
+        for r in _records(result, "kubernetes:core/v1:Namespace")
+    }
+    for report in reports:
+        assert report.namespace
+        namespace = namespaces[report.namespace]
+        job = _trainjob(report.namespace, report.runtime, report.max_nodes)
+        assert admit(policy, job, namespace) == (True, None), report
+        ok, message = admit(
+            policy, _trainjob(report.namespace, report.runtime, report.max_nodes + 1), namespace
+        )
+        assert not ok and message and f"at most {report.max_nodes} nodes" in message, report
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_a_runtime_patch_to_a_smaller_pool_is_held_to_it(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
@@ -333,7 +376,9 @@ def test_a_runtime_patch_to_a_smaller_pool_is_held_to_it(
     metadata = runtime["metadata"]
     namespace = {"metadata": {"name": metadata["namespace"], "labels": metadata["labels"]}}
     pool = metadata["labels"][POOL_LABEL]
-    limit = _node_limit(result, pool)
+    limit = _figures(result).get(
+        (metadata["namespace"], metadata["name"]), _node_limit(result, pool)
+    )
     job = _trainjob(metadata["namespace"], metadata["name"], limit)
     job["spec"]["runtimePatches"] = [
         {
