@@ -150,50 +150,89 @@ def _evaluated(results: list[dict[str, Any]]) -> set[tuple[str, str]]:
     }
 
 
-def _checkov(
-    checkov: Path,
-    target: list[str],
-    framework: str,
-    *,
-    scratch: Path,
-    given: int,
-    where: Path,
-    sentinels: Mapping[str, str] | None = None,
-) -> list[Finding]:
-    """Run checkov once and hold it to reading everything it was given.
+KUBERNETES: Final = "kubernetes"
+TERRAFORM_PLAN: Final = "terraform_plan"
+FRAMEWORKS: Final = (KUBERNETES, TERRAFORM_PLAN)
+"""checkov's frameworks for a stack: its manifests and pods, then its Terraform plan export."""
+BATCH: Final = Path(__file__).with_name("checkov_batch.py")
 
-    Args:
-        checkov: the executable.
-        target: what to scan (``--file`` or ``--directory`` and the path).
-        framework: checkov's framework.
-        scratch: the clean working directory.
-        given: how many resources the target holds.
-        where: the stack directory, for messages.
-        sentinels: resource address -> a check that must have evaluated it (see
-            :data:`POLICY_SENTINELS`). Default: none.
+
+@dataclass(frozen=True)
+class _Run:
+    """One checkov scan, prepared: what it reads and what it must have read."""
+
+    framework: str
+    target: list[str]
+    """What to scan (``--file`` or ``--directory`` and the path)."""
+    given: int
+    """How many resources the target holds."""
+    where: Path
+    """The stack directory, for messages."""
+    sentinels: Mapping[str, str]
+    """Resource address -> a check that must have evaluated it (:data:`POLICY_SENTINELS`)."""
+
+    def argv(self) -> list[str]:
+        """The arguments of its checkov run (``--quiet`` drops the passed checks sentinels need)."""
+        return [*self.target, "--framework", self.framework, "--output", "json",
+                *([] if self.sentinels else ["--quiet"]), "--skip-download",
+                "--no-fail-on-crash"]  # fmt: skip
+
+
+def _prepared(stack_dir: Path, framework: str, scratch: Path) -> _Run:
+    """Copy what ``framework`` reads of ``stack_dir`` into ``scratch`` (a new folder).
 
     Raises:
-        ScanError: no JSON answer, fewer resources read than ``given``, a parsing error, a
+        ScanError: the stack holds nothing to scan, or no plan export.
+    """
+    scratch.mkdir()
+    if framework == KUBERNETES:
+        documents = scratch / "documents"
+        documents.mkdir()
+        given = 0
+        for folder in SCANNED_FOLDERS:
+            for path in sorted((stack_dir / folder).glob("*.yaml")):
+                shutil.copy(path, documents / f"{folder}-{path.name}")
+                given += 1
+        if not given:
+            raise ScanError(f"{stack_dir} holds no manifests or pods to scan")
+        return _Run(framework, ["--directory", str(documents)], given, stack_dir, {})
+    if framework != TERRAFORM_PLAN:
+        raise ScanError(f"framework {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+    plan = stack_dir / PLAN_FILE
+    if not plan.exists():
+        raise ScanError(f"{plan} is missing: synthesize the stack first")
+    resources = json.loads(plan.read_text())["planned_values"]["root_module"]["resources"]
+    sentinels = {
+        r["address"]: POLICY_SENTINELS[r["type"]]
+        for r in resources
+        if r["type"] in POLICY_SENTINELS
+    }
+    shutil.copy(plan, scratch / PLAN_FILE)
+    return _Run(
+        framework, ["--file", str(scratch / PLAN_FILE)], len(resources), stack_dir, sentinels
+    )
+
+
+def _judged(run: _Run, answer: Mapping[str, Any]) -> list[Finding]:
+    """Hold one scan to reading everything it was given, and return its findings.
+
+    Raises:
+        ScanError: no JSON answer, fewer resources read than given, a parsing error, a
             skipped check, or a sentinel check that did not evaluate its resource.
     """
-    done = subprocess.run(
-        [str(checkov), *target, "--framework", framework, "--output", "json",
-         *([] if sentinels else ["--quiet"]), "--skip-download", "--no-fail-on-crash"],
-        capture_output=True, text=True, check=False, timeout=600, cwd=scratch,
-        env=_scratch_environment(scratch),
-    )  # fmt: skip
+    framework, where = run.framework, run.where
     try:
-        results = _results(done.stdout)
+        results = _results(str(answer.get("stdout", "")))
     except json.JSONDecodeError:
-        message = f"checkov gave no JSON (exit {done.returncode}): {done.stderr[-500:]}"
-        raise ScanError(message) from None
+        message = f"checkov gave no JSON (exit {answer.get('exit')}): {answer.get('error', '')}"
+        raise ScanError(message[-600:]) from None
     summary = {
         key: sum(int((r.get("summary") or {}).get(key, 0)) for r in results)
         for key in ("resource_count", "skipped", "parsing_errors")
     }
-    if summary["resource_count"] != given or summary["parsing_errors"]:
+    if summary["resource_count"] != run.given or summary["parsing_errors"]:
         raise ScanError(
-            f"checkov {framework} read {summary['resource_count']} of {given} resources "
+            f"checkov {framework} read {summary['resource_count']} of {run.given} resources "
             f"({summary['parsing_errors']} parsing error(s)) in {where}"
         )
     if summary["skipped"]:
@@ -204,7 +243,7 @@ def _checkov(
     evaluated = _evaluated(results)
     unread = sorted(
         f"{check} on {address}"
-        for address, check in (sentinels or {}).items()
+        for address, check in run.sentinels.items()
         if (check, address) not in evaluated
     )
     if unread:
@@ -232,13 +271,110 @@ def _checked_scratch(scratch_dir: str, checkov: Path) -> Path:
     return scratch
 
 
-def kubernetes_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
-    """Run checkov's Kubernetes framework on one stack's manifests and pods.
+def scan(
+    requests: Sequence[tuple[Path, str]], checkov: Path = CHECKOV
+) -> list[list[Finding] | ScanError]:
+    """Run checkov on each (stack directory, framework), all in one process.
 
-    The scan must read every document it is given: checkov silently skips paths with a hidden
+    checkov takes about three seconds to import itself and about one to scan a stack, so a
+    batch imports it once (:mod:`synth.checkov_batch`) and runs each scan in a process forked
+    from that import, as a ``checkov`` command of its own would run: what one scan reads never
+    reaches another.
+
+    Each scan must read every document it is given: checkov silently skips paths with a hidden
     component, files it cannot parse, and checks an environment variable, a config file or an
     inline ``checkov.io/skip`` annotation turns off, so each of those is an error here, not a
-    pass.
+    pass. The ``terraform_plan`` scan must also have evaluated each policy document
+    (:data:`POLICY_SENTINELS`).
+
+    Args:
+        requests: ``(DIR/<stack> as synth writes it, framework)`` pairs; the framework is
+            ``kubernetes`` (the stack's ``manifests/`` and ``pods/``) or ``terraform_plan``
+            (its ``terraform-plan.json``).
+        checkov: the checkov executable; the scans run on the interpreter beside it.
+
+    Returns:
+        Per request, in order: its findings, or the :class:`ScanError` saying why the scan
+        does not count (nothing to scan, no JSON answer, fewer resources read than given, a
+        parsing error, a skipped check, an unread policy document).
+
+    Raises:
+        ScanError: checkov is not installed, or the batch gave no answer at all.
+    """
+    with tempfile.TemporaryDirectory(prefix="scan-") as scratch_dir:
+        scratch = _checked_scratch(scratch_dir, checkov)
+        outcomes: list[list[Finding] | ScanError | _Run] = []
+        for index, (stack_dir, framework) in enumerate(requests):
+            try:
+                outcomes.append(_prepared(stack_dir, framework, scratch / f"scan{index}"))
+            except ScanError as exc:
+                outcomes.append(exc)
+        runs = [o for o in outcomes if isinstance(o, _Run)]
+        if not runs:
+            return [o for o in outcomes if not isinstance(o, _Run)]
+        answers = scratch / "answers"
+        answers.mkdir()
+        done = subprocess.run(
+            [str(checkov.parent / "python"), "-I", str(BATCH), str(answers)],
+            input=json.dumps([run.argv() for run in runs]), capture_output=True, text=True,
+            check=False, timeout=600, cwd=scratch, env=_scratch_environment(scratch),
+        )  # fmt: skip
+        if done.returncode:
+            message = f"checkov gave no JSON (exit {done.returncode}): {done.stderr[-500:]}"
+            raise ScanError(message)
+        replies = [
+            json.loads(path.read_text()) if path.exists() else {"error": done.stderr[-500:]}
+            for path in (answers / f"{index}.json" for index in range(len(runs)))
+        ]
+        judged = iter(zip(runs, replies, strict=True))
+        results: list[list[Finding] | ScanError] = []
+        for outcome in outcomes:
+            if not isinstance(outcome, _Run):
+                results.append(outcome)
+                continue
+            run, answer = next(judged)
+            try:
+                results.append(_judged(run, answer))
+            except ScanError as exc:
+                results.append(exc)
+        return results
+
+
+def _only(outcomes: list[list[Finding] | ScanError]) -> list[Finding]:
+    """The findings of a one-request :func:`scan`, or its error raised."""
+    (outcome,) = outcomes
+    if isinstance(outcome, ScanError):
+        raise outcome
+    return outcome
+
+
+def stack_findings(stack_dirs: Sequence[Path], checkov: Path = CHECKOV) -> list[list[Finding]]:
+    """Both frameworks' findings for each stack, in one :func:`scan`.
+
+    Args:
+        stack_dirs: ``DIR/<stack>`` directories as ``synth`` writes them.
+        checkov: the checkov executable.
+
+    Returns:
+        Per stack, in order: its Kubernetes findings, then its AWS ones.
+
+    Raises:
+        ScanError: the first scan that does not count (see :func:`scan`).
+    """
+    outcomes = scan([(d, f) for d in stack_dirs for f in FRAMEWORKS], checkov)
+    for outcome in outcomes:
+        if isinstance(outcome, ScanError):
+            raise outcome
+    flat = [o for o in outcomes if not isinstance(o, ScanError)]
+    width = len(FRAMEWORKS)
+    return [
+        [finding for found in flat[i : i + width] for finding in found]
+        for i in range(0, len(flat), width)
+    ]
+
+
+def kubernetes_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
+    """Run checkov's Kubernetes framework on one stack's manifests and pods (see :func:`scan`).
 
     Args:
         stack_dir: ``DIR/<stack>`` as ``synth`` writes it.
@@ -248,21 +384,7 @@ def kubernetes_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Findin
         ScanError: checkov is not installed, did not answer in JSON, read fewer documents than
             it was given, could not parse one, or skipped a check.
     """
-    with tempfile.TemporaryDirectory(prefix="scan-") as scratch_dir:
-        scratch = _checked_scratch(scratch_dir, checkov)
-        documents = scratch / "documents"
-        documents.mkdir()
-        given = 0
-        for folder in SCANNED_FOLDERS:
-            for path in sorted((stack_dir / folder).glob("*.yaml")):
-                shutil.copy(path, documents / f"{folder}-{path.name}")
-                given += 1
-        if not given:
-            raise ScanError(f"{stack_dir} holds no manifests or pods to scan")
-        return _checkov(
-            checkov, ["--directory", str(documents)], "kubernetes",
-            scratch=scratch, given=given, where=stack_dir,
-        )  # fmt: skip
+    return _only(scan([(stack_dir, KUBERNETES)], checkov))
 
 
 def aws_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
@@ -279,22 +401,7 @@ def aws_findings(stack_dir: Path, checkov: Path = CHECKOV) -> list[Finding]:
         ScanError: as :func:`kubernetes_findings`, the stack has no plan export, or a policy
             document checkov could not read (:data:`POLICY_SENTINELS`).
     """
-    plan = stack_dir / PLAN_FILE
-    if not plan.exists():
-        raise ScanError(f"{plan} is missing: synthesize the stack first")
-    resources = json.loads(plan.read_text())["planned_values"]["root_module"]["resources"]
-    sentinels = {
-        r["address"]: POLICY_SENTINELS[r["type"]]
-        for r in resources
-        if r["type"] in POLICY_SENTINELS
-    }
-    with tempfile.TemporaryDirectory(prefix="scan-") as scratch_dir:
-        scratch = _checked_scratch(scratch_dir, checkov)
-        shutil.copy(plan, scratch / PLAN_FILE)
-        return _checkov(
-            checkov, ["--file", str(scratch / PLAN_FILE)], "terraform_plan",
-            scratch=scratch, given=len(resources), where=stack_dir, sentinels=sentinels,
-        )  # fmt: skip
+    return _only(scan([(stack_dir, TERRAFORM_PLAN)], checkov))
 
 
 def unwaived(findings: Iterable[Finding], waivers: Sequence[Waiver], stack: str) -> list[Finding]:

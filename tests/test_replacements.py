@@ -41,7 +41,7 @@ from synth.replacements import (
     kubernetes_type,
     with_audit,
 )
-from synth.run import StackResult
+from synth.run import StackResult, synthesize_stack
 from synth.stackfile import REPOSITORY_ROOT
 
 FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -395,7 +395,10 @@ def test_an_association_on_its_own_paths_collides_with_nothing(dev: Synthesis) -
 
 @pytest.mark.slow
 def test_moving_the_training_zone_replaces_the_file_system_as_the_docs_show(
-    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    synthesized: dict[str, StackResult],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def move(platform: dict[str, Any]) -> None:
         network = platform["network"]
@@ -406,13 +409,25 @@ def test_moving_the_training_zone_replaces_the_file_system_as_the_docs_show(
         network["trainingZone"] = other
 
     project = _project_with(tmp_path, move)
+    # Both commands synthesize the same copy into the same --out: synthesis is deterministic
+    # (tests/test_synth.py), so the second reads back the first's instead of repeating it.
+    synthesized_once: dict[tuple[str, Path, Path], StackResult] = {}
+
+    def once(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> StackResult:
+        if (stack, out, root) not in synthesized_once:
+            synthesized_once[stack, out, root] = synthesize_stack(stack, out, root)
+        return synthesized_once[stack, out, root]
+
+    monkeypatch.setattr("synth.__main__.synthesize_stack", once)
     base = synthesized["dev"].written.directory
     argv = ["diff", "dev", "--base", str(base), "--out", str(tmp_path / "out")]
     assert synth_main([*argv, "--project-dir", str(project)]) == 1
     out = capsys.readouterr().out
+    assert len(synthesized_once) == 1
     assert "~ aws:fsx/lustreFileSystem:LustreFileSystem storage-lustre (replaced)" in out
     assert "! file system: aws:fsx/lustreFileSystem:LustreFileSystem storage-lustre" in out
     assert synth_main([*argv, "--project-dir", str(project), "--allow-replace", "--gate"]) == 0
+    assert len(synthesized_once) == 1
     capsys.readouterr()
     page = (REPOSITORY_ROOT / "docs" / "concepts" / "offline-synthesis.md").read_text()
     section = page[page.index("## What changed? (`synth diff`)") :]

@@ -7,8 +7,12 @@ Without it they fail with the command that installs it: a scan that did not run 
 
 from __future__ import annotations
 
+import fcntl
 import json
+import pickle
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,9 @@ import yaml
 
 from synth.run import StackResult
 from synth.scan import (
+    FRAMEWORKS,
+    KUBERNETES,
+    TERRAFORM_PLAN,
     Finding,
     ScanError,
     Waiver,
@@ -25,17 +32,93 @@ from synth.scan import (
     kubernetes_findings,
     load_waivers,
     render,
+    scan,
     unwaived,
 )
 from tests.conftest import STACKS
 
+Outcome = list[Finding] | ScanError
+Seed = Callable[[dict[str, StackResult], Path], tuple[Path, str, Any]]
+"""Copies a synthesis into a folder and breaks it: (the copy, the framework to scan it with,
+what the test needs to know of what it seeded)."""
+
+SEEDS: dict[str, Seed] = {}
+
+
+def seed(function: Seed) -> Seed:
+    """Register a seeded tree: every seed is scanned in the one checkov batch of the run."""
+    SEEDS[function.__name__] = function
+    return function
+
+
+@dataclass(frozen=True)
+class Scans:
+    """Every scan of this module, from one checkov batch (:func:`synth.scan.scan`)."""
+
+    stacks: dict[str, list[Outcome]]
+    """stack -> its outcome per framework (FRAMEWORKS' order)."""
+    seeded: dict[str, tuple[Any, Outcome]]
+    """seed name -> what it seeded, and its scan's outcome."""
+
+
+def _scan_everything(synthesized: dict[str, StackResult], trees: Path) -> Scans:
+    requests = [(synthesized[s].written.directory, f) for s in STACKS for f in FRAMEWORKS]
+    seeded: dict[str, tuple[Path, str, Any]] = {}
+    for name, make in SEEDS.items():
+        (trees / name).mkdir(parents=True)
+        seeded[name] = make(synthesized, trees / name)
+    outcomes = scan(
+        requests + [(directory, framework) for directory, framework, _ in seeded.values()]
+    )
+    width = len(FRAMEWORKS)
+    return Scans(
+        stacks={s: outcomes[i * width : (i + 1) * width] for i, s in enumerate(STACKS)},
+        seeded={
+            name: (info, outcome)
+            for (name, (_, _, info)), outcome in zip(
+                seeded.items(), outcomes[len(requests) :], strict=True
+            )
+        },
+    )
+
+
+@pytest.fixture(scope="session")
+def scans(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    synthesized: dict[str, StackResult],
+) -> Scans:
+    """The stacks and every seeded tree, scanned once per test run by one checkov process.
+
+    checkov takes seconds to start and under one to scan a tree, so one batch serves the whole
+    module; the pytest-xdist workers share it as they share the synthesis (tests/conftest.py):
+    the first makes it under a lock and saves it in the run's directory, the others read it.
+    """
+    base = tmp_path_factory.getbasetemp()
+    out = (base.parent if hasattr(request.config, "workerinput") else base) / "scan-batch"
+    out.mkdir(exist_ok=True)
+    with (out / "scan.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = out / "scans.pickle"
+        if saved.exists():
+            result: Scans = pickle.loads(saved.read_bytes())
+            return result
+        result = _scan_everything(synthesized, out / "trees")
+        saved.write_bytes(pickle.dumps(result))
+        return result
+
+
+def _found(outcome: Outcome) -> list[Finding]:
+    """A scan's findings, or the error that says why it does not count, raised."""
+    if isinstance(outcome, ScanError):
+        raise outcome
+    return outcome
+
 
 @pytest.fixture(scope="module")
-def findings(synthesized: dict[str, StackResult]) -> dict[str, list[Finding]]:
+def findings(scans: Scans) -> dict[str, list[Finding]]:
     return {
-        stack: kubernetes_findings(synthesized[stack].written.directory)
-        + aws_findings(synthesized[stack].written.directory)
-        for stack in STACKS
+        stack: [f for outcome in scans.stacks[stack] for f in _found(outcome)] for stack in STACKS
     }
 
 
@@ -70,8 +153,8 @@ def test_the_aws_scan_reads_the_terraform_export(findings: dict[str, list[Findin
     assert {f.file for f in findings["prod"]} >= {"terraform-plan.json"}
 
 
-def _plan_copy(synthesized: dict[str, StackResult], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
-    copy = tmp_path / "dev"
+def _plan_copy(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, dict[str, Any]]:
+    copy = root / "dev"
     shutil.copytree(synthesized["dev"].written.directory, copy)
     return copy, json.loads((copy / "terraform-plan.json").read_text())
 
@@ -80,16 +163,10 @@ def _write_plan(directory: Path, plan: dict[str, Any]) -> None:
     (directory / "terraform-plan.json").write_text(json.dumps(plan))
 
 
-@pytest.mark.slow
-def test_a_seeded_aws_violation_fails_the_gate(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    """A bucket that stops logging, and a group opened to SSH from anywhere.
-
-    (A group with a ``self`` rule passes CKV_AWS_24 whatever else it allows, so the seed is
-    the API group, which has no inline rules.)
-    """
-    directory, plan = _plan_copy(synthesized, tmp_path)
+@seed
+def aws_violation(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, str]:
+    """A bucket that stops logging, and a group opened to SSH from anywhere (its address)."""
+    directory, plan = _plan_copy(synthesized, root)
     for section in (plan["planned_values"]["root_module"], plan["configuration"]["root_module"]):
         section["resources"] = [
             r for r in section["resources"] if r["address"] != "aws_s3_bucket_logging.storage-data"
@@ -104,22 +181,30 @@ def test_a_seeded_aws_violation_fails_the_gate(
          "description": "ssh"}
     ]  # fmt: skip
     _write_plan(directory, plan)
-    left = {(f.check, f.resource) for f in unwaived(aws_findings(directory), load_waivers(), "dev")}
+    return directory, TERRAFORM_PLAN, str(group["address"])
+
+
+@pytest.mark.slow
+def test_a_seeded_aws_violation_fails_the_gate(scans: Scans) -> None:
+    """A bucket that stops logging, and a group opened to SSH from anywhere.
+
+    (A group with a ``self`` rule passes CKV_AWS_24 whatever else it allows, so the seed is
+    the API group, which has no inline rules.)
+    """
+    group, outcome = scans.seeded["aws_violation"]
+    left = {(f.check, f.resource) for f in unwaived(_found(outcome), load_waivers(), "dev")}
     assert left == {
         ("CKV_AWS_18", "aws_s3_bucket.storage-data"),
         # No bucket logs into it any more, so it is a bucket without logging as well.
         ("CKV_AWS_18", "aws_s3_bucket.storage-access-logs"),
-        ("CKV_AWS_24", group["address"]),
+        ("CKV_AWS_24", group),
     }
 
 
-@pytest.mark.slow
-def test_a_seeded_admin_policy_fails_the_gate(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    """A role policy that names another resource (Karpenter's names its node role and queue)
-    and grants everything: checkov must read the document, not lose it as an identifier."""
-    directory, plan = _plan_copy(synthesized, tmp_path)
+@seed
+def admin_policy(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, str]:
+    """Karpenter's role policy granting everything as well (its address)."""
+    directory, plan = _plan_copy(synthesized, root)
     policy = next(
         r
         for r in plan["planned_values"]["root_module"]["resources"]
@@ -129,27 +214,42 @@ def test_a_seeded_admin_policy_fails_the_gate(
     document["Statement"].append({"Effect": "Allow", "Action": "*", "Resource": "*"})
     policy["values"]["policy"] = json.dumps(document)
     _write_plan(directory, plan)
-    left = {(f.check, f.resource) for f in unwaived(aws_findings(directory), load_waivers(), "dev")}
-    assert ("CKV_AWS_62", policy["address"]) in left or ("CKV_AWS_63", policy["address"]) in left
-    assert {resource for _, resource in left} == {policy["address"]}
+    return directory, TERRAFORM_PLAN, str(policy["address"])
 
 
 @pytest.mark.slow
-def test_a_plan_resource_checkov_does_not_read_fails_the_scan(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    """Two resources at one address: checkov keeps one, so it read fewer than it was given."""
-    directory, plan = _plan_copy(synthesized, tmp_path)
+def test_a_seeded_admin_policy_fails_the_gate(scans: Scans) -> None:
+    """A role policy that names another resource (Karpenter's names its node role and queue)
+    and grants everything: checkov must read the document, not lose it as an identifier."""
+    policy, outcome = scans.seeded["admin_policy"]
+    left = {(f.check, f.resource) for f in unwaived(_found(outcome), load_waivers(), "dev")}
+    assert ("CKV_AWS_62", policy) in left or ("CKV_AWS_63", policy) in left
+    assert {resource for _, resource in left} == {policy}
+
+
+@seed
+def duplicate_plan_resource(
+    synthesized: dict[str, StackResult], root: Path
+) -> tuple[Path, str, None]:
+    """Two resources at one address."""
+    directory, plan = _plan_copy(synthesized, root)
     resources = plan["planned_values"]["root_module"]["resources"]
     resources.append(dict(resources[0]))
     _write_plan(directory, plan)
+    return directory, TERRAFORM_PLAN, None
+
+
+@pytest.mark.slow
+def test_a_plan_resource_checkov_does_not_read_fails_the_scan(scans: Scans) -> None:
+    """Two resources at one address: checkov keeps one, so it read fewer than it was given."""
+    _, outcome = scans.seeded["duplicate_plan_resource"]
     with pytest.raises(ScanError, match=r"terraform_plan read \d+ of \d+ resources"):
-        aws_findings(directory)
+        _found(outcome)
 
 
-def _seeded(synthesized: dict[str, StackResult], tmp_path: Path) -> tuple[Path, str]:
+def _seeded(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str]:
     """dev's synthesis with one training pod made privileged on the host's network."""
-    copy = tmp_path / "dev"
+    copy = root / "dev"
     shutil.copytree(synthesized["dev"].written.directory, copy)
     path = next((copy / "pods").glob("Pod.ml-dev.torch-*-node.yaml"))
     pod = yaml.safe_load(path.read_text())
@@ -159,12 +259,17 @@ def _seeded(synthesized: dict[str, StackResult], tmp_path: Path) -> tuple[Path, 
     return copy, f"Pod.ml-dev.{pod['metadata']['name']}"
 
 
+@seed
+def privileged_pod(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, str]:
+    """:func:`_seeded` (the pod's resource id)."""
+    directory, resource = _seeded(synthesized, root)
+    return directory, KUBERNETES, resource
+
+
 @pytest.mark.slow
-def test_a_seeded_violation_fails_the_gate(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    directory, resource = _seeded(synthesized, tmp_path)
-    found = kubernetes_findings(directory)
+def test_a_seeded_violation_fails_the_gate(scans: Scans) -> None:
+    resource, outcome = scans.seeded["privileged_pod"]
+    found = _found(outcome)
     left = unwaived(found, load_waivers(), "dev")
     checks = {f.check for f in left if f.resource == resource}
     assert {"CKV_K8S_16", "CKV_K8S_19"} <= checks  # privileged, host network
@@ -193,13 +298,12 @@ def test_the_findings_issue_39_closed_stay_fixed_not_waived(
     assert [w.check for w in load_waivers() if w.check in CLOSED_FINDINGS] == []
 
 
-@pytest.mark.slow
-def test_checkov_still_finds_a_pod_with_a_token_and_no_network_policy(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    """The two pod checks run: a training pod that mounts its token, in a synthesis without
-    NetworkPolicies, is found by both (else the test above could pass on checks that never ran)."""
-    copy = tmp_path / "dev"
+@seed
+def token_without_network_policy(
+    synthesized: dict[str, StackResult], root: Path
+) -> tuple[Path, str, str]:
+    """A training pod that mounts its token, in a synthesis without NetworkPolicies."""
+    copy = root / "dev"
     shutil.copytree(synthesized["dev"].written.directory, copy)
     path = next((copy / "pods").glob("Pod.ml-dev.torch-*-node.yaml"))
     pod = yaml.safe_load(path.read_text())
@@ -207,70 +311,104 @@ def test_checkov_still_finds_a_pod_with_a_token_and_no_network_policy(
     path.write_text(yaml.safe_dump(pod))
     for policy in (copy / "manifests").glob("NetworkPolicy.*.yaml"):
         policy.unlink()
-    resource = f"Pod.ml-dev.{pod['metadata']['name']}"
-    checks = {f.check for f in kubernetes_findings(copy) if f.resource == resource}
-    assert {"CKV_K8S_38", "CKV2_K8S_6"} <= checks, checks
+    return copy, KUBERNETES, f"Pod.ml-dev.{pod['metadata']['name']}"
 
 
 @pytest.mark.slow
-def test_a_skip_annotation_cannot_silence_a_finding(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    """checkov honours ``checkov.io/skip`` annotations, which would bypass the waiver file."""
-    directory, _ = _seeded(synthesized, tmp_path)
+def test_checkov_still_finds_a_pod_with_a_token_and_no_network_policy(scans: Scans) -> None:
+    """The two pod checks run: a training pod that mounts its token, in a synthesis without
+    NetworkPolicies, is found by both (else the test above could pass on checks that never ran)."""
+    resource, outcome = scans.seeded["token_without_network_policy"]
+    checks = {f.check for f in _found(outcome) if f.resource == resource}
+    assert {"CKV_K8S_38", "CKV2_K8S_6"} <= checks, checks
+
+
+@seed
+def skip_annotation(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, None]:
+    """:func:`_seeded`, its pod annotated to skip the privileged check."""
+    directory, _ = _seeded(synthesized, root)
     path = next((directory / "pods").glob("Pod.ml-dev.torch-*-node.yaml"))
     pod = yaml.safe_load(path.read_text())
     pod["metadata"]["annotations"]["checkov.io/skip1"] = "CKV_K8S_16=because I said so"
     path.write_text(yaml.safe_dump(pod))
-    with pytest.raises(ScanError, match="skipped 1 check"):
-        kubernetes_findings(directory)
+    return directory, KUBERNETES, None
 
 
 @pytest.mark.slow
-def test_a_document_checkov_cannot_read_fails_the_scan(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    copy = tmp_path / "dev"
+def test_a_skip_annotation_cannot_silence_a_finding(scans: Scans) -> None:
+    """checkov honours ``checkov.io/skip`` annotations, which would bypass the waiver file."""
+    _, outcome = scans.seeded["skip_annotation"]
+    with pytest.raises(ScanError, match="skipped 1 check"):
+        _found(outcome)
+
+
+@seed
+def unreadable_document(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, None]:
+    """dev's synthesis with a pod that is not YAML."""
+    copy = root / "dev"
     shutil.copytree(synthesized["dev"].written.directory, copy)
     (copy / "pods" / "Pod.broken.yaml").write_text("kind: Pod\nmetadata: [unclosed\n")
-    with pytest.raises(ScanError, match=r"kubernetes read \d+ of \d+"):
-        kubernetes_findings(copy)
+    return copy, KUBERNETES, None
 
 
 @pytest.mark.slow
-def test_node_set_waivers_do_not_cover_the_login_pod(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    """slurmd is privileged by design; a privileged login pod is a finding."""
-    copy = tmp_path / "prod"
+def test_a_document_checkov_cannot_read_fails_the_scan(scans: Scans) -> None:
+    _, outcome = scans.seeded["unreadable_document"]
+    with pytest.raises(ScanError, match=r"kubernetes read \d+ of \d+"):
+        _found(outcome)
+
+
+@seed
+def privileged_login(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, None]:
+    """prod's synthesis with the Slurm login pod privileged."""
+    copy = root / "prod"
     shutil.copytree(synthesized["prod"].written.directory, copy)
     path = copy / "pods" / "Pod.slurm.slurm-login-login.yaml"
     pod = yaml.safe_load(path.read_text())
     pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     path.write_text(yaml.safe_dump(pod))
-    left = unwaived(kubernetes_findings(copy), load_waivers(), "prod")
+    return copy, KUBERNETES, None
+
+
+@pytest.mark.slow
+def test_node_set_waivers_do_not_cover_the_login_pod(scans: Scans) -> None:
+    """slurmd is privileged by design; a privileged login pod is a finding."""
+    _, outcome = scans.seeded["privileged_login"]
+    left = unwaived(_found(outcome), load_waivers(), "prod")
     assert {f.resource for f in left} == {"Pod.slurm.slurm-login-login"}
     # privileged, and (its drop of NET_RAW replaced) raw sockets again
     assert {f.check for f in left} == {"CKV_K8S_16", "CKV_K8S_28"}
 
 
-@pytest.mark.slow
-def test_node_set_waivers_do_not_cover_slurms_daemons_or_database(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    """slurm-controller-0, slurm-accounting-0 and slurm-accounting-db-0 end in -0 like a node
-    set's pod; a privileged one is a finding, not slurmd's waived privilege."""
-    copy = tmp_path / "prod"
+SLURM_DAEMONS = {
+    "slurm-controller-0",
+    "slurm-restapi",
+    "slurm-accounting-0",
+    "slurm-accounting-db-0",
+}
+
+
+@seed
+def privileged_daemons(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, None]:
+    """prod's synthesis with Slurm's daemons and database privileged."""
+    copy = root / "prod"
     shutil.copytree(synthesized["prod"].written.directory, copy)
-    daemons = {"slurm-controller-0", "slurm-restapi", "slurm-accounting-0", "slurm-accounting-db-0"}
-    for name in daemons:
+    for name in SLURM_DAEMONS:
         path = copy / "pods" / f"Pod.slurm.{name}.yaml"
         pod = yaml.safe_load(path.read_text())
         pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
         path.write_text(yaml.safe_dump(pod))
-    left = unwaived(kubernetes_findings(copy), load_waivers(), "prod")
+    return copy, KUBERNETES, None
+
+
+@pytest.mark.slow
+def test_node_set_waivers_do_not_cover_slurms_daemons_or_database(scans: Scans) -> None:
+    """slurm-controller-0, slurm-accounting-0 and slurm-accounting-db-0 end in -0 like a node
+    set's pod; a privileged one is a finding, not slurmd's waived privilege."""
+    _, outcome = scans.seeded["privileged_daemons"]
+    left = unwaived(_found(outcome), load_waivers(), "prod")
     privileged = {f.resource for f in left if f.check == "CKV_K8S_16"}
-    assert privileged == {f"Pod.slurm.{name}" for name in daemons}
+    assert privileged == {f"Pod.slurm.{name}" for name in SLURM_DAEMONS}
 
 
 def test_waivers_are_scoped_by_check_resource_and_stack() -> None:
@@ -317,18 +455,23 @@ def test_without_checkov_the_scan_says_how_to_install_it(tmp_path: Path) -> None
         aws_findings(tmp_path, checkov=tmp_path / "missing")
 
 
-@pytest.mark.slow
-def test_a_policy_document_lost_from_the_export_fails_the_scan(
-    synthesized: dict[str, StackResult], tmp_path: Path
-) -> None:
-    """checkov reports a check it cannot evaluate as nothing at all: without the sentinel a
-    role policy with no document would pass (how nine of twelve once went unread)."""
-    directory, plan = _plan_copy(synthesized, tmp_path)
+@seed
+def lost_policy_document(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, str]:
+    """A role policy without its document (its address)."""
+    directory, plan = _plan_copy(synthesized, root)
     policy = next(
         r for r in plan["planned_values"]["root_module"]["resources"]
         if r["type"] == "aws_iam_role_policy"
     )  # fmt: skip
     del policy["values"]["policy"]
     _write_plan(directory, plan)
-    with pytest.raises(ScanError, match=rf"did not evaluate CKV_AWS_290 on {policy['address']}"):
-        aws_findings(directory)
+    return directory, TERRAFORM_PLAN, str(policy["address"])
+
+
+@pytest.mark.slow
+def test_a_policy_document_lost_from_the_export_fails_the_scan(scans: Scans) -> None:
+    """checkov reports a check it cannot evaluate as nothing at all: without the sentinel a
+    role policy with no document would pass (how nine of twelve once went unread)."""
+    policy, outcome = scans.seeded["lost_policy_document"]
+    with pytest.raises(ScanError, match=rf"did not evaluate CKV_AWS_290 on {policy}"):
+        _found(outcome)
