@@ -30,7 +30,7 @@ from components.config.pools import (
     GENERAL_LUSTRE_POOL,
     GENERAL_POOL,
     launch_zones,
-    placement_group_name as placement_group_name,
+    placement_group_name,
 )
 
 NODE_CLASS_API: Final = "karpenter.k8s.aws/v1"
