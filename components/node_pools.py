@@ -26,7 +26,12 @@ import pulumi_kubernetes as k8s
 from components import user_data
 from components.catalog import GPU_RESOURCE, HUGEPAGES_RESOURCE, efa_network_interfaces, lookup
 from components.config import GeneralPoolConfig, NodePoolConfig
-from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL, launch_zones
+from components.config.pools import (
+    GENERAL_LUSTRE_POOL,
+    GENERAL_POOL,
+    launch_zones,
+    placement_group_name,
+)
 
 NODE_CLASS_API: Final = "karpenter.k8s.aws/v1"
 NODE_POOL_API: Final = "karpenter.sh/v1"
@@ -138,9 +143,20 @@ pool_zones = launch_zones
 """Zones a pool may launch in (:func:`components.config.pools.launch_zones`)."""
 
 
-def placement_group_name(cluster_name: str, pool: NodePoolConfig) -> str:
-    """Name of a pool's placement group (fixed, so capacity can be reserved into it)."""
-    return f"{cluster_name}-{pool.name}"
+def placement_group_resource_name(component: str, cluster_name: str, group: str) -> str:
+    """Pulumi name of a placement group: from the group's name, not the pool's.
+
+    ``<component>-<pool>`` for the default ``<cluster>-<pool>``, as it always was, so a renamed
+    pool that keeps its group through ``placementGroupName`` keeps the resource too: a new
+    resource of the same name would be created before the old one is deleted, which EC2
+    refuses (a group name is unique in the region).
+
+    Args:
+        component: the NodePools component's name.
+        cluster_name: the EKS cluster's name.
+        group: the placement group's name.
+    """
+    return f"{component}-{group.removeprefix(cluster_name + '-')}"
 
 
 def node_class_spec(
@@ -449,13 +465,13 @@ class NodePools(pulumi.ComponentResource):
             pool_zone_list = pool_zones(pool, zones, training_zone)
             group_name: str | None = None
             if pool.uses_placement_group:
+                group_name = placement_group_name(cluster_name, pool)
                 group = aws.ec2.PlacementGroup(
-                    f"{name}-{pool.name}",
-                    name=placement_group_name(cluster_name, pool),
+                    placement_group_resource_name(name, cluster_name, group_name),
+                    name=group_name,
                     strategy="cluster",
                     opts=child,
                 )
-                group_name = placement_group_name(cluster_name, pool)
                 depends: list[pulumi.Resource] = [group]
             else:
                 depends = []

@@ -17,6 +17,11 @@ leaves every existing subnet where it is.
   and public blocks grow towards each other and any prefix lengths work.
 - A zone's blocks can be pinned instead (``network.subnetCidrs``): for addresses a stack already
   has, or a zone whose slot does not fit.
+- A zone whose slot block is past the VPC's end, or taken by a pin or by a zone listed before it,
+  gets the first free block instead (:func:`free_block`): the largest one up to two prefix
+  lengths smaller, in list order. So appending
+  a zone to a stack whose blocks are pinned moves nothing that exists; zones on free blocks
+  depend on the list order: append, or pin the block the plan gave.
 """
 
 from __future__ import annotations
@@ -169,9 +174,11 @@ def plan_subnets(
     if problems:
         raise SubnetPlanError(problems)
     blocks: list[_Block] = []
+    homeless: list[tuple[int, str, SubnetKind]] = []
     for index, zone in enumerate(zones):
         pin = pins.get(zone)
         for kind, length in lengths.items():
+            slot_problems: list[SubnetProblem] = []
             block = _zone_block(
                 network,
                 zone=zone,
@@ -179,11 +186,25 @@ def plan_subnets(
                 kind=kind,
                 prefix_length=length,
                 pin=pin,
-                problems=problems,
+                problems=slot_problems,
             )
             if block is not None:
                 blocks.append(block)
-    problems += _overlaps(blocks, already={problem.key for problem in problems})
+            elif _past_the_vpc(slot_problems, index):
+                homeless.append((index, zone, kind))
+            problems += slot_problems
+    pinned_blocks = [block for block in blocks if block.pinned]
+    problems += _overlaps(pinned_blocks, already={problem.key for problem in problems})
+    if problems:
+        raise SubnetPlanError(problems)
+    blocks, problems = _place_slotted(
+        network,
+        lengths,
+        pinned_blocks,
+        slotted=[b for b in blocks if not b.pinned],
+        homeless=homeless,
+        zones=zones,
+    )
     if problems:
         raise SubnetPlanError(problems)
     found = {(block.zone, block.kind): str(block.network) for block in blocks}
@@ -245,6 +266,123 @@ def _zone_block(
         )
         return None
     return _Block(zone, kind, block, pinned=False, key=key, value=zone)
+
+
+FALLBACK_SHRINK: Final = 2
+"""How much smaller than its prefix length a zone's block on a free block may be: two prefix
+lengths, a quarter of the addresses (prod's fourth zone gets a /20 where its /18 does not fit)."""
+
+
+def _past_the_vpc(problems: list[SubnetProblem], index: int) -> bool:
+    """Whether the only problem of a slotted block is that its slot is past the VPC's end."""
+    if len(problems) != 1 or problems[0].key != f"availabilityZones[{index}]":
+        return False
+    if "a zone whose slot fits" not in problems[0].allowed:
+        return False
+    problems.clear()
+    return True
+
+
+def _place_slotted(
+    network: ipaddress.IPv4Network,
+    lengths: Mapping[SubnetKind, int],
+    pinned: list[_Block],
+    *,
+    slotted: list[_Block],
+    homeless: list[tuple[int, str, SubnetKind]],
+    zones: list[str],
+) -> tuple[list[_Block], list[SubnetProblem]]:
+    """Every block of the plan: pins, kept slots and free blocks for the zones that need one.
+
+    Pinned blocks come first (they hold addresses on purpose), then each zone in list order,
+    the order zones are added in: its slot's block when nothing before it took it, else the
+    first free block (:func:`free_block`). An appended zone is the one that moves, never a zone
+    that exists, and a zone's free block depends only on the pins and the zones listed before
+    it. A slotted block on a pin of a zone listed after it is refused instead: that zone's slot
+    was there first, and the pin is the new thing (or was meant for another block).
+    """
+    kept = list(pinned)
+    problems: list[SubnetProblem] = []
+    own = {(block.zone, block.kind): block for block in slotted}
+    wanted = sorted(
+        [(zones.index(block.zone), block.zone, block.kind) for block in slotted] + homeless,
+        # A zone's public block first: it sits at its slot near the top, where a private
+        # block on a free block would otherwise land.
+        key=lambda entry: (entry[0], entry[2] != "public"),
+    )
+    for index, zone, kind in wanted:
+        block = own.get((zone, kind))
+        if block is not None:
+            pin = next(
+                (
+                    p
+                    for p in pinned
+                    if p.network.overlaps(block.network) and zones.index(p.zone) > index
+                ),
+                None,
+            )
+            if pin is not None:
+                problems.append(
+                    SubnetProblem(
+                        block.key,
+                        block.value,
+                        f"subnets that do not overlap: the {block.kind} block {block.network} "
+                        f"of {zone} overlaps the pinned {pin.kind} block {pin.network} of "
+                        f"{pin.zone}, listed after it; change subnetCidrs.{pin.zone}.{pin.kind} "
+                        f"if that pin is new, or pin the blocks of {zone}",
+                    )
+                )
+                continue
+            if not any(block.network.overlaps(other.network) for other in kept):
+                kept.append(block)
+                continue
+        free = free_block(network, lengths[kind], kind, kept)
+        if free is None:
+            problems.append(
+                SubnetProblem(
+                    f"availabilityZones[{index}]",
+                    zone,
+                    f"a zone with room for its {kind} subnet: its slot's block is taken or past "
+                    f"the VPC {network}, and no free block of /{lengths[kind]} to "
+                    f"/{min(lengths[kind] + FALLBACK_SHRINK, 28)} is left; pin its blocks in "
+                    f"network.subnetCidrs.{zone} or use a larger VPC CIDR",
+                )
+            )
+            continue
+        kept.append(_Block(zone, kind, free, pinned=False, key="", value=zone))
+    return kept, problems
+
+
+def free_block(
+    network: ipaddress.IPv4Network,
+    prefix_length: int,
+    kind: SubnetKind,
+    taken: list[_Block],
+) -> ipaddress.IPv4Network | None:
+    """The first free block for a zone whose slot is taken or past the VPC's end.
+
+    The largest free one first, from ``prefix_length`` down to :data:`FALLBACK_SHRINK`
+    lengths longer; private blocks are searched from the bottom of the VPC, public ones from
+    the top (where each kind's slots are).
+
+    Args:
+        network: the VPC's CIDR.
+        prefix_length: the kind's configured prefix length.
+        kind: ``private`` or ``public``.
+        taken: the blocks planned so far (pins, the zones listed before).
+
+    Returns:
+        The block, or None when there is none.
+    """
+    used = [block.network for block in taken]
+    for length in range(prefix_length, min(prefix_length + FALLBACK_SHRINK, 28) + 1):
+        candidates = list(network.subnets(new_prefix=length))
+        if kind == "public":
+            candidates.reverse()
+        for candidate in candidates:
+            if not any(candidate.overlaps(other) for other in used):
+                return candidate
+    return None
 
 
 def _overlaps(blocks: list[_Block], already: set[str]) -> list[SubnetProblem]:

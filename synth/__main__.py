@@ -273,7 +273,12 @@ def diff(argv: list[str]) -> int:
         return 2
     changes = diff_syntheses(base, load_synthesis(result.written.directory))
     print(render(options.stack, base_dir, changes, allow_replace=options.allow_replace))
-    if changes.collisions or changes.protected or (refusals(changes) and not options.allow_replace):
+    if (
+        changes.collisions
+        or changes.protected
+        or changes.moved_reservations
+        or (refusals(changes) and not options.allow_replace)
+    ):
         return 1
     return 0 if changes.empty or options.gate else 1
 

@@ -147,11 +147,32 @@ class SynthesisDiff:
     protected: list[str] = field(default_factory=list)
     """Protected resources the change deletes or replaces, which the engine refuses:
     :func:`protected_refusals`."""
+    drains: list[PoolDrain] = field(default_factory=list)
+    """Accelerator pools the new synthesis no longer has, with what their removal drains
+    (:func:`pool_drains`)."""
+    moved_reservations: list[str] = field(default_factory=list)
+    """Reservations whose pool now launches into another placement group
+    (:func:`moved_reservations`)."""
 
     @property
     def empty(self) -> bool:
         """True when the two syntheses are the same."""
         return self.resources.empty and self.manifests.empty and self.helm.empty
+
+
+@dataclass(frozen=True)
+class PoolDrain:
+    """An accelerator pool the new synthesis lacks (removed or renamed), and what goes with it."""
+
+    pool: str
+    """The pool's name (its ``trainingplatform.io/pool`` label)."""
+    drained: list[str]
+    """Removed manifests on the pool: its NodePools and EC2NodeClass, the Slurm node sets and
+    the Trainer runtimes whose pods it ran."""
+    placement_group: str = ""
+    """Its EC2NodeClass's placement group, if it had one."""
+    kept_by: str = ""
+    """The new EC2NodeClass that launches into that group, if one does."""
 
 
 def synthesis_directory(base: Path, stack: str) -> Path:
@@ -375,6 +396,8 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
         ),
         collisions=association_collisions(old, new),
         protected=protected_refusals(old, new, (*resources.changed, *manifests.changed)),
+        drains=pool_drains(old, new),
+        moved_reservations=moved_reservations(old, new),
     )
 
 
@@ -683,6 +706,157 @@ def _marked(
     return Changed(name, changes, replaced_by, resource_type)
 
 
+POOL_LABEL: Final = "trainingplatform.io/pool"
+"""The node label naming a node's pool (components/node_pools.py POOL_LABEL), which every
+object bound to a pool carries (metadata labels, node selectors, affinity terms)."""
+
+
+NODE_POOL_LABEL: Final = "karpenter.sh/nodepool"
+"""The node label naming a node's NodePool (a NodeOverlay selects its pool's nodes by it)."""
+
+
+def _pool_names(manifest: Any, label: str = POOL_LABEL) -> set[str]:
+    """Every value ``manifest`` gives ``label`` (a label, selector or tag key), at any depth."""
+    found: set[str] = set()
+    if isinstance(manifest, Mapping):
+        for key, value in manifest.items():
+            if key == label and isinstance(value, str):
+                found.add(value)
+            else:
+                found |= _pool_names(value, label)
+        if manifest.get("key") == label and isinstance(manifest.get("values"), list):
+            found |= {str(v) for v in manifest["values"]}  # a requirement or affinity term
+    elif isinstance(manifest, list):
+        for item in manifest:
+            found |= _pool_names(item, label)
+    return found
+
+
+def _on_pool(file_name: str, manifests: Mapping[str, Any], pool: str) -> bool:
+    """Whether a manifest runs on ``pool``.
+
+    It does when it names the pool, or one of the pool's NodePools, or scales an object that
+    does (a ScaledObject's ``scaleTargetRef``).
+    """
+    manifest = manifests[file_name]
+    if pool in _pool_names(manifest):
+        return True
+    node_pools = {
+        str(m["metadata"]["name"])
+        for m in manifests.values()
+        if _of_type(m, "kubernetes:karpenter.sh/v1:NodePool") and pool in _pool_names(m)
+    }
+    if node_pools & _pool_names(manifest, NODE_POOL_LABEL):
+        return True
+    target = _spec(manifest).get("scaleTargetRef")
+    if not isinstance(target, Mapping):
+        return False
+    namespace = manifest.get("metadata", {}).get("namespace")
+    return any(
+        isinstance(m, Mapping)
+        and m.get("kind") == target.get("kind")
+        and m.get("metadata", {}).get("name") == target.get("name")
+        and m.get("metadata", {}).get("namespace") == namespace
+        and pool in _pool_names(m)
+        for m in manifests.values()
+    )
+
+
+def _node_pool_pools(synthesis: Synthesis) -> set[str]:
+    """The accelerator and CPU pools of a synthesis, by their NodePools' pool label."""
+    return {
+        pool
+        for manifest in synthesis.manifests.values()
+        if _of_type(manifest, "kubernetes:karpenter.sh/v1:NodePool")
+        for pool in _pool_names(manifest)
+    }
+
+
+def _node_classes(synthesis: Synthesis) -> dict[str, Mapping[str, Any]]:
+    """EC2NodeClass specs by object name."""
+    return {
+        str(manifest["metadata"]["name"]): _spec(manifest)
+        for manifest in synthesis.manifests.values()
+        if _of_type(manifest, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+    }
+
+
+def _group_of(spec: Mapping[str, Any]) -> str:
+    selector = spec.get("placementGroupSelector")
+    return str(selector.get("name", "")) if isinstance(selector, Mapping) else ""
+
+
+def pool_drains(old: Synthesis, new: Synthesis) -> list[PoolDrain]:
+    """The pools ``new`` no longer has, each with the removed manifests that ran on it.
+
+    A renamed pool is a removed one and an added one: Karpenter deletes the NodeClaims of a
+    deleted NodePool (they carry an ownerReference to it), so every node of the old pool is
+    drained and its jobs stop; the Slurm node set and the Trainer runtimes on it go with it
+    (jobs submitted to them fail to resolve) and come back under the new name.
+
+    Args:
+        old: the base synthesis.
+        new: the current one.
+    """
+    gone = _node_pool_pools(old) - _node_pool_pools(new)
+    removed = sorted(old.manifests.keys() - new.manifests.keys())
+    classes = _node_classes(old)
+    groups = {_group_of(spec): name for name, spec in _node_classes(new).items()}
+    drains = []
+    for pool in sorted(gone):
+        group = _group_of(classes.get(pool, {}))
+        drains.append(
+            PoolDrain(
+                pool,
+                [f for f in removed if _on_pool(f, old.manifests, pool)],
+                group,
+                groups.get(group, "") if group else "",
+            )
+        )
+    return drains
+
+
+def _reservation_terms(spec: Mapping[str, Any]) -> str:
+    terms = spec.get("capacityReservationSelectorTerms")
+    return json.dumps(terms, sort_keys=True) if terms else ""
+
+
+def moved_reservations(old: Synthesis, new: Synthesis) -> list[str]:
+    """Capacity reservations whose node class now launches into another placement group.
+
+    A reservation made for a cluster placement group only serves launches into that group
+    (EC2 user guide, "Capacity Reservations in cluster placement groups"), so a reserved pool
+    renamed without ``placementGroupName`` (or given another) launches nowhere: Karpenter's
+    reserved offerings fail with insufficient capacity. Matched by the reservation selector
+    terms (ids or tags), whichever node class carries them.
+
+    Args:
+        old: the base synthesis.
+        new: the current one.
+
+    Returns:
+        One line per node class, ``<reservations>: placement group <old> -> <new>``.
+    """
+    before = {
+        _reservation_terms(spec): (name, _group_of(spec))
+        for name, spec in _node_classes(old).items()
+        if _reservation_terms(spec) and _group_of(spec)
+    }
+    found = []
+    for name, spec in sorted(_node_classes(new).items()):
+        terms = _reservation_terms(spec)
+        if terms not in before:
+            continue
+        old_name, old_group = before[terms]
+        if _group_of(spec) != old_group:
+            found.append(
+                f"EC2NodeClass {name} (was {old_name}) launches into placement group "
+                f"{_group_of(spec) or '(none)'!r}, but its reservations {terms} were made for "
+                f"{old_group!r}: set placementGroupName: {old_group} on the pool"
+            )
+    return found
+
+
 def refusals(diff: SynthesisDiff) -> list[Changed]:
     """The changed resources whose replacement would destroy data or the cluster."""
     return [c for c in (*diff.resources.changed, *diff.manifests.changed) if c.refused_as]
@@ -803,7 +977,31 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
             "    (remove the old association in one up, add the new one in the next:"
             " docs/upgrades/0.1.0.md, 'Subnet addresses and association names')"
         )
+    lines += _render_drains(diff)
     return "\n".join(lines)
+
+
+def _render_drains(diff: SynthesisDiff) -> list[str]:
+    """The pools removed or renamed with what each drains, then the reservations moved."""
+    lines = []
+    if diff.drains:
+        lines.append(f"  pools removed or renamed, their nodes drained: {len(diff.drains)}")
+        for drain in diff.drains:
+            lines.append(f"    - pool {drain.pool}: {len(drain.drained)} objects go")
+            lines += [f"        {name}" for name in drain.drained]
+            if drain.placement_group and drain.kept_by:
+                lines.append(
+                    f"        placement group {drain.placement_group} stays, used by "
+                    f"EC2NodeClass {drain.kept_by}"
+                )
+        lines.append(
+            "    (Karpenter deletes a removed NodePool's nodes and the jobs on them stop; its"
+            " runtimes and node sets come back under the new name only)"
+        )
+    if diff.moved_reservations:
+        lines.append(f"  reservations left behind: {len(diff.moved_reservations)}")
+        lines += [f"    ! {line}" for line in diff.moved_reservations]
+    return lines
 
 
 CLAIMS_NOTE: Final = (

@@ -17,7 +17,7 @@ from synth.replacements import replacing_changes, triggers_of
 from synth.run import StackResult
 from synth.stackfile import load_stack
 from tests import component_runs as parts
-from tests.config_problems import assert_reported, problems_of
+from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -335,14 +335,13 @@ def test_adding_a_zone_to_a_fresh_stack_takes_the_next_slot(run_component: RunCo
     assert private == {f"us-east-2{letter}": str(blocks[i]) for i, letter in enumerate("abc")}
 
 
-def test_a_zone_that_lands_on_a_pinned_block_is_refused_before_anything_is_registered() -> None:
+def test_a_zone_that_lands_on_a_pinned_block_gets_a_free_one() -> None:
     data = stack_data("dev")
     # dev's public subnets are pinned where zone c's private slot (10.10.64.0/19) starts.
     data["network"]["availabilityZones"].append("us-west-2c")
-    paths = {p.path: p for p in problems_of(data)}
-    problem = paths["platform.network.availabilityZones[2]"]
-    assert problem.value == "us-west-2c"
-    assert "subnetCidrs.us-west-2c" in problem.allowed
+    network = parse_platform_config(data).network
+    assert network.planned_private_cidr("us-west-2c") == "10.10.96.0/19"
+    assert network.planned_private_cidr("us-west-2a") == "10.10.0.0/19"
 
 
 def test_single_nat_gateway_stays_in_the_zone_with_the_lowest_letter(

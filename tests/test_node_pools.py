@@ -21,6 +21,7 @@ from components.config import (
     PlatformConfig,
     parse_platform_config,
 )
+from components.config.pools import placement_group_name
 from components.node_pools import (
     accelerator_taint,
     general_node_class_spec,
@@ -28,7 +29,6 @@ from components.node_pools import (
     node_class_spec,
     node_pool_spec,
     node_user_data,
-    placement_group_name,
     pool_labels,
     pool_zones,
 )

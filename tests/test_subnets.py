@@ -100,34 +100,62 @@ def _problems(
     return {problem.key: problem.allowed for problem in raised.value.problems}
 
 
-def test_a_zone_whose_slot_is_past_the_vpc_is_refused_by_its_key() -> None:
+def _disjoint(plan: list[ZoneSubnets]) -> bool:
+    return not any(a.overlaps(b) for a, b in itertools.combinations(_blocks(plan), 2))
+
+
+def test_a_zone_whose_slot_is_past_the_vpc_gets_the_first_free_block() -> None:
     # A /16 holds 8 private /19 blocks: slots 0-7, letters a-h; i is slot 8.
-    problems = _problems(VPC, ["us-east-1a", "us-east-1i"], 19, 24)
-    assert list(problems) == ["availabilityZones[1]"]
-    assert "slot 8" in problems["availabilityZones[1]"]
-    assert "subnetCidrs.us-east-1i" in problems["availabilityZones[1]"]
+    zones = ["us-east-1a", "us-east-1i"]
+    plan = plan_subnets(VPC, zones, 19, 24)
+    assert plan[0] == plan_subnets(VPC, zones[:1], 19, 24)[0]
+    assert (plan[1].private_cidr, plan[1].public_cidr) == ("10.40.32.0/19", "10.40.247.0/24")
+    # b, appended after i, finds its slot taken by i: b moves, i does not.
+    later = plan_subnets(VPC, [*zones, "us-east-1b"], 19, 24)
+    assert later[:2] == plan and later[2].private_cidr == "10.40.64.0/19"
+    assert _disjoint(later)
 
 
-def test_a_zone_whose_private_block_reaches_the_public_ones_is_the_zone_refused() -> None:
-    # Slot 7 (h) is the last /19, where the public /24s of a and b sit: h is named, not a or b.
-    problems = _problems(VPC, ["us-east-1h", "us-east-1a", "us-east-1b"], 19, 24)
-    assert list(problems) == ["availabilityZones[0]"]
-    assert "overlaps the public block" in problems["availabilityZones[0]"]
+def test_a_full_vpc_still_refuses_the_zone_by_its_key() -> None:
+    # /18 private and public blocks: a and b fill the /16, c's slot is b's public block.
+    zones = ["us-east-1a", "us-east-1b", "us-east-1c"]
+    with pytest.raises(SubnetPlanError) as raised:
+        plan_subnets(VPC, zones, 18, 18)
+    problems = raised.value.problems
+    assert [p.key for p in problems] == ["availabilityZones[2]"] * 2
+    for problem, kind in zip(problems, ("public", "private"), strict=True):
+        assert f"room for its {kind} subnet" in problem.allowed
+        assert "no free block of /18 to /20" in problem.allowed
+        assert "pin its blocks in network.subnetCidrs.us-east-1c" in problem.allowed
 
 
-def test_a_new_zone_on_a_pinned_block_is_refused_and_the_pin_kept() -> None:
+def test_a_zone_listed_later_moves_off_an_earlier_zones_block() -> None:
+    # Slot 7 (h) is the last /19, where the public /24s of a and b sit: h, appended, moves.
+    zones = ["us-east-1a", "us-east-1b", "us-east-1h"]
+    plan = plan_subnets(VPC, zones, 19, 24)
+    assert plan[:2] == plan_subnets(VPC, zones[:2], 19, 24)
+    assert plan[2].private_cidr == "10.40.64.0/19"
+    assert _disjoint(plan)
+
+
+def test_a_new_zone_on_a_pinned_block_gets_a_free_block_and_the_pins_are_kept() -> None:
     # A stack from before slots: public /24s right after the private blocks of a and b, where
     # zone c's private slot is.
     pins = {"us-west-2a": Pin(public="10.10.64.0/24"), "us-west-2b": Pin(public="10.10.65.0/24")}
     zones = ["us-west-2a", "us-west-2b", "us-west-2c"]
-    problems = _problems("10.10.0.0/16", zones, 19, 24, pins)
-    assert list(problems) == ["availabilityZones[2]"]
-    assert "10.10.64.0/24 of us-west-2a" in problems["availabilityZones[2]"]
-    # Pinning c's private block elsewhere lets it in, and a and b stay where they were.
-    pins["us-west-2c"] = Pin(private="10.10.96.0/19")
     plan = _by_zone(plan_subnets("10.10.0.0/16", zones, 19, 24, pins))
     assert plan["us-west-2a"].public_cidr == "10.10.64.0/24"
+    assert plan["us-west-2b"].public_cidr == "10.10.65.0/24"
     assert plan["us-west-2c"].private_cidr == "10.10.96.0/19"
+    assert _disjoint(list(plan.values()))
+
+
+def test_a_pin_on_a_zone_listed_before_it_is_refused() -> None:
+    # b's new pin lands on a's private slot: a was there first, so the pin is named.
+    pins = {"us-east-1b": Pin(public="10.40.0.0/24")}
+    problems = _problems(VPC, ["us-east-1a", "us-east-1b"], 19, 24, pins)
+    assert list(problems) == ["availabilityZones[0]"]
+    assert "subnetCidrs.us-east-1b.public if that pin is new" in problems["availabilityZones[0]"]
 
 
 @pytest.mark.parametrize(
@@ -143,13 +171,6 @@ def test_a_bad_pin_is_refused_by_its_key(pin: Pin, words: str) -> None:
     problems = _problems(VPC, ["us-east-1a", "us-east-1b"], 19, 24, pins)
     assert list(problems) == ["subnetCidrs.us-east-1b.public"]
     assert words in problems["subnetCidrs.us-east-1b.public"]
-
-
-def test_a_pin_on_an_existing_zones_slot_names_both_ways_out() -> None:
-    pins = {"us-east-1b": Pin(public="10.40.0.0/24")}
-    problems = _problems(VPC, ["us-east-1a", "us-east-1b"], 19, 24, pins)
-    assert list(problems) == ["availabilityZones[0]"]
-    assert "subnetCidrs.us-east-1b.public if that pin is new" in problems["availabilityZones[0]"]
 
 
 @pytest.mark.parametrize("zone", ["us-west-2-lax-1a", "us-east-1-wl1-bos-wlz-1", "us-east-1"])

@@ -270,7 +270,10 @@ def test_a_failed_step_stops_the_layout_and_says_where(tmp_path: Path) -> None:
     lustre = config.storage.lustre
     assert lustre is not None
     script = layout_script(lustre, config.teams, dns_name="fs-1.fsx", mount_name="abcd")
-    failing = script.replace("lfs project", "false; lfs project", 1)
+    # the step every run takes (the walk of a changed gid runs only then)
+    step = 'lfs project -p "$gid" -s'
+    assert step in script
+    failing = script.replace(step, f"false; {step}", 1)
     result = _run_layout(failing, tmp_path)
     console = (tmp_path / "console").read_text()
     assert "fsx-layout: failed at line" in console

@@ -96,10 +96,12 @@ class NetworkConfig(StrictModel):
     subnet_cidrs: dict[AvailabilityZone, ZoneSubnetCidrsConfig] = Field(
         default_factory=dict,
         description="Zone -> the subnet blocks pinned for it (`private`, `public` or both), "
-        "for addresses a stack already has or a zone whose slot does not fit. Every other "
-        "subnet sits at its zone's slot, from the zone's letter, so adding or reordering zones "
-        "moves none (a moved subnet is a new subnet; docs/upgrades/0.1.0.md, 'Subnet addresses and "
-        "association names'). Only for a VPC the stack creates. Default: none.",
+        "for addresses a stack already has. Every other subnet sits at its zone's slot, from "
+        "the zone's letter, so adding or reordering zones moves none (a moved subnet is a new "
+        "subnet; docs/upgrades/0.1.0.md, 'Subnet addresses and association names'); a zone "
+        "whose slot is taken or past the VPC's end gets the first free block, after the zones "
+        "listed before it (docs/how-to/add-an-environment.md, adding a zone). Only for a VPC "
+        "the stack creates. Default: none.",
     )
     nat_gateways: Literal["single", "perZone"] = Field(
         default="perZone",

@@ -33,6 +33,18 @@ PoolName = Annotated[
 ]
 
 
+PlacementGroupName = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}",
+            "an EC2 placement group name: letters, digits, '.', '_' and '-', at most 255 "
+            "characters",
+        )
+    ),
+]
+
+
 AmiAlias = Annotated[
     str,
     AfterValidator(
@@ -131,6 +143,14 @@ class NodePoolConfig(StrictModel):
         default=None,
         description="Launch into the pool's own cluster placement group. Default: same as `efa`. "
         "A reserved pool's reservation must have been bought into that group.",
+    )
+    placement_group_name: PlacementGroupName | None = Field(
+        default=None,
+        description="Name of the pool's EC2 placement group. Default: `<cluster>-<pool name>`. "
+        "A capacity reservation is bought into a group by its name, so renaming a reserved pool "
+        "would move it to a new, empty group and its launches into the reservation would fail: "
+        "when you rename one, set this to the old group's name (`<cluster>-<old name>`) and the "
+        "group stays as it is (docs/how-to/capacity-reservations.md, renaming a reserved pool).",
     )
     zone: AvailabilityZone | None = Field(
         default=None,
@@ -287,6 +307,45 @@ def node_pool_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
         )
     for index, pool in enumerate(config.node_pools):
         yield from _pool_problems(config, pool, f"{CONFIG_KEY}.nodePools[{index}]")
+    yield from _placement_group_problems(config)
+
+
+def placement_group_name(cluster_name: str, pool: NodePoolConfig) -> str:
+    """Name of a pool's EC2 placement group: ``placementGroupName``, else ``<cluster>-<pool>``.
+
+    Fixed, so capacity can be reserved into it, and kept across a rename when the key is set.
+
+    Args:
+        cluster_name: the EKS cluster's name (the default name's prefix).
+        pool: the pool.
+    """
+    return pool.placement_group_name or f"{cluster_name}-{pool.name}"
+
+
+def _placement_group_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """A group name set on a pool without a group, or two pools naming one group."""
+    seen: dict[str, int] = {}
+    for index, pool in enumerate(config.node_pools):
+        key = f"{CONFIG_KEY}.nodePools[{index}].placementGroupName"
+        if pool.placement_group_name is not None and not pool.uses_placement_group:
+            yield ConfigProblem(
+                key,
+                pool.placement_group_name,
+                "nothing: the pool launches into no placement group (placementGroup false, or "
+                "no EFA)",
+            )
+            continue
+        if not pool.uses_placement_group:
+            continue
+        group = placement_group_name(config.name, pool)
+        if group in seen:
+            yield ConfigProblem(
+                key,
+                group,
+                f"a group no other pool uses (nodePools[{seen[group]}] launches into it): "
+                "each pool has its own cluster placement group",
+            )
+        seen.setdefault(group, index)
 
 
 def _pool_problems(

@@ -157,8 +157,10 @@ def layout_script(
     Idempotent, so each run (a new instance after every change to it) brings the file system
     to the config: directories of teams still listed get their group, mode and project again,
     a removed quota becomes none (``-B 0``). The project is set on the directory (``-s``:
-    what is made inside inherits it), not recursively: a rerun must not walk every file.
-    Directories of teams no longer listed stay as they are, with their data.
+    what is made inside inherits it), not recursively: a rerun must not walk every file. Only
+    a directory whose group is not the team's gid (a changed ``teams[].gid``) is walked, once:
+    its files of the old group and its project follow (:func:`_regroup_lines`). Directories
+    of teams no longer listed stay as they are, with their data.
 
     Args:
         lustre: the file system's config (team roots, mount options).
@@ -204,7 +206,9 @@ def layout_script(
         '  for root_entry in "${roots[@]}"; do',
         '    read -r root mode <<< "$root_entry"',
         f'    dir="{ADMIN_MOUNT}$root/$team"',
+        '    if [ -d "$dir" ]; then old=$(stat -c %g "$dir"); else old=$gid; fi',
         '    mkdir -p "$dir"',
+        *_regroup_lines(),
         '    chown "0:$gid" "$dir"',
         '    chmod "$mode" "$dir"',
         '    lfs project -p "$gid" -s "$dir"',
@@ -217,6 +221,27 @@ def layout_script(
         "shutdown -h now",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _regroup_lines() -> list[str]:
+    """Shell lines that move a team directory's contents to the team's gid when it changed.
+
+    A team directory whose group is not the team's gid (the gid changed in config, or an
+    import gave it another owner) has files and directories of the old group, in the old
+    group's quota project: group members lose access and the old project keeps counting them.
+    The contents of the old group get the new one (``find -gid``: files of other groups stay
+    as they are) and the whole tree the new project (``lfs project -p ID -r -s``: recursive,
+    and inherited by what is made later; lustre lfs-project(1)). The directory's own group is
+    set after (the caller's ``chown``), so a run cut short walks again at the next boot, and a
+    directory already in its group walks nothing: the layout stays idempotent and cheap.
+    """
+    return [
+        '    if [ "$old" != "$gid" ]; then',
+        '      echo "fsx-layout: $dir: group $old -> $gid, its files and project follow"',
+        '      find "$dir" -mindepth 1 -gid "$old" -exec chgrp -h "$gid" {} +',
+        '      lfs project -p "$gid" -r -s "$dir"',
+        "    fi",
+    ]
 
 
 def layout_problems(config: PlatformConfig) -> list[ConfigProblem]:
