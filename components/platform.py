@@ -132,6 +132,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 cluster_ready=in_cluster.ready,
                 kubernetes_provider=in_cluster.provider,
                 parent=self,
+                protect=config.protect_stateful_resources,
             )
             if config.slurm.enabled
             else None

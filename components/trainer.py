@@ -519,6 +519,63 @@ def neuron_process_policy(neuron_runtimes: dict[str, int]) -> dict[str, Any]:
     }
 
 
+MPI_IMAGE_POLICY: Final = "trainingplatform-mpi-job-image"
+
+
+def mpi_image_policy(mpi_runtimes: dict[str, str]) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: an MPI TrainJob runs one image, the runtime's.
+
+    Trainer v2.3.0 gives ``spec.trainer.image``, ``command`` and ``args`` only to the container
+    ``node`` of replicated jobs labelled ``trainer.kubeflow.org/trainjob-ancestor-step:
+    trainer`` (pkg/runtime/framework/plugins/jobset/builder.go, ``Trainer``, lines 113-141):
+    on an MPI runtime that is the launcher, so the workers, whose sshd runs the ranks mpirun
+    starts, would keep the runtime's image. Labelling the workers as well is no way out: they
+    would take the job's ``command`` in place of sshd, and Trainer would size them as the
+    trainer step (pkg/runtime/core/trainingruntime.go, lines 186-196). Nor is
+    ``runtimePatches``: a ``ContainerPatch`` carries only env, volume mounts and a security
+    context (pkg/apis/trainer/v1alpha1/trainjob_types.go, ``ContainerPatch``). So a job on an
+    MPI runtime names no image or the runtime's own; another image is a runtime of its own
+    (``trainer.images`` in the stack), which launcher and workers both run.
+
+    Args:
+        mpi_runtimes: runtime name -> its image, for every MPI runtime of the stack.
+    """
+    images = ", ".join(f"'{name}': '{image}'" for name, image in sorted(mpi_runtimes.items()))
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": ["trainer.kubeflow.org"],
+                    "apiVersions": ["v1alpha1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["trainjobs"],
+                }
+            ]
+        },
+        # Match conditions cannot read variables, so the map is spelled in both places.
+        "matchConditions": [
+            {
+                "name": "mpi-runtime",
+                "expression": "object.spec.runtimeRef.name in {" + images + "}",
+            }
+        ],
+        "variables": [{"name": "images", "expression": "{" + images + "}"}],
+        "validations": [
+            {
+                "expression": "!has(object.spec.trainer) || !has(object.spec.trainer.image) || "
+                "object.spec.trainer.image == variables.images[object.spec.runtimeRef.name]",
+                "messageExpression": "'runtime ' + object.spec.runtimeRef.name + ' is MPI: "
+                "Trainer gives spec.trainer.image to the launcher only and its workers would "
+                "run ' + variables.images[object.spec.runtimeRef.name] + '. Leave "
+                "spec.trainer.image unset (or that image), or have the stack build your image "
+                "into the runtime (trainer.images)'",
+                "reason": "Invalid",
+            }
+        ],
+    }
+
+
 LEGACY_OPERATOR_DEPLOYMENT: Final = "training-operator"
 GANG_SCHEDULER_FLAG: Final = f"--gang-scheduler-name={SCHEDULER_NAME}"
 
@@ -676,6 +733,20 @@ class Trainer(pulumi.ComponentResource):
                 f"{name}-neuron-processes",
                 NEURON_PROCESS_POLICY,
                 neuron_process_policy(neuron_runtimes),
+                opts=in_cluster,
+            )
+        mpi_runtimes = {
+            runtime_name("mpi", pool): image
+            for team in teams
+            for pool, framework in team_runtimes(team, pools)
+            if framework == "mpi"
+            and (image := trainer.images.for_runtime(pool.instance.accelerator, "mpi"))
+        }
+        if mpi_runtimes:
+            enforced_policy(
+                f"{name}-mpi-job-image",
+                MPI_IMAGE_POLICY,
+                mpi_image_policy(mpi_runtimes),
                 opts=in_cluster,
             )
         for team in teams:

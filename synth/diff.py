@@ -153,6 +153,9 @@ class SynthesisDiff:
     moved_reservations: list[str] = field(default_factory=list)
     """Reservations whose pool now launches into another placement group
     (:func:`moved_reservations`)."""
+    unlinked_releasing: list[str] = field(default_factory=list)
+    """Associations on releasing paths that this change deletes (removed, moved or replaced):
+    :func:`unlinked_releasing_associations`."""
 
     @property
     def empty(self) -> bool:
@@ -398,6 +401,7 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
         protected=protected_refusals(old, new, (*resources.changed, *manifests.changed)),
         drains=pool_drains(old, new),
         moved_reservations=moved_reservations(old, new),
+        unlinked_releasing=unlinked_releasing_associations(old, new),
     )
 
 
@@ -691,6 +695,60 @@ def protected_refusals(old: Synthesis, new: Synthesis, changed: Iterable[Changed
     return sorted(found)
 
 
+RELEASE_SCHEDULE: Final = "aws:scheduler/schedule:Schedule"
+_RELEASE_SCHEDULE_PATH: Final = re.compile(r"-release(/.*)$")
+
+
+def releasing_paths(synthesis: Synthesis) -> set[str]:
+    """File system paths a daily release task frees (their schedules, ``<storage>-release/p``)."""
+    return {
+        match.group(1)
+        for record in synthesis.resources.values()
+        if record.type == RELEASE_SCHEDULE and (match := _RELEASE_SCHEDULE_PATH.search(record.name))
+    }
+
+
+def unlinked_releasing_associations(old: Synthesis, new: Synthesis) -> list[str]:
+    """Associations on a releasing path that the change deletes: removed, moved or replaced.
+
+    FSx deletes such an association without deleting file-system data (the program sets
+    ``delete_data_in_filesystem=False``) or anything in S3, but the path is then linked to no
+    bucket: a released file is a stub whose data only S3 holds, which nothing can restore any
+    more, and a file not yet exported is never exported (FSx for Lustre User Guide, "Deleting
+    an association to an S3 bucket"; the provider replaces it on ``file_system_id``,
+    ``file_system_path`` or ``data_repository_path``, terraform-provider-aws
+    internal/service/fsx/data_repository_association.go).
+
+    Args:
+        old: the base synthesis.
+        new: the current one.
+
+    Returns:
+        ``<name> (<path>)`` for each, sorted.
+    """
+    releasing = releasing_paths(old)
+    found = []
+    for urn, record in old.resources.items():
+        path = record.inputs.get("fileSystemPath")
+        if record.type != ASSOCIATION or not isinstance(path, str):
+            continue
+        if normalized_path(path) not in releasing:
+            continue
+        now = new.resources.get(urn)
+        kept = now is not None and all(
+            now.inputs.get(key) == record.inputs.get(key)
+            for key in ("fileSystemId", "fileSystemPath", "dataRepositoryPath")
+        )
+        if not kept:
+            found.append(f"{record.name} ({path})")
+    return sorted(found)
+
+
+def normalized_path(path: str) -> str:
+    """A file system path without a trailing slash (``/`` stays)."""
+    return path.rstrip("/") or "/"
+
+
 def _marked(
     name: str,
     resource_type: str,
@@ -970,6 +1028,10 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
         lines.append(PROTECTED_NOTE)
     lines += _render_rerun(rerun_replacements(diff))
     lines += _render_retained(retained_replacements(diff))
+    if diff.unlinked_releasing:
+        lines.append(f"  associations on releasing paths deleted: {len(diff.unlinked_releasing)}")
+        lines += [f"    ! {association}" for association in diff.unlinked_releasing]
+        lines.append(UNLINKED_RELEASING_NOTE)
     if diff.collisions:
         lines.append(f"  creates AWS refuses: {len(diff.collisions)}")
         lines += [f"    ! {collision}" for collision in diff.collisions]
@@ -1004,6 +1066,14 @@ def _render_drains(diff: SynthesisDiff) -> list[str]:
     return lines
 
 
+UNLINKED_RELEASING_NOTE: Final = (
+    "    (FSx deletes the association without deleting file-system data or anything in S3, but"
+    " released stubs and files not yet exported stay behind on the path, linked to no bucket:"
+    " no read can restore a stub, and a file not yet exported never reaches S3. Restore the"
+    " path's released files, export it and wait for the task, then change:"
+    " docs/concepts/data-and-checkpoints.md, 'Replacing or moving a releasing association')"
+)
+"""What deleting an association on a releasing path leaves behind (:func:`render`)."""
 CLAIMS_NOTE: Final = (
     "    (a claim holds no data, which stays on the file system, but deleting a claim waits until"
     " no pod mounts it: stop the jobs that mount it before up, or up fails after its delete"

@@ -216,7 +216,10 @@ def storage(wiring: Wiring) -> Storage:
 def _namespace(wiring: Wiring) -> k8s.core.v1.Namespace:
     """Slurm's namespace, which the platform makes before storage and Slurm."""
     return create_namespace(
-        cluster_ready=[], kubernetes_provider=wiring.kubernetes_provider, parent=wiring.parent
+        cluster_ready=[],
+        kubernetes_provider=wiring.kubernetes_provider,
+        parent=wiring.parent,
+        protect=wiring.config.protect_stateful_resources,
     )
 
 

@@ -271,3 +271,83 @@ def test_a_committed_step_rewritten_in_place_is_no_longer_committed(tmp_path: Pa
     shard.write_bytes(b"x" * shard.stat().st_size)  # the job writes step-200 again, same size
     os.utime(shard, ns=(stamp + 10**9, stamp + 10**9))
     assert tool.latest(root) == root / "step-100"
+
+
+class FakeHead:
+    """HEAD of single objects in a :class:`FakeS3` (None where it holds none)."""
+
+    def __init__(self, s3: FakeS3) -> None:
+        self.s3 = s3
+        self.asked: list[str] = []
+
+    def __call__(self, bucket: str, key: str) -> Any:
+        assert bucket == "ckpt-bucket"
+        self.asked.append(key)
+        return self.s3.objects.get(key)
+
+
+def _release(path: Path) -> None:
+    """What FSx's release leaves: the file's size and mtime with no data blocks (a stub)."""
+    status = path.stat()
+    path.unlink()
+    with path.open("wb") as stub:
+        stub.truncate(status.st_size)
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert tool.released(path.stat()), "this file system keeps no sparse files"
+
+
+def test_a_released_checkpoint_whose_s3_object_expired_is_not_resumed_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, s3 = tmp_path / "job-1", FakeS3()
+    _committed_step(root, "step-100", s3)
+    newest = _committed_step(root, "step-200", s3)
+    head = FakeHead(s3)
+    for shard in newest.iterdir():
+        if shard.name != tool.MARKER:
+            _release(shard)
+    # Released, but S3 holds every object: a read restores them; it is still the latest.
+    assert tool.latest(root, head=head) == newest
+    assert tool.committed(newest, head) is not None
+    assert set(head.asked) == {f"checkpoints/ml-a/job-1/step-200/shard-{i}.pt" for i in (0, 1)}
+    # S3 expired one object: size and mtime of the stub still match the manifest.
+    del s3.objects["checkpoints/ml-a/job-1/step-200/shard-1.pt"]
+    assert tool.committed(newest) is not None  # what the file system alone shows
+    assert tool.committed(newest, head) is None
+    reports: list[str] = []
+    assert tool.latest(root, head=head, report=reports.append) == root / "step-100"
+    assert reports == [
+        f"fsx-checkpoint: skipping {newest}: released from the file system and S3 no longer "
+        "holds shard-1.pt; it can never be restored"
+    ]
+    assert tool.main(["latest", str(root)], head=head) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{root / 'step-100'}\n"
+    assert "skipping" in err and "shard-1.pt" in err and "can never be restored" in err
+
+
+def test_latest_asks_s3_only_about_released_files(tmp_path: Path) -> None:
+    root, s3 = tmp_path / "job-1", FakeS3()
+    directory = _committed_step(root, "step-100", s3)
+    head = FakeHead(s3)
+    s3.objects.clear()  # S3 lost them all, but the file system holds every byte
+    assert tool.latest(root, head=head) == directory and head.asked == []
+
+
+def test_the_botocore_head_answers_none_for_a_missing_object() -> None:
+    client = botocore.session.get_session().create_client(
+        "s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
+    )
+    key = f"{PREFIX}shard-0.pt"
+    with Stubber(client) as stub:
+        stub.add_response("head_object", {
+            "ContentLength": 100, "Metadata": {"file-mtime": "1700000000000000000ns"},
+        }, {"Bucket": "ckpt-bucket", "Key": key})  # fmt: skip
+        stub.add_client_error(
+            "head_object", service_error_code="404", http_status_code=404,
+            expected_params={"Bucket": "ckpt-bucket", "Key": key},
+        )  # fmt: skip
+        head = tool.botocore_head(client)
+        assert head("ckpt-bucket", key) == tool.StoredObject(100, 1_700_000_000_000_000_000)
+        assert head("ckpt-bucket", key) is None
+        stub.assert_no_pending_responses()

@@ -871,6 +871,9 @@ def test_a_bucket_may_expire_its_current_objects_after_its_transitions() -> None
     assert_reported(data, f"platform.storage.buckets[{index}].currentVersionRetentionDays", 60,
                     "more than 90 days, the last transition")  # fmt: skip
     data["storage"]["buckets"][index]["currentVersionRetentionDays"] = 730
+    for association in data["storage"]["lustre"]["associations"]:
+        if association.get("bucket") == "checkpoints":
+            association.pop("releaseAfterDays", None)  # expiry and release do not mix
     bucket = parse_platform_config(data).storage.buckets[index]
     rules = {rule["id"]: rule for rule in current_version_rules(bucket)}
     assert rules["expire-current-versions"]["expiration"] == {"days": 730}
@@ -880,3 +883,27 @@ def test_a_bucket_may_expire_its_current_objects_after_its_transitions() -> None
             parse_platform_config(stack_data("prod")).storage.buckets[index]
         )
     }  # unset: kept until someone deletes it
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_bucket_behind_a_releasing_path_keeps_its_current_objects(stack: str) -> None:
+    """A released file is a stub whose data only the S3 object holds: that object never expires."""
+    data = stack_data(stack)
+    lustre = data["storage"]["lustre"]
+    releasing = [a for a in lustre["associations"] if a.get("releaseAfterDays")]
+    assert releasing, f"{stack} releases nothing?"
+    key = releasing[0].get("bucket", lustre.get("bucket"))
+    index = [b["name"] for b in data["storage"]["buckets"]].index(key)
+    data["storage"]["buckets"][index]["currentVersionRetentionDays"] = 3650
+    paths = [a["fileSystemPath"] for a in lustre["associations"]
+             if a.get("releaseAfterDays") and a.get("bucket", lustre.get("bucket")) == key]  # fmt: skip
+    assert_reported(
+        data,
+        f"platform.storage.buckets[{index}].currentVersionRetentionDays",
+        3650,
+        f"unset: associations release files of this bucket ({', '.join(paths)}",
+    )
+    for association in lustre["associations"]:
+        if association.get("bucket", lustre.get("bucket")) == key:
+            association.pop("releaseAfterDays", None)
+    parse_platform_config(data)  # valid once nothing on that bucket releases

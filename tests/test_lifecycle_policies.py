@@ -127,3 +127,83 @@ def test_fixed_names_the_provider_orders_itself_pass() -> None:
     assert FIXED_IDENTITIES["aws:s3/bucket:Bucket"].provider_orders_replacement
     assert _findings(ORDERED, _record("aws:s3/bucket:Bucket", {"bucket": "fixed"})) == []
     assert not FIXED_IDENTITIES[ASSOCIATION].provider_orders_replacement
+
+
+IN_RETAINED_NAMESPACE = POLICIES["retained-objects-in-retained-namespaces"]
+NAMESPACE = "kubernetes:core/v1:Namespace"
+MARIADB = "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB"
+
+
+def _namespace_entry(name: str, **options: Any) -> dict[str, Any]:
+    return {
+        "type": NAMESPACE,
+        "name": f"{name}-namespace",
+        "urn": f"urn:pulumi:dev::p::{NAMESPACE}::{name}-namespace",
+        "inputs": {"metadata": {"name": name}},
+        **options,
+    }
+
+
+def _retained_in(resource_type: str, namespace: str) -> dict[str, Any]:
+    inputs = (
+        {"namespace": namespace}
+        if resource_type == RELEASE
+        else {"metadata": {"name": "db", "namespace": namespace}}
+    )
+    return {
+        "type": resource_type,
+        "name": "kept",
+        "urn": f"urn:pulumi:dev::p::{resource_type}::kept",
+        "inputs": inputs,
+        "protect": True,
+        "retainOnDelete": True,
+    }
+
+
+def _stack_findings(entries: list[dict[str, Any]], stack: str) -> list[Any]:
+    records = [ResourceRecord.from_json(entry) for entry in entries]
+    return evaluate(records, load_policy_config(stack), policies=[IN_RETAINED_NAMESPACE])
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_keeps_its_retained_objects_in_retained_namespaces(
+    synthesized: dict[str, Any], stack: str
+) -> None:
+    findings = evaluate(
+        synthesized[stack].records, load_policy_config(stack), policies=[IN_RETAINED_NAMESPACE]
+    )
+    assert findings == []
+
+
+def test_prod_with_its_slurm_namespace_not_retained_is_refused(
+    synthesized: dict[str, Any],
+) -> None:
+    """The shape of today's destroy failure: the database retained, its namespace deleted."""
+    entries = [json.loads(json.dumps(r.to_json())) for r in synthesized["prod"].records]
+    (namespace,) = [
+        e for e in entries if e["type"] == NAMESPACE and e["inputs"]["metadata"]["name"] == "slurm"
+    ]
+    (database,) = [e for e in entries if e["type"] == MARIADB]
+    assert database["retainOnDelete"] is True
+    namespace["retainOnDelete"] = False
+    findings = _stack_findings(entries, "prod")
+    assert [(f.urn, f.enforcementLevel) for f in findings] == [(database["urn"], "mandatory")]
+    assert "namespace 'slurm'" in findings[0].message
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("resource_type", [MARIADB, RELEASE], ids=["object", "helm-release"])
+def test_a_retained_object_in_a_namespace_that_goes_is_refused(
+    stack: str, resource_type: str
+) -> None:
+    kept = _retained_in(resource_type, "data")
+    bad = _stack_findings([_namespace_entry("data", protect=True), kept], stack)
+    assert [(f.urn, f.enforcementLevel) for f in bad] == [(kept["urn"], "mandatory")]
+    assert "retained on delete, but its namespace 'data'" in bad[0].message
+    retained = _namespace_entry("data", protect=True, retainOnDelete=True)
+    assert _stack_findings([retained, kept], stack) == []
+    # A namespace the stack does not own (a Helm release's createNamespace, kube-system) is
+    # never deleted by a destroy; an object that is not retained goes with its namespace.
+    assert _stack_findings([kept], stack) == []
+    plain = {**kept, "retainOnDelete": False, "protect": False}
+    assert _stack_findings([_namespace_entry("data"), plain], stack) == []

@@ -586,6 +586,7 @@ def test_every_policy_has_cases() -> None:
             # tests/test_lifecycle_policies.py
             "retained-resources-protected",
             "fixed-names-delete-before-replace",
+            "retained-objects-in-retained-namespaces",
         }
         | {policy.name for policy in tenancy.POLICIES}
     )  # tests/test_tenancy_policies.py

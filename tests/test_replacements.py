@@ -592,3 +592,40 @@ def test_a_prod_quota_change_replaces_the_admin_client_which_runs_the_layout_aga
         f"  instances that boot again: 1\n    ! aws:ec2/instance:Instance storage-lustre-admin\n{RERUN_NOTE}"
         in out
     )
+
+
+def test_deleting_an_association_on_a_releasing_path_says_what_stays_behind(dev: Synthesis) -> None:
+    """FSx deletes an association without file-system data, but its released stubs and files
+    not yet exported stay behind, linked to no bucket: the forecast says so, and the steps."""
+    schedules = [
+        r.name for r in dev.resources.values() if r.type == "aws:scheduler/schedule:Schedule"
+    ]
+    assert "storage-release/checkpoints" in schedules, schedules
+    resources = dict(dev.resources)
+    urn, record = next((u, r) for u, r in resources.items()
+                       if r.type == ASSOCIATION and r.inputs["fileSystemPath"] == "/checkpoints")  # fmt: skip
+    entry = copy.deepcopy(record.to_json())
+    replaced = {**entry, "inputs": {**entry["inputs"], "dataRepositoryPath": "s3://other/ckpt/"}}
+    resources[urn] = ResourceRecord.from_json(replaced)
+    diff = diff_syntheses(dev, Synthesis(dev.directory, resources, dev.manifests, dev.helm))
+    assert diff.unlinked_releasing == [f"{record.name} (/checkpoints)"]
+    text = render("dev", dev.directory, diff)
+    assert "associations on releasing paths deleted: 1" in text
+    assert "without deleting file-system data or anything in S3" in text
+    assert "released stubs and files not yet exported stay behind" in text
+    assert "Restore the path's released files, export it" in text
+    # Moved: the old one is removed, a new one added at another path.
+    del resources[urn]
+    moved_urn = urn.replace(entry["name"], "storage-dra/checkpoints-v2")
+    resources[moved_urn] = ResourceRecord.from_json(
+        {**entry, "urn": moved_urn, "name": "storage-dra/checkpoints-v2",
+         "inputs": {**entry["inputs"], "fileSystemPath": "/checkpoints-v2"}}
+    )  # fmt: skip
+    moved = diff_syntheses(dev, Synthesis(dev.directory, resources, dev.manifests, dev.helm))
+    assert moved.unlinked_releasing == [f"{record.name} (/checkpoints)"]
+    # Unchanged, or on a path nothing releases: nothing to say.
+    assert diff_syntheses(dev, dev).unlinked_releasing == []
+    quiet = {u: r for u, r in resources.items() if r.name != "storage-release/checkpoints"}
+    base = Synthesis(dev.directory, {u: r for u, r in dev.resources.items()
+                                     if r.name != "storage-release/checkpoints"}, {}, {})  # fmt: skip
+    assert diff_syntheses(base, Synthesis(dev.directory, quiet, {}, {})).unlinked_releasing == []

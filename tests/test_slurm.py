@@ -1126,6 +1126,48 @@ def test_mariadb_operator_after_its_crds_and_database_after_the_operator(
     assert _release(run, "mariadb-operator").urn in _depends_on(run, _database(run))
 
 
+def test_the_database_namespace_is_retained_where_the_database_is(
+    accounting_case: StackCase,
+) -> None:
+    """Deleting a namespace deletes a retained database in it: the namespace is retained too."""
+    run = accounting_case.run
+    database, namespace = _database(run), _named(run, NAMESPACE, SLURM_NAMESPACE)
+    assert database.inputs["metadata"]["namespace"] == SLURM_NAMESPACE
+    assert (namespace.retain_on_delete, namespace.protect) == (
+        database.retain_on_delete,
+        database.protect,
+    )
+    protected = bool(accounting_case.raw.get("protectStatefulResources", False))
+    assert namespace.retain_on_delete is protected
+
+
+def test_finalized_objects_go_before_their_operators(case: StackCase) -> None:
+    """A destroy deletes what an operator's finalizers hold while the operator still runs.
+
+    Pulumi deletes a resource only after everything that depends on it, and pulumi-kubernetes
+    deletes with foreground propagation unless ``pulumi.com/deletionPropagationPolicy`` says
+    otherwise, waiting until the object is gone (v4.34.2 provider/pkg/metadata/overrides.go,
+    DeletionPropagation; provider/pkg/await/await.go, Deletion). The MariaDB's own User,
+    Database and Grant carry mariadb-operator's finalizers and the MariaDB as their controller
+    owner (v26.6.0 pkg/builder/sql_builder.go, BuildUser): foreground deletion waits for them,
+    so the operator must still run. NodeSets carry Slinky's reservation finalizer (v1.2.1
+    internal/controller/nodeset/nodeset_sync.go, syncFinalizers).
+    """
+    run = case.run
+    finalized = [(record, "slurm-operator") for record in run.of_type(NODE_SET)] + [
+        (record, "mariadb-operator") for record in run.of_type(MARIADB)
+    ]
+    assert finalized, "nothing finalized in a Slurm stack?"
+    for record, operator in finalized:
+        assert _release(run, operator).urn in _depends_on(run, record), record.name
+        annotations = record.inputs["metadata"].get("annotations", {})
+        policy = annotations.get("pulumi.com/deletionPropagationPolicy", "foreground")
+        assert policy.lower() == "foreground", record.name
+    if accounting_enabled(case.stack):
+        namespace = _named(run, NAMESPACE, SLURM_NAMESPACE)
+        assert namespace.urn in _depends_on(run, _database(run))
+
+
 def test_slurm_chart_after_operator_secrets_and_database(case: StackCase) -> None:
     run = case.run
     slurm = _release(run, SLURM_RELEASE)

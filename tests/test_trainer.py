@@ -21,6 +21,8 @@ from typing import Any, Final
 import pytest
 import yaml
 from kubeflow.trainer.backends.kubernetes.backend import KubernetesBackend
+from kubeflow.trainer.backends.kubernetes.utils import get_trainer_cr_from_custom_trainer
+from kubeflow.trainer.types.types import CustomTrainerContainer
 from kubeflow_trainer_api import models
 
 from components import versions
@@ -28,6 +30,7 @@ from components.config import ConfigError, ConfigProblem, TrainerImagesConfig, p
 from components.software import built_tag
 from components.trainer import with_gang_scheduler
 from synth.engine import ResourceRecord
+from synth.jobs.trainer import Runtime, trainer_containers
 from synth.run import StackResult
 from tests import component_runs as parts
 from tests import docs_pages
@@ -36,6 +39,7 @@ from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import without_lustre
 from tests.schemas import validation_errors
 from tests.stack_pools import GPU, NEURON, StackPool
+from tests.test_admission_policies import admit
 
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE: Final = "kubernetes:yaml/v2:ConfigFile"
@@ -711,6 +715,95 @@ def test_mpi_workers_run_the_ssh_daemon(mpi_runtime: RuntimeCase) -> None:
     assert command, "the node workers run the image's default command, not sshd"
     assert command[0].endswith("sshd"), command
     assert any(arg.startswith("-D") for arg in command[1:]), "sshd must stay in the foreground"
+
+
+MPI_IMAGE_POLICY: Final = "trainingplatform-mpi-job-image"
+OTHER_IMAGE: Final = "123456789012.dkr.ecr.us-east-1.amazonaws.com/llm/train:2026.11.1"
+
+
+def _mpi_trainjob(runtime: RuntimeCase, trainer: dict[str, Any] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"runtimeRef": {"name": runtime.name, "kind": "TrainingRuntime"}}
+    if trainer is not None:
+        spec["trainer"] = trainer
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "job", "namespace": runtime.team},
+        "spec": spec,
+    }
+
+
+def _sdk_trainer(image: str) -> dict[str, Any]:
+    """``spec.trainer`` as the Kubeflow SDK 0.5.0 writes it for ``CustomTrainerContainer``
+    (kubeflow/trainer/backends/kubernetes/utils.py, get_trainer_cr_from_custom_trainer)."""
+    container = CustomTrainerContainer(image=image, num_nodes=2)
+    cr = get_trainer_cr_from_custom_trainer(None, container)  # type: ignore[arg-type]
+    trainer: dict[str, Any] = cr.to_dict()
+    return trainer
+
+
+def test_mpi_workers_run_the_image_the_launcher_runs(
+    mpi_runtime: RuntimeCase, synthesized: dict[str, StackResult]
+) -> None:
+    """Every MPI TrainJob admission lets through renders workers on the launcher's image.
+
+    Trainer v2.3.0 gives ``spec.trainer.image`` to the launcher only (plugins/jobset/
+    builder.go, ``Trainer``), and a runtime patch cannot name an image (trainjob_types.go,
+    ``ContainerPatch``), so the admission policy refuses another image than the runtime's, by
+    hand or through the SDK, on CREATE and UPDATE.
+    """
+    (record,) = [
+        r
+        for r in synthesized[mpi_runtime.stack.stack].records
+        if r.type.endswith(":ValidatingAdmissionPolicy")
+        and r.inputs["metadata"]["name"] == MPI_IMAGE_POLICY
+    ]
+    policy = record.inputs["spec"]
+    runtime = Runtime.parse(
+        {"kind": "TrainingRuntime", "metadata": mpi_runtime.record.inputs["metadata"],
+         "spec": mpi_runtime.spec}
+    )  # fmt: skip
+    (launcher,) = [job for job in runtime.jobs if job.name == "launcher"]
+    assert launcher.trainer_container is not None
+    own = launcher.trainer_container["image"]
+    shapes: list[tuple[dict[str, Any] | None, bool]] = [
+        (None, True),
+        ({"numNodes": 2}, True),
+        ({"image": own, "command": ["mpirun", "python", "train.py"]}, True),
+        ({"image": OTHER_IMAGE, "command": ["mpirun", "python", "train.py"]}, False),
+        (_sdk_trainer(OTHER_IMAGE), False),
+        (_sdk_trainer(own), True),
+    ]
+    for trainer, admitted in shapes:
+        job = _mpi_trainjob(mpi_runtime, trainer)
+        for old in (None, job):
+            ok, message = admit(policy, job, old=old)
+            assert ok is admitted, (trainer, message)
+        containers = trainer_containers(runtime, (job["spec"].get("trainer")))
+        same = containers["node"]["image"] == containers["launcher"]["image"]
+        # What admission refuses is exactly what would split the job across two images.
+        assert same is admitted, (trainer, containers["node"]["image"])
+        if not ok:
+            assert message is not None and own in message and mpi_runtime.name in message
+        else:
+            assert containers["node"]["command"][0].endswith("sshd")
+
+
+@pytest.mark.parametrize("case", [c for c in RUNTIME_CASES if c[3] != "mpi"], ids=_case_id)
+def test_the_mpi_image_policy_leaves_other_runtimes_alone(
+    case: tuple[str, str, str, str],
+    cases: dict[str, StackCase],
+    synthesized: dict[str, StackResult],
+) -> None:
+    runtime = RuntimeCase(cases[case[0]], *case[1:])
+    policies = [
+        r.inputs["spec"]
+        for r in synthesized[runtime.stack.stack].records
+        if r.type.endswith(":ValidatingAdmissionPolicy")
+        and r.inputs["metadata"]["name"] == MPI_IMAGE_POLICY
+    ]
+    for policy in policies:
+        assert admit(policy, _mpi_trainjob(runtime, {"image": OTHER_IMAGE})) == (True, None)
 
 
 def test_mpi_ranks_copy_through_shared_memory_not_process_vm_readv(

@@ -203,8 +203,9 @@ class BucketConfig(StrictModel):
         description="Days after it is written that S3 expires an object (it becomes an old "
         "version, kept noncurrentVersionRetentionDays more, then goes). Deletes on the file "
         "system are not exported, and team roles cannot delete, so without it a bucket of "
-        "checkpoints only grows. Later than every transition. Default: none (kept until "
-        "someone deletes it).",
+        "checkpoints only grows. Later than every transition; refused on a bucket an "
+        "association with releaseAfterDays links (a released file's only copy is its object). "
+        "Default: none (kept until someone deletes it).",
     )
     team_access: bool = Field(
         default=False,
@@ -548,6 +549,7 @@ def storage_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             yield ConfigProblem(key, name, refusal)
     yield from _reachability_problems(config)
     yield from _transition_problems(config)
+    yield from _released_expiry_problems(config)
     lustre = storage.lustre
     if lustre is None:
         return
@@ -788,6 +790,35 @@ def _checkpoint_problems(lustre: LustreConfig, base: str) -> Iterator[ConfigProb
             association.imports,
             "[] on the checkpoint path: it only exports",
         )
+
+
+def _released_expiry_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """No current-version expiry on a bucket behind an association that releases files.
+
+    A release leaves a stub on the file system whose data FSx fetches back from the S3 object
+    on the next read (FSx for Lustre User Guide, "Releasing data from your file system"). Once
+    S3 expires that object (a delete marker over it; the old version is not what a restore
+    reads) the stub can never be restored, while its size and mtime still look whole.
+    """
+    lustre = config.storage.lustre
+    if lustre is None:
+        return
+    releasing: dict[str, list[str]] = {}
+    for association in lustre.associations:
+        key = lustre.association_bucket(association)
+        if association.release_after_days is not None and key is not None:
+            releasing.setdefault(key, []).append(association.file_system_path)
+    for index, bucket in enumerate(config.storage.buckets):
+        paths = releasing.get(bucket.name)
+        if paths and bucket.current_version_retention_days is not None:
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.storage.buckets[{index}].currentVersionRetentionDays",
+                bucket.current_version_retention_days,
+                "unset: associations release files of this bucket ("
+                + ", ".join(paths)
+                + ", releaseAfterDays), and a released file whose S3 object expired can never "
+                "be restored; drop releaseAfterDays on those paths to expire objects",
+            )
 
 
 def _transition_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:

@@ -102,13 +102,31 @@ def create_namespace(
     cluster_ready: list[pulumi.Resource],
     kubernetes_provider: pulumi.ProviderResource,
     parent: pulumi.Resource,
+    protect: bool = False,
 ) -> k8s.core.v1.Namespace:
-    """The ``slurm`` namespace, made before the storage claims that mount Lustre in it."""
+    """The ``slurm`` namespace, made before the storage claims that mount Lustre in it.
+
+    Args:
+        cluster_ready: what the namespace waits for (the cluster's API and nodes).
+        kubernetes_provider: provider of the namespace.
+        parent: the platform component.
+        protect: the stack's ``protectStatefulResources`` (default False): protect the
+            namespace and retain it on delete, as the accounting database in it is. Deleting
+            a namespace deletes every object in it, retained or not, and the database's
+            User, Database and Grant objects then wait on mariadb-operator's finalizers
+            (v26.6.0 internal/controller/user_controller_finalizer.go and its siblings),
+            which nobody removes once the operator is gone: the namespace would stay
+            Terminating and the ``destroy`` would stop at it.
+    """
     return k8s.core.v1.Namespace(
         "slurm-namespace",
         metadata={"name": NAMESPACE, "labels": dict(PRIVILEGED_NAMESPACE)},
         opts=pulumi.ResourceOptions(
-            parent=parent, provider=kubernetes_provider, depends_on=cluster_ready
+            parent=parent,
+            provider=kubernetes_provider,
+            depends_on=cluster_ready,
+            protect=protect,
+            retain_on_delete=protect,
         ),
     )
 

@@ -12,7 +12,9 @@ The protocol (README, "A checkpoint is durable once committed"):
    then writes ``COMMITTED`` into it, a manifest of the files;
 3. on start, ``fsx-checkpoint latest $CHECKPOINT_DIR`` prints the newest directory whose
    ``COMMITTED`` manifest still matches its files, and the job resumes from it; nothing
-   printed (exit 1) means a fresh start;
+   printed (exit 1) means a fresh start. A checkpoint with a released file (a stub whose
+   data only S3 holds) counts only while S3 still has that file's object (a HEAD of it);
+   otherwise ``latest`` says on stderr which files are gone and takes an older one;
 4. after a commit, ``fsx-checkpoint prune $CHECKPOINT_DIR --keep N`` deletes the older
    committed directories from the file system (S3 keeps them: deletes are not exported).
 
@@ -177,8 +179,45 @@ def commit(
     return []
 
 
-def committed(directory: Path) -> dict[str, Any] | None:
-    """The manifest of a committed directory whose files are all there at their sizes."""
+Head = Callable[[str, str], "StoredObject | None"]
+"""(bucket, key) -> the object S3 holds at the key (a HEAD), or None where it holds none."""
+
+
+def released(status: os.stat_result) -> bool:
+    """Whether a file is a released stub: its size, but no data blocks on the file system.
+
+    A release (FSx's RELEASE_DATA_FROM_FILESYSTEM task, Lustre HSM ``released``) keeps the
+    file's metadata and frees its data; the next read restores it from its S3 object.
+    """
+    return status.st_size > 0 and getattr(status, "st_blocks", 1) == 0
+
+
+def unrestorable(directory: Path, manifest: dict[str, Any], head: Head) -> list[str]:
+    """Released files of a committed directory whose S3 object is gone (or another size).
+
+    Their stubs still show the right size and mtime, but no read can ever restore them: S3
+    expired or lost the only copy of the data.
+    """
+    try:
+        bucket, prefix = split_s3_uri(str(manifest.get("s3", "")))
+    except ValueError:
+        return sorted(manifest.get("files", {}))  # no S3 side recorded: nothing to restore from
+    gone = []
+    for name in sorted(manifest.get("files", {})):
+        status = (directory / name).stat()
+        if released(status):
+            stored = head(bucket, prefix + name)
+            if stored is None or stored.size != status.st_size:
+                gone.append(name)
+    return gone
+
+
+def committed(directory: Path, head: Head | None = None) -> dict[str, Any] | None:
+    """The manifest of a committed directory whose files are all there at their sizes.
+
+    With ``head``, also None where a released file's S3 object is gone
+    (:func:`unrestorable`); without it the S3 side is not asked.
+    """
     try:
         manifest: dict[str, Any] = json.loads((directory / MARKER).read_text())
     except (OSError, ValueError):
@@ -193,6 +232,8 @@ def committed(directory: Path) -> dict[str, Any] | None:
             recorded.get("size"), recorded.get("mtime_ns"))  # fmt: skip
         if status.st_size != size or (mtime_ns is not None and status.st_mtime_ns != mtime_ns):
             return None
+    if head is not None and unrestorable(directory, manifest, head):
+        return None
     return manifest
 
 
@@ -212,10 +253,29 @@ def _committed_newest_first(root: Path) -> list[Path]:
                   key=lambda c: _step_order(c.name), reverse=True)  # fmt: skip
 
 
-def latest(root: Path) -> Path | None:
-    """The committed directory of the latest step directly under ``root``, or None."""
-    found = _committed_newest_first(root)
-    return found[0] if found else None
+def latest(
+    root: Path, head: Head | None = None, report: Callable[[str], None] | None = None
+) -> Path | None:
+    """The committed directory of the latest step directly under ``root``, or None.
+
+    With ``head``, a checkpoint with a released file whose S3 object is gone is passed over
+    (it could never be read back) and ``report`` is told which files, before an older one
+    is chosen.
+    """
+    for directory in _committed_newest_first(root):
+        if head is None:
+            return directory
+        manifest = committed(directory)
+        gone = unrestorable(directory, manifest, head) if manifest is not None else []
+        if not gone:
+            return directory
+        if report is not None:
+            shown = ", ".join(gone[:5]) + (" ..." if len(gone) > 5 else "")
+            report(
+                f"fsx-checkpoint: skipping {directory}: released from the file system and S3 "
+                f"no longer holds {shown}; it can never be restored"
+            )
+    return None
 
 
 def prune(root: Path, keep: int) -> list[Path]:
@@ -254,7 +314,41 @@ def botocore_lister(client: Any = None) -> Lister:
     return list_objects
 
 
-def main(argv: list[str] | None = None, lister: Lister | None = None) -> int:
+def botocore_head(client: Any = None) -> Head:
+    """HEAD with botocore's S3 client (default: one with the pod's identity's credentials)."""
+    if client is None:
+        import botocore.session  # noqa: PLC0415
+
+        client = botocore.session.get_session().create_client("s3")
+
+    def head(bucket: str, key: str) -> StoredObject | None:
+        try:
+            found = client.head_object(Bucket=bucket, Key=key)
+        except client.exceptions.ClientError as error:
+            if str(error.response.get("Error", {}).get("Code")) in {"404", "NoSuchKey", "NotFound"}:
+                return None
+            raise
+        mtime = parse_mtime(found.get("Metadata", {}).get(MTIME_METADATA))
+        return StoredObject(found["ContentLength"], mtime)
+
+    return head
+
+
+def lazy_head() -> Head:
+    """:func:`botocore_head`, made on its first use: ``latest`` needs S3 only for released files."""
+    made: list[Head] = []
+
+    def head(bucket: str, key: str) -> StoredObject | None:
+        if not made:
+            made.append(botocore_head())
+        return made[0](bucket, key)
+
+    return head
+
+
+def main(
+    argv: list[str] | None = None, lister: Lister | None = None, head: Head | None = None
+) -> int:
     """The command line: ``commit DIR``, ``latest ROOT`` or ``prune ROOT --keep N``."""
     parser = argparse.ArgumentParser(prog="fsx-checkpoint", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -280,7 +374,11 @@ def main(argv: list[str] | None = None, lister: Lister | None = None) -> int:
             print(f"deleted {directory} (S3 keeps it)")
         return 0
     if args.command == "latest":
-        found = latest(args.root)
+        found = latest(
+            args.root,
+            head=head or lazy_head(),
+            report=lambda message: print(message, file=sys.stderr),
+        )
         if found is None:
             return 1
         print(found)

@@ -9,12 +9,16 @@ provider's diff or the option asks for it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .common import MANDATORY, ReportViolation, ResourceValidationArgs, resource_policy
+from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
+
+from .common import HELM_TYPES, MANDATORY, ReportViolation, ResourceValidationArgs, resource_policy
 
 DATA_REPOSITORY_ASSOCIATION: Final = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+NAMESPACE_TYPE: Final = "kubernetes:core/v1:Namespace"
 
 
 def retain_on_delete(args: ResourceValidationArgs) -> bool | None:
@@ -42,6 +46,59 @@ def _check_retained(args: ResourceValidationArgs, report: ReportViolation) -> No
             "unmanaged. Retain only what protectStatefulResources protects.",
             None,
         )
+
+
+def kubernetes_namespace_of(resource_type: str, props: Any) -> str | None:
+    """The namespace a Kubernetes resource of the stack lives in, or None (cluster-scoped).
+
+    Two shapes name it: ``metadata.namespace`` of an object, and ``namespace`` of a Helm
+    release or chart (where its objects go). A Namespace lives in none.
+
+    Args:
+        resource_type: the resource's type token.
+        props: its inputs (engine names).
+
+    """
+    if not resource_type.startswith("kubernetes:") or resource_type == NAMESPACE_TYPE:
+        return None
+    if resource_type in HELM_TYPES:
+        namespace = props.get("namespace")
+    else:
+        metadata = props.get("metadata")
+        namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    return namespace if isinstance(namespace, str) and namespace else None
+
+
+def _namespace_name(resource: PolicyResource) -> str | None:
+    metadata = resource.props.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
+def _check_retained_namespaces(args: StackValidationArgs, report: ReportViolation) -> None:
+    # Kubernetes deletes every object of a namespace it deletes, retained by Pulumi or not
+    # (the namespace controller empties it first), and an object whose finalizer's owner is
+    # already gone keeps the namespace Terminating, past pulumi-kubernetes' 10-minute wait for
+    # the delete (v4.34.2 provider/pkg/await/await.go, Deletion).
+    namespaces: dict[str, PolicyResource] = {}
+    for resource in args.resources:
+        if resource.resource_type == NAMESPACE_TYPE and (name := _namespace_name(resource)):
+            namespaces[name] = resource
+    for resource in args.resources:
+        if getattr(resource.opts, "retain_on_delete", None) is not True:
+            continue  # not retained, or the analyzer does not pass the option
+        namespace = kubernetes_namespace_of(resource.resource_type, resource.props)
+        owner = namespaces.get(namespace or "")
+        if owner is None:
+            continue  # cluster-scoped, or a namespace the stack never deletes
+        if getattr(owner.opts, "retain_on_delete", None) is not True:
+            report(
+                f"{resource.resource_type} {resource.name} is retained on delete, but its "
+                f"namespace {namespace!r} ({owner.name}) is not: deleting the namespace "
+                "deletes it anyway. Retain the namespace too (retain_on_delete where "
+                "protectStatefulResources), or move the object into a retained namespace.",
+                resource.urn,
+            )
 
 
 @dataclass(frozen=True)
@@ -134,6 +191,15 @@ POLICIES = [
         "association's file system path) is replaced delete-before-replace, because the "
         "default create-first replacement fails on the name the old one still holds.",
         _check_replace_order,
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="retained-objects-in-retained-namespaces",
+        description="A Kubernetes object retained on delete lives in a namespace that is "
+        "retained too: deleting a namespace deletes everything in it, and an operator's "
+        "finalizers on what it held keep it Terminating once the operator is gone, so the "
+        "destroy stops before the cluster.",
+        validate=_check_retained_namespaces,
         enforcement_level=MANDATORY,
     ),
 ]

@@ -325,3 +325,44 @@ def runs_as_root(pod: Mapping[str, Any]) -> list[str]:
         if not user:
             found.append(str(container.get("name")))
     return found
+
+
+def trainer_containers(
+    runtime: Runtime, trainer: Mapping[str, Any] | None
+) -> dict[str, dict[str, Any]]:
+    """The container ``node`` of each replicated job's pods once Trainer applied a TrainJob.
+
+    ``image``, ``command`` and ``args`` of the TrainJob's ``spec.trainer`` go only to replicated
+    jobs labelled as the trainer ancestor; ``env`` also to MPI's ``node`` job where the launcher
+    runs as a node (kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/jobset/builder.go,
+    ``Trainer``: lines 120-141 and 142-155). On an MPI runtime the workers (``node``) therefore
+    keep the runtime's image whatever the TrainJob names.
+
+    Args:
+        runtime: the runtime the TrainJob names.
+        trainer: the TrainJob's ``spec.trainer`` (None: the TrainJob has none).
+
+    Returns:
+        replicated job name -> its ``node`` container, for every job that has one.
+    """
+    trainer = trainer or {}
+    mpi = runtime.ml_policy.get("mpi") or {}
+    as_node = runtime.framework == "mpi" and bool(mpi.get("runLauncherAsNode"))
+    rendered: dict[str, dict[str, Any]] = {}
+    for job in runtime.jobs:
+        container = job.trainer_container
+        if container is None:
+            continue
+        container = dict(container)
+        if job.ancestor == "trainer":
+            for key in ("image", "command", "args"):
+                if trainer.get(key) is not None:
+                    container[key] = trainer[key]
+        if (job.ancestor == "trainer" or (as_node and job.name == "node")) and trainer.get("env"):
+            names = {str(variable.get("name")) for variable in trainer["env"]}
+            container["env"] = [
+                *(v for v in container.get("env") or [] if str(v.get("name")) not in names),
+                *trainer["env"],
+            ]
+        rendered[job.name] = container
+    return rendered
