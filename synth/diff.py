@@ -1019,9 +1019,14 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
         lines.append(f"  replacements {verb}: {len(refused)}")
         lines += [f"    ! {c.refused_as}: {c.name}" for c in refused]
         if not allow_replace:
-            lines.append(
-                "    (the old one is deleted with its data; pass --allow-replace if that is meant)"
-            )
+            kinds = {c.refused_as for c in refused}
+            if kinds - {"association"}:
+                lines.append(
+                    "    (the old one is deleted with its data; pass --allow-replace if that is"
+                    " meant)"
+                )
+            if "association" in kinds:
+                lines.append(ASSOCIATION_REPLACED_NOTE)
     if diff.protected:
         lines.append(f"  protected resources refused: {len(diff.protected)}")
         lines += [f"    ! {entry}" for entry in diff.protected]
@@ -1066,6 +1071,12 @@ def _render_drains(diff: SynthesisDiff) -> list[str]:
     return lines
 
 
+ASSOCIATION_REPLACED_NOTE: Final = (
+    "    (a replaced association is deleted without deleting file-system data or anything in S3"
+    " (delete_data_in_filesystem: false); until the new one exists its path imports and exports"
+    " nothing; pass --allow-replace if that is meant)"
+)
+"""What replacing an association does, which the data note of other kinds would misstate."""
 UNLINKED_RELEASING_NOTE: Final = (
     "    (FSx deletes the association without deleting file-system data or anything in S3, but"
     " released stubs and files not yet exported stay behind on the path, linked to no bucket:"
