@@ -44,6 +44,7 @@ from synth.engine import ResourceRecord
 from synth.jobs import report as jobs_report
 from synth.jobs.model import all_runnable
 from synth.reference_pages import REFERENCE_DIR, parts, write_pages
+from synth.replacements import AUDIT_PAGE, with_audit
 from synth.run import (
     InvalidStack,
     StackResult,
@@ -165,6 +166,13 @@ def reference(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         print(f"{directory}: cannot rewrite the reference pages ({exc})", file=sys.stderr)
         return 2
+    audit = REPOSITORY_ROOT / AUDIT_PAGE
+    if directory.resolve() == (REPOSITORY_ROOT / REFERENCE_DIR).resolve():
+        # the forecast's audit of replacement rules lives beside the concept it belongs to
+        page = audit.read_text()
+        if with_audit(page) != page:
+            audit.write_text(with_audit(page))
+            written.append(audit)
     for path in written:
         print(f"rewrote {path}")
     if not written:

@@ -503,7 +503,7 @@ def test_every_type_the_stacks_create_is_in_the_audited_table(
 
 def test_the_docs_list_the_audit_as_the_table_says() -> None:
     page = (REPOSITORY_ROOT / AUDIT_PAGE).read_text()
-    assert with_audit(page) == page, "run: python -m synth.replacements --write"
+    assert with_audit(page) == page, "run: scripts/synth reference --write"
 
 
 def _rule_cases() -> list[tuple[str, Trigger]]:
