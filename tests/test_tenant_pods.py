@@ -8,6 +8,7 @@ tests/test_admission_policies.py), each against the attack and the legitimate re
 from __future__ import annotations
 
 import copy
+import re
 from decimal import Decimal
 from typing import Any, Final
 
@@ -15,6 +16,7 @@ import pytest
 
 from components.cluster import SYSTEM_TOLERATION
 from components.config import TeamConfig
+from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.node_pools import FSX_STARTUP_TAINT
 from components.scheduling import PRIORITY_CLASSES, STANDARD_PRIORITY_CLASS
 from components.teams import team_pods_policy
@@ -732,3 +734,62 @@ def test_cpu_and_memory_quota_admits_a_job_on_the_whole_accelerator_quota(
                 "requests": {"cpu": str(quantity(hard["requests.cpu"]) + 1)}
             }
             assert not quota_admits(quotas, cpu_pod)[0]
+
+
+# --------------------------------------------------------------------------- optional fields
+
+_ITERATION_PATH: Final = re.compile(r"(?<![\w.])([pjt](?:\.[A-Za-z]\w*)+)")
+
+
+def unguarded_fields(expression: str) -> set[str]:
+    """The fields of a comprehension's element (``p``, ``j``, ``t``: a TrainJob's runtime patch,
+    a replicated job, a Volcano task) that ``expression`` reads without a ``has()`` of them.
+
+    Every field of those objects below the element is optional in its CRD (kubeflow/trainer
+    v2.3.0 ReplicatedJobPatch's ``template`` among them). cel-go fails on a missing key ("no
+    such key") where cel-python returns false, so evaluating cannot show a missing guard:
+    every prefix of every path read must appear inside a ``has()``.
+    """
+    guarded = set(re.findall(r"has\(([\w.]+)\)", expression))
+    missing = set()
+    for match in _ITERATION_PATH.finditer(expression):
+        parts = match.group(1).split(".")
+        if expression[match.end() : match.end() + 1] == "(":
+            parts.pop()  # a method (filter, map, ...), not a field
+        for end in range(2, len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            if prefix not in guarded:
+                missing.add(prefix)
+    return missing
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("policy_name", [TENANT_PODS_POLICY, LUSTRE_BOUNDARY_POLICY])
+def test_every_optional_field_of_a_patch_or_task_is_guarded(
+    stack: str, policy_name: str, synthesized: dict[str, StackResult]
+) -> None:
+    policy = _policy(synthesized[stack], policy_name)
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    for name in ("podSpecs", "patchSpecs"):
+        assert unguarded_fields(variables[name]) == set(), name
+    # the check can fail: the guard of a replicated job's template taken away
+    patches = variables["patchSpecs"]
+    assert "filter(j, has(j.template) && " in patches
+    unguarded = patches.replace("filter(j, has(j.template) && ", "filter(j, ")
+    assert unguarded_fields(unguarded) == {"j.template"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("policy_name", [TENANT_PODS_POLICY, LUSTRE_BOUNDARY_POLICY])
+def test_a_patch_of_a_replicated_job_without_a_template_is_admitted(
+    stack: str, policy_name: str, synthesized: dict[str, StackResult]
+) -> None:
+    """``template`` is optional in a ReplicatedJobPatch: a patch of a job's name only passes,
+    on creation and on update."""
+    result = synthesized[stack]
+    job = trainjob({"tolerations": []})
+    patch_spec = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
+    patch_spec["replicatedJobs"] = [{"name": "node"}]
+    policy = _policy(result, policy_name)
+    assert admit(policy, job, _team(result)) == (True, None)
+    assert admit(policy, job, _team(result), old=trainjob(None)) == (True, None)
