@@ -94,49 +94,39 @@ def _amount(container: str, resource: str, *, unknown: int) -> str:
     )
 
 
-def _toleration_denied(
-    toleration: str,
+def _toleration_keys(
     spec: str,
     *,
     allowed_keys: Sequence[str],
     resource_taints: Mapping[str, Sequence[str]],
     judge_requests: bool,
 ) -> str:
-    """CEL: toleration ``toleration`` of pod spec ``spec`` is not on the allow-list.
+    """CEL: ``{'allowed': [...], 'tolerated': [...]}`` of pod spec ``spec``.
+
+    ``allowed``: the taint keys the spec may tolerate; ``tolerated``: the keys it tolerates
+    (``''`` for a toleration without one). Both are built once per spec, so judging them costs
+    the sum of their sizes rather than tolerations times containers.
 
     Args:
-        toleration: CEL of the toleration.
         spec: CEL of the pod spec.
         allowed_keys: keys any team pod may tolerate.
         resource_taints: taint key -> the resources one of which a container must request for
             the pod to tolerate it.
-        judge_requests: whether the spec states its resources (not a TrainJob's patch).
+        judge_requests: whether the spec states its resources (not a TrainJob's patch, where
+            every key of ``resource_taints`` is allowed).
     """
-    key = f"(has({toleration}.key) ? {toleration}.key : '')"
-    free = ", ".join(f"'{k}'" for k in allowed_keys)
-    checks = [f"{key} in [{free}]"]
+    allowed = "[" + ", ".join(f"'{k}'" for k in allowed_keys) + "]"
     for taint, resources in sorted(resource_taints.items()):
-        justified = _requests_any(spec, resources) if judge_requests else "true"
-        checks.append(f"({key} == '{taint}' && {justified})")
-    return "!(" + " || ".join(checks) + ")"
+        if judge_requests:
+            allowed += f" + ({_requests_any(spec, resources)} ? ['{taint}'] : [])"
+        else:
+            allowed += f" + ['{taint}']"
+    tolerated = f"{_tolerations(spec)}.map(t, has(t.key) ? t.key : '')"
+    return f"{{'allowed': {allowed}, 'tolerated': {tolerated}}}"
 
 
-def _denied_toleration_keys(
-    spec: str,
-    *,
-    allowed_keys: Sequence[str],
-    resource_taints: Mapping[str, Sequence[str]],
-    judge_requests: bool,
-) -> str:
-    """CEL: the keys (``''`` for none) of pod spec ``spec``'s tolerations off the allow-list."""
-    denied = _toleration_denied(
-        "t",
-        spec,
-        allowed_keys=allowed_keys,
-        resource_taints=resource_taints,
-        judge_requests=judge_requests,
-    )
-    return f"{_tolerations(spec)}.filter(t, {denied}).map(t, has(t.key) ? t.key : '')"
+_DENIED: Final = ".map(x, x.tolerated.filter(k, !(k in x.allowed))).filter(l, size(l) > 0)"
+"""CEL suffix: of a list of :func:`_toleration_keys`, the lists of keys not allowed (none empty)."""
 
 
 def _partial_node(amounts: str, node_devices: int) -> str:
@@ -217,8 +207,8 @@ def tenant_pods_policy(
             another scheduler.
     """
 
-    def denied_keys(spec: str, *, judge_requests: bool) -> str:
-        return _denied_toleration_keys(
+    def keys(spec: str, *, judge_requests: bool) -> str:
+        return _toleration_keys(
             spec,
             allowed_keys=allowed_toleration_keys,
             resource_taints=resource_taints,
@@ -226,14 +216,11 @@ def tenant_pods_policy(
         )
 
     denied_tolerations = (
-        f"variables.{POD_SPECS}.map(ps, "
-        f"{denied_keys('ps', judge_requests=True)})"
-        ".filter(l, size(l) > 0)"
+        f"variables.{POD_SPECS}.map(ps, {keys('ps', judge_requests=True)}){_DENIED}"
     )
     denied_patch_tolerations = (
-        f"variables.{PATCH_SPECS}.map(pl, pl.map(ps, "
-        f"{denied_keys('ps', judge_requests=False)})"
-        ".filter(l, size(l) > 0)).filter(l, size(l) > 0)"
+        f"variables.{PATCH_SPECS}.map(pl, pl.map(ps, {keys('ps', judge_requests=False)})"
+        f"{_DENIED}).filter(l, size(l) > 0)"
     )
     no_other_neuron = every_pod_spec(
         lambda spec: f"!{_requests_any(spec, other_neuron_resources)}",
