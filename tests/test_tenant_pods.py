@@ -793,3 +793,27 @@ def test_a_patch_of_a_replicated_job_without_a_template_is_admitted(
     policy = _policy(result, policy_name)
     assert admit(policy, job, _team(result)) == (True, None)
     assert admit(policy, job, _team(result), old=trainjob(None)) == (True, None)
+
+
+def test_a_pools_extra_taint_is_on_the_allow_list_of_that_stack_only() -> None:
+    """The runtimes' pods tolerate their pool's extra taints (``pool_workload_placement``)."""
+    from components.config import NodePoolConfig  # noqa: PLC0415
+    from components.workloads import pool_workload_placement  # noqa: PLC0415
+
+    pool = NodePoolConfig.model_validate(
+        {
+            "name": "gpu",
+            "instanceTypes": ["p5.48xlarge"],
+            "maxNodes": 1,
+            "taints": [{"key": "example.com/dedicated", "effect": "NoSchedule"}],
+        }
+    )
+    teams = [TeamConfig.model_validate({"name": "ml-a", "quota": {"gpus": 8}})]
+    namespace = {"metadata": {"name": "ml-a", "labels": {TEAM_LABEL: "ml-a"}}}
+    spec = _spec(requests={GPU: "8"}, tolerations=pool_workload_placement(pool)["tolerations"])
+    assert {t["key"] for t in spec["tolerations"]} == {GPU, "example.com/dedicated"}
+    for kind, obj in workload_shapes(spec).items():
+        if kind in TEMPLATE_KINDS:
+            assert admit(team_pods_policy(teams, [pool]), obj, namespace) == (True, None), kind
+            ok, message = admit(team_pods_policy(teams, []), obj, namespace)
+            assert not ok and message is not None and "example.com/dedicated" in message, kind
