@@ -222,10 +222,22 @@ def tenant_pods_policy(
         f"variables.{PATCH_SPECS}.map(pl, pl.map(ps, {keys('ps', judge_requests=False)})"
         f"{_DENIED}).filter(l, size(l) > 0)"
     )
-    no_other_neuron = every_pod_spec(
-        lambda spec: f"!{_requests_any(spec, other_neuron_resources)}",
-        # A TrainJob's patches carry no resources.
-        patch=lambda spec: "true",
+    # A TrainJob's patches carry no resources; its trainer.resourcesPerNode goes to the node
+    # container of every node (kubeflow/trainer v2.3.0 API, Trainer.ResourcesPerNode).
+    per_node = "object.spec.trainer.resourcesPerNode"
+    other_names = ", ".join(f"'{r}'" for r in other_neuron_resources)
+    trainer_other_neuron = " || ".join(
+        f"(has({per_node}.{kind}) && {per_node}.{kind}.exists(r, r in [{other_names}] && "
+        f"{_quantity_nonzero(f'{per_node}.{kind}[r]')}))"
+        for kind in ("requests", "limits")
+    )
+    no_other_neuron = (
+        every_pod_spec(
+            lambda spec: f"!{_requests_any(spec, other_neuron_resources)}",
+            patch=lambda spec: "true",
+        )
+        + f" && (object.kind != 'TrainJob' || !has(object.spec.trainer) || "
+        f"!has({per_node}) || !({trainer_other_neuron}))"
     )
     classes = ", ".join(f"'{name}'" for name in training_priority_classes)
     priority_rule = every_pod_spec(

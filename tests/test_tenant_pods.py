@@ -596,9 +596,16 @@ def test_trainium_outside_the_quota_and_queue_is_refused(
         scheduler=NEURON_SCHEDULER,
         nodeSelector={"karpenter.k8s.aws/instance-family": "trn2"},
     )
-    if kind == "TrainJob":  # a patch states no resources: the toleration alone is judged
-        assert not _judge(stack, synthesized, trainjob({"tolerations": [SYSTEM_TOLERATION]}))[0]
-        assert _judge(stack, synthesized, trainjob(legitimate)) == (True, None)
+    if kind == "TrainJob":  # the devices a TrainJob asks for: trainer.resourcesPerNode
+        job = trainjob(None)
+        for old in (None, trainjob(None)):
+            for name, admitted in ((f"{NEURON}device", False), (f"{NEURON}core", False),
+                                   (NEURON, True)):  # fmt: skip
+                for field in ("limits", "requests"):
+                    job["spec"]["trainer"] = {"resourcesPerNode": {field: {name: "16"}}}
+                    ok, message = _judge(stack, synthesized, job, old=old)
+                    assert ok is admitted, (name, field, message)
+                    assert admitted or (message is not None and "request Trainium as" in message)
         return
     deployment = workload_shapes(attack)[kind]
     if kind == "Deployment":
