@@ -46,8 +46,9 @@ UNPRIVILEGED_PORT_SYSCTL: Final = "net.ipv4.ip_unprivileged_port_start"
 KEEPS_BIND: Final = "(?i)^(CAP_)?(NET_BIND_SERVICE|ALL)$"
 """Capability names in ``add`` that give a container CAP_NET_BIND_SERVICE (containerd prefixes
 ``CAP_`` and upper-cases a name)."""
-DROPS_BIND: Final = "^(ALL|NET_BIND_SERVICE)$"
-"""Capability names in ``drop`` that take it away."""
+DROPS_BIND: Final = "(?i)^(ALL|NET_BIND_SERVICE)$"
+"""Capability names in ``drop`` that take it away, in any case: containerd upper-cases a dropped
+name before it compares (``ALL`` too), so ``drop: [all]`` drops every capability."""
 
 
 def _container_keeps_bind(container: str, *, patch: bool) -> str:

@@ -18,7 +18,7 @@ from components.config.teams import CPU_ONLY_MEMORY_GIB, CPU_ONLY_VCPUS
 from components.device_plugins import NEURON_DEVICE_RESOURCE, NEURON_SCHEDULER_NAME
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY, lustre_boundary_policy
 from components.node_pools import slurm_taint
-from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
+from components.scheduling import PRIORITY_CLASSES, QUEUE_ANNOTATION, SCHEDULER_NAME
 from components.tenancy import (
     LEGACY_JOBS,
     LEGACY_MIN_RESOURCES_POLICY,
@@ -167,10 +167,12 @@ def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[s
     the LimitRange gives a container that states none its default requests
     (:func:`limit_range_spec`).
 
-    Neuron cores (``aws.amazon.com/neuroncore``) are held at 0: a ResourceQuota counts each
-    resource on its own, so a budget in both forms would let a team hold its devices twice over
-    (devices plus cores worth as many). Pods take Trainium as devices; a request for cores is
-    refused at admission by this quota (a listed resource at 0 refuses every request).
+    The Neuron device plugin's other names of the same devices (``aws.amazon.com/neuroncore``,
+    ``aws.amazon.com/neurondevice``) are held at 0: a ResourceQuota counts each resource on its
+    own, so a budget in another form, or none (an unlisted resource is not bounded at all),
+    would let a team hold its devices twice over or without limit. Pods take Trainium as
+    ``aws.amazon.com/neuron``; a request under another name is refused at admission by this
+    quota (a listed resource at 0 refuses every request) and by the tenant pods policy.
 
     Args:
         team: the team.
@@ -184,7 +186,7 @@ def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[s
     return {
         "hard": {
             **{f"requests.{name}": str(count) for name, count in quota.resources().items()},
-            f"requests.{NEURON_CORE_RESOURCE}": "0",
+            **{f"requests.{name}": "0" for name in OTHER_NEURON_RESOURCES},
             f"requests.{EFA_RESOURCE}": str(quota.efa_interfaces),
             "requests.cpu": str(quota.cpu if quota.cpu is not None else cpu),
             "requests.memory": f"{quota.memory_gib if quota.memory_gib is not None else memory}Gi",
@@ -220,30 +222,69 @@ def system_priority_quota_spec() -> dict[str, Any]:
     }
 
 
-ACCELERATOR_TAINTS: Final = {
+RESOURCE_TAINTS: Final = {
     GPU_RESOURCE: (GPU_RESOURCE,),
-    NEURON_RESOURCE: (NEURON_RESOURCE, NEURON_CORE_RESOURCE, NEURON_DEVICE_RESOURCE),
+    NEURON_RESOURCE: (NEURON_RESOURCE,),
+    EFA_RESOURCE: (EFA_RESOURCE,),
 }
-"""The accelerator taints of the pools (:func:`components.node_pools.accelerator_taint`: the
-accelerator's resource name is the key) -> the resources a pod that tolerates one requests."""
+"""Taint keys a team pod may tolerate only while it requests the resource: the accelerator
+taints of the pools (:func:`components.node_pools.accelerator_taint`: the accelerator's resource
+name is the key), and EFA, whose toleration the ExtendedResourceToleration admission plugin adds
+to a pod that requests it (a taint keyed by the extended resource's name)."""
+NODE_CONDITION_TOLERATIONS: Final = (
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+)
+"""The tolerations the DefaultTolerationSeconds admission plugin gives every pod (NoExecute, 300
+seconds): a pod stays that long on a node that stops answering."""
+OTHER_NEURON_RESOURCES: Final = (NEURON_CORE_RESOURCE, NEURON_DEVICE_RESOURCE)
+"""The Neuron device plugin's other names of the Trainium devices that ``aws.amazon.com/neuron``
+counts: held at 0 by the quota and refused by the tenant pods policy."""
 
 
-def team_pods_policy(teams: list[TeamConfig]) -> dict[str, Any]:
+def largest_trainium_node(pools: list[NodePoolConfig]) -> int:
+    """Neuron devices of the largest Trainium instance type of ``pools`` (0 without one).
+
+    Args:
+        pools: the stack's accelerated pools.
+    """
+    return max(
+        (
+            catalog.CATALOG[name].accelerators
+            for pool in pools
+            if pool.instance.accelerator_resource == NEURON_RESOURCE
+            for name in pool.instance_types
+            if name in catalog.CATALOG
+        ),
+        default=0,
+    )
+
+
+def team_pods_policy(teams: list[TeamConfig], pools: list[NodePoolConfig]) -> dict[str, Any]:
     """The tenant pods policy of these teams (:func:`components.tenant_pods.tenant_pods_policy`).
 
     Args:
         teams: the validated teams; their unqueued service accounts.
+        pools: the stack's accelerated pools: their extra taints, which the runtimes' pods
+            tolerate, and their largest Trainium node.
     """
+    extra_taints = sorted({taint.key for pool in pools for taint in pool.taints})
     return tenant_pods_policy(
         team_label=TEAM_LABEL,
-        slurm_taint_key=slurm_taint()["key"],
-        accelerator_taints=ACCELERATOR_TAINTS,
+        allowed_toleration_keys=[
+            *NODE_CONDITION_TOLERATIONS,
+            *(k for k in extra_taints if k not in RESOURCE_TAINTS and k != slurm_taint()["key"]),
+        ],
+        resource_taints=RESOURCE_TAINTS,
         scheduler_name=SCHEDULER_NAME,
         scheduled_resources=[GPU_RESOURCE, EFA_RESOURCE],
         scheduled_prefix=NEURON_RESOURCE,
         neuron_scheduler_name=NEURON_SCHEDULER_NAME,
-        neuron_prefix=NEURON_RESOURCE,
-        gpu_resources=[GPU_RESOURCE],
+        neuron_resource=NEURON_RESOURCE,
+        neuron_node_devices=largest_trainium_node(pools),
+        other_neuron_resources=OTHER_NEURON_RESOURCES,
+        whole_node_resources=[GPU_RESOURCE, EFA_RESOURCE],
+        training_priority_classes=list(PRIORITY_CLASSES),
         unqueued_service_accounts={team.name: team.unqueued_service_accounts for team in teams},
     )
 
@@ -440,7 +481,7 @@ class Teams(pulumi.ComponentResource):
         enforced_policy(
             f"{name}-pods",
             TENANT_PODS_POLICY,
-            team_pods_policy(teams),
+            team_pods_policy(teams, pools),
             binding=team_namespace_binding(TENANT_PODS_POLICY, team_label=TEAM_LABEL),
             opts=in_cluster,
         )

@@ -289,3 +289,31 @@ def test_every_node_of_the_stack_keeps_privileged_ports_for_root(
     (template,) = [r for r in records if r.type == LAUNCH_TEMPLATE and r.name.endswith("-system")]
     decoded = base64.b64decode(template.inputs["userData"]).decode()
     assert _keeps_privileged_ports(decoded, bottlerocket=False)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("spelling", ["all", "All", "net_bind_service", "Net_Bind_Service"])
+def test_a_drop_is_read_in_any_case(
+    synthesized: dict[str, StackResult], stack: str, spelling: str
+) -> None:
+    """containerd upper-cases a dropped name before it compares (``ALL`` too): ``drop: [all]``
+    drops every capability and is admitted in every shape, on creation and on update."""
+    result = synthesized[stack]
+    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
+    namespace, _, _ = _team(result)
+    name = namespace["metadata"]["name"]
+    lower = _pod_spec()
+    lower["containers"][0]["securityContext"]["capabilities"]["drop"] = [spelling]
+    for kind, obj in workload_shapes(lower, name).items():
+        assert admit(policy, obj, namespace) == (True, None), kind
+        old = workload_shapes(_pod_spec(), name)[kind]
+        assert admit(policy, obj, namespace, old=old) == (True, None), kind
+    patch = {
+        "containers": [{"name": "node", "securityContext": {"capabilities": {"drop": [spelling]}}}]
+    }
+    assert admit(policy, trainjob(patch, name), namespace) == (True, None)
+    # another capability, in whatever case, still leaves the container NET_BIND_SERVICE
+    other = "net_raw" if spelling.islower() else "Net_Raw"
+    lower["containers"][0]["securityContext"]["capabilities"]["drop"] = [other]
+    for kind, obj in workload_shapes(lower, name).items():
+        assert not admit(policy, obj, namespace)[0], kind

@@ -80,13 +80,15 @@ def raw_team(stack: str, name: str) -> dict[str, Any]:
 def expected_quota(team: dict[str, Any]) -> dict[str, int]:
     """The ResourceQuota's hard request limits, from the team's quota (missing kinds: 0).
 
-    Neuron cores are refused (0): counted beside the devices they would double the budget.
+    Neuron cores and ``neurondevice`` are refused (0): the device plugin's other names of the
+    same devices, counted beside them they would double the budget, unlisted leave it unbounded.
     """
     quota = {**DEFAULT_QUOTA, **team["quota"]}
     return {
         f"requests.{GPU}": quota["gpus"],
         f"requests.{NEURON}": quota["neuronDevices"],
         f"requests.{NEURON}core": 0,
+        f"requests.{NEURON}device": 0,
         f"requests.{EFA}": quota["efaInterfaces"],
     }
 
@@ -453,6 +455,7 @@ def test_a_team_stating_only_its_name_gets_the_documented_defaults(
         f"requests.{GPU}": 0,
         f"requests.{NEURON}": 0,
         f"requests.{NEURON}core": 0,
+        f"requests.{NEURON}device": 0,
         f"requests.{EFA}": 0,
         # no accelerators: still CPU pods, up to the bounded default
         "requests.cpu": CPU_ONLY[0],

@@ -8,15 +8,20 @@ tests/test_admission_policies.py), each against the attack and the legitimate re
 from __future__ import annotations
 
 import copy
+import re
 from decimal import Decimal
 from typing import Any, Final
 
 import pytest
 
+from components.cluster import SYSTEM_TOLERATION
 from components.config import TeamConfig
+from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
+from components.node_pools import FSX_STARTUP_TAINT
 from components.scheduling import PRIORITY_CLASSES, STANDARD_PRIORITY_CLASS
 from components.teams import team_pods_policy
 from components.tenant_pods import TENANT_PODS_POLICY
+from synth.pods import RUNTIME_KINDS, runtime_pods
 from synth.run import StackResult
 from tests.conftest import STACKS
 from tests.kubernetes_semantics import quantity
@@ -160,6 +165,8 @@ NOT_READY_TOLERATION: Final = {  # what DefaultTolerationSeconds adds to every p
     "effect": "NoExecute",
     "tolerationSeconds": 300,
 }
+UNREACHABLE_TOLERATION: Final = {**NOT_READY_TOLERATION, "key": "node.kubernetes.io/unreachable"}
+EFA_TOLERATION: Final = {"key": EFA, "operator": "Exists", "effect": "NoSchedule"}
 
 
 def _spec(
@@ -211,13 +218,49 @@ ATTACKS: Final = {
         requests={GPU: "1"},
         tolerations=[GPU_TOLERATION, {"key": "", "operator": "Exists", "effect": "NoSchedule"}],
     ),
+    # the system node group's taint: team pods beside Volcano, Trainer and the webhooks
+    "system-nodes": _spec(
+        scheduler=None,
+        tolerations=[SYSTEM_TOLERATION],
+        nodeSelector={"trainingplatform.io/node-role": "system"},
+    ),
+    "karpenter-disrupted": _spec(
+        tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}]
+    ),
+    "unschedulable": _spec(
+        tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]
+    ),
+    "fsx-not-ready": _spec(
+        requests={GPU: "1"},
+        tolerations=[GPU_TOLERATION, {**FSX_STARTUP_TAINT, "operator": "Exists"}],
+    ),
+    "efa-taint-without-efa": _spec(
+        requests={GPU: "1"}, tolerations=[GPU_TOLERATION, EFA_TOLERATION]
+    ),
+    # Trainium under the device plugin's other names: no quota and no queue counted them
+    "neurondevice": _spec(requests={f"{NEURON}device": "16"}, tolerations=[NEURON_TOLERATION]),
+    "neuroncore": _spec(requests={f"{NEURON}core": "2"}, tolerations=[NEURON_TOLERATION]),
+    "neurondevice-untolerated": _spec(requests={f"{NEURON}device": "1"}),
+    "neurondevice-beside-neuron": _spec(
+        requests={NEURON: "1", f"{NEURON}device": "16"}, tolerations=[NEURON_TOLERATION]
+    ),
+    "system-priority": _spec(priorityClassName="system-node-critical"),
+    # a preempting class a chart adds later: not on the quota's list of system classes
+    "chart-priority": _spec(priorityClassName="some-chart-critical"),
 }
 LEGITIMATE: Final = {
     "cpu-pod": _spec(scheduler=None),
     "cpu-pod-not-ready-toleration": _spec(scheduler=None, tolerations=[NOT_READY_TOLERATION]),
     "gpu-pod": _spec(requests={GPU: "1"}, tolerations=[GPU_TOLERATION]),
-    "neuron-cores": _spec(requests={f"{NEURON}core": "2"}, tolerations=[NEURON_TOLERATION]),
     "neuron-devices": _spec(requests={NEURON: "16"}, tolerations=[NEURON_TOLERATION]),
+    # what the ExtendedResourceToleration admission plugin adds to a pod that requests EFA
+    "efa-pod": _spec(
+        requests={GPU: "8", EFA: "4"},
+        tolerations=[GPU_TOLERATION, EFA_TOLERATION, NOT_READY_TOLERATION, UNREACHABLE_TOLERATION],
+    ),
+    "training-priority": _spec(
+        requests={GPU: "1"}, tolerations=[GPU_TOLERATION], priorityClassName="training-low"
+    ),
 }
 TEMPLATE_KINDS: Final = (
     "Pod",
@@ -239,7 +282,14 @@ def test_each_way_to_hold_nodes_is_refused_in_every_shape(
     ok, message = _judge(stack, synthesized, workload_shapes(ATTACKS[attack])[kind])
     assert not ok, (attack, kind)
     assert message is not None
-    assert ("nodeName" if attack == "node-name" else "tolerations") in message
+    expected = {
+        "node-name": "nodeName",
+        "neurondevice-untolerated": "request Trainium as",
+        "neurondevice-beside-neuron": "request Trainium as",
+        "system-priority": "priorityClassName",
+        "chart-priority": "priorityClassName",
+    }
+    assert expected.get(attack, "toleration not allowed") in message
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -253,13 +303,22 @@ def test_pods_that_use_what_they_tolerate_are_admitted_in_every_shape(
 
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize(
-    "attack", ["slurm-toleration", "keyless-exists", "keyless-exists-no-schedule"]
+    "attack",
+    [
+        "slurm-toleration",
+        "keyless-exists",
+        "keyless-exists-no-schedule",
+        "system-nodes",
+        "karpenter-disrupted",
+        "unschedulable",
+        "fsx-not-ready",
+    ],
 )
 def test_a_trainjob_cannot_patch_in_what_a_pod_may_not_tolerate(
     stack: str, attack: str, synthesized: dict[str, StackResult]
 ) -> None:
     ok, message = _judge(stack, synthesized, trainjob(ATTACKS[attack]))
-    assert not ok and message is not None and "tolerations" in message
+    assert not ok and message is not None and "toleration not allowed" in message
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -282,7 +341,7 @@ def test_tolerations_added_by_a_pod_update_are_judged(
     widened = copy.deepcopy(bound)
     widened["spec"]["tolerations"].append({"operator": "Exists"})
     ok, message = _judge(stack, synthesized, widened, old=bound)
-    assert not ok and message is not None and "tolerations" in message
+    assert not ok and message is not None and "toleration not allowed" in message
     narrowed = copy.deepcopy(bound)
     narrowed["spec"]["tolerations"].append(NOT_READY_TOLERATION)
     assert _judge(stack, synthesized, narrowed, old=bound) == (True, None)
@@ -294,6 +353,38 @@ def test_tolerations_added_by_a_pod_update_are_judged(
     labelled = copy.deepcopy(widened)
     labelled["metadata"]["labels"] = {"a": "b"}
     assert _judge(stack, synthesized, labelled, old=widened) == (True, None)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("kind", TEMPLATE_KINDS)
+@pytest.mark.parametrize("attack", [a for a in ATTACKS if a != "node-name"])
+def test_an_update_cannot_bring_in_what_a_create_may_not(
+    stack: str, kind: str, attack: str, synthesized: dict[str, StackResult]
+) -> None:
+    old = workload_shapes(LEGITIMATE["gpu-pod"])[kind]
+    ok, message = _judge(stack, synthesized, workload_shapes(ATTACKS[attack])[kind], old=old)
+    assert not ok and message is not None, (attack, kind)
+    for case in LEGITIMATE:
+        new = workload_shapes(LEGITIMATE[case])[kind]
+        assert _judge(stack, synthesized, new, old=old) == (True, None), (case, kind)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_refused_toleration_is_named_with_the_allowed_keys(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    for kind in TEMPLATE_KINDS:
+        ok, message = _judge(stack, synthesized, workload_shapes(ATTACKS["system-nodes"])[kind])
+        assert not ok and message is not None
+        assert "toleration not allowed in a team namespace: CriticalAddonsOnly;" in message
+        for key in (
+            "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+            f"{GPU} (with a request of it)", f"{NEURON} (with a request of it)",
+            f"{EFA} (with a request of it)",
+        ):  # fmt: skip
+            assert key in message, (key, message)
+    ok, message = _judge(stack, synthesized, trainjob(ATTACKS["keyless-exists"]))
+    assert not ok and message is not None and "one with no key" in message
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -350,9 +441,67 @@ def test_the_stacks_own_runtime_pods_are_admitted(
                 name,
                 kind,
             )
+        assert _judge(stack, synthesized, trainjob(spec)) == (True, None), name
+        # the pod as the API server admits it: DefaultTolerationSeconds adds the node
+        # conditions, ExtendedResourceToleration a toleration of each extended resource
+        pod = make_pod(admitted_pod_spec(spec))
+        assert _judge(stack, synthesized, pod) == (True, None), name
+
+
+def admitted_pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with the tolerations Kubernetes' admission plugins add to a pod."""
+    spec = copy.deepcopy(spec)
+    tolerations = spec.setdefault("tolerations", [])
+    requested = {
+        name
+        for container in spec.get("containers", []) + spec.get("initContainers", [])
+        for kind in ("requests", "limits")
+        for name in container.get("resources", {}).get(kind, {})
+        if "/" in name and not name.startswith(("kubernetes.io/", "requests.", "hugepages-"))
+    }
+    tolerations.extend(
+        {"key": name, "operator": "Exists", "effect": "NoSchedule"} for name in sorted(requested)
+    )
+    tolerations.extend([NOT_READY_TOLERATION, UNREACHABLE_TOLERATION])
+    return spec
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_pod_the_stack_would_run_in_a_team_namespace_is_admitted(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    """The pods the stacks' runtimes stand for (synth/pods.py, as Trainer makes them), with what
+    the API server's admission plugins add; a ClusterTrainingRuntime's run in team namespaces."""
+    result = synthesized[stack]
+    namespaces = _team_namespaces(result)
+    pods = [
+        pod
+        for record in result.records
+        if record.type.rsplit(":", 1)[-1] in RUNTIME_KINDS
+        for pod in runtime_pods({"kind": record.type.rsplit(":", 1)[-1], **record.inputs})
+    ]
+    assert len(pods) >= len(_runtime_pod_specs(result)) > 0
+    for pod in pods:
+        if pod["metadata"]["namespace"] not in namespaces:
+            pod["metadata"]["namespace"] = namespaces[0]
+        pod["spec"] = admitted_pod_spec(pod["spec"])
+        assert _judge(stack, synthesized, pod) == (True, None), pod["metadata"]["name"]
 
 
 # --------------------------------------------------------------------------- Volcano's shares
+
+
+def _two_containers(
+    first: dict[str, str], second: dict[str, str], *, scheduler: str, init: bool = False
+) -> dict[str, Any]:
+    """A Trainium pod of two containers (the second an init container where ``init``)."""
+    spec = _spec(requests=first, tolerations=[NEURON_TOLERATION], scheduler=scheduler)
+    other = {"name": "d", "image": "busybox", "resources": {"limits": second, "requests": second}}
+    if init:
+        spec["initContainers"] = [other]
+    else:
+        spec["containers"].append(other)
+    return spec
 
 
 SCHEDULER_ATTACKS: Final = {
@@ -372,14 +521,40 @@ SCHEDULER_ATTACKS: Final = {
         tolerations=[GPU_TOLERATION, NEURON_TOLERATION],
         scheduler=NEURON_SCHEDULER,
     ),
+    # whole Trainium nodes of a multi-node job: Volcano's, not the extension's
+    "whole-node-neuron-efa": _spec(
+        requests={NEURON: "16", EFA: "16"},
+        tolerations=[NEURON_TOLERATION, EFA_TOLERATION],
+        scheduler=NEURON_SCHEDULER,
+    ),
+    "partial-neuron-with-efa": _spec(
+        requests={NEURON: "2", EFA: "1"},
+        tolerations=[NEURON_TOLERATION, EFA_TOLERATION],
+        scheduler=NEURON_SCHEDULER,
+    ),
+    "whole-node-neuron": _spec(
+        requests={NEURON: "16"}, tolerations=[NEURON_TOLERATION], scheduler=NEURON_SCHEDULER
+    ),
+    "whole-node-in-two-containers": _two_containers(
+        {NEURON: "8"}, {NEURON: "8"}, scheduler=NEURON_SCHEDULER
+    ),
+    "whole-node-with-an-init-container": _two_containers(
+        {NEURON: "1"}, {NEURON: "16"}, scheduler=NEURON_SCHEDULER, init=True
+    ),
+    "neuron-in-another-notation": _spec(
+        requests={NEURON: "1e1"}, tolerations=[NEURON_TOLERATION], scheduler=NEURON_SCHEDULER
+    ),
 }
 SCHEDULER_LEGITIMATE: Final = {
     "gpu-volcano": _spec(requests={GPU: "8", EFA: "4"}, tolerations=[GPU_TOLERATION]),
     "partial-trainium": _spec(
         requests={NEURON: "2"}, tolerations=[NEURON_TOLERATION], scheduler=NEURON_SCHEDULER
     ),
-    "partial-trainium-cores": _spec(
-        requests={f"{NEURON}core": "4"}, tolerations=[NEURON_TOLERATION], scheduler=NEURON_SCHEDULER
+    "partial-trainium-15": _spec(
+        requests={NEURON: "15"}, tolerations=[NEURON_TOLERATION], scheduler=NEURON_SCHEDULER
+    ),
+    "partial-trainium-two-containers": _two_containers(
+        {NEURON: "4"}, {NEURON: "8"}, scheduler=NEURON_SCHEDULER
     ),
     "cpu-default-scheduler": _spec(requests={"cpu": "2"}, scheduler=None),
 }
@@ -404,6 +579,74 @@ def test_volcano_and_partial_trainium_pods_are_admitted(
 
 
 @pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("kind", [*TEMPLATE_KINDS, "TrainJob"])
+def test_trainium_outside_the_quota_and_queue_is_refused(
+    stack: str, kind: str, synthesized: dict[str, StackResult]
+) -> None:
+    """The review's attack: every Trainium device as neurondevice, through the extension."""
+    attack = _spec(
+        requests={f"{NEURON}device": "16"},
+        tolerations=[NEURON_TOLERATION],
+        scheduler=NEURON_SCHEDULER,
+        nodeSelector={"karpenter.k8s.aws/instance-family": "trn2"},
+    )
+    legitimate = _spec(
+        requests={NEURON: "4"},
+        tolerations=[NEURON_TOLERATION],
+        scheduler=NEURON_SCHEDULER,
+        nodeSelector={"karpenter.k8s.aws/instance-family": "trn2"},
+    )
+    if kind == "TrainJob":  # the devices a TrainJob asks for: trainer.resourcesPerNode
+        job = trainjob(None)
+        for old in (None, trainjob(None)):
+            for name, admitted in ((f"{NEURON}device", False), (f"{NEURON}core", False),
+                                   (NEURON, True)):  # fmt: skip
+                for field in ("limits", "requests"):
+                    job["spec"]["trainer"] = {"resourcesPerNode": {field: {name: "16"}}}
+                    ok, message = _judge(stack, synthesized, job, old=old)
+                    assert ok is admitted, (name, field, message)
+                    assert admitted or (message is not None and "request Trainium as" in message)
+        return
+    deployment = workload_shapes(attack)[kind]
+    if kind == "Deployment":
+        deployment["spec"]["replicas"] = 16
+    for operation_old in (None, workload_shapes(legitimate)[kind]):
+        ok, message = _judge(stack, synthesized, deployment, old=operation_old)
+        assert not ok and message is not None, kind
+        assert _judge(stack, synthesized, workload_shapes(legitimate)[kind], old=operation_old) == (
+            True,
+            None,
+        )
+    # the quota refuses the attack's pods too, whoever makes them
+    for namespace in _team_namespaces(synthesized[stack]):
+        quotas = _quotas(synthesized[stack], namespace)
+        assert not quota_admits(quotas, make_pod(attack))[0], namespace
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_neuron_scheduler_limit_is_the_largest_trainium_node_of_the_pools(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    from components.config import NodePoolConfig  # noqa: PLC0415
+    from components.teams import largest_trainium_node  # noqa: PLC0415
+
+    assert largest_trainium_node([]) == 0
+    trn1 = NodePoolConfig.model_validate(
+        {"name": "t", "instanceTypes": ["trn1.32xlarge"], "maxNodes": 1}
+    )
+    assert largest_trainium_node([trn1]) == 16
+    teams = [TeamConfig.model_validate({"name": "ml-a", "quota": {"gpus": 1}})]
+    namespace = {"metadata": {"name": "ml-a", "labels": {TEAM_LABEL: "ml-a"}}}
+    one = make_pod(SCHEDULER_LEGITIMATE["partial-trainium"])
+    # without a Trainium pool no pod may use the extension; with one, pods below its size may
+    assert not admit(team_pods_policy(teams, []), one, namespace)[0]
+    assert admit(team_pods_policy(teams, [trn1]), one, namespace) == (True, None)
+    # the stack's own pools: 16 devices per node (trn1.32xlarge, trn2.48xlarge)
+    policy = _policy(synthesized[stack], TENANT_PODS_POLICY)
+    assert admit(policy, one, _team(synthesized[stack])) == (True, None)
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_no_service_account_is_unqueued_by_default(
     stack: str, synthesized: dict[str, StackResult]
 ) -> None:
@@ -420,7 +663,7 @@ def test_a_listed_service_account_may_use_another_scheduler() -> None:
         ),
         TeamConfig.model_validate({"name": "ml-b", "quota": {"gpus": 1}}),
     ]
-    policy = team_pods_policy(teams)
+    policy = team_pods_policy(teams, [])
     pod = make_pod(SCHEDULER_ATTACKS["gpu-default-scheduler"])
     pod["spec"]["serviceAccountName"] = "inference"
 
@@ -498,3 +741,86 @@ def test_cpu_and_memory_quota_admits_a_job_on_the_whole_accelerator_quota(
                 "requests": {"cpu": str(quantity(hard["requests.cpu"]) + 1)}
             }
             assert not quota_admits(quotas, cpu_pod)[0]
+
+
+# --------------------------------------------------------------------------- optional fields
+
+_ITERATION_PATH: Final = re.compile(r"(?<![\w.])([pjt](?:\.[A-Za-z]\w*)+)")
+
+
+def unguarded_fields(expression: str) -> set[str]:
+    """The fields of a comprehension's element (``p``, ``j``, ``t``: a TrainJob's runtime patch,
+    a replicated job, a Volcano task) that ``expression`` reads without a ``has()`` of them.
+
+    Every field of those objects below the element is optional in its CRD (kubeflow/trainer
+    v2.3.0 ReplicatedJobPatch's ``template`` among them). cel-go fails on a missing key ("no
+    such key") where cel-python returns false, so evaluating cannot show a missing guard:
+    every prefix of every path read must appear inside a ``has()``.
+    """
+    guarded = set(re.findall(r"has\(([\w.]+)\)", expression))
+    missing = set()
+    for match in _ITERATION_PATH.finditer(expression):
+        parts = match.group(1).split(".")
+        if expression[match.end() : match.end() + 1] == "(":
+            parts.pop()  # a method (filter, map, ...), not a field
+        for end in range(2, len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            if prefix not in guarded:
+                missing.add(prefix)
+    return missing
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("policy_name", [TENANT_PODS_POLICY, LUSTRE_BOUNDARY_POLICY])
+def test_every_optional_field_of_a_patch_or_task_is_guarded(
+    stack: str, policy_name: str, synthesized: dict[str, StackResult]
+) -> None:
+    policy = _policy(synthesized[stack], policy_name)
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    for name in ("podSpecs", "patchSpecs"):
+        assert unguarded_fields(variables[name]) == set(), name
+    # the check can fail: the guard of a replicated job's template taken away
+    patches = variables["patchSpecs"]
+    assert "filter(j, has(j.template) && " in patches
+    unguarded = patches.replace("filter(j, has(j.template) && ", "filter(j, ")
+    assert unguarded_fields(unguarded) == {"j.template"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("policy_name", [TENANT_PODS_POLICY, LUSTRE_BOUNDARY_POLICY])
+def test_a_patch_of_a_replicated_job_without_a_template_is_admitted(
+    stack: str, policy_name: str, synthesized: dict[str, StackResult]
+) -> None:
+    """``template`` is optional in a ReplicatedJobPatch: a patch of a job's name only passes,
+    on creation and on update."""
+    result = synthesized[stack]
+    job = trainjob({"tolerations": []})
+    patch_spec = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
+    patch_spec["replicatedJobs"] = [{"name": "node"}]
+    policy = _policy(result, policy_name)
+    assert admit(policy, job, _team(result)) == (True, None)
+    assert admit(policy, job, _team(result), old=trainjob(None)) == (True, None)
+
+
+def test_a_pools_extra_taint_is_on_the_allow_list_of_that_stack_only() -> None:
+    """The runtimes' pods tolerate their pool's extra taints (``pool_workload_placement``)."""
+    from components.config import NodePoolConfig  # noqa: PLC0415
+    from components.workloads import pool_workload_placement  # noqa: PLC0415
+
+    pool = NodePoolConfig.model_validate(
+        {
+            "name": "gpu",
+            "instanceTypes": ["p5.48xlarge"],
+            "maxNodes": 1,
+            "taints": [{"key": "example.com/dedicated", "effect": "NoSchedule"}],
+        }
+    )
+    teams = [TeamConfig.model_validate({"name": "ml-a", "quota": {"gpus": 8}})]
+    namespace = {"metadata": {"name": "ml-a", "labels": {TEAM_LABEL: "ml-a"}}}
+    spec = _spec(requests={GPU: "8"}, tolerations=pool_workload_placement(pool)["tolerations"])
+    assert {t["key"] for t in spec["tolerations"]} == {GPU, "example.com/dedicated"}
+    for kind, obj in workload_shapes(spec).items():
+        if kind in TEMPLATE_KINDS:
+            assert admit(team_pods_policy(teams, [pool]), obj, namespace) == (True, None), kind
+            ok, message = admit(team_pods_policy(teams, []), obj, namespace)
+            assert not ok and message is not None and "example.com/dedicated" in message, kind
