@@ -174,6 +174,10 @@ def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[s
     ``aws.amazon.com/neuron``; a request under another name is refused at admission by this
     quota (a listed resource at 0 refuses every request) and by the tenant pods policy.
 
+    ``pods`` bounds how many pods exist at once (``quota.pods``): each holds an address of the
+    VPC and a slot of a node's pod limit, which CPU and memory alone do not bound for pods
+    that request little (the LimitRange's minimum keeps them from requesting nothing).
+
     Args:
         team: the team.
         pools: the stack's accelerated pools (the default CPU and memory).
@@ -190,9 +194,15 @@ def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[s
             f"requests.{EFA_RESOURCE}": str(quota.efa_interfaces),
             "requests.cpu": str(quota.cpu if quota.cpu is not None else cpu),
             "requests.memory": f"{quota.memory_gib if quota.memory_gib is not None else memory}Gi",
+            "pods": str(quota.pods),
         }
     }
 
+
+CONTAINER_MIN_CPU: Final = "10m"
+CONTAINER_MIN_MEMORY: Final = "16Mi"
+"""The least a team container may request (LimitRange ``min``): a pod requesting nothing would
+count nothing against the team's CPU and memory quota, however many there are."""
 
 SYSTEM_PRIORITY_CLASSES: Final = ("system-node-critical", "system-cluster-critical")
 """Kubernetes' built-in classes, which any namespace may use since 1.17 (kubernetes#76310):
@@ -290,14 +300,22 @@ def team_pods_policy(teams: list[TeamConfig], pools: list[NodePoolConfig]) -> di
 
 
 def limit_range_spec() -> dict[str, Any]:
-    """Default requests for containers that state none, so the scheduler can place them.
+    """Default requests for containers that state none, and the least one may state.
+
+    Defaults let the scheduler place them; the minimum (:data:`CONTAINER_MIN_CPU`,
+    :data:`CONTAINER_MIN_MEMORY`) keeps every container counted by the quota.
 
     No default limits: a training container that states only ``nvidia.com/gpu`` would be
     capped at a default CPU and memory limit and killed.
     """
     return {
         "limits": [
-            {"type": "Container", "defaultRequest": {"cpu": "500m", "memory": "1Gi"}},
+            {
+                "type": "Container",
+                "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+                # A container stating a zero request would count nothing against the quota.
+                "min": {"cpu": CONTAINER_MIN_CPU, "memory": CONTAINER_MIN_MEMORY},
+            },
         ]
     }
 

@@ -90,6 +90,7 @@ def expected_quota(team: dict[str, Any]) -> dict[str, int]:
         f"requests.{NEURON}core": 0,
         f"requests.{NEURON}device": 0,
         f"requests.{EFA}": quota["efaInterfaces"],
+        "pods": quota.get("pods", 1000),  # the documented default
     }
 
 
@@ -273,6 +274,10 @@ def test_limit_range_gives_containers_default_requests(
     requests = container["defaultRequest"]
     assert set(requests) >= {"cpu", "memory"}, requests
     assert all(quantity(value) > 0 for value in requests.values()), requests
+    # and a floor: a container requesting nothing would count nothing against the quota
+    floor = container["min"]
+    assert quantity(floor["cpu"]) > 0 and quantity(floor["memory"]) > 0, floor
+    assert all(quantity(floor[r]) <= quantity(requests[r]) for r in ("cpu", "memory")), container
     # the API server rejects a LimitRange whose default request exceeds its default limit
     for resource, limit in container.get("default", {}).items():
         if resource in requests:
@@ -460,6 +465,7 @@ def test_a_team_stating_only_its_name_gets_the_documented_defaults(
         # no accelerators: still CPU pods, up to the bounded default
         "requests.cpu": CPU_ONLY[0],
         "requests.memory": CPU_ONLY[1] * 2**30,
+        "pods": 1000,
     }
     assert _in_namespace(run, ROLE_BINDING, "ml-minimal") == []
     _one_in_namespace(run, SERVICE_ACCOUNT, "ml-minimal", JOB_SERVICE_ACCOUNT)

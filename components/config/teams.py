@@ -61,6 +61,11 @@ CPU_ONLY_MEMORY_GIB: Final = 32
 """Default ``requests.memory`` (GiB) of such a team: the same node's memory (4 GiB a vCPU)."""
 
 
+DEFAULT_TEAM_PODS: Final = 1000
+"""Default ``pods`` of a team's quota: well above a gang on every node of the largest pool plus
+notebooks and CPU jobs, and small enough that one team cannot take a zone's addresses."""
+
+
 class TeamQuotaConfig(AcceleratorAmounts):
     """Hard limits of a team namespace (ResourceQuota on requests)."""
 
@@ -77,6 +82,14 @@ class TeamQuotaConfig(AcceleratorAmounts):
         "accelerator quota fills no node (none asked, or no pool of that kind), one "
         "general-purpose node's worth for notebooks and CPU jobs. 0: no CPU at all, so only "
         "pods that state a zero request run (the LimitRange gives others a default request).",
+    )
+    pods: int = Field(
+        default=DEFAULT_TEAM_PODS,
+        ge=1,
+        le=100000,
+        description="Pods the namespace may hold at once (pods), whatever they request: each "
+        "takes an address of the VPC's subnets and a slot of a node's pod limit. Default: "
+        f"{DEFAULT_TEAM_PODS}.",
     )
     memory_gib: int | None = Field(
         alias="memoryGiB",
