@@ -184,11 +184,16 @@ def test_prod_with_its_slurm_namespace_not_retained_is_refused(
         e for e in entries if e["type"] == NAMESPACE and e["inputs"]["metadata"]["name"] == "slurm"
     ]
     (database,) = [e for e in entries if e["type"] == MARIADB]
+    # the database and the Secret of the passwords it was made with
+    kept = [e for e in entries if e.get("retainOnDelete") and "slurm-accounting-db" in e["urn"]]
+    assert {e["type"] for e in kept} == {MARIADB, "kubernetes:core/v1:Secret"}
     assert database["retainOnDelete"] is True
     namespace["retainOnDelete"] = False
     findings = _stack_findings(entries, "prod")
-    assert [(f.urn, f.enforcementLevel) for f in findings] == [(database["urn"], "mandatory")]
-    assert "namespace 'slurm'" in findings[0].message
+    assert sorted((f.urn, f.enforcementLevel) for f in findings) == sorted(
+        (e["urn"], "mandatory") for e in kept
+    )
+    assert all("namespace 'slurm'" in f.message for f in findings)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -207,3 +212,36 @@ def test_a_retained_object_in_a_namespace_that_goes_is_refused(
     assert _stack_findings([kept], stack) == []
     plain = {**kept, "retainOnDelete": False, "protect": False}
     assert _stack_findings([_namespace_entry("data"), plain], stack) == []
+
+
+CRD_RELEASES = POLICIES["crd-releases-retained"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_protected_crd_release_of_the_stacks_is_retained(
+    synthesized: dict[str, Any], stack: str
+) -> None:
+    """Uninstalling a CRD chart deletes its CRDs and every object of theirs: the retained
+    accounting database would go with mariadb-operator-crds."""
+    records = synthesized[stack].records
+    crd_releases = [r for r in records if r.type == RELEASE and r.name.endswith("-crds")]
+    assert {r.name for r in crd_releases} >= {"slurm-operator-crds", "mariadb-operator-crds"}
+    assert evaluate(records, load_policy_config(stack), policies=[CRD_RELEASES]) == []
+    for release in crd_releases:
+        assert release.retain_on_delete == release.protect, release.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_protected_crd_release_not_retained_is_refused(stack: str) -> None:
+    crds = {"type": RELEASE, "name": "mariadb-operator-crds",
+            "urn": f"urn:pulumi:dev::p::{RELEASE}::mariadb-operator-crds", "inputs": {}}  # fmt: skip
+    bad = evaluate(
+        [ResourceRecord.from_json({**crds, "protect": True})],
+        load_policy_config(stack),
+        policies=[CRD_RELEASES],
+    )
+    assert [f.enforcementLevel for f in bad] == ["mandatory"]
+    assert "deleting its CRDs" in bad[0].message
+    for options in ({"protect": True, "retainOnDelete": True}, {}):
+        record = ResourceRecord.from_json({**crds, **options})
+        assert evaluate([record], load_policy_config(stack), policies=[CRD_RELEASES]) == []

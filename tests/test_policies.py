@@ -587,6 +587,7 @@ def test_every_policy_has_cases() -> None:
             "retained-resources-protected",
             "fixed-names-delete-before-replace",
             "retained-objects-in-retained-namespaces",
+            "crd-releases-retained",
         }
         | {policy.name for policy in tenancy.POLICIES}
     )  # tests/test_tenancy_policies.py

@@ -60,6 +60,7 @@ from components.slurm.common import (
     STATE_STORAGE_CLASS,
     chart_rendered,
     random_secret,
+    retained,
 )
 from components.slurm.conf import (
     TASK_PROLOG,
@@ -202,7 +203,7 @@ class Slurm(pulumi.ComponentResource):
             namespace=OPERATOR_NAMESPACE,
             values={},
             create_namespace=True,
-            opts=opts_after(cert_manager, stateful=True),
+            opts=retained(opts_after(cert_manager, stateful=True)),
         )
         operator = release(
             "slurm-operator",

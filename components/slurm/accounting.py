@@ -24,6 +24,7 @@ from components.slurm.common import (
     STATE_STORAGE_CLASS,
     random_secret,
     read_only_context,
+    retained,
 )
 from components.tenancy import RUNTIME_DEFAULT_SECCOMP
 
@@ -152,7 +153,7 @@ def database(
         namespace=MARIADB_OPERATOR_NAMESPACE,
         values={},
         create_namespace=True,
-        opts=opts_after(stateful=True),
+        opts=retained(opts_after(stateful=True)),
     )
     operator = release(
         "mariadb-operator",
@@ -161,22 +162,22 @@ def database(
         values=mariadb_operator_values(),
         opts=opts_after(crds),
     )
+    # The passwords the retained database was made with stay beside it (docs/how-to/tear-down.md
+    # says how to adopt both again).
     passwords = random_secret(
         f"{name}-{DATABASE_HOST}",
         DATABASE_HOST,
         {DATABASE_PASSWORD_KEY: 32, DATABASE_ROOT_PASSWORD_KEY: 32},
         namespace=namespace,
         parent=parent,
-        opts=opts_after(namespace, stateful=True),
+        opts=retained(opts_after(namespace, stateful=True)),
     )
-    database_opts = opts_after(operator, passwords, state_class, stateful=True)
+    database_opts = retained(opts_after(operator, passwords, state_class, stateful=True))
     return k8s.apiextensions.CustomResource(
         f"{name}-{DATABASE_HOST}",
         api_version=MARIADB_API,
         kind="MariaDB",
         metadata={"name": DATABASE_HOST, "namespace": NAMESPACE},
         spec=typing.cast(Any, mariadb_spec(storage_gib, protect=bool(database_opts.protect))),
-        opts=pulumi.ResourceOptions.merge(
-            database_opts, pulumi.ResourceOptions(retain_on_delete=database_opts.protect)
-        ),
+        opts=database_opts,
     )

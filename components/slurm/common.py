@@ -137,6 +137,21 @@ SLURMRESTD_PORT: Final = 6820
 LOGIN_SSH_PORT: Final = 22
 
 
+def retained(opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+    """``opts``, retained on delete wherever they protect.
+
+    A protected resource that a destroy (once unprotected) or switching Slurm off would delete
+    takes state with it (a database, its passwords, the CRDs of both), so Pulumi forgets it
+    instead.
+
+    Args:
+        opts: the resource's options (``protect`` set where the stack protects state).
+    """
+    return pulumi.ResourceOptions.merge(
+        opts, pulumi.ResourceOptions(retain_on_delete=bool(opts.protect))
+    )
+
+
 def random_secret(
     resource_name: str,
     secret_name: str,

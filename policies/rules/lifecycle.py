@@ -101,6 +101,31 @@ def _check_retained_namespaces(args: StackValidationArgs, report: ReportViolatio
             )
 
 
+CRD_RELEASE_SUFFIX: Final = "-crds"
+"""How the stacks name a Helm release that installs only CustomResourceDefinitions
+(``slurm-operator-crds``, ``mariadb-operator-crds``, ``trainer-jobset-crds``)."""
+
+
+def _check_crd_releases(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    # Uninstalling a chart deletes the CRDs in its templates, and the API server deletes every
+    # object of a deleted CRD, retained by Pulumi or not; with the operator already gone, their
+    # finalizers keep the CRD Terminating and the uninstall waits until it times out.
+    if args.resource_type not in HELM_TYPES or not args.name.endswith(CRD_RELEASE_SUFFIX):
+        return
+    retained = retain_on_delete(args)
+    if retained is None:
+        args.not_applicable("the analyzer does not pass retainOnDelete; the offline gate does")
+    if args.opts.protect and retained is False:
+        report(
+            f"the CRD release {args.name} is protected but not retained on delete: a destroy, "
+            "or switching its component off once unprotected, uninstalls it, deleting its "
+            "CRDs and with them every object of theirs the stack retains (a database), while "
+            "their finalizers keep the CRDs Terminating past the uninstall's wait. Retain it "
+            "where protectStatefulResources protects it.",
+            None,
+        )
+
+
 @dataclass(frozen=True)
 class FixedIdentity:
     """An input that names the cloud resource, unique where it lives."""
@@ -191,6 +216,14 @@ POLICIES = [
         "association's file system path) is replaced delete-before-replace, because the "
         "default create-first replacement fails on the name the old one still holds.",
         _check_replace_order,
+        enforcement_level=MANDATORY,
+    ),
+    resource_policy(
+        "crd-releases-retained",
+        "A protected Helm release of CustomResourceDefinitions is retained on delete too: "
+        "uninstalling it deletes the CRDs and every object of theirs, retained or not, and "
+        "their finalizers then stall the uninstall.",
+        _check_crd_releases,
         enforcement_level=MANDATORY,
     ),
     StackValidationPolicy(
