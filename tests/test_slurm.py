@@ -29,6 +29,7 @@ from cryptography.utils import CryptographyDeprecationWarning
 
 from components import versions
 from components.config import parse_platform_config
+from components.platform import validated_config
 from synth.engine import SECRET_MARK, ResourceRecord
 from synth.run import StackResult
 from tests import component_runs as parts
@@ -899,6 +900,23 @@ def test_login_sources_are_required() -> None:
     data = stack_data("dev")
     del data["slurm"]["login"]["allowedCidrs"]
     assert_reported(data, "platform.slurm.login.allowedCidrs", MISSING, "open to every source")
+
+
+def test_login_sources_the_stack_routes_no_reply_to_are_refused() -> None:
+    """prod routes only deployFrom's networks through its transit gateway: the login balancer
+    keeps the client's address, so a source outside them never gets a reply."""
+    data = stack_data("prod")
+    routed = data["cluster"]["endpoint"]["deployFrom"]
+    assert routed["transitGatewayId"] and routed["cidrs"] == ["10.200.0.0/16"]
+    data["slurm"]["login"]["allowedCidrs"] = ["10.200.8.0/24", "10.201.0.0/16"]
+    assert_reported(data, "platform.slurm.login.allowedCidrs[1]", "10.201.0.0/16", "routes back to")
+    data["slurm"]["login"]["allowedCidrs"] = ["10.200.8.0/24"]  # within the routed network
+    validated_config(data)
+    # without a transit gateway of the stack's the network team routes them: not judged
+    dev = stack_data("dev")
+    assert "transitGatewayId" not in dev["cluster"]["endpoint"].get("deployFrom", {})
+    dev["slurm"]["login"]["allowedCidrs"] = ["10.201.0.0/16"]
+    validated_config(dev)
 
 
 def test_login_pod_and_service_validate_as_core_kubernetes(case: StackCase) -> None:

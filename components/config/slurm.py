@@ -170,7 +170,10 @@ class SlurmLoginConfig(StrictModel):
         min_length=1,
         description="Networks that may reach the login load balancer (its source ranges): "
         "private ones outside the VPC's CIDR, whose addresses the pods take (so no pod reaches "
-        "port 22). Required: an empty list would leave the load balancer open to every source.",
+        "port 22), with a route back from the VPC: where the stack routes a transit gateway "
+        "(cluster.endpoint.deployFrom.transitGatewayId), within deployFrom.cidrs; otherwise "
+        "the network team routes them. Required: an empty list would leave the load balancer "
+        "open to every source.",
     )
     cpu: int = Field(
         default=4,
@@ -492,6 +495,7 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             "would spread one job over placement groups",
         )
     yield from _directory_problems(config)
+    deploy_path = config.cluster.endpoint.deploy_from
     for index, cidr in enumerate(slurm.login.allowed_cidrs if slurm.login else []):
         network = ipaddress.IPv4Network(cidr, strict=False)
         private = network.is_private or network.subnet_of(SHARED_ADDRESS_SPACE)
@@ -512,6 +516,23 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 f"a network outside the VPC's {config.network.vpc_cidr}, whose addresses every "
                 "node and pod takes (the corporate VPN's or a peered VPC's): a range that "
                 "overlaps it lets team pods reach the login nodes' SSH",
+            )
+        elif deploy_path.transit_gateway_id and not any(
+            network.subnet_of(ipaddress.IPv4Network(routed, strict=False))
+            for routed in deploy_path.cidrs
+        ):
+            # The load balancer keeps the client's address (preserve_client_ip), so the login
+            # pod's reply is routed by the private route tables, whose routes to other networks
+            # the stack writes itself here: those of deployFrom, through the transit gateway.
+            # Any other source's replies leave through the NAT gateway and never arrive.
+            yield ConfigProblem(
+                f"{base}.login.allowedCidrs[{index}]",
+                cidr,
+                "a network the VPC routes back to: within cluster.endpoint.deployFrom.cidrs ("
+                + ", ".join(deploy_path.cidrs)
+                + "), which the stack routes through its transit gateway; the login load "
+                "balancer keeps the client's address, so replies to any other source leave "
+                "through the NAT gateway and the connection never completes",
             )
     known = [pool.name for pool in config.node_pools]
     for index, node_set in enumerate(slurm.node_sets):
