@@ -265,7 +265,11 @@ class Cluster(pulumi.ComponentResource):
             cluster: the validated ``platform.cluster`` section.
             vpc_id: VPC of the cluster.
             private_subnet_ids: private subnets, one per zone (>= 2 zones); control plane ENIs
-                and system nodes go there, never to public subnets.
+                and system nodes go there, never to public subnets. Only zones the cluster was
+                created in: EKS UpdateClusterConfig refuses a subnet of another zone (EKS user
+                guide, networking requirements for VPC and subnets;
+                aws/containers-roadmap#2330), and the system node group's ``subnet_ids`` is
+                ForceNew (every system node would go).
             tags: the platform's required tags, copied onto instances and volumes the system
                 node group launches.
             volume_tags: tags of every EBS volume the CSI driver creates through the default

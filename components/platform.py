@@ -262,7 +262,8 @@ def build_cluster(
     Args:
         config: the validated stack configuration.
         vpc_id: the network's VPC.
-        private_subnet_ids: zone -> the network's private subnet there.
+        private_subnet_ids: zone -> the network's private subnet there; the cluster gets
+            those of ``network.clusterZones`` (default: every zone).
         logs_key_arn: the platform's customer key for log groups.
         deploy_path: what the deploy path is made of (the cluster's resources wait for it).
         opts: the platform's options for its components.
@@ -271,7 +272,11 @@ def build_cluster(
         config.name,
         cluster=config.cluster,
         vpc_id=vpc_id,
-        private_subnet_ids=[private_subnet_ids[zone] for zone in availability_zones(config)],
+        # The cluster stays on the zones it was created in (network.clusterZones): EKS
+        # refuses subnets of other zones on update, and the system group's are ForceNew.
+        private_subnet_ids=[
+            private_subnet_ids[zone] for zone in config.network.control_plane_zones()
+        ],
         tags=config.required_tags,
         volume_tags=stack_tags(config),
         protect=config.protect_stateful_resources,

@@ -19,6 +19,7 @@ did or when a cluster, file system, association, bucket, key or volume would be 
 ``--allow-replace``) or a protected resource would be deleted or replaced (``pulumi up`` refuses
 it, so ``--allow-replace`` does not), and 2 for a bad stack or a base directory that holds no
 synthesis; with ``--gate`` (CI: a pull request is meant to change things) only a refusal exits 1.
+An EKS cluster given a subnet of a zone it was not created in is a refusal too (EKS refuses it).
 """
 
 from __future__ import annotations
@@ -252,8 +253,8 @@ def diff_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gate",
         action="store_true",
-        help="exit 1 only for a refused replacement or protected resource, 0 for other "
-        "changes (for CI)",
+        help="exit 1 only for a refused replacement or protected resource (or a cluster "
+        "given a subnet of a new zone), 0 for other changes (for CI)",
     )
     _add_output_options(parser)
     return parser
@@ -285,6 +286,7 @@ def diff(argv: list[str]) -> int:
         changes.collisions
         or changes.protected
         or changes.moved_reservations
+        or changes.cluster_zones
         or (refusals(changes) and not options.allow_replace)
     ):
         return 1

@@ -156,6 +156,9 @@ class SynthesisDiff:
     unlinked_releasing: list[str] = field(default_factory=list)
     """Associations on releasing paths that this change deletes (removed, moved or replaced):
     :func:`unlinked_releasing_associations`."""
+    cluster_zones: list[str] = field(default_factory=list)
+    """EKS clusters given subnets of zones they were not created in, which EKS refuses:
+    :func:`cluster_zone_additions`."""
 
     @property
     def empty(self) -> bool:
@@ -402,6 +405,7 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
         drains=pool_drains(old, new),
         moved_reservations=moved_reservations(old, new),
         unlinked_releasing=unlinked_releasing_associations(old, new),
+        cluster_zones=cluster_zone_additions(old, new),
     )
 
 
@@ -693,6 +697,79 @@ def protected_refusals(old: Synthesis, new: Synthesis, changed: Iterable[Changed
         if entry.replaced_by and before and after and before.protect and after.protect:
             found.append(f"{entry.name}: replaced")
     return sorted(found)
+
+
+EKS_CLUSTERS: Final = {
+    "eks:index:Cluster": ("privateSubnetIds", "publicSubnetIds", "subnetIds"),
+    "aws:eks/cluster:Cluster": ("vpcConfig",),
+}
+"""Cluster types and the inputs holding their own subnets (pulumi-eks 4.4.0
+nodejs/eks/cluster/cluster.ts passes private and public subnet ids into the cluster's
+``vpcConfig.subnetIds``)."""
+SUBNET: Final = "aws:ec2/subnet:Subnet"
+CLUSTER_ZONES_NOTE: Final = (
+    "    (EKS refuses subnets outside the zones a cluster was created in, and the up fails"
+    " after creating the zone's network: set network.clusterZones to the zones the cluster"
+    " has; docs/how-to/add-an-environment.md, 'Add a zone to an environment that exists')"
+)
+"""What to do about a cluster given subnets of a new zone."""
+
+
+def _cluster_subnet_zones(synthesis: Synthesis, record: ResourceRecord) -> dict[str, str]:
+    """Zone -> label of the subnet there, for the subnets a cluster record's inputs name.
+
+    Read from the record's property dependencies (the subnets' URNs), since records carry
+    inputs, not the ids the provider would return; a subnet the stack does not create (an
+    existing VPC's) has no record and no zone here.
+    """
+    zones = {}
+    for key in EKS_CLUSTERS.get(record.type, ()):
+        for urn in record.property_dependencies.get(key, []):
+            subnet = synthesis.resources.get(urn)
+            if subnet is not None and subnet.type == SUBNET:
+                zone = subnet.inputs.get("availabilityZone")
+                if isinstance(zone, str):
+                    zones[zone] = resource_label(urn)
+    return zones
+
+
+def cluster_zone_additions(old: Synthesis, new: Synthesis) -> list[str]:
+    """Existing EKS clusters this change gives a subnet of a zone they do not span.
+
+    EKS UpdateClusterConfig takes new subnets only in the zones the cluster was created in
+    (EKS user guide, networking requirements for VPC and subnets: "All subnets that you add
+    must be in the same set of AZs as originally provided when you created the cluster"; also
+    aws/containers-roadmap#2330), so the ``up`` fails on the cluster after creating the new
+    zone's subnets, NAT gateway and routes. A cluster that is new has no such limit.
+
+    Args:
+        old: the base synthesis (the cluster's zones as deployed).
+        new: the current one.
+
+    Returns:
+        ``<cluster label>: new zone <zone> (<subnet label>)``, one per zone, sorted.
+    """
+    found = []
+    for urn, after in new.resources.items():
+        before = old.resources.get(urn)
+        if after.type not in EKS_CLUSTERS or before is None:
+            continue
+        had = _cluster_subnet_zones(old, before)
+        for zone, subnet in sorted(_cluster_subnet_zones(new, after).items()):
+            if had and zone not in had:
+                found.append(f"{resource_label(urn)}: new zone {zone} ({subnet})")
+    return sorted(found)
+
+
+def _render_cluster_zones(diff: SynthesisDiff) -> list[str]:
+    """The clusters given subnets of new zones (:func:`cluster_zone_additions`), refused."""
+    if not diff.cluster_zones:
+        return []
+    return [
+        f"  cluster zones refused: {len(diff.cluster_zones)}",
+        *(f"    ! {entry}" for entry in diff.cluster_zones),
+        CLUSTER_ZONES_NOTE,
+    ]
 
 
 RELEASE_SCHEDULE: Final = "aws:scheduler/schedule:Schedule"
@@ -1031,6 +1108,7 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
         lines.append(f"  protected resources refused: {len(diff.protected)}")
         lines += [f"    ! {entry}" for entry in diff.protected]
         lines.append(PROTECTED_NOTE)
+    lines += _render_cluster_zones(diff)
     lines += _render_rerun(rerun_replacements(diff))
     lines += _render_retained(retained_replacements(diff))
     if diff.unlinked_releasing:

@@ -74,6 +74,16 @@ class NetworkConfig(StrictModel):
         description="The one zone of `availabilityZones` where EFA node pools, their placement "
         "groups and the Lustre file system live; EFA traffic does not cross zones. Required."
     )
+    cluster_zones: list[AvailabilityZone] | None = Field(
+        default=None,
+        description="Zones of `availabilityZones` whose private subnets the EKS cluster itself "
+        "gets: its control plane's network interfaces and the system node group. EKS keeps a "
+        "cluster on the zones it was created in (EKS user guide, networking requirements "
+        "for VPC and subnets: subnets added later must be in the zones first given), so when "
+        "appending a zone to a running stack set this to the zones it had; node pools, "
+        "Karpenter and the transit gateway attachment use every zone. At least two, each "
+        "once. Default: every zone of `availabilityZones`.",
+    )
     vpc_cidr: Ipv4Cidr = Field(
         default="10.0.0.0/16",
         description="IPv4 CIDR of the VPC (of the existing VPC when `existingVpc` is set). "
@@ -115,6 +125,14 @@ class NetworkConfig(StrictModel):
         default=None,
         description="Use this VPC and its subnets instead of creating them. Default: create.",
     )
+
+    def control_plane_zones(self) -> list[str]:
+        """The zones of the cluster's own subnets (``clusterZones``, else every zone), sorted.
+
+        Sorted because subnet sets are unordered upstream: a reordered list is no diff.
+        """
+        zones = self.availability_zones if self.cluster_zones is None else self.cluster_zones
+        return sorted(set(zones))
 
     def planned_private_cidr(self, zone: str) -> str | None:
         """The block of the private subnet the stack creates in ``zone``.
@@ -198,6 +216,7 @@ def network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             network.training_zone,
             "one of the availability zones " + ", ".join(dict.fromkeys(zones)),
         )
+    yield from _cluster_zone_problems(network, base)
     if network.existing_vpc is not None:
         given = network.existing_vpc.private_subnet_ids
         if set(given) != set(zones):
@@ -242,3 +261,32 @@ def network_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
         except SubnetPlanError as exc:
             for problem in exc.problems:
                 yield ConfigProblem(f"{base}.{problem.key}", problem.value, problem.allowed)
+
+
+def _cluster_zone_problems(network: NetworkConfig, base: str) -> Iterator[ConfigProblem]:
+    """``clusterZones``: zones of ``availabilityZones``, each once, at least two of them.
+
+    EKS CreateCluster wants subnets in at least two zones (EKS user guide, networking
+    requirements for VPC and subnets), and a zone outside ``availabilityZones`` has no
+    subnet of the stack.
+    """
+    chosen = network.cluster_zones
+    if chosen is None:
+        return
+    zones = network.availability_zones
+    for index, zone in enumerate(chosen):
+        if zone not in zones:
+            yield ConfigProblem(
+                f"{base}.clusterZones[{index}]",
+                zone,
+                "a zone of network.availabilityZones (" + ", ".join(zones) + ")",
+            )
+    if duplicates(chosen):
+        yield ConfigProblem(f"{base}.clusterZones", chosen, "each zone once")
+    if len(set(chosen)) < 2:
+        yield ConfigProblem(
+            f"{base}.clusterZones",
+            chosen,
+            "at least two zones of network.availabilityZones: EKS creates a cluster only "
+            "with subnets in two zones or more",
+        )
