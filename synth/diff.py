@@ -156,11 +156,25 @@ class SynthesisDiff:
     unlinked_releasing: list[str] = field(default_factory=list)
     """Associations on releasing paths that this change deletes (removed, moved or replaced):
     :func:`unlinked_releasing_associations`."""
+    gid_changes: list[GidChange] = field(default_factory=list)
+    """Teams whose gid a replaced admin client's layout changes (:func:`gid_changes`)."""
+    metadata_exported_paths: list[str] = field(default_factory=list)
+    """Where a gid changes: the association paths that export CHANGED files (each chgrp of the
+    layout is exported as a metadata change), from :func:`metadata_exported_paths`."""
 
     @property
     def empty(self) -> bool:
         """True when the two syntheses are the same."""
         return self.resources.empty and self.manifests.empty and self.helm.empty
+
+
+@dataclass(frozen=True)
+class GidChange:
+    """A team whose gid the admin client's user data changes (its layout's team line)."""
+
+    team: str
+    old: int
+    new: int
 
 
 @dataclass(frozen=True)
@@ -402,6 +416,8 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
         drains=pool_drains(old, new),
         moved_reservations=moved_reservations(old, new),
         unlinked_releasing=unlinked_releasing_associations(old, new),
+        gid_changes=(changes := gid_changes(old, new)),
+        metadata_exported_paths=metadata_exported_paths(new) if changes else [],
     )
 
 
@@ -1031,7 +1047,7 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
         lines.append(f"  protected resources refused: {len(diff.protected)}")
         lines += [f"    ! {entry}" for entry in diff.protected]
         lines.append(PROTECTED_NOTE)
-    lines += _render_rerun(rerun_replacements(diff))
+    lines += _render_rerun(rerun_replacements(diff), diff)
     lines += _render_retained(retained_replacements(diff))
     if diff.unlinked_releasing:
         lines.append(f"  associations on releasing paths deleted: {len(diff.unlinked_releasing)}")
@@ -1100,14 +1116,93 @@ VOLUMES_NOTE: Final = (
 """What replacing a retained PersistentVolume under its own name does."""
 
 
-RERUN_NOTE: Final = (
+_RERUN_LAYOUT: Final = (
     "    (user_data_replace_on_change: the old instance is terminated first (deleteBeforeReplace,"
     " its address is fixed) and a new one boots, mounts the file system and runs the layout"
     " again: every listed team's directories get their group, mode and project again and its"
     " quota is set (none where removed); directories of teams no longer listed stay, with"
-    " their data; then it stops. Jobs keep running; nothing is refused)"
+    " their data; then it stops."
 )
-"""What replacing the Lustre admin client does (components/storage/layout.py, layout_script)."""
+RERUN_NOTE: Final = _RERUN_LAYOUT + " Jobs keep running; nothing is refused)"
+"""What replacing the Lustre admin client does (components/storage/layout.py, layout_script)
+when no team's gid changes."""
+RERUN_GID_NOTE: Final = (
+    _RERUN_LAYOUT
+    + " A team whose gid changes is not safe with jobs running: a running pod keeps the old gid"
+    " as its supplemental group, so once the layout moves the team's files and directories to"
+    " the new gid it loses the group's access (group write on the 2770 directories). Stop the"
+    " team's jobs before the up and start them after it; the layout moves the team's files of"
+    " the old group and its quota project to the new gid (docs/concepts/data-and-checkpoints.md,"
+    " 'Changing a team's gid'))"
+)
+"""What replacing the admin client does when a team's gid changes (:func:`gid_changes`)."""
+
+_TEAM_LINE: Final = re.compile(
+    r"^\s*'(?P<team>[a-z0-9][a-z0-9-]*) (?P<gid>\d+) (?P<quota>\d+)'$", re.M
+)
+"""One team line of the layout's ``teams`` array: ``'<team> <gid> <quota GiB>'``
+(components/storage/layout.py, layout_script)."""
+
+
+def layout_gids(user_data: str) -> dict[str, int]:
+    """The gid of each team an admin client's user data lays out (its team lines).
+
+    Args:
+        user_data: the instance's ``userData`` input (the layout script, as synthesized).
+    """
+    return {m.group("team"): int(m.group("gid")) for m in _TEAM_LINE.finditer(user_data)}
+
+
+def gid_changes(old: Synthesis, new: Synthesis) -> list[GidChange]:
+    """Teams laid out on both sides whose gid changes in an instance's user data.
+
+    A new gid replaces the admin client (its user data changes), whose layout then moves the
+    team's files of the old group and its quota project (components/storage/layout.py,
+    ``_regroup_lines``). Teams added or removed are not gid changes.
+
+    Args:
+        old: the base synthesis.
+        new: the current one.
+
+    Returns:
+        One entry per team, sorted by team.
+    """
+    found: dict[str, GidChange] = {}
+    for urn, record in old.resources.items():
+        now = new.resources.get(urn)
+        if record.type != INSTANCE or now is None:
+            continue
+        before, after = record.inputs.get("userData"), now.inputs.get("userData")
+        if not isinstance(before, str) or not isinstance(after, str):
+            continue
+        old_gids, new_gids = layout_gids(before), layout_gids(after)
+        for team in old_gids.keys() & new_gids.keys():
+            if old_gids[team] != new_gids[team]:
+                found[team] = GidChange(team, old_gids[team], new_gids[team])
+    return [found[team] for team in sorted(found)]
+
+
+def metadata_exported_paths(synthesis: Synthesis) -> list[str]:
+    """File system paths whose association exports ``CHANGED`` files to S3.
+
+    FSx exports a changed file's metadata too (FSx for Lustre User Guide, "Automatically export
+    updates to your S3 bucket": CHANGED covers content and metadata changes), so every file a
+    gid change moves to the new group is exported again.
+
+    Args:
+        synthesis: the synthesis whose associations are read (the new one).
+    """
+    found = set()
+    for record in synthesis.resources.values():
+        path = record.inputs.get("fileSystemPath")
+        s3 = record.inputs.get("s3")
+        if record.type != ASSOCIATION or not isinstance(path, str) or not isinstance(s3, Mapping):
+            continue
+        policy = s3.get("autoExportPolicy")
+        events = policy.get("events") if isinstance(policy, Mapping) else None
+        if isinstance(events, list) and "CHANGED" in events:
+            found.add(normalized_path(path))
+    return sorted(found)
 
 
 def rerun_replacements(diff: SynthesisDiff) -> list[Changed]:
@@ -1127,12 +1222,26 @@ def rerun_replacements(diff: SynthesisDiff) -> list[Changed]:
     ]
 
 
-def _render_rerun(replaced: list[Changed]) -> list[str]:
+def _render_rerun(replaced: list[Changed], diff: SynthesisDiff) -> list[str]:
+    """The replaced instances, what their layout does, and the teams whose gid changes."""
     if not replaced:
         return []
     lines = [f"  instances that boot again: {len(replaced)}"]
     lines += [f"    ! {c.name}" for c in replaced]
-    return [*lines, RERUN_NOTE]
+    if not diff.gid_changes:
+        return [*lines, RERUN_NOTE]
+    lines += [
+        f"    ! team {c.team}: gid {c.old} -> {c.new}: stop its jobs before the up"
+        for c in diff.gid_changes
+    ]
+    lines.append(RERUN_GID_NOTE)
+    if diff.metadata_exported_paths:
+        lines.append(
+            f"    (on {', '.join(diff.metadata_exported_paths)} (exportEvents CHANGED) each file"
+            " the layout moves to the new group is a metadata change FSx exports to S3: one"
+            " export per file of the team there)"
+        )
+    return lines
 
 
 def _render_retained(retained: list[Changed]) -> list[str]:
