@@ -36,9 +36,13 @@ from synth.output import (
 from synth.replacements import (
     ASSOCIATION,
     INSTANCE,
+    LATEST_VERSION,
+    LATEST_VERSION_SOURCE,
+    LAUNCH_TEMPLATE,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     REFUSED,
+    UNVERSIONED_TEMPLATE_KEYS,
     Replacement,
     kubernetes_type,
     replaced_through,
@@ -448,7 +452,10 @@ def _cascaded(
         by_label[c.name]: c for c in (*resources.changed, *manifests.changed) if c.name in by_label
     }
     replaced = {urn for urn, c in changed.items() if c.replaced_by}
-    dragged: dict[str, list[Replacement]] = {}
+    dragged: dict[str, list[Replacement]] = _latest_version_replacements(
+        changed, followed, old, label
+    )
+    replaced |= set(dragged)
     grew = True
     while grew:
         grew = False
@@ -495,6 +502,62 @@ def _cascaded(
         return SectionDiff(section.added, section.removed, sorted(entries, key=lambda c: c.name))
 
     return merged(resources, own_files=False), merged(manifests, own_files=True)
+
+
+def _latest_version_replacements(
+    changed: Mapping[str, Changed],
+    followed: Mapping[str, ResourceRecord],
+    old: Synthesis,
+    label: Callable[[ResourceRecord], str],
+) -> dict[str, list[Replacement]]:
+    """Instances launched from ``$Latest`` of a launch template this change gives a new version.
+
+    An update of a launch template's data creates a new version (terraform-provider-aws
+    internal/service/ec2/ec2_launch_template.go), and the instance's CustomizeDiff forces a new
+    instance when its ``launch_template.version`` is ``$Latest`` and the template's latest version
+    is no longer the instance's (internal/service/ec2/ec2_instance.go): the admin client is
+    replaced by a change of its launch template alone.
+
+    Args:
+        changed: the changed entries by URN (updated in place or replaced).
+        followed: the new synthesis's records that are followed, by URN.
+        old: the base synthesis (an instance new in this change is created, not replaced).
+        label: how a record is named in the diff.
+
+    Returns:
+        The replaced instances' URNs, each with the reason.
+    """
+    versioned = {
+        urn
+        for urn, c in changed.items()
+        if urn in followed
+        and followed[urn].type == LAUNCH_TEMPLATE
+        and not c.replaced_by
+        and any(
+            change.key.split(".", 1)[0].split("[", 1)[0] not in UNVERSIONED_TEMPLATE_KEYS
+            for change in c.changes
+        )
+    }
+    found: dict[str, list[Replacement]] = {}
+    for urn, record in followed.items():
+        template = record.inputs.get("launchTemplate")
+        if record.type != INSTANCE or urn not in old.resources or not isinstance(template, Mapping):
+            continue
+        if template.get("version") != LATEST_VERSION:
+            continue
+        cause = next(
+            (d for d in record.property_dependencies.get("launchTemplate", []) if d in versioned),
+            None,
+        )
+        if cause is not None:
+            found[urn] = [
+                Replacement(
+                    "launchTemplate.version",
+                    f"{LATEST_VERSION} of {label(followed[cause])}, which gets a new version:"
+                    f" {LATEST_VERSION_SOURCE}",
+                )
+            ]
+    return found
 
 
 def _spec(manifest: Any) -> Mapping[str, Any]:
@@ -1210,7 +1273,8 @@ def rerun_replacements(diff: SynthesisDiff) -> list[Changed]:
 
     It boots again and runs its layout (terraform-provider-aws
     internal/service/ec2/ec2_instance.go, ``customdiff.ForceNewIf("user_data")`` when
-    ``user_data_replace_on_change``).
+    ``user_data_replace_on_change``), and so it does when a new version of the launch template
+    it uses as ``$Latest`` replaces it (:func:`_latest_version_replacements`).
 
     Args:
         diff: what :func:`diff_syntheses` found.
@@ -1218,7 +1282,8 @@ def rerun_replacements(diff: SynthesisDiff) -> list[Changed]:
     return [
         c
         for c in diff.resources.changed
-        if c.resource_type == INSTANCE and any(r.key == "userData" for r in c.replaced_by)
+        if c.resource_type == INSTANCE
+        and any(r.key in ("userData", "launchTemplate.version") for r in c.replaced_by)
     ]
 
 
