@@ -731,6 +731,37 @@ def association_collisions(old: Synthesis, new: Synthesis) -> list[str]:
     return sorted(found)
 
 
+RETAINED_PROTECTED: Final = "protected (and retained: a destroy would only forget it)"
+"""How a protected resource that is also retained on delete is listed when the change removes it
+(the engine refuses it for ``protect``; ``retainOnDelete`` alone would only drop it from the
+state, pulumi pkg/resource/deploy/step.go, DeleteStep.Apply)."""
+GATE_REFUSALS: Final = (
+    "replacements refused",
+    "protected resources refused",
+    "creates AWS refuses",
+    "reservations left behind",
+)
+"""The headings of what makes ``synth diff --gate`` exit 1 (:func:`gate_refusals`), as
+:func:`render` prints them."""
+
+
+def gate_refusals(diff: SynthesisDiff, *, allow_replace: bool = False) -> list[str]:
+    """Which of :data:`GATE_REFUSALS` the diff holds: what ``pulumi up`` refuses or breaks.
+
+    Args:
+        diff: what :func:`diff_syntheses` found.
+        allow_replace: whether ``--allow-replace`` was given (replacements are then accepted;
+            protected resources stay refused). Default false.
+    """
+    found = {
+        "replacements refused": bool(refusals(diff)) and not allow_replace,
+        "protected resources refused": bool(diff.protected),
+        "creates AWS refuses": bool(diff.collisions),
+        "reservations left behind": bool(diff.moved_reservations),
+    }
+    return [heading for heading in GATE_REFUSALS if found[heading]]
+
+
 PROTECTED_NOTE: Final = (
     "    (pulumi up fails on each: unprotect it first (protectStatefulResources, or `pulumi state"
     " unprotect <urn>`) in an up of its own if deleting it and its data is meant)"
@@ -755,10 +786,13 @@ def protected_refusals(old: Synthesis, new: Synthesis, changed: Iterable[Changed
 
     Returns:
         ``<label>: deleted`` or ``<label>: replaced``, sorted; a Kubernetes object replaced is
-        named by its manifest file, as the diff lists it.
+        named by its manifest file, as the diff lists it. A protected resource gone from the
+        program that is also retained on delete (``retainOnDelete``: prod's MariaDB and its
+        namespace) is ``<label>:`` :data:`RETAINED_PROTECTED`: refused all the same, but its
+        removal would delete nothing in the cluster or account.
     """
     found = [
-        f"{resource_label(urn)}: deleted"
+        f"{resource_label(urn)}: {RETAINED_PROTECTED if record.retain_on_delete else 'deleted'}"
         for urn, record in old.resources.items()
         if record.protect and urn not in new.resources
     ]
