@@ -16,10 +16,12 @@ Exit status: 0 on success, 1 on a mandatory policy violation or a promised job p
 run, 2 on an invalid stack, policy config or resources file (one line per problem, no traceback)
 or an unknown option (argparse's usage). ``diff`` exits 0 when nothing changed, 1 when something
 did or when a cluster, file system, association, bucket, key or volume would be replaced (unless
-``--allow-replace``) or a protected resource would be deleted or replaced (``pulumi up`` refuses
-it, so ``--allow-replace`` does not), and 2 for a bad stack or a base directory that holds no
-synthesis; with ``--gate`` (CI: a pull request is meant to change things) only a refusal exits 1.
-An EKS cluster given a subnet of a zone it was not created in is a refusal too (EKS refuses it).
+``--allow-replace``), a protected resource would be deleted or replaced (``pulumi up`` refuses
+it, so ``--allow-replace`` does not), an association would collide with one still there, a
+reservation would be left behind, or an EKS cluster would get a subnet of a new zone (EKS
+refuses it) (``synth.diff.GATE_REFUSALS``), and 2 for a bad stack or a base
+directory that holds no synthesis; with ``--gate`` (CI: a pull request is meant to change things)
+only a refusal exits 1.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from synth import scan as scanning
 from synth.diff import (
     NoSynthesis,
     diff_syntheses,
+    gate_refusals,
     load_synthesis,
-    refusals,
     render,
     synthesis_directory,
 )
@@ -232,10 +234,11 @@ def diff_parser() -> argparse.ArgumentParser:
         "synthesis: resources added, removed and changed (with the input keys that changed), "
         "and changed Kubernetes manifests and Helm values, each change that replaces its "
         "resource marked with the provider rule behind it. Exit 0 when nothing changed, 1 when "
-        "something did or a cluster, file system, association, bucket, key or volume would be "
-        "replaced (unless --allow-replace) or a protected resource deleted or replaced (which "
-        "pulumi up refuses, --allow-replace or not), 2 for a bad stack or a base directory "
-        "without a synthesis.",
+        "something did or on a refusal: a cluster, file system, association, bucket, key or "
+        "volume replaced (unless --allow-replace), a protected resource deleted or replaced "
+        "(which pulumi up refuses, --allow-replace or not), an association that AWS refuses to "
+        "create while the old one exists, or a capacity reservation left behind by a reserved "
+        "pool's new placement group; 2 for a bad stack or a base directory without a synthesis.",
     )
     parser.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument(
@@ -253,8 +256,11 @@ def diff_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gate",
         action="store_true",
-        help="exit 1 only for a refused replacement or protected resource (or a cluster "
-        "given a subnet of a new zone), 0 for other changes (for CI)",
+        help="exit 1 only for a refusal, each listed under its heading: replacements refused "
+        "(without --allow-replace), protected resources refused (deleted or replaced), creates "
+        "AWS refuses (an association colliding with one still there), reservations left behind "
+        "(a reserved pool's placement group moved), cluster zones refused (an EKS cluster given a "
+        "subnet of a zone it was not created in); 0 for other changes (for CI)",
     )
     _add_output_options(parser)
     return parser
@@ -282,13 +288,7 @@ def diff(argv: list[str]) -> int:
         return 2
     changes = diff_syntheses(base, load_synthesis(result.written.directory))
     print(render(options.stack, base_dir, changes, allow_replace=options.allow_replace))
-    if (
-        changes.collisions
-        or changes.protected
-        or changes.moved_reservations
-        or changes.cluster_zones
-        or (refusals(changes) and not options.allow_replace)
-    ):
+    if gate_refusals(changes, allow_replace=options.allow_replace):
         return 1
     return 0 if changes.empty or options.gate else 1
 

@@ -36,9 +36,13 @@ from synth.output import (
 from synth.replacements import (
     ASSOCIATION,
     INSTANCE,
+    LATEST_VERSION,
+    LATEST_VERSION_SOURCE,
+    LAUNCH_TEMPLATE,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     REFUSED,
+    UNVERSIONED_TEMPLATE_KEYS,
     Replacement,
     kubernetes_type,
     replaced_through,
@@ -159,11 +163,25 @@ class SynthesisDiff:
     cluster_zones: list[str] = field(default_factory=list)
     """EKS clusters given subnets of zones they were not created in, which EKS refuses:
     :func:`cluster_zone_additions`."""
+    gid_changes: list[GidChange] = field(default_factory=list)
+    """Teams whose gid a replaced admin client's layout changes (:func:`gid_changes`)."""
+    metadata_exported_paths: list[str] = field(default_factory=list)
+    """Where a gid changes: the association paths that export CHANGED files (each chgrp of the
+    layout is exported as a metadata change), from :func:`metadata_exported_paths`."""
 
     @property
     def empty(self) -> bool:
         """True when the two syntheses are the same."""
         return self.resources.empty and self.manifests.empty and self.helm.empty
+
+
+@dataclass(frozen=True)
+class GidChange:
+    """A team whose gid the admin client's user data changes (its layout's team line)."""
+
+    team: str
+    old: int
+    new: int
 
 
 @dataclass(frozen=True)
@@ -406,6 +424,8 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
         moved_reservations=moved_reservations(old, new),
         unlinked_releasing=unlinked_releasing_associations(old, new),
         cluster_zones=cluster_zone_additions(old, new),
+        gid_changes=(changes := gid_changes(old, new)),
+        metadata_exported_paths=metadata_exported_paths(new) if changes else [],
     )
 
 
@@ -436,7 +456,10 @@ def _cascaded(
         by_label[c.name]: c for c in (*resources.changed, *manifests.changed) if c.name in by_label
     }
     replaced = {urn for urn, c in changed.items() if c.replaced_by}
-    dragged: dict[str, list[Replacement]] = {}
+    dragged: dict[str, list[Replacement]] = _latest_version_replacements(
+        changed, followed, old, label
+    )
+    replaced |= set(dragged)
     grew = True
     while grew:
         grew = False
@@ -483,6 +506,62 @@ def _cascaded(
         return SectionDiff(section.added, section.removed, sorted(entries, key=lambda c: c.name))
 
     return merged(resources, own_files=False), merged(manifests, own_files=True)
+
+
+def _latest_version_replacements(
+    changed: Mapping[str, Changed],
+    followed: Mapping[str, ResourceRecord],
+    old: Synthesis,
+    label: Callable[[ResourceRecord], str],
+) -> dict[str, list[Replacement]]:
+    """Instances launched from ``$Latest`` of a launch template this change gives a new version.
+
+    An update of a launch template's data creates a new version (terraform-provider-aws
+    internal/service/ec2/ec2_launch_template.go), and the instance's CustomizeDiff forces a new
+    instance when its ``launch_template.version`` is ``$Latest`` and the template's latest version
+    is no longer the instance's (internal/service/ec2/ec2_instance.go): the admin client is
+    replaced by a change of its launch template alone.
+
+    Args:
+        changed: the changed entries by URN (updated in place or replaced).
+        followed: the new synthesis's records that are followed, by URN.
+        old: the base synthesis (an instance new in this change is created, not replaced).
+        label: how a record is named in the diff.
+
+    Returns:
+        The replaced instances' URNs, each with the reason.
+    """
+    versioned = {
+        urn
+        for urn, c in changed.items()
+        if urn in followed
+        and followed[urn].type == LAUNCH_TEMPLATE
+        and not c.replaced_by
+        and any(
+            change.key.split(".", 1)[0].split("[", 1)[0] not in UNVERSIONED_TEMPLATE_KEYS
+            for change in c.changes
+        )
+    }
+    found: dict[str, list[Replacement]] = {}
+    for urn, record in followed.items():
+        template = record.inputs.get("launchTemplate")
+        if record.type != INSTANCE or urn not in old.resources or not isinstance(template, Mapping):
+            continue
+        if template.get("version") != LATEST_VERSION:
+            continue
+        cause = next(
+            (d for d in record.property_dependencies.get("launchTemplate", []) if d in versioned),
+            None,
+        )
+        if cause is not None:
+            found[urn] = [
+                Replacement(
+                    "launchTemplate.version",
+                    f"{LATEST_VERSION} of {label(followed[cause])}, which gets a new version:"
+                    f" {LATEST_VERSION_SOURCE}",
+                )
+            ]
+    return found
 
 
 def _spec(manifest: Any) -> Mapping[str, Any]:
@@ -656,6 +735,39 @@ def association_collisions(old: Synthesis, new: Synthesis) -> list[str]:
     return sorted(found)
 
 
+RETAINED_PROTECTED: Final = "protected (and retained: a destroy would only forget it)"
+"""How a protected resource that is also retained on delete is listed when the change removes it
+(the engine refuses it for ``protect``; ``retainOnDelete`` alone would only drop it from the
+state, pulumi pkg/resource/deploy/step.go, DeleteStep.Apply)."""
+GATE_REFUSALS: Final = (
+    "replacements refused",
+    "protected resources refused",
+    "creates AWS refuses",
+    "reservations left behind",
+    "cluster zones refused",
+)
+"""The headings of what makes ``synth diff --gate`` exit 1 (:func:`gate_refusals`), as
+:func:`render` prints them."""
+
+
+def gate_refusals(diff: SynthesisDiff, *, allow_replace: bool = False) -> list[str]:
+    """Which of :data:`GATE_REFUSALS` the diff holds: what ``pulumi up`` refuses or breaks.
+
+    Args:
+        diff: what :func:`diff_syntheses` found.
+        allow_replace: whether ``--allow-replace`` was given (replacements are then accepted;
+            protected resources stay refused). Default false.
+    """
+    found = {
+        "replacements refused": bool(refusals(diff)) and not allow_replace,
+        "protected resources refused": bool(diff.protected),
+        "creates AWS refuses": bool(diff.collisions),
+        "reservations left behind": bool(diff.moved_reservations),
+        "cluster zones refused": bool(diff.cluster_zones),
+    }
+    return [heading for heading in GATE_REFUSALS if found[heading]]
+
+
 PROTECTED_NOTE: Final = (
     "    (pulumi up fails on each: unprotect it first (protectStatefulResources, or `pulumi state"
     " unprotect <urn>`) in an up of its own if deleting it and its data is meant)"
@@ -680,10 +792,13 @@ def protected_refusals(old: Synthesis, new: Synthesis, changed: Iterable[Changed
 
     Returns:
         ``<label>: deleted`` or ``<label>: replaced``, sorted; a Kubernetes object replaced is
-        named by its manifest file, as the diff lists it.
+        named by its manifest file, as the diff lists it. A protected resource gone from the
+        program that is also retained on delete (``retainOnDelete``: prod's MariaDB and its
+        namespace) is ``<label>:`` :data:`RETAINED_PROTECTED`: refused all the same, but its
+        removal would delete nothing in the cluster or account.
     """
     found = [
-        f"{resource_label(urn)}: deleted"
+        f"{resource_label(urn)}: {RETAINED_PROTECTED if record.retain_on_delete else 'deleted'}"
         for urn, record in old.resources.items()
         if record.protect and urn not in new.resources
     ]
@@ -1109,7 +1224,7 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
         lines += [f"    ! {entry}" for entry in diff.protected]
         lines.append(PROTECTED_NOTE)
     lines += _render_cluster_zones(diff)
-    lines += _render_rerun(rerun_replacements(diff))
+    lines += _render_rerun(rerun_replacements(diff), diff)
     lines += _render_retained(retained_replacements(diff))
     if diff.unlinked_releasing:
         lines.append(f"  associations on releasing paths deleted: {len(diff.unlinked_releasing)}")
@@ -1178,14 +1293,93 @@ VOLUMES_NOTE: Final = (
 """What replacing a retained PersistentVolume under its own name does."""
 
 
-RERUN_NOTE: Final = (
+_RERUN_LAYOUT: Final = (
     "    (user_data_replace_on_change: the old instance is terminated first (deleteBeforeReplace,"
     " its address is fixed) and a new one boots, mounts the file system and runs the layout"
     " again: every listed team's directories get their group, mode and project again and its"
     " quota is set (none where removed); directories of teams no longer listed stay, with"
-    " their data; then it stops. Jobs keep running; nothing is refused)"
+    " their data; then it stops."
 )
-"""What replacing the Lustre admin client does (components/storage/layout.py, layout_script)."""
+RERUN_NOTE: Final = _RERUN_LAYOUT + " Jobs keep running; nothing is refused)"
+"""What replacing the Lustre admin client does (components/storage/layout.py, layout_script)
+when no team's gid changes."""
+RERUN_GID_NOTE: Final = (
+    _RERUN_LAYOUT
+    + " A team whose gid changes is not safe with jobs running: a running pod keeps the old gid"
+    " as its supplemental group, so once the layout moves the team's files and directories to"
+    " the new gid it loses the group's access (group write on the 2770 directories). Stop the"
+    " team's jobs before the up and start them after it; the layout moves the team's files of"
+    " the old group and its quota project to the new gid (docs/concepts/data-and-checkpoints.md,"
+    " 'Changing a team's gid'))"
+)
+"""What replacing the admin client does when a team's gid changes (:func:`gid_changes`)."""
+
+_TEAM_LINE: Final = re.compile(
+    r"^\s*'(?P<team>[a-z0-9][a-z0-9-]*) (?P<gid>\d+) (?P<quota>\d+)'$", re.M
+)
+"""One team line of the layout's ``teams`` array: ``'<team> <gid> <quota GiB>'``
+(components/storage/layout.py, layout_script)."""
+
+
+def layout_gids(user_data: str) -> dict[str, int]:
+    """The gid of each team an admin client's user data lays out (its team lines).
+
+    Args:
+        user_data: the instance's ``userData`` input (the layout script, as synthesized).
+    """
+    return {m.group("team"): int(m.group("gid")) for m in _TEAM_LINE.finditer(user_data)}
+
+
+def gid_changes(old: Synthesis, new: Synthesis) -> list[GidChange]:
+    """Teams laid out on both sides whose gid changes in an instance's user data.
+
+    A new gid replaces the admin client (its user data changes), whose layout then moves the
+    team's files of the old group and its quota project (components/storage/layout.py,
+    ``_regroup_lines``). Teams added or removed are not gid changes.
+
+    Args:
+        old: the base synthesis.
+        new: the current one.
+
+    Returns:
+        One entry per team, sorted by team.
+    """
+    found: dict[str, GidChange] = {}
+    for urn, record in old.resources.items():
+        now = new.resources.get(urn)
+        if record.type != INSTANCE or now is None:
+            continue
+        before, after = record.inputs.get("userData"), now.inputs.get("userData")
+        if not isinstance(before, str) or not isinstance(after, str):
+            continue
+        old_gids, new_gids = layout_gids(before), layout_gids(after)
+        for team in old_gids.keys() & new_gids.keys():
+            if old_gids[team] != new_gids[team]:
+                found[team] = GidChange(team, old_gids[team], new_gids[team])
+    return [found[team] for team in sorted(found)]
+
+
+def metadata_exported_paths(synthesis: Synthesis) -> list[str]:
+    """File system paths whose association exports ``CHANGED`` files to S3.
+
+    FSx exports a changed file's metadata too (FSx for Lustre User Guide, "Automatically export
+    updates to your S3 bucket": CHANGED covers content and metadata changes), so every file a
+    gid change moves to the new group is exported again.
+
+    Args:
+        synthesis: the synthesis whose associations are read (the new one).
+    """
+    found = set()
+    for record in synthesis.resources.values():
+        path = record.inputs.get("fileSystemPath")
+        s3 = record.inputs.get("s3")
+        if record.type != ASSOCIATION or not isinstance(path, str) or not isinstance(s3, Mapping):
+            continue
+        policy = s3.get("autoExportPolicy")
+        events = policy.get("events") if isinstance(policy, Mapping) else None
+        if isinstance(events, list) and "CHANGED" in events:
+            found.add(normalized_path(path))
+    return sorted(found)
 
 
 def rerun_replacements(diff: SynthesisDiff) -> list[Changed]:
@@ -1193,7 +1387,8 @@ def rerun_replacements(diff: SynthesisDiff) -> list[Changed]:
 
     It boots again and runs its layout (terraform-provider-aws
     internal/service/ec2/ec2_instance.go, ``customdiff.ForceNewIf("user_data")`` when
-    ``user_data_replace_on_change``).
+    ``user_data_replace_on_change``), and so it does when a new version of the launch template
+    it uses as ``$Latest`` replaces it (:func:`_latest_version_replacements`).
 
     Args:
         diff: what :func:`diff_syntheses` found.
@@ -1201,16 +1396,31 @@ def rerun_replacements(diff: SynthesisDiff) -> list[Changed]:
     return [
         c
         for c in diff.resources.changed
-        if c.resource_type == INSTANCE and any(r.key == "userData" for r in c.replaced_by)
+        if c.resource_type == INSTANCE
+        and any(r.key in ("userData", "launchTemplate.version") for r in c.replaced_by)
     ]
 
 
-def _render_rerun(replaced: list[Changed]) -> list[str]:
+def _render_rerun(replaced: list[Changed], diff: SynthesisDiff) -> list[str]:
+    """The replaced instances, what their layout does, and the teams whose gid changes."""
     if not replaced:
         return []
     lines = [f"  instances that boot again: {len(replaced)}"]
     lines += [f"    ! {c.name}" for c in replaced]
-    return [*lines, RERUN_NOTE]
+    if not diff.gid_changes:
+        return [*lines, RERUN_NOTE]
+    lines += [
+        f"    ! team {c.team}: gid {c.old} -> {c.new}: stop its jobs before the up"
+        for c in diff.gid_changes
+    ]
+    lines.append(RERUN_GID_NOTE)
+    if diff.metadata_exported_paths:
+        lines.append(
+            f"    (on {', '.join(diff.metadata_exported_paths)} (exportEvents CHANGED) each file"
+            " the layout moves to the new group is a metadata change FSx exports to S3: one"
+            " export per file of the team there)"
+        )
+    return lines
 
 
 def _render_retained(retained: list[Changed]) -> list[str]:

@@ -75,6 +75,22 @@ PERSISTENT_VOLUME_CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
 
 INSTANCE: Final = "aws:ec2/instance:Instance"
 _INSTANCE: Final = "ec2/ec2_instance.go"
+LAUNCH_TEMPLATE: Final = "aws:ec2/launchTemplate:LaunchTemplate"
+LATEST_VERSION: Final = "$Latest"
+UNVERSIONED_TEMPLATE_KEYS: Final = frozenset(
+    {"defaultVersion", "description", "tags", "tagsAll", "updateDefaultVersion"}
+)
+"""Launch template inputs whose change makes no new version: every other updatable input is in
+``updateKeys`` of resourceLaunchTemplateUpdate, which calls CreateLaunchTemplateVersion."""
+LAUNCH_TEMPLATE_VERSIONS: Final = (
+    f"{_TF}ec2/ec2_launch_template.go (resourceLaunchTemplateUpdate: CreateLaunchTemplateVersion"
+    " when an updateKeys input changes)"
+)
+LATEST_VERSION_SOURCE: Final = (
+    f"{_TF}{_INSTANCE} (CustomizeDiff: ForceNew(launch_template.0.version) when the version is"
+    " $Latest and the template's latest version is not the instance's)"
+)
+"""Why an instance launched from ``$Latest`` is replaced when its template gets a new version."""
 _CLUSTER_SOURCE: Final = "eks/cluster.go"
 _FSX: Final = "fsx/lustre_file_system.go"
 
@@ -85,6 +101,15 @@ _NOTHING_REPLACES: Final = {
     "the stacks fix its region and account per stack",
 }
 """Types with no replacing input, and where that was read."""
+_COMPONENTS: Final = {
+    "kubernetes:yaml/v2:ConfigFile": f"{_K8S}yaml/v2/configfile.go (Construct)",
+    "kubernetes:kustomize/v2:Directory": f"{_K8S}kustomize/v2/directory.go (Construct)",
+}
+"""pulumi-kubernetes' component resources (``RegisterComponentResource`` in the provider's
+Construct): no provider diff, so never replaced themselves. Their children are the objects of the
+file or the kustomization, registered with the component as parent and named with its
+``resourcePrefix`` (default: the component's name); each child is an object of its own kind,
+replaced by that kind's rules, and an object gone from the file is deleted."""
 _K8S_IDENTITY_ONLY: Final = tuple(
     f"kubernetes:{token}"
     for token in (
@@ -115,7 +140,10 @@ _TF_NAMES: Final = {
 """Engine names of list blocks, which Pulumi pluralizes, and their Terraform names."""
 
 REPLACED_BY: Final[dict[str, list[Trigger]]] = {
-    **{resource_type: [] for resource_type in (*_NOTHING_REPLACES, *_K8S_IDENTITY_ONLY)},
+    **{
+        resource_type: []
+        for resource_type in (*_NOTHING_REPLACES, *_COMPONENTS, *_K8S_IDENTITY_ONLY)
+    },
     FILE_SYSTEM: [
         *_tf(
             _FSX,
@@ -465,7 +493,7 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
     "aws:sqs/queue:Queue": _forcenew("sqs/queue.go", "fifoQueue", "name", "namePrefix"),
     "aws:sqs/queuePolicy:QueuePolicy": _forcenew("sqs/queue_policy.go", "queueUrl"),
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _forcenew(
-        "vpc/security_group_ingress_rule.go", "securityGroupId"
+        "ec2/vpc_security_group_ingress_rule.go", "securityGroupId"
     ),
 }
 """Replacement-triggering inputs per resource type: every type the stacks create, each audited
@@ -636,6 +664,13 @@ def audit_table() -> str:
             files = "; ".join(sorted({_rule_file(t.source) for t in triggers}))
         elif resource_type in _NOTHING_REPLACES:
             fields, files = "nothing", _NOTHING_REPLACES[resource_type]
+        elif resource_type in _COMPONENTS:
+            fields = (
+                "nothing: a component resource; its children are the objects it reads, each"
+                " replaced by its own kind's rules (named `<resourcePrefix>` or the component's"
+                " name, then the object's), and an object gone from the source is deleted"
+            )
+            files = _COMPONENTS[resource_type]
         else:
             fields, files = "nothing but its identity", _K8S_DIFF.split(" (", 1)[0]
         lines.append(f"| `{resource_type}` | {fields} | {files} |")
@@ -643,6 +678,15 @@ def audit_table() -> str:
     lines.append(
         "Every Kubernetes object is also replaced when `metadata.name` or `metadata.namespace`"
         f" changes ({_K8S_IDENTITY})."
+    )
+    lines.append("")
+    unversioned = ", ".join(f"`{k}`" for k in sorted(UNVERSIONED_TEMPLATE_KEYS))
+    lines.append(
+        f"A `{LAUNCH_TEMPLATE}` change that makes a new version (any input but"
+        f" {unversioned}: {LAUNCH_TEMPLATE_VERSIONS})"
+        f" replaces every `{INSTANCE}` that launches from it with `launchTemplate.version:"
+        f" {LATEST_VERSION}` ({LATEST_VERSION_SOURCE}): the admin client, whose launch template"
+        " `storage-lustre-admin` it uses that way."
     )
     return "\n".join(lines)
 

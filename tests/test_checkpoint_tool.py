@@ -54,11 +54,11 @@ class FakeS3:
         return [(k, v) for k, v in self.objects.items() if k.startswith(prefix)]
 
 
-def _checkpoint(root: Path, name: str, shards: int = 2) -> Path:
+def _checkpoint(root: Path, name: str, shards: int = 2, size: int = 100) -> Path:
     directory = root / name
     directory.mkdir(parents=True)
     for shard in range(shards):
-        (directory / f"shard-{shard}.pt").write_bytes(b"x" * (100 + shard))
+        (directory / f"shard-{shard}.pt").write_bytes(b"x" * (size + shard))
     return directory
 
 
@@ -246,8 +246,8 @@ def test_prune_keeps_the_newest_committed_and_never_an_uncommitted_one(tmp_path:
     assert tool.prune(root, 5) == []
 
 
-def _committed_step(root: Path, step: str, s3: Any) -> Path:
-    directory = _checkpoint(root, step)
+def _committed_step(root: Path, step: str, s3: Any, size: int = 100) -> Path:
+    directory = _checkpoint(root, step, size=size)
     for shard in directory.iterdir():
         s3.export(f"checkpoints/ml-a/job-1/{step}/{shard.name}", shard)
     assert tool.commit(directory, bucket="ckpt-bucket", prefix=f"checkpoints/ml-a/job-1/{step}/",
@@ -286,26 +286,69 @@ class FakeHead:
         return self.s3.objects.get(key)
 
 
-def _release(path: Path) -> None:
-    """What FSx's release leaves: the file's size and mtime with no data blocks (a stub)."""
+STUB_BYTES = 1 << 20
+"""Shards big enough that one written file-system block (4 KiB here) is less than their size."""
+
+
+def _release(path: Path, blocks: int = 0) -> None:
+    """What FSx's release leaves: the file's size and mtime with (almost) no data (a stub).
+
+    ``blocks=0`` leaves no block at all; ``blocks=1`` writes one, what Lustre's MDT reports for a
+    released file of size > 0 (lustre-release lustre/mdt/mdt_handler.c ``mdt_pack_attr2body``,
+    LU-3864). A local file system counts its own block size (4 KiB: 8 ``st_blocks``) for that
+    one block, still far below the stub's size.
+    """
     status = path.stat()
     path.unlink()
     with path.open("wb") as stub:
         stub.truncate(status.st_size)
+        if blocks:
+            stub.seek(0)
+            stub.write(b"\0")
     os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
-    assert tool.released(path.stat()), "this file system keeps no sparse files"
+    after = path.stat()
+    assert after.st_size == status.st_size and after.st_mtime_ns == status.st_mtime_ns
+    if blocks == 0:
+        assert after.st_blocks == 0, "this file system keeps no sparse files"
+    else:
+        assert 0 < after.st_blocks * 512 < after.st_size, "this file system keeps no sparse files"
+    assert tool.released(after)
 
 
+def _stat(size: int, blocks: int) -> os.stat_result:
+    """A ``stat`` of a regular file of ``size`` bytes with ``blocks`` 512-byte blocks."""
+    return os.stat_result((0o100644, 1, 1, 1, 0, 0, size, 0, 0, 0), {"st_blocks": blocks})
+
+
+@pytest.mark.parametrize(
+    ("size", "blocks", "released"),
+    [
+        (100, 0, True),  # no block at all
+        (100, 1, True),  # what Lustre reports for any released file of size > 0 (LU-3864)
+        (STUB_BYTES, 1, True),
+        (STUB_BYTES, 8, True),  # sparse: one 4 KiB block written (costs one HEAD)
+        (100, 8, False),  # fully allocated: a 4 KiB block holds it
+        (STUB_BYTES, STUB_BYTES // 512, False),
+        (0, 0, False),  # an empty file has nothing to restore
+    ],
+)
+def test_a_released_file_is_recognised_by_its_allocated_bytes(
+    size: int, blocks: int, released: bool
+) -> None:
+    assert tool.released(_stat(size, blocks)) is released
+
+
+@pytest.mark.parametrize("blocks", [0, 1], ids=["no-block-stub", "one-block-stub"])
 def test_a_released_checkpoint_whose_s3_object_expired_is_not_resumed_from(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], blocks: int
 ) -> None:
     root, s3 = tmp_path / "job-1", FakeS3()
-    _committed_step(root, "step-100", s3)
-    newest = _committed_step(root, "step-200", s3)
+    _committed_step(root, "step-100", s3, size=STUB_BYTES)
+    newest = _committed_step(root, "step-200", s3, size=STUB_BYTES)
     head = FakeHead(s3)
     for shard in newest.iterdir():
         if shard.name != tool.MARKER:
-            _release(shard)
+            _release(shard, blocks)
     # Released, but S3 holds every object: a read restores them; it is still the latest.
     assert tool.latest(root, head=head) == newest
     assert tool.committed(newest, head) is not None
@@ -326,9 +369,11 @@ def test_a_released_checkpoint_whose_s3_object_expired_is_not_resumed_from(
     assert "skipping" in err and "shard-1.pt" in err and "can never be restored" in err
 
 
-def test_latest_asks_s3_only_about_released_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [100, STUB_BYTES])
+def test_latest_asks_s3_only_about_released_files(tmp_path: Path, size: int) -> None:
     root, s3 = tmp_path / "job-1", FakeS3()
-    directory = _committed_step(root, "step-100", s3)
+    directory = _committed_step(root, "step-100", s3, size=size)
+    assert all(not tool.released(shard.stat()) for shard in directory.iterdir())
     head = FakeHead(s3)
     s3.objects.clear()  # S3 lost them all, but the file system holds every byte
     assert tool.latest(root, head=head) == directory and head.asked == []

@@ -5,23 +5,31 @@ from __future__ import annotations
 import copy
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from synth.__main__ import diff_parser
 from synth.__main__ import main as synth_main
 from synth.diff import (
     ABSENT,
     CLAIMS_NOTE,
+    GATE_REFUSALS,
     PROTECTED_NOTE,
+    RETAINED_PROTECTED,
     VOLUMES_NOTE,
     Change,
+    Changed,
     NoSynthesis,
+    SectionDiff,
     Synthesis,
+    SynthesisDiff,
     diff_syntheses,
     flatten,
+    gate_refusals,
     load_synthesis,
     refusals,
     render,
@@ -32,6 +40,7 @@ from synth.diff import (
 )
 from synth.engine import SECRET_MARK, UNKNOWN, ResourceRecord
 from synth.output import manifest_file_name, resource_label
+from synth.replacements import Replacement
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS
@@ -424,7 +433,9 @@ def _trainer_off(config: dict[str, Any]) -> None:
             _slurm_off,
             [
                 "kubernetes:helm.sh/v3:Release slurm: deleted",
-                "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB slurm-slurm-accounting-db: deleted",
+                "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB slurm-slurm-accounting-db: "
+                + RETAINED_PROTECTED,
+                "kubernetes:core/v1:Namespace slurm-namespace: " + RETAINED_PROTECTED,
                 "kubernetes:core/v1:Secret slurm-slurm-auth-slurm: deleted",
                 "random:index/randomPassword:RandomPassword slurm-slurm-auth-jwt-jwt.key: deleted",
             ],
@@ -432,8 +443,8 @@ def _trainer_off(config: dict[str, Any]) -> None:
         (
             _trainer_off,
             [
-                "kubernetes:helm.sh/v3:Release kubeflow-trainer: deleted",
-                "kubernetes:yaml/v2:ConfigFile trainer-jobset-crds: deleted",
+                "kubernetes:helm.sh/v3:Release kubeflow-trainer: " + RETAINED_PROTECTED,
+                "kubernetes:yaml/v2:ConfigFile trainer-jobset-crds: " + RETAINED_PROTECTED,
             ],
         ),
     ],
@@ -461,8 +472,13 @@ def test_gate_refuses_deleting_what_prod_protects(
         if line.startswith("    ! ")
     ]
     assert set(refused) <= set(listed), out
-    protected = {resource_label(r.urn) for r in synthesized["prod"].records if r.protect}
-    assert {entry.rsplit(": ", 1)[0] for entry in listed} <= protected
+    records = {resource_label(r.urn): r for r in synthesized["prod"].records if r.protect}
+    for entry in listed:
+        label, verdict = entry.split(": ", 1)
+        assert label in records, entry
+        # retained on delete as well: said so, never "deleted"
+        expected = RETAINED_PROTECTED if records[label].retain_on_delete else "deleted"
+        assert verdict in (expected, "replaced"), entry
     assert PROTECTED_NOTE in out
     assert synth_main([*argv, "--gate", "--allow-replace"]) == 1
     capsys.readouterr()
@@ -484,6 +500,61 @@ def test_gate_passes_removing_a_team_that_protects_nothing(
     assert synth_main([*argv, "--project-dir", str(project), "--gate"]) == 0
     out = capsys.readouterr().out
     assert "removed" in out and "protected resources refused" not in out
+
+
+def test_a_protected_resource_also_retained_is_refused_and_said_to_be_retained() -> None:
+    """Removed from the program, a protected resource fails the up either way (pulumi
+    pkg/resource/deploy/step.go, DeleteStep.Apply); one also retained on delete would not be
+    deleted even unprotected, and the forecast says that instead of "deleted"."""
+    old = [
+        _record("db", {}, protect=True, retain_on_delete=True),
+        _record("key", {}, protect=True),
+        _record("kept", {}, retain_on_delete=True),  # not protected: no refusal
+    ]
+    diff = diff_syntheses(_synthesis(old), _synthesis([]))
+    assert diff.protected == [
+        f"aws:ec2/subnet:Subnet db: {RETAINED_PROTECTED}",
+        "aws:ec2/subnet:Subnet key: deleted",
+    ]
+    assert gate_refusals(diff) == ["protected resources refused"]
+    text = render("dev", Path("b"), diff)
+    assert (
+        "    ! aws:ec2/subnet:Subnet db: protected (and retained: a destroy would only forget it)\n"
+        in text
+    )
+
+
+@pytest.mark.parametrize("heading", GATE_REFUSALS)
+def test_gate_help_names_every_refusal_that_exits_one(heading: str) -> None:
+    """Each refusal alone makes the gate exit 1, is printed under its heading, and the --gate
+    help (docs/reference/synth-cli.md is generated from it) names it."""
+    # each comes with some change of the sections (the render says "no changes" otherwise)
+    empty = SynthesisDiff(SectionDiff(removed=["x"]), SectionDiff(), SectionDiff())
+    one = {
+        "replacements refused": replace(
+            empty,
+            resources=SectionDiff(
+                changed=[
+                    Changed(
+                        "aws:s3/bucket:Bucket b",
+                        [Change("bucket", "a", "b")],
+                        [Replacement("bucket", "rule")],
+                        "aws:s3/bucket:Bucket",
+                    )
+                ]
+            ),
+        ),
+        "protected resources refused": replace(empty, protected=["x: deleted"]),
+        "creates AWS refuses": replace(empty, collisions=["a collides with b: /p"]),
+        "reservations left behind": replace(empty, moved_reservations=["cr-1 of pool p"]),
+        "cluster zones refused": replace(empty, cluster_zones=["eks:index:Cluster c: new zone z"]),
+    }[heading]
+    assert gate_refusals(one) == [heading]
+    assert f"  {heading}: 1\n" in render("dev", Path("b"), one) + "\n"
+    gate_help = next(a.help for a in diff_parser()._actions if "--gate" in a.option_strings)
+    assert heading in " ".join(str(gate_help).split())
+    if heading == "replacements refused":
+        assert gate_refusals(one, allow_replace=True) == []
 
 
 def test_replacing_a_resource_protected_on_both_sides_is_refused() -> None:

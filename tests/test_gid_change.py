@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from components.config import PlatformConfig, parse_platform_config
 from components.storage.layout import (
@@ -18,6 +19,10 @@ from components.storage.layout import (
     layout_script,
     team_directories,
 )
+from synth.__main__ import main as synth_main
+from synth.diff import RERUN_GID_NOTE, RERUN_NOTE, layout_gids
+from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import stack_data
 
 NEW_GID = 6101
@@ -105,3 +110,60 @@ def test_a_changed_gid_moves_the_teams_files_and_project_once(tmp_path: Path) ->
     again = _layout(after, tmp_path)
     assert not [call for call in again if call.startswith("lfs project") and " -r " in call]
     assert f"lfs project -p {NEW_GID} -s {directories[0]}" in again
+
+
+@pytest.mark.slow
+def test_synth_diff_names_a_changed_gid_and_says_to_stop_the_teams_jobs(
+    synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A gid change replaces the admin client like any user data change, but it is not safe with
+    jobs running: running pods keep the old supplemental gid and lose group write on the 2770
+    directories once the layout moves them, and on paths exporting CHANGED each chgrp is
+    exported. The forecast names the team and both gids instead of "Jobs keep running"."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
+    stack_file = project / "stacks" / "Pulumi.prod.yaml"
+    document = yaml.safe_load(stack_file.read_text())
+    teams = document["config"]["eks-training-platform:platform"]["teams"]
+    (product,) = [team for team in teams if team["name"] == "ml-product"]
+    old_gid = product["gid"]
+    product["gid"] = NEW_GID
+    stack_file.write_text(yaml.safe_dump(document))
+    base = synthesized["prod"].written.directory
+    argv = ["diff", "prod", "--base", str(base), "--out", str(tmp_path / "out"), "--gate"]
+    assert synth_main([*argv, "--project-dir", str(project)]) == 0  # a warning, not a refusal
+    out = capsys.readouterr().out
+    assert "~ aws:ec2/instance:Instance storage-lustre-admin (replaced)" in out
+    block = out.split("  instances that boot again: 1\n", 1)[1]
+    assert block.startswith(
+        "    ! aws:ec2/instance:Instance storage-lustre-admin\n"
+        f"    ! team ml-product: gid {old_gid} -> {NEW_GID}: stop its jobs before the up\n"
+        f"{RERUN_GID_NOTE}\n"
+        "    (on /artifacts, /checkpoints (exportEvents CHANGED) each file the layout moves"
+    ), out
+    assert RERUN_NOTE not in out and "Jobs keep running" not in out
+    assert "ml-research" not in block.split("(on /artifacts", 1)[0]
+
+
+def test_only_a_teams_gid_change_is_a_gid_change(tmp_path: Path) -> None:
+    """A quota change, an added or a removed team changes the user data but no gid."""
+    lustre = _config().storage.lustre
+    assert lustre is not None
+
+    def user_data(config: PlatformConfig) -> str:
+        assert lustre is not None
+        return layout_script(lustre, config.teams, dns_name="fs-1.fsx", mount_name="abcd")
+
+    before = _config()
+    assert layout_gids(user_data(before)) == {t.name: t.gid for t in before.teams}
+    data = stack_data("prod")
+    data["teams"][0]["lustreQuotaGiB"] += 1
+    data["teams"] = data["teams"][:1]
+    assert (
+        layout_gids(user_data(parse_platform_config(data))).items()
+        < layout_gids(user_data(before)).items()
+    )
+    changed = layout_gids(user_data(_config(NEW_GID)))
+    assert changed[before.teams[0].name] == NEW_GID

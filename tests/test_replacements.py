@@ -36,8 +36,11 @@ from synth.output import HELM_RELEASE_TYPE as HELM_RELEASE
 from synth.replacements import (
     AUDIT_PAGE,
     INSTANCE,
+    LATEST_VERSION_SOURCE,
+    LAUNCH_TEMPLATE,
     REPLACED_BY,
     Trigger,
+    audit_table,
     kubernetes_type,
     with_audit,
 )
@@ -481,12 +484,14 @@ def _changed_type_of(
 
 
 def _stacks_records(synthesized: dict[str, StackResult]) -> dict[str, str]:
-    """Every resource type any stack creates (custom resources, and the EKS component whose
-    inputs reach its cluster), with the first stack that has it."""
+    """Every resource type any stack creates (custom resources, and the providers' components:
+    the EKS cluster whose inputs reach its cluster, pulumi-kubernetes' ConfigFile and
+    Directory), with the first stack that has it. The platform's own components
+    (``trainingplatform:``) have no provider to replace them."""
     found: dict[str, str] = {}
     for stack, result in synthesized.items():
         for record in result.records:
-            if record.custom or record.type == EKS:
+            if record.custom or not record.type.startswith("trainingplatform:"):
                 found.setdefault(record.type, stack)
     return found
 
@@ -497,8 +502,30 @@ def test_every_type_the_stacks_create_is_in_the_audited_table(
     """A new resource type cannot slip in unchecked: add its provider's replacing fields to
     synth/replacements.py REPLACED_BY (an empty list where nothing but its identity replaces
     it, with where that was read)."""
-    missing = sorted(set(_stacks_records(synthesized)) - set(REPLACED_BY))
+    created = _stacks_records(synthesized)
+    missing = sorted(set(created) - set(REPLACED_BY))
     assert missing == []
+    # Components count: the JobSet CRDs everywhere, the legacy operator where a stack turns
+    # trainer.legacyTrainingOperator on (staging).
+    assert {"kubernetes:yaml/v2:ConfigFile", "kubernetes:kustomize/v2:Directory", EKS} <= set(
+        created
+    )
+
+
+def test_the_audit_cites_files_that_exist_upstream() -> None:
+    """terraform-provider-aws keeps VPC resources in internal/service/ec2 (vpc_*.go): there is
+    no internal/service/vpc package, whatever Pulumi's ``aws:vpc`` module says."""
+    table = audit_table()
+    assert "internal/service/vpc/" not in table
+    assert REPLACED_BY["aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"] == [
+        Trigger(
+            "securityGroupId",
+            "terraform-provider-aws internal/service/ec2/vpc_security_group_ingress_rule.go"
+            " (security_group_id ForceNew)",
+        )
+    ]
+    for component in ("yaml/v2:ConfigFile", "kustomize/v2:Directory"):
+        assert f"| `kubernetes:{component}` | nothing: a component resource;" in table
 
 
 def test_the_docs_list_the_audit_as_the_table_says() -> None:
@@ -629,3 +656,56 @@ def test_deleting_an_association_on_a_releasing_path_says_what_stays_behind(dev:
     base = Synthesis(dev.directory, {u: r for u, r in dev.resources.items()
                                      if r.name != "storage-release/checkpoints"}, {}, {})  # fmt: skip
     assert diff_syntheses(base, Synthesis(dev.directory, quiet, {}, {})).unlinked_releasing == []
+
+
+def _edited_named(base: Synthesis, resource_type: str, name: str, edit: Edit) -> Synthesis:
+    """``base`` with the inputs of its resource of ``resource_type`` called ``name`` edited."""
+    resources = dict(base.resources)
+    (urn,) = [u for u, r in resources.items() if r.type == resource_type and r.name == name]
+    entry = copy.deepcopy(resources[urn].to_json())
+    edit(entry["inputs"])
+    resources[urn] = ResourceRecord.from_json(entry)
+    return Synthesis(base.directory, resources, base.manifests, base.helm)
+
+
+def test_a_new_launch_template_version_replaces_the_admin_client(dev: Synthesis) -> None:
+    """terraform-provider-aws internal/service/ec2/ec2_launch_template.go creates a new version
+    on an update of the template's data, and internal/service/ec2/ec2_instance.go's
+    CustomizeDiff forces a new instance when launch_template.version is $Latest and the latest
+    version is not the instance's: the admin client is replaced, and boots its layout again."""
+    admin = "storage-lustre-admin"
+    (instance,) = [r for r in dev.resources.values() if r.type == INSTANCE and r.name == admin]
+    assert instance.inputs["launchTemplate"]["version"] == "$Latest"
+    (template,) = [
+        r for r in dev.resources.values() if r.type == LAUNCH_TEMPLATE and r.name == admin
+    ]
+    assert template.urn in instance.property_dependencies["launchTemplate"]
+
+    diff = diff_syntheses(
+        dev, _edited_named(dev, LAUNCH_TEMPLATE, admin, _set("instanceType", "m7i.xlarge"))
+    )
+    by_type = {c.resource_type: c for c in diff.resources.changed}
+    assert by_type[LAUNCH_TEMPLATE].replaced_by == []  # the template is updated in place
+    replaced = by_type[INSTANCE]
+    assert [r.key for r in replaced.replaced_by] == ["launchTemplate.version"]
+    assert LATEST_VERSION_SOURCE in replaced.replaced_by[0].source
+    assert rerun_replacements(diff) == [replaced]
+    text = render("dev", Path("b"), diff)
+    assert f"    ~ aws:ec2/instance:Instance {admin} (replaced)" in text
+    assert f"instances that boot again: 1\n    ! aws:ec2/instance:Instance {admin}\n" in text
+    assert replaced not in refusals(diff)
+
+    # A description makes no new version; an instance pinned to a version keeps it.
+    described = diff_syntheses(
+        dev, _edited_named(dev, LAUNCH_TEMPLATE, admin, _set("description", "edited"))
+    )
+    assert [c.resource_type for c in described.resources.changed] == [LAUNCH_TEMPLATE]
+
+    def pinned(inputs: dict[str, Any]) -> None:
+        inputs["launchTemplate"] = {**inputs["launchTemplate"], "version": "3"}
+
+    base = _edited(dev, INSTANCE, pinned)
+    kept = diff_syntheses(
+        base, _edited_named(base, LAUNCH_TEMPLATE, admin, _set("instanceType", "m7i.xlarge"))
+    )
+    assert [c.resource_type for c in kept.resources.changed] == [LAUNCH_TEMPLATE]

@@ -183,13 +183,33 @@ Head = Callable[[str, str], "StoredObject | None"]
 """(bucket, key) -> the object S3 holds at the key (a HEAD), or None where it holds none."""
 
 
+STAT_BLOCK_BYTES = 512
+"""The unit of ``st_blocks`` (POSIX leaves it open; Linux and Lustre count 512-byte blocks)."""
+
+
 def released(status: os.stat_result) -> bool:
-    """Whether a file is a released stub: its size, but no data blocks on the file system.
+    """Whether a file may be a released stub: its size, but (almost) no data blocks.
 
     A release (FSx's RELEASE_DATA_FROM_FILESYSTEM task, Lustre HSM ``released``) keeps the
-    file's metadata and frees its data; the next read restores it from its S3 object.
+    file's metadata and frees its data; the next read restores it from its S3 object. Lustre's
+    MDT reports a released file of size > 0 as ONE block, not none, so that tar does not take
+    it for fully sparse (lustre-release lustre/mdt/mdt_handler.c ``mdt_pack_attr2body``:
+    "return 1 block for released file, unless tools like tar will consider it fully sparse
+    (LU-3864)"). So a file counts as possibly released when it has at most that one block or
+    fewer allocated bytes than its size. A sparse file that is not released also matches and
+    costs one HEAD (no subprocess per file, as ``lfs hsm_state`` would); a fully allocated file
+    never matches, so S3 is not asked about it.
+
+    Args:
+        status: the file's ``stat`` (``st_size`` in bytes, ``st_blocks`` in 512-byte blocks;
+            a platform without ``st_blocks`` counts as fully allocated).
     """
-    return status.st_size > 0 and getattr(status, "st_blocks", 1) == 0
+    if status.st_size <= 0:
+        return False
+    blocks = getattr(status, "st_blocks", None)
+    if blocks is None:
+        return False
+    return blocks <= 1 or blocks * STAT_BLOCK_BYTES < status.st_size
 
 
 def unrestorable(directory: Path, manifest: dict[str, Any], head: Head) -> list[str]:
