@@ -8,6 +8,7 @@ upstream file of each); the command refuses it without ``--allow-replace``.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import shutil
 from collections.abc import Callable
@@ -533,6 +534,13 @@ def test_the_docs_list_the_audit_as_the_table_says() -> None:
     assert with_audit(page) == page, "run: scripts/synth reference --write"
 
 
+@functools.cache
+def _loaded(directory: Path) -> Synthesis:
+    """A stack's synthesis read once per test process: the rule cases only read it (each edit
+    copies what it changes), and parsing every manifest is most of a case's cost."""
+    return load_synthesis(directory)
+
+
 def _rule_cases() -> list[tuple[str, Trigger]]:
     return [
         (resource_type, trigger)
@@ -556,7 +564,7 @@ def test_each_rule_of_the_audit_replaces_a_synthesized_resource(
     stack = _stacks_records(synthesized).get(resource_type)
     if stack is None:
         pytest.skip(f"no stack creates {resource_type}")
-    synthesis = load_synthesis(synthesized[stack].written.directory)
+    synthesis = _loaded(synthesized[stack].written.directory)
     diff = _changed_type_of(synthesis, resource_type, trigger.path)
     entries = [
         c

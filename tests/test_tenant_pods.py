@@ -364,6 +364,15 @@ def test_an_update_cannot_bring_in_what_a_create_may_not(
     old = workload_shapes(LEGITIMATE["gpu-pod"])[kind]
     ok, message = _judge(stack, synthesized, workload_shapes(ATTACKS[attack])[kind], old=old)
     assert not ok and message is not None, (attack, kind)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("kind", TEMPLATE_KINDS)
+def test_an_update_to_a_legitimate_spec_is_admitted(
+    stack: str, kind: str, synthesized: dict[str, StackResult]
+) -> None:
+    """The other side of the test above: every legitimate spec stays admitted as an update."""
+    old = workload_shapes(LEGITIMATE["gpu-pod"])[kind]
     for case in LEGITIMATE:
         new = workload_shapes(LEGITIMATE[case])[kind]
         assert _judge(stack, synthesized, new, old=old) == (True, None), (case, kind)
