@@ -485,6 +485,31 @@ def neuron_process_policy(neuron_runtimes: dict[str, int]) -> dict[str, Any]:
     """
     cores = ", ".join(f"'{name}': {count}" for name, count in sorted(neuron_runtimes.items()))
     return {
+        **_runtime_table_policy("trainium-runtime", "cores", cores),
+        "validations": [
+            {
+                "expression": "!has(object.spec.trainer) || "
+                "!has(object.spec.trainer.resourcesPerNode) || "
+                "has(object.spec.trainer.numProcPerNode)",
+                "messageExpression": "'runtime ' + object.spec.runtimeRef.name + ' takes a whole "
+                "Trainium node: leave spec.trainer.resourcesPerNode unset, or also set "
+                "spec.trainer.numProcPerNode (' + "
+                "string(variables.cores[object.spec.runtimeRef.name]) + ' NeuronCores per node)'",
+                "reason": "Invalid",
+            }
+        ],
+    }
+
+
+def _runtime_table_policy(condition: str, variable: str, entries: str) -> dict[str, Any]:
+    """The part of a TrainJob policy that judges only jobs on some runtimes, with a table of them.
+
+    Args:
+        condition: the match condition's name.
+        variable: the name of the variable that holds the table (``variables.<variable>``).
+        entries: the table's CEL map entries, ``'<runtime>': <value>, ...``.
+    """
+    return {
         "failurePolicy": "Fail",
         "matchConstraints": {
             "resourceRules": [
@@ -498,24 +523,9 @@ def neuron_process_policy(neuron_runtimes: dict[str, int]) -> dict[str, Any]:
         },
         # Match conditions cannot read variables, so the map is spelled in both places.
         "matchConditions": [
-            {
-                "name": "trainium-runtime",
-                "expression": "object.spec.runtimeRef.name in {" + cores + "}",
-            }
+            {"name": condition, "expression": "object.spec.runtimeRef.name in {" + entries + "}"}
         ],
-        "variables": [{"name": "cores", "expression": "{" + cores + "}"}],
-        "validations": [
-            {
-                "expression": "!has(object.spec.trainer) || "
-                "!has(object.spec.trainer.resourcesPerNode) || "
-                "has(object.spec.trainer.numProcPerNode)",
-                "messageExpression": "'runtime ' + object.spec.runtimeRef.name + ' takes a whole "
-                "Trainium node: leave spec.trainer.resourcesPerNode unset, or also set "
-                "spec.trainer.numProcPerNode (' + "
-                "string(variables.cores[object.spec.runtimeRef.name]) + ' NeuronCores per node)'",
-                "reason": "Invalid",
-            }
-        ],
+        "variables": [{"name": variable, "expression": "{" + entries + "}"}],
     }
 
 
@@ -542,25 +552,7 @@ def mpi_image_policy(mpi_runtimes: dict[str, str]) -> dict[str, Any]:
     """
     images = ", ".join(f"'{name}': '{image}'" for name, image in sorted(mpi_runtimes.items()))
     return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [
-                {
-                    "apiGroups": ["trainer.kubeflow.org"],
-                    "apiVersions": ["v1alpha1"],
-                    "operations": ["CREATE", "UPDATE"],
-                    "resources": ["trainjobs"],
-                }
-            ]
-        },
-        # Match conditions cannot read variables, so the map is spelled in both places.
-        "matchConditions": [
-            {
-                "name": "mpi-runtime",
-                "expression": "object.spec.runtimeRef.name in {" + images + "}",
-            }
-        ],
-        "variables": [{"name": "images", "expression": "{" + images + "}"}],
+        **_runtime_table_policy("mpi-runtime", "images", images),
         "validations": [
             {
                 "expression": "!has(object.spec.trainer) || !has(object.spec.trainer.image) || "
