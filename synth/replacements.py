@@ -43,7 +43,8 @@ class Trigger:
     source: str
     """The upstream file (and field) the rule comes from."""
     when: When = "change"
-    """``change``: any change; ``decrease``: a smaller number; ``removed``: the input goes."""
+    """``change``: any change; ``decrease``: a smaller number or dotted version; ``removed``:
+    the input goes."""
     only_if: str = ""
     """An input of the resource that must be true for the rule to apply
     (``userDataReplaceOnChange``: a ``CustomizeDiff`` ``ForceNewIf``); empty: always."""
@@ -154,7 +155,6 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
             ("storageType", "storage_type ForceNew"),
             ("efaEnabled", "efa_enabled ForceNew"),
             ("driveCacheType", "drive_cache_type ForceNew"),
-            ("fileSystemTypeVersion", "file_system_type_version ForceNew"),
             ("importPath", "import_path ForceNew"),
             ("exportPath", "export_path ForceNew"),
             ("importedFileChunkSize", "imported_file_chunk_size ForceNew"),
@@ -166,6 +166,9 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
             _FSX,
             ("storageCapacity", "resourceLustreFileSystemStorageCapacityCustomizeDiff"),
             ("metadataConfiguration.iops", "resourceLustreFileSystemMetadataConfigCustomizeDiff"),
+            # pulumi-aws 7.51.1: a higher version upgrades the file system in place, a lower
+            # one replaces it
+            ("fileSystemTypeVersion", "file_system_type_version, lower version only"),
             when="decrease",
         ),
     ],
@@ -174,7 +177,6 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         ("fileSystemId", "file_system_id ForceNew"),
         ("fileSystemPath", "file_system_path ForceNew"),
         ("dataRepositoryPath", "data_repository_path ForceNew"),
-        ("batchImportMetaDataOnCreate", "batch_import_meta_data_on_create ForceNew"),
     ),
     "aws:s3/bucket:Bucket": _tf(
         "s3/bucket.go",
@@ -265,6 +267,10 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
             ("name", "name ForceNew"),
             ("roleArn", "role_arn ForceNew"),
             ("bootstrapSelfManagedAddons", "bootstrap_self_managed_addons ForceNew"),
+            (
+                "accessConfig.bootstrapClusterCreatorAdminPermissions",
+                "access_config.bootstrap_cluster_creator_admin_permissions ForceNew",
+            ),
             ("kubernetesNetworkConfig.ipFamily", "kubernetes_network_config.ip_family ForceNew"),
             (
                 "kubernetesNetworkConfig.serviceIpv4Cidr",
@@ -466,7 +472,8 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         "iam/role_policy_attachment.go", "policyArn", "role"
     ),
     **{
-        f"aws:s3/{token}": _forcenew(f"s3/{file}", "bucket", "expectedBucketOwner")
+        # expected_bucket_owner is deprecated and no longer ForceNew (provider v6)
+        f"aws:s3/{token}": _forcenew(f"s3/{file}", "bucket")
         for token, file in (
             (
                 "bucketLifecycleConfiguration:BucketLifecycleConfiguration",
@@ -550,8 +557,16 @@ def _fires(trigger: Trigger, old: Any, new: Any, absent: Any) -> bool:
     if trigger.when == "removed":
         return new is absent and old is not absent
     if trigger.when == "decrease":
+        if isinstance(old, str) and isinstance(new, str):
+            return _version(new) < _version(old)
         return isinstance(old, int | float) and isinstance(new, int | float) and new < old
     return True
+
+
+def _version(value: str) -> tuple[int, ...]:
+    """A dotted version (``2.15``) as numbers, so ``2.9`` sorts before ``2.10``; () if not one."""
+    parts = value.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
 
 
 def kubernetes_type(manifest: Mapping[str, Any]) -> str:

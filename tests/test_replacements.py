@@ -717,3 +717,25 @@ def test_a_new_launch_template_version_replaces_the_admin_client(dev: Synthesis)
         base, _edited_named(base, LAUNCH_TEMPLATE, admin, _set("instanceType", "m7i.xlarge"))
     )
     assert [c.resource_type for c in kept.resources.changed] == [LAUNCH_TEMPLATE]
+
+
+def test_a_lustre_upgrade_is_in_place_and_a_downgrade_replaces(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """pulumi-aws 7.51.1 (file_system_type_version): "Changing this value to a higher version
+    triggers an in-place upgrade. Changing to a lower version forces resource replacement";
+    versions compare by number (2.9 < 2.10). And a DRA's batch import flag updates in place."""
+    synthesis = _loaded(synthesized["prod"].written.directory)
+
+    def replaced(resource_type: str, path: str, value: Any) -> bool:
+        diff = _changed_type_of(synthesis, resource_type, path, value)
+        return any(c.replaced_by for c in diff.resources.changed)
+
+    (lustre,) = [r for r in synthesis.resources.values() if r.type == FILE_SYSTEM]
+    assert lustre.inputs["fileSystemTypeVersion"] == "2.15"
+    assert not replaced(FILE_SYSTEM, "fileSystemTypeVersion", "2.16")
+    assert not replaced(FILE_SYSTEM, "fileSystemTypeVersion", "2.100")
+    assert replaced(FILE_SYSTEM, "fileSystemTypeVersion", "2.12")
+    assert replaced(FILE_SYSTEM, "fileSystemTypeVersion", "2.9")
+    association = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+    assert not replaced(association, "batchImportMetaDataOnCreate", False)
