@@ -34,7 +34,9 @@ from tests.conftest import REFERENCE_ENV, STACKS, reference_root
 SECTION = "docs/how-to/add-an-environment.md"
 """The page whose first bash block holds the steps."""
 NOT_CLONED = {".git", ".venv", ".venv-scan", ".venv-docs", "build"}
-CACHES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+CACHES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules"}
+"""Made by tools wherever they run (node_modules: ``scripts/renovate setup``, half a gigabyte
+in ci/renovate/ that the copy's run never uses), never in a clone."""
 SYNTHESIS_FILES = ("resources.json", "policy-report.json", "jobs.json")
 """What a stack's synthesis says: every resource, the policy findings, the jobs model."""
 MOCK_VALUES = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9A-Fa-f]{7,}")
