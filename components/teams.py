@@ -448,70 +448,59 @@ class Teams(pulumi.ComponentResource):
             rules=_cast(CATALOG_RULES),
             opts=in_cluster,
         )
-        enforced_policy(
-            f"{name}-queues",
-            QUEUE_POLICY,
-            queue_ownership_policy(
-                team_label=TEAM_LABEL,
-                queue_annotation=QUEUE_ANNOTATION,
-                scheduler_name=SCHEDULER_NAME,
+        # Every tenant policy judges team namespaces only: (resource name suffix, policy, spec).
+        team_policies: list[tuple[str, str, dict[str, Any]]] = [
+            (
+                "queues",
+                QUEUE_POLICY,
+                queue_ownership_policy(
+                    team_label=TEAM_LABEL,
+                    queue_annotation=QUEUE_ANNOTATION,
+                    scheduler_name=SCHEDULER_NAME,
+                ),
             ),
-            binding=team_namespace_binding(QUEUE_POLICY, team_label=TEAM_LABEL),
-            opts=in_cluster,
-        )
-        enforced_policy(
-            f"{name}-legacy-min-resources",
-            LEGACY_MIN_RESOURCES_POLICY,
-            legacy_min_resources_policy(team_label=TEAM_LABEL),
-            binding=team_namespace_binding(LEGACY_MIN_RESOURCES_POLICY, team_label=TEAM_LABEL),
-            opts=in_cluster,
-        )
-        enforced_policy(
-            f"{name}-services",
-            SERVICE_POLICY,
-            service_exposure_policy(
-                team_label=TEAM_LABEL,
-                internal_load_balancers=[
-                    team.name for team in teams if team.allow_internal_load_balancers
-                ],
+            (
+                "legacy-min-resources",
+                LEGACY_MIN_RESOURCES_POLICY,
+                legacy_min_resources_policy(team_label=TEAM_LABEL),
             ),
-            binding=team_namespace_binding(SERVICE_POLICY, team_label=TEAM_LABEL),
-            opts=in_cluster,
-        )
-        enforced_policy(
-            f"{name}-writes",
-            TENANT_WRITES_POLICY,
-            tenant_writes_policy(
-                team_label=TEAM_LABEL,
-                member_groups={team.name: team.member_groups for team in teams},
-                admin_groups={team.name: team.admin_groups for team in teams},
+            (
+                "services",
+                SERVICE_POLICY,
+                service_exposure_policy(
+                    team_label=TEAM_LABEL,
+                    internal_load_balancers=[
+                        team.name for team in teams if team.allow_internal_load_balancers
+                    ],
+                ),
             ),
-            binding=team_namespace_binding(TENANT_WRITES_POLICY, team_label=TEAM_LABEL),
-            opts=in_cluster,
-        )
-        enforced_policy(
-            f"{name}-gang-sizes",
-            GANG_SIZE_POLICY,
-            gang_size_policy(gang_limits, team_label=TEAM_LABEL),
-            binding=team_namespace_binding(GANG_SIZE_POLICY, team_label=TEAM_LABEL),
-            opts=in_cluster,
-        )
-        enforced_policy(
-            f"{name}-pods",
-            TENANT_PODS_POLICY,
-            team_pods_policy(teams, pools),
-            binding=team_namespace_binding(TENANT_PODS_POLICY, team_label=TEAM_LABEL),
-            opts=in_cluster,
-        )
-        # Pods share their node's security groups, and the file servers trust any client that
-        # connects from a privileged port: no team pod may bind one (the Lustre boundary).
-        enforced_policy(
-            f"{name}-lustre-boundary",
-            LUSTRE_BOUNDARY_POLICY,
-            lustre_boundary_policy(team_label=TEAM_LABEL),
-            binding=team_namespace_binding(LUSTRE_BOUNDARY_POLICY, team_label=TEAM_LABEL),
-            opts=in_cluster,
-        )
+            (
+                "writes",
+                TENANT_WRITES_POLICY,
+                tenant_writes_policy(
+                    team_label=TEAM_LABEL,
+                    member_groups={team.name: team.member_groups for team in teams},
+                    admin_groups={team.name: team.admin_groups for team in teams},
+                ),
+            ),
+            ("gang-sizes", GANG_SIZE_POLICY, gang_size_policy(gang_limits, team_label=TEAM_LABEL)),
+            ("pods", TENANT_PODS_POLICY, team_pods_policy(teams, pools)),
+            # Pods share their node's security groups, and the file servers trust any client
+            # that connects from a privileged port: no team pod may bind one.
+            (
+                "lustre-boundary",
+                LUSTRE_BOUNDARY_POLICY,
+                lustre_boundary_policy(team_label=TEAM_LABEL),
+            ),
+        ]
+        for suffix, policy_name, spec in team_policies:
+            enforced_policy(
+                f"{name}-{suffix}",
+                policy_name,
+                spec,
+                binding=team_namespace_binding(policy_name, team_label=TEAM_LABEL),
+                opts=in_cluster,
+            )
         for principal_arn, groups in team_access_entries(teams).items():
             # STANDARD with groups and no access policy: what the groups may do is the
             # RoleBindings below (EKS authorizes an entry's kubernetesGroups through RBAC).
