@@ -31,11 +31,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from components.tenancy import (
-    CREATED_OR_SPEC_CHANGED,
     LEGACY_JOBS,
     every_pod_spec,
     pod_spec_variables,
-    team_namespaces,
+    team_spec_policy,
+    writes,
 )
 
 LUSTRE_BOUNDARY_POLICY: Final = "trainingplatform-lustre-boundary"
@@ -104,26 +104,17 @@ def lustre_boundary_policy(*, team_label: str) -> dict[str, Any]:
     Args:
         team_label: the namespace label of team namespaces.
     """
-    rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
+    rules = [
+        writes("", "pods", "pods/ephemeralcontainers"),
+        writes("apps", "deployments", "statefulsets", "replicasets", "daemonsets"),
+        writes("batch", "jobs", "cronjobs"),
+        writes("jobset.x-k8s.io", "jobsets"),
+        writes("kubeflow.org", *LEGACY_JOBS),
+        writes("batch.volcano.sh", "jobs"),
+        writes("trainer.kubeflow.org", "trainjobs"),
+    ]
     return {
-        "failurePolicy": "Fail",
-        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
-        "matchConstraints": {
-            "namespaceSelector": team_namespaces(team_label),
-            "resourceRules": [
-                {**rule, "apiGroups": [""], "resources": ["pods", "pods/ephemeralcontainers"]},
-                {
-                    **rule,
-                    "apiGroups": ["apps"],
-                    "resources": ["deployments", "statefulsets", "replicasets", "daemonsets"],
-                },
-                {**rule, "apiGroups": ["batch"], "resources": ["jobs", "cronjobs"]},
-                {**rule, "apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"]},
-                {**rule, "apiGroups": ["kubeflow.org"], "resources": list(LEGACY_JOBS)},
-                {**rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},
-                {**rule, "apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"]},
-            ],
-        },
+        **team_spec_policy(team_label, rules),
         "variables": pod_spec_variables(),
         "validations": [
             {

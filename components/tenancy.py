@@ -431,19 +431,7 @@ def legacy_min_resources_policy(*, team_label: str) -> dict[str, Any]:
     scheduling = "object.spec.runPolicy.schedulingPolicy"
     allowed = ", ".join(f"'{name}'" for name in LEGACY_MIN_RESOURCES_ALLOWED)
     return {
-        "failurePolicy": "Fail",
-        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
-        "matchConstraints": {
-            "namespaceSelector": team_namespaces(team_label),
-            "resourceRules": [
-                {
-                    "operations": ["CREATE", "UPDATE"],
-                    "apiVersions": ["*"],
-                    "apiGroups": ["kubeflow.org"],
-                    "resources": list(LEGACY_JOBS),
-                }
-            ],
-        },
+        **team_spec_policy(team_label, [writes("kubeflow.org", *LEGACY_JOBS)]),
         "variables": [
             {
                 "name": "set",
@@ -481,6 +469,42 @@ def team_namespaces(team_label: str) -> dict[str, Any]:
         team_label: the namespace label of team namespaces.
     """
     return {"matchExpressions": [{"key": team_label, "operator": "Exists"}]}
+
+
+def writes(api_group: str, *resources: str, versions: tuple[str, ...] = ("*",)) -> dict[str, Any]:
+    """A policy's resource rule: creates and updates of ``resources`` in ``api_group``.
+
+    Args:
+        api_group: the API group ("" for the core group).
+        resources: the resources (and subresources) it matches.
+        versions: the API versions it matches. Default: every one.
+    """
+    return {
+        "operations": ["CREATE", "UPDATE"],
+        "apiVersions": list(versions),
+        "apiGroups": [api_group],
+        "resources": list(resources),
+    }
+
+
+def team_spec_policy(team_label: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """The frame of a policy that judges what team namespaces create and change.
+
+    It fails closed, sees every team namespace, and judges an update only when the spec
+    changes (:data:`CREATED_OR_SPEC_CHANGED`: controllers write status with full updates).
+
+    Args:
+        team_label: the namespace label of team namespaces.
+        rules: its resource rules (:func:`writes`).
+    """
+    return {
+        "failurePolicy": "Fail",
+        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
+        "matchConstraints": {
+            "namespaceSelector": team_namespaces(team_label),
+            "resourceRules": rules,
+        },
+    }
 
 
 def team_namespace_binding(policy: str, *, team_label: str) -> dict[str, Any]:

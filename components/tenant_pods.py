@@ -26,12 +26,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from components.tenancy import (
-    CREATED_OR_SPEC_CHANGED,
     PATCH_SPECS,
     POD_SPECS,
     every_pod_spec,
     pod_spec_variables,
-    team_namespaces,
+    team_spec_policy,
+    writes,
 )
 
 TENANT_PODS_POLICY: Final = "trainingplatform-tenant-pods"
@@ -281,33 +281,17 @@ def tenant_pods_policy(
     allowed_list = ", ".join(
         [*allowed_toleration_keys, *(f"{key} (with a request of it)" for key in resource_taints)]
     )
-    template_rule = {"operations": ["CREATE", "UPDATE"], "apiVersions": ["*"]}
+    # Legacy and Volcano jobs' templates are not judged here (their operators fill in pod
+    # fields such as the scheduler); their pods are, when created.
+    rules = [
+        writes("", "pods", "pods/ephemeralcontainers", versions=("v1",)),
+        writes("batch", "jobs", "cronjobs"),
+        writes("apps", "deployments", "statefulsets", "replicasets"),
+        writes("jobset.x-k8s.io", "jobsets"),
+        writes("trainer.kubeflow.org", "trainjobs"),
+    ]
     return {
-        "failurePolicy": "Fail",
-        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
-        "matchConstraints": {
-            "namespaceSelector": team_namespaces(team_label),
-            "resourceRules": [
-                {
-                    "operations": ["CREATE", "UPDATE"],
-                    "apiVersions": ["v1"],
-                    "apiGroups": [""],
-                    "resources": ["pods", "pods/ephemeralcontainers"],
-                },
-                {**template_rule, "apiGroups": ["batch"], "resources": ["jobs", "cronjobs"]},
-                {
-                    **template_rule,
-                    "apiGroups": ["apps"],
-                    "resources": ["deployments", "statefulsets", "replicasets"],
-                },
-                {**template_rule, "apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"]},
-                {
-                    **template_rule,
-                    "apiGroups": ["trainer.kubeflow.org"],
-                    "resources": ["trainjobs"],
-                },
-            ],
-        },
+        **team_spec_policy(team_label, rules),
         "variables": [
             *pod_spec_variables(),
             {
