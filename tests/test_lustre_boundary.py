@@ -22,7 +22,7 @@ from tests.pod_shapes import make_pod, trainjob, workload_shapes
 from tests.test_admission_policies import BINDING, admit
 from tests.test_readme import _marked_examples
 from tests.test_tenancy import _namespace
-from tests.test_tenant_api import _binding, _policy, _team
+from tests.test_tenant_api import _binding, _in_team, _policy, _team
 
 HARDENED: Final = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
@@ -130,9 +130,7 @@ def test_no_team_pod_may_bind_a_privileged_port(
     synthesized: dict[str, StackResult], stack: str, attack: str
 ) -> None:
     result = synthesized[stack]
-    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
-    namespace, _, _ = _team(result)
-    name = namespace["metadata"]["name"]
+    policy, namespace, name = _in_team(result, LUSTRE_BOUNDARY_POLICY)
     for kind, obj in workload_shapes(ATTACKS[attack](), name).items():
         ok, message = admit(policy, obj, namespace)
         assert not ok, (attack, kind)
@@ -172,9 +170,7 @@ def test_trainjob_patches_may_not_reopen_the_ports(
 ) -> None:
     """A patch merges into the runtime's hardened containers: it is judged on what it says."""
     result = synthesized[stack]
-    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
-    namespace, _, _ = _team(result)
-    name = namespace["metadata"]["name"]
+    policy, namespace, name = _in_team(result, LUSTRE_BOUNDARY_POLICY)
     assert admit(policy, trainjob(None, name), namespace) == (True, None)
     # a patch that names a container without a security context keeps the runtime's
     plain = {"containers": [{"name": "node", "env": [{"name": "A", "value": "1"}]}]}
@@ -215,9 +211,7 @@ def test_the_stacks_own_runtimes_and_a_raised_sysctl_pass(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     result = synthesized[stack]
-    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
-    namespace, _, _ = _team(result)
-    name = namespace["metadata"]["name"]
+    policy, namespace, name = _in_team(result, LUSTRE_BOUNDARY_POLICY)
     runtimes = [
         r
         for r in result.records
@@ -299,9 +293,7 @@ def test_a_drop_is_read_in_any_case(
     """containerd upper-cases a dropped name before it compares (``ALL`` too): ``drop: [all]``
     drops every capability and is admitted in every shape, on creation and on update."""
     result = synthesized[stack]
-    policy = _policy(result, LUSTRE_BOUNDARY_POLICY)
-    namespace, _, _ = _team(result)
-    name = namespace["metadata"]["name"]
+    policy, namespace, name = _in_team(result, LUSTRE_BOUNDARY_POLICY)
     lower = _pod_spec()
     lower["containers"][0]["securityContext"]["capabilities"]["drop"] = [spelling]
     for kind, obj in workload_shapes(lower, name).items():

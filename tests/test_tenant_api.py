@@ -68,6 +68,12 @@ def _team(result: StackResult) -> tuple[dict[str, Any], list[str], list[str]]:
 # --------------------------------------------------------------------------- item 2: Services
 
 
+def _in_team(result: StackResult, policy_name: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(the policy's spec, a team's Namespace as the API server gives it, its name)."""
+    namespace, _, _ = _team(result)
+    return _policy(result, policy_name), namespace, namespace["metadata"]["name"]
+
+
 def _service(namespace: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -466,9 +472,7 @@ def test_legacy_and_volcano_jobs_larger_than_their_pool_are_refused(
     """Every role (task) pinned to a pool adds up: a Master and ``limit`` whole-node Workers
     are one node too many, wherever the extra node is asked for."""
     result = synthesized[stack]
-    policy = _policy(result, GANG_SIZE_POLICY)
-    namespace, _, _ = _team(result)
-    name = namespace["metadata"]["name"]
+    policy, namespace, name = _in_team(result, GANG_SIZE_POLICY)
     for pool, (resource, per_node, limit) in _accelerated_pools(result).items():
         whole = _pod_template(pool, resource, per_node)
         for make, label in ((_pytorchjob, "PyTorchJob legacy"), (_volcano_job, "Job vc")):
@@ -500,9 +504,7 @@ def test_gangs_with_a_smaller_minimum_are_judged_by_it(
 ) -> None:
     """Elastic jobs may leave pods pending legitimately: only what they need to start counts."""
     result = synthesized[stack]
-    policy = _policy(result, GANG_SIZE_POLICY)
-    namespace, _, _ = _team(result)
-    name = namespace["metadata"]["name"]
+    policy, namespace, name = _in_team(result, GANG_SIZE_POLICY)
     pool, (resource, per_node, limit) = next(iter(_accelerated_pools(result).items()))
     whole = _pod_template(pool, resource, per_node)
     elastic_volcano = _volcano_job(name, limit + 5, whole)
@@ -533,9 +535,7 @@ def test_gangs_naming_no_pool_are_held_to_every_pool_together(
     """A job without a pool selector and a PodGroup (which names no pool) may not ask for more
     of an accelerator than all pools offering it hold; their pod counts are not judged."""
     result = synthesized[stack]
-    policy = _policy(result, GANG_SIZE_POLICY)
-    namespace, _, _ = _team(result)
-    name = namespace["metadata"]["name"]
+    policy, namespace, name = _in_team(result, GANG_SIZE_POLICY)
     totals: dict[str, tuple[int, int]] = {}
     for resource, per_node, limit in _accelerated_pools(result).values():
         total, smallest = totals.get(resource, (0, per_node))
@@ -590,9 +590,7 @@ def test_workloads_ganged_by_annotation_are_held_to_their_pool(
     Deployment's, StatefulSet's or Job's pods: that many whole-node pods may not outgrow the
     pool; the annotation is judged on its own update too; without it the pods are no gang."""
     result = synthesized[stack]
-    policy = _policy(result, GANG_SIZE_POLICY)
-    namespace, _, _ = _team(result)
-    name = namespace["metadata"]["name"]
+    policy, namespace, name = _in_team(result, GANG_SIZE_POLICY)
     for pool, (resource, per_node, limit) in _accelerated_pools(result).items():
         whole = _pod_template(pool, resource, per_node)
         for kind in ("Deployment", "ReplicaSet", "StatefulSet", "Job", "CronJob"):
