@@ -42,8 +42,8 @@ from synth.engine import SECRET_MARK, UNKNOWN, ResourceRecord
 from synth.output import manifest_file_name, resource_label
 from synth.replacements import Replacement
 from synth.run import StackResult
-from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS
+from tests.project_copies import project_copy
 
 URN = "urn:pulumi:dev::p::acme:index:Network$aws:ec2/subnet:Subnet::"
 
@@ -184,19 +184,11 @@ def test_base_may_be_the_output_root_or_the_stack_directory(
     assert diff_syntheses(loaded, load_synthesis(directory)).empty
 
 
-def _project_copy(tmp_path: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
-    return project
-
-
 @pytest.mark.slow
 def test_diff_command_shows_a_changed_stack_value_and_exits_one(
     synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    project = _project_copy(tmp_path)
+    project = project_copy(tmp_path)
     stack_file = project / "stacks" / "Pulumi.dev.yaml"
     document = yaml.safe_load(stack_file.read_text())
     platform = document["config"]["eks-training-platform:platform"]
@@ -404,7 +396,7 @@ def test_diff_command_gate_passes_a_retained_volume_renamed_with_its_claim(
 def _prod_project(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
     """A copy of the project whose prod stack file (its whole ``config`` map) went through
     ``edit``."""
-    project = _project_copy(tmp_path)
+    project = project_copy(tmp_path)
     stack_file = project / "stacks" / "Pulumi.prod.yaml"
     document = yaml.safe_load(stack_file.read_text())
     edit(document["config"])

@@ -7,9 +7,9 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
-import yaml
 
 from components.config import PlatformConfig, parse_platform_config
 from components.storage.layout import (
@@ -22,8 +22,8 @@ from components.storage.layout import (
 from synth.__main__ import main as synth_main
 from synth.diff import RERUN_GID_NOTE, RERUN_NOTE, layout_gids
 from synth.run import StackResult
-from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import stack_data
+from tests.project_copies import project_copy
 
 NEW_GID = 6101
 OTHER_GID = 7777
@@ -120,17 +120,15 @@ def test_synth_diff_names_a_changed_gid_and_says_to_stop_the_teams_jobs(
     jobs running: running pods keep the old supplemental gid and lose group write on the 2770
     directories once the layout moves them, and on paths exporting CHANGED each chgrp is
     exported. The forecast names the team and both gids instead of "Jobs keep running"."""
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
-    stack_file = project / "stacks" / "Pulumi.prod.yaml"
-    document = yaml.safe_load(stack_file.read_text())
-    teams = document["config"]["eks-training-platform:platform"]["teams"]
-    (product,) = [team for team in teams if team["name"] == "ml-product"]
-    old_gid = product["gid"]
-    product["gid"] = NEW_GID
-    stack_file.write_text(yaml.safe_dump(document))
+    old_gids: list[int] = []
+
+    def regroup(platform: dict[str, Any]) -> None:
+        (product,) = [team for team in platform["teams"] if team["name"] == "ml-product"]
+        old_gids.append(product["gid"])
+        product["gid"] = NEW_GID
+
+    project = project_copy(tmp_path, "prod", regroup)
+    (old_gid,) = old_gids
     base = synthesized["prod"].written.directory
     argv = ["diff", "prod", "--base", str(base), "--out", str(tmp_path / "out"), "--gate"]
     assert synth_main([*argv, "--project-dir", str(project)]) == 0  # a warning, not a refusal

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any, Final
@@ -30,9 +29,9 @@ from synth.jobs.trainer import Runtime, pod_requests
 from synth.jobs.view import StackView, name_of
 from synth.jobs.volcano import QueueShape, real_capability
 from synth.run import StackResult
-from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import set_at
+from tests.project_copies import project_copy
 
 Edit = Callable[[StackView], None]
 GPU: Final = "nvidia.com/gpu"
@@ -569,7 +568,7 @@ def test_jobs_command_prints_json_with_the_promised_keys(
 def test_jobs_command_exits_one_when_a_promised_path_cannot_run(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    project = _project_copy(tmp_path)
+    project = project_copy(tmp_path)
     stack = project / "stacks" / "Pulumi.dev.yaml"
     text = stack.read_text()
     # Slurm takes every trn1 node (and the team no longer counts on a share of them): the
@@ -590,14 +589,6 @@ def test_jobs_command_exits_two_on_a_bad_stack(
 ) -> None:
     assert synth_main(["jobs", "no-such-stack", "--out", str(tmp_path)]) == 2
     assert "Traceback" not in capsys.readouterr().err
-
-
-def _project_copy(tmp_path: Any) -> Any:
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
-    return project
 
 
 def test_a_quota_scoped_to_other_priority_classes_does_not_bound_a_job() -> None:

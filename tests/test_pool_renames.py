@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,9 @@ from components.config.pools import placement_group_name
 from components.platform import validated_config
 from synth.__main__ import main as synth_main
 from synth.run import StackResult
-from synth.stackfile import REPOSITORY_ROOT
 from tests.config_problems import assert_reported
 from tests.conftest import stack_data
+from tests.project_copies import project_copy
 
 OLD_GROUP = "ml-training-prod-p5"
 """The placement group prod's reserved p5 pool's reservation was bought into."""
@@ -23,23 +22,18 @@ OLD_GROUP = "ml-training-prod-p5"
 
 def _renamed_prod(tmp_path: Path, *, keep_group: bool) -> Path:
     """A project copy whose prod stack renames the reserved pool p5 to h100 (and its node set)."""
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
-    stack_file = project / "stacks" / "Pulumi.prod.yaml"
-    document = yaml.safe_load(stack_file.read_text())
-    platform = document["config"]["eks-training-platform:platform"]
-    pool = next(p for p in platform["nodePools"] if p["name"] == "p5")
-    assert pool["capacityType"] == "reserved"
-    pool["name"] = "h100"
-    if keep_group:
-        pool["placementGroupName"] = OLD_GROUP
-    for node_set in platform["slurm"]["nodeSets"]:
-        if node_set["pool"] == "p5":
-            node_set["pool"] = "h100"
-    stack_file.write_text(yaml.safe_dump(document))
-    return project
+
+    def rename(platform: dict[str, Any]) -> None:
+        pool = next(p for p in platform["nodePools"] if p["name"] == "p5")
+        assert pool["capacityType"] == "reserved"
+        pool["name"] = "h100"
+        if keep_group:
+            pool["placementGroupName"] = OLD_GROUP
+        for node_set in platform["slurm"]["nodeSets"]:
+            if node_set["pool"] == "p5":
+                node_set["pool"] = "h100"
+
+    return project_copy(tmp_path, "prod", rename)
 
 
 DRAINED = [

@@ -47,6 +47,7 @@ from synth.replacements import (
 )
 from synth.run import StackResult, synthesize_stack
 from synth.stackfile import REPOSITORY_ROOT
+from tests.project_copies import project_copy
 
 FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
 ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
@@ -342,19 +343,6 @@ def test_the_command_does_not_refuse_an_update(
     assert "(replaced)" not in out and "refused" not in out
 
 
-def _project_with(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
-    """A copy of the project whose dev stack's ``platform`` value went through ``edit``."""
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
-    stack_file = project / "stacks" / "Pulumi.dev.yaml"
-    document = yaml.safe_load(stack_file.read_text())
-    edit(document["config"]["eks-training-platform:platform"])
-    stack_file.write_text(yaml.safe_dump(document))
-    return project
-
-
 @pytest.mark.slow
 def test_moving_an_association_to_a_new_path_is_refused_even_when_replacing_is_allowed(
     synthesized: dict[str, StackResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -367,7 +355,7 @@ def test_moving_an_association_to_a_new_path_is_refused_even_when_replacing_is_a
         association["fileSystemPath"] = "/ckpt"
         platform["storage"]["lustre"]["checkpointPath"] = "/ckpt"
 
-    project = _project_with(tmp_path, move)
+    project = project_copy(tmp_path, "dev", move)
     base = synthesized["dev"].written.directory
     argv = ["diff", "dev", "--base", str(base), "--out", str(tmp_path / "out"), "--allow-replace"]
     assert synth_main([*argv, "--project-dir", str(project)]) == 1
@@ -412,7 +400,7 @@ def test_moving_the_training_zone_replaces_the_file_system_as_the_docs_show(
                 pool["zone"] = other  # pinned beside the file system, so it moves with it
         network["trainingZone"] = other
 
-    project = _project_with(tmp_path, move)
+    project = project_copy(tmp_path, "dev", move)
     # Both commands synthesize the same copy into the same --out: synthesis is deterministic
     # (tests/test_synth.py), so the second reads back the first's instead of repeating it.
     synthesized_once: dict[tuple[str, Path, Path], StackResult] = {}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,9 @@ from synth.__main__ import main as synth_main
 from synth.diff import Synthesis, cluster_zone_additions
 from synth.engine import ResourceRecord
 from synth.run import StackResult
-from synth.stackfile import REPOSITORY_ROOT
 from tests.config_problems import assert_reported
 from tests.conftest import stack_data
+from tests.project_copies import project_copy
 
 SUBNET = "aws:ec2/subnet:Subnet"
 CLUSTER = "eks:index:Cluster"
@@ -127,14 +126,7 @@ def _diff_prod(
     tmp_path: Path,
 ) -> tuple[int, Path]:
     """``synth diff prod --gate`` of a copy of the project whose prod platform ``edit`` changed."""
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
-    stack_file = project / "stacks" / "Pulumi.prod.yaml"
-    document = yaml.safe_load(stack_file.read_text())
-    edit(document["config"]["eks-training-platform:platform"])
-    stack_file.write_text(yaml.safe_dump(document))
+    project = project_copy(tmp_path, "prod", edit)
     out = tmp_path / "out"
     argv = ["diff", "prod", "--base", str(base), "--out", str(out), "--project-dir", str(project)]
     return synth_main([*argv, "--gate"]), out / "prod"
