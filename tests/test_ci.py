@@ -150,11 +150,13 @@ def test_ci_run_checks_lint_types_and_tests_with_reference_data_required() -> No
     checking = lint[lint.index("else") :]  # without --fix: check only
     for check in (".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"):
         assert check in checking, check
-    # In this order; the docs build runs beside the lint and is waited for before the rest.
-    steps = ["scripts/lint", "finish docs", "scripts/renovate validate", "scripts/test"]
+    # The lint and the docs build run beside the tests and are waited for after them; what the
+    # tests need (Renovate, checkov's virtualenv) is waited for before.
+    steps = ["finish renovate", "scripts/renovate validate", "finish scan",
+             "scripts/test || tests=$?", "finish lint", "finish docs", 'exit "$tests"']  # fmt: skip
     assert [line for line in _commands(CI_RUN) if line in steps] == steps
-    assert "background docs scripts/docs" in _commands(CI_RUN)
-    assert _commands(CI_RUN)[-1] == "scripts/test"
+    for job in ("lint scripts/lint", "docs scripts/docs"):
+        assert f"background {job}" in _commands(CI_RUN)
     # Renovate's validator (pinned in ci/renovate/package.json) checks renovate.json --strict.
     assert (
         "renovate-config-validator --strict" in (REPOSITORY_ROOT / "scripts/renovate").read_text()
@@ -165,21 +167,26 @@ def test_ci_run_checks_lint_types_and_tests_with_reference_data_required() -> No
     assert "${TRAINING_PLATFORM_REFERENCE_DIR:-" in script
 
 
-def test_ci_run_prints_its_wall_time_even_when_a_step_fails(tmp_path: Path) -> None:
-    """The budget is measured every run: the time is printed on exit, success or not."""
+@pytest.mark.parametrize(("lint", "tests", "status"), [(3, 0, 3), (0, 5, 5), (3, 5, 5)])
+def test_ci_run_fails_with_a_failing_step_and_prints_its_wall_time(
+    tmp_path: Path, lint: int, tests: int, status: int
+) -> None:
+    """The budget is measured every run: the time is printed on exit, success or not. A lint
+    that fails beside the tests fails CI once the tests end (with the tests' status first)."""
     root = tmp_path / "repo"
     (root / ".ci").mkdir(parents=True)
     (root / "scripts").mkdir()
     shutil.copy2(CI_RUN, root / ".ci" / "run")
-    for name, status in (("setup", 0), ("lint", 3), ("docs", 0), ("test", 0)):
+    steps = {"setup": 0, "lint": lint, "docs": 0, "renovate": 0, "test": tests}
+    for name, exit_status in steps.items():
         fake = root / "scripts" / name
-        fake.write_text(f'#!/usr/bin/env bash\necho {name} >>"$0.called"\nexit {status}\n')
+        fake.write_text(f'#!/usr/bin/env bash\necho {name} >>"$0.called"\nexit {exit_status}\n')
         fake.chmod(0o755)
     result = subprocess.run(
         ["bash", str(root / ".ci" / "run")], capture_output=True, text=True, check=False
     )
-    assert result.returncode == 3, "the failing step's status is CI's"
-    assert not (root / "scripts" / "test.called").exists(), "nothing runs after a failure"
+    assert result.returncode == status, result.stderr
+    assert (root / "scripts" / "test.called").exists(), "the tests run beside the lint"
     assert re.search(r"^== \.ci/run wall time: \d+ s \(budget 300 s\)$", result.stderr, re.M)
 
 
