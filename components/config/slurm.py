@@ -90,6 +90,13 @@ SlurmClusterName = Annotated[
 ]
 
 
+DEFAULT_MAX_TIME_HOURS: Final = 48
+DEFAULT_DEFAULT_TIME_HOURS: Final = 4
+MAX_TIME_HOURS_LIMIT: Final = 720
+"""Slurm's largest ``bf_window`` (30 days: slurm.conf(5), SchedulerParameters), which must
+cover the longest MaxTime for backfill to reserve nodes for a gang."""
+
+
 class SlurmNodeSetConfig(StrictModel):
     """A Slurm node set on one accelerator pool: slurmd pods that each take a whole node."""
 
@@ -125,6 +132,55 @@ class SlurmNodeSetConfig(StrictModel):
         description="slurmd image of this node set. Default: `slurm.images.slurmdGpu` or "
         "`slurm.images.slurmdNeuron`, by the pool's accelerator.",
     )
+    max_time_hours: int = Field(
+        default=DEFAULT_MAX_TIME_HOURS,
+        ge=1,
+        le=MAX_TIME_HOURS_LIMIT,
+        description="The partition's MaxTime, hours: the longest time limit a job may ask for "
+        "(a longer `--time` is refused at sbatch). Finite, so that backfill can plan when "
+        "nodes free up and reserve them for a gang; the scheduler looks as far ahead as the "
+        f"longest partition's MaxTime (bf_window, at most {MAX_TIME_HOURS_LIMIT} h, Slurm's "
+        f"limit). Default: {DEFAULT_MAX_TIME_HOURS}.",
+    )
+    default_time_hours: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TIME_HOURS_LIMIT,
+        description="The partition's DefaultTime, hours: the time limit of a job that gives no "
+        "`--time` (it is killed when it runs out, so training jobs should give one and "
+        f"checkpoint). Default: {DEFAULT_DEFAULT_TIME_HOURS}, or maxTimeHours if that is less.",
+    )
+    exclusive_user: bool = Field(
+        default=False,
+        description="ExclusiveUser=YES: a node runs jobs of one user at a time, so no two users' "
+        "jobs ever share a node (every job still gets a private /tmp and /dev/shm either way). "
+        "Costs idle accelerators when jobs ask for part of a node. Default: false.",
+    )
+    job_tmp_gib: int | None = Field(
+        default=None,
+        alias="jobTmpGiB",
+        ge=1,
+        le=4096,
+        description="Size of each job's private /tmp as a memory-backed tmpfs, GiB, counted "
+        "against the job's memory. Default: none, /tmp is a private directory on the node's "
+        "disk (its instance storage where the type has it), removed when the job ends.",
+    )
+    job_shm_gib: int | None = Field(
+        default=None,
+        alias="jobShmGiB",
+        ge=1,
+        le=4096,
+        description="Size of each job's private /dev/shm (tmpfs: NCCL's and the data loaders' "
+        "shared memory), GiB, counted against the job's memory. Default: half of the memory "
+        "a node gives its jobs.",
+    )
+
+    @property
+    def default_time(self) -> int:
+        """The partition's DefaultTime, hours (:attr:`default_time_hours` or its default)."""
+        if self.default_time_hours is not None:
+            return self.default_time_hours
+        return min(DEFAULT_DEFAULT_TIME_HOURS, self.max_time_hours)
 
 
 class SlurmImagesConfig(StrictModel):
@@ -570,6 +626,24 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 node_set.max_nodes,
                 f"at most the pool's maxNodes ({pool.max_nodes}): each slurmd pod takes a node",
             )
+        if node_set.default_time_hours is not None and (
+            node_set.default_time_hours > node_set.max_time_hours
+        ):
+            yield ConfigProblem(
+                f"{here}.defaultTimeHours",
+                node_set.default_time_hours,
+                f"at most the node set's maxTimeHours ({node_set.max_time_hours}): Slurm gives a "
+                "job without --time the partition's DefaultTime, which must fit its MaxTime",
+            )
+        memory_gib = pool.instance.memory_gib if known_types else None
+        for key, size in (("jobTmpGiB", node_set.job_tmp_gib), ("jobShmGiB", node_set.job_shm_gib)):
+            if size is not None and memory_gib is not None and size >= memory_gib:
+                yield ConfigProblem(
+                    f"{here}.{key}",
+                    size,
+                    f"less than the memory of the pool's {pool.instance.name} nodes "
+                    f"({memory_gib} GiB): the tmpfs is counted against the job's memory",
+                )
         if node_set.warm_nodes > node_set.max_nodes:
             yield ConfigProblem(
                 f"{here}.warmNodes",

@@ -18,7 +18,7 @@ from components.config.base import (
 )
 from components.config.cluster import principal_identity
 from components.config.pools import AcceleratorAmounts, pool_capacity
-from components.config.slurm import slurm_held
+from components.config.slurm import MAX_TIME_HOURS_LIMIT, slurm_held
 from components.config.storage import NamespaceName
 
 if TYPE_CHECKING:
@@ -135,6 +135,31 @@ MAX_TEAM_GID: Final = 2**31 - 1
 """Kubernetes' bound on a pod's supplemental groups (core/v1 validation: int64 within int32)."""
 
 
+class TeamSlurmConfig(StrictModel):
+    """The team's Slurm QOS (``slurm.directory`` makes one per team, named after it)."""
+
+    max_wall_hours: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TIME_HOURS_LIMIT,
+        description="The QOS's MaxWall, hours: the longest time limit the team's jobs may ask "
+        "for in any partition (a longer `--time` is refused at sbatch). Default: the longest "
+        "partition's maxTimeHours.",
+    )
+    gpus: int | None = Field(
+        default=None,
+        ge=0,
+        description="The most GPUs the team's running Slurm jobs hold together (the QOS's "
+        "GrpTRES gres/gpu): more wait, a single job asking for more is refused. Default: no "
+        "limit (fair share alone orders the teams).",
+    )
+    neuron_devices: int | None = Field(
+        default=None,
+        ge=0,
+        description="The same for Neuron devices (GrpTRES gres/neuron). Default: no limit.",
+    )
+
+
 class TeamConfig(StrictModel):
     """A team: its namespace, quota, access, queue and storage claim."""
 
@@ -195,6 +220,12 @@ class TeamConfig(StrictModel):
         "accelerators or EFA without being scheduled by Volcano (outside the team's queue, "
         "bounded only by its quota). Any member can run a pod as any account of the namespace, "
         "so listing one opens this to the whole team. Default: none.",
+    )
+    slurm: TeamSlurmConfig | None = Field(
+        default=None,
+        description="Limits of the team's Slurm QOS (with slurm.directory, which keeps a Slurm "
+        "account and QOS per team). Default: MaxWall the longest partition's MaxTime, no "
+        "accelerator limit.",
     )
     lustre_quota_gib: int | None = Field(
         alias="lustreQuotaGiB",
@@ -264,6 +295,13 @@ def team_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             )
         yield from _access_problems(config, team, base)
         yield from _group_problems(config, team, base)
+        if team.slurm is not None and (not config.slurm.enabled or config.slurm.directory is None):
+            yield ConfigProblem(
+                f"{base}.slurm",
+                team.slurm.model_dump(by_alias=True, exclude_none=True),
+                "unset unless slurm.enabled and slurm.directory are set: a team's QOS comes "
+                "with its Slurm account, which only the directory gives",
+            )
         queue = team.queue
         for key, attribute in fields:
             guarantee = getattr(queue.guarantee, attribute)
