@@ -14,6 +14,7 @@ from components import versions
 from components.config import PlatformConfig
 from components.helm import with_system_placement
 from components.slurm import directory as slurm_directory
+from components.slurm import sharing
 from components.slurm.accounting import (
     DATABASE_HOST,
     DATABASE_NAME,
@@ -41,6 +42,7 @@ from components.slurm.conf import (
     controller_conf,
     gres_conf,
     job_submit_lua,
+    node_names,
     topology_yaml,
 )
 from components.slurm.login import LOGIN_SET, login_set_values
@@ -80,7 +82,8 @@ def slurm_values(config: PlatformConfig) -> dict[str, Any]:
     slurm = config.slurm
     login = slurm.login
     assert login is not None  # config validation guarantees it when Slurm is enabled
-    pools = [pool for node_set in slurm.node_sets if (pool := config.pool(node_set.pool))]
+    node_sets = [(ns, pool) for ns in slurm.node_sets if (pool := config.pool(ns.pool))]
+    pools = [pool for _, pool in node_sets]
     accounting = slurm.accounting.enabled
     # The stack's own Secret holds sssd.conf (it carries the bind password); without a
     # directory the chart's default (local files only: root) stays.
@@ -102,7 +105,14 @@ def slurm_values(config: PlatformConfig) -> dict[str, Any]:
             "cgroup.conf": cgroup_conf(),
             "topology.yaml": topology_yaml(pools),
             "job_submit.lua": job_submit_lua(
-                {ns.pool: ns.max_nodes for ns in slurm.node_sets}, slurm.default_partition_pool
+                {
+                    ns.pool: (ns.max_nodes, ns.max_time_hours * sharing.MINUTES_PER_HOUR)
+                    for ns in slurm.node_sets
+                },
+                slurm.default_partition_pool,
+            ),
+            "namespace.yaml": sharing.namespace_yaml(
+                [(ns, pool, node_names(pool)) for ns, pool in node_sets]
             ),
         },
         # Each daemon hardened and sized (the chart sets no resources), its pod under the
@@ -131,7 +141,7 @@ def slurm_values(config: PlatformConfig) -> dict[str, Any]:
                 "resources": {"requests": {"storage": f"{slurm.controller_storage_gib}Gi"}},
             },
             "extraConfMap": controller_conf(
-                pools, accounting=accounting, directory=slurm.directory is not None
+                node_sets, accounting=accounting, directory=slurm.directory is not None
             ),
             # slurmctld's OpenMetrics, and the ServiceMonitor the operator makes for them: the
             # autoscaler's demand (components/slurm/autoscaling.py).
@@ -150,6 +160,8 @@ def slurm_values(config: PlatformConfig) -> dict[str, Any]:
         },
         "accounting": {
             "enabled": accounting,
+            # sacct and sreport ask slurmdbd, whose own PrivateData hides other users' records.
+            "extraConfMap": copy.deepcopy(sharing.SLURMDBD_SHARING_CONF),
             # No liveness probe: slurmdbd converts its tables after a Slurm upgrade before it
             # listens, for as long as that takes; a kubelet restart midway starts it over.
             "slurmdbd": {

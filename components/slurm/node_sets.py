@@ -19,6 +19,7 @@ from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.slurm import directory as slurm_directory
 from components.slurm.common import CONTROLLER_NAME, LOG_SIDECAR_RESOURCES, read_only_context
 from components.slurm.conf import TASK_PROLOG_CONFIG_MAP, TASK_PROLOG_DIR, node_conf
+from components.slurm.sharing import partition_line, partition_settings
 from components.storage import CLAIM_NAME
 from components.tenancy import RUNTIME_DEFAULT_SECCOMP
 from components.workloads import node_resources, pool_workload_placement, shared_memory_volume
@@ -62,7 +63,7 @@ def nodeset_spec(
     """The NodeSet of one pool: slurmd pods that each take a whole node of the pool.
 
     Args:
-        node_set: the node set's config (pool, replicas).
+        node_set: the node set's config (pool, replicas, its partition's limits).
         pool: the pool it runs on (catalog entry, taints).
         image: the pinned slurmd image (with the EFA libraries).
         shared_file_system: mount the namespace's Lustre claim at the shared path.
@@ -88,9 +89,9 @@ def nodeset_spec(
     if directory is not None and directory.ca_certificates is not None:
         mounts.append(slurm_directory.ca_mount())
         volumes.append(slurm_directory.ca_volume())
-    partition = "State=UP MaxTime=UNLIMITED" + (" Default=YES" if default_partition else "")
-    if billing is not None:
-        partition += f" TRESBillingWeights={billing}"
+    partition = partition_line(
+        partition_settings(node_set, pool, default_partition=default_partition, billing=billing)
+    )
     ssh: dict[str, Any] = {}
     if directory is not None:
         ssh = {"ssh": {

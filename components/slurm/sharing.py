@@ -1,0 +1,265 @@
+"""Slurm as a service many teams share: time limits, backfill, node sharing, privacy, scratch.
+
+Pure builders of the settings that let a partition-sized gang start behind other teams' small
+jobs, let jobs share a node by what they ask for, give each job its own ``/tmp`` and
+``/dev/shm``, and keep teams from seeing each other's jobs. Each cites the Slurm source or
+manual it relies on; docs/concepts/slurm.md, "One Slurm, many teams", shows the arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import yaml
+
+from components.config import NodePoolConfig, SlurmNodeSetConfig
+from components.workloads import whole_node_memory_mib
+
+MINUTES_PER_HOUR: Final = 60
+UNLIMITED: Final = "UNLIMITED"
+
+DEFAULT_BACKFILL_SLOTS: Final = 1440
+"""Slots of backfill's plan at Slurm's defaults (``bf_window=1440`` minutes at
+``bf_resolution=60`` seconds: slurm.conf(5), SchedulerParameters). A longer window keeps this
+many by coarsening the resolution, as the manual advises."""
+MIN_BACKFILL_RESOLUTION: Final = 60
+MAX_BACKFILL_RESOLUTION: Final = 3600
+MAX_BACKFILL_WINDOW_MINUTES: Final = 43200
+"""``bf_window``'s bounds and ``bf_resolution``'s (slurm.conf(5); SchedMD/slurm
+slurm-26-05-3-1 src/plugins/sched/backfill/backfill.c refuses a window beyond 30 days)."""
+
+PRIVATE_DATA: Final = ("accounts", "jobs", "reservations", "usage", "users")
+"""What ``PrivateData`` hides from regular users, in slurm.conf and slurmdbd.conf alike:
+other users' jobs and steps (``squeue``, ``scontrol show job`` with its command line and
+working directory; ``sacct`` through slurmdbd), their usage (``sshare``, ``sreport``), and
+accounts, users and reservations they are not part of. SlurmUser, root and Slurm
+administrators see all (slurm.conf(5) and slurmdbd.conf(5), PrivateData)."""
+METRICS_PARAMETERS: Final = "ignore_private_data"
+"""With ``PrivateData`` set, slurmctld's metrics endpoints want a JWT of SlurmUser or root
+unless this is set (SchedMD/slurm slurm-26-05-3-1 src/common/read_config.c: metrics_auth);
+the autoscaler's Prometheus scrapes without one."""
+
+NAMESPACE_PLUGIN: Final = "namespace/linux"
+"""Slurm's job namespaces with per-directory tmpfs sizes and PID namespaces (added in 25.11;
+slurm.conf(5) NamespaceType, namespace.yaml(5)). ``namespace/tmpfs`` (the former
+``job_container/tmpfs``) makes the same private ``/tmp`` and ``/dev/shm`` but takes no sizes
+and no PID namespace."""
+NAMESPACE_BASE_PATH: Final = "/var/spool/slurmd/namespace"
+"""Where the plugin keeps each job's namespace and its disk-backed ``/tmp`` (in the slurmd
+pod's own storage: the node's instance storage where the type has it). Unique per node, as
+namespace.yaml(5) requires, because every slurmd pod is one node."""
+JOB_TMP: Final = "/tmp"
+JOB_SHM: Final = "/dev/shm"
+
+
+def slurm_time(hours: int) -> str:
+    """A Slurm time limit of ``hours``: ``D-HH:MM:SS`` (or ``HH:MM:SS`` under a day).
+
+    The form ``scontrol show partition`` prints (SchedMD/slurm slurm-26-05-3-1
+    src/common/parse_time.c, mins2time_str).
+    """
+    days, rest = divmod(hours, 24)
+    return f"{days}-{rest:02d}:00:00" if days else f"{rest:02d}:00:00"
+
+
+_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+
+
+def slurm_minutes(text: str) -> int | None:
+    """Minutes of a Slurm time limit; None for ``UNLIMITED``/``INFINITE``/``-1``.
+
+    The forms Slurm reads (SchedMD/slurm slurm-26-05-3-1 src/common/parse_time.c,
+    time_str2secs and time_str2mins, which rounds seconds up): ``minutes``,
+    ``minutes:seconds``, ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes``,
+    ``days-hours:minutes:seconds``.
+
+    Raises:
+        ValueError: not a Slurm time.
+    """
+    value = text.strip()
+    if value.upper() in ("UNLIMITED", "INFINITE", "-1"):
+        return None
+    match = _TIME.fullmatch(value)
+    if match is None:
+        raise ValueError(f"not a Slurm time limit: {text!r}")
+    days, first, second, third = (int(part) if part else 0 for part in match.groups())
+    if match.group(1) is not None:
+        seconds = days * 86400 + first * 3600 + second * 60 + third
+    elif match.group(4) is not None:
+        seconds = first * 3600 + second * 60 + third
+    else:
+        seconds = first * 60 + second
+    return math.ceil(seconds / 60)
+
+
+def backfill_window_minutes(node_sets: Sequence[SlurmNodeSetConfig]) -> int:
+    """``bf_window``: the longest partition's MaxTime, in minutes.
+
+    Backfill plans a pending job only if it can start within the window: beyond it, "Starts
+    too far in the future to worry about", no reservation (SchedMD/slurm slurm-26-05-3-1
+    src/plugins/sched/backfill/backfill.c, _attempt_backfill). A gang the size of its
+    partition starts once the jobs running there end, at most one MaxTime from now, so a
+    window that long always plans it (slurm.conf(5): "A value at least as long as the highest
+    allowed time limit is generally advisable to prevent job starvation").
+    """
+    longest = max((node_set.max_time_hours for node_set in node_sets), default=24)
+    return min(longest * MINUTES_PER_HOUR, MAX_BACKFILL_WINDOW_MINUTES)
+
+
+def backfill_resolution_seconds(window_minutes: int) -> int:
+    """``bf_resolution``: coarse enough that the plan keeps Slurm's default number of slots."""
+    wanted = math.ceil(window_minutes * 60 / DEFAULT_BACKFILL_SLOTS)
+    return min(max(wanted, MIN_BACKFILL_RESOLUTION), MAX_BACKFILL_RESOLUTION)
+
+
+def scheduler_parameters(node_sets: Sequence[SlurmNodeSetConfig]) -> list[str]:
+    """``SchedulerParameters``: backfill looks as far ahead as the longest MaxTime.
+
+    ``bf_continue``: a backfill pass that releases its locks goes on down the queue instead of
+    starting over, so a gang far down a long queue of small jobs is still planned
+    (slurm.conf(5)).
+    """
+    window = backfill_window_minutes(node_sets)
+    return [
+        "bf_continue",
+        f"bf_window={window}",
+        f"bf_resolution={backfill_resolution_seconds(window)}",
+    ]
+
+
+def job_memory_mib(pool: NodePoolConfig) -> int:
+    """Memory Slurm gives jobs on one of the pool's nodes, MiB: the slurmd pod's limit.
+
+    The operator passes the limit in MiB (``POD_MEMORY``: slurm-operator v1.2.1
+    internal/builder/workerbuilder/worker_app.go, getResourceLimits) and the image's
+    entrypoint keeps the rest of the host from jobs (``MemSpecLimit``: SlinkyProject/containers
+    schedmd/slurm/26.05/ubuntu24.04 slurmd-entrypoint.sh, calculateMemSpecLimit).
+    """
+    return whole_node_memory_mib(pool)
+
+
+def sharing_defaults(pool: NodePoolConfig) -> dict[str, int]:
+    """A partition's defaults for a job that gives no ``--mem`` (or no ``--cpus-per-task``).
+
+    Without them a job without ``--mem`` is given all of the node's memory and, with memory a
+    consumable resource (``CR_Core_Memory``), holds the whole node and every GPU on it
+    (slurm.conf(5): DefMemPerCPU "The default value is 0 (unlimited)"). On GPU partitions a
+    job gets its GPUs' share of the node's memory (``DefMemPerGPU``) and cores
+    (``DefCpuPerGPU``), so ``srun --gres=gpu:1`` takes one eighth of a p5; a job without GPUs
+    gets memory by its CPUs (``DefMemPerCPU``). Where a job asks for GPUs, cons_tres clears the
+    per-CPU default and relies on the per-GPU one alone (SchedMD/slurm slurm-26-05-3-1
+    src/plugins/select/cons_tres/job_test.c, _set_gpu_defaults and the memory check in
+    _verify_node_state). Neuron devices have no per-device default in Slurm: Trainium jobs
+    get memory by their CPUs, and whole-node jobs (``--exclusive``) all of it.
+    """
+    instance = pool.instance
+    memory = job_memory_mib(pool)
+    defaults = {"DefMemPerCPU": memory // instance.vcpu}
+    if instance.accelerator == "nvidia":
+        defaults["DefMemPerGPU"] = memory // instance.accelerators
+        defaults["DefCpuPerGPU"] = instance.vcpu // instance.accelerators
+    return defaults
+
+
+def partition_settings(
+    node_set: SlurmNodeSetConfig,
+    pool: NodePoolConfig,
+    *,
+    default_partition: bool = False,
+    billing: str | None = None,
+) -> dict[str, str]:
+    """The settings of a node set's partition, in the order ``scontrol`` shows them.
+
+    Args:
+        node_set: the node set (its time limits and ``exclusiveUser``).
+        pool: its pool (the node's memory, CPUs and GPUs).
+        default_partition: the cluster's default partition. Default False.
+        billing: ``TRESBillingWeights`` (fair-share usage). Default: none.
+    """
+    settings = {
+        "State": "UP",
+        "MaxTime": slurm_time(node_set.max_time_hours),
+        "DefaultTime": slurm_time(node_set.default_time),
+        **{key: str(value) for key, value in sharing_defaults(pool).items()},
+    }
+    if node_set.exclusive_user:
+        settings["ExclusiveUser"] = "YES"
+    if default_partition:
+        settings["Default"] = "YES"
+    if billing is not None:
+        settings["TRESBillingWeights"] = billing
+    return settings
+
+
+def partition_line(settings: Mapping[str, str]) -> str:
+    """A partition's settings as the NodeSet's ``partition.config`` (``Key=Value`` words)."""
+    return " ".join(f"{key}={value}" for key, value in settings.items())
+
+
+def parse_partition_line(line: str) -> dict[str, str]:
+    """The ``Key=Value`` words of a partition line (a word without ``=`` is kept as a key)."""
+    settings: dict[str, str] = {}
+    for word in line.split():
+        key, _, value = word.partition("=")
+        settings[key] = value
+    return settings
+
+
+def job_shm_gib(node_set: SlurmNodeSetConfig, pool: NodePoolConfig) -> int:
+    """Size of each job's ``/dev/shm`` on the node set, GiB (config, else half the job memory)."""
+    if node_set.job_shm_gib is not None:
+        return node_set.job_shm_gib
+    return max(1, job_memory_mib(pool) // 1024 // 2)
+
+
+def namespace_yaml(node_sets: Sequence[tuple[SlurmNodeSetConfig, NodePoolConfig, str]]) -> str:
+    """``namespace.yaml``: every job in its own mount and PID namespace (namespace.yaml(5)).
+
+    Each job gets a fresh tmpfs at ``/dev/shm`` of the node set's size and a private ``/tmp``:
+    a tmpfs of ``jobTmpGiB`` or, by default, a directory of its own on the node's disk; both
+    go when the job ends, and tmpfs pages count against the job's memory cgroup. A PID
+    namespace (``CLONE_NEWPID``, with its own ``/proc``) keeps jobs of other users on the node
+    out of ``ps``, with their command lines. SSH sessions that pam_slurm_adopt adopts join the
+    job's namespace (its ``join_container`` defaults to true: SchedMD/slurm slurm-26-05-3-1
+    contribs/pam_slurm_adopt/pam_slurm_adopt.c). slurmd fetches the file from slurmctld like
+    slurm.conf (src/common/fetch_config.c lists ``namespace.yaml``). Mount options with sizes
+    are passed to the kernel's tmpfs as they are (src/plugins/namespace/linux/
+    namespace_linux.c, _mount_dir).
+
+    Args:
+        node_sets: (node set, its pool, its Slurm node names as a hostlist), each.
+    """
+    node_confs = []
+    for node_set, pool, hosts in node_sets:
+        tmp: dict[str, Any] = {"path": JOB_TMP}
+        if node_set.job_tmp_gib is not None:
+            tmp.update(tmpfs=True, options=f"size={node_set.job_tmp_gib}g")
+        shm = {"path": JOB_SHM, "tmpfs": True, "options": f"size={job_shm_gib(node_set, pool)}g"}
+        node_confs.append({"nodes": [hosts], "options": {"dir_confs": [tmp, shm]}})
+    document = {
+        "defaults": {
+            "auto_base_path": True,
+            "base_path": NAMESPACE_BASE_PATH,
+            "clone_ns_flags": ["CLONE_NEWPID"],
+        },
+        "node_confs": node_confs,
+    }
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+SHARING_CONF: Final = {
+    "NamespaceType": NAMESPACE_PLUGIN,
+    # The namespace plugins need each job's extern step (slurm.conf(5), NamespaceType);
+    # Contain implies Alloc: the Prolog runs when a job is allocated.
+    "PrologFlags": "Contain",
+    "PrivateData": list(PRIVATE_DATA),
+    "MetricsParameters": METRICS_PARAMETERS,
+}
+"""``slurm.conf`` settings that keep jobs of different teams apart on a node and in the
+clients' answers (:data:`PRIVATE_DATA`, :func:`namespace_yaml`)."""
+SLURMDBD_SHARING_CONF: Final = {"PrivateData": list(PRIVATE_DATA)}
+"""``slurmdbd.conf``'s own PrivateData: ``sacct`` and ``sreport`` ask slurmdbd, not
+slurmctld (slurmdbd.conf(5))."""
