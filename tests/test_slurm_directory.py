@@ -20,7 +20,7 @@ import json
 import subprocess
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import yaml
@@ -33,12 +33,14 @@ from components.slurm.directory import (
     CONFIG_HASH_ANNOTATION,
     HOME_PROLOG,
     SSSD_SECRET,
+    TeamRow,
     accounts_script,
     config_hash,
     fair_shares,
     home_prolog,
     neuron_device_weight,
     sssd_conf,
+    teams_table,
 )
 from synth.run import StackResult
 from synth.stackfile import StackFile, load_stack
@@ -362,7 +364,22 @@ def fail(message):
     save()
     print(message, file=sys.stderr)
     sys.exit(1)
-if verb == "show" and kind == "account":
+qos = state.setdefault("qos", {})
+if verb == "show" and kind == "qos" and name is not None:
+    if name in qos:
+        print(name)
+elif verb == "show" and kind == "qos":
+    for known, settings in qos.items():
+        print(f"{known}|{settings.get('description', '')}")
+elif verb == "add" and kind == "qos":
+    qos[name] = {"description": words["description"]}
+elif verb == "modify" and kind == "qos":
+    qos[words["name"]].update({k: v for k, v in words.items() if k != "name"})
+elif verb == "delete" and kind == "qos":
+    if name in state.get("qos_in_use", []):
+        fail(" This QOS is in use")
+    del qos[name]
+elif verb == "show" and kind == "account":
     for account in state["accounts"]:
         if account == name or (name is None and words.get("organization") == "platform"):
             print(account)
@@ -375,9 +392,13 @@ elif verb == "show" and kind == "associations":
         print(user)
     print("")  # the account's own association has no user
 elif verb == "add" and kind == "account":
+    if words["qos"] not in qos:
+        fail(f" Unknown QOS {words['qos']}")
     state["accounts"][name] = int(words["fairshare"])
+    state.setdefault("account_qos", {})[name] = [words["qos"], words["defaultqos"]]
 elif verb == "modify" and kind == "account":
     state["accounts"][words["name"]] = int(words["fairshare"])
+    state.setdefault("account_qos", {})[words["name"]] = [words["qos"], words["defaultqos"]]
 elif verb == "add" and kind == "user":
     users.setdefault(words["account"], []).append(name)
     state["default"].setdefault(name, words["account"])
@@ -405,8 +426,20 @@ esac
 """
 
 
+TEAMS: Final = [
+    TeamRow("ml-research", 5001, 192, 2880, "gres/gpu=-1,gres/neuron=-1"),
+    TeamRow("ml-product", 5002, 64, 1440, "gres/gpu=16,gres/neuron=-1"),
+]
+
+
 def _run_accounts(
-    tmp_path: Path, groups: str, state: dict[str, Any], passwd: str = ""
+    tmp_path: Path,
+    groups: str,
+    state: dict[str, Any],
+    passwd: str = "",
+    teams: list[TeamRow] | None = None,
+    *,
+    table: bool = True,
 ) -> tuple[dict[str, Any], str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -422,12 +455,14 @@ def _run_accounts(
     state_path.write_text(
         json.dumps({"accounts": {}, "users": {}, "default": {}, "calls": [], **state})
     )
-    script = accounts_script(
-        {"ml-research": (5001, 192), "ml-product": (5002, 64)}, cluster="c", interval=300
-    )
+    (tmp_path / "teams").unlink(missing_ok=True)
+    if table:
+        (tmp_path / "teams").write_text(teams_table(teams if teams is not None else TEAMS))
+    script = accounts_script(cluster="c", interval=300)
     done = subprocess.run(
         ["bash", "-c", script],
         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "STATE": str(state_path),
+             "TEAMS_FILE": str(tmp_path / "teams"),
              "GROUPS_FILE": str(tmp_path / "group"), "PASSWD_FILE": str(tmp_path / "passwd"),
              "ACCOUNTS_ONCE": "1"},
         capture_output=True, text=True, timeout=60, check=False,
@@ -443,7 +478,58 @@ def test_the_loop_creates_team_accounts_with_their_members(tmp_path: Path) -> No
     assert state["accounts"] == {"ml-research": 192, "ml-product": 64}
     assert state["users"] == {"ml-research": ["alice", "bob"], "ml-product": ["carol"]}
     assert "ml-research: added alice" in log
-    assert all("cluster=c" in call for call in state["calls"] if "add" in call)
+    assert all(
+        "cluster=c" in call for call in state["calls"] if call.startswith(("-i add account",
+                                                                            "-i add user"))
+    )  # fmt: skip
+
+
+def test_each_team_gets_a_qos_with_its_limits_as_its_accounts_only_one(tmp_path: Path) -> None:
+    """MaxWall and GrpTRES per team, refused at submission (DenyOnLimit), and the account's
+    only QOS (``AccountingStorageEnforce=qos`` refuses any other: slurm.conf(5))."""
+    state, _ = _run_accounts(tmp_path, "research:*:5001:alice\nproduct:*:5002:carol\n", {})
+    assert state["qos"] == {
+        "ml-research": {"description": "platform team ml-research", "maxwall": "2880",
+                        "grptres": "gres/gpu=-1,gres/neuron=-1", "flags": "DenyOnLimit"},
+        "ml-product": {"description": "platform team ml-product", "maxwall": "1440",
+                       "grptres": "gres/gpu=16,gres/neuron=-1", "flags": "DenyOnLimit"},
+    }  # fmt: skip
+    assert state["account_qos"] == {
+        "ml-research": ["ml-research", "ml-research"],
+        "ml-product": ["ml-product", "ml-product"],
+    }
+    # A later pass with other limits sets them on the QOS that is there.
+    tighter = [TEAMS[0]._replace(max_wall_minutes=600, grp_tres="gres/gpu=8,gres/neuron=-1"),
+               TEAMS[1]]  # fmt: skip
+    state, _ = _run_accounts(tmp_path, "research:*:5001:alice\n", state, teams=tighter)
+    assert state["qos"]["ml-research"]["maxwall"] == "600"
+    assert state["qos"]["ml-research"]["grptres"] == "gres/gpu=8,gres/neuron=-1"
+
+
+def test_a_qos_of_a_team_no_longer_listed_goes_and_others_stay(tmp_path: Path) -> None:
+    before = {
+        "qos": {"normal": {"description": "Normal QOS default"},
+                "ml-old": {"description": "platform team ml-old"},
+                "ml-busy": {"description": "platform team ml-busy"}},
+        "qos_in_use": ["ml-busy"],
+    }  # fmt: skip
+    state, log = _run_accounts(tmp_path, "research:*:5001:\nproduct:*:5002:\n", before)
+    assert set(state["qos"]) == {"normal", "ml-busy", "ml-research", "ml-product"}
+    assert "ml-old: QOS of no team, removed" in log
+    assert "ml-busy: cannot remove its QOS (in use?)" in log
+
+
+def test_an_unreadable_teams_table_changes_nothing(tmp_path: Path) -> None:
+    before = {"accounts": {"ml-research": 192}, "users": {"ml-research": ["alice"]},
+              "qos": {"ml-research": {"description": "platform team ml-research"}}}  # fmt: skip
+    state, log = _run_accounts(tmp_path, "research:*:5001:\n", copy.deepcopy(before), teams=None,
+                               table=False)  # fmt: skip
+    assert state["accounts"] == before["accounts"] and state["users"] == before["users"]
+    assert set(state["qos"]) == {"ml-research"}
+    assert f"cannot read {tmp_path / 'teams'}; nothing changed" in log
+    # An empty table, though, is no teams: their accounts go.
+    state, _ = _run_accounts(tmp_path, "research:*:5001:\n", copy.deepcopy(before), teams=[])
+    assert state["accounts"] == {} and state["qos"] == {}
 
 
 def test_the_loop_follows_the_directory(tmp_path: Path) -> None:

@@ -98,6 +98,17 @@ __all__ = [
 ]
 
 
+def slurm_team_rows(config: PlatformConfig) -> list[slurm_directory.TeamRow]:
+    """The teams' Slurm accounts and QOS (:func:`components.slurm.directory.team_rows`)."""
+    node_sets = config.slurm.node_sets
+    pools = [pool for ns in node_sets if (pool := config.pool(ns.pool))]
+    return slurm_directory.team_rows(
+        config.teams,
+        gres_types=sorted({gres_name(pool) for pool in pools}),
+        longest_hours=max(ns.max_time_hours for ns in node_sets),
+    )
+
+
 def create_namespace(
     *,
     cluster_ready: list[pulumi.Resource],
@@ -232,7 +243,11 @@ class Slurm(pulumi.ComponentResource):
         )
         if slurm.directory is not None:
             keys += slurm_directory.directory_objects(
-                name, slurm.directory, bind_password, opts=opts_after(namespace)
+                name,
+                slurm.directory,
+                bind_password,
+                teams=slurm_team_rows(config),
+                opts=opts_after(namespace),
             )
         # Where protected, deleting a claim must not delete Slurm's state or its job history.
         # slurmctld's claim has no retention policy (Slinky v1.2.1 internal/builder/

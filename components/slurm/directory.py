@@ -9,8 +9,8 @@ identities and accounts work".
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -46,23 +46,29 @@ LOGIN_DROPPED_CAPABILITIES: Final = ("NET_RAW", "MKNOD")
 """What login-side containers drop: sshd and SSSD need root's others (setuid, chown, chroot)."""
 ACCOUNTS_INTERVAL_SECONDS: Final = 300
 """How often team membership is copied from the directory into Slurm's accounts."""
-ENFORCE: Final = "associations,limits,safe"
-"""``AccountingStorageEnforce``: a user submits only under an account they belong to."""
+TEAMS_CONFIG_MAP: Final = {"name": "slurm-teams", "key": "teams"}
+"""The teams the accounts loop keeps (:func:`teams_table`), mounted as a directory so that a
+change reaches the running loop (a ``subPath`` mount would never refresh)."""
+TEAMS_DIR: Final = "/etc/trainingplatform/slurm-teams"
+TEAMS_FILE: Final = f"{TEAMS_DIR}/{TEAMS_CONFIG_MAP['key']}"
+ENFORCE: Final = "associations,limits,qos,safe"
+"""``AccountingStorageEnforce``: a user submits only under an account they belong to, with a
+QOS that account has (``qos``: otherwise ``--qos=normal`` would escape the team's MaxWall
+and GrpTRES), within the limits of both (slurm.conf(5), AccountingStorageEnforce)."""
 PRIORITY_CONF: Final = {
     "PriorityType": "priority/multifactor",
     # A job's billing on a node is its largest TRES there (accelerators, or CPUs weighed so a
     # whole node's CPUs bill as its accelerators: billing_weights), so a CPU-only job on an
     # accelerator node is not free.
     "PriorityFlags": "MAX_TRES",
-    "PrologFlags": "Contain",
     "PriorityWeightFairshare": 10000,
     "PriorityWeightAge": 1000,
     "PriorityDecayHalfLife": "7-0",
     "AccountingStorageEnforce": ENFORCE,
 }
-"""Fair share decides the order of pending jobs, age breaks ties slowly; usage halves weekly;
-each job gets its extern step (``Contain``, which implies ``Alloc``: the Prolog runs when the
-job is allocated)."""
+"""Fair share decides the order of pending jobs, age breaks ties slowly; usage halves weekly.
+(Each job's extern step, which pam_slurm_adopt needs, comes with ``PrologFlags=Contain`` of
+:data:`components.slurm.sharing.SHARING_CONF`.)"""
 
 
 def _ini_value(text: str, key: str) -> str:
@@ -216,14 +222,84 @@ def billing_weights(pool: NodePoolConfig, gres: str, teams: Sequence[TeamConfig]
     return f"CPU={cpu:.6g},GRES/{gres}={weight:g}"
 
 
-def accounts_script(teams: Mapping[str, tuple[int, int]], *, cluster: str, interval: int) -> str:
-    """The loop that keeps each team's Slurm account and users in step with the directory.
+class TeamRow(NamedTuple):
+    """One team as the accounts loop reads it from :data:`TEAMS_CONFIG_MAP`."""
 
-    Every ``interval`` seconds, for each team: create its account (or set its ``Fairshare``),
-    add as users of it the members of the directory group with the team's gid and the users
-    whose primary group it is, and remove users no longer either; accounts the platform made
-    for teams no longer in config go. A group the directory cannot answer for is left as it is
-    (no removal while the directory is down). Names are compared lower-cased, as sacctmgr
+    name: str
+    """The team: its Slurm account and QOS are named after it."""
+    gid: int
+    """The directory group whose members are the account's users."""
+    fairshare: int
+    """The account's ``Fairshare`` (:func:`fair_shares`)."""
+    max_wall_minutes: int
+    """The QOS's ``MaxWall``."""
+    grp_tres: str
+    """The QOS's ``GrpTRES``: ``gres/<name>=<count>`` per GRES of the stack, -1 for no limit."""
+
+
+def team_rows(
+    teams: Sequence[TeamConfig], *, gres_types: Sequence[str], longest_hours: int
+) -> list[TeamRow]:
+    """Each team with a gid as the accounts loop keeps it: account, members, QOS limits.
+
+    Args:
+        teams: every team (those without a gid have no Slurm account).
+        gres_types: the GRES of the stack's node sets (``gpu``, ``neuron``): GrpTRES may name
+            only TRES that accounting tracks (``AccountingStorageTRES``).
+        longest_hours: the longest partition's MaxTime, hours: the QOS's MaxWall unless the
+            team's ``slurm.maxWallHours`` says less.
+    """
+    shares = fair_shares(teams)
+    rows = []
+    for team in teams:
+        if team.gid is None:  # config validation requires one with a directory
+            continue
+        limits = team.slurm
+        wall = (limits.max_wall_hours if limits else None) or longest_hours
+        counts = {
+            "gpu": limits.gpus if limits else None,
+            "neuron": limits.neuron_devices if limits else None,
+        }
+        tres = ",".join(
+            f"gres/{gres}={-1 if counts.get(gres) is None else counts[gres]}"
+            for gres in sorted(gres_types)
+        )
+        rows.append(TeamRow(team.name, team.gid, shares[team.name], wall * 60, tres))
+    return rows
+
+
+def teams_table(rows: Sequence[TeamRow]) -> str:
+    """:data:`TEAMS_CONFIG_MAP`'s data: one line per team, fields separated by spaces."""
+    return "".join(
+        f"{row.name} {row.gid} {row.fairshare} {row.max_wall_minutes} {row.grp_tres}\n"
+        for row in sorted(rows)
+    )
+
+
+def parse_teams_table(text: str) -> list[TeamRow]:
+    """The rows of a :func:`teams_table` (what the jobs model reads back)."""
+    rows = []
+    for line in text.splitlines():
+        if line.strip():
+            name, gid, share, wall, tres = line.split()
+            rows.append(TeamRow(name, int(gid), int(share), int(wall), tres))
+    return rows
+
+
+def accounts_script(*, cluster: str, interval: int, teams_file: str = TEAMS_FILE) -> str:
+    """The loop that keeps each team's Slurm account, QOS and users in step with the directory.
+
+    Every ``interval`` seconds it reads the teams (:func:`teams_table`, from
+    :data:`TEAMS_CONFIG_MAP`: a changed team list reaches it without restarting the login
+    pods) and, for each team: makes its QOS (or sets it) with the team's ``MaxWall`` and
+    ``GrpTRES`` and ``Flags=DenyOnLimit``, so a job over either is refused at submission
+    instead of pending for ever (sacctmgr(1), QOS flags); creates its account (or sets its
+    ``Fairshare``) with that QOS as its only and default one, which its users inherit
+    (``AccountingStorageEnforce=qos`` then refuses any other QOS: :data:`ENFORCE`); adds as
+    users of it the members of the directory group with the team's gid and the users whose
+    primary group it is, and removes users no longer either. Accounts and QOS the platform
+    made for teams no longer listed go. A group the directory cannot answer for is left as it
+    is (no removal while the directory is down). Names are compared lower-cased, as sacctmgr
     stores them (SchedMD/slurm src/sacctmgr/sacctmgr.c, user_case_norm). A user leaving a team
     whose account was their default gets another of theirs as default first (slurmdbd refuses
     to delete a default account's association while others remain). Runs beside the login
@@ -232,14 +308,14 @@ def accounts_script(teams: Mapping[str, tuple[int, int]], *, cluster: str, inter
     are not shared between containers).
 
     Args:
-        teams: team -> (gid, fair share).
         cluster: Slurm's ClusterName.
         interval: seconds between passes.
+        teams_file: where the teams table is mounted. Default :data:`TEAMS_FILE`.
     """
-    table = "\n".join(f"{name} {gid} {share}" for name, (gid, share) in sorted(teams.items()))
     return f"""set -uo pipefail
 export LC_ALL=C
 cluster={cluster}
+teams_file="${{TEAMS_FILE:-{teams_file}}}"
 log() {{ echo "accounts: $*"; }}
 lower() {{ tr '[:upper:]' '[:lower:]'; }}
 sssd -i --logger=stderr &
@@ -259,14 +335,25 @@ users_of() {{
   sacctmgr -nP show associations where account="$1" cluster="$cluster" format=user \
     | lower | sed '/^$/d' | sort -u
 }}
+sync_qos() {{
+  local team="$1" wall="$2" tres="$3"
+  if [ -z "$(sacctmgr -nP show qos "$team" format=name)" ]; then
+    sacctmgr -i add qos "$team" description="platform team $team" >/dev/null \
+      || {{ log "$team: cannot add its QOS"; return 1; }}
+  fi
+  sacctmgr -i modify qos where name="$team" set maxwall="$wall" grptres="$tres" \
+    flags=DenyOnLimit >/dev/null || {{ log "$team: cannot set its QOS"; return 1; }}
+}}
 sync_team() {{
-  local team="$1" gid="$2" share="$3" wanted current user other
+  local team="$1" gid="$2" share="$3" wall="$4" tres="$5" wanted current user other
+  sync_qos "$team" "$wall" "$tres" || return
   if [ -z "$(sacctmgr -nP show account "$team" format=account)" ]; then
-    sacctmgr -i add account "$team" cluster="$cluster" fairshare="$share" \
-      description="team $team" organization=platform || {{ log "$team: cannot add"; return; }}
+    sacctmgr -i add account "$team" cluster="$cluster" fairshare="$share" qos="$team" \
+      defaultqos="$team" description="team $team" organization=platform \
+      || {{ log "$team: cannot add"; return; }}
   else
     sacctmgr -i modify account where name="$team" cluster="$cluster" set fairshare="$share" \
-      >/dev/null || log "$team: cannot set fairshare"
+      qos="$team" defaultqos="$team" >/dev/null || log "$team: cannot set fairshare and QOS"
   fi
   if ! wanted="$(members "$gid")"; then
     log "$team: the directory has no group $gid; users left as they are"
@@ -285,14 +372,25 @@ sync_team() {{
       && log "$team: removed $user" || log "$team: cannot remove $user (running jobs?)"
   done
 }}
-teams="{table}"
 while true; do
-  while read -r team gid share; do sync_team "$team" "$gid" "$share"; done <<< "$teams"
-  for gone in $(sacctmgr -nP show account where organization=platform format=account \
-      | sed '/^$/d' | grep -vxF -f <(echo "$teams" | cut -d' ' -f1)); do
-    sacctmgr -i delete account "$gone" cluster="$cluster" >/dev/null \
-      && log "$gone: no longer a team, removed" || log "$gone: cannot remove (running jobs?)"
-  done
+  if ! teams="$(sed '/^$/d' "$teams_file")"; then
+    log "cannot read $teams_file; nothing changed"
+  else
+    while read -r team gid share wall tres; do
+      [ -n "$team" ] && sync_team "$team" "$gid" "$share" "$wall" "$tres"
+    done <<< "$teams"
+    names="$(echo "$teams" | cut -d' ' -f1)"
+    for gone in $(sacctmgr -nP show account where organization=platform format=account \
+        | sed '/^$/d' | grep -vxF -f <(echo "$names")); do
+      sacctmgr -i delete account "$gone" cluster="$cluster" >/dev/null \
+        && log "$gone: no longer a team, removed" || log "$gone: cannot remove (running jobs?)"
+    done
+    for gone in $(sacctmgr -nP show qos format=name,description \
+        | awk -F'|' '$2 ~ /^platform team / {{ print $1 }}' | grep -vxF -f <(echo "$names")); do
+      sacctmgr -i delete qos "$gone" >/dev/null \
+        && log "$gone: QOS of no team, removed" || log "$gone: cannot remove its QOS (in use?)"
+    done
+  fi
   [ "${{ACCOUNTS_ONCE:-}}" = 1 ] && exit 0
   sleep {interval}
 done
@@ -359,6 +457,7 @@ def accounts_container(image: str, script: str, *, ca_certificates: bool) -> dic
             {"name": "sackd-dir", "mountPath": SACKD_PATH},
             {"name": "accounts-sssd", "mountPath": "/etc/sssd/sssd.conf",
              "subPath": "sssd.conf", "readOnly": True},
+            {"name": "slurm-teams", "mountPath": TEAMS_DIR, "readOnly": True},
             *([ca_mount()] if ca_certificates else []),
         ],
     }  # fmt: skip
@@ -376,6 +475,11 @@ def accounts_sssd_volume() -> dict[str, Any]:
     }
 
 
+def teams_volume() -> dict[str, Any]:
+    """The teams table (:data:`TEAMS_CONFIG_MAP`) as the accounts loop's volume."""
+    return {"name": "slurm-teams", "configMap": {"name": TEAMS_CONFIG_MAP["name"]}}
+
+
 def ca_mount() -> dict[str, Any]:
     """The directory's CA certificates at :data:`CA_PATH` (from :data:`CA_CONFIG_MAP`)."""
     return {"name": "directory-ca", "mountPath": CA_PATH, "subPath": "ca.pem", "readOnly": True}
@@ -391,15 +495,17 @@ def directory_objects(
     directory: SlurmDirectoryConfig,
     bind_password: pulumi.Input[str] | None,
     *,
+    teams: Sequence[TeamRow],
     opts: pulumi.ResourceOptions,
 ) -> list[pulumi.Resource]:
-    """The Secret with ``sssd.conf`` (it holds the bind password) and the CA ConfigMap.
+    """The Secret with ``sssd.conf`` (it holds the bind password), the teams table, the CA.
 
     Args:
         name: the Slurm component's name, prefix of the objects' names.
         directory: the directory's config.
         bind_password: the bind password (a secret), with ``bindDn``; None for anonymous bind.
-        opts: options of both objects (parent, provider, what they wait for).
+        teams: the teams the accounts loop keeps (:func:`team_rows`).
+        opts: options of the objects (parent, provider, what they wait for).
     """
 
     def confs(password: str | None) -> dict[str, str]:
@@ -422,6 +528,14 @@ def directory_objects(
             opts=opts,
         )
     ]
+    made.append(
+        k8s.core.v1.ConfigMap(
+            f"{name}-teams",
+            metadata={"name": TEAMS_CONFIG_MAP["name"], "namespace": NAMESPACE},
+            data={TEAMS_CONFIG_MAP["key"]: teams_table(teams)},
+            opts=opts,
+        )
+    )
     if directory.ca_certificates is not None:
         made.append(
             k8s.core.v1.ConfigMap(

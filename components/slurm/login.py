@@ -88,16 +88,9 @@ def login_set_values(config: PlatformConfig) -> dict[str, Any]:
         if with_ca:
             mounts.append(slurm_directory.ca_mount())
             volumes.append(slurm_directory.ca_volume())
-        volumes.append(slurm_directory.accounts_sssd_volume())
+        volumes += [slurm_directory.accounts_sssd_volume(), slurm_directory.teams_volume()]
         extra["metadata"] = {"annotations": slurm_directory.config_hash(directory)}
-        shares = slurm_directory.fair_shares(config.teams)
-        teams = {
-            team.name: (team.gid, shares[team.name])
-            for team in config.teams
-            if team.gid is not None  # config validation requires it with a directory
-        }
         script = slurm_directory.accounts_script(
-            teams,
             cluster=config.slurm_cluster_name,
             interval=slurm_directory.ACCOUNTS_INTERVAL_SECONDS,
         )
