@@ -224,6 +224,23 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("slurm-node-sets-take-whole-nodes", "prod", NODE_SET, "nodeset-trn2", at("spec|slurmd|resources|requests|vpc.amazonaws.com/efa", "1"), "requests 1 EFA interfaces; the pool's nodes have 16"),
     ("slurm-node-sets-take-whole-nodes", "prod", NODE_SET, "nodeset-p5", at("spec.template.spec.tolerations", []), "does not tolerate the pool's taint nvidia.com/gpu"),
     ("slurm-node-sets-take-whole-nodes", "prod", NODE_SET, "nodeset-p5", at("spec.template.spec.nodeSelector", {}), "not pinned to a node pool"),
+    ("slurm-partitions-time-limited", "prod", NODE_SET, "nodeset-p5en", at("spec.partition.config", "State=UP MaxTime=UNLIMITED DefaultTime=04:00:00 DefMemPerCPU=1"), "partition p5en has no finite MaxTime (UNLIMITED)"),
+    ("slurm-partitions-time-limited", "prod", NODE_SET, "nodeset-p5en", at("spec.partition.config", "State=UP DefMemPerCPU=1"), "no finite MaxTime (unset)"),
+    ("slurm-partitions-time-limited", "prod", NODE_SET, "nodeset-trn2", at("spec.partition.config", "State=UP MaxTime=2-00:00:00 DefMemPerCPU=1"), "partition trn2 has no DefaultTime"),
+    ("slurm-partitions-time-limited", "prod", NODE_SET, "nodeset-trn2", at("spec.partition.config", "State=UP MaxTime=1-00:00:00 DefaultTime=2-00:00:00"), "DefaultTime exceeds its MaxTime"),
+    ("slurm-partitions-time-limited", "prod", HELM, "=slurm", at("values.controller.extraConfMap.SchedulerParameters", ["bf_continue"]), "beyond backfill's horizon (bf_window=1440 min in SchedulerParameters)"),
+    ("slurm-partitions-time-limited", "prod", HELM, "=slurm", at("values.controller.extraConf", "SchedulerParameters=bf_window=600 # the text form wins\nPrivateData=jobs"), "beyond backfill's horizon (bf_window=600 min in"),
+    ("slurm-partitions-time-limited", "prod", HELM, "=slurm", at("values.partitions", {"all": {"nodesets": ["ALL"], "config": "State=UP DefMemPerCPU=1"}}), "partition all (slurm chart partitions) has no finite MaxTime"),
+    ("slurm-partitions-time-limited", "prod", HELM, "=slurm", at("values.partitions", {"all": {"nodesets": ["ALL"], "config": {"State": "UP", "MaxTime": "INFINITE"}}}), "partition all (slurm chart partitions) has no finite MaxTime"),
+    ("slurm-jobs-share-nodes-by-request", "prod", NODE_SET, "nodeset-p5", at("spec.partition.config", "State=UP MaxTime=2-00:00:00 DefaultTime=04:00:00 Default=YES"), "partition p5 sets none of DefMemPerGPU, DefMemPerCPU, DefMemPerNode"),
+    ("slurm-jobs-share-nodes-by-request", "prod", HELM, "=slurm", at("values.partitions", {"all": {"nodesets": ["ALL"], "config": "MaxTime=60 DefaultTime=60"}}), "partition all (slurm chart partitions) sets none of"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.PrivateData", ["jobs"]), "slurm.conf's PrivateData leaves other users' accounts, usage visible"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.PrivateData", _DELETE), "leaves other users' accounts, jobs, usage visible to every user"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConf", "PrivateData=jobs,usage\nMetricsParameters=ignore_private_data"), "leaves other users' accounts visible"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.MetricsParameters", _DELETE), "need MetricsParameters=ignore_private_data"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.MetricsAuthUsers", "alice"), "without MetricsAuthUsers"),
+    ("slurm-private-data", "dev", HELM, "=slurm", at("values.accounting.extraConfMap", {}), "slurmdbd.conf's PrivateData leaves other users' accounts, jobs, usage visible"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.accounting.extraConf", "CommitDelay=1"), "slurmdbd.conf's PrivateData"),
     ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.storage.ephemeral", True), "ephemeral storage"),
     ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.storage.storageClassName", "gp2-legacy"), "not one this stack creates"),
     ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.storage.volumeClaimTemplate", {"storageClassName": "gp2-legacy", "resources": {"requests": {"storage": "100Gi"}}}), "not one this stack creates"),
@@ -417,6 +434,50 @@ def test_policy_passes_real_resource_and_catches_one_change(
     assert {f.urn for f in findings} == {target["urn"]}, findings
     assert any(words in f.message for f in findings), findings
     assert {f.enforcementLevel for f in findings} == {"mandatory"}
+
+
+def test_a_partition_beyond_backfills_horizon_is_reported_where_the_horizon_is_set(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """A longer MaxTime on one partition needs a longer bf_window, which the slurm release sets:
+    the finding names the partition and points at the release."""
+    entries = _records(synthesized["prod"])
+    policy = POLICIES["slurm-partitions-time-limited"]
+    node_set = _target(entries, NODE_SET, "nodeset-p5en")
+    spec = node_set["inputs"]["spec"]
+    spec["partition"]["config"] = spec["partition"]["config"].replace(
+        "MaxTime=2-00:00:00", "MaxTime=30-0"
+    )
+    findings = _run_policy(policy, entries, "prod")
+    assert [f.urn for f in findings] == [_target(entries, HELM, "=slurm")["urn"]]
+    assert "partition p5en's MaxTime (43200 min) is beyond backfill's horizon (bf_window=2880" in (
+        findings[0].message
+    )
+    # The chart's own nodesets form is read too, and a disabled partition is not.
+    spec["partition"]["enabled"] = False
+    assert _run_policy(policy, entries, "prod") == []
+    release, values = _node_set_into_chart_values(entries, "p5en")
+    values["partition"] = {"enabled": True, "config": "State=UP MaxTime=UNLIMITED"}
+    findings = _run_policy(policy, entries, "prod")
+    assert [f.urn for f in findings] == [release["urn"]]
+    assert "partition p5en (slurm chart nodesets) has no finite MaxTime" in findings[0].message
+
+
+def test_a_cluster_wide_default_memory_serves_every_partition(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The compliant alternative shape: DefMemPerCPU in slurm.conf instead of each partition."""
+    entries = _records(synthesized["prod"])
+    policy = POLICIES["slurm-jobs-share-nodes-by-request"]
+    for node_set in (e for e in entries if e["type"] == NODE_SET):
+        partition = node_set["inputs"]["spec"]["partition"]
+        partition["config"] = " ".join(
+            word for word in partition["config"].split() if not word.startswith("DefMem")
+        )
+    assert len(_run_policy(policy, entries, "prod")) == 3
+    release = _target(entries, HELM, "=slurm")
+    release["inputs"]["values"]["controller"]["extraConfMap"]["DefMemPerCPU"] = 4096
+    assert _run_policy(policy, entries, "prod") == []
 
 
 def test_efa_interfaces_must_match_the_instance_type(synthesized: dict[str, StackResult]) -> None:

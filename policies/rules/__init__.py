@@ -13,6 +13,7 @@ from . import (
     nodes,
     scheduling,
     slurm,
+    slurm_sharing,
     storage,
     tenancy,
     trainer,
@@ -31,5 +32,6 @@ ALL_POLICIES: list[Policy] = [
     *scheduling.POLICIES,
     *trainer.POLICIES,
     *slurm.POLICIES,
+    *slurm_sharing.POLICIES,
     *tenancy.POLICIES,
 ]
