@@ -45,7 +45,8 @@ from synth.diff import (
 )
 from synth.engine import ResourceRecord
 from synth.jobs import report as jobs_report
-from synth.jobs.model import all_runnable
+from synth.jobs.model import all_runnable, evaluate_jobs
+from synth.jobs.view import StackView
 from synth.reference_pages import REFERENCE_DIR, parts, write_pages
 from synth.replacements import AUDIT_PAGE, with_audit
 from synth.run import (
@@ -308,16 +309,28 @@ def jobs(argv: list[str]) -> int:
     )
     parser.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.add_argument(
+        "--hours",
+        type=int,
+        metavar="N",
+        help="check a Slurm job of N hours (sbatch --time) against each partition's MaxTime "
+        "and each team's MaxWall: a partition that refuses it is not runnable",
+    )
     _add_output_options(parser)
     options = parser.parse_args(argv)
+    if options.hours is not None and options.hours < 1:
+        parser.error(f"--hours: got {options.hours}; allowed: a whole number of hours, 1 or more")
     result = _synthesized(options.stack, options)
     if result is None:
         return 2
+    reports = result.jobs
+    if options.hours is not None:
+        reports = evaluate_jobs(StackView.from_records(result.records), job_hours=options.hours)
     if options.json:
-        print(jobs_report.as_json(result.jobs), end="")
+        print(jobs_report.as_json(reports), end="")
     else:
-        print(jobs_report.table(options.stack, result.jobs))
-    return 0 if all_runnable(result.jobs) else 1
+        print(jobs_report.table(options.stack, reports))
+    return 0 if all_runnable(reports) else 1
 
 
 def scan(argv: list[str]) -> int:

@@ -22,6 +22,7 @@ from components.slurm.autoscaling import (
     PROMETHEUS_URL,
     demand_query,
 )
+from components.slurm.sharing import parse_partition_line, slurm_minutes
 from synth.run import StackResult
 from tests import component_runs as parts
 from tests import docs_pages
@@ -260,7 +261,8 @@ def test_a_job_no_node_set_can_hold_is_refused_at_submission(
 # ----------------------------------------------------------------------------- docs examples
 
 EXAMPLE = re.compile(r"<!-- slurm-example: (\w+) -->\n```bash\n(.*?)```", re.DOTALL)
-SHORT_OPTIONS: Final = {"-p": "partition", "-N": "nodes", "-n": "ntasks", "-c": "cpus-per-task"}
+SHORT_OPTIONS: Final = {"-p": "partition", "-N": "nodes", "-n": "ntasks", "-c": "cpus-per-task",
+                        "-t": "time"}  # fmt: skip
 MEMORY_UNITS: Final = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 
@@ -334,3 +336,13 @@ def test_every_slurm_example_names_a_partition_that_can_hold_it(
         unit = job["mem"][-1]
         mib = float(job["mem"][:-1]) * MEMORY_UNITS[unit]
         assert mib <= quantity(limits["memory"]) / 2**20, (job["mem"], limits["memory"])
+    # A --time over the partition's MaxTime is refused at sbatch (job_submit.lua).
+    longest = slurm_minutes(
+        parse_partition_line(node_set.inputs["spec"]["partition"]["config"])["MaxTime"]
+    )
+    assert longest is not None
+    if "time" in job:
+        asked = slurm_minutes(job["time"])
+        assert asked is not None and asked <= longest, (job["time"], longest)
+    else:
+        assert int(job.get("nodes", 1)) == 1, f"a multi-node example gives --time: {job}"

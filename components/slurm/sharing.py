@@ -27,6 +27,7 @@ DEFAULT_BACKFILL_SLOTS: Final = 1440
 many by coarsening the resolution, as the manual advises."""
 MIN_BACKFILL_RESOLUTION: Final = 60
 MAX_BACKFILL_RESOLUTION: Final = 3600
+DEFAULT_BACKFILL_WINDOW_MINUTES: Final = 1440
 MAX_BACKFILL_WINDOW_MINUTES: Final = 43200
 """``bf_window``'s bounds and ``bf_resolution``'s (slurm.conf(5); SchedMD/slurm
 slurm-26-05-3-1 src/plugins/sched/backfill/backfill.c refuses a window beyond 30 days)."""
@@ -113,6 +114,39 @@ def backfill_resolution_seconds(window_minutes: int) -> int:
     """``bf_resolution``: coarse enough that the plan keeps Slurm's default number of slots."""
     wanted = math.ceil(window_minutes * 60 / DEFAULT_BACKFILL_SLOTS)
     return min(max(wanted, MIN_BACKFILL_RESOLUTION), MAX_BACKFILL_RESOLUTION)
+
+
+def conf_settings(section: Mapping[str, Any]) -> dict[str, str]:
+    """A daemon's extra settings from the chart: ``extraConf`` text, else ``extraConfMap``.
+
+    Keys are as Slurm reads them (case-insensitive: lower-cased here); list values are
+    joined with commas, as the chart renders them (helm/slurm/templates/_helpers.tpl).
+    """
+    text = section.get("extraConf")
+    if isinstance(text, str) and text.strip():
+        settings: dict[str, str] = {}
+        for raw in text.splitlines():
+            line = raw.split("#", 1)[0].strip()
+            if "=" in line:
+                key, _, value = line.partition("=")
+                settings[key.strip().lower()] = value.strip()
+        return settings
+    found = section.get("extraConfMap") or {}
+    return {
+        str(key).lower(): ",".join(map(str, value))
+        if isinstance(value, Sequence) and not isinstance(value, str)
+        else str(value)
+        for key, value in found.items()
+    }
+
+
+def backfill_window(scheduler_parameters: str) -> int:
+    """``bf_window`` of a SchedulerParameters value, minutes (Slurm's default without it)."""
+    for word in scheduler_parameters.split(","):
+        key, _, value = word.strip().partition("=")
+        if key == "bf_window" and value.isdigit():
+            return int(value)
+    return DEFAULT_BACKFILL_WINDOW_MINUTES
 
 
 def scheduler_parameters(node_sets: Sequence[SlurmNodeSetConfig]) -> list[str]:

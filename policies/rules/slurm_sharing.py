@@ -12,13 +12,15 @@ text that, when set, takes precedence) or ``controller.extraConfMap``, slurmdbd.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
 
 from components.slurm.sharing import (
     METRICS_PARAMETERS,
+    backfill_window,
+    conf_settings,
     parse_partition_line,
     slurm_minutes,
 )
@@ -37,38 +39,12 @@ MEMORY_DEFAULTS = ("DefMemPerGPU", "DefMemPerCPU", "DefMemPerNode")
 """Any of them keeps a job without ``--mem`` from taking a node's whole memory (slurm.conf(5))."""
 REQUIRED_PRIVATE = ("accounts", "jobs", "usage")
 """What other teams must not see: their jobs with command lines, their usage, their accounts."""
-DEFAULT_BACKFILL_WINDOW = 1440
-"""Slurm's ``bf_window`` when SchedulerParameters does not set it, minutes (slurm.conf(5))."""
 
 
 def _slurm_values(props: Mapping[str, Any], resource_type: str) -> Mapping[str, Any] | None:
     if resource_type not in HELM_TYPES or chart_name(props) != "slurm":
         return None
     return props.get("values") or {}
-
-
-def conf_settings(section: Mapping[str, Any]) -> dict[str, str]:
-    """A daemon's extra settings from the chart: ``extraConf`` text, else ``extraConfMap``.
-
-    Keys are as Slurm reads them (case-insensitive: lower-cased here); list values are
-    joined with commas, as the chart renders them (helm/slurm/templates/_helpers.tpl).
-    """
-    text = section.get("extraConf")
-    if isinstance(text, str) and text.strip():
-        settings: dict[str, str] = {}
-        for raw in text.splitlines():
-            line = raw.split("#", 1)[0].strip()
-            if "=" in line:
-                key, _, value = line.partition("=")
-                settings[key.strip().lower()] = value.strip()
-        return settings
-    found = section.get("extraConfMap") or {}
-    return {
-        str(key).lower(): ",".join(map(str, value))
-        if isinstance(value, Sequence) and not isinstance(value, str)
-        else str(value)
-        for key, value in found.items()
-    }
 
 
 def partitions(resources: list[PolicyResource]) -> Iterator[tuple[str, dict[str, str], str]]:
@@ -127,15 +103,6 @@ def _controller(resources: list[PolicyResource]) -> tuple[dict[str, str], str | 
         if values is not None:
             return conf_settings(values.get("controller") or {}), resource.urn
     return {}, None
-
-
-def backfill_window(scheduler_parameters: str) -> int:
-    """``bf_window`` of a SchedulerParameters value, minutes (Slurm's default without it)."""
-    for word in scheduler_parameters.split(","):
-        key, _, value = word.strip().partition("=")
-        if key == "bf_window" and value.isdigit():
-            return int(value)
-    return DEFAULT_BACKFILL_WINDOW
 
 
 def _check_time_limits(args: StackValidationArgs, report: ReportViolation) -> None:

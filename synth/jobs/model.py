@@ -16,7 +16,7 @@ from components.catalog import GPU_RESOURCE, InstanceType
 from components.config.trainer import RUNTIME_IMAGE_KEYS
 from components.versions import TRAINING_OPERATOR_KUSTOMIZATION
 from components.workloads import NodeAllocatable
-from synth.jobs import karpenter, rbac, trainer, volcano
+from synth.jobs import karpenter, rbac, slurm, trainer, volcano
 from synth.jobs.daemonsets import DevicePlugin, daemonset_overhead, device_plugins
 from synth.jobs.karpenter import NodePoolShape, candidate_pools, node_pools
 from synth.jobs.trainer import Runtime
@@ -623,9 +623,18 @@ def evaluate_runtime(
     )
 
 
-def evaluate_partitions(stack: Stack) -> Iterator[PathReport]:
-    """One report per Slurm partition: each node set's own, then the chart's partitions."""
+def evaluate_partitions(stack: Stack, *, job_hours: int | None = None) -> Iterator[PathReport]:
+    """One report per Slurm partition: each node set's own, then the chart's partitions.
+
+    Args:
+        stack: the stack's decisions.
+        job_hours: a job's time limit to check against the partitions' and teams' limits,
+            hours. Default: none.
+    """
     per_set: dict[str, tuple[int, int, list[str], str | None]] = {}
+    notes: dict[str, list[str]] = {}
+    window = slurm.window_minutes(stack.view)
+    teams = slurm.team_qos(stack.view)
     gang_pools: set[str] = set()
     for runtime in stack.view.objects:
         if runtime.get("kind") in ("TrainingRuntime", "ClusterTrainingRuntime"):
@@ -647,12 +656,23 @@ def evaluate_partitions(stack: Stack) -> Iterator[PathReport]:
         nodes = min(most, limit) if fitting else 0
         if fitting and most > limit:
             reasons.append(f"node set {name} grows to {most} nodes but the NodePools allow {limit}")
+        node = slurm.node_of(pod, fitting[0].instance_types[0]) if fitting else None
+        blocking, notes[name] = slurm.limits_reasons(
+            slurm.partition_settings(node_set),
+            nodes=nodes,
+            window=window,
+            node=node,
+            teams=teams,
+            job_hours=job_hours,
+        )
+        reasons += blocking
         per_set[name] = (nodes, min(warm, nodes), reasons, _pool_of(pod))
     for name, (nodes, warm, reasons, pool) in per_set.items():
         partition_reasons = list(reasons) or [
             f"cold: up to {nodes} node(s), the node set's share of the pool, once the autoscaler "
             "has asked for them and Karpenter has launched them",
             f"warm: {warm} node(s) at once (kept while idle)",
+            *notes[name],
         ]
         yield PathReport(
             "slurm-partition",
@@ -706,11 +726,16 @@ def team_namespaces(view: StackView) -> dict[str, str]:
     }
 
 
-def evaluate_jobs(view: StackView) -> list[PathReport]:
+def evaluate_jobs(view: StackView, *, job_hours: int | None = None) -> list[PathReport]:
     """Every path the stack promises.
 
     Each team's runtimes (its own TrainingRuntimes and every ClusterTrainingRuntime), then each
     Slurm partition.
+
+    Args:
+        view: the synthesized stack.
+        job_hours: a Slurm job's time limit to check against the partitions' MaxTime and the
+            teams' MaxWall, hours. Default: none.
     """
     stack = Stack(view)
     reports = []
@@ -731,7 +756,7 @@ def evaluate_jobs(view: StackView) -> list[PathReport]:
                     for framework in RUNTIME_IMAGE_KEYS[instance.accelerator]
                 )
                 reports.append(report)
-    reports += list(evaluate_partitions(stack))
+    reports += list(evaluate_partitions(stack, job_hours=job_hours))
     return reports
 
 
