@@ -9,6 +9,7 @@ CrossGuard policy receives.
 
 from __future__ import annotations
 
+import base64
 import contextvars
 import hashlib
 import heapq
@@ -30,6 +31,27 @@ UNKNOWN: Final = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 """The engine's marker for a value not known until deployment (kept as-is in records)."""
 SECRET_MARK: Final = "[secret]"
 """What a secret input becomes in the records."""
+RANDOM_BYTES_TYPE: Final = "random:index/randomBytes:RandomBytes"
+
+
+def mock_random_bytes(name: str, length: int) -> bytes:
+    """What the mocks give a ``RandomBytes`` of this name: the same bytes on every synthesis.
+
+    The real provider draws them once and Pulumi keeps them in the state, so every ``up``
+    after the first sees one value; so does every synthesis here (what is derived from them,
+    a node set's SSH host key, would otherwise be unknown or churn in ``synth diff``).
+
+    Args:
+        name: the resource's name.
+        length: its ``length`` (bytes).
+    """
+    stream = b""
+    counter = 0
+    while len(stream) < length:
+        stream += hashlib.sha256(f"{RANDOM_BYTES_TYPE}/{name}/{counter}".encode()).digest()
+        counter += 1
+    return stream[:length]
+
 
 _SIG: Final = "4dabf18193072939515e22adb298388d"
 _SECRET_SIG: Final = "1b47061264138c4ac30d75fd1eb44270"
@@ -296,6 +318,9 @@ class PlatformMocks(mocks.Mocks):
         outputs["id"] = resource_id
         if args.typ.startswith("aws:"):
             outputs.update(self._aws_outputs(args.typ, outputs, resource_id, digest))
+        if args.typ == RANDOM_BYTES_TYPE:
+            data = mock_random_bytes(args.name, int(args.inputs["length"]))
+            outputs.update({"base64": base64.b64encode(data).decode(), "hex": data.hex()})
         return resource_id, outputs
 
     def _aws_outputs(

@@ -28,6 +28,10 @@ _RANDOM: Final = (
     "pulumi-random 4.21.4 (terraform-provider-random internal/provider/resource_password.go, "
     "RequiresReplace on every argument)"
 )
+_RANDOM_BYTES: Final = (
+    "pulumi-random 4.21.4 (terraform-provider-random internal/provider/resource_bytes.go, "
+    "RequiresReplace on keepers and length)"
+)
 _K8S_IDENTITY: Final = (
     "pulumi-kubernetes provider/pkg/provider/provider.go, Diff: changing the identity of the "
     "resource always causes a replacement"
@@ -384,6 +388,9 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
             "special",
             "upper",
         )
+    ],
+    "random:index/randomBytes:RandomBytes": [
+        Trigger(f, _RANDOM_BYTES) for f in ("keepers", "length")
     ],
     # terraform-provider-aws, the other types the stacks create: each ForceNew attribute.
     "aws:cloudwatch/eventRule:EventRule": _forcenew(

@@ -30,6 +30,7 @@ from components.config.base import ConfigError
 from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
 from components.slurm import SLURM_APP_LABEL
 from components.slurm.directory import (
+    ACCOUNTS_INTERVAL_SECONDS,
     CONFIG_HASH_ANNOTATION,
     HOME_PROLOG,
     SSSD_SECRET,
@@ -639,3 +640,80 @@ def test_prod_job_steps_get_an_extern_step_for_ssh_and_their_homes(
     assert values["prologScripts"] == {HOME_PROLOG: home_prolog()}
     node_set = yaml.safe_load((directory / "manifests" / "NodeSet.slurm.p5.yaml").read_text())
     assert CONFIG_HASH_ANNOTATION in node_set["spec"]["template"]["metadata"]["annotations"]
+
+
+# -- group changes reach both sides within one accounts pass ---------------------------------
+
+# SSSD 2.9.4 (Ubuntu 24.04's): entry_cache_timeout 5400 (src/confdb/confdb.c), which the
+# per-type user and group timeouts default to, initgroups expiring with the user one
+# (src/db/sysdb_ops.c, set_initgroups_expire_attribute); memcache_timeout 300 and
+# enum_cache_timeout 120 in [nss] (src/responder/nss/nsssrv.c); enumeration every
+# ldap_enumeration_refresh_timeout 300 + up to ldap_enumeration_refresh_offset 30
+# (src/providers/ldap/ldap_opts.c). Slurm's GroupUpdateTime 600 (SchedMD/slurm
+# slurm-26-05-3-1 src/common/read_config.h, DEFAULT_GROUP_TIME).
+SSSD_DEFAULTS = {
+    "entry_cache_timeout": 5400,
+    "memcache_timeout": 300,
+    "enum_cache_timeout": 120,
+    "ldap_enumeration_refresh_timeout": 300,
+    "ldap_enumeration_refresh_offset": 30,
+}
+SLURM_GROUP_UPDATE_DEFAULT = 600
+
+
+def _seconds(conf: configparser.ConfigParser, section: str, key: str) -> int:
+    return int(conf[section].get(key, str(SSSD_DEFAULTS[key])))
+
+
+def _worst_entry_staleness(conf: configparser.ConfigParser) -> int:
+    """A record read from the directory just before it expires, then kept in the memcache."""
+    domain = conf["domain/directory"]
+    entry = _seconds(conf, "domain/directory", "entry_cache_timeout")
+    # Users (and so initgroups) and groups: each defaults to entry_cache_timeout.
+    per_type = [int(domain.get(key, str(entry)))
+                for key in ("entry_cache_user_timeout", "entry_cache_group_timeout")]  # fmt: skip
+    return max(per_type) + _seconds(conf, "nss", "memcache_timeout")
+
+
+def _stack_sssd(result: StackResult, *, accounts: bool) -> configparser.ConfigParser:
+    assert result.config.slurm.directory is not None
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(
+        sssd_conf(result.config.slurm.directory, bind_password="x", accounts=accounts)
+    )
+    return parser
+
+
+@pytest.mark.parametrize("stack", ["prod", "staging"])
+def test_a_group_change_reaches_login_and_slurmd_pods_within_one_accounts_pass(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    values = yaml.safe_load(
+        (synthesized[stack].written.directory / "helm" / "slurm.yaml").read_text()
+    )["values"]
+    # sackd keeps what getgrouplist() said for GroupUpdateTime, on top of SSSD's caches.
+    group_update = int(
+        values["controller"]["extraConfMap"].get("GroupUpdateTime", SLURM_GROUP_UPDATE_DEFAULT)
+    )
+    login = _stack_sssd(synthesized[stack], accounts=False)
+    assert _worst_entry_staleness(login) + group_update <= ACCOUNTS_INTERVAL_SECONDS
+    # A memcache that outlives the entries would keep serving what SSSD already refreshed.
+    assert _seconds(login, "nss", "memcache_timeout") > 0
+
+
+@pytest.mark.parametrize("stack", ["prod", "staging"])
+def test_the_accounts_loop_reads_the_directory_fresher_than_it_runs(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    conf = _stack_sssd(synthesized[stack], accounts=True)
+    # getent group <gid>: an entry, then the memcache.
+    assert _worst_entry_staleness(conf) < ACCOUNTS_INTERVAL_SECONDS
+    # getent passwd: the last enumeration, answered from the responder's enumeration cache.
+    enumeration = (
+        _seconds(conf, "domain/directory", "ldap_enumeration_refresh_timeout")
+        + _seconds(conf, "domain/directory", "ldap_enumeration_refresh_offset")
+        + _seconds(conf, "nss", "enum_cache_timeout")
+    )
+    assert enumeration < ACCOUNTS_INTERVAL_SECONDS
+    # enum_cache_timeout is an [nss] option; a domain section's would be ignored.
+    assert "enum_cache_timeout" not in conf["domain/directory"]

@@ -70,6 +70,7 @@ from components.slurm.conf import (
     job_tools_path,
     task_prolog,
 )
+from components.slurm.host_keys import host_key_objects
 from components.slurm.login import login_image, login_sources
 from components.slurm.network_policies import slurm_network_policies
 from components.slurm.node_sets import node_set_image, nodeset_spec
@@ -247,6 +248,14 @@ class Slurm(pulumi.ComponentResource):
                 slurm.directory,
                 bind_password,
                 teams=slurm_team_rows(config),
+                opts=opts_after(namespace),
+            )
+            # Node SSH is on only with a directory (nodeset_spec), and with it these.
+            node_set_pools = [config.pool(node_set.pool) for node_set in slurm.node_sets]
+            keys += host_key_objects(
+                name,
+                [pool for pool in node_set_pools if pool is not None],
+                parent=self,
                 opts=opts_after(namespace),
             )
         # Where protected, deleting a claim must not delete Slurm's state or its job history.

@@ -46,6 +46,35 @@ LOGIN_DROPPED_CAPABILITIES: Final = ("NET_RAW", "MKNOD")
 """What login-side containers drop: sshd and SSSD need root's others (setuid, chown, chroot)."""
 ACCOUNTS_INTERVAL_SECONDS: Final = 300
 """How often team membership is copied from the directory into Slurm's accounts."""
+GROUP_UPDATE_SECONDS: Final = 60
+"""Slurm's ``GroupUpdateTime``: how long a Slurm daemon keeps a user's groups from
+``getgrouplist()`` (SchedMD/slurm slurm-26-05-3-1 src/common/group_cache.c, ``expiration``;
+default 600: src/common/read_config.h ``DEFAULT_GROUP_TIME``). With ``use_client_ids`` the login
+pod's sackd looks a submitter's groups up through it (src/plugins/auth/slurm/sack.c ->
+src/plugins/auth/common/auth_common.c -> src/common/identity.c ``fetch_identity``)."""
+MEMCACHE_SECONDS: Final = 60
+"""``memcache_timeout`` of login and slurmd pods: how long SSSD's fast in-memory cache (the
+``getpwnam``/``getgrgid``/``initgroups`` answers the NSS client reads without asking the
+responder) keeps a record. SSSD 2.9.4 src/responder/nss/nsssrv.c: default 300."""
+ENTRY_CACHE_SECONDS: Final = ACCOUNTS_INTERVAL_SECONDS - GROUP_UPDATE_SECONDS - MEMCACHE_SECONDS
+"""``entry_cache_timeout`` of login and slurmd pods (users, groups and, through the user
+timeout, initgroups: SSSD 2.9.4 src/confdb/confdb.c, default 5400; src/db/sysdb_ops.c
+``set_initgroups_expire_attribute``). A record read from the directory just before it expires
+is copied into the in-memory cache for all of :data:`MEMCACHE_SECONDS`, and sackd keeps the
+result for :data:`GROUP_UPDATE_SECONDS`, so the login side is at worst the sum of the three
+stale: :data:`ACCOUNTS_INTERVAL_SECONDS`."""
+ACCOUNTS_CACHE_SECONDS: Final = 60
+"""The accounts loop's own SSSD: worst-case staleness of what ``getent`` tells it."""
+ACCOUNTS_MEMCACHE_SECONDS: Final = 15
+"""Its in-memory cache; its entries keep the rest of :data:`ACCOUNTS_CACHE_SECONDS`."""
+ACCOUNTS_ENUMERATION_SECONDS: Final = ACCOUNTS_CACHE_SECONDS // 2
+"""Its enumeration (``getent passwd``, for users whose primary group is a team's) is the
+back end's periodic copy of the directory (``ldap_enumeration_refresh_timeout``, default 300,
+plus up to ``ldap_enumeration_refresh_offset``, default 30: SSSD 2.9.4
+src/providers/ldap/ldap_opts.c) that the NSS responder answers from for ``enum_cache_timeout``
+(an ``[nss]`` option, default 120: src/responder/nss/nsssrv.c, nss_enum.c): half each."""
+if ENTRY_CACHE_SECONDS <= 0 or ACCOUNTS_MEMCACHE_SECONDS >= ACCOUNTS_CACHE_SECONDS:
+    raise ValueError("the SSSD cache budgets do not fit the accounts interval")
 TEAMS_CONFIG_MAP: Final = {"name": "slurm-teams", "key": "teams"}
 """The teams the accounts loop keeps (:func:`teams_table`), mounted as a directory so that a
 change reaches the running loop (a ``subPath`` mount would never refresh)."""
@@ -56,6 +85,7 @@ ENFORCE: Final = "associations,limits,qos,safe"
 QOS that account has (``qos``: otherwise ``--qos=normal`` would escape the team's MaxWall
 and GrpTRES), within the limits of both (slurm.conf(5), AccountingStorageEnforce)."""
 PRIORITY_CONF: Final = {
+    "GroupUpdateTime": GROUP_UPDATE_SECONDS,
     "PriorityType": "priority/multifactor",
     # A job's billing on a node is its largest TRES there (accelerators, or CPUs weighed so a
     # whole node's CPUs bill as its accelerators: billing_weights), so a CPU-only job on an
@@ -66,8 +96,9 @@ PRIORITY_CONF: Final = {
     "PriorityDecayHalfLife": "7-0",
     "AccountingStorageEnforce": ENFORCE,
 }
-"""Fair share decides the order of pending jobs, age breaks ties slowly; usage halves weekly.
-(Each job's extern step, which pam_slurm_adopt needs, comes with ``PrologFlags=Contain`` of
+"""Fair share decides the order of pending jobs, age breaks ties slowly; usage halves weekly;
+Slurm's daemons (sackd above all) keep a user's groups :data:`GROUP_UPDATE_SECONDS`. (Each
+job's extern step, which pam_slurm_adopt needs, comes with ``PrologFlags=Contain`` of
 :data:`components.slurm.sharing.SHARING_CONF`.)"""
 
 
@@ -90,8 +121,9 @@ def sssd_conf(
         directory: the validated ``slurm.directory``.
         bind_password: the bind DN's password (from the secret config key), None for an
             anonymous bind.
-        accounts: the accounts loop's variant: enumerate users, keep entries a minute (the
-            default is 90: sssd.conf(5) entry_cache_timeout). Default False.
+        accounts: the accounts loop's variant: enumerate users, and keep nothing longer than
+            :data:`ACCOUNTS_CACHE_SECONDS` (login and slurmd pods keep entries up to
+            :data:`ENTRY_CACHE_SECONDS`; SSSD's default is 90 minutes). Default False.
 
     Raises:
         ValueError: the password spans lines (sssd.conf holds one value per line).
@@ -115,9 +147,22 @@ def sssd_conf(
         "override_homedir": "/home/%u",
         "default_shell": "/bin/bash",
     }
+    nss = {"filter_users": "root,slurm", "filter_groups": "root,slurm"}
+    # Bounded, so that a team's gid and its Slurm account come and go together (docs/concepts/
+    # slurm.md, "When a group change takes effect"). The per-type timeouts (user, group)
+    # default to entry_cache_timeout, initgroups follows the user one (SSSD 2.9.4
+    # src/confdb/confdb.c, src/db/sysdb_ops.c). refresh_expired_interval (default 0, off)
+    # only refreshes entries early, so it never makes them staler; left off.
     if accounts:
-        domain["entry_cache_timeout"] = "60"
-        domain["enum_cache_timeout"] = "60"
+        memcache = ACCOUNTS_MEMCACHE_SECONDS
+        domain["entry_cache_timeout"] = str(ACCOUNTS_CACHE_SECONDS - memcache)
+        domain["ldap_enumeration_refresh_timeout"] = str(ACCOUNTS_ENUMERATION_SECONDS)
+        domain["ldap_enumeration_refresh_offset"] = "0"
+        nss["enum_cache_timeout"] = str(ACCOUNTS_CACHE_SECONDS - ACCOUNTS_ENUMERATION_SECONDS)
+    else:
+        memcache = MEMCACHE_SECONDS
+        domain["entry_cache_timeout"] = str(ENTRY_CACHE_SECONDS)
+    nss["memcache_timeout"] = str(memcache)
     if directory.directory_schema == "ad":
         domain["case_sensitive"] = "false"
     if directory.ca_certificates is not None:
@@ -136,7 +181,7 @@ def sssd_conf(
         domain["ldap_default_authtok"] = _ini_value(bind_password, "ldap_default_authtok")
     sections: dict[str, dict[str, str]] = {
         "sssd": {"services": "nss, pam, ssh", "domains": DOMAIN},
-        "nss": {"filter_users": "root,slurm", "filter_groups": "root,slurm"},
+        "nss": nss,
         "pam": {},
         "ssh": {},
         f"domain/{DOMAIN}": domain,

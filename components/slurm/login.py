@@ -13,6 +13,7 @@ from components.config import PlatformConfig
 from components.config.pools import GENERAL_LUSTRE_POOL
 from components.node_pools import POOL_LABEL
 from components.slurm import directory as slurm_directory
+from components.slurm import host_keys
 from components.slurm.common import (
     LOG_SIDECAR_RESOURCES,
     LOGIN_SSH_PORT,
@@ -89,6 +90,9 @@ def login_set_values(config: PlatformConfig) -> dict[str, Any]:
             mounts.append(slurm_directory.ca_mount())
             volumes.append(slurm_directory.ca_volume())
         volumes += [slurm_directory.accounts_sssd_volume(), slurm_directory.teams_volume()]
+        # Users ssh to the nodes from here: every node's persistent key is known.
+        mounts.append(host_keys.known_hosts_mount())
+        volumes.append(host_keys.known_hosts_volume())
         extra["metadata"] = {"annotations": slurm_directory.config_hash(directory)}
         script = slurm_directory.accounts_script(
             cluster=config.slurm_cluster_name,

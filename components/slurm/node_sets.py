@@ -17,6 +17,7 @@ from components.config.storage import SHARED_MOUNT
 from components.node_pools import POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.slurm import directory as slurm_directory
+from components.slurm import host_keys
 from components.slurm.common import CONTROLLER_NAME, LOG_SIDECAR_RESOURCES, read_only_context
 from components.slurm.conf import TASK_PROLOG_CONFIG_MAP, TASK_PROLOG_DIR, node_conf
 from components.slurm.sharing import partition_line, partition_settings
@@ -71,7 +72,7 @@ def nodeset_spec(
         directory: the users' directory: slurmd pods get the login pods' ``sssd.conf``
             through the NodeSet's SSH settings (the operator mounts it only there), and users
             may SSH to a node while a job of theirs runs on it (pam_slurm_adopt in the slurmd
-            image). Default: none.
+            image), each node offering its node set's persistent host key. Default: none.
         billing: the partition's ``TRESBillingWeights`` (fair-share usage). Default: none.
     """
     mounts: list[dict[str, Any]] = [
@@ -94,9 +95,14 @@ def nodeset_spec(
     )
     ssh: dict[str, Any] = {}
     if directory is not None:
+        # The node set's own host key, the same on every pod and up, and every node's in
+        # known_hosts (components/slurm/host_keys.py).
+        mounts += [host_keys.host_key_mount(), host_keys.known_hosts_mount()]
+        volumes += [host_keys.host_key_volume(pool.name), host_keys.known_hosts_volume()]
         ssh = {"ssh": {
             "enabled": True,
-            "extraSshdConfig": slurm_directory.SSH_KEYS_COMMAND,
+            "extraSshdConfig": slurm_directory.SSH_KEYS_COMMAND
+            + host_keys.sshd_host_key_config(),
             "sssdConfRef": dict(slurm_directory.SSSD_SECRET),
         }}  # fmt: skip
     return {

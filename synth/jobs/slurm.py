@@ -142,7 +142,8 @@ def team_qos(view: StackView) -> list[TeamRow]:
     """The teams' QOS as the accounts loop makes them (none without a directory)."""
     for config_map in view.of_kind("ConfigMap"):
         if (config_map.get("metadata") or {}).get("name") == TEAMS_CONFIG_MAP["name"]:
-            return parse_teams_table((config_map.get("data") or {}).get(TEAMS_CONFIG_MAP["key"], ""))
+            data = config_map.get("data") or {}
+            return parse_teams_table(data.get(TEAMS_CONFIG_MAP["key"], ""))
     return []
 
 
@@ -201,13 +202,13 @@ def limits_reasons(
                 f"{nodes} node(s) gets its nodes reserved as running jobs end"
             )
         if job_hours is not None and job_hours * 60 > longest:
-            blocking.append(
-                f"a job of {job_hours} h is refused here: MaxTime is {_hours(longest)}"
-            )
+            blocking.append(f"a job of {job_hours} h is refused here: MaxTime is {_hours(longest)}")
     for team in teams:
-        limit = "no accelerator limit" if all(
-            part.endswith("=-1") for part in team.grp_tres.split(",")
-        ) else f"at most {team.grp_tres} at once (GrpTRES)"
+        limit = (
+            "no accelerator limit"
+            if all(part.endswith("=-1") for part in team.grp_tres.split(","))
+            else f"at most {team.grp_tres} at once (GrpTRES)"
+        )
         notes.append(
             f"team {team.name}: jobs of at most {_hours(team.max_wall_minutes)} (QOS MaxWall), "
             f"{limit}"
