@@ -37,6 +37,7 @@ from synth.__main__ import main as synth_main
 from synth.jobs import slurm as jobs_slurm
 from synth.run import StackResult
 from tests import component_runs as parts
+from tests import docs_pages
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 
 NODE_SET: Final = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
@@ -362,3 +363,23 @@ def test_synth_jobs_blocks_a_partition_whose_defaults_give_one_job_every_gpu(
         "a job of 1 GPU without --mem gets 2 CPUs and 1885 GiB, so 8 such jobs take 8 nodes: set "
         "DefMemPerGPU (one GPU's share of the node)"
     ]
+
+
+def test_the_docs_numbers_are_prods(synthesized: dict[str, StackResult]) -> None:
+    """The concepts page's arithmetic is prod's synthesis, not a copy that drifts."""
+    text = docs_pages.section(docs_pages.page("concepts/slurm.md"), "## One Slurm, many teams")
+    partitions = _partitions(synthesized["prod"])
+    p5 = partitions["p5"]
+    parameters = _words(_conf(synthesized["prod"])["SchedulerParameters"])
+    for value in (*parameters[1:], f"{slurm_minutes(partitions['p5en']['MaxTime']) // 60} hours"):
+        assert value in text, value
+    row = f"| {int(p5['DefMemPerGPU']):,} MiB ({int(p5['DefMemPerGPU']) // 1024} GiB) | " + (
+        f"{p5['DefCpuPerGPU']} | {int(p5['DefMemPerCPU']):,} MiB |"
+    )
+    assert row in text
+    assert f"{int(partitions['trn2']['DefMemPerCPU']):,} MiB |" in text
+    config = parse_platform_config(stack_data("prod"))
+    pool = config.pool("p5")
+    assert pool is not None
+    assert f"{whole_node_memory_mib(pool):,} MiB for jobs" in text
+    assert f"{whole_node_memory_mib(pool) // 1024 // 2} GiB on a p5" in text
