@@ -27,6 +27,7 @@ from components.slurm.conf import node_names
 from components.slurm.directory import parse_teams_table
 from components.slurm.sharing import (
     DEFAULT_BACKFILL_SLOTS,
+    JOB_NAMESPACE_ANNOTATION,
     backfill_window,
     parse_partition_line,
     slurm_minutes,
@@ -298,14 +299,33 @@ def test_each_job_gets_its_own_tmp_and_shm_in_its_own_pid_namespace(
             assert dirs["/tmp"]["options"] == f"size={node_set.job_tmp_gib}g"
 
 
-def test_config_sizes_the_scratch(run_component: RunComponent) -> None:
-    data = stack_data("dev")
-    data["slurm"]["nodeSets"][0].update(jobTmpGiB=8, jobShmGiB=4)
-    run = run_component(parts.slurm, data, "dev")
+def _namespace_hashes(result: StackResult | ProgramRun) -> dict[str, str]:
+    return {
+        r.inputs["metadata"]["name"]: r.inputs["spec"]["template"]["metadata"]["annotations"][
+            JOB_NAMESPACE_ANNOTATION
+        ]
+        for r in result.records
+        if r.type == NODE_SET
+    }
+
+
+def test_config_sizes_the_scratch_and_rolls_that_node_set(
+    synthesized: dict[str, StackResult], run_component: RunComponent
+) -> None:
+    """slurmd reads namespace.yaml only at start (namespace.yaml(5)): a change rolls the pods."""
+    data = stack_data("prod")
+    data["slurm"]["nodeSets"][0].update(jobTmpGiB=128, jobShmGiB=64)
+    run = run_component(parts.slurm, data, "prod")
+    before, after = _namespace_hashes(synthesized["prod"]), _namespace_hashes(run)
+    changed = data["slurm"]["nodeSets"][0]["pool"]
+    assert len(before) > 1 and before[changed] != after[changed]
+    assert {k: v for k, v in before.items() if k != changed} == {
+        k: v for k, v in after.items() if k != changed
+    }
     document = yaml.safe_load(_values(run)["configFiles"]["namespace.yaml"])
     dirs = {d["path"]: d for d in document["node_confs"][0]["options"]["dir_confs"]}
-    assert dirs["/tmp"] == {"path": "/tmp", "tmpfs": True, "options": "size=8g"}
-    assert dirs["/dev/shm"]["options"] == "size=4g"
+    assert dirs["/tmp"] == {"path": "/tmp", "tmpfs": True, "options": "size=128g"}
+    assert dirs["/dev/shm"]["options"] == "size=64g"
 
 
 # -- 4. teams do not see each other -----------------------------------------------------------

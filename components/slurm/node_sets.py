@@ -19,8 +19,8 @@ from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.slurm import directory as slurm_directory
 from components.slurm import host_keys
 from components.slurm.common import CONTROLLER_NAME, LOG_SIDECAR_RESOURCES, read_only_context
-from components.slurm.conf import TASK_PROLOG_CONFIG_MAP, TASK_PROLOG_DIR, node_conf
-from components.slurm.sharing import partition_line, partition_settings
+from components.slurm.conf import TASK_PROLOG_CONFIG_MAP, TASK_PROLOG_DIR, node_conf, node_names
+from components.slurm.sharing import job_namespace_hash, partition_line, partition_settings
 from components.storage import CLAIM_NAME
 from components.tenancy import RUNTIME_DEFAULT_SECCOMP
 from components.workloads import node_resources, pool_workload_placement, shared_memory_volume
@@ -129,11 +129,13 @@ def nodeset_spec(
         "template": {
             "metadata": {
                 "labels": {POOL_LABEL: pool.name},
-                **(
-                    {"annotations": slurm_directory.config_hash(directory)}
-                    if directory is not None
-                    else {}
-                ),
+                # slurmd reads namespace.yaml only when it starts ("scontrol reconfigure is not
+                # sufficient": namespace.yaml(5)), so a change rolls the node set's pods, which
+                # the operator drains node by node.
+                "annotations": {
+                    **job_namespace_hash(node_set, pool, node_names(pool)),
+                    **(slurm_directory.config_hash(directory) if directory is not None else {}),
+                },
             },
             "spec": {
                 # For the sidecar: a privileged container (slurmd) always runs unconfined

@@ -8,6 +8,7 @@ manual it relies on; docs/concepts/slurm.md, "One Slurm, many teams", shows the 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -282,6 +283,17 @@ def namespace_yaml(node_sets: Sequence[tuple[SlurmNodeSetConfig, NodePoolConfig,
         "node_confs": node_confs,
     }
     return yaml.safe_dump(document, sort_keys=False)
+
+
+JOB_NAMESPACE_ANNOTATION: Final = "trainingplatform.io/job-namespaces"
+
+
+def job_namespace_hash(
+    node_set: SlurmNodeSetConfig, pool: NodePoolConfig, hosts: str
+) -> dict[str, str]:
+    """A pod template annotation that changes with the node set's part of ``namespace.yaml``."""
+    text = namespace_yaml([(node_set, pool, hosts)])
+    return {JOB_NAMESPACE_ANNOTATION: hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
 SHARING_CONF: Final = {
