@@ -391,7 +391,9 @@ def test_the_docs_numbers_are_prods(synthesized: dict[str, StackResult]) -> None
     partitions = _partitions(synthesized["prod"])
     p5 = partitions["p5"]
     parameters = _words(_conf(synthesized["prod"])["SchedulerParameters"])
-    for value in (*parameters[1:], f"{slurm_minutes(partitions['p5en']['MaxTime']) // 60} hours"):
+    longest = slurm_minutes(partitions["p5en"]["MaxTime"])
+    assert longest is not None
+    for value in (*parameters[1:], f"`MaxTime` {longest // 60} hours"):
         assert value in text, value
     row = f"| {int(p5['DefMemPerGPU']):,} MiB ({int(p5['DefMemPerGPU']) // 1024} GiB) | " + (
         f"{p5['DefCpuPerGPU']} | {int(p5['DefMemPerCPU']):,} MiB |"
