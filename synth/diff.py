@@ -165,6 +165,9 @@ class SynthesisDiff:
     :func:`cluster_zone_additions`."""
     gid_changes: list[GidChange] = field(default_factory=list)
     """Teams whose gid a replaced admin client's layout changes (:func:`gid_changes`)."""
+    slurm_namespaces: list[str] = field(default_factory=list)
+    """Slurm job-namespace settings that change (:func:`slurm_namespace_changes`): running jobs'
+    new steps fail until their nodes drain."""
     metadata_exported_paths: list[str] = field(default_factory=list)
     """Where a gid changes: the association paths that export CHANGED files (each chgrp of the
     layout is exported as a metadata change), from :func:`metadata_exported_paths`."""
@@ -424,6 +427,7 @@ def diff_syntheses(old: Synthesis, new: Synthesis) -> SynthesisDiff:
         moved_reservations=moved_reservations(old, new),
         unlinked_releasing=unlinked_releasing_associations(old, new),
         cluster_zones=cluster_zone_additions(old, new),
+        slurm_namespaces=slurm_namespace_changes(old, new),
         gid_changes=(changes := gid_changes(old, new)),
         metadata_exported_paths=metadata_exported_paths(new) if changes else [],
     )
@@ -1238,7 +1242,53 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
             " docs/upgrades/0.1.0.md, 'Subnet addresses and association names')"
         )
     lines += _render_drains(diff)
+    if diff.slurm_namespaces:
+        lines.append(f"  Slurm job namespaces change: {len(diff.slurm_namespaces)}")
+        lines += [f"    ! {change}" for change in diff.slurm_namespaces]
+        lines.append(SLURM_NAMESPACE_NOTE)
     return "\n".join(lines)
+
+
+SLURM_RELEASE_FILE: Final = "slurm.yaml"
+SLURM_NAMESPACE_KEYS: Final = (
+    ("controller", "extraConfMap", "NamespaceType"),
+    ("configFiles", "namespace.yaml"),
+)
+"""Where the slurm chart's values say how jobs get their namespaces (components/slurm/
+sharing.py)."""
+SLURM_NAMESPACE_NOTE: Final = (
+    "    (drain every Slurm node and let its jobs end before this up: a job that started "
+    "without the namespaces cannot start another step or take an adopted ssh session once "
+    "slurmd reloads (SchedMD/slurm slurm-26-05-3-1 src/slurmd/slurmd/req.c, "
+    "src/plugins/namespace/linux/namespace_linux.c); docs/upgrades/index.md, 'Slurm as a "
+    "shared service on a running stack')"
+)
+
+
+def slurm_namespace_changes(old: Synthesis, new: Synthesis) -> list[str]:
+    """The job-namespace settings of the slurm release that differ, as ``key: old -> new``.
+
+    slurmctld restarts with the new slurm.conf and tells every slurmd to reconfigure
+    (``reconfig_on_restart``: slurm-operator v1.2.1 internal/builder/controllerbuilder/
+    controller_config.go); a slurmd that reloads a new namespace setting applies it to the
+    steps of jobs that started under the old one, which fail to join a namespace they never had
+    (namespace.yaml(5), NOTES: "disruptive to jobs already running").
+    """
+
+    def setting(synthesis: Synthesis, path: tuple[str, ...]) -> Any:
+        node: Any = (synthesis.helm.get(SLURM_RELEASE_FILE) or {}).get("values") or {}
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        return node
+
+    if SLURM_RELEASE_FILE not in new.helm:
+        return []
+    found = []
+    for path in SLURM_NAMESPACE_KEYS:
+        before, after = setting(old, path), setting(new, path)
+        if before != after:
+            found.append(f"{'.'.join(path)}: {shorten(before)} -> {shorten(after)}")
+    return found
 
 
 def _render_drains(diff: SynthesisDiff) -> list[str]:

@@ -234,12 +234,13 @@ CASES: list[tuple[str, str, str, str, Mutation, str]] = [
     ("slurm-partitions-time-limited", "prod", HELM, "=slurm", at("values.partitions", {"all": {"nodesets": ["ALL"], "config": {"State": "UP", "MaxTime": "INFINITE"}}}), "partition all (slurm chart partitions) has no finite MaxTime"),
     ("slurm-jobs-share-nodes-by-request", "prod", NODE_SET, "nodeset-p5", at("spec.partition.config", "State=UP MaxTime=2-00:00:00 DefaultTime=04:00:00 Default=YES"), "partition p5 sets none of DefMemPerGPU, DefMemPerCPU, DefMemPerNode"),
     ("slurm-jobs-share-nodes-by-request", "prod", HELM, "=slurm", at("values.partitions", {"all": {"nodesets": ["ALL"], "config": "MaxTime=60 DefaultTime=60"}}), "partition all (slurm chart partitions) sets none of"),
-    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.PrivateData", ["jobs"]), "slurm.conf's PrivateData leaves other users' accounts, usage visible"),
-    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.PrivateData", _DELETE), "leaves other users' accounts, jobs, usage visible to every user"),
-    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConf", "PrivateData=jobs,usage\nMetricsParameters=ignore_private_data"), "leaves other users' accounts visible"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.PrivateData", ["jobs"]), "slurm.conf's PrivateData leaves other users' account, usage data visible"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.PrivateData", _DELETE), "leaves other users' account, job, usage data visible to every user"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConf", "PrivateData=jobs,usage\nMetricsParameters=ignore_private_data"), "leaves other users' account data visible"),
     ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.MetricsParameters", _DELETE), "need MetricsParameters=ignore_private_data"),
+    ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.PrivateData", "Job,Usage"), "leaves other users' account data visible"),
     ("slurm-private-data", "prod", HELM, "=slurm", at("values.controller.extraConfMap.MetricsAuthUsers", "alice"), "without MetricsAuthUsers"),
-    ("slurm-private-data", "dev", HELM, "=slurm", at("values.accounting.extraConfMap", {}), "slurmdbd.conf's PrivateData leaves other users' accounts, jobs, usage visible"),
+    ("slurm-private-data", "dev", HELM, "=slurm", at("values.accounting.extraConfMap", {}), "slurmdbd.conf's PrivateData leaves other users' account, job, usage data visible"),
     ("slurm-private-data", "prod", HELM, "=slurm", at("values.accounting.extraConf", "CommitDelay=1"), "slurmdbd.conf's PrivateData"),
     ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.storage.ephemeral", True), "ephemeral storage"),
     ("slurm-accounting-durable", "prod", MARIADB, "", at("spec.storage.storageClassName", "gp2-legacy"), "not one this stack creates"),
@@ -450,7 +451,7 @@ def test_a_partition_beyond_backfills_horizon_is_reported_where_the_horizon_is_s
     )
     findings = _run_policy(policy, entries, "prod")
     assert [f.urn for f in findings] == [_target(entries, HELM, "=slurm")["urn"]]
-    assert "partition p5en's MaxTime (43200 min) is beyond backfill's horizon (bf_window=2880" in (
+    assert "partition p5en's MaxTime (43200 min) is beyond backfill's horizon (bf_window=5760" in (
         findings[0].message
     )
     # The chart's own nodesets form is read too, and a disabled partition is not.
@@ -461,6 +462,18 @@ def test_a_partition_beyond_backfills_horizon_is_reported_where_the_horizon_is_s
     findings = _run_policy(policy, entries, "prod")
     assert [f.urn for f in findings] == [release["urn"]]
     assert "partition p5en (slurm chart nodesets) has no finite MaxTime" in findings[0].message
+
+
+def test_private_data_is_read_as_slurm_reads_it(synthesized: dict[str, StackResult]) -> None:
+    """Slurm finds each kind anywhere in the value (read_config.c): singular or capitalised
+    spellings and ``all`` comply."""
+    entries = _records(synthesized["prod"])
+    release = _target(entries, HELM, "=slurm")
+    values = release["inputs"]["values"]
+    for spelling in ("account,job,usage", "Accounts,Jobs,Usage,Users", "all"):
+        values["controller"]["extraConfMap"]["PrivateData"] = spelling
+        values["accounting"]["extraConfMap"]["PrivateData"] = spelling
+        assert _run_policy(POLICIES["slurm-private-data"], entries, "prod") == [], spelling
 
 
 def test_a_cluster_wide_default_memory_serves_every_partition(

@@ -375,6 +375,8 @@ elif verb == "show" and kind == "qos":
 elif verb == "add" and kind == "qos":
     qos[name] = {"description": words["description"]}
 elif verb == "modify" and kind == "qos":
+    if words["name"] in state.get("qos_refused", []):
+        fail(" Unknown TRES")
     qos[words["name"]].update({k: v for k, v in words.items() if k != "name"})
 elif verb == "delete" and kind == "qos":
     if name in state.get("qos_in_use", []):
@@ -384,6 +386,16 @@ elif verb == "show" and kind == "account":
     for account in state["accounts"]:
         if account == name or (name is None and words.get("organization") == "platform"):
             print(account)
+elif verb == "show" and kind == "associations" and words.get("format") == "user,maxsubmit":
+    for user in users.get(words["account"], []):
+        print(f"{user}|{state.get('maxsubmit', {}).get(words['account'] + '/' + user, '')}")
+    print("|")  # the account's own association
+elif verb == "modify" and kind == "user" and "maxsubmitjobs" in words:
+    key = words["account"] + "/" + words["name"]
+    if words["maxsubmitjobs"] == "-1":
+        state.setdefault("maxsubmit", {}).pop(key, None)
+    else:
+        state.setdefault("maxsubmit", {})[key] = words["maxsubmitjobs"]
 elif verb == "show" and kind == "associations" and "user" in words:
     for account, members in users.items():
         if words["user"] in members:
@@ -413,9 +425,34 @@ elif verb == "delete" and kind == "user":
         fail(" Can't remove the default account of a user with other associations")
     users[words["account"]].remove(name)
 elif verb == "delete" and kind == "account":
+    if set(users.get(name, [])) & set(state.get("busy", [])):
+        fail(" Job(s) active, cancel job(s) before remove")
     del state["accounts"][name]
     users.pop(name, None)
 save()
+"""
+
+SQUEUE_STUB = r"""#!/usr/bin/env python3
+import json, os, sys
+state = json.load(open(os.environ["STATE"]))
+args = sys.argv[1:]
+account = args[args.index("-A") + 1]
+for job, job_account, qos in state.get("pending", []):
+    if job_account == account:
+        print(f"{job} {qos}")
+"""
+
+SCONTROL_STUB = r"""#!/usr/bin/env python3
+import json, os, sys
+path = os.environ["STATE"]
+state = json.load(open(path))
+words = dict(a.split("=", 1) for a in sys.argv[2:])
+if words["jobid"] in state.get("immovable", []):
+    sys.exit(1)
+for entry in state.get("pending", []):
+    if entry[0] == words["jobid"]:
+        entry[2] = words["qos"]
+json.dump(state, open(path, "w"))
 """
 
 GETENT_STUB = r"""#!/usr/bin/env bash
@@ -444,7 +481,8 @@ def _run_accounts(
 ) -> tuple[dict[str, Any], str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    stubs = {"sacctmgr": SACCTMGR_STUB, "getent": GETENT_STUB,
+    stubs = {"sacctmgr": SACCTMGR_STUB, "getent": GETENT_STUB, "squeue": SQUEUE_STUB,
+             "scontrol": SCONTROL_STUB,
              "sssd": "#!/bin/sh\nexit 0\n", "sleep": "#!/bin/sh\nexit 0\n"}  # fmt: skip
     for name, text in stubs.items():
         (bin_dir / name).write_text(text)
@@ -507,6 +545,26 @@ def test_each_team_gets_a_qos_with_its_limits_as_its_accounts_only_one(tmp_path:
     assert state["qos"]["ml-research"]["grptres"] == "gres/gpu=8,gres/neuron=-1"
 
 
+def test_pending_jobs_under_another_qos_move_to_their_teams(tmp_path: Path) -> None:
+    """Queued before the team's QOS existed (or requeued since), a job under ``normal`` would
+    pend as InvalidQOS for ever once its account lists only the team's QOS."""
+    before = {
+        "pending": [["101", "ml-research", "normal"], ["102", "ml-research", "ml-research"],
+                    ["103", "ml-product", "normal"], ["104", "ml-research", "normal"]],
+        "immovable": ["104"],
+    }  # fmt: skip
+    state, log = _run_accounts(tmp_path, "research:*:5001:\nproduct:*:5002:\n", before)
+    assert [entry[2] for entry in state["pending"]] == [
+        "ml-research",
+        "ml-research",
+        "ml-product",
+        "normal",
+    ]
+    assert "ml-research: pending job 101 moved to QOS ml-research" in log
+    assert "pending job 102" not in log
+    assert "ml-research: pending job 104 cannot take QOS ml-research (over its limits?)" in log
+
+
 def test_a_qos_of_a_team_no_longer_listed_goes_and_others_stay(tmp_path: Path) -> None:
     before = {
         "qos": {"normal": {"description": "Normal QOS default"},
@@ -518,6 +576,29 @@ def test_a_qos_of_a_team_no_longer_listed_goes_and_others_stay(tmp_path: Path) -
     assert set(state["qos"]) == {"normal", "ml-busy", "ml-research", "ml-product"}
     assert "ml-old: QOS of no team, removed" in log
     assert "ml-busy: cannot remove its QOS (in use?)" in log
+
+
+def test_a_qos_that_cannot_be_set_keeps_members_in_step_but_adds_no_account(
+    tmp_path: Path,
+) -> None:
+    """GrpTRES naming a TRES slurmctld has not registered yet: the members of an existing
+    account are still kept in step; a new team gets no account without its QOS."""
+    before = {"accounts": {"ml-research": 192}, "users": {"ml-research": ["alice", "bob"]},
+              "qos_refused": ["ml-research", "ml-product"]}  # fmt: skip
+    state, log = _run_accounts(tmp_path, "research:*:5001:alice\nproduct:*:5002:carol\n", before)
+    assert state["users"]["ml-research"] == ["alice"] and "ml-research: removed bob" in log
+    assert "ml-product" not in state["accounts"]
+    assert "ml-product: no account until its QOS can be made" in log
+
+
+def test_a_gone_teams_qos_stays_while_its_account_does(tmp_path: Path) -> None:
+    before = {"accounts": {"ml-old": 10}, "users": {"ml-old": ["zed"]}, "busy": ["zed"],
+              "qos": {"ml-old": {"description": "platform team ml-old"}}}  # fmt: skip
+    state, _ = _run_accounts(tmp_path, "research:*:5001:\nproduct:*:5002:\n", before)
+    assert "ml-old" in state["qos"], "its account is still there"
+    state["busy"] = []
+    state, log = _run_accounts(tmp_path, "research:*:5001:\nproduct:*:5002:\n", state)
+    assert "ml-old" not in state["qos"] and "ml-old: QOS of no team, removed" in log
 
 
 def test_an_unreadable_teams_table_changes_nothing(tmp_path: Path) -> None:
@@ -553,7 +634,10 @@ def test_a_group_the_directory_cannot_answer_for_removes_nobody(tmp_path: Path) 
     assert "ml-product: the directory has no group 5002; users left as they are" in log
 
 
-def test_a_user_with_running_jobs_stays_until_a_later_pass(tmp_path: Path) -> None:
+def test_a_user_with_jobs_left_submits_nothing_new_until_removed(tmp_path: Path) -> None:
+    """slurmdbd keeps an association while its jobs are pending or running
+    (accounting_storage_mysql.c, _check_jobs_before_remove): the leaver may submit no more
+    (MaxSubmitJobs=0), and is removed on a later pass; one who rejoins first may again."""
     before = {
         "accounts": {"ml-research": 192, "ml-product": 64},
         "users": {"ml-research": ["alice", "bob"], "ml-product": []},
@@ -562,7 +646,16 @@ def test_a_user_with_running_jobs_stays_until_a_later_pass(tmp_path: Path) -> No
     groups = "research:*:5001:alice\nproduct:*:5002:\n"
     state, log = _run_accounts(tmp_path, groups, copy.deepcopy(before))
     assert state["users"]["ml-research"] == ["alice", "bob"]
-    assert "ml-research: cannot remove bob (running jobs?)" in log
+    assert state["maxsubmit"] == {"ml-research/bob": "0"}
+    assert "ml-research: bob has jobs pending or running; no new ones, removed once" in log
+    # bob rejoins before his jobs end: he may submit again
+    state, log = _run_accounts(tmp_path, "research:*:5001:alice,bob\nproduct:*:5002:\n", state)
+    assert state["maxsubmit"] == {} and "ml-research: bob is back; may submit again" in log
+    # or his jobs end: the next pass removes him
+    state["maxsubmit"] = {"ml-research/bob": "0"}
+    state["busy"] = []
+    state, log = _run_accounts(tmp_path, groups, state)
+    assert state["users"]["ml-research"] == ["alice"] and "ml-research: removed bob" in log
 
 
 def test_primary_group_members_and_mixed_case_names_are_found(tmp_path: Path) -> None:

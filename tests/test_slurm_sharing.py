@@ -16,6 +16,7 @@ What is checked, and where Slurm says it:
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any, Final
 
 import lupa.lua53
@@ -26,15 +27,18 @@ from components.config import parse_platform_config
 from components.slurm.conf import node_names
 from components.slurm.directory import parse_teams_table
 from components.slurm.sharing import (
+    DAEMON_HEADROOM_MIB,
     DEFAULT_BACKFILL_SLOTS,
     JOB_NAMESPACE_ANNOTATION,
     backfill_window,
+    neuron_device_memory_mib,
     parse_partition_line,
     slurm_minutes,
     slurm_time,
 )
 from components.workloads import whole_node_memory_mib
 from synth.__main__ import main as synth_main
+from synth.diff import diff_syntheses, load_synthesis, render, slurm_namespace_changes
 from synth.jobs import slurm as jobs_slurm
 from synth.run import StackResult
 from tests import component_runs as parts
@@ -108,11 +112,12 @@ def test_every_partition_has_finite_limits_within_backfills_horizon(
         assert maximum == raw[name].get("maxTimeHours", 48) * 60
         assert default <= maximum
         longest = max(longest, maximum)
-    # Backfill plans as far ahead as the longest MaxTime (no further: the plan costs more),
-    # keeping Slurm's default number of slots in it.
-    assert window == longest
+    # Backfill plans two of the longest MaxTimes ahead (the running jobs, then one round of
+    # higher-priority reservations), within Slurm's 30 days, keeping its default number of
+    # slots in the plan; it tries a bounded number of one user's jobs per pass.
+    assert window == min(2 * longest, 43200) and window >= longest
     assert window * 60 / resolution <= DEFAULT_BACKFILL_SLOTS
-    assert "bf_continue" in parameters
+    assert "bf_continue" in parameters and "bf_max_job_assoc=50" in parameters
 
 
 def test_a_gang_waits_for_ever_without_a_limit_or_a_horizon(
@@ -124,7 +129,11 @@ def test_a_gang_waits_for_ever_without_a_limit_or_a_horizon(
     blocking, notes = jobs_slurm.limits_reasons(settings, nodes=4, window=window, node=None,
                                                 teams=[])  # fmt: skip
     assert blocking == []
-    assert any("a gang of up to 4 node(s) gets its nodes reserved" in note for note in notes)
+    assert any("a gang of up to 4 node(s) keeps its reservation" in note for note in notes)
+    # A window of one MaxTime holds the running jobs' ends only.
+    blocking, notes = jobs_slurm.limits_reasons(settings, nodes=4, window=2880, node=None,
+                                                teams=[])  # fmt: skip
+    assert blocking == [] and any("can push its start past the window" in n for n in notes)
     unlimited = {**settings, "MaxTime": "UNLIMITED"}
     blocking, _ = jobs_slurm.limits_reasons(unlimited, nodes=4, window=window, node=None, teams=[])
     assert blocking and "backfill takes a job without a limit to end a year away" in blocking[0]
@@ -176,6 +185,11 @@ def test_a_job_longer_than_its_partitions_max_time_is_refused_at_sbatch(
         ])  # fmt: skip
         rc, messages = _submit(runtime, partition=name, time_limit=INFINITE)
         assert rc == -1 and messages[0].endswith("the job asks for no limit")
+        # --time-min within MaxTime: Slurm runs it, cut to MaxTime (job_mgr.c, time_min)
+        flexible = {"partition": name, "time_limit": longest + 60, "time_min": longest}
+        assert _submit(runtime, **flexible) == (0, [])
+        assert _submit(runtime, **{**flexible, "time_min": longest + 1})[0] == -1
+        assert _submit(runtime, **{**flexible, "time_min": NO_VAL})[0] == -1
     # scontrol update is held to the same rule
     name, settings = next(iter(_partitions(synthesized[stack]).items()))
     longest = slurm_minutes(settings["MaxTime"])
@@ -196,7 +210,7 @@ def test_config_sets_each_partitions_limits(run_component: RunComponent) -> None
     assert settings["ExclusiveUser"] == "YES"
     assert "ExclusiveUser" not in _partitions(run)[data["slurm"]["nodeSets"][0]["pool"]]
     parameters = _words(_conf(run)["SchedulerParameters"])
-    assert "bf_window=10080" in parameters and "bf_resolution=420" in parameters
+    assert "bf_window=20160" in parameters and "bf_resolution=840" in parameters
     # The teams' QOS default to the longest partition's MaxTime.
     (table,) = [r for r in run.records
                 if r.type == CONFIG_MAP and r.inputs["metadata"]["name"] == "slurm-teams"]  # fmt: skip
@@ -240,16 +254,20 @@ def test_a_one_gpu_job_takes_one_gpus_share_and_eight_share_a_node(
             memory_mib=memory,
             gpus=instance.accelerators if instance.accelerator == "nvidia" else 0,
         )
-        assert int(settings["DefMemPerCPU"]) * instance.vcpu <= memory
+        assert int(settings["DefMemPerCPU"]) * instance.vcpu <= memory - DAEMON_HEADROOM_MIB
         if not node.gpus:
             # Neuron has no per-device default: memory by CPUs, the whole node with --exclusive.
             assert "DefMemPerGPU" not in settings
             continue
         checked += 1
-        assert int(settings["DefMemPerGPU"]) * node.gpus <= memory
-        assert memory - int(settings["DefMemPerGPU"]) * node.gpus < node.gpus  # nothing wasted
+        # Eight defaults fill the node but leave slurmd, sshd and SSSD their headroom.
+        left = memory - int(settings["DefMemPerGPU"]) * node.gpus
+        assert DAEMON_HEADROOM_MIB <= left < DAEMON_HEADROOM_MIB + node.gpus
         cpus, share = jobs_slurm.allocation(settings, node, jobs_slurm.SlurmJob(gpus=1))
-        assert (cpus, share) == (instance.vcpu // node.gpus, memory // node.gpus)
+        assert (cpus, share) == (
+            instance.vcpu // node.gpus,
+            (memory - DAEMON_HEADROOM_MIB) // node.gpus,
+        )
         one_gpu = jobs_slurm.SlurmJob(gpus=1)
         # What the autoscaler's demand counts once they run: allocated plus mixed nodes.
         assert jobs_slurm.busy_nodes(settings, node, [one_gpu] * node.gpus) == 1
@@ -405,3 +423,72 @@ def test_the_docs_numbers_are_prods(synthesized: dict[str, StackResult]) -> None
     assert pool is not None
     assert f"{whole_node_memory_mib(pool):,} MiB for jobs" in text
     assert f"{whole_node_memory_mib(pool) // 1024 // 2} GiB on a p5" in text
+    trn2 = config.pool("trn2")
+    assert trn2 is not None
+    assert f"4 x\n{neuron_device_memory_mib(trn2):,} MiB" in text
+
+
+# -- the first up of the namespaces, forecast -------------------------------------------------
+
+
+def test_synth_diff_says_to_drain_slurm_nodes_when_job_namespaces_change(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """A running job that started without the namespaces cannot start a step once slurmd
+    reloads them (src/slurmd/slurmd/req.c joins the job's namespace first): the forecast says
+    so, and says nothing when only something else of the release changes."""
+    old = load_synthesis(synthesized["prod"].written.directory)
+    new = copy.deepcopy(old)
+    values = new.helm["slurm.yaml"]["values"]
+    values["controller"]["extraConfMap"]["PriorityWeightAge"] = 2000
+    assert slurm_namespace_changes(old, new) == []
+    assert "Slurm job namespaces" not in render("prod", Path("base"), diff_syntheses(old, new))
+    values["configFiles"]["namespace.yaml"] += "# changed\n"
+    del values["controller"]["extraConfMap"]["NamespaceType"]
+    changes = slurm_namespace_changes(old, new)
+    assert [change.split(":")[0] for change in changes] == [
+        "controller.extraConfMap.NamespaceType",
+        "configFiles.namespace.yaml",
+    ]
+    text = render("prod", Path("base"), diff_syntheses(old, new))
+    assert "  Slurm job namespaces change: 2" in text
+    assert "drain every Slurm node and let its jobs end before this up" in text
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_neuron_job_without_memory_gets_its_devices_share(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Slurm has no per-device memory default but for GPUs: job_submit.lua gives a Trainium job
+    that states no memory its devices' share, as DefMemPerGPU does for a GPU job."""
+    config = parse_platform_config(stack_data(stack))
+    runtime = _job_submit(synthesized[stack])
+    trainium = [
+        pool for ns in config.slurm.node_sets
+        if (pool := config.pool(ns.pool)) is not None and pool.instance.accelerator == "neuron"
+    ]  # fmt: skip
+    assert trainium, "no Trainium node set in the stack"
+    for pool in trainium:
+        share = (whole_node_memory_mib(pool) - DAEMON_HEADROOM_MIB) // pool.instance.accelerators
+
+        def submitted(partition: str = pool.name, **job: Any) -> Any:
+            desc = runtime.table_from({"partition": partition, "min_nodes": 1, **job})
+            assert int(runtime.globals().slurm_job_submit(desc, None, 1000)) == 0
+            return desc
+
+        assert submitted(tres_per_node="gres/neuron:4").min_mem_per_node == 4 * share
+        assert submitted(tres_per_node="gres/neuron").min_mem_per_node == share
+        whole = submitted(tres_per_node=f"gres/neuron:{pool.instance.accelerators}")
+        assert whole.min_mem_per_node <= whole_node_memory_mib(pool)
+        # What the job states itself stays: --mem, --mem-per-cpu, --exclusive, no devices.
+        assert submitted(tres_per_node="gres/neuron:4", min_mem_per_node=1024).min_mem_per_node == 1024  # fmt: skip
+        assert submitted(tres_per_node="gres/neuron:4", min_mem_per_cpu=512).min_mem_per_node is None  # fmt: skip
+        assert submitted(tres_per_node="gres/neuron:4", shared=0).min_mem_per_node is None
+        assert submitted().min_mem_per_node is None
+    # GPU partitions are DefMemPerGPU's: the script leaves their jobs alone.
+    gpu = next(
+        ns.pool for ns in config.slurm.node_sets if ns.pool not in {p.name for p in trainium}
+    )
+    desc = runtime.table_from({"partition": gpu, "tres_per_node": "gres/gpu:1"})
+    runtime.globals().slurm_job_submit(desc, None, 1000)
+    assert desc.min_mem_per_node is None

@@ -138,8 +138,8 @@ class SlurmNodeSetConfig(StrictModel):
         le=MAX_TIME_HOURS_LIMIT,
         description="The partition's MaxTime, hours: the longest time limit a job may ask for "
         "(a longer `--time` is refused at sbatch). Finite, so that backfill can plan when "
-        "nodes free up and reserve them for a gang; the scheduler looks as far ahead as the "
-        f"longest partition's MaxTime (bf_window, at most {MAX_TIME_HOURS_LIMIT} h, Slurm's "
+        "nodes free up and reserve them for a gang; the scheduler looks twice the longest "
+        f"partition's MaxTime ahead (bf_window, at most {MAX_TIME_HOURS_LIMIT} h, Slurm's "
         f"limit). Default: {DEFAULT_MAX_TIME_HOURS}.",
     )
     default_time_hours: int | None = Field(

@@ -110,6 +110,11 @@ def slurm_values(config: PlatformConfig) -> dict[str, Any]:
                     for ns in slurm.node_sets
                 },
                 slurm.default_partition_pool,
+                {
+                    pool.name: sharing.neuron_device_memory_mib(pool)
+                    for _, pool in node_sets
+                    if pool.instance.accelerator == "neuron"
+                },
             ),
             "namespace.yaml": sharing.namespace_yaml(
                 [(ns, pool, node_names(pool)) for ns, pool in node_sets]

@@ -204,7 +204,11 @@ def controller_conf(
     return conf
 
 
-def job_submit_lua(limits: Mapping[str, tuple[int, int]], default_partition: str | None) -> str:
+def job_submit_lua(
+    limits: Mapping[str, tuple[int, int]],
+    default_partition: str | None,
+    neuron_memory: Mapping[str, int] | None = None,
+) -> str:
     """``job_submit.lua``: refuse a job no partition it names can ever run.
 
     A job asking for more nodes than a partition's node set grows to, or a longer time limit
@@ -212,17 +216,31 @@ def job_submit_lua(limits: Mapping[str, tuple[int, int]], default_partition: str
     (``EnforcePartLimits``) is off because it compares node counts with the nodes a partition
     has *now* (:data:`CONFINEMENT_CONF`), and with it off a job over MaxTime is accepted and
     waits with the reason ``PartitionTimeLimit`` (SchedMD/slurm slurm-26-05-3-1
-    src/slurmctld/job_mgr.c, _part_access_check and job_limits_check). A job naming several
-    partitions is refused only when none of those the platform knows can hold it (Slurm runs
-    it in any that can). ``slurm_job_modify`` applies the same rules to ``scontrol update``.
-    A job that states no node count (``--gpus=16`` alone) keeps Slurm's default of 1 here and
-    in the autoscaler's demand: docs/how-to/submit-a-slurm-job.md asks for ``--nodes``. A job
-    without ``--time`` gets the partition's DefaultTime, which fits its MaxTime.
+    src/slurmctld/job_mgr.c, _part_access_check and job_limits_check); one whose ``--time-min``
+    fits MaxTime is let through, since Slurm runs it cut to MaxTime. A job naming several
+    partitions is refused only when none of those the platform knows can hold it (Slurm runs it
+    in any that can). ``slurm_job_modify`` applies the same rules to ``scontrol update``. A job
+    that states no node count (``--gpus=16`` alone) keeps Slurm's default of 1 here and in the
+    autoscaler's demand: docs/how-to/submit-a-slurm-job.md asks for ``--nodes``. A job without
+    ``--time`` gets the partition's DefaultTime, which fits its MaxTime.
+
+    Slurm has a per-GPU memory default but none per Neuron device
+    (:func:`components.slurm.sharing.sharing_defaults`), so a job on a Trainium partition that
+    asks for Neuron devices and gives neither ``--mem``, ``--mem-per-cpu``, ``--mem-per-gpu``
+    nor ``--exclusive`` is given its devices' share of the node's memory here, as a GPU job is
+    by ``DefMemPerGPU`` (``min_mem_per_node``; ``--gres=neuron:N`` reaches the plugin as
+    ``tres_per_node`` ``gres/neuron:N``: SchedMD/slurm slurm-26-05-3-1 src/interfaces/gres.c,
+    gres_prepend_tres_type; src/plugins/job_submit/lua/job_submit_lua.c).
 
     Args:
         limits: partition -> (the most nodes its node set grows to, its MaxTime in minutes).
         default_partition: where a job that names none goes.
+        neuron_memory: Trainium partition -> memory per Neuron device for jobs, MiB. Default:
+            none.
     """
+    per_device = ", ".join(
+        f'["{name}"] = {mib}' for name, mib in sorted((neuron_memory or {}).items())
+    )
     nodes = ", ".join(f'["{name}"] = {most}' for name, (most, _) in sorted(limits.items()))
     minutes = ", ".join(f'["{name}"] = {most}' for name, (_, most) in sorted(limits.items()))
     default = f'"{default_partition}"' if default_partition else "nil"
@@ -234,12 +252,13 @@ def job_submit_lua(limits: Mapping[str, tuple[int, int]], default_partition: str
             f"local max_nodes = {{ {nodes} }}",
             f"local max_minutes = {{ {minutes} }}",
             f"local default_partition = {default}",
+            f"local neuron_mib_per_device = {{ {per_device} }}",
             "",
             "local function given(value)",
             "  return value ~= nil and value ~= slurm.NO_VAL",
             "end",
             "",
-            "local function refusal_in(name, wanted_nodes, wanted_minutes)",
+            "local function refusal_in(name, wanted_nodes, wanted_minutes, least_minutes)",
             "  local most = max_nodes[name]",
             "  if most == nil then",
             "    return nil",
@@ -250,7 +269,9 @@ def job_submit_lua(limits: Mapping[str, tuple[int, int]], default_partition: str
             "      name, most, wanted_nodes)",
             "  end",
             "  local longest = max_minutes[name]",
-            "  if given(wanted_minutes) and wanted_minutes > longest then",
+            "  local flexible = given(least_minutes) and least_minutes > 0",
+            "    and least_minutes <= longest",
+            "  if given(wanted_minutes) and wanted_minutes > longest and not flexible then",
             '    local asked = wanted_minutes == slurm.INFINITE and "no limit"',
             '      or string.format("%d minutes", wanted_minutes)',
             "    return string.format(",
@@ -260,13 +281,13 @@ def job_submit_lua(limits: Mapping[str, tuple[int, int]], default_partition: str
             "  return nil",
             "end",
             "",
-            "local function refusal(partitions, wanted_nodes, wanted_minutes)",
+            "local function refusal(partitions, wanted_nodes, wanted_minutes, least_minutes)",
             "  if partitions == nil then",
             "    return nil",
             "  end",
             "  local first = nil",
             '  for name in string.gmatch(partitions, "[^,]+") do',
-            "    local reason = refusal_in(name, wanted_nodes, wanted_minutes)",
+            "    local reason = refusal_in(name, wanted_nodes, wanted_minutes, least_minutes)",
             "    if reason == nil then",
             "      return nil",
             "    end",
@@ -275,8 +296,8 @@ def job_submit_lua(limits: Mapping[str, tuple[int, int]], default_partition: str
             "  return first",
             "end",
             "",
-            "local function verdict(partitions, wanted_nodes, wanted_minutes)",
-            "  local reason = refusal(partitions, wanted_nodes, wanted_minutes)",
+            "local function verdict(partitions, wanted_nodes, wanted_minutes, least_minutes)",
+            "  local reason = refusal(partitions, wanted_nodes, wanted_minutes, least_minutes)",
             "  if reason then",
             '    slurm.log_user("%s", reason)',
             "    return slurm.ERROR",
@@ -284,14 +305,51 @@ def job_submit_lua(limits: Mapping[str, tuple[int, int]], default_partition: str
             "  return slurm.SUCCESS",
             "end",
             "",
+            "local function neuron_devices(tres)",
+            "  if tres == nil then",
+            "    return 0",
+            "  end",
+            '  local count = string.match(tres, "gres/neuron:(%d+)")',
+            "  if count then",
+            "    return tonumber(count)",
+            "  end",
+            '  if string.match(tres, "gres/neuron$") or string.match(tres, "gres/neuron,") then',
+            "    return 1",
+            "  end",
+            "  return 0",
+            "end",
+            "",
+            "local function neuron_memory(job_desc, partitions)",
+            "  if job_desc.min_mem_per_node ~= nil or job_desc.min_mem_per_cpu ~= nil",
+            "      or job_desc.mem_per_tres ~= nil or job_desc.shared == 0 then",
+            "    return",
+            "  end",
+            "  local devices = neuron_devices(job_desc.tres_per_node)",
+            "  if devices == 0 or partitions == nil then",
+            "    return",
+            "  end",
+            '  for name in string.gmatch(partitions, "[^,]+") do',
+            "    local per_device = neuron_mib_per_device[name]",
+            "    if per_device then",
+            "      job_desc.min_mem_per_node = devices * per_device",
+            "      return",
+            "    end",
+            "  end",
+            "end",
+            "",
             "function slurm_job_submit(job_desc, part_list, submit_uid)",
-            "  return verdict(job_desc.partition or default_partition, job_desc.min_nodes,",
-            "    job_desc.time_limit)",
+            "  local partitions = job_desc.partition or default_partition",
+            "  local result = verdict(partitions, job_desc.min_nodes, job_desc.time_limit,",
+            "    job_desc.time_min)",
+            "  if result == slurm.SUCCESS then",
+            "    neuron_memory(job_desc, partitions)",
+            "  end",
+            "  return result",
             "end",
             "",
             "function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)",
             "  return verdict(job_desc.partition or job_rec.partition, job_desc.min_nodes,",
-            "    job_desc.time_limit)",
+            "    job_desc.time_limit, job_desc.time_min)",
             "end",
             "",
         ]

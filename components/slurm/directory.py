@@ -342,7 +342,16 @@ def accounts_script(*, cluster: str, interval: int, teams_file: str = TEAMS_FILE
     ``Fairshare``) with that QOS as its only and default one, which its users inherit
     (``AccountingStorageEnforce=qos`` then refuses any other QOS: :data:`ENFORCE`); adds as
     users of it the members of the directory group with the team's gid and the users whose
-    primary group it is, and removes users no longer either. Accounts and QOS the platform
+    primary group it is, and removes users no longer either. slurmdbd keeps the association
+    of a user with jobs pending or running (SchedMD/slurm slurm-26-05-3-1
+    src/plugins/accounting_storage/mysql/accounting_storage_mysql.c,
+    _check_jobs_before_remove: jobs not ended and below JOB_COMPLETE); such a user
+    gets ``MaxSubmitJobs=0`` there, so they submit nothing new under the team while the loop
+    retries each pass, and the limit goes again if they rejoin first. A pending job of the
+    team under another QOS (queued before the team's QOS existed, or requeued after a node
+    failure) is moved to the team's: the scheduler fails a job whose QOS its association no
+    longer lists (src/slurmctld/job_scheduler.c and job_mgr.c, job_fail_qos), and it would
+    pend as ``InvalidQOS`` for ever. Accounts and QOS the platform
     made for teams no longer listed go. A group the directory cannot answer for is left as it
     is (no removal while the directory is down). Names are compared lower-cased, as sacctmgr
     stores them (SchedMD/slurm src/sacctmgr/sacctmgr.c, user_case_norm). A user leaving a team
@@ -380,6 +389,10 @@ users_of() {{
   sacctmgr -nP show associations where account="$1" cluster="$cluster" format=user \
     | lower | sed '/^$/d' | sort -u
 }}
+stopped_users() {{
+  sacctmgr -nP show associations where account="$1" cluster="$cluster" format=user,maxsubmit \
+    | awk -F'|' '$1 != "" && $2 == "0" {{ print $1 }}' | lower | sort -u
+}}
 sync_qos() {{
   local team="$1" wall="$2" tres="$3"
   if [ -z "$(sacctmgr -nP show qos "$team" format=name)" ]; then
@@ -389,17 +402,29 @@ sync_qos() {{
   sacctmgr -i modify qos where name="$team" set maxwall="$wall" grptres="$tres" \
     flags=DenyOnLimit >/dev/null || {{ log "$team: cannot set its QOS"; return 1; }}
 }}
+move_pending() {{
+  local team="$1" job
+  for job in $(squeue -h -t PD -A "$team" -o '%i %q' \
+      | awk -v q="$team" '$2 != q {{ print $1 }}'); do
+    scontrol update jobid="$job" qos="$team" >/dev/null 2>&1 \
+      && log "$team: pending job $job moved to QOS $team" \
+      || log "$team: pending job $job cannot take QOS $team (over its limits?); it stays"
+  done
+}}
 sync_team() {{
-  local team="$1" gid="$2" share="$3" wall="$4" tres="$5" wanted current user other
-  sync_qos "$team" "$wall" "$tres" || return
+  local team="$1" gid="$2" share="$3" wall="$4" tres="$5" qos=yes wanted current user other
+  sync_qos "$team" "$wall" "$tres" || qos=
   if [ -z "$(sacctmgr -nP show account "$team" format=account)" ]; then
+    # A new team's account comes with its QOS, never without it (it would run under normal).
+    [ -n "$qos" ] || {{ log "$team: no account until its QOS can be made"; return; }}
     sacctmgr -i add account "$team" cluster="$cluster" fairshare="$share" qos="$team" \
       defaultqos="$team" description="team $team" organization=platform \
       || {{ log "$team: cannot add"; return; }}
-  else
+  elif [ -n "$qos" ]; then
     sacctmgr -i modify account where name="$team" cluster="$cluster" set fairshare="$share" \
       qos="$team" defaultqos="$team" >/dev/null || log "$team: cannot set fairshare and QOS"
   fi
+  [ -n "$qos" ] && move_pending "$team"
   if ! wanted="$(members "$gid")"; then
     log "$team: the directory has no group $gid; users left as they are"
     return
@@ -413,8 +438,17 @@ sync_team() {{
     other="$(sacctmgr -nP show associations where user="$user" cluster="$cluster" \
       format=account | sed '/^$/d' | grep -vxF "$team" | head -n 1)"
     [ -n "$other" ] && sacctmgr -i modify user "$user" set defaultaccount="$other" >/dev/null
-    sacctmgr -i delete user "$user" where account="$team" cluster="$cluster" >/dev/null \
-      && log "$team: removed $user" || log "$team: cannot remove $user (running jobs?)"
+    if sacctmgr -i delete user "$user" where account="$team" cluster="$cluster" >/dev/null; then
+      log "$team: removed $user"
+    else
+      sacctmgr -i modify user where name="$user" account="$team" cluster="$cluster" \
+        set maxsubmitjobs=0 >/dev/null
+      log "$team: $user has jobs pending or running; no new ones, removed once they end"
+    fi
+  done
+  for user in $(stopped_users "$team" | comm -12 - <(echo "$wanted")); do
+    sacctmgr -i modify user where name="$user" account="$team" cluster="$cluster" \
+      set maxsubmitjobs=-1 >/dev/null && log "$team: $user is back; may submit again"
   done
 }}
 while true; do
@@ -432,6 +466,8 @@ while true; do
     done
     for gone in $(sacctmgr -nP show qos format=name,description \
         | awk -F'|' '$2 ~ /^platform team / {{ print $1 }}' | grep -vxF -f <(echo "$names")); do
+      # Its account first: a QOS deleted under a live account leaves its jobs without one.
+      [ -z "$(sacctmgr -nP show account "$gone" format=account)" ] || continue
       sacctmgr -i delete qos "$gone" >/dev/null \
         && log "$gone: QOS of no team, removed" || log "$gone: cannot remove its QOS (in use?)"
     done

@@ -28,6 +28,11 @@ DEFAULT_BACKFILL_SLOTS: Final = 1440
 many by coarsening the resolution, as the manual advises."""
 MIN_BACKFILL_RESOLUTION: Final = 60
 MAX_BACKFILL_RESOLUTION: Final = 3600
+BACKFILL_WINDOW_MAX_TIMES: Final = 2
+"""``bf_window`` in MaxTimes of the longest partition (:func:`backfill_window_minutes`)."""
+BACKFILL_JOBS_PER_ASSOCIATION: Final = 50
+"""``bf_max_job_assoc``: a tenth of backfill's default depth (``bf_max_job_test=500``), as
+slurm.conf(5) asks ("Set bf_max_job_test to a value much higher than bf_max_job_assoc")."""
 DEFAULT_BACKFILL_WINDOW_MINUTES: Final = 1440
 MAX_BACKFILL_WINDOW_MINUTES: Final = 43200
 """``bf_window``'s bounds and ``bf_resolution``'s (slurm.conf(5); SchedMD/slurm
@@ -98,17 +103,19 @@ def slurm_minutes(text: str) -> int | None:
 
 
 def backfill_window_minutes(node_sets: Sequence[SlurmNodeSetConfig]) -> int:
-    """``bf_window``: the longest partition's MaxTime, in minutes.
+    """``bf_window``: twice the longest partition's MaxTime, in minutes (Slurm caps it at 30 days).
 
     Backfill plans a pending job only if it can start within the window: beyond it, "Starts
     too far in the future to worry about", no reservation (SchedMD/slurm slurm-26-05-3-1
-    src/plugins/sched/backfill/backfill.c, _attempt_backfill). A gang the size of its
-    partition starts once the jobs running there end, at most one MaxTime from now, so a
-    window that long always plans it (slurm.conf(5): "A value at least as long as the highest
-    allowed time limit is generally advisable to prevent job starvation").
+    src/plugins/sched/backfill/backfill.c, _attempt_backfill), and lower-priority jobs take its
+    nodes freely. A gang the size of its partition waits for the jobs running there, which end
+    within one MaxTime, and for the reservations backfill made first for pending jobs of higher
+    priority, each again at most one MaxTime long: two MaxTimes hold its start through one
+    such round (slurm.conf(5): "A value at least as long as the highest allowed time limit is
+    generally advisable to prevent job starvation").
     """
     longest = max((node_set.max_time_hours for node_set in node_sets), default=24)
-    return min(longest * MINUTES_PER_HOUR, MAX_BACKFILL_WINDOW_MINUTES)
+    return min(BACKFILL_WINDOW_MAX_TIMES * longest * MINUTES_PER_HOUR, MAX_BACKFILL_WINDOW_MINUTES)
 
 
 def backfill_resolution_seconds(window_minutes: int) -> int:
@@ -151,17 +158,20 @@ def backfill_window(scheduler_parameters: str) -> int:
 
 
 def scheduler_parameters(node_sets: Sequence[SlurmNodeSetConfig]) -> list[str]:
-    """``SchedulerParameters``: backfill looks as far ahead as the longest MaxTime.
+    """``SchedulerParameters``: how far backfill looks ahead, and how it shares its attention.
 
     ``bf_continue``: a backfill pass that releases its locks goes on down the queue instead of
-    starting over, so a gang far down a long queue of small jobs is still planned
-    (slurm.conf(5)).
+    starting over. ``bf_max_job_assoc``: backfill tries at most this many jobs of one user in
+    one account per pass, so one user's flood of small jobs (a job array) cannot use up the
+    pass's depth (``bf_max_job_test``, 500 by default) before a gang further down is reached
+    (slurm.conf(5), SchedulerParameters).
     """
     window = backfill_window_minutes(node_sets)
     return [
         "bf_continue",
         f"bf_window={window}",
         f"bf_resolution={backfill_resolution_seconds(window)}",
+        f"bf_max_job_assoc={BACKFILL_JOBS_PER_ASSOCIATION}",
     ]
 
 
@@ -174,6 +184,12 @@ def job_memory_mib(pool: NodePoolConfig) -> int:
     schedmd/slurm/26.05/ubuntu24.04 slurmd-entrypoint.sh, calculateMemSpecLimit).
     """
     return whole_node_memory_mib(pool)
+
+
+DAEMON_HEADROOM_MIB: Final = 1024
+"""Memory the defaults leave to slurmd, slurmstepd, sshd and SSSD, which share the slurmd
+container's memory limit with the jobs (Slurm hands the whole limit to jobs): eight default
+1-GPU jobs then fill a node without the container going over its limit."""
 
 
 def sharing_defaults(pool: NodePoolConfig) -> dict[str, int]:
@@ -191,12 +207,21 @@ def sharing_defaults(pool: NodePoolConfig) -> dict[str, int]:
     get memory by their CPUs, and whole-node jobs (``--exclusive``) all of it.
     """
     instance = pool.instance
-    memory = job_memory_mib(pool)
+    memory = job_memory_mib(pool) - DAEMON_HEADROOM_MIB
     defaults = {"DefMemPerCPU": memory // instance.vcpu}
     if instance.accelerator == "nvidia":
         defaults["DefMemPerGPU"] = memory // instance.accelerators
         defaults["DefCpuPerGPU"] = instance.vcpu // instance.accelerators
     return defaults
+
+
+def neuron_device_memory_mib(pool: NodePoolConfig) -> int:
+    """One Neuron device's share of the memory for jobs on a Trainium node, MiB.
+
+    What ``job_submit.lua`` gives per device to a Trainium job that states no memory (Slurm
+    has a per-device default for GPUs only: :func:`sharing_defaults`).
+    """
+    return (job_memory_mib(pool) - DAEMON_HEADROOM_MIB) // pool.instance.accelerators
 
 
 def partition_settings(

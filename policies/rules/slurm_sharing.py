@@ -37,8 +37,18 @@ from .common import (
 NODE_SET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
 MEMORY_DEFAULTS = ("DefMemPerGPU", "DefMemPerCPU", "DefMemPerNode")
 """Any of them keeps a job without ``--mem`` from taking a node's whole memory (slurm.conf(5))."""
-REQUIRED_PRIVATE = ("accounts", "jobs", "usage")
-"""What other teams must not see: their jobs with command lines, their usage, their accounts."""
+REQUIRED_PRIVATE = ("account", "job", "usage")
+"""What other teams must not see: their jobs with command lines, their usage, their accounts.
+Slurm finds each word anywhere in the value, case-insensitively, and ``all`` covers every one
+(SchedMD/slurm slurm-26-05-3-1 src/common/read_config.c, PrivateData)."""
+
+
+def _hidden_missing(value: str) -> list[str]:
+    """What of :data:`REQUIRED_PRIVATE` a ``PrivateData`` value leaves visible."""
+    text = value.lower()
+    if "all" in text:
+        return []
+    return [kind for kind in REQUIRED_PRIVATE if kind not in text]
 
 
 def _slurm_values(props: Mapping[str, Any], resource_type: str) -> Mapping[str, Any] | None:
@@ -160,17 +170,16 @@ def _check_private_data(args: ResourceValidationArgs, report: ReportViolation) -
     if values is None:
         return
     controller = conf_settings(values.get("controller") or {})
-    hidden = {word.strip() for word in controller.get("privatedata", "").split(",")}
-    if "all" not in hidden:
-        missing = [kind for kind in REQUIRED_PRIVATE if kind not in hidden]
-        if missing:
-            report(
-                "slurm.conf's PrivateData leaves other users' " + ", ".join(missing) + " visible "
-                "to every user",
-                None,
-            )
+    private = controller.get("privatedata", "")
+    missing = _hidden_missing(private)
+    if missing:
+        report(
+            "slurm.conf's PrivateData leaves other users' " + ", ".join(missing) + " data visible "
+            "to every user",
+            None,
+        )
     metrics = (values.get("controller") or {}).get("metrics") or {}
-    if metrics.get("enabled") and hidden - {""}:
+    if metrics.get("enabled") and private.strip():
         parameters = {w.strip() for w in controller.get("metricsparameters", "").split(",")}
         if METRICS_PARAMETERS not in parameters or controller.get("metricsauthusers"):
             report(
@@ -181,14 +190,12 @@ def _check_private_data(args: ResourceValidationArgs, report: ReportViolation) -
             )
     accounting = values.get("accounting") or {}
     if accounting.get("enabled"):
-        slurmdbd = conf_settings(accounting)
-        hidden = {word.strip() for word in slurmdbd.get("privatedata", "").split(",")}
-        missing = [kind for kind in REQUIRED_PRIVATE if kind not in hidden and "all" not in hidden]
+        missing = _hidden_missing(conf_settings(accounting).get("privatedata", ""))
         if missing:
             report(
                 "slurmdbd.conf's PrivateData leaves other users' "
                 + ", ".join(missing)
-                + " visible through sacct and sreport",
+                + " data visible through sacct and sreport",
                 None,
             )
 

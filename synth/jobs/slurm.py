@@ -196,10 +196,17 @@ def limits_reasons(
                 f"{_hours(window)}): a gang of {nodes} node(s) can wait for ever behind other "
                 "jobs, since its start is planned after the window and nothing is reserved"
             )
+        elif window < 2 * longest:
+            notes.append(
+                f"backfill plans {_hours(window)} ahead (bf_window): a gang of up to {nodes} "
+                "node(s) is reserved behind the running jobs, but a round of higher-priority "
+                "reservations can push its start past the window, where it has none"
+            )
         else:
             notes.append(
-                f"backfill plans {_hours(window)} ahead (bf_window >= MaxTime): a gang of up to "
-                f"{nodes} node(s) gets its nodes reserved as running jobs end"
+                f"backfill plans {_hours(window)} ahead (bf_window, twice MaxTime): a gang of up "
+                f"to {nodes} node(s) keeps its reservation behind the running jobs and a round "
+                "of higher-priority ones"
             )
         if job_hours is not None and job_hours * 60 > longest:
             blocking.append(f"a job of {job_hours} h is refused here: MaxTime is {_hours(longest)}")
