@@ -49,6 +49,7 @@ from synth.replacements import (
     replacing_changes,
     triggers_of,
 )
+from synth.yamlio import load_yaml
 
 VALUE_WIDTH: Final = 60
 """Longest rendering of one old or new value before it is shortened."""
@@ -245,7 +246,7 @@ def load_synthesis(directory: Path) -> Synthesis:
 def _yaml_files(directory: Path) -> dict[str, Any]:
     if not directory.is_dir():
         return {}
-    return {path.name: yaml.safe_load(path.read_text()) for path in sorted(directory.glob("*"))}
+    return {path.name: load_yaml(path.read_text()) for path in sorted(directory.glob("*"))}
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from synth.stackfile import REPOSITORY_ROOT
+from synth.yamlio import load_yaml
 
 CHECKOV: Final = REPOSITORY_ROOT / ".venv-scan" / "bin" / "checkov"
 WAIVERS: Final = REPOSITORY_ROOT / "policies" / "scan-waivers.yaml"
@@ -82,7 +81,7 @@ def load_waivers(path: Path = WAIVERS) -> list[Waiver]:
     Raises:
         ScanError: naming the entry and what is wrong with it.
     """
-    entries = yaml.safe_load(path.read_text()) or []
+    entries = load_yaml(path.read_text()) or []
     if not isinstance(entries, list):
         raise ScanError(f"{path.name}: a list of waivers")
     waivers = []

@@ -10,6 +10,7 @@ from typing import Any, Final
 import yaml
 
 from components.config import CONFIG_KEY
+from synth.yamlio import load_yaml
 
 REPOSITORY_ROOT: Final = Path(__file__).resolve().parent.parent
 SECURE_PLACEHOLDER: Final = "SYNTH-PLACEHOLDER-SECURE-VALUE"
@@ -119,7 +120,7 @@ def _replace_secure(value: Any) -> tuple[Any, bool]:
 
 def _load_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return load_yaml(path.read_text())
     except FileNotFoundError:
         raise StackFileError(f"{path}: not found") from None
     except yaml.YAMLError as exc:

@@ -11,9 +11,8 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from synth.stackfile import REPOSITORY_ROOT
+from synth.yamlio import load_yaml
 
 README: Final = REPOSITORY_ROOT / "README.md"
 DOCS: Final = REPOSITORY_ROOT / "docs"
@@ -84,6 +83,4 @@ def marked_examples(marker: str) -> list[tuple[str, dict[str, Any]]]:
             (``<!-- runs-on: STACK -->``).
     """
     pattern = re.escape(marker).replace("STACK", r"(\w+)") + r"\n```yaml\n(.*?)```"
-    return [
-        (stack, yaml.safe_load(body)) for stack, body in re.findall(pattern, all_pages(), re.DOTALL)
-    ]
+    return [(stack, load_yaml(body)) for stack, body in re.findall(pattern, all_pages(), re.DOTALL)]

@@ -22,10 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-import yaml
-
 from components import software, versions
 from synth.stackfile import REPOSITORY_ROOT
+from synth.yamlio import load_yaml
 
 RENOVATE_CONFIG: Final = REPOSITORY_ROOT / "renovate.json"
 RENOVATE_PACKAGE: Final = REPOSITORY_ROOT / "ci" / "renovate" / "package.json"
@@ -105,7 +104,7 @@ def _stack_images(node: Any, under_images: bool = False) -> Iterator[str]:
 def _stacks() -> Iterator[Pin]:
     for stack in sorted((REPOSITORY_ROOT / "stacks").glob("Pulumi.*.yaml")):
         file = stack.relative_to(REPOSITORY_ROOT).as_posix()
-        for reference in _stack_images(yaml.safe_load(stack.read_text())):
+        for reference in _stack_images(load_yaml(stack.read_text())):
             yield _image_pin(file, reference)
 
 

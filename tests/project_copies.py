@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from synth.stackfile import REPOSITORY_ROOT
+from synth.yamlio import load_yaml
 
 PLATFORM_KEY = "eks-training-platform:platform"
 
@@ -31,7 +32,7 @@ def project_copy(
     shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
     if edit is not None:
         stack_file = project / "stacks" / f"Pulumi.{stack}.yaml"
-        document = yaml.safe_load(stack_file.read_text())
+        document = load_yaml(stack_file.read_text())
         edit(document["config"][PLATFORM_KEY])
         stack_file.write_text(yaml.safe_dump(document))
     return project

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from synth.stackfile import REPOSITORY_ROOT, load_stack
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 
 WORKFLOW = REPOSITORY_ROOT / ".github" / "workflows" / "ci.yml"
@@ -43,7 +43,7 @@ WRITE_VERBS = (
 
 
 def _workflow() -> dict[str, Any]:
-    document = yaml.safe_load(WORKFLOW.read_text())
+    document = load_yaml(WORKFLOW.read_text())
     assert isinstance(document, dict)
     return document
 
@@ -57,7 +57,7 @@ def _uses() -> list[str]:
     return [
         step["uses"]
         for path in WORKFLOWS
-        for job in yaml.safe_load(path.read_text())["jobs"].values()
+        for job in load_yaml(path.read_text())["jobs"].values()
         for step in job["steps"]
         if "uses" in step
     ]
@@ -400,7 +400,7 @@ def test_the_dependency_bot_reads_aws_and_writes_nothing_there() -> None:
 
 
 def test_the_bot_workflow_runs_the_pinned_renovate_in_its_own_environment() -> None:
-    workflow = yaml.safe_load(RENOVATE_WORKFLOW.read_text())
+    workflow = load_yaml(RENOVATE_WORKFLOW.read_text())
     (job,) = workflow["jobs"].values()
     assert job["environment"] == "renovate"  # the only subject the role trusts
     assert job["permissions"] == {"contents": "read", "id-token": "write"}

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components import versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
@@ -25,6 +24,7 @@ from components.device_plugins import efa_values, neuron_values, nvidia_values
 from components.node_pools import pool_labels
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.mutations import without_slurm
@@ -77,7 +77,7 @@ def _no_schedule(key: str) -> dict[str, str]:
 @cache
 def _chart_defaults(reference_root: Path, reference_dir: str) -> dict[str, Any]:
     path = reference_root / "charts" / reference_dir / "values.yaml"
-    loaded = yaml.safe_load(path.read_text())
+    loaded = load_yaml(path.read_text())
     assert isinstance(loaded, dict), path
     return loaded
 

@@ -42,6 +42,7 @@ from synth.engine import SECRET_MARK, UNKNOWN, ResourceRecord
 from synth.output import manifest_file_name, resource_label
 from synth.replacements import Replacement
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 from tests.project_copies import project_copy
 
@@ -190,7 +191,7 @@ def test_diff_command_shows_a_changed_stack_value_and_exits_one(
 ) -> None:
     project = project_copy(tmp_path)
     stack_file = project / "stacks" / "Pulumi.dev.yaml"
-    document = yaml.safe_load(stack_file.read_text())
+    document = load_yaml(stack_file.read_text())
     platform = document["config"]["eks-training-platform:platform"]
     platform["cluster"]["systemNodeGroup"]["maxSize"] += 1
     stack_file.write_text(yaml.safe_dump(document))
@@ -373,12 +374,12 @@ def test_diff_command_gate_passes_a_retained_volume_renamed_with_its_claim(
     claim_file = next(
         path
         for path in sorted(manifests.glob("PersistentVolumeClaim.*"))
-        if yaml.safe_load(path.read_text())["spec"].get("volumeName")
+        if load_yaml(path.read_text())["spec"].get("volumeName")
     )
-    claim = yaml.safe_load(claim_file.read_text())
+    claim = load_yaml(claim_file.read_text())
     name = claim["spec"]["volumeName"]
     volume_file = manifests / f"PersistentVolume._cluster.{name}.yaml"
-    volume = yaml.safe_load(volume_file.read_text())
+    volume = load_yaml(volume_file.read_text())
     assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
     # The base named the volume otherwise: now it is renamed and the claim follows.
     volume["metadata"]["name"] = claim["spec"]["volumeName"] = f"{name}-old"
@@ -398,7 +399,7 @@ def _prod_project(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Pat
     ``edit``."""
     project = project_copy(tmp_path)
     stack_file = project / "stacks" / "Pulumi.prod.yaml"
-    document = yaml.safe_load(stack_file.read_text())
+    document = load_yaml(stack_file.read_text())
     edit(document["config"])
     stack_file.write_text(yaml.safe_dump(document))
     return project

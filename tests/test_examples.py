@@ -12,6 +12,7 @@ import yaml
 from synth import environment
 from synth.examples import example_kind, example_values, summary
 from synth.stackfile import REPOSITORY_ROOT, load_stack
+from synth.yamlio import load_yaml
 from tests import docs_pages
 
 
@@ -121,7 +122,7 @@ def test_a_new_environment_lists_its_examples_until_they_are_replaced(
     assert "  platform.accountId (" in printed
 
     stack_file = root / "stacks" / "Pulumi.sandbox.yaml"
-    document = yaml.safe_load(stack_file.read_text())
+    document = load_yaml(stack_file.read_text())
     platform = document["config"]["eks-training-platform:platform"]
     platform["accountId"] = "210987654321"
     stack_file.write_text(yaml.safe_dump(document))

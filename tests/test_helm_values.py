@@ -16,12 +16,12 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 
 from components import versions
 from components.versions import HelmChart
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 from tests.reference_paths import chart_dir
 
@@ -199,7 +199,7 @@ def _chart_dir(reference_dir: Path, chart: HelmChart) -> Path:
 
 @cache
 def _yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text())
+    return load_yaml(path.read_text())
 
 
 @pytest.mark.parametrize("stack", STACKS)

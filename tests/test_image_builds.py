@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components import image_builds, software
 from components.config import parse_platform_config
@@ -21,6 +20,7 @@ from components.image_builds import ImageBuild, builds
 from components.slurm import login_image
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
+from synth.yamlio import load_yaml
 from tests.config_problems import assert_reported
 from tests.conftest import stack_data
 from tests.test_images import run_scripts
@@ -112,7 +112,7 @@ def test_the_plan_names_the_bases_the_bill_of_materials_pins() -> None:
 
 
 def _workflow() -> dict[str, Any]:
-    document = yaml.safe_load(WORKFLOW.read_text())
+    document = load_yaml(WORKFLOW.read_text())
     assert isinstance(document, dict)
     return document
 
@@ -234,7 +234,7 @@ def test_a_login_image_must_be_the_recipes_current_login_build() -> None:
 
 def _login_pod(result: StackResult) -> dict[str, Any]:
     path = result.written.directory / "pods" / "Pod.slurm.slurm-login-login.yaml"
-    pod: dict[str, Any] = yaml.safe_load(path.read_text())
+    pod: dict[str, Any] = load_yaml(path.read_text())
     return pod
 
 

@@ -29,6 +29,7 @@ from synth.jobs.trainer import Runtime, pod_requests
 from synth.jobs.view import StackView, name_of
 from synth.jobs.volcano import QueueShape, real_capability
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import set_at
 from tests.project_copies import project_copy
@@ -221,7 +222,7 @@ def test_queues_without_hierarchy_cannot_start_jobs_on_an_empty_pool(
     view = _view(synthesized["staging"])
     assert _report(evaluate_jobs(view), "ml-platform-ci", "torch-p5").max_nodes == 2
     config = view.releases["volcano"]["values"]["custom"]
-    scheduler = yaml.safe_load(config["scheduler_config_override"])
+    scheduler = load_yaml(config["scheduler_config_override"])
     for tier in scheduler["tiers"]:
         for plugin in tier["plugins"]:
             plugin.pop("enableHierarchy", None)

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import pytest
-import yaml
 
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 from tests.pod_shapes import make_pod, trainjob, workload_shapes
 from tests.test_admission_policies import BINDING, admit
@@ -258,7 +258,7 @@ def _keeps_privileged_ports(user_data: str, *, bottlerocket: bool) -> bool:
     message = email.message_from_string(user_data)
     for part in message.walk():
         if part.get_content_type() == "application/node.eks.aws":
-            config = yaml.safe_load(str(part.get_payload()))["spec"]["containerd"]["config"]
+            config = load_yaml(str(part.get_payload()))["spec"]["containerd"]["config"]
             runtime = tomllib.loads(config)["plugins"]["io.containerd.cri.v1.runtime"]
             return runtime.get("enable_unprivileged_ports") is False
     return False

@@ -18,7 +18,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 
 from synth import COMMANDS as SUB_COMMANDS
 from synth.environment import (
@@ -29,6 +28,7 @@ from synth.environment import (
 )
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT, load_stack, stack_names
+from synth.yamlio import load_yaml
 from tests.conftest import REFERENCE_ENV, STACKS, reference_root
 
 SECTION = "docs/how-to/add-an-environment.md"
@@ -96,8 +96,8 @@ def test_renamed_stack_refuses_a_file_without_its_environment() -> None:
 
 def test_matrix_gains_the_stack_and_stays_one_line() -> None:
     workflow = (REPOSITORY_ROOT / ".github" / "workflows" / "ci.yml").read_text()
-    extended = yaml.safe_load(with_matrix_stack(workflow, "sandbox"))
-    before = yaml.safe_load(workflow)["jobs"]["preview"]["strategy"]["matrix"]["stack"]
+    extended = load_yaml(with_matrix_stack(workflow, "sandbox"))
+    before = load_yaml(workflow)["jobs"]["preview"]["strategy"]["matrix"]["stack"]
     assert extended["jobs"]["preview"]["strategy"]["matrix"]["stack"] == [*before, "sandbox"]
     with pytest.raises(NewEnvironmentError, match="by hand"):
         with_matrix_stack("jobs: {}\n", "sandbox")

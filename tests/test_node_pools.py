@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-import yaml
 
 from components.catalog import CATALOG
 from components.config import (
@@ -35,6 +34,7 @@ from components.node_pools import (
 from components.user_data import hugepages_script
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 
@@ -936,7 +936,7 @@ def test_efa_nodes_let_every_container_lock_memory(
     case = cases[stack]
     node_class = _by_object_name(case.run, NODE_CLASS, name).inputs["spec"]
     parts = _user_data_parts(node_class["userData"])
-    node_config = yaml.safe_load(parts["application/node.eks.aws"])
+    node_config = load_yaml(parts["application/node.eks.aws"])
     # every node keeps the privileged ports (the Lustre boundary), EFA or not
     assert "enable_unprivileged_ports = false" in node_config["spec"]["containerd"]["config"]
     if not _expects_efa(case.raw_pool(name)):
@@ -962,7 +962,7 @@ def test_every_pool_keeps_privileged_ports_for_root() -> None:
     trust a client that connects from one (docs/concepts/tenancy.md, "The Lustre boundary")."""
     for efa in (False, True):
         parts = _user_data_parts(node_user_data(_pool(instanceTypes=["p5.48xlarge"], efa=efa)))
-        containerd = yaml.safe_load(parts["application/node.eks.aws"])["spec"]["containerd"]
+        containerd = load_yaml(parts["application/node.eks.aws"])["spec"]["containerd"]
         config = tomllib.loads(containerd["config"])
         assert config["plugins"]["io.containerd.cri.v1.runtime"] == {
             "enable_unprivileged_ports": False

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.slurm import DATABASE_POD_LABELS
 from synth.pods import (
@@ -21,13 +20,14 @@ from synth.pods import (
     slurm_service_pods,
 )
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS, stack_data
 from tests.schemas import validation_errors
 
 
 def _written(result: StackResult, folder: str) -> dict[str, dict[str, Any]]:
     directory = result.written.directory / folder
-    return {path.name: yaml.safe_load(path.read_text()) for path in directory.glob("*.yaml")}
+    return {path.name: load_yaml(path.read_text()) for path in directory.glob("*.yaml")}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -155,13 +155,13 @@ def test_mounts_merge_by_path_and_the_pod_carries_slurmds_labels(
 
 def _slurm_release(synthesized: dict[str, StackResult]) -> dict[str, Any]:
     path = synthesized["prod"].written.directory / "helm" / "slurm.yaml"
-    release: dict[str, Any] = yaml.safe_load(path.read_text())
+    release: dict[str, Any] = load_yaml(path.read_text())
     return release
 
 
 def _chart_values(reference_dir: Path) -> dict[str, Any]:
     values = reference_dir / "charts" / "slurm" / "1.2.1" / "values.yaml"
-    chart: dict[str, Any] = yaml.safe_load(values.read_text())
+    chart: dict[str, Any] = load_yaml(values.read_text())
     return chart
 
 

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.config.pools import placement_group_name
 from components.platform import validated_config
 from synth.__main__ import main as synth_main
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.config_problems import assert_reported
 from tests.conftest import stack_data
 from tests.project_copies import project_copy
@@ -74,7 +74,7 @@ def test_renaming_a_reserved_pool_with_its_group_name_kept_drains_the_pool_only(
     assert f"placement group {OLD_GROUP} stays, used by EC2NodeClass h100" in out
     # The group itself is neither replaced nor recreated: the same resource, the same name.
     assert "placementGroup:PlacementGroup" not in out
-    node_class = yaml.safe_load(
+    node_class = load_yaml(
         (tmp_path / "out" / "prod" / "manifests" / "EC2NodeClass._cluster.h100.yaml").read_text()
     )
     assert node_class["spec"]["placementGroupSelector"] == {"name": OLD_GROUP}

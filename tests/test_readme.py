@@ -8,14 +8,13 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from components.config import PlatformConfig, parse_platform_config
 from policies.rules import ALL_POLICIES
 from synth.jobs.report import table
 from synth.run import StackResult
 from synth.scan import load_waivers
 from synth.stackfile import REPOSITORY_ROOT
+from synth.yamlio import load_yaml
 from tests import docs_pages
 from tests.conftest import stack_data
 from tests.docs_pages import README
@@ -146,7 +145,7 @@ def _stack_snippets() -> list[tuple[str, dict[str, Any]]]:
     found = []
     for path in docs_pages.pages():
         for body in docs_pages.fenced(path.read_text(), "yaml"):
-            document = yaml.safe_load(body)
+            document = load_yaml(body)
             if isinstance(document, dict) and set(document) <= keys:
                 found.append((path.name, document))
     return found

@@ -21,7 +21,6 @@ from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 from components import versions
 from components.helm import (
@@ -33,6 +32,7 @@ from components.helm import (
 from components.versions import HelmChart
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 from tests.reference_paths import chart_dir as chart_reference_dir
 
@@ -113,7 +113,7 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, str]) -> bool:
 
 @cache
 def _yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text()) or {}
+    return load_yaml(path.read_text()) or {}
 
 
 def chart_dir(reference_dir: Path, chart: HelmChart) -> Path:

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 
 from components import image_builds, versions
 from components.platform import validated_config
 from synth.scan import WAIVERS, load_waivers
 from synth.stackfile import REPOSITORY_ROOT, load_stack
+from synth.yamlio import load_yaml
 from tests import pins
 from tests.conftest import STACKS
 from tests.pins import MOVES_TOGETHER, WITHOUT_A_MANAGER, Pin, declared_pins
@@ -210,7 +210,7 @@ def test_the_compatibility_pairs_the_docs_promise_are_held() -> None:
 
 
 def test_waivers_that_wait_for_digests_name_the_group_that_pins_them() -> None:
-    entries = yaml.safe_load(WAIVERS.read_text())
+    entries = load_yaml(WAIVERS.read_text())
     # None may be left once the bot has pinned everything (its pull request drops them).
     by_digest = [entry for entry in entries if entry["check"] == "CKV_K8S_43"]
     groups = pins.renovate_groups()

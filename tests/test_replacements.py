@@ -47,6 +47,7 @@ from synth.replacements import (
 )
 from synth.run import StackResult, synthesize_stack
 from synth.stackfile import REPOSITORY_ROOT
+from synth.yamlio import load_yaml
 from tests.project_copies import project_copy
 
 FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -601,7 +602,7 @@ def test_a_prod_quota_change_replaces_the_admin_client_which_runs_the_layout_aga
     shutil.copy(REPOSITORY_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
     shutil.copytree(REPOSITORY_ROOT / "stacks", project / "stacks")
     stack_file = project / "stacks" / "Pulumi.prod.yaml"
-    document = yaml.safe_load(stack_file.read_text())
+    document = load_yaml(stack_file.read_text())
     team = document["config"]["eks-training-platform:platform"]["teams"][0]
     team["lustreQuotaGiB"] += 1000
     stack_file.write_text(yaml.safe_dump(document))

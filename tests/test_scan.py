@@ -35,6 +35,7 @@ from synth.scan import (
     scan,
     unwaived,
 )
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 
 Outcome = list[Finding] | ScanError
@@ -252,7 +253,7 @@ def _seeded(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str]
     copy = root / "dev"
     shutil.copytree(synthesized["dev"].written.directory, copy)
     path = next((copy / "pods").glob("Pod.ml-dev.torch-*-node.yaml"))
-    pod = yaml.safe_load(path.read_text())
+    pod = load_yaml(path.read_text())
     pod["spec"]["hostNetwork"] = True
     pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     path.write_text(yaml.safe_dump(pod))
@@ -306,7 +307,7 @@ def token_without_network_policy(
     copy = root / "dev"
     shutil.copytree(synthesized["dev"].written.directory, copy)
     path = next((copy / "pods").glob("Pod.ml-dev.torch-*-node.yaml"))
-    pod = yaml.safe_load(path.read_text())
+    pod = load_yaml(path.read_text())
     pod["spec"]["automountServiceAccountToken"] = True
     path.write_text(yaml.safe_dump(pod))
     for policy in (copy / "manifests").glob("NetworkPolicy.*.yaml"):
@@ -328,7 +329,7 @@ def skip_annotation(synthesized: dict[str, StackResult], root: Path) -> tuple[Pa
     """:func:`_seeded`, its pod annotated to skip the privileged check."""
     directory, _ = _seeded(synthesized, root)
     path = next((directory / "pods").glob("Pod.ml-dev.torch-*-node.yaml"))
-    pod = yaml.safe_load(path.read_text())
+    pod = load_yaml(path.read_text())
     pod["metadata"]["annotations"]["checkov.io/skip1"] = "CKV_K8S_16=because I said so"
     path.write_text(yaml.safe_dump(pod))
     return directory, KUBERNETES, None
@@ -364,7 +365,7 @@ def privileged_login(synthesized: dict[str, StackResult], root: Path) -> tuple[P
     copy = root / "prod"
     shutil.copytree(synthesized["prod"].written.directory, copy)
     path = copy / "pods" / "Pod.slurm.slurm-login-login.yaml"
-    pod = yaml.safe_load(path.read_text())
+    pod = load_yaml(path.read_text())
     pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     path.write_text(yaml.safe_dump(pod))
     return copy, KUBERNETES, None
@@ -395,7 +396,7 @@ def privileged_daemons(synthesized: dict[str, StackResult], root: Path) -> tuple
     shutil.copytree(synthesized["prod"].written.directory, copy)
     for name in SLURM_DAEMONS:
         path = copy / "pods" / f"Pod.slurm.{name}.yaml"
-        pod = yaml.safe_load(path.read_text())
+        pod = load_yaml(path.read_text())
         pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
         path.write_text(yaml.safe_dump(pod))
     return copy, KUBERNETES, None

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 
 from components import versions
 from components.config import ConfigError, TeamConfig, parse_platform_config, pool_capacity
 from components.scheduling import queue_spec, scheduler_config, volcano_values
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.schemas import validation_errors
@@ -107,7 +107,7 @@ def _values(run: ProgramRun) -> dict[str, Any]:
 def _parsed_scheduler_config(values: dict[str, Any]) -> dict[str, Any]:
     text = values["custom"]["scheduler_config_override"]
     assert isinstance(text, str), "the chart takes the whole volcano-scheduler.conf as a string"
-    parsed = yaml.safe_load(text)
+    parsed = load_yaml(text)
     assert isinstance(parsed, dict), parsed
     return parsed
 
@@ -166,7 +166,7 @@ def _version(stack: str) -> str:
 
 @cache
 def _chart_defaults(reference: Path) -> dict[str, Any]:
-    defaults: dict[str, Any] = yaml.safe_load((reference / CHART_VALUES).read_text())
+    defaults: dict[str, Any] = load_yaml((reference / CHART_VALUES).read_text())
     return defaults
 
 
@@ -298,7 +298,7 @@ def test_every_volcano_value_is_defined_by_the_chart(
 
 
 def test_chart_defaults_are_the_pinned_version(reference_dir: Path) -> None:
-    chart = yaml.safe_load((reference_dir / CHART_VALUES).with_name("Chart.yaml").read_text())
+    chart = load_yaml((reference_dir / CHART_VALUES).with_name("Chart.yaml").read_text())
     assert chart["name"] == "volcano"
     assert str(chart["version"]) == VOLCANO_VERSION
     # the walker above can fail: a key the chart does not define is reported

@@ -22,7 +22,6 @@ from typing import Any, Final
 
 import jsonschema
 import pytest
-import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ed25519, rsa
 from cryptography.utils import CryptographyDeprecationWarning
@@ -32,6 +31,7 @@ from components.config import parse_platform_config
 from components.platform import validated_config
 from synth.engine import SECRET_MARK, ResourceRecord
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
@@ -445,7 +445,7 @@ def _merged(defaults: Any, values: Any) -> Any:
 
 @cache
 def _chart_defaults(reference_dir: Path, chart_dir: str) -> dict[str, Any]:
-    defaults: dict[str, Any] = yaml.safe_load(
+    defaults: dict[str, Any] = load_yaml(
         (reference_dir / "charts" / chart_dir / "values.yaml").read_text()
     )
     return defaults
@@ -805,7 +805,7 @@ def test_the_default_partition_can_be_another_node_sets(
 
 
 def _topology(case: StackCase) -> list[dict[str, Any]]:
-    document = yaml.safe_load(_values(case.run, SLURM_RELEASE)["configFiles"]["topology.yaml"])
+    document = load_yaml(_values(case.run, SLURM_RELEASE)["configFiles"]["topology.yaml"])
     assert isinstance(document, list)
     return document
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 
 from components.config import parse_platform_config
 from components.config.base import ConfigError
@@ -45,6 +44,7 @@ from components.slurm.directory import (
 )
 from synth.run import StackResult
 from synth.stackfile import StackFile, load_stack
+from synth.yamlio import load_yaml
 from tests.config_problems import failures_of_the_program
 from tests.conftest import stack_data
 
@@ -250,15 +250,13 @@ def test_prod_partitions_bill_usage_in_the_shares_units(
 ) -> None:
     manifests = synthesized["prod"].written.directory / "manifests"
     configs = {
-        path.stem.rsplit(".", 1)[-1]: yaml.safe_load(path.read_text())["spec"]["partition"]
+        path.stem.rsplit(".", 1)[-1]: load_yaml(path.read_text())["spec"]["partition"]
         for path in manifests.glob("NodeSet.slurm.*.yaml")
     }
     # a whole p5 (8 GPUs, 192 vCPUs) bills 8 by its CPUs too; a trn2 (16 devices) 24
     assert "TRESBillingWeights=CPU=0.0416667,GRES/gpu=1" in configs["p5"]["config"]
     assert "TRESBillingWeights=CPU=0.125,GRES/neuron=1.5" in configs["trn2"]["config"]
-    release = yaml.safe_load(
-        (synthesized["prod"].written.directory / "helm" / "slurm.yaml").read_text()
-    )
+    release = load_yaml((synthesized["prod"].written.directory / "helm" / "slurm.yaml").read_text())
     conf = release["values"]["controller"]["extraConfMap"]
     assert conf["PriorityWeightFairshare"] > 0  # Slurm's default 0 would ignore the shares
     assert conf["PriorityFlags"] == "MAX_TRES"  # a node's CPUs and accelerators bill once
@@ -269,7 +267,7 @@ def test_dev_without_a_directory_keeps_the_charts_root_only_login(
     synthesized: dict[str, StackResult],
 ) -> None:
     directory = synthesized["dev"].written.directory
-    values = yaml.safe_load((directory / "helm" / "slurm.yaml").read_text())["values"]
+    values = load_yaml((directory / "helm" / "slurm.yaml").read_text())["values"]
     assert "sssd" not in values and "PriorityWeightFairshare" not in str(values)
     assert not list((directory / "manifests").glob(f"Secret.slurm.{SSSD_SECRET['name']}.yaml"))
 
@@ -282,11 +280,11 @@ def test_login_and_slurmd_pods_mount_one_sssd_conf(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     directory = synthesized[stack].written.directory
-    secret = yaml.safe_load(
+    secret = load_yaml(
         (directory / "manifests" / f"Secret.slurm.{SSSD_SECRET['name']}.yaml").read_text()
     )
     assert SSSD_SECRET["key"] in secret["stringData"]
-    pods = {p.name: yaml.safe_load(p.read_text()) for p in (directory / "pods").glob("*.yaml")}
+    pods = {p.name: load_yaml(p.read_text()) for p in (directory / "pods").glob("*.yaml")}
     # Users log in and run jobs here; Slurm's own daemons and its database never see them.
     users_pods = {"login", "slurmd"}
     slurm_pods = {
@@ -316,12 +314,12 @@ def test_login_and_slurmd_pods_mount_one_sssd_conf(
 
 def test_staging_pods_trust_the_directory_ca(synthesized: dict[str, StackResult]) -> None:
     directory = synthesized["staging"].written.directory
-    config_map = yaml.safe_load(
+    config_map = load_yaml(
         (directory / "manifests" / "ConfigMap.slurm.slurm-directory-ca.yaml").read_text()
     )
     assert config_map["data"]["ca.pem"] == _staging_ca()
     for path in (directory / "pods").glob("Pod.slurm.*.yaml"):
-        pod = yaml.safe_load(path.read_text())
+        pod = load_yaml(path.read_text())
         for container in pod["spec"]["containers"]:
             if container["name"] in ("slurmd", "login", "accounts"):
                 mounts = {m["mountPath"] for m in container["volumeMounts"]}
@@ -329,9 +327,7 @@ def test_staging_pods_trust_the_directory_ca(synthesized: dict[str, StackResult]
 
 
 def test_users_ssh_keys_come_from_the_directory(synthesized: dict[str, StackResult]) -> None:
-    release = yaml.safe_load(
-        (synthesized["prod"].written.directory / "helm" / "slurm.yaml").read_text()
-    )
+    release = load_yaml((synthesized["prod"].written.directory / "helm" / "slurm.yaml").read_text())
     login = release["values"]["loginsets"]["login"]
     assert "AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys %u" in login["extraSshdConfig"]
     assert login["rootSshAuthorizedKeys"].strip()  # administrators keep root
@@ -339,7 +335,7 @@ def test_users_ssh_keys_come_from_the_directory(synthesized: dict[str, StackResu
 
 def test_login_may_ssh_to_slurmd(synthesized: dict[str, StackResult]) -> None:
     manifests = synthesized["prod"].written.directory / "manifests"
-    policy = yaml.safe_load((manifests / "NetworkPolicy.slurm.allow-slurmd.yaml").read_text())
+    policy = load_yaml((manifests / "NetworkPolicy.slurm.allow-slurmd.yaml").read_text())
     from_login = next(
         rule for rule in policy["spec"]["ingress"]
         if rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "login"}}}]
@@ -728,10 +724,10 @@ def test_prod_job_steps_get_an_extern_step_for_ssh_and_their_homes(
     synthesized: dict[str, StackResult],
 ) -> None:
     directory = synthesized["prod"].written.directory
-    values = yaml.safe_load((directory / "helm" / "slurm.yaml").read_text())["values"]
+    values = load_yaml((directory / "helm" / "slurm.yaml").read_text())["values"]
     assert values["controller"]["extraConfMap"]["PrologFlags"] == "Contain"
     assert values["prologScripts"] == {HOME_PROLOG: home_prolog()}
-    node_set = yaml.safe_load((directory / "manifests" / "NodeSet.slurm.p5.yaml").read_text())
+    node_set = load_yaml((directory / "manifests" / "NodeSet.slurm.p5.yaml").read_text())
     assert CONFIG_HASH_ANNOTATION in node_set["spec"]["template"]["metadata"]["annotations"]
 
 
@@ -781,9 +777,9 @@ def _stack_sssd(result: StackResult, *, accounts: bool) -> configparser.ConfigPa
 def test_a_group_change_reaches_login_and_slurmd_pods_within_one_accounts_pass(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
-    values = yaml.safe_load(
-        (synthesized[stack].written.directory / "helm" / "slurm.yaml").read_text()
-    )["values"]
+    values = load_yaml((synthesized[stack].written.directory / "helm" / "slurm.yaml").read_text())[
+        "values"
+    ]
     # sackd keeps what getgrouplist() said for GroupUpdateTime, on top of SSSD's caches.
     group_update = int(
         values["controller"]["extraConfMap"].get("GroupUpdateTime", SLURM_GROUP_UPDATE_DEFAULT)

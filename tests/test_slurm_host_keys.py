@@ -24,7 +24,6 @@ import base64
 from typing import Any, Final
 
 import pytest
-import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from pulumi.runtime.mocks import MockResourceArgs
@@ -32,6 +31,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 from components.slurm.host_keys import private_key_pem
 from synth.engine import RANDOM_BYTES_TYPE, PlatformMocks, mock_random_bytes
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.conftest import STACKS, RunComponent, stack_data
 
@@ -55,19 +55,19 @@ def _revealed(value: Any) -> Any:
 
 def _yaml(result: StackResult, kind: str, name: str) -> dict[str, Any]:
     path = result.written.directory / "manifests" / f"{kind}.slurm.{name}.yaml"
-    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
+    loaded: dict[str, Any] = load_yaml(path.read_text())
     return loaded
 
 
 def _node_sets(result: StackResult) -> dict[str, dict[str, Any]]:
     return {
-        path.stem.split(".")[-1]: yaml.safe_load(path.read_text())
+        path.stem.split(".")[-1]: load_yaml(path.read_text())
         for path in (result.written.directory / "manifests").glob("NodeSet.slurm.*.yaml")
     }
 
 
 def _pods(result: StackResult, app: str) -> list[dict[str, Any]]:
-    pods = [yaml.safe_load(p.read_text()) for p in result.written.directory.glob("pods/*.yaml")]
+    pods = [load_yaml(p.read_text()) for p in result.written.directory.glob("pods/*.yaml")]
     return [
         pod for pod in pods
         if (pod["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == app

@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from components.checkpoints import CheckpointLocation, checkpoint_location
 from components.slurm import (
@@ -28,6 +27,7 @@ from components.slurm import (
 )
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
+from synth.yamlio import load_yaml
 from tests import docs_pages
 from tests.conftest import STACKS
 
@@ -183,9 +183,9 @@ def test_every_node_set_runs_the_task_prolog(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     directory = synthesized[stack].written.directory
-    release = yaml.safe_load((directory / "helm" / "slurm.yaml").read_text())
+    release = load_yaml((directory / "helm" / "slurm.yaml").read_text())
     assert release["values"]["controller"]["extraConfMap"]["TaskProlog"] == TASK_PROLOG
-    config_map = yaml.safe_load(
+    config_map = load_yaml(
         (directory / "manifests" / f"ConfigMap.slurm.{TASK_PROLOG_CONFIG_MAP}.yaml").read_text()
     )
     checkpoints = checkpoint_location(synthesized[stack].config)
@@ -198,7 +198,7 @@ def test_every_node_set_runs_the_task_prolog(
     node_sets = list((directory / "manifests").glob("NodeSet.slurm.*.yaml"))
     assert node_sets
     for path in node_sets:
-        spec = yaml.safe_load(path.read_text())["spec"]
+        spec = load_yaml(path.read_text())["spec"]
         mount = next(m for m in spec["slurmd"]["volumeMounts"] if m["mountPath"] == TASK_PROLOG_DIR)
         volume = next(v for v in spec["template"]["spec"]["volumes"] if v["name"] == mount["name"])
         assert volume["configMap"] == {"name": TASK_PROLOG_CONFIG_MAP, "defaultMode": 0o555}

@@ -21,7 +21,6 @@ from typing import Any, Final
 
 import lupa.lua53
 import pytest
-import yaml
 
 from components.config import parse_platform_config
 from components.slurm.conf import node_names
@@ -41,6 +40,7 @@ from synth.__main__ import main as synth_main
 from synth.diff import diff_syntheses, load_synthesis, render, slurm_namespace_changes
 from synth.jobs import slurm as jobs_slurm
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests import docs_pages
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
@@ -293,7 +293,7 @@ def test_each_job_gets_its_own_tmp_and_shm_in_its_own_pid_namespace(
     conf = _conf(synthesized[stack])
     assert conf["NamespaceType"] == "namespace/linux"
     assert conf["PrologFlags"] == "Contain"  # the namespace plugins need the extern step
-    document = yaml.safe_load(_values(synthesized[stack])["configFiles"]["namespace.yaml"])
+    document = load_yaml(_values(synthesized[stack])["configFiles"]["namespace.yaml"])
     defaults = document["defaults"]
     assert defaults["clone_ns_flags"] == ["CLONE_NEWPID"]
     assert defaults["auto_base_path"] is True
@@ -340,7 +340,7 @@ def test_config_sizes_the_scratch_and_rolls_that_node_set(
     assert {k: v for k, v in before.items() if k != changed} == {
         k: v for k, v in after.items() if k != changed
     }
-    document = yaml.safe_load(_values(run)["configFiles"]["namespace.yaml"])
+    document = load_yaml(_values(run)["configFiles"]["namespace.yaml"])
     dirs = {d["path"]: d for d in document["node_confs"][0]["options"]["dir_confs"]}
     assert dirs["/tmp"] == {"path": "/tmp", "tmpfs": True, "options": "size=128g"}
     assert dirs["/dev/shm"]["options"] == "size=64g"

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.config_reference import render_reference
 from policies.offline import Finding
@@ -20,6 +19,7 @@ from synth.output import component_counts, is_kubernetes_object, manifest_file_n
 from synth.reference_pages import parts
 from synth.run import StackResult, policy_summary, synthesize_stack
 from synth.stackfile import SECURE_PLACEHOLDER, stack_from_document
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS, synth_cli
 from tests.schemas import UnknownKind, validation_errors
 
@@ -78,15 +78,13 @@ def test_manifests_one_file_per_kubernetes_object(stack_result: StackResult) -> 
     files = sorted(manifests_dir.glob("*.yaml"))
     assert len(files) == len(objects) == stack_result.written.manifests >= 1
     for path in files:
-        manifest = yaml.safe_load(path.read_text())
+        manifest = load_yaml(path.read_text())
         assert path.name == manifest_file_name(manifest)
 
 
 def _manifests(stack_result: StackResult) -> list[tuple[str, dict[str, Any]]]:
     directory = stack_result.written.directory / "manifests"
-    return [
-        (path.name, yaml.safe_load(path.read_text())) for path in sorted(directory.glob("*.yaml"))
-    ]
+    return [(path.name, load_yaml(path.read_text())) for path in sorted(directory.glob("*.yaml"))]
 
 
 def test_core_manifests_are_strictly_valid(stack_result: StackResult) -> None:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 
 from components.config import PlatformConfig, parse_platform_config
 from components.config.storage import TEAM_HOME_PATH, admin_client_address, admin_client_block
@@ -36,6 +35,7 @@ from components.storage.layout import (
 )
 from components.user_data import USER_DATA_LIMIT_BYTES
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, RunComponent, stack_data
@@ -362,7 +362,7 @@ def test_a_layout_change_replaces_the_admin_client_old_one_first(
         for part in message.walk()
         if not part.is_multipart()
     }
-    assert yaml.safe_load(parts["text/cloud-config"]) == {
+    assert load_yaml(parts["text/cloud-config"]) == {
         "cloud_final_modules": [["scripts-user", "always"]]
     }
     assert parts["text/x-shellscript"].startswith("#!/bin/bash")

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 from kubeflow.trainer.backends.kubernetes.backend import KubernetesBackend
 from kubeflow.trainer.backends.kubernetes.utils import get_trainer_cr_from_custom_trainer
 from kubeflow.trainer.types.types import CustomTrainerContainer
@@ -32,6 +31,7 @@ from components.trainer import with_gang_scheduler
 from synth.engine import ResourceRecord
 from synth.jobs.trainer import Runtime, trainer_containers
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests import docs_pages
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
@@ -332,7 +332,7 @@ def test_trainer_release_is_protected_exactly_where_the_stack_protects(case: Sta
 
 def _trainer_chart_yaml(reference_dir: Path) -> dict[str, Any]:
     path = reference_dir / "charts" / "kubeflow-trainer" / versions.TRAINER_VERSION / "Chart.yaml"
-    found: dict[str, Any] = yaml.safe_load(path.read_text())
+    found: dict[str, Any] = load_yaml(path.read_text())
     return found
 
 
@@ -463,7 +463,7 @@ def test_switching_trainer_off_and_on_again_in_dev(
 
 def test_trainer_values_are_chart_keys(case: StackCase, reference_dir: Path) -> None:
     path = reference_dir / "charts" / "kubeflow-trainer" / versions.TRAINER_VERSION / "values.yaml"
-    defaults = yaml.safe_load(path.read_text())
+    defaults = load_yaml(path.read_text())
     values = _release(case.run, "kubeflow-trainer").inputs["values"]
     assert values
     assert _missing_keys(values, defaults) == []
@@ -1168,7 +1168,7 @@ def test_gang_scheduler_flag_is_added_once_to_the_operator_only() -> None:
 def _readme_documents(kind: str) -> list[dict[str, Any]]:
     """Every YAML example of ``kind`` on the documentation's pages."""
     blocks = docs_pages.fenced(docs_pages.all_pages(), "yaml")
-    documents = [yaml.safe_load(block) for block in blocks]
+    documents = [load_yaml(block) for block in blocks]
     return [d for d in documents if isinstance(d, dict) and d.get("kind") == kind]
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 
 from components import versions
 from components.catalog import CATALOG
@@ -32,6 +31,7 @@ from synth.jobs.model import Stack
 from synth.jobs.rbac import TRAINER_CHART_MANAGER_RULES, trainer_manager
 from synth.jobs.view import StackView
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 from tests.reference_paths import chart_dir
 
@@ -140,7 +140,7 @@ def test_slurm_placement_adds_the_reservation() -> None:
 
 def _chart_values(reference_dir: Path, chart: versions.HelmChart) -> dict[str, Any]:
     path = reference_dir / "charts" / chart_dir(chart) / "values.yaml"
-    values: dict[str, Any] = yaml.safe_load(path.read_text())
+    values: dict[str, Any] = load_yaml(path.read_text())
     return values
 
 
@@ -172,7 +172,7 @@ def test_the_model_knows_trainers_manager_role(reference_dir: Path) -> None:
     template = (base / "templates-rbac" / "clusterrole.yaml").read_text()
     rules_text = template[template.index("rules:") :]
     assert "{{" not in rules_text
-    assert yaml.safe_load(rules_text)["rules"] == TRAINER_CHART_MANAGER_RULES
+    assert load_yaml(rules_text)["rules"] == TRAINER_CHART_MANAGER_RULES
     assert "priorityclasses" not in rules_text, "the chart now grants it: drop the platform's role"
     binding = (base / "templates-rbac" / "clusterrole_binding.yaml").read_text()
     assert 'name: {{ include "trainer.manager.serviceAccount.name" . }}' in binding

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.platform import validated_config
 from synth.__main__ import main as synth_main
 from synth.diff import Synthesis, cluster_zone_additions
 from synth.engine import ResourceRecord
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.config_problems import assert_reported
 from tests.conftest import stack_data
 from tests.project_copies import project_copy
@@ -176,7 +176,7 @@ def test_appending_a_zone_to_prod_adds_its_subnets_and_moves_none(
     # The deploy path's attachment and Karpenter's general pool do get the new zone.
     attachment = _subnet_zones(out, ATTACHMENT, "network-deploy-path", "subnetIds")
     assert attachment == {*PROD_ZONES, ADDED}
-    pool = yaml.safe_load((out / "manifests" / "NodePool._cluster.general.yaml").read_text())
+    pool = load_yaml((out / "manifests" / "NodePool._cluster.general.yaml").read_text())
     zones = [r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]
              if r["key"] == "topology.kubernetes.io/zone"]  # fmt: skip
     assert zones == [sorted([*PROD_ZONES, ADDED])]

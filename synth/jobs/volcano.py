@@ -41,9 +41,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
-import yaml
-
 from synth.jobs.view import StackView, name_of, quantity
+from synth.yamlio import load_yaml
 
 QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 DEFAULT_QUEUE: Final = "default"
@@ -91,7 +90,7 @@ def scheduler_config(view: StackView) -> dict[str, Any] | None:
     if values is None:
         return None
     text = (values.get("custom") or {}).get("scheduler_config_override")
-    return dict(yaml.safe_load(text)) if text else {}
+    return dict(load_yaml(text)) if text else {}
 
 
 def _plugin(config: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
