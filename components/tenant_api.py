@@ -22,7 +22,13 @@ from typing import Any, Final
 
 from components.config import NodePoolConfig, TeamConfig
 from components.node_pools import POOL_LABEL
-from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS, team_namespaces
+from components.tenancy import (
+    CREATED_OR_SPEC_CHANGED,
+    LEGACY_JOBS,
+    team_namespaces,
+    team_spec_policy,
+    writes,
+)
 
 SERVICE_POLICY: Final = "trainingplatform-team-services"
 TENANT_WRITES_POLICY: Final = "trainingplatform-team-writes"
@@ -133,6 +139,49 @@ def service_exposure_policy(
                 "true): use ClusterIP'",
                 "reason": "Forbidden",
             },
+        ],
+    }
+
+
+RAY_CLUSTER_SELECTOR_POLICY: Final = "trainingplatform-ray-cluster-selectors"
+
+
+def ray_cluster_selector_policy(*, team_label: str, allowed: list[str]) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: a RayJob on an existing RayCluster only where allowed.
+
+    A RayJob with ``spec.clusterSelector`` runs on a RayCluster that is already up instead of
+    making its own: KubeRay builds no PodGroup for it (kuberay v1.7.0 ray-operator/controllers/
+    ray/batchscheduler/volcano/volcano_scheduler.go, handleRayJob and CleanupOnCompletion), so
+    its submitter is outside any gang and its work goes to a cluster whose gang was sized
+    without it. With Volcano as batch scheduler v1.7.0 also never submits it (handleRayJob
+    returns an error on every reconcile), so it would sit in Initializing. Refused in team
+    namespaces unless the team's ``ray.allowClusterSelector`` says otherwise.
+
+    Args:
+        team_label: the namespace label that names the team.
+        allowed: the teams whose RayJobs may set ``spec.clusterSelector``.
+    """
+    return {
+        **team_spec_policy(team_label, [writes("ray.io", "rayjobs")]),
+        "variables": [
+            {"name": "team", "expression": f"namespaceObject.metadata.labels['{team_label}']"},
+            {
+                "name": "selects",
+                "expression": "has(object.spec.clusterSelector) && "
+                "size(object.spec.clusterSelector) > 0",
+            },
+        ],
+        "validations": [
+            {
+                "expression": f"!variables.selects || variables.team in {_cel(sorted(allowed))}",
+                "messageExpression": (
+                    "'RayJob ' + object.metadata.name + ': team ' + variables.team + ' runs "
+                    "each RayJob on a RayCluster of its own (spec.rayClusterSpec), which KubeRay "
+                    "gang-schedules in the team queue; spec.clusterSelector skips the gang and is "
+                    "allowed only where the stack sets teams[].ray.allowClusterSelector'"
+                ),
+                "reason": "Forbidden",
+            }
         ],
     }
 
