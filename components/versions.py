@@ -216,6 +216,14 @@ KUBERAY_CRDS_URLS: Final = tuple(
 installs ``crds/`` once and never upgrades it, so the stack applies these itself (server-side)
 and a bump upgrades them, as it does JobSet's (:data:`JOBSET_CRDS_URL`)."""
 
+RAY_IMAGE: Final = "rayproject/ray:2.52.0-py312-gpu"
+"""Ray's own image for GPU worker groups and heads (CUDA, Ray Train with PyTorch): Ray 2.52.0,
+the release KubeRay 1.7.0's samples run (ray-project/kuberay v1.7.0
+ray-operator/config/samples/ray-job.sample.yaml). Still by tag, for the bot to add its digest."""
+RAY_VERSION: Final = RAY_IMAGE.split(":", 1)[1].split("-", 1)[0]
+"""The Ray release of :data:`RAY_IMAGE`: a cluster's ``rayVersion`` (derived, so the two never
+differ)."""
+
 TRAINING_OPERATOR_VERSION: Final = "v1.9.4"
 """The legacy Training Operator (v1): a tag on kubeflow/trainer's release-1.9 branch (the bot
 keeps it below v2, Trainer's own releases)."""

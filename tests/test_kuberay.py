@@ -2,25 +2,42 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import re
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
 from components import kuberay, versions
+from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
+from components.checkpoints import checkpoint_location
 from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
+from components.config import PlatformConfig
+from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
+from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
+from components.node_pools import POOL_LABEL
+from components.platform import lustre_pools, validated_config
 from components.scheduling import RAY_QUEUE_LABEL
+from components.storage.layout import team_directories
 from components.teams import TEAM_LABEL
 from components.tenancy import QUEUE_POLICY
 from components.tenant_api import RAY_CLUSTER_SELECTOR_POLICY, ray_cluster_selector_policy
+from components.tenant_pods import TENANT_PODS_POLICY
+from components.trainer import team_nodes, team_runtimes
 from synth.jobs.rbac import allowed
 from synth.jobs.view import StackView
 from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
 from synth.yamlio import load_yaml
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, stack_data
+from tests.pod_shapes import make_pod
 from tests.reference_paths import chart_dir
+from tests.schemas import validation_errors
 from tests.test_admission_policies import admit
+from tests.test_tenant_pods import admitted_pod_spec
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
@@ -265,3 +282,239 @@ def test_a_team_that_allows_cluster_selectors_gets_them() -> None:
     assert admit(policy, selecting, namespace) == (True, None)
     other = {"metadata": {"name": "ml-product", "labels": {TEAM_LABEL: "ml-product"}}}
     assert not admit(policy, {**selecting, "metadata": {"name": "x"}}, other)[0]
+
+
+# --- item 2: Ray on the platform's pools ----------------------------------------------------
+
+EXAMPLE: Final = re.compile(r"<!-- ray-example: (\w+) -->\n```yaml\n(.*?)```", re.DOTALL)
+RAYTRAIN_PAGE: Final = REPOSITORY_ROOT / "docs" / "how-to" / "run-raytrain.md"
+RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+POD_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+
+
+def _examples() -> dict[str, dict[str, Any]]:
+    found = {name: load_yaml(body) for name, body in EXAMPLE.findall(RAYTRAIN_PAGE.read_text())}
+    assert set(found) == {"gpu", "trainium"}
+    return found
+
+
+def _dev_context() -> tuple[PlatformConfig, Any, Any]:
+    config = validated_config(stack_data("dev"))
+    team = config.teams[0]
+    assert config.storage.lustre is not None
+    return config, team, team_directories(config.storage.lustre, team)
+
+
+def test_the_examples_are_what_the_builder_makes_for_devs_pools() -> None:
+    """Each example is :func:`components.kuberay.ray_job` for a pool of dev, as the page says:
+    a change of the builder or of dev's pools fails here until the page is regenerated."""
+    config, team, directories = _dev_context()
+    kinds = set()
+    for example in _examples().values():
+        (group,) = example["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+        pool = config.pool(group["groupName"])
+        assert pool is not None, group["groupName"]
+        kinds.add(pool.instance.accelerator_resource)
+        image = group["template"]["spec"]["containers"][0]["image"]
+        assert pool.name in lustre_pools(config)
+        built = kuberay.ray_job(
+            example["metadata"]["name"], pool, team=team.name, image=image,
+            workers=group["replicas"], entrypoint=example["spec"]["entrypoint"],
+            checkpoints=checkpoint_location(config), directories=directories, group_id=team.gid,
+        )  # fmt: skip
+        assert example == built, example["metadata"]["name"]
+    assert kinds == {GPU_RESOURCE, NEURON_RESOURCE}
+
+
+def test_the_gpu_example_runs_the_pinned_ray_image_at_its_ray_version() -> None:
+    gpu = _examples()["gpu"]["spec"]
+    assert gpu["rayClusterSpec"]["rayVersion"] == versions.RAY_VERSION
+    images = {
+        c["image"]
+        for template in (
+            gpu["submitterPodTemplate"],
+            gpu["rayClusterSpec"]["headGroupSpec"]["template"],
+            *(g["template"] for g in gpu["rayClusterSpec"]["workerGroupSpecs"]),
+        )
+        for c in template["spec"]["containers"]
+    }
+    assert images == {versions.RAY_IMAGE}
+    assert versions.RAY_IMAGE.split(":")[1].startswith(f"{versions.RAY_VERSION}-")
+    trainium = _examples()["trainium"]["spec"]["rayClusterSpec"]
+    assert trainium["rayVersion"] == versions.RAY_VERSION
+
+
+@pytest.mark.parametrize("name", ["gpu", "trainium"])
+def test_the_examples_validate_against_kuberays_crds(reference_dir: Path, name: str) -> None:
+    crds = reference_dir / "crds" / "kuberay" / f"v{versions.KUBERAY_VERSION}"
+    assert validation_errors(_examples()[name], "1.35", crds) == []
+    broken = copy.deepcopy(_examples()[name])
+    broken["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replica"] = 2
+    assert validation_errors(broken, "1.35", crds) != []
+
+
+def _kuberays_pod(job: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
+    """The pod KubeRay makes from a template: the queue label and PodGroup of its RayJob and
+    Volcano as scheduler (kuberay v1.7.0 volcano_scheduler.go, AddMetadataToChildResource),
+    with the tolerations Kubernetes' admission plugins add."""
+    pod = make_pod(admitted_pod_spec(template["spec"]), job["metadata"]["namespace"])
+    pod["metadata"]["labels"] = {**pod["metadata"].get("labels", {}), **job["metadata"]["labels"]}
+    pod["metadata"]["annotations"] = {
+        POD_GROUP_ANNOTATION: f"ray-{job['metadata']['name']}-pg",
+        "volcano.sh/task-spec": "worker",
+    }
+    pod["spec"]["schedulerName"] = "volcano"
+    return pod
+
+
+@pytest.mark.parametrize("name", ["gpu", "trainium"])
+def test_every_pod_of_the_examples_is_admitted_in_the_team_namespace(
+    synthesized: dict[str, StackResult], name: str
+) -> None:
+    result = synthesized["dev"]
+    job = _examples()[name]
+    namespace = _team_namespace(result, job["metadata"]["namespace"])
+    assert admit(_policy(result, QUEUE_POLICY), job, namespace) == (True, None)
+    assert admit(_policy(result, RAY_CLUSTER_SELECTOR_POLICY), job, namespace) == (True, None)
+    cluster = job["spec"]["rayClusterSpec"]
+    templates = [
+        job["spec"]["submitterPodTemplate"],
+        cluster["headGroupSpec"]["template"],
+        *(group["template"] for group in cluster["workerGroupSpecs"]),
+    ]
+    for policy in (TENANT_PODS_POLICY, QUEUE_POLICY, LUSTRE_BOUNDARY_POLICY):
+        for template in templates:
+            pod = _kuberays_pod(job, template)
+            assert admit(_policy(result, policy), pod, namespace) == (True, None), policy
+    # and the policies see what a member could change: a worker on the system nodes is refused
+    worker = _kuberays_pod(job, cluster["workerGroupSpecs"][0]["template"])
+    worker["spec"]["tolerations"].append(SYSTEM_TOLERATION)
+    assert not admit(_policy(result, TENANT_PODS_POLICY), worker, namespace)[0]
+
+
+@pytest.mark.parametrize("stack", RAY_STACKS)
+def test_a_worker_is_the_pod_a_trainer_runtime_runs_on_its_pool(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Resources, placement, tolerations, shared memory, claims and security context of each
+    team's Ray worker equal those of the team's synthesized Trainer runtime on that pool."""
+    result = synthesized[stack]
+    config = result.config
+    compared = 0
+    for record in result.records:
+        if record.type != RUNTIME or record.inputs["metadata"]["name"].split("-")[0] != "torch":
+            continue
+        team = next(t for t in config.teams if t.name == record.inputs["metadata"]["namespace"])
+        pool = config.pool(record.inputs["metadata"]["labels"][POOL_LABEL])
+        assert pool is not None
+        (job,) = record.inputs["spec"]["template"]["spec"]["replicatedJobs"]
+        runtime_pod = job["template"]["spec"]["template"]["spec"]
+        mounted = any(v.get("persistentVolumeClaim") for v in runtime_pod["volumes"])
+        assert config.storage.lustre is not None
+        group = kuberay.worker_group_spec(
+            pool, team=team.name, job="j", image=versions.RAY_IMAGE, replicas=1,
+            checkpoints=checkpoint_location(config) if mounted else None,
+            directories=team_directories(config.storage.lustre, team) if mounted else None,
+            group_id=team.gid,
+        )  # fmt: skip
+        worker = group["template"]["spec"]
+        for key in ("nodeSelector", "tolerations", "volumes", "securityContext",
+                    "schedulerName", "priorityClassName", "serviceAccountName"):  # fmt: skip
+            assert worker[key] == runtime_pod[key], (record.name, key)
+        (ray, node) = (worker["containers"][0], runtime_pod["containers"][0])
+        assert ray["resources"] == node["resources"]
+        assert ray["volumeMounts"] == node["volumeMounts"]
+        assert ray["securityContext"] == node["securityContext"]
+        ray_env = {e["name"]: e.get("value") for e in ray["env"]}
+        for variable in node["env"]:
+            if variable["name"] in ray_env and variable["name"] != "CHECKPOINT_DIR":
+                assert ray_env[variable["name"]] == variable.get("value"), variable
+        if mounted:
+            assert ray_env["CHECKPOINT_DIR"].endswith(f"/{team.name}/j")
+            assert ray_env["CHECKPOINT_DIR"].startswith("/fsx/")
+        compared += 1
+    assert compared
+
+
+@pytest.mark.parametrize("stack", RAY_STACKS)
+def test_trainium_workers_request_devices_and_declare_their_neuron_cores(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    config = synthesized[stack].config
+    neuron_pools = [
+        p for p in config.node_pools if p.instance.accelerator_resource == NEURON_RESOURCE
+    ]
+    assert neuron_pools
+    for pool in neuron_pools:
+        group = kuberay.worker_group_spec(
+            pool, team="t", job="j", image="x/y:1", replicas=1, checkpoints=None
+        )
+        limits = group["template"]["spec"]["containers"][0]["resources"]["limits"]
+        assert limits[NEURON_RESOURCE] == str(pool.instance.accelerators)
+        assert "aws.amazon.com/neuroncore" not in limits
+        declared = group["rayStartParams"]["resources"]
+        # KubeRay passes it to `ray start --resources` as written: JSON in single quotes
+        assert declared.startswith("'") and declared.endswith("'")
+        assert json.loads(declared[1:-1]) == {"neuron_cores": pool.instance.neuron_cores}
+    gpu_pools = [p for p in config.node_pools if p.instance.accelerator_resource == GPU_RESOURCE]
+    for pool in gpu_pools:
+        group = kuberay.worker_group_spec(
+            pool, team="t", job="j", image="x/y:1", replicas=1, checkpoints=None
+        )
+        assert group["rayStartParams"] == {}  # KubeRay counts GPUs from the limits itself
+
+
+def test_the_head_runs_on_a_general_pool_and_takes_no_work() -> None:
+    config, team, directories = _dev_context()
+    location = checkpoint_location(config)
+    mounted = kuberay.head_group_spec(
+        team=team.name, job="j", image=versions.RAY_IMAGE, checkpoints=location,
+        directories=directories, group_id=team.gid,
+    )  # fmt: skip
+    plain = kuberay.head_group_spec(
+        team=team.name, job="j", image=versions.RAY_IMAGE, checkpoints=None
+    )
+    assert mounted["template"]["spec"]["nodeSelector"] == {POOL_LABEL: GENERAL_LUSTRE_POOL}
+    assert plain["template"]["spec"]["nodeSelector"] == {POOL_LABEL: GENERAL_POOL}
+    for head in (mounted, plain):
+        assert head["rayStartParams"] == {"num-cpus": "0"}
+        assert "tolerations" not in head["template"]["spec"]
+        limits = head["template"]["spec"]["containers"][0]["resources"]["limits"]
+        assert set(limits) == {"cpu", "memory"}
+
+
+@pytest.mark.parametrize("stack", RAY_STACKS)
+def test_a_rayjob_of_every_team_on_every_pool_it_can_hold_is_admitted(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    result = synthesized[stack]
+    config = result.config
+    assert config.storage.lustre is not None
+    judged = 0
+    for team in config.teams:
+        namespace = _team_namespace(result, team.name)
+        for pool, framework in team_runtimes(team, config.node_pools):
+            if framework != "torch":
+                continue
+            mounted = team.shared_file_system and pool.name in lustre_pools(config)
+            job = kuberay.ray_job(
+                f"rj-{pool.name}", pool, team=team.name, image=versions.RAY_IMAGE,
+                workers=team_nodes(team, pool), entrypoint="python train.py",
+                checkpoints=checkpoint_location(config) if mounted else None,
+                directories=team_directories(config.storage.lustre, team) if mounted else None,
+                group_id=team.gid,
+            )  # fmt: skip
+            cluster = job["spec"]["rayClusterSpec"]
+            templates = [
+                job["spec"]["submitterPodTemplate"],
+                cluster["headGroupSpec"]["template"],
+                *(group["template"] for group in cluster["workerGroupSpecs"]),
+            ]
+            assert admit(_policy(result, QUEUE_POLICY), job, namespace) == (True, None)
+            for policy in (TENANT_PODS_POLICY, QUEUE_POLICY, LUSTRE_BOUNDARY_POLICY):
+                for template in templates:
+                    pod = _kuberays_pod(job, template)
+                    verdict = admit(_policy(result, policy), pod, namespace)
+                    assert verdict == (True, None), (team.name, pool.name, policy, verdict)
+            judged += 1
+    assert judged >= 2
