@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,6 +34,7 @@ from synth.stackfile import REPOSITORY_ROOT
 from synth.yamlio import load_yaml
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, stack_data
+from tests.kubernetes_semantics import quantity
 from tests.pod_shapes import make_pod
 from tests.reference_paths import chart_dir
 from tests.schemas import validation_errors
@@ -518,3 +520,38 @@ def test_a_rayjob_of_every_team_on_every_pool_it_can_hold_is_admitted(
                     assert verdict == (True, None), (team.name, pool.name, policy, verdict)
             judged += 1
     assert judged >= 2
+
+
+def _min_resources(job: dict[str, Any]) -> dict[str, Decimal]:
+    """The PodGroup's minResources as KubeRay 1.7.0 sums them for a RayJob that does not
+    autoscale: the head, every worker, and the submitter (volcano_scheduler.go, handleRayJob;
+    utils.CalculateDesiredResources). Requests, or limits where a container sets no request."""
+    cluster = job["spec"]["rayClusterSpec"]
+    pods = [(1, job["spec"]["submitterPodTemplate"]), (1, cluster["headGroupSpec"]["template"])]
+    pods += [(group["replicas"], group["template"]) for group in cluster["workerGroupSpecs"]]
+    total: dict[str, Decimal] = {}
+    for count, template in pods:
+        for container in template["spec"]["containers"]:
+            amounts = {**container["resources"]["limits"], **container["resources"]["requests"]}
+            for name, value in amounts.items():
+                total[name] = total.get(name, Decimal(0)) + count * quantity(value)
+    return total
+
+
+@pytest.mark.parametrize("name", ["gpu", "trainium"])
+def test_the_examples_gang_fits_the_dev_teams_quota_and_queue(name: str) -> None:
+    """Volcano enqueues the PodGroup only if the queue's capability holds minResources, and the
+    namespace's quota must admit every pod: the examples' gangs fit both."""
+    _, team, _ = _dev_context()
+    job = _examples()[name]
+    needed = _min_resources(job)
+    members = 1 + sum(g["replicas"] for g in job["spec"]["rayClusterSpec"]["workerGroupSpecs"])
+    assert members >= 2  # minMember: head plus workers; the submitter is not counted
+    accelerators = {k: v for k, v in needed.items() if k in (GPU_RESOURCE, NEURON_RESOURCE)}
+    assert len(accelerators) == 1
+    for resource, amount in accelerators.items():
+        assert amount <= team.capability.resources()[resource], (resource, amount)
+        assert amount <= team.quota.resources()[resource], (resource, amount)
+    if "vpc.amazonaws.com/efa" in needed:
+        assert team.quota.efa_interfaces is not None
+        assert needed["vpc.amazonaws.com/efa"] <= team.quota.efa_interfaces
