@@ -38,12 +38,12 @@ from components.tenancy import (
 )
 from components.tenant_api import (
     GANG_SIZE_POLICY,
-    RAY_CLUSTER_SELECTOR_POLICY,
+    RAY_GANG_POLICY,
     SERVICE_POLICY,
     TENANT_WRITES_POLICY,
     GangLimits,
     gang_size_policy,
-    ray_cluster_selector_policy,
+    ray_gang_policy,
     service_exposure_policy,
     tenant_writes_policy,
 )
@@ -507,11 +507,12 @@ class Teams(pulumi.ComponentResource):
             ),
             ("gang-sizes", GANG_SIZE_POLICY, gang_size_policy(gang_limits, team_label=TEAM_LABEL)),
             (
-                "ray-cluster-selectors",
-                RAY_CLUSTER_SELECTOR_POLICY,
-                ray_cluster_selector_policy(
+                "ray-gangs",
+                RAY_GANG_POLICY,
+                ray_gang_policy(
                     team_label=TEAM_LABEL,
                     allowed=[team.name for team in teams if team.ray.allow_cluster_selector],
+                    priority_classes=list(PRIORITY_CLASSES),
                 ),
             ),
             ("pods", TENANT_PODS_POLICY, team_pods_policy(teams, pools)),

@@ -20,11 +20,11 @@ from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.node_pools import POOL_LABEL
 from components.platform import lustre_pools, validated_config
-from components.scheduling import RAY_QUEUE_LABEL
+from components.scheduling import PRIORITY_CLASSES, RAY_QUEUE_LABEL
 from components.storage.layout import team_directories
 from components.teams import TEAM_LABEL
 from components.tenancy import QUEUE_POLICY
-from components.tenant_api import RAY_CLUSTER_SELECTOR_POLICY, ray_cluster_selector_policy
+from components.tenant_api import RAY_GANG_POLICY, RAY_PRIORITY_LABEL, ray_gang_policy
 from components.tenant_pods import TENANT_PODS_POLICY
 from components.trainer import team_nodes, team_runtimes
 from synth.jobs.rbac import allowed
@@ -256,10 +256,12 @@ def test_a_rayjob_on_an_existing_cluster_is_refused_unless_its_team_allows_it(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     result = synthesized[stack]
-    policy = _policy(result, RAY_CLUSTER_SELECTOR_POLICY)
+    policy = _policy(result, RAY_GANG_POLICY)
     teams = stack_data(stack)["teams"]
     allowed_teams = [t["name"] for t in teams if t.get("ray", {}).get("allowClusterSelector")]
-    assert policy == ray_cluster_selector_policy(team_label=TEAM_LABEL, allowed=allowed_teams)
+    assert policy == ray_gang_policy(
+        team_label=TEAM_LABEL, allowed=allowed_teams, priority_classes=list(PRIORITY_CLASSES)
+    )
     for team in (t["name"] for t in teams):
         namespace = _team_namespace(result, team)
         own = _ray_object(
@@ -278,7 +280,9 @@ def test_a_rayjob_on_an_existing_cluster_is_refused_unless_its_team_allows_it(
 
 
 def test_a_team_that_allows_cluster_selectors_gets_them() -> None:
-    policy = ray_cluster_selector_policy(team_label=TEAM_LABEL, allowed=["ml-research"])
+    policy = ray_gang_policy(
+        team_label=TEAM_LABEL, allowed=["ml-research"], priority_classes=["training-standard"]
+    )
     selecting = _ray_object("RayJob", "ml-research", "ml-research", **SELECTED)
     namespace = {"metadata": {"name": "ml-research", "labels": {TEAM_LABEL: "ml-research"}}}
     assert admit(policy, selecting, namespace) == (True, None)
@@ -377,7 +381,7 @@ def test_every_pod_of_the_examples_is_admitted_in_the_team_namespace(
     job = _examples()[name]
     namespace = _team_namespace(result, job["metadata"]["namespace"])
     assert admit(_policy(result, QUEUE_POLICY), job, namespace) == (True, None)
-    assert admit(_policy(result, RAY_CLUSTER_SELECTOR_POLICY), job, namespace) == (True, None)
+    assert admit(_policy(result, RAY_GANG_POLICY), job, namespace) == (True, None)
     cluster = job["spec"]["rayClusterSpec"]
     templates = [
         job["spec"]["submitterPodTemplate"],
@@ -555,3 +559,28 @@ def test_the_examples_gang_fits_the_dev_teams_quota_and_queue(name: str) -> None
     if "vpc.amazonaws.com/efa" in needed:
         assert team.quota.efa_interfaces is not None
         assert needed["vpc.amazonaws.com/efa"] <= team.quota.efa_interfaces
+
+
+@pytest.mark.parametrize("stack", RAY_STACKS)
+@pytest.mark.parametrize("kind", ["RayCluster", "RayJob"])
+def test_a_ray_gangs_priority_is_a_training_priority_class(
+    synthesized: dict[str, StackResult], stack: str, kind: str
+) -> None:
+    """KubeRay gives the PodGroup the label's priority class (volcano_scheduler.go,
+    createPodGroup): the label may name only what a team pod may."""
+    result = synthesized[stack]
+    policy = _policy(result, RAY_GANG_POLICY)
+    team = stack_data(stack)["teams"][0]["name"]
+    namespace = _team_namespace(result, team)
+    plain = _ray_object(kind, team, team)
+    for name in PRIORITY_CLASSES:
+        ranked = copy.deepcopy(plain)
+        ranked["metadata"]["labels"][RAY_PRIORITY_LABEL] = name
+        assert admit(policy, ranked, namespace) == (True, None)
+        assert admit(policy, ranked, namespace, old=plain) == (True, None)
+    for name in ("system-node-critical", "system-cluster-critical", "made-up"):
+        ranked = copy.deepcopy(plain)
+        ranked["metadata"]["labels"][RAY_PRIORITY_LABEL] = name
+        for old in (None, plain):  # a label-only update is judged too
+            ok, message = admit(policy, ranked, namespace, old=old)
+            assert not ok and message and name in message and RAY_PRIORITY_LABEL in message
