@@ -157,6 +157,11 @@ CHART_PLACEMENT: Final[dict[str, ChartPlacement]] = {
             Subchart("lws", None, "LeaderWorkerSet for the data cache, which stays off"),
         ),
     ),
+    # ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/templates/deployment.yaml: the
+    # operator's one Deployment reads the top-level nodeSelector, affinity and tolerations.
+    versions.KUBERAY_OPERATOR_CHART.chart: ChartPlacement(
+        system=(SystemController((), "Deployment of the operator (deployment.yaml)"),)
+    ),
     # kubernetes-sigs/jobset v0.12.0 charts/jobset/templates/controller/deployment.yaml.
     versions.JOBSET_CHART.chart: ChartPlacement(
         system=(

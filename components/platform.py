@@ -26,6 +26,8 @@ from components.config.storage import admin_client_block
 from components.device_plugins import DevicePlugins, neuron_pools
 from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
+from components.kuberay import NAMESPACE as KUBERAY_NAMESPACE
+from components.kuberay import KubeRay
 from components.network import Network
 from components.node_pools import NodePools
 from components.platform_network import PlatformNetwork, kube_system_fences
@@ -165,6 +167,17 @@ class TrainingPlatform(pulumi.ComponentResource):
             opts=with_aws,
         )
         self.device_plugins = build_device_plugins(config, cluster=in_cluster, opts=with_aws)
+        self.kuberay: KubeRay | None = (
+            KubeRay(
+                "kuberay",
+                protect=config.protect_stateful_resources,
+                volcano_ready=self.scheduling.ready,
+                kubernetes_provider=in_cluster.provider,
+                opts=with_aws,
+            )
+            if config.ray.enabled
+            else None
+        )
         self.slurm: Slurm | None = None
         if slurm_namespace is not None:
             self.slurm = build_slurm(
@@ -183,6 +196,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 "scheduling": [self.scheduling],
                 "trainer": [self.trainer],
                 "slurm": [self.slurm] if self.slurm is not None else [],
+                "ray": [self.kuberay] if self.kuberay is not None else [],
             },
             cluster=in_cluster,
             opts=with_aws,
@@ -580,12 +594,14 @@ def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
         config: the validated stack configuration.
 
     Returns:
-        namespace -> ``scheduling``, ``trainer`` or ``slurm``.
+        namespace -> ``scheduling``, ``trainer``, ``slurm`` or ``ray``.
     """
     namespaces = {SCHEDULING_NAMESPACE: "scheduling"}
     if config.trainer.enabled:
         # Without Trainer its namespaces do not exist: a policy there could not be applied.
         namespaces |= {TRAINER_NAMESPACE: "trainer", JOBSET_NAMESPACE: "trainer"}
+    if config.ray.enabled:
+        namespaces[KUBERAY_NAMESPACE] = "ray"
     if config.slurm.enabled:
         for namespace in (
             CERT_MANAGER_NAMESPACE, OPERATOR_NAMESPACE, MONITORING_NAMESPACE, KEDA_NAMESPACE

@@ -33,7 +33,7 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import device_plugins, karpenter, scheduling, trainer
+from components import device_plugins, karpenter, kuberay, scheduling, trainer
 from components.slurm.autoscaling import KEDA_NAMESPACE, MONITORING_NAMESPACE, PROMETHEUS_PORT
 from components.slurm.common import (
     CERT_MANAGER_NAMESPACE,
@@ -81,6 +81,9 @@ LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
     trainer.JOBSET_NAMESPACE: (
         Listener("jobset-webhook", WEBHOOK_PORT, (API_SERVER,), "JobSet's webhooks"),
     ),
+    # The operator has no webhook (ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/
+    # templates) and nobody scrapes its metrics yet: closed.
+    kuberay.NAMESPACE: (),
     CERT_MANAGER_NAMESPACE: (
         Listener("cert-manager-webhook", 10250, (API_SERVER,),
                  "cert-manager's webhook (cert-manager v1.21.1 values webhook.securePort)"),

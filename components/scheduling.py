@@ -37,6 +37,10 @@ NAMESPACE: Final = "volcano-system"
 QUEUE_API: Final = "scheduling.volcano.sh/v1beta1"
 SCHEDULER_NAME: Final = "volcano"
 QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+RAY_QUEUE_LABEL: Final = "volcano.sh/queue-name"
+"""The label of a RayCluster or RayJob whose value KubeRay gives the PodGroup it builds as its
+queue (kuberay v1.7.0 ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go,
+QueueNameLabelKey)."""
 # Priorities order pending jobs (Volcano's priority plugin); they never evict running pods:
 # preempting one worker of a gang kills the whole job, so the scheduler runs no preempt action
 # and the classes say preemptionPolicy: Never. Queues take back what they lent (reclaim).

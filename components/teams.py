@@ -18,7 +18,12 @@ from components.config.teams import CPU_ONLY_MEMORY_GIB, CPU_ONLY_VCPUS
 from components.device_plugins import NEURON_DEVICE_RESOURCE, NEURON_SCHEDULER_NAME
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY, lustre_boundary_policy
 from components.node_pools import slurm_taint
-from components.scheduling import PRIORITY_CLASSES, QUEUE_ANNOTATION, SCHEDULER_NAME
+from components.scheduling import (
+    PRIORITY_CLASSES,
+    QUEUE_ANNOTATION,
+    RAY_QUEUE_LABEL,
+    SCHEDULER_NAME,
+)
 from components.tenancy import (
     LEGACY_JOBS,
     LEGACY_MIN_RESOURCES_POLICY,
@@ -33,10 +38,12 @@ from components.tenancy import (
 )
 from components.tenant_api import (
     GANG_SIZE_POLICY,
+    RAY_GANG_POLICY,
     SERVICE_POLICY,
     TENANT_WRITES_POLICY,
     GangLimits,
     gang_size_policy,
+    ray_gang_policy,
     service_exposure_policy,
     tenant_writes_policy,
 )
@@ -46,8 +53,12 @@ TEAM_LABEL: Final = "trainingplatform.io/team"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
 JOBS_CLUSTER_ROLE: Final = "trainingplatform:training-jobs"
 # What team members manage in their namespace: Kubeflow Trainer v2 jobs, the legacy Training
-# Operator's, and read access to the runtimes and gangs there. A job's status is the
-# controllers' to write.
+# Operator's, KubeRay's clusters, jobs and services, and read access to the runtimes and gangs
+# there. A job's status is the controllers' to write.
+RAY_RESOURCES: Final = ("rayclusters", "rayjobs", "rayservices")
+"""KubeRay's kinds a member runs (ray.io/v1, kuberay v1.7.0 helm-chart/kuberay-operator/crds).
+Built-in ``view`` does not aggregate them (the chart's viewer roles carry no aggregation label),
+so the reads are here too."""
 JOB_RULES: Final = [
     {
         "apiGroups": ["trainer.kubeflow.org"],
@@ -63,6 +74,16 @@ JOB_RULES: Final = [
         "apiGroups": ["kubeflow.org"],
         "resources": list(LEGACY_JOBS),
         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["ray.io"],
+        "resources": list(RAY_RESOURCES),
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["ray.io"],
+        "resources": [f"{resource}/status" for resource in RAY_RESOURCES],
+        "verbs": ["get", "list", "watch"],
     },
     {
         "apiGroups": ["scheduling.volcano.sh"],
@@ -457,6 +478,7 @@ class Teams(pulumi.ComponentResource):
                     team_label=TEAM_LABEL,
                     queue_annotation=QUEUE_ANNOTATION,
                     scheduler_name=SCHEDULER_NAME,
+                    ray_queue_label=RAY_QUEUE_LABEL,
                 ),
             ),
             (
@@ -484,6 +506,15 @@ class Teams(pulumi.ComponentResource):
                 ),
             ),
             ("gang-sizes", GANG_SIZE_POLICY, gang_size_policy(gang_limits, team_label=TEAM_LABEL)),
+            (
+                "ray-gangs",
+                RAY_GANG_POLICY,
+                ray_gang_policy(
+                    team_label=TEAM_LABEL,
+                    allowed=[team.name for team in teams if team.ray.allow_cluster_selector],
+                    priority_classes=list(PRIORITY_CLASSES),
+                ),
+            ),
             ("pods", TENANT_PODS_POLICY, team_pods_policy(teams, pools)),
             # Pods share their node's security groups, and the file servers trust any client
             # that connects from a privileged port: no team pod may bind one.

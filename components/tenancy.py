@@ -282,8 +282,14 @@ POD_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 pods carry it); Volcano's controller makes a PodGroup only for a pod without it."""
 
 
+RAY_KINDS: Final = ("rayclusters", "rayjobs")
+"""The Ray kinds KubeRay builds a Volcano PodGroup for (ray.io/v1): a RayService's RayCluster is
+a RayCluster too, and carries its labels (kuberay v1.7.0 ray-operator/controllers/ray/
+rayservice_controller.go, constructRayClusterForRayService)."""
+
+
 def queue_ownership_policy(
-    *, team_label: str, queue_annotation: str, scheduler_name: str
+    *, team_label: str, queue_annotation: str, scheduler_name: str, ray_queue_label: str
 ) -> dict[str, Any]:
     """ValidatingAdmissionPolicy spec: in a team's namespace, gangs go to the team's queue.
 
@@ -312,14 +318,32 @@ def queue_ownership_policy(
       names no queue and joins no PodGroup would get a PodGroup in ``default`` from Volcano's
       controller, which this policy then refuses where nobody sees it; the pod is refused
       instead, at once and with the message. Other pods (the default scheduler's, or members of
-      a job's PodGroup) are not the queue's business and pass.
+      a job's PodGroup) are not the queue's business and pass;
+    * a RayCluster's or RayJob's ``volcano.sh/queue-name`` label: KubeRay gives the PodGroup it
+      builds for the object that queue, and none (Volcano's ``default``) without the label
+      (kuberay v1.7.0 ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go,
+      createPodGroup). A label outside the spec: an update that changes only it is judged too.
+      A RayCluster a RayJob makes copies the RayJob's labels (rayjob_controller.go,
+      constructRayClusterForRayJob), so it passes where its RayJob did.
 
     Args:
         team_label: the namespace label that names the team (and its queue).
         queue_annotation: Volcano's queue annotation (``scheduling.volcano.sh/queue-name``).
         scheduler_name: Volcano's scheduler name (``volcano``).
+        ray_queue_label: the label KubeRay reads the queue from (``volcano.sh/queue-name``).
     """
     team = f"namespaceObject.metadata.labels['{team_label}']"
+    labels = "(has({0}.metadata.labels) ? {0}.metadata.labels : {{}})"
+    ray_queue = (
+        f"'{ray_queue_label}' in {labels.format('object')} ? "
+        f"{labels.format('object')}['{ray_queue_label}'] : ''"
+    )
+    judged = {
+        "name": "created-or-spec-or-ray-queue-changed",
+        "expression": f"{CREATED_OR_SPEC_CHANGED['expression']} || "
+        "(object.apiVersion.startsWith('ray.io/') && "
+        f"{labels.format('object')} != {labels.format('oldObject')})",
+    }
     annotations = "(has(object.metadata.annotations) ? object.metadata.annotations : {})"
     pod_queue = (
         f"'{queue_annotation}' in {annotations} ? {annotations}['{queue_annotation}'] : "
@@ -348,11 +372,12 @@ def queue_ownership_policy(
         # status with a full update (volcano v1.15.1 pkg/scheduler/cache/cache.go), so an update
         # is checked only when the spec changes, and a PodGroup made before the policy keeps
         # its status.
-        "matchConditions": [dict(CREATED_OR_SPEC_CHANGED)],
+        "matchConditions": [judged],
         "matchConstraints": {
             "namespaceSelector": team_namespaces(team_label),
             "resourceRules": [
                 {**gang_rule, "apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"]},
+                {**gang_rule, "apiGroups": ["ray.io"], "resources": list(RAY_KINDS)},
                 {**gang_rule, "apiGroups": ["batch.volcano.sh"], "resources": ["jobs"]},
                 {**gang_rule, "apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"]},
                 {**gang_rule, "apiGroups": ["kubeflow.org"], "resources": list(LEGACY_JOBS)},
@@ -376,6 +401,7 @@ def queue_ownership_policy(
                 "object.kind == 'TrainJob' ? (size(variables.patchedQueues) == 0 ? "
                 "variables.team : variables.patchedQueues[size(variables.patchedQueues) - 1]) : "
                 f"object.apiVersion.startsWith('kubeflow.org/') ? ({legacy_queue}) : "
+                f"object.apiVersion.startsWith('ray.io/') ? ({ray_queue}) : "
                 "(has(object.spec.queue) ? object.spec.queue : '')",
             },
         ],
@@ -387,7 +413,8 @@ def queue_ownership_policy(
                     "variables.team + ': its jobs go to Volcano queue ' + variables.team + "
                     "', not ' + (variables.queue == '' ? 'no queue' : variables.queue) + "
                     "' (set spec.queue, spec.runPolicy.schedulingPolicy.queue (legacy jobs), "
-                    f"or the annotation {queue_annotation}, to ' + variables.team + ')'"
+                    f"the annotation {queue_annotation}, or the label {ray_queue_label} (Ray), "
+                    "to ' + variables.team + ')'"
                 ),
                 "reason": "Forbidden",
             }

@@ -22,7 +22,13 @@ from typing import Any, Final
 
 from components.config import NodePoolConfig, TeamConfig
 from components.node_pools import POOL_LABEL
-from components.tenancy import CREATED_OR_SPEC_CHANGED, LEGACY_JOBS, team_namespaces
+from components.tenancy import (
+    CREATED_OR_SPEC_CHANGED,
+    LEGACY_JOBS,
+    team_namespaces,
+    team_spec_policy,
+    writes,
+)
 
 SERVICE_POLICY: Final = "trainingplatform-team-services"
 TENANT_WRITES_POLICY: Final = "trainingplatform-team-writes"
@@ -131,6 +137,88 @@ def service_exposure_policy(
                 "'team ' + variables.team + ' may not create LoadBalancer Services (the "
                 "platform allows internal ones where teams[].allowInternalLoadBalancers is "
                 "true): use ClusterIP'",
+                "reason": "Forbidden",
+            },
+        ],
+    }
+
+
+RAY_GANG_POLICY: Final = "trainingplatform-ray-gangs"
+
+
+RAY_PRIORITY_LABEL: Final = "ray.io/priority-class-name"
+"""The label of a RayCluster or RayJob whose value KubeRay gives its PodGroup as
+``priorityClassName`` (kuberay v1.7.0 ray-operator/controllers/ray/utils/constant.go,
+RayPriorityClassName; batchscheduler/volcano/volcano_scheduler.go, createPodGroup)."""
+
+
+def ray_gang_policy(
+    *, team_label: str, allowed: list[str], priority_classes: list[str]
+) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: a Ray gang in a team namespace is the team's kind of gang.
+
+    * A RayJob with ``spec.clusterSelector`` runs on a RayCluster that is already up instead of
+      making its own: KubeRay builds no PodGroup for it (kuberay v1.7.0 ray-operator/
+      controllers/ray/batchscheduler/volcano/volcano_scheduler.go, handleRayJob and
+      CleanupOnCompletion), so its submitter is outside any gang and its work goes to a cluster
+      whose gang was sized without it. With Volcano as batch scheduler v1.7.0 also never
+      submits it (handleRayJob returns an error on every reconcile), so it would sit in
+      Initializing. Refused unless the team's ``ray.allowClusterSelector`` says otherwise.
+    * A RayCluster's or RayJob's ``ray.io/priority-class-name`` label becomes its PodGroup's
+      ``priorityClassName`` (:data:`RAY_PRIORITY_LABEL`), which orders Volcano's queue and its
+      preemption: it must be one of the training priority classes, as a pod's must
+      (components/tenant_pods.py). Members cannot write PodGroups themselves; without this the
+      label would be a way to any priority class.
+
+    Label changes are judged as spec changes are (KubeRay reads the labels when it builds the
+    PodGroup).
+
+    Args:
+        team_label: the namespace label that names the team.
+        allowed: the teams whose RayJobs may set ``spec.clusterSelector``.
+        priority_classes: the priority classes a team's gang may name.
+    """
+    labels = "(has({0}.metadata.labels) ? {0}.metadata.labels : {{}})"
+    judged = {
+        "name": "created-or-spec-or-labels-changed",
+        "expression": f"{CREATED_OR_SPEC_CHANGED['expression']} || "
+        f"{labels.format('object')} != {labels.format('oldObject')}",
+    }
+    return {
+        **team_spec_policy(team_label, [writes("ray.io", "rayclusters", "rayjobs")]),
+        "matchConditions": [judged],
+        "variables": [
+            {"name": "team", "expression": f"namespaceObject.metadata.labels['{team_label}']"},
+            {
+                "name": "selects",
+                "expression": "object.kind == 'RayJob' && has(object.spec.clusterSelector) && "
+                "size(object.spec.clusterSelector) > 0",
+            },
+            {
+                "name": "priority",
+                "expression": f"'{RAY_PRIORITY_LABEL}' in {labels.format('object')} ? "
+                f"{labels.format('object')}['{RAY_PRIORITY_LABEL}'] : ''",
+            },
+        ],
+        "validations": [
+            {
+                "expression": f"!variables.selects || variables.team in {_cel(sorted(allowed))}",
+                "messageExpression": (
+                    "'RayJob ' + object.metadata.name + ': team ' + variables.team + ' runs "
+                    "each RayJob on a RayCluster of its own (spec.rayClusterSpec), which KubeRay "
+                    "gang-schedules in the team queue; spec.clusterSelector skips the gang and is "
+                    "allowed only where the stack sets teams[].ray.allowClusterSelector'"
+                ),
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "variables.priority == '' || "
+                f"variables.priority in {_cel(list(priority_classes))}",
+                "messageExpression": (
+                    "object.kind + ' ' + object.metadata.name + ': label "
+                    f"{RAY_PRIORITY_LABEL} ' + variables.priority + ' is not a training "
+                    f"priority class ({', '.join(priority_classes)})'"
+                ),
                 "reason": "Forbidden",
             },
         ],

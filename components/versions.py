@@ -196,6 +196,34 @@ JOBSET_CRDS_URL: Final = (
 The chart keeps it under ``crds/``, which Helm installs once and never upgrades, so the stack
 applies this file itself (server-side) and a bump upgrades it."""
 
+# KubeRay's operator (RayCluster, RayJob, RayService), gang-scheduled through Volcano.
+KUBERAY_OPERATOR_CHART: Final = HelmChart(
+    chart="kuberay-operator",
+    version="1.7.0",
+    repository="https://ray-project.github.io/kuberay-helm/",
+)
+KUBERAY_VERSION: Final = KUBERAY_OPERATOR_CHART.version
+"""KubeRay's release: its operator chart's version (its git tag is ``v`` + it)."""
+KUBERAY_CRD_KINDS: Final = ("rayclusters", "rayjobs", "rayservices", "raycronjobs")
+"""The CRDs of the chart's ``crds/`` directory (ray-project/kuberay v1.7.0
+helm-chart/kuberay-operator/crds/ray.io_<kind>.yaml)."""
+KUBERAY_CRDS_URLS: Final = tuple(
+    "https://raw.githubusercontent.com/ray-project/kuberay/"
+    f"v{KUBERAY_VERSION}/helm-chart/kuberay-operator/crds/ray.io_{kind}.yaml"
+    for kind in KUBERAY_CRD_KINDS
+)
+"""The chart's CRDs at its tag (derived, not pins of their own: they move with the chart). Helm
+installs ``crds/`` once and never upgrades it, so the stack applies these itself (server-side)
+and a bump upgrades them, as it does JobSet's (:data:`JOBSET_CRDS_URL`)."""
+
+RAY_IMAGE: Final = "rayproject/ray:2.52.0-py312-gpu"
+"""Ray's own image for GPU worker groups and heads (CUDA, Ray Train with PyTorch): Ray 2.52.0,
+the release KubeRay 1.7.0's samples run (ray-project/kuberay v1.7.0
+ray-operator/config/samples/ray-job.sample.yaml). Still by tag, for the bot to add its digest."""
+RAY_VERSION: Final = RAY_IMAGE.split(":", 1)[1].split("-", 1)[0]
+"""The Ray release of :data:`RAY_IMAGE`: a cluster's ``rayVersion`` (derived, so the two never
+differ)."""
+
 TRAINING_OPERATOR_VERSION: Final = "v1.9.4"
 """The legacy Training Operator (v1): a tag on kubeflow/trainer's release-1.9 branch (the bot
 keeps it below v2, Trainer's own releases)."""

@@ -65,6 +65,8 @@ PINNED_RELEASES: Final[dict[str, Callable[[], set[str]]]] = {
     "kubernetes-sigs/jobset": lambda: {versions.JOBSET_VERSION},
     "slinkyproject/slurm-operator": lambda: {versions.SLINKY_VERSION},
     "volcano-sh/volcano": lambda: {versions.VOLCANO_CHART.version},
+    "ray-project/kuberay": lambda: {versions.KUBERAY_VERSION},
+    "kuberay": lambda: {versions.KUBERAY_VERSION},
     "kubernetes-sigs/aws-fsx-csi-driver": lambda: _addon_versions("aws_fsx_csi_driver"),
     "kubernetes-sigs/aws-ebs-csi-driver": lambda: _addon_versions("aws_ebs_csi_driver"),
     "aws-neuron/neuron-helm-charts": lambda: {versions.NEURON_CHART.version},

@@ -65,6 +65,7 @@ from components.config.pools import (
     node_pool_problems,
     pool_capacity,
 )
+from components.config.ray import RayConfig, TeamRayConfig
 from components.config.slurm import (
     MINIMUM_RSA_BITS,
     PRIVATE_KEY_ERROR,
@@ -202,6 +203,7 @@ __all__ = [
     "PlatformConfig",
     "PoolName",
     "PrincipalArn",
+    "RayConfig",
     "RetentionDays",
     "S3Prefix",
     "SlurmAccountingConfig",
@@ -222,6 +224,7 @@ __all__ = [
     "TeamConfig",
     "TeamQueueConfig",
     "TeamQuotaConfig",
+    "TeamRayConfig",
     "TrainerConfig",
     "TrainerImagesConfig",
     "TransitGatewayId",

@@ -23,6 +23,7 @@ from components.config.errors import problems_from_pydantic
 from components.config.images import software_problems
 from components.config.network import NetworkConfig, network_problems
 from components.config.pools import GeneralPoolConfig, NodePoolConfig, node_pool_problems
+from components.config.ray import RayConfig
 from components.config.slurm import SlurmConfig, slurm_problems
 from components.config.storage import StorageConfig, storage_problems
 from components.config.tags import TagsConfig, tag_problems
@@ -74,6 +75,10 @@ class PlatformConfig(StrictModel):
     trainer: TrainerConfig = Field(
         default_factory=TrainerConfig,
         description="Kubeflow Trainer v2 and its runtimes. Default: on, default images.",
+    )
+    ray: RayConfig = Field(
+        default_factory=RayConfig,
+        description="KubeRay, gang-scheduled by Volcano in the team queues. Default: off.",
     )
     slurm: SlurmConfig = Field(
         default_factory=SlurmConfig,

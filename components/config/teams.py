@@ -18,6 +18,7 @@ from components.config.base import (
 )
 from components.config.cluster import principal_identity
 from components.config.pools import AcceleratorAmounts, pool_capacity
+from components.config.ray import TeamRayConfig
 from components.config.slurm import MAX_TIME_HOURS_LIMIT, slurm_held
 from components.config.storage import NamespaceName
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 # System namespaces, and Volcano's own queues (root, default): a team's name is both.
 RESERVED_NAMESPACES: Final = (
     "default", "root", "kube-system", "kube-public", "kube-node-lease", "volcano-system",
-    "kubeflow-system", "slinky", "slurm", "cert-manager", "mariadb-operator",
+    "kubeflow-system", "slinky", "slurm", "cert-manager", "mariadb-operator", "kuberay-system",
 )  # fmt: skip
 
 
@@ -234,6 +235,11 @@ class TeamConfig(StrictModel):
         description="Hard limit of the team's data on the shared file system, GiB: a Lustre "
         "project quota over all its directories (project id = gid). Default: no limit (usage "
         "is still counted: lfs quota -p <gid> /fsx).",
+    )
+
+    ray: TeamRayConfig = Field(
+        default_factory=TeamRayConfig,
+        description="The team's Ray switches (with ray.enabled). Default: see keys.",
     )
 
     @property
