@@ -18,7 +18,7 @@ from components.config.base import (
     EnvironmentName,
     StrictModel,
 )
-from components.config.cluster import ClusterConfig, cluster_problems
+from components.config.cluster import ClusterConfig, cluster_problems, ui_exposure_problems
 from components.config.errors import problems_from_pydantic
 from components.config.images import software_problems
 from components.config.network import NetworkConfig, network_problems
@@ -178,6 +178,7 @@ def _stack_problems(
 def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from network_problems(config)
     yield from cluster_problems(config.cluster)
+    yield from ui_exposure_problems(config)
     yield from tag_problems(config.tags)
     yield from node_pool_problems(config)
     yield from storage_problems(config)
