@@ -45,6 +45,7 @@ from components.config.cluster import (
 )
 from components.config.errors import MOVED_KEYS, problem_from_pydantic
 from components.config.images import software_problems
+from components.config.katib import KatibConfig, katib_problems
 from components.config.network import (
     SHARED_ADDRESS_SPACE,
     ExistingVpcConfig,
@@ -195,6 +196,7 @@ __all__ = [
     "ImageReference",
     "InstanceType",
     "Ipv4Cidr",
+    "KatibConfig",
     "LabelKey",
     "LabelValue",
     "LustreConfig",
@@ -239,6 +241,7 @@ __all__ = [
     "cluster_problems",
     "duplicates",
     "ipv4_cidr",
+    "katib_problems",
     "matching",
     "network_problems",
     "node_pool_problems",

@@ -21,6 +21,7 @@ from components.config.base import (
 from components.config.cluster import ClusterConfig, cluster_problems, ui_exposure_problems
 from components.config.errors import problems_from_pydantic
 from components.config.images import software_problems
+from components.config.katib import KatibConfig, katib_problems
 from components.config.network import NetworkConfig, network_problems
 from components.config.pools import GeneralPoolConfig, NodePoolConfig, node_pool_problems
 from components.config.slurm import SlurmConfig, slurm_problems
@@ -78,6 +79,10 @@ class PlatformConfig(StrictModel):
     slurm: SlurmConfig = Field(
         default_factory=SlurmConfig,
         description="Slurm on Kubernetes (Slinky) on the accelerator pools. Default: off.",
+    )
+    katib: KatibConfig = Field(
+        default_factory=KatibConfig,
+        description="Katib hyperparameter search, trials as TrainJobs. Default: off.",
     )
 
     @property
@@ -185,3 +190,4 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from team_problems(config)
     yield from slurm_problems(config)
     yield from software_problems(config)
+    yield from katib_problems(config)
