@@ -117,7 +117,8 @@ def katib_config(legacy_training_operator: bool) -> dict[str, Any]:
     """The KatibConfig the controller reads: the standalone one, trials limited to TrainJob.
 
     As kubeflow/katib v0.19.0 manifests/v1beta1/installs/katib-standalone/katib-config.yaml,
-    with :func:`trial_resources` and every image at :data:`~components.versions.KATIB_VERSION`.
+    with :func:`trial_resources`, every image at :data:`~components.versions.KATIB_VERSION`,
+    and the sidecar hardened as the primary container (``injectSecurityContext``).
 
     Args:
         legacy_training_operator: ``trainer.legacyTrainingOperator``: also list its kinds.
@@ -131,6 +132,11 @@ def katib_config(legacy_training_operator: bool) -> dict[str, Any]:
             "controller": {
                 "webhookPort": 8443,
                 "trialResources": trial_resources(legacy_training_operator),
+                # The metrics collector sidecar gets the primary container's security context
+                # (kubeflow/katib v0.19.0 pkg/webhook/v1beta1/pod/inject_webhook.go); without
+                # it the sidecar keeps every default capability, NET_BIND_SERVICE among them,
+                # and the Lustre boundary policy refuses every trial's primary pod.
+                "injectSecurityContext": True,
             },
         },
         "runtime": {
