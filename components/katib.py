@@ -98,6 +98,20 @@ def trial_resources(legacy_training_operator: bool) -> list[str]:
     return [TRAINJOB_TRIAL, *(LEGACY_TRIALS if legacy_training_operator else ())]
 
 
+TEAM_POD_REQUESTS: Final = {"cpu": "50m", "memory": "32Mi"}
+"""What Katib's containers in team namespaces (the metrics collector, suggestions) request. Katib
+fills what is unset with its defaults (kubeflow/katib v0.19.0 pkg/apis/config/v1beta1/
+defaults.go: 50m CPU, 10Mi memory), and 10Mi is below the team LimitRange's minimum
+(:data:`components.teams.CONTAINER_MIN_MEMORY`): every trial's primary pod and every suggestion
+pod would be refused. Limits stay Katib's defaults (500m CPU, 100Mi memory)."""
+TEAM_CONTAINER_CONTEXT: Final = {
+    **hardened_container_context(),
+    "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
+}
+"""A suggestion container's security context: every capability dropped, as the Lustre boundary
+policy requires of every container in a team namespace (a suggestion config is a container,
+kubeflow/katib v0.19.0 pkg/apis/config/v1beta1/types.go, SuggestionConfig)."""
+
 _SUGGESTIONS: Final = (
     ("random", "suggestion-hyperopt"),
     ("tpe", "suggestion-hyperopt"),
@@ -110,7 +124,10 @@ _SUGGESTIONS: Final = (
 )
 """Algorithm -> image of the standalone katib-config's suggestions, less ENAS and DARTS (neural
 architecture search, whose trials are plain Jobs) and PBT (its suggestion needs a
-ReadWriteMany claim that no class of the stack provides)."""
+ReadWriteMany claim that no class of the stack provides). No early stopping: its container has
+no security context to set (EarlyStoppingConfig), so the Lustre boundary policy would refuse
+the suggestion Deployment of an experiment that asks for it; without a config, Katib refuses
+such an experiment itself."""
 
 
 def katib_config(legacy_training_operator: bool) -> dict[str, Any]:
@@ -118,12 +135,14 @@ def katib_config(legacy_training_operator: bool) -> dict[str, Any]:
 
     As kubeflow/katib v0.19.0 manifests/v1beta1/installs/katib-standalone/katib-config.yaml,
     with :func:`trial_resources`, every image at :data:`~components.versions.KATIB_VERSION`,
-    and the sidecar hardened as the primary container (``injectSecurityContext``).
+    the sidecar hardened as the primary container (``injectSecurityContext``), suggestions
+    hardened and every container of a team namespace requesting :data:`TEAM_POD_REQUESTS`.
 
     Args:
         legacy_training_operator: ``trainer.legacyTrainingOperator``: also list its kinds.
     """
     file_collector = versions.katib_image("file-metrics-collector")
+    requests = {"requests": dict(TEAM_POD_REQUESTS)}
     return {
         "apiVersion": "config.kubeflow.org/v1beta1",
         "kind": "KatibConfig",
@@ -141,26 +160,32 @@ def katib_config(legacy_training_operator: bool) -> dict[str, Any]:
         },
         "runtime": {
             "metricsCollectors": [
-                {"kind": "StdOut", "image": file_collector},
-                {"kind": "File", "image": file_collector},
+                {"kind": "StdOut", "image": file_collector, "resources": requests},
+                {"kind": "File", "image": file_collector, "resources": requests},
                 {
                     "kind": "TensorFlowEvent",
                     "image": versions.katib_image("tfevent-metrics-collector"),
-                    "resources": {"limits": {"memory": "1Gi"}},
+                    "resources": {**requests, "limits": {"memory": "1Gi"}},
                 },
             ],
             "suggestions": [
-                {"algorithmName": algorithm, "image": versions.katib_image(image)}
-                for algorithm, image in _SUGGESTIONS
-            ],
-            "earlyStoppings": [
                 {
-                    "algorithmName": "medianstop",
-                    "image": versions.katib_image("earlystopping-medianstop"),
+                    "algorithmName": algorithm,
+                    "image": versions.katib_image(image),
+                    "resources": requests,
+                    "securityContext": dict(TEAM_CONTAINER_CONTEXT),
                 }
+                for algorithm, image in _SUGGESTIONS
             ],
         },
     }
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value shared by several entries in full each time, without YAML anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def katib_config_map(legacy_training_operator: bool) -> dict[str, Any]:
@@ -174,7 +199,9 @@ def katib_config_map(legacy_training_operator: bool) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": {"name": CONFIG_MAP, "namespace": NAMESPACE},
         "data": {
-            CONFIG_KEY: yaml.safe_dump(katib_config(legacy_training_operator), sort_keys=False)
+            CONFIG_KEY: yaml.dump(
+                katib_config(legacy_training_operator), Dumper=_PlainDumper, sort_keys=False
+            )
         },
     }
 

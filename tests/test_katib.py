@@ -25,10 +25,11 @@ from components.katib import (
     ui_access_service,
 )
 from components.platform import validated_config
-from components.teams import JOB_RULES
+from components.teams import CONTAINER_MIN_CPU, CONTAINER_MIN_MEMORY, JOB_RULES
 from synth.run import StackResult
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, stack_data
+from tests.kubernetes_semantics import quantity
 from tests.schemas import validation_errors
 
 KUSTOMIZE: Final = "kubernetes:kustomize/v2:Directory"
@@ -146,7 +147,7 @@ def test_every_katib_image_is_pinned_to_the_release(
     images = [
         entry["image"]
         for section in ("metricsCollectors", "suggestions", "earlyStoppings")
-        for entry in runtime[section]
+        for entry in runtime.get(section, [])
     ]
     assert images
     for image in images:
@@ -157,6 +158,31 @@ def test_every_katib_image_is_pinned_to_the_release(
     assert container["image"] == versions.KATIB_MYSQL_IMAGE
     assert ":" in container["image"].rsplit("/", 1)[-1]
     assert not container["image"].endswith(":latest")
+
+
+KATIB_DEFAULT_REQUESTS: Final = {"cpu": "50m", "memory": "10Mi"}
+"""What Katib requests for a container its config gives no request (kubeflow/katib v0.19.0
+pkg/apis/config/v1beta1/defaults.go, DefaultCPURequest and DefaultMemRequest)."""
+
+
+@pytest.mark.parametrize("stack", [s for s in STACKS if _enabled(s)])
+def test_katibs_containers_in_team_namespaces_meet_the_limit_range_and_the_boundary(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Katib fills unset requests with 10Mi of memory, below the team LimitRange's minimum:
+    each metrics collector and suggestion states its own; suggestions drop every capability
+    (the Lustre boundary); no early stopping, whose container cannot."""
+    runtime = _config_map(synthesized[stack])["runtime"]
+    assert quantity(KATIB_DEFAULT_REQUESTS["memory"]) < quantity(CONTAINER_MIN_MEMORY)
+    entries = [*runtime["metricsCollectors"], *runtime["suggestions"]]
+    for entry in entries:
+        requests = {**KATIB_DEFAULT_REQUESTS, **entry.get("resources", {}).get("requests", {})}
+        assert quantity(requests["memory"]) >= quantity(CONTAINER_MIN_MEMORY), entry
+        assert quantity(requests["cpu"]) >= quantity(CONTAINER_MIN_CPU), entry
+    for suggestion in runtime["suggestions"]:
+        assert suggestion["securityContext"]["capabilities"]["drop"] == ["ALL"], suggestion
+        assert suggestion["securityContext"]["allowPrivilegeEscalation"] is False
+    assert runtime.get("earlyStoppings", []) == []
 
 
 @pytest.mark.parametrize("stack", [s for s in STACKS if _enabled(s)])

@@ -23,6 +23,7 @@ from components.scheduling import QUEUE_ANNOTATION
 from components.tenancy import QUEUE_POLICY
 from synth.run import StackResult
 from tests.docs_pages import marked_examples
+from tests.kubernetes_semantics import quantity
 from tests.schemas import swagger_errors, validation_errors
 from tests.test_admission_policies import admit
 
@@ -230,8 +231,29 @@ METRICS_COLLECTOR: Final = "metrics-logger-and-collector"
 pkg/metricscollector/v1beta1/common/const.go, MetricLoggerCollectorContainerName)."""
 
 
+KATIB_DEFAULT_RESOURCES: Final = {
+    "requests": {"cpu": "50m", "memory": "10Mi", "ephemeral-storage": "500Mi"},
+    "limits": {"cpu": "500m", "memory": "100Mi", "ephemeral-storage": "5Gi"},
+}
+"""What Katib gives each resource a config entry leaves unset (kubeflow/katib v0.19.0
+pkg/apis/config/v1beta1/defaults.go, setResourceRequirements)."""
+
+
+def _katib_resources(entry: dict[str, Any]) -> dict[str, Any]:
+    """A config entry's resources as Katib fills them."""
+    stated = entry.get("resources", {})
+    return {
+        kind: {**KATIB_DEFAULT_RESOURCES[kind], **stated.get(kind, {})}
+        for kind in ("requests", "limits")
+    }
+
+
 def _primary_pod(
-    runtime: dict[str, Any], trial: dict[str, Any], image: str, *, inject_security_context: bool
+    runtime: dict[str, Any],
+    trial: dict[str, Any],
+    collector: dict[str, Any],
+    *,
+    inject_security_context: bool,
 ) -> dict[str, Any]:
     """A trial's primary pod as it reaches validating admission: the runtime's pod template with
     the pod group Trainer's volcano plugin names (kubeflow/trainer v2.3.0
@@ -250,14 +272,11 @@ def _primary_pod(
     spec["containers"].append(
         {
             "name": METRICS_COLLECTOR,
-            "image": image,
+            "image": collector["image"],
             "args": ["-t", trial["metadata"]["name"], "-m", "loss;accuracy", "-o-type", "minimize",
                      "-s-db", f"katib-db-manager.{NAMESPACE}:6789",
                      "-path", "/var/log/katib/metrics.log", "-format", "TEXT"],
-            "resources": {
-                "requests": {"cpu": "50m", "memory": "10Mi", "ephemeral-storage": "500Mi"},
-                "limits": {"cpu": "500m", "memory": "100Mi", "ephemeral-storage": "5Gi"},
-            },
+            "resources": _katib_resources(collector),
             "volumeMounts": [mount],
         }
     )  # fmt: skip
@@ -294,7 +313,7 @@ def test_the_primary_pod_with_its_metrics_collector_passes_the_pod_policies(
     ]
     config = katib_config(result.config.trainer.legacy_training_operator)
     collector = next(
-        c["image"]
+        c
         for c in config["runtime"]["metricsCollectors"]
         if c["kind"] == experiment["spec"]["metricsCollectorSpec"]["collector"]["kind"]
     )
@@ -316,6 +335,7 @@ def test_the_primary_pod_with_its_metrics_collector_passes_the_pod_policies(
         verdict = admit(policy, pod, namespace, user_groups=["system:serviceaccounts"],
                         username=job_controller)  # fmt: skip
         assert verdict == (True, None), name
+    _assert_within_limit_range(result, pod)
     # without the injected security context the sidecar keeps NET_BIND_SERVICE: refused
     bare = _primary_pod(runtime, trial, collector, inject_security_context=False)
     admitted, _ = admit(policies["trainingplatform-lustre-boundary"], bare, namespace,
@@ -325,4 +345,100 @@ def test_the_primary_pod_with_its_metrics_collector_passes_the_pod_policies(
     loose = copy.deepcopy(pod)
     del loose["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
     admitted, _ = admit(policies[QUEUE_POLICY], loose, namespace, username=job_controller)
+    assert not admitted
+
+
+LIMIT_RANGE: Final = "kubernetes:core/v1:LimitRange"
+
+
+def _assert_within_limit_range(result: StackResult, pod: dict[str, Any]) -> None:
+    """Every container requests at least the team LimitRange's minimum (the LimitRanger
+    admission plugin refuses the pod otherwise)."""
+    namespace = pod["metadata"]["namespace"]
+    (limits,) = [
+        r.inputs["spec"]["limits"]
+        for r in result.records
+        if r.type == LIMIT_RANGE and r.inputs["metadata"]["namespace"] == namespace
+    ]
+    minimum = next(limit["min"] for limit in limits if limit["type"] == "Container")
+    for container in pod["spec"]["containers"]:
+        requests = container.get("resources", {}).get("requests", {})
+        for resource, least in minimum.items():
+            if resource in requests:  # else the LimitRange's default request applies
+                assert quantity(requests[resource]) >= quantity(least), (
+                    container["name"],
+                    resource,
+                )
+
+
+def _suggestion_deployment(
+    experiment: dict[str, Any], suggestion: dict[str, Any]
+) -> dict[str, Any]:
+    """The Deployment Katib's controller makes for an experiment's suggestion, in its namespace:
+    the config entry as the container, named ``suggestion``, with the API port (kubeflow/katib
+    v0.19.0 pkg/controller.v1beta1/suggestion/composer/composer.go, DesiredDeployment)."""
+    container = {
+        key: value
+        for key, value in suggestion.items()
+        if key not in ("algorithmName", "serviceAccountName", "volumeMountPath")
+    }
+    container.update(
+        name="suggestion",
+        resources=_katib_resources(suggestion),
+        ports=[{"name": "katib-api", "containerPort": 6789}],
+    )
+    name = f"{experiment['metadata']['name']}-{suggestion['algorithmName']}"
+    labels = {"katib.kubeflow.org/experiment": experiment["metadata"]["name"]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": experiment["metadata"]["namespace"]},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+
+
+@pytest.mark.parametrize(("stack", "experiment"), _examples())
+def test_the_suggestion_katib_runs_in_the_team_namespace_is_admitted(
+    synthesized: dict[str, StackResult], stack: str, experiment: dict[str, Any]
+) -> None:
+    result = synthesized[stack]
+    namespace = _team_namespace(result, experiment["metadata"]["namespace"])
+    config = katib_config(result.config.trainer.legacy_training_operator)
+    suggestion = next(
+        s
+        for s in config["runtime"]["suggestions"]
+        if s["algorithmName"] == experiment["spec"]["algorithm"]["algorithmName"]
+    )
+    deployment = _suggestion_deployment(experiment, suggestion)
+    assert validation_errors(deployment, result.config.cluster.kubernetes_version, None) == []
+    policies = {
+        record.inputs["metadata"]["name"]: record.inputs["spec"]
+        for record in result.records
+        if record.type == POLICY
+        and any(
+            "apps" in rule.get("apiGroups", []) and "deployments" in rule.get("resources", [])
+            for rule in record.inputs["spec"].get("matchConstraints", {}).get("resourceRules", [])
+        )
+    }
+    assert "trainingplatform-lustre-boundary" in policies
+    groups = ["system:serviceaccounts"]
+    for name, policy in policies.items():
+        verdict = admit(policy, deployment, namespace, user_groups=groups, username=CONTROLLER)
+        assert verdict == (True, None), name
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "suggestion-pod", "namespace": namespace["metadata"]["name"]},
+        "spec": deployment["spec"]["template"]["spec"],
+    }
+    _assert_within_limit_range(result, pod)
+    # as the release's config has it (no security context), the boundary refuses it
+    bare = copy.deepcopy(deployment)
+    del bare["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    admitted, _ = admit(
+        policies["trainingplatform-lustre-boundary"], bare, namespace, username=CONTROLLER
+    )
     assert not admitted
