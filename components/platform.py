@@ -26,6 +26,7 @@ from components.config.storage import admin_client_block
 from components.device_plugins import DevicePlugins, neuron_pools
 from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
+from components.katib import Katib
 from components.kuberay import NAMESPACE as KUBERAY_NAMESPACE
 from components.kuberay import KubeRay
 from components.network import Network
@@ -166,6 +167,11 @@ class TrainingPlatform(pulumi.ComponentResource):
             cluster=in_cluster,
             opts=with_aws,
         )
+        self.katib: Katib | None = None
+        if config.katib.enabled:
+            self.katib = build_katib(
+                config, trainer=self.trainer, cluster=in_cluster, opts=with_aws
+            )
         self.device_plugins = build_device_plugins(config, cluster=in_cluster, opts=with_aws)
         self.kuberay: KubeRay | None = (
             KubeRay(
@@ -348,6 +354,7 @@ def build_teams(
         kubernetes_provider=cluster.provider,
         cluster_ready=cluster.ready,
         gang_limits=stack_gang_limits(config),
+        katib=config.katib.enabled,
         opts=opts,
     )
 
@@ -530,6 +537,36 @@ def build_trainer(
         volcano_ready=volcano_ready,
         kubernetes_provider=cluster.provider,
         adopting_kubernetes_provider=cluster.adopting_provider,
+        opts=opts,
+    )
+
+
+def build_katib(
+    config: PlatformConfig,
+    *,
+    trainer: pulumi.Resource,
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> Katib:
+    """Katib, its trials TrainJobs (:mod:`components.katib`).
+
+    Args:
+        config: the validated stack configuration (Katib enabled, so Trainer too).
+        trainer: Trainer and the legacy operator, whose CRDs the controller needs at start.
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return Katib(
+        "katib",
+        katib=config.katib,
+        legacy_training_operator=config.trainer.legacy_training_operator,
+        ui_exposure=config.cluster.ui_exposure,
+        kubernetes_version=config.cluster.kubernetes_version,
+        protect=config.protect_stateful_resources,
+        volume_tags=stack_tags(config),
+        trainer=trainer,
+        cluster_ready=cluster.ready,
+        kubernetes_provider=cluster.provider,
         opts=opts,
     )
 

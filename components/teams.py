@@ -16,6 +16,7 @@ from components.config import NodePoolConfig, TeamConfig
 from components.config.cluster import principal_identity
 from components.config.teams import CPU_ONLY_MEMORY_GIB, CPU_ONLY_VCPUS
 from components.device_plugins import NEURON_DEVICE_RESOURCE, NEURON_SCHEDULER_NAME
+from components.katib import METRICS_COLLECTOR_INJECTION
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY, lustre_boundary_policy
 from components.node_pools import slurm_taint
 from components.scheduling import (
@@ -90,7 +91,21 @@ JOB_RULES: Final = [
         "resources": ["podgroups"],
         "verbs": ["get", "list", "watch"],
     },
-]
+    # Katib: members write Experiments; its controller makes their Suggestions and Trials (and
+    # each trial's TrainJob), which members read.
+    {
+        "apiGroups": ["kubeflow.org"],
+        "resources": ["experiments"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["kubeflow.org"],
+        "resources": [
+            "experiments/status", "suggestions", "suggestions/status", "trials", "trials/status",
+        ],
+        "verbs": ["get", "list", "watch"],
+    },
+]  # fmt: skip
 MEMBER_WRITES_CLUSTER_ROLE: Final = "trainingplatform:team-member-writes"
 MEMBER_READ_CLUSTER_ROLE: Final = "view"
 _WRITE: Final = ["create", "update", "patch", "delete", "deletecollection"]
@@ -341,12 +356,17 @@ def limit_range_spec() -> dict[str, Any]:
     }
 
 
-def team_namespace_labels(team: TeamConfig, *, kubernetes_version: str) -> dict[str, str]:
+def team_namespace_labels(
+    team: TeamConfig, *, kubernetes_version: str, katib: bool = False
+) -> dict[str, str]:
     """A team namespace's labels: its team (what the queue policy reads) and Pod Security.
 
     Args:
         team: the team.
         kubernetes_version: the cluster's minor, to which the Pod Security levels are pinned.
+        katib: Katib is on: its pod webhook gives the trials' primary pods their metrics
+            collector in namespaces with :data:`~components.katib.METRICS_COLLECTOR_INJECTION`
+            only. Default: false.
     """
     return {
         TEAM_LABEL: team.name,
@@ -355,6 +375,7 @@ def team_namespace_labels(team: TeamConfig, *, kubernetes_version: str) -> dict[
             kubernetes_version=kubernetes_version,
             advise=TEAM_POD_SECURITY_ADVICE,
         ),
+        **(METRICS_COLLECTOR_INJECTION if katib else {}),
     }
 
 
@@ -427,6 +448,7 @@ class Teams(pulumi.ComponentResource):
         kubernetes_provider: pulumi.ProviderResource,
         cluster_ready: list[pulumi.Resource],
         gang_limits: GangLimits,
+        katib: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the team namespaces, their isolation and their members' access entries.
@@ -441,6 +463,7 @@ class Teams(pulumi.ComponentResource):
             cluster_ready: what the objects wait for (the cluster and its system nodes).
             gang_limits: the pools' node limits and the runtimes on them: no gang in a team
                 namespace may ask for more nodes than its pool launches.
+            katib: Katib is on (its metrics collector's namespace label). Default: false.
             opts: resource options (the AWS provider of the access entries).
         """
         super().__init__("trainingplatform:index:Teams", name, None, opts)
@@ -561,7 +584,9 @@ class Teams(pulumi.ComponentResource):
                 f"{name}-{team.name}",
                 metadata={
                     "name": team.name,
-                    "labels": team_namespace_labels(team, kubernetes_version=kubernetes_version),
+                    "labels": team_namespace_labels(
+                        team, kubernetes_version=kubernetes_version, katib=katib
+                    ),
                 },
                 opts=in_cluster,
             )

@@ -234,6 +234,43 @@ TRAINING_OPERATOR_KUSTOMIZATION: Final = (
 """The legacy Training Operator has no Helm chart: its standalone kustomize overlay, at
 :data:`TRAINING_OPERATOR_VERSION`."""
 
+KATIB_VERSION: Final = "v0.19.0"
+"""Katib (standalone): a tag of kubeflow/katib. It ships no Helm chart; the stack applies the
+release's kustomize components at this tag (:func:`katib_kustomization`) and runs the images of
+this release (:func:`katib_image`), so this is the one pin of both."""
+KATIB_MANIFESTS: Final = "https://github.com/kubeflow/katib.git/manifests/v1beta1/components"
+"""Where Katib's release manifests are: one kustomize component per directory (kubeflow/katib
+v0.19.0 manifests/v1beta1/installs/katib-standalone/kustomization.yaml lists them)."""
+
+
+def katib_kustomization(component: str) -> str:
+    """The remote kustomization of one Katib component at :data:`KATIB_VERSION`.
+
+    Args:
+        component: a directory of ``manifests/v1beta1/components`` (``crd``, ``controller``,
+            ``db-manager``, ``ui``, ``webhook``).
+    """
+    return f"{KATIB_MANIFESTS}/{component}?ref={KATIB_VERSION}"
+
+
+def katib_image(name: str) -> str:
+    """A Katib image of the pinned release, e.g. ``katib-controller`` or ``suggestion-optuna``.
+
+    The release tags every image it builds with its version (kubeflow/katib v0.19.0
+    manifests/v1beta1/installs/katib-standalone/kustomization.yaml ``images`` and
+    katib-config.yaml), so the images move with :data:`KATIB_VERSION`.
+
+    Args:
+        name: the image's name under ``ghcr.io/kubeflow/katib``.
+    """
+    return f"ghcr.io/kubeflow/katib/{name}:{KATIB_VERSION}"
+
+
+KATIB_MYSQL_IMAGE: Final = "docker.io/library/mysql:8.0.29"
+"""Katib's database server: the image of the standalone manifests' MySQL (kubeflow/katib v0.19.0
+manifests/v1beta1/components/mysql/mysql.yaml, ``mysql:8.0.29``), pinned apart from Katib so a
+Katib upgrade never upgrades the database."""
+
 # Default training images of GPU pools (config can pin others): the images of Trainer's own
 # runtimes at v2.3.0. What each carries is in components/software.py; Trainium has no default
 # (images/training-neuron builds it). Every image the platform chooses is one literal,

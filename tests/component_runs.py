@@ -29,6 +29,7 @@ from components.cluster import Cluster
 from components.config import PlatformConfig
 from components.device_plugins import DevicePlugins
 from components.karpenter import Karpenter
+from components.katib import Katib
 from components.network import Network
 from components.node_pools import NodePools
 from components.platform import (
@@ -36,6 +37,7 @@ from components.platform import (
     build_cluster,
     build_device_plugins,
     build_karpenter,
+    build_katib,
     build_network,
     build_node_pools,
     build_scheduling,
@@ -253,6 +255,17 @@ def trainer(wiring: Wiring) -> Trainer:
     )
 
 
+def katib(wiring: Wiring) -> Katib:
+    """Katib: its release manifests, config, database and UI Service (Trainer a stand-in)."""
+    assert wiring.config.katib.enabled, "the stack has no Katib to build"
+    return build_katib(
+        wiring.config,
+        trainer=StandIn("trainer", wiring.parent),
+        cluster=wiring.in_cluster,
+        opts=wiring.opts,
+    )
+
+
 def device_plugins(wiring: Wiring) -> DevicePlugins:
     """The NVIDIA, Neuron and EFA device plugins the pools need."""
     return build_device_plugins(wiring.config, cluster=wiring.in_cluster, opts=wiring.opts)
@@ -279,6 +292,7 @@ PARTS: Final[dict[str, Part]] = {
     "Storage": storage,
     "NodePools": node_pools,
     "Trainer": trainer,
+    "Katib": katib,
     "DevicePlugins": device_plugins,
     "Slurm": slurm,
 }

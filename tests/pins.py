@@ -79,6 +79,7 @@ def _bill_of_materials() -> Iterator[Pin]:
     release = versions.DEFAULT_AMI_ALIAS.partition("@")[2]
     yield Pin(file, "awslabs/amazon-eks-ami", release)
     yield Pin(file, "kubeflow-training-operator", versions.TRAINING_OPERATOR_VERSION)
+    yield Pin(file, "kubeflow-katib", versions.KATIB_VERSION)
 
 
 def _recipes() -> Iterator[Pin]:

@@ -9,6 +9,7 @@ them silently.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -95,3 +96,56 @@ def validation_errors(
     except kubernetes_validate.ValidationError as exc:
         return [str(exc).splitlines()[0]]
     return []
+
+
+SWAGGER_EXTERNAL: dict[str, dict[str, Any]] = {
+    # Kubernetes' own types the Katib definitions refer to and do not carry. Metadata is held to
+    # the fields an Experiment's author writes; the others are only as strict as their type.
+    "v1.ObjectMeta": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "generateName": {"type": "string"},
+            "namespace": {"type": "string"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
+    "v1.ListMeta": {"type": "object"},
+    "v1.Time": {"type": "string"},
+    "v1.Container": {"type": "object"},
+    "v1.HTTPGetAction": {"type": "object"},
+    # a trial's spec: the template's own kind is validated against its CRD
+    "v1.unstructured.Unstructured": {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+    },
+}
+"""Definitions a Swagger file refers to without defining them (Katib's: Kubernetes' types)."""
+
+
+@cache
+def _swagger_definitions(path: Path) -> dict[str, Any]:
+    document = json.loads(path.read_text())
+    definitions: dict[str, Any] = {**document["definitions"], **SWAGGER_EXTERNAL}
+    return reject_unknown_fields(definitions)
+
+
+def swagger_errors(manifest: dict[str, Any], swagger: Path, definition: str) -> list[str]:
+    """Every violation of ``manifest`` against one definition of a Swagger (OpenAPI 2) file.
+
+    ``$ref``s resolve within the file's definitions (plus :data:`SWAGGER_EXTERNAL`); every object
+    with declared properties refuses others, as for CRDs (:func:`reject_unknown_fields`).
+
+    Args:
+        manifest: the object.
+        swagger: the Swagger file (its ``definitions``).
+        definition: the definition the object must match, e.g. ``v1beta1.Experiment``.
+    """
+    definitions = _swagger_definitions(swagger)
+    schema = {"$ref": f"#/definitions/{definition}", "definitions": definitions}
+    validator = jsonschema.Draft4Validator(schema)
+    return [
+        f"{'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}"
+        for error in validator.iter_errors(manifest)
+    ]

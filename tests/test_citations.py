@@ -60,6 +60,8 @@ PINNED_RELEASES: Final[dict[str, Callable[[], set[str]]]] = {
         versions.TRAINING_OPERATOR_VERSION.removeprefix("v"),
     },
     "kubeflow-trainer": lambda: {versions.TRAINER_VERSION},
+    "kubeflow/katib": lambda: {versions.KATIB_VERSION.removeprefix("v")},
+    "katib": lambda: {versions.KATIB_VERSION.removeprefix("v")},
     "trainer": lambda: {versions.TRAINER_VERSION},
     "jobset": lambda: {versions.JOBSET_VERSION},
     "kubernetes-sigs/jobset": lambda: {versions.JOBSET_VERSION},

@@ -28,7 +28,8 @@ CASES = [
     pytest.param(stack, name, id=f"{stack}-{name}")
     for stack in STACKS
     for name in PARTS
-    if name != "Slurm" or stack_data(stack).get("slurm", {}).get("enabled", False)
+    if name not in ("Slurm", "Katib")
+    or stack_data(stack).get(name.lower(), {}).get("enabled", False)
 ]
 
 

@@ -38,15 +38,20 @@ from components.config.cluster import (
     EndpointAccessConfig,
     SystemNodeGroupConfig,
     TransitGatewayId,
+    UiExposureConfig,
     cluster_problems,
     principal_identity,
+    ui_exposure_problems,
 )
 from components.config.errors import MOVED_KEYS, problem_from_pydantic
 from components.config.images import software_problems
+from components.config.katib import KatibConfig, katib_problems
 from components.config.network import (
+    SHARED_ADDRESS_SPACE,
     ExistingVpcConfig,
     FlowLogsConfig,
     NetworkConfig,
+    client_network_problems,
     network_problems,
 )
 from components.config.platform import PlatformConfig, parse_platform_config
@@ -69,7 +74,6 @@ from components.config.ray import RayConfig, TeamRayConfig
 from components.config.slurm import (
     MINIMUM_RSA_BITS,
     PRIVATE_KEY_ERROR,
-    SHARED_ADDRESS_SPACE,
     SSH_KEY_TYPES,
     SlurmAccountingConfig,
     SlurmClusterName,
@@ -193,6 +197,7 @@ __all__ = [
     "ImageReference",
     "InstanceType",
     "Ipv4Cidr",
+    "KatibConfig",
     "LabelKey",
     "LabelValue",
     "LustreConfig",
@@ -228,15 +233,18 @@ __all__ = [
     "TrainerConfig",
     "TrainerImagesConfig",
     "TransitGatewayId",
+    "UiExposureConfig",
     "VpcId",
     "WeeklyTime",
     "access_log_bucket_name",
     "association_bucket_name",
     "automatic_metadata_iops",
     "bucket_name",
+    "client_network_problems",
     "cluster_problems",
     "duplicates",
     "ipv4_cidr",
+    "katib_problems",
     "matching",
     "network_problems",
     "node_pool_problems",
@@ -253,4 +261,5 @@ __all__ = [
     "storage_problems",
     "tag_problems",
     "team_problems",
+    "ui_exposure_problems",
 ]

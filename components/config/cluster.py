@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
@@ -23,6 +23,10 @@ from components.config.base import (
     duplicates,
     matching,
 )
+from components.config.network import client_network_problems
+
+if TYPE_CHECKING:
+    from components.config.platform import PlatformConfig
 
 
 def version_as_text(value: Any) -> Any:
@@ -115,6 +119,25 @@ class SystemNodeGroupConfig(StrictModel):
     )
 
 
+class UiExposureConfig(StrictModel):
+    """How people reach the web UIs the platform runs (Katib's, later notebooks' and Grafana)."""
+
+    mode: Literal["portForward", "internalLoadBalancer"] = Field(
+        default="portForward",
+        description="`portForward`: each UI has a ClusterIP Service only, reached with "
+        "`kubectl port-forward` by whoever the cluster's RBAC lets do so. "
+        "`internalLoadBalancer`: an internal NLB in the private subnets, open only to "
+        "`clientCidrs`. Default: portForward.",
+    )
+    client_cidrs: list[Ipv4Cidr] = Field(
+        default_factory=list,
+        description="Networks that may reach the UIs' load balancers (their source ranges): "
+        "private ones outside the VPC's CIDR, routed back to from the VPC, checked as "
+        "slurm.login.allowedCidrs are. Required with internalLoadBalancer (an empty list "
+        "would leave it open to every source), refused with portForward. Default: none.",
+    )
+
+
 class ClusterConfig(StrictModel):
     """The EKS control plane and its system node group."""
 
@@ -149,6 +172,10 @@ class ClusterConfig(StrictModel):
     system_node_group: SystemNodeGroupConfig = Field(
         default_factory=SystemNodeGroupConfig,
         description="Controller nodes. Default: 2 to 4 m7i.xlarge.",
+    )
+    ui_exposure: UiExposureConfig = Field(
+        default_factory=UiExposureConfig,
+        description="How people reach the cluster's web UIs (Katib's). Default: port-forward only.",
     )
 
 
@@ -237,6 +264,40 @@ def cluster_problems(cluster: ClusterConfig) -> Iterator[ConfigProblem]:
             group.instance_types,
             "types of one CPU architecture (all x86_64 or all arm64): one AMI type serves them",
         )
+
+
+def ui_exposure_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Problems of ``platform.cluster.uiExposure``: client networks with the load balancer only.
+
+    Args:
+        config: the parsed platform (the client networks are checked against its VPC and
+            deploy path).
+    """
+    exposure = config.cluster.ui_exposure
+    key = f"{CONFIG_KEY}.cluster.uiExposure"
+    if exposure.mode == "internalLoadBalancer" and not exposure.client_cidrs:
+        yield ConfigProblem(
+            f"{key}.clientCidrs",
+            MISSING,
+            "at least one client network with mode internalLoadBalancer: an empty "
+            "loadBalancerSourceRanges leaves the load balancer open to every source",
+        )
+    if exposure.mode == "portForward" and exposure.client_cidrs:
+        yield ConfigProblem(
+            f"{key}.clientCidrs",
+            exposure.client_cidrs,
+            "none with mode portForward (no load balancer takes them); set mode "
+            "internalLoadBalancer to open the UIs to these networks",
+        )
+    yield from client_network_problems(
+        config,
+        f"{key}.clientCidrs",
+        list(exposure.client_cidrs),
+        reached="the web UIs' load balancer",
+        stake="the UIs' own logins, where they have any, are all that stands between a "
+        "source range and the experiments and dashboards they show",
+        inside="the UIs through their load balancer",
+    )
 
 
 _NOT_ROUTED_ON_THE_INTERNET: Final = tuple(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from pydantic import Field
 
@@ -24,6 +24,10 @@ from components.subnets import SubnetPlanError, plan_subnets
 
 if TYPE_CHECKING:
     from components.config.platform import PlatformConfig
+
+
+SHARED_ADDRESS_SPACE: Final = ipaddress.IPv4Network("100.64.0.0/10")
+"""RFC 6598 space, which VPCs may use as CIDRs although it is not private in RFC 1918's sense."""
 
 
 class FlowLogsConfig(StrictModel):
@@ -290,3 +294,59 @@ def _cluster_zone_problems(network: NetworkConfig, base: str) -> Iterator[Config
             "at least two zones of network.availabilityZones: EKS creates a cluster only "
             "with subnets in two zones or more",
         )
+
+
+def client_network_problems(
+    config: PlatformConfig, key: str, cidrs: list[str], *, reached: str, stake: str, inside: str
+) -> Iterator[ConfigProblem]:
+    """Problems of the client networks allowed to an internal load balancer.
+
+    One rule for every internal load balancer the stack opens to people (the Slurm login's,
+    the web UIs'): a private network, outside the VPC, that the VPC routes back to.
+
+    Args:
+        config: the parsed platform (its VPC CIDR and deploy path).
+        key: the config key of the list, e.g. ``platform.slurm.login.allowedCidrs``.
+        cidrs: the list's CIDRs, each reported as ``key[index]``.
+        reached: what the networks reach, e.g. "the login load balancer".
+        stake: why the internet must not reach it, e.g. what guards a root shell.
+        inside: what a team pod would reach through a range overlapping the VPC.
+    """
+    deploy_path = config.cluster.endpoint.deploy_from
+    for index, cidr in enumerate(cidrs):
+        network = ipaddress.IPv4Network(cidr, strict=False)
+        private = network.is_private or network.subnet_of(SHARED_ADDRESS_SPACE)
+        if network.prefixlen == 0 or not private:
+            yield ConfigProblem(
+                f"{key}[{index}]",
+                cidr,
+                "a private network (the VPC's, a VPN's or a peered one), never the internet: "
+                f"{reached} is internal, and {stake}",
+            )
+        elif network.overlaps(ipaddress.IPv4Network(config.network.vpc_cidr)):
+            # The VPC CNI gives pods addresses from the VPC's block: a range that overlaps it
+            # lets team pods through the load balancer's source ranges.
+            yield ConfigProblem(
+                f"{key}[{index}]",
+                cidr,
+                f"a network outside the VPC's {config.network.vpc_cidr}, whose addresses every "
+                "node and pod takes (the corporate VPN's or a peered VPC's): a range that "
+                f"overlaps it lets team pods reach {inside}",
+            )
+        elif deploy_path.transit_gateway_id and not any(
+            network.subnet_of(ipaddress.IPv4Network(routed, strict=False))
+            for routed in deploy_path.cidrs
+        ):
+            # The load balancer keeps the client's address (preserve_client_ip), so the pod's
+            # reply is routed by the private route tables, whose routes to other networks the
+            # stack writes itself here: those of deployFrom, through the transit gateway. Any
+            # other source's replies leave through the NAT gateway and never arrive.
+            yield ConfigProblem(
+                f"{key}[{index}]",
+                cidr,
+                "a network the VPC routes back to: within cluster.endpoint.deployFrom.cidrs ("
+                + ", ".join(deploy_path.cidrs)
+                + f"), which the stack routes through its transit gateway; {reached} keeps "
+                "the client's address, so replies to any other source leave through the NAT "
+                "gateway and the connection never completes",
+            )

@@ -18,9 +18,10 @@ from components.config.base import (
     EnvironmentName,
     StrictModel,
 )
-from components.config.cluster import ClusterConfig, cluster_problems
+from components.config.cluster import ClusterConfig, cluster_problems, ui_exposure_problems
 from components.config.errors import problems_from_pydantic
 from components.config.images import software_problems
+from components.config.katib import KatibConfig, katib_problems
 from components.config.network import NetworkConfig, network_problems
 from components.config.pools import GeneralPoolConfig, NodePoolConfig, node_pool_problems
 from components.config.ray import RayConfig
@@ -83,6 +84,10 @@ class PlatformConfig(StrictModel):
     slurm: SlurmConfig = Field(
         default_factory=SlurmConfig,
         description="Slurm on Kubernetes (Slinky) on the accelerator pools. Default: off.",
+    )
+    katib: KatibConfig = Field(
+        default_factory=KatibConfig,
+        description="Katib hyperparameter search, trials as TrainJobs. Default: off.",
     )
 
     @property
@@ -183,9 +188,11 @@ def _stack_problems(
 def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from network_problems(config)
     yield from cluster_problems(config.cluster)
+    yield from ui_exposure_problems(config)
     yield from tag_problems(config.tags)
     yield from node_pool_problems(config)
     yield from storage_problems(config)
     yield from team_problems(config)
     yield from slurm_problems(config)
     yield from software_problems(config)
+    yield from katib_problems(config)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
@@ -27,6 +26,7 @@ from components.config.base import (
     matching,
     parsed_by,
 )
+from components.config.network import client_network_problems
 from components.config.pools import AcceleratorAmounts, PoolName, mounts_lustre
 from components.config.trainer import PinnedImage
 
@@ -446,8 +446,6 @@ def slurm_held(config: PlatformConfig) -> AcceleratorAmounts:
 SLURM_MAX_NODE_COUNT: Final = 1024
 """``MaxNodeCount`` of the operator's slurm.conf (slurm-operator v1.2.1
 internal/builder/controllerbuilder/controller_config.go): dynamic nodes past it cannot register."""
-SHARED_ADDRESS_SPACE: Final = ipaddress.IPv4Network("100.64.0.0/10")
-"""RFC 6598 space, which VPCs may use as CIDRs although it is not private in RFC 1918's sense."""
 
 
 def _directory_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
@@ -551,45 +549,15 @@ def slurm_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             "would spread one job over placement groups",
         )
     yield from _directory_problems(config)
-    deploy_path = config.cluster.endpoint.deploy_from
-    for index, cidr in enumerate(slurm.login.allowed_cidrs if slurm.login else []):
-        network = ipaddress.IPv4Network(cidr, strict=False)
-        private = network.is_private or network.subnet_of(SHARED_ADDRESS_SPACE)
-        if network.prefixlen == 0 or not private:
-            yield ConfigProblem(
-                f"{base}.login.allowedCidrs[{index}]",
-                cidr,
-                "a private network (the VPC's, a VPN's or a peered one), never the internet: "
-                "the login load balancer is internal, and only root's SSH keys stand between "
-                "a source range and a root shell on every Slurm node",
-            )
-        elif network.overlaps(ipaddress.IPv4Network(config.network.vpc_cidr)):
-            # The VPC CNI gives pods addresses from the VPC's block: a range that overlaps it
-            # lets team pods reach the login nodes' SSH.
-            yield ConfigProblem(
-                f"{base}.login.allowedCidrs[{index}]",
-                cidr,
-                f"a network outside the VPC's {config.network.vpc_cidr}, whose addresses every "
-                "node and pod takes (the corporate VPN's or a peered VPC's): a range that "
-                "overlaps it lets team pods reach the login nodes' SSH",
-            )
-        elif deploy_path.transit_gateway_id and not any(
-            network.subnet_of(ipaddress.IPv4Network(routed, strict=False))
-            for routed in deploy_path.cidrs
-        ):
-            # The load balancer keeps the client's address (preserve_client_ip), so the login
-            # pod's reply is routed by the private route tables, whose routes to other networks
-            # the stack writes itself here: those of deployFrom, through the transit gateway.
-            # Any other source's replies leave through the NAT gateway and never arrive.
-            yield ConfigProblem(
-                f"{base}.login.allowedCidrs[{index}]",
-                cidr,
-                "a network the VPC routes back to: within cluster.endpoint.deployFrom.cidrs ("
-                + ", ".join(deploy_path.cidrs)
-                + "), which the stack routes through its transit gateway; the login load "
-                "balancer keeps the client's address, so replies to any other source leave "
-                "through the NAT gateway and the connection never completes",
-            )
+    yield from client_network_problems(
+        config,
+        f"{base}.login.allowedCidrs",
+        list(slurm.login.allowed_cidrs) if slurm.login else [],
+        reached="the login load balancer",
+        stake="only root's SSH keys stand between a source range and a root shell on every "
+        "Slurm node",
+        inside="the login nodes' SSH",
+    )
     known = [pool.name for pool in config.node_pools]
     for index, node_set in enumerate(slurm.node_sets):
         here = f"{base}.nodeSets[{index}]"

@@ -23,22 +23,10 @@ from components.slurm.common import (
     slinky_image_reference,
 )
 from components.slurm.node_sets import shared_mount, shared_volume
+from components.web_uis import INTERNAL_LOAD_BALANCER
 
 LOGIN_PLACEMENT: Final = {"nodeSelector": {POOL_LABEL: GENERAL_LUSTRE_POOL}}
 """Login pods mount the file system, so they run on the CPU pool in its zone."""
-INTERNAL_LOAD_BALANCER: Final = {
-    "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
-    "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
-    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
-    "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes": (
-        "preserve_client_ip.enabled=true"
-    ),
-}
-"""An internal NLB in the private subnets, whichever controller (EKS's built-in service
-controller or the AWS Load Balancer Controller) handles the Service. Either keeps the client's
-address for the login NetworkPolicy: the built-in one's instance targets always do (with
-``externalTrafficPolicy: Local``), the AWS Load Balancer Controller's IP targets only with
-``preserve_client_ip`` on."""
 LOGIN_SET: Final = "login"
 
 
