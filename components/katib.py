@@ -319,6 +319,8 @@ def mysql_deployment() -> dict[str, Any]:
                 "metadata": {"labels": dict(labels)},
                 "spec": system_pod(
                     {
+                        # MySQL never calls the Kubernetes API.
+                        "automountServiceAccountToken": False,
                         "securityContext": {
                             "fsGroup": MYSQL_UID,
                             "fsGroupChangePolicy": "OnRootMismatch",

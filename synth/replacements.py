@@ -360,6 +360,8 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
     "kubernetes:core/v1:ConfigMap": [Trigger(f, _K8S_DIFF) for f in ("binaryData", "data")],
     "kubernetes:core/v1:Secret": [Trigger(f, _K8S_DIFF) for f in ("data", "stringData", "type")],
     "kubernetes:core/v1:ResourceQuota": [Trigger("spec.scopes", _K8S_DIFF)],
+    "kubernetes:core/v1:Service": [Trigger("spec.clusterIP", _K8S_DIFF)],
+    "kubernetes:apps/v1:Deployment": [Trigger("spec.selector", _K8S_DIFF)],
     "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": [Trigger("roleRef", _K8S_DIFF)],
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": [Trigger("roleRef", _K8S_DIFF)],
     # Keyed as in helm/<release>.yaml, where the release's name is `release`.

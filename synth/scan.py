@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import yaml
+
 from synth.stackfile import REPOSITORY_ROOT
 from synth.yamlio import load_yaml
 
@@ -149,6 +151,34 @@ def _evaluated(results: list[dict[str, Any]]) -> set[tuple[str, str]]:
     }
 
 
+POD_TEMPLATE_KINDS: Final = frozenset(
+    {"Deployment", "DeploymentConfig", "DaemonSet", "Job", "ReplicaSet",
+     "ReplicationController", "StatefulSet"}
+)  # fmt: skip
+"""Kinds whose pod template checkov reads as a Pod of its own (checkov 3.3.30
+checkov/kubernetes/kubernetes_utils.py, SUPPORTED_POD_CONTAINERS_TYPES)."""
+
+
+def resources_checkov_reads(document: Any) -> int:
+    """How many resources checkov counts in one parsed manifest.
+
+    The object, plus the Pod it makes of the pod template of a workload kind with a name or
+    labels (checkov 3.3.30 checkov/kubernetes/graph_builder/local_graph.py,
+    _extract_nested_resources_recursive; kubernetes_utils.py, is_invalid_k8_pod_definition).
+    """
+    if not isinstance(document, Mapping) or document.get("kind") not in POD_TEMPLATE_KINDS:
+        return 1
+    template = (document.get("spec") or {}).get("template")
+    if not isinstance(template, Mapping) or not document.get("metadata"):
+        return 1
+    metadata = template.get("metadata")
+    if not isinstance(metadata, Mapping) or not isinstance(template.get("spec"), (dict, list)):
+        return 1
+    if metadata.get("name") is None and metadata.get("labels") is None:
+        return 1
+    return 2
+
+
 KUBERNETES: Final = "kubernetes"
 TERRAFORM_PLAN: Final = "terraform_plan"
 FRAMEWORKS: Final = (KUBERNETES, TERRAFORM_PLAN)
@@ -191,7 +221,11 @@ def _prepared(stack_dir: Path, framework: str, scratch: Path) -> _Run:
         for folder in SCANNED_FOLDERS:
             for path in sorted((stack_dir / folder).glob("*.yaml")):
                 shutil.copy(path, documents / f"{folder}-{path.name}")
-                given += 1
+                try:
+                    document = load_yaml(path.read_text())
+                except yaml.YAMLError:
+                    document = None  # checkov reports its own parsing error for it
+                given += resources_checkov_reads(document)
         if not given:
             raise ScanError(f"{stack_dir} holds no manifests or pods to scan")
         return _Run(framework, ["--directory", str(documents)], given, stack_dir, {})

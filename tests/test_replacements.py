@@ -268,7 +268,7 @@ def test_immutable_kubernetes_fields_replace_and_a_volume_is_refused(dev: Synthe
 
     # replaced, but bound to a retained volume: no data goes, so it is flagged, not refused,
     # and flagged as left Pending, since its volume stays Released to the old claim
-    claim = _manifest_edit(dev, "PersistentVolumeClaim.", storage_class_name)
+    claim = _manifest_edit(dev, "PersistentVolumeClaim.ml-dev.", storage_class_name)
     assert refusals(claim) == []
     (flagged,) = retained_replacements(claim)
     assert flagged.released_volume.startswith(("shared-lustre-", "lustre-"))

@@ -32,6 +32,7 @@ from synth.scan import (
     kubernetes_findings,
     load_waivers,
     render,
+    resources_checkov_reads,
     scan,
     unwaived,
 )
@@ -476,3 +477,18 @@ def test_a_policy_document_lost_from_the_export_fails_the_scan(scans: Scans) -> 
     policy, outcome = scans.seeded["lost_policy_document"]
     with pytest.raises(ScanError, match=rf"did not evaluate CKV_AWS_290 on {policy}"):
         _found(outcome)
+
+
+def test_checkov_counts_a_workloads_pod_template_as_a_pod_of_its_own() -> None:
+    """The scan holds checkov to reading every resource it was given; a Deployment (the Katib
+    database's) is two to checkov: itself and the Pod of its template."""
+    deployment = {
+        "kind": "Deployment",
+        "metadata": {"name": "db", "namespace": "katib"},
+        "spec": {"template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": []}}},
+    }
+    assert resources_checkov_reads(deployment) == 2
+    unlabelled = {**deployment, "spec": {"template": {"metadata": {}, "spec": {}}}}
+    assert resources_checkov_reads(unlabelled) == 1
+    assert resources_checkov_reads({**deployment, "kind": "RayCluster"}) == 1
+    assert resources_checkov_reads({"kind": "Pod", "metadata": {"name": "p"}, "spec": {}}) == 1

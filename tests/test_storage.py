@@ -172,6 +172,12 @@ def expected_claims(raw_platform: dict[str, Any], namespace: str) -> list[tuple[
     ]
 
 
+def _lustre_claims(run: Any) -> list[Any]:
+    """The claims of Lustre volumes: bound to a volume by name (the stack's other claims, such
+    as a database's on an EBS class, are provisioned by their class)."""
+    return [c for c in run.of_type(CLAIM) if (c.inputs.get("spec") or {}).get("volumeName")]
+
+
 def mounting_namespaces(raw_platform: dict[str, Any]) -> list[str]:
     """Namespaces that get a claim: storage.lustre.namespaces, teams with the file system, and
     Slurm's namespace when Slurm is on."""
@@ -878,9 +884,9 @@ def test_growing_the_file_system_leaves_every_claim_unchanged(
     lustre["storageCapacityGiB"] = 2400 if capacity < 2400 else capacity + 2400
     lustre.pop("metadataIops", None)  # AUTOMATIC follows the capacity
     after = run_component(parts.storage, data, stack)
-    claims = {c.urn: c.inputs for c in before.of_type(CLAIM)}
+    claims = {c.urn: c.inputs for c in _lustre_claims(before)}
     assert claims
-    assert {c.urn: c.inputs for c in after.of_type(CLAIM)} == claims
+    assert {c.urn: c.inputs for c in _lustre_claims(after)} == claims
     grown = {v.inputs["spec"]["capacity"]["storage"] for v in after.of_type(VOLUME)}
     assert grown == {f"{data['storage']['lustre']['storageCapacityGiB']}Gi"}
 
@@ -1017,7 +1023,7 @@ def test_namespace_volume_and_claim(
         assert "/" + attributes["mountname"].partition("/")[2] == (directory or "/")
         claims = [
             c
-            for c in run.of_type(CLAIM)
+            for c in _lustre_claims(run)
             if c.inputs["metadata"] == {"name": claim_name, "namespace": namespace}
         ]
         assert len(claims) == 1, namespace
@@ -1070,7 +1076,7 @@ def test_one_volume_and_claim_per_namespace(lustre_case: StackCase) -> None:
     assert volumes == sorted(stem for _, stem, _ in expected)
     claims = sorted(
         (c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"])
-        for c in run.of_type(CLAIM)
+        for c in _lustre_claims(run)
     )
     assert claims == sorted(
         (ns, claim) for ns in namespaces for claim, _, _ in expected_claims(lustre_case.raw, ns)
@@ -1079,7 +1085,7 @@ def test_one_volume_and_claim_per_namespace(lustre_case: StackCase) -> None:
 
 def test_volumes_and_claims_are_valid_kubernetes(lustre_case: StackCase) -> None:
     version = lustre_case.raw["cluster"]["kubernetesVersion"]
-    records = [*lustre_case.run.of_type(VOLUME), *lustre_case.run.of_type(CLAIM)]
+    records = [*lustre_case.run.of_type(VOLUME), *_lustre_claims(lustre_case.run)]
     assert records
     for record in records:
         manifest = _manifest(record)
@@ -1093,9 +1099,9 @@ def test_kubernetes_objects_wait_for_the_csi_driver(lustre_case: StackCase) -> N
         p for p in run.of_type("pulumi:providers:kubernetes")
         if "upsertExistingObjects" not in p.inputs
     ]  # fmt: skip
-    for record in [*run.of_type(NAMESPACE), *run.of_type(VOLUME), *run.of_type(CLAIM)]:
+    for record in [*run.of_type(NAMESPACE), *run.of_type(VOLUME), *_lustre_claims(run)]:
         assert record.provider == provider.urn, record.name
-    for record in [*run.of_type(VOLUME), *run.of_type(CLAIM)]:
+    for record in [*run.of_type(VOLUME), *_lustre_claims(run)]:
         assert addon.urn in record.dependencies, record.name
 
 
@@ -1146,8 +1152,9 @@ def test_without_storage_nothing_of_it(run_platform: Callable[..., ProgramRun]) 
         assert "startupTaints" not in dict(_walk(record.inputs)), record.name
     pools = run.of_type(NODE_POOL)
     assert pools, "the pools still exist"
-    for resource_type in (FILE_SYSTEM, ASSOCIATION, VOLUME, CLAIM, BUCKET, *BUCKET_PARTS):
+    for resource_type in (FILE_SYSTEM, ASSOCIATION, VOLUME, BUCKET, *BUCKET_PARTS):
         assert run.of_type(resource_type) == [], resource_type
+    assert _lustre_claims(run) == []
     assert _csi_addons(run) == []
     assert not [g for g in run.of_type(SECURITY_GROUP) if "lustre" in g.name]
     storage = run.one(STORAGE).urn
@@ -1167,8 +1174,9 @@ def test_buckets_without_a_file_system_add_no_taint(
     assert _data_key(run).inputs["enableKeyRotation"] is True
     for record in run.records:
         assert "startupTaints" not in dict(_walk(record.inputs)), record.name
-    for resource_type in (FILE_SYSTEM, ASSOCIATION, VOLUME, CLAIM):
+    for resource_type in (FILE_SYSTEM, ASSOCIATION, VOLUME):
         assert run.of_type(resource_type) == [], resource_type
+    assert _lustre_claims(run) == []
     assert _csi_addons(run) == []
     assert not [g for g in run.of_type(SECURITY_GROUP) if "lustre" in g.name]
 
@@ -1234,7 +1242,7 @@ def test_non_default_lustre_settings_reach_the_resources(
         assert spec["capacity"] == {"storage": "4800Gi"}
     claims = sorted(
         (c.inputs["metadata"]["namespace"], c.inputs["spec"]["volumeName"])
-        for c in run.of_type(CLAIM)
+        for c in _lustre_claims(run)
     )
     assert [(namespace, name.rsplit("-", 1)[0]) for namespace, name in claims] == [
         ("team-a", "shared-lustre-team-a"),
