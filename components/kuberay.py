@@ -32,16 +32,15 @@ from components.config import NodePoolConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
-from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
+from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME
 from components.storage.layout import TeamDirectory
-from components.teams import JOB_SERVICE_ACCOUNT
 from components.tenancy import hardened_pod
 from components.trainer import (
     EFA_ENVIRONMENT,
     NCCL_ENVIRONMENT,
     NEURON_ENVIRONMENT,
+    team_pod_spec,
     team_volumes,
-    workload_security_context,
 )
 from components.workloads import (
     NEURON_COMPILE_CACHE_VARIABLE,
@@ -174,21 +173,15 @@ def _ray_pod(
     volumes: list[dict[str, Any]],
     group_id: int | None,
 ) -> dict[str, Any]:
-    """A hardened pod template of a Ray node in the team's namespace, Volcano-scheduled."""
+    """A hardened pod template of a Ray node in the team's namespace, Volcano-scheduled.
+
+    The Trainer runtimes' team pod (:func:`components.trainer.team_pod_spec`); its
+    ``schedulerName`` KubeRay sets too (volcano_scheduler.go, addSchedulerName), said here so
+    the template is judged as the pod will be.
+    """
     return {
         "spec": hardened_pod(
-            {
-                "securityContext": workload_security_context(group_id),
-                # KubeRay sets it too (volcano_scheduler.go, addSchedulerName); said here so the
-                # template is judged as the pod will be.
-                "schedulerName": SCHEDULER_NAME,
-                "priorityClassName": STANDARD_PRIORITY_CLASS,
-                "serviceAccountName": JOB_SERVICE_ACCOUNT,
-                "automountServiceAccountToken": False,
-                **placement,
-                "containers": [container],
-                "volumes": volumes,
-            }
+            team_pod_spec(container, placement=placement, volumes=volumes, group_id=group_id)
         )
     }
 

@@ -216,6 +216,28 @@ def pod_spec(
     }
     if command:
         container["command"] = command
+    return team_pod_spec(
+        container, placement=pool_workload_placement(pool), volumes=volumes, group_id=group_id
+    )
+
+
+def team_pod_spec(
+    container: dict[str, Any],
+    *,
+    placement: dict[str, Any],
+    volumes: list[dict[str, Any]],
+    group_id: int | None,
+) -> dict[str, Any]:
+    """The pod of a team's workload, for Trainer runtimes and Ray nodes alike.
+
+    Its user and gid, Volcano, the training priority, the job service account without a token.
+
+    Args:
+        container: the pod's one container.
+        placement: ``nodeSelector``, ``tolerations`` (and affinity) of where it runs.
+        volumes: its volumes.
+        group_id: the team's gid, its supplemental group; None without the shared file system.
+    """
     return {
         "securityContext": workload_security_context(group_id),
         "schedulerName": SCHEDULER_NAME,
@@ -224,7 +246,7 @@ def pod_spec(
         # The account mounts none either; said on the pod too, where a reader (or a scanner)
         # looking at the pod alone sees it. A TrainJob's runtimePatches may turn it on.
         "automountServiceAccountToken": False,
-        **pool_workload_placement(pool),
+        **placement,
         "containers": [container],
         "volumes": volumes,
     }
