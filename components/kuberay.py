@@ -26,7 +26,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
+from components.catalog import NEURON_RESOURCE
 from components.checkpoints import CHECKPOINT_VARIABLE, CheckpointLocation, checkpoint_directory
 from components.config import NodePoolConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
@@ -36,15 +36,11 @@ from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME
 from components.storage.layout import TeamDirectory
 from components.tenancy import hardened_pod
 from components.trainer import (
-    EFA_ENVIRONMENT,
-    NCCL_ENVIRONMENT,
-    NEURON_ENVIRONMENT,
+    fabric_variables,
     team_pod_spec,
     team_volumes,
 )
 from components.workloads import (
-    NEURON_COMPILE_CACHE_VARIABLE,
-    neuron_compile_cache,
     node_resources,
     pool_workload_placement,
     shared_memory_volume,
@@ -155,12 +151,7 @@ def ray_environment(
     """
     variables: dict[str, str] = {}
     if pool is not None:
-        gpu = pool.instance.accelerator_resource == GPU_RESOURCE
-        variables.update(NCCL_ENVIRONMENT if gpu else NEURON_ENVIRONMENT)
-        if pool.uses_efa:
-            variables.update(EFA_ENVIRONMENT)
-        if not gpu and checkpoints is not None:
-            variables[NEURON_COMPILE_CACHE_VARIABLE] = neuron_compile_cache(team)
+        variables.update(fabric_variables(pool, team=team, checkpoints=checkpoints))
     if checkpoints is not None:
         variables[CHECKPOINT_VARIABLE] = f"{checkpoint_directory(checkpoints.path, team)}/{job}"
     return [{"name": name, "value": value} for name, value in variables.items()]

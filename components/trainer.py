@@ -120,9 +120,19 @@ def runtime_name(framework: str, pool: NodePoolConfig) -> str:
     return f"{framework}-{pool.name}"
 
 
-def _environment(
+def fabric_variables(
     pool: NodePoolConfig, *, team: str | None, checkpoints: CheckpointLocation | None
-) -> list[dict[str, Any]]:
+) -> dict[str, str]:
+    """The accelerator's and fabric's variables of a training pod, Trainer's and Ray's alike.
+
+    NCCL's or Neuron's, EFA's on EFA pools, and on Trainium the team's shared compile cache
+    when the team has the file system.
+
+    Args:
+        pool: the pod's pool.
+        team: the team; None for cluster-wide runtimes (no compile cache of its own).
+        checkpoints: where jobs checkpoint; None without the shared file system.
+    """
     gpu = pool.instance.accelerator_resource == GPU_RESOURCE
     variables = {**(NCCL_ENVIRONMENT if gpu else NEURON_ENVIRONMENT)}
     if pool.uses_efa:
@@ -131,6 +141,13 @@ def _environment(
         # A TrainJob's trainer.env replaces it by name (kubeflow/trainer v2.3.0
         # pkg/runtime/framework/plugins/jobset/builder.go, apply.UpsertEnvVars).
         variables[NEURON_COMPILE_CACHE_VARIABLE] = neuron_compile_cache(team)
+    return variables
+
+
+def _environment(
+    pool: NodePoolConfig, *, team: str | None, checkpoints: CheckpointLocation | None
+) -> list[dict[str, Any]]:
+    variables = fabric_variables(pool, team=team, checkpoints=checkpoints)
     environment: list[dict[str, Any]] = [
         {"name": key, "value": value} for key, value in variables.items()
     ]
