@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import yaml
 
+from components.slurm.common import RELEASE as SLURM_RELEASE
 from synth.engine import SECRET_MARK, UNKNOWN, ResourceRecord
 from synth.output import (
     HELM_RELEASE_TYPE,
@@ -1250,7 +1251,7 @@ def render(stack: str, base: Path, diff: SynthesisDiff, *, allow_replace: bool =
     return "\n".join(lines)
 
 
-SLURM_RELEASE_FILE: Final = "slurm.yaml"
+SLURM_RELEASE_FILE: Final = f"{SLURM_RELEASE}.yaml"
 SLURM_NAMESPACE_KEYS: Final = (
     ("controller", "extraConfMap", "NamespaceType"),
     ("configFiles", "namespace.yaml"),

@@ -186,6 +186,9 @@ def job_memory_mib(pool: NodePoolConfig) -> int:
     return whole_node_memory_mib(pool)
 
 
+MEMORY_DEFAULTS: Final = ("DefMemPerGPU", "DefMemPerCPU", "DefMemPerNode")
+"""Slurm's default-memory settings: any one keeps a job without ``--mem`` from taking the
+node's whole memory (slurm.conf(5))."""
 DAEMON_HEADROOM_MIB: Final = 1024
 """Memory the defaults leave to slurmd, slurmstepd, sshd and SSSD, which share the slurmd
 container's memory limit with the jobs (Slurm hands the whole limit to jobs): eight default

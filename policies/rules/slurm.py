@@ -36,7 +36,7 @@ OPEN_RANGES = ("0.0.0.0/0", "::/0")
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
-def _slurm_values(args: ResourceValidationArgs | PolicyResource) -> Mapping[str, Any] | None:
+def slurm_chart_values(args: ResourceValidationArgs | PolicyResource) -> Mapping[str, Any] | None:
     """The values of a Helm release or chart of the slurm chart, else None."""
     if args.resource_type not in HELM_TYPES or chart_name(args.props) != "slurm":
         return None
@@ -50,14 +50,14 @@ def chart_node_sets(resources: list[PolicyResource]) -> Iterator[tuple[str, Mapp
     container, ``replicas``) that no policy sees as a resource: Helm creates it server-side.
     """
     for release in resources:
-        values = _slurm_values(release)
+        values = slurm_chart_values(release)
         for name, node_set in ((values or {}).get("nodesets") or {}).items():
             if node_set.get("enabled", True) is not False:
                 yield str(name), node_set
 
 
 def _check_auth_keys(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    values = _slurm_values(args)
+    values = slurm_chart_values(args)
     if values is None:
         return
     for key in ("slurmKey", "jwtKey"):
@@ -90,7 +90,7 @@ def _exposure_problems(what: str, service: Mapping[str, Any], default_type: str)
 
 def _check_login(args: ResourceValidationArgs, report: ReportViolation) -> None:
     problems: list[str] = []
-    values = _slurm_values(args)
+    values = slurm_chart_values(args)
     if values is not None:
         for name, login_set in (values.get("loginsets") or {}).items():
             # The chart's loginsetDefaults make the Service a LoadBalancer when nothing is said.

@@ -18,6 +18,7 @@ from typing import Any
 from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
 
 from components.slurm.sharing import (
+    MEMORY_DEFAULTS,
     METRICS_PARAMETERS,
     backfill_window,
     conf_settings,
@@ -26,17 +27,13 @@ from components.slurm.sharing import (
 )
 
 from .common import (
-    HELM_TYPES,
     MANDATORY,
     ReportViolation,
     ResourceValidationArgs,
-    chart_name,
     resource_policy,
 )
+from .slurm import NODE_SET, slurm_chart_values
 
-NODE_SET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
-MEMORY_DEFAULTS = ("DefMemPerGPU", "DefMemPerCPU", "DefMemPerNode")
-"""Any of them keeps a job without ``--mem`` from taking a node's whole memory (slurm.conf(5))."""
 REQUIRED_PRIVATE = ("account", "job", "usage")
 """What other teams must not see: their jobs with command lines, their usage, their accounts.
 Slurm finds each word anywhere in the value, case-insensitively, and ``all`` covers every one
@@ -51,12 +48,6 @@ def _hidden_missing(value: str) -> list[str]:
     return [kind for kind in REQUIRED_PRIVATE if kind not in text]
 
 
-def _slurm_values(props: Mapping[str, Any], resource_type: str) -> Mapping[str, Any] | None:
-    if resource_type not in HELM_TYPES or chart_name(props) != "slurm":
-        return None
-    return props.get("values") or {}
-
-
 def partitions(resources: list[PolicyResource]) -> Iterator[tuple[str, dict[str, str], str]]:
     """(name, settings, URN) of every enabled partition the stack declares, in any form."""
     for resource in resources:
@@ -67,7 +58,7 @@ def partitions(resources: list[PolicyResource]) -> Iterator[tuple[str, dict[str,
                 name = str((resource.props.get("metadata") or {}).get("name"))
                 yield name, _settings(partition.get("config")), resource.urn
             continue
-        values = _slurm_values(resource.props, resource.resource_type)
+        values = slurm_chart_values(resource)
         if values is None:
             continue
         for name, node_set in (values.get("nodesets") or {}).items():
@@ -109,7 +100,7 @@ def _minutes(text: str | None) -> int | None:
 def _controller(resources: list[PolicyResource]) -> tuple[dict[str, str], str | None]:
     """slurm.conf's extra settings and the URN of the release that sets them (none: empty)."""
     for resource in resources:
-        values = _slurm_values(resource.props, resource.resource_type)
+        values = slurm_chart_values(resource)
         if values is not None:
             return conf_settings(values.get("controller") or {}), resource.urn
     return {}, None
@@ -166,7 +157,7 @@ def _check_node_sharing(args: StackValidationArgs, report: ReportViolation) -> N
 
 
 def _check_private_data(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    values = _slurm_values(args.props, args.resource_type)
+    values = slurm_chart_values(args)
     if values is None:
         return
     controller = conf_settings(values.get("controller") or {})

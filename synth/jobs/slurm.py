@@ -16,6 +16,7 @@ from typing import Any, Final
 from components.catalog import InstanceType
 from components.slurm.directory import TEAMS_CONFIG_MAP, TeamRow, parse_teams_table
 from components.slurm.sharing import (
+    MEMORY_DEFAULTS,
     backfill_window,
     conf_settings,
     parse_partition_line,
@@ -27,7 +28,6 @@ MIB: Final = Decimal(1024 * 1024)
 THREADS_PER_CORE: Final = 2
 """Every accelerated instance type of the catalog runs two threads per core: Slurm allocates
 whole cores (``CR_Core_Memory``), so a job's CPUs are a multiple of two."""
-MEMORY_DEFAULTS: Final = ("DefMemPerGPU", "DefMemPerCPU", "DefMemPerNode")
 
 
 @dataclass(frozen=True)
