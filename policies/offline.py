@@ -192,14 +192,29 @@ def evaluate(
     check_config_names(config, [*ALL_POLICIES, *policies])
     by_urn = {record.urn: record for record in records}
     findings: list[Finding] = []
+    # Built once and handed to every policy (the pack's policies only read them): proxying every
+    # resource's inputs again for each policy was most of the pack's time.
+    proxied: dict[str, Any] = {}
+    providers: dict[str, PolicyProviderResource | None] = {}
+    stack_resources: list[PolicyResource] = []
+
+    def inputs_of(record: ResourceRecord) -> Any:
+        if record.urn not in proxied:
+            proxied[record.urn] = unknown_checking_proxy(record.inputs)
+        return proxied[record.urn]
 
     def provider_of(record: ResourceRecord) -> PolicyProviderResource | None:
-        provider = by_urn.get(record.provider or "")
-        if provider is None:
-            return None
-        return PolicyProviderResource(
-            provider.type, unknown_checking_proxy(provider.inputs), provider.urn, provider.name
-        )
+        key = record.provider or ""
+        if key not in providers:
+            provider = by_urn.get(key)
+            providers[key] = (
+                None
+                if provider is None
+                else PolicyProviderResource(
+                    provider.type, inputs_of(provider), provider.urn, provider.name
+                )
+            )
+        return providers[key]
 
     for policy in policies:
         settings = resolve(policy, config)
@@ -215,7 +230,7 @@ def evaluate(
             for record in records:
                 args = ResourceValidationArgs(
                     record.type,
-                    unknown_checking_proxy(record.inputs),
+                    inputs_of(record),
                     record.urn,
                     record.name,
                     _options(record),
@@ -224,9 +239,9 @@ def evaluate(
                 )
                 _run(policy, args, findings, _reporter(findings, policy.name, level, record.urn))
         elif isinstance(policy, StackValidationPolicy):
-            stack_args = StackValidationArgs(
-                _stack_resources(records, provider_of), settings.properties
-            )
+            if not stack_resources:
+                stack_resources.extend(_stack_resources(records, inputs_of, provider_of))
+            stack_args = StackValidationArgs(stack_resources, settings.properties)
             _run(policy, stack_args, findings, _reporter(findings, policy.name, level, ""))
     return findings
 
@@ -259,11 +274,13 @@ def _run(policy: Policy, args: Any, findings: list[Finding], report: Any) -> Non
         pass
 
 
-def _stack_resources(records: list[ResourceRecord], provider_of: Any) -> list[PolicyResource]:
+def _stack_resources(
+    records: list[ResourceRecord], inputs_of: Any, provider_of: Any
+) -> list[PolicyResource]:
     resources = {
         record.urn: PolicyResource(
             record.type,
-            unknown_checking_proxy(record.inputs),
+            inputs_of(record),
             record.urn,
             record.name,
             _options(record),
