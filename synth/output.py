@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from synth.engine import ResourceRecord
 from synth.pods import pods_of
 from synth.terraform import terraform_plan
+from synth.yamlio import dump_yaml
 
 HELM_RELEASE_TYPE: Final = "kubernetes:helm.sh/v3:Release"
 _NOT_OBJECTS: Final = (HELM_RELEASE_TYPE,)
@@ -97,19 +96,17 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
             path = manifests_dir / manifest_file_name(manifest)
             if path.exists():
                 raise ValueError(f"two objects would be written to {path.name}")
-            path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+            path.write_text(dump_yaml(manifest))
             manifests[path.name] = manifest
         elif record.type == HELM_RELEASE_TYPE:
             release = helm_release_of(record)
-            (helm_dir / f"{release['release']}.yaml").write_text(
-                yaml.safe_dump(release, sort_keys=False)
-            )
+            (helm_dir / f"{release['release']}.yaml").write_text(dump_yaml(release))
             releases[release["release"]] = release
     pods = pods_of(manifests, releases)
     pods_dir = directory / "pods"
     pods_dir.mkdir()
     for name, pod in pods.items():
-        (pods_dir / name).write_text(yaml.safe_dump(pod, sort_keys=False))
+        (pods_dir / name).write_text(dump_yaml(pod))
     (directory / "terraform-plan.json").write_text(
         json.dumps(terraform_plan(records), indent=1) + "\n"
     )

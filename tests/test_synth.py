@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.config_reference import render_reference
 from policies.offline import Finding
@@ -19,7 +20,7 @@ from synth.output import component_counts, is_kubernetes_object, manifest_file_n
 from synth.reference_pages import parts
 from synth.run import StackResult, policy_summary, synthesize_stack
 from synth.stackfile import SECURE_PLACEHOLDER, stack_from_document
-from synth.yamlio import load_yaml
+from synth.yamlio import UNFOLDED, dump_yaml, load_yaml
 from tests.conftest import STACKS, synth_cli
 from tests.schemas import UnknownKind, validation_errors
 
@@ -125,6 +126,26 @@ def test_synthesis_is_deterministic(synthesized: dict[str, StackResult], tmp_pat
         tmp_path / "dev/resources.json"
     ).read_text()
     assert len(first.records) == len(second.records)
+
+
+def test_written_yaml_reads_the_same_whichever_pyyaml_wrote_it(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Files are written through libyaml (synth/yamlio.py); without it, PyYAML's Python
+    emitter must write the same text, or a synthesis would diff against itself on a machine
+    whose PyYAML has no libyaml. The two fold long strings differently, so none is folded."""
+    directory = synthesized["dev"].written.directory
+    files = sorted(directory.rglob("*.yaml"))
+    assert files
+    folded = 0
+    for path in files:
+        text = path.read_text()
+        document = load_yaml(text)
+        assert text == dump_yaml(document), path
+        python = yaml.dump(document, Dumper=yaml.SafeDumper, sort_keys=False, width=UNFOLDED)
+        assert python == text, path
+        folded += yaml.safe_dump(document, sort_keys=False) != python
+    assert folded, "no file has a string long enough to fold: the check proves nothing"
 
 
 @pytest.mark.slow
