@@ -14,14 +14,16 @@ import contextvars
 import hashlib
 import heapq
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pulumi
 from google.protobuf import json_format
 from pulumi.runtime import mocks
-from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime import resource as sdk_resource
+from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -405,6 +407,23 @@ def synthesize(
     return contextvars.Context().run(_synthesize, stack_file, program, region, account_id)
 
 
+@contextmanager
+def _without_source_positions() -> Iterator[None]:
+    """Registrations carry no source position while the program runs.
+
+    The SDK walks the whole call stack of every registration, reading each frame's source
+    line, to tell the engine where the resource was declared (pulumi/runtime/resource.py,
+    ``_get_stack_trace``): a sixth of a synthesis, for positions only the engine's diagnostics
+    show and no record keeps. An SDK without the function fails here, not silently slower.
+    """
+    traced = sdk_resource._get_stack_trace
+    sdk_resource._get_stack_trace = source_pb2.StackTrace
+    try:
+        yield
+    finally:
+        sdk_resource._get_stack_trace = traced
+
+
 def _synthesize(
     stack_file: StackFile, program: Callable[[], Any], region: str, account_id: str
 ) -> SynthRun:
@@ -418,7 +437,8 @@ def _synthesize(
     )
     pulumi.runtime.set_all_config(stack_file.engine_config(), stack_file.secret_keys)
     run = SynthRun(stack=stack_file.stack)
-    _sync_await(run_pulumi_func(program))
+    with _without_source_positions():
+        _sync_await(run_pulumi_func(program))
     run.records = dependency_order(monitor.records)
     return run
 
