@@ -30,6 +30,7 @@ from components.catalog import NEURON_RESOURCE
 from components.checkpoints import CHECKPOINT_VARIABLE, CheckpointLocation, checkpoint_directory
 from components.config import NodePoolConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
+from components.config.ray import RayImagesConfig
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME
@@ -127,6 +128,26 @@ class KubeRay(pulumi.ComponentResource):
             ),
         )
         self.register_outputs({})
+
+
+def ray_image(images: RayImagesConfig, pool: NodePoolConfig) -> str:
+    """The image of a cluster whose workers run on ``pool``: its head and submitter's too.
+
+    The pool's accelerator picks it (``ray.images.gpu`` or ``.neuron``); the head runs the
+    workers' image so the driver has the workers' Ray and libraries. Config has checked it
+    against the pool's drivers and its tag against ``rayVersion`` (components/config/ray.py).
+
+    Args:
+        images: the stack's ``ray.images``.
+        pool: the workers' pool.
+
+    Raises:
+        ValueError: a Trainium pool without ``ray.images.neuron`` (config refuses that stack).
+    """
+    image = images.for_accelerator(pool.instance.accelerator)
+    if image is None:
+        raise ValueError(f"ray.images has no image for pool {pool.name} (config requires one)")
+    return image
 
 
 def ray_environment(
