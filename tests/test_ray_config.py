@@ -74,7 +74,7 @@ def test_a_trainium_pool_needs_the_built_ray_neuron_image() -> None:
 def test_the_trainer_image_is_no_ray_image() -> None:
     image = f"{REGISTRY}/training-neuron:sdk2.31.1"
     data = _dev_with_ray_images(neuron=image)
-    assert_reported(data, "platform.ray.images.neuron", image, "2.52.0")
+    assert_reported(data, "platform.ray.images.neuron", image, "the Ray release 2.52.0")
 
 
 def test_rays_own_gpu_image_is_refused_on_an_efa_pool() -> None:
