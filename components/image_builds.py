@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from components import software
+from components import software, versions
 
 DIGEST: Final = re.compile(r"@sha256:[0-9a-f]{64}$")
 """How a reference pinned to its bytes ends."""
@@ -41,7 +41,12 @@ class ImageBuild:
     bases: dict[str, str]
     """Build argument -> the base image reference it pins (``FROM``)."""
     arguments: dict[str, str] = field(default_factory=dict)
-    """Other build arguments that choose the variant (``ACCELERATOR``, ``ROLE``)."""
+    """Other build arguments that choose the variant (``ACCELERATOR``, ``ROLE``) or pass pins
+    another recipe holds (``images/ray-cuda`` takes ``images/training-cuda``'s EFA pins)."""
+    base_build: ImageBuild | None = None
+    """A build of this plan the job makes first, in its own engine, and passes as
+    ``BASE_IMAGE`` (``images/ray-neuron`` on ``images/training-neuron``): pinned as far down as
+    that build's own bases, with no registry round trip; None for the others."""
 
     @property
     def tag(self) -> str:
@@ -68,11 +73,22 @@ class ImageBuild:
         if self.recipe == "slurmd":
             unused = "CUDA_" if self.arguments.get("ACCELERATOR") == "neuron" else "NEURON_"
             names = tuple(name for name in names if not name.startswith(unused))
+        if self.base_build is not None:
+            names = tuple(dict.fromkeys((*self.base_build.downloads, *names)))
         return names
+
+    @property
+    def local_base(self) -> str:
+        """The name the job gives :attr:`base_build`'s image in its engine ("" without one)."""
+        base = self.base_build
+        return "" if base is None else f"local/{base.repository}:{base.tag}"
 
     def matrix_entry(self) -> dict[str, object]:
         """The entry of the workflow's matrix (``docker buildx build`` reads each field)."""
         arguments = {**self.bases, **self.arguments}
+        base = self.base_build
+        if base is not None:
+            arguments["BASE_IMAGE"] = self.local_base
         return {
             "name": f"{self.repository}:{self.tag}",
             "context": f"images/{self.recipe}",
@@ -82,6 +98,11 @@ class ImageBuild:
             "build_args": " ".join(f"--build-arg {k}={v}" for k, v in sorted(arguments.items())),
             "downloads": " ".join(self.downloads),
             "build_contexts": CHECKPOINT_CONTEXT if self._copies_from_checkpoint else "",
+            # The base build, made first in the job (empty where there is none).
+            "base_context": "" if base is None else f"images/{base.recipe}",
+            "base_build_args": "" if base is None else base.matrix_entry()["build_args"],
+            "base_build_contexts": "" if base is None else base.matrix_entry()["build_contexts"],
+            "base_tag": self.local_base,
         }
 
 
@@ -101,15 +122,39 @@ def builds() -> list[ImageBuild]:
         )
         for key in sorted(software.DEFAULT_IMAGES)
     ]
-    made.append(
-        ImageBuild(
-            recipe="training-neuron",
-            variant="neuron",
-            repository="training-neuron",
-            config_key="trainer.images.neuron",
-            bases={"BASE_IMAGE": neuron["BASE_IMAGE"]},
-        )
+    training_neuron = ImageBuild(
+        recipe="training-neuron",
+        variant="neuron",
+        repository="training-neuron",
+        config_key="trainer.images.neuron",
+        bases={"BASE_IMAGE": neuron["BASE_IMAGE"]},
     )
+    made.append(training_neuron)
+    cuda = software.recipe_pins("training-cuda")
+    made += [
+        ImageBuild(
+            recipe="ray-cuda",
+            variant="nvidia",
+            repository="ray-efa",
+            config_key="ray.images.gpu",
+            bases={"BASE_IMAGE": versions.RAY_IMAGE},
+            # The EFA pins are images/training-cuda's: one EFA user space for Trainer and Ray.
+            arguments={
+                "RAY_VERSION": versions.RAY_VERSION,
+                "EFA_INSTALLER_VERSION": cuda["EFA_INSTALLER_VERSION"],
+                "AWS_OFI_NCCL_VERSION": cuda["AWS_OFI_NCCL_VERSION"],
+            },
+        ),
+        ImageBuild(
+            recipe="ray-neuron",
+            variant="neuron",
+            repository="ray-neuron",
+            config_key="ray.images.neuron",
+            bases={},
+            arguments={"RAY_VERSION": versions.RAY_VERSION},
+            base_build=training_neuron,
+        ),
+    ]
     # One recipe, three images: variant, repository, slurm.images key, base argument, ROLE,
     # ACCELERATOR.
     slurm_images = [

@@ -20,6 +20,7 @@ provider applies server-side.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pulumi
@@ -30,6 +31,7 @@ from components.catalog import NEURON_RESOURCE
 from components.checkpoints import CHECKPOINT_VARIABLE, CheckpointLocation, checkpoint_directory
 from components.config import NodePoolConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
+from components.config.ray import RayImagesConfig
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME
@@ -76,6 +78,16 @@ def operator_values() -> dict[str, Any]:
     )
 
 
+@dataclass(frozen=True)
+class StandingCluster:
+    """A team's standing RayCluster and what it waits for in the team's namespace."""
+
+    body: dict[str, Any]
+    """The RayCluster (:func:`ray_cluster`)."""
+    after: list[pulumi.Resource]
+    """The team's namespace and the claims its pods mount."""
+
+
 class KubeRay(pulumi.ComponentResource):
     """The KubeRay operator and its CRDs."""
 
@@ -86,9 +98,10 @@ class KubeRay(pulumi.ComponentResource):
         protect: bool,
         volcano_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
+        clusters: list[StandingCluster] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """Apply the CRDs, then install the operator after Volcano.
+        """Apply the CRDs, then install the operator after Volcano, then the teams' clusters.
 
         Args:
             name: prefix of child resource names.
@@ -97,6 +110,8 @@ class KubeRay(pulumi.ComponentResource):
             volcano_ready: Volcano must run first: the operator registers its PodGroup watch at
                 start-up (volcano_scheduler.go, ConfigureReconciler).
             kubernetes_provider: provider of the CRDs and the release.
+            clusters: the teams' standing RayClusters (``teams[].ray.clusters``), each made after
+                the CRDs, the operator and what it needs in its team's namespace. Default none.
             opts: resource options.
         """
         super().__init__("trainingplatform:index:KubeRay", name, None, opts)
@@ -126,7 +141,43 @@ class KubeRay(pulumi.ComponentResource):
                 stateful, pulumi.ResourceOptions(depends_on=[*volcano_ready, *self.crds])
             ),
         )
+        self.clusters: dict[tuple[str, str], k8s.apiextensions.CustomResource] = {}
+        for standing in clusters or []:
+            body = standing.body
+            team, cluster = body["metadata"]["namespace"], body["metadata"]["name"]
+            self.clusters[(team, cluster)] = k8s.apiextensions.CustomResource(
+                f"{name}-{team}-{cluster}",
+                api_version=body["apiVersion"],
+                kind=body["kind"],
+                metadata=body["metadata"],
+                spec=body["spec"],
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=kubernetes_provider,
+                    depends_on=[*self.crds, self.operator, *standing.after],
+                ),
+            )
         self.register_outputs({})
+
+
+def ray_image(images: RayImagesConfig, pool: NodePoolConfig) -> str:
+    """The image of a cluster whose workers run on ``pool``: its head and submitter's too.
+
+    The pool's accelerator picks it (``ray.images.gpu`` or ``.neuron``); the head runs the
+    workers' image so the driver has the workers' Ray and libraries. Config has checked it
+    against the pool's drivers and its tag against ``rayVersion`` (components/config/ray.py).
+
+    Args:
+        images: the stack's ``ray.images``.
+        pool: the workers' pool.
+
+    Raises:
+        ValueError: a Trainium pool without ``ray.images.neuron`` (config refuses that stack).
+    """
+    image = images.for_accelerator(pool.instance.accelerator)
+    if image is None:
+        raise ValueError(f"ray.images has no image for pool {pool.name} (config requires one)")
+    return image
 
 
 def ray_environment(
@@ -362,5 +413,64 @@ def ray_job(
                     )
                 ],
             },
+        },
+    }
+
+
+def ray_cluster(
+    name: str,
+    pool: NodePoolConfig,
+    *,
+    team: str,
+    image: str,
+    workers: int,
+    checkpoints: CheckpointLocation | None,
+    directories: list[TeamDirectory] | None = None,
+    group_id: int | None = None,
+) -> dict[str, Any]:
+    """A standing RayCluster of ``team`` on ``pool``, gang-scheduled in the team queue.
+
+    The cluster a RayJob makes, without the job: the head on a general pool and one worker
+    group of whole nodes, ``minReplicas`` = ``replicas`` = ``maxReplicas`` and no autoscaler,
+    so KubeRay's PodGroup ``ray-<name>-pg`` asks for the head and every worker at once
+    (volcano_scheduler.go, handleRayCluster). ``CHECKPOINT_DIR`` is named after the cluster.
+
+    Args:
+        name: the RayCluster's name (and its checkpoint directory's).
+        pool: the workers' pool.
+        team: the team (namespace, queue).
+        image: the Ray image of the pool (:func:`ray_image`), the head's too.
+        workers: worker nodes.
+        checkpoints: where jobs checkpoint; None without the shared file system (or where the
+            pool does not mount it).
+        directories: the team's directories on the shared file system. Default none.
+        group_id: the team's gid. Default None.
+    """
+    return {
+        "apiVersion": RAY_API,
+        "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": team, "labels": {QUEUE_LABEL: team}},
+        "spec": {
+            "rayVersion": versions.RAY_VERSION,
+            "headGroupSpec": head_group_spec(
+                team=team,
+                job=name,
+                image=image,
+                checkpoints=checkpoints,
+                directories=directories,
+                group_id=group_id,
+            ),
+            "workerGroupSpecs": [
+                worker_group_spec(
+                    pool,
+                    team=team,
+                    job=name,
+                    image=image,
+                    replicas=workers,
+                    checkpoints=checkpoints,
+                    directories=directories,
+                    group_id=group_id,
+                )
+            ],
         },
     }

@@ -28,7 +28,7 @@ from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
 from components.katib import Katib
 from components.kuberay import NAMESPACE as KUBERAY_NAMESPACE
-from components.kuberay import KubeRay
+from components.kuberay import KubeRay, StandingCluster, ray_cluster, ray_image
 from components.network import Network
 from components.node_pools import NodePools
 from components.platform_network import PlatformNetwork, kube_system_fences
@@ -43,7 +43,7 @@ from components.slurm.common import (
     OPERATOR_NAMESPACE,
 )
 from components.storage import Storage
-from components.storage.layout import layout_problems
+from components.storage.layout import layout_problems, team_directories
 from components.teams import Teams
 from components.tenant_api import GangLimits, gang_limits
 from components.trainer import (
@@ -179,6 +179,16 @@ class TrainingPlatform(pulumi.ComponentResource):
                 protect=config.protect_stateful_resources,
                 volcano_ready=self.scheduling.ready,
                 kubernetes_provider=in_cluster.provider,
+                clusters=standing_ray_clusters(
+                    config,
+                    team_ready={
+                        team.name: [
+                            self.teams.namespaces[team.name],
+                            *self.storage.claims.get(team.name, []),
+                        ]
+                        for team in config.teams
+                    },
+                ),
                 opts=with_aws,
             )
             if config.ray.enabled
@@ -539,6 +549,39 @@ def build_trainer(
         adopting_kubernetes_provider=cluster.adopting_provider,
         opts=opts,
     )
+
+
+def standing_ray_clusters(
+    config: PlatformConfig, *, team_ready: dict[str, list[pulumi.Resource]]
+) -> list[StandingCluster]:
+    """The teams' standing RayClusters (``teams[].ray.clusters``), built as a RayJob's cluster.
+
+    Each mounts the team's directories where the team has the shared file system and the pool
+    mounts it, as the team's Trainer runtimes on that pool do.
+
+    Args:
+        config: the validated stack configuration (it has checked each cluster's pool,
+            workers and the team's share).
+        team_ready: team name -> its namespace and the claims its pods mount.
+    """
+    lustre = config.storage.lustre
+    mounting = lustre_pools(config)
+    made: list[StandingCluster] = []
+    for team in config.teams:
+        for cluster in team.ray.clusters:
+            pool = config.pool(cluster.pool)
+            if pool is None:
+                continue  # config refused it
+            mounted = lustre is not None and team.shared_file_system and pool.name in mounting
+            body = ray_cluster(
+                cluster.name, pool, team=team.name,
+                image=ray_image(config.ray.images, pool), workers=cluster.workers,
+                checkpoints=checkpoint_location(config) if mounted else None,
+                directories=team_directories(lustre, team) if lustre and mounted else None,
+                group_id=team.gid if lustre is not None else None,
+            )  # fmt: skip
+            made.append(StandingCluster(body=body, after=team_ready.get(team.name, [])))
+    return made
 
 
 def build_katib(

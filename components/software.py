@@ -60,6 +60,7 @@ release recorded here (the family is part of the key: Bottlerocket carries other
 
 CUDA_MINIMUM_DRIVER: Final[dict[str, str]] = {
     # CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions" (Linux, GA).
+    "12.1": "530.30.02",
     "12.8": "570.26",
     "12.9": "575.51.03",
     "13.0": "580.65.06",
@@ -311,6 +312,17 @@ DEFAULT_IMAGES: Final[dict[str, ImageSoftware]] = {
 }
 """Trainer runtime key -> the default image of that key."""
 
+RAY_GPU_IMAGE: Final = ImageSoftware(
+    name=versions.RAY_IMAGE,
+    # Ray's image build (its ci/ray_ci/docker_container.py) aliases "-gpu" to GPU_PLATFORM
+    # cu12.1.1-cudnn8, built on nvidia/cuda:12.1.1-cudnn8-devel-ubuntu22.04. Ray itself loads
+    # no NCCL; a job's PyTorch brings its own, so no NCCL is recorded.
+    os="ubuntu22.04",
+    cuda="12.1",
+    recorded_tag="2.52.0-py312-gpu",
+)
+"""Ray's own GPU image (:data:`components.versions.RAY_IMAGE`): the default ``ray.images.gpu``."""
+
 
 _ARG = re.compile(r"^ARG\s+([A-Z0-9_]+)=(\S+)\s*$", re.MULTILINE)
 
@@ -374,6 +386,31 @@ def training_neuron() -> ImageSoftware:
     )
 
 
+def ray_cuda() -> ImageSoftware:
+    """``images/ray-cuda``: Ray's GPU image with the EFA user space of ``images/training-cuda``.
+
+    The recipe declares no versions of its own: the build passes the EFA installer's and the
+    plugin's from ``images/training-cuda``'s pins (:mod:`components.image_builds`), so the two
+    GPU recipes cannot drift apart.
+    """
+    pins = recipe_pins("training-cuda")
+    return replace(
+        RAY_GPU_IMAGE,
+        name=f"images/ray-cuda on {RAY_GPU_IMAGE.name}",
+        efa_installer=pins["EFA_INSTALLER_VERSION"],
+        aws_ofi_nccl=pins["AWS_OFI_NCCL_VERSION"],
+    )
+
+
+def ray_neuron() -> ImageSoftware:
+    """``images/ray-neuron``: the ``images/training-neuron`` build plus Ray ``RAY_VERSION``."""
+    return replace(
+        training_neuron(),
+        name=f"images/ray-neuron (Ray {versions.RAY_VERSION} on "
+        f"Neuron SDK {recipe_pins('training-neuron')['NEURON_SDK_VERSION']})",
+    )
+
+
 def slurmd(accelerator: str) -> ImageSoftware:
     """``images/slurmd`` for a pool of ``accelerator`` (``nvidia`` or ``neuron``).
 
@@ -422,7 +459,7 @@ def normalized(reference: str) -> str:
 
 
 KNOWN_IMAGES: Final[dict[str, ImageSoftware]] = {
-    normalized(image.name): image for image in DEFAULT_IMAGES.values()
+    normalized(image.name): image for image in (*DEFAULT_IMAGES.values(), RAY_GPU_IMAGE)
 }
 """Published images whose contents the bill of materials records, by :func:`normalized`
 reference (the tag, not the digest: another digest of a recorded tag is a rebuild of the same
@@ -457,8 +494,19 @@ def built_tag(recipe: str, variant: str) -> str:
     says which recipe and pins its image has, and an image built from older pins carries another
     tag. ``variant``: the Trainer image key for ``training-cuda`` (its base is that key's default
     image), ``nvidia`` or ``neuron`` for ``slurmd`` (``login`` for its login image); unused
-    for ``training-neuron``.
+    for ``training-neuron``, ``ray-cuda`` and ``ray-neuron``.
+
+    Ray's images begin with the Ray release, so config can hold every Ray image's tag to
+    ``rayVersion`` (components/config/ray.py): ``ray-cuda`` is Ray's image's tag and the EFA
+    installer (``2.52.0-py312-gpu-efa1.47.0``), ``ray-neuron`` the Ray release and the Neuron
+    SDK of its ``images/training-neuron`` base (``2.52.0-sdk2.31.1``).
     """
+    if recipe == "ray-cuda":
+        efa = recipe_pins("training-cuda")["EFA_INSTALLER_VERSION"]
+        return f"{reference_tag(versions.RAY_IMAGE)}-efa{efa}"
+    if recipe == "ray-neuron":
+        sdk = recipe_pins("training-neuron")["NEURON_SDK_VERSION"]
+        return f"{versions.RAY_VERSION}-sdk{sdk}"
     pins = recipe_pins(recipe)
     efa = f"efa{pins['EFA_INSTALLER_VERSION']}"
     if recipe == "training-cuda":
@@ -475,12 +523,19 @@ def built_tag(recipe: str, variant: str) -> str:
 TRAINER_RECIPES: Final[dict[str, str]] = {"nvidia": "training-cuda", "neuron": "training-neuron"}
 """Accelerator -> the ``images/`` recipe that builds Trainer runtime images for its pools."""
 
+RAY_RECIPES: Final[dict[str, str]] = {"nvidia": "ray-cuda", "neuron": "ray-neuron"}
+"""Accelerator -> the ``images/`` recipe that builds Ray images for its pools."""
+
 
 def _recipe_record(recipe: str, variant: str) -> ImageSoftware:
     if recipe == "training-cuda":
         return training_cuda(variant)
     if recipe == "training-neuron":
         return training_neuron()
+    if recipe == "ray-cuda":
+        return ray_cuda()
+    if recipe == "ray-neuron":
+        return ray_neuron()
     return slurmd(variant)
 
 

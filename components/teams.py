@@ -91,8 +91,14 @@ JOB_RULES: Final = [
         "resources": ["podgroups"],
         "verbs": ["get", "list", "watch"],
     },
-    # Katib: members write Experiments; its controller makes their Suggestions and Trials (and
-    # each trial's TrainJob), which members read.
+]  # fmt: skip
+KATIB_CLUSTER_ROLE: Final = "trainingplatform:katib-experiments"
+# Katib: members write Experiments; its controller makes their Suggestions and Trials (and
+# each trial's TrainJob), which members read. Bound only in the namespaces of teams with
+# katib.enabled (while Katib is on): the standalone install aggregates none of it into the
+# built-in roles (kubeflow/katib v0.19.0 has its aggregated roles only in
+# manifests/v1beta1/installs/katib-with-kubeflow/kubeflow-katib-roles.yaml).
+KATIB_RULES: Final = [
     {
         "apiGroups": ["kubeflow.org"],
         "resources": ["experiments"],
@@ -463,7 +469,9 @@ class Teams(pulumi.ComponentResource):
             cluster_ready: what the objects wait for (the cluster and its system nodes).
             gang_limits: the pools' node limits and the runtimes on them: no gang in a team
                 namespace may ask for more nodes than its pool launches.
-            katib: Katib is on (its metrics collector's namespace label). Default: false.
+            katib: Katib is on: members of teams with ``katib.enabled`` get its Experiments
+                (:data:`KATIB_RULES`) and their namespaces its metrics collector's label.
+                Default: false.
             opts: resource options (the AWS provider of the access entries).
         """
         super().__init__("trainingplatform:index:Teams", name, None, opts)
@@ -486,6 +494,13 @@ class Teams(pulumi.ComponentResource):
             rules=_cast(MEMBER_WRITE_RULES),
             opts=in_cluster,
         )
+        if katib:
+            k8s.rbac.v1.ClusterRole(
+                f"{name}-katib",
+                metadata={"name": KATIB_CLUSTER_ROLE},
+                rules=_cast(KATIB_RULES),
+                opts=in_cluster,
+            )
         catalog = k8s.rbac.v1.ClusterRole(
             f"{name}-catalog",
             metadata={"name": CATALOG_CLUSTER_ROLE},
@@ -585,7 +600,9 @@ class Teams(pulumi.ComponentResource):
                 metadata={
                     "name": team.name,
                     "labels": team_namespace_labels(
-                        team, kubernetes_version=kubernetes_version, katib=katib
+                        team,
+                        kubernetes_version=kubernetes_version,
+                        katib=katib and team.katib.enabled,
                     ),
                 },
                 opts=in_cluster,
@@ -633,13 +650,18 @@ class Teams(pulumi.ComponentResource):
                     spec=_cast(manifest["spec"]),
                     opts=inside,
                 )
-            bindings = (
+            bindings: list[tuple[str, str, list[str]]] = [
                 ("admins", "admin", team.admin_groups),
                 ("members", MEMBER_READ_CLUSTER_ROLE, team.member_groups),
                 ("members-writes", MEMBER_WRITES_CLUSTER_ROLE, team.member_groups),
                 ("admins-jobs", JOBS_CLUSTER_ROLE, team.admin_groups),
                 ("members-jobs", JOBS_CLUSTER_ROLE, team.member_groups),
-            )
+            ]
+            if katib and team.katib.enabled:
+                bindings += [
+                    ("admins-katib", KATIB_CLUSTER_ROLE, team.admin_groups),
+                    ("members-katib", KATIB_CLUSTER_ROLE, team.member_groups),
+                ]
             for binding, role, groups in bindings:
                 if not groups:
                     continue

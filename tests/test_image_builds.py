@@ -14,6 +14,7 @@ import pytest
 
 from components import image_builds, software
 from components.config import parse_platform_config
+from components.config.ray import RayImagesConfig
 from components.config.slurm import SlurmImagesConfig
 from components.config.trainer import RUNTIME_IMAGE_KEYS
 from components.image_builds import ImageBuild, builds
@@ -39,7 +40,8 @@ def _stack_image_keys() -> set[str]:
         f"slurm.images.{field.alias or name}"
         for name, field in SlurmImagesConfig.model_fields.items()
     }
-    return trainer | slurm
+    ray = {f"ray.images.{name}" for name in RayImagesConfig.model_fields}
+    return trainer | slurm | ray
 
 
 def test_every_image_a_stack_names_is_built() -> None:
@@ -151,13 +153,18 @@ def test_each_recipe_takes_the_download_arguments_the_plan_passes() -> None:
         declared = set(re.findall(r'^ARG ([A-Z_]+)=""$', text, flags=re.MULTILINE))
         assert declared and set(software.recipe_downloads(recipe)) == declared, recipe
         passed = {name for b in builds() if b.recipe == recipe for name in b.downloads}
-        assert passed == declared, recipe
+        # and those of the base it is built on in the same job (ray-neuron on training-neuron)
+        based = {n for b in builds() if b.recipe == recipe and b.base_build for n in b.downloads}
+        assert passed == declared | based, recipe
         # The named context only where the recipe copies from it (docker refuses an unknown one).
         contexts = {b.matrix_entry()["build_contexts"] for b in builds() if b.recipe == recipe}
         assert contexts == {image_builds.CHECKPOINT_CONTEXT if "--from=checkpoint" in text else ""}
     # The GPU and login builds need no Neuron repository (a project without Trainium has none).
     for build in builds():
-        neuron = build.arguments.get("ACCELERATOR") == "neuron" or build.recipe == "training-neuron"
+        neuron = build.arguments.get("ACCELERATOR") == "neuron" or build.recipe in {
+            "training-neuron",
+            "ray-neuron",
+        }
         assert any(n.startswith("NEURON_") for n in build.downloads) == neuron, build.repository
 
 

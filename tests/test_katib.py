@@ -25,7 +25,7 @@ from components.katib import (
     ui_access_service,
 )
 from components.platform import validated_config
-from components.teams import CONTAINER_MIN_CPU, CONTAINER_MIN_MEMORY, JOB_RULES
+from components.teams import CONTAINER_MIN_CPU, CONTAINER_MIN_MEMORY, KATIB_RULES
 from synth.run import StackResult
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, stack_data
@@ -249,9 +249,9 @@ def test_team_namespaces_get_the_metrics_collector_only_with_katib(
 
 
 def test_members_write_experiments_and_read_what_katib_makes() -> None:
-    writes = [r for r in JOB_RULES if "experiments" in r["resources"]]
+    writes = [r for r in KATIB_RULES if "experiments" in r["resources"]]
     assert writes and "create" in writes[0]["verbs"] and writes[0]["apiGroups"] == ["kubeflow.org"]
-    reads = [r for r in JOB_RULES if "trials" in r["resources"]]
+    reads = [r for r in KATIB_RULES if "trials" in r["resources"]]
     assert reads and set(reads[0]["verbs"]) == {"get", "list", "watch"}
 
 

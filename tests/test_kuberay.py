@@ -322,6 +322,8 @@ def test_the_examples_are_what_the_builder_makes_for_devs_pools() -> None:
         assert pool is not None, group["groupName"]
         kinds.add(pool.instance.accelerator_resource)
         image = group["template"]["spec"]["containers"][0]["image"]
+        # The image of the pool's accelerator in dev's ray.images (the head's and submitter's too)
+        assert image == kuberay.ray_image(config.ray.images, pool), pool.name
         assert pool.name in lustre_pools(config)
         built = kuberay.ray_job(
             example["metadata"]["name"], pool, team=team.name, image=image,

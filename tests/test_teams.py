@@ -43,6 +43,7 @@ TEAM_LABEL: Final = "trainingplatform.io/team"
 QUOTA_NAME: Final = "accelerators"
 JOB_SERVICE_ACCOUNT: Final = "training-jobs"
 JOBS_ROLE: Final = "trainingplatform:training-jobs"
+KATIB_ROLE: Final = "trainingplatform:katib-experiments"
 ADMIN_ROLE: Final = "admin"  # Kubernetes' built-in user-facing roles
 MEMBER_ROLE: Final = "view"
 MEMBER_WRITES_ROLE: Final = "trainingplatform:team-member-writes"
@@ -117,15 +118,23 @@ def expected_cpu_and_memory(stack: str, team: dict[str, Any]) -> tuple[int, int]
     return cpu, memory * 2**30
 
 
-def expected_grants(team: dict[str, Any]) -> set[tuple[str, str]]:
-    """(ClusterRole, group) pairs the team's RoleBindings must grant, and no others."""
+def expected_grants(team: dict[str, Any], *, katib: bool = False) -> set[tuple[str, str]]:
+    """(ClusterRole, group) pairs the team's RoleBindings must grant, and no others; ``katib``:
+    the stack runs Katib (which the team's ``katib.enabled``, default true, may decline)."""
     admins = team.get("adminGroups", DEFAULT_GROUPS)
     members = team.get("memberGroups", DEFAULT_GROUPS)
+    searches = katib and team.get("katib", {}).get("enabled", True)
     return (
         {(ADMIN_ROLE, group) for group in admins}
         | {(role, group) for group in members for role in (MEMBER_ROLE, MEMBER_WRITES_ROLE)}
         | {(JOBS_ROLE, group) for group in [*admins, *members]}
+        | {(KATIB_ROLE, group) for group in [*admins, *members] if searches}
     )
+
+
+def stack_katib(stack: str) -> bool:
+    """Whether the stack file turns Katib on."""
+    return bool(stack_data(stack).get("katib", {}).get("enabled", False))
 
 
 def has_file_system(raw_platform: dict[str, Any]) -> bool:
@@ -316,7 +325,7 @@ def test_role_bindings_grant_admin_edit_and_jobs_to_the_team_groups(
     raw = raw_team(stack, team)
     assert raw.get("adminGroups") and raw.get("memberGroups"), "stack teams name both kinds"
     bindings = _in_namespace(runs[stack], ROLE_BINDING, team)
-    assert _grants(bindings) == expected_grants(raw)
+    assert _grants(bindings) == expected_grants(raw, katib=stack_katib(stack))
     names = [_metadata(b)["name"] for b in bindings]
     assert len(names) == len(set(names)), names
 
@@ -430,10 +439,10 @@ def test_no_role_binding_for_an_empty_group_list(
     team[emptied] = []
     run = run_component(parts.teams, data, "dev")
     bindings = _in_namespace(run, ROLE_BINDING, team["name"])
-    # what remains: the kept groups' own roles and the jobs role
-    assert len(bindings) == len(roles_kept) + 1, [b.name for b in bindings]
-    assert _grants(bindings) == expected_grants(team)
-    assert {role for role, _ in _grants(bindings)} == {*roles_kept, JOBS_ROLE}
+    # what remains: the kept groups' own roles, the jobs role and (dev runs Katib) Katib's
+    assert len(bindings) == len(roles_kept) + 2, [b.name for b in bindings]
+    assert _grants(bindings) == expected_grants(team, katib=True)
+    assert {role for role, _ in _grants(bindings)} == {*roles_kept, JOBS_ROLE, KATIB_ROLE}
 
 
 def test_no_role_binding_without_any_group(run_component: RunComponent) -> None:
@@ -557,7 +566,7 @@ def test_second_team_gets_its_own_objects(run_component: RunComponent) -> None:
     assert len(_team_namespaces(run)) == 2
     _jobs_role(run)  # one ClusterRole shared by every team
     bindings = _in_namespace(run, ROLE_BINDING, "ml-other")
-    assert _grants(bindings) == expected_grants(data["teams"][1])
+    assert _grants(bindings) == expected_grants(data["teams"][1], katib=True)
     hard = _one_in_namespace(run, QUOTA, "ml-other", QUOTA_NAME).inputs["spec"]["hard"]
     assert int(hard[f"requests.{EFA}"]) == 4
     assert int(hard[f"requests.{GPU}"]) == 0

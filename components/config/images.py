@@ -46,6 +46,17 @@ def software_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 f"{CONFIG_KEY}.trainer.images.{key}", getattr(images, key), pool,
                 recipe=software.TRAINER_RECIPES[accelerator], variant=key, ami=ami,
             )  # fmt: skip
+    ray_images = config.ray.images
+    for _, pool in _accelerator_pools(config) if config.ray.enabled else ():
+        ami = releases.get(pool.name)
+        if ami is None:
+            continue
+        accelerator = pool.instance.accelerator
+        key = "gpu" if accelerator == "nvidia" else "neuron"
+        checks.check(
+            f"{CONFIG_KEY}.ray.images.{key}", ray_images.for_accelerator(accelerator), pool,
+            recipe=software.RAY_RECIPES[accelerator], variant=accelerator, ami=ami,
+        )  # fmt: skip
     slurm = config.slurm
     pools = {pool.name: pool for _, pool in _accelerator_pools(config)}
     for index, node_set in enumerate(slurm.node_sets if slurm.enabled else []):
@@ -95,9 +106,10 @@ class _ImageChecks:
         ]
         built = f"images/{recipe} tagged :{software.built_tag(recipe, variant)}"
         if reference is None:
+            published = "Ray image" if recipe == "ray-neuron" else "PyTorch training image"
             reason = (
-                f"the image {built} (pin it as <repo>:<tag>@<digest>): no published PyTorch "
-                "training image has a Neuron runtime that starts on the AMI's Neuron driver "
+                f"the image {built} (pin it as <repo>:<tag>@<digest>): no published "
+                f"{published} has a Neuron runtime that starts on the AMI's Neuron driver "
                 f"{ami.neuron_driver} (pool {pool.name})"
             )
         else:

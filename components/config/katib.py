@@ -34,6 +34,18 @@ class KatibConfig(StrictModel):
     )
 
 
+class TeamKatibConfig(StrictModel):
+    """Whether a team runs Katib searches."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Let the team's members create Experiments and read their Suggestions and "
+        "Trials, and give the team's namespace Katib's metrics collector (with katib.enabled). "
+        "false leaves the team out of Katib: no Experiment, Suggestion or Trial RBAC. "
+        "Default: true.",
+    )
+
+
 def katib_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     """Cross-field problems of ``platform.katib``.
 
@@ -47,3 +59,14 @@ def katib_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             "false while trainer.enabled is false: every trial is a TrainJob, which only "
             "Kubeflow Trainer runs",
         )
+    for index, team in enumerate(config.teams):
+        if (
+            not config.katib.enabled
+            and "enabled" in team.katib.model_fields_set
+            and team.katib.enabled
+        ):
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.teams[{index}].katib.enabled",
+                True,
+                "unset or false while katib.enabled is false (no Katib to let the team use)",
+            )

@@ -24,7 +24,7 @@ from components.config.images import software_problems
 from components.config.katib import KatibConfig, katib_problems
 from components.config.network import NetworkConfig, network_problems
 from components.config.pools import GeneralPoolConfig, NodePoolConfig, node_pool_problems
-from components.config.ray import RayConfig
+from components.config.ray import RayConfig, ray_cluster_problems
 from components.config.slurm import SlurmConfig, slurm_problems
 from components.config.storage import StorageConfig, storage_problems
 from components.config.tags import TagsConfig, tag_problems
@@ -196,3 +196,4 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from slurm_problems(config)
     yield from software_problems(config)
     yield from katib_problems(config)
+    yield from ray_cluster_problems(config)

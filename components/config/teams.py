@@ -17,6 +17,7 @@ from components.config.base import (
     matching,
 )
 from components.config.cluster import principal_identity
+from components.config.katib import TeamKatibConfig
 from components.config.pools import AcceleratorAmounts, pool_capacity
 from components.config.ray import TeamRayConfig
 from components.config.slurm import MAX_TIME_HOURS_LIMIT, slurm_held
@@ -240,6 +241,10 @@ class TeamConfig(StrictModel):
     ray: TeamRayConfig = Field(
         default_factory=TeamRayConfig,
         description="The team's Ray switches (with ray.enabled). Default: see keys.",
+    )
+    katib: TeamKatibConfig = Field(
+        default_factory=TeamKatibConfig,
+        description="The team's Katib switch (with katib.enabled). Default: see keys.",
     )
 
     @property

@@ -1,0 +1,266 @@
+"""Ray's config: its images per accelerator, their Ray release (issue 42, items 2 and 5)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components import image_builds, kuberay, software, versions
+from components.checkpoints import checkpoint_location
+from components.config import parse_platform_config
+from components.config.ray import RayImagesConfig
+from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
+from components.node_pools import POOL_LABEL
+from components.scheduling import RAY_QUEUE_LABEL
+from components.storage.layout import team_directories
+from components.tenancy import QUEUE_POLICY
+from components.tenant_pods import TENANT_PODS_POLICY
+from components.workloads import node_resources
+from synth.run import StackResult
+from tests.config_problems import MISSING, assert_reported
+from tests.conftest import stack_data
+from tests.schemas import validation_errors
+from tests.test_admission_policies import admit
+from tests.test_kuberay import _kuberays_pod, _policy, _team_namespace
+
+DIGEST = "@sha256:" + "0123456789abcdef" * 4
+REGISTRY = "111122223333.dkr.ecr.us-west-2.amazonaws.com"
+
+
+def _dev_with_ray_images(**images: Any) -> dict[str, Any]:
+    data = stack_data("dev")
+    data["ray"]["images"] = images
+    return data
+
+
+# -- images --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "rayproject/ray:2.51.0-py312-gpu",  # another release
+        "rayproject/ray:2.52.01-py312-gpu",  # a release that only starts like it
+        f"{REGISTRY}/ray-efa{DIGEST}",  # a digest alone says no release
+        f"{REGISTRY}/ray-efa:py312-gpu-2.52.0",  # the release, but not first
+    ],
+)
+def test_a_ray_image_whose_tag_is_not_the_ray_release_is_refused(image: str) -> None:
+    data = _dev_with_ray_images(gpu=image, neuron=f"{REGISTRY}/ray-neuron:2.52.0-sdk2.31.1")
+    assert_reported(
+        data, "platform.ray.images.gpu", image, f"the Ray release {versions.RAY_VERSION}"
+    )
+
+
+def test_a_ray_image_pinned_by_tag_and_digest_is_accepted() -> None:
+    image = f"{REGISTRY}/ray-neuron:{software.built_tag('ray-neuron', 'neuron')}{DIGEST}"
+    assert RayImagesConfig.model_validate({"neuron": image}).neuron == image
+    assert RayImagesConfig().gpu == versions.RAY_IMAGE
+
+
+def test_a_trainium_pool_needs_the_built_ray_neuron_image() -> None:
+    data = stack_data("dev")
+    del data["ray"]["images"]["neuron"]
+    assert_reported(data, "platform.ray.images.neuron", MISSING, "images/ray-neuron tagged")
+    # ...only while Ray is on
+    data["ray"]["enabled"] = False
+    del data["teams"][0]["ray"]
+    assert parse_platform_config(data).ray.images.neuron is None
+
+
+def test_the_trainer_image_is_no_ray_image() -> None:
+    image = f"{REGISTRY}/training-neuron:sdk2.31.1"
+    data = _dev_with_ray_images(neuron=image)
+    assert_reported(data, "platform.ray.images.neuron", image, "the Ray release 2.52.0")
+
+
+def test_rays_own_gpu_image_is_refused_on_an_efa_pool() -> None:
+    data = stack_data("staging")
+    del data["ray"]["images"]["gpu"]
+    assert_reported(data, "platform.ray.images.gpu", versions.RAY_IMAGE, "TCP sockets")
+
+
+def test_an_unknown_image_of_the_right_release_is_refused_on_an_accelerator_pool() -> None:
+    image = f"{REGISTRY}/my-ray:2.52.0-custom"
+    data = stack_data("staging")
+    data["ray"]["images"]["gpu"] = image
+    assert_reported(data, "platform.ray.images.gpu", image, "images/ray-cuda tagged")
+
+
+def test_the_ray_builds_start_with_the_ray_release_and_reuse_the_training_pins() -> None:
+    by_key = {build.config_key: build for build in image_builds.builds()}
+    cuda, neuron = by_key["ray.images.gpu"], by_key["ray.images.neuron"]
+    for build in (cuda, neuron):
+        assert build.tag.startswith(f"{versions.RAY_VERSION}-"), build.tag
+        assert build.arguments["RAY_VERSION"] == versions.RAY_VERSION
+    # images/ray-cuda declares no EFA versions of its own: the plan passes training-cuda's
+    training = software.recipe_pins("training-cuda")
+    assert software.recipe_pins("ray-cuda") == {}
+    for pin in ("EFA_INSTALLER_VERSION", "AWS_OFI_NCCL_VERSION"):
+        assert cuda.arguments[pin] == training[pin]
+    assert cuda.bases == {"BASE_IMAGE": versions.RAY_IMAGE}
+    assert software.ray_cuda().efa_installer == training["EFA_INSTALLER_VERSION"]
+    # images/ray-neuron is built on the training-neuron build, made first in the same job
+    assert neuron.base_build == by_key["trainer.images.neuron"]
+    entry = neuron.matrix_entry()
+    assert f"--build-arg BASE_IMAGE={entry['base_tag']}" in str(entry["build_args"])
+    assert entry["base_context"] == "images/training-neuron"
+    assert software.ray_neuron().neuron_runtime == software.training_neuron().neuron_runtime
+
+
+# -- standing team clusters ----------------------------------------------------------------------
+
+CLUSTERS = "platform.teams[0].ray.clusters"
+
+
+def _dev_with_clusters(*clusters: dict[str, Any]) -> dict[str, Any]:
+    data = stack_data("dev")
+    data["teams"][0]["ray"] = {"clusters": list(clusters)}
+    return data
+
+
+def test_dev_keeps_one_small_standing_cluster() -> None:
+    (team,) = parse_platform_config(stack_data("dev")).teams
+    assert [(c.name, c.pool, c.workers) for c in team.ray.clusters] == [
+        ("interactive", "gpu-small", 1)
+    ]
+
+
+def test_a_cluster_on_an_unknown_pool_is_refused() -> None:
+    data = _dev_with_clusters({"name": "c", "pool": "gpu-big", "workers": 1})
+    assert_reported(data, f"{CLUSTERS}[0].pool", "gpu-big", "gpu-small, trn1")
+
+
+def test_a_cluster_on_a_general_pool_is_refused() -> None:
+    data = _dev_with_clusters({"name": "c", "pool": "general-lustre", "workers": 1})
+    assert_reported(data, f"{CLUSTERS}[0].pool", "general-lustre", "an accelerator pool")
+
+
+def test_a_cluster_on_a_pool_the_team_gets_no_node_of_is_refused() -> None:
+    data = _dev_with_clusters({"name": "c", "pool": "gpu-small", "workers": 1})
+    data["teams"][0]["quota"]["gpus"] = 0
+    data["teams"][0]["queue"]["deserved"]["gpus"] = 0
+    assert_reported(data, f"{CLUSTERS}[0].pool", "gpu-small", "allow a whole node")
+
+
+def test_workers_beyond_the_pool_less_slurms_nodes_are_refused() -> None:
+    # gpu-small: maxNodes 3, of which dev's Slurm node set holds 1
+    data = _dev_with_clusters({"name": "c", "pool": "gpu-small", "workers": 3})
+    assert_reported(data, f"{CLUSTERS}[0].workers", 3, "at most 2: pool gpu-small's maxNodes (3)")
+    data["teams"][0]["ray"]["clusters"][0]["workers"] = 2
+    parse_platform_config(data)
+
+
+def test_a_queue_that_cannot_hold_the_gang_is_refused() -> None:
+    data = _dev_with_clusters({"name": "c", "pool": "gpu-small", "workers": 2})
+    data["teams"][0]["queue"]["capability"] = {"gpus": 1, "neuronDevices": 16}
+    data["teams"][0]["queue"]["deserved"]["gpus"] = 1
+    assert_reported(data, f"{CLUSTERS}[0].workers", 2, "queue capability gpus 1 holds 1")
+
+
+def test_a_quota_without_the_efa_interfaces_of_the_gang_is_refused() -> None:
+    # trn1.32xlarge: 16 Neuron devices and 8 EFA interfaces a node
+    data = _dev_with_clusters({"name": "c", "pool": "trn1", "workers": 1})
+    parse_platform_config(data)
+    data["teams"][0]["quota"]["efaInterfaces"] = 4
+    assert_reported(data, f"{CLUSTERS}[0].workers", 1, "quota.efaInterfaces 4 holds 0")
+
+
+def test_duplicate_cluster_names_are_refused() -> None:
+    cluster = {"name": "c", "pool": "gpu-small", "workers": 1}
+    data = _dev_with_clusters(cluster, cluster)
+    assert_reported(data, CLUSTERS, ["c", "c"], "unique cluster names")
+
+
+def test_clusters_are_refused_while_ray_is_off() -> None:
+    data = _dev_with_clusters({"name": "c", "pool": "gpu-small", "workers": 1})
+    data["ray"]["enabled"] = False
+    assert_reported(data, CLUSTERS, ["c"], "unless ray.enabled")
+
+
+@pytest.mark.parametrize("name", ["Interactive", "1st", "a" * 54])
+def test_a_cluster_name_kuberay_refuses_is_refused(name: str) -> None:
+    data = _dev_with_clusters({"name": name, "pool": "gpu-small", "workers": 1})
+    assert_reported(data, f"{CLUSTERS}[0].name", name, "DNS-1035 label")
+
+
+def test_a_cluster_needs_a_worker() -> None:
+    data = _dev_with_clusters({"name": "c", "pool": "gpu-small", "workers": 0})
+    assert_reported(data, f"{CLUSTERS}[0].workers", 0, "1")
+
+
+RAY_CLUSTER_TYPE = "kubernetes:ray.io/v1:RayCluster"
+
+
+def _standing(result: StackResult) -> list[Any]:
+    return [r for r in result.records if r.type == RAY_CLUSTER_TYPE]
+
+
+def test_devs_standing_cluster_is_synthesized_in_the_team_namespace_and_queue(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    result = synthesized["dev"]
+    config = result.config
+    (record,) = _standing(result)
+    cluster = {k: record.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    assert cluster["metadata"] == {
+        "name": "interactive", "namespace": "ml-dev", "labels": {RAY_QUEUE_LABEL: "ml-dev"}
+    }  # fmt: skip
+    crds = reference_dir / "crds" / "kuberay" / f"v{versions.KUBERAY_VERSION}"
+    assert validation_errors(cluster, "1.35", crds) == []
+    # It is what the builder makes for the team on its pool, with the team's claim
+    (team,) = config.teams
+    pool = config.pool("gpu-small")
+    assert pool is not None and config.storage.lustre is not None
+    assert cluster == kuberay.ray_cluster(
+        "interactive", pool, team="ml-dev", image=kuberay.ray_image(config.ray.images, pool),
+        workers=1, checkpoints=checkpoint_location(config),
+        directories=team_directories(config.storage.lustre, team), group_id=team.gid,
+    )  # fmt: skip
+    (group,) = cluster["spec"]["workerGroupSpecs"]
+    assert group["minReplicas"] == group["replicas"] == group["maxReplicas"] == 1
+    assert "enableInTreeAutoscaling" not in cluster["spec"]
+    worker = group["template"]["spec"]
+    # The whole node: every accelerator and the memory the node can give
+    assert worker["containers"][0]["resources"] == node_resources(pool)
+    assert worker["nodeSelector"] == {POOL_LABEL: "gpu-small"}
+    for template in (cluster["spec"]["headGroupSpec"]["template"], group["template"]):
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"]
+                  if "persistentVolumeClaim" in v}  # fmt: skip
+        assert claims == {d.claim_name for d in team_directories(config.storage.lustre, team)}
+        assert team.gid in template["spec"]["securityContext"]["supplementalGroups"]
+    # after the CRDs and the operator, and the team's namespace
+    kinds = {r.urn: r for r in result.records}
+    after = {kinds[urn].type for urn in record.dependencies if urn in kinds}
+    assert {"kubernetes:yaml/v2:ConfigFile", "kubernetes:helm.sh/v3:Release"} <= after
+    assert "kubernetes:core/v1:Namespace" in after
+
+
+def test_devs_standing_cluster_is_admitted_in_the_team_namespace(
+    synthesized: dict[str, StackResult],
+) -> None:
+    result = synthesized["dev"]
+    (record,) = _standing(result)
+    cluster = {k: record.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    namespace = _team_namespace(result, "ml-dev")
+    assert admit(_policy(result, QUEUE_POLICY), cluster, namespace) == (True, None)
+    spec = cluster["spec"]
+    for template in (spec["headGroupSpec"]["template"], spec["workerGroupSpecs"][0]["template"]):
+        pod = _kuberays_pod(cluster, template)
+        for policy in (TENANT_PODS_POLICY, QUEUE_POLICY, LUSTRE_BOUNDARY_POLICY):
+            assert admit(_policy(result, policy), pod, namespace) == (True, None), policy
+    # another team's queue is refused
+    stolen = copy.deepcopy(cluster)
+    stolen["metadata"]["labels"][RAY_QUEUE_LABEL] = "someone-else"
+    assert not admit(_policy(result, QUEUE_POLICY), stolen, namespace)[0]
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_stacks_without_clusters_synthesize_none(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    assert not any(t.ray.clusters for t in synthesized[stack].config.teams)
+    assert _standing(synthesized[stack]) == []
