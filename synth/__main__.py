@@ -325,7 +325,9 @@ def jobs(argv: list[str]) -> int:
         return 2
     reports = result.jobs
     if options.hours is not None:
-        reports = evaluate_jobs(StackView.from_records(result.records), job_hours=options.hours)
+        reports = evaluate_jobs(
+            StackView.from_records(result.records), job_hours=options.hours, config=result.config
+        )
     if options.json:
         print(jobs_report.as_json(reports), end="")
     else:
