@@ -16,7 +16,7 @@ import yaml
 
 from components import kuberay as kuberay_component
 from components import versions
-from components.katib import CONFIG_KEY, CONFIG_MAP, TRAINJOB_TRIAL
+from components.katib import CONFIG_KEY, CONFIG_MAP, METRICS_COLLECTOR_INJECTION, TRAINJOB_TRIAL
 from components.platform import validated_config
 from synth.jobs import kuberay
 from synth.jobs.model import PYTORCHJOB_TRIAL, PathReport, all_runnable, evaluate_jobs
@@ -339,3 +339,20 @@ def test_members_who_may_not_create_experiments_run_no_trial(
     trial = _trials(evaluate_jobs(view))[("ml-dev", "torch-trn1")]
     assert not trial.runnable
     assert any("may not create experiments.kubeflow.org" in r for r in trial.reasons)
+
+
+def test_a_namespace_without_the_collector_label_reports_no_metrics(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["dev"])
+    (namespace,) = [n for n in view.of_kind("Namespace") if name_of(n) == "ml-dev"]
+    for key in METRICS_COLLECTOR_INJECTION:
+        del namespace["metadata"]["labels"][key]
+    trial = _trials(evaluate_jobs(view))[("ml-dev", "torch-trn1")]
+    assert not trial.runnable
+    assert any("injects no metrics collector" in r for r in trial.reasons)
+    # and a team with neither the label nor Experiments has no Katib: no trial paths
+    for role in view.of_kind("ClusterRole"):
+        for rule in role.get("rules") or []:
+            rule["resources"] = [r for r in rule.get("resources", []) if r != "experiments"]
+    assert not any(team == "ml-dev" for team, _ in _trials(evaluate_jobs(view)))

@@ -21,8 +21,8 @@ from components.config import PlatformConfig
 from components.config.trainer import RUNTIME_IMAGE_KEYS
 from components.katib import CONFIG_KEY as KATIB_CONFIG_KEY
 from components.katib import CONFIG_MAP as KATIB_CONFIG_MAP
+from components.katib import METRICS_COLLECTOR_INJECTION, TRAINJOB_TRIAL
 from components.katib import NAMESPACE as KATIB_NAMESPACE
-from components.katib import TRAINJOB_TRIAL
 from components.kuberay import ray_job
 from components.platform import lustre_pools
 from components.storage.layout import team_directories
@@ -1080,8 +1080,9 @@ def evaluate_ray(
         team: the team.
         namespace: the team's namespace.
         obj: the RayJob or RayCluster.
-        scalable: report the most workers the gang can have (a path the platform offers), not
-            whether the object's own size fits.
+        scalable: report the most workers the gang can have (a path the platform offers);
+            false for an object in the view, whose own first worker group's size must fit
+            (its report says the most the bounds allow).
     """
     kind = str(obj.get("kind"))
     blocking: list[str] = list(kuberay.operator_problems(stack.view))
@@ -1259,11 +1260,13 @@ def katib_trial_paths(
 ) -> Iterator[PathReport]:
     """A ``katib-trial`` path per TrainJob path of the team (and legacy PyTorchJob path).
 
-    A trial is a TrainJob on one of the team's runtimes: Katib's controller creates it only if
-    katib-config lists its kind in ``trialResources`` (kubeflow/katib v0.19.0
-    pkg/controller.v1beta1/trial/trial_controller.go watches only those), the team's members
-    must be allowed to create Experiments, and the trial runs as the TrainJob path it rests on
-    would (its runnable and node count are that path's).
+    A trial is a TrainJob on one of the team's runtimes: Katib's trial controller watches only
+    the kinds katib-config lists in ``trialResources`` (kubeflow/katib v0.19.0
+    pkg/controller.v1beta1/trial/trial_controller.go, add), the team's members must be allowed
+    to create Experiments, Katib's pod webhook must inject the metrics collector in the
+    namespace (its label), and the trial runs as the TrainJob path it rests on would (its
+    runnable and node count are that path's). A team neither allowed Experiments nor labelled
+    has no Katib: no paths.
 
     Args:
         stack: the stack.
@@ -1282,6 +1285,17 @@ def katib_trial_paths(
             stack.view, ("Group", group), "create", *EXPERIMENTS, namespace=namespace
         )
     ]
+    ns = stack.view.named("Namespace", namespace) or {}
+    injected = all(labels_of(ns).get(k) == v for k, v in METRICS_COLLECTOR_INJECTION.items())
+    if cannot and not injected:
+        return  # the team has no Katib: nothing to promise
+    if not injected:
+        cannot.append(
+            f"namespace {namespace} lacks the label "
+            + ", ".join(f"{k}={v}" for k, v in METRICS_COLLECTOR_INJECTION.items())
+            + ": Katib's pod webhook injects no metrics collector (kubeflow/katib v0.19.0 "
+            "manifests/v1beta1/components/webhook/webhooks.yaml), so no trial reports its metrics"
+        )
     for path in paths:
         if path.kind == "trainjob":
             kind = TRAINJOB_TRIAL
