@@ -1183,7 +1183,8 @@ def evaluate_ray(
         )
     if unsized and not blocking:
         reasons.append(
-            f"{'the head and submitter go' if kind == 'RayJob' else 'the head goes'} to NodePool "
+            f"{'the head and submitter go' if kind == 'RayJob' else 'the head goes'} to "
+            f"NodePool{'s' if len(unsized) > 1 else ''} "
             f"{', '.join(sorted(unsized))}, whose instance types (by category) the model does "
             "not size: taken to fit"
         )
