@@ -170,7 +170,9 @@ def test_dev_offers_a_runnable_rayjob_on_each_pool_its_team_holds(
         assert report.runnable, report
         # one worker per node: the gang is as big as the team's TrainJobs on the pool
         assert report.max_nodes == trainjobs[(team, report.pool)].max_nodes >= 1
-        assert any("PodGroup ray-raytrain-" in r and "minMember" in r for r in report.reasons)
+        # the PodGroup of the largest gang: the head and every worker, the submitter not counted
+        members = f"minMember {report.max_nodes + 1} "
+        assert any("PodGroup ray-raytrain-" in r and members in r for r in report.reasons)
     assert "rayjob:raytrain-gpu-small" in table("dev", result.jobs)
 
 
@@ -221,6 +223,17 @@ def test_members_without_ray_rbac_cannot_submit(synthesized: dict[str, StackResu
             r for r in role.get("rules") or [] if "ray.io" not in r.get("apiGroups", [])
         ]
     _refused(result, view, "may not create rayjobs in ml-dev (403)")
+
+
+def test_a_head_no_nodepool_takes_refuses_the_rayjob(synthesized: dict[str, StackResult]) -> None:
+    result = synthesized["dev"]
+    view = _view(result)
+    view.objects[:] = [
+        o
+        for o in view.objects
+        if not (o.get("kind") == "NodePool" and name_of(o).startswith("general"))
+    ]
+    _refused(result, view, "RayJob head: no NodePool takes it")
 
 
 def test_an_operator_without_volcano_builds_no_gang(synthesized: dict[str, StackResult]) -> None:
@@ -276,6 +289,30 @@ def test_a_standing_raycluster_is_a_path_runnable_or_not_with_its_reason(
     assert not unqueued.runnable
     assert any("trainingplatform-team-queues" in r for r in unqueued.reasons), unqueued.reasons
     assert not all_runnable(evaluate_jobs(view))
+
+
+def test_a_rayjob_on_an_existing_cluster_is_refused_and_has_no_gang(
+    synthesized: dict[str, StackResult],
+) -> None:
+    view = _view(synthesized["dev"])
+    selecting = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {
+            "name": "on-standing",
+            "namespace": "ml-dev",
+            "labels": {kuberay.QUEUE_LABEL: "ml-dev"},
+        },
+        "spec": {"entrypoint": "python x.py", "clusterSelector": {"ray.io/cluster": "standing-1"}},
+    }
+    view.objects.append(selecting)
+    report = _ray(evaluate_jobs(view))[("ml-dev", "on-standing")]
+    assert not report.runnable
+    # ml-dev does not allow cluster selectors: the Ray-gang policy's CEL refuses it
+    assert any(
+        "trainingplatform-ray-gangs" in r and "allowClusterSelector" in r for r in report.reasons
+    )
+    assert any("KubeRay builds it no PodGroup" in r for r in report.reasons)
 
 
 # --- Katib trials ------------------------------------------------------------------------------
