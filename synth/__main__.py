@@ -303,9 +303,10 @@ def jobs(argv: list[str]) -> int:
     """
     parser = _command_parser(
         "jobs",
-        "For each team x training runtime and each Slurm partition: can a job run "
-        "here, on how many nodes, and if not, why (modelled on the controllers' code). Exit 0 "
-        "when every path the stack promises is runnable, 1 otherwise, 2 for a bad stack.",
+        "For each team x training runtime, Katib trial and Ray pool, and each Slurm "
+        "partition: can a job run here, on how many nodes, and if not, why (modelled on the "
+        "controllers' code). Exit 0 when every path the stack promises is runnable, 1 "
+        "otherwise, 2 for a bad stack.",
     )
     parser.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
@@ -325,7 +326,9 @@ def jobs(argv: list[str]) -> int:
         return 2
     reports = result.jobs
     if options.hours is not None:
-        reports = evaluate_jobs(StackView.from_records(result.records), job_hours=options.hours)
+        reports = evaluate_jobs(
+            StackView.from_records(result.records), job_hours=options.hours, config=result.config
+        )
     if options.json:
         print(jobs_report.as_json(reports), end="")
     else:

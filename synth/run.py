@@ -127,7 +127,7 @@ def synthesize_stack(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> Sta
         raise InvalidStack(str(exc).removeprefix(INVALID_CONFIG).splitlines()) from None
     written = write_stack(run.records, out / stack)
     findings = check_policies(run.records, policy_config, out / stack / "policy-report.json")
-    jobs = evaluate_jobs(StackView.from_records(run.records))
+    jobs = evaluate_jobs(StackView.from_records(run.records), config=config)
     jobs_report.write(jobs, out / stack / "jobs.json")
     examples = documentation_examples.example_values(stack_file.platform)
     return StackResult(stack, config, run.records, written, findings, jobs, examples)

@@ -44,7 +44,10 @@ def _view(result: StackResult) -> StackView:
 
 
 def _report(reports: list[PathReport], team: str, runtime: str) -> PathReport:
-    (found,) = [r for r in reports if r.team == team and r.runtime == runtime]
+    # a Katib trial is named after the runtime it runs on
+    (found,) = [
+        r for r in reports if r.team == team and r.runtime == runtime and r.kind != "katib-trial"
+    ]
     return found
 
 

@@ -108,8 +108,8 @@ def test_every_job_example_runs_on_the_stack_it_names(synthesized: dict[str, Sta
         else:
             runtime = "torch-p5"  # a whole p5 node per worker: 8 GPUs, 32 EFA interfaces
             nodes = spec["pytorchReplicaSpecs"]["Worker"]["replicas"]
-        (report,) = [r for r in synthesized[stack].jobs
-                     if r.namespace == metadata["namespace"] and r.runtime == runtime]  # fmt: skip
+        (report,) = [r for r in synthesized[stack].jobs if r.kind == "trainjob"
+                     and r.namespace == metadata["namespace"] and r.runtime == runtime]  # fmt: skip
         assert report.runnable, report
         assert nodes <= report.max_nodes, (stack, runtime, nodes, report.max_nodes)
 

@@ -14,7 +14,7 @@ DISTRIBUTION_MODULES = {
     "pulumi-kubernetes": "pulumi_kubernetes", "pulumi-random": "pulumi_random",
     "pulumi-policy": "pulumi_policy", "pydantic": "pydantic", "PyYAML": "yaml",
     "jsonschema": "jsonschema", "cryptography": "cryptography", "kubernetes": "kubernetes",
-    "botocore": "botocore", "ldap3": "ldap3", "pyasn1": "pyasn1",
+    "botocore": "botocore", "ldap3": "ldap3", "pyasn1": "pyasn1", "cel-python": "celpy",
 }  # fmt: skip
 FIRST_PARTY = {"components", "synth", "policies", "google"}  # google.protobuf comes with pulumi
 

@@ -12,13 +12,29 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
+import yaml
+
+from components import versions
 from components.catalog import GPU_RESOURCE, InstanceType
+from components.checkpoints import checkpoint_location
+from components.config import PlatformConfig
 from components.config.trainer import RUNTIME_IMAGE_KEYS
+from components.katib import CONFIG_KEY as KATIB_CONFIG_KEY
+from components.katib import CONFIG_MAP as KATIB_CONFIG_MAP
+from components.katib import METRICS_COLLECTOR_INJECTION, TRAINJOB_TRIAL
+from components.katib import NAMESPACE as KATIB_NAMESPACE
+from components.kuberay import ray_job
+from components.platform import lustre_pools
+from components.storage.layout import team_directories
+from components.tenancy import QUEUE_POLICY
+from components.tenant_api import RAY_GANG_POLICY
+from components.trainer import team_runtimes
 from components.versions import TRAINING_OPERATOR_KUSTOMIZATION
 from components.workloads import NodeAllocatable
-from synth.jobs import karpenter, rbac, slurm, trainer, volcano
+from synth.jobs import admission, karpenter, kuberay, rbac, slurm, trainer, volcano
 from synth.jobs.daemonsets import DevicePlugin, daemonset_overhead, device_plugins
 from synth.jobs.karpenter import NodePoolShape, candidate_pools, node_pools
+from synth.jobs.placement import required_affinity_holds, selector_holds, untolerated
 from synth.jobs.trainer import Runtime
 from synth.jobs.view import StackView, labels_of, name_of, namespace_of, quantity, requests_of
 
@@ -726,26 +742,34 @@ def team_namespaces(view: StackView) -> dict[str, str]:
     }
 
 
-def evaluate_jobs(view: StackView, *, job_hours: int | None = None) -> list[PathReport]:
+def evaluate_jobs(
+    view: StackView, *, job_hours: int | None = None, config: PlatformConfig | None = None
+) -> list[PathReport]:
     """Every path the stack promises.
 
-    Each team's runtimes (its own TrainingRuntimes and every ClusterTrainingRuntime), then each
-    Slurm partition.
+    Each team's runtimes (its own TrainingRuntimes and every ClusterTrainingRuntime), its
+    Katib trials on them, its RayJobs per pool and its RayClusters and RayJobs in the view,
+    then each Slurm partition.
 
     Args:
         view: the synthesized stack.
         job_hours: a Slurm job's time limit to check against the partitions' MaxTime and the
             teams' MaxWall, hours. Default: none.
+        config: the configuration the stack was synthesized from, which the RayJob paths are
+            built from (the team's gid, directories, pools). Default None: no RayJob paths
+            but the Ray objects in the view.
     """
     stack = Stack(view)
     reports = []
     cluster_runtimes = list(view.of_kind("ClusterTrainingRuntime"))
-    for namespace, team in sorted(team_namespaces(view).items()):
+    namespaces = team_namespaces(view)
+    for namespace, team in sorted(namespaces.items()):
+        team_reports: list[PathReport] = []
         manifests = [*view.of_kind("TrainingRuntime", namespace), *cluster_runtimes]
         for manifest in manifests:
-            reports.append(evaluate_runtime(stack, team, namespace, manifest))
+            team_reports.append(evaluate_runtime(stack, team, namespace, manifest))
         offered = {name_of(m) for m in manifests}
-        reports += list(unoffered_runtimes(stack, team, namespace, offered))
+        team_reports += list(unoffered_runtimes(stack, team, namespace, offered))
         if legacy_operator_gangs(view):
             for pool, instance in sorted(accelerated_pools(stack).items()):
                 report = evaluate_legacy(stack, team, namespace, pool, instance)
@@ -755,7 +779,12 @@ def evaluate_jobs(view: StackView, *, job_hours: int | None = None) -> list[Path
                     f"{framework}-{pool}" in offered
                     for framework in RUNTIME_IMAGE_KEYS[instance.accelerator]
                 )
-                reports.append(report)
+                team_reports.append(report)
+        reports += team_reports
+        reports += list(katib_trial_paths(stack, namespace, team, team_reports))
+        if config is not None:
+            reports += list(ray_job_paths(stack, config, team))
+        reports += list(ray_object_paths(stack, namespace, team))
     reports += list(evaluate_partitions(stack, job_hours=job_hours))
     return reports
 
@@ -988,3 +1017,310 @@ def evaluate_legacy(
         not blocking and best >= 1,
         reasons,
     )
+
+
+# --- Ray (KubeRay 1.7.0 with Volcano) and Katib trials -----------------------------------------
+
+RAY_JOB_NAME: Final = "raytrain"
+"""The RayJob each team x pool path builds is ``raytrain-<pool>``."""
+RAY_ENTRYPOINT: Final = "python train.py"
+RAY_WRITES: Final = {"RayJob": "rayjobs", "RayCluster": "rayclusters"}
+EXPERIMENTS: Final = ("kubeflow.org", "experiments")
+PYTORCHJOB_TRIAL: Final = "PyTorchJob.v1.kubeflow.org"
+"""The legacy kind a trial on a legacy-job path is (components/katib.py, LEGACY_TRIALS)."""
+
+
+def _ray_rbac_problems(stack: Stack, namespace: str, kind: str) -> Iterator[str]:
+    """Groups of the namespace that may not create the Ray object there (403)."""
+    groups = rbac.groups_of_namespace(stack.view, namespace)
+    if not groups:
+        yield f"no group is bound to a role in {namespace}: nobody can submit"
+    for group in groups:
+        if not rbac.allowed(
+            stack.view, ("Group", group), "create", "ray.io", RAY_WRITES[kind], namespace=namespace
+        ):
+            yield f"group {group} may not create {RAY_WRITES[kind]} in {namespace} (403)"
+
+
+def _unsized_pools(stack: Stack, pod: Mapping[str, Any]) -> set[str]:
+    """NodePools that take ``pod`` but admit no instance type the catalog sizes.
+
+    The general pools choose by instance category, so :func:`_fit_problems` cannot judge them.
+    """
+    return {
+        pool.name
+        for pool in stack.pools
+        if not pool.instance_types
+        and not untolerated(pod.get("tolerations") or [], pool.taints)
+        and selector_holds(pod.get("nodeSelector") or {}, pool.labels)
+        and required_affinity_holds(pod.get("affinity"), pool.labels)
+    }
+
+
+def evaluate_ray(
+    stack: Stack,
+    team: str,
+    namespace: str,
+    obj: Mapping[str, Any],
+    *,
+    scalable: bool,
+) -> PathReport:
+    """The report for a RayJob or RayCluster of ``team``: does its gang form, how many workers.
+
+    The operator must build its PodGroup (:func:`synth.jobs.kuberay.operator_problems`), the
+    team's members must be allowed to create it, the queue-ownership and Ray-gang admission
+    policies must admit it (their CEL, :mod:`synth.jobs.admission`), every pod must fit a
+    NodePool (daemonsets included), and the PodGroup's minResources must fit the team's queue
+    and quota, as a TrainJob's gang must. The gang is one worker group of whole nodes
+    (:func:`components.kuberay.worker_group_spec`); its size is the largest number of workers
+    every bound allows (``scalable``) or the object's own (a RayCluster or RayJob in the view).
+
+    Args:
+        stack: the stack.
+        team: the team.
+        namespace: the team's namespace.
+        obj: the RayJob or RayCluster.
+        scalable: report the most workers the gang can have (a path the platform offers);
+            false for an object in the view, whose own first worker group's size must fit
+            (its report says the most the bounds allow).
+    """
+    kind = str(obj.get("kind"))
+    blocking: list[str] = list(kuberay.operator_problems(stack.view))
+    blocking += list(_ray_rbac_problems(stack, namespace, kind))
+    blocking += admission.refusals(stack.view, [QUEUE_POLICY, RAY_GANG_POLICY], obj, namespace)
+    group = kuberay.pod_group(obj)
+    if group is None and kind == "RayJob":
+        blocking.append(
+            "a RayJob without spec.rayClusterSpec runs on an existing RayCluster: KubeRay "
+            "builds it no PodGroup and, with Volcano as batch scheduler, never submits it"
+        )
+    defaults = _limit_range_defaults(stack.view, namespace)
+    workers = (kuberay.cluster_spec(obj).get("workerGroupSpecs") or [{}])[0]
+    size = int(workers.get("replicas", 0)) * int(workers.get("numOfHosts", 1))
+    worker_pod = dict((workers.get("template") or {}).get("spec") or {})
+    pool_name = _pool_of(worker_pod)
+    fitting: list[NodePoolShape] = []
+    unsized: set[str] = set()
+    for role, pod, _count in kuberay.pods(obj):
+        placed = stack.placed(pod, namespace)
+        pools, problems = _fit_problems(
+            stack, placed, trainer.pod_requests(pod, defaults), f"{kind} {role}"
+        )
+        if role.startswith("worker group"):
+            fitting = pools
+        elif not pools and (general := _unsized_pools(stack, placed)):
+            unsized |= general
+            continue
+        blocking += problems
+
+    def scaled(n: int) -> Mapping[str, Any]:
+        # The first worker group grown or shrunk to n (an object in the view keeps its others).
+        return kuberay.with_workers(obj, 0, n) if worker_pod else obj
+
+    def totals(n: int) -> dict[str, Decimal]:
+        shape = kuberay.pod_group(scaled(n))
+        return dict(shape.min_resources) if shape is not None else {}
+
+    def quota_totals(n: int) -> dict[str, Decimal]:
+        # Quota admission counts pods one by one, LimitRange defaults filled in.
+        summed: dict[str, Decimal] = {}
+        for _, pod, count in kuberay.pods(scaled(n)):
+            for resource, amount in trainer.pod_requests(pod, defaults).items():
+                summed[resource] = summed.get(resource, Decimal(0)) + amount * count
+        return summed
+
+    bounds: list[Bound] = []
+    if fitting:
+        requests = trainer.pod_requests(worker_pod, defaults)
+
+        def per_node(shape: NodePoolShape) -> int:
+            return min(
+                karpenter.pods_per_node(requests, shape.allocatable(t, simulated=True))
+                for t in shape.instance_types
+            )
+
+        bounds.append(
+            _karpenter_bound(
+                fitting, lambda n: [(Decimal(0), n)], per_node, _slurm_pool_names(stack)
+            )
+        )
+        shared = _shared_with_slurm(stack, candidate_pools(worker_pod, stack.pools))
+        if shared:
+            blocking.append(
+                f"slurmd pods (default scheduler) and Ray workers (Volcano) both take nodes of "
+                f"NodePool {', '.join(shared)}: the two schedulers race for them"
+            )
+    queue_name = (group.queue if group is not None else None) or volcano.DEFAULT_QUEUE
+    if group is not None:
+        if stack.scheduler is None:
+            blocking.append("Volcano is not installed: the PodGroup never schedules")
+        elif queue_name not in stack.queues:
+            blocking.append(f"queue {queue_name} does not exist: the PodGroup stays Pending")
+        else:
+            bounds += _queue_bounds(stack, stack.queues[queue_name], totals)
+    quota = _quota_bound(stack, namespace, quota_totals, worker_pod.get("priorityClassName"))
+    if quota is not None:
+        bounds.append(quota)
+    upper = min(MAX_GANG_NODES, sum(p.node_limit() for p in fitting)) if fitting else 0
+    best = upper
+    for bound in bounds:
+        best = min(best, _largest(bound.holds, upper))
+    binding = [b.describe(best) for b in bounds if not b.holds(best + 1)]
+    reasons = list(blocking)
+    if scalable:
+        reasons += [f"at most {best} worker(s): {text}" for text in binding]
+    elif not blocking and best < size:
+        bounds_text = "; ".join(b.describe(best) for b in bounds if not b.holds(size))
+        reasons.append(
+            f"its gang of {size} worker(s) never forms (at most {best}): {bounds_text}; "
+            "Volcano keeps the PodGroup Pending"
+        )
+    formed = kuberay.pod_group(scaled(max(best, 1)) if scalable else obj)
+    if formed is not None and not blocking:
+        reasons.append(
+            f"PodGroup {formed.name} in queue {queue_name}: minMember {formed.min_member} "
+            "(the head and every worker; a RayJob's submitter joins minResources only)"
+        )
+    if unsized and not blocking:
+        reasons.append(
+            f"{'the head and submitter go' if kind == 'RayJob' else 'the head goes'} to "
+            f"NodePool{'s' if len(unsized) > 1 else ''} "
+            f"{', '.join(sorted(unsized))}, whose instance types (by category) the model does "
+            "not size: taken to fit"
+        )
+    runnable = not blocking and best >= 1 and (scalable or best >= size)
+    return PathReport(
+        kind.lower(),
+        team,
+        namespace,
+        name_of(obj),
+        pool_name,
+        (best if scalable else size) if runnable else 0,
+        runnable,
+        reasons,
+    )
+
+
+def ray_job_paths(stack: Stack, config: PlatformConfig, team_name: str) -> Iterator[PathReport]:
+    """A RayJob path per pool the team holds a node of, where KubeRay is installed.
+
+    The RayJob docs/how-to/run-raytrain.md submits (:func:`components.kuberay.ray_job`): the
+    team's gid, directories and checkpoint location where the pool mounts the file system,
+    Ray's pinned image.
+
+    Args:
+        stack: the stack.
+        config: the validated configuration the stack was synthesized from.
+        team_name: the team (its namespace is named after it).
+    """
+    if stack.view.values(kuberay.RELEASE) is None:
+        return
+    lustre = config.storage.lustre
+    checkpoints = checkpoint_location(config)
+    mounted_pools = lustre_pools(config)
+    for team in (t for t in config.teams if t.name == team_name):
+        pools = {pool.name: pool for pool, _ in team_runtimes(team, config.node_pools)}
+        for _, pool in sorted(pools.items()):
+            mounted = lustre is not None and team.shared_file_system and pool.name in mounted_pools
+            job = ray_job(
+                f"{RAY_JOB_NAME}-{pool.name}", pool, team=team.name, image=versions.RAY_IMAGE,
+                workers=1, entrypoint=RAY_ENTRYPOINT, checkpoints=checkpoints if mounted else None,
+                directories=team_directories(lustre, team) if lustre and mounted else None,
+                group_id=team.gid if lustre is not None else None,
+            )  # fmt: skip
+            yield evaluate_ray(stack, team.name, team.name, job, scalable=True)
+
+
+def ray_object_paths(stack: Stack, namespace: str, team: str) -> Iterator[PathReport]:
+    """A path per RayCluster and RayJob already in the view in the team's namespace.
+
+    The cluster a RayJob made is its RayJob's (KubeRay builds it no PodGroup of its own).
+    """
+    for kind in ("RayCluster", "RayJob"):
+        for obj in stack.view.of_kind(kind, namespace):
+            if labels_of(obj).get(kuberay.ORIGIN_KIND_LABEL) == "RayJob":
+                continue
+            yield evaluate_ray(stack, team, namespace, obj, scalable=False)
+
+
+def katib_trial_resources(view: StackView) -> list[str] | None:
+    """``init.controller.trialResources`` of katib-config; None where Katib is not installed.
+
+    kubeflow/katib v0.19.0 pkg/apis/config/v1beta1/types.go, ControllerConfig.
+    """
+    config_map = view.named("ConfigMap", KATIB_CONFIG_MAP, KATIB_NAMESPACE)
+    if config_map is None:
+        return None
+    data = yaml.safe_load(str((config_map.get("data") or {}).get(KATIB_CONFIG_KEY) or "")) or {}
+    controller = (data.get("init") or {}).get("controller") or {}
+    return [str(kind) for kind in controller.get("trialResources") or []]
+
+
+def katib_trial_paths(
+    stack: Stack, namespace: str, team: str, paths: list[PathReport]
+) -> Iterator[PathReport]:
+    """A ``katib-trial`` path per TrainJob path of the team (and legacy PyTorchJob path).
+
+    A trial is a TrainJob on one of the team's runtimes: Katib's trial controller watches only
+    the kinds katib-config lists in ``trialResources`` (kubeflow/katib v0.19.0
+    pkg/controller.v1beta1/trial/trial_controller.go, add), the team's members must be allowed
+    to create Experiments, Katib's pod webhook must inject the metrics collector in the
+    namespace (its label), and the trial runs as the TrainJob path it rests on would (its
+    runnable and node count are that path's). A team neither allowed Experiments nor labelled
+    has no Katib: no paths.
+
+    Args:
+        stack: the stack.
+        namespace: the team's namespace.
+        team: the team.
+        paths: the team's TrainJob and legacy PyTorchJob paths.
+    """
+    kinds = katib_trial_resources(stack.view)
+    if kinds is None:
+        return
+    groups = rbac.groups_of_namespace(stack.view, namespace)
+    cannot = [
+        f"group {group} may not create experiments.kubeflow.org in {namespace} (403)"
+        for group in groups
+        if not rbac.allowed(
+            stack.view, ("Group", group), "create", *EXPERIMENTS, namespace=namespace
+        )
+    ]
+    ns = stack.view.named("Namespace", namespace) or {}
+    injected = all(labels_of(ns).get(k) == v for k, v in METRICS_COLLECTOR_INJECTION.items())
+    if cannot and not injected:
+        return  # the team has no Katib: nothing to promise
+    if not injected:
+        cannot.append(
+            f"namespace {namespace} lacks the label "
+            + ", ".join(f"{k}={v}" for k, v in METRICS_COLLECTOR_INJECTION.items())
+            + ": Katib's pod webhook injects no metrics collector (kubeflow/katib v0.19.0 "
+            "manifests/v1beta1/components/webhook/webhooks.yaml), so no trial reports its metrics"
+        )
+    for path in paths:
+        if path.kind == "trainjob":
+            kind = TRAINJOB_TRIAL
+        elif path.kind == "legacy-job":
+            kind = PYTORCHJOB_TRIAL
+        else:
+            continue
+        blocking = list(cannot)
+        if kind not in kinds:
+            blocking.append(
+                f"katib-config's trialResources lists {', '.join(kinds) or 'nothing'}, not "
+                f"{kind}: Katib's controller never creates such a trial"
+            )
+        label = path.runtime if path.kind == "trainjob" else f"v1:{path.runtime}"
+        if not path.runnable:
+            blocking.append(f"its trials are {label} jobs, and that path is not runnable")
+        yield PathReport(
+            "katib-trial",
+            team,
+            namespace,
+            path.runtime,
+            path.pool,
+            path.max_nodes if not blocking else 0,
+            not blocking,
+            blocking or [f"each trial is a {kind} on {label}: it runs as that path does"],
+            offered=path.offered,
+        )

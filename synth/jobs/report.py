@@ -9,6 +9,14 @@ from pathlib import Path
 from synth.jobs.model import PathReport
 
 _WIDTH = 100
+LABELS = {
+    "trainjob": "",
+    "legacy-job": "v1:",
+    "katib-trial": "katib:",
+    "rayjob": "rayjob:",
+    "raycluster": "raycluster:",
+}
+"""How a path's kind prefixes its runtime in the table (Slurm partitions: ``slurm:``)."""
 
 
 def as_json(reports: list[PathReport]) -> str:
@@ -27,9 +35,7 @@ def table(stack: str, reports: list[PathReport]) -> str:
     rows = [
         (
             r.team,
-            {"trainjob": r.runtime, "legacy-job": f"v1:{r.runtime}"}.get(
-                r.kind, f"slurm:{r.runtime}"
-            ),
+            LABELS.get(r.kind, "slurm:") + r.runtime,
             r.pool or "-",
             str(r.max_nodes),
             "yes" if r.runnable else ("NO" if r.offered else "no (not offered)"),
