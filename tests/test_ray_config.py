@@ -147,10 +147,16 @@ def test_a_cluster_on_a_pool_the_team_gets_no_node_of_is_refused() -> None:
 
 
 def test_workers_beyond_the_pool_less_slurms_nodes_are_refused() -> None:
-    # gpu-small: maxNodes 3, of which dev's Slurm node set holds 1
-    data = _dev_with_clusters({"name": "c", "pool": "gpu-small", "workers": 3})
-    assert_reported(data, f"{CLUSTERS}[0].workers", 3, "at most 2: pool gpu-small's maxNodes (3)")
-    data["teams"][0]["ray"]["clusters"][0]["workers"] = 2
+    data = _dev_with_clusters({"name": "c", "pool": "gpu-small", "workers": 1})
+    (pool,) = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
+    data["teams"][0]["quota"]["gpus"] = 8  # the pool, not the quota, is what binds
+    most = pool["maxNodes"] - 1  # dev's Slurm node set holds one node of gpu-small
+    data["teams"][0]["ray"]["clusters"][0]["workers"] = most + 1
+    assert_reported(
+        data, f"{CLUSTERS}[0].workers", most + 1,
+        f"at most {most}: pool gpu-small's maxNodes ({pool['maxNodes']})",
+    )  # fmt: skip
+    data["teams"][0]["ray"]["clusters"][0]["workers"] = most
     parse_platform_config(data)
 
 

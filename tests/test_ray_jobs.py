@@ -268,27 +268,61 @@ def _standing(result: StackResult, workers: int, *, queue: str | None = "ml-dev"
     }
 
 
+def _with(result: StackResult, *clusters: dict[str, Any]) -> dict[tuple[str, str], PathReport]:
+    view = _view(result)
+    view.objects.extend(clusters)
+    return _ray(evaluate_jobs(view), "raycluster")
+
+
 def test_a_standing_raycluster_is_a_path_runnable_or_not_with_its_reason(
     synthesized: dict[str, StackResult],
 ) -> None:
     result = synthesized["dev"]
-    view = _view(result)
-    view.objects.extend(
-        [_standing(result, 1), _standing(result, 3), _standing(result, 1, queue=None)]
-    )
-    view.objects[-1]["metadata"]["name"] = "unqueued"
-    clusters = _ray(evaluate_jobs(view), "raycluster")
-    fits = clusters[("ml-dev", "standing-1")]
-    assert fits.runnable and fits.max_nodes == 1, fits
-    # dev's gpu-small gives ml-dev two nodes: a gang of three never forms
-    too_big = clusters[("ml-dev", "standing-3")]
+    # dev's gpu-small gives ml-dev three nodes, one of them held by its standing cluster
+    assert _ray(result.jobs, "raycluster")[("ml-dev", "interactive")].max_nodes == 1
+    fits = _with(result, _standing(result, 2))[("ml-dev", "standing-2")]
+    assert fits.runnable and fits.max_nodes == 2, fits
+    too_big = _with(result, _standing(result, 3))[("ml-dev", "standing-3")]
     assert not too_big.runnable and too_big.max_nodes == 0
     assert any("gang of 3 worker(s) never forms (at most 2)" in r for r in too_big.reasons)
+    assert any("held by standing RayCluster ml-dev/interactive" in r for r in too_big.reasons)
+    view = _view(result)
+    view.objects.append(_standing(result, 3))
+    assert not all_runnable(evaluate_jobs(view))  # `synth jobs` exits 1
     # no queue label: the queue-ownership policy's own CEL refuses it
-    unqueued = clusters[("ml-dev", "unqueued")]
-    assert not unqueued.runnable
-    assert any("trainingplatform-team-queues" in r for r in unqueued.reasons), unqueued.reasons
-    assert not all_runnable(evaluate_jobs(view))
+    unqueued = _standing(result, 1, queue=None)
+    unqueued["metadata"]["name"] = "unqueued"
+    refused = _with(result, unqueued)[("ml-dev", "unqueued")]
+    assert not refused.runnable
+    assert any("trainingplatform-team-queues" in r for r in refused.reasons), refused.reasons
+
+
+def test_a_standing_clusters_nodes_queue_and_quota_are_not_offered_twice(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """A standing RayCluster holds its workers' nodes, its PodGroup's share of the queue and
+    its pods' share of the quota while it exists: every other path of the team on its pool
+    gets the rest, and says who holds the difference."""
+    result = synthesized["dev"]
+    with_cluster = {(r.kind, r.runtime): r for r in result.jobs}
+    view = _view(result)
+    view.objects[:] = [o for o in view.objects if o.get("kind") != "RayCluster"]
+    without = {(r.kind, r.runtime): r for r in evaluate_jobs(view, config=result.config)}
+    held = ["trainjob", "rayjob", "katib-trial"]
+    on_pool = [
+        key for key, report in with_cluster.items()
+        if report.pool == "gpu-small" and key[0] in held and report.team == "ml-dev"
+    ]  # fmt: skip
+    assert {kind for kind, _ in on_pool} >= {"trainjob", "rayjob"}
+    for key in on_pool:
+        assert with_cluster[key].max_nodes == without[key].max_nodes - 1, key
+        if key[0] != "katib-trial":
+            reasons = " ".join(with_cluster[key].reasons)
+            for holder in ("NodePool gpu-small", "queue ml-dev", "ResourceQuota"):
+                assert f"{holder}" in reasons and "held by standing RayCluster" in reasons
+    # the other pool is untouched
+    trn = [k for k, r in with_cluster.items() if r.pool == "trn1" and k[0] in held]
+    assert trn and all(with_cluster[k].max_nodes == without[k].max_nodes for k in trn)
 
 
 def test_a_rayjob_on_an_existing_cluster_is_refused_and_has_no_gang(

@@ -14,7 +14,6 @@ from typing import Any, Final
 
 import yaml
 
-from components import versions
 from components.catalog import GPU_RESOURCE, InstanceType
 from components.checkpoints import checkpoint_location
 from components.config import PlatformConfig
@@ -23,7 +22,7 @@ from components.katib import CONFIG_KEY as KATIB_CONFIG_KEY
 from components.katib import CONFIG_MAP as KATIB_CONFIG_MAP
 from components.katib import METRICS_COLLECTOR_INJECTION, TRAINJOB_TRIAL
 from components.katib import NAMESPACE as KATIB_NAMESPACE
-from components.kuberay import ray_job
+from components.kuberay import ray_image, ray_job
 from components.platform import lustre_pools
 from components.storage.layout import team_directories
 from components.tenancy import QUEUE_POLICY
@@ -117,6 +116,37 @@ def _largest(holds: Callable[[int], bool], upper: int) -> int:
     return low
 
 
+@dataclass(frozen=True)
+class StandingGang:
+    """A RayCluster the stack itself creates (``teams[].ray.clusters``).
+
+    Its nodes, queue share and quota share are held for as long as it exists, so every other
+    path of its team, queue and pool gets the rest.
+    """
+
+    namespace: str
+    name: str
+    queue: str
+    pools: dict[str, int]
+    """NodePool -> nodes its workers hold (one pod per node, as the platform builds them)."""
+    queued: dict[str, Decimal]
+    """Its PodGroup's minResources: what the queue counts as allocated."""
+    charged: dict[str, Decimal]
+    """Its pods' requests with LimitRange defaults: what the namespace's quotas count."""
+
+    def label(self) -> str:
+        """How reasons name it."""
+        return f"standing RayCluster {self.namespace}/{self.name}"
+
+
+def _summed(parts: Iterator[dict[str, Decimal]]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for part in parts:
+        for resource, amount in part.items():
+            total[resource] = total.get(resource, Decimal(0)) + amount
+    return total
+
+
 class Stack:
     """The decisions that hold for the whole stack, computed once."""
 
@@ -133,6 +163,40 @@ class Stack:
             for verb in ("get", "list", "watch")
         )
         self.node_sets = list(view.of_kind("NodeSet"))
+        self.standing = list(self._standing_gangs())
+
+    def _standing_gangs(self) -> Iterator[StandingGang]:
+        """The RayClusters in the view that KubeRay gang-schedules (the stack's own)."""
+        for cluster in self.view.of_kind("RayCluster"):
+            group = kuberay.pod_group(cluster)
+            namespace = namespace_of(cluster)
+            if group is None or namespace is None:
+                continue
+            defaults = _limit_range_defaults(self.view, namespace)
+            pools: dict[str, int] = {}
+            for role, pod, count in kuberay.pods(cluster):
+                pool = _pool_of(pod)
+                if role.startswith("worker group") and pool is not None:
+                    pools[pool] = pools.get(pool, 0) + count
+            charged = _summed(
+                {r: a * count for r, a in trainer.pod_requests(pod, defaults).items()}
+                for _, pod, count in kuberay.pods(cluster)
+            )
+            yield StandingGang(
+                namespace,
+                name_of(cluster),
+                group.queue or volcano.DEFAULT_QUEUE,
+                pools,
+                dict(group.min_resources),
+                charged,
+            )
+
+    def standing_other_than(self, obj: Mapping[str, Any] | None) -> list[StandingGang]:
+        """The standing gangs, less ``obj`` itself (a standing cluster judged on its own)."""
+        if obj is None or obj.get("kind") != "RayCluster":
+            return self.standing
+        key = (namespace_of(obj), name_of(obj))
+        return [g for g in self.standing if (g.namespace, g.name) != key]
 
     def node_set_bounds(self, node_set: Mapping[str, Any]) -> tuple[int, int]:
         """(most, warm) slurmd pods of a node set.
@@ -279,8 +343,10 @@ def _karpenter_bound(
     gang: Callable[[int], list[tuple[Decimal, int]]],
     per_node: Callable[[NodePoolShape], int],
     slurm_pools: dict[str, str],
+    standing: list[StandingGang] = [],  # noqa: B006  # read only
 ) -> Bound:
-    limit = sum(pool.node_limit() for pool in fitting)
+    held = {pool.name: sum(g.pools.get(pool.name, 0) for g in standing) for pool in fitting}
+    limit = sum(pool.node_limit() - held[pool.name] for pool in fitting)
 
     def nodes_for(n: int) -> int:
         fit = min(per_node(pool) for pool in fitting)
@@ -294,6 +360,9 @@ def _karpenter_bound(
                 text += f" (the rest of the pool is Slurm's, NodePool {slurm_pools[pool.name]})"
             if pool.labels.get(CAPACITY_TYPE_LABEL) == {"reserved"}:
                 text += ", and no more than its capacity reservations hold"
+            holders = [g.label() for g in standing if g.pools.get(pool.name)]
+            if holders:
+                text += f", of which {held[pool.name]} held by {', '.join(holders)}"
             parts.append(text)
         return "; ".join(parts)
 
@@ -346,21 +415,33 @@ def _quota_bound(
     namespace: str,
     totals: Callable[[int], dict[str, Decimal]],
     priority_class: str | None = None,
+    standing: list[StandingGang] = [],  # noqa: B006  # read only
 ) -> Bound | None:
     hard = _quota_hard(stack, namespace, priority_class)
     if not hard:
         return None
+    holders = [g for g in standing if g.namespace == namespace]
+    used = _summed(g.charged for g in holders)
+
+    def with_used(n: int) -> dict[str, Decimal]:
+        wanted = totals(n)
+        return {r: wanted.get(r, Decimal(0)) + used.get(r, Decimal(0)) for r in hard}
 
     def holds(n: int) -> bool:
-        wanted = totals(n)
-        return all(wanted.get(r, Decimal(0)) <= amount for r, (_, amount) in hard.items())
+        wanted = with_used(n)
+        return all(wanted[r] <= amount for r, (_, amount) in hard.items())
 
     def describe(best: int) -> str:
-        over = totals(best + 1)
+        over = with_used(best + 1)
         binding = [
             f"{r} {amount}"
+            + (
+                f" ({used[r]} held by {', '.join(g.label() for g in holders)})"
+                if used.get(r)
+                else ""
+            )
             for r, (_, amount) in sorted(hard.items())
-            if over.get(r, Decimal(0)) > amount
+            if over[r] > amount
         ]
         names = sorted({name for name, _ in hard.values()})
         return f"ResourceQuota {', '.join(names)} in {namespace} allows " + ", ".join(binding)
@@ -374,8 +455,12 @@ def _queue_bounds(
     totals: Callable[[int], dict[str, Decimal]],
     *,
     pods_first: bool = True,
+    standing: list[StandingGang] = [],  # noqa: B006  # read only
 ) -> list[Bound]:
     """The capacity plugin's bound on a gang, one per resource of its PodGroup's minResources.
+
+    Standing gangs (:class:`StandingGang`) are allocated in their queues all the time: a gang
+    of the same queue gets its capability less theirs, and their nodes always exist.
 
     Args:
         stack: the stack.
@@ -386,14 +471,19 @@ def _queue_bounds(
             cluster's total); false for the legacy Training Operator, which waits for Inqueue
             (kubeflow/trainer v1.9.4 pkg/controller.v1/control/podgroup_control.go), so only
             the nodes that exist now count.
+        standing: the standing gangs other than this one. Default none.
     """
     hierarchy = bool(volcano.capacity_hierarchy(stack.scheduler or {}))
+    mates = [g for g in standing if g.queue == queue.name]
+    allocated = _summed(g.queued for g in mates)
+    standing_total = _summed(g.queued for g in standing)
     bounds = []
     for resource in volcano.compared_resources(totals(1)):
         guarantees = sum(
             (q.guarantee.get(resource, Decimal(0)) for q in stack.queues.values()), Decimal(0)
         )
-        held = stack.held_by_slurm(resource)
+        held = stack.held_by_slurm(resource) + standing_total.get(resource, Decimal(0))
+        taken = allocated.get(resource, Decimal(0))
         warm = stack.warm_total(resource)
 
         def cold_cap(
@@ -416,22 +506,29 @@ def _queue_bounds(
             )
 
         def holds(
-            n: int, resource: str = resource, cold_cap: Any = cold_cap, warm_cap: Any = warm_cap
+            n: int,
+            resource: str = resource,
+            cold_cap: Any = cold_cap,
+            warm_cap: Any = warm_cap,
+            taken: Decimal = taken,
         ) -> bool:
             wanted = totals(n).get(resource, Decimal(0))
             if not wanted:
                 return True
             caps = [c for c in (cold_cap(n), warm_cap()) if c is not None]
-            return all(wanted <= c for c in caps)
+            return all(wanted + taken <= c for c in caps)
 
         def describe(
             best: int,
             resource: str = resource,
             cold_cap: Any = cold_cap,
             guarantees: Decimal = guarantees,
+            taken: Decimal = taken,
         ) -> str:
             capability = queue.capability.get(resource)
             cold = cold_cap(best + 1)
+            holders = f", of which {taken} held by {', '.join(g.label() for g in mates)}"
+            holding = holders if taken else ""
             if hierarchy and not pods_first and cold == 0:
                 return (
                     f"queue {queue.name}: on a cold pool no node reports {resource}, so the "
@@ -439,9 +536,10 @@ def _queue_bounds(
                     "PodGroup stays Pending"
                 )
             if hierarchy:
-                return f"queue {queue.name}: capability {capability} {resource}"
+                return f"queue {queue.name}: capability {capability} {resource}{holding}"
             return (
-                f"queue {queue.name} (capacity plugin, flat queues): admits {cold} {resource} "
+                f"queue {queue.name} (capacity plugin, flat queues): admits {cold} {resource}"
+                f"{holding} "
                 f"for a gang of {best + 1} nodes: what the nodes that exist hold, less every "
                 f"queue's guarantee ({guarantees}), plus its own "
                 f"({queue.guarantee.get(resource, Decimal(0))}); on a scaled-to-zero pool "
@@ -579,7 +677,9 @@ def evaluate_runtime(
                 for t in pool.instance_types
             )
 
-        bounds.append(_karpenter_bound(fitting, gang, per_node, _slurm_pool_names(stack)))
+        bounds.append(
+            _karpenter_bound(fitting, gang, per_node, _slurm_pool_names(stack), stack.standing)
+        )
 
     processes = trainer.torch_processes(runtime)
     expected = _expected_processes(fitting)
@@ -598,9 +698,9 @@ def evaluate_runtime(
             blocking.append(f"queue {queue_name} does not exist: the PodGroup stays Pending")
         else:
             queue = stack.queues[queue_name]
-            bounds += _queue_bounds(stack, queue, totals)
+            bounds += _queue_bounds(stack, queue, totals, standing=stack.standing)
     priority = trainer_job.pod.get("priorityClassName") if trainer_job is not None else None
-    quota = _quota_bound(stack, namespace, totals, priority)
+    quota = _quota_bound(stack, namespace, totals, priority, stack.standing)
     if quota is not None:
         bounds.append(quota)
 
@@ -975,7 +1075,11 @@ def evaluate_legacy(
 
         bounds.append(
             _karpenter_bound(
-                fitting, lambda n: [(Decimal(0), n)], per_node, _slurm_pool_names(stack)
+                fitting,
+                lambda n: [(Decimal(0), n)],
+                per_node,
+                _slurm_pool_names(stack),
+                stack.standing,
             )
         )
     queue = team_queue(stack, team)
@@ -984,8 +1088,8 @@ def evaluate_legacy(
     elif queue is None:
         blocking.append(f"queue {team} does not exist: the PodGroup stays Pending")
     else:
-        bounds += _queue_bounds(stack, queue, totals, pods_first=enforced)
-    quota = _quota_bound(stack, namespace, totals)
+        bounds += _queue_bounds(stack, queue, totals, pods_first=enforced, standing=stack.standing)
+    quota = _quota_bound(stack, namespace, totals, standing=stack.standing)
     if quota is not None:
         bounds.append(quota)
     upper = min(MAX_GANG_NODES, sum(p.node_limit() for p in fitting)) if fitting else 0
@@ -1085,6 +1189,7 @@ def evaluate_ray(
             (its report says the most the bounds allow).
     """
     kind = str(obj.get("kind"))
+    others = stack.standing_other_than(obj)
     blocking: list[str] = list(kuberay.operator_problems(stack.view))
     blocking += list(_ray_rbac_problems(stack, namespace, kind))
     blocking += admission.refusals(stack.view, [QUEUE_POLICY, RAY_GANG_POLICY], obj, namespace)
@@ -1141,7 +1246,7 @@ def evaluate_ray(
 
         bounds.append(
             _karpenter_bound(
-                fitting, lambda n: [(Decimal(0), n)], per_node, _slurm_pool_names(stack)
+                fitting, lambda n: [(Decimal(0), n)], per_node, _slurm_pool_names(stack), others
             )
         )
         shared = _shared_with_slurm(stack, candidate_pools(worker_pod, stack.pools))
@@ -1157,8 +1262,10 @@ def evaluate_ray(
         elif queue_name not in stack.queues:
             blocking.append(f"queue {queue_name} does not exist: the PodGroup stays Pending")
         else:
-            bounds += _queue_bounds(stack, stack.queues[queue_name], totals)
-    quota = _quota_bound(stack, namespace, quota_totals, worker_pod.get("priorityClassName"))
+            bounds += _queue_bounds(stack, stack.queues[queue_name], totals, standing=others)
+    quota = _quota_bound(
+        stack, namespace, quota_totals, worker_pod.get("priorityClassName"), others
+    )
     if quota is not None:
         bounds.append(quota)
     upper = min(MAX_GANG_NODES, sum(p.node_limit() for p in fitting)) if fitting else 0
@@ -1206,7 +1313,7 @@ def ray_job_paths(stack: Stack, config: PlatformConfig, team_name: str) -> Itera
 
     The RayJob docs/how-to/run-raytrain.md submits (:func:`components.kuberay.ray_job`): the
     team's gid, directories and checkpoint location where the pool mounts the file system,
-    Ray's pinned image.
+    the stack's Ray image of the pool (``ray.images``).
 
     Args:
         stack: the stack.
@@ -1223,7 +1330,8 @@ def ray_job_paths(stack: Stack, config: PlatformConfig, team_name: str) -> Itera
         for _, pool in sorted(pools.items()):
             mounted = lustre is not None and team.shared_file_system and pool.name in mounted_pools
             job = ray_job(
-                f"{RAY_JOB_NAME}-{pool.name}", pool, team=team.name, image=versions.RAY_IMAGE,
+                f"{RAY_JOB_NAME}-{pool.name}", pool, team=team.name,
+                image=ray_image(config.ray.images, pool),
                 workers=1, entrypoint=RAY_ENTRYPOINT, checkpoints=checkpoints if mounted else None,
                 directories=team_directories(lustre, team) if lustre and mounted else None,
                 group_id=team.gid if lustre is not None else None,
