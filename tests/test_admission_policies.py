@@ -1,86 +1,22 @@
 """The platform's ValidatingAdmissionPolicies, evaluated with a CEL library (cel-python) against
 objects the API server would admit or refuse, the way the API server runs them: match
-conditions first, then variables, then each validation (an error or false refuses)."""
+conditions first, then variables, then each validation (an error or false refuses): the
+evaluator is synth/jobs/admission.py's, which `synth jobs` judges Ray objects with too."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Final
 
-import celpy
-import celpy.adapter
 import pytest
 from celpy.celparser import CELParser
 
+from synth.jobs.admission import admit  # the suite's CEL evaluator
 from synth.run import StackResult
 from tests.conftest import STACKS
 
 POLICY: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 BINDING: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 NEURON_POLICY: Final = "trainingplatform-neuron-processes"
-
-
-@functools.cache
-def _program(expression: str) -> Any:
-    """``expression`` compiled once per test process: parsing is most of an evaluation's cost,
-    and the same policies are evaluated against many objects."""
-    environment = celpy.Environment()
-    return environment.program(environment.compile(expression))
-
-
-def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
-    return _program(expression).evaluate(activation)
-
-
-def admit(
-    policy: dict[str, Any],
-    obj: dict[str, Any],
-    namespace: dict[str, Any] | None = None,
-    *,
-    old: dict[str, Any] | None = None,
-    user_groups: list[str] | None = None,
-    operation: str | None = None,
-    username: str = "kubernetes-admin",
-) -> tuple[bool, str | None]:
-    """(admitted, message) of ``obj`` under ``policy``'s spec.
-
-    ``namespace`` is the object's Namespace, which the API server gives namespaced requests as
-    ``namespaceObject``; ``old`` the object an UPDATE replaces (``oldObject``, null on CREATE).
-    ``user_groups``: the requesting user's groups (``request.userInfo.groups``); None: a user
-    with no groups field; ``username`` theirs (``request.userInfo.username``, default
-    ``kubernetes-admin``). ``operation``: ``DELETE`` passes ``obj`` as the deleted object
-    (``oldObject``, with ``object`` null); default UPDATE with ``old``, else CREATE.
-    """
-    operation = operation or ("UPDATE" if old else "CREATE")
-    current, previous = (None, obj) if operation == "DELETE" else (obj, old)
-    user: dict[str, Any] = {"username": username}
-    if user_groups is not None:
-        user["groups"] = user_groups
-    activation: dict[str, Any] = {
-        "object": celpy.adapter.json_to_cel(current),
-        "oldObject": celpy.adapter.json_to_cel(previous),
-        "request": celpy.adapter.json_to_cel({"operation": operation, "userInfo": user}),
-    }
-    if namespace is not None:
-        activation["namespaceObject"] = celpy.adapter.json_to_cel(namespace)
-    for condition in policy.get("matchConditions", []):
-        if not _evaluate(condition["expression"], activation):
-            return True, None
-    # Each variable may use the ones declared before it (variables.<name>), as in the API server.
-    variables: dict[Any, Any] = {}
-    for variable in policy.get("variables", []):
-        activation["variables"] = celpy.celtypes.MapType(variables)
-        variables[celpy.celtypes.StringType(variable["name"])] = _evaluate(
-            variable["expression"], activation
-        )
-    activation["variables"] = celpy.celtypes.MapType(variables)
-    for validation in policy["validations"]:
-        if not _evaluate(validation["expression"], activation):
-            message = validation.get("message")
-            if "messageExpression" in validation:
-                message = str(_evaluate(validation["messageExpression"], activation))
-            return False, message
-    return True, None
 
 
 def _policy(result: StackResult, name: str) -> dict[str, Any]:

@@ -35,28 +35,47 @@ def enforced(view: StackView, policy: str) -> Mapping[str, Any] | None:
     return (manifest.get("spec") or {}) if manifest is not None and bound else None
 
 
-def refusal(
-    policy: Mapping[str, Any], obj: Mapping[str, Any], namespace: Mapping[str, Any] | None
-) -> str | None:
-    """The message ``policy`` refuses ``obj``'s CREATE with, or None where it admits it.
+def admit(
+    policy: Mapping[str, Any],
+    obj: Mapping[str, Any] | None,
+    namespace: Mapping[str, Any] | None = None,
+    *,
+    old: Mapping[str, Any] | None = None,
+    user_groups: list[str] | None = None,
+    operation: str | None = None,
+    username: str = "kubernetes-admin",
+) -> tuple[bool, str | None]:
+    """(admitted, message) of a request for ``obj`` under ``policy``'s spec.
 
     Args:
         policy: the policy's spec.
-        obj: the object created.
-        namespace: its Namespace (``namespaceObject``); None for a cluster-scoped object.
+        obj: the object of the request.
+        namespace: its Namespace, which the API server gives namespaced requests as
+            ``namespaceObject``; None for a cluster-scoped object. Default None.
+        old: the object an UPDATE replaces (``oldObject``; null on CREATE). Default None.
+        user_groups: the requesting user's groups (``request.userInfo.groups``); None: a user
+            with no groups field. Default None.
+        operation: ``CREATE``, ``UPDATE`` or ``DELETE`` (which passes ``obj`` as the deleted
+            object, ``oldObject``, with ``object`` null). Default UPDATE with ``old``, else
+            CREATE.
+        username: ``request.userInfo.username``. Default ``kubernetes-admin``.
     """
+    operation = operation or ("UPDATE" if old else "CREATE")
+    current, previous = (None, obj) if operation == "DELETE" else (obj, old)
+    user: dict[str, Any] = {"username": username}
+    if user_groups is not None:
+        user["groups"] = user_groups
     activation: dict[str, Any] = {
-        "object": celpy.adapter.json_to_cel(dict(obj)),
-        "oldObject": celpy.adapter.json_to_cel(None),
-        "request": celpy.adapter.json_to_cel(
-            {"operation": "CREATE", "userInfo": {"username": "member"}}
-        ),
+        "object": celpy.adapter.json_to_cel(None if current is None else dict(current)),
+        "oldObject": celpy.adapter.json_to_cel(None if previous is None else dict(previous)),
+        "request": celpy.adapter.json_to_cel({"operation": operation, "userInfo": user}),
     }
     if namespace is not None:
         activation["namespaceObject"] = celpy.adapter.json_to_cel(dict(namespace))
     for condition in policy.get("matchConditions") or []:
         if not _program(condition["expression"]).evaluate(activation):
-            return None
+            return True, None
+    # Each variable may use the ones declared before it (variables.<name>).
     variables: dict[Any, Any] = {}
     for variable in policy.get("variables") or []:
         activation["variables"] = celpy.celtypes.MapType(variables)
@@ -66,10 +85,27 @@ def refusal(
     activation["variables"] = celpy.celtypes.MapType(variables)
     for validation in policy.get("validations") or []:
         if not _program(validation["expression"]).evaluate(activation):
+            message = validation.get("message")
             if "messageExpression" in validation:
-                return str(_program(validation["messageExpression"]).evaluate(activation))
-            return str(validation.get("message") or validation["expression"])
-    return None
+                message = str(_program(validation["messageExpression"]).evaluate(activation))
+            return False, message
+    return True, None
+
+
+def refusal(
+    policy: Mapping[str, Any], obj: Mapping[str, Any], namespace: Mapping[str, Any] | None
+) -> str | None:
+    """The message ``policy`` refuses a member's CREATE of ``obj`` with, None where it admits.
+
+    Args:
+        policy: the policy's spec.
+        obj: the object created.
+        namespace: its Namespace (``namespaceObject``); None for a cluster-scoped object.
+    """
+    admitted, message = admit(policy, obj, namespace, username="member")
+    if admitted:
+        return None
+    return message or "refused (the validation gives no message)"
 
 
 def refusals(

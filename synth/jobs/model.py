@@ -460,7 +460,7 @@ def _queue_bounds(
     """The capacity plugin's bound on a gang, one per resource of its PodGroup's minResources.
 
     Standing gangs (:class:`StandingGang`) are allocated in their queues all the time: a gang
-    of the same queue gets its capability less theirs, and their nodes always exist.
+    of the same queue gets its capability less theirs.
 
     Args:
         stack: the stack.
@@ -475,14 +475,15 @@ def _queue_bounds(
     """
     hierarchy = bool(volcano.capacity_hierarchy(stack.scheduler or {}))
     mates = [g for g in standing if g.queue == queue.name]
+    # A standing gang's nodes add to the cluster's total what it allocates itself: the root
+    # queue has no more room for others than without it, and its queue has that much less.
     allocated = _summed(g.queued for g in mates)
-    standing_total = _summed(g.queued for g in standing)
     bounds = []
     for resource in volcano.compared_resources(totals(1)):
         guarantees = sum(
             (q.guarantee.get(resource, Decimal(0)) for q in stack.queues.values()), Decimal(0)
         )
-        held = stack.held_by_slurm(resource) + standing_total.get(resource, Decimal(0))
+        held = stack.held_by_slurm(resource)
         taken = allocated.get(resource, Decimal(0))
         warm = stack.warm_total(resource)
 
