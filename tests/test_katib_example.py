@@ -21,11 +21,11 @@ from components import versions
 from components.katib import NAMESPACE, katib_config
 from components.scheduling import QUEUE_ANNOTATION
 from components.tenancy import QUEUE_POLICY
+from synth.jobs.admission import admit
 from synth.run import StackResult
 from tests.docs_pages import marked_examples
 from tests.kubernetes_semantics import quantity
 from tests.schemas import swagger_errors, validation_errors
-from tests.test_admission_policies import admit
 
 MARKER: Final = "<!-- katib-experiment: STACK -->"
 POLICY: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"

@@ -27,6 +27,7 @@ from components.tenancy import QUEUE_POLICY
 from components.tenant_api import RAY_GANG_POLICY, RAY_PRIORITY_LABEL, ray_gang_policy
 from components.tenant_pods import TENANT_PODS_POLICY
 from components.trainer import team_nodes, team_runtimes
+from synth.jobs.admission import admit
 from synth.jobs.rbac import allowed
 from synth.jobs.view import StackView
 from synth.run import StackResult
@@ -38,7 +39,6 @@ from tests.kubernetes_semantics import quantity
 from tests.pod_shapes import make_pod
 from tests.reference_paths import chart_dir
 from tests.schemas import validation_errors
-from tests.test_admission_policies import admit
 from tests.test_tenant_pods import admitted_pod_spec
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -17,12 +17,12 @@ import pytest
 
 from components.tenancy import LEGACY_JOBS, LEGACY_MIN_RESOURCES_POLICY
 from components.versions import TRAINING_OPERATOR_KUSTOMIZATION
+from synth.jobs.admission import admit
 from synth.jobs.model import PathReport, evaluate_jobs
 from synth.jobs.view import StackView, name_of
 from synth.run import StackResult
 from tests.conftest import STACKS
 from tests.docs_pages import marked_examples
-from tests.test_admission_policies import admit
 from tests.test_tenancy import _namespace
 
 POLICY: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"

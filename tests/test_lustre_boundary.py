@@ -15,11 +15,12 @@ from typing import Any, Final
 import pytest
 
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
+from synth.jobs.admission import admit
 from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 from tests.pod_shapes import make_pod, trainjob, workload_shapes
-from tests.test_admission_policies import BINDING, admit
+from tests.test_admission_policies import BINDING
 from tests.test_readme import _marked_examples
 from tests.test_tenancy import _namespace
 from tests.test_tenant_api import _binding, _in_team, _policy, _team

@@ -19,11 +19,11 @@ from components.storage.layout import team_directories
 from components.tenancy import QUEUE_POLICY
 from components.tenant_pods import TENANT_PODS_POLICY
 from components.workloads import node_resources
+from synth.jobs.admission import admit
 from synth.run import StackResult
 from tests.config_problems import MISSING, assert_reported
 from tests.conftest import stack_data
 from tests.schemas import validation_errors
-from tests.test_admission_policies import admit
 from tests.test_kuberay import _kuberays_pod, _policy, _team_namespace
 
 DIGEST = "@sha256:" + "0123456789abcdef" * 4

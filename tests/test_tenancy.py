@@ -19,11 +19,11 @@ import pytest
 from components.config import parse_platform_config
 from components.tenancy import BASELINE_CAPABILITIES
 from synth.engine import ResourceRecord
+from synth.jobs.admission import admit
 from synth.run import StackResult
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.network_model import Address, Cluster, Pod
-from tests.test_admission_policies import admit
 from tests.test_readme import _marked_examples
 
 TEAM_LABEL: Final = "trainingplatform.io/team"

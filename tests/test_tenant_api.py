@@ -19,12 +19,13 @@ from components.tenant_api import (
     service_exposure_policy,
 )
 from synth.engine import ResourceRecord
+from synth.jobs.admission import admit
 from synth.jobs.model import evaluate_jobs
 from synth.jobs.rbac import allowed
 from synth.jobs.view import StackView, name_of
 from synth.run import StackResult
 from tests.conftest import STACKS
-from tests.test_admission_policies import BINDING, admit
+from tests.test_admission_policies import BINDING
 
 POLICY: Final = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 TEAM_LABEL: Final = "trainingplatform.io/team"

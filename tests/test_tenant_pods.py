@@ -21,12 +21,13 @@ from components.node_pools import FSX_STARTUP_TAINT
 from components.scheduling import PRIORITY_CLASSES, STANDARD_PRIORITY_CLASS
 from components.teams import team_pods_policy
 from components.tenant_pods import TENANT_PODS_POLICY
+from synth.jobs.admission import admit
 from synth.pods import RUNTIME_KINDS, runtime_pods
 from synth.run import StackResult
 from tests.conftest import STACKS
 from tests.kubernetes_semantics import quantity
 from tests.pod_shapes import make_pod, trainjob, workload_shapes
-from tests.test_admission_policies import BINDING, _policy, admit
+from tests.test_admission_policies import BINDING, _policy
 
 QUOTA: Final = "kubernetes:core/v1:ResourceQuota"
 NAMESPACE: Final = "kubernetes:core/v1:Namespace"

@@ -29,6 +29,7 @@ from components.config import ConfigError, ConfigProblem, TrainerImagesConfig, p
 from components.software import built_tag
 from components.trainer import with_gang_scheduler
 from synth.engine import ResourceRecord
+from synth.jobs.admission import admit
 from synth.jobs.trainer import Runtime, trainer_containers
 from synth.run import StackResult
 from synth.yamlio import load_yaml
@@ -39,7 +40,6 @@ from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import without_lustre
 from tests.schemas import validation_errors
 from tests.stack_pools import GPU, NEURON, StackPool
-from tests.test_admission_policies import admit
 
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE: Final = "kubernetes:yaml/v2:ConfigFile"
