@@ -339,7 +339,35 @@ class GangLimits:
     nodes' accelerators or EFA interfaces (what ``synth jobs`` reports as ``maxNodes``)."""
 
 
-def team_node_limit(team: TeamConfig, pool: NodePoolConfig, pool_nodes: int) -> int:
+def standing_held(team: TeamConfig, pools: Mapping[str, NodePoolConfig]) -> dict[str, int]:
+    """What the team's standing Ray clusters (``teams[].ray.clusters``) hold while they exist.
+
+    Each worker takes a whole node (components/kuberay.py): its accelerators (keyed by their
+    resource name) and, on an EFA pool, every EFA interface (key ``efa``).
+
+    Args:
+        team: the team.
+        pools: the stack's pools by name.
+    """
+    held: dict[str, int] = {}
+    for cluster in team.ray.clusters:
+        pool = pools.get(cluster.pool)
+        if pool is None:
+            continue
+        resource = pool.instance.accelerator_resource
+        if resource:
+            held[resource] = held.get(resource, 0) + cluster.workers * pool.instance.accelerators
+        if pool.uses_efa:
+            held["efa"] = held.get("efa", 0) + cluster.workers * pool.instance.efa_interfaces
+    return held
+
+
+def team_node_limit(
+    team: TeamConfig,
+    pool: NodePoolConfig,
+    pool_nodes: int,
+    held: Mapping[str, int] | None = None,
+) -> int:
     """The most whole nodes of ``pool`` one gang of ``team`` can get.
 
     A platform runtime's pod takes a whole node: its accelerators and every EFA interface. A
@@ -351,18 +379,24 @@ def team_node_limit(team: TeamConfig, pool: NodePoolConfig, pool_nodes: int) -> 
     Args:
         team: the team.
         pool: an accelerated pool of its runtimes.
-        pool_nodes: the most nodes the pool's Kubernetes NodePool launches.
+        pool_nodes: the most nodes the pool's Kubernetes NodePool launches for gangs (less
+            what standing Ray clusters hold).
+        held: what the team's standing Ray clusters hold of its quota and queue
+            (:func:`standing_held`). Default: nothing.
     """
+    held = held or {}
     resource, per_node = pool.instance.accelerator_resource, pool.instance.accelerators
     limit = pool_nodes
     if resource and per_node:
+        taken = held.get(resource, 0)
         limit = min(
             limit,
-            team.quota.resources().get(resource, 0) // per_node,
-            team.capability.resources().get(resource, 0) // per_node,
+            (team.quota.resources().get(resource, 0) - taken) // per_node,
+            (team.capability.resources().get(resource, 0) - taken) // per_node,
         )
     if pool.uses_efa and pool.instance.efa_interfaces:
-        limit = min(limit, team.quota.efa_interfaces // pool.instance.efa_interfaces)
+        free_efa = team.quota.efa_interfaces - held.get("efa", 0)
+        limit = min(limit, free_efa // pool.instance.efa_interfaces)
     return max(limit, 0)
 
 
@@ -385,15 +419,25 @@ def gang_limits(
             names are the same in every namespace, ``<framework>-<pool>``).
         runtime_nodes: platform runtime name -> its default ``numNodes``.
         team_runtimes: team namespace -> (the team, its runtimes' names -> their pools), for
-            the teams' own limits (:func:`team_node_limit`). Default: none (pool limits only).
+            the teams' own limits (:func:`team_node_limit`), less what the teams' standing Ray
+            clusters hold. Default: none (pool limits only).
     """
     pool_nodes = {pool.name: pool.max_nodes - slurm_nodes.get(pool.name, 0) for pool in pools}
     by_name = {pool.name: pool for pool in pools}
+    # A standing Ray cluster's workers hold their nodes for every team's gangs on the pool.
+    standing_nodes = {name: 0 for name in by_name}
+    for team, _ in (team_runtimes or {}).values():
+        for cluster in team.ray.clusters:
+            if cluster.pool in standing_nodes:
+                standing_nodes[cluster.pool] += cluster.workers
+    free_nodes = {name: nodes - standing_nodes[name] for name, nodes in pool_nodes.items()}
     return GangLimits(
         pool_nodes=pool_nodes,
         team_runtime_nodes={
             namespace: {
-                runtime: team_node_limit(team, by_name[pool], pool_nodes[pool])
+                runtime: team_node_limit(
+                    team, by_name[pool], free_nodes[pool], standing_held(team, by_name)
+                )
                 for runtime, pool in own.items()
                 if pool in by_name
             }

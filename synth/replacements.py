@@ -129,6 +129,7 @@ _K8S_IDENTITY_ONLY: Final = tuple(
         "karpenter.sh/v1alpha1:NodeOverlay",
         "keda.sh/v1alpha1:ScaledObject",
         "networking.k8s.io/v1:NetworkPolicy",
+        "ray.io/v1:RayCluster",
         "rbac.authorization.k8s.io/v1:ClusterRole",
         "scheduling.k8s.io/v1:PriorityClass",
         "scheduling.volcano.sh/v1beta1:Queue",

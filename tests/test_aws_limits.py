@@ -240,6 +240,9 @@ def _with_long_names(
         item["name"] = renamed[item["name"]]
     for node_set in stretched.get("slurm", {}).get("nodeSets", []):
         node_set["pool"] = renamed.get(node_set["pool"], node_set["pool"])
+    for team_data in stretched.get("teams", []):
+        for ray_cluster in (team_data.get("ray") or {}).get("clusters", []):
+            ray_cluster["pool"] = renamed.get(ray_cluster["pool"], ray_cluster["pool"])
     teams = stretched.get("teams", [])
     for item, name in zip(teams, _renamed([t["name"] for t in teams], team, "t"), strict=True):
         item["name"] = name

@@ -610,6 +610,7 @@ def _lustre_namespaces(*namespaces: str) -> Mutation:
 DEV_CAPACITY = _dev_capacity()
 DEV_TEAM = stack_data("dev")["teams"][0]["name"]
 OVER_GUARANTEED = DEV_CAPACITY["gpus"] + 1
+DEV_DESERVED_GPUS = stack_data("dev")["teams"][0]["queue"]["deserved"]["gpus"]
 
 # (id, mutation of the dev stack, key path, the value found there, words of the allowed text)
 INVALID: list[tuple[str, Mutation, str, Any, str]] = [
@@ -628,14 +629,15 @@ INVALID: list[tuple[str, Mutation, str, Any, str]] = [
      "platform.teams[0].queue.guarantee.neuronDevices", 16, "at most deserved (8)"),
     ("deserved above the capability",
      _queue(capability={"gpus": 1, "neuronDevices": 16}),
-     "platform.teams[0].queue.deserved.gpus", 2, "at most the queue's capability (1;"),
+     "platform.teams[0].queue.deserved.gpus", DEV_DESERVED_GPUS, "at most the queue's capability (1;"),
     ("deserved above the quota without a capability",
      _team(quota={"gpus": 2, "neuronDevices": 8, "efaInterfaces": 8}),
      "platform.teams[0].queue.deserved.neuronDevices", 16, "capability (8; default: the team quota)"),
     ("total guarantee above the pools",
      _both(
-         _team(quota={"gpus": 2, "neuronDevices": 16}),
-         _queue(guarantee={"gpus": 2}, deserved={"gpus": 2, "neuronDevices": 16}),
+         _team(quota={"gpus": DEV_CAPACITY["gpus"], "neuronDevices": 16}),
+         _queue(guarantee={"gpus": DEV_CAPACITY["gpus"]},
+                deserved={"gpus": DEV_CAPACITY["gpus"], "neuronDevices": 16}),
          _add_team({"name": "ml-dev-b", "quota": {"gpus": 1},
                     "queue": {"guarantee": {"gpus": 1}, "deserved": {"gpus": 1}}}),
      ),
