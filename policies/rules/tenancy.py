@@ -11,7 +11,7 @@ from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL
 from components.tenancy import POD_SECURITY_PREFIX
 
 from .common import MANDATORY, ReportViolation, ResourceValidationArgs, decoded, resource_policy
-from .trainer import RUNTIMES, runtime_pods
+from .trainer import training_pods
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -71,12 +71,10 @@ def _containers(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
 
 
 def _check_runtime_hardened(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in RUNTIMES:
-        return
-    for job, pod in runtime_pods(args.props.get("spec") or {}):
+    for owner, pod in training_pods(args.resource_type, args.props):
         pod_seccomp = ((pod.get("securityContext") or {}).get("seccompProfile") or {}).get("type")
         for container in _containers(pod):
-            where = f"replicated job {job}, container {container.get('name')}"
+            where = f"{owner}, container {container.get('name')}"
             context = container.get("securityContext") or {}
             if context.get("allowPrivilegeEscalation") is not False:
                 report(f"{where}: allowPrivilegeEscalation is not false", None)
@@ -204,8 +202,9 @@ POLICIES = [
     ),
     resource_policy(
         "runtimes-hardened",
-        "Every container of every training runtime runs without privilege escalation, with "
-        "every capability dropped and the runtime's default seccomp profile.",
+        "Every container of every training runtime, and of every Ray head, worker group and "
+        "RayJob submitter, runs without privilege escalation, with every capability dropped "
+        "and the runtime's default seccomp profile.",
         _check_runtime_hardened,
     ),
     resource_policy(
