@@ -35,7 +35,7 @@ from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME
 from components.storage.layout import TeamDirectory
-from components.tenancy import hardened_pod
+from components.tenancy import ControllerIngress, hardened_pod
 from components.trainer import (
     fabric_variables,
     team_pod_spec,
@@ -63,6 +63,32 @@ SUBMITTER_RESOURCES: Final = {"cpu": "500m", "memory": "1Gi"}
 """A RayJob submitter's requests and limits (``ray job submit`` and its log tail)."""
 
 
+DASHBOARD_PORT: Final = 8265
+"""The Ray head's dashboard port, KubeRay's default (kuberay v1.7.0
+ray-operator/controllers/ray/utils/constant.go, DefaultDashboardPort)."""
+HEAD_POD_LABELS: Final = {"ray.io/node-type": "head"}
+"""The label KubeRay gives every head pod (constant.go, RayNodeTypeLabelKey; common/pod.go,
+labelPod), which a member cannot override (labelPod keeps KubeRay's own keys)."""
+OPERATOR_POD_LABELS: Final = {
+    "app.kubernetes.io/name": "kuberay-operator",
+    "app.kubernetes.io/instance": RELEASE,
+}
+"""The operator pod's labels: the chart's ``nameOverride`` and the release's name (kuberay v1.7.0
+helm-chart/kuberay-operator/templates/deployment.yaml, spec.template.metadata.labels;
+values.yaml, nameOverride: kuberay-operator)."""
+OPERATOR_INGRESS: Final = ControllerIngress(
+    name="allow-kuberay-operator",
+    pods={"matchLabels": dict(HEAD_POD_LABELS)},
+    namespace=NAMESPACE,
+    controller={"matchLabels": dict(OPERATOR_POD_LABELS)},
+    ports=(DASHBOARD_PORT,),
+    why="the KubeRay operator submits, follows and stops a RayJob's job and reads a "
+    "RayService's applications through the head's dashboard HTTP API, at the head Service's "
+    "port named dashboard (kuberay v1.7.0 ray-operator/controllers/ray/rayjob_controller.go and "
+    "rayservice_controller.go, FetchHeadServiceURL with DashboardPortName; "
+    "utils/dashboardclient/dashboard_httpclient.go)",
+)
+"""The operator's way into team namespaces (:func:`components.tenancy.team_network_policies`)."""
 RAY_POD_KINDS: Final = ("RayCluster", "RayJob", "RayService")
 """KubeRay's kinds that carry pod templates (ray.io/v1)."""
 CLUSTER_SPEC_FIELDS: Final = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Sequence
 from typing import Any, Final
 
 import pulumi
@@ -31,6 +32,7 @@ from components.tenancy import (
     QUEUE_POLICY,
     TEAM_POD_SECURITY,
     TEAM_POD_SECURITY_ADVICE,
+    ControllerIngress,
     legacy_min_resources_policy,
     pod_security_labels,
     queue_ownership_policy,
@@ -449,6 +451,7 @@ class Teams(pulumi.ComponentResource):
         cluster_ready: list[pulumi.Resource],
         gang_limits: GangLimits,
         katib: bool = False,
+        controllers: Sequence[ControllerIngress] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the team namespaces, their isolation and their members' access entries.
@@ -464,6 +467,9 @@ class Teams(pulumi.ComponentResource):
             gang_limits: the pools' node limits and the runtimes on them: no gang in a team
                 namespace may ask for more nodes than its pool launches.
             katib: Katib is on (its metrics collector's namespace label). Default: false.
+            controllers: the platform controllers that connect to team pods, each admitted by
+                a NetworkPolicy of its own (:func:`components.tenancy.team_network_policies`).
+                Default: none.
             opts: resource options (the AWS provider of the access entries).
         """
         super().__init__("trainingplatform:index:Teams", name, None, opts)
@@ -536,6 +542,7 @@ class Teams(pulumi.ComponentResource):
                     team_label=TEAM_LABEL,
                     allowed=[team.name for team in teams if team.ray.allow_cluster_selector],
                     priority_classes=list(PRIORITY_CLASSES),
+                    limits=gang_limits,
                 ),
             ),
             ("pods", TENANT_PODS_POLICY, team_pods_policy(teams, pools)),
@@ -626,7 +633,9 @@ class Teams(pulumi.ComponentResource):
                 automount_service_account_token=False,
                 opts=inside,
             )
-            for manifest in team_network_policies(team.name, labels={TEAM_LABEL: team.name}):
+            for manifest in team_network_policies(
+                team.name, labels={TEAM_LABEL: team.name}, controllers=controllers
+            ):
                 k8s.networking.v1.NetworkPolicy(
                     f"{name}-{team.name}-{manifest['metadata']['name']}",
                     metadata=_cast(manifest["metadata"]),

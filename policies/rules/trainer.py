@@ -110,7 +110,9 @@ def _check_sizes(args: StackValidationArgs, report: ReportViolation) -> None:
     resources = list(args.resources)
     pools = pool_facts(resources)
     for owner in resources:
-        for name, pod in training_pods(owner.resource_type, owner.props):
+        for where, pod in training_pods(owner.resource_type, owner.props):
+            # a runtime's pod is named by its replicated job alone, as it always was
+            name = where.removeprefix("replicated job ")
             for problem in size_problems(name, pod, list(pod.get("containers") or []), pools):
                 report(problem, owner.urn)
 
