@@ -31,6 +31,7 @@ from components.cluster import (
 from components.config import KatibConfig, UiExposureConfig
 from components.tenancy import (
     RUNTIME_DEFAULT_SECCOMP,
+    ControllerIngress,
     hardened_container_context,
     pod_security_labels,
 )
@@ -66,6 +67,28 @@ METRICS_COLLECTOR_INJECTION: Final = {"katib.kubeflow.org/metrics-collector-inje
 primary pod get its metrics collector (kubeflow/katib v0.19.0
 manifests/v1beta1/components/webhook/webhooks.yaml, ``mutator.pod.katib.kubeflow.org``)."""
 COMPONENT_LABEL: Final = "katib.kubeflow.org/component"
+SUGGESTION_PORT: Final = 6789
+"""The port of a Suggestion's algorithm service (kubeflow/katib v0.19.0
+pkg/controller.v1beta1/consts/const.go, DefaultSuggestionPort). Early stopping's 6788 is not
+used: ``katib-config`` configures no early stopping."""
+SUGGESTION_LABEL: Final = "katib.kubeflow.org/suggestion"
+"""The label the controller gives every Suggestion's pod (kubeflow/katib v0.19.0
+pkg/controller.v1beta1/util/labels.go, SuggestionLabels; consts/const.go,
+LabelSuggestionName)."""
+CONTROLLER_POD_LABELS: Final = {COMPONENT_LABEL: "controller"}
+"""The controller pod's label (kubeflow/katib v0.19.0
+manifests/v1beta1/components/controller/controller.yaml, spec.template.metadata.labels)."""
+CONTROLLER_INGRESS: Final = ControllerIngress(
+    name="allow-katib-controller",
+    pods={"matchExpressions": [{"key": SUGGESTION_LABEL, "operator": "Exists"}]},
+    namespace=NAMESPACE,
+    controller={"matchLabels": dict(CONTROLLER_POD_LABELS)},
+    ports=(SUGGESTION_PORT,),
+    why="Katib's controller asks a Suggestion's algorithm service for trials over gRPC, at "
+    "<suggestion>.<namespace>:6789 (kubeflow/katib v0.19.0 pkg/controller.v1beta1/util/"
+    "suggestion.go, GetAlgorithmEndpoint; suggestion/suggestionclient/suggestionclient.go)",
+)
+"""The controller's way into team namespaces (:func:`components.tenancy.team_network_policies`)."""
 MYSQL: Final = "katib-mysql"
 """The database's Deployment, claim and Service (the DB manager connects to this host)."""
 MYSQL_SECRET: Final = "katib-mysql-secrets"

@@ -20,6 +20,7 @@ provider applies server-side.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -36,7 +37,7 @@ from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME
 from components.storage.layout import TeamDirectory
-from components.tenancy import hardened_pod
+from components.tenancy import ControllerIngress, hardened_pod
 from components.trainer import (
     fabric_variables,
     team_pod_spec,
@@ -62,6 +63,88 @@ HEAD_RESOURCES: Final = {"cpu": "4", "memory": "16Gi"}
 """The head's requests and limits: the GCS, the dashboard and the job's driver, no training."""
 SUBMITTER_RESOURCES: Final = {"cpu": "500m", "memory": "1Gi"}
 """A RayJob submitter's requests and limits (``ray job submit`` and its log tail)."""
+
+
+DASHBOARD_PORT: Final = 8265
+"""The Ray head's dashboard port, KubeRay's default (kuberay v1.7.0
+ray-operator/controllers/ray/utils/constant.go, DefaultDashboardPort)."""
+HEAD_POD_LABELS: Final = {"ray.io/node-type": "head"}
+"""The label KubeRay gives every head pod (constant.go, RayNodeTypeLabelKey; common/pod.go,
+labelPod), which a member cannot override (labelPod keeps KubeRay's own keys)."""
+OPERATOR_POD_LABELS: Final = {
+    "app.kubernetes.io/name": "kuberay-operator",
+    "app.kubernetes.io/instance": RELEASE,
+}
+"""The operator pod's labels: the chart's ``nameOverride`` and the release's name (kuberay v1.7.0
+helm-chart/kuberay-operator/templates/deployment.yaml, spec.template.metadata.labels;
+values.yaml, nameOverride: kuberay-operator)."""
+OPERATOR_INGRESS: Final = ControllerIngress(
+    name="allow-kuberay-operator",
+    pods={"matchLabels": dict(HEAD_POD_LABELS)},
+    namespace=NAMESPACE,
+    controller={"matchLabels": dict(OPERATOR_POD_LABELS)},
+    ports=(DASHBOARD_PORT,),
+    why="the KubeRay operator submits, follows and stops a RayJob's job and reads a "
+    "RayService's applications through the head's dashboard HTTP API, at the head Service's "
+    "port named dashboard (kuberay v1.7.0 ray-operator/controllers/ray/rayjob_controller.go and "
+    "rayservice_controller.go, FetchHeadServiceURL with DashboardPortName; "
+    "utils/dashboardclient/dashboard_httpclient.go)",
+)
+"""The operator's way into team namespaces (:func:`components.tenancy.team_network_policies`)."""
+RAY_POD_KINDS: Final = ("RayCluster", "RayJob", "RayService")
+"""KubeRay's kinds that carry pod templates (ray.io/v1)."""
+CLUSTER_SPEC_FIELDS: Final = {
+    "RayCluster": None,
+    "RayJob": "rayClusterSpec",
+    "RayService": "rayClusterConfig",
+}
+"""Where each kind holds its RayClusterSpec: a RayCluster's spec is one; a RayJob's is
+``spec.rayClusterSpec`` and a RayService's ``spec.rayClusterConfig`` (kuberay v1.7.0
+ray-operator/apis/ray/v1/rayjob_types.go, rayservice_types.go)."""
+
+
+def ray_cluster_spec(kind: str, spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The RayClusterSpec of a RayCluster, RayJob or RayService (``{}`` where it has none).
+
+    Args:
+        kind: the object's kind.
+        spec: its ``spec``.
+    """
+    if kind not in CLUSTER_SPEC_FIELDS:
+        return {}
+    field = CLUSTER_SPEC_FIELDS[kind]
+    found = spec if field is None else spec.get(field)
+    return found if isinstance(found, Mapping) else {}
+
+
+def ray_pod_templates(
+    kind: str, spec: Mapping[str, Any]
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(where, pod template) of every pod template of a Ray object: the ones pods come from.
+
+    The head's (``headGroupSpec.template``), each worker group's
+    (``workerGroupSpecs[].template``) of the object's RayClusterSpec (:func:`ray_cluster_spec`),
+    and a RayJob's ``submitterPodTemplate``. KubeRay makes each head and worker pod from its
+    template (ray-operator/controllers/ray/common/pod.go, DefaultHeadPodTemplate and
+    DefaultWorkerPodTemplate) and the submitter Job's pod from the submitter's (common/job.go).
+    One walk for the policies, the admission rules' tests and the scanner's pods.
+
+    Args:
+        kind: the object's kind (any other than :data:`RAY_POD_KINDS` has none).
+        spec: its ``spec``.
+    """
+    cluster = ray_cluster_spec(kind, spec)
+    prefix = "" if CLUSTER_SPEC_FIELDS.get(kind) is None else f"{CLUSTER_SPEC_FIELDS[kind]}."
+    head = (cluster.get("headGroupSpec") or {}).get("template")
+    if isinstance(head, Mapping):
+        yield f"{prefix}headGroupSpec", head
+    for index, group in enumerate(cluster.get("workerGroupSpecs") or []):
+        template = (group or {}).get("template")
+        if isinstance(template, Mapping):
+            yield f"{prefix}workerGroupSpecs[{group.get('groupName', index)}]", template
+    submitter = spec.get("submitterPodTemplate") if kind == "RayJob" else None
+    if isinstance(submitter, Mapping):
+        yield "submitterPodTemplate", submitter
 
 
 def operator_values() -> dict[str, Any]:

@@ -32,6 +32,8 @@ from typing import Any, Final
 
 from components.tenancy import (
     LEGACY_JOBS,
+    RAY_AUTOSCALERS,
+    RAY_TEMPLATE_RESOURCES,
     every_pod_spec,
     pod_spec_variables,
     team_spec_policy,
@@ -92,8 +94,9 @@ def lustre_boundary_policy(*, team_label: str) -> dict[str, Any]:
 
     Judged on CREATE and UPDATE in team namespaces: Pods (ephemeral containers come as an
     UPDATE of ``pods/ephemeralcontainers``), the pod templates of Deployments, StatefulSets,
-    ReplicaSets, DaemonSets, Jobs, CronJobs, JobSets, legacy Training Operator jobs and Volcano
-    Jobs, and the pod templates of a TrainJob's ``runtimePatches``. A pod made from a template
+    ReplicaSets, DaemonSets, Jobs, CronJobs, JobSets, legacy Training Operator jobs, Volcano
+    Jobs and Ray objects (and the autoscaler container KubeRay adds to a Ray head), and the pod
+    templates of a TrainJob's ``runtimePatches``. A pod made from a template
     is judged again as a Pod; the template is refused where its author sees the message. A pod
     spec is refused when it sets ``net.ipv4.ip_unprivileged_port_start`` below 1024, uses the
     host network, or has a container that adds CAP_NET_BIND_SERVICE or does not drop it
@@ -112,6 +115,7 @@ def lustre_boundary_policy(*, team_label: str) -> dict[str, Any]:
         writes("kubeflow.org", *LEGACY_JOBS),
         writes("batch.volcano.sh", "jobs"),
         writes("trainer.kubeflow.org", "trainjobs"),
+        writes("ray.io", *RAY_TEMPLATE_RESOURCES),
     ]
     return {
         **team_spec_policy(team_label, rules),
@@ -128,6 +132,17 @@ def lustre_boundary_policy(*, team_label: str) -> dict[str, Any]:
                 "and not add it, the pod may not set net.ipv4.ip_unprivileged_port_start below "
                 "1024 or use the host network (docs/concepts/tenancy.md, The Lustre boundary)",
                 "reason": "Forbidden",
-            }
+            },
+            {
+                # KubeRay adds the in-tree autoscaler's container to the head pod with
+                # autoscalerOptions.securityContext, or none: the pod would be refused above.
+                "expression": f"variables.{RAY_AUTOSCALERS}.all(a, "
+                f"!{_container_keeps_bind('a', patch=False)})",
+                "message": "enableInTreeAutoscaling adds the autoscaler's container to the Ray "
+                "head pod: set autoscalerOptions.securityContext.capabilities.drop: [ALL] "
+                "(and allowPrivilegeEscalation: false), or the head pod is refused as one "
+                "that may bind a port below 1024",
+                "reason": "Forbidden",
+            },
         ],
     }

@@ -26,8 +26,10 @@ from components.config.storage import admin_client_block
 from components.device_plugins import DevicePlugins, neuron_pools
 from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
+from components.katib import CONTROLLER_INGRESS as KATIB_CONTROLLER_INGRESS
 from components.katib import Katib
 from components.kuberay import NAMESPACE as KUBERAY_NAMESPACE
+from components.kuberay import OPERATOR_INGRESS as KUBERAY_OPERATOR_INGRESS
 from components.kuberay import KubeRay, StandingCluster, ray_cluster, ray_image
 from components.network import Network
 from components.node_pools import NodePools
@@ -45,6 +47,7 @@ from components.slurm.common import (
 from components.storage import Storage
 from components.storage.layout import layout_problems, team_directories
 from components.teams import Teams
+from components.tenancy import ControllerIngress
 from components.tenant_api import GangLimits, gang_limits
 from components.trainer import (
     JOBSET_NAMESPACE,
@@ -365,8 +368,28 @@ def build_teams(
         cluster_ready=cluster.ready,
         gang_limits=stack_gang_limits(config),
         katib=config.katib.enabled,
+        controllers=team_controllers(config),
         opts=opts,
     )
+
+
+def team_controllers(config: PlatformConfig) -> dict[str, list[ControllerIngress]]:
+    """Team -> the controllers of the stack that connect to pods in its namespace.
+
+    The KubeRay operator where Ray is on, Katib's controller where Katib is and the team
+    searches (``teams[].katib.enabled``); each gets a NetworkPolicy in the team's namespace
+    (:func:`components.tenancy.team_network_policies`).
+
+    Args:
+        config: the validated stack configuration.
+    """
+    return {
+        team.name: [
+            *([KUBERAY_OPERATOR_INGRESS] if config.ray.enabled else []),
+            *([KATIB_CONTROLLER_INGRESS] if config.katib.enabled and team.katib.enabled else []),
+        ]
+        for team in config.teams
+    }
 
 
 def stack_gang_limits(config: PlatformConfig) -> GangLimits:

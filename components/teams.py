@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import pulumi
@@ -31,6 +32,7 @@ from components.tenancy import (
     QUEUE_POLICY,
     TEAM_POD_SECURITY,
     TEAM_POD_SECURITY_ADVICE,
+    ControllerIngress,
     legacy_min_resources_policy,
     pod_security_labels,
     queue_ownership_policy,
@@ -455,6 +457,7 @@ class Teams(pulumi.ComponentResource):
         cluster_ready: list[pulumi.Resource],
         gang_limits: GangLimits,
         katib: bool = False,
+        controllers: Mapping[str, Sequence[ControllerIngress]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the team namespaces, their isolation and their members' access entries.
@@ -472,6 +475,9 @@ class Teams(pulumi.ComponentResource):
             katib: Katib is on: members of teams with ``katib.enabled`` get its Experiments
                 (:data:`KATIB_RULES`) and their namespaces its metrics collector's label.
                 Default: false.
+            controllers: team -> the platform controllers that connect to its pods, each
+                admitted by a NetworkPolicy of its own
+                (:func:`components.tenancy.team_network_policies`). Default: none.
             opts: resource options (the AWS provider of the access entries).
         """
         super().__init__("trainingplatform:index:Teams", name, None, opts)
@@ -551,6 +557,7 @@ class Teams(pulumi.ComponentResource):
                     team_label=TEAM_LABEL,
                     allowed=[team.name for team in teams if team.ray.allow_cluster_selector],
                     priority_classes=list(PRIORITY_CLASSES),
+                    limits=gang_limits,
                 ),
             ),
             ("pods", TENANT_PODS_POLICY, team_pods_policy(teams, pools)),
@@ -643,7 +650,11 @@ class Teams(pulumi.ComponentResource):
                 automount_service_account_token=False,
                 opts=inside,
             )
-            for manifest in team_network_policies(team.name, labels={TEAM_LABEL: team.name}):
+            for manifest in team_network_policies(
+                team.name,
+                labels={TEAM_LABEL: team.name},
+                controllers=(controllers or {}).get(team.name, ()),
+            ):
                 k8s.networking.v1.NetworkPolicy(
                     f"{name}-{team.name}-{manifest['metadata']['name']}",
                     metadata=_cast(manifest["metadata"]),

@@ -12,7 +12,8 @@ nodes per job) and by the NCCL/Neuron bootstrap, which runs over TCP and is poli
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 POD_SECURITY_PREFIX: Final = "pod-security.kubernetes.io"
@@ -137,20 +138,57 @@ def tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in ports]
 
 
-def team_network_policies(team: str, *, labels: dict[str, str]) -> list[dict[str, Any]]:
-    """A team namespace's ingress: its own pods and nothing else.
+@dataclass(frozen=True)
+class ControllerIngress:
+    """A platform controller that connects to pods in team namespaces, and to which of them.
+
+    Args:
+        name: the NetworkPolicy's name in each team namespace (``allow-<controller>``).
+        pods: label selector of the team pods it connects to (never ``{}``).
+        namespace: the controller's namespace.
+        controller: label selector of the controller's pods there (never ``{}``).
+        ports: the TCP ports it connects to.
+        why: who connects and what for, with the upstream source, for the docs.
+    """
+
+    name: str
+    pods: dict[str, Any]
+    namespace: str
+    controller: dict[str, Any]
+    ports: tuple[int, ...]
+    why: str
+
+
+def team_network_policies(
+    team: str, *, labels: dict[str, str], controllers: Sequence[ControllerIngress] = ()
+) -> list[dict[str, Any]]:
+    """A team namespace's ingress: its own pods, and the platform controllers that call them.
 
     Every pod is isolated (the deny selects them all); the second policy admits traffic from
     any pod of the same namespace, which a job's workers need among themselves (rendezvous,
-    NCCL's TCP bootstrap, MPI's SSH). No system component of the platform connects to a job's
-    pods: Trainer, JobSet, Volcano and Karpenter act through the API server, webhooks are
+    NCCL's TCP bootstrap, MPI's SSH, a trial's metrics collector and Ray's workers to the
+    head). Trainer, JobSet, Volcano and Karpenter act through the API server, webhooks are
     served from their own namespaces, and no metrics scraper is installed yet (one that is must
-    be admitted here, by namespace and pod). The kubelet's probes come from the node itself,
-    which the VPC CNI's agent admits whatever the policies say.
+    be admitted here, by namespace and pod). Two controllers do connect to team pods, each
+    admitted by one policy only where it is installed (``controllers``), from its namespace AND
+    its pods' labels, to the pods it calls AND the ports it calls only:
+
+    * the KubeRay operator, to a Ray head's dashboard (8265): it submits, follows and stops a
+      RayJob's job, and reads a RayService's applications, through the dashboard's HTTP API
+      (:data:`components.kuberay.OPERATOR_INGRESS`);
+    * Katib's controller, to a Suggestion's pod (6789): it asks the algorithm service for
+      trials over gRPC (:data:`components.katib.CONTROLLER_INGRESS`).
+
+    The policies admit ingress only: what team pods send out is not limited here. Katib's
+    metrics collector (a sidecar in a trial's primary pod) pushes to ``katib-db-manager`` in
+    Katib's namespace, which has no NetworkPolicy (the release's manifests carry none and the
+    stack adds none there), so nothing stands in its way. The kubelet's probes come from the
+    node itself, which the VPC CNI's agent admits whatever the policies say.
 
     Args:
         team: the team's namespace.
         labels: labels of the policy objects (the team label).
+        controllers: the controllers the stack runs that connect to team pods. Default: none.
     """
     return [
         network_policy(DEFAULT_DENY_POLICY, team, pods={}, ingress=[], labels=labels),
@@ -160,6 +198,21 @@ def team_network_policies(team: str, *, labels: dict[str, str]) -> list[dict[str
             pods={},
             ingress=[{"from": [{"podSelector": {}}]}],
             labels=labels,
+        ),
+        *(
+            network_policy(
+                controller.name,
+                team,
+                pods=controller.pods,
+                ingress=[
+                    {
+                        "from": [from_namespace(controller.namespace, controller.controller)],
+                        "ports": tcp(*controller.ports),
+                    }
+                ],
+                labels=labels,
+            )
+            for controller in controllers
         ),
     ]
 
@@ -189,6 +242,25 @@ PATCH_SPECS: Final = "patchSpecs"
 """The variable of :func:`pod_spec_variables` that lists a TrainJob's patched pod specs."""
 
 
+RAY_TEMPLATE_RESOURCES: Final = ("rayclusters", "rayjobs", "rayservices")
+"""KubeRay's kinds whose pod templates the template-reading policies judge (ray.io/v1): a bad
+template is refused when the object is written, not when the operator's pods fail."""
+RAY_AUTOSCALERS: Final = "rayAutoscalers"
+"""The variable of :func:`pod_spec_variables` that lists a Ray object's ``autoscalerOptions``
+where it turns on the in-tree autoscaler (one entry, ``{}`` when it sets no options)."""
+
+
+def _ray_cluster_specs(cluster: str) -> str:
+    """CEL: the pod specs of a RayClusterSpec at ``cluster``: its head's and its worker groups'."""
+    head = f"{cluster}.headGroupSpec"
+    return (
+        f"((has({cluster}.headGroupSpec) && has({head}.template) && has({head}.template.spec) ? "
+        f"[{head}.template.spec] : []) + (has({cluster}.workerGroupSpecs) ? "
+        f"{cluster}.workerGroupSpecs.filter(g, has(g.template) && has(g.template.spec))"
+        ".map(g, g.template.spec) : []))"
+    )
+
+
 def _template_spec(path: str) -> str:
     """CEL: ``[<path>.template.spec]`` where the object at ``path`` has one, else ``[]``."""
     return (
@@ -203,8 +275,16 @@ def pod_spec_variables() -> list[dict[str, str]]:
     ``podSpecs`` lists a Pod's own spec, or the pod templates' specs of a Deployment,
     StatefulSet, ReplicaSet, DaemonSet, Job (``spec.template``), CronJob
     (``spec.jobTemplate.spec.template``), JobSet (``replicatedJobs[].template.spec.template``),
-    Volcano Job (``tasks[].template``) and legacy Training Operator job (each
-    ``<framework>ReplicaSpecs[role].template``); any other kind has none. ``patchSpecs`` lists,
+    Volcano Job (``tasks[].template``), legacy Training Operator job (each
+    ``<framework>ReplicaSpecs[role].template``) and Ray object (the head's and every worker
+    group's ``template`` of a RayCluster's spec, a RayJob's ``rayClusterSpec`` and a
+    RayService's ``rayClusterConfig``, and a RayJob's ``submitterPodTemplate``, as
+    :func:`components.kuberay.ray_pod_templates` walks them); any other kind has none.
+    ``rayAutoscalers`` (:data:`RAY_AUTOSCALERS`) lists a Ray object's ``autoscalerOptions``
+    where ``enableInTreeAutoscaling`` is on: KubeRay adds the autoscaler's container to the
+    head pod with that security context, or none (kuberay v1.7.0
+    ray-operator/controllers/ray/common/pod.go, BuildAutoscalerContainer and
+    mergeAutoscalerOverrides). ``patchSpecs`` lists,
     per entry of a TrainJob's ``runtimePatches``, the pod specs of its
     ``trainingRuntimeSpec.template.spec.replicatedJobs[]`` (kubeflow/trainer v2.3.0 API); these
     merge into the runtime's, so a rule may judge them by what they state only. A template
@@ -235,6 +315,26 @@ def pod_spec_variables() -> list[dict[str, str]]:
         ".map(j, j.template.spec.template.spec)) : [])"
     )
     kinds = "[" + ", ".join(f"'{kind}'" for kind in TEMPLATE_KINDS) + "]"
+    submitter = "object.spec.submitterPodTemplate"
+    ray = (
+        f"object.kind == 'RayCluster' ? {_ray_cluster_specs('object.spec')} : "
+        "object.kind == 'RayJob' ? ((has(object.spec.rayClusterSpec) ? "
+        f"{_ray_cluster_specs('object.spec.rayClusterSpec')} : []) + "
+        f"(has({submitter}) && has({submitter}.spec) ? [{submitter}.spec] : [])) : "
+        "object.kind == 'RayService' && has(object.spec.rayClusterConfig) ? "
+        f"{_ray_cluster_specs('object.spec.rayClusterConfig')} : []"
+    )
+    cluster = (
+        "(object.kind == 'RayCluster' ? object.spec : object.kind == 'RayJob' && "
+        "has(object.spec.rayClusterSpec) ? object.spec.rayClusterSpec : "
+        "object.kind == 'RayService' && has(object.spec.rayClusterConfig) ? "
+        "object.spec.rayClusterConfig : {})"
+    )
+    autoscaler = (
+        f"object.apiVersion.startsWith('ray.io/') && has({cluster}.enableInTreeAutoscaling) && "
+        f"{cluster}.enableInTreeAutoscaling ? [has({cluster}.autoscalerOptions) ? "
+        f"{cluster}.autoscalerOptions : {{}}] : []"
+    )
     pod_specs = (
         "object.kind == 'Pod' ? [object.spec] : "
         # a Volcano Job is a Job too, with tasks instead of a template
@@ -244,11 +344,13 @@ def pod_spec_variables() -> list[dict[str, str]]:
         f"has(object.spec.jobTemplate.spec) ? {_template_spec('object.spec.jobTemplate.spec')} "
         ": []) : "
         f"object.kind == 'JobSet' ? {job_set} : "
-        f"object.apiVersion.startsWith('kubeflow.org/') ? ({legacy}) : []"
+        f"object.apiVersion.startsWith('kubeflow.org/') ? ({legacy}) : "
+        f"object.apiVersion.startsWith('ray.io/') ? ({ray}) : []"
     )
     return [
         {"name": POD_SPECS, "expression": pod_specs},
         {"name": PATCH_SPECS, "expression": f"object.kind == 'TrainJob' ? {patches} : []"},
+        {"name": RAY_AUTOSCALERS, "expression": autoscaler},
     ]
 
 

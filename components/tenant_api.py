@@ -152,8 +152,45 @@ RAY_PRIORITY_LABEL: Final = "ray.io/priority-class-name"
 RayPriorityClassName; batchscheduler/volcano/volcano_scheduler.go, createPodGroup)."""
 
 
+RAY_POOL_LABELS: Final = (POOL_LABEL, "karpenter.sh/nodepool")
+"""The node selector labels that pin a Ray worker group to a pool: the platform's pool label,
+which the builders set (components/kuberay.py), or Karpenter's own label of its NodePool's
+nodes (kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/labels.go, NodePoolLabelKey)."""
+HEAD_SERVICE_TYPE: Final = "ClusterIP"
+
+
+def _ray_group_row(group: str, pools: Mapping[str, int], resources: list[str]) -> str:
+    """CEL: a worker group as ``[pool index or -1, pods of its minimum, pod's amounts...]``.
+
+    Its pods are ``minReplicas`` (0 when unset) x ``numOfHosts`` (the CRD's default, 1, when
+    unset), as KubeRay counts a gang (kuberay v1.7.0 ray-operator/controllers/ray/utils/util.go,
+    CalculateMinReplicas); a suspended group (``suspend: true``) is no part of it.
+    """
+    template = f"{group}.template"
+    selector = f"{template}.spec.nodeSelector"
+    index = "-1"
+    for label in reversed(RAY_POOL_LABELS):
+        index = (
+            f"('{label}' in {selector} && {selector}['{label}'] in {_cel(dict(pools))} ? "
+            f"{_cel(dict(pools))}[{selector}['{label}']] : {index})"
+        )
+    pool = f"(has({template}) && has({template}.spec) && has({selector}) ? {index} : -1)"
+    pods = (
+        f"(has({group}.suspend) && {group}.suspend ? 0 : "
+        f"(has({group}.minReplicas) ? {group}.minReplicas : 0) * "
+        f"(has({group}.numOfHosts) ? {group}.numOfHosts : 1))"
+    )
+    amounts = ", ".join([pool, pods, *(_pod_amount(template, r) for r in resources)])
+    zeros = ", ".join(["-1", pods, *("0" for _ in resources)])
+    return f"(has({template}) && has({template}.spec) ? [{amounts}] : [{zeros}])"
+
+
 def ray_gang_policy(
-    *, team_label: str, allowed: list[str], priority_classes: list[str]
+    *,
+    team_label: str,
+    allowed: list[str],
+    priority_classes: list[str],
+    limits: GangLimits | None = None,
 ) -> dict[str, Any]:
     """ValidatingAdmissionPolicy spec: a Ray gang in a team namespace is the team's kind of gang.
 
@@ -170,6 +207,28 @@ def ray_gang_policy(
       (components/tenant_pods.py). Members cannot write PodGroups themselves; without this the
       label would be a way to any priority class.
 
+    * A RayCluster, RayJob or RayService whose minimum gang on a pool is more than the pool
+      ever launches: KubeRay's PodGroup asks for the head and every worker group's
+      ``minReplicas`` x ``numOfHosts`` pods at once (:func:`_ray_group_row`), so such a gang
+      pends forever and holds the nodes Karpenter did launch (see :func:`gang_size_policy`).
+      Per accelerated pool, the worker groups pinned to it (node selector
+      :data:`RAY_POOL_LABELS`) add up pods x each pod's request of the pool's accelerator, which
+      may not exceed the pool's node limit x its accelerators per node (a group of whole-node
+      workers, as the builders make, may not start more workers than the pool has nodes). A
+      group pinned by affinity only, or not pinned at all, is not counted: Karpenter may place
+      it on any pool it fits, so no pool is provably too small; the general pools are not
+      judged (their pods pack many to a node). Only the first :data:`SUMMED_SETS` groups and
+      :data:`SUMMED_CONTAINERS` containers are added: every count errs low.
+    * A head Service of a type other than ``ClusterIP`` (``headGroupSpec.serviceType``, or the
+      type of a custom ``headGroupSpec.headService``, which KubeRay keeps over the default:
+      ray-operator/controllers/ray/common/service.go, BuildServiceForHeadPod and
+      setServiceTypeForUserProvidedService): a NodePort or LoadBalancer would put the team's
+      dashboard (which runs any job it is sent) and GCS outside the cluster. The Service itself
+      is made by the operator, where the service policy would refuse it out of the member's
+      sight; here the object is refused when it is written.
+
+    The cluster spec is the RayCluster's ``spec``, a RayJob's ``spec.rayClusterSpec`` and a
+    RayService's ``spec.rayClusterConfig`` (:data:`components.kuberay.CLUSTER_SPEC_FIELDS`).
     Label changes are judged as spec changes are (KubeRay reads the labels when it builds the
     PodGroup).
 
@@ -177,7 +236,45 @@ def ray_gang_policy(
         team_label: the namespace label that names the team.
         allowed: the teams whose RayJobs may set ``spec.clusterSelector``.
         priority_classes: the priority classes a team's gang may name.
+        limits: the pools' node limits and accelerators (:func:`gang_limits`). Default: none,
+            so no pool is judged.
     """
+    limits = limits or GangLimits()
+    nodes = dict(limits.pool_nodes)
+    accelerated = {
+        pool: (resource, count)
+        for pool, (resource, count) in sorted(limits.pool_accelerators.items())
+        if pool in nodes and resource and count > 0
+    }
+    pool_index = {pool: i for i, pool in enumerate(accelerated)}
+    resources = sorted({resource for resource, _ in accelerated.values()})
+    cluster = "variables.cluster"
+    head = f"{cluster}.headGroupSpec"
+    head_service = f"{head}.headService"
+    name = "object.kind + ' ' + object.metadata.name"
+    pool_variables: list[dict[str, str]] = []
+    pool_validations: list[dict[str, str]] = []
+    for pool_name, (resource, per_node) in accelerated.items():
+        i, k = pool_index[pool_name], resources.index(resource)
+        demand = " + ".join(
+            f"(size(variables.groups) > {j} && variables.groups[{j}][0] == {i} ? "
+            f"variables.groups[{j}][1] * variables.groups[{j}][{2 + k}] : 0)"
+            for j in range(SUMMED_SETS)
+        )
+        pool_variables.append({"name": f"pool{i}", "expression": f"({demand})"})
+        capacity = nodes[pool_name] * per_node
+        pool_validations.append(
+            {
+                "expression": f"variables.pool{i} <= {capacity}",
+                "messageExpression": f"{name} + ': its worker groups on pool {pool_name} start "
+                f"with ' + string(variables.pool{i}) + ' {resource} (minReplicas x numOfHosts "
+                f"x the request of each worker: ' + string((variables.pool{i} + {per_node - 1}) / "
+                f"{per_node}) + ' nodes of {per_node}); pool {pool_name} launches at most "
+                f"{nodes[pool_name]} nodes: the gang would pend forever and hold the nodes it "
+                "got'",
+                "reason": "Invalid",
+            }
+        )
     labels = "(has({0}.metadata.labels) ? {0}.metadata.labels : {{}})"
     judged = {
         "name": "created-or-spec-or-labels-changed",
@@ -185,10 +282,32 @@ def ray_gang_policy(
         f"{labels.format('object')} != {labels.format('oldObject')}",
     }
     return {
-        **team_spec_policy(team_label, [writes("ray.io", "rayclusters", "rayjobs")]),
+        **team_spec_policy(team_label, [writes("ray.io", "rayclusters", "rayjobs", "rayservices")]),
         "matchConditions": [judged],
         "variables": [
             {"name": "team", "expression": f"namespaceObject.metadata.labels['{team_label}']"},
+            {
+                "name": "cluster",
+                "expression": "object.kind == 'RayCluster' ? object.spec : "
+                "(object.kind == 'RayJob' ? (has(object.spec.rayClusterSpec) ? "
+                "object.spec.rayClusterSpec : {}) : (has(object.spec.rayClusterConfig) ? "
+                "object.spec.rayClusterConfig : {}))",
+            },
+            {
+                "name": "groups",
+                "expression": f"has({cluster}.workerGroupSpecs) ? "
+                f"{cluster}.workerGroupSpecs.map(g, {_ray_group_row('g', pool_index, resources)})"
+                " : []",
+            },
+            {
+                "name": "headServiceType",
+                "expression": f"has({cluster}.headGroupSpec) && has({head_service}) && "
+                f"has({head_service}.spec) && has({head_service}.spec.type) && "
+                f"{head_service}.spec.type != '' ? {head_service}.spec.type : "
+                f"(has({cluster}.headGroupSpec) && has({head}.serviceType) ? "
+                f"{head}.serviceType : '')",
+            },
+            *pool_variables,
             {
                 "name": "selects",
                 "expression": "object.kind == 'RayJob' && has(object.spec.clusterSelector) && "
@@ -221,6 +340,18 @@ def ray_gang_policy(
                 ),
                 "reason": "Forbidden",
             },
+            {
+                "expression": f"variables.headServiceType in ['', '{HEAD_SERVICE_TYPE}']",
+                "messageExpression": (
+                    f"{name} + ': its head Service is ' + variables.headServiceType + "
+                    "', which would expose the Ray dashboard and GCS of team ' + "
+                    "variables.team + ' beyond the cluster; leave headGroupSpec.serviceType "
+                    f"unset or {HEAD_SERVICE_TYPE} (members reach the dashboard by "
+                    "port-forward)'"
+                ),
+                "reason": "Forbidden",
+            },
+            *pool_validations,
         ],
     }
 

@@ -28,6 +28,7 @@ from typing import Any, Final
 from components.tenancy import (
     PATCH_SPECS,
     POD_SPECS,
+    RAY_TEMPLATE_RESOURCES,
     every_pod_spec,
     pod_spec_variables,
     team_spec_policy,
@@ -162,7 +163,9 @@ def tenant_pods_policy(
     Judged, in namespaces with ``team_label``: pods (CREATE; UPDATE and the ephemeral containers
     subresource, where tolerations can be added), and the pod templates of batch Jobs and
     CronJobs, JobSets (``replicatedJobs[].template.spec.template.spec``), Deployments,
-    StatefulSets and ReplicaSets (``spec.template.spec``), and the tolerations a TrainJob's
+    StatefulSets and ReplicaSets (``spec.template.spec``), RayClusters, RayJobs and RayServices
+    (head, worker groups, submitter: :func:`components.tenancy.pod_spec_variables`), and the
+    tolerations a TrainJob's
     ``runtimePatches`` give its pods (kubeflow/trainer v2.3.0 API: ``runtimePatches[]
     .trainingRuntimeSpec.template.spec.replicatedJobs[].template.spec.template.spec``, whose
     pod spec has no nodeName nor resources: the JobSet Trainer makes from it is judged as a
@@ -289,6 +292,7 @@ def tenant_pods_policy(
         writes("apps", "deployments", "statefulsets", "replicasets"),
         writes("jobset.x-k8s.io", "jobsets"),
         writes("trainer.kubeflow.org", "trainjobs"),
+        writes("ray.io", *RAY_TEMPLATE_RESOURCES),
     ]
     return {
         **team_spec_policy(team_label, rules),

@@ -1,9 +1,10 @@
 """The pods that custom resources stand for, as the controllers that own them would create them.
 
-Each Trainer runtime's replicated jobs, each Slinky login set's and node set's pod, Slurm's
-daemons and the accounting database, written to ``pods/`` so that scanners and reviewers read
-what would run. Which controller builds each, and from which upstream file:
-docs/concepts/offline-synthesis.md, "The pods behind custom resources".
+Each Trainer runtime's replicated jobs, each Ray object's head, worker groups and submitter,
+each Slinky login set's and node set's pod, Slurm's daemons and the accounting database,
+written to ``pods/`` so that scanners and reviewers read what would run. Which controller
+builds each, and from which upstream file: docs/concepts/offline-synthesis.md, "The pods behind
+custom resources".
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import copy
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
+from components.kuberay import RAY_API, RAY_POD_KINDS, ray_pod_templates
 from components.slurm import (
     LOGIN_SSH_PORT,
     MARIADB_API,
@@ -63,6 +65,62 @@ def runtime_pods(runtime: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     for job in jobs.get("replicatedJobs") or []:
         template = ((job.get("template") or {}).get("spec") or {}).get("template") or {}
         yield _pod(f"{metadata['name']}-{job['name']}", namespace, template, source)
+
+
+RAY_NODE_TYPE_LABEL: Final = "ray.io/node-type"
+RAY_CLUSTER_LABEL: Final = "ray.io/cluster"
+RAY_WAIT_RESOURCES: Final = {"cpu": "200m", "memory": "256Mi"}
+"""Requests and limits of the init container KubeRay gives every worker (kuberay v1.7.0
+ray-operator/controllers/ray/common/pod.go, DefaultWorkerPodTemplate)."""
+
+
+def _ray_role(where: str) -> tuple[str, str]:
+    """(pod name suffix, ``ray.io/node-type``) of a place :func:`ray_pod_templates` names."""
+    last = where.rsplit(".", 1)[-1]
+    if last.startswith("workerGroupSpecs["):
+        return f"worker-{last.removeprefix('workerGroupSpecs[').removesuffix(']')}", "worker"
+    if last == "headGroupSpec":
+        return "head", "head"
+    return "submitter", ""
+
+
+def ray_pods(ray_object: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """One Pod per pod template of a RayCluster, RayJob or RayService.
+
+    Its head, one of each worker group, and a RayJob's submitter
+    (:func:`components.kuberay.ray_pod_templates`), labelled as KubeRay labels them
+    (``ray.io/node-type``, ``ray.io/cluster``: ray-operator/controllers/ray/common/pod.go,
+    labelPod). A worker gets the ``wait-gcs-ready`` init container KubeRay adds by default: the
+    Ray container's image, security context, environment and mounts, with fixed requests
+    (DefaultWorkerPodTemplate). The containers' generated commands, ports and probes are left
+    out; scanners judge what the template states.
+
+    Args:
+        ray_object: the object's manifest.
+    """
+    kind, metadata = str(ray_object["kind"]), ray_object["metadata"]
+    name, namespace = metadata["name"], metadata.get("namespace", "default")
+    source = f"{kind}/{namespace}/{name}"
+    for where, template in ray_pod_templates(kind, ray_object.get("spec") or {}):
+        suffix, node_type = _ray_role(where)
+        pod = _pod(f"{name}-{suffix}", namespace, template, source)
+        if node_type:
+            labels = pod["metadata"].setdefault("labels", {})
+            labels.update({RAY_NODE_TYPE_LABEL: node_type, RAY_CLUSTER_LABEL: name})
+        containers = pod["spec"].get("containers") or []
+        if node_type == "worker" and containers:
+            ray = containers[0]
+            wait = {
+                "name": "wait-gcs-ready",
+                "image": ray.get("image"),
+                "resources": {"requests": dict(RAY_WAIT_RESOURCES),
+                              "limits": dict(RAY_WAIT_RESOURCES)},
+            }  # fmt: skip
+            for field in ("securityContext", "env", "volumeMounts"):
+                if field in ray:
+                    wait[field] = copy.deepcopy(ray[field])
+            pod["spec"]["initContainers"] = [*pod["spec"].get("initContainers", []), wait]
+        yield pod
 
 
 MERGE_KEYS: Final[dict[str, str]] = {
@@ -907,6 +965,8 @@ def pods_of(
             continue
         if manifest.get("kind") in RUNTIME_KINDS:
             pods += runtime_pods(manifest)
+        elif manifest.get("apiVersion") == RAY_API and manifest.get("kind") in RAY_POD_KINDS:
+            pods += ray_pods(manifest)
         elif manifest.get("kind") == NODE_SET_KIND:
             pods.append(node_set_pod(manifest))
         elif (manifest.get("apiVersion"), manifest.get("kind")) == MARIADB_KIND:

@@ -19,7 +19,7 @@ from components.config import PlatformConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.node_pools import POOL_LABEL
-from components.platform import lustre_pools, validated_config
+from components.platform import lustre_pools, stack_gang_limits, validated_config
 from components.scheduling import PRIORITY_CLASSES, RAY_QUEUE_LABEL
 from components.storage.layout import team_directories
 from components.teams import TEAM_LABEL
@@ -260,8 +260,9 @@ def test_a_rayjob_on_an_existing_cluster_is_refused_unless_its_team_allows_it(
     teams = stack_data(stack)["teams"]
     allowed_teams = [t["name"] for t in teams if t.get("ray", {}).get("allowClusterSelector")]
     assert policy == ray_gang_policy(
-        team_label=TEAM_LABEL, allowed=allowed_teams, priority_classes=list(PRIORITY_CLASSES)
-    )
+        team_label=TEAM_LABEL, allowed=allowed_teams, priority_classes=list(PRIORITY_CLASSES),
+        limits=stack_gang_limits(result.config),
+    )  # fmt: skip
     for team in (t["name"] for t in teams):
         namespace = _team_namespace(result, team)
         own = _ray_object(

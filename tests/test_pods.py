@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+from components import kuberay, versions
+from components.config.pools import GENERAL_POOL
+from components.platform import validated_config
 from components.slurm import DATABASE_POD_LABELS
 from synth.pods import (
     chart_merged,
@@ -17,6 +20,7 @@ from synth.pods import (
     node_set_pod,
     operator_container,
     pods_of,
+    ray_pods,
     slurm_service_pods,
 )
 from synth.run import StackResult
@@ -46,16 +50,27 @@ def test_every_replicated_job_and_node_set_is_written_as_a_pod(
     }
     node_sets = [m for m in manifests.values() if m["kind"] == "NodeSet"]
     assert runtimes and node_sets
+    # the stack's Ray objects (standing clusters), one pod per template: ray_pods' own test
+    expected_ray = {
+        f"Pod.{p['metadata']['namespace']}.{p['metadata']['name']}.yaml"
+        for m in manifests.values()
+        if m["kind"] in kuberay.RAY_POD_KINDS
+        for p in ray_pods(m)
+    }
     login_sets = (stack_data(stack).get("slurm") or {}).get("login")
     accounting = _written(result, "helm")["slurm.yaml"]["values"]["accounting"]["enabled"]
     databases = [m for m in manifests.values() if m["kind"] == "MariaDB"]
     assert bool(databases) == accounting
     daemons = ["controller-0", "restapi", *(["accounting-0"] if accounting else [])]
-    assert set(pods) == set(expected) | {
-        f"Pod.slurm.{n['metadata']['name']}-0.yaml" for n in node_sets
-    } | ({"Pod.slurm.slurm-login-login.yaml"} if login_sets else set()) | {
-        f"Pod.slurm.slurm-{daemon}.yaml" for daemon in daemons
-    } | {f"Pod.slurm.{d['metadata']['name']}-0.yaml" for d in databases}
+    assert (
+        set(pods)
+        == set(expected)
+        | {f"Pod.slurm.{n['metadata']['name']}-0.yaml" for n in node_sets}
+        | ({"Pod.slurm.slurm-login-login.yaml"} if login_sets else set())
+        | {f"Pod.slurm.slurm-{daemon}.yaml" for daemon in daemons}
+        | {f"Pod.slurm.{d['metadata']['name']}-0.yaml" for d in databases}
+        | expected_ray
+    )
     for name, job in expected.items():
         template = job["template"]["spec"]["template"]
         assert pods[name]["spec"] == template["spec"], name  # as the runtime says, nothing lost
@@ -95,6 +110,56 @@ def test_a_node_sets_pod_is_the_operators_privileged_worker(
     assert spec["nodeSelector"] == node_set["spec"]["template"]["spec"]["nodeSelector"]
     volumes = {v["name"] for v in spec["volumes"]}
     assert {m["name"] for m in slurmd["volumeMounts"]} <= volumes  # every mount has its volume
+
+
+def ray_objects() -> dict[str, dict[str, Any]]:
+    """A RayCluster, RayJob and RayService of dev's first team on its first GPU pool, built by
+    :mod:`components.kuberay`."""
+    config = validated_config(stack_data("dev"))
+    pool = next(p for p in config.node_pools if p.instance.accelerators and p.name != GENERAL_POOL)
+    team = config.teams[0].name
+    job = kuberay.ray_job("train", pool, team=team, image=versions.RAY_IMAGE, workers=2,
+                          entrypoint="python train.py", checkpoints=None)  # fmt: skip
+    cluster = job["spec"]["rayClusterSpec"]
+    metadata = {"name": "standing", "namespace": team}
+    return {
+        "RayCluster": {"apiVersion": kuberay.RAY_API, "kind": "RayCluster",
+                       "metadata": metadata, "spec": cluster},
+        "RayJob": job,
+        "RayService": {"apiVersion": kuberay.RAY_API, "kind": "RayService",
+                       "metadata": {**metadata, "name": "serve"},
+                       "spec": {"rayClusterConfig": cluster}},
+    }  # fmt: skip
+
+
+def test_every_ray_pod_template_is_written_as_a_pod(reference_dir: Path) -> None:
+    """Head, each worker group and a RayJob's submitter: the template's spec as it is, with
+    KubeRay's labels and, on a worker, its wait-gcs-ready init container (kuberay v1.7.0
+    ray-operator/controllers/ray/common/pod.go), hardened as the Ray container is."""
+    objects = ray_objects()
+    pods = pods_of({f"{kind}.yaml": manifest for kind, manifest in objects.items()})
+    team = objects["RayJob"]["metadata"]["namespace"]
+    group = objects["RayJob"]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["groupName"]
+    assert set(pods) == {
+        f"Pod.{team}.{name}.yaml"
+        for name in (
+            "standing-head", f"standing-worker-{group}", "train-head", f"train-worker-{group}",
+            "train-submitter", "serve-head", f"serve-worker-{group}",
+        )
+    }  # fmt: skip
+    worker = pods[f"Pod.{team}.train-worker-{group}.yaml"]
+    template = objects["RayJob"]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
+    (wait,) = worker["spec"]["initContainers"]
+    assert wait["name"] == "wait-gcs-ready"
+    ray = template["spec"]["containers"][0]
+    assert wait["securityContext"] == ray["securityContext"] and wait["image"] == ray["image"]
+    assert {k: v for k, v in worker["spec"].items() if k != "initContainers"} == template["spec"]
+    assert worker["metadata"]["labels"]["ray.io/node-type"] == "worker"
+    submitter = pods[f"Pod.{team}.train-submitter.yaml"]
+    assert submitter["spec"] == objects["RayJob"]["spec"]["submitterPodTemplate"]["spec"]
+    for name, pod in pods.items():  # one of each role: the RayJob's
+        if ".train-" in name:
+            assert validation_errors(pod, "1.35", reference_dir / "crds") == [], name
 
 
 def test_two_pods_of_one_name_are_refused() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pulumi_policy import Policy
 
+from components import kuberay, versions
 from components.node_pools import LUSTRE_CLIENT_LABEL
 from policies.offline import (
     PolicyConfigError,
@@ -654,6 +655,7 @@ def test_every_policy_has_cases() -> None:
             "queues-fit-pools",
             "runtime-gang-scheduled",
             "runtime-requests-match-pool",
+            "training-images-pinned",
             "eks-version-in-standard-support",
             "eks-version-standard-support-ending",
             "log-groups-encrypted-customer-key",
@@ -1856,6 +1858,98 @@ def test_runtime_pinned_any_way_is_sized_to_its_pool(
     assert [f.message for f in findings] == [
         "node requests 1 nvidia.com/gpu on p5.48xlarge, which has 8"
     ]
+
+
+RAY_KINDS = ("RayCluster", "RayJob", "RayService")
+
+
+def _ray_entry(result: StackResult, kind: str) -> Entry:
+    """A Ray object of the first team on pool p5, as :mod:`components.kuberay` builds it."""
+    pool = result.config.pool("p5")
+    assert pool is not None
+    team = result.config.teams[0].name
+    job = kuberay.ray_job(
+        "standing", pool, team=team, image=versions.RAY_IMAGE, workers=2,
+        entrypoint="python train.py", checkpoints=None,
+    )  # fmt: skip
+    cluster = job["spec"]["rayClusterSpec"]
+    spec = {
+        "RayCluster": cluster,
+        "RayJob": job["spec"],
+        "RayService": {"rayClusterConfig": cluster},
+    }
+    name = f"ray-{kind.lower()}"
+    return {
+        "type": f"kubernetes:{kuberay.RAY_API}:{kind}",
+        "name": name,
+        "urn": f"urn:pulumi:prod::training-platform::kubernetes:{kuberay.RAY_API}:{kind}::{name}",
+        "custom": True,
+        "inputs": {"apiVersion": kuberay.RAY_API, "kind": kind,
+                   "metadata": {"name": "standing", "namespace": team}, "spec": spec[kind]},
+    }  # fmt: skip
+
+
+def _ray_pods(entry: Entry) -> list[tuple[str, dict[str, Any]]]:
+    templates = kuberay.ray_pod_templates(entry["inputs"]["kind"], entry["inputs"]["spec"])
+    return [(where, template["spec"]) for where, template in templates]
+
+
+def _unpin_image(pod: dict[str, Any]) -> None:
+    pod["containers"][0]["image"] = "rayproject/ray:latest"
+
+
+def _privileged(pod: dict[str, Any]) -> None:
+    pod["containers"][0]["securityContext"]["privileged"] = True
+
+
+def _no_seccomp_profile(pod: dict[str, Any]) -> None:
+    del pod["securityContext"]["seccompProfile"]
+
+
+def _half_the_gpus(pod: dict[str, Any]) -> None:
+    pod["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "4"
+
+
+def _no_tolerations(pod: dict[str, Any]) -> None:
+    pod["tolerations"] = []
+
+
+# (policy, mutation of one pod template, words, whether only pods pinned to the GPU pool)
+RAY_CASES: list[tuple[str, Callable[[dict[str, Any]], None], str, bool]] = [
+    ("training-images-pinned", _unpin_image, "is not pinned to a version or digest", False),
+    ("runtimes-hardened", _privileged, "runs privileged", False),
+    ("runtimes-hardened", _no_seccomp_profile, "no seccomp profile", False),
+    ("runtime-requests-match-pool", _half_the_gpus, "requests 4 nvidia.com/gpu", True),
+    ("runtime-requests-match-pool", _no_tolerations, "does not tolerate the pool's taint", True),
+]
+
+
+@pytest.mark.parametrize("kind", RAY_KINDS)
+def test_ray_pod_templates_are_held_to_the_runtimes_rules(
+    synthesized: dict[str, StackResult], as_synthesized: PolicyRun, kind: str
+) -> None:
+    """Every pod template of a RayCluster, RayJob and RayService (head, worker groups,
+    submitter) is read by each rule that holds a runtime's pods, and the builders' pass."""
+    for stack in STACKS:
+        assert as_synthesized(POLICIES["training-images-pinned"], stack) == []
+    entries = _records(synthesized["prod"])
+    entry = _ray_entry(synthesized["prod"], kind)
+    entries.append(entry)
+    for policy in sorted({case[0] for case in RAY_CASES}):
+        assert _run_policy(POLICIES[policy], entries, "prod") == [], policy
+    places = [where for where, _ in _ray_pods(entry)]
+    assert len(places) == (3 if kind == "RayJob" else 2), places
+    for policy, change, words, pinned_only in RAY_CASES:
+        for index, where in enumerate(places):
+            if pinned_only and "workerGroupSpecs" not in where:
+                continue
+            changed = copy.deepcopy(entry)
+            change(_ray_pods(changed)[index][1])
+            findings = _run_policy(POLICIES[policy], [*entries[:-1], changed], "prod")
+            assert [f.urn for f in findings] == [entry["urn"]], (policy, where)
+            assert words in findings[0].message and where in findings[0].message, findings[
+                0
+            ].message
 
 
 @pytest.mark.parametrize(

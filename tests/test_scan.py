@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from synth.pods import pods_of
 from synth.run import StackResult
 from synth.scan import (
     FRAMEWORKS,
@@ -27,6 +28,7 @@ from synth.scan import (
     Finding,
     ScanError,
     Waiver,
+    _prepared,
     aws_findings,
     idle,
     kubernetes_findings,
@@ -38,6 +40,7 @@ from synth.scan import (
 )
 from synth.yamlio import load_yaml
 from tests.conftest import STACKS
+from tests.test_pods import ray_objects
 
 Outcome = list[Finding] | ScanError
 Seed = Callable[[dict[str, StackResult], Path], tuple[Path, str, Any]]
@@ -492,3 +495,23 @@ def test_checkov_counts_a_workloads_pod_template_as_a_pod_of_its_own() -> None:
     assert resources_checkov_reads(unlabelled) == 1
     assert resources_checkov_reads({**deployment, "kind": "RayCluster"}) == 1
     assert resources_checkov_reads({"kind": "Pod", "metadata": {"name": "p"}, "spec": {}}) == 1
+
+
+def test_the_scan_hands_checkov_each_ray_pod_template_as_a_pod(tmp_path: Path) -> None:
+    """checkov reads no pod template of a RayCluster, RayJob or RayService (not among its
+    workload kinds): synthesis writes each as a Pod to ``pods/``, which the scan copies, and
+    counts as one resource each."""
+    stack = tmp_path / "stack"
+    (stack / "manifests").mkdir(parents=True)
+    (stack / "pods").mkdir()
+    objects = ray_objects()
+    for kind, manifest in objects.items():
+        assert resources_checkov_reads(manifest) == 1
+        (stack / "manifests" / f"{kind}.yaml").write_text(yaml.safe_dump(manifest))
+    pods = pods_of({kind: manifest for kind, manifest in objects.items()})
+    for name, pod in pods.items():
+        (stack / "pods" / name).write_text(yaml.safe_dump(pod))
+    run = _prepared(stack, KUBERNETES, tmp_path / "scratch")
+    copied = {p.name for p in (tmp_path / "scratch" / "documents").iterdir()}
+    assert {f"pods-{name}" for name in pods} <= copied
+    assert run.given == len(objects) + len(pods) == 3 + 7

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from components import kuberay
+from components.tenancy import team_network_policies
 from policies.rules import tenancy
 from synth.run import StackResult
 from tests.conftest import STACKS
@@ -67,6 +69,18 @@ def _opened_to_other_namespaces(entries: list[Entry]) -> None:
                   and e["inputs"]["metadata"]["namespace"] == team
                   and e["inputs"]["metadata"]["name"] == "allow-same-namespace")  # fmt: skip
     policy["inputs"]["spec"]["ingress"] = [{"from": [{"namespaceSelector": {}}]}]
+
+
+def _controller_on_every_port(entries: list[Entry]) -> None:
+    """The KubeRay operator's allow (as dev and staging have it), widened to every port."""
+    team = _team_namespace(entries)["inputs"]["metadata"]["name"]
+    same = next(e for e in entries if e["type"] == NETWORK_POLICY
+                and e["inputs"]["metadata"]["namespace"] == team
+                and e["inputs"]["metadata"]["name"] == "allow-same-namespace")  # fmt: skip
+    *_, allow = team_network_policies(team, labels={}, controllers=[kuberay.OPERATOR_INGRESS])
+    del allow["spec"]["ingress"][0]["ports"]
+    entries.append({**json.loads(json.dumps(same)), "urn": same["urn"] + "-operator",
+                    "inputs": allow})  # fmt: skip
 
 
 def _cni_config(value: Any) -> Edit:
@@ -155,6 +169,7 @@ CASES: list[tuple[str, Edit, str]] = [
     ("network-policies-enforced", _cni_config({"enableNetworkPolicy": "false"}), "never enforced"),
     ("namespaces-network-policy", _without_default_deny, "no default-deny NetworkPolicy"),
     ("namespaces-network-policy", _opened_to_other_namespaces, "admits pods or addresses outside it"),
+    ("namespaces-network-policy", _controller_on_every_port, "admits pods or addresses outside it"),
     ("queue-ownership-enforced", lambda es: _drop(es, lambda e: e["type"] != BINDING or "queues" not in e["name"]), "any team's share"),
     ("queue-ownership-enforced", _binding_warns, "any team's share"),
     ("queue-ownership-enforced", _policy_ignores_jobs, "any team's share"),

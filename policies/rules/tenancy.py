@@ -7,11 +7,12 @@ from typing import Any
 
 from pulumi_policy import StackValidationArgs, StackValidationPolicy
 
+from components import katib, kuberay
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL
-from components.tenancy import POD_SECURITY_PREFIX
+from components.tenancy import POD_SECURITY_PREFIX, ControllerIngress, from_namespace, tcp
 
 from .common import MANDATORY, ReportViolation, ResourceValidationArgs, decoded, resource_policy
-from .trainer import RUNTIMES, runtime_pods
+from .trainer import training_pods
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -71,12 +72,10 @@ def _containers(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
 
 
 def _check_runtime_hardened(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in RUNTIMES:
-        return
-    for job, pod in runtime_pods(args.props.get("spec") or {}):
+    for owner, pod in training_pods(args.resource_type, args.props):
         pod_seccomp = ((pod.get("securityContext") or {}).get("seccompProfile") or {}).get("type")
         for container in _containers(pod):
-            where = f"replicated job {job}, container {container.get('name')}"
+            where = f"{owner}, container {container.get('name')}"
             context = container.get("securityContext") or {}
             if context.get("allowPrivilegeEscalation") is not False:
                 report(f"{where}: allowPrivilegeEscalation is not false", None)
@@ -118,6 +117,38 @@ def _denies_all_ingress(spec: Mapping[str, Any]) -> bool:
     )
 
 
+CONTROLLERS: tuple[ControllerIngress, ...] = (kuberay.OPERATOR_INGRESS, katib.CONTROLLER_INGRESS)
+"""The platform controllers a team namespace may admit: each from its namespace AND pods, to the
+pods it calls AND its ports, and to nothing else."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain dicts and lists.
+
+    The engine hands policies read-only proxies, which do not compare equal to the dicts and
+    lists they stand for once nested.
+    """
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)) or (
+        hasattr(value, "__iter__") and hasattr(value, "__len__") and not isinstance(value, str)
+    ):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _controller_rule(spec: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
+    """Whether an ingress rule admits exactly one of :data:`CONTROLLERS`, as it should be."""
+    spec, rule = _plain(spec), _plain(rule)
+    return any(
+        spec.get("podSelector") == controller.pods
+        and list(rule.get("from") or []) == [from_namespace(controller.namespace,
+                                                             controller.controller)]
+        and list(rule.get("ports") or []) == tcp(*controller.ports)
+        for controller in CONTROLLERS
+    )  # fmt: skip
+
+
 def _check_namespaces_isolated(args: StackValidationArgs, report: ReportViolation) -> None:
     resources = list(args.resources)
     policies = [r.props for r in resources if r.resource_type == NETWORK_POLICY]
@@ -130,7 +161,10 @@ def _check_namespaces_isolated(args: StackValidationArgs, report: ReportViolatio
                 None,
             )
         for policy in own:
-            for rule in (policy.get("spec") or {}).get("ingress") or []:
+            spec = policy.get("spec") or {}
+            for rule in spec.get("ingress") or []:
+                if _controller_rule(spec, rule):
+                    continue
                 for peer in rule.get("from") or []:
                     if "namespaceSelector" in peer or "ipBlock" in peer:
                         report(
@@ -204,8 +238,9 @@ POLICIES = [
     ),
     resource_policy(
         "runtimes-hardened",
-        "Every container of every training runtime runs without privilege escalation, with "
-        "every capability dropped and the runtime's default seccomp profile.",
+        "Every container of every training runtime, and of every Ray head, worker group and "
+        "RayJob submitter, runs without privilege escalation, with every capability dropped "
+        "and the runtime's default seccomp profile.",
         _check_runtime_hardened,
     ),
     resource_policy(
@@ -217,7 +252,9 @@ POLICIES = [
     StackValidationPolicy(
         name="namespaces-network-policy",
         description="Each team namespace denies ingress by default and admits nothing from "
-        "outside itself.",
+        "outside itself but the platform controllers that call its pods (the KubeRay operator "
+        "to Ray heads' dashboards, Katib's controller to suggestions), each by namespace and "
+        "pods, to those pods and ports only.",
         validate=_check_namespaces_isolated,
         enforcement_level=MANDATORY,
     ),
