@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from components.config import parse_platform_config
-from components.katib import METRICS_COLLECTOR_INJECTION
+from components.katib import CONTROLLER_INGRESS, METRICS_COLLECTOR_INJECTION
+from components.kuberay import OPERATOR_INGRESS as KUBERAY_OPERATOR_INGRESS
 from components.teams import JOB_RULES, JOBS_CLUSTER_ROLE, KATIB_CLUSTER_ROLE, KATIB_RULES
 from synth.engine import ResourceRecord
 from tests import component_runs as parts
@@ -15,6 +16,7 @@ from tests.conftest import RunComponent, stack_data
 ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 NAMESPACE = "kubernetes:core/v1:Namespace"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 KATIB_KINDS = {"experiments", "suggestions", "trials"}
 
 
@@ -56,6 +58,15 @@ def test_a_team_left_out_of_katib_gets_no_experiment_rbac(run_component: RunComp
     # and no trial gets Katib's metrics collector there
     assert METRICS_COLLECTOR_INJECTION.items() <= _labels(records, "ml-dev").items()
     assert not METRICS_COLLECTOR_INJECTION.items() <= _labels(records, "ml-other").items()
+    # nor does Katib's controller reach its pods (it runs no suggestion there)
+    allows = {
+        (r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"])
+        for r in records
+        if r.type == NETWORK_POLICY
+    }
+    assert (("ml-dev", CONTROLLER_INGRESS.name)) in allows
+    assert (("ml-other", CONTROLLER_INGRESS.name)) not in allows
+    assert ("ml-other", KUBERAY_OPERATOR_INGRESS.name) in allows  # Ray is every team's
 
 
 def test_katib_rbac_is_its_own_role_and_only_where_katib_runs(
