@@ -15,9 +15,9 @@ from components.platform import stack_gang_limits
 from components.tenancy import QUEUE_POLICY, RAY_TEMPLATE_RESOURCES
 from components.tenant_api import RAY_GANG_POLICY
 from components.tenant_pods import TENANT_PODS_POLICY
+from synth.jobs.admission import admit
 from synth.pods import ray_pods
 from synth.run import StackResult
-from tests.test_admission_policies import admit
 from tests.test_kuberay import _examples, _kuberays_pod, _policy, _team_namespace
 
 POOL: Final = "gpu-small"
