@@ -30,7 +30,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.catalog import NEURON_RESOURCE
 from components.checkpoints import CHECKPOINT_VARIABLE, CheckpointLocation, checkpoint_directory
-from components.config import NodePoolConfig
+from components.config import CONFIG_KEY, ConfigProblem, NodePoolConfig, PlatformConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.config.ray import RayImagesConfig
 from components.helm import release, with_system_placement
@@ -47,6 +47,7 @@ from components.workloads import (
     node_resources,
     pool_workload_placement,
     shared_memory_volume,
+    whole_node_memory_mib,
 )
 
 NAMESPACE: Final = "kuberay-system"
@@ -59,7 +60,9 @@ NEURON_CORES_RESOURCE: Final = "neuron_cores"
 customAcceleratorToRayResourceMap); the platform's pods request whole devices
 (``aws.amazon.com/neuron``, the resource the team quotas count), so worker groups declare it in
 ``rayStartParams``."""
-HEAD_RESOURCES: Final = {"cpu": "4", "memory": "16Gi"}
+HEAD_CPUS: Final = 4
+HEAD_MEMORY_GIB: Final = 16
+HEAD_RESOURCES: Final = {"cpu": str(HEAD_CPUS), "memory": f"{HEAD_MEMORY_GIB}Gi"}
 """The head's requests and limits: the GCS, the dashboard and the job's driver, no training."""
 SUBMITTER_RESOURCES: Final = {"cpu": "500m", "memory": "1Gi"}
 """A RayJob submitter's requests and limits (``ray job submit`` and its log tail)."""
@@ -557,3 +560,61 @@ def ray_cluster(
             ],
         },
     }
+
+
+def standing_quota_problems(config: PlatformConfig) -> list[ConfigProblem]:
+    """A team's standing Ray clusters must fit the CPU and memory quota it states.
+
+    Where ``quota.cpu`` or ``quota.memoryGiB`` is set, the team's standing clusters together
+    ask for at least their heads' (:data:`HEAD_CPUS`, :data:`HEAD_MEMORY_GIB`) and their
+    workers' requests (each a whole node's memory, and on Trainium a CPU per NeuronCore; a GPU
+    worker's CPU request is the namespace's LimitRange default, left out here, so this refuses
+    only what can never fit). Past the quota, the API server refuses the pods past it and the
+    gang never forms. Accelerators and EFA are config's own check
+    (:func:`components.config.ray.ray_cluster_problems`).
+
+    Args:
+        config: the parsed platform.
+    """
+    pools = {pool.name: pool for pool in config.node_pools}
+    problems: list[ConfigProblem] = []
+    for index, team in enumerate(config.teams):
+        clusters = [c for c in team.ray.clusters if c.pool in pools] if config.ray.enabled else []
+        if not clusters:
+            continue
+        cpus = sum(
+            HEAD_CPUS
+            + c.workers
+            * (
+                pools[c.pool].instance.neuron_cores
+                if pools[c.pool].instance.accelerator_resource == NEURON_RESOURCE
+                else 0
+            )
+            for c in clusters
+        )
+        memory_mib = sum(
+            HEAD_MEMORY_GIB * 1024 + c.workers * whole_node_memory_mib(pools[c.pool])
+            for c in clusters
+        )
+        where = f"{CONFIG_KEY}.teams[{index}].quota"
+        names = ", ".join(c.name for c in clusters)
+        if team.quota.cpu is not None and cpus > team.quota.cpu:
+            problems.append(
+                ConfigProblem(
+                    f"{where}.cpu",
+                    team.quota.cpu,
+                    f"at least {cpus}: the standing Ray clusters {names} request that much "
+                    f"(each head {HEAD_CPUS}, each Trainium worker a CPU per NeuronCore)",
+                )
+            )
+        if team.quota.memory_gib is not None and memory_mib > team.quota.memory_gib * 1024:
+            problems.append(
+                ConfigProblem(
+                    f"{where}.memoryGiB",
+                    team.quota.memory_gib,
+                    f"at least {-(-memory_mib // 1024)}: the standing Ray clusters {names} "
+                    f"request that much (each head {HEAD_MEMORY_GIB} GiB, each worker its "
+                    "node's memory)",
+                )
+            )
+    return problems

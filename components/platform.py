@@ -30,7 +30,13 @@ from components.katib import CONTROLLER_INGRESS as KATIB_CONTROLLER_INGRESS
 from components.katib import Katib
 from components.kuberay import NAMESPACE as KUBERAY_NAMESPACE
 from components.kuberay import OPERATOR_INGRESS as KUBERAY_OPERATOR_INGRESS
-from components.kuberay import KubeRay, StandingCluster, ray_cluster, ray_image
+from components.kuberay import (
+    KubeRay,
+    StandingCluster,
+    ray_cluster,
+    ray_image,
+    standing_quota_problems,
+)
 from components.network import Network
 from components.node_pools import NodePools
 from components.platform_network import PlatformNetwork, kube_system_fences
@@ -764,7 +770,12 @@ def validated_config(
             problem of the cross-field rules and these checks.
 
     """
-    return parse_platform_config(raw, stack=stack, aws_region=aws_region, checks=[layout_problems])
+    return parse_platform_config(
+        raw,
+        stack=stack,
+        aws_region=aws_region,
+        checks=[layout_problems, standing_quota_problems],
+    )
 
 
 INVALID_CONFIG: Final = "invalid stack configuration:\n"

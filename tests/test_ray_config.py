@@ -14,6 +14,7 @@ from components.config import parse_platform_config
 from components.config.ray import RayImagesConfig
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.node_pools import POOL_LABEL
+from components.platform import validated_config
 from components.scheduling import RAY_QUEUE_LABEL
 from components.storage.layout import team_directories
 from components.tenancy import QUEUE_POLICY
@@ -270,3 +271,59 @@ def test_stacks_without_clusters_synthesize_none(
 ) -> None:
     assert not any(t.ray.clusters for t in synthesized[stack].config.teams)
     assert _standing(synthesized[stack]) == []
+
+
+def _dev_with_two_teams(*other_clusters: dict[str, Any]) -> dict[str, Any]:
+    data = stack_data("dev")
+    other: dict[str, Any] = {
+        "name": "ml-other", "gid": 5998, "adminGroups": ["other-leads"],
+        "memberGroups": ["other-engineers"], "quota": {"gpus": 3},
+        "queue": {"deserved": {"gpus": 0}}, "ray": {"clusters": list(other_clusters)},
+    }  # fmt: skip
+    data["teams"].append(other)
+    return data
+
+
+def test_a_teams_clusters_are_summed_against_its_quota_and_the_pool() -> None:
+    """Each cluster fits alone; together they hold more than the team's GPUs, or the pool's
+    free nodes, and the one past the limit is refused, naming those before it."""
+    data = stack_data("dev")
+    (pool,) = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
+    clusters = data["teams"][0]["ray"]["clusters"]
+    held = sum(c["workers"] for c in clusters)
+    free_nodes = pool["maxNodes"] - 1 - held  # Slurm's node set holds one node
+    gpus = data["teams"][0]["quota"]["gpus"]
+    assert free_nodes >= 1 and gpus - held >= 1
+    pool["maxNodes"] += gpus  # room in the pool: the team's share binds
+    clusters.append({"name": "second", "pool": "gpu-small", "workers": gpus - held})
+    validated_config(data)  # the team's whole share, in two clusters
+    clusters.append({"name": "third", "pool": "gpu-small", "workers": 1})
+    where = f"{CLUSTERS}[{len(clusters) - 1}].workers"
+    assert_reported(data, where, 1, "the team's clusters before it hold")
+    # across teams: another team's cluster finds the pool's nodes taken
+    clusters = stack_data("dev")["teams"][0]["ray"]["clusters"]
+    data = _dev_with_two_teams({"name": "theirs", "pool": "gpu-small", "workers": free_nodes + 1})
+    assert_reported(
+        data, "platform.teams[1].ray.clusters[0].workers", free_nodes + 1,
+        f"of standing clusters ml-dev/{clusters[0]['name']}",
+    )  # fmt: skip
+    data["teams"][1]["ray"]["clusters"][0]["workers"] = free_nodes
+    validated_config(data)
+
+
+@pytest.mark.parametrize(
+    ("pool", "key", "value", "allowed"),
+    [
+        ("gpu-small", "cpu", 2, "at least 4: the standing Ray clusters c request"),
+        ("trn1", "cpu", 20, "each Trainium worker a CPU per NeuronCore"),
+        ("trn1", "memoryGiB", 100, "each worker its node's memory"),
+    ],
+)
+def test_a_stated_cpu_or_memory_quota_must_hold_the_standing_clusters(
+    pool: str, key: str, value: int, allowed: str
+) -> None:
+    data = _dev_with_clusters({"name": "c", "pool": pool, "workers": 1})
+    data["teams"][0]["quota"][key] = value
+    assert_reported(data, f"platform.teams[0].quota.{key}", value, allowed)
+    del data["teams"][0]["quota"][key]
+    validated_config(data)  # the default quota: the nodes the accelerator quota fills

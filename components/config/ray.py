@@ -146,9 +146,24 @@ def team_pool_nodes(team: TeamConfig, pool: NodePoolConfig) -> int:
 
 
 def _gang_problem(
-    team: TeamConfig, pool: NodePoolConfig, workers: int, where: str
+    team: TeamConfig,
+    pool: NodePoolConfig,
+    workers: int,
+    where: str,
+    taken: dict[str, int],
 ) -> ConfigProblem | None:
-    """A problem if the team's quota or queue cannot hold ``workers`` whole nodes of ``pool``."""
+    """A problem if the team's quota or queue cannot hold ``workers`` more whole nodes.
+
+    Beside what the team's clusters listed before this one hold (``taken``, which this one
+    adds to where it fits).
+
+    Args:
+        team: the team.
+        pool: the cluster's pool.
+        workers: its workers.
+        where: its ``workers`` key path.
+        taken: quota or queue key -> what the team's earlier clusters hold of it; updated.
+    """
     instance = pool.instance
     resource = "gpus" if instance.accelerator == "nvidia" else "neuronDevices"
     attribute = "gpus" if instance.accelerator == "nvidia" else "neuron_devices"
@@ -160,14 +175,19 @@ def _gang_problem(
     if pool.uses_efa:
         limits["quota.efaInterfaces"] = team.quota.efa_interfaces
         per_node["quota.efaInterfaces"] = instance.efa_interfaces
+    free = {key: limit - taken.get(key, 0) for key, limit in limits.items()}
     short = [
-        f"{key} {limit} holds {limit // per_node[key]} (each node takes {per_node[key]})"
+        f"{key} {limit} holds {free[key] // per_node[key]} (each node takes {per_node[key]}"
+        + (f"; the team's clusters before it hold {taken[key]}" if taken.get(key) else "")
+        + ")"
         for key, limit in limits.items()
-        if workers * per_node[key] > limit
+        if workers * per_node[key] > free[key]
     ]
     if not short:
+        for key in limits:
+            taken[key] = taken.get(key, 0) + workers * per_node[key]
         return None
-    fits = min(limit // per_node[key] for key, limit in limits.items())
+    fits = max(min(free[key] // per_node[key] for key in limits), 0)
     return ConfigProblem(
         where,
         workers,
@@ -181,7 +201,10 @@ def ray_cluster_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     """Each team's standing RayClusters fit their pool, the team's share of it and its queue."""
     pools = {pool.name: pool for pool in config.node_pools}
     held = slurm_held_nodes(config)
+    standing: dict[str, list[str]] = {}  # pool -> the standing clusters on it so far
+    taken_nodes: dict[str, int] = {}
     for index, team in enumerate(config.teams):
+        taken: dict[str, int] = {}
         clusters = team.ray.clusters
         base = f"{CONFIG_KEY}.teams[{index}].ray.clusters"
         if not clusters:
@@ -220,18 +243,24 @@ def ray_cluster_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                     "(as for its Trainer runtimes): " + (", ".join(usable) or "none"),
                 )
                 continue
-            free = pool.max_nodes - held.get(pool.name, 0)
+            before = taken_nodes.get(pool.name, 0)
+            free = pool.max_nodes - held.get(pool.name, 0) - before
             if cluster.workers > free:
+                others = ", ".join(standing.get(pool.name, []))
                 yield ConfigProblem(
                     f"{where}.workers",
                     cluster.workers,
-                    f"at most {free}: pool {pool.name}'s maxNodes ({pool.max_nodes}) less the "
-                    f"{held.get(pool.name, 0)} its Slurm node set holds",
+                    f"at most {max(free, 0)}: pool {pool.name}'s maxNodes ({pool.max_nodes}) "
+                    f"less the {held.get(pool.name, 0)} its Slurm node set holds"
+                    + (f" and the {before} of standing clusters {others}" if others else ""),
                 )
                 continue
-            problem = _gang_problem(team, pool, cluster.workers, f"{where}.workers")
+            problem = _gang_problem(team, pool, cluster.workers, f"{where}.workers", taken)
             if problem is not None:
                 yield problem
+                continue
+            taken_nodes[pool.name] = before + cluster.workers
+            standing.setdefault(pool.name, []).append(f"{team.name}/{cluster.name}")
 
 
 def _known(pool: NodePoolConfig) -> bool:
