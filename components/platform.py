@@ -147,6 +147,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             logs_key_arn=self.logs_key.arn,
             slurm_namespace=slurm_namespace,
             team_namespaces=dict(self.teams.namespaces),
+            node_security_group_id=self.cluster.node_security_group_id,
             cluster=in_cluster,
             opts=with_aws,
         )
@@ -421,6 +422,7 @@ def build_storage(
     logs_key_arn: pulumi.Input[str],
     slurm_namespace: pulumi.Resource | None,
     team_namespaces: dict[str, pulumi.Resource],
+    node_security_group_id: pulumi.Input[str],
     cluster: InCluster,
     opts: pulumi.ResourceOptions,
 ) -> Storage:
@@ -435,6 +437,8 @@ def build_storage(
         slurm_namespace: Slurm's namespace, which mounts the whole file system; None without
             Slurm.
         team_namespaces: team name -> its namespace.
+        node_security_group_id: the nodes' security group (the EKS cluster group), the model
+            store's only NFS clients.
         cluster: what the cluster hands in-cluster components.
         opts: the platform's options for its components.
     """
@@ -450,6 +454,8 @@ def build_storage(
             {SLURM_NAMESPACE: slurm_namespace} if slurm_namespace is not None else {}
         ),
         team_namespaces=team_namespaces,
+        private_subnet_ids=private_subnet_ids,
+        node_security_group_id=node_security_group_id,
         opts=opts,
     )
 

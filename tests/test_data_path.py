@@ -762,7 +762,7 @@ def test_release_schedules_are_encrypted_with_the_data_key_scheduler_may_use(
 
 def test_a_stack_without_release_schedules_adds_nothing_to_the_data_key() -> None:
     config = parse_platform_config(stack_data("dev"))
-    base = data_key_policy(config.account_id, config.region, data_key_principals(config))
+    base = data_key_policy(config.account_id, config.region, data_key_principals(config), efs=True)
     assert with_release_schedules(base, config, None) == base
     lustre = config.storage.lustre
     assert lustre is not None
