@@ -541,6 +541,7 @@ def build_trainer(
         lustre=config.storage.lustre,
         protect=config.protect_stateful_resources,
         volcano_ready=volcano_ready,
+        model_store=config.model_store.enabled,
         kubernetes_provider=cluster.provider,
         adopting_kubernetes_provider=cluster.adopting_provider,
         opts=opts,

@@ -18,6 +18,7 @@ from components.storage.model_store import (
     lifecycle_policies,
 )
 from synth.engine import ResourceRecord
+from synth.run import StackResult
 from tests import component_runs as parts
 from tests.component_runs import NODE_SECURITY_GROUP_ID
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
@@ -32,6 +33,7 @@ KEY: Final = "aws:kms/key:Key"
 ATTACHMENT: Final = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 VOLUME: Final = "kubernetes:core/v1:PersistentVolume"
 CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
+RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 
 
 def _store(run: ProgramRun) -> ResourceRecord:
@@ -213,3 +215,34 @@ def test_lifecycle_policies_one_transition_each() -> None:
     ]
     never = config.model_copy(update={"infrequent_access_after_days": None})
     assert lifecycle_policies(never) == []
+
+
+def test_every_team_runtime_mounts_its_area_and_the_shared_one(stack_result: StackResult) -> None:
+    """Each TrainingRuntime's pods mount the team's claims at /models and /models/shared, say
+    where (MODELS_DIR, SHARED_MODELS_DIR) and carry the gid its access point writes as."""
+    config = stack_result.config
+    gids = {team.name: team.gid for team in config.teams}
+    runtimes = ProgramRun(stack_result.records).of_type(RUNTIME)
+    assert runtimes
+    for runtime in runtimes:
+        namespace = runtime.inputs["metadata"]["namespace"]
+        for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+            pod = job["template"]["spec"]["template"]["spec"]
+            claims = {
+                v["name"]: v["persistentVolumeClaim"]["claimName"]
+                for v in pod.get("volumes", [])
+                if "persistentVolumeClaim" in v
+            }
+            assert pod["securityContext"]["supplementalGroups"] == [gids[namespace]]
+            for container in pod["containers"]:
+                mounted = {
+                    m["mountPath"]: claims[m["name"]]
+                    for m in container.get("volumeMounts", [])
+                    if m["name"] in claims
+                }
+                where = runtime.inputs["metadata"]["name"], container["name"]
+                assert mounted.get("/models") == TEAM_CLAIM, where
+                assert mounted.get("/models/shared") == SHARED_CLAIM, where
+                env = {e["name"]: e.get("value") for e in container.get("env", [])}
+                assert env.get("MODELS_DIR") == "/models", where
+                assert env.get("SHARED_MODELS_DIR") == "/models/shared", where

@@ -418,3 +418,43 @@ def _claim(
             opts, pulumi.ResourceOptions(depends_on=[namespace_resource, volume])
         ),
     )
+
+
+MODELS_VARIABLE: Final = "MODELS_DIR"
+"""Where a job finds its team's models, beside ``CHECKPOINT_DIR`` (components/checkpoints.py)."""
+SHARED_MODELS_VARIABLE: Final = "SHARED_MODELS_DIR"
+"""Where a job finds the released models every team reads."""
+TEAM_VOLUME: Final = "models"
+SHARED_VOLUME: Final = "models-shared"
+
+
+def model_store_volumes(
+    *, whole_file_system: bool = False
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts) of the model store: the team's area at ``/models``, shared below it.
+
+    The shared area's mount point sits inside the team's area: the container runtime makes
+    the directory ``shared`` there, as the access point's user, the first time. Read-only
+    where the claim's volume is (the driver mounts it ``ro``); the container's mount is
+    read-only too unless the team publishes, which the volume decides, so it is left open.
+
+    Args:
+        whole_file_system: Slurm's claim, which holds every team's area and ``/shared`` under
+            one root: one volume at ``/models``. Default False (a team namespace).
+    """
+    volumes = [{"name": TEAM_VOLUME, "persistentVolumeClaim": {"claimName": TEAM_CLAIM}}]
+    mounts = [{"name": TEAM_VOLUME, "mountPath": MODELS_MOUNT}]
+    if not whole_file_system:
+        volumes.append(
+            {"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": SHARED_CLAIM}}
+        )
+        mounts.append({"name": SHARED_VOLUME, "mountPath": SHARED_MODELS_MOUNT})
+    return volumes, mounts
+
+
+def model_store_environment() -> list[dict[str, str]]:
+    """``MODELS_DIR`` and ``SHARED_MODELS_DIR``: where a team's job reads and writes models."""
+    return [
+        {"name": MODELS_VARIABLE, "value": MODELS_MOUNT},
+        {"name": SHARED_MODELS_VARIABLE, "value": SHARED_MODELS_MOUNT},
+    ]
