@@ -37,6 +37,7 @@ from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME
 from components.storage.layout import TeamDirectory
+from components.storage.model_store import model_store_environment
 from components.tenancy import ControllerIngress, hardened_pod
 from components.trainer import (
     fabric_variables,
@@ -324,6 +325,7 @@ def worker_group_spec(
     checkpoints: CheckpointLocation | None,
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
+    models: bool = False,
 ) -> dict[str, Any]:
     """A RayCluster worker group on ``pool``: one whole node per worker.
 
@@ -345,17 +347,22 @@ def worker_group_spec(
             pool does not mount it).
         directories: the team's directories on the shared file system. Default none.
         group_id: the team's gid. Default None.
+        models: mount the team's model store claims at ``/models`` and ``/models/shared``
+            (:func:`components.trainer.team_volumes`). Default False.
     """
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
-    if checkpoints is not None and directories:
-        shared_volumes, shared_mounts = team_volumes(directories)
-        volumes += shared_volumes
-        mounts += shared_mounts
+    lustre_directories = directories if checkpoints is not None and directories else []
+    shared_volumes, shared_mounts = team_volumes(lustre_directories, models=models)
+    volumes += shared_volumes
+    mounts += shared_mounts
+    environment = ray_environment(pool, team=team, job=job, checkpoints=checkpoints)
+    if models:
+        environment += model_store_environment()
     container = {
         "name": "ray-worker",
         "image": image,
-        "env": ray_environment(pool, team=team, job=job, checkpoints=checkpoints),
+        "env": environment,
         "resources": node_resources(pool),
         "volumeMounts": mounts,
     }
@@ -391,6 +398,7 @@ def head_group_spec(
     checkpoints: CheckpointLocation | None,
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
+    models: bool = False,
 ) -> dict[str, Any]:
     """The head on a general pool: no accelerator, no Ray tasks (``num-cpus: 0``).
 
@@ -405,13 +413,18 @@ def head_group_spec(
         checkpoints: where jobs checkpoint; None without the shared file system.
         directories: the team's directories on the shared file system. Default none.
         group_id: the team's gid. Default None.
+        models: mount the team's model store claims at ``/models`` and ``/models/shared``
+            (:func:`components.trainer.team_volumes`). Default False.
     """
     mounted = checkpoints is not None and bool(directories)
-    volumes, mounts = team_volumes(directories or []) if mounted else ([], [])
+    volumes, mounts = team_volumes((directories or []) if mounted else [], models=models)
+    environment = ray_environment(None, team=team, job=job, checkpoints=checkpoints)
+    if models:
+        environment += model_store_environment()
     container = {
         "name": "ray-head",
         "image": image,
-        "env": ray_environment(None, team=team, job=job, checkpoints=checkpoints),
+        "env": environment,
         "resources": {"requests": dict(HEAD_RESOURCES), "limits": dict(HEAD_RESOURCES)},
         "volumeMounts": mounts,
     }
@@ -452,6 +465,7 @@ def ray_job(
     checkpoints: CheckpointLocation | None,
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
+    models: bool = False,
 ) -> dict[str, Any]:
     """A RayJob of ``team`` on ``pool``: its own RayCluster, gang-scheduled in the team queue.
 
@@ -465,6 +479,8 @@ def ray_job(
         checkpoints: where jobs checkpoint; None without the shared file system.
         directories: the team's directories on the shared file system. Default none.
         group_id: the team's gid. Default None.
+        models: mount the team's model store claims at ``/models`` and ``/models/shared``
+            (:func:`components.trainer.team_volumes`). Default False.
     """
     return {
         "apiVersion": RAY_API,
@@ -485,6 +501,7 @@ def ray_job(
                     checkpoints=checkpoints,
                     directories=directories,
                     group_id=group_id,
+                    models=models,
                 ),
                 "workerGroupSpecs": [
                     worker_group_spec(
@@ -496,6 +513,7 @@ def ray_job(
                         checkpoints=checkpoints,
                         directories=directories,
                         group_id=group_id,
+                        models=models,
                     )
                 ],
             },

@@ -156,6 +156,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             logs_key_arn=self.logs_key.arn,
             slurm_namespace=slurm_namespace,
             team_namespaces=dict(self.teams.namespaces),
+            node_security_group_id=self.cluster.node_security_group_id,
             cluster=in_cluster,
             opts=with_aws,
         )
@@ -460,6 +461,7 @@ def build_storage(
     logs_key_arn: pulumi.Input[str],
     slurm_namespace: pulumi.Resource | None,
     team_namespaces: dict[str, pulumi.Resource],
+    node_security_group_id: pulumi.Input[str],
     cluster: InCluster,
     opts: pulumi.ResourceOptions,
 ) -> Storage:
@@ -474,6 +476,8 @@ def build_storage(
         slurm_namespace: Slurm's namespace, which mounts the whole file system; None without
             Slurm.
         team_namespaces: team name -> its namespace.
+        node_security_group_id: the nodes' security group (the EKS cluster group), the model
+            store's only NFS clients.
         cluster: what the cluster hands in-cluster components.
         opts: the platform's options for its components.
     """
@@ -489,6 +493,8 @@ def build_storage(
             {SLURM_NAMESPACE: slurm_namespace} if slurm_namespace is not None else {}
         ),
         team_namespaces=team_namespaces,
+        private_subnet_ids=private_subnet_ids,
+        node_security_group_id=node_security_group_id,
         opts=opts,
     )
 
@@ -574,6 +580,7 @@ def build_trainer(
         lustre=config.storage.lustre,
         protect=config.protect_stateful_resources,
         volcano_ready=volcano_ready,
+        model_store=config.model_store.enabled,
         kubernetes_provider=cluster.provider,
         adopting_kubernetes_provider=cluster.adopting_provider,
         opts=opts,

@@ -45,6 +45,7 @@ from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage.layout import TeamDirectory, team_directories
+from components.storage.model_store import model_store_environment, model_store_volumes
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL, cluster_role_ref
 from components.tenancy import hardened_pod
 from components.workloads import (
@@ -175,13 +176,20 @@ def workload_security_context(group_id: int | None) -> dict[str, Any]:
 
 
 def team_volumes(
-    directories: list[TeamDirectory],
+    directories: list[TeamDirectory], *, models: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(volumes, mounts) of a team's directories: each claim at the path it has in ``/fsx``.
+    """(volumes, mounts) of a team's storage: each Lustre claim at its path in ``/fsx``.
 
     All read-write, even where the team only reads: a read-only mount records no access times,
     which release goes by; the directory's mode keeps jobs from writing there
     (:data:`components.storage.layout.IMPORT_ONLY_DIRECTORY_MODE`).
+
+    Args:
+        directories: the team's Lustre directories (none where the pod's pool mounts no
+            Lustre).
+        models: also the model store, the team's area at ``/models`` and the shared one at
+            ``/models/shared`` (:func:`components.storage.model_store.model_store_volumes`);
+            any node reaches it, whatever the pool. Default False.
     """
     volumes = [
         {"name": directory.claim_name, "persistentVolumeClaim": {"claimName": directory.claim_name}}
@@ -191,6 +199,10 @@ def team_volumes(
         {"name": directory.claim_name, "mountPath": directory.mount_path}
         for directory in directories
     ]
+    if models:
+        model_volumes, model_mounts = model_store_volumes()
+        volumes += model_volumes
+        mounts += model_mounts
     return volumes, mounts
 
 
@@ -203,6 +215,7 @@ def pod_spec(
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
     command: list[str] | None = None,
+    models: bool = False,
 ) -> dict[str, Any]:
     """The pod of one training node: pinned to the pool, the whole node, Volcano-scheduled.
 
@@ -217,17 +230,22 @@ def pod_spec(
             claim (:func:`team_volumes`). Default none.
         group_id: the team's gid, the pods' supplemental group. Default None.
         command: the container's command, if not the image's. Default None.
+        models: mount the team's model store claims and say where (``MODELS_DIR``,
+            ``SHARED_MODELS_DIR``); needs ``group_id``. Default False.
     """
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
-    if checkpoints is not None and directories:
-        shared_volumes, shared_mounts = team_volumes(directories)
-        volumes += shared_volumes
-        mounts += shared_mounts
+    lustre_directories = directories if checkpoints is not None and directories else []
+    shared_volumes, shared_mounts = team_volumes(lustre_directories, models=models)
+    volumes += shared_volumes
+    mounts += shared_mounts
+    environment = _environment(pool, team=team, checkpoints=checkpoints)
+    if models:
+        environment += model_store_environment()
     container: dict[str, Any] = {
         "name": "node",
         "image": image,
-        "env": _environment(pool, team=team, checkpoints=checkpoints),
+        "env": environment,
         "resources": node_resources(pool),
         "volumeMounts": mounts,
     }
@@ -382,11 +400,13 @@ def runtime_spec(
     checkpoints: CheckpointLocation | None,
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
+    models: bool = False,
 ) -> dict[str, Any]:
     """The TrainingRuntime spec of ``framework`` on ``pool``, gang-scheduled in ``queue``.
 
     ``queue`` is the team's queue and name: its Neuron compile cache and checkpoints sit in its
-    directories. ``checkpoints``, ``directories`` and ``group_id``: see :func:`pod_spec`. A
+    directories. ``checkpoints``, ``directories``, ``group_id`` and ``models``: see
+    :func:`pod_spec`. A
     failed pod restarts the whole job up to ``trainer.maxRestarts`` times
     (:data:`RESTART_STRATEGY`).
     """
@@ -395,7 +415,7 @@ def runtime_spec(
     assert image is not None
     pod = pod_spec(
         pool, image=image, checkpoints=checkpoints, team=queue, directories=directories,
-        group_id=group_id,
+        group_id=group_id, models=models,
     )  # fmt: skip
     if framework != "mpi":
         pod["containers"][0]["env"].extend(UNLISTED_USER_ENVIRONMENT)
@@ -651,6 +671,7 @@ class Trainer(pulumi.ComponentResource):
         lustre: LustreConfig | None,
         protect: bool,
         volcano_ready: list[pulumi.Resource],
+        model_store: bool = False,
         kubernetes_provider: pulumi.ProviderResource,
         adopting_kubernetes_provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
@@ -675,6 +696,8 @@ class Trainer(pulumi.ComponentResource):
                 finding a release Pulumi no longer knows.
             volcano_ready: Volcano must run before Trainer starts (it registers its PodGroup
                 watch at start-up).
+            model_store: the stack has the EFS model store: every team runtime mounts the
+                team's claims at ``/models`` and ``/models/shared``. Default False.
             kubernetes_provider: provider of the release and runtimes.
             adopting_kubernetes_provider: provider of JobSet's CRD, which takes over the CRD a
                 stack whose Trainer bundled JobSet already has (a plain create would fail
@@ -795,7 +818,8 @@ class Trainer(pulumi.ComponentResource):
                     framework, pool, trainer=trainer, queue=team.name,
                     checkpoints=checkpoints if mounted else None,
                     directories=team_directories(lustre, team) if lustre and mounted else None,
-                    group_id=team.gid if lustre is not None else None,
+                    group_id=team.gid if lustre is not None or model_store else None,
+                    models=model_store,
                 )  # fmt: skip
                 self.runtimes[(team.name, runtime)] = k8s.apiextensions.CustomResource(
                     f"{name}-{team.name}-{runtime}",

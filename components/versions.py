@@ -36,6 +36,10 @@ class EksAddonVersions:
     aws_fsx_csi_driver: str
     """``aws-fsx-csi-driver`` add-on (FSx for Lustre mounts, through Pod Identity). The EKS
     hybrid-nodes guide names v1.7.0-eksbuild.1 as the first build it supports."""
+    aws_efs_csi_driver: str
+    """``aws-efs-csi-driver`` add-on (the EFS model store's mounts, through Pod Identity):
+    kubernetes-sigs/aws-efs-csi-driver v3.4.1, the newest upstream release (CHANGELOG-3.x.md);
+    the dependency bot replaces the build with the one EKS publishes for each minor."""
 
     def by_addon_name(self) -> dict[str, str]:
         """Add-on name as EKS spells it (``eks-pod-identity-agent``) -> its pinned version."""
@@ -52,6 +56,7 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
         eks_pod_identity_agent="v1.3.10-eksbuild.2",
         aws_ebs_csi_driver="v1.54.0-eksbuild.1",
         aws_fsx_csi_driver="v1.7.0-eksbuild.1",
+        aws_efs_csi_driver="v3.4.1-eksbuild.1",
     ),
     "1.34": EksAddonVersions(
         vpc_cni="v1.20.4-eksbuild.2",
@@ -60,6 +65,7 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
         eks_pod_identity_agent="v1.3.10-eksbuild.2",
         aws_ebs_csi_driver="v1.54.0-eksbuild.1",
         aws_fsx_csi_driver="v1.7.0-eksbuild.1",
+        aws_efs_csi_driver="v3.4.1-eksbuild.1",
     ),
     "1.35": EksAddonVersions(
         vpc_cni="v1.21.1-eksbuild.3",
@@ -68,6 +74,7 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
         eks_pod_identity_agent="v1.3.10-eksbuild.2",
         aws_ebs_csi_driver="v1.54.0-eksbuild.1",
         aws_fsx_csi_driver="v1.7.0-eksbuild.1",
+        aws_efs_csi_driver="v3.4.1-eksbuild.1",
     ),
 }
 """Add-on pins per supported Kubernetes minor. Its keys are the supported Kubernetes versions:

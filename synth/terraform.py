@@ -70,6 +70,10 @@ TERRAFORM_TYPES: Final[Mapping[str, str]] = {
     "aws:eks/cluster:Cluster": "aws_eks_cluster",
     "aws:eks/nodeGroup:NodeGroup": "aws_eks_node_group",
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": "aws_eks_pod_identity_association",
+    "aws:efs/accessPoint:AccessPoint": "aws_efs_access_point",
+    "aws:efs/backupPolicy:BackupPolicy": "aws_efs_backup_policy",
+    "aws:efs/fileSystem:FileSystem": "aws_efs_file_system",
+    "aws:efs/mountTarget:MountTarget": "aws_efs_mount_target",
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (
         "aws_fsx_data_repository_association"
     ),

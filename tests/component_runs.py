@@ -68,6 +68,10 @@ class StandIn(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+NODE_SECURITY_GROUP_ID = "sg-0123456789abcdef0"
+"""Stand-in for the EKS cluster security group every node carries."""
+
+
 @dataclass(frozen=True)
 class Wiring:
     """What ``TrainingPlatform`` gives every component, and stand-ins for the rest."""
@@ -210,6 +214,7 @@ def storage(wiring: Wiring) -> Storage:
         logs_key_arn=wiring.logs_key_arn,
         slurm_namespace=_namespace(wiring) if wiring.config.slurm.enabled else None,
         team_namespaces=wiring.team_namespaces(),
+        node_security_group_id=NODE_SECURITY_GROUP_ID,
         cluster=wiring.in_cluster,
         opts=wiring.opts,
     )

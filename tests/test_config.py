@@ -41,6 +41,20 @@ def _lustre(**fields: Any) -> Mutation:
     return mutate
 
 
+def _first_team(**fields: Any) -> Mutation:
+    """Change fields of dev's first team (None deletes one)."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        team = data["teams"][0]
+        for key, value in fields.items():
+            if value is None:
+                team.pop(key, None)
+            else:
+                team[key] = value
+
+    return mutate
+
+
 # (id, mutation of the dev stack, key path in the message, words of the allowed text)
 INVALID: list[tuple[str, Mutation, str, str]] = [
     ("training zone not a cluster zone", _set("network.trainingZone", "us-west-2c"),
@@ -215,6 +229,31 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
      "platform.storage.buckets", "unique bucket keys"),
     ("bucket name S3 refuses", _set("storage.buckets", [{"name": "data", "bucketName": "My_Bucket"}]),
      "platform.storage.buckets[0].bucketName", "an S3 bucket name"),
+    ("model store without a writers' gid", _delete("modelStore.writersGid"),
+     "platform.modelStore.writersGid", "the platform writers' gid"),
+    ("model store writers' gid a team's", _set("modelStore.writersGid", 5003),
+     "platform.modelStore.writersGid", "a gid no team has (team ml-dev has it)"),
+    ("model store team without a gid", _first_team(gid=None),
+     "platform.teams[0].gid", "its model store directory belongs to it"),
+    ("model store team named like the shared area", _both(_first_team(name="shared"), _set("modelStore.publishers", [])),
+     "platform.teams[0].name", "a name other than 'shared'"),
+    ("model store publisher not a team", _set("modelStore.publishers", ["nobody"]),
+     "platform.modelStore.publishers[0]", "a team of platform.teams (ml-dev)"),
+    ("model store throughput mode EFS lacks", _set("modelStore.throughputMode", "burst"),
+     "platform.modelStore.throughputMode", "one of elastic, bursting, provisioned"),
+    ("provisioned model store without a throughput", _set("modelStore.throughputMode", "provisioned"),
+     "platform.modelStore.provisionedThroughputMiBps", "provisioned requires it"),
+    ("model store throughput without provisioned mode", _set("modelStore.provisionedThroughputMiBps", 100.0),
+     "platform.modelStore.provisionedThroughputMiBps", "only provisioned takes it"),
+    ("model store transition EFS lacks", _set("modelStore.infrequentAccessAfterDays", 45),
+     "platform.modelStore.infrequentAccessAfterDays", "180, 270, 365"),
+    ("model store archive before infrequent access", _set("modelStore.archiveAfterDays", 14),
+     "platform.modelStore.archiveAfterDays", "more days than infrequentAccessAfterDays (30)"),
+    ("model store archive without elastic throughput",
+     _both(_set("modelStore.throughputMode", "bursting"), _set("modelStore.archiveAfterDays", 90)),
+     "platform.modelStore.archiveAfterDays", "unless throughputMode is elastic"),
+    ("unknown model store key", _set("modelStore.lifecycle", "AFTER_30_DAYS"),
+     "platform.modelStore.lifecycle", "one of the keys archiveAfterDays"),
 ]  # fmt: skip
 
 

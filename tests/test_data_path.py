@@ -520,15 +520,20 @@ def test_a_pool_across_zones_does_not_mount_lustre(
     runtimes = [r for r in run.records if r.type.endswith(":TrainingRuntime")]
     on_gpu = [r for r in runtimes if r.inputs["metadata"]["name"].endswith("-gpu-small")]
     assert on_gpu
+
+    def lustre_claims(pod: dict[str, Any]) -> list[dict[str, Any]]:
+        # The EFS model store's claims mount from any zone: only Lustre's tie a pod to one.
+        return [
+            v
+            for v in pod["volumes"]
+            if v.get("persistentVolumeClaim", {}).get("claimName", "").startswith("lustre-")
+        ]
+
     for runtime in on_gpu:
         for pod in _pods(runtime):
-            assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v], runtime.name
+            assert not lustre_claims(pod), runtime.name
     on_trn = [r for r in runtimes if r.inputs["metadata"]["name"].endswith("-trn1")]
-    assert on_trn and all(
-        any("persistentVolumeClaim" in v for v in pod["volumes"])
-        for r in on_trn
-        for pod in _pods(r)
-    )
+    assert on_trn and all(lustre_claims(pod) for r in on_trn for pod in _pods(r))
 
 
 def test_a_slurm_node_set_on_a_pool_across_zones_is_refused() -> None:
@@ -762,7 +767,7 @@ def test_release_schedules_are_encrypted_with_the_data_key_scheduler_may_use(
 
 def test_a_stack_without_release_schedules_adds_nothing_to_the_data_key() -> None:
     config = parse_platform_config(stack_data("dev"))
-    base = data_key_policy(config.account_id, config.region, data_key_principals(config))
+    base = data_key_policy(config.account_id, config.region, data_key_principals(config), efs=True)
     assert with_release_schedules(base, config, None) == base
     lustre = config.storage.lustre
     assert lustre is not None

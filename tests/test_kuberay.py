@@ -418,13 +418,16 @@ def test_a_worker_is_the_pod_a_trainer_runtime_runs_on_its_pool(
         assert pool is not None
         (job,) = record.inputs["spec"]["template"]["spec"]["replicatedJobs"]
         runtime_pod = job["template"]["spec"]["template"]["spec"]
-        mounted = any(v.get("persistentVolumeClaim") for v in runtime_pod["volumes"])
+        mounted = any(
+            v.get("persistentVolumeClaim", {}).get("claimName", "").startswith("lustre-")
+            for v in runtime_pod["volumes"]
+        )
         assert config.storage.lustre is not None
         group = kuberay.worker_group_spec(
             pool, team=team.name, job="j", image=versions.RAY_IMAGE, replicas=1,
             checkpoints=checkpoint_location(config) if mounted else None,
             directories=team_directories(config.storage.lustre, team) if mounted else None,
-            group_id=team.gid,
+            group_id=team.gid, models=config.model_store.enabled,
         )  # fmt: skip
         worker = group["template"]["spec"]
         for key in ("nodeSelector", "tolerations", "volumes", "securityContext",

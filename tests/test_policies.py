@@ -645,6 +645,9 @@ def test_every_policy_has_cases() -> None:
             "efa-capable-pools-attach-efa",
             "buckets-hardened",
             "fsx-encrypted-customer-key",
+            "efs-encrypted-customer-key",
+            "efs-mount-targets-nfs-from-nodes",
+            "efs-access-points-team-owned",
             "fsx-root-squashed",
             "lustre-team-volumes-isolated",
             "lustre-volumes-on-clients",
@@ -1662,6 +1665,137 @@ def test_efa_enabled_file_system_may_take_all_traffic_from_groups_only(
     assert [f.message for f in findings] == [
         "storage-lustre inline ingress admits address ranges ['10.0.0.0/8'], not node groups"
     ]
+
+
+EFS_FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
+EFS_ACCESS_POINT = "aws:efs/accessPoint:AccessPoint"
+
+
+@pytest.mark.parametrize(
+    ("mutation", "words"),
+    [
+        (at("encrypted", False), "not encrypted at rest"),
+        (at("encrypted", _DELETE), "not encrypted at rest"),
+        (at("kmsKeyId", _DELETE), "customer managed KMS key"),
+        (at("kmsKeyId", "arn:aws:kms:us-east-1:333344445555:alias/aws/elasticfilesystem"),
+         "customer managed KMS key"),
+    ],
+)  # fmt: skip
+def test_efs_encrypted_with_customer_key(
+    synthesized: dict[str, StackResult], mutation: Mutation, words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    policy = POLICIES["efs-encrypted-customer-key"]
+    assert _run_policy(policy, entries, "prod") == []
+    file_system = _target(entries, EFS_FILE_SYSTEM, "")
+    mutation(file_system)
+    findings = _run_policy(policy, entries, "prod")
+    assert [(f.urn, f.enforcementLevel) for f in findings] == [(file_system["urn"], "mandatory")]
+    assert words in findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "inputs", "words"),
+    [
+        ("inline ingress", {"protocol": "tcp", "fromPort": 2049, "toPort": 2049,
+                            "cidrBlocks": ["10.0.0.0/8"]}, "admits address ranges ['10.0.0.0/8']"),
+        ("inline ingress", {"protocol": "tcp", "fromPort": 2049, "toPort": 2049, "self": True},
+         "admits the mount targets' own group"),
+        ("inline ingress", {"protocol": "tcp", "fromPort": 22, "toPort": 22,
+                            "securityGroups": ["sg-0123456789abcdef0"]}, "not only NFS"),
+        ("inline egress", {"protocol": "-1", "fromPort": 0, "toPort": 0,
+                           "cidrBlocks": ["0.0.0.0/0"]}, "open connections"),
+        ("aws:ec2/securityGroupRule:SecurityGroupRule",
+         {"type": "ingress", "protocol": "tcp", "fromPort": 2049, "toPort": 2049,
+          "cidrBlocks": ["0.0.0.0/0"]}, "admits address ranges ['0.0.0.0/0']"),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+         {"ipProtocol": "-1", "referencedSecurityGroupId": "sg-0123"}, "not only NFS"),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+         {"ipProtocol": "-1", "cidrIpv4": "0.0.0.0/0"}, "open connections"),
+    ],
+)  # fmt: skip
+def test_efs_mount_targets_admit_only_nfs_from_nodes(
+    synthesized: dict[str, StackResult], resource_type: str, inputs: Entry, words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    policy = POLICIES["efs-mount-targets-nfs-from-nodes"]
+    assert _run_policy(policy, entries, "prod") == []
+    group = _target(entries, SECURITY_GROUP, "=storage-models")
+    if resource_type.startswith("inline "):
+        group["inputs"].setdefault(resource_type.split()[1], []).append(inputs)
+    else:
+        entries.append(_rule_resource(group, resource_type, inputs))
+    findings = _run_policy(policy, entries, "prod")
+    assert findings and {f.urn for f in findings} == {group["urn"]}
+    assert any(words in f.message for f in findings), [f.message for f in findings]
+
+
+def test_efs_mount_target_admitting_another_stack_group_is_caught(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    group = _target(entries, SECURITY_GROUP, "=storage-models")
+    servers = _target(entries, SECURITY_GROUP, "=storage-lustre")
+    rule = _rule_resource(
+        group,
+        "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+        {"ipProtocol": "tcp", "fromPort": 2049, "toPort": 2049,
+         "referencedSecurityGroupId": "sg-0a1b2c3d4e5f60718"},
+    )  # fmt: skip
+    rule["propertyDependencies"]["referencedSecurityGroupId"] = [servers["urn"]]
+    entries.append(rule)
+    findings = _run_policy(POLICIES["efs-mount-targets-nfs-from-nodes"], entries, "prod")
+    assert [f.message for f in findings] == [
+        "storage-models admits storage-lustre, a group of this stack rather than the nodes'"
+    ]
+
+
+def test_efs_mount_target_in_a_group_the_stack_does_not_create_is_caught(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["prod"])
+    target = _target(entries, "aws:efs/mountTarget:MountTarget", "")
+    target["inputs"]["securityGroups"].append("sg-0123456789abcdef0")
+    findings = _run_policy(POLICIES["efs-mount-targets-nfs-from-nodes"], entries, "prod")
+    assert [f.urn for f in findings] == [target["urn"]]
+    assert "this stack does not create" in findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("name", "mutation", "words"),
+    [
+        ("-ml-research", at("posixUser", _DELETE), "no POSIX user"),
+        ("-ml-research", at("rootDirectory.creationInfo.ownerGid", 0), "owned by gid 0"),
+        ("-ml-research", at("rootDirectory.creationInfo.ownerGid", 5002), "not its own team gid"),
+        ("-ml-research", at("rootDirectory.creationInfo", _DELETE), "owned by gid None"),
+        ("-ml-research", at("rootDirectory.creationInfo.permissions", "0777"), "not 2770"),
+        ("-ml-research", at("rootDirectory.path", "/"), "neither a team's directory"),
+        ("-shared", at("rootDirectory.creationInfo.permissions", "2777"), "not 2775"),
+        ("-shared", at("posixUser.gid", 1000), "not its own team gid 1000"),
+    ],
+)  # fmt: skip
+def test_efs_access_points_impose_a_team_owned_root(
+    synthesized: dict[str, StackResult], name: str, mutation: Mutation, words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    policy = POLICIES["efs-access-points-team-owned"]
+    assert _run_policy(policy, entries, "prod") == []
+    point = _target(entries, EFS_ACCESS_POINT, f"=storage-models{name}")
+    mutation(point)
+    findings = _run_policy(policy, entries, "prod")
+    assert findings and {f.urn for f in findings} <= {
+        e["urn"] for e in entries if e["type"] == EFS_ACCESS_POINT
+    }
+    assert any(words in f.message for f in findings), [f.message for f in findings]
+
+
+def test_efs_access_points_sharing_a_gid_are_caught(synthesized: dict[str, StackResult]) -> None:
+    entries = _records(synthesized["prod"])
+    point = _target(entries, EFS_ACCESS_POINT, "=storage-models-ml-product")
+    at("posixUser.gid", 5001)(point)
+    at("rootDirectory.creationInfo.ownerGid", 5001)(point)
+    findings = _run_policy(POLICIES["efs-access-points-team-owned"], entries, "prod")
+    assert any("shares gid 5001" in f.message for f in findings), [f.message for f in findings]
 
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"

@@ -207,6 +207,42 @@ def test_a_seeded_aws_violation_fails_the_gate(scans: Scans) -> None:
 
 
 @seed
+def efs_violation(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, str]:
+    """The model store's file system unencrypted, and a team access point without a POSIX user
+    (the file system's address)."""
+    directory, plan = _plan_copy(synthesized, root)
+    file_system = ""
+    for section in (plan["planned_values"]["root_module"], plan["configuration"]["root_module"]):
+        for resource in section["resources"]:
+            if resource["type"] == "aws_efs_file_system":
+                file_system = str(resource["address"])
+                if "values" in resource:
+                    resource["values"]["encrypted"] = False
+                    resource["values"].pop("kms_key_id", None)
+                else:
+                    resource["expressions"].pop("kms_key_id", None)
+            if resource["address"] == "aws_efs_access_point.storage-models-ml-dev":
+                (resource.get("values") or resource["expressions"]).pop("posix_user", None)
+    _write_plan(directory, plan)
+    return directory, TERRAFORM_PLAN, file_system
+
+
+@pytest.mark.slow
+def test_the_scan_sees_the_model_store(scans: Scans, findings: dict[str, list[Finding]]) -> None:
+    """checkov reads the EFS resources of the export: as synthesized they pass its EFS checks
+    (encryption under a customer key, access points with a user and a root), and an
+    unencrypted file system or an access point without a user fails the gate."""
+    efs_checks = {"CKV_AWS_42", "CKV_AWS_184", "CKV_AWS_329", "CKV_AWS_330"}
+    for stack in STACKS:
+        assert not [f for f in findings[stack] if f.check in efs_checks], stack
+    file_system, outcome = scans.seeded["efs_violation"]
+    assert file_system == "aws_efs_file_system.storage-models"
+    left = {(f.check, f.resource) for f in unwaived(_found(outcome), load_waivers(), "dev")}
+    assert {("CKV_AWS_42", file_system), ("CKV_AWS_184", file_system)} <= left
+    assert ("CKV_AWS_330", "aws_efs_access_point.storage-models-ml-dev") in left
+
+
+@seed
 def admin_policy(synthesized: dict[str, StackResult], root: Path) -> tuple[Path, str, str]:
     """Karpenter's role policy granting everything as well (its address)."""
     directory, plan = _plan_copy(synthesized, root)

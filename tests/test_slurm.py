@@ -337,6 +337,7 @@ def _runtime_shared_mounts(run: ProgramRun) -> dict[str, str]:
         (v.inputs["spec"]["claimRef"]["namespace"], v.inputs["spec"]["claimRef"]["name"]): "/"
         + v.inputs["spec"]["csi"]["volumeAttributes"]["mountname"].partition("/")[2]
         for v in run.of_type("kubernetes:core/v1:PersistentVolume")
+        if v.inputs["spec"]["csi"]["driver"] == "fsx.csi.aws.com"
     }
     paths: dict[str, str] = {}
     for runtime in run.of_type(RUNTIME):
@@ -350,7 +351,7 @@ def _runtime_shared_mounts(run: ProgramRun) -> dict[str, str]:
             }
             for container in pod["containers"]:
                 for mount in container.get("volumeMounts", []):
-                    if mount["name"] in claims:
+                    if (namespace, claims.get(mount["name"])) in directories:
                         paths[mount["mountPath"]] = directories[namespace, claims[mount["name"]]]
     return paths
 
@@ -752,6 +753,30 @@ def test_node_sets_and_login_mount_lustre_where_trainer_runtimes_do(case: StackC
     login = _login_set(case)
     paths = _claim_mounts(login["podSpec"], login["login"]["volumeMounts"])
     assert paths == [SHARED_MOUNT]
+
+
+def test_node_sets_and_login_mount_the_model_store_at_models(case: StackCase) -> None:
+    """Slurm's model store claim (the whole EFS file system) sits at /models on every slurmd
+    and login pod, where team runtimes see their own area."""
+    assert case.raw["modelStore"]["enabled"]
+
+    def model_mounts(pod_spec: dict[str, Any], mounts: list[dict[str, Any]]) -> list[str]:
+        names = [
+            volume["name"]
+            for volume in pod_spec.get("volumes", [])
+            if volume.get("persistentVolumeClaim", {}).get("claimName") == "model-store"
+        ]
+        return [mount["mountPath"] for mount in mounts if mount["name"] in names]
+
+    for node_set in case.slurm["nodeSets"]:
+        spec = _node_set(case.run, node_set["pool"]).inputs["spec"]
+        assert model_mounts(spec["template"]["spec"], spec["slurmd"]["volumeMounts"]) == [
+            "/models"
+        ], node_set["pool"]
+    login = _login_set(case)
+    assert model_mounts(login["podSpec"], login["login"]["volumeMounts"]) == ["/models"]
+    claim = _named(case.run, CLAIM, "model-store", SLURM_NAMESPACE)
+    assert "ReadWriteMany" in claim.inputs["spec"]["accessModes"]
 
 
 def test_slurm_namespace_has_the_shared_claim(case: StackCase) -> None:

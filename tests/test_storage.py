@@ -42,6 +42,7 @@ from components.storage import (
     tls_only_bucket_policy,
 )
 from components.storage.capacity import with_release_schedules
+from components.storage.model_store import TEAM_CLAIM as MODEL_STORE_CLAIM
 from synth.engine import UNKNOWN, ResourceRecord
 from synth.run import StackResult
 from tests import component_runs as parts
@@ -175,7 +176,21 @@ def expected_claims(raw_platform: dict[str, Any], namespace: str) -> list[tuple[
 def _lustre_claims(run: Any) -> list[Any]:
     """The claims of Lustre volumes: bound to a volume by name (the stack's other claims, such
     as a database's on an EBS class, are provisioned by their class)."""
-    return [c for c in run.of_type(CLAIM) if (c.inputs.get("spec") or {}).get("volumeName")]
+    return [
+        c
+        for c in run.of_type(CLAIM)
+        if (c.inputs.get("spec") or {}).get("volumeName")
+        and not c.inputs["metadata"]["name"].startswith(MODEL_STORE_CLAIM)
+    ]
+
+
+def _lustre_volumes(run: ProgramRun) -> list[ResourceRecord]:
+    """The Lustre PVs (the EFS model store's are tests/test_model_store.py's)."""
+    return [
+        v
+        for v in run.of_type(VOLUME)
+        if (v.inputs.get("spec") or {}).get("csi", {}).get("driver") == CSI_DRIVER
+    ]
 
 
 def mounting_namespaces(raw_platform: dict[str, Any]) -> list[str]:
@@ -548,7 +563,10 @@ def test_data_key_and_its_alias(cases: dict[str, StackCase], stack: str) -> None
     # (tests/test_data_path.py proves those)
     assert policy == with_release_schedules(
         data_key_policy(
-            case.raw["accountId"], case.raw["region"], data_key_principals(case.config)
+            case.raw["accountId"],
+            case.raw["region"],
+            data_key_principals(case.config),
+            efs=case.config.model_store.enabled,
         ),
         case.config,
         case.config.storage.lustre,
@@ -750,7 +768,8 @@ def test_lustre_group_admits_only_the_lustre_ports(lustre_case: StackCase) -> No
 def test_storage_security_groups_in_the_cluster_vpc(lustre_case: StackCase) -> None:
     run = lustre_case.run
     vpc = run.one(VPC)
-    groups = _storage_children(run, SECURITY_GROUP)
+    # The model store's group is tests/test_model_store.py's.
+    groups = [g for g in _storage_children(run, SECURITY_GROUP) if g.name != "storage-models"]
     assert sorted(g.name for g in groups) == [
         "storage-lustre",
         "storage-lustre-admin",
@@ -887,7 +906,7 @@ def test_growing_the_file_system_leaves_every_claim_unchanged(
     claims = {c.urn: c.inputs for c in _lustre_claims(before)}
     assert claims
     assert {c.urn: c.inputs for c in _lustre_claims(after)} == claims
-    grown = {v.inputs["spec"]["capacity"]["storage"] for v in after.of_type(VOLUME)}
+    grown = {v.inputs["spec"]["capacity"]["storage"] for v in _lustre_volumes(after)}
     assert grown == {f"{data['storage']['lustre']['storageCapacityGiB']}Gi"}
 
 
@@ -995,7 +1014,7 @@ def test_namespace_volume_and_claim(
     zone = parse_platform_config(case.raw).network.training_zone
     for claim_name, volume_stem, directory in expected_claims(case.raw, namespace):
         volumes = [
-            v for v in run.of_type(VOLUME)
+            v for v in _lustre_volumes(run)
             if v.inputs["spec"]["claimRef"] == {"namespace": namespace, "name": claim_name}
         ]  # fmt: skip
         assert len(volumes) == 1, volume_stem
@@ -1050,7 +1069,10 @@ def test_volume_handles_are_the_file_system_id_and_unique(lustre_case: StackCase
     (file_system_id,) = ids
     assert file_system_id.startswith("fs-")
     handles = []
+    lustre_volumes = {v.urn for v in _lustre_volumes(run)}
     for volume in _storage_children(run, VOLUME):
+        if volume.urn not in lustre_volumes:
+            continue
         csi = volume.inputs["spec"]["csi"]
         mount_name = csi["volumeAttributes"]["mountname"]
         directory = mount_name.partition("/")[2]
@@ -1072,7 +1094,7 @@ def test_one_volume_and_claim_per_namespace(lustre_case: StackCase) -> None:
         claim for ns in namespaces for claim in expected_claims(lustre_case.raw, ns)
     ]  # fmt: skip
     # each name is its stem and the digest of what it mounts
-    volumes = sorted(v.inputs["metadata"]["name"].rsplit("-", 1)[0] for v in run.of_type(VOLUME))
+    volumes = sorted(v.inputs["metadata"]["name"].rsplit("-", 1)[0] for v in _lustre_volumes(run))
     assert volumes == sorted(stem for _, stem, _ in expected)
     claims = sorted(
         (c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"])
@@ -1085,7 +1107,7 @@ def test_one_volume_and_claim_per_namespace(lustre_case: StackCase) -> None:
 
 def test_volumes_and_claims_are_valid_kubernetes(lustre_case: StackCase) -> None:
     version = lustre_case.raw["cluster"]["kubernetesVersion"]
-    records = [*lustre_case.run.of_type(VOLUME), *_lustre_claims(lustre_case.run)]
+    records = [*_lustre_volumes(lustre_case.run), *_lustre_claims(lustre_case.run)]
     assert records
     for record in records:
         manifest = _manifest(record)
@@ -1099,9 +1121,9 @@ def test_kubernetes_objects_wait_for_the_csi_driver(lustre_case: StackCase) -> N
         p for p in run.of_type("pulumi:providers:kubernetes")
         if "upsertExistingObjects" not in p.inputs
     ]  # fmt: skip
-    for record in [*run.of_type(NAMESPACE), *run.of_type(VOLUME), *_lustre_claims(run)]:
+    for record in [*run.of_type(NAMESPACE), *_lustre_volumes(run), *_lustre_claims(run)]:
         assert record.provider == provider.urn, record.name
-    for record in [*run.of_type(VOLUME), *_lustre_claims(run)]:
+    for record in [*_lustre_volumes(run), *_lustre_claims(run)]:
         assert addon.urn in record.dependencies, record.name
 
 
@@ -1145,6 +1167,7 @@ def test_every_node_class_in_the_zone_selects_the_lustre_client_group(
 def test_without_storage_nothing_of_it(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     data["storage"] = {}
+    data.pop("modelStore")
     without_slurm(data)  # Slurm needs the file system
     run = run_platform(data, "dev")
     # a startup taint nothing removes would leave every node unusable
@@ -1174,8 +1197,9 @@ def test_buckets_without_a_file_system_add_no_taint(
     assert _data_key(run).inputs["enableKeyRotation"] is True
     for record in run.records:
         assert "startupTaints" not in dict(_walk(record.inputs)), record.name
-    for resource_type in (FILE_SYSTEM, ASSOCIATION, VOLUME):
+    for resource_type in (FILE_SYSTEM, ASSOCIATION):
         assert run.of_type(resource_type) == [], resource_type
+    assert _lustre_volumes(run) == []
     assert _lustre_claims(run) == []
     assert _csi_addons(run) == []
     assert not [g for g in run.of_type(SECURITY_GROUP) if "lustre" in g.name]
@@ -1189,6 +1213,7 @@ def test_non_default_lustre_settings_reach_the_resources(
 ) -> None:
     data = stack_data("dev")
     data["teams"] = []  # only the listed namespaces mount the file system here
+    data["modelStore"]["publishers"] = []
     without_slurm(data)
     data["storage"]["buckets"][0]["noncurrentVersionRetentionDays"] = 45
     lustre = data["storage"]["lustre"]
@@ -1232,7 +1257,7 @@ def test_non_default_lustre_settings_reach_the_resources(
     reference = _association(run, "/reference").inputs
     assert "s3" not in reference or reference["s3"] == {}
     assert reference["batchImportMetaDataOnCreate"] is True
-    volumes = {v.inputs["metadata"]["name"]: v.inputs["spec"] for v in run.of_type(VOLUME)}
+    volumes = {v.inputs["metadata"]["name"]: v.inputs["spec"] for v in _lustre_volumes(run)}
     assert sorted(name.rsplit("-", 1)[0] for name in volumes) == [
         "shared-lustre-team-a",
         "shared-lustre-team-b",

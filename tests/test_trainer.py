@@ -647,10 +647,12 @@ def test_every_pod_mounts_the_shared_file_system(runtime: RuntimeCase) -> None:
     lustre = parse_platform_config(runtime.stack.raw).storage.lustre
     assert lustre is not None
     for job, pod in _pods(runtime.spec):
+        # Lustre's claims (the model store's are tests/test_model_store.py's)
         claims = {
             v["name"]: v["persistentVolumeClaim"]["claimName"]
             for v in pod.get("volumes", [])
             if "persistentVolumeClaim" in v
+            and not v["persistentVolumeClaim"]["claimName"].startswith("model-store")
         }
         # one claim per team root, none on the whole file system
         assert sorted(claims.values()) == sorted(r.claim_name for r in lustre.team_roots), job
@@ -1003,7 +1005,13 @@ def test_runtimes_without_lustre_mount_no_shared_volume(
     assert runtimes
     for record in runtimes:
         for job, pod in _pods(record.inputs["spec"]):
-            assert [v for v in pod.get("volumes", []) if "persistentVolumeClaim" in v] == [], job
+            claims = [
+                v["persistentVolumeClaim"]["claimName"]
+                for v in pod.get("volumes", [])
+                if "persistentVolumeClaim" in v
+            ]
+            # the model store's claims only: EFS needs no Lustre client
+            assert sorted(claims) == ["model-store", "model-store-shared"], job
             mounts = [m["mountPath"] for m in _container(pod).get("volumeMounts", [])]
             assert not [m for m in mounts if m.startswith(SHARED_MOUNT)], job
             assert "/dev/shm" in mounts, job

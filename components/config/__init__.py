@@ -46,6 +46,7 @@ from components.config.cluster import (
 from components.config.errors import MOVED_KEYS, problem_from_pydantic
 from components.config.images import software_problems
 from components.config.katib import KatibConfig, katib_problems
+from components.config.model_store import ModelStoreConfig, backups_enabled, model_store_problems
 from components.config.network import (
     SHARED_ADDRESS_SPACE,
     ExistingVpcConfig,
@@ -201,6 +202,7 @@ __all__ = [
     "LabelKey",
     "LabelValue",
     "LustreConfig",
+    "ModelStoreConfig",
     "NamespaceName",
     "NetworkConfig",
     "NodePoolConfig",
@@ -239,6 +241,7 @@ __all__ = [
     "access_log_bucket_name",
     "association_bucket_name",
     "automatic_metadata_iops",
+    "backups_enabled",
     "bucket_name",
     "client_network_problems",
     "cluster_problems",
@@ -246,6 +249,7 @@ __all__ = [
     "ipv4_cidr",
     "katib_problems",
     "matching",
+    "model_store_problems",
     "network_problems",
     "node_pool_problems",
     "parse_platform_config",

@@ -22,6 +22,7 @@ from components.config.cluster import ClusterConfig, cluster_problems, ui_exposu
 from components.config.errors import problems_from_pydantic
 from components.config.images import software_problems
 from components.config.katib import KatibConfig, katib_problems
+from components.config.model_store import ModelStoreConfig, model_store_problems
 from components.config.network import NetworkConfig, network_problems
 from components.config.pools import GeneralPoolConfig, NodePoolConfig, node_pool_problems
 from components.config.ray import RayConfig, ray_cluster_problems
@@ -68,6 +69,10 @@ class PlatformConfig(StrictModel):
     )
     storage: StorageConfig = Field(
         default_factory=StorageConfig, description="S3 buckets and FSx for Lustre. Default: none."
+    )
+    model_store: ModelStoreConfig = Field(
+        default_factory=ModelStoreConfig,
+        description="The shared model store on Amazon EFS, mounted at /models. Default: off.",
     )
     teams: list[TeamConfig] = Field(
         default_factory=list,
@@ -192,6 +197,7 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from tag_problems(config.tags)
     yield from node_pool_problems(config)
     yield from storage_problems(config)
+    yield from model_store_problems(config)
     yield from team_problems(config)
     yield from slurm_problems(config)
     yield from software_problems(config)

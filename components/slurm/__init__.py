@@ -303,6 +303,7 @@ class Slurm(pulumi.ComponentResource):
                 pool,
                 image=node_set_image(config, node_set),
                 shared_file_system=config.storage.lustre is not None,
+                model_store=config.model_store.enabled,
                 default_partition=pool.name == slurm.default_partition_pool,
                 directory=slurm.directory,
                 billing=slurm_directory.billing_weights(pool, gres_name(pool), config.teams)

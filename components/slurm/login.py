@@ -23,6 +23,7 @@ from components.slurm.common import (
     slinky_image_reference,
 )
 from components.slurm.node_sets import shared_mount, shared_volume
+from components.storage.model_store import model_store_volumes
 from components.web_uis import INTERNAL_LOAD_BALANCER
 
 LOGIN_PLACEMENT: Final = {"nodeSelector": {POOL_LABEL: GENERAL_LUSTRE_POOL}}
@@ -70,6 +71,11 @@ def login_set_values(config: PlatformConfig) -> dict[str, Any]:
     dropped = {"capabilities": {"drop": list(slurm_directory.LOGIN_DROPPED_CAPABILITIES)}}
     mounts = [shared_mount()]
     volumes = [shared_volume()]
+    if config.model_store.enabled:
+        # The whole model store at /models, as on the node sets: users reach their teams'.
+        model_volumes, model_mounts = model_store_volumes(whole_file_system=True)
+        mounts += model_mounts
+        volumes += model_volumes
     containers: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
     if directory is not None:

@@ -22,6 +22,7 @@ from components.slurm.common import CONTROLLER_NAME, LOG_SIDECAR_RESOURCES, read
 from components.slurm.conf import TASK_PROLOG_CONFIG_MAP, TASK_PROLOG_DIR, node_conf, node_names
 from components.slurm.sharing import job_namespace_hash, partition_line, partition_settings
 from components.storage import CLAIM_NAME
+from components.storage.model_store import model_store_volumes
 from components.tenancy import RUNTIME_DEFAULT_SECCOMP
 from components.workloads import node_resources, pool_workload_placement, shared_memory_volume
 
@@ -58,6 +59,7 @@ def nodeset_spec(
     image: str,
     shared_file_system: bool,
     default_partition: bool = False,
+    model_store: bool = False,
     directory: SlurmDirectoryConfig | None = None,
     billing: str | None = None,
 ) -> dict[str, Any]:
@@ -69,6 +71,8 @@ def nodeset_spec(
         image: the pinned slurmd image (with the EFA libraries).
         shared_file_system: mount the namespace's Lustre claim at the shared path.
         default_partition: its partition is the cluster's default. Default False.
+        model_store: mount the namespace's model store claim (the whole EFS file system) at
+            ``/models``, as the login pods do. Default False.
         directory: the users' directory: slurmd pods get the login pods' ``sssd.conf``
             through the NodeSet's SSH settings (the operator mounts it only there), and users
             may SSH to a node while a job of theirs runs on it (pam_slurm_adopt in the slurmd
@@ -87,6 +91,10 @@ def nodeset_spec(
     if shared_file_system:
         mounts.append(shared_mount())
         volumes.append(shared_volume())
+    if model_store:
+        model_volumes, model_mounts = model_store_volumes(whole_file_system=True)
+        mounts += model_mounts
+        volumes += model_volumes
     if directory is not None and directory.ca_certificates is not None:
         mounts.append(slurm_directory.ca_mount())
         volumes.append(slurm_directory.ca_volume())

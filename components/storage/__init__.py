@@ -19,6 +19,7 @@ directories it makes), :mod:`~components.storage.volumes` (CSI driver, volumes, 
 from __future__ import annotations
 
 import typing
+from collections.abc import Mapping
 
 import pulumi
 import pulumi_aws as aws
@@ -53,6 +54,7 @@ from components.storage.lustre import (
     lustre_egress,
     lustre_ingress,
 )
+from components.storage.model_store import ModelStore, model_store
 from components.storage.volumes import (
     CLAIM_NAME,
     CSI_DRIVER,
@@ -108,6 +110,8 @@ class Storage(pulumi.ComponentResource):
         kubernetes_provider: pulumi.ProviderResource,
         mounting_namespaces: dict[str, pulumi.Resource] | None = None,
         team_namespaces: dict[str, pulumi.Resource] | None = None,
+        private_subnet_ids: Mapping[str, pulumi.Input[str]] | None = None,
+        node_security_group_id: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the storage.
@@ -126,6 +130,11 @@ class Storage(pulumi.ComponentResource):
             team_namespaces: team name -> its namespace; each team with ``sharedFileSystem``
                 gets one claim per team root on its own directory there
                 (components/storage/layout.py). Default: none.
+            private_subnet_ids: zone -> private subnet, where the model store's mount targets
+                go. Required with ``modelStore.enabled``. Default: none.
+            node_security_group_id: the nodes' security group (the EKS cluster group, on
+                system and Karpenter nodes alike), the only source NFS is admitted from.
+                Required with ``modelStore.enabled``. Default: none.
             opts: resource options; the AWS provider comes from here.
         """
         super().__init__("trainingplatform:index:Storage", name, None, opts)
@@ -145,7 +154,10 @@ class Storage(pulumi.ComponentResource):
         """The admin client that lays out the team directories (what team claims wait for)."""
         self.team_roles: dict[str, aws.iam.Role] = {}
         """Each team's job role (Pod Identity of its job service account), by team name."""
-        if not storage.buckets and storage.lustre is None:
+        self.model_store: ModelStore | None = None
+        """The EFS model store (None when ``modelStore.enabled`` is false)."""
+        store_enabled = config.model_store.enabled
+        if not storage.buckets and storage.lustre is None and not store_enabled:
             self.register_outputs({})
             return
 
@@ -156,7 +168,12 @@ class Storage(pulumi.ComponentResource):
             protect=config.protect_stateful_resources,
             parent=self,
             policy=with_release_schedules(
-                data_key_policy(config.account_id, config.region, data_key_principals(config)),
+                data_key_policy(
+                    config.account_id,
+                    config.region,
+                    data_key_principals(config),
+                    efs=store_enabled,
+                ),
                 config,
                 storage.lustre,
             ),
@@ -212,4 +229,19 @@ class Storage(pulumi.ComponentResource):
                 team_namespaces=team_namespaces or {},
                 parent=self,
             )
+        if store_enabled:
+            if private_subnet_ids is None or node_security_group_id is None:
+                raise ValueError("the model store needs the private subnets and the node group")
+            # Slurm's namespace: its users carry the team gids, so it mounts the root.
+            whole = dict(mounting_namespaces or {})
+            self.model_store = model_store(
+                name, config=config, key=key, vpc_id=vpc_id,
+                private_subnet_ids=private_subnet_ids,
+                node_security_group_ids=[node_security_group_id],
+                cluster_ready=cluster_ready, kubernetes_provider=kubernetes_provider,
+                team_namespaces=team_namespaces or {}, whole_file_system_namespaces=whole,
+                parent=self,
+            )  # fmt: skip
+            for namespace, claims in self.model_store.claims.items():
+                self.claims[namespace] = [*self.claims.get(namespace, []), *claims]
         self.register_outputs({"buckets": self.buckets})

@@ -29,6 +29,11 @@ FSX_SERVICE_LINKED_ROLES: Final = (
 )
 """Roles FSx acts as: one per file system for its data repository associations (the path the
 managed policy FSxDeleteServiceLinkedRoleAccess names), and FSx's own."""
+EFS_SERVICE_LINKED_ROLE: Final = (
+    "aws-service-role/elasticfilesystem.amazonaws.com/AWSServiceRoleForAmazonElasticFileSystem"
+)
+"""The role EFS acts as on an encrypted file system (EFS user guide, "Using service-linked
+roles for Amazon EFS")."""
 
 
 def data_key_principals(config: PlatformConfig) -> list[str]:
@@ -49,12 +54,16 @@ def data_key_principals(config: PlatformConfig) -> list[str]:
         if team_prefixes(config, team.name)
     ]
     services = [f"arn:aws:iam::{account}:role/{role}" for role in FSX_SERVICE_LINKED_ROLES]
+    if config.model_store.enabled:
+        services.append(f"arn:aws:iam::{account}:role/{EFS_SERVICE_LINKED_ROLE}")
     cluster = config.cluster
     operators = [cluster.deployer_principal_arn, *cluster.admin_principal_arns]
     return sorted({*teams, *services, *operators})
 
 
-def data_key_policy(account_id: str, region: str, principals: list[str]) -> dict[str, Any]:
+def data_key_policy(
+    account_id: str, region: str, principals: list[str], *, efs: bool = False
+) -> dict[str, Any]:
     """Key policy of the data key: account administers it; this stack's roles use it via S3/FSx.
 
     FSx reaches SSE-KMS buckets through a service-linked role created per file system, so use
@@ -69,7 +78,13 @@ def data_key_policy(account_id: str, region: str, principals: list[str]) -> dict
         region: the stack's region (the services' endpoints).
         principals: ARNs or ARN patterns of the principals that use the key
             (:func:`data_key_principals`).
+        efs: the key also encrypts the EFS model store: EFS uses it through its service
+            (the deployer's grant when it creates the file system, then EFS's service-linked
+            role). Default False.
     """
+    services = [f"s3.{region}.amazonaws.com", f"fsx.{region}.amazonaws.com"]
+    if efs:
+        services.append(f"elasticfilesystem.{region}.amazonaws.com")
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -90,10 +105,7 @@ def data_key_policy(account_id: str, region: str, principals: list[str]) -> dict
                 "Condition": {
                     "StringEquals": {
                         "kms:CallerAccount": account_id,
-                        "kms:ViaService": [
-                            f"s3.{region}.amazonaws.com",
-                            f"fsx.{region}.amazonaws.com",
-                        ],
+                        "kms:ViaService": services,
                     },
                     "ArnLike": {"aws:PrincipalArn": principals},
                 },

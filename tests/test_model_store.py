@@ -1,0 +1,248 @@
+"""The EFS model store: file system, mount targets, access points, CSI add-on, volumes, claims."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import pytest
+
+from components import versions
+from components.config import parse_platform_config
+from components.storage.model_store import (
+    EFS_CSI_CONTROLLER_SERVICE_ACCOUNT,
+    EFS_CSI_DRIVER,
+    NFS_PORT,
+    SHARED_CLAIM,
+    TEAM_CLAIM,
+    lifecycle_policies,
+)
+from synth.engine import ResourceRecord
+from synth.run import StackResult
+from tests import component_runs as parts
+from tests.component_runs import NODE_SECURITY_GROUP_ID
+from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
+
+FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
+MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
+ACCESS_POINT: Final = "aws:efs/accessPoint:AccessPoint"
+BACKUP_POLICY: Final = "aws:efs/backupPolicy:BackupPolicy"
+SECURITY_GROUP: Final = "aws:ec2/securityGroup:SecurityGroup"
+ADDON: Final = "aws:eks/addon:Addon"
+KEY: Final = "aws:kms/key:Key"
+ATTACHMENT: Final = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+VOLUME: Final = "kubernetes:core/v1:PersistentVolume"
+CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
+RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+
+
+def _store(run: ProgramRun) -> ResourceRecord:
+    (file_system,) = run.of_type(FILE_SYSTEM)
+    return file_system
+
+
+def _volumes(run: ProgramRun) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, claim) -> the spec of its EFS PV."""
+    return {
+        (v.inputs["spec"]["claimRef"]["namespace"], v.inputs["spec"]["claimRef"]["name"]): v.inputs[
+            "spec"
+        ]
+        for v in run.of_type(VOLUME)
+        if v.inputs["spec"].get("csi", {}).get("driver") == EFS_CSI_DRIVER
+    }
+
+
+@pytest.fixture(params=STACKS)
+def stack_run(
+    request: pytest.FixtureRequest, run_component: RunComponent
+) -> tuple[str, ProgramRun]:
+    """The storage component of each stack, built alone."""
+    stack = request.param
+    return stack, run_component(parts.storage, stack_data(stack), stack)
+
+
+def test_file_system_is_encrypted_with_the_stacks_data_key(
+    stack_run: tuple[str, ProgramRun],
+) -> None:
+    _, run = stack_run
+    file_system = _store(run)
+    (key,) = [k for k in run.of_type(KEY) if k.name == "storage-data"]
+    assert file_system.inputs["encrypted"] is True
+    assert file_system.property_dependencies["kmsKeyId"] == [key.urn]
+    statements = json.loads(key.inputs["policy"])["Statement"]
+    services = [
+        s["Condition"]["StringEquals"]["kms:ViaService"] for s in statements if "Condition" in s
+    ]
+    assert any(any(v.startswith("elasticfilesystem.") for v in found) for found in services)
+
+
+def test_mount_targets_in_every_private_zone_behind_nfs_from_nodes_only(
+    stack_run: tuple[str, ProgramRun],
+) -> None:
+    stack, run = stack_run
+    config = parse_platform_config(stack_data(stack))
+    targets = run.of_type(MOUNT_TARGET)
+    assert sorted(t.name.removeprefix("storage-models-") for t in targets) == sorted(
+        config.network.availability_zones
+    )
+    (group,) = [g for g in run.of_type(SECURITY_GROUP) if g.name == "storage-models"]
+    assert all(t.property_dependencies["securityGroups"] == [group.urn] for t in targets)
+    assert group.inputs["egress"] == []
+    (rule,) = group.inputs["ingress"]
+    assert (rule["protocol"], rule["fromPort"], rule["toPort"]) == ("tcp", NFS_PORT, NFS_PORT)
+    assert rule["securityGroups"] == [NODE_SECURITY_GROUP_ID]
+    assert not rule.get("cidrBlocks") and not rule.get("self")
+
+
+def test_each_team_has_its_access_point_and_the_shared_area_the_writers(
+    stack_run: tuple[str, ProgramRun],
+) -> None:
+    stack, run = stack_run
+    config = parse_platform_config(stack_data(stack))
+    points = {p.inputs["rootDirectory"]["path"]: p.inputs for p in run.of_type(ACCESS_POINT)}
+    expected = {f"/{team.name}": (team.gid, "2770") for team in config.teams}
+    expected["/shared"] = (config.model_store.writers_gid, "2775")
+    assert set(points) == set(expected)
+    for path, (gid, mode) in expected.items():
+        point = points[path]
+        assert point["posixUser"] == {"uid": config.model_store.uid, "gid": gid}
+        creation = point["rootDirectory"]["creationInfo"]
+        assert (creation["ownerGid"], creation["permissions"]) == (gid, mode)
+
+
+def test_protected_and_retained_where_stateful_resources_are(
+    stack_run: tuple[str, ProgramRun],
+) -> None:
+    stack, run = stack_run
+    protect = parse_platform_config(stack_data(stack)).protect_stateful_resources
+    for record in [_store(run), *run.of_type(ACCESS_POINT)]:
+        assert (record.protect, record.retain_on_delete) == (protect, protect), record.name
+    (backup,) = run.of_type(BACKUP_POLICY)
+    assert backup.inputs["backupPolicy"]["status"] == ("ENABLED" if protect else "DISABLED")
+
+
+def test_backups_follow_config_over_protection(run_component: RunComponent) -> None:
+    data = stack_data("dev")
+    data["modelStore"]["backups"] = True
+    run = run_component(parts.storage, data, "dev")
+    (backup,) = run.of_type(BACKUP_POLICY)
+    assert backup.inputs["backupPolicy"]["status"] == "ENABLED"
+
+
+def test_csi_add_on_at_the_bill_of_materials_version_through_pod_identity(
+    stack_run: tuple[str, ProgramRun],
+) -> None:
+    stack, run = stack_run
+    config = parse_platform_config(stack_data(stack))
+    (addon,) = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "aws-efs-csi-driver"]
+    pinned = versions.EKS_ADDONS[config.cluster.kubernetes_version].aws_efs_csi_driver
+    assert addon.inputs["addonVersion"] == pinned
+    (association,) = addon.inputs["podIdentityAssociations"]
+    assert association["serviceAccount"] == EFS_CSI_CONTROLLER_SERVICE_ACCOUNT
+    policies = [a.inputs["policyArn"] for a in run.of_type(ATTACHMENT) if "efs-csi" in a.name]
+    assert policies == ["arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"]
+
+
+def test_team_namespaces_get_their_area_and_the_shared_one_read_only(
+    stack_run: tuple[str, ProgramRun],
+) -> None:
+    stack, run = stack_run
+    config = parse_platform_config(stack_data(stack))
+    volumes = _volumes(run)
+    points = {p.urn: p.inputs["rootDirectory"]["path"] for p in run.of_type(ACCESS_POINT)}
+    by_volume = {v.inputs["metadata"]["name"]: v for v in run.of_type(VOLUME)}
+    for team in config.teams:
+        own, shared = volumes[(team.name, TEAM_CLAIM)], volumes[(team.name, SHARED_CLAIM)]
+        for spec in (own, shared):
+            assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+            assert spec["accessModes"] == ["ReadWriteMany"]
+            assert spec["csi"]["volumeAttributes"] == {"encryptInTransit": "true"}
+            assert "::" in spec["csi"]["volumeHandle"]
+        assert own["csi"]["readOnly"] is False
+        assert shared["csi"]["readOnly"] is (team.name not in config.model_store.publishers)
+        # Each handle names its own access point: the team's, and the shared area's.
+        for claim_name, path in ((TEAM_CLAIM, f"/{team.name}"), (SHARED_CLAIM, "/shared")):
+            (volume,) = [
+                v
+                for v in by_volume.values()
+                if v.inputs["spec"]["claimRef"] == {"namespace": team.name, "name": claim_name}
+            ]
+            sources = volume.property_dependencies["spec"]
+            assert [points[u] for u in sources if u in points] == [path]
+    claims = {
+        (c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"])
+        for c in run.of_type(CLAIM)
+    }
+    assert {
+        (team.name, name) for team in config.teams for name in (TEAM_CLAIM, SHARED_CLAIM)
+    } <= claims
+
+
+def test_readers_and_publishers_differ_in_staging(run_component: RunComponent) -> None:
+    run = run_component(parts.storage, stack_data("staging"), "staging")
+    volumes = _volumes(run)
+    assert volumes[("ml-research", SHARED_CLAIM)]["csi"]["readOnly"] is True
+    assert volumes[("ml-platform-ci", SHARED_CLAIM)]["csi"]["readOnly"] is False
+
+
+def test_slurm_mounts_the_whole_file_system(run_component: RunComponent) -> None:
+    run = run_component(parts.storage, stack_data("dev"), "dev")
+    spec = _volumes(run)[("slurm", TEAM_CLAIM)]
+    assert "::" not in spec["csi"]["volumeHandle"] and spec["csi"]["readOnly"] is False
+
+
+def test_no_model_store_when_off(run_component: RunComponent) -> None:
+    data = stack_data("dev")
+    data["modelStore"]["enabled"] = False
+    run = run_component(parts.storage, data, "dev")
+    assert not run.of_type(FILE_SYSTEM) and not run.of_type(ACCESS_POINT)
+    assert not _volumes(run)
+    key = next(k for k in run.of_type(KEY) if k.name == "storage-data")
+    assert "elasticfilesystem" not in key.inputs["policy"]
+
+
+def test_lifecycle_policies_one_transition_each() -> None:
+    config = parse_platform_config(stack_data("dev")).model_store
+    assert lifecycle_policies(config) == [
+        {"transition_to_ia": "AFTER_30_DAYS"},
+        {"transition_to_primary_storage_class": "AFTER_1_ACCESS"},
+    ]
+    later = config.model_copy(update={"archive_after_days": 90, "infrequent_access_after_days": 1})
+    assert lifecycle_policies(later) == [
+        {"transition_to_ia": "AFTER_1_DAY"},
+        {"transition_to_archive": "AFTER_90_DAYS"},
+        {"transition_to_primary_storage_class": "AFTER_1_ACCESS"},
+    ]
+    never = config.model_copy(update={"infrequent_access_after_days": None})
+    assert lifecycle_policies(never) == []
+
+
+def test_every_team_runtime_mounts_its_area_and_the_shared_one(stack_result: StackResult) -> None:
+    """Each TrainingRuntime's pods mount the team's claims at /models and /models/shared, say
+    where (MODELS_DIR, SHARED_MODELS_DIR) and carry the gid its access point writes as."""
+    config = stack_result.config
+    gids = {team.name: team.gid for team in config.teams}
+    runtimes = ProgramRun(stack_result.records).of_type(RUNTIME)
+    assert runtimes
+    for runtime in runtimes:
+        namespace = runtime.inputs["metadata"]["namespace"]
+        for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+            pod = job["template"]["spec"]["template"]["spec"]
+            claims = {
+                v["name"]: v["persistentVolumeClaim"]["claimName"]
+                for v in pod.get("volumes", [])
+                if "persistentVolumeClaim" in v
+            }
+            assert pod["securityContext"]["supplementalGroups"] == [gids[namespace]]
+            for container in pod["containers"]:
+                mounted = {
+                    m["mountPath"]: claims[m["name"]]
+                    for m in container.get("volumeMounts", [])
+                    if m["name"] in claims
+                }
+                where = runtime.inputs["metadata"]["name"], container["name"]
+                assert mounted.get("/models") == TEAM_CLAIM, where
+                assert mounted.get("/models/shared") == SHARED_CLAIM, where
+                env = {e["name"]: e.get("value") for e in container.get("env", [])}
+                assert env.get("MODELS_DIR") == "/models", where
+                assert env.get("SHARED_MODELS_DIR") == "/models/shared", where
