@@ -25,7 +25,6 @@ from components.cluster import (
     SYSTEM_NODE_SELECTOR,
     SYSTEM_TOLERATION,
     encrypted_gp3_class,
-    state_reclaim_policy,
     storage_class,
 )
 from components.config import KatibConfig, UiExposureConfig
@@ -99,7 +98,13 @@ MYSQL_PORT: Final = 3306
 MYSQL_UID: Final = 999
 """The ``mysql`` user of the image, as which the release's Deployment runs it."""
 STORAGE_CLASS: Final = "katib-retained"
-"""Encrypted gp3 of the database's volume, reclaimed only where the stack protects state."""
+"""Encrypted gp3 of the database's volume, ``Retain`` in every stack (issue 42: the DB on a
+retained, encrypted volume); :data:`DATABASE_RECLAIM_POLICY`."""
+DATABASE_RECLAIM_POLICY: Final = "Retain"
+"""The database's volume outlives its claim wherever Katib runs, not only where
+``protectStatefulResources`` is true: dev and staging, the stacks that run Katib, keep every
+trial's observation log across a switch-off or a destroy too; docs/how-to/tear-down.md says how
+to delete the volume deliberately."""
 UI_PORT: Final = 8080
 UI_ACCESS_SERVICE: Final = "katib-ui-access"
 """The UI's Service as ``cluster.uiExposure`` says (the release's own ``katib-ui`` stays
@@ -472,8 +477,11 @@ class Katib(pulumi.ComponentResource):
             legacy_training_operator: list the legacy kinds as trial resources.
             ui_exposure: ``cluster.uiExposure``, for the UI's Service.
             kubernetes_version: the cluster's minor (Pod Security levels).
-            protect: protect and retain the database's namespace, claim, password and CRDs
-                (``protectStatefulResources``).
+            protect: protect the database's namespace, claim, password and CRDs, and retain
+                the CRDs on delete (``protectStatefulResources``). The namespace, claim and
+                password are retained on delete in every stack: the volume is
+                (:data:`DATABASE_RECLAIM_POLICY`), and a retained object needs its namespace
+                retained too (policy ``retained-objects-in-retained-namespaces``).
             volume_tags: tags of the database's EBS volume.
             trainer: Trainer (and the legacy operator): the controller watches only the
                 trial kinds whose CRDs exist when it starts.
@@ -488,10 +496,16 @@ class Katib(pulumi.ComponentResource):
         stateful = pulumi.ResourceOptions.merge(
             in_cluster, pulumi.ResourceOptions(protect=protect, retain_on_delete=protect)
         )
+        # The database's claim, its password and their namespace stay behind in every stack,
+        # as its volume does: a later install binds the same claim and logs in with the same
+        # password.
+        database_state = pulumi.ResourceOptions.merge(
+            in_cluster, pulumi.ResourceOptions(protect=protect, retain_on_delete=True)
+        )
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata={"name": NAMESPACE, "labels": namespace_labels(kubernetes_version)},
-            opts=stateful,
+            opts=database_state,
         )
         after_namespace = pulumi.ResourceOptions.merge(
             in_cluster, pulumi.ResourceOptions(depends_on=[namespace])
@@ -522,14 +536,14 @@ class Katib(pulumi.ComponentResource):
             type="Opaque",
             string_data={MYSQL_PASSWORD_KEY: password.result},
             opts=pulumi.ResourceOptions.merge(
-                stateful, pulumi.ResourceOptions(depends_on=[namespace])
+                database_state, pulumi.ResourceOptions(depends_on=[namespace])
             ),
         )
         volume_class = storage_class(
             f"{name}-{STORAGE_CLASS}",
             encrypted_gp3_class(
                 STORAGE_CLASS,
-                reclaim_policy=state_reclaim_policy(protect),
+                reclaim_policy=DATABASE_RECLAIM_POLICY,
                 default=False,
                 tags=volume_tags,
             ),
@@ -541,7 +555,7 @@ class Katib(pulumi.ComponentResource):
             metadata=claim["metadata"],
             spec=claim["spec"],
             opts=pulumi.ResourceOptions.merge(
-                stateful,
+                database_state,
                 # Bound only once the database's pod lands (WaitForFirstConsumer).
                 pulumi.ResourceOptions(depends_on=[namespace, volume_class]),
             ),
