@@ -477,11 +477,11 @@ class Katib(pulumi.ComponentResource):
             legacy_training_operator: list the legacy kinds as trial resources.
             ui_exposure: ``cluster.uiExposure``, for the UI's Service.
             kubernetes_version: the cluster's minor (Pod Security levels).
-            protect: protect the database's namespace, claim, password and CRDs, and retain
-                the CRDs on delete (``protectStatefulResources``). The namespace, claim and
-                password are retained on delete in every stack: the volume is
-                (:data:`DATABASE_RECLAIM_POLICY`), and a retained object needs its namespace
-                retained too (policy ``retained-objects-in-retained-namespaces``).
+            protect: protect and retain the database's namespace, claim, password and CRDs
+                (``protectStatefulResources``). Its volume is retained in every stack
+                (:data:`DATABASE_RECLAIM_POLICY`); the objects are not where unprotected, as
+                policy ``retained-resources-protected`` requires (a retained object left
+                unprotected would outlive a destroy unmanaged).
             volume_tags: tags of the database's EBS volume.
             trainer: Trainer (and the legacy operator): the controller watches only the
                 trial kinds whose CRDs exist when it starts.
@@ -496,16 +496,10 @@ class Katib(pulumi.ComponentResource):
         stateful = pulumi.ResourceOptions.merge(
             in_cluster, pulumi.ResourceOptions(protect=protect, retain_on_delete=protect)
         )
-        # The database's claim, its password and their namespace stay behind in every stack,
-        # as its volume does: a later install binds the same claim and logs in with the same
-        # password.
-        database_state = pulumi.ResourceOptions.merge(
-            in_cluster, pulumi.ResourceOptions(protect=protect, retain_on_delete=True)
-        )
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata={"name": NAMESPACE, "labels": namespace_labels(kubernetes_version)},
-            opts=database_state,
+            opts=stateful,
         )
         after_namespace = pulumi.ResourceOptions.merge(
             in_cluster, pulumi.ResourceOptions(depends_on=[namespace])
@@ -536,7 +530,7 @@ class Katib(pulumi.ComponentResource):
             type="Opaque",
             string_data={MYSQL_PASSWORD_KEY: password.result},
             opts=pulumi.ResourceOptions.merge(
-                database_state, pulumi.ResourceOptions(depends_on=[namespace])
+                stateful, pulumi.ResourceOptions(depends_on=[namespace])
             ),
         )
         volume_class = storage_class(
@@ -555,7 +549,7 @@ class Katib(pulumi.ComponentResource):
             metadata=claim["metadata"],
             spec=claim["spec"],
             opts=pulumi.ResourceOptions.merge(
-                database_state,
+                stateful,
                 # Bound only once the database's pod lands (WaitForFirstConsumer).
                 pulumi.ResourceOptions(depends_on=[namespace, volume_class]),
             ),

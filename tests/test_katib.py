@@ -201,8 +201,9 @@ def test_database_is_on_an_encrypted_volume_retained_in_every_stack(
     assert claim.inputs["spec"]["storageClassName"] == STORAGE_CLASS
     namespace = _named(records, "kubernetes:core/v1:Namespace", NAMESPACE)
     secret = _named(records, "kubernetes:core/v1:Secret", "katib-mysql-secrets")
+    # the objects follow protectStatefulResources (policy retained-resources-protected)
     for kept in (claim, namespace, secret):
-        assert (kept.protect, kept.retain_on_delete) == (protect, True), kept.name
+        assert (kept.protect, kept.retain_on_delete) == (protect, protect), kept.name
     database = _named(records, DEPLOYMENT, MYSQL)
     (volume,) = database.inputs["spec"]["template"]["spec"]["volumes"]
     assert volume["persistentVolumeClaim"]["claimName"] == MYSQL

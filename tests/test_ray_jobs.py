@@ -186,6 +186,33 @@ def test_staging_proves_its_ray_paths_and_prod_reports_none(
     assert [r for r in synthesized["prod"].jobs if r.kind in ("rayjob", "raycluster", "katib-trial")] == []  # fmt: skip
 
 
+def test_a_rayjob_beyond_its_queues_deserved_share_says_it_runs_on_borrowed_capacity(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Staging's ml-research RayJob on p5 wants more GPUs than its queue deserves, as its
+    TrainJobs there do; both say so with the same note, and a deserved share raised past
+    the gang takes the note away."""
+    result = synthesized["staging"]
+    view = _view(result)
+    reports = evaluate_jobs(view, config=result.config)
+    ray = _ray(reports)[("ml-research", "raytrain-p5")]
+    borrowed = [r for r in ray.reasons if "runs on borrowed capacity" in r]
+    assert borrowed and ray.runnable, ray.reasons
+    assert "queue ml-research's deserved share" in borrowed[0]
+    trainjob_notes = {
+        reason
+        for r in reports
+        if r.kind == "trainjob" and r.team == "ml-research" and r.pool == ray.pool and r.offered
+        for reason in r.reasons
+        if "runs on borrowed capacity" in reason
+    }
+    assert set(borrowed) & trainjob_notes, "the same note as the TrainJob rows"
+    (queue,) = [q for q in view.of_kind("Queue") if name_of(q) == "ml-research"]
+    queue["spec"]["deserved"][GPU] = "100000"
+    ray = _ray(evaluate_jobs(view, config=result.config))[("ml-research", "raytrain-p5")]
+    assert not [r for r in ray.reasons if "runs on borrowed capacity" in r], ray.reasons
+
+
 def _gpu_path(paths: dict[tuple[str, str], PathReport]) -> PathReport:
     return paths[("ml-dev", "raytrain-gpu-small")]
 

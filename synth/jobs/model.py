@@ -615,6 +615,34 @@ def _expected_processes(pools: list[NodePoolShape]) -> int | None:
     return None
 
 
+def borrowed_capacity_notes(
+    stack: Stack, queue_name: str, wanted: Mapping[str, Decimal]
+) -> list[str]:
+    """A note per accelerator of which a gang wants more than its queue's deserved share.
+
+    Beyond ``deserved`` the gang runs on capacity it borrowed from other queues, which Volcano's
+    capacity plugin lets a queue below its own share reclaim (volcano-sh/volcano v1.15.1
+    pkg/scheduler/plugins/capacity/capacity.go, AddReclaimableFn).
+
+    Args:
+        stack: the stack.
+        queue_name: the gang's queue.
+        wanted: the gang's summed requests (a TrainJob's pods, a Ray PodGroup's minResources).
+    """
+    shares = stack.queues.get(queue_name)
+    notes = []
+    for resource in ACCELERATORS:
+        deserved = shares.deserved.get(resource) if shares else None
+        amount = wanted.get(resource, Decimal(0))
+        if deserved is not None and amount > deserved:
+            notes.append(
+                f"beyond {deserved} {resource} (queue {queue_name}'s deserved share) a gang "
+                "runs on borrowed capacity: a queue below its own share can reclaim its "
+                "pods, and one evicted worker fails the whole job"
+            )
+    return notes
+
+
 def evaluate_runtime(
     stack: Stack, team: str, namespace: str, manifest: Mapping[str, Any]
 ) -> PathReport:
@@ -712,16 +740,7 @@ def evaluate_runtime(
     binding = [b.describe(best) for b in bounds if not b.holds(best + 1)]
     if best and runtime.gang:
         queue_name = runtime.annotations.get(volcano.QUEUE_ANNOTATION) or volcano.DEFAULT_QUEUE
-        shares = stack.queues.get(queue_name)
-        for resource in ACCELERATORS:
-            deserved = shares.deserved.get(resource) if shares else None
-            wanted = totals(best).get(resource, Decimal(0))
-            if deserved is not None and wanted > deserved:
-                notes.append(
-                    f"beyond {deserved} {resource} (queue {queue_name}'s deserved share) a gang "
-                    "runs on borrowed capacity: a queue below its own share can reclaim its "
-                    "pods, and one evicted worker fails the whole job"
-                )
+        notes += borrowed_capacity_notes(stack, queue_name, totals(best))
     # An MPI gang of numNodes 1 is still a launcher and a worker (mpi.go), which the bounds
     # count: best is 0 when two nodes cannot be had.
     runnable = not blocking and best >= 1
@@ -1289,6 +1308,8 @@ def evaluate_ray(
             f"PodGroup {formed.name} in queue {queue_name}: minMember {formed.min_member} "
             "(the head and every worker; a RayJob's submitter joins minResources only)"
         )
+    if group is not None and best and not blocking:
+        reasons += borrowed_capacity_notes(stack, queue_name, totals(best if scalable else size))
     if unsized and not blocking:
         reasons.append(
             f"{'the head and submitter go' if kind == 'RayJob' else 'the head goes'} to "
