@@ -393,6 +393,10 @@ def test_a_katib_trial_is_exactly_its_trainjob_path(
     jobs = {(r.team, r.runtime): r for r in reports if r.kind in ("trainjob", "legacy-job")}
     for key, trial in trials.items():
         path = jobs[key]
+        if path.runtime.startswith("mpi-") and path.kind == "trainjob":
+            # its primary pod serves SSH: test_an_mpi_trial_is_not_offered_for_want_of_metrics
+            assert not (trial.offered or trial.runnable), trial
+            continue
         assert (trial.runnable, trial.max_nodes, trial.pool) == (
             path.runnable,
             path.max_nodes,
@@ -400,6 +404,47 @@ def test_a_katib_trial_is_exactly_its_trainjob_path(
         )
         kind = TRAINJOB_TRIAL if path.kind == "trainjob" else PYTORCHJOB_TRIAL
         assert any(kind in reason for reason in trial.reasons)
+
+
+@pytest.mark.parametrize(
+    "stack", [s for s in STACKS if stack_data(s).get("katib", {}).get("enabled")]
+)
+def test_an_mpi_trial_is_not_offered_for_want_of_metrics(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Katib's primary pod of a TrainJob trial is node's index 0, which on an MPI runtime runs
+    sshd: no metrics, so no MPI trial is offered, while the MPI TrainJob path stays runnable
+    and the stack's offered paths all run (the exit status)."""
+    reports = synthesized[stack].jobs
+    trials = _trials(reports)
+    mpi = {k: t for k, t in trials.items() if k[1].startswith("mpi-")}
+    assert mpi, "the stack has MPI runtimes"
+    for (team, runtime), trial in mpi.items():
+        assert not trial.offered and not trial.runnable and trial.max_nodes == 0, trial
+        assert any("runs sshd" in r and "reads no metrics" in r for r in trial.reasons)
+        (path,) = [r for r in reports if (r.kind, r.team, r.runtime) == ("trainjob", team, runtime)]
+        assert path.runnable, path
+    assert all_runnable(reports)
+
+
+def test_a_trial_is_judged_by_its_runtimes_shape_not_its_name(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """A torch runtime whose node pods serve SSH instead loses its trials; one without a node
+    job too."""
+    view = _view(synthesized["dev"])
+    assert _trials(evaluate_jobs(view))[("ml-dev", "torch-gpu-small")].offered
+    (runtime,) = [r for r in view.of_kind("TrainingRuntime", "ml-dev") if name_of(r) == "torch-gpu-small"]  # fmt: skip
+    for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        for container in job["template"]["spec"]["template"]["spec"]["containers"]:
+            if container["name"] == "node":
+                container["command"] = ["/usr/sbin/sshd"]
+    trial = _trials(evaluate_jobs(view))[("ml-dev", "torch-gpu-small")]
+    assert not trial.offered and any("runs sshd" in r for r in trial.reasons), trial
+    for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        job["name"] = "trainer" if job["name"] == "node" else job["name"]
+    trial = _trials(evaluate_jobs(view))[("ml-dev", "torch-gpu-small")]
+    assert any("has no replicated job node" in r for r in trial.reasons), trial
 
 
 def _katib_config(view: StackView) -> dict[str, Any]:

@@ -1386,6 +1386,56 @@ def katib_trial_resources(view: StackView) -> list[str] | None:
     return [str(kind) for kind in controller.get("trialResources") or []]
 
 
+KATIB_PRIMARY_JOB: Final = "node"
+"""The replicated job whose index-0 pod Katib takes as a TrainJob trial's primary pod: the
+default ``primaryPodLabels`` of a TrainJob trial template (kubeflow/katib v0.19.0
+pkg/apis/controller/experiments/v1beta1/constants.go, DefaultTrainJobPrimaryPodLabels:
+``jobset.sigs.k8s.io/replicatedjob-name: node``, ``batch.kubernetes.io/job-completion-index:
+0``; experiment_defaults.go sets them)."""
+
+
+def katib_primary_pod_problem(runtime: Runtime) -> str | None:
+    """Why a TrainJob trial on ``runtime`` reports no metrics, or None.
+
+    Katib's pod webhook injects the metrics collector into the primary pod only, and the StdOut
+    collector wraps that pod's primary container's command to read its output (kubeflow/katib
+    v0.19.0 pkg/webhook/v1beta1/pod/inject_webhook.go, isPrimaryPod and wrapWorkerContainer).
+    Judged from the runtime's shape: the primary pod must exist and run the training itself,
+    not serve SSH to a launcher that does (the MPI runtimes: node pods run sshd, mpirun on the
+    launcher gathers the ranks' output).
+
+    Args:
+        runtime: the TrainJob path's runtime.
+    """
+    node = next((j for j in runtime.jobs if j.name == KATIB_PRIMARY_JOB), None)
+    where = (
+        "Katib's primary pod of a TrainJob trial is replicated job node's pod of index 0 "
+        "(kubeflow/katib v0.19.0 pkg/apis/controller/experiments/v1beta1/constants.go, "
+        "DefaultTrainJobPrimaryPodLabels)"
+    )
+    if node is None:
+        return f"{where}, and the runtime has no replicated job node: no pod gets a collector"
+    command = [str(part) for part in ((node.trainer_container or {}).get("command") or [])]
+    serves_ssh = any(part.rsplit("/", 1)[-1] == "sshd" for part in command)
+    trainer_job = runtime.trainer_job
+    if not serves_ssh and trainer_job is node:
+        return None
+    runs = "runs sshd" if serves_ssh else "is not the trainer step"
+    training = f"replicated job {trainer_job.name}" if trainer_job is not None else "another pod"
+    return (
+        f"{where}, which here {runs}: the ranks' output reaches {training}, so the StdOut "
+        "collector wrapping the primary container's command (pkg/webhook/v1beta1/pod/"
+        "inject_webhook.go) reads no metrics"
+        + (
+            ", and the wrapped sshd never exits on its own: the trial ends only when the "
+            "JobSet deletes the pod, with nothing reported"
+            if serves_ssh
+            else ""
+        )
+        + "; the platform offers no Katib search on this runtime"
+    )
+
+
 def katib_trial_paths(
     stack: Stack, namespace: str, team: str, paths: list[PathReport]
 ) -> Iterator[PathReport]:
@@ -1396,8 +1446,10 @@ def katib_trial_paths(
     pkg/controller.v1beta1/trial/trial_controller.go, add), the team's members must be allowed
     to create Experiments, Katib's pod webhook must inject the metrics collector in the
     namespace (its label), and the trial runs as the TrainJob path it rests on would (its
-    runnable and node count are that path's). A team neither allowed Experiments nor labelled
-    has no Katib: no paths.
+    runnable and node count are that path's). A runtime whose primary pod gathers no metrics
+    (:func:`katib_primary_pod_problem`: the MPI runtimes) gets a trial path that is not
+    offered, with the reason. A team neither allowed Experiments nor labelled has no Katib: no
+    paths.
 
     Args:
         stack: the stack.
@@ -1427,7 +1479,21 @@ def katib_trial_paths(
             + ": Katib's pod webhook injects no metrics collector (kubeflow/katib v0.19.0 "
             "manifests/v1beta1/components/webhook/webhooks.yaml), so no trial reports its metrics"
         )
+    runtimes = {
+        name_of(manifest): Runtime.parse(manifest)
+        for manifest in [
+            *stack.view.of_kind("ClusterTrainingRuntime"),
+            *stack.view.of_kind("TrainingRuntime", namespace),
+        ]
+    }
     for path in paths:
+        runtime = runtimes.get(path.runtime) if path.kind == "trainjob" else None
+        if runtime is not None and (problem := katib_primary_pod_problem(runtime)) is not None:
+            yield PathReport(
+                "katib-trial", team, namespace, path.runtime, path.pool, 0, False, [problem],
+                offered=False,
+            )  # fmt: skip
+            continue
         if path.kind == "trainjob":
             kind = TRAINJOB_TRIAL
         elif path.kind == "legacy-job":
