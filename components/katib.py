@@ -55,6 +55,16 @@ v0.19.0 manifests/v1beta1/components/controller/controller.yaml)."""
 CONTROLLER: Final = "katib-controller"
 """The controller's Deployment (kubeflow/katib v0.19.0
 manifests/v1beta1/components/controller/controller.yaml)."""
+POD_WEBHOOK: Final = "mutator.pod.katib.kubeflow.org"
+"""Katib's pod webhook: every pod created in a namespace labelled
+:data:`METRICS_COLLECTOR_INJECTION` (no objectSelector), served by the controller's single pod
+(kubeflow/katib v0.19.0 manifests/v1beta1/components/webhook/webhooks.yaml)."""
+POD_WEBHOOK_FAILURE_POLICY: Final = "Ignore"
+"""The pod webhook's ``failurePolicy``. The release sets none, so ``Fail`` applies: with the
+controller down (a crash, a node drain, a restart for a new katib-config) no pod could be created
+in a team namespace that searches, Ray's and every TrainJob's included. ``Ignore`` lets them
+through; the cost is a trial's primary pod created in that window, which runs without its
+metrics collector and reports nothing."""
 INIT_CONFIG_ANNOTATION: Final = "trainingplatform.io/katib-init-config-sha256"
 """The controller's pod-template annotation: :func:`init_config_digest`. The controller reads
 katib-config's ``init`` section once, at start (kubeflow/katib v0.19.0
@@ -294,7 +304,8 @@ def katib_object(
       that spares the controller's own requests;
     * Deployments run on the system nodes, their release images at the pinned tag (the
       components name them untagged; the install's ``images`` would tag them);
-    * the controller's pod template carries :data:`INIT_CONFIG_ANNOTATION`.
+    * the controller's pod template carries :data:`INIT_CONFIG_ANNOTATION`;
+    * the pod webhook fails open (:data:`POD_WEBHOOK_FAILURE_POLICY`).
 
     Args:
         resource_type: the Pulumi type of the object (``kubernetes:apps/v1:Deployment``).
@@ -314,6 +325,9 @@ def katib_object(
             touched = True
     upstream_account = f"system:serviceaccount:{UPSTREAM_NAMESPACE}:"
     for webhook in changed.get("webhooks") or []:
+        if webhook.get("name") == POD_WEBHOOK:
+            webhook["failurePolicy"] = POD_WEBHOOK_FAILURE_POLICY
+            touched = True
         service = (webhook.get("clientConfig") or {}).get("service") or {}
         if service.get("namespace") == UPSTREAM_NAMESPACE:
             service["namespace"] = NAMESPACE

@@ -328,6 +328,22 @@ def test_release_objects_move_to_katibs_namespace_with_every_reference() -> None
         in hook["matchConditions"][0]["expression"]
     )
     assert "kubeflow:" not in hook["matchConditions"][0]["expression"]
+    # a Katib outage must not stop every pod of a searching team's namespace
+    assert "failurePolicy" not in _webhooks()["webhooks"][0], "the release sets none: Fail"
+    assert hook["failurePolicy"] == "Ignore"
+    experiments = {
+        "metadata": {"name": "katib.kubeflow.org"},
+        "webhooks": [
+            {
+                "name": "validator.experiment.katib.kubeflow.org",
+                "clientConfig": {"service": {"name": "katib-controller", "namespace": "kubeflow"}},
+            }
+        ],
+    }
+    validator = katib_object(
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration", experiments
+    )
+    assert validator is not None and "failurePolicy" not in validator["webhooks"][0]
     binding = {
         "metadata": {"name": "katib-controller"},
         "subjects": [
