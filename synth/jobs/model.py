@@ -1436,6 +1436,93 @@ def katib_primary_pod_problem(runtime: Runtime) -> str | None:
     )
 
 
+KATIB_COLLECTOR_DEFAULTS: Final = {
+    "cpu": Decimal("0.05"),
+    "memory": 10 * MIB,
+    "ephemeral-storage": 500 * MIB,
+}
+"""What Katib requests for a metrics collector where katib-config sets nothing (kubeflow/katib
+v0.19.0 pkg/apis/config/v1beta1/defaults.go, DefaultCPURequest, DefaultMemRequest,
+DefaultDiskRequest, setResourceRequirements)."""
+
+
+def katib_collector_requests(view: StackView, kind: str = "StdOut") -> dict[str, Decimal]:
+    """The requests of the metrics collector Katib's webhook adds to a trial's primary pod.
+
+    The ``kind`` entry of katib-config's ``runtime.metricsCollectors`` (StdOut: Katib's default,
+    kubeflow/katib v0.19.0 pkg/apis/controller/experiments/v1beta1/experiment_defaults.go),
+    each request it leaves unset filled with :data:`KATIB_COLLECTOR_DEFAULTS`.
+
+    Args:
+        view: the stack.
+        kind: the collector kind. Default StdOut.
+    """
+    config_map = view.named("ConfigMap", KATIB_CONFIG_MAP, KATIB_NAMESPACE)
+    data: dict[str, Any] = {}
+    if config_map is not None:
+        data = yaml.safe_load(str((config_map.get("data") or {}).get(KATIB_CONFIG_KEY) or ""))
+    collectors = ((data or {}).get("runtime") or {}).get("metricsCollectors") or []
+    entry: dict[str, Any] = next((c for c in collectors if c.get("kind") == kind), {})
+    requests = ((entry.get("resources") or {}).get("requests")) or {}
+    found = {str(r): quantity(v) for r, v in requests.items()}
+    return {r: found.get(r) or default for r, default in KATIB_COLLECTOR_DEFAULTS.items()}
+
+
+def _collector_bound(
+    stack: Stack, namespace: str, runtime: Runtime, path: PathReport
+) -> tuple[int, list[str]]:
+    """The most nodes a trial gets once the collector joins its primary pod, and why fewer.
+
+    The primary pod (:data:`KATIB_PRIMARY_JOB`'s first) with the collector's requests must
+    still fit an instance type of its NodePools, DaemonSets' overhead included, as Karpenter
+    and the kubelet judge it (CPU, memory and devices: the model sizes no node's disk), and
+    the gang plus the collector must fit the namespace's ResourceQuota.
+
+    Args:
+        stack: the stack.
+        namespace: the team's namespace.
+        runtime: the trial's runtime (its ``node`` job exists: :func:`katib_primary_pod_problem`).
+        path: the TrainJob path the trial rests on (runnable).
+    """
+    defaults = _limit_range_defaults(stack.view, namespace)
+    collector = katib_collector_requests(stack.view)
+    node = next(j for j in runtime.jobs if j.name == KATIB_PRIMARY_JOB)
+
+    def with_collector(requests: Mapping[str, Decimal]) -> dict[str, Decimal]:
+        return {
+            r: requests.get(r, Decimal(0)) + collector.get(r, Decimal(0))
+            for r in {*requests, *collector}
+        }
+
+    # The model sizes no node's disk (NodeAllocatable has no ephemeral storage), as for every
+    # other pod: the collector's is left to the node's root volume (EC2NodeClass).
+    primary = {
+        r: amount
+        for r, amount in with_collector(trainer.pod_requests(node.pod, defaults)).items()
+        if r != "ephemeral-storage"
+    }
+    what = "a trial's primary pod with Katib's metrics collector"
+    _, problems = _fit_problems(stack, stack.placed(node.pod, namespace), primary, what)
+    if problems:
+        return 0, problems
+
+    def totals(n: int) -> dict[str, Decimal]:
+        summed: dict[str, Decimal] = {}
+        for job, count in runtime.gang_pods(n):
+            for resource, amount in trainer.pod_requests(job.pod, defaults).items():
+                summed[resource] = summed.get(resource, Decimal(0)) + amount * count
+        return with_collector(summed)
+
+    trainer_job = runtime.trainer_job or node
+    quota = _quota_bound(
+        stack, namespace, totals, trainer_job.pod.get("priorityClassName"), stack.standing
+    )
+    if quota is None or quota.holds(path.max_nodes):
+        return path.max_nodes, []
+    best = _largest(quota.holds, path.max_nodes)
+    return best, [f"at most {best} node(s) with the collector's requests: {quota.describe(best)}"]
+
+
 def katib_trial_paths(
     stack: Stack, namespace: str, team: str, paths: list[PathReport]
 ) -> Iterator[PathReport]:
@@ -1509,14 +1596,30 @@ def katib_trial_paths(
         label = path.runtime if path.kind == "trainjob" else f"v1:{path.runtime}"
         if not path.runnable:
             blocking.append(f"its trials are {label} jobs, and that path is not runnable")
+        nodes, bound = path.max_nodes, list[str]()
+        if runtime is not None and not blocking:
+            nodes, bound = _collector_bound(stack, namespace, runtime, path)
+            if not nodes:
+                blocking += bound
+        reasons = [f"each trial is a {kind} on {label}: it runs as that path does", *bound]
+        if runtime is not None and not blocking and not bound:
+            collector = katib_collector_requests(stack.view)
+            reasons.append(
+                f"its primary pod with Katib's metrics collector "
+                f"({collector['cpu'] * 1000:.0f}m CPU, "
+                f"{collector['memory'] / MIB}Mi memory) still fits its NodePool's nodes, "
+                "DaemonSets included, and the namespace's quota; the collector's "
+                f"{collector['ephemeral-storage'] / MIB}Mi of ephemeral storage is left to the "
+                "node's root volume, which the model does not size"
+            )
         yield PathReport(
             "katib-trial",
             team,
             namespace,
             path.runtime,
             path.pool,
-            path.max_nodes if not blocking else 0,
+            nodes if not blocking else 0,
             not blocking,
-            blocking or [f"each trial is a {kind} on {label}: it runs as that path does"],
+            blocking or reasons,
             offered=path.offered,
         )
