@@ -12,7 +12,9 @@ encrypted volume, and the UI's Service as ``cluster.uiExposure`` says.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import hashlib
+import json
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import pulumi
@@ -25,7 +27,6 @@ from components.cluster import (
     SYSTEM_NODE_SELECTOR,
     SYSTEM_TOLERATION,
     encrypted_gp3_class,
-    state_reclaim_policy,
     storage_class,
 )
 from components.config import KatibConfig, UiExposureConfig
@@ -51,6 +52,25 @@ CONFIG_MAP: Final = "katib-config"
 CONFIG_KEY: Final = "katib-config.yaml"
 """The ConfigMap the controller mounts and reads its settings from at start (kubeflow/katib
 v0.19.0 manifests/v1beta1/components/controller/controller.yaml)."""
+CONTROLLER: Final = "katib-controller"
+"""The controller's Deployment (kubeflow/katib v0.19.0
+manifests/v1beta1/components/controller/controller.yaml)."""
+POD_WEBHOOK: Final = "mutator.pod.katib.kubeflow.org"
+"""Katib's pod webhook: every pod created in a namespace labelled
+:data:`METRICS_COLLECTOR_INJECTION` (no objectSelector), served by the controller's single pod
+(kubeflow/katib v0.19.0 manifests/v1beta1/components/webhook/webhooks.yaml)."""
+POD_WEBHOOK_FAILURE_POLICY: Final = "Ignore"
+"""The pod webhook's ``failurePolicy``. The release sets none, so ``Fail`` applies: with the
+controller down (a crash, a node drain, a restart for a new katib-config) no pod could be created
+in a team namespace that searches, Ray's and every TrainJob's included. ``Ignore`` lets them
+through; the cost is a trial's primary pod created in that window, which runs without its
+metrics collector and reports nothing."""
+INIT_CONFIG_ANNOTATION: Final = "trainingplatform.io/katib-init-config-sha256"
+"""The controller's pod-template annotation: :func:`init_config_digest`. The controller reads
+katib-config's ``init`` section once, at start (kubeflow/katib v0.19.0
+cmd/katib-controller/v1beta1/main.go, GetInitConfigData), and its trial controller watches only
+the ``trialResources`` kinds it parsed then; a changed digest rolls the Deployment, so a change
+(``trainer.legacyTrainingOperator`` switched on, say) takes effect."""
 WEBHOOK_CERT_SECRET: Final = "katib-webhook-cert"
 TRAINJOB_TRIAL: Final = "TrainJob.v1alpha1.trainer.kubeflow.org"
 LEGACY_TRIALS: Final = (
@@ -99,7 +119,13 @@ MYSQL_PORT: Final = 3306
 MYSQL_UID: Final = 999
 """The ``mysql`` user of the image, as which the release's Deployment runs it."""
 STORAGE_CLASS: Final = "katib-retained"
-"""Encrypted gp3 of the database's volume, reclaimed only where the stack protects state."""
+"""Encrypted gp3 of the database's volume, ``Retain`` in every stack (issue 42: the DB on a
+retained, encrypted volume); :data:`DATABASE_RECLAIM_POLICY`."""
+DATABASE_RECLAIM_POLICY: Final = "Retain"
+"""The database's volume outlives its claim wherever Katib runs, not only where
+``protectStatefulResources`` is true: dev and staging, the stacks that run Katib, keep every
+trial's observation log across a switch-off or a destroy too; docs/how-to/tear-down.md says how
+to delete the volume deliberately."""
 UI_PORT: Final = 8080
 UI_ACCESS_SERVICE: Final = "katib-ui-access"
 """The UI's Service as ``cluster.uiExposure`` says (the release's own ``katib-ui`` stays
@@ -204,6 +230,21 @@ def katib_config(legacy_training_operator: bool) -> dict[str, Any]:
     }
 
 
+def init_config_digest(config: Mapping[str, Any]) -> str:
+    """SHA-256 of a KatibConfig's ``init`` section: what the controller reads only at start.
+
+    The ``runtime`` section (metrics collectors, suggestions) is left out: the controller and
+    its webhook read it from the ConfigMap whenever they need it (kubeflow/katib v0.19.0
+    pkg/util/v1beta1/katibconfig/config.go, fromConfigMap), so a change there needs no restart,
+    and a restart takes the pod webhook away while the new pod starts.
+
+    Args:
+        config: the KatibConfig (:func:`katib_config`).
+    """
+    canonical = json.dumps(config.get("init") or {}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 class _PlainDumper(yaml.SafeDumper):
     """Writes a value shared by several entries in full each time, without YAML anchors."""
 
@@ -253,18 +294,24 @@ def _pinned(image: str) -> str:
     return versions.katib_image(name)
 
 
-def katib_object(resource_type: str, props: Mapping[str, Any]) -> dict[str, Any] | None:
+def katib_object(
+    resource_type: str, props: Mapping[str, Any], *, init_digest: str | None = None
+) -> dict[str, Any] | None:
     """A release object as the stack applies it, or None to leave it as it is.
 
     * objects of the ``kubeflow`` namespace go to :data:`NAMESPACE`, and so do the references
       to it: binding subjects, the webhooks' service, and the pod webhook's match condition
       that spares the controller's own requests;
     * Deployments run on the system nodes, their release images at the pinned tag (the
-      components name them untagged; the install's ``images`` would tag them).
+      components name them untagged; the install's ``images`` would tag them);
+    * the controller's pod template carries :data:`INIT_CONFIG_ANNOTATION`;
+    * the pod webhook fails open (:data:`POD_WEBHOOK_FAILURE_POLICY`).
 
     Args:
         resource_type: the Pulumi type of the object (``kubernetes:apps/v1:Deployment``).
         props: its properties as the kustomization renders them.
+        init_digest: :func:`init_config_digest` of the stack's katib-config. Default None:
+            no annotation (the shapes the tests give).
     """
     changed = copy.deepcopy(dict(props))
     metadata = changed.get("metadata") or {}
@@ -278,6 +325,9 @@ def katib_object(resource_type: str, props: Mapping[str, Any]) -> dict[str, Any]
             touched = True
     upstream_account = f"system:serviceaccount:{UPSTREAM_NAMESPACE}:"
     for webhook in changed.get("webhooks") or []:
+        if webhook.get("name") == POD_WEBHOOK:
+            webhook["failurePolicy"] = POD_WEBHOOK_FAILURE_POLICY
+            touched = True
         service = (webhook.get("clientConfig") or {}).get("service") or {}
         if service.get("namespace") == UPSTREAM_NAMESPACE:
             service["namespace"] = NAMESPACE
@@ -293,13 +343,28 @@ def katib_object(resource_type: str, props: Mapping[str, Any]) -> dict[str, Any]
         template["spec"] = system_pod(template["spec"])
         for container in template["spec"].get("containers") or []:
             container["image"] = _pinned(container["image"])
+        if init_digest is not None and metadata.get("name") == CONTROLLER:
+            template_metadata = template.setdefault("metadata", {})
+            annotations = template_metadata.setdefault("annotations", {})
+            annotations[INIT_CONFIG_ANNOTATION] = init_digest
         touched = True
     return changed if touched else None
 
 
-def _katib_transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-    props = katib_object(args.type_, dict(args.props))
-    return None if props is None else pulumi.ResourceTransformResult(props, args.opts)
+def katib_transform(
+    init_digest: str,
+) -> Callable[[pulumi.ResourceTransformArgs], pulumi.ResourceTransformResult | None]:
+    """The transform of the release's kustomizations: :func:`katib_object` on each object.
+
+    Args:
+        init_digest: :func:`init_config_digest` of the stack's katib-config.
+    """
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        props = katib_object(args.type_, dict(args.props), init_digest=init_digest)
+        return None if props is None else pulumi.ResourceTransformResult(props, args.opts)
+
+    return transform
 
 
 def mysql_claim(storage_gib: int) -> dict[str, Any]:
@@ -473,7 +538,10 @@ class Katib(pulumi.ComponentResource):
             ui_exposure: ``cluster.uiExposure``, for the UI's Service.
             kubernetes_version: the cluster's minor (Pod Security levels).
             protect: protect and retain the database's namespace, claim, password and CRDs
-                (``protectStatefulResources``).
+                (``protectStatefulResources``). Its volume is retained in every stack
+                (:data:`DATABASE_RECLAIM_POLICY`); the objects are not where unprotected, as
+                policy ``retained-resources-protected`` requires (a retained object left
+                unprotected would outlive a destroy unmanaged).
             volume_tags: tags of the database's EBS volume.
             trainer: Trainer (and the legacy operator): the controller watches only the
                 trial kinds whose CRDs exist when it starts.
@@ -529,7 +597,7 @@ class Katib(pulumi.ComponentResource):
             f"{name}-{STORAGE_CLASS}",
             encrypted_gp3_class(
                 STORAGE_CLASS,
-                reclaim_policy=state_reclaim_policy(protect),
+                reclaim_policy=DATABASE_RECLAIM_POLICY,
                 default=False,
                 tags=volume_tags,
             ),
@@ -569,6 +637,7 @@ class Katib(pulumi.ComponentResource):
             spec=ui["spec"],
             opts=after_namespace,
         )
+        transform = katib_transform(init_config_digest(katib_config(legacy_training_operator)))
         release: list[pulumi.Resource] = []
         for component in COMPONENTS:
             # The CRDs hold every Experiment, Trial and Suggestion.
@@ -584,7 +653,7 @@ class Katib(pulumi.ComponentResource):
                                 namespace, trainer, settings, certificate, database,
                                 database_service, *release,
                             ],
-                            transforms=[_katib_transform],
+                            transforms=[transform],
                         ),
                     ),
                 )

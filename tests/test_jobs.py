@@ -94,8 +94,10 @@ def test_every_promised_path_of_every_stack_runs(
 ) -> None:
     reports = synthesized[stack].jobs
     assert reports, "a stack with teams promises paths"
-    assert [r.to_json() for r in reports if not r.runnable] == []
-    assert all(r.max_nodes >= 1 for r in reports)
+    assert [r.to_json() for r in reports if not r.runnable and r.offered] == []
+    assert all(r.max_nodes >= 1 for r in reports if r.offered)
+    # what a stack leaves out (Katib on MPI runtimes) is listed with the reason
+    assert all(r.reasons and not r.runnable for r in reports if not r.offered)
 
 
 @pytest.mark.parametrize("stack", STACKS)

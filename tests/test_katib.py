@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
+import pulumi
 import pytest
 import yaml
 
@@ -14,6 +15,7 @@ from components.katib import (
     COMPONENTS,
     CONFIG_KEY,
     CONFIG_MAP,
+    INIT_CONFIG_ANNOTATION,
     LEGACY_TRIALS,
     METRICS_COLLECTOR_INJECTION,
     MYSQL,
@@ -21,7 +23,10 @@ from components.katib import (
     STORAGE_CLASS,
     TRAINJOB_TRIAL,
     UI_ACCESS_SERVICE,
+    init_config_digest,
+    katib_config,
     katib_object,
+    katib_transform,
     ui_access_service,
 )
 from components.platform import validated_config
@@ -186,19 +191,22 @@ def test_katibs_containers_in_team_namespaces_meet_the_limit_range_and_the_bound
 
 
 @pytest.mark.parametrize("stack", [s for s in STACKS if _enabled(s)])
-def test_database_is_on_an_encrypted_volume_retained_where_protected(
+def test_database_is_on_an_encrypted_volume_retained_in_every_stack(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
+    """Issue 42: the DB on a retained, encrypted volume, also where state is unprotected."""
     records = _katib(synthesized[stack])
     protect = synthesized[stack].config.protect_stateful_resources
+    assert not protect, f"{stack} runs Katib unprotected: the case this test is about"
     volume_class = _named(records, "kubernetes:storage.k8s.io/v1:StorageClass", STORAGE_CLASS)
     assert volume_class.inputs["parameters"]["encrypted"] == "true"
     assert volume_class.inputs["parameters"]["type"] == "gp3"
-    assert volume_class.inputs["reclaimPolicy"] == ("Retain" if protect else "Delete")
+    assert volume_class.inputs["reclaimPolicy"] == "Retain"
     claim = _named(records, "kubernetes:core/v1:PersistentVolumeClaim", MYSQL)
     assert claim.inputs["spec"]["storageClassName"] == STORAGE_CLASS
     namespace = _named(records, "kubernetes:core/v1:Namespace", NAMESPACE)
     secret = _named(records, "kubernetes:core/v1:Secret", "katib-mysql-secrets")
+    # the objects follow protectStatefulResources (policy retained-resources-protected)
     for kept in (claim, namespace, secret):
         assert (kept.protect, kept.retain_on_delete) == (protect, protect), kept.name
     database = _named(records, DEPLOYMENT, MYSQL)
@@ -320,6 +328,22 @@ def test_release_objects_move_to_katibs_namespace_with_every_reference() -> None
         in hook["matchConditions"][0]["expression"]
     )
     assert "kubeflow:" not in hook["matchConditions"][0]["expression"]
+    # a Katib outage must not stop every pod of a searching team's namespace
+    assert "failurePolicy" not in _webhooks()["webhooks"][0], "the release sets none: Fail"
+    assert hook["failurePolicy"] == "Ignore"
+    experiments = {
+        "metadata": {"name": "katib.kubeflow.org"},
+        "webhooks": [
+            {
+                "name": "validator.experiment.katib.kubeflow.org",
+                "clientConfig": {"service": {"name": "katib-controller", "namespace": "kubeflow"}},
+            }
+        ],
+    }
+    validator = katib_object(
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration", experiments
+    )
+    assert validator is not None and "failurePolicy" not in validator["webhooks"][0]
     binding = {
         "metadata": {"name": "katib-controller"},
         "subjects": [
@@ -367,3 +391,84 @@ def test_release_deployments_run_pinned_on_the_system_nodes(component: str) -> N
         == f"ghcr.io/kubeflow/katib/{component}:{versions.KATIB_VERSION}"
     )
     assert placed["metadata"]["namespace"] == NAMESPACE
+
+
+def _controller() -> dict[str, Any]:
+    """The release's controller Deployment, as far as the rewrite reads it."""
+    return {
+        "metadata": {"name": "katib-controller", "namespace": "kubeflow"},
+        "spec": {
+            "template": {
+                "metadata": {"annotations": {"prometheus.io/scrape": "true"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "katib-controller",
+                            "image": "ghcr.io/kubeflow/katib/katib-controller",
+                        }
+                    ]
+                },
+            }
+        },
+    }
+
+
+def _annotations(init_digest: str, name: str = "katib-controller") -> dict[str, str]:
+    deployment = _controller()
+    deployment["metadata"]["name"] = name
+    placed = katib_object(DEPLOYMENT, deployment, init_digest=init_digest)
+    assert placed is not None
+    annotations: dict[str, str] = placed["spec"]["template"]["metadata"].get("annotations", {})
+    return annotations
+
+
+def test_the_controller_restarts_when_trial_resources_change() -> None:
+    """The controller reads katib-config's init section only at start (kubeflow/katib v0.19.0
+    cmd/katib-controller/v1beta1/main.go): its pod template carries the section's digest, so
+    switching the legacy operator's trial kinds on rolls it; a runtime-only change does not."""
+    without, with_legacy = katib_config(False), katib_config(True)
+    assert without["init"] != with_legacy["init"]
+    before = _annotations(init_digest_of := init_config_digest(without))
+    after = _annotations(init_config_digest(with_legacy))
+    assert before[INIT_CONFIG_ANNOTATION] == init_digest_of
+    assert before[INIT_CONFIG_ANNOTATION] != after[INIT_CONFIG_ANNOTATION]
+    assert before["prometheus.io/scrape"] == "true", "the release's annotations stay"
+    runtime_only = copy.deepcopy(without)
+    runtime_only["runtime"]["suggestions"] = []
+    assert init_config_digest(runtime_only) == init_digest_of
+    # only the controller restarts
+    assert INIT_CONFIG_ANNOTATION not in _annotations(init_digest_of, "katib-ui")
+
+
+def test_the_transform_annotates_the_controller_as_the_stack_applies_it() -> None:
+    digest = init_config_digest(katib_config(True))
+    args = pulumi.ResourceTransformArgs(
+        custom=True,
+        type_=DEPLOYMENT,
+        name="katib-controller",
+        props=_controller(),
+        opts=pulumi.ResourceOptions(),
+    )
+    result = katib_transform(digest)(args)
+    assert result is not None
+    props: dict[str, Any] = dict(result.props)
+    template = props["spec"]["template"]
+    assert template["metadata"]["annotations"][INIT_CONFIG_ANNOTATION] == digest
+
+
+def test_katib_waits_for_the_legacy_operator_where_it_runs(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Its CRDs must exist when the controller starts: it watches only the kinds it finds."""
+    result = synthesized["staging"]
+    assert result.config.trainer.legacy_training_operator
+    (operator,) = [
+        r for r in result.records if r.type == KUSTOMIZE and r.name == "training-operator"
+    ]
+    controller = _named_directory(_katib(result), "katib-controller")
+    assert operator.urn in controller.dependencies
+
+
+def _named_directory(records: list[Any], name: str) -> Any:
+    (found,) = [r for r in records if r.type == KUSTOMIZE and r.name == name]
+    return found

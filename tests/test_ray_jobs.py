@@ -18,9 +18,16 @@ from components import kuberay as kuberay_component
 from components import versions
 from components.katib import CONFIG_KEY, CONFIG_MAP, METRICS_COLLECTOR_INJECTION, TRAINJOB_TRIAL
 from components.platform import validated_config
-from synth.jobs import kuberay
-from synth.jobs.model import PYTORCHJOB_TRIAL, PathReport, all_runnable, evaluate_jobs
+from synth.jobs import kuberay, trainer
+from synth.jobs.model import (
+    PYTORCHJOB_TRIAL,
+    PathReport,
+    _limit_range_defaults,
+    all_runnable,
+    evaluate_jobs,
+)
 from synth.jobs.report import table
+from synth.jobs.trainer import Runtime
 from synth.jobs.view import StackView, name_of, quantity
 from synth.run import StackResult
 from synth.yamlio import load_yaml
@@ -186,6 +193,33 @@ def test_staging_proves_its_ray_paths_and_prod_reports_none(
     assert [r for r in synthesized["prod"].jobs if r.kind in ("rayjob", "raycluster", "katib-trial")] == []  # fmt: skip
 
 
+def test_a_rayjob_beyond_its_queues_deserved_share_says_it_runs_on_borrowed_capacity(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Staging's ml-research RayJob on p5 wants more GPUs than its queue deserves, as its
+    TrainJobs there do; both say so with the same note, and a deserved share raised past
+    the gang takes the note away."""
+    result = synthesized["staging"]
+    view = _view(result)
+    reports = evaluate_jobs(view, config=result.config)
+    ray = _ray(reports)[("ml-research", "raytrain-p5")]
+    borrowed = [r for r in ray.reasons if "runs on borrowed capacity" in r]
+    assert borrowed and ray.runnable, ray.reasons
+    assert "queue ml-research's deserved share" in borrowed[0]
+    trainjob_notes = {
+        reason
+        for r in reports
+        if r.kind == "trainjob" and r.team == "ml-research" and r.pool == ray.pool and r.offered
+        for reason in r.reasons
+        if "runs on borrowed capacity" in reason
+    }
+    assert set(borrowed) & trainjob_notes, "the same note as the TrainJob rows"
+    (queue,) = [q for q in view.of_kind("Queue") if name_of(q) == "ml-research"]
+    queue["spec"]["deserved"][GPU] = "100000"
+    ray = _ray(evaluate_jobs(view, config=result.config))[("ml-research", "raytrain-p5")]
+    assert not [r for r in ray.reasons if "runs on borrowed capacity" in r], ray.reasons
+
+
 def _gpu_path(paths: dict[tuple[str, str], PathReport]) -> PathReport:
     return paths[("ml-dev", "raytrain-gpu-small")]
 
@@ -312,6 +346,7 @@ def test_a_standing_clusters_nodes_queue_and_quota_are_not_offered_twice(
     on_pool = [
         key for key, report in with_cluster.items()
         if report.pool == "gpu-small" and key[0] in held and report.team == "ml-dev"
+        and report.offered
     ]  # fmt: skip
     assert {kind for kind, _ in on_pool} >= {"trainjob", "rayjob"}
     for key in on_pool:
@@ -321,7 +356,7 @@ def test_a_standing_clusters_nodes_queue_and_quota_are_not_offered_twice(
             for holder in ("NodePool gpu-small", "queue ml-dev", "ResourceQuota"):
                 assert f"{holder}" in reasons and "held by standing RayCluster" in reasons
     # the other pool is untouched
-    trn = [k for k, r in with_cluster.items() if r.pool == "trn1" and k[0] in held]
+    trn = [k for k, r in with_cluster.items() if r.pool == "trn1" and k[0] in held and r.offered]
     assert trn and all(with_cluster[k].max_nodes == without[k].max_nodes for k in trn)
 
 
@@ -366,6 +401,10 @@ def test_a_katib_trial_is_exactly_its_trainjob_path(
     jobs = {(r.team, r.runtime): r for r in reports if r.kind in ("trainjob", "legacy-job")}
     for key, trial in trials.items():
         path = jobs[key]
+        if path.runtime.startswith("mpi-") and path.kind == "trainjob":
+            # its primary pod serves SSH: test_an_mpi_trial_is_not_offered_for_want_of_metrics
+            assert not (trial.offered or trial.runnable), trial
+            continue
         assert (trial.runnable, trial.max_nodes, trial.pool) == (
             path.runnable,
             path.max_nodes,
@@ -373,6 +412,47 @@ def test_a_katib_trial_is_exactly_its_trainjob_path(
         )
         kind = TRAINJOB_TRIAL if path.kind == "trainjob" else PYTORCHJOB_TRIAL
         assert any(kind in reason for reason in trial.reasons)
+
+
+@pytest.mark.parametrize(
+    "stack", [s for s in STACKS if stack_data(s).get("katib", {}).get("enabled")]
+)
+def test_an_mpi_trial_is_not_offered_for_want_of_metrics(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Katib's primary pod of a TrainJob trial is node's index 0, which on an MPI runtime runs
+    sshd: no metrics, so no MPI trial is offered, while the MPI TrainJob path stays runnable
+    and the stack's offered paths all run (the exit status)."""
+    reports = synthesized[stack].jobs
+    trials = _trials(reports)
+    mpi = {k: t for k, t in trials.items() if k[1].startswith("mpi-")}
+    assert mpi, "the stack has MPI runtimes"
+    for (team, runtime), trial in mpi.items():
+        assert not trial.offered and not trial.runnable and trial.max_nodes == 0, trial
+        assert any("runs sshd" in r and "reads no metrics" in r for r in trial.reasons)
+        (path,) = [r for r in reports if (r.kind, r.team, r.runtime) == ("trainjob", team, runtime)]
+        assert path.runnable, path
+    assert all_runnable(reports)
+
+
+def test_a_trial_is_judged_by_its_runtimes_shape_not_its_name(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """A torch runtime whose node pods serve SSH instead loses its trials; one without a node
+    job too."""
+    view = _view(synthesized["dev"])
+    assert _trials(evaluate_jobs(view))[("ml-dev", "torch-gpu-small")].offered
+    (runtime,) = [r for r in view.of_kind("TrainingRuntime", "ml-dev") if name_of(r) == "torch-gpu-small"]  # fmt: skip
+    for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        for container in job["template"]["spec"]["template"]["spec"]["containers"]:
+            if container["name"] == "node":
+                container["command"] = ["/usr/sbin/sshd"]
+    trial = _trials(evaluate_jobs(view))[("ml-dev", "torch-gpu-small")]
+    assert not trial.offered and any("runs sshd" in r for r in trial.reasons), trial
+    for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        job["name"] = "trainer" if job["name"] == "node" else job["name"]
+    trial = _trials(evaluate_jobs(view))[("ml-dev", "torch-gpu-small")]
+    assert any("has no replicated job node" in r for r in trial.reasons), trial
 
 
 def _katib_config(view: StackView) -> dict[str, Any]:
@@ -398,6 +478,49 @@ def test_a_trial_fails_with_its_trainjob_path_and_without_trainjob_trials(
     refused = _trials(evaluate_jobs(view))[("ml-dev", "torch-trn1")]
     assert not refused.runnable
     assert any("lists Job.v1.batch, not TrainJob" in r for r in refused.reasons)
+
+
+def _collector_requests(view: StackView, requests: dict[str, str]) -> None:
+    config_map = _katib_config(view)
+    katib = load_yaml(config_map["data"][CONFIG_KEY])
+    for collector in katib["runtime"]["metricsCollectors"]:
+        collector["resources"]["requests"] = dict(requests)
+    config_map["data"][CONFIG_KEY] = yaml.safe_dump(katib)
+
+
+def test_the_metrics_collector_joins_the_primary_pods_fit_and_the_quota(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Katib's webhook adds the collector (katib-config's requests) to node 0's pod, a whole
+    node on the GPU pools: dev's fits with margin, a collector of 4Gi does not, and a quota
+    with room for the gang but not the collector caps the trial."""
+    result = synthesized["dev"]
+    view = _view(result)
+    trial = _trials(evaluate_jobs(view))[("ml-dev", "torch-gpu-small")]
+    assert trial.runnable and any("still fits" in r for r in trial.reasons), trial.reasons
+    _collector_requests(view, {"cpu": "50m", "memory": "4Gi"})
+    reports = evaluate_jobs(view)
+    trial = _trials(reports)[("ml-dev", "torch-gpu-small")]
+    assert not trial.runnable and trial.max_nodes == 0, trial
+    assert any("primary pod with Katib's metrics collector: fits no instance type" in r for r in trial.reasons)  # fmt: skip
+    (path,) = [r for r in reports if (r.kind, r.runtime) == ("trainjob", "torch-gpu-small")]
+    assert path.runnable, "the TrainJob itself has no collector"
+    # the quota: room for the path's largest gang, not for the collector's CPU on top (without
+    # dev's standing RayCluster, which holds some of it)
+    view = _view(result)
+    view.objects[:] = [o for o in view.objects if o.get("kind") != "RayCluster"]
+    (runtime,) = [r for r in view.of_kind("TrainingRuntime", "ml-dev") if name_of(r) == "torch-gpu-small"]  # fmt: skip
+    gang_cpu = sum(
+        trainer.pod_requests(job.pod, _limit_range_defaults(view, "ml-dev"))["cpu"] * count
+        for job, count in Runtime.parse(runtime).gang_pods(path.max_nodes)
+    )
+    (quota,) = [q for q in view.of_kind("ResourceQuota", "ml-dev") if "requests.cpu" in q["spec"]["hard"]]  # fmt: skip
+    quota["spec"]["hard"]["requests.cpu"] = str(gang_cpu + Decimal("0.01"))
+    reports = evaluate_jobs(view)
+    (path,) = [r for r in reports if (r.kind, r.runtime) == ("trainjob", "torch-gpu-small")]
+    trial = _trials(reports)[("ml-dev", "torch-gpu-small")]
+    assert path.runnable and trial.runnable and trial.max_nodes == path.max_nodes - 1, trial
+    assert any("with the collector's requests: ResourceQuota" in r for r in trial.reasons), trial
 
 
 def test_members_who_may_not_create_experiments_run_no_trial(

@@ -615,6 +615,34 @@ def _expected_processes(pools: list[NodePoolShape]) -> int | None:
     return None
 
 
+def borrowed_capacity_notes(
+    stack: Stack, queue_name: str, wanted: Mapping[str, Decimal]
+) -> list[str]:
+    """A note per accelerator of which a gang wants more than its queue's deserved share.
+
+    Beyond ``deserved`` the gang runs on capacity it borrowed from other queues, which Volcano's
+    capacity plugin lets a queue below its own share reclaim (volcano-sh/volcano v1.15.1
+    pkg/scheduler/plugins/capacity/capacity.go, AddReclaimableFn).
+
+    Args:
+        stack: the stack.
+        queue_name: the gang's queue.
+        wanted: the gang's summed requests (a TrainJob's pods, a Ray PodGroup's minResources).
+    """
+    shares = stack.queues.get(queue_name)
+    notes = []
+    for resource in ACCELERATORS:
+        deserved = shares.deserved.get(resource) if shares else None
+        amount = wanted.get(resource, Decimal(0))
+        if deserved is not None and amount > deserved:
+            notes.append(
+                f"beyond {deserved} {resource} (queue {queue_name}'s deserved share) a gang "
+                "runs on borrowed capacity: a queue below its own share can reclaim its "
+                "pods, and one evicted worker fails the whole job"
+            )
+    return notes
+
+
 def evaluate_runtime(
     stack: Stack, team: str, namespace: str, manifest: Mapping[str, Any]
 ) -> PathReport:
@@ -712,16 +740,7 @@ def evaluate_runtime(
     binding = [b.describe(best) for b in bounds if not b.holds(best + 1)]
     if best and runtime.gang:
         queue_name = runtime.annotations.get(volcano.QUEUE_ANNOTATION) or volcano.DEFAULT_QUEUE
-        shares = stack.queues.get(queue_name)
-        for resource in ACCELERATORS:
-            deserved = shares.deserved.get(resource) if shares else None
-            wanted = totals(best).get(resource, Decimal(0))
-            if deserved is not None and wanted > deserved:
-                notes.append(
-                    f"beyond {deserved} {resource} (queue {queue_name}'s deserved share) a gang "
-                    "runs on borrowed capacity: a queue below its own share can reclaim its "
-                    "pods, and one evicted worker fails the whole job"
-                )
+        notes += borrowed_capacity_notes(stack, queue_name, totals(best))
     # An MPI gang of numNodes 1 is still a launcher and a worker (mpi.go), which the bounds
     # count: best is 0 when two nodes cannot be had.
     runnable = not blocking and best >= 1
@@ -1289,6 +1308,8 @@ def evaluate_ray(
             f"PodGroup {formed.name} in queue {queue_name}: minMember {formed.min_member} "
             "(the head and every worker; a RayJob's submitter joins minResources only)"
         )
+    if group is not None and best and not blocking:
+        reasons += borrowed_capacity_notes(stack, queue_name, totals(best if scalable else size))
     if unsized and not blocking:
         reasons.append(
             f"{'the head and submitter go' if kind == 'RayJob' else 'the head goes'} to "
@@ -1365,6 +1386,143 @@ def katib_trial_resources(view: StackView) -> list[str] | None:
     return [str(kind) for kind in controller.get("trialResources") or []]
 
 
+KATIB_PRIMARY_JOB: Final = "node"
+"""The replicated job whose index-0 pod Katib takes as a TrainJob trial's primary pod: the
+default ``primaryPodLabels`` of a TrainJob trial template (kubeflow/katib v0.19.0
+pkg/apis/controller/experiments/v1beta1/constants.go, DefaultTrainJobPrimaryPodLabels:
+``jobset.sigs.k8s.io/replicatedjob-name: node``, ``batch.kubernetes.io/job-completion-index:
+0``; experiment_defaults.go sets them)."""
+
+
+def katib_primary_pod_problem(runtime: Runtime) -> str | None:
+    """Why a TrainJob trial on ``runtime`` reports no metrics, or None.
+
+    Katib's pod webhook injects the metrics collector into the primary pod only, and the StdOut
+    collector wraps that pod's primary container's command to read its output (kubeflow/katib
+    v0.19.0 pkg/webhook/v1beta1/pod/inject_webhook.go, isPrimaryPod and wrapWorkerContainer).
+    Judged from the runtime's shape: the primary pod must exist and run the training itself,
+    not serve SSH to a launcher that does (the MPI runtimes: node pods run sshd, mpirun on the
+    launcher gathers the ranks' output).
+
+    Args:
+        runtime: the TrainJob path's runtime.
+    """
+    node = next((j for j in runtime.jobs if j.name == KATIB_PRIMARY_JOB), None)
+    where = (
+        "Katib's primary pod of a TrainJob trial is replicated job node's pod of index 0 "
+        "(kubeflow/katib v0.19.0 pkg/apis/controller/experiments/v1beta1/constants.go, "
+        "DefaultTrainJobPrimaryPodLabels)"
+    )
+    if node is None:
+        return f"{where}, and the runtime has no replicated job node: no pod gets a collector"
+    command = [str(part) for part in ((node.trainer_container or {}).get("command") or [])]
+    serves_ssh = any(part.rsplit("/", 1)[-1] == "sshd" for part in command)
+    trainer_job = runtime.trainer_job
+    if not serves_ssh and trainer_job is node:
+        return None
+    runs = "runs sshd" if serves_ssh else "is not the trainer step"
+    training = f"replicated job {trainer_job.name}" if trainer_job is not None else "another pod"
+    return (
+        f"{where}, which here {runs}: the ranks' output reaches {training}, so the StdOut "
+        "collector wrapping the primary container's command (pkg/webhook/v1beta1/pod/"
+        "inject_webhook.go) reads no metrics"
+        + (
+            ", and the wrapped sshd never exits on its own: the trial ends only when the "
+            "JobSet deletes the pod, with nothing reported"
+            if serves_ssh
+            else ""
+        )
+        + "; the platform offers no Katib search on this runtime"
+    )
+
+
+KATIB_COLLECTOR_DEFAULTS: Final = {
+    "cpu": Decimal("0.05"),
+    "memory": 10 * MIB,
+    "ephemeral-storage": 500 * MIB,
+}
+"""What Katib requests for a metrics collector where katib-config sets nothing (kubeflow/katib
+v0.19.0 pkg/apis/config/v1beta1/defaults.go, DefaultCPURequest, DefaultMemRequest,
+DefaultDiskRequest, setResourceRequirements)."""
+
+
+def katib_collector_requests(view: StackView, kind: str = "StdOut") -> dict[str, Decimal]:
+    """The requests of the metrics collector Katib's webhook adds to a trial's primary pod.
+
+    The ``kind`` entry of katib-config's ``runtime.metricsCollectors`` (StdOut: Katib's default,
+    kubeflow/katib v0.19.0 pkg/apis/controller/experiments/v1beta1/experiment_defaults.go),
+    each request it leaves unset filled with :data:`KATIB_COLLECTOR_DEFAULTS`.
+
+    Args:
+        view: the stack.
+        kind: the collector kind. Default StdOut.
+    """
+    config_map = view.named("ConfigMap", KATIB_CONFIG_MAP, KATIB_NAMESPACE)
+    data: dict[str, Any] = {}
+    if config_map is not None:
+        data = yaml.safe_load(str((config_map.get("data") or {}).get(KATIB_CONFIG_KEY) or ""))
+    collectors = ((data or {}).get("runtime") or {}).get("metricsCollectors") or []
+    entry: dict[str, Any] = next((c for c in collectors if c.get("kind") == kind), {})
+    requests = ((entry.get("resources") or {}).get("requests")) or {}
+    found = {str(r): quantity(v) for r, v in requests.items()}
+    return {r: found.get(r) or default for r, default in KATIB_COLLECTOR_DEFAULTS.items()}
+
+
+def _collector_bound(
+    stack: Stack, namespace: str, runtime: Runtime, path: PathReport
+) -> tuple[int, list[str]]:
+    """The most nodes a trial gets once the collector joins its primary pod, and why fewer.
+
+    The primary pod (:data:`KATIB_PRIMARY_JOB`'s first) with the collector's requests must
+    still fit an instance type of its NodePools, DaemonSets' overhead included, as Karpenter
+    and the kubelet judge it (CPU, memory and devices: the model sizes no node's disk), and
+    the gang plus the collector must fit the namespace's ResourceQuota.
+
+    Args:
+        stack: the stack.
+        namespace: the team's namespace.
+        runtime: the trial's runtime (its ``node`` job exists: :func:`katib_primary_pod_problem`).
+        path: the TrainJob path the trial rests on (runnable).
+    """
+    defaults = _limit_range_defaults(stack.view, namespace)
+    collector = katib_collector_requests(stack.view)
+    node = next(j for j in runtime.jobs if j.name == KATIB_PRIMARY_JOB)
+
+    def with_collector(requests: Mapping[str, Decimal]) -> dict[str, Decimal]:
+        return {
+            r: requests.get(r, Decimal(0)) + collector.get(r, Decimal(0))
+            for r in {*requests, *collector}
+        }
+
+    # The model sizes no node's disk (NodeAllocatable has no ephemeral storage), as for every
+    # other pod: the collector's is left to the node's root volume (EC2NodeClass).
+    primary = {
+        r: amount
+        for r, amount in with_collector(trainer.pod_requests(node.pod, defaults)).items()
+        if r != "ephemeral-storage"
+    }
+    what = "a trial's primary pod with Katib's metrics collector"
+    _, problems = _fit_problems(stack, stack.placed(node.pod, namespace), primary, what)
+    if problems:
+        return 0, problems
+
+    def totals(n: int) -> dict[str, Decimal]:
+        summed: dict[str, Decimal] = {}
+        for job, count in runtime.gang_pods(n):
+            for resource, amount in trainer.pod_requests(job.pod, defaults).items():
+                summed[resource] = summed.get(resource, Decimal(0)) + amount * count
+        return with_collector(summed)
+
+    trainer_job = runtime.trainer_job or node
+    quota = _quota_bound(
+        stack, namespace, totals, trainer_job.pod.get("priorityClassName"), stack.standing
+    )
+    if quota is None or quota.holds(path.max_nodes):
+        return path.max_nodes, []
+    best = _largest(quota.holds, path.max_nodes)
+    return best, [f"at most {best} node(s) with the collector's requests: {quota.describe(best)}"]
+
+
 def katib_trial_paths(
     stack: Stack, namespace: str, team: str, paths: list[PathReport]
 ) -> Iterator[PathReport]:
@@ -1375,8 +1533,10 @@ def katib_trial_paths(
     pkg/controller.v1beta1/trial/trial_controller.go, add), the team's members must be allowed
     to create Experiments, Katib's pod webhook must inject the metrics collector in the
     namespace (its label), and the trial runs as the TrainJob path it rests on would (its
-    runnable and node count are that path's). A team neither allowed Experiments nor labelled
-    has no Katib: no paths.
+    runnable and node count are that path's). A runtime whose primary pod gathers no metrics
+    (:func:`katib_primary_pod_problem`: the MPI runtimes) gets a trial path that is not
+    offered, with the reason. A team neither allowed Experiments nor labelled has no Katib: no
+    paths.
 
     Args:
         stack: the stack.
@@ -1406,7 +1566,21 @@ def katib_trial_paths(
             + ": Katib's pod webhook injects no metrics collector (kubeflow/katib v0.19.0 "
             "manifests/v1beta1/components/webhook/webhooks.yaml), so no trial reports its metrics"
         )
+    runtimes = {
+        name_of(manifest): Runtime.parse(manifest)
+        for manifest in [
+            *stack.view.of_kind("ClusterTrainingRuntime"),
+            *stack.view.of_kind("TrainingRuntime", namespace),
+        ]
+    }
     for path in paths:
+        runtime = runtimes.get(path.runtime) if path.kind == "trainjob" else None
+        if runtime is not None and (problem := katib_primary_pod_problem(runtime)) is not None:
+            yield PathReport(
+                "katib-trial", team, namespace, path.runtime, path.pool, 0, False, [problem],
+                offered=False,
+            )  # fmt: skip
+            continue
         if path.kind == "trainjob":
             kind = TRAINJOB_TRIAL
         elif path.kind == "legacy-job":
@@ -1422,14 +1596,30 @@ def katib_trial_paths(
         label = path.runtime if path.kind == "trainjob" else f"v1:{path.runtime}"
         if not path.runnable:
             blocking.append(f"its trials are {label} jobs, and that path is not runnable")
+        nodes, bound = path.max_nodes, list[str]()
+        if runtime is not None and not blocking:
+            nodes, bound = _collector_bound(stack, namespace, runtime, path)
+            if not nodes:
+                blocking += bound
+        reasons = [f"each trial is a {kind} on {label}: it runs as that path does", *bound]
+        if runtime is not None and not blocking and not bound:
+            collector = katib_collector_requests(stack.view)
+            reasons.append(
+                f"its primary pod with Katib's metrics collector "
+                f"({collector['cpu'] * 1000:.0f}m CPU, "
+                f"{collector['memory'] / MIB}Mi memory) still fits its NodePool's nodes, "
+                "DaemonSets included, and the namespace's quota; the collector's "
+                f"{collector['ephemeral-storage'] / MIB}Mi of ephemeral storage is left to the "
+                "node's root volume, which the model does not size"
+            )
         yield PathReport(
             "katib-trial",
             team,
             namespace,
             path.runtime,
             path.pool,
-            path.max_nodes if not blocking else 0,
+            nodes if not blocking else 0,
             not blocking,
-            blocking or [f"each trial is a {kind} on {label}: it runs as that path does"],
+            blocking or reasons,
             offered=path.offered,
         )

@@ -53,7 +53,7 @@ def table(stack: str, reports: list[PathReport]) -> str:
             lines += ["        " + more for more in wrapped[1:]]
     blocked = sum(1 for r in reports if not r.runnable and r.offered)
     left_out = sum(1 for r in reports if not r.offered)
-    tail = f", {left_out} not offered (the team's queue or quota never holds them)"
+    tail = f", {left_out} not offered (each says why)"
     lines.append(f"  {len(reports)} path(s), {blocked} not runnable" + (tail if left_out else ""))
     return "\n".join(lines)
 
