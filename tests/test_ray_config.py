@@ -14,9 +14,10 @@ from components.config import parse_platform_config
 from components.config.ray import RayImagesConfig
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.node_pools import POOL_LABEL
-from components.scheduling import RAY_QUEUE_LABEL
+from components.scheduling import RAY_QUEUE_LABEL, STANDARD_PRIORITY_CLASS
 from components.storage.layout import team_directories
 from components.tenancy import QUEUE_POLICY
+from components.tenant_api import RAY_PRIORITY_LABEL
 from components.tenant_pods import TENANT_PODS_POLICY
 from components.workloads import node_resources
 from synth.jobs.admission import admit
@@ -213,7 +214,8 @@ def test_devs_standing_cluster_is_synthesized_in_the_team_namespace_and_queue(
     (record,) = _standing(result)
     cluster = {k: record.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
     assert cluster["metadata"] == {
-        "name": "interactive", "namespace": "ml-dev", "labels": {RAY_QUEUE_LABEL: "ml-dev"}
+        "name": "interactive", "namespace": "ml-dev",
+        "labels": {RAY_QUEUE_LABEL: "ml-dev", RAY_PRIORITY_LABEL: STANDARD_PRIORITY_CLASS},
     }  # fmt: skip
     crds = reference_dir / "crds" / "kuberay" / f"v{versions.KUBERAY_VERSION}"
     assert validation_errors(cluster, "1.35", crds) == []
