@@ -468,7 +468,8 @@ def gang_labels(team: str) -> dict[str, str]:
     KubeRay reads both into the PodGroup (``spec.queue``, ``spec.priorityClassName``: kuberay
     v1.7.0 ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go,
     createPodGroup) and copies them onto the pods (AddMetadataToChildResource). Without the
-    priority label the gang has Volcano priority 0 whatever its pods say. The priority is :data:`components.scheduling.STANDARD_PRIORITY_CLASS`, the class
+    priority label the gang has Volcano priority 0 whatever its pods say. The priority is
+    :data:`components.scheduling.STANDARD_PRIORITY_CLASS`, the class
     :func:`components.trainer.team_pod_spec` gives the pods.
 
     Args:

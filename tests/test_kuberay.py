@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import pytest
 
-from components import kuberay, versions
+from components import kuberay, software, versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.checkpoints import checkpoint_location
 from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
@@ -336,7 +336,7 @@ def test_the_examples_are_what_the_builder_makes_for_devs_pools() -> None:
     assert kinds == {GPU_RESOURCE, NEURON_RESOURCE}
 
 
-def test_the_gpu_example_runs_the_pinned_ray_image_at_its_ray_version() -> None:
+def test_the_gpu_example_runs_the_ray_cuda_build_at_its_ray_version() -> None:
     gpu = _examples()["gpu"]["spec"]
     assert gpu["rayClusterSpec"]["rayVersion"] == versions.RAY_VERSION
     images = {
@@ -348,8 +348,12 @@ def test_the_gpu_example_runs_the_pinned_ray_image_at_its_ray_version() -> None:
         )
         for c in template["spec"]["containers"]
     }
-    assert images == {versions.RAY_IMAGE}
-    assert versions.RAY_IMAGE.split(":")[1].startswith(f"{versions.RAY_VERSION}-")
+    # the images/ray-cuda build (torch for the TorchTrainer), not Ray's own image (no torch)
+    (image,) = images
+    tag = software.reference_tag(image)
+    assert tag == software.built_tag("ray-cuda", "nvidia")
+    assert tag.startswith(f"{versions.RAY_VERSION}-")
+    assert image != versions.RAY_IMAGE
     trainium = _examples()["trainium"]["spec"]["rayClusterSpec"]
     assert trainium["rayVersion"] == versions.RAY_VERSION
 
