@@ -70,7 +70,8 @@ TTL_AFTER_FINISHED: Final = 0
 """Seconds KubeRay keeps a finished RayJob's cluster (``ttlSecondsAfterFinished``): none. The
 cluster holds its nodes, quota and queue share until it is deleted (kuberay v1.7.0
 ray-operator/controllers/ray/rayjob_controller.go, handleShutdownAfterJobFinishes); the
-submitter Job, with the driver's log, stays (deleteClusterResources deletes the cluster only)."""
+submitter Job and its finished pod stay (deleteClusterResources deletes the cluster only), its
+log as long as its node (docs/how-to/run-raytrain.md, "Logs and the dashboard")."""
 HEAD_RESOURCES: Final = {"cpu": "4", "memory": "16Gi"}
 """The head's requests and limits: the GCS, the dashboard and the job's driver, no training."""
 SUBMITTER_RESOURCES: Final = {"cpu": "500m", "memory": "1Gi"}
