@@ -57,7 +57,7 @@ def checkpoint_directory(checkpoint_path: str, team: str) -> str:
 
 
 def checkpoint_environment(
-    checkpoint_path: str, team: str, s3_uri: str | None = None
+    checkpoint_path: str, team: str, s3_uri: str | None = None, *, job: str | None = None
 ) -> list[dict[str, Any]]:
     """The job's name (from its pods' JobSet label), its checkpoint directory and S3 copy.
 
@@ -73,18 +73,25 @@ def checkpoint_environment(
         team: the team whose runtime it is.
         s3_uri: ``s3://bucket/prefix/`` of the checkpoint path's association; None without one.
             Default None.
+        job: the job's name where the builder knows it (a RayJob's or standing RayCluster's:
+            :func:`components.kuberay.ray_environment`); then no ``TRAINJOB_NAME`` is set.
+            Default None: the TrainJob's, read from the pod's JobSet label.
     """
-    job = f"$({JOB_NAME_VARIABLE})"
-    environment: list[dict[str, Any]] = [
-        {
-            "name": JOB_NAME_VARIABLE,
-            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}},
-        },
+    environment: list[dict[str, Any]] = []
+    if job is None:
+        job = f"$({JOB_NAME_VARIABLE})"
+        environment.append(
+            {
+                "name": JOB_NAME_VARIABLE,
+                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}},
+            }
+        )
+    environment.append(
         {
             "name": CHECKPOINT_VARIABLE,
             "value": f"{checkpoint_directory(checkpoint_path, team)}/{job}",
-        },
-    ]
+        }
+    )
     if s3_uri is not None:
         environment.append({"name": CHECKPOINT_S3_VARIABLE, "value": f"{s3_uri}{team}/{job}"})
     return environment

@@ -42,10 +42,11 @@ class ImageBuild:
     """Build argument -> the base image reference it pins (``FROM``)."""
     arguments: dict[str, str] = field(default_factory=dict)
     """Other build arguments that choose the variant (``ACCELERATOR``, ``ROLE``) or pass pins
-    another recipe holds (``images/ray-cuda`` takes ``images/training-cuda``'s EFA pins)."""
+    another recipe holds (the Ray recipes take ``RAY_VERSION``)."""
     base_build: ImageBuild | None = None
     """A build of this plan the job makes first, in its own engine, and passes as
-    ``BASE_IMAGE`` (``images/ray-neuron`` on ``images/training-neuron``): pinned as far down as
+    ``BASE_IMAGE`` (``images/ray-neuron`` on ``images/training-neuron``, ``images/ray-cuda`` on
+    the torch key's ``images/training-cuda``): pinned as far down as
     that build's own bases, with no registry round trip; None for the others."""
 
     @property
@@ -130,20 +131,17 @@ def builds() -> list[ImageBuild]:
         bases={"BASE_IMAGE": neuron["BASE_IMAGE"]},
     )
     made.append(training_neuron)
-    cuda = software.recipe_pins("training-cuda")
+    (training_torch,) = [b for b in made if b.variant == software.RAY_CUDA_FRAMEWORK]
     made += [
         ImageBuild(
             recipe="ray-cuda",
             variant="nvidia",
             repository="ray-efa",
             config_key="ray.images.gpu",
-            bases={"BASE_IMAGE": versions.RAY_IMAGE},
-            # The EFA pins are images/training-cuda's: one EFA user space for Trainer and Ray.
-            arguments={
-                "RAY_VERSION": versions.RAY_VERSION,
-                "EFA_INSTALLER_VERSION": cuda["EFA_INSTALLER_VERSION"],
-                "AWS_OFI_NCCL_VERSION": cuda["AWS_OFI_NCCL_VERSION"],
-            },
+            bases={},
+            arguments={"RAY_VERSION": versions.RAY_VERSION},
+            # torch, NCCL and the EFA user space are the Trainer torch image's build's.
+            base_build=training_torch,
         ),
         ImageBuild(
             recipe="ray-neuron",

@@ -29,16 +29,17 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.catalog import NEURON_RESOURCE
-from components.checkpoints import CHECKPOINT_VARIABLE, CheckpointLocation, checkpoint_directory
+from components.checkpoints import CheckpointLocation, checkpoint_environment
 from components.config import CONFIG_KEY, ConfigProblem, NodePoolConfig, PlatformConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.config.ray import RayImagesConfig
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
-from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME
+from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage.layout import TeamDirectory
 from components.storage.model_store import model_store_environment
 from components.tenancy import ControllerIngress, hardened_pod
+from components.tenant_api import RAY_PRIORITY_LABEL
 from components.trainer import (
     fabric_variables,
     team_pod_spec,
@@ -61,6 +62,18 @@ NEURON_CORES_RESOURCE: Final = "neuron_cores"
 customAcceleratorToRayResourceMap); the platform's pods request whole devices
 (``aws.amazon.com/neuron``, the resource the team quotas count), so worker groups declare it in
 ``rayStartParams``."""
+DO_NOT_DISRUPT: Final = {"karpenter.sh/do-not-disrupt": "true"}
+"""The head's and submitter's annotation: Karpenter neither consolidates nor drift-replaces the
+node under them and its drain does not evict them (kubernetes-sigs/karpenter v1.14.1
+pkg/utils/pod/scheduling.go, IsEvictable and IsDisruptable; docs/concepts/ray.md says what
+``expireAfter`` still does). The general pools consolidate WhenEmptyOrUnderutilized, and a head
+moved elsewhere takes the job's driver and the cluster's state with it."""
+TTL_AFTER_FINISHED: Final = 0
+"""Seconds KubeRay keeps a finished RayJob's cluster (``ttlSecondsAfterFinished``): none. The
+cluster holds its nodes, quota and queue share until it is deleted (kuberay v1.7.0
+ray-operator/controllers/ray/rayjob_controller.go, handleShutdownAfterJobFinishes); the
+submitter Job and its finished pod stay (deleteClusterResources deletes the cluster only), its
+log as long as its node (docs/how-to/run-raytrain.md, "Logs and the dashboard")."""
 HEAD_CPUS: Final = 4
 HEAD_MEMORY_GIB: Final = 16
 HEAD_RESOURCES: Final = {"cpu": str(HEAD_CPUS), "memory": f"{HEAD_MEMORY_GIB}Gi"}
@@ -274,12 +287,14 @@ def ray_environment(
     job: str,
     checkpoints: CheckpointLocation | None,
 ) -> list[dict[str, Any]]:
-    """Environment of a Ray pod: the fabric's variables and the job's checkpoint directory.
+    """Environment of a Ray pod: the fabric's variables and the job's checkpoint variables.
 
-    ``CHECKPOINT_DIR`` is ``/fsx/<checkpoint path>/<team>/<job>``, as a TrainJob's is
-    (:func:`components.checkpoints.checkpoint_environment`), but named after the RayJob: the
-    cluster a RayJob makes has a generated name, new on every retry, and a retry must find the
-    checkpoints of the last one. Ray Train takes it as ``RunConfig(storage_path=...)``.
+    ``CHECKPOINT_DIR`` (``/fsx/<checkpoint path>/<team>/<job>``) and ``CHECKPOINT_S3_URI``
+    (where the export copies it, which ``fsx-checkpoint commit`` checks) are a TrainJob's
+    (:func:`components.checkpoints.checkpoint_environment`, one builder for both), but named
+    after the RayJob: the cluster a RayJob makes has a generated name, new on every retry, and a
+    retry must find the checkpoints of the last one. Ray Train takes the directory as
+    ``RunConfig(storage_path=..., name=...)``.
 
     Args:
         pool: the worker group's pool; None for the head and the submitter.
@@ -287,12 +302,13 @@ def ray_environment(
         job: the RayJob's name.
         checkpoints: where jobs checkpoint; None without the shared file system.
     """
-    variables: dict[str, str] = {}
-    if pool is not None:
-        variables.update(fabric_variables(pool, team=team, checkpoints=checkpoints))
+    variables = fabric_variables(pool, team=team, checkpoints=checkpoints) if pool else {}
+    environment: list[dict[str, Any]] = [
+        {"name": name, "value": value} for name, value in variables.items()
+    ]
     if checkpoints is not None:
-        variables[CHECKPOINT_VARIABLE] = f"{checkpoint_directory(checkpoints.path, team)}/{job}"
-    return [{"name": name, "value": value} for name, value in variables.items()]
+        environment += checkpoint_environment(checkpoints.path, team, checkpoints.s3_uri, job=job)
+    return environment
 
 
 def _ray_pod(
@@ -301,18 +317,23 @@ def _ray_pod(
     placement: dict[str, Any],
     volumes: list[dict[str, Any]],
     group_id: int | None,
+    pinned: bool = False,
 ) -> dict[str, Any]:
     """A hardened pod template of a Ray node in the team's namespace, Volcano-scheduled.
 
     The Trainer runtimes' team pod (:func:`components.trainer.team_pod_spec`); its
     ``schedulerName`` KubeRay sets too (volcano_scheduler.go, addSchedulerName), said here so
-    the template is judged as the pod will be.
+    the template is judged as the pod will be. ``pinned`` (the head and the submitter) adds
+    :data:`DO_NOT_DISRUPT`.
     """
-    return {
+    template: dict[str, Any] = {
         "spec": hardened_pod(
             team_pod_spec(container, placement=placement, volumes=volumes, group_id=group_id)
         )
     }
+    if pinned:
+        template = {"metadata": {"annotations": dict(DO_NOT_DISRUPT)}, **template}
+    return template
 
 
 def worker_group_spec(
@@ -431,7 +452,11 @@ def head_group_spec(
     return {
         "rayStartParams": {"num-cpus": "0"},
         "template": _ray_pod(
-            container, placement=_general_placement(mounted), volumes=volumes, group_id=group_id
+            container,
+            placement=_general_placement(mounted),
+            volumes=volumes,
+            group_id=group_id,
+            pinned=True,
         ),
     }
 
@@ -448,10 +473,26 @@ def submitter_template(*, image: str, group_id: int | None) -> dict[str, Any]:
         "resources": {"requests": dict(SUBMITTER_RESOURCES), "limits": dict(SUBMITTER_RESOURCES)},
     }
     template = _ray_pod(
-        container, placement=_general_placement(False), volumes=[], group_id=group_id
+        container, placement=_general_placement(False), volumes=[], group_id=group_id, pinned=True
     )
     template["spec"]["restartPolicy"] = "Never"
     return template
+
+
+def gang_labels(team: str) -> dict[str, str]:
+    """Labels of a RayJob or RayCluster: the team's queue and the pods' priority class.
+
+    KubeRay reads both into the PodGroup (``spec.queue``, ``spec.priorityClassName``: kuberay
+    v1.7.0 ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go,
+    createPodGroup) and copies them onto the pods (AddMetadataToChildResource). Without the
+    priority label the gang has Volcano priority 0 whatever its pods say. The priority is
+    :data:`components.scheduling.STANDARD_PRIORITY_CLASS`, the class
+    :func:`components.trainer.team_pod_spec` gives the pods.
+
+    Args:
+        team: the team (its queue's name).
+    """
+    return {QUEUE_LABEL: team, RAY_PRIORITY_LABEL: STANDARD_PRIORITY_CLASS}
 
 
 def ray_job(
@@ -485,12 +526,12 @@ def ray_job(
     return {
         "apiVersion": RAY_API,
         "kind": "RayJob",
-        "metadata": {"name": name, "namespace": team, "labels": {QUEUE_LABEL: team}},
+        "metadata": {"name": name, "namespace": team, "labels": gang_labels(team)},
         "spec": {
             "entrypoint": entrypoint,
             "submissionMode": "K8sJobMode",
             "shutdownAfterJobFinishes": True,
-            "ttlSecondsAfterFinished": 3600,
+            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
             "submitterPodTemplate": submitter_template(image=image, group_id=group_id),
             "rayClusterSpec": {
                 "rayVersion": versions.RAY_VERSION,
@@ -553,9 +594,14 @@ def ray_cluster(
     return {
         "apiVersion": RAY_API,
         "kind": "RayCluster",
-        "metadata": {"name": name, "namespace": team, "labels": {QUEUE_LABEL: team}},
+        "metadata": {"name": name, "namespace": team, "labels": gang_labels(team)},
         "spec": {
             "rayVersion": versions.RAY_VERSION,
+            # KubeRay recreates every pod when the spec changes only with Recreate (kuberay
+            # v1.7.0 ray-operator/controllers/ray/raycluster_controller.go,
+            # shouldRecreatePodsForUpgrade); a RayJob's cluster may not set it
+            # (utils/validation.go, ValidateRayClusterUpgradeOptions).
+            "upgradeStrategy": {"type": "Recreate"},
             "headGroupSpec": head_group_spec(
                 team=team,
                 job=name,

@@ -386,19 +386,24 @@ def training_neuron() -> ImageSoftware:
     )
 
 
-def ray_cuda() -> ImageSoftware:
-    """``images/ray-cuda``: Ray's GPU image with the EFA user space of ``images/training-cuda``.
+RAY_CUDA_FRAMEWORK: Final = "torch"
+"""The Trainer image key whose ``images/training-cuda`` build ``images/ray-cuda`` is built on:
+Ray Train's TorchTrainer needs PyTorch, and the EFA plugin needs its NCCL."""
 
-    The recipe declares no versions of its own: the build passes the EFA installer's and the
-    plugin's from ``images/training-cuda``'s pins (:mod:`components.image_builds`), so the two
-    GPU recipes cannot drift apart.
+
+def ray_cuda() -> ImageSoftware:
+    """``images/ray-cuda``: the ``images/training-cuda`` build of the torch image plus Ray.
+
+    What it carries besides Ray is that build's (torch, its CUDA and NCCL, the EFA user space
+    and aws-ofi-nccl): the recipe declares no versions of its own, so the Trainer and Ray GPU
+    images cannot drift apart.
     """
-    pins = recipe_pins("training-cuda")
+    base = training_cuda(RAY_CUDA_FRAMEWORK)
+    # Ends with the torch image's reference, as the training build's name does.
     return replace(
-        RAY_GPU_IMAGE,
-        name=f"images/ray-cuda on {RAY_GPU_IMAGE.name}",
-        efa_installer=pins["EFA_INSTALLER_VERSION"],
-        aws_ofi_nccl=pins["AWS_OFI_NCCL_VERSION"],
+        base,
+        name=f"images/ray-cuda (Ray {versions.RAY_VERSION}) on "
+        f"{DEFAULT_IMAGES[RAY_CUDA_FRAMEWORK].name}",
     )
 
 
@@ -497,13 +502,13 @@ def built_tag(recipe: str, variant: str) -> str:
     for ``training-neuron``, ``ray-cuda`` and ``ray-neuron``.
 
     Ray's images begin with the Ray release, so config can hold every Ray image's tag to
-    ``rayVersion`` (components/config/ray.py): ``ray-cuda`` is Ray's image's tag and the EFA
-    installer (``2.52.0-py312-gpu-efa1.47.0``), ``ray-neuron`` the Ray release and the Neuron
-    SDK of its ``images/training-neuron`` base (``2.52.0-sdk2.31.1``).
+    ``rayVersion`` (components/config/ray.py): ``ray-cuda`` is the Ray release, ``torch`` and
+    the tag of its ``images/training-cuda`` base
+    (``2.52.0-torch2.13.0-cuda13.0-cudnn9-runtime-efa1.47.0``), ``ray-neuron`` the Ray release
+    and the Neuron SDK of its ``images/training-neuron`` base (``2.52.0-sdk2.31.1``).
     """
     if recipe == "ray-cuda":
-        efa = recipe_pins("training-cuda")["EFA_INSTALLER_VERSION"]
-        return f"{reference_tag(versions.RAY_IMAGE)}-efa{efa}"
+        return f"{versions.RAY_VERSION}-torch{built_tag('training-cuda', RAY_CUDA_FRAMEWORK)}"
     if recipe == "ray-neuron":
         sdk = recipe_pins("training-neuron")["NEURON_SDK_VERSION"]
         return f"{versions.RAY_VERSION}-sdk{sdk}"

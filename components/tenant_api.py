@@ -185,6 +185,32 @@ def _ray_group_row(group: str, pools: Mapping[str, int], resources: list[str]) -
     return f"(has({template}) && has({template}.spec) ? [{amounts}] : [{zeros}])"
 
 
+def _ray_pod_classes(cluster: str) -> str:
+    """CEL: the ``priorityClassName`` of every pod template of a Ray object that names one.
+
+    The head's and each worker group's of ``cluster`` (the object's RayClusterSpec) and a
+    RayJob's submitter's (:func:`components.kuberay.ray_pod_templates` walks the same ones).
+    """
+
+    def named(template: str) -> str:
+        return (
+            f"has({template}.spec) && has({template}.spec.priorityClassName) && "
+            f"{template}.spec.priorityClassName != ''"
+        )
+
+    head = f"{cluster}.headGroupSpec.template"
+    submitter = "object.spec.submitterPodTemplate"
+    return (
+        f"(has({cluster}.headGroupSpec) && has({head}) && {named(head)} ? "
+        f"[{head}.spec.priorityClassName] : []) + "
+        f"(has({cluster}.workerGroupSpecs) ? {cluster}.workerGroupSpecs"
+        f".filter(g, has(g.template) && {named('g.template')})"
+        ".map(g, g.template.spec.priorityClassName) : []) + "
+        f"(object.kind == 'RayJob' && has({submitter}) && {named(submitter)} ? "
+        f"[{submitter}.spec.priorityClassName] : [])"
+    )
+
+
 def ray_gang_policy(
     *,
     team_label: str,
@@ -205,7 +231,11 @@ def ray_gang_policy(
       ``priorityClassName`` (:data:`RAY_PRIORITY_LABEL`), which orders Volcano's queue and its
       preemption: it must be one of the training priority classes, as a pod's must
       (components/tenant_pods.py). Members cannot write PodGroups themselves; without this the
-      label would be a way to any priority class.
+      label would be a way to any priority class. Every pod template that names a
+      ``priorityClassName`` (head, worker groups, a RayJob's submitter) must name the label's,
+      and a template that names one needs the label: KubeRay takes the gang's priority from the
+      label alone, so pods of ``training-critical`` in a gang without it would queue at
+      Volcano priority 0 (:func:`components.kuberay.gang_labels` sets both).
 
     * A RayCluster, RayJob or RayService whose minimum gang on a pool is more than the pool
       ever launches: KubeRay's PodGroup asks for the head and every worker group's
@@ -318,6 +348,7 @@ def ray_gang_policy(
                 "expression": f"'{RAY_PRIORITY_LABEL}' in {labels.format('object')} ? "
                 f"{labels.format('object')}['{RAY_PRIORITY_LABEL}'] : ''",
             },
+            {"name": "podClasses", "expression": _ray_pod_classes(cluster)},
         ],
         "validations": [
             {
@@ -339,6 +370,18 @@ def ray_gang_policy(
                     f"priority class ({', '.join(priority_classes)})'"
                 ),
                 "reason": "Forbidden",
+            },
+            {
+                "expression": "variables.podClasses.all(c, c == variables.priority)",
+                "messageExpression": (
+                    f"{name} + ': its pods ask for priority class ' + "
+                    "variables.podClasses.filter(c, c != variables.priority)[0] + ' but label "
+                    f"{RAY_PRIORITY_LABEL} is ' + (variables.priority == '' ? 'unset' : "
+                    "variables.priority) + '; KubeRay gives the gang (its Volcano PodGroup) the "
+                    f"class of the label only: set label {RAY_PRIORITY_LABEL} to the "
+                    "priorityClassName of the pods'"
+                ),
+                "reason": "Invalid",
             },
             {
                 "expression": f"variables.headServiceType in ['', '{HEAD_SERVICE_TYPE}']",

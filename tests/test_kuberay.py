@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import pytest
 
-from components import kuberay, versions
+from components import kuberay, software, versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.checkpoints import checkpoint_location
 from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
@@ -20,7 +20,7 @@ from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.node_pools import POOL_LABEL
 from components.platform import lustre_pools, stack_gang_limits, validated_config
-from components.scheduling import PRIORITY_CLASSES, RAY_QUEUE_LABEL
+from components.scheduling import PRIORITY_CLASSES, RAY_QUEUE_LABEL, STANDARD_PRIORITY_CLASS
 from components.storage.layout import team_directories
 from components.teams import TEAM_LABEL
 from components.tenancy import QUEUE_POLICY
@@ -42,6 +42,7 @@ from tests.schemas import validation_errors
 from tests.test_tenant_pods import admitted_pod_spec
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 
 
@@ -335,7 +336,7 @@ def test_the_examples_are_what_the_builder_makes_for_devs_pools() -> None:
     assert kinds == {GPU_RESOURCE, NEURON_RESOURCE}
 
 
-def test_the_gpu_example_runs_the_pinned_ray_image_at_its_ray_version() -> None:
+def test_the_gpu_example_runs_the_ray_cuda_build_at_its_ray_version() -> None:
     gpu = _examples()["gpu"]["spec"]
     assert gpu["rayClusterSpec"]["rayVersion"] == versions.RAY_VERSION
     images = {
@@ -347,8 +348,12 @@ def test_the_gpu_example_runs_the_pinned_ray_image_at_its_ray_version() -> None:
         )
         for c in template["spec"]["containers"]
     }
-    assert images == {versions.RAY_IMAGE}
-    assert versions.RAY_IMAGE.split(":")[1].startswith(f"{versions.RAY_VERSION}-")
+    # the images/ray-cuda build (torch for the TorchTrainer), not Ray's own image (no torch)
+    (image,) = images
+    tag = software.reference_tag(image)
+    assert tag == software.built_tag("ray-cuda", "nvidia")
+    assert tag.startswith(f"{versions.RAY_VERSION}-")
+    assert image != versions.RAY_IMAGE
     trainium = _examples()["trainium"]["spec"]["rayClusterSpec"]
     assert trainium["rayVersion"] == versions.RAY_VERSION
 
@@ -369,6 +374,7 @@ def _kuberays_pod(job: dict[str, Any], template: dict[str, Any]) -> dict[str, An
     pod = make_pod(admitted_pod_spec(template["spec"]), job["metadata"]["namespace"])
     pod["metadata"]["labels"] = {**pod["metadata"].get("labels", {}), **job["metadata"]["labels"]}
     pod["metadata"]["annotations"] = {
+        **template.get("metadata", {}).get("annotations", {}),
         POD_GROUP_ANNOTATION: f"ray-{job['metadata']['name']}-pg",
         "volcano.sh/task-spec": "worker",
     }
@@ -437,13 +443,19 @@ def test_a_worker_is_the_pod_a_trainer_runtime_runs_on_its_pool(
         assert ray["resources"] == node["resources"]
         assert ray["volumeMounts"] == node["volumeMounts"]
         assert ray["securityContext"] == node["securityContext"]
+        # The runtime's variables, its job's name (TRAINJOB_NAME, from the JobSet label) read
+        # as the RayJob's: CHECKPOINT_DIR and CHECKPOINT_S3_URI of the same job directory.
         ray_env = {e["name"]: e.get("value") for e in ray["env"]}
-        for variable in node["env"]:
-            if variable["name"] in ray_env and variable["name"] != "CHECKPOINT_DIR":
-                assert ray_env[variable["name"]] == variable.get("value"), variable
+        runtime_env = {
+            e["name"]: (e.get("value") or "").replace("$(TRAINJOB_NAME)", "j")
+            for e in node["env"]
+            if e["name"] != "TRAINJOB_NAME"
+        }
+        assert {k: runtime_env.get(k) for k in ray_env} == ray_env, record.name
+        checkpoint = {"CHECKPOINT_DIR", "CHECKPOINT_S3_URI"} & runtime_env.keys()
+        assert checkpoint <= ray_env.keys(), record.name
         if mounted:
-            assert ray_env["CHECKPOINT_DIR"].endswith(f"/{team.name}/j")
-            assert ray_env["CHECKPOINT_DIR"].startswith("/fsx/")
+            assert ray_env["CHECKPOINT_DIR"] == f"/fsx/checkpoints/{team.name}/j"
         compared += 1
     assert compared
 
@@ -590,3 +602,112 @@ def test_a_ray_gangs_priority_is_a_training_priority_class(
         for old in (None, plain):  # a label-only update is judged too
             ok, message = admit(policy, ranked, namespace, old=old)
             assert not ok and message and name in message and RAY_PRIORITY_LABEL in message
+
+
+# --- review of issue 42: the gang's priority, disruption, clean-up, upgrades -----------------
+
+
+def _built(kind: str) -> dict[str, Any]:
+    """dev's GPU RayJob or standing RayCluster, as the builders make them."""
+    config, team, directories = _dev_context()
+    pool = config.pool("gpu-small")
+    assert pool is not None
+    common: dict[str, Any] = {
+        "team": team.name,
+        "image": kuberay.ray_image(config.ray.images, pool),
+        "workers": 1,
+        "checkpoints": checkpoint_location(config),
+        "directories": directories,
+        "group_id": team.gid,
+    }
+    if kind == "RayJob":
+        return kuberay.ray_job("train", pool, entrypoint="python train.py", **common)
+    return kuberay.ray_cluster("interactive", pool, **common)
+
+
+@pytest.mark.parametrize("kind", ["RayJob", "RayCluster"])
+def test_a_ray_gang_gives_its_podgroup_the_priority_class_of_its_pods(kind: str) -> None:
+    """KubeRay takes the PodGroup's priorityClassName from the label only (volcano_scheduler.go,
+    createPodGroup): the builders set it to the class of every pod."""
+    built = _built(kind)
+    classes = {
+        template["spec"]["priorityClassName"]
+        for _, template in kuberay.ray_pod_templates(kind, built["spec"])
+    }
+    assert classes == {built["metadata"]["labels"][RAY_PRIORITY_LABEL]}
+    assert classes == {STANDARD_PRIORITY_CLASS}
+
+
+@pytest.mark.parametrize("kind", ["RayJob", "RayCluster"])
+def test_pods_of_a_class_the_gang_label_does_not_name_are_refused(
+    synthesized: dict[str, StackResult], kind: str
+) -> None:
+    result = synthesized["dev"]
+    policy = _policy(result, RAY_GANG_POLICY)
+    built = _built(kind)
+    namespace = _team_namespace(result, built["metadata"]["namespace"])
+    assert admit(policy, built, namespace) == (True, None)
+    unlabelled = copy.deepcopy(built)
+    del unlabelled["metadata"]["labels"][RAY_PRIORITY_LABEL]
+    ok, message = admit(policy, unlabelled, namespace)
+    assert not ok and message and "unset" in message and RAY_PRIORITY_LABEL in message
+    # every template counts: the head's, each worker group's, a RayJob's submitter's
+    for where, _ in kuberay.ray_pod_templates(kind, built["spec"]):
+        other = copy.deepcopy(built)
+        for found, template in kuberay.ray_pod_templates(kind, other["spec"]):
+            if found == where:
+                template["spec"]["priorityClassName"] = "training-critical"
+        ok, message = admit(policy, other, namespace)
+        assert not ok and message and "training-critical" in message, where
+        # and the label names it, the template names it: admitted once all agree
+        for _, template in kuberay.ray_pod_templates(kind, other["spec"]):
+            template["spec"]["priorityClassName"] = "training-critical"
+        other["metadata"]["labels"][RAY_PRIORITY_LABEL] = "training-critical"
+        assert admit(policy, other, namespace) == (True, None), where
+    # templates that name no class need no label
+    bare = copy.deepcopy(unlabelled)
+    for _, template in kuberay.ray_pod_templates(kind, bare["spec"]):
+        del template["spec"]["priorityClassName"]
+    assert admit(policy, bare, namespace) == (True, None)
+
+
+def test_a_finished_rayjob_gives_its_cluster_back_at_once() -> None:
+    """With shutdownAfterJobFinishes and no TTL KubeRay deletes the RayCluster as the job ends
+    and keeps the submitter Job with the driver's log (rayjob_controller.go,
+    handleShutdownAfterJobFinishes): no deletionStrategy, which takes another path."""
+    for spec in (_built("RayJob")["spec"], *(e["spec"] for e in _examples().values())):
+        assert spec["shutdownAfterJobFinishes"] is True
+        assert spec["ttlSecondsAfterFinished"] == 0
+        assert "deletionStrategy" not in spec
+
+
+def test_the_head_and_submitter_are_not_disrupted_by_karpenter_and_workers_may_be() -> None:
+    """The general pools consolidate WhenEmptyOrUnderutilized: only do-not-disrupt keeps
+    Karpenter from evicting the head (and with it the driver and the cluster state)."""
+    for kind in ("RayJob", "RayCluster"):
+        built = _built(kind)
+        pinned = {
+            where
+            for where, template in kuberay.ray_pod_templates(kind, built["spec"])
+            if template.get("metadata", {}).get("annotations", {}).get(DO_NOT_DISRUPT) == "true"
+        }
+        expected = (
+            {"rayClusterSpec.headGroupSpec", "submitterPodTemplate"}
+            if kind == "RayJob"
+            else {"headGroupSpec"}
+        )
+        assert pinned == expected, kind
+
+
+def test_a_standing_cluster_recreates_its_pods_when_its_spec_changes(reference_dir: Path) -> None:
+    """Without upgradeStrategy Recreate KubeRay never replaces a running cluster's pods
+    (raycluster_controller.go, shouldRecreatePodsForUpgrade); a RayJob's cluster may not set it
+    (utils/validation.go, ValidateRayClusterUpgradeOptions)."""
+    cluster = _built("RayCluster")
+    assert cluster["spec"]["upgradeStrategy"] == {"type": "Recreate"}
+    crds = reference_dir / "crds" / "kuberay" / f"v{versions.KUBERAY_VERSION}"
+    assert validation_errors(cluster, "1.35", crds) == []
+    unknown = copy.deepcopy(cluster)
+    unknown["spec"]["upgradeStrategy"]["type"] = "Rolling"
+    assert validation_errors(unknown, "1.35", crds) != []
+    assert "upgradeStrategy" not in _built("RayJob")["spec"]["rayClusterSpec"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +17,10 @@ from components.config.ray import RayImagesConfig
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.node_pools import POOL_LABEL
 from components.platform import validated_config
-from components.scheduling import RAY_QUEUE_LABEL
+from components.scheduling import RAY_QUEUE_LABEL, STANDARD_PRIORITY_CLASS
 from components.storage.layout import team_directories
 from components.tenancy import QUEUE_POLICY
+from components.tenant_api import RAY_PRIORITY_LABEL
 from components.tenant_pods import TENANT_PODS_POLICY
 from components.workloads import node_resources
 from synth.jobs.admission import admit
@@ -25,6 +28,7 @@ from synth.run import StackResult
 from tests.config_problems import MISSING, assert_reported
 from tests.conftest import stack_data
 from tests.schemas import validation_errors
+from tests.test_images import run_scripts
 from tests.test_kuberay import _kuberays_pod, _policy, _team_namespace
 
 DIGEST = "@sha256:" + "0123456789abcdef" * 4
@@ -97,13 +101,20 @@ def test_the_ray_builds_start_with_the_ray_release_and_reuse_the_training_pins()
     for build in (cuda, neuron):
         assert build.tag.startswith(f"{versions.RAY_VERSION}-"), build.tag
         assert build.arguments["RAY_VERSION"] == versions.RAY_VERSION
-    # images/ray-cuda declares no EFA versions of its own: the plan passes training-cuda's
-    training = software.recipe_pins("training-cuda")
+    # images/ray-cuda declares no versions of its own: it is built on the torch key's
+    # training-cuda build (torch, NCCL, EFA), made first in the same job, not on Ray's image
     assert software.recipe_pins("ray-cuda") == {}
-    for pin in ("EFA_INSTALLER_VERSION", "AWS_OFI_NCCL_VERSION"):
-        assert cuda.arguments[pin] == training[pin]
-    assert cuda.bases == {"BASE_IMAGE": versions.RAY_IMAGE}
-    assert software.ray_cuda().efa_installer == training["EFA_INSTALLER_VERSION"]
+    assert cuda.base_build == by_key["trainer.images.torch"]
+    assert cuda.bases == {} and not cuda.floating_bases
+    entry = cuda.matrix_entry()
+    assert f"--build-arg BASE_IMAGE={entry['base_tag']}" in str(entry["build_args"])
+    assert entry["base_context"] == "images/training-cuda"
+    assert entry["base_build_contexts"] == image_builds.CHECKPOINT_CONTEXT
+    assert cuda.tag == f"{versions.RAY_VERSION}-torch{by_key['trainer.images.torch'].tag}"
+    torch = software.training_cuda("torch")
+    assert software.ray_cuda().nccl == torch.nccl and torch.nccl
+    assert software.ray_cuda().efa_installer == torch.efa_installer
+    assert software.ray_cuda().aws_ofi_nccl == torch.aws_ofi_nccl
     # images/ray-neuron is built on the training-neuron build, made first in the same job
     assert neuron.base_build == by_key["trainer.images.neuron"]
     entry = neuron.matrix_entry()
@@ -214,7 +225,8 @@ def test_devs_standing_cluster_is_synthesized_in_the_team_namespace_and_queue(
     (record,) = _standing(result)
     cluster = {k: record.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
     assert cluster["metadata"] == {
-        "name": "interactive", "namespace": "ml-dev", "labels": {RAY_QUEUE_LABEL: "ml-dev"}
+        "name": "interactive", "namespace": "ml-dev",
+        "labels": {RAY_QUEUE_LABEL: "ml-dev", RAY_PRIORITY_LABEL: STANDARD_PRIORITY_CLASS},
     }  # fmt: skip
     crds = reference_dir / "crds" / "kuberay" / f"v{versions.KUBERAY_VERSION}"
     assert validation_errors(cluster, "1.35", crds) == []
@@ -327,3 +339,58 @@ def test_a_stated_cpu_or_memory_quota_must_hold_the_standing_clusters(
     assert_reported(data, f"platform.teams[0].quota.{key}", value, allowed)
     del data["teams"][0]["quota"][key]
     validated_config(data)  # the default quota: the nodes the accelerator quota fills
+
+
+# -- what KubeRay needs in a Ray image --------------------------------------------------------
+
+_STUB = """#!/bin/bash
+echo "${0##*/} $*" >> "$STUBS/calls.log"
+case "$*" in
+  *"show torch"*) echo "Version: 2.13.0" ;;
+  *"print(ray.__version__)"*) echo 2.52.0 ;;
+  install*wget*) if [ -n "${GIVE_WGET:-}" ]; then printf '#!/bin/sh\\n' > "$STUBS/wget"; \
+/bin/chmod +x "$STUBS/wget"; fi ;;
+esac
+"""
+
+
+def _build_ray_recipe(recipe: str, stubs: Path, *, wget: bool) -> tuple[int, str, str]:
+    """Run the recipe's RUN script with every command it calls stubbed (calls logged)."""
+    (script,) = run_scripts(recipe)
+    script = script.replace("/opt/venv/bin/", "")  # the Neuron base's venv, stubbed on PATH
+    for name in ("apt-get", "python3", "python", "pip", "fsx-checkpoint"):
+        (stubs / name).write_text(_STUB)
+        (stubs / name).chmod(0o755)
+    for name in ("rm", "sed"):
+        (stubs / name).symlink_to(shutil.which(name) or f"/bin/{name}")
+    env = {"PATH": str(stubs), "STUBS": str(stubs), "RAY_VERSION": "2.52.0",
+           "NEURON_PIP_INDEX": "https://index.invalid/", "BASE_IMAGE": "base"}  # fmt: skip
+    if wget:
+        env["GIVE_WGET"] = "1"
+    done = subprocess.run(["/bin/bash", "-o", "pipefail", "-euc", script], env=env,
+                          capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
+    calls = (stubs / "calls.log").read_text() if (stubs / "calls.log").exists() else ""
+    return done.returncode, done.stderr, calls
+
+
+@pytest.mark.parametrize("recipe", ["ray-cuda", "ray-neuron"])
+def test_ray_images_carry_the_dashboard_jobs_api_and_wget_kuberay_probes_with(
+    recipe: str, tmp_path: Path
+) -> None:
+    """Below Ray 2.53.0 KubeRay 1.7.0 probes with wget against the dashboard agent's and the
+    dashboard's health endpoints (common/pod.go, supportsUnifiedHealthCheck; utils/constant.go,
+    BaseWgetHealthCommand): the dashboard, agent and Jobs API are ray[default]'s."""
+    assert software.RAY_RECIPES["nvidia" if recipe == "ray-cuda" else "neuron"] == recipe
+    assert versions.RAY_VERSION < "2.53.0"  # else the probes differ: revisit this recipe
+    rc, stderr, calls = _build_ray_recipe(recipe, tmp_path, wget=True)
+    assert rc == 0, stderr
+    installs = [c for c in calls.splitlines() if " install " in f" {c} " and "ray[" in c]
+    assert installs and all("ray[default,train]==2.52.0" in c for c in installs), calls
+    assert "apt-get install -y --no-install-recommends wget" in calls
+    assert "ray.dashboard.modules.job.job_head" in calls
+    assert "ray.dashboard.modules.job.job_agent" in calls
+    # a base whose package manager leaves no wget fails the build, not the first probe
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    rc, stderr, _ = _build_ray_recipe(recipe, fresh, wget=False)
+    assert rc != 0 and "wget" in stderr

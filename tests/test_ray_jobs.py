@@ -293,7 +293,10 @@ def _standing(result: StackResult, workers: int, *, queue: str | None = "ml-dev"
         "standing", pool, team="ml-dev", image=versions.RAY_IMAGE, workers=workers,
         entrypoint="python x.py", checkpoints=None,
     )  # fmt: skip
-    labels = {} if queue is None else {kuberay.QUEUE_LABEL: queue}
+    # the builder's labels (queue and priority class), the queue as asked
+    labels = {k: v for k, v in job["metadata"]["labels"].items() if k != kuberay.QUEUE_LABEL}
+    if queue is not None:
+        labels[kuberay.QUEUE_LABEL] = queue
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",

@@ -52,9 +52,12 @@ class RayImagesConfig(StrictModel):
 
     gpu: RayImage = Field(
         default=versions.RAY_IMAGE,
-        description=f"Clusters on GPU pools. Default: {versions.RAY_IMAGE} (Ray's own, no EFA "
-        "user space); on pools with EFA the image images/ray-cuda builds on it, tagged "
-        f"{software.built_tag('ray-cuda', 'nvidia')}. Its tag must start with the Ray release "
+        description=f"Clusters on GPU pools. Default: {versions.RAY_IMAGE} (Ray's own: no "
+        "PyTorch, NCCL or EFA user space, so a TorchTrainer needs torch from its runtime_env; "
+        "allowed on pools without EFA only). The image images/ray-cuda builds (the Trainer "
+        "torch image's images/training-cuda build plus Ray's dashboard, Jobs API and Train), "
+        f"tagged {software.built_tag('ray-cuda', 'nvidia')}, runs Ray Train with PyTorch "
+        "anywhere and is required on pools with EFA. Its tag must start with the Ray release "
         f"{versions.RAY_VERSION}.",
     )
     neuron: RayImage | None = Field(
