@@ -572,6 +572,7 @@ def ray_cluster(
     checkpoints: CheckpointLocation | None,
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
+    models: bool = False,
 ) -> dict[str, Any]:
     """A standing RayCluster of ``team`` on ``pool``, gang-scheduled in the team queue.
 
@@ -590,6 +591,8 @@ def ray_cluster(
             pool does not mount it).
         directories: the team's directories on the shared file system. Default none.
         group_id: the team's gid. Default None.
+        models: mount the team's model store claims at ``/models`` and ``/models/shared``
+            (:mod:`components.storage.model_store`). Default false.
     """
     return {
         "apiVersion": RAY_API,
@@ -609,6 +612,7 @@ def ray_cluster(
                 checkpoints=checkpoints,
                 directories=directories,
                 group_id=group_id,
+                models=models,
             ),
             "workerGroupSpecs": [
                 worker_group_spec(
@@ -620,6 +624,7 @@ def ray_cluster(
                     checkpoints=checkpoints,
                     directories=directories,
                     group_id=group_id,
+                    models=models,
                 )
             ],
         },

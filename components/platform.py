@@ -602,6 +602,7 @@ def standing_ray_clusters(
     """
     lustre = config.storage.lustre
     mounting = lustre_pools(config)
+    models = config.model_store.enabled
     made: list[StandingCluster] = []
     for team in config.teams:
         for cluster in team.ray.clusters:
@@ -614,7 +615,8 @@ def standing_ray_clusters(
                 image=ray_image(config.ray.images, pool), workers=cluster.workers,
                 checkpoints=checkpoint_location(config) if mounted else None,
                 directories=team_directories(lustre, team) if lustre and mounted else None,
-                group_id=team.gid if lustre is not None else None,
+                group_id=team.gid if lustre is not None or models else None,
+                models=models,
             )  # fmt: skip
             made.append(StandingCluster(body=body, after=team_ready.get(team.name, [])))
     return made

@@ -19,6 +19,7 @@ from components.node_pools import POOL_LABEL
 from components.platform import validated_config
 from components.scheduling import RAY_QUEUE_LABEL, STANDARD_PRIORITY_CLASS
 from components.storage.layout import team_directories
+from components.storage.model_store import MODELS_MOUNT, SHARED_CLAIM, TEAM_CLAIM
 from components.tenancy import QUEUE_POLICY
 from components.tenant_api import RAY_PRIORITY_LABEL
 from components.tenant_pods import TENANT_PODS_POLICY
@@ -238,7 +239,9 @@ def test_devs_standing_cluster_is_synthesized_in_the_team_namespace_and_queue(
         "interactive", pool, team="ml-dev", image=kuberay.ray_image(config.ray.images, pool),
         workers=1, checkpoints=checkpoint_location(config),
         directories=team_directories(config.storage.lustre, team), group_id=team.gid,
+        models=config.model_store.enabled,
     )  # fmt: skip
+    assert config.model_store.enabled  # dev mounts the model store: the Ray pods must too
     (group,) = cluster["spec"]["workerGroupSpecs"]
     assert group["minReplicas"] == group["replicas"] == group["maxReplicas"] == 1
     assert "enableInTreeAutoscaling" not in cluster["spec"]
@@ -249,7 +252,10 @@ def test_devs_standing_cluster_is_synthesized_in_the_team_namespace_and_queue(
     for template in (cluster["spec"]["headGroupSpec"]["template"], group["template"]):
         claims = {v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"]
                   if "persistentVolumeClaim" in v}  # fmt: skip
-        assert claims == {d.claim_name for d in team_directories(config.storage.lustre, team)}
+        lustre_claims = {d.claim_name for d in team_directories(config.storage.lustre, team)}
+        assert claims == lustre_claims | {TEAM_CLAIM, SHARED_CLAIM}
+        mounts = {m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
+        assert {MODELS_MOUNT, f"{MODELS_MOUNT}/shared"} <= mounts
         assert team.gid in template["spec"]["securityContext"]["supplementalGroups"]
     # after the CRDs and the operator, and the team's namespace
     kinds = {r.urn: r for r in result.records}

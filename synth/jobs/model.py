@@ -1356,7 +1356,8 @@ def ray_job_paths(stack: Stack, config: PlatformConfig, team_name: str) -> Itera
                 image=ray_image(config.ray.images, pool),
                 workers=1, entrypoint=RAY_ENTRYPOINT, checkpoints=checkpoints if mounted else None,
                 directories=team_directories(lustre, team) if lustre and mounted else None,
-                group_id=team.gid if lustre is not None else None,
+                group_id=team.gid if lustre is not None or config.model_store.enabled else None,
+                models=config.model_store.enabled,
             )  # fmt: skip
             yield evaluate_ray(stack, team.name, team.name, job, scalable=True)
 
