@@ -103,6 +103,8 @@ def _memory_range(gpus: list[parsers.Gpu]) -> str:
 def _judge_gpus(decision: Decision, instance: InstanceType, text: str) -> None:
     gpus = parsers.parse_nvidia_smi(text)
     decision.add("gpu count", len(gpus), instance.accelerators, len(gpus) == instance.accelerators)
+    if not gpus:
+        return  # the count says it; a model or memory finding about no GPU adds nothing
     wrong_model = [
         g for g in gpus if not parsers.gpu_model_matches(g.name, instance.accelerator_model)
     ]

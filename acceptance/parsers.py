@@ -98,8 +98,8 @@ def efa_devices(text: str) -> set[str]:
         text: the whole output.
 
     Raises:
-        UnusableEvidence: text that has no ``provider:`` block and is not fi_info's "no data"
-            answer (which means no EFA device: an empty set).
+        UnusableEvidence: text that has no ``provider:`` block and is neither empty nor
+            fi_info's "No data available" answer (both mean no EFA device: an empty set).
     """
     devices: set[str] = set()
     provider = ""
@@ -112,7 +112,9 @@ def efa_devices(text: str) -> set[str]:
             blocks += 1
         elif key == "domain" and provider == "efa":
             devices.add(re.sub(r"-(rdm|dgrm)$", "", value))
-    if blocks == 0 and "fi_getinfo" not in text and "No data available" not in text:
+    # fi_info finding no EFA device prints nothing on stdout ("fi_getinfo: -61 (No data
+    # available)" goes to stderr): no devices, not an unreadable file.
+    if blocks == 0 and text.strip() and "No data available" not in text:
         raise UnusableEvidence(
             "fi_info.txt has no 'provider:' block (run fi_info -p efa -t FI_EP_RDM)"
         )
