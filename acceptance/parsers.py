@@ -130,7 +130,8 @@ class BusBandwidth:
     busbw_gbps: float
     """Bus bandwidth there, GB/s (the lower of out-of-place and in-place where both exist)."""
     wrong: int
-    """Values that failed the benchmark's check, summed over the rows (0 where not checked)."""
+    """Values that failed the benchmark's check: the rows' ``#wrong`` summed, or the run's "Out
+    of bounds values" where that is more (0 where not checked)."""
     finished: bool
     """Whether the run printed its closing ``Avg bus bandwidth`` line."""
 
@@ -154,10 +155,12 @@ def parse_all_reduce_perf(text: str) -> BusBandwidth:
     """The bus bandwidth of an nccl-tests ``all_reduce_perf`` run at its largest size.
 
     nccl-tests prints a table whose header names the columns (``size count type redop root
-    time algbw busbw #wrong`` for out-of-place, then ``time algbw busbw #wrong`` in-place;
-    older releases have no ``root`` and an ``error`` column), one row per size, then
-    ``# Avg bus bandwidth : N``: NVIDIA/nccl-tests
-    https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md and the sample runs in
+    time algbw busbw #wrong`` for out-of-place, then ``time algbw busbw #wrong`` in-place, an
+    optional ``timestamp`` last; ``#wrong`` is ``N/A`` without data checks; older releases have
+    no ``root`` and an ``error`` column), one row per size, then ``# Out of bounds values : N
+    OK|FAILED`` and ``# Avg bus bandwidth : N``: NVIDIA/nccl-tests
+    https://github.com/NVIDIA/nccl-tests/blob/cfa8a9674b467b8e200775a62b09ff11d4c363ac/src/util.cu
+    (writeResultHeader, writeBenchmarkLineBody, writeResultFooter) and the sample runs in
     aws-samples/awsome-distributed-training
     https://github.com/aws-samples/awsome-distributed-training/blob/27b7d49e944e55839324a22fe5ed9f77170d7999/micro-benchmarks/nccl-tests/README.md
 
@@ -170,6 +173,7 @@ def parse_all_reduce_perf(text: str) -> BusBandwidth:
     columns: list[str] = []
     rows: list[list[str]] = []
     finished = False
+    out_of_bounds = 0
     for raw in text.splitlines():
         line = _strip_rank(raw)
         if line.startswith("#"):
@@ -178,9 +182,12 @@ def parse_all_reduce_perf(text: str) -> BusBandwidth:
                 columns = tokens
             if re.match(r"#\s*Avg bus bandwidth\s*:", line):
                 finished = True
+            bounds = re.match(r"#\s*Out of bounds values\s*:\s*(\d+)", line)
+            out_of_bounds = int(bounds.group(1)) if bounds else out_of_bounds
             continue
         tokens = line.split()
-        if columns and len(tokens) == len(columns) and tokens[0].isdigit():
+        # A timestamp column is one header word and two row words (date, time).
+        if columns and len(tokens) >= len(columns) and tokens[0].isdigit():
             rows.append(tokens)
     if not columns or not rows:
         raise UnusableEvidence(
@@ -199,7 +206,7 @@ def parse_all_reduce_perf(text: str) -> BusBandwidth:
         for i in wrong_at:
             count = _number(row[i])
             wrong += int(count) if count is not None else 0
-    return BusBandwidth(int(largest[0]), min(values), wrong, finished)
+    return BusBandwidth(int(largest[0]), min(values), max(wrong, out_of_bounds), finished)
 
 
 def parse_nccom_test(text: str) -> BusBandwidth:

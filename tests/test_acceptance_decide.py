@@ -377,6 +377,22 @@ def test_an_all_reduce_that_stopped_or_miscounted_rejects() -> None:
     ]
     wrong = {**good_evidence(instance), ALL_REDUCE: all_reduce_perf(wrong=3)}
     assert failing(wrong, instance) == ["nccl all-reduce wrong values: 6, want 0"]
+    bounds = all_reduce_perf().replace("0 OK", "2 FAILED")
+    assert failing({**good_evidence(instance), ALL_REDUCE: bounds}, instance) == [
+        "nccl all-reduce wrong values: 2, want 0"
+    ]
+
+
+def test_all_reduce_columns_are_found_by_name() -> None:
+    # Without data checks #wrong is N/A; with -t timestamps a date and time end each row
+    # (NVIDIA/nccl-tests src/util.cu writeBenchmarkLineBody, writeResultHeader).
+    lines = all_reduce_perf().splitlines()
+    lines[1] += "  timestamp"
+    tokens = lines[-3].split()  # the 16 GiB row, after its "0:" rank tag
+    tokens[9], tokens[13] = "N/A", "N/A"
+    lines[-3] = "  ".join(tokens) + "  2026-12-06 12:00:00"
+    result = parsers.parse_all_reduce_perf("\n".join(lines))
+    assert (result.size_bytes, result.busbw_gbps, result.wrong) == (17179869184, 487.09, 0)
 
 
 def test_nccom_test_reads_the_cited_sample() -> None:
