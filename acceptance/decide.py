@@ -150,7 +150,14 @@ def _judge_neuron(decision: Decision, instance: InstanceType, text: str) -> None
     decision.add("neuron devices", len(devices), instance.accelerators,
                  len(devices) == instance.accelerators)  # fmt: skip
     cores = sum(d.cores for d in devices)
-    decision.add("neuron cores", cores, instance.neuron_cores, cores == instance.neuron_cores)
+    allowed = [instance.neuron_cores]
+    if instance.accelerator_model == "Trainium2":
+        # The catalog counts logical cores at the default LNC=2; a node run at LNC=1 shows every
+        # physical core, eight per Trainium2 device (Neuron documentation, "Logical NeuronCore
+        # configuration": LNC degree 1 or 2).
+        allowed.append(instance.neuron_cores * 2)
+    wanted = " or ".join(str(n) for n in allowed)
+    decision.add("neuron cores", cores, wanted, cores in allowed)
 
 
 def decide(

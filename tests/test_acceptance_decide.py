@@ -297,9 +297,21 @@ def test_a_missing_neuron_device_rejects(instance_type: str) -> None:
     instance = CATALOG[instance_type]
     evidence = {**good_evidence(instance), NEURON_LS: neuron_ls(instance, 15)}
     per_device = instance.neuron_cores // 16
+    wanted = "64 or 128" if instance_type == "trn2.48xlarge" else str(instance.neuron_cores)
     assert failing(evidence, instance) == [
         "neuron devices: 15, want 16",
-        f"neuron cores: {15 * per_device}, want {instance.neuron_cores}",
+        f"neuron cores: {15 * per_device}, want {wanted}",
+    ]
+
+
+def test_trainium2_at_either_lnc_is_accepted_and_a_short_device_is_not() -> None:
+    instance = CATALOG["trn2.48xlarge"]
+    physical = json.dumps([{"neuron_device": i, "nc_count": 8} for i in range(16)])
+    assert failing({**good_evidence(instance), NEURON_LS: physical}, instance) == []
+    short = json.loads(physical)
+    short[5]["nc_count"] = 7
+    assert failing({**good_evidence(instance), NEURON_LS: json.dumps(short)}, instance) == [
+        "neuron cores: 127, want 64 or 128"
     ]
 
 
