@@ -153,8 +153,9 @@ def _judge_neuron(decision: Decision, instance: InstanceType, text: str) -> None
     allowed = [instance.neuron_cores]
     if instance.accelerator_model == "Trainium2":
         # The catalog counts logical cores at the default LNC=2; a node run at LNC=1 shows every
-        # physical core, eight per Trainium2 device (Neuron documentation, "Logical NeuronCore
-        # configuration": LNC degree 1 or 2).
+        # physical core, eight per Trainium2 device, and the LNC degree is 1 or 2:
+        # https://awsdocs-neuron.readthedocs-hosted.com/en/v2.28.1/about-neuron/arch/neuron-features/logical-neuroncore-config.html
+        # https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.1/nki/get-started/about/lnc.html
         allowed.append(instance.neuron_cores * 2)
     wanted = " or ".join(str(n) for n in allowed)
     decision.add("neuron cores", cores, wanted, cores in allowed)
@@ -187,11 +188,11 @@ def decide(
         FI_INFO: lambda text: _judge_efa(decision, instance, text),
         ALL_REDUCE: lambda text: _judge_bandwidth(
             decision, "nccl all-reduce", parsers.parse_all_reduce_perf(text),
-            floor_for(dict(floors), instance.name, "nccl-all-reduce"),
+            floor_for(floors, instance.name, "nccl-all-reduce"),
         ),
         NCCOM_TEST: lambda text: _judge_bandwidth(
             decision, "nccom all-reduce", parsers.parse_nccom_test(text),
-            floor_for(dict(floors), instance.name, "nccom-all-reduce"),
+            floor_for(floors, instance.name, "nccom-all-reduce"),
         ),
     }  # fmt: skip
     wanted = set(required) | ({DCGM_DIAG} if instance.accelerator == "nvidia" else set())

@@ -10,6 +10,7 @@ from another platform's gate is not a floor (runs differ by size, software and t
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -77,7 +78,7 @@ def load_floors(path: Path = BASELINES) -> dict[tuple[str, Check, int], Floor]:
 
 
 def floor_for(
-    floors: dict[tuple[str, Check, int], Floor], instance_type: str, check: Check
+    floors: Mapping[tuple[str, Check, int], Floor], instance_type: str, check: Check
 ) -> Floor:
     """The one-node floor of a check on an instance type (floor 0 where none is recorded).
 
