@@ -1,0 +1,11 @@
+"""The node-side acceptance program: decide from the tools' raw output whether a node may work.
+
+``python -m acceptance decide --instance-type T --evidence DIR`` reads what the checking tools
+wrote (``nvidia-smi``, ``fi_info``, ``all_reduce_perf``, ``dcgmi diag``, ``neuron-ls``,
+``nccom-test``) and compares it with the instance type's facts in :mod:`components.catalog` and
+the floors in ``baselines.json``. Deciding is pure and separate from running the tools, so it is
+tested offline with realistic output for every catalog type.
+
+The package runs in the acceptance image, without Pulumi: it imports the standard library and
+``components.catalog`` only (an import-linter contract in pyproject.toml keeps it so).
+"""
