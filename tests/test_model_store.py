@@ -20,7 +20,7 @@ from components.storage.model_store import (
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests import component_runs as parts
-from tests.component_runs import NODE_SECURITY_GROUP_ID
+from tests.component_runs import node_security_group_id
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 
 FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
@@ -90,7 +90,7 @@ def test_mount_targets_in_every_private_zone_behind_nfs_from_nodes_only(
     assert group.inputs["egress"] == []
     (rule,) = group.inputs["ingress"]
     assert (rule["protocol"], rule["fromPort"], rule["toPort"]) == ("tcp", NFS_PORT, NFS_PORT)
-    assert rule["securityGroups"] == [NODE_SECURITY_GROUP_ID]
+    assert rule["securityGroups"] == [node_security_group_id(config)]
     assert not rule.get("cidrBlocks") and not rule.get("self")
 
 
@@ -246,3 +246,4 @@ def test_every_team_runtime_mounts_its_area_and_the_shared_one(stack_result: Sta
                 env = {e["name"]: e.get("value") for e in container.get("env", [])}
                 assert env.get("MODELS_DIR") == "/models", where
                 assert env.get("SHARED_MODELS_DIR") == "/models/shared", where
+
