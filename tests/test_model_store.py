@@ -21,7 +21,9 @@ from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests import component_runs as parts
 from tests.component_runs import node_security_group_id
+from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
+from tests.mutations import without_teams
 
 FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
 MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
@@ -247,3 +249,15 @@ def test_every_team_runtime_mounts_its_area_and_the_shared_one(stack_result: Sta
                 assert env.get("MODELS_DIR") == "/models", where
                 assert env.get("SHARED_MODELS_DIR") == "/models/shared", where
 
+
+def test_a_publisher_must_be_a_team_even_where_no_team_is_defined() -> None:
+    """A stale publisher is refused, not ignored: a team added later under that name would
+    write the shared area unasked. A stack without teams states no publishers."""
+    data = stack_data("dev")
+    publisher = data["modelStore"]["publishers"][0]
+    data["teams"] = []
+    assert_reported(
+        data, "platform.modelStore.publishers[0]", publisher, "a team of platform.teams (none"
+    )
+    without_teams(data)
+    assert parse_platform_config(data).model_store.publishers == []

@@ -22,7 +22,7 @@ from tests import component_runs as parts
 from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity
-from tests.mutations import Mutation, without_lustre
+from tests.mutations import Mutation, without_lustre, without_teams
 from tests.mutations import both as _both
 from tests.schemas import validation_errors
 
@@ -540,7 +540,7 @@ def test_no_claim_without_a_file_system(run_platform: Callable[..., ProgramRun])
 
 def test_no_teams_no_team_objects(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
-    data["teams"] = []
+    without_teams(data)
     run = run_platform(data, "dev")
     assert _team_namespaces(run) == []
     for resource_type in (*TEAM_OBJECT_TYPES, QUEUE):
