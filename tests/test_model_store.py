@@ -112,13 +112,17 @@ def test_each_team_has_its_access_point_and_the_shared_area_the_writers(
         assert (creation["ownerGid"], creation["permissions"]) == (gid, mode)
 
 
-def test_protected_and_retained_where_stateful_resources_are(
+def test_the_file_system_is_protected_where_stateful_resources_are(
     stack_run: tuple[str, ProgramRun],
 ) -> None:
     stack, run = stack_run
     protect = parse_platform_config(stack_data(stack)).protect_stateful_resources
-    for record in [_store(run), *run.of_type(ACCESS_POINT)]:
-        assert (record.protect, record.retain_on_delete) == (protect, protect), record.name
+    store = _store(run)
+    assert (store.protect, store.retain_on_delete) == (protect, protect)
+    # An access point holds no data (its files are the file system's): removing a team or
+    # replacing its access point is a plain up, also in prod.
+    for record in run.of_type(ACCESS_POINT):
+        assert (record.protect, record.retain_on_delete) == (False, False), record.name
     (backup,) = run.of_type(BACKUP_POLICY)
     assert backup.inputs["backupPolicy"]["status"] == ("ENABLED" if protect else "DISABLED")
 
