@@ -72,6 +72,7 @@ def _snake(path: str) -> str:
 
 
 FILE_SYSTEM: Final = "aws:fsx/lustreFileSystem:LustreFileSystem"
+EFS_FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
 ASSOCIATION: Final = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 AWS_CLUSTER: Final = "aws:eks/cluster:Cluster"
 EKS_CLUSTER: Final = "eks:index:Cluster"
@@ -177,6 +178,29 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
             when="decrease",
         ),
     ],
+    # The model store (components/storage/model_store.py). Throughput, lifecycle policies and
+    # protection update in place (resourceFileSystemUpdate); a mount target's security groups
+    # too (ModifyMountTargetSecurityGroups); an access point updates its tags only.
+    EFS_FILE_SYSTEM: _forcenew(
+        "efs/file_system.go",
+        "availabilityZoneName",
+        "creationToken",
+        "encrypted",
+        "kmsKeyId",
+        "performanceMode",
+    ),
+    "aws:efs/mountTarget:MountTarget": _forcenew(
+        "efs/mount_target.go",
+        "fileSystemId",
+        "ipAddress",
+        "ipAddressType",
+        "ipv6Address",
+        "subnetId",
+    ),
+    "aws:efs/accessPoint:AccessPoint": _forcenew(
+        "efs/access_point.go", "fileSystemId", "posixUser", "rootDirectory"
+    ),
+    "aws:efs/backupPolicy:BackupPolicy": _forcenew("efs/backup_policy.go", "fileSystemId"),
     ASSOCIATION: _tf(
         "fsx/data_repository_association.go",
         ("fileSystemId", "file_system_id ForceNew"),
@@ -528,6 +552,7 @@ REFUSED: Final[dict[str, str]] = {
     AWS_CLUSTER: "cluster",
     EKS_CLUSTER: "cluster",
     FILE_SYSTEM: "file system",
+    EFS_FILE_SYSTEM: "file system",
     ASSOCIATION: "association",
     "aws:s3/bucket:Bucket": "bucket",
     "aws:s3/bucketV2:BucketV2": "bucket",

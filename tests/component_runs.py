@@ -68,8 +68,32 @@ class StandIn(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-NODE_SECURITY_GROUP_ID = "sg-0123456789abcdef0"
-"""Stand-in for the EKS cluster security group every node carries."""
+CLUSTER_TYPE: Final = "eks:index:Cluster"
+
+
+def mocked_output(config: PlatformConfig, resource_type: str, name: str, output: str = "id") -> Any:
+    """The output the mock engine gives resource ``name`` of ``resource_type`` with no inputs.
+
+    Args:
+        config: the stack's config (the mocks' region and account).
+        resource_type: the resource's type token.
+        name: the resource's logical name in the whole program.
+        output: which output (``id``, ``arn``, ``name``, ``nodeSecurityGroupId``).
+    """
+    mocks = PlatformMocks(region=config.region, account_id=config.account_id)
+    _, outputs = mocks.new_resource(
+        MockResourceArgs(resource_type, name, {}, provider="", resource_id="", custom=True)
+    )
+    return outputs[output]
+
+
+def node_security_group_id(config: PlatformConfig) -> str:
+    """The group every node carries, as the whole program's mocked cluster gives it.
+
+    Args:
+        config: the stack's config; the EKS cluster's logical name is the cluster's name.
+    """
+    return str(mocked_output(config, CLUSTER_TYPE, config.name, "nodeSecurityGroupId"))
 
 
 @dataclass(frozen=True)
@@ -126,11 +150,7 @@ class Wiring:
             name: the resource's logical name in the whole program.
             output: which output (``id``, ``arn``, ``name``).
         """
-        mocks = PlatformMocks(region=self.config.region, account_id=self.config.account_id)
-        _, outputs = mocks.new_resource(
-            MockResourceArgs(resource_type, name, {}, provider="", resource_id="", custom=True)
-        )
-        return pulumi.Output.from_input(outputs[output])
+        return pulumi.Output.from_input(mocked_output(self.config, resource_type, name, output))
 
     @property
     def vpc_id(self) -> pulumi.Output[str]:
@@ -214,7 +234,7 @@ def storage(wiring: Wiring) -> Storage:
         logs_key_arn=wiring.logs_key_arn,
         slurm_namespace=_namespace(wiring) if wiring.config.slurm.enabled else None,
         team_namespaces=wiring.team_namespaces(),
-        node_security_group_id=NODE_SECURITY_GROUP_ID,
+        node_security_group_id=node_security_group_id(wiring.config),
         cluster=wiring.in_cluster,
         opts=wiring.opts,
     )

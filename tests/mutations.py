@@ -60,3 +60,15 @@ def without_lustre(data: dict[str, Any]) -> None:
     for bucket in storage.get("buckets", []):
         bucket["teamAccess"] = True
     without_slurm(data)
+
+
+def without_teams(data: dict[str, Any]) -> None:
+    """Drop every team, and the model store's publishers, which name teams.
+
+    Config refuses a publisher that is no team (a stale name would make a team added later
+    under it a publisher unasked), so a stack without teams has none.
+    """
+    data["teams"] = []
+    store = data.get("modelStore")
+    if store is not None:
+        store.pop("publishers", None)

@@ -216,6 +216,30 @@ def _physical_name(record: ResourceRecord) -> str:
     return record.name + "x" * AUTONAME_SUFFIX
 
 
+def _efs_refusals(records: list[ResourceRecord]) -> list[str]:
+    """What the EFS API would refuse in the model store: a creation token, an access point's
+    root path, or a tag of any EFS resource past its shape in the EFS service model."""
+    token, path = shape("efs", "CreationToken"), shape("efs", "Path")
+    key, value = shape("efs", "TagKey"), shape("efs", "TagValue")
+    path_pattern = re.compile(path["pattern"])
+    refused: list[str] = []
+    for record in records:
+        if not record.type.startswith("aws:efs/"):
+            continue
+        inputs = record.inputs
+        if "creationToken" in inputs and len(inputs["creationToken"]) > token["max"]:
+            refused.append(f"{record.name}: creationToken over {token['max']}")
+        root = inputs.get("rootDirectory", {}).get("path")
+        if root is not None and not (len(root) <= path["max"] and path_pattern.fullmatch(root)):
+            refused.append(f"{record.name}: root directory {root!r} (EFS Path)")
+        for tag, text in (inputs.get("tags") or {}).items():
+            if len(tag) > key["max"] or len(text) > value["max"]:
+                refused.append(
+                    f"{record.name}: tag {tag}={text!r} over {key['max']}/{value['max']}"
+                )
+    return refused
+
+
 def _renamed(names: list[str], length: int | None, filler: str) -> list[str]:
     """Each name stretched or cut to ``length`` (None: as it is), kept distinct by a last digit."""
     if length is None:
@@ -244,8 +268,16 @@ def _with_long_names(
         for ray_cluster in (team_data.get("ray") or {}).get("clusters", []):
             ray_cluster["pool"] = renamed.get(ray_cluster["pool"], ray_cluster["pool"])
     teams = stretched.get("teams", [])
-    for item, name in zip(teams, _renamed([t["name"] for t in teams], team, "t"), strict=True):
-        item["name"] = name
+    team_names = dict(
+        zip(
+            [t["name"] for t in teams], _renamed([t["name"] for t in teams], team, "t"), strict=True
+        )
+    )
+    for item in teams:
+        item["name"] = team_names[item["name"]]
+    store = stretched.get("modelStore")
+    if store and "publishers" in store:
+        store["publishers"] = [team_names.get(p, p) for p in store["publishers"]]
     return stretched
 
 
@@ -283,6 +315,8 @@ def test_every_name_of_the_longest_accepted_config_fits_aws(
         if len(name) > limit
     ]
     assert not too_long, ((cluster, pool, team), too_long)
+    assert not _efs_refusals(records), ((cluster, pool, team), _efs_refusals(records))
     assert {record.type for record in records} >= {
-        "aws:iam/role:Role", "aws:eks/nodeGroup:NodeGroup", "kubernetes:karpenter.sh/v1:NodePool"
+        "aws:iam/role:Role", "aws:eks/nodeGroup:NodeGroup", "kubernetes:karpenter.sh/v1:NodePool",
+        "aws:efs/fileSystem:FileSystem", "aws:efs/accessPoint:AccessPoint",
     }  # fmt: skip

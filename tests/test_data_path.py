@@ -40,6 +40,7 @@ from synth.stackfile import REPOSITORY_ROOT
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, stack_data
 from tests.kubernetes_semantics import container_environment
+from tests.mutations import without_teams
 
 ASSOCIATION: Final = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 ROLE: Final = "aws:iam/role:Role"
@@ -129,7 +130,7 @@ def test_team_access_needs_teams_to_reach_anything() -> None:
     data["storage"]["lustre"]["associations"].pop(_association_index(data, "/datasets"))
     index = [b["name"] for b in data["storage"]["buckets"]].index("datasets")
     data["storage"]["buckets"][index]["teamAccess"] = True
-    data["teams"] = []
+    without_teams(data)
     data["slurm"]["enabled"] = False
     problems = [p for p in problems_of(data) if p.path == f"platform.storage.buckets[{index}]"]
     assert problems and "(with teams)" in problems[0].allowed

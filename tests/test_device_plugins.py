@@ -27,7 +27,7 @@ from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
-from tests.mutations import without_slurm
+from tests.mutations import without_slurm, without_teams
 from tests.reference_paths import chart_dir
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -281,7 +281,7 @@ def test_each_stack_gets_the_plugins_its_pools_need(
 def test_no_pools_no_plugins(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["nodePools"] = []
-    data["teams"] = []  # queues may not promise accelerators the pools cannot provide
+    without_teams(data)  # queues may not promise accelerators the pools cannot provide
     without_slurm(data)  # node sets name the pools removed here
     assert plugin_releases(run_component(parts.device_plugins, data, "dev")) == {}
 
@@ -289,7 +289,7 @@ def test_no_pools_no_plugins(run_component: RunComponent) -> None:
 def test_trainium_pool_only_gets_efa_and_neuron(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["instanceTypes"] == ["trn1.32xlarge"]]
-    data["teams"] = []
+    without_teams(data)
     without_slurm(data)
     assert len(data["nodePools"]) == 1
     assert set(plugin_releases(run_component(parts.device_plugins, data, "dev"))) == {EFA, NEURON}
@@ -298,7 +298,7 @@ def test_trainium_pool_only_gets_efa_and_neuron(run_component: RunComponent) -> 
 def test_small_gpu_pool_only_gets_nvidia(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["name"] == "gpu-small"]
-    data["teams"] = []
+    without_teams(data)
     without_slurm(data)
     assert len(data["nodePools"]) == 1
     assert set(plugin_releases(run_component(parts.device_plugins, data, "dev"))) == {NVIDIA}
@@ -307,7 +307,7 @@ def test_small_gpu_pool_only_gets_nvidia(run_component: RunComponent) -> None:
 def test_efa_gpu_pool_gets_nvidia_and_efa(run_component: RunComponent) -> None:
     data = stack_data("staging")
     data["nodePools"] = [p for p in data["nodePools"] if p["name"] == "p5"]
-    data["teams"] = []
+    without_teams(data)
     without_slurm(data)
     assert len(data["nodePools"]) == 1
     assert set(plugin_releases(run_component(parts.device_plugins, data, "staging"))) == {
@@ -319,7 +319,7 @@ def test_efa_gpu_pool_gets_nvidia_and_efa(run_component: RunComponent) -> None:
 def test_efa_opt_out_drops_the_efa_plugin(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["nodePools"] = [p for p in data["nodePools"] if p["instanceTypes"] == ["trn1.32xlarge"]]
-    data["teams"] = []
+    without_teams(data)
     without_slurm(data)
     data["nodePools"][0]["efa"] = False
     assert set(plugin_releases(run_component(parts.device_plugins, data, "dev"))) == {NEURON}

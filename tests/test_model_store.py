@@ -20,8 +20,10 @@ from components.storage.model_store import (
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests import component_runs as parts
-from tests.component_runs import NODE_SECURITY_GROUP_ID
+from tests.component_runs import node_security_group_id
+from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
+from tests.mutations import without_teams
 
 FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
 MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
@@ -90,7 +92,7 @@ def test_mount_targets_in_every_private_zone_behind_nfs_from_nodes_only(
     assert group.inputs["egress"] == []
     (rule,) = group.inputs["ingress"]
     assert (rule["protocol"], rule["fromPort"], rule["toPort"]) == ("tcp", NFS_PORT, NFS_PORT)
-    assert rule["securityGroups"] == [NODE_SECURITY_GROUP_ID]
+    assert rule["securityGroups"] == [node_security_group_id(config)]
     assert not rule.get("cidrBlocks") and not rule.get("self")
 
 
@@ -110,13 +112,17 @@ def test_each_team_has_its_access_point_and_the_shared_area_the_writers(
         assert (creation["ownerGid"], creation["permissions"]) == (gid, mode)
 
 
-def test_protected_and_retained_where_stateful_resources_are(
+def test_the_file_system_is_protected_where_stateful_resources_are(
     stack_run: tuple[str, ProgramRun],
 ) -> None:
     stack, run = stack_run
     protect = parse_platform_config(stack_data(stack)).protect_stateful_resources
-    for record in [_store(run), *run.of_type(ACCESS_POINT)]:
-        assert (record.protect, record.retain_on_delete) == (protect, protect), record.name
+    store = _store(run)
+    assert (store.protect, store.retain_on_delete) == (protect, protect)
+    # An access point holds no data (its files are the file system's): removing a team or
+    # replacing its access point is a plain up, also in prod.
+    for record in run.of_type(ACCESS_POINT):
+        assert (record.protect, record.retain_on_delete) == (False, False), record.name
     (backup,) = run.of_type(BACKUP_POLICY)
     assert backup.inputs["backupPolicy"]["status"] == ("ENABLED" if protect else "DISABLED")
 
@@ -246,3 +252,16 @@ def test_every_team_runtime_mounts_its_area_and_the_shared_one(stack_result: Sta
                 env = {e["name"]: e.get("value") for e in container.get("env", [])}
                 assert env.get("MODELS_DIR") == "/models", where
                 assert env.get("SHARED_MODELS_DIR") == "/models/shared", where
+
+
+def test_a_publisher_must_be_a_team_even_where_no_team_is_defined() -> None:
+    """A stale publisher is refused, not ignored: a team added later under that name would
+    write the shared area unasked. A stack without teams states no publishers."""
+    data = stack_data("dev")
+    publisher = data["modelStore"]["publishers"][0]
+    data["teams"] = []
+    assert_reported(
+        data, "platform.modelStore.publishers[0]", publisher, "a team of platform.teams (none"
+    )
+    without_teams(data)
+    assert parse_platform_config(data).model_store.publishers == []

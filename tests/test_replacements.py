@@ -55,6 +55,9 @@ ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 EKS = "eks:index:Cluster"
 BUCKET = "aws:s3/bucket:Bucket"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+EFS = "aws:efs/fileSystem:FileSystem"
+ACCESS_POINT = "aws:efs/accessPoint:AccessPoint"
+MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
 Edit = Callable[[dict[str, Any]], None]
 
 
@@ -112,6 +115,8 @@ REFUSED_CASES = [
     (EKS, _set("name", "training-dev-2"), "name"),
     (EKS, _drop("encryptionConfigKeyArn"), "encryptionConfigKeyArn"),
     (BUCKET, _set("bucket", "another-bucket-name"), "bucket"),
+    (EFS, _set("kmsKeyId", "arn:aws:kms:us-west-2:111122223333:key/x"), "kmsKeyId"),
+    (EFS, _set("performanceMode", "maxIO"), "performanceMode"),
 ]
 
 
@@ -146,6 +151,10 @@ IN_PLACE_CASES = [
     # KmsKeyArn), nor has the data key's policy (PutKeyPolicy)
     ("aws:scheduler/schedule:Schedule", _drop("kmsKeyArn")),
     ("aws:kms/key:Key", _set("policy", '{"Version": "2012-10-17", "Statement": []}')),
+    (EFS, _set("throughputMode", "bursting")),  # UpdateFileSystem
+    (EFS, _set("lifecyclePolicies", [])),  # PutLifecycleConfiguration
+    (MOUNT_TARGET, _set("securityGroups", ["sg-0000000000000000a"])),
+    (ACCESS_POINT, _tagged),  # an access point updates its tags only
 ]
 
 
@@ -157,6 +166,17 @@ def test_an_in_place_change_is_not_a_replacement(
     (changed,) = diff.resources.changed
     assert changed.changes and changed.replaced_by == []
     assert refusals(diff) == [] and "(replaced)" not in render("dev", Path("b"), diff)
+
+
+def test_a_model_store_access_point_is_replaced_but_not_refused(dev: Synthesis) -> None:
+    """A changed gid replaces the team's access point, which holds no data: forecast, not
+    refused (its files stay in the file system)."""
+    diff = diff_syntheses(
+        dev, _edited(dev, ACCESS_POINT, _set("posixUser", {"uid": 1000, "gid": 5999}))
+    )
+    changed = _edited_entry(diff, ACCESS_POINT)
+    assert [r.key for r in changed.replaced_by] == ["posixUser.gid"]
+    assert refusals(diff) == []
 
 
 def _edited_entry(diff: SynthesisDiff, resource_type: str) -> Changed:

@@ -24,6 +24,7 @@ from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
+from tests.mutations import without_teams
 from tests.schemas import validation_errors
 
 SCHEDULING = "trainingplatform:index:Scheduling"
@@ -425,7 +426,7 @@ def test_no_teams_no_queues_but_volcano_and_classes(
     run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
-    data["teams"] = []
+    without_teams(data)
     run = run_component(parts.scheduling, data, "dev")
     assert run.of_type(QUEUE) == []
     _volcano(run)

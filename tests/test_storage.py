@@ -49,7 +49,7 @@ from tests import component_runs as parts
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity
-from tests.mutations import without_lustre, without_slurm
+from tests.mutations import without_lustre, without_slurm, without_teams
 from tests.schemas import validation_errors
 
 STORAGE = "trainingplatform:index:Storage"
@@ -1212,8 +1212,7 @@ def test_non_default_lustre_settings_reach_the_resources(
     run_component: RunComponent,
 ) -> None:
     data = stack_data("dev")
-    data["teams"] = []  # only the listed namespaces mount the file system here
-    data["modelStore"]["publishers"] = []
+    without_teams(data)  # only the listed namespaces mount the file system here
     without_slurm(data)
     data["storage"]["buckets"][0]["noncurrentVersionRetentionDays"] = 45
     lustre = data["storage"]["lustre"]

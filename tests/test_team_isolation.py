@@ -1,9 +1,11 @@
-"""Teams are isolated on the shared file system (issue 22, point 2).
+"""Teams are isolated on the shared file system (issue 22, point 2) and the model store.
 
 One layout (a directory per team under every team root, owned by the team's gid, setgid, 2770,
 or 2750 where the team only reads, in the team's Lustre project), claims that mount only the team's own directories, root squash
 for every client but the admin client that creates the layout, and runtime pods that carry
-the team's gid as a supplemental group.
+the team's gid as a supplemental group. The EFS model store (issue 43, item 4) keeps the same
+promises with access points: a team's claims reach its own area and the shared one, never
+another team's, and wait for what makes their directories.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ from components.storage.layout import (
     layout_script,
     team_directories,
 )
+from components.storage.model_store import (
+    EFS_CSI_DRIVER,
+    MODELS_MOUNT,
+    SHARED_CLAIM,
+    SHARED_MODELS_MOUNT,
+    SHARED_VOLUME,
+    TEAM_CLAIM,
+    TEAM_VOLUME,
+)
+from components.storage.volumes import CSI_DRIVER as LUSTRE_CSI_DRIVER
 from components.user_data import USER_DATA_LIMIT_BYTES
 from synth.run import StackResult
 from synth.yamlio import load_yaml
@@ -44,6 +56,8 @@ FILE_SYSTEM: Final = "aws:fsx/lustreFileSystem:LustreFileSystem"
 INSTANCE: Final = "aws:ec2/instance:Instance"
 RESERVATION: Final = "aws:ec2/subnetCidrReservation:SubnetCidrReservation"
 SUBNET: Final = "aws:ec2/subnet:Subnet"
+ACCESS_POINT: Final = "aws:efs/accessPoint:AccessPoint"
+MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
 VOLUME: Final = "kubernetes:core/v1:PersistentVolume"
 CLAIM: Final = "kubernetes:core/v1:PersistentVolumeClaim"
 RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
@@ -73,13 +87,38 @@ def _lustre_and_volumes(result: StackResult) -> tuple[Any, dict[str, list[dict[s
 
 def _team_volumes(result: StackResult) -> dict[str, list[dict[str, Any]]]:
     """Team namespace -> the specs of the Lustre PVs bound to a claim there."""
+    return {
+        namespace: [record.inputs["spec"] for record in records]
+        for namespace, records in _team_volume_records(result, LUSTRE_CSI_DRIVER).items()
+    }
+
+
+def _team_volume_records(result: StackResult, driver: str) -> dict[str, list[Any]]:
+    """Team namespace -> the PVs of one CSI driver bound to a claim there."""
     teams = {team.name for team in result.config.teams}
-    volumes: dict[str, list[dict[str, Any]]] = {}
+    volumes: dict[str, list[Any]] = {}
     for record in _records(result, VOLUME):
         spec = record.inputs["spec"]
-        if spec["claimRef"]["namespace"] in teams:
-            volumes.setdefault(spec["claimRef"]["namespace"], []).append(spec)
+        if spec.get("csi", {}).get("driver") == driver and spec["claimRef"]["namespace"] in teams:
+            volumes.setdefault(spec["claimRef"]["namespace"], []).append(record)
     return volumes
+
+
+def _model_store_roots(result: StackResult) -> dict[str, dict[str, str]]:
+    """Team namespace -> claim -> the root directory of the access point its PV mounts.
+
+    The handle (``<fs>::<access point>``) carries the access point's id, so the PV's spec
+    depends on exactly one access point; its root is the most the claim can reach.
+    """
+    roots = {r.urn: r.inputs["rootDirectory"]["path"] for r in _records(result, ACCESS_POINT)}
+    found: dict[str, dict[str, str]] = {}
+    for namespace, records in _team_volume_records(result, EFS_CSI_DRIVER).items():
+        for record in records:
+            spec = record.inputs["spec"]
+            assert "::" in spec["csi"]["volumeHandle"], f"{namespace} mounts the whole store"
+            (root,) = [roots[u] for u in record.property_dependencies["spec"] if u in roots]
+            found.setdefault(namespace, {})[spec["claimRef"]["name"]] = root
+    return found
 
 
 # --------------------------------------------------------------------------- config
@@ -417,13 +456,46 @@ def _reachable(mount_names: list[str], path: str) -> bool:
 
 
 @pytest.mark.parametrize("stack", STACKS)
+def test_no_pod_can_mount_two_volumes_of_one_handle(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """Kubelet mounts one volume per handle in a pod, and a pod mounts claims of its own
+    namespace only: no namespace has two PVs of one handle, and every Lustre PV has a handle
+    of its own. The model store's shared area is one handle in every team namespace on
+    purpose: PVs of one handle in several namespaces are how Kubernetes shares a volume
+    (kubernetes test/e2e/storage/framework/testdriver.go, CapMultiplePVsSameID, vendored in
+    kubernetes-sigs/aws-efs-csi-driver v3.4.1), and the EFS driver stages nothing
+    (pkg/driver/driver.go: no STAGE_UNSTAGE_VOLUME), so each pod's mount is its own
+    NodePublishVolume with its own read-only flag."""
+    result = synthesized[stack]
+    by_namespace: dict[str, list[str]] = {}
+    lustre_handles = []
+    for record in _records(result, VOLUME):
+        spec = record.inputs["spec"]
+        by_namespace.setdefault(spec["claimRef"]["namespace"], []).append(
+            spec["csi"]["volumeHandle"]
+        )
+        if spec["csi"]["driver"] == LUSTRE_CSI_DRIVER:
+            lustre_handles.append(spec["csi"]["volumeHandle"])
+    for namespace, handles in by_namespace.items():
+        assert len(handles) == len(set(handles)), (namespace, handles)
+    assert lustre_handles and len(lustre_handles) == len(set(lustre_handles))
+    shared = {
+        namespace: spec["csi"]["volumeHandle"]
+        for namespace, records in _team_volume_records(result, EFS_CSI_DRIVER).items()
+        for spec in (r.inputs["spec"] for r in records)
+        if spec["claimRef"]["name"] == SHARED_CLAIM
+    }
+    assert set(shared) == {team.name for team in result.config.teams}
+    assert len(set(shared.values())) == 1
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_one_teams_claims_cannot_reach_another_teams_paths(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     result = synthesized[stack]
     lustre, volumes = _lustre_and_volumes(result)
-    handles = [r.inputs["spec"]["csi"]["volumeHandle"] for r in _records(result, VOLUME)]
-    assert len(handles) == len(set(handles)), "kubelet mounts one volume per handle in a pod"
     for team, specs in volumes.items():
         mounts = [spec["csi"]["volumeAttributes"]["mountname"] for spec in specs]
         prefix = mounts[0].split("/", 1)[0]
@@ -442,16 +514,49 @@ def test_one_teams_claims_cannot_reach_another_teams_paths(
 
 
 @pytest.mark.parametrize("stack", STACKS)
+def test_one_teams_model_store_claims_cannot_reach_another_teams_area(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """An access point's root is all its clients see, as whoever it says (EFS API model,
+    CreateAccessPoint): a team's claims reach its own area and the shared one, nothing else."""
+    result = synthesized[stack]
+    roots = _model_store_roots(result)
+    teams = [team.name for team in result.config.teams]
+    assert set(roots) == set(teams)
+    for team in teams:
+        assert roots[team] == {TEAM_CLAIM: f"/{team}", SHARED_CLAIM: "/shared"}
+        mounts = list(roots[team].values())
+        for other in teams:
+            if other != team:
+                assert not _reachable(mounts, f"/{other}"), (team, other)
+                assert not _reachable(mounts, f"/{other}/llama/weights.safetensors")
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_team_claims_wait_for_the_layout(synthesized: dict[str, StackResult], stack: str) -> None:
+    """Lustre's team directories are the admin client's layout; a model store area is made
+    by EFS, from its access point's creation info, when a client first mounts through it
+    (EFS API model, RootDirectory), which needs the access point and a mount target."""
     result = synthesized[stack]
     admin = _one(result, INSTANCE)
-    teams = {team.name for team in result.config.teams}
     team_volumes = [
-        r for r in _records(result, VOLUME)
-        if r.inputs["spec"]["claimRef"]["namespace"] in teams
-    ]  # fmt: skip
+        record
+        for records in _team_volume_records(result, LUSTRE_CSI_DRIVER).values()
+        for record in records
+    ]
     assert team_volumes
     assert all(admin.urn in volume.dependencies for volume in team_volumes)
+    targets = {r.urn for r in _records(result, MOUNT_TARGET)}
+    points = {r.urn for r in _records(result, ACCESS_POINT)}
+    store_volumes = [
+        record
+        for records in _team_volume_records(result, EFS_CSI_DRIVER).values()
+        for record in records
+    ]
+    assert store_volumes and targets
+    for volume in store_volumes:
+        assert targets <= set(volume.dependencies), volume.name
+        assert len(points & set(volume.property_dependencies["spec"])) == 1, volume.name
 
 
 # --------------------------------------------------------------------------- pods
@@ -488,13 +593,21 @@ def test_runtime_pods_mount_their_teams_directories_where_the_file_system_has_th
     lustre = result.config.storage.lustre
     assert lustre is not None
     teams = {team.name: team for team in result.config.teams}
+    # every runtime pod mounts the model store, on any pool; Lustre only where the pool has it
+    store = {TEAM_VOLUME: TEAM_CLAIM, SHARED_VOLUME: SHARED_CLAIM}
+    store_mounts = {TEAM_VOLUME: MODELS_MOUNT, SHARED_VOLUME: SHARED_MODELS_MOUNT}
+    assert result.config.model_store.enabled
     mounting = 0
     for namespace, pod in _runtime_pods(result):
         (container,) = pod["containers"]
-        claims = {
+        every_claim = {
             v["name"]: v["persistentVolumeClaim"]
             for v in pod["volumes"] if "persistentVolumeClaim" in v
         }  # fmt: skip
+        assert {name: every_claim[name]["claimName"] for name in store} == store
+        paths = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert {name: paths[name] for name in store} == store_mounts
+        claims = {name: c for name, c in every_claim.items() if name not in store}
         if not claims:
             continue
         mounting += 1
@@ -532,15 +645,21 @@ def test_a_torch_pod_without_a_password_entry_has_a_home_it_can_write(
 def test_a_team_without_the_shared_file_system_mounts_none_of_it(
     run_component: RunComponent,
 ) -> None:
+    """sharedFileSystem is Lustre's switch: the team keeps its model store claims."""
     data = copy.deepcopy(stack_data("prod"))
     data["teams"][1]["sharedFileSystem"] = False
     run = run_component(parts.storage, data, stack="prod")
     name = data["teams"][1]["name"]
     claims = [
-        r for r in run.records
+        r.inputs["metadata"]["name"] for r in run.records
         if r.type == CLAIM and r.inputs["metadata"]["namespace"] == name
     ]  # fmt: skip
-    assert claims == []
+    assert sorted(claims) == [TEAM_CLAIM, SHARED_CLAIM]
+    drivers = [
+        r.inputs["spec"]["csi"]["driver"] for r in run.records
+        if r.type == VOLUME and r.inputs["spec"]["claimRef"]["namespace"] == name
+    ]  # fmt: skip
+    assert drivers == [EFS_CSI_DRIVER, EFS_CSI_DRIVER]
 
 
 @pytest.mark.parametrize("stack", STACKS)

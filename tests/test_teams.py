@@ -22,7 +22,7 @@ from tests import component_runs as parts
 from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity
-from tests.mutations import Mutation, without_lustre
+from tests.mutations import Mutation, without_lustre, without_teams
 from tests.mutations import both as _both
 from tests.schemas import validation_errors
 
@@ -49,6 +49,9 @@ MEMBER_ROLE: Final = "view"
 MEMBER_WRITES_ROLE: Final = "trainingplatform:team-member-writes"
 RBAC_GROUP: Final = "rbac.authorization.k8s.io"
 CLAIM_NAME: Final = "shared-lustre"
+MODEL_STORE_CLAIM: Final = "model-store"
+SHARED_MODEL_STORE_CLAIM: Final = "model-store-shared"
+EFS_CSI_DRIVER: Final = "efs.csi.aws.com"
 GPU: Final = "nvidia.com/gpu"
 NEURON: Final = "aws.amazon.com/neuron"
 EFA: Final = "vpc.amazonaws.com/efa"
@@ -139,6 +142,13 @@ def stack_katib(stack: str) -> bool:
 
 def has_file_system(raw_platform: dict[str, Any]) -> bool:
     return bool(raw_platform.get("storage", {}).get("lustre"))
+
+
+def model_store_claims(raw_platform: dict[str, Any]) -> list[str]:
+    """A team's model store claims: its area's and the shared area's, where the store is on
+    (config gives every team a gid then), whatever ``sharedFileSystem`` (Lustre's) says."""
+    enabled = raw_platform.get("modelStore", {}).get("enabled", False)
+    return [MODEL_STORE_CLAIM, SHARED_MODEL_STORE_CLAIM] if enabled else []
 
 
 @pytest.fixture(scope="module")
@@ -390,16 +400,16 @@ def test_team_gets_the_shared_file_system_claim(
 ) -> None:
     raw = stack_data(stack)
     wants = raw_team(stack, team).get("sharedFileSystem", DEFAULT_SHARED_FILE_SYSTEM)
-    claims = _in_namespace(runs[stack], CLAIM, team)
+    claims = [_metadata(c)["name"] for c in _in_namespace(runs[stack], CLAIM, team)]
+    store = model_store_claims(raw)
+    assert store, f"{stack} has the model store: the claims beside Lustre's are tested"
     if wants and has_file_system(raw):
         lustre = parse_platform_config(raw).storage.lustre
         assert lustre is not None
-        assert sorted(_metadata(c)["name"] for c in claims) == sorted(
-            root.claim_name for root in lustre.team_roots
-        )
-        assert CLAIM_NAME not in [_metadata(c)["name"] for c in claims]
+        assert sorted(claims) == sorted([*(root.claim_name for root in lustre.team_roots), *store])
+        assert CLAIM_NAME not in claims
     else:
-        assert claims == []
+        assert sorted(claims) == sorted(store)
 
 
 @pytest.mark.parametrize(("stack", "team"), TEAM_CASES)
@@ -479,11 +489,12 @@ def test_a_team_stating_only_its_name_gets_the_documented_defaults(
     assert _in_namespace(run, ROLE_BINDING, "ml-minimal") == []
     _one_in_namespace(run, SERVICE_ACCOUNT, "ml-minimal", JOB_SERVICE_ACCOUNT)
     assert len(_in_namespace(run, LIMIT_RANGE, "ml-minimal")) == 1
-    # sharedFileSystem defaults to true and dev has a file system: a claim per team root
+    # sharedFileSystem defaults to true and dev has a file system: a claim per team root,
+    # beside the model store's two
     lustre = parse_platform_config(data).storage.lustre
     assert lustre is not None
     assert sorted(_metadata(c)["name"] for c in _in_namespace(run, CLAIM, "ml-minimal")) == sorted(
-        root.claim_name for root in lustre.team_roots
+        [*(root.claim_name for root in lustre.team_roots), *model_store_claims(data)]
     )
 
 
@@ -512,35 +523,46 @@ def test_a_team_without_accelerators_runs_bounded_cpu_pods(
     assert quantity(hard["requests.memory"]) == memory_gib * 2**30
 
 
-def test_shared_file_system_false_gets_no_claim(run_platform: Callable[..., ProgramRun]) -> None:
+def test_shared_file_system_false_gets_no_lustre_claim(
+    run_platform: Callable[..., ProgramRun],
+) -> None:
     data = stack_data("dev")
     team = data["teams"][0]
     team["sharedFileSystem"] = False
     run = run_platform(data, "dev")
     _namespace(run, team["name"])
-    assert _in_namespace(run, CLAIM, team["name"]) == []
-    volumes = [
-        v
+    claims = [_metadata(c)["name"] for c in _in_namespace(run, CLAIM, team["name"])]
+    assert sorted(claims) == sorted(model_store_claims(data))
+    drivers = [
+        v.inputs["spec"]["csi"]["driver"]
         for v in run.of_type(VOLUME)
         if v.inputs["spec"].get("claimRef", {}).get("namespace") == team["name"]
     ]
-    assert volumes == []
+    assert drivers == [EFS_CSI_DRIVER] * len(model_store_claims(data))
 
 
-def test_no_claim_without_a_file_system(run_platform: Callable[..., ProgramRun]) -> None:
+def test_no_lustre_claim_without_a_file_system(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     without_lustre(data)
     team = data["teams"][0]
     assert team.get("sharedFileSystem", DEFAULT_SHARED_FILE_SYSTEM)
     run = run_platform(data, "dev")
     _namespace(run, team["name"])
-    # Katib's database claim is its own (an EBS volume), not the file system's.
-    assert [c for c in run.of_type(CLAIM) if _metadata(c)["namespace"] != "katib"] == []
+    # Katib's database claim is its own (an EBS volume), not the file system's; the model
+    # store's are EFS, on no Lustre.
+    claims = [
+        (_metadata(c)["namespace"], _metadata(c)["name"])
+        for c in run.of_type(CLAIM)
+        if _metadata(c)["namespace"] != "katib"
+    ]
+    assert sorted(claims) == sorted(
+        (t["name"], claim) for t in data["teams"] for claim in model_store_claims(data)
+    )
 
 
 def test_no_teams_no_team_objects(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
-    data["teams"] = []
+    without_teams(data)
     run = run_platform(data, "dev")
     assert _team_namespaces(run) == []
     for resource_type in (*TEAM_OBJECT_TYPES, QUEUE):

@@ -317,13 +317,16 @@ def model_store(
         )
         for zone, subnet in sorted(private_subnet_ids.items())
     ]
+    # Access points hold no data: deleting one deletes no file (EFS API model,
+    # DeleteAccessPoint), and its area stays in the protected file system. Unprotected, a
+    # team is removed, or its access point replaced, by a plain up, also in prod.
     points = {
         spec.area: aws.efs.AccessPoint(
             f"{name}-models-{spec.area}",
             file_system_id=file_system.id,
             **spec.args(),
             tags={"Name": f"{cluster}-models-{spec.area}"},
-            opts=stateful,
+            opts=child,
         )
         for spec in access_points(config)
     }
