@@ -681,6 +681,14 @@ def client_ingress_policy(exposure: UiExposureConfig) -> dict[str, Any]:
     }
 
 
+def _network_policy(
+    resource_name: str, body: dict[str, Any], opts: pulumi.ResourceOptions
+) -> k8s.networking.v1.NetworkPolicy:
+    return k8s.networking.v1.NetworkPolicy(
+        resource_name, metadata=body["metadata"], spec=body["spec"], opts=opts
+    )
+
+
 class JupyterHub(pulumi.ComponentResource):
     """The hub, its namespace, its Role in each team namespace and the notebook policies."""
 
@@ -755,8 +763,12 @@ class JupyterHub(pulumi.ComponentResource):
                     opts=in_namespace,
                 )
             )
-        for index, body in enumerate((access_service(exposure), client_ingress_policy(exposure))):
-            k8s.yaml.v2.ConfigGroup(f"{name}-access-{index}", objs=[body], opts=in_namespace)
+        service = access_service(exposure)
+        k8s.core.v1.Service(
+            f"{name}-access", metadata=service["metadata"], spec=service["spec"],
+            opts=in_namespace,
+        )  # fmt: skip
+        _network_policy(f"{name}-clients", client_ingress_policy(exposure), in_namespace)
         self.release = release(
             RELEASE,
             versions.JUPYTERHUB_CHART,
@@ -772,12 +784,17 @@ class JupyterHub(pulumi.ComponentResource):
             ),
         )
         for team in teams:
-            k8s.yaml.v2.ConfigGroup(
-                f"{name}-{team}",
-                objs=[hub_team_role(team), hub_team_role_binding(team),
-                      metadata_egress_policy(team)],
-                opts=pulumi.ResourceOptions.merge(
-                    base, pulumi.ResourceOptions(depends_on=[*team_ready.get(team, [])])
-                ),
+            in_team = pulumi.ResourceOptions.merge(
+                base, pulumi.ResourceOptions(depends_on=[*cluster_ready, *team_ready.get(team, [])])
+            )
+            role, binding = hub_team_role(team), hub_team_role_binding(team)
+            k8s.rbac.v1.Role(
+                f"{name}-{team}-spawner", metadata=role["metadata"], rules=role["rules"],
+                opts=in_team,
             )  # fmt: skip
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-{team}-spawner", metadata=binding["metadata"],
+                role_ref=binding["roleRef"], subjects=binding["subjects"], opts=in_team,
+            )  # fmt: skip
+            _network_policy(f"{name}-{team}-metadata", metadata_egress_policy(team), in_team)
         self.register_outputs({})
