@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from components import notebooks
-from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
+from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
 from components.config import PlatformConfig, UiExposureConfig
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.platform import lustre_pools, notebook_values, validated_config
@@ -22,7 +22,6 @@ from components.storage.layout import team_directories
 from components.storage.model_store import TEAM_VOLUME
 from components.tenancy import QUEUE_POLICY
 from components.tenant_pods import TENANT_PODS_POLICY
-from components.workloads import EFA_RESOURCE
 from synth.jobs.admission import admit
 from synth.run import StackResult
 from synth.yamlio import load_yaml
