@@ -28,6 +28,7 @@ from synth.yamlio import load_yaml
 from tests.conftest import stack_data
 from tests.pod_shapes import make_pod
 from tests.test_kuberay import _policy, _team_namespace
+from tests.test_policies import POLICIES, _records, _run_policy
 from tests.test_tenant_pods import admitted_pod_spec
 
 NOTEBOOK_STACKS: Final = ("dev", "staging")
@@ -379,3 +380,87 @@ def test_users_see_their_teams_profiles_and_the_accelerator_cap_holds() -> None:
         spawner_config.pre_spawn_hook(_Spawner(member, "ml-dev-gpu-small-1"))
     member.spawners[""].active = False
     spawner_config.pre_spawn_hook(_Spawner(member, "ml-dev-gpu-small-1"))
+
+
+HELM_RELEASE: Final = "kubernetes:helm.sh/v3:Release"
+
+
+def _release_values(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    (release,) = [e for e in entries if e["type"] == HELM_RELEASE and e["name"] == "jupyterhub"]
+    values: dict[str, Any] = release["inputs"]["values"]
+    return values
+
+
+def _first_profile(values: dict[str, Any]) -> dict[str, Any]:
+    override: dict[str, Any] = values["custom"][notebooks.PROFILE_CONFIG][0]["profiles"][-1][
+        "kubespawner_override"
+    ]
+    return override
+
+
+def _set(path: str, value: Any) -> Any:
+    def mutate(values: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = values
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+
+    return mutate
+
+
+def _profile(key: str, value: Any) -> Any:
+    def mutate(values: dict[str, Any]) -> None:
+        _first_profile(values)[key] = value
+
+    return mutate
+
+
+def _unequal_gpu(values: dict[str, Any]) -> None:
+    override = _first_profile(values)
+    override["extra_resource_guarantees"] = {GPU_RESOURCE: "1"}
+    override["extra_resource_limits"] = {GPU_RESOURCE: "8"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "mutation", "words"),
+    [
+        ("notebooks-exposure", _set("proxy.service.type", "LoadBalancer"), "proxy.service.type"),
+        ("notebooks-exposure", _set("ingress.enabled", True), "ingress.enabled"),
+        ("notebooks-exposure", _set("proxy.chp.networkPolicy.allowedIngressPorts", ["http"]),
+         "every source"),
+        ("notebooks-authenticator", _set("hub.config.JupyterHub.authenticator_class", "dummy"),
+         "lets anyone in"),
+        ("notebooks-authenticator", _set("hub.config.JupyterHub", {}), "lets anyone in"),
+        ("notebooks-authenticator", _set("hub.config.GenericOAuthenticator.allow_all", True),
+         "outside the teams"),
+        ("notebooks-authenticator", _set("hub.config.GenericOAuthenticator.allowed_groups", []),
+         "allowed_groups"),
+        ("notebooks-authenticator",
+         _set("hub.config.GenericOAuthenticator.client_secret", "s3cret"), "Secret"),
+        ("notebooks-images-pinned", _set("singleuser.image.tag", "latest"), "singleuser.image"),
+        ("notebooks-images-pinned", _profile("image", "repo/notebook"), "not pinned"),
+        ("notebooks-profile-resources", _profile("scheduler_name", "default-scheduler"),
+         "Volcano"),
+        ("notebooks-profile-resources", _profile("extra_annotations", {}), "queue"),
+        ("notebooks-profile-resources", _unequal_gpu, "limits"),
+        ("notebooks-profile-resources", _set("scheduling.userScheduler.enabled", True),
+         "second scheduler"),
+        ("notebooks-profile-resources", _set("prePuller.continuous.enabled", True), "puller"),
+        ("notebooks-profile-resources", _set("singleuser.storage.type", "dynamic"), "EBS"),
+        ("notebooks-profile-resources",
+         _set("singleuser.cloudMetadata.blockWithIptables", True), "privileged"),
+        ("notebooks-profile-resources",
+         _set("scheduling.userPods.tolerations", [{"key": "hub.jupyter.org/dedicated"}]),
+         "tolerations"),
+    ],
+)  # fmt: skip
+def test_notebook_policies_refuse_each_violation(
+    synthesized: dict[str, StackResult], policy: str, mutation: Any, words: str
+) -> None:
+    entries = _records(synthesized["staging"])
+    assert _run_policy(POLICIES[policy], entries, "staging") == []
+    mutation(_release_values(entries))
+    findings = _run_policy(POLICIES[policy], entries, "staging")
+    assert findings and all(f.enforcementLevel == "mandatory" for f in findings), policy
+    assert any(words in f.message for f in findings), [f.message for f in findings]
