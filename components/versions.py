@@ -297,10 +297,16 @@ JUPYTERHUB_CHART: Final = HelmChart(
     version="4.4.0",
     repository="https://hub.jupyter.org/helm-chart/",
 )
+JUPYTERHUB_KUBESPAWNER_VERSION: Final = "7.0.0"
+"""KubeSpawner in the chart's hub image (not a pin of its own: it moves with the chart); the
+release whose source the notebook builders follow (components/notebooks.py)."""
+JUPYTERHUB_OAUTHENTICATOR_VERSION: Final = "17.4.0"
+"""OAuthenticator in the chart's hub image (moves with the chart, as KubeSpawner does)."""
 NOTEBOOK_JUPYTERHUB_VERSION: Final = "5.5.0"
 """JupyterHub in the notebook images (``jupyterhub-singleuser``): the hub's own release, as the
-chart's sample user image pins it (jupyterhub/zero-to-jupyterhub-k8s 4.4.0
-images/singleuser-sample/requirements.txt); a server and its hub must share a major release."""
+chart's sample user image pins it
+(https://github.com/jupyterhub/zero-to-jupyterhub-k8s/blob/4.4.0/images/singleuser-sample/requirements.txt);
+a server and its hub must share a major release."""
 NOTEBOOK_JUPYTERLAB_VERSION: Final = "4.5.8"
 """JupyterLab in the notebook images, as the chart's sample user image pins it (same file)."""
 NOTEBOOK_CUDA_BASE_IMAGE: Final = DEFAULT_TORCH_IMAGE
