@@ -81,6 +81,8 @@ from a job. KubeSpawner expands ``{username}`` in volume mounts (kubespawner 7.0
 ``_expand_all``)."""
 METADATA_EGRESS_POLICY: Final = "deny-instance-metadata-notebooks"
 INSTANCE_METADATA_CIDR: Final = "169.254.169.254/32"
+SPAWNER_ROLE: Final = "jupyterhub-spawner"
+"""The hub's Role and RoleBinding in each team namespace (:func:`hub_team_role`)."""
 OIDC_SECRET: Final = "jupyterhub-oidc"
 OIDC_SECRET_KEY: Final = "client-secret"
 STORAGE_CLASS: Final = "jupyterhub-retained"
@@ -589,7 +591,7 @@ def hub_team_role(team: str) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
-        "metadata": {"name": "jupyterhub-spawner", "namespace": team},
+        "metadata": {"name": SPAWNER_ROLE, "namespace": team},
         "rules": [
             {
                 "apiGroups": [""],
@@ -606,9 +608,9 @@ def hub_team_role_binding(team: str) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": "jupyterhub-spawner", "namespace": team},
+        "metadata": {"name": SPAWNER_ROLE, "namespace": team},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "jupyterhub-spawner"},
+                    "name": SPAWNER_ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": "hub", "namespace": NAMESPACE}],
     }  # fmt: skip
 

@@ -46,6 +46,7 @@ from components.notebooks import (
     JupyterHub,
     hub_values,
     pool_profiles,
+    team_groups,
     team_profile_list,
 )
 from components.platform_network import PlatformNetwork, kube_system_fences
@@ -725,7 +726,8 @@ def build_notebooks(
     return JupyterHub(
         "notebooks",
         values=notebook_values(config),
-        teams=[team.name for team in config.teams],
+        # A team without groups has no member who could log in: no Role for the hub there.
+        teams=[team.name for team in config.teams if team_groups(team)],
         exposure=config.cluster.ui_exposure,
         kubernetes_version=config.cluster.kubernetes_version,
         client_secret=secret,

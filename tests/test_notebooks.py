@@ -300,7 +300,7 @@ def test_team_namespaces_admit_the_proxy_and_hub_to_the_notebook_port(
             }
         role = next(r.inputs for r in result.records if r.type == ROLE
                     and r.inputs["metadata"]["namespace"] == team.name
-                    and r.inputs["metadata"]["name"] == "jupyterhub-spawner")  # fmt: skip
+                    and r.inputs["metadata"]["name"] == notebooks.SPAWNER_ROLE)  # fmt: skip
         resources = {res for rule in role["rules"] for res in rule["resources"]}
         assert resources == {"pods", "events"}  # no secrets, services or claims
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from components import versions
+from components import catalog, versions
 from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel
 
 if TYPE_CHECKING:
@@ -219,7 +219,9 @@ def notebooks_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     neuron_pools = [
         pool.name
         for pool in config.node_pools
-        if pool.instance.accelerator == "neuron"
+        # An unknown instance type is node_pool_problems' to report.
+        if all(t in catalog.CATALOG for t in pool.instance_types)
+        and pool.instance.accelerator == "neuron"
         and (not pool.uses_efa or notebooks.efa_pools == "wholeNode")
     ]
     if neuron_pools and notebooks.images.neuron is None:
