@@ -14,6 +14,7 @@ import pytest
 
 from components import notebooks
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
+from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import PlatformConfig, UiExposureConfig
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.platform import lustre_pools, notebook_values, validated_config
@@ -464,3 +465,28 @@ def test_notebook_policies_refuse_each_violation(
     findings = _run_policy(POLICIES[policy], entries, "staging")
     assert findings and all(f.enforcementLevel == "mandatory" for f in findings), policy
     assert any(words in f.message for f in findings), [f.message for f in findings]
+
+
+@pytest.mark.parametrize("stack", NOTEBOOK_STACKS)
+def test_the_hub_database_is_on_an_encrypted_volume_kept_where_state_is(
+    stack: str, synthesized: dict[str, StackResult]
+) -> None:
+    result = synthesized[stack]
+    (storage,) = [r.inputs for r in result.records
+                  if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"
+                  and r.inputs["metadata"]["name"] == notebooks.STORAGE_CLASS]  # fmt: skip
+    assert storage["parameters"]["encrypted"] == "true"
+    assert storage["parameters"]["type"] == "gp3"
+    protect = result.config.protect_stateful_resources
+    assert storage["reclaimPolicy"] == ("Retain" if protect else "Delete")
+    (release,) = [r for r in result.records
+                  if r.type == HELM_RELEASE and r.name == "jupyterhub"]  # fmt: skip
+    assert (
+        release.inputs["values"]["hub"]["db"]["pvc"]["storageClassName"]
+        == storage["metadata"]["name"]
+    )
+    # Hub and proxy on the system nodes.
+    values = release.inputs["values"]
+    for block in (values["hub"], values["proxy"]["chp"]):
+        assert block["nodeSelector"] == SYSTEM_NODE_SELECTOR
+        assert SYSTEM_TOLERATION in block["tolerations"]
