@@ -28,6 +28,7 @@ from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests.conftest import stack_data
 from tests.pod_shapes import make_pod
+from tests.schemas import validation_errors
 from tests.test_kuberay import _policy, _team_namespace
 from tests.test_policies import POLICIES, _records, _run_policy
 from tests.test_tenant_pods import admitted_pod_spec
@@ -490,3 +491,17 @@ def test_the_hub_database_is_on_an_encrypted_volume_kept_where_state_is(
     for block in (values["hub"], values["proxy"]["chp"]):
         assert block["nodeSelector"] == SYSTEM_NODE_SELECTOR
         assert SYSTEM_TOLERATION in block["tolerations"]
+
+
+def test_profile_pods_are_valid_pods(reference_dir: Path) -> None:
+    """One CPU and one whole-node server of staging against the Pod schema (unknown fields
+    refused), and a broken one refused, so the check can fail."""
+    config = _config("staging")
+    team = config.teams[0].name
+    for slug in (f"{team}-cpu", f"{team}-p5-node"):
+        pod = _pod_of(config, team, slug)
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {**pod["metadata"], "name": "jupyter-ada"}, "spec": pod["spec"]}  # fmt: skip
+        assert validation_errors(body, "1.35", reference_dir / "crds") == [], slug
+    body["spec"]["containers"][0]["homeDirectory"] = "/home/jovyan"
+    assert validation_errors(body, "1.35", reference_dir / "crds") != []
