@@ -505,3 +505,12 @@ def test_profile_pods_are_valid_pods(reference_dir: Path) -> None:
         assert validation_errors(body, "1.35", reference_dir / "crds") == [], slug
     body["spec"]["containers"][0]["homeDirectory"] = "/home/jovyan"
     assert validation_errors(body, "1.35", reference_dir / "crds") != []
+
+
+def test_dummy_login_passes_the_policy_in_dev_only(synthesized: dict[str, StackResult]) -> None:
+    """The config allows the dummy authenticator in dev only, and so does the policy config."""
+    for stack, allowed in (("dev", True), ("staging", False)):
+        entries = _records(synthesized[stack])
+        _set("hub.config.JupyterHub.authenticator_class", "dummy")(_release_values(entries))
+        findings = _run_policy(POLICIES["notebooks-authenticator"], entries, stack)
+        assert (findings == []) is allowed, (stack, findings)
