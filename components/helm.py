@@ -159,6 +159,52 @@ CHART_PLACEMENT: Final[dict[str, ChartPlacement]] = {
     ),
     # ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/templates/deployment.yaml: the
     # operator's one Deployment reads the top-level nodeSelector, affinity and tolerations.
+    # jupyterhub/zero-to-jupyterhub-k8s 4.4.0 jupyterhub/templates/{hub,proxy}/deployment.yaml
+    # and files/hub/jupyterhub_config.py (user pods' tolerations).
+    versions.JUPYTERHUB_CHART.chart: ChartPlacement(
+        system=(
+            SystemController(("hub",), "Deployment of the hub (hub/deployment.yaml)"),
+            SystemController(("proxy", "chp"), "Deployment of the proxy (proxy/deployment.yaml)"),
+        ),
+        elsewhere=(
+            ElsewherePlacement(
+                ("proxy", "traefik"),
+                ("nodeSelector", "tolerations"),
+                "the autohttps Deployment, rendered only with proxy.https (off)",
+                unless=("proxy", "https", "enabled"),
+            ),
+            ElsewherePlacement(
+                ("singleuser",),
+                ("nodeSelector",),
+                "user servers: each profile places its pod on its pool (components/notebooks.py)",
+            ),
+            ElsewherePlacement(
+                ("scheduling", "userScheduler"),
+                ("nodeSelector", "tolerations"),
+                "the user scheduler, off: servers are Volcano's",
+                unless=("scheduling", "userScheduler", "enabled"),
+            ),
+            ElsewherePlacement(
+                ("scheduling", "corePods"),
+                ("tolerations",),
+                "tolerations added to the hub's and proxy's own, which carry the system one",
+                must_be_empty=True,
+            ),
+            ElsewherePlacement(
+                ("scheduling", "userPods"),
+                ("tolerations",),
+                "tolerations of every user pod: none beyond each profile's pool's (the tenant "
+                "pods policy refuses others)",
+                must_be_empty=True,
+            ),
+            ElsewherePlacement(
+                ("prePuller", "hook"),
+                ("nodeSelector", "tolerations"),
+                "the image puller hook, off",
+                unless=("prePuller", "hook", "enabled"),
+            ),
+        ),
+    ),
     versions.KUBERAY_OPERATOR_CHART.chart: ChartPlacement(
         system=(SystemController((), "Deployment of the operator (deployment.yaml)"),)
     ),

@@ -74,6 +74,8 @@ class ImageBuild:
         if self.recipe == "slurmd":
             unused = "CUDA_" if self.arguments.get("ACCELERATOR") == "neuron" else "NEURON_"
             names = tuple(name for name in names if not name.startswith(unused))
+        if self.recipe == "notebook" and self.variant == "cuda":
+            names = tuple(name for name in names if not name.startswith("NEURON_"))
         if self.base_build is not None:
             names = tuple(dict.fromkeys((*self.base_build.downloads, *names)))
         return names
@@ -150,6 +152,30 @@ def builds() -> list[ImageBuild]:
             config_key="ray.images.neuron",
             bases={},
             arguments={"RAY_VERSION": versions.RAY_VERSION},
+            base_build=training_neuron,
+        ),
+    ]
+    # The notebook images: JupyterHub's single-user server on the training images.
+    jupyter = {
+        "JUPYTERHUB_VERSION": versions.NOTEBOOK_JUPYTERHUB_VERSION,
+        "JUPYTERLAB_VERSION": versions.NOTEBOOK_JUPYTERLAB_VERSION,
+    }
+    made += [
+        ImageBuild(
+            recipe="notebook",
+            variant="cuda",
+            repository="notebook-cuda",
+            config_key="notebooks.images.cuda",
+            bases={"BASE_IMAGE": versions.NOTEBOOK_CUDA_BASE_IMAGE},
+            arguments=dict(jupyter),
+        ),
+        ImageBuild(
+            recipe="notebook",
+            variant="neuron",
+            repository="notebook-neuron",
+            config_key="notebooks.images.neuron",
+            bases={},
+            arguments=dict(jupyter),
             base_build=training_neuron,
         ),
     ]

@@ -15,6 +15,7 @@ from components.checkpoints import checkpoint_location
 from components.cluster import Cluster
 from components.config import (
     CONFIG_KEY,
+    OIDC_CLIENT_SECRET_KEY,
     ConfigError,
     PlatformConfig,
     parse_platform_config,
@@ -39,6 +40,15 @@ from components.kuberay import (
 )
 from components.network import Network
 from components.node_pools import NodePools
+from components.notebooks import HUB_INGRESS as NOTEBOOK_HUB_INGRESS
+from components.notebooks import PROXY_INGRESS as NOTEBOOK_PROXY_INGRESS
+from components.notebooks import (
+    JupyterHub,
+    hub_values,
+    pool_profiles,
+    team_groups,
+    team_profile_list,
+)
 from components.platform_network import PlatformNetwork, kube_system_fences
 from components.scheduling import NAMESPACE as SCHEDULING_NAMESPACE
 from components.scheduling import Scheduling
@@ -204,6 +214,20 @@ class TrainingPlatform(pulumi.ComponentResource):
             if config.ray.enabled
             else None
         )
+        self.notebooks: JupyterHub | None = None
+        if config.notebooks.enabled:
+            self.notebooks = build_notebooks(
+                config,
+                team_ready={
+                    team.name: [
+                        self.teams.namespaces[team.name],
+                        *self.storage.claims.get(team.name, []),
+                    ]
+                    for team in config.teams
+                },
+                cluster=in_cluster,
+                opts=with_aws,
+            )
         self.slurm: Slurm | None = None
         if slurm_namespace is not None:
             self.slurm = build_slurm(
@@ -384,7 +408,8 @@ def team_controllers(config: PlatformConfig) -> dict[str, list[ControllerIngress
     """Team -> the controllers of the stack that connect to pods in its namespace.
 
     The KubeRay operator where Ray is on, Katib's controller where Katib is and the team
-    searches (``teams[].katib.enabled``); each gets a NetworkPolicy in the team's namespace
+    searches (``teams[].katib.enabled``), JupyterHub's proxy and hub where notebooks are on
+    (to the servers' port); each gets a NetworkPolicy in the team's namespace
     (:func:`components.tenancy.team_network_policies`).
 
     Args:
@@ -394,6 +419,7 @@ def team_controllers(config: PlatformConfig) -> dict[str, list[ControllerIngress
         team.name: [
             *([KUBERAY_OPERATOR_INGRESS] if config.ray.enabled else []),
             *([KATIB_CONTROLLER_INGRESS] if config.katib.enabled and team.katib.enabled else []),
+            *([NOTEBOOK_PROXY_INGRESS, NOTEBOOK_HUB_INGRESS] if config.notebooks.enabled else []),
         ]
         for team in config.teams
     }
@@ -646,6 +672,70 @@ def build_katib(
         protect=config.protect_stateful_resources,
         volume_tags=stack_tags(config),
         trainer=trainer,
+        cluster_ready=cluster.ready,
+        kubernetes_provider=cluster.provider,
+        opts=opts,
+    )
+
+
+def notebook_values(config: PlatformConfig) -> dict[str, Any]:
+    """The jupyterhub chart's values of the stack: every team's profiles on every pool.
+
+    A profile mounts the team's Lustre directories where its pool mounts the file system (the
+    CPU profile then runs on ``general-lustre``), as the team's runtimes there do.
+
+    Args:
+        config: the validated stack configuration (notebooks enabled).
+    """
+    lustre = config.storage.lustre
+    mounting = lustre_pools(config)
+    profiles: dict[str, list[dict[str, Any]]] = {}
+    for team in config.teams:
+        shared = lustre is not None and team.shared_file_system
+        directories = team_directories(lustre, team) if lustre is not None and shared else []
+        by_pool = {"": directories} | {
+            pool.name: directories if pool.name in mounting else [] for pool in config.node_pools
+        }
+        profiles[team.name] = team_profile_list(
+            team,
+            pool_profiles(config.node_pools, config.notebooks, team.name),
+            directories=by_pool,
+            job_service_account=config.notebooks.job_service_account,
+        )
+    return hub_values(config.notebooks, config.oidc, config.teams, profiles)
+
+
+def build_notebooks(
+    config: PlatformConfig,
+    *,
+    team_ready: dict[str, list[pulumi.Resource]],
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> JupyterHub:
+    """JupyterHub (:mod:`components.notebooks`).
+
+    Args:
+        config: the validated stack configuration (notebooks enabled).
+        team_ready: team -> its namespace and the claims its servers mount.
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    secret = (
+        pulumi.Config().get_secret(OIDC_CLIENT_SECRET_KEY)
+        if config.notebooks.authenticator == "oidc"
+        else None
+    )
+    return JupyterHub(
+        "notebooks",
+        values=notebook_values(config),
+        # A team without groups has no member who could log in: no Role for the hub there.
+        teams=[team.name for team in config.teams if team_groups(team)],
+        exposure=config.cluster.ui_exposure,
+        kubernetes_version=config.cluster.kubernetes_version,
+        client_secret=secret,
+        protect=config.protect_stateful_resources,
+        volume_tags=stack_tags(config),
+        team_ready=team_ready,
         cluster_ready=cluster.ready,
         kubernetes_provider=cluster.provider,
         opts=opts,

@@ -499,7 +499,8 @@ def built_tag(recipe: str, variant: str) -> str:
     says which recipe and pins its image has, and an image built from older pins carries another
     tag. ``variant``: the Trainer image key for ``training-cuda`` (its base is that key's default
     image), ``nvidia`` or ``neuron`` for ``slurmd`` (``login`` for its login image); unused
-    for ``training-neuron``, ``ray-cuda`` and ``ray-neuron``.
+    for ``training-neuron``, ``ray-cuda`` and ``ray-neuron``; ``cuda`` or ``neuron`` for
+    ``notebook`` (its base's tag, or the Neuron SDK, and the JupyterHub release).
 
     Ray's images begin with the Ray release, so config can hold every Ray image's tag to
     ``rayVersion`` (components/config/ray.py): ``ray-cuda`` is the Ray release, ``torch`` and
@@ -512,6 +513,11 @@ def built_tag(recipe: str, variant: str) -> str:
     if recipe == "ray-neuron":
         sdk = recipe_pins("training-neuron")["NEURON_SDK_VERSION"]
         return f"{versions.RAY_VERSION}-sdk{sdk}"
+    if recipe == "notebook":
+        hub = f"hub{versions.NOTEBOOK_JUPYTERHUB_VERSION}"
+        if variant == "neuron":
+            return f"sdk{recipe_pins('training-neuron')['NEURON_SDK_VERSION']}-{hub}"
+        return f"{reference_tag(versions.NOTEBOOK_CUDA_BASE_IMAGE)}-{hub}"
     pins = recipe_pins(recipe)
     efa = f"efa{pins['EFA_INSTALLER_VERSION']}"
     if recipe == "training-cuda":

@@ -169,7 +169,7 @@ def team_network_policies(
     NCCL's TCP bootstrap, MPI's SSH, a trial's metrics collector and Ray's workers to the
     head). Trainer, JobSet, Volcano and Karpenter act through the API server, webhooks are
     served from their own namespaces, and no metrics scraper is installed yet (one that is must
-    be admitted here, by namespace and pod). Two controllers do connect to team pods, each
+    be admitted here, by namespace and pod). Some controllers do connect to team pods, each
     admitted by one policy only where it is installed (``controllers``), from its namespace AND
     its pods' labels, to the pods it calls AND the ports it calls only:
 
@@ -177,9 +177,14 @@ def team_network_policies(
       RayJob's job, and reads a RayService's applications, through the dashboard's HTTP API
       (:data:`components.kuberay.OPERATOR_INGRESS`);
     * Katib's controller, to a Suggestion's pod (6789): it asks the algorithm service for
-      trials over gRPC (:data:`components.katib.CONTROLLER_INGRESS`).
+      trials over gRPC (:data:`components.katib.CONTROLLER_INGRESS`);
+    * JupyterHub's proxy and hub, to a notebook server's port (8888): the proxy forwards the
+      user's browser, the hub waits for the server to answer
+      (:data:`components.notebooks.PROXY_INGRESS`, :data:`components.notebooks.HUB_INGRESS`).
 
-    The policies admit ingress only: what team pods send out is not limited here. Katib's
+    The policies admit ingress only: what team pods send out is not limited here (notebook
+    servers' egress to instance metadata is denied by a policy of their own,
+    :func:`components.notebooks.metadata_egress_policy`). Katib's
     metrics collector (a sidecar in a trial's primary pod) pushes to ``katib-db-manager`` in
     Katib's namespace, which has no NetworkPolicy (the release's manifests carry none and the
     stack adds none there), so nothing stands in its way. The kubelet's probes come from the

@@ -289,6 +289,31 @@ DEFAULT_MPI_IMAGE: Final = "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"
 """Trainer's DeepSpeed runtime image, tagged with Trainer's release (``v`` + its chart's)."""
 DEFAULT_JAX_IMAGE: Final = "nvcr.io/nvidia/jax:25.10-py3"
 
+# JupyterHub (zero-to-jupyterhub-k8s): the chart's hub image runs JupyterHub 5.5.0 with
+# jupyterhub-kubespawner 7.0.0 and oauthenticator 17.4.0 (jupyterhub/zero-to-jupyterhub-k8s 4.4.0
+# images/hub/requirements.txt).
+JUPYTERHUB_CHART: Final = HelmChart(
+    chart="jupyterhub",
+    version="4.4.0",
+    repository="https://hub.jupyter.org/helm-chart/",
+)
+JUPYTERHUB_KUBESPAWNER_VERSION: Final = "7.0.0"
+"""KubeSpawner in the chart's hub image (not a pin of its own: it moves with the chart); the
+release whose source the notebook builders follow (components/notebooks.py)."""
+JUPYTERHUB_OAUTHENTICATOR_VERSION: Final = "17.4.0"
+"""OAuthenticator in the chart's hub image (moves with the chart, as KubeSpawner does)."""
+NOTEBOOK_JUPYTERHUB_VERSION: Final = "5.5.0"
+"""JupyterHub in the notebook images (``jupyterhub-singleuser``): the hub's own release, as the
+chart's sample user image pins it
+(https://github.com/jupyterhub/zero-to-jupyterhub-k8s/blob/4.4.0/images/singleuser-sample/requirements.txt);
+a server and its hub must share a major release."""
+NOTEBOOK_JUPYTERLAB_VERSION: Final = "4.5.8"
+"""JupyterLab in the notebook images, as the chart's sample user image pins it (same file)."""
+NOTEBOOK_CUDA_BASE_IMAGE: Final = DEFAULT_TORCH_IMAGE
+"""What images/notebook builds the CUDA notebook image on: the PyTorch runtime's image, so a
+notebook loads the CUDA, NCCL and PyTorch its team's jobs run (derived, not a pin of its own).
+The Neuron notebook image builds on the images/training-neuron build (its Neuron SDK)."""
+
 NEURON_CUSTOM_SCHEDULER_IMAGES: Final[dict[str, str]] = {
     "1.33": "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.33.13-eks-1-33-34",
     "1.34": "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.34.7-eks-1-34-18",

@@ -94,12 +94,27 @@ PINNED_RELEASES: Final[dict[str, Callable[[], set[str]]]] = {
     "pulumi-eks": lambda: {_requirement_in("requirements.txt", "pulumi-eks")},
     "pulumi-kubernetes": lambda: {_requirement_in("requirements.txt", "pulumi-kubernetes")},
     "kubeflow/sdk": lambda: {_requirement_in("requirements-dev.txt", "kubeflow")},
+    "jupyterhub/zero-to-jupyterhub-k8s": lambda: {versions.JUPYTERHUB_CHART.version},
+    "zero-to-jupyterhub-k8s": lambda: {versions.JUPYTERHUB_CHART.version},
+    "jupyterhub/kubespawner": lambda: {versions.JUPYTERHUB_KUBESPAWNER_VERSION},
+    "kubespawner": lambda: {versions.JUPYTERHUB_KUBESPAWNER_VERSION},
+    "jupyterhub/oauthenticator": lambda: {versions.JUPYTERHUB_OAUTHENTICATOR_VERSION},
+    "oauthenticator": lambda: {versions.JUPYTERHUB_OAUTHENTICATOR_VERSION},
+    # JupyterHub itself, or its chart by the chart's name
+    "jupyterhub": lambda: {versions.NOTEBOOK_JUPYTERHUB_VERSION, versions.JUPYTERHUB_CHART.version},
 }
 """Upstream projects (lower case: a short name, or a GitHub owner/repo) and the releases our
 pins give each (a function, read when the test runs). Prose cites them by name and release
 (``slurm-operator v1.2.1 internal/builder/...``); links, by owner/repo and tag."""
 
-TAGGED_WITHOUT_V: Final = frozenset({"boto/botocore"})
+TAGGED_WITHOUT_V: Final = frozenset(
+    {
+        "boto/botocore",
+        "jupyterhub/zero-to-jupyterhub-k8s",
+        "jupyterhub/kubespawner",
+        "jupyterhub/oauthenticator",
+    }
+)
 """Repositories whose release tags are the bare version (1.44.8); the others prefix a v."""
 
 

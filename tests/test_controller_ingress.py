@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import pytest
 
-from components import katib, kuberay, versions
+from components import katib, kuberay, notebooks, versions
 from components.teams import TEAM_LABEL
 from synth.run import StackResult
 from synth.yamlio import load_yaml
@@ -111,7 +111,10 @@ def test_nothing_stands_between_the_metrics_collector_and_the_db_manager(
     none there). A default deny added there must come with an allow for the collectors."""
     policies = _policies(synthesized[stack])
     assert not [p for p in policies if p["metadata"]["namespace"] == katib.NAMESPACE]
-    assert all(p["spec"]["policyTypes"] == ["Ingress"] for p in policies
+    # The one egress policy of a team namespace selects notebook servers only.
+    assert all(p["spec"]["policyTypes"] == ["Ingress"]
+               or p["spec"]["podSelector"] == {"matchLabels": notebooks.NOTEBOOK_POD_LABELS}
+               for p in policies
                if p["metadata"]["namespace"] in _teams(synthesized[stack]))  # fmt: skip
     collector = Pod(_teams(synthesized[stack])[0], {"katib.kubeflow.org/trial": "t"})
     db_manager = Pod(katib.NAMESPACE, {katib.COMPONENT_LABEL: "db-manager"})

@@ -38,6 +38,11 @@ Slurm options (a partition's ``configMap``): their keys are label names or Slurm
 chart structure, so a non-empty default there (karpenter's ``nodeSelector: {kubernetes.io/os:
 linux}``) is an example that Helm merges ours into, not a list of allowed keys."""
 
+TRAITLETS_CONFIG_PATHS = frozenset({"hub.config"})
+"""The jupyterhub chart's ``hub.config``: JupyterHub's traitlets config, class -> trait
+(jupyterhub/zero-to-jupyterhub-k8s 4.4.0 jupyterhub/values.schema.yaml, ``hub.config``: any
+keys), of which the defaults show one class only."""
+
 KUBERNETES_TYPED_PATHS = ("podSpec", "service.spec")
 """Key paths (suffixes) whose value the chart documents as a Kubernetes type (the slurm chart's
 ``podSpec`` is a ``corev1.PodSpec``, ``service.spec`` a ``corev1.ServiceSpec``): any field of
@@ -89,7 +94,11 @@ def unknown_value_paths(values: Any, defaults: Any, path: str = "") -> list[str]
         here = f"{path}.{key}" if path else str(key)
         if key not in defaults:
             problems.append(here)
-        elif key not in FREE_FORM_KEYS and not _kubernetes_typed(here):
+        elif (
+            key not in FREE_FORM_KEYS
+            and here not in TRAITLETS_CONFIG_PATHS
+            and not _kubernetes_typed(here)
+        ):
             problems.extend(unknown_value_paths(value, defaults[key], here))
     return problems
 
@@ -264,10 +273,14 @@ def test_every_release_value_matches_the_chart_schema(
     problems: list[str] = []
     for release in _releases(synthesized[stack]):
         chart = _chart_of(release)
-        path = _chart_dir(reference_dir, chart) / "values.schema.json"
-        if not path.is_file():
+        directory = _chart_dir(reference_dir, chart)
+        paths = [p for p in (directory / "values.schema.json", directory / "values.schema.yaml")
+                 if p.is_file()]  # fmt: skip
+        if not paths:
             continue
-        schema = json.loads(path.read_text())
+        # The jupyterhub chart keeps its schema as YAML (its packaging writes the JSON file).
+        schema = (json.loads(paths[0].read_text()) if paths[0].suffix == ".json"
+                  else _yaml(paths[0]))  # fmt: skip
         merged = _helm_merged(_yaml(_chart_dir(reference_dir, chart) / "values.yaml"),
                               release.inputs.get("values", {}))  # fmt: skip
         validator = jsonschema.validators.validator_for(schema)(schema)
@@ -276,6 +289,8 @@ def test_every_release_value_matches_the_chart_schema(
     assert problems == []
     if stack_has_slurm(synthesized[stack]):
         assert "cert-manager" in checked
+    if stack in ("dev", "staging"):
+        assert "jupyterhub" in checked
 
 
 def stack_has_slurm(result: StackResult) -> bool:

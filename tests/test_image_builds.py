@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from components import image_builds, software
-from components.config import parse_platform_config
+from components.config import NotebookImagesConfig, parse_platform_config
 from components.config.ray import RayImagesConfig
 from components.config.slurm import SlurmImagesConfig
 from components.config.trainer import RUNTIME_IMAGE_KEYS
@@ -41,7 +41,8 @@ def _stack_image_keys() -> set[str]:
         for name, field in SlurmImagesConfig.model_fields.items()
     }
     ray = {f"ray.images.{name}" for name in RayImagesConfig.model_fields}
-    return trainer | slurm | ray
+    notebooks = {f"notebooks.images.{name}" for name in NotebookImagesConfig.model_fields}
+    return trainer | slurm | ray | notebooks
 
 
 def test_every_image_a_stack_names_is_built() -> None:
@@ -163,9 +164,10 @@ def test_each_recipe_takes_the_download_arguments_the_plan_passes() -> None:
         assert contexts == {image_builds.CHECKPOINT_CONTEXT if "--from=checkpoint" in text else ""}
     # The GPU and login builds need no Neuron repository (a project without Trainium has none).
     for build in builds():
-        neuron = build.arguments.get("ACCELERATOR") == "neuron" or build.recipe in {
+        neuron = build.arguments.get("ACCELERATOR") == "neuron" or build.repository in {
             "training-neuron",
             "ray-neuron",
+            "notebook-neuron",
         }
         assert any(n.startswith("NEURON_") for n in build.downloads) == neuron, build.repository
 

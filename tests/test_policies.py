@@ -648,6 +648,11 @@ def test_every_policy_has_cases() -> None:
             "efs-encrypted-customer-key",
             "efs-mount-targets-nfs-from-nodes",
             "efs-access-points-team-owned",
+            # tests/test_notebooks.py
+            "notebooks-exposure",
+            "notebooks-authenticator",
+            "notebooks-images-pinned",
+            "notebooks-profile-resources",
             "fsx-root-squashed",
             "lustre-team-volumes-isolated",
             "lustre-volumes-on-clients",

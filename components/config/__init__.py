@@ -55,6 +55,13 @@ from components.config.network import (
     client_network_problems,
     network_problems,
 )
+from components.config.notebooks import (
+    OIDC_CLIENT_SECRET_KEY,
+    NotebookImagesConfig,
+    NotebooksConfig,
+    OidcConfig,
+    notebooks_problems,
+)
 from components.config.platform import PlatformConfig, parse_platform_config
 from components.config.pools import (
     DEFAULT_HUGEPAGES_GIB,
@@ -159,6 +166,7 @@ __all__ = [
     "MINIMUM_RSA_BITS",
     "MISSING",
     "MOVED_KEYS",
+    "OIDC_CLIENT_SECRET_KEY",
     "PRIVATE_KEY_ERROR",
     "REQUIRED_TAG_KEYS",
     "RESERVED_NAMESPACES",
@@ -206,6 +214,9 @@ __all__ = [
     "NamespaceName",
     "NetworkConfig",
     "NodePoolConfig",
+    "NotebookImagesConfig",
+    "NotebooksConfig",
+    "OidcConfig",
     "PinnedImage",
     "PlatformConfig",
     "PoolName",
@@ -252,6 +263,7 @@ __all__ = [
     "model_store_problems",
     "network_problems",
     "node_pool_problems",
+    "notebooks_problems",
     "parse_platform_config",
     "pool_capacity",
     "principal_identity",

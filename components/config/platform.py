@@ -24,6 +24,7 @@ from components.config.images import software_problems
 from components.config.katib import KatibConfig, katib_problems
 from components.config.model_store import ModelStoreConfig, model_store_problems
 from components.config.network import NetworkConfig, network_problems
+from components.config.notebooks import NotebooksConfig, OidcConfig, notebooks_problems
 from components.config.pools import GeneralPoolConfig, NodePoolConfig, node_pool_problems
 from components.config.ray import RayConfig, ray_cluster_problems
 from components.config.slurm import SlurmConfig, slurm_problems
@@ -93,6 +94,15 @@ class PlatformConfig(StrictModel):
     katib: KatibConfig = Field(
         default_factory=KatibConfig,
         description="Katib hyperparameter search, trials as TrainJobs. Default: off.",
+    )
+    notebooks: NotebooksConfig = Field(
+        default_factory=NotebooksConfig,
+        description="JupyterHub, each user's server in their team's namespace. Default: off.",
+    )
+    oidc: OidcConfig = Field(
+        default_factory=OidcConfig,
+        description="The platform's OpenID Connect client (notebooks; Grafana later). "
+        "Default: unset.",
     )
 
     @property
@@ -203,3 +213,4 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from software_problems(config)
     yield from katib_problems(config)
     yield from ray_cluster_problems(config)
+    yield from notebooks_problems(config)

@@ -7,7 +7,7 @@ from typing import Any
 
 from pulumi_policy import StackValidationArgs, StackValidationPolicy
 
-from components import katib, kuberay
+from components import katib, kuberay, notebooks
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL
 from components.tenancy import POD_SECURITY_PREFIX, ControllerIngress, from_namespace, tcp
 
@@ -117,7 +117,12 @@ def _denies_all_ingress(spec: Mapping[str, Any]) -> bool:
     )
 
 
-CONTROLLERS: tuple[ControllerIngress, ...] = (kuberay.OPERATOR_INGRESS, katib.CONTROLLER_INGRESS)
+CONTROLLERS: tuple[ControllerIngress, ...] = (
+    kuberay.OPERATOR_INGRESS,
+    katib.CONTROLLER_INGRESS,
+    notebooks.PROXY_INGRESS,
+    notebooks.HUB_INGRESS,
+)
 """The platform controllers a team namespace may admit: each from its namespace AND pods, to the
 pods it calls AND its ports, and to nothing else."""
 
