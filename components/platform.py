@@ -41,6 +41,9 @@ from components.kuberay import (
 from components.network import Network
 from components.node_pools import NodePools
 from components.notebooks import HUB_INGRESS as NOTEBOOK_HUB_INGRESS
+from components.notebooks import (
+    NAMESPACE as NOTEBOOKS_NAMESPACE,
+)
 from components.notebooks import PROXY_INGRESS as NOTEBOOK_PROXY_INGRESS
 from components.notebooks import (
     JupyterHub,
@@ -247,6 +250,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 "trainer": [self.trainer],
                 "slurm": [self.slurm] if self.slurm is not None else [],
                 "ray": [self.kuberay] if self.kuberay is not None else [],
+                "notebooks": [self.notebooks] if self.notebooks is not None else [],
             },
             cluster=in_cluster,
             opts=with_aws,
@@ -802,7 +806,7 @@ def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
         config: the validated stack configuration.
 
     Returns:
-        namespace -> ``scheduling``, ``trainer``, ``slurm`` or ``ray``.
+        namespace -> ``scheduling``, ``trainer``, ``slurm``, ``ray`` or ``notebooks``.
     """
     namespaces = {SCHEDULING_NAMESPACE: "scheduling"}
     if config.trainer.enabled:
@@ -810,6 +814,8 @@ def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
         namespaces |= {TRAINER_NAMESPACE: "trainer", JOBSET_NAMESPACE: "trainer"}
     if config.ray.enabled:
         namespaces[KUBERAY_NAMESPACE] = "ray"
+    if config.notebooks.enabled:
+        namespaces[NOTEBOOKS_NAMESPACE] = "notebooks"
     if config.slurm.enabled:
         for namespace in (
             CERT_MANAGER_NAMESPACE, OPERATOR_NAMESPACE, MONITORING_NAMESPACE, KEDA_NAMESPACE

@@ -33,7 +33,7 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import device_plugins, karpenter, kuberay, scheduling, trainer
+from components import device_plugins, karpenter, kuberay, notebooks, scheduling, trainer
 from components.slurm.autoscaling import KEDA_NAMESPACE, MONITORING_NAMESPACE, PROMETHEUS_PORT
 from components.slurm.common import (
     CERT_MANAGER_NAMESPACE,
@@ -84,6 +84,10 @@ LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
     # The operator has no webhook (ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/
     # templates) and nobody scrapes its metrics yet: closed.
     kuberay.NAMESPACE: (),
+    # No webhook either; the chart's own policies open the hub's API to the proxy and to
+    # notebook servers, the proxy's API to the hub, and the notebooks component opens the
+    # proxy to the exposure's clients (components/notebooks.py): everything else is closed.
+    notebooks.NAMESPACE: (),
     CERT_MANAGER_NAMESPACE: (
         Listener("cert-manager-webhook", 10250, (API_SERVER,),
                  "cert-manager's webhook (cert-manager v1.21.1 values webhook.securePort)"),

@@ -132,6 +132,7 @@ _K8S_IDENTITY_ONLY: Final = tuple(
         "networking.k8s.io/v1:NetworkPolicy",
         "ray.io/v1:RayCluster",
         "rbac.authorization.k8s.io/v1:ClusterRole",
+        "rbac.authorization.k8s.io/v1:Role",
         "scheduling.k8s.io/v1:PriorityClass",
         "scheduling.volcano.sh/v1beta1:Queue",
         "slinky.slurm.net/v1beta1:NodeSet",

@@ -49,6 +49,12 @@ def without_slurm(data: dict[str, Any]) -> None:
     data.pop("slurm", None)
 
 
+def without_notebooks(data: dict[str, Any]) -> None:
+    """Turn JupyterHub off: for tests that remove what it needs (the model store its homes
+    live on) or change pools so that they get profiles whose images the stack names none of."""
+    data.setdefault("notebooks", {})["enabled"] = False
+
+
 def without_lustre(data: dict[str, Any]) -> None:
     """Drop the file system, and Slurm that needs it; the buckets stay reachable.
 

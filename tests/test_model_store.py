@@ -23,7 +23,7 @@ from tests import component_runs as parts
 from tests.component_runs import node_security_group_id
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
-from tests.mutations import without_teams
+from tests.mutations import without_notebooks, without_teams
 
 FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
 MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
@@ -200,6 +200,7 @@ def test_slurm_mounts_the_whole_file_system(run_component: RunComponent) -> None
 def test_no_model_store_when_off(run_component: RunComponent) -> None:
     data = stack_data("dev")
     data["modelStore"]["enabled"] = False
+    without_notebooks(data)  # their homes live on the model store
     run = run_component(parts.storage, data, "dev")
     assert not run.of_type(FILE_SYSTEM) and not run.of_type(ACCESS_POINT)
     assert not _volumes(run)

@@ -37,6 +37,7 @@ from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
+from tests.mutations import without_notebooks
 
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -808,6 +809,7 @@ def test_no_efa_pool_means_no_efa_group(run_platform: Callable[..., ProgramRun])
     trn1["efa"] = False
     # no longer pinned by EFA: pinned by hand beside the file system its Slurm node set mounts
     trn1["zone"] = data["network"]["trainingZone"]
+    without_notebooks(data)  # a Trainium pool without EFA gets notebooks, whose image dev has not
     run = run_platform(data, "dev")
     assert not any(g.name.endswith("-efa") for g in run.of_type(SECURITY_GROUP))
     assert run.of_type(PLACEMENT_GROUP) == []

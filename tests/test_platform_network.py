@@ -76,6 +76,13 @@ def test_platform_policies_wait_for_the_releases_that_create_their_namespaces(
         for r in result.records
         if r.type == HELM_RELEASE and r.inputs.get("createNamespace")
     }
+    # or the Namespace resource a component makes for its release (JupyterHub's, with its
+    # Pod Security labels)
+    creators |= {
+        r.inputs["metadata"]["name"]: r.urn
+        for r in result.records
+        if r.type == "kubernetes:core/v1:Namespace" and r.inputs["metadata"]["name"] not in creators
+    }
     for namespace in platform_namespaces(result.config):
         policies = [
             r

@@ -49,7 +49,7 @@ from tests import component_runs as parts
 from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.kubernetes_semantics import quantity
-from tests.mutations import without_lustre, without_slurm, without_teams
+from tests.mutations import without_lustre, without_notebooks, without_slurm, without_teams
 from tests.schemas import validation_errors
 
 STORAGE = "trainingplatform:index:Storage"
@@ -1168,6 +1168,7 @@ def test_without_storage_nothing_of_it(run_platform: Callable[..., ProgramRun]) 
     data = stack_data("dev")
     data["storage"] = {}
     data.pop("modelStore")
+    without_notebooks(data)  # their homes live on the model store
     without_slurm(data)  # Slurm needs the file system
     run = run_platform(data, "dev")
     # a startup taint nothing removes would leave every node unusable
