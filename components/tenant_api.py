@@ -292,16 +292,34 @@ def ray_gang_policy(
             for j in range(SUMMED_SETS)
         )
         pool_variables.append({"name": f"pool{i}", "expression": f"({demand})"})
-        capacity = nodes[pool_name] * per_node
+        # A standing cluster's nodes are no other gang's; the cluster itself is judged
+        # against the nodes the others leave it.
+        holders = limits.standing.get(pool_name, ())
+        held = sum(workers for _, _, workers in holders)
+        own = " + ".join(
+            f"(object.kind == 'RayCluster' && has(object.metadata.namespace) && "
+            f"object.metadata.namespace == '{namespace}' && object.metadata.name == "
+            f"'{cluster_name}' ? {workers * per_node} : 0)"
+            for namespace, cluster_name, workers in holders
+        )
+        capacity = (nodes[pool_name] - held) * per_node
+        ceiling = f"{capacity} + ({own})" if holders else str(capacity)
+        held_text = (
+            f" ({held} of them held by standing Ray clusters "
+            + ", ".join(f"{namespace}/{cluster_name}" for namespace, cluster_name, _ in holders)
+            + ")"
+            if holders
+            else ""
+        )
         pool_validations.append(
             {
-                "expression": f"variables.pool{i} <= {capacity}",
+                "expression": f"variables.pool{i} <= {ceiling}",
                 "messageExpression": f"{name} + ': its worker groups on pool {pool_name} start "
                 f"with ' + string(variables.pool{i}) + ' {resource} (minReplicas x numOfHosts "
                 f"x the request of each worker: ' + string((variables.pool{i} + {per_node - 1}) / "
                 f"{per_node}) + ' nodes of {per_node}); pool {pool_name} launches at most "
-                f"{nodes[pool_name]} nodes: the gang would pend forever and hold the nodes it "
-                "got'",
+                f"{nodes[pool_name]} nodes{held_text}: the gang would pend forever and hold the "
+                "nodes it got'",
                 "reason": "Invalid",
             }
         )
@@ -511,6 +529,9 @@ class GangLimits:
     """Team namespace -> its runtime's name -> the most nodes one of its gangs can get: the
     pool's limit, or fewer where the team's quota or queue capability holds fewer whole
     nodes' accelerators or EFA interfaces (what ``synth jobs`` reports as ``maxNodes``)."""
+    standing: dict[str, tuple[tuple[str, str, int], ...]] = field(default_factory=dict)
+    """Pool name -> (namespace, name, workers) of each standing Ray cluster on it: nodes no
+    other gang gets while the cluster exists."""
 
 
 def standing_held(team: TeamConfig, pools: Mapping[str, NodePoolConfig]) -> dict[str, int]:
@@ -599,14 +620,20 @@ def gang_limits(
     pool_nodes = {pool.name: pool.max_nodes - slurm_nodes.get(pool.name, 0) for pool in pools}
     by_name = {pool.name: pool for pool in pools}
     # A standing Ray cluster's workers hold their nodes for every team's gangs on the pool.
-    standing_nodes = {name: 0 for name in by_name}
+    standing: dict[str, list[tuple[str, str, int]]] = {}
     for team, _ in (team_runtimes or {}).values():
         for cluster in team.ray.clusters:
-            if cluster.pool in standing_nodes:
-                standing_nodes[cluster.pool] += cluster.workers
-    free_nodes = {name: nodes - standing_nodes[name] for name, nodes in pool_nodes.items()}
+            if cluster.pool in by_name:
+                standing.setdefault(cluster.pool, []).append(
+                    (team.name, cluster.name, cluster.workers)
+                )
+    free_nodes = {
+        name: nodes - sum(workers for _, _, workers in standing.get(name, []))
+        for name, nodes in pool_nodes.items()
+    }
     return GangLimits(
         pool_nodes=pool_nodes,
+        standing={pool: tuple(clusters) for pool, clusters in sorted(standing.items())},
         team_runtime_nodes={
             namespace: {
                 runtime: team_node_limit(

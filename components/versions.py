@@ -224,7 +224,8 @@ installs ``crds/`` once and never upgrades it, so the stack applies these itself
 and a bump upgrades them, as it does JobSet's (:data:`JOBSET_CRDS_URL`)."""
 
 RAY_IMAGE: Final = "rayproject/ray:2.52.0-py312-gpu"
-"""Ray's own image for GPU worker groups and heads (CUDA, Ray Train with PyTorch): Ray 2.52.0,
+"""Ray's own GPU image (CUDA and Ray, no PyTorch: a job brings torch in its ``runtime_env``;
+``ray.images.gpu`` names an images/ray-cuda build, which has it, on EFA pools): Ray 2.52.0,
 the release KubeRay 1.7.0's samples run (ray-project/kuberay v1.7.0
 ray-operator/config/samples/ray-job.sample.yaml). Still by tag, for the bot to add its digest."""
 RAY_VERSION: Final = RAY_IMAGE.split(":", 1)[1].split("-", 1)[0]

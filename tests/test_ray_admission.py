@@ -21,7 +21,8 @@ from synth.run import StackResult
 from tests.test_kuberay import _examples, _kuberays_pod, _policy, _team_namespace
 
 POOL: Final = "gpu-small"
-"""dev's GPU pool: 2 nodes of 1 GPU (components.platform.stack_gang_limits)."""
+"""dev's GPU pool of 1-GPU nodes (components.platform.stack_gang_limits), one held by its
+standing Ray cluster."""
 
 
 def _cluster(result: StackResult, workers: int) -> dict[str, Any]:
@@ -53,7 +54,10 @@ def test_a_ray_gang_larger_than_its_pool_is_refused(synthesized: dict[str, Stack
     """minReplicas x numOfHosts of the groups on a pool (KubeRay's CalculateMinReplicas) may
     not exceed the nodes the pool launches; suspended and unpinned groups do not count."""
     result = synthesized["dev"]
-    limit = stack_gang_limits(result.config).pool_nodes[POOL]
+    limits = stack_gang_limits(result.config)
+    (standing,) = limits.standing[POOL]  # dev's interactive cluster holds nodes of the pool
+    limit = limits.pool_nodes[POOL] - standing[2]
+    assert limit >= 1
     policy = _policy(result, RAY_GANG_POLICY)
     fits = _cluster(result, limit)
     namespace = _team_namespace(result, fits["metadata"]["namespace"])
@@ -62,8 +66,14 @@ def test_a_ray_gang_larger_than_its_pool_is_refused(synthesized: dict[str, Stack
     for kind in ("RayCluster", "RayJob", "RayService"):
         ok, message = admit(policy, _as(kind, too_big), namespace)
         assert not ok and message, kind
-        assert f"pool {POOL} launches at most {limit} nodes" in message, message
+        assert f"pool {POOL} launches at most {limits.pool_nodes[POOL]} nodes" in message
+        assert f"held by standing Ray clusters {standing[0]}/{standing[1]}" in message, message
         assert f"{kind} train" in message
+    # the standing cluster itself is judged against what the others leave it, not less
+    itself = _cluster(result, limit + standing[2])
+    itself["metadata"]["name"] = standing[1]
+    assert admit(policy, itself, namespace) == (True, None)
+    assert not admit(policy, _as("RayJob", itself), namespace)[0]  # a RayJob of that name is not
     # numOfHosts multiplies: ceil(limit / 2) replicas of two hosts each exceed it by one
     hosts = copy.deepcopy(fits)
     (group,) = hosts["spec"]["workerGroupSpecs"]

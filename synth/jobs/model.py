@@ -130,7 +130,8 @@ class StandingGang:
     pools: dict[str, int]
     """NodePool -> nodes its workers hold (one pod per node, as the platform builds them)."""
     queued: dict[str, Decimal]
-    """Its PodGroup's minResources: what the queue counts as allocated."""
+    """What the queue counts as allocated: its PodGroup's minResources, or its running pods'
+    requests where larger."""
     charged: dict[str, Decimal]
     """Its pods' requests with LimitRange defaults: what the namespace's quotas count."""
 
@@ -182,12 +183,19 @@ class Stack:
                 {r: a * count for r, a in trainer.pod_requests(pod, defaults).items()}
                 for _, pod, count in kuberay.pods(cluster)
             )
+            # Once its pods run, the queue counts their requests (LimitRange defaults
+            # included), not the PodGroup's minResources (volcano v1.15.1
+            # pkg/scheduler/plugins/capacity/capacity.go): the larger of the two, per resource.
+            queued = {
+                resource: max(group.min_resources.get(resource, Decimal(0)), amount)
+                for resource, amount in {**group.min_resources, **charged}.items()
+            }
             yield StandingGang(
                 namespace,
                 name_of(cluster),
                 group.queue or volcano.DEFAULT_QUEUE,
                 pools,
-                dict(group.min_resources),
+                queued,
                 charged,
             )
 
