@@ -461,6 +461,7 @@ def stack_gang_limits(config: PlatformConfig) -> GangLimits:
         }
         if config.trainer.enabled
         else {},
+        teams=config.teams if config.ray.enabled else (),
     )
 
 

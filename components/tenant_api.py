@@ -16,7 +16,7 @@ the CEL as literals, since a policy's ``paramKind`` would need a CRD of our own.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -602,6 +602,7 @@ def gang_limits(
     runtime_pools: Mapping[str, str],
     runtime_nodes: Mapping[str, int],
     team_runtimes: Mapping[str, tuple[TeamConfig, Mapping[str, str]]] | None = None,
+    teams: Sequence[TeamConfig] = (),
 ) -> GangLimits:
     """The :class:`GangLimits` of a stack.
 
@@ -616,12 +617,14 @@ def gang_limits(
         team_runtimes: team namespace -> (the team, its runtimes' names -> their pools), for
             the teams' own limits (:func:`team_node_limit`), less what the teams' standing Ray
             clusters hold. Default: none (pool limits only).
+        teams: the teams whose standing Ray clusters (``teams[].ray.clusters``, with Ray on)
+            hold nodes of their pools, with Trainer on or off. Default: none.
     """
     pool_nodes = {pool.name: pool.max_nodes - slurm_nodes.get(pool.name, 0) for pool in pools}
     by_name = {pool.name: pool for pool in pools}
     # A standing Ray cluster's workers hold their nodes for every team's gangs on the pool.
     standing: dict[str, list[tuple[str, str, int]]] = {}
-    for team, _ in (team_runtimes or {}).values():
+    for team in teams:
         for cluster in team.ray.clusters:
             if cluster.pool in by_name:
                 standing.setdefault(cluster.pool, []).append(

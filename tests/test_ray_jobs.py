@@ -321,8 +321,9 @@ def test_a_standing_raycluster_is_a_path_runnable_or_not_with_its_reason(
     assert fits.runnable and fits.max_nodes == 2, fits
     too_big = _with(result, _standing(result, 3))[("ml-dev", "standing-3")]
     assert not too_big.runnable and too_big.max_nodes == 0
-    assert any("gang of 3 worker(s) never forms (at most 2)" in r for r in too_big.reasons)
-    assert any("held by standing RayCluster ml-dev/interactive" in r for r in too_big.reasons)
+    # refused when written: the gang admission takes the standing cluster's node off the pool
+    (refusal,) = [r for r in too_big.reasons if "trainingplatform-ray-gangs" in r]
+    assert "held by standing Ray clusters ml-dev/interactive" in refusal, refusal
     view = _view(result)
     view.objects.append(_standing(result, 3))
     assert not all_runnable(evaluate_jobs(view))  # `synth jobs` exits 1
