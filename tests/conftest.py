@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import pytest
 
@@ -33,12 +33,20 @@ def reference_root() -> Path:
     return Path(os.environ.get(REFERENCE_ENV, REPOSITORY_ROOT.parent / "shared")).resolve()
 
 
+RUN_FIRST: Final = ("test_scan.py", "test_new_environment.py")
+"""Modules whose tests take tens of seconds in one go (checkov over every stack, a copy of the
+repository running its how-to): run first, so that no worker is left with one of them while
+the other has nothing more to do."""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``slow`` every test that runs the whole program (before ``-m`` selects)."""
+    """Mark ``slow`` every test that runs the whole program (before ``-m`` selects), and put
+    the :data:`RUN_FIRST` modules first (the order is the same in every xdist worker)."""
     for item in items:
         if "run_platform" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.path.name not in RUN_FIRST)
 
 
 @pytest.fixture(scope="session")

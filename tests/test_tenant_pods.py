@@ -272,10 +272,40 @@ TEMPLATE_KINDS: Final = (
     "StatefulSet",
     "ReplicaSet",
 )
+OTHER_SHAPES_PER_STACK: Final = 2
 
 
-@pytest.mark.parametrize("stack", STACKS)
-@pytest.mark.parametrize("kind", TEMPLATE_KINDS)
+def _shapes() -> list[tuple[str, str]]:
+    """(stack, kind) of the shape matrices: the bare Pod in every stack, and the other
+    shapes two to a stack in turn, so every shape is judged and every stack as often.
+
+    Where a policy looks for a pod spec in an object is the same CEL in every stack; what a
+    stack changes is the data the CEL compares with (its pools' taints), which the Pod cases
+    judge in each. Each stack gets as many cases as the others, so a new stack gets as many as
+    the one it was copied from (tests/test_new_environment.py).
+    """
+    others = [kind for kind in TEMPLATE_KINDS if kind != "Pod"]
+    pairs: list[tuple[str, str]] = []
+    for index, stack in enumerate(STACKS):
+        pairs.append((stack, "Pod"))
+        pairs += [
+            (stack, others[(index * OTHER_SHAPES_PER_STACK + offset) % len(others)])
+            for offset in range(OTHER_SHAPES_PER_STACK)
+        ]
+    return pairs
+
+
+SHAPES: Final = _shapes()
+
+
+def test_every_shape_is_judged_and_every_stack_equally() -> None:
+    assert {kind for _, kind in SHAPES} == set(TEMPLATE_KINDS)
+    per_stack = {stack: sum(1 for s, _ in SHAPES if s == stack) for stack in STACKS}
+    assert set(per_stack.values()) == {1 + OTHER_SHAPES_PER_STACK}, per_stack
+    assert all((stack, "Pod") in SHAPES for stack in STACKS)
+
+
+@pytest.mark.parametrize(("stack", "kind"), SHAPES)
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_each_way_to_hold_nodes_is_refused_in_every_shape(
     stack: str, kind: str, attack: str, synthesized: dict[str, StackResult]
@@ -293,8 +323,7 @@ def test_each_way_to_hold_nodes_is_refused_in_every_shape(
     assert expected.get(attack, "toleration not allowed") in message
 
 
-@pytest.mark.parametrize("stack", STACKS)
-@pytest.mark.parametrize("kind", TEMPLATE_KINDS)
+@pytest.mark.parametrize(("stack", "kind"), SHAPES)
 @pytest.mark.parametrize("case", LEGITIMATE)
 def test_pods_that_use_what_they_tolerate_are_admitted_in_every_shape(
     stack: str, kind: str, case: str, synthesized: dict[str, StackResult]
@@ -356,8 +385,7 @@ def test_tolerations_added_by_a_pod_update_are_judged(
     assert _judge(stack, synthesized, labelled, old=widened) == (True, None)
 
 
-@pytest.mark.parametrize("stack", STACKS)
-@pytest.mark.parametrize("kind", TEMPLATE_KINDS)
+@pytest.mark.parametrize(("stack", "kind"), SHAPES)
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if a != "node-name"])
 def test_an_update_cannot_bring_in_what_a_create_may_not(
     stack: str, kind: str, attack: str, synthesized: dict[str, StackResult]
@@ -367,8 +395,7 @@ def test_an_update_cannot_bring_in_what_a_create_may_not(
     assert not ok and message is not None, (attack, kind)
 
 
-@pytest.mark.parametrize("stack", STACKS)
-@pytest.mark.parametrize("kind", TEMPLATE_KINDS)
+@pytest.mark.parametrize(("stack", "kind"), SHAPES)
 def test_an_update_to_a_legitimate_spec_is_admitted(
     stack: str, kind: str, synthesized: dict[str, StackResult]
 ) -> None:
