@@ -495,6 +495,39 @@ def gang_labels(team: str) -> dict[str, str]:
     return {QUEUE_LABEL: team, RAY_PRIORITY_LABEL: STANDARD_PRIORITY_CLASS}
 
 
+def _cluster_spec(
+    name: str,
+    pool: NodePoolConfig,
+    *,
+    team: str,
+    image: str,
+    workers: int,
+    checkpoints: CheckpointLocation | None,
+    directories: list[TeamDirectory] | None,
+    group_id: int | None,
+    models: bool,
+) -> dict[str, Any]:
+    """A RayClusterSpec: the head and one whole-node worker group on ``pool``.
+
+    The head (:func:`head_group_spec`) and the workers (:func:`worker_group_spec`) of a
+    RayJob's cluster or a standing cluster; the arguments are :func:`ray_cluster`'s.
+    """
+    return {
+        "rayVersion": versions.RAY_VERSION,
+        "headGroupSpec": head_group_spec(
+            team=team, job=name, image=image, checkpoints=checkpoints,
+            directories=directories, group_id=group_id, models=models,
+        ),
+        "workerGroupSpecs": [
+            worker_group_spec(
+                pool, team=team, job=name, image=image, replicas=workers,
+                checkpoints=checkpoints, directories=directories, group_id=group_id,
+                models=models,
+            )
+        ],
+    }  # fmt: skip
+
+
 def ray_job(
     name: str,
     pool: NodePoolConfig,
@@ -533,31 +566,17 @@ def ray_job(
             "shutdownAfterJobFinishes": True,
             "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
             "submitterPodTemplate": submitter_template(image=image, group_id=group_id),
-            "rayClusterSpec": {
-                "rayVersion": versions.RAY_VERSION,
-                "headGroupSpec": head_group_spec(
-                    team=team,
-                    job=name,
-                    image=image,
-                    checkpoints=checkpoints,
-                    directories=directories,
-                    group_id=group_id,
-                    models=models,
-                ),
-                "workerGroupSpecs": [
-                    worker_group_spec(
-                        pool,
-                        team=team,
-                        job=name,
-                        image=image,
-                        replicas=workers,
-                        checkpoints=checkpoints,
-                        directories=directories,
-                        group_id=group_id,
-                        models=models,
-                    )
-                ],
-            },
+            "rayClusterSpec": _cluster_spec(
+                name,
+                pool,
+                team=team,
+                image=image,
+                workers=workers,
+                checkpoints=checkpoints,
+                directories=directories,
+                group_id=group_id,
+                models=models,
+            ),
         },
     }
 
@@ -599,34 +618,22 @@ def ray_cluster(
         "kind": "RayCluster",
         "metadata": {"name": name, "namespace": team, "labels": gang_labels(team)},
         "spec": {
-            "rayVersion": versions.RAY_VERSION,
             # KubeRay recreates every pod when the spec changes only with Recreate (kuberay
             # v1.7.0 ray-operator/controllers/ray/raycluster_controller.go,
             # shouldRecreatePodsForUpgrade); a RayJob's cluster may not set it
             # (utils/validation.go, ValidateRayClusterUpgradeOptions).
             "upgradeStrategy": {"type": "Recreate"},
-            "headGroupSpec": head_group_spec(
+            **_cluster_spec(
+                name,
+                pool,
                 team=team,
-                job=name,
                 image=image,
+                workers=workers,
                 checkpoints=checkpoints,
                 directories=directories,
                 group_id=group_id,
                 models=models,
             ),
-            "workerGroupSpecs": [
-                worker_group_spec(
-                    pool,
-                    team=team,
-                    job=name,
-                    image=image,
-                    replicas=workers,
-                    checkpoints=checkpoints,
-                    directories=directories,
-                    group_id=group_id,
-                    models=models,
-                )
-            ],
         },
     }
 
