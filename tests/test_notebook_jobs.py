@@ -89,3 +89,16 @@ def test_without_the_hubs_role_no_server_starts(synthesized: dict[str, StackResu
     assert rows
     for report in rows.values():
         _refused(report, f"the hub's ServiceAccount may not create pods in {TEAM} (403)")
+
+
+def test_a_profile_the_tenant_pods_policy_refuses_never_starts(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The hub's values are what it spawns: a profile tolerating every taint is refused by the
+    tenant-pods policy's CEL, as the API server would refuse KubeSpawner's pod."""
+    view = _view(synthesized["dev"])
+    values = view.releases[RELEASE]["values"]
+    (entry,) = [e for e in values["custom"]["teamProfiles"] if e["team"] == TEAM]
+    (gpu,) = [p for p in entry["profiles"] if not p["slug"].endswith("-cpu")]
+    gpu["kubespawner_override"]["tolerations"].append({"operator": "Exists"})
+    _refused(_gpu_row(view), "admission policy trainingplatform-tenant-pods: toleration")
