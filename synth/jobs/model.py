@@ -23,10 +23,16 @@ from components.katib import CONFIG_MAP as KATIB_CONFIG_MAP
 from components.katib import METRICS_COLLECTOR_INJECTION, TRAINJOB_TRIAL
 from components.katib import NAMESPACE as KATIB_NAMESPACE
 from components.kuberay import ray_image, ray_job
+from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
+from components.notebooks import NAMESPACE as NOTEBOOKS_NAMESPACE
+from components.notebooks import NOTEBOOK_POD_LABELS, NOTEBOOK_PORT, PROFILE_CONFIG
+from components.notebooks import RELEASE as NOTEBOOKS_RELEASE
 from components.platform import lustre_pools
+from components.scheduling import QUEUE_ANNOTATION
 from components.storage.layout import team_directories
 from components.tenancy import QUEUE_POLICY
 from components.tenant_api import RAY_GANG_POLICY
+from components.tenant_pods import TENANT_PODS_POLICY
 from components.trainer import team_runtimes
 from components.versions import TRAINING_OPERATOR_KUSTOMIZATION
 from components.workloads import NodeAllocatable
@@ -424,8 +430,15 @@ def _quota_bound(
     totals: Callable[[int], dict[str, Decimal]],
     priority_class: str | None = None,
     standing: list[StandingGang] = [],  # noqa: B006  # read only
+    *,
+    requested_only: bool = False,
 ) -> Bound | None:
     hard = _quota_hard(stack, namespace, priority_class)
+    if requested_only:
+        # One pod's admission checks only the resources it uses: the new usage is masked to
+        # the request's (kubernetes apiserver pkg/admission/plugin/resourcequota/controller.go,
+        # CheckRequest), so a CPU pod starts in a namespace whose GPUs are all held.
+        hard = {r: held for r, held in hard.items() if r in totals(1)}
     if not hard:
         return None
     holders = [g for g in standing if g.namespace == namespace]
@@ -877,7 +890,7 @@ def evaluate_jobs(
 
     Each team's runtimes (its own TrainingRuntimes and every ClusterTrainingRuntime), its
     Katib trials on them, its RayJobs per pool and its RayClusters and RayJobs in the view,
-    then each Slurm partition.
+    its notebook profiles where the stack runs JupyterHub, then each Slurm partition.
 
     Args:
         view: the synthesized stack.
@@ -913,6 +926,7 @@ def evaluate_jobs(
         if config is not None:
             reports += list(ray_job_paths(stack, config, team))
         reports += list(ray_object_paths(stack, namespace, team))
+        reports += list(notebook_paths(stack, namespace, team))
     reports += list(evaluate_partitions(stack, job_hours=job_hours))
     return reports
 
@@ -1380,6 +1394,204 @@ def ray_object_paths(stack: Stack, namespace: str, team: str) -> Iterator[PathRe
             if labels_of(obj).get(kuberay.ORIGIN_KIND_LABEL) == "RayJob":
                 continue
             yield evaluate_ray(stack, team, namespace, obj, scalable=False)
+
+
+def notebook_pod_of(override: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod KubeSpawner creates from a profile's ``kubespawner_override``.
+
+    The inverse of :func:`components.notebooks.kubespawner_override`, trait by trait as
+    KubeSpawner builds the pod (jupyterhub/kubespawner 7.0.0 kubespawner/objects.py,
+    ``make_pod``): the selector, tolerations, scheduler, priority, the pod's and container's
+    security contexts, guarantees as requests and limits as limits, volumes and mounts.
+
+    Args:
+        override: a profile's ``kubespawner_override``, as the hub's values hold it.
+    """
+    requests = {
+        "memory": override.get("mem_guarantee"),
+        **dict(override.get("extra_resource_guarantees") or {}),
+    }
+    limits = {
+        "memory": override.get("mem_limit"),
+        **dict(override.get("extra_resource_limits") or {}),
+    }
+    if override.get("cpu_guarantee") is not None:
+        requests["cpu"] = str(override["cpu_guarantee"])
+    if override.get("cpu_limit") is not None:
+        limits["cpu"] = str(override["cpu_limit"])
+    context = {
+        **dict(override.get("pod_security_context") or {}),
+        "runAsUser": override.get("uid"),
+        "runAsGroup": override.get("gid"),
+        "fsGroup": override.get("fs_gid"),
+    }
+    if override.get("supplemental_gids"):
+        context["supplementalGroups"] = list(override["supplemental_gids"])
+    container = {
+        "name": "notebook",
+        "image": override.get("image"),
+        "ports": [{"name": "notebook-port", "containerPort": NOTEBOOK_PORT}],
+        "env": [{"name": k, "value": v} for k, v in (override.get("environment") or {}).items()],
+        "resources": {
+            "requests": {k: v for k, v in requests.items() if v is not None},
+            "limits": {k: v for k, v in limits.items() if v is not None},
+        },
+        "securityContext": dict(override.get("container_security_context") or {}),
+        "volumeMounts": list(override.get("volume_mounts") or []),
+    }
+    spec: dict[str, Any] = {
+        "schedulerName": override.get("scheduler_name") or "default-scheduler",
+        "securityContext": context,
+        "serviceAccountName": override.get("service_account") or "default",
+        "automountServiceAccountToken": bool(override.get("automount_service_account_token")),
+        "containers": [container],
+        "volumes": list(override.get("volumes") or []),
+    }
+    for key, trait in (("nodeSelector", "node_selector"), ("tolerations", "tolerations")):
+        if override.get(trait):
+            spec[key] = override[trait]
+    if override.get("priority_class_name"):
+        spec["priorityClassName"] = override["priority_class_name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "jupyter-user",
+            "namespace": override.get("namespace"),
+            "labels": dict(NOTEBOOK_POD_LABELS),
+            "annotations": dict(override.get("extra_annotations") or {}),
+        },
+        "spec": spec,
+    }
+
+
+def hub_profiles(view: StackView, team: str) -> list[Mapping[str, Any]]:
+    """The team's profiles as the hub spawns them: the jupyterhub release's values.
+
+    ``custom.teamProfiles`` (:data:`components.notebooks.PROFILE_CONFIG`), which the hub's
+    ``extraConfig`` turns into KubeSpawner's ``profile_list`` for the team's members; none
+    where the stack runs no JupyterHub.
+    """
+    values = view.values(NOTEBOOKS_RELEASE)
+    if values is None:
+        return []
+    teams = (values.get("custom") or {}).get(PROFILE_CONFIG) or []
+    return [p for entry in teams if entry.get("team") == team for p in entry.get("profiles") or []]
+
+
+def _hub_subject(view: StackView) -> rbac.Subject:
+    """The hub's ServiceAccount: ``hub`` in the release's namespace.
+
+    jupyterhub/zero-to-jupyterhub-k8s 4.4.0 jupyterhub/templates/hub/serviceaccount.yaml, named
+    by ``jupyterhub.hub-serviceaccount.fullname``.
+    """
+    release = view.releases.get(NOTEBOOKS_RELEASE) or {}
+    return ("ServiceAccount", str(release.get("namespace") or NOTEBOOKS_NAMESPACE), "hub")
+
+
+def evaluate_notebook(
+    stack: Stack, team: str, namespace: str, profile: Mapping[str, Any]
+) -> PathReport:
+    """Can one of the team's users start a server of ``profile``, and on which pool.
+
+    One server is one pod, not a gang: it must fit an instance type of a NodePool that takes
+    it (DaemonSets included), the team's quota and queue must hold it besides the standing
+    gangs, the tenant-pods, Lustre-boundary and queue admission policies must admit it (their
+    CEL) and the hub's ServiceAccount must be allowed to create pods in the namespace. Its
+    ``max_nodes`` is 1 when it starts.
+
+    Args:
+        stack: the stack.
+        team: the team.
+        namespace: the namespace the profile spawns in.
+        profile: the profile's entry in the hub's values (:func:`hub_profiles`).
+    """
+    slug = str(profile.get("slug"))
+    pod = notebook_pod_of(profile.get("kubespawner_override") or {})
+    spec = pod["spec"]
+    pod_namespace = str(pod["metadata"].get("namespace") or namespace)
+    others = stack.standing_other_than(None)
+    blocking: list[str] = []
+    if not rbac.allowed(stack.view, _hub_subject(stack.view), "create", "", "pods",
+                        namespace=pod_namespace):  # fmt: skip
+        blocking.append(
+            f"the hub's ServiceAccount may not create pods in {pod_namespace} (403): "
+            "KubeSpawner never starts the server"
+        )
+    blocking += admission.refusals(
+        stack.view, [TENANT_PODS_POLICY, LUSTRE_BOUNDARY_POLICY, QUEUE_POLICY], pod, pod_namespace
+    )
+    defaults = _limit_range_defaults(stack.view, pod_namespace)
+    requests = trainer.pod_requests(spec, defaults)
+    placed = stack.placed(spec, pod_namespace)
+    fitting, problems = _fit_problems(stack, placed, requests, f"notebook {slug}")
+    unsized: set[str] = set()
+    if not fitting:
+        unsized = _unsized_pools(stack, placed)
+        if not unsized:
+            blocking += problems
+
+    def totals(n: int) -> dict[str, Decimal]:
+        return {r: amount * n for r, amount in requests.items()}
+
+    bounds: list[Bound] = []
+    if fitting:
+
+        def per_node(shape: NodePoolShape) -> int:
+            return min(
+                karpenter.pods_per_node(requests, shape.allocatable(t, simulated=True))
+                for t in shape.instance_types
+            )
+
+        bounds.append(
+            _karpenter_bound(
+                fitting, lambda n: [(Decimal(0), n)], per_node, _slurm_pool_names(stack), others
+            )
+        )
+    if spec.get("schedulerName") == volcano.SCHEDULER_NAME:
+        queue_name = str(
+            pod["metadata"]["annotations"].get(QUEUE_ANNOTATION) or volcano.DEFAULT_QUEUE
+        )
+        if stack.scheduler is None:
+            blocking.append("Volcano is not installed: the server's pod never schedules")
+        elif queue_name not in stack.queues:
+            blocking.append(f"queue {queue_name} does not exist: the server stays Pending")
+        else:
+            bounds += _queue_bounds(stack, stack.queues[queue_name], totals, standing=others)
+    quota = _quota_bound(
+        stack, pod_namespace, totals, spec.get("priorityClassName"), others, requested_only=True
+    )
+    if quota is not None:
+        bounds.append(quota)
+    upper = MAX_GANG_NODES
+    best = upper
+    for bound in bounds:
+        best = min(best, _largest(bound.holds, upper))
+    reasons = list(blocking)
+    if best < 1:
+        reasons += [f"no server starts: {b.describe(0)}" for b in bounds if not b.holds(1)]
+    runnable = not blocking and best >= 1
+    pool = _pool_of(spec)
+    if runnable:
+        where = ", ".join(p.name for p in fitting) or ", ".join(sorted(unsized))
+        limited = [b.describe(best) for b in bounds if not b.holds(best + 1)]
+        reasons.append(
+            f"one pod (not a gang) on NodePool {where}"
+            + (f"; at most {best} such server(s) at once: {'; '.join(limited)}" if limited else "")
+        )
+        if unsized and not fitting:
+            reasons.append(
+                f"NodePool {', '.join(sorted(unsized))}: instance types chosen by category, "
+                "which the model does not size: taken to fit"
+            )
+    return PathReport("notebook", team, pod_namespace, slug, pool, 1 if runnable else 0,
+                      runnable, reasons)  # fmt: skip
+
+
+def notebook_paths(stack: Stack, namespace: str, team: str) -> Iterator[PathReport]:
+    """A path per notebook profile of the team, where the stack runs JupyterHub."""
+    for profile in hub_profiles(stack.view, team):
+        yield evaluate_notebook(stack, team, namespace, profile)
 
 
 def katib_trial_resources(view: StackView) -> list[str] | None:

@@ -15,6 +15,7 @@ LABELS = {
     "katib-trial": "katib:",
     "rayjob": "rayjob:",
     "raycluster": "raycluster:",
+    "notebook": "notebook:",
 }
 """How a path's kind prefixes its runtime in the table (Slurm partitions: ``slurm:``)."""
 
