@@ -383,6 +383,35 @@ def _karpenter_bound(
     return Bound(lambda n: nodes_for(n) <= limit, describe)
 
 
+def _pods_bound(
+    stack: Stack,
+    fitting: list[NodePoolShape],
+    requests: Mapping[str, Decimal],
+    standing: list[StandingGang],
+) -> Bound:
+    """Karpenter's bound on n pods of ``requests``, as many to a node as fit.
+
+    The NodePools' limits less what Slurm and the ``standing`` gangs hold (a whole-node pod:
+    one to a node).
+
+    Args:
+        stack: the stack.
+        fitting: the NodePools the pod fits.
+        requests: one pod's requests.
+        standing: the standing gangs that hold nodes of these pools.
+    """
+
+    def per_node(shape: NodePoolShape) -> int:
+        return min(
+            karpenter.pods_per_node(requests, shape.allocatable(t, simulated=True))
+            for t in shape.instance_types
+        )
+
+    return _karpenter_bound(
+        fitting, lambda n: [(Decimal(0), n)], per_node, _slurm_pool_names(stack), standing
+    )
+
+
 def quota_applies(quota: dict[str, Any], priority_class: str | None) -> bool:
     """Whether ``quota`` counts a pod of ``priority_class`` (None: the pod names none).
 
@@ -1108,22 +1137,7 @@ def evaluate_legacy(
     blocking += problems
     bounds: list[Bound] = []
     if fitting:
-
-        def per_node(shape: NodePoolShape) -> int:
-            return min(
-                karpenter.pods_per_node(requests, shape.allocatable(t, simulated=True))
-                for t in shape.instance_types
-            )
-
-        bounds.append(
-            _karpenter_bound(
-                fitting,
-                lambda n: [(Decimal(0), n)],
-                per_node,
-                _slurm_pool_names(stack),
-                stack.standing,
-            )
-        )
+        bounds.append(_pods_bound(stack, fitting, requests, stack.standing))
     queue = team_queue(stack, team)
     if stack.scheduler is None:
         blocking.append("Volcano is not installed: the PodGroup never schedules")
@@ -1279,18 +1293,7 @@ def evaluate_ray(
     bounds: list[Bound] = []
     if fitting:
         requests = trainer.pod_requests(worker_pod, defaults)
-
-        def per_node(shape: NodePoolShape) -> int:
-            return min(
-                karpenter.pods_per_node(requests, shape.allocatable(t, simulated=True))
-                for t in shape.instance_types
-            )
-
-        bounds.append(
-            _karpenter_bound(
-                fitting, lambda n: [(Decimal(0), n)], per_node, _slurm_pool_names(stack), others
-            )
-        )
+        bounds.append(_pods_bound(stack, fitting, requests, others))
         shared = _shared_with_slurm(stack, candidate_pools(worker_pod, stack.pools))
         if shared:
             blocking.append(
@@ -1536,18 +1539,7 @@ def evaluate_notebook(
 
     bounds: list[Bound] = []
     if fitting:
-
-        def per_node(shape: NodePoolShape) -> int:
-            return min(
-                karpenter.pods_per_node(requests, shape.allocatable(t, simulated=True))
-                for t in shape.instance_types
-            )
-
-        bounds.append(
-            _karpenter_bound(
-                fitting, lambda n: [(Decimal(0), n)], per_node, _slurm_pool_names(stack), others
-            )
-        )
+        bounds.append(_pods_bound(stack, fitting, requests, others))
     if spec.get("schedulerName") == volcano.SCHEDULER_NAME:
         queue_name = str(
             pod["metadata"]["annotations"].get(QUEUE_ANNOTATION) or volcano.DEFAULT_QUEUE
