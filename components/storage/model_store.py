@@ -17,8 +17,6 @@ with an access point, ``ro`` for a read-only volume).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import typing
 from collections.abc import Mapping
 from typing import Any, Final
@@ -31,6 +29,7 @@ from components import versions
 from components.config import PlatformConfig, backups_enabled
 from components.config.model_store import SHARED_AREA, ModelStoreConfig, transition_rule
 from components.iam import eks_cluster_arn, pod_identity_trust_policy, role_with_policies
+from components.storage.volumes import persistent_volume_name
 
 NFS_PORT: Final = 2049
 """The one port EFS mount targets serve (EFS user guide, "Using VPC security groups")."""
@@ -54,7 +53,6 @@ SHARED_CLAIM: Final = "model-store-shared"
 """The claim of the shared area."""
 NOMINAL_CAPACITY: Final = "1Ti"
 """EFS grows without bound and the driver ignores capacity; a PV and claim still need one."""
-VOLUME_DIGEST_LENGTH: Final = 10
 
 
 def nfs_ingress(node_group_ids: list[pulumi.Input[str]]) -> list[dict[str, Any]]:
@@ -203,22 +201,6 @@ def model_claim_spec(volume_name: pulumi.Input[str]) -> dict[str, Any]:
         "volumeName": volume_name,
         "resources": {"requests": {"storage": NOMINAL_CAPACITY}},
     }
-
-
-def model_volume_name(stem: str, spec: dict[str, Any]) -> str:
-    """``<stem>-<digest>``: a new name whenever the immutable volume source changes.
-
-    The same reason as :func:`components.storage.volumes.persistent_volume_name`: a PV's
-    ``csi`` never changes in place, so a changed handle makes a PV beside the old one and the
-    claim, naming a new volume, is replaced.
-
-    Args:
-        stem: the name without the digest.
-        spec: the PV's spec with every value known.
-    """
-    immutable = {field: spec.get(field) for field in ("csi", "volumeMode")}
-    digest = hashlib.sha256(json.dumps(immutable, sort_keys=True).encode()).hexdigest()
-    return f"{stem}-{digest[:VOLUME_DIGEST_LENGTH]}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -397,7 +379,11 @@ def _claim(
     read_only: bool,
     opts: pulumi.ResourceOptions,
 ) -> k8s.core.v1.PersistentVolumeClaim:
-    """A static model store PV (:func:`model_volume_name`) and the one claim that binds it."""
+    """A static model store PV and the one claim that binds it.
+
+    The PV is named as the Lustre PVs are
+    (:func:`~components.storage.volumes.persistent_volume_name`).
+    """
 
     def spec(known: Any) -> dict[str, Any]:
         return model_volume_spec(
@@ -405,7 +391,7 @@ def _claim(
         )
 
     volume_name = handle.apply(
-        lambda known: model_volume_name(f"{claim_name}-{namespace}", spec(known))
+        lambda known: persistent_volume_name(f"{claim_name}-{namespace}", spec(known))
     )
     volume = k8s.core.v1.PersistentVolume(
         f"{name}-pv-{namespace}-{claim_name}",
