@@ -254,6 +254,19 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
      "platform.modelStore.archiveAfterDays", "unless throughputMode is elastic"),
     ("unknown model store key", _set("modelStore.lifecycle", "AFTER_30_DAYS"),
      "platform.modelStore.lifecycle", "one of the keys archiveAfterDays"),
+    ("dcgm level dcgmi lacks", _set("acceptance.dcgmDiagLevel", 5),
+     "platform.acceptance.dcgmDiagLevel", "one of 0, 1, 2, 3, 4"),
+    ("acceptance deadline shorter than the checks", _set("acceptance.deadlineMinutes", 2),
+     "platform.acceptance.deadlineMinutes", "a number from 10 to 480"),
+    ("baseline of a type the pool lacks", _pool(acceptance={"baselines": [
+        {"instanceType": "trn2.48xlarge", "check": "nccom-all-reduce", "nodes": 1,
+         "floorGbps": 10, "of": "x", "source": "y"}]}),
+     "platform.nodePools[0].acceptance.baselines[0].instanceType",
+     "one of the pool's instance types: trn1.32xlarge"),
+    ("two baselines for one type, check and size", _pool(acceptance={"baselines": [
+        {"instanceType": "trn1.32xlarge", "check": "nccom-all-reduce", "nodes": 2,
+         "floorGbps": f, "of": "x", "source": "y"} for f in (10, 12)]}),
+     "platform.nodePools[0].acceptance.baselines[1]", "one baseline per instance type"),
 ]  # fmt: skip
 
 

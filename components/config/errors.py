@@ -122,7 +122,10 @@ def _allowed(kind: str, error: Any, field: Any) -> str:
             words += QUOTE_HINT
         return words
     if kind == "literal_error":
-        return "one of " + ", ".join(re.findall(r"'([^']*)'", str(context.get("expected", ""))))
+        expected = str(context.get("expected", ""))
+        # Strings come quoted ("'a' or 'b'"), numbers bare ("0, 1 or 2").
+        quoted = re.findall(r"'([^']*)'", expected)
+        return "one of " + (", ".join(quoted) if quoted else expected.replace(" or ", ", "))
     if kind in ("too_short", "too_long"):
         count = context["min_length"] if kind == "too_short" else context["max_length"]
         if isinstance(given, str):

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from components.config.acceptance import AcceptanceConfig, acceptance_problems
 from components.config.base import (
     CONFIG_KEY,
     MISSING,
@@ -74,6 +75,11 @@ class PlatformConfig(StrictModel):
     model_store: ModelStoreConfig = Field(
         default_factory=ModelStoreConfig,
         description="The shared model store on Amazon EFS, mounted at /models. Default: off.",
+    )
+    acceptance: AcceptanceConfig = Field(
+        default_factory=AcceptanceConfig,
+        description="The acceptance gate of the accelerator pools: new nodes are checked before "
+        "work lands. Default: on.",
     )
     teams: list[TeamConfig] = Field(
         default_factory=list,
@@ -206,6 +212,7 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from ui_exposure_problems(config)
     yield from tag_problems(config.tags)
     yield from node_pool_problems(config)
+    yield from acceptance_problems(config)
     yield from storage_problems(config)
     yield from model_store_problems(config)
     yield from team_problems(config)

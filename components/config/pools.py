@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 from pydantic import AfterValidator, Field
 
 from components import catalog, offerings, versions
+from components.config.acceptance import PoolAcceptanceConfig
 from components.config.base import (
     CONFIG_KEY,
     AvailabilityZone,
@@ -174,6 +175,11 @@ class NodePoolConfig(StrictModel):
     taints: list[TaintConfig] = Field(
         default_factory=list,
         description="Extra taints (the accelerator taint is always set). Default: none.",
+    )
+    acceptance: PoolAcceptanceConfig = Field(
+        default_factory=PoolAcceptanceConfig,
+        description="This pool's overrides of the acceptance gate and its measured baselines. "
+        "Default: the platform's settings, the shipped floors.",
     )
     hugepages_gib: int | None = Field(
         default=None,
