@@ -75,6 +75,23 @@ class PoolAcceptanceConfig(StrictModel):
     )
 
 
+class AcceptanceImagesConfig(StrictModel):
+    """The acceptance images, built from images/acceptance with the checking tools pinned."""
+
+    nvidia: str | None = Field(
+        default=None,
+        description="Acceptance image of the GPU pools (images/acceptance, cuda target: "
+        "nccl-tests, DCGM, the EFA tools and this repository's acceptance program). Pin by "
+        "digest. Required with acceptance.enabled where a GPU pool exists.",
+    )
+    neuron: str | None = Field(
+        default=None,
+        description="Acceptance image of the Trainium pools (images/acceptance, neuron target: "
+        "the Neuron tools, nccom-test, the EFA tools and the acceptance program). Pin by "
+        "digest. Required with acceptance.enabled where a Trainium pool exists.",
+    )
+
+
 class AcceptanceConfig(StrictModel):
     """The gate every accelerator node passes before work lands on it."""
 
@@ -90,6 +107,10 @@ class AcceptanceConfig(StrictModel):
         description="Minutes from a node's creation by which it must pass; after that it is "
         "marked expired and moved out as a failure (Karpenter waits on a startup taint "
         "forever). Default: 45 (DCGM level 2 and a one-node all-reduce take about 10).",
+    )
+    images: AcceptanceImagesConfig = Field(
+        default_factory=AcceptanceImagesConfig,
+        description="The agent's and its checks' images, per accelerator vendor. Default: none.",
     )
     dcgm_diag_level: Literal[0, 1, 2, 3, 4] = Field(
         default=2,
