@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -32,11 +32,16 @@ from acceptance.mirror import (
     decide,
     run_once,
 )
+from components.config import parse_platform_config
 from components.health_marks import (
     UNHEALTHY_REASON_ANNOTATION,
     UNHEALTHY_TAINT_KEY,
     unhealthy_taint,
 )
+from tests import component_runs as parts
+from tests.conftest import RunComponent, stack_data
+from tests.network_model import Cluster, Pod
+from tests.schemas import validation_errors
 
 TOKEN = "header.payload.signature"
 META = {
@@ -225,7 +230,7 @@ def stub() -> Iterator[StubSlurmrestd]:
         _slurm_node("p5-4", ["MIXED"]),
         _slurm_node("p5-5", ["IDLE"]),
     ])  # fmt: skip
-    thread = threading.Thread(target=server.server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield server
     server.server.shutdown()
@@ -371,3 +376,77 @@ def test_a_changed_node_waits_for_the_next_round(stub: StubSlurmrestd, tmp_path:
     assert fake.taints("ip-b") == []
     assert len(failures) == 2
     assert "Invalid node name specified" in failures[1]
+
+
+# --------------------------------------------------------------------------- the component
+
+MIRROR_IMAGE = "registry.example/acceptance@sha256:" + "0" * 64
+NETWORK_POLICY: Final = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+def test_slurm_registers_the_mirror_with_least_rights(
+    run_component: RunComponent, reference_dir: Path
+) -> None:
+    data = stack_data("dev")
+    data.setdefault("acceptance", {})["images"] = {"neuron": MIRROR_IMAGE}
+    run = run_component(parts.slurm, data, "dev")
+    config = parse_platform_config(data)
+    mine = [r for r in run.records if "health-mirror" in r.name]
+    version = config.cluster.kubernetes_version
+    for record in mine:
+        manifest = {k: v for k, v in record.inputs.items() if k != "__meta"}
+        assert validation_errors(manifest, version, reference_dir / "crds") == [], record.name
+    kinds = {r.type.rsplit(":", 1)[1]: r.inputs for r in mine}
+    assert set(kinds) == {
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+        "Token", "Deployment",
+    }  # fmt: skip
+    account = {"kind": "ServiceAccount", "name": "slurm-health-mirror", "namespace": "slurm"}
+    assert kinds["ServiceAccount"]["metadata"]["name"] == "slurm-health-mirror"
+    assert kinds["ServiceAccount"]["metadata"]["namespace"] == "slurm"
+    assert sorted(
+        (tuple(rule["apiGroups"]), tuple(rule["resources"]), tuple(sorted(rule["verbs"])))
+        for rule in kinds["ClusterRole"]["rules"]
+    ) == [
+        (("",), ("nodes",), ("get", "list", "patch", "watch")),
+        (("karpenter.sh",), ("nodeclaims",), ("get", "list", "watch")),
+    ]
+    assert kinds["Role"]["metadata"]["namespace"] == "slurm"
+    assert kinds["Role"]["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
+    ]
+    for binding in ("ClusterRoleBinding", "RoleBinding"):
+        assert kinds[binding]["subjects"] == [account]
+    # The token: signed by the chart's JWT key for SlurmUser, renewed, in its own Secret.
+    token = kinds["Token"]["spec"]
+    assert token["jwtKeyRef"] == {"name": "slurm-auth-jwt", "key": "jwt.key"}
+    assert (token["username"], token["refresh"]) == ("slurm", True)
+    deployment = kinds["Deployment"]["spec"]
+    pod = deployment["template"]["spec"]
+    (container,) = pod["containers"]
+    assert deployment["replicas"] == 1
+    assert deployment["strategy"] == {"type": "Recreate"}
+    assert pod["serviceAccountName"] == "slurm-health-mirror"
+    assert container["image"] == MIRROR_IMAGE
+    assert container["command"] == ["python", "-m", "acceptance", "mirror"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SLURMRESTD_URL"] == "http://slurm-restapi.slurm:6820"
+    (volume,) = pod["volumes"]
+    (mount,) = container["volumeMounts"]
+    assert volume["secret"]["secretName"] == token["secretRef"]["name"]
+    assert env["SLURM_JWT_FILE"] == f"{mount['mountPath']}/{token['secretRef']['key']}"
+    # It waits for the slurm chart (the operator serves Tokens, the chart's key signs them).
+    (chart,) = [r.urn for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.name == "slurm"]
+    assert all(chart in r.dependencies for r in mine)
+    # slurmrestd admits the mirror's pods (and the operator), not another pod of the namespace.
+    cluster = Cluster([r.inputs for r in run.of_type(NETWORK_POLICY)])
+    restd = Pod("slurm", {"app.kubernetes.io/name": "slurmrestd"})
+    mirror_pod = Pod("slurm", deployment["template"]["metadata"]["labels"])
+    assert cluster.may_reach(mirror_pod, restd, 6820)
+    assert not cluster.may_reach(
+        mirror_pod, Pod("slurm", {"app.kubernetes.io/name": "slurmctld"}), 6817
+    )
+    assert not cluster.may_reach(Pod("slurm", {"app.kubernetes.io/name": "login"}), restd, 6820)
+    assert not cluster.may_reach(
+        Pod("team-a", deployment["template"]["metadata"]["labels"]), restd, 6820
+    )
