@@ -311,7 +311,7 @@ class KubeApi(Protocol):
         ...
 
     def patch_node(self, name: str, patch: dict[str, Any]) -> None:
-        """Merge-patch a node; a ``metadata.resourceVersion`` in the patch makes it conditional."""
+        """Patch a node (strategic merge); a ``metadata.resourceVersion`` makes it conditional."""
         ...
 
 
@@ -375,12 +375,18 @@ class SlurmError(RuntimeError):
 def _taint_patch(
     node: Mapping[str, Any], taint: Mapping[str, str] | None, reason: str | None
 ) -> dict[str, Any]:
-    """A conditional patch setting (or, with None, removing) the unhealthy taint and reason."""
+    """A conditional patch setting (or, with None, removing) the mirror's taint and the reason.
+
+    Strategic merge: ``spec.taints`` has no merge key, so the list sent replaces the node's (every
+    other taint kept as read); a null annotation removes it; ``metadata.resourceVersion`` makes
+    the API refuse the patch (409) if the node changed since it was read.
+    """
     metadata = node.get("metadata") or {}
+    own = unhealthy_taint(OWN_SOURCE)
     taints = [
         t
         for t in (node.get("spec") or {}).get("taints") or []
-        if t.get("key") != UNHEALTHY_TAINT_KEY
+        if (t.get("key"), t.get("value")) != (own["key"], own["value"])
     ]
     if taint is not None:
         taints.append(dict(taint))

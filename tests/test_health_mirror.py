@@ -250,7 +250,8 @@ def test_loop_keeps_one_health_truth_and_undoes_only_its_own(
     fake = FakeKube()
     hardware = {"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaXID79"}
     fake.add("ip-a", "p5-0", taints=[unhealthy_taint("acceptance")])
-    fake.add("ip-b", "p5-1")
+    gpu = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    fake.add("ip-b", "p5-1", taints=[gpu])
     fake.add("ip-c", "p5-2", conditions=[hardware])
     fake.add("ip-d", "p5-3")
     fake.add("ip-e", "p5-4")
@@ -266,7 +267,7 @@ def test_loop_keeps_one_health_truth_and_undoes_only_its_own(
         "p5-2": f"{REASON_PREFIX}AcceleratedHardwareReady=False (NvidiaXID79)",
         "p5-4": f"{REASON_PREFIX}karpenter: deleting the node",
     }  # p5-3's cause is gone: resumed
-    assert fake.taints("ip-b") == [unhealthy_taint("slurm")]
+    assert fake.taints("ip-b") == [gpu, unhealthy_taint("slurm")]
     assert fake.nodes["ip-b"]["metadata"]["annotations"] == {
         UNHEALTHY_REASON_ANNOTATION: "bad NVLink on GPU 3"
     }
@@ -290,7 +291,7 @@ def test_loop_keeps_one_health_truth_and_undoes_only_its_own(
     stub.admin("p5-5", "swap GPU tray")
     _, failures = run_once(slurm, api)
     assert failures == []
-    assert fake.taints("ip-b") == []
+    assert fake.taints("ip-b") == [gpu]
     assert UNHEALTHY_REASON_ANNOTATION not in fake.nodes["ip-b"]["metadata"]["annotations"]
     assert _drained(stub) == {
         "p5-4": f"{REASON_PREFIX}karpenter: deleting the node",
