@@ -6,6 +6,10 @@ wrote (``nvidia-smi``, ``fi_info``, ``all_reduce_perf``, ``dcgmi diag``, ``neuro
 the floors in ``baselines.json``. Deciding is pure and separate from running the tools, so it is
 tested offline with realistic output for every catalog type.
 
-The package runs in the acceptance image, without Pulumi: it imports the standard library and
-``components.catalog`` only (an import-linter contract in pyproject.toml keeps it so).
+``python -m acceptance mirror`` (:mod:`acceptance.mirror`) keeps Slurm's node states and the
+Kubernetes nodes' health marks in agreement, through slurmrestd and the Kubernetes API.
+
+The package runs in the acceptance image, without Pulumi: it imports the standard library,
+``components.catalog`` and ``components.health_marks`` only (an import-linter contract in
+pyproject.toml keeps it so), and the ``kubernetes`` client where it talks to a cluster.
 """

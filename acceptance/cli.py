@@ -15,6 +15,7 @@ from typing import TextIO
 
 from acceptance.decide import EVIDENCE_FILES, UNUSABLE, decide
 from acceptance.floors import BASELINES, load_floors
+from acceptance.mirror import main as mirror
 from components.catalog import CATALOG
 
 
@@ -46,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         "--efa", action=argparse.BooleanOptionalAction, default=None,
         help="whether the node's pool attaches EFA (default: whether the type has EFA)",
     )  # fmt: skip
+    commands.add_parser("mirror", add_help=False, help="keep Slurm and Kubernetes health as one")
     return parser
 
 
@@ -56,6 +58,8 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         argv: the arguments after the program name.
         out: where the findings go (stdout).
     """
+    if argv[:1] == ["mirror"]:  # its own options (acceptance.mirror.main)
+        return mirror(argv[1:])
     args = _parser().parse_args(argv)
     instance = CATALOG.get(args.instance_type)
     if instance is None:
