@@ -1,5 +1,7 @@
 """Command line: ``python -m acceptance decide --instance-type T --evidence DIR``.
 
+``python -m acceptance agent`` (:mod:`acceptance.agent`) is dispatched from here too.
+
 Prints one line per finding, ``pass: `` or ``fail: `` then "check: seen, want wanted", then one
 ``unusable: `` line per file that is not its tool's output, and a last line with the verdict.
 Exit 0 accept, 1 reject, 2 unusable input (an unparseable file, an unknown instance type).
@@ -56,6 +58,10 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         argv: the arguments after the program name.
         out: where the findings go (stdout).
     """
+    if argv and argv[0] == "agent":
+        from acceptance import agent  # noqa: PLC0415 (each command loads only what it runs)
+
+        return agent.main(argv[1:], out)
     args = _parser().parse_args(argv)
     instance = CATALOG.get(args.instance_type)
     if instance is None:
