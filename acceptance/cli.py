@@ -1,6 +1,7 @@
 """Command line: ``python -m acceptance decide --instance-type T --evidence DIR``.
 
-``python -m acceptance agent`` (:mod:`acceptance.agent`) is dispatched from here too.
+``python -m acceptance agent`` (:mod:`acceptance.agent`) and ``python -m acceptance check``
+(:mod:`acceptance.check`) are dispatched from here too.
 
 Prints one line per finding, ``pass: `` or ``fail: `` then "check: seen, want wanted", then one
 ``unusable: `` line per file that is not its tool's output, and a last line with the verdict.
@@ -62,6 +63,10 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         from acceptance import agent  # noqa: PLC0415 (each command loads only what it runs)
 
         return agent.main(argv[1:], out)
+    if argv and argv[0] == "check":
+        from acceptance import check  # noqa: PLC0415
+
+        return check.main(argv[1:], out)
     args = _parser().parse_args(argv)
     instance = CATALOG.get(args.instance_type)
     if instance is None:
