@@ -167,6 +167,16 @@ def tools(instance: InstanceType, efa: bool, dcgm_level: int) -> list[Tool]:
     return found
 
 
+HOST_ENGINE: Final = (
+    "nv-hostengine", "--pid", "/tmp/nv-hostengine.pid", "-f", "/tmp/nv-hostengine.log",
+    "--home-dir", "/tmp",
+)  # fmt: skip
+"""The host engine as the check's non-root user starts it: its PID file, log and diagnostic
+home default to /var/run and /var/log, which that user cannot write (NVIDIA/DCGM v4.6.0
+hostengine/src/HostEngineCommandLine.cpp: ``--pid``, ``-f``/``--log-filename``,
+``--home-dir``)."""
+
+
 def start_host_engine(runner: Runner) -> Finding | None:
     """Start DCGM's ``nv-hostengine`` unless one answers; a finding where it cannot start.
 
@@ -178,7 +188,7 @@ def start_host_engine(runner: Runner) -> Finding | None:
     """
     if runner(("dcgmi", "discovery", "-l"), 30.0).exit_code == 0:
         return None
-    started = runner(("nv-hostengine",), 60.0)
+    started = runner(HOST_ENGINE, 60.0)
     if started.problem or started.exit_code != 0:
         seen = started.problem or f"exit {started.exit_code}"
         return Finding("tool nv-hostengine", seen, "running", False)

@@ -85,7 +85,7 @@ def test_a_healthy_gpu_node_passes_with_every_file_written(tmp_path: Path) -> No
         ("fi_info", "-p", "efa", "-t", "FI_EP_RDM"),
         ("all_reduce_perf", "-b", "8", "-e", "16G", "-f", "2", "-g", "8"),
         ("dcgmi", "discovery", "-l"),
-        ("nv-hostengine",),
+        check.HOST_ENGINE,
         ("dcgmi", "diag", "-r", "2", "-j"),
     ]
 
