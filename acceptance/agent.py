@@ -75,7 +75,13 @@ at}]``, the last hour's kept."""
 WINDOW: Final = timedelta(hours=1)
 NODECLAIM_API: Final = "karpenter.sh/v1"
 DEFAULT_INTERVAL_S: Final = 15.0
-"""Seconds between passes: short beside the deadline (minutes), light on the API (one GET)."""
+"""Seconds between passes while the node is being checked: short beside the deadline (minutes),
+light on the API (a GET of the node and of the pod)."""
+IDLE_INTERVAL_S: Final = 300.0
+"""Seconds between passes once the node is out of acceptance (checked, or waiting for a
+replacement slot, which frees within the hour): one GET per node every five minutes."""
+LEFT_ALONE: Final = "no acceptance taint; left alone"
+HELD_BACK: Final = "replacement held back"
 LEASE_TRIES: Final = 5
 EVENT_MESSAGE_LIMIT: Final = 1024
 """Characters of an Event message kept (events.k8s.io caps its note at 1 kB)."""
@@ -530,7 +536,7 @@ def replace(
         )
         if not slot.granted:
             return (
-                f"replacement held back: pool {pool_name} had {slot.recent} replacements "
+                f"{HELD_BACK}: pool {pool_name} had {slot.recent} replacements "
                 f"in the last hour (max {pool.max_replacements_per_hour})"
             )
         try:
@@ -601,7 +607,7 @@ def reconcile(api: Api, settings: Settings, node_name: str, namespace: str, now:
     if not has_acceptance_taint(node):
         if labels.get(RESULT_LABEL) in {"failed", "expired"} and pool.replace_failed_nodes:
             return replace(api, node, pool_name=pool_name, pool=pool, namespace=namespace, now=now)
-        return "no acceptance taint; left alone"
+        return LEFT_ALONE
     type_name = labels.get(INSTANCE_TYPE_LABEL, "")
     instance = CATALOG.get(type_name)
     if instance is None:
@@ -662,7 +668,8 @@ def run(
         settings: the agent's settings.
         node_name: its node.
         namespace: its namespace.
-        interval_s: seconds between passes (default 15).
+        interval_s: seconds between passes while the node is checked (default 15); once it is
+            out of acceptance, at least :data:`IDLE_INTERVAL_S`.
         passes: stop after this many (default: never; the DaemonSet's pod runs for good).
         clock: the current time (UTC).
         sleep: waits between passes.
@@ -680,7 +687,8 @@ def run(
             last = what
         done += 1
         if passes is None or done < passes:
-            sleep(interval_s)
+            idle = what == LEFT_ALONE or what.startswith(HELD_BACK)
+            sleep(max(interval_s, IDLE_INTERVAL_S) if idle else interval_s)
 
 
 def main(argv: Sequence[str], out: TextIO = sys.stdout, api: Api | None = None) -> int:

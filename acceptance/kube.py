@@ -68,10 +68,10 @@ class Api(Protocol):
         ...
 
 
-class KubernetesApi:  # pragma: no cover - the live adapter; tests use a fake of Api
+class KubernetesApi:
     """:class:`Api` over the ``kubernetes`` client, in-cluster credentials."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # pragma: no cover - in the cluster only
         """Load the pod's service-account credentials."""
         from kubernetes import client, config  # noqa: PLC0415 (only in the cluster)
 

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from acceptance import agent
-from acceptance.kube import Conflict, Object
+from acceptance.kube import Conflict, KubernetesApi, Object
 from acceptance.settings import POOL_LABEL, parse_settings
 from components import node_pools
 from components.catalog import CATALOG, EFA_RESOURCE, GPU_RESOURCE
@@ -420,3 +422,47 @@ def test_the_agent_command_reads_its_environment(tmp_path: Path, monkeypatch: py
     out = io.StringIO()
     assert agent.main(["--once"], out, api) == 0
     assert out.getvalue().endswith("n1: created check pod acceptance-check-n1\n")
+
+
+def test_the_live_adapter_maps_the_api_servers_answers() -> None:
+    def fails(status: int) -> Callable[..., Any]:
+        def call(*_: object) -> None:
+            raise ApiException(status=status, reason="stub")
+
+        return call
+
+    live = object.__new__(KubernetesApi)
+    live._client = client.ApiClient()
+    live._core = type("Core", (), {
+        "read_node": staticmethod(lambda name: client.V1Node(
+            metadata=client.V1ObjectMeta(name=name, creation_timestamp=CREATED))),
+        "read_namespaced_pod": staticmethod(fails(404)),
+        "patch_node": staticmethod(fails(422)),  # a JSON-patch test that did not hold
+        "create_namespaced_pod": staticmethod(fails(409)),
+        "delete_namespaced_pod": staticmethod(fails(404)),
+        "create_namespaced_event": staticmethod(fails(500)),
+    })()  # fmt: skip
+    node = live.get_node("n1")
+    assert node == {"metadata": {"name": "n1", "creationTimestamp": "2026-12-06T12:00:00+00:00"}}
+    assert agent.parse_time(node["metadata"]["creationTimestamp"]) == CREATED
+    assert live.get_pod(NS, "p") is None
+    with pytest.raises(Conflict):
+        live.patch_node("n1", [])
+    with pytest.raises(Conflict):
+        live.create_pod(NS, {})
+    live.delete_pod(NS, "p")  # gone already: nothing to do
+    with pytest.raises(ApiException):
+        live.create_event(NS, {})
+
+
+def test_the_agent_polls_slowly_once_its_node_is_out_of_acceptance() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    slept: list[float] = []
+    quiet = io.StringIO()
+    agent.run(api, SETTINGS, "n1", NS, passes=2, clock=lambda: SOON, sleep=slept.append, out=quiet)
+    assert slept == [agent.DEFAULT_INTERVAL_S]  # created the pod, then waits for it
+    api.end_pod("n1", 0)
+    slept.clear()
+    agent.run(api, SETTINGS, "n1", NS, passes=3, clock=lambda: SOON, sleep=slept.append, out=quiet)
+    assert slept == [agent.DEFAULT_INTERVAL_S, agent.IDLE_INTERVAL_S]
