@@ -649,6 +649,23 @@ def reconcile(api: Api, settings: Settings, node_name: str, namespace: str, now:
     return f"created check pod {pod_name}"
 
 
+def tidy(api: Api, node_name: str, namespace: str) -> None:
+    """Delete a check pod left behind by an agent that stopped after recording its verdict.
+
+    Run once when the agent starts: the verdict on the node comes before the pod's deletion, so
+    a restart in between leaves a terminated pod (holding no devices) that no later pass looks
+    at, since the node no longer carries the acceptance taint.
+
+    Args:
+        api: the API.
+        node_name: the agent's node.
+        namespace: its namespace.
+    """
+    node = api.get_node(node_name)
+    if node is not None and not has_acceptance_taint(node):
+        api.delete_pod(namespace, check_pod_name(node_name))
+
+
 def run(
     api: Api,
     settings: Settings,
@@ -677,6 +694,7 @@ def run(
     """
     last = ""
     done = 0
+    tidy(api, node_name, namespace)
     while passes is None or done < passes:
         try:
             what = reconcile(api, settings, node_name, namespace, clock())

@@ -466,3 +466,8 @@ def test_the_agent_polls_slowly_once_its_node_is_out_of_acceptance() -> None:
     slept.clear()
     agent.run(api, SETTINGS, "n1", NS, passes=3, clock=lambda: SOON, sleep=slept.append, out=quiet)
     assert slept == [agent.DEFAULT_INTERVAL_S, agent.IDLE_INTERVAL_S]
+    # A check pod left by an agent that stopped between the verdict and the pod's deletion goes
+    # when the agent starts again.
+    api.pods["acceptance-check-n1"] = {"metadata": {"name": "acceptance-check-n1"}}
+    agent.run(api, SETTINGS, "n1", NS, passes=1, clock=lambda: SOON, sleep=slept.append, out=quiet)
+    assert not api.pods
