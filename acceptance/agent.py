@@ -68,6 +68,12 @@ from components.health_marks import (
 CHECK_POD_PREFIX: Final = "acceptance-check-"
 EVIDENCE_DIR: Final = "/evidence"
 TERMINATION_LOG: Final = "/dev/termination-log"
+CHECK_REQUESTS: Final = {"cpu": "500m", "memory": "1Gi"}
+"""CPU and memory the check pod requests: small enough for the smallest catalog type (a
+g5.xlarge has 4 vCPU and 16 GiB, less the system reserve and the node's DaemonSets). A pod set
+on a node by ``nodeName`` skips the scheduler, so one that does not fit is rejected by the
+kubelet (OutOfcpu) rather than left pending. No memory limit: the node runs nothing else yet,
+and a check killed for memory would fail a healthy node."""
 LEASE_PREFIX: Final = "acceptance-replacements-"
 REPLACEMENTS_ANNOTATION: Final = "trainingplatform.io/acceptance-replacements"
 """On each pool's Lease: the NodeClaims the pool's agents deleted, JSON ``[{nodeClaim, node,
@@ -250,8 +256,8 @@ def check_pod(
                     "image": settings.check_image,
                     "command": check_command(instance, settings, pool),
                     "resources": {
-                        "requests": {"cpu": "4", "memory": "16Gi", **devices},
-                        "limits": {"memory": "32Gi", **devices},
+                        "requests": {**CHECK_REQUESTS, **devices},
+                        "limits": devices,
                     },
                     "securityContext": {
                         "allowPrivilegeEscalation": False,
@@ -627,6 +633,8 @@ def reconcile(api: Api, settings: Settings, node_name: str, namespace: str, now:
     if now >= due:
         if pod is None:
             why = "before the check pod ran" + (f": {'; '.join(missing)}" if missing else "")
+        elif isinstance(state, str):
+            why = f"before the check ran: the kubelet rejected the check pod ({state})"
         else:
             phase = (pod.get("status") or {}).get("phase", "Pending")
             why = f"before the check finished (pod {phase})"

@@ -209,8 +209,10 @@ def test_a_healthy_node_is_checked_once_and_released() -> None:
         SETTINGS.check_image,
     )
     wanted = {GPU_RESOURCE: "8", EFA_RESOURCE: "32"}
-    assert {k: container["resources"]["limits"][k] for k in wanted} == wanted
-    assert {k: container["resources"]["requests"][k] for k in wanted} == wanted
+    assert container["resources"] == {
+        "limits": wanted,
+        "requests": {**agent.CHECK_REQUESTS, **wanted},
+    }
     assert {t["key"] for t in spec["tolerations"]} == {ACCEPTANCE_TAINT_KEY, "nvidia.com/gpu"}
     assert spec["activeDeadlineSeconds"] == 40 * 60  # created + 45 min, now = created + 5
     command = container["command"]
@@ -373,6 +375,11 @@ def test_a_pod_the_kubelet_rejected_is_created_again() -> None:
         "devices present); deleted, to be created again"
     )
     assert step(api, "n1") == "created check pod acceptance-check-n1"
+    api.pods["acceptance-check-n1"]["status"] = {"phase": "Failed", "reason": "OutOfcpu"}
+    assert step(api, "n1", CREATED + timedelta(hours=1)).startswith(
+        "acceptance expired: deadline 2026-12-06T12:45:00Z passed before the check ran: the "
+        "kubelet rejected the check pod (OutOfcpu)"
+    )
 
 
 def test_a_node_without_the_acceptance_taint_is_left_alone() -> None:
