@@ -1,5 +1,8 @@
 """Command line: ``python -m acceptance decide --instance-type T --evidence DIR``.
 
+``python -m acceptance agent`` (:mod:`acceptance.agent`) and ``python -m acceptance check``
+(:mod:`acceptance.check`) are dispatched from here too.
+
 Prints one line per finding, ``pass: `` or ``fail: `` then "check: seen, want wanted", then one
 ``unusable: `` line per file that is not its tool's output, and a last line with the verdict.
 Exit 0 accept, 1 reject, 2 unusable input (an unparseable file, an unknown instance type).
@@ -15,7 +18,6 @@ from typing import TextIO
 
 from acceptance.decide import EVIDENCE_FILES, UNUSABLE, decide
 from acceptance.floors import BASELINES, load_floors
-from acceptance.mirror import main as mirror
 from components.catalog import CATALOG
 
 
@@ -58,8 +60,18 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         argv: the arguments after the program name.
         out: where the findings go (stdout).
     """
-    if argv[:1] == ["mirror"]:  # its own options (acceptance.mirror.main)
-        return mirror(argv[1:])
+    if argv and argv[0] == "mirror":
+        from acceptance import mirror  # noqa: PLC0415
+
+        return mirror.main(argv[1:])
+    if argv and argv[0] == "agent":
+        from acceptance import agent  # noqa: PLC0415 (each command loads only what it runs)
+
+        return agent.main(argv[1:], out)
+    if argv and argv[0] == "check":
+        from acceptance import check  # noqa: PLC0415
+
+        return check.main(argv[1:], out)
     args = _parser().parse_args(argv)
     instance = CATALOG.get(args.instance_type)
     if instance is None:
