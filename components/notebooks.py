@@ -41,7 +41,7 @@ from components.scheduling import QUEUE_ANNOTATION
 from components.storage.layout import TeamDirectory
 from components.storage.model_store import TEAM_VOLUME, model_store_environment
 from components.tenancy import ControllerIngress, hardened_pod, pod_security_labels
-from components.trainer import team_pod_spec, team_volumes
+from components.trainer import team_devices, team_pod_spec, team_volumes
 from components.web_uis import ui_service
 from components.workloads import (
     node_resources,
@@ -136,7 +136,7 @@ class NotebookProfile:
 
 
 def pool_profiles(
-    pools: Sequence[NodePoolConfig], notebooks: NotebooksConfig, team: str
+    pools: Sequence[NodePoolConfig], notebooks: NotebooksConfig, team: TeamConfig
 ) -> list[NotebookProfile]:
     """A team's profiles: CPU first (the default), then each pool's, from the pools.
 
@@ -144,17 +144,23 @@ def pool_profiles(
     instance holds; EFA pools get a whole-node profile where ``efaPools: wholeNode`` (a partial
     node there would strand the rest of a node a gang needs whole), or none. Trainium profiles
     are whole nodes: a partial Trainium pod needs the Neuron scheduler extension, not Volcano.
+    A profile whose devices the team's quota and queue capability cannot both hold is left
+    out, as :func:`components.trainer.team_runtimes` leaves out the runtimes of a pool the
+    team never holds a node of (:func:`components.trainer.team_devices`): the hub offers no
+    server that would stay Pending.
 
     Args:
         pools: the stack's accelerator pools.
         notebooks: the validated ``notebooks`` section (images present where needed).
-        team: the team, whose name prefixes each slug.
+        team: the team, whose name prefixes each slug and whose quota and capability bound
+            each profile's devices.
     """
     cuda = notebooks.images.cuda or ""
-    made = [NotebookProfile(f"{team}-cpu", "CPU (2 vCPU, 8 GiB)", None, 0, False, cuda)]
+    made = [NotebookProfile(f"{team.name}-cpu", "CPU (2 vCPU, 8 GiB)", None, 0, False, cuda)]
     for pool in pools:
         instance = pool.instance
         devices = instance.accelerators
+        allowed = team_devices(team, pool)
         image = cuda if instance.accelerator == "nvidia" else (notebooks.images.neuron or "")
         unit = "GPU" if instance.accelerator == "nvidia" else "Trainium device"
         if pool.uses_efa and notebooks.efa_pools == "none":
@@ -162,7 +168,7 @@ def pool_profiles(
         if not pool.uses_efa and instance.accelerator == "nvidia":
             made += [
                 NotebookProfile(
-                    f"{team}-{pool.name}-{count}",
+                    f"{team.name}-{pool.name}-{count}",
                     f"{count} {unit} on {pool.name}",
                     pool,
                     count,
@@ -170,12 +176,14 @@ def pool_profiles(
                     image,
                 )
                 for count in sorted(set(notebooks.gpu_profiles))
-                if count <= devices
+                if count <= min(devices, allowed)
             ]
+            continue
+        if devices > allowed:
             continue
         made.append(
             NotebookProfile(
-                f"{team}-{pool.name}-node",
+                f"{team.name}-{pool.name}-node",
                 f"Whole {pool.name} node ({devices} {unit}s)",
                 pool,
                 devices,

@@ -34,7 +34,7 @@ def test_dev_offers_a_runnable_notebook_row_per_profile(
     result = synthesized["dev"]
     config = result.config
     (team,) = [t for t in config.teams if t.name == TEAM]
-    profiles = pool_profiles(config.node_pools, config.notebooks, team.name)
+    profiles = pool_profiles(config.node_pools, config.notebooks, team)
     rows = {r.runtime: r for r in result.jobs if r.kind == "notebook" and r.team == TEAM}
     assert set(rows) == {p.slug for p in profiles}
     for profile in profiles:

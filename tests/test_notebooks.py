@@ -16,6 +16,7 @@ from components import notebooks
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import PlatformConfig, UiExposureConfig
+from components.config.pools import AcceleratorAmounts
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.platform import lustre_pools, notebook_values, validated_config
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
@@ -104,7 +105,8 @@ def test_the_authenticator_admits_the_teams_groups_only() -> None:
 
 
 def _profiles(config: PlatformConfig, team: str) -> dict[str, notebooks.NotebookProfile]:
-    return {p.slug: p for p in notebooks.pool_profiles(config.node_pools, config.notebooks, team)}
+    (found,) = [t for t in config.teams if t.name == team]
+    return {p.slug: p for p in notebooks.pool_profiles(config.node_pools, config.notebooks, found)}
 
 
 def test_profiles_come_from_the_pools() -> None:
@@ -117,9 +119,38 @@ def test_profiles_come_from_the_pools() -> None:
     assert set(made) == {f"{team}-cpu", f"{team}-p5-node", f"{team}-trn1-node"}
     assert made[f"{team}-trn1-node"].image == staging.notebooks.images.neuron
     none = staging.notebooks.model_copy(update={"efa_pools": "none"})
-    assert [p.slug for p in notebooks.pool_profiles(staging.node_pools, none, team)] == [
-        f"{team}-cpu"
-    ]
+    profiles = notebooks.pool_profiles(staging.node_pools, none, staging.teams[0])
+    assert [p.slug for p in profiles] == [f"{team}-cpu"]
+
+
+def test_profiles_the_teams_quota_or_queue_cannot_hold_are_left_out() -> None:
+    """As team_runtimes leaves out a pool's runtimes: a server that would stay Pending."""
+    dev = _config("dev")
+    (team,) = [t for t in dev.teams if t.name == "ml-dev"]
+    # g5.48xlarge without EFA: eight GPUs, so 1 and 2 are partial and 8 a whole node
+    pool = dev.node_pools[0].model_copy(update={"instance_types": ["g5.48xlarge"], "efa": False})
+    assert pool.instance.accelerators == 8 and not pool.uses_efa
+
+    def counts(gpus: int, capability: int) -> list[int]:
+        shaped = team.model_copy(
+            update={
+                "quota": team.quota.model_copy(update={"gpus": gpus}),
+                "queue": team.queue.model_copy(
+                    update={"capability": AcceleratorAmounts(gpus=capability)}
+                ),
+            }
+        )
+        shapes = dev.notebooks.model_copy(update={"gpu_profiles": [1, 2, 8]})
+        made = notebooks.pool_profiles([pool], shapes, shaped)
+        assert made[0].slug == "ml-dev-cpu"
+        return [p.devices for p in made[1:]]
+
+    assert counts(8, 8) == [1, 2, 8]
+    assert counts(8, 7) == [1, 2]  # the queue's capability holds no whole node
+    assert counts(7, 8) == [1, 2]  # nor does the quota
+    assert counts(8, 1) == [1]
+    assert counts(1, 8) == [1]
+    assert counts(0, 8) == []
 
 
 def _team_pods(config: PlatformConfig) -> list[tuple[str, str, dict[str, Any]]]:
