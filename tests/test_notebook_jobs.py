@@ -69,6 +69,14 @@ def test_a_quota_of_no_gpus_refuses_the_gpu_server(synthesized: dict[str, StackR
             hard[key] = "0"
     _refused(_gpu_row(view), f"in {TEAM} allows nvidia.com/gpu 0")
     assert _rows(view)[f"{TEAM}-cpu"].runnable
+    # nor does a request of 0 GPUs count, although the standing Ray cluster holds more GPUs
+    # than the quota now allows: admission drops the zeros of a pod's usage (CheckRequest)
+    assert any(g.namespace == TEAM for g in Stack(view).standing)
+    for entry in view.releases[RELEASE]["values"]["custom"]["teamProfiles"]:
+        for profile in entry["profiles"]:
+            if profile["slug"] == f"{TEAM}-cpu":
+                profile["kubespawner_override"]["extra_resource_guarantees"]["nvidia.com/gpu"] = "0"
+    assert _rows(view)[f"{TEAM}-cpu"].runnable
 
 
 def test_a_pool_without_room_refuses_the_gpu_server(synthesized: dict[str, StackResult]) -> None:

@@ -464,10 +464,13 @@ def _quota_bound(
 ) -> Bound | None:
     hard = _quota_hard(stack, namespace, priority_class)
     if requested_only:
-        # One pod's admission checks only the resources it uses: the new usage is masked to
-        # the request's (kubernetes apiserver pkg/admission/plugin/resourcequota/controller.go,
-        # CheckRequest), so a CPU pod starts in a namespace whose GPUs are all held.
-        hard = {r: held for r, held in hard.items() if r in totals(1)}
+        # One pod's admission checks only the resources it uses: CheckRequest drops the zeros
+        # of the pod's usage, masks it to the quota's hard resources (requestedUsage) and
+        # compares only those of the new usage with hard (maskedNewUsage), so a CPU pod starts
+        # in a namespace whose GPUs are all held, and so does one that asks for 0 GPUs
+        # (kubernetes/apiserver v0.35.0, the staging copy of Kubernetes 1.35,
+        # pkg/admission/plugin/resourcequota/controller.go, CheckRequest).
+        hard = {r: held for r, held in hard.items() if totals(1).get(r)}
     if not hard:
         return None
     holders = [g for g in standing if g.namespace == namespace]
