@@ -59,6 +59,12 @@ HUB_PORT: Final = 8081
 """The hub's API, which each server calls to log its user in and report activity
 (jupyterhub/zero-to-jupyterhub-k8s 4.4.0 jupyterhub/files/hub/jupyterhub_config.py,
 ``hub_container_port``)."""
+HUB_CONNECT_URL: Final = f"http://hub.{NAMESPACE}.svc.cluster.local:{HUB_PORT}"
+"""Where servers call the hub, ``JUPYTERHUB_API_URL``'s base. The chart sets
+``c.JupyterHub.hub_connect_url`` to ``http://hub:8081``, the Service's short name (4.4.0
+jupyterhub/files/hub/jupyterhub_config.py), which resolves only in the hub's namespace; a server
+in a team namespace needs the Service's full name. ``hub.config`` is loaded after it and wins
+(same file, "load hub.config values")."""
 PROXY_PORT: Final = 8000
 """configurable-http-proxy's public port in its pod (4.4.0 jupyterhub/templates/proxy/
 deployment.yaml, container port ``http``)."""
@@ -109,8 +115,9 @@ HUB_INGRESS: Final = ControllerIngress(
     namespace=NAMESPACE,
     controller={"matchLabels": dict(HUB_POD_LABELS)},
     ports=(NOTEBOOK_PORT,),
-    why="the hub polls a starting server's API on 8888 until it answers (jupyterhub 5.5.0 "
-    "Spawner, wait_up), through which the idle culler also reads activity",
+    why="the hub polls a starting server on 8888 until it answers (jupyterhub 5.5.0 "
+    "jupyterhub/user.py _wait_up, objects.py Server.wait_up); the idle culler reads activity "
+    "from the hub's API, not the server",
 )
 
 
@@ -497,9 +504,11 @@ def hub_values(
         }
         for team in teams
     ]
+    config = authenticator_config(notebooks, oidc, teams)
+    config["JupyterHub"]["hub_connect_url"] = HUB_CONNECT_URL
     hub: dict[str, Any] = {
         **system,
-        "config": authenticator_config(notebooks, oidc, teams),
+        "config": config,
         "db": {
             "type": "sqlite-pvc",
             "pvc": {
@@ -513,6 +522,10 @@ def hub_values(
             "enabled": True,
             # The servers in team namespaces call the hub's API (login, activity).
             "ingress": [{"from": team_label_from, "ports": [{"port": HUB_PORT}]}],
+            # The chart's own hub -> server rule selects its namespace only (4.4.0
+            # jupyterhub/templates/hub/netpol.yaml); servers in team namespaces are reached
+            # through egressAllowRules' privateIPs and nonPrivateIPs, left on (the proxy's
+            # likewise), which admit every address but instance metadata's.
             "egressAllowRules": {
                 "cloudMetadataServer": False,
                 "dnsPortsCloudMetadataServer": False,

@@ -4,6 +4,7 @@ tenant rules through their CEL, instance metadata, network and the chart's schem
 from __future__ import annotations
 
 import copy
+import ipaddress
 import sys
 import types
 from pathlib import Path
@@ -28,6 +29,7 @@ from synth.jobs.admission import admit
 from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests.conftest import stack_data
+from tests.network_model import NAMESPACE_NAME_LABEL, Cluster, Pod
 from tests.pod_shapes import make_pod
 from tests.schemas import validation_errors
 from tests.test_kuberay import _policy, _team_namespace
@@ -336,6 +338,112 @@ def test_team_namespaces_admit_the_proxy_and_hub_to_the_notebook_port(
                     and r.inputs["metadata"]["name"] == notebooks.SPAWNER_ROLE)  # fmt: skip
         resources = {res for rule in role["rules"] for res in rule["resources"]}
         assert resources == {"pods", "events"}  # no secrets, services or claims
+
+
+_CHART_LABELS: Final = {"app": "jupyterhub", "release": notebooks.RELEASE}
+"""``jupyterhub.matchLabels`` (4.4.0 jupyterhub/templates/_helpers.tpl): the legacy labels, and
+``component`` per template."""
+_PRIVATE: Final = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+
+
+def _egress_allow_rules(chart: dict[str, Any], netpol: dict[str, Any]) -> list[dict[str, Any]]:
+    """``jupyterhub.networkPolicy.renderEgressRules`` (4.4.0 templates/_helpers-netpol.tpl)."""
+    allow, metadata = netpol["egressAllowRules"], f"{chart['singleuser']['cloudMetadata']['ip']}/32"
+    rules: list[dict[str, Any]] = []
+    dns: list[dict[str, Any]] = []
+    if allow["dnsPortsCloudMetadataServer"]:
+        dns.append({"ipBlock": {"cidr": metadata}})
+    if allow["dnsPortsKubeSystemNamespace"]:
+        dns.append({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}}})
+    if allow["dnsPortsPrivateIPs"]:
+        dns += [{"ipBlock": {"cidr": cidr}} for cidr in _PRIVATE]
+    if dns:
+        rules.append({"ports": [{"port": 53, "protocol": p} for p in ("UDP", "TCP")], "to": dns})
+    if allow["nonPrivateIPs"]:
+        rules.append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [*_PRIVATE, metadata]}}]})
+    if allow["privateIPs"]:
+        rules.append({"to": [{"ipBlock": {"cidr": cidr}} for cidr in _PRIVATE]})
+    if allow["cloudMetadataServer"]:
+        rules.append({"to": [{"ipBlock": {"cidr": metadata}}]})
+    return rules + list(netpol.get("egress") or [])
+
+
+def _chart_policy(
+    chart: dict[str, Any], component: str, netpol: dict[str, Any], ports: dict[str, int]
+) -> dict[str, Any]:
+    """The hub's or proxy's NetworkPolicy as 4.4.0 renders it (templates/hub/netpol.yaml,
+    templates/proxy/netpol.yaml; ``interNamespaceAccessLabels: ignore``, named ports resolved
+    to the containers' numbers, since the model takes numbers)."""
+
+    def labelled(component: str) -> dict[str, Any]:
+        return {"podSelector": {"matchLabels": {**_CHART_LABELS, "component": component}}}
+
+    def access(label: str) -> list[dict[str, Any]]:
+        return [
+            {"podSelector": {"matchLabels": {f"hub.jupyter.org/network-access-{label}": "true"}}}
+        ]
+
+    ingress: list[dict[str, Any]] = []
+    if netpol["allowedIngressPorts"]:
+        ingress.append({"ports": [{"port": ports[p]} for p in netpol["allowedIngressPorts"]]})
+    if component == "hub":
+        ingress.append({"ports": [{"port": ports["http"]}], "from": access("hub")})
+        egress = [{"to": [labelled("proxy")], "ports": [{"port": 8001}]}]
+    else:
+        ingress.append({"ports": [{"port": ports["http"]}], "from": access("proxy-http")})
+        ingress.append({"ports": [{"port": ports["api"]}], "from": access("proxy-api")})
+        egress = [{"to": [labelled("hub")], "ports": [{"port": notebooks.HUB_PORT}]}]
+    egress.append({"to": [labelled("singleuser-server")], "ports": [{"port": 8888}]})
+    return {
+        "metadata": {"name": component, "namespace": notebooks.NAMESPACE},
+        "spec": {
+            "podSelector": {"matchLabels": {**_CHART_LABELS, "component": component}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": ingress + list(netpol.get("ingress") or []),
+            "egress": egress + _egress_allow_rules(chart, netpol),
+        },
+    }
+
+
+@pytest.mark.parametrize("stack", NOTEBOOK_STACKS)
+def test_the_hub_and_proxy_policies_admit_the_servers_in_team_namespaces(
+    stack: str, reference_dir: Path
+) -> None:
+    """Issue 43: servers in team namespaces reach the hub's API, hub and proxy reach them."""
+    config = _config(stack)
+    chart = _chart_values(reference_dir, notebook_values(config))
+    hub = _chart_policy(chart, "hub", chart["hub"]["networkPolicy"], {"http": notebooks.HUB_PORT})
+    proxy = _chart_policy(
+        chart, "proxy", chart["proxy"]["chp"]["networkPolicy"],
+        {"http": notebooks.PROXY_PORT, "https": 8443, "api": 8001},
+    )  # fmt: skip
+    cluster = Cluster([hub, proxy])
+    hub_pod = Pod(notebooks.NAMESPACE, {**_CHART_LABELS, "component": "hub"})
+    proxy_pod = Pod(notebooks.NAMESPACE, {**_CHART_LABELS, "component": "proxy"})
+    pod_ip = str(ipaddress.ip_network(config.network.vpc_cidr)[1000])
+    for team in config.teams:
+        # KubeSpawner's labels: component singleuser-server and the chart's common labels
+        server = Pod(team.name, {**_CHART_LABELS, **notebooks.NOTEBOOK_POD_LABELS})
+        assert cluster.may_reach(server, hub_pod, notebooks.HUB_PORT), team.name
+        assert not cluster.may_reach(
+            Pod(team.name, {"app": "trainer"}), hub_pod, notebooks.HUB_PORT
+        )
+        for source in (hub_pod, proxy_pod):
+            assert cluster.may_send(source, server, pod_ip, notebooks.NOTEBOOK_PORT), source
+    assert cluster.may_send(proxy_pod, hub_pod, pod_ip, notebooks.HUB_PORT)
+    # the chart's own rules reach servers in its namespace only: the team namespaces are
+    # reached through egressAllowRules, which must stay on
+    narrow = copy.deepcopy(chart)
+    for netpol in (narrow["hub"]["networkPolicy"], narrow["proxy"]["chp"]["networkPolicy"]):
+        netpol["egressAllowRules"].update(privateIPs=False, nonPrivateIPs=False)
+    narrowed = Cluster([
+        _chart_policy(narrow, "hub", narrow["hub"]["networkPolicy"], {"http": 8081}),
+    ])  # fmt: skip
+    server = Pod(config.teams[0].name, {**_CHART_LABELS, **notebooks.NOTEBOOK_POD_LABELS})
+    assert not narrowed.may_send(hub_pod, server, pod_ip, notebooks.NOTEBOOK_PORT)
+    # the servers call the hub by the Service's full name: "hub" resolves in its namespace only
+    connect = chart["hub"]["config"]["JupyterHub"]["hub_connect_url"]
+    assert connect == f"http://hub.{notebooks.NAMESPACE}.svc.cluster.local:{notebooks.HUB_PORT}"
 
 
 def test_the_hubs_namespace_admits_only_the_exposures_clients() -> None:
