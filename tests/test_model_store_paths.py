@@ -115,6 +115,9 @@ def test_the_pv_must_name_the_stacks_file_system_and_the_teams_access_point(
     csi = _volume(view, TEAM, TEAM_CLAIM)["spec"]["csi"]
     shared_point = _aws(view, ACCESS_POINT, "storage-models-shared")["id"]
     file_system = csi["volumeHandle"].split("::")[0]
+    # the driver's newer spelling names the same volume (node.go, parseVolumeId)
+    csi["volumeHandle"] = f"efs:{csi['volumeHandle']}"
+    assert all(r.runnable for r in evaluate_jobs(view, config=config) if r.kind == "notebook")
     csi["volumeHandle"] = f"{file_system}::{shared_point}"
     _refused(view, config, f"rooted at /shared, not /{TEAM}", ("trainjob", "notebook"))
     csi["volumeHandle"] = file_system  # no access point: the whole file system

@@ -8,18 +8,21 @@ affinity, which :func:`synth.jobs.karpenter.volume_node_terms` turns into the po
 use; an EFS volume carries none, so its reach is judged here from the cloud side:
 
 - the PV's handle (``<fs>::<access point>``, or ``<fs>`` for the whole file system:
-  kubernetes-sigs/aws-efs-csi-driver v3.4.1 pkg/driver/node.go, NodePublishVolume) names the
-  stack's file system and an access point of it;
+  kubernetes-sigs/aws-efs-csi-driver v3.4.1 pkg/driver/node.go, NodePublishVolume and
+  parseVolumeId) names the stack's file system and an access point of it;
 - in a team's namespace the area is the team's: the ``model-store`` claim's access point is
   rooted at ``/<team>`` with the team's gid as its POSIX gid (EFS runs every request through an
   access point as its POSIX user: boto/botocore 1.44.8 botocore/data/efs/2015-02-01/
   service-2.json, ``PosixUser``), the ``model-store-shared`` claim's at ``/shared``, read-only
   unless the team publishes (the driver adds ``ro``: node.go);
 - every zone a NodePool the pod may use launches nodes in has a mount target of the file
-  system (the driver mounts the zone's own mount target: EFS user guide, "Mounting EFS file
-  systems"), and that mount target's security groups admit NFS (TCP 2049) from a group the
+  system, and that mount target's security groups admit NFS (TCP 2049) from a group the
   pool's EC2NodeClass gives its nodes (``securityGroupSelectorTerms``: ids, or tags; EKS tags
-  its cluster security group ``aws:eks:cluster-name``).
+  its cluster security group ``aws:eks:cluster-name``). A static volume carries no
+  ``mountTargetIpMap`` (the controller fills it for volumes it provisions; node.go falls back
+  to another zone only with one), so the node mounts by the file system's DNS name, which
+  resolves to the mount target of the node's zone; a fallback of efs-utils to another zone's
+  address is not counted on (it needs to look mount targets up, and crosses zones).
 
 Where the view holds no cloud resources (a view of Kubernetes objects only) the cloud side is
 not judged.
@@ -173,6 +176,22 @@ def reach_problems(view: StackView, file_system: str, pools: list[str]) -> Itera
                 )
 
 
+def parse_volume_handle(handle: str) -> tuple[str, str]:
+    """(file system, access point or ``""``) of an EFS volume handle.
+
+    ``<fs>[:<subpath>[:<access point>]]``, or the newer ``efs:<fs>[:<subpath>[:<access
+    point>]]`` (kubernetes-sigs/aws-efs-csi-driver v3.4.1 pkg/driver/node.go, parseVolumeId;
+    pkg/util/filesystem.go, the types ``efs`` and ``s3files``).
+
+    Args:
+        handle: the PV's ``csi.volumeHandle``.
+    """
+    parts = handle.split(":")
+    if parts[0] in ("efs", "s3files") and len(parts) > 1:
+        parts = parts[1:]
+    return parts[0], (parts[2] if len(parts) > 2 else "")
+
+
 def _efs_problems(
     view: StackView,
     *,
@@ -186,9 +205,7 @@ def _efs_problems(
     """What is wrong with one EFS volume of a pod (:mod:`synth.jobs.storage`)."""
     csi = (volume.get("spec") or {}).get("csi") or {}
     handle = str(csi.get("volumeHandle") or "")
-    # <fs>, <fs>:<subpath> or <fs>:<subpath>:<access point> (node.go, NodePublishVolume)
-    parts = handle.split(":")
-    file_system, access_point = parts[0], (parts[2] if len(parts) > 2 else "")
+    file_system, access_point = parse_volume_handle(handle)
     systems = _by_id(view, FILE_SYSTEM)
     if file_system not in systems:
         yield (
