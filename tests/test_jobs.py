@@ -531,22 +531,36 @@ def test_a_runtime_the_queue_cannot_hold_is_listed_as_not_runnable(
     view.objects[:] = [
         m for m in view.objects if not (m.get("kind") == "RayCluster" and namespace_of(m) == team)
     ]
+    # and the hub leaves out the notebook profiles it cannot hold (components/notebooks.py
+    # pool_profiles, as the program does): the smaller ones on those pools stay
+    capability = requests[accelerator] - 1
+    kept = _drop_notebook_profiles(view, team, accelerator, capability)
     reports = evaluate_jobs(view)
     for name in dropped:
         report = _report(reports, team, name)
         assert not report.runnable and not report.offered, report
-        assert f"queue {team}'s capability is {requests[accelerator] - 1}" in report.reasons[0]
-    # the hub still offers the team its notebook profiles on those pools (components/platform.py
-    # gives every team every pool's profiles): the queue refuses them, and says so
-    notebooks = [
-        r for r in reports
-        if r.kind == "notebook" and r.team == team and any(n.endswith(f"-{r.pool}") for n in dropped)
-    ]  # fmt: skip
-    assert bool(notebooks) == synthesized[stack].config.notebooks.enabled
-    for report in notebooks:
-        assert not report.runnable and any(f"queue {team}: capability" in r for r in report.reasons)
-    assert all_runnable([r for r in reports if all(r is not n for n in notebooks)])
+        assert f"queue {team}'s capability is {capability}" in report.reasons[0]
+    notebooks = {r.runtime: r for r in reports if r.kind == "notebook" and r.team == team}
+    assert set(notebooks) == kept
+    assert all_runnable(reports)
     assert "not offered" in table(stack, reports)
+
+
+def _drop_notebook_profiles(
+    view: StackView, team: str, accelerator: str, capability: Decimal
+) -> set[str]:
+    """Drop the team's profiles asking more of ``accelerator`` than ``capability``; the rest."""
+    values = view.releases.get("jupyterhub")
+    if values is None:
+        return set()
+    (entry,) = [e for e in values["values"]["custom"]["teamProfiles"] if e["team"] == team]
+    entry["profiles"] = [
+        p
+        for p in entry["profiles"]
+        if Decimal(p["kubespawner_override"]["extra_resource_guarantees"].get(accelerator, 0))
+        <= capability
+    ]
+    return {p["slug"] for p in entry["profiles"]}
 
 
 def _requests(manifest: dict[str, Any]) -> dict[str, Decimal]:
