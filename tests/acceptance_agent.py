@@ -105,6 +105,20 @@ def agent_daemonset(vendor: str, pools: dict[str, list[dict[str, Any]]]) -> dict
     }  # fmt: skip
 
 
+def vendor_pools(entries: list[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Vendor -> its accelerator pools' names -> their taints, from a stack's records."""
+    by_vendor: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for entry in entries:
+        if entry["type"] != NODE_POOL:
+            continue
+        template = entry["inputs"]["spec"]["template"]["spec"]
+        for vendor in pool_vendors(entry["inputs"]):
+            by_vendor.setdefault(vendor, {})[entry["inputs"]["metadata"]["name"]] = list(
+                template.get("taints") or []
+            )
+    return by_vendor
+
+
 def with_gate(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A stack's records (JSON entries) with the gate on: every accelerator pool starts with the
     acceptance taint and each vendor's agent is there (the stack's own, or one built here).
@@ -112,25 +126,17 @@ def with_gate(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     Args:
         entries: the records as ``ResourceRecord.to_json`` gives them; edited in place.
     """
-    by_vendor: dict[str, dict[str, list[dict[str, Any]]]] = {}
     provider = parent = None
     for entry in entries:
-        if entry["type"] != NODE_POOL:
-            continue
-        vendors = pool_vendors(entry["inputs"])
-        if not vendors:
+        if entry["type"] != NODE_POOL or not pool_vendors(entry["inputs"]):
             continue
         template = entry["inputs"]["spec"]["template"]["spec"]
         startup = template.setdefault("startupTaints", [])
         if not any(t.get("key") == ACCEPTANCE_TAINT_KEY for t in startup):
             startup.append(dict(ACCEPTANCE_TAINT))
-        for vendor in vendors:
-            by_vendor.setdefault(vendor, {})[entry["inputs"]["metadata"]["name"]] = list(
-                template.get("taints") or []
-            )
         provider, parent = entry["provider"], entry["parent"]
     present = {e["inputs"]["metadata"]["name"] for e in entries if e["type"] == DAEMON_SET}
-    for kind, pools in sorted(by_vendor.items()):
+    for kind, pools in sorted(vendor_pools(entries).items()):
         if agent_name(kind) in present:
             continue
         manifest = agent_daemonset(kind, pools)
