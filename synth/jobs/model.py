@@ -37,7 +37,12 @@ from components.trainer import team_runtimes
 from components.versions import TRAINING_OPERATOR_KUSTOMIZATION
 from components.workloads import NodeAllocatable
 from synth.jobs import admission, karpenter, kuberay, rbac, slurm, storage, trainer, volcano
-from synth.jobs.daemonsets import DevicePlugin, daemonset_overhead, device_plugins
+from synth.jobs.daemonsets import (
+    DevicePlugin,
+    daemonset_overhead,
+    device_plugins,
+    stack_daemonsets,
+)
 from synth.jobs.karpenter import NodePoolShape, candidate_pools, node_pools
 from synth.jobs.placement import required_affinity_holds, selector_holds, untolerated
 from synth.jobs.trainer import Runtime
@@ -173,7 +178,7 @@ class Stack:
         )
         self.publishers = frozenset(config.model_store.publishers) if config else None
         self.pools: list[NodePoolShape] = node_pools(view)
-        self.plugins: list[DevicePlugin] = device_plugins(view)
+        self.plugins: list[DevicePlugin] = [*device_plugins(view), *stack_daemonsets(view)]
         self.queues = volcano.queues(view)
         self.scheduler = volcano.scheduler_config(view)
         self.manager_reads = all(
