@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from acceptance import baseline
 from acceptance.decide import EVIDENCE_FILES, UNUSABLE, decide
 from acceptance.floors import BASELINES, load_floors
 from components.catalog import CATALOG
@@ -46,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         "--efa", action=argparse.BooleanOptionalAction, default=None,
         help="whether the node's pool attaches EFA (default: whether the type has EFA)",
     )  # fmt: skip
+    baseline.add_parser(commands)
     return parser
 
 
@@ -57,6 +59,8 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         out: where the findings go (stdout).
     """
     args = _parser().parse_args(argv)
+    if args.command == "baseline":
+        return baseline.run(args, out)
     instance = CATALOG.get(args.instance_type)
     if instance is None:
         print(
