@@ -92,18 +92,29 @@ def runtime_name(pool: NodePoolConfig) -> str:
 
 
 def tested_pools(
-    pools: list[NodePoolConfig], acceptance: AcceptanceConfig
+    pools: list[NodePoolConfig],
+    acceptance: AcceptanceConfig,
+    *,
+    slurm_nodes: dict[str, int] | None = None,
 ) -> list[tuple[NodePoolConfig, str]]:
-    """(pool, image) of every pool that gets a fabric runtime: EFA, and its vendor's image.
+    """(pool, image) of every pool that gets a fabric runtime.
+
+    A pool with EFA, its vendor's acceptance image named, and room for the test's two nodes
+    outside its Slurm share (a runtime whose gang can never start is not offered, as a team
+    gets no MPI runtime on a pool it cannot hold two nodes of).
 
     Args:
         pools: the stack's accelerator pools.
         acceptance: the acceptance settings (``images``, per vendor).
+        slurm_nodes: pool name -> nodes its Slurm node set holds
+            (:func:`components.config.slurm_held_nodes`). Default: none.
     """
+    held = slurm_nodes or {}
     return [
         (pool, image)
         for pool in fabric_pools(pools)
-        if (image := fabric_image(acceptance, pool)) is not None
+        if pool.max_nodes - held.get(pool.name, 0) >= FABRIC_NODES
+        and (image := fabric_image(acceptance, pool)) is not None
     ]
 
 
@@ -305,8 +316,7 @@ class FabricTest(pulumi.ComponentResource):
         self,
         name: str,
         *,
-        pools: list[NodePoolConfig],
-        acceptance: AcceptanceConfig,
+        tested: list[tuple[NodePoolConfig, str]],
         kubernetes_version: str,
         trainer_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
@@ -316,9 +326,8 @@ class FabricTest(pulumi.ComponentResource):
 
         Args:
             name: prefix of child resource names.
-            pools: the stack's accelerator pools; those with EFA get a runtime.
-            acceptance: the acceptance settings, whose per-vendor images run the tests; a pool
-                whose vendor has none gets no runtime.
+            tested: (pool, acceptance image) of each pool that gets a runtime
+                (:func:`tested_pools`); none: nothing is created.
             kubernetes_version: the cluster's minor version (the Pod Security labels' pin).
             trainer_ready: Trainer (its CRDs and webhooks), which the runtimes wait for.
             kubernetes_provider: provider of every object here.
@@ -326,8 +335,7 @@ class FabricTest(pulumi.ComponentResource):
         """
         super().__init__("trainingplatform:index:FabricTest", name, None, opts)
         self.runtimes: dict[str, k8s.apiextensions.CustomResource] = {}
-        pools_with_images = tested_pools(pools, acceptance)
-        if not pools_with_images:
+        if not tested:
             self.register_outputs({})
             return
         in_cluster = pulumi.ResourceOptions(parent=self, provider=kubernetes_provider)
@@ -365,7 +373,7 @@ class FabricTest(pulumi.ComponentResource):
         after_trainer = pulumi.ResourceOptions.merge(
             in_namespace, pulumi.ResourceOptions(depends_on=[namespace, *trainer_ready])
         )
-        for pool, image in pools_with_images:
+        for pool, image in tested:
             runtime = runtime_name(pool)
             self.runtimes[pool.name] = k8s.apiextensions.CustomResource(
                 f"{name}-{runtime}",

@@ -500,7 +500,7 @@ def fabric_test_pools(config: PlatformConfig) -> list[tuple[NodePoolConfig, str]
     """
     if not config.trainer.enabled:
         return []
-    return tested_pools(config.node_pools, config.acceptance)
+    return tested_pools(config.node_pools, config.acceptance, slurm_nodes=slurm_held_nodes(config))
 
 
 def build_fabric_test(
@@ -520,8 +520,7 @@ def build_fabric_test(
     """
     return FabricTest(
         "fabric-test",
-        pools=config.node_pools if fabric_test_pools(config) else [],
-        acceptance=config.acceptance,
+        tested=fabric_test_pools(config),
         kubernetes_version=config.cluster.kubernetes_version,
         trainer_ready=[trainer],
         kubernetes_provider=cluster.provider,

@@ -20,6 +20,7 @@ from components import fabric_test
 from components.config import PlatformConfig, parse_platform_config
 from components.health_marks import ACCEPTANCE_TAINT_KEY
 from components.node_pools import accelerator_taint
+from components.platform import fabric_test_pools
 from components.scheduling import PLATFORM_QUEUE, QUEUE_API, platform_queue_spec
 from components.trainer import RUNTIME_API, RUNTIME_KIND
 from components.workloads import node_resources
@@ -55,7 +56,7 @@ def _pods(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_each_efa_pool_gets_a_whole_node_runtime_in_the_platform_queue() -> None:
     config = _staging()
-    tested = fabric_test.tested_pools(config.node_pools, config.acceptance)
+    tested = fabric_test_pools(config)
     assert [pool.name for pool, _ in tested] == ["p5", "trn1"]
     for pool, image in tested:
         spec = fabric_test.fabric_runtime_spec(pool, image=image)
@@ -82,7 +83,11 @@ def test_each_efa_pool_gets_a_whole_node_runtime_in_the_platform_queue() -> None
     assert "nccom-test -r 64 -N 2 " in script and "--hosts-file /tmp/hosts" in script
     # No images: no runtime (the platform queue is sized from the tested pools only).
     bare = parse_platform_config(stack_data("staging"), stack="staging")
-    assert fabric_test.tested_pools(bare.node_pools, bare.acceptance) == []
+    assert fabric_test_pools(bare) == []
+    # dev's trn1 pool leaves Kubernetes one node beside Slurm's share: no 2-node test offered
+    dev = copy.deepcopy(stack_data("dev"))
+    dev.setdefault("acceptance", {})["images"] = dict(IMAGES)
+    assert fabric_test_pools(parse_platform_config(dev, stack="dev")) == []
 
 
 def test_a_measured_two_node_baseline_replaces_the_shipped_floor() -> None:
@@ -112,7 +117,7 @@ def _with_fabric_test(result: StackResult, capability: dict[str, int]) -> StackV
     objects.append(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": fabric_test.NAMESPACE}}
     )
-    for pool, image in fabric_test.tested_pools(config.node_pools, config.acceptance):
+    for pool, image in fabric_test_pools(config):
         objects.append(
             {
                 "apiVersion": RUNTIME_API,
@@ -132,7 +137,7 @@ def test_synth_jobs_lists_the_fabric_test_as_a_path_that_can_start(
 ) -> None:
     config = _staging()
     capability = fabric_test.platform_queue_capability(
-        [pool for pool, _ in fabric_test.tested_pools(config.node_pools, config.acceptance)]
+        [pool for pool, _ in fabric_test_pools(config)]
     )
     assert capability == {"nvidia.com/gpu": 16, "aws.amazon.com/neuron": 32}
     view = _with_fabric_test(synthesized["staging"], capability)
