@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from acceptance import baseline
 from acceptance.decide import EVIDENCE_FILES, UNUSABLE, decide
 from acceptance.floors import BASELINES, load_floors
 from components.catalog import CATALOG
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         "--efa", action=argparse.BooleanOptionalAction, default=None,
         help="whether the node's pool attaches EFA (default: whether the type has EFA)",
     )  # fmt: skip
+    baseline.add_parser(commands)
     commands.add_parser("mirror", add_help=False, help="keep Slurm and Kubernetes health as one")
     return parser
 
@@ -73,6 +75,8 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
 
         return check.main(argv[1:], out)
     args = _parser().parse_args(argv)
+    if args.command == "baseline":
+        return baseline.run(args, out)
     instance = CATALOG.get(args.instance_type)
     if instance is None:
         print(

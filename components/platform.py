@@ -17,6 +17,7 @@ from components.config import (
     CONFIG_KEY,
     OIDC_CLIENT_SECRET_KEY,
     ConfigError,
+    NodePoolConfig,
     PlatformConfig,
     parse_platform_config,
     slurm_held_nodes,
@@ -25,6 +26,7 @@ from components.config.pools import mounts_lustre
 from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
 from components.config.storage import admin_client_block
 from components.device_plugins import DevicePlugins, neuron_pools
+from components.fabric_test import FabricTest, platform_queue_capability, tested_pools
 from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
 from components.katib import CONTROLLER_INGRESS as KATIB_CONTROLLER_INGRESS
@@ -189,6 +191,9 @@ class TrainingPlatform(pulumi.ComponentResource):
             volcano_ready=self.scheduling.ready,
             cluster=in_cluster,
             opts=with_aws,
+        )
+        self.fabric_test = build_fabric_test(
+            config, trainer=self.trainer, cluster=in_cluster, opts=with_aws
         )
         self.katib: Katib | None = None
         if config.katib.enabled:
@@ -479,6 +484,45 @@ def build_scheduling(
         "scheduling",
         teams=config.teams,
         cluster_ready=cluster.ready,
+        kubernetes_provider=cluster.provider,
+        platform_capability=platform_queue_capability(
+            [pool for pool, _ in fabric_test_pools(config)]
+        ),
+        opts=opts,
+    )
+
+
+def fabric_test_pools(config: PlatformConfig) -> list[tuple[NodePoolConfig, str]]:
+    """(pool, image) of the pools with a fabric test; none without Trainer, which runs it.
+
+    Args:
+        config: the validated stack configuration.
+    """
+    if not config.trainer.enabled:
+        return []
+    return tested_pools(config.node_pools, config.acceptance, slurm_nodes=slurm_held_nodes(config))
+
+
+def build_fabric_test(
+    config: PlatformConfig,
+    *,
+    trainer: Trainer,
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> FabricTest:
+    """The fabric test's namespace and runtimes (:mod:`components.fabric_test`).
+
+    Args:
+        config: the validated stack configuration.
+        trainer: Trainer, whose CRDs the runtimes are.
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return FabricTest(
+        "fabric-test",
+        tested=fabric_test_pools(config),
+        kubernetes_version=config.cluster.kubernetes_version,
+        trainer_ready=[trainer],
         kubernetes_provider=cluster.provider,
         opts=opts,
     )

@@ -45,10 +45,11 @@ QueueNameLabelKey)."""
 # preempting one worker of a gang kills the whole job, so the scheduler runs no preempt action
 # and the classes say preemptionPolicy: Never. Queues take back what they lent (reclaim).
 STANDARD_PRIORITY_CLASS: Final = "training-standard"
+LOW_PRIORITY_CLASS: Final = "training-low"
 PRIORITY_CLASSES: Final[dict[str, tuple[int, str]]] = {
     "training-critical": (100000, "Deadline-bound training; scheduled before other jobs."),
     STANDARD_PRIORITY_CLASS: (10000, "Ordinary training jobs."),
-    "training-low": (1000, "Experiments and sweeps; scheduled when nothing else waits."),
+    LOW_PRIORITY_CLASS: (1000, "Experiments and sweeps; scheduled when nothing else waits."),
 }
 
 
@@ -115,6 +116,33 @@ def queue_spec(team: TeamConfig) -> dict[str, Any]:
     }
 
 
+PLATFORM_QUEUE: Final = "platform"
+"""The platform's own queue (the fabric test, components/fabric_test.py); no team's."""
+
+
+def platform_queue_spec(capability: dict[str, int]) -> dict[str, Any]:
+    """The platform's Queue: it deserves and guarantees nothing, and is capped at ``capability``.
+
+    With nothing deserved, whatever it holds is borrowed: Volcano's capacity plugin lets a queue
+    below its deserved share reclaim it (volcano-sh/volcano v1.15.1
+    pkg/scheduler/plugins/capacity/capacity.go, AddReclaimableFn), so a team that needs its
+    nodes back gets them, and with no guarantee it keeps no node from anyone while idle. Team
+    pods cannot name it: in a team's namespace every gang goes to the team's queue
+    (:func:`components.tenancy.queue_ownership_policy`).
+
+    Args:
+        capability: resource -> most it may hold (two nodes of the largest fabric pool).
+    """
+    return {
+        "parent": ROOT_QUEUE,
+        "weight": 1,
+        "reclaimable": True,
+        "capability": {name: str(count) for name, count in capability.items()},
+        "deserved": {},
+        "guarantee": {"resource": {}},
+    }
+
+
 class Scheduling(pulumi.ComponentResource):
     """Volcano, the platform's priority classes, and one queue per team.
 
@@ -128,6 +156,7 @@ class Scheduling(pulumi.ComponentResource):
         teams: list[TeamConfig],
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
+        platform_capability: dict[str, int] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Install Volcano and create the queues.
@@ -135,6 +164,8 @@ class Scheduling(pulumi.ComponentResource):
         Args:
             name: prefix of child resource names.
             teams: validated teams (one queue each).
+            platform_capability: the platform queue's capability
+                (:func:`platform_queue_spec`); None or empty: no platform queue. Default None.
             cluster_ready: what Volcano waits for (system nodes, core add-ons).
             kubernetes_provider: provider of the release and objects.
             opts: resource options.
@@ -174,7 +205,11 @@ class Scheduling(pulumi.ComponentResource):
             LEAF_QUEUE_POLICY,
             leaf_queue_policy(
                 non_leaf_queues(
-                    {team.name: queue_spec(team)["parent"] for team in teams}, root=ROOT_QUEUE
+                    {
+                        **{team.name: queue_spec(team)["parent"] for team in teams},
+                        **({PLATFORM_QUEUE: ROOT_QUEUE} if platform_capability else {}),
+                    },
+                    root=ROOT_QUEUE,
                 )
             ),
             opts=after_volcano,
@@ -186,6 +221,15 @@ class Scheduling(pulumi.ComponentResource):
                 kind="Queue",
                 metadata={"name": team.name},
                 spec=typing.cast(Any, queue_spec(team)),
+                opts=after_volcano,
+            )
+        if platform_capability:
+            k8s.apiextensions.CustomResource(
+                f"{name}-queue-{PLATFORM_QUEUE}",
+                api_version=QUEUE_API,
+                kind="Queue",
+                metadata={"name": PLATFORM_QUEUE},
+                spec=typing.cast(Any, platform_queue_spec(platform_capability)),
                 opts=after_volcano,
             )
         self.register_outputs({})

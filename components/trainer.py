@@ -357,7 +357,7 @@ def wait_for_workers_script() -> str:
     )
 
 
-def _mpi_replicated_jobs(pod: dict[str, Any], image: str) -> list[dict[str, Any]]:
+def mpi_replicated_jobs(pod: dict[str, Any], image: str) -> list[dict[str, Any]]:
     """Workers serving SSH and the launcher (itself node 0) that runs mpirun over them."""
     pod = copy.deepcopy(pod)
     pod["containers"][0]["env"] = [*pod["containers"][0].get("env", []), MPI_NO_SINGLE_COPY]
@@ -434,7 +434,7 @@ def runtime_spec(
             # Workers' DNS names resolve before they are Ready, so the launcher can wait on them.
             "network": {"publishNotReadyAddresses": True},
             "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
-            "replicatedJobs": _mpi_replicated_jobs(pod, image),
+            "replicatedJobs": mpi_replicated_jobs(pod, image),
         }
     else:
         ml_policy[framework] = {}

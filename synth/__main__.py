@@ -35,6 +35,7 @@ from components.config_reference import render_reference
 from policies.offline import PolicyConfigError, load_policy_config, mandatory
 from synth import COMMANDS
 from synth import scan as scanning
+from synth.baseline import main as baseline_main
 from synth.diff import (
     NoSynthesis,
     diff_syntheses,
@@ -150,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         return diff(rest)
     if command == "scan":
         return scan(rest)
+    if command == "baseline":
+        return baseline_main(rest)
     return synthesize_all(rest)
 
 

@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from components.config.platform import PlatformConfig
 
 
-# System namespaces, and Volcano's own queues (root, default): a team's name is both.
+# System namespaces, and Volcano's own queues (root, default) and the platform's (platform,
+# fabric-test: the fabric test's queue and namespace): a team's name is both.
 RESERVED_NAMESPACES: Final = (
     "default", "root", "kube-system", "kube-public", "kube-node-lease", "volcano-system",
     "kubeflow-system", "slinky", "slurm", "cert-manager", "mariadb-operator", "kuberay-system",
+    "platform", "fabric-test",
 )  # fmt: skip
 
 

@@ -18,6 +18,8 @@ from components.catalog import GPU_RESOURCE, InstanceType
 from components.checkpoints import checkpoint_location
 from components.config import PlatformConfig
 from components.config.trainer import RUNTIME_IMAGE_KEYS
+from components.fabric_test import FABRIC_NODES
+from components.fabric_test import NAMESPACE as FABRIC_NAMESPACE
 from components.katib import CONFIG_KEY as KATIB_CONFIG_KEY
 from components.katib import CONFIG_MAP as KATIB_CONFIG_MAP
 from components.katib import METRICS_COLLECTOR_INJECTION, TRAINJOB_TRIAL
@@ -28,7 +30,7 @@ from components.notebooks import NAMESPACE as NOTEBOOKS_NAMESPACE
 from components.notebooks import NOTEBOOK_POD_LABELS, NOTEBOOK_PORT, PROFILE_CONFIG
 from components.notebooks import RELEASE as NOTEBOOKS_RELEASE
 from components.platform import lustre_pools
-from components.scheduling import QUEUE_ANNOTATION
+from components.scheduling import PLATFORM_QUEUE, QUEUE_ANNOTATION
 from components.storage.layout import team_directories
 from components.tenancy import QUEUE_POLICY
 from components.tenant_api import RAY_GANG_POLICY
@@ -731,9 +733,18 @@ def borrowed_capacity_notes(
 
 
 def evaluate_runtime(
-    stack: Stack, team: str, namespace: str, manifest: Mapping[str, Any]
+    stack: Stack, team: str, namespace: str, manifest: Mapping[str, Any], *, admin: bool = False
 ) -> PathReport:
-    """The report for one team submitting TrainJobs in ``namespace`` to one runtime."""
+    """The report for one team submitting TrainJobs in ``namespace`` to one runtime.
+
+    Args:
+        stack: the stack.
+        team: the team (``platform`` for the platform's own runtimes).
+        namespace: where the TrainJobs are created.
+        manifest: the runtime.
+        admin: submitted by a cluster admin (the fabric test), not a team's group: no team
+            RBAC to check. Default False.
+    """
     runtime = Runtime.parse(dict(manifest))
     blocking: list[str] = []
     notes: list[str] = []
@@ -742,7 +753,8 @@ def evaluate_runtime(
     pool_name = _pool_of(trainer_job.pod) if trainer_job else None
 
     blocking += list(trainer.admission_problems(stack.view, runtime, stack.manager_reads))
-    blocking += list(_team_rbac_problems(stack, namespace, runtime))
+    if not admin:
+        blocking += list(_team_rbac_problems(stack, namespace, runtime))
     blocking += list(trainer.runtime_webhook_problems(runtime))
     blocking += list(trainer.unresolved_mounts(runtime))
     blocking += list(trainer.dependency_deadlocks(runtime))
@@ -1034,9 +1046,37 @@ def evaluate_jobs(
             reports += list(ray_job_paths(stack, config, team))
         reports += list(ray_object_paths(stack, namespace, team))
         reports += list(notebook_paths(stack, namespace, team))
+    reports += list(fabric_test_paths(stack))
     reports += list(evaluate_partitions(stack, job_hours=job_hours))
     reports += list(evaluate_logins(stack))
     return reports
+
+
+def fabric_test_paths(stack: Stack) -> Iterator[PathReport]:
+    """One report per fabric runtime (components/fabric_test.py): can its 2-node gang start.
+
+    Evaluated as a team's runtime is (admission, the pool's nodes, the platform queue, the
+    namespace's quota), submitted by an admin; runnable only where the gang gets
+    :data:`components.fabric_test.FABRIC_NODES` nodes.
+
+    Args:
+        stack: the stack.
+    """
+    for manifest in stack.view.of_kind("TrainingRuntime", FABRIC_NAMESPACE):
+        report = evaluate_runtime(stack, PLATFORM_QUEUE, FABRIC_NAMESPACE, manifest, admin=True)
+        report.kind = "fabric-test"
+        queue = stack.queues.get(PLATFORM_QUEUE)
+        if queue is not None and not any(queue.deserved.values()):
+            report.reasons.append(
+                f"queue {PLATFORM_QUEUE} deserves nothing: the test runs on capacity the team "
+                "queues lend, and a team below its deserved share reclaims it"
+            )
+        if report.runnable and report.max_nodes < FABRIC_NODES:
+            report.runnable = False
+            report.reasons.append(
+                f"the fabric test takes {FABRIC_NODES} nodes; at most {report.max_nodes} start"
+            )
+        yield report
 
 
 def all_runnable(reports: list[PathReport]) -> bool:

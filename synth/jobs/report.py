@@ -16,6 +16,7 @@ LABELS = {
     "rayjob": "rayjob:",
     "raycluster": "raycluster:",
     "notebook": "notebook:",
+    "fabric-test": "fabric:",
 }
 """How a path's kind prefixes its runtime in the table (Slurm partitions: ``slurm:``)."""
 

@@ -1,0 +1,211 @@
+"""The fabric test on demand and the baseline command (issue 44, item 5).
+
+The runtime is checked as built (whole nodes, the pool's taints but not the acceptance taint,
+the platform queue, the command and floor) and as ``synth jobs`` judges it on the staging stack;
+the baseline command on the cited all_reduce_perf sample of tests/test_acceptance_decide.py and
+on a copy of the staging stack file.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import io
+from pathlib import Path
+from typing import Any
+
+from acceptance.baseline import measure
+from acceptance.cli import main as acceptance_main
+from components import fabric_test
+from components.config import PlatformConfig, parse_platform_config
+from components.health_marks import ACCEPTANCE_TAINT_KEY
+from components.node_pools import accelerator_taint
+from components.platform import fabric_test_pools
+from components.scheduling import PLATFORM_QUEUE, QUEUE_API, platform_queue_spec
+from components.trainer import RUNTIME_API, RUNTIME_KIND
+from components.workloads import node_resources
+from synth.baseline import main as baseline_main
+from synth.jobs.model import evaluate_jobs
+from synth.jobs.view import StackView
+from synth.run import StackResult
+from synth.yamlio import load_yaml
+from tests.conftest import stack_data
+from tests.project_copies import PLATFORM_KEY, project_copy
+from tests.test_acceptance_decide import ALL_REDUCE_END, ALL_REDUCE_SAMPLE, nccom_test
+
+IMAGES = {
+    "nvidia": "222233334444.dkr.ecr.us-east-2.amazonaws.com/acceptance@sha256:" + "a" * 64,
+    "neuron": "222233334444.dkr.ecr.us-east-2.amazonaws.com/acceptance@sha256:" + "b" * 64,
+}
+
+
+def _staging(edit: Any = None) -> PlatformConfig:
+    raw = copy.deepcopy(stack_data("staging"))
+    raw.setdefault("acceptance", {})["images"] = dict(IMAGES)
+    if edit is not None:
+        edit(raw)
+    return parse_platform_config(raw, stack="staging")
+
+
+def _pods(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        job["name"]: job["template"]["spec"]["template"]["spec"]
+        for job in spec["template"]["spec"]["replicatedJobs"]
+    }
+
+
+def test_each_efa_pool_gets_a_whole_node_runtime_in_the_platform_queue() -> None:
+    config = _staging()
+    tested = fabric_test_pools(config)
+    assert [pool.name for pool, _ in tested] == ["p5", "trn1"]
+    for pool, image in tested:
+        spec = fabric_test.fabric_runtime_spec(pool, image=image)
+        assert spec["template"]["metadata"]["annotations"] == {
+            "scheduling.volcano.sh/queue-name": PLATFORM_QUEUE
+        }
+        pods = _pods(spec)
+        assert set(pods) == {"node", "launcher"}
+        for pod in pods.values():
+            (container,) = pod["containers"]
+            assert container["image"] == image
+            # every accelerator, EFA interface and huge page, as the teams' runtimes ask
+            assert container["resources"] == node_resources(pool)
+            tolerated = {t["key"] for t in pod["tolerations"]}
+            assert tolerated == {accelerator_taint(pool)["key"], *(t.key for t in pool.taints)}
+            assert ACCEPTANCE_TAINT_KEY not in tolerated
+            assert pod["serviceAccountName"] == fabric_test.SERVICE_ACCOUNT
+    p5, trn1 = (fabric_test.fabric_runtime_spec(p, image=i) for p, i in tested)
+    script = _pods(p5)["launcher"]["containers"][0]["command"][-1]
+    # 2 nodes x 8 GPUs, one rank each; held to the shipped two-node p5 figure
+    assert "mpirun --np 16 " in script and "all_reduce_perf -b 8 -e 16G" in script
+    assert "--nodes 2" in script and "--floor-gbps 437.8 " in script
+    script = _pods(trn1)["launcher"]["containers"][0]["command"][-1]
+    assert "nccom-test -r 64 -N 2 " in script and "--hosts-file /tmp/hosts" in script
+    # No images: no runtime (the platform queue is sized from the tested pools only).
+    bare = parse_platform_config(stack_data("staging"), stack="staging")
+    assert fabric_test_pools(bare) == []
+    # dev's trn1 pool leaves Kubernetes one node beside Slurm's share: no 2-node test offered
+    dev = copy.deepcopy(stack_data("dev"))
+    dev.setdefault("acceptance", {})["images"] = dict(IMAGES)
+    assert fabric_test_pools(parse_platform_config(dev, stack="dev")) == []
+
+
+def test_a_measured_two_node_baseline_replaces_the_shipped_floor() -> None:
+    entry = {
+        "instanceType": "p5.48xlarge", "check": "nccl-all-reduce", "nodes": 2,
+        "floorGbps": 401.5, "of": "16 GiB", "source": "measured: fabric-p5-1 on 2026-12-01",
+    }  # fmt: skip
+    config = _staging(lambda raw: raw["nodePools"][0].update(acceptance={"baselines": [entry]}))
+    floor = fabric_test.pool_floor(config.node_pools[0])
+    assert (floor.floor_gbps, floor.source) == (401.5, entry["source"])
+    spec = fabric_test.fabric_runtime_spec(config.node_pools[0], image=IMAGES["nvidia"])
+    assert "--floor-gbps 401.5 " in _pods(spec)["launcher"]["containers"][0]["command"][-1]
+
+
+def _with_fabric_test(result: StackResult, capability: dict[str, int]) -> StackView:
+    view = StackView.from_records(result.records)
+    objects = copy.deepcopy(view.objects)
+    config = _staging()
+    objects.append(
+        {
+            "apiVersion": QUEUE_API,
+            "kind": "Queue",
+            "metadata": {"name": PLATFORM_QUEUE},
+            "spec": platform_queue_spec(capability),
+        }
+    )
+    objects.append(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": fabric_test.NAMESPACE}}
+    )
+    for pool, image in fabric_test_pools(config):
+        objects.append(
+            {
+                "apiVersion": RUNTIME_API,
+                "kind": RUNTIME_KIND,
+                "metadata": {
+                    "name": fabric_test.runtime_name(pool),
+                    "namespace": fabric_test.NAMESPACE,
+                },
+                "spec": fabric_test.fabric_runtime_spec(pool, image=image),
+            }
+        )
+    return StackView(objects, copy.deepcopy(view.releases), view.kustomizations)
+
+
+def test_synth_jobs_lists_the_fabric_test_as_a_path_that_can_start(
+    synthesized: dict[str, StackResult],
+) -> None:
+    config = _staging()
+    capability = fabric_test.platform_queue_capability(
+        [pool for pool, _ in fabric_test_pools(config)]
+    )
+    assert capability == {"nvidia.com/gpu": 16, "aws.amazon.com/neuron": 32}
+    view = _with_fabric_test(synthesized["staging"], capability)
+    reports = {r.runtime: r for r in evaluate_jobs(view) if r.kind == "fabric-test"}
+    assert set(reports) == {"fabric-p5", "fabric-trn1"}
+    for report in reports.values():
+        assert (report.runnable, report.max_nodes, report.team) == (True, 2, PLATFORM_QUEUE)
+    # A queue that holds one node's GPUs cannot start the 2-node gang: the model says so.
+    view = _with_fabric_test(synthesized["staging"], {**capability, "nvidia.com/gpu": 8})
+    (p5,) = [r for r in evaluate_jobs(view) if r.runtime == "fabric-p5"]
+    assert not p5.runnable and p5.max_nodes < 2
+
+
+def test_the_platform_queue_lends_nothing_it_is_owed() -> None:
+    spec = platform_queue_spec({"nvidia.com/gpu": 16})
+    # nothing deserved or guaranteed: all it holds is borrowed, and team queues reclaim it
+    assert (spec["deserved"], spec["guarantee"], spec["reclaimable"]) == (
+        {},
+        {"resource": {}},
+        True,
+    )
+    assert spec["capability"] == {"nvidia.com/gpu": "16"}
+
+
+FULL_RUN = ALL_REDUCE_SAMPLE + ALL_REDUCE_END
+
+
+def test_baseline_reports_every_size_and_sets_the_floor_below_the_largest(tmp_path: Path) -> None:
+    measurement = measure(FULL_RUN, check="nccl-all-reduce", instance_type="p5.48xlarge", nodes=2)
+    sizes = [(row.size_bytes >> 30, row.busbw_gbps) for row in measurement.sizes]
+    # the cited rows, each at the lower of out-of-place and in-place
+    assert sizes == [(1, 436.95), (2, 442.06), (4, 464.33), (8, 478.95), (16, 487.09)]
+    assert measurement.floor_gbps == 438.3  # 487.09 x 0.9, 0.1 down
+    output = tmp_path / "fabric.txt"
+    output.write_text(FULL_RUN)
+    common = ["baseline", "--output", str(output), "--check", "nccl-all-reduce",
+              "--instance-type", "p5.48xlarge"]  # fmt: skip
+    out = io.StringIO()
+    assert acceptance_main([*common, "--floor-gbps", "437.8"], out) == 0
+    assert "pass: 2-node bus bandwidth: 487.09 GB/s at 16 GiB, want >= 437.8" in out.getvalue()
+    assert acceptance_main([*common, "--floor-gbps", "500"], io.StringIO()) == 1
+    output.write_text(ALL_REDUCE_SAMPLE)  # stopped before its closing lines: no floor from it
+    out = io.StringIO()
+    assert acceptance_main(common, out) == 2 and "did not finish" in out.getvalue()
+    neuron = measure(nccom_test(busbw=120.0), check="nccom-all-reduce",
+                     instance_type="trn1.32xlarge", nodes=2)  # fmt: skip
+    assert [r.size_bytes for r in neuron.sizes] == [33554432, 1073741824]
+    assert neuron.floor_gbps == 108.0
+
+
+def test_synth_baseline_writes_one_entry_and_keeps_the_stack_file(tmp_path: Path) -> None:
+    project = project_copy(tmp_path, "staging")
+    path = project / "stacks" / "Pulumi.staging.yaml"
+    before = path.read_text()
+    output = tmp_path / "fabric.txt"
+    output.write_text(FULL_RUN)
+    args = ["staging", "--pool", "p5", "--output", str(output), "--check", "nccl-all-reduce",
+            "--project-dir", str(project), "--write"]  # fmt: skip
+    assert baseline_main([*args, "--run", "fabric-p5-1"]) == 0
+    assert baseline_main([*args, "--run", "fabric-p5-2", "--margin", "0.05"]) == 0
+    after = path.read_text()
+    changes = [d for d in difflib.ndiff(before.splitlines(), after.splitlines()) if d[:1] in "+-"]
+    # only added lines: every comment and line of the file is where it was
+    assert all(d.startswith("+ ") for d in changes) and len(changes) == 3
+    raw = load_yaml(after)["config"][PLATFORM_KEY]
+    config = parse_platform_config(raw, stack="staging")
+    (baseline,) = config.node_pools[0].acceptance.baselines
+    assert (baseline.nodes, baseline.floor_gbps) == (2, 462.7)
+    assert baseline.source.startswith("measured: fabric-p5-2 on ")
+    assert baseline_main(["staging", "--pool", "nope", "--output", str(output), "--check",
+                          "nccl-all-reduce", "--project-dir", str(project)]) == 2  # fmt: skip
