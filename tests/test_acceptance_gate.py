@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import pytest
 
-from components import health_marks
+from components import acceptance_gate, health_marks
 from components.acceptance_gate import (
     AGENT_USER,
     MIRROR_USER,
@@ -29,8 +29,8 @@ from components.config import ConfigError, NodePoolConfig, parse_platform_config
 from components.config.acceptance import AcceptanceConfig
 from components.config.pools import TaintConfig
 from components.helm import CHART_PLACEMENT
-from components.node_pools import FSX_STARTUP_TAINT, POOL_LABEL, slurm_taint
-from components.platform import lustre_pools
+from components.node_pools import FSX_STARTUP_TAINT, POOL_LABEL, node_pool_spec, slurm_taint
+from components.platform import gated, lustre_pools, platform_namespaces
 from components.teams import team_pods_policy
 from components.tenant_pods import TENANT_PODS_POLICY
 from synth.jobs.admission import admit, enforced
@@ -431,3 +431,16 @@ def test_an_enabled_gate_needs_each_present_vendors_image() -> None:
     assert [p.path for p in raised.value.problems if "acceptance" in p.path] == [
         "platform.acceptance.images.neuron"
     ]
+
+
+def test_without_the_gate_nodes_start_untainted_and_no_agent_runs() -> None:
+    data = stack_data("prod")
+    data["acceptance"] = {"enabled": False}
+    config = parse_platform_config(data)
+    assert not gated(config)
+    assert acceptance_gate.NAMESPACE not in platform_namespaces(config)
+    pool = config.node_pools[0]
+    for acceptance in (False, True):
+        spec = node_pool_spec(pool, zones=["a"], nodes=2, acceptance=acceptance, for_slurm=True)
+        startup = spec["template"]["spec"].get("startupTaints", [])
+        assert (health_marks.ACCEPTANCE_TAINT in startup) is acceptance
