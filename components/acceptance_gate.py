@@ -489,9 +489,11 @@ NODE_ADDONS: Final[dict[str, NodeAddonTolerations]] = {
     "kube-proxy": NodeAddonTolerations(
         "kube-system/kube-proxy",
         _TOLERATE_ALL,
-        "no upstream manifest of the EKS kube-proxy add-on is published; the DaemonSet EKS "
-        "installs tolerates every taint (operator Exists), to be confirmed with kubectl -n "
-        "kube-system get ds kube-proxy -o yaml on each new minor",
+        "no upstream manifest of the EKS kube-proxy add-on is published, and the add-on takes "
+        "no tolerations in its configuration (aws/containers-roadmap#2604, open); the "
+        "DaemonSet EKS installs tolerates every taint (operator Exists), as it must already "
+        "for the accelerator taints of every pool here; confirm with kubectl -n kube-system "
+        "get ds kube-proxy -o yaml on each new minor",
     ),
     "eks-pod-identity-agent": NodeAddonTolerations(
         "kube-system/eks-pod-identity-agent",
