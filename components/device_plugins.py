@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import pulumi
 
-from components import software, versions
+from components import health_marks, software, versions
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import SYSTEM_TOLERATION
 from components.config import NodePoolConfig
@@ -34,6 +34,14 @@ ACCELERATOR_TOLERATIONS: Final = [
     {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
     {"key": NEURON_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
 ]
+
+HEALTH_TOLERATIONS: Final = [
+    {"key": key, "operator": "Exists", "effect": health_marks.TAINT_EFFECT}
+    for key in health_marks.AGENT_TAINT_KEYS
+]
+"""The acceptance and unhealthy taints: a device plugin must run on a node that waits for
+acceptance (the agent checks that the plugins registered every device, so without them the gate
+would deadlock) and on one marked unhealthy (its devices stay counted while an admin looks)."""
 
 # The charts' own default tolerations; setting tolerations replaces a chart's list, so they are
 # repeated here before the pools' extra taints are added.
@@ -76,7 +84,7 @@ def neuron_pools(pools: list[NodePoolConfig]) -> list[NodePoolConfig]:
 def extra_tolerations(
     pools: list[NodePoolConfig], slurm_pools: Collection[str] = ()
 ) -> list[dict[str, str]]:
-    """Tolerations of the pools' extra taints, so plugins still run on those nodes.
+    """Tolerations of the pools' extra taints and the health taints, so plugins run there.
 
     Args:
         pools: the pools the plugin serves.
@@ -86,6 +94,7 @@ def extra_tolerations(
     taints: list[tuple[str, str]] = [(t.key, t.effect) for pool in pools for t in pool.taints]
     if any(pool.name in slurm_pools for pool in pools):
         taints.append((slurm_taint()["key"], slurm_taint()["effect"]))
+    taints += [(str(t["key"]), str(t["effect"])) for t in HEALTH_TOLERATIONS]
     found = {(key, effect): {"key": key, "operator": "Exists", "effect": effect}
              for key, effect in taints}  # fmt: skip
     return [found[key] for key in sorted(found)]

@@ -23,7 +23,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import user_data
+from components import health_marks, user_data
 from components.catalog import GPU_RESOURCE, HUGEPAGES_RESOURCE, efa_network_interfaces, lookup
 from components.config import GeneralPoolConfig, NodePoolConfig
 from components.config.pools import (
@@ -223,6 +223,7 @@ def node_pool_spec(
     nodes: int,
     mounts_lustre: bool = False,
     for_slurm: bool = False,
+    acceptance: bool = False,
 ) -> dict[str, Any]:
     """A NodePool of an accelerated pool: requirements, taints, limits, disruption.
 
@@ -237,6 +238,10 @@ def node_pool_spec(
             :data:`LUSTRE_CLIENT_LABEL`, which the Lustre volumes require. Default False.
         for_slurm: the NodePool of the nodes Slurm holds: its nodes carry the reservation
             label and taint that only slurmd pods match.
+        acceptance: the acceptance gate is on: its nodes start with
+            :data:`components.health_marks.ACCEPTANCE_TAINT`, which the acceptance agent removes
+            once the node passes (Slurm's NodePool too: slurmd waits for acceptance like any
+            pod). Default False.
     """
     instance = pool.instance
     entries = [lookup(name) for name in pool.instance_types]
@@ -273,8 +278,15 @@ def node_pool_spec(
         },
         "disruption": TRAINING_DISRUPTION,
     }  # fmt: skip
-    if mounts_lustre:
-        spec["template"]["spec"]["startupTaints"] = [FSX_STARTUP_TAINT]
+    startup = [
+        *([dict(health_marks.ACCEPTANCE_TAINT)] if acceptance else []),
+        *([FSX_STARTUP_TAINT] if mounts_lustre else []),
+    ]
+    if startup:
+        # Startup taints only hold pods back: Karpenter's simulation ignores them and expects a
+        # DaemonSet to remove each (kubernetes-sigs/karpenter v1.14.1
+        # pkg/apis/v1/nodepool.go, StartupTaints).
+        spec["template"]["spec"]["startupTaints"] = startup
     return spec
 
 
@@ -405,6 +417,7 @@ class NodePools(pulumi.ComponentResource):
         lustre_client_group_id: pulumi.Input[str] | None,
         lustre_pools: set[str],
         slurm_nodes: dict[str, int],
+        acceptance: bool,
         karpenter_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
@@ -430,6 +443,8 @@ class NodePools(pulumi.ComponentResource):
                 (:func:`components.config.pools.mounts_lustre`: those in its zone only).
             slurm_nodes: pool name -> nodes its Slurm node set holds (pools given to Slurm
                 only); those nodes come from the pool's ``-slurm`` NodePool.
+            acceptance: the acceptance gate is on (``platform.acceptance.enabled``): every
+                accelerator NodePool starts its nodes with the acceptance taint.
             karpenter_ready: Karpenter's CRD and controller releases and its node role's access
                 entry; every custom resource here waits for them, and is deleted before them.
             kubernetes_provider: provider of the custom resources.
@@ -513,6 +528,7 @@ class NodePools(pulumi.ComponentResource):
                         nodes=nodes,
                         mounts_lustre=mounts_lustre,
                         for_slurm=for_slurm,
+                        acceptance=acceptance,
                     ),
                     opts=in_cluster,
                     depends_on=[self.node_classes[pool.name]],

@@ -11,6 +11,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 from pulumi.runtime.config import is_config_secret
 
+from components import acceptance_gate
+from components.acceptance_gate import AcceptanceGate, FileSystemMount
 from components.checkpoints import checkpoint_location
 from components.cluster import Cluster
 from components.config import (
@@ -67,6 +69,7 @@ from components.slurm.common import (
 )
 from components.storage import Storage
 from components.storage.layout import layout_problems, team_directories
+from components.storage.volumes import CLAIM_NAME as LUSTRE_CLAIM
 from components.teams import Teams
 from components.tenancy import ControllerIngress
 from components.tenant_api import GangLimits, gang_limits
@@ -164,12 +167,22 @@ class TrainingPlatform(pulumi.ComponentResource):
             if config.slurm.enabled
             else None
         )
+        gate_namespace = (
+            acceptance_gate.create_namespace(
+                cluster_ready=in_cluster.ready,
+                kubernetes_provider=in_cluster.provider,
+                parent=self,
+            )
+            if gated(config)
+            else None
+        )
         self.storage = build_storage(
             config,
             vpc_id=self.network.vpc_id,
             private_subnet_ids=self.network.private_subnet_ids,
             logs_key_arn=self.logs_key.arn,
             slurm_namespace=slurm_namespace,
+            acceptance_namespace=gate_namespace,
             team_namespaces=dict(self.teams.namespaces),
             node_security_group_id=self.cluster.node_security_group_id,
             cluster=in_cluster,
@@ -201,6 +214,15 @@ class TrainingPlatform(pulumi.ComponentResource):
                 config, trainer=self.trainer, cluster=in_cluster, opts=with_aws
             )
         self.device_plugins = build_device_plugins(config, cluster=in_cluster, opts=with_aws)
+        self.acceptance_gate: AcceptanceGate | None = None
+        if gate_namespace is not None:
+            self.acceptance_gate = build_acceptance_gate(
+                config,
+                namespace=gate_namespace,
+                claims=self.storage.claims.get(acceptance_gate.NAMESPACE, []),
+                cluster=in_cluster,
+                opts=with_aws,
+            )
         self.kuberay: KubeRay | None = (
             KubeRay(
                 "kuberay",
@@ -256,6 +278,11 @@ class TrainingPlatform(pulumi.ComponentResource):
                 "slurm": [self.slurm] if self.slurm is not None else [],
                 "ray": [self.kuberay] if self.kuberay is not None else [],
                 "notebooks": [self.notebooks] if self.notebooks is not None else [],
+                "acceptance": (
+                    [gate_namespace, self.acceptance_gate]
+                    if gate_namespace is not None and self.acceptance_gate is not None
+                    else []
+                ),
             },
             cluster=in_cluster,
             opts=with_aws,
@@ -539,6 +566,7 @@ def build_storage(
     node_security_group_id: pulumi.Input[str],
     cluster: InCluster,
     opts: pulumi.ResourceOptions,
+    acceptance_namespace: pulumi.Resource | None = None,
 ) -> Storage:
     """Buckets, keys, the file system, its associations and the claims that mount it.
 
@@ -555,7 +583,15 @@ def build_storage(
             store's only NFS clients.
         cluster: what the cluster hands in-cluster components.
         opts: the platform's options for its components.
+        acceptance_namespace: the acceptance gate's namespace, whose check pods mount the
+            file system read-only to prove a node mounts it; None without the gate. Default
+            None.
     """
+    checking = (
+        {acceptance_gate.NAMESPACE: acceptance_namespace}
+        if acceptance_namespace is not None and lustre_pools(config)
+        else {}
+    )
     return Storage(
         "storage",
         config=config,
@@ -567,6 +603,7 @@ def build_storage(
         mounting_namespaces=(
             {SLURM_NAMESPACE: slurm_namespace} if slurm_namespace is not None else {}
         ),
+        lustre_check_namespaces=checking,
         team_namespaces=team_namespaces,
         private_subnet_ids=private_subnet_ids,
         node_security_group_id=node_security_group_id,
@@ -621,6 +658,7 @@ def build_node_pools(
         lustre_client_group_id=lustre_client_group_id,
         lustre_pools=lustre_pools(config),
         slurm_nodes=slurm_held_nodes(config),
+        acceptance=config.acceptance.enabled,
         karpenter_ready=karpenter_ready,
         kubernetes_provider=cluster.provider,
         opts=opts,
@@ -791,6 +829,65 @@ def build_notebooks(
     )
 
 
+def gated(config: PlatformConfig) -> bool:
+    """Whether the stack runs the acceptance gate: enabled, with an accelerator pool.
+
+    Args:
+        config: the validated stack configuration.
+    """
+    return config.acceptance.enabled and bool(config.node_pools)
+
+
+LUSTRE_CHECK_MOUNT: Final = "/mnt/lustre"
+"""Where a check pod mounts the file system (read-only) to prove its node can."""
+
+
+def acceptance_mounts(config: PlatformConfig) -> dict[str, list[FileSystemMount]]:
+    """Pool name -> the file systems its nodes must mount: Lustre where the pool mounts it.
+
+    The model store (EFS) is not checked: it is mounted over NFS per pod, by no node client
+    that a node could lack.
+
+    Args:
+        config: the validated stack configuration.
+    """
+    return {
+        name: [FileSystemMount("lustre", LUSTRE_CLAIM, LUSTRE_CHECK_MOUNT, "lustre")]
+        for name in sorted(lustre_pools(config))
+    }
+
+
+def build_acceptance_gate(
+    config: PlatformConfig,
+    *,
+    namespace: k8s.core.v1.Namespace,
+    claims: Sequence[pulumi.Resource],
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+) -> AcceptanceGate:
+    """The acceptance agents, their rights, settings and node policy (:mod:`acceptance_gate`).
+
+    Args:
+        config: the validated stack configuration (the gate on, an accelerator pool).
+        namespace: the gate's namespace.
+        claims: the file-system claims in it (its check pods mount them).
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+    """
+    return AcceptanceGate(
+        "acceptance",
+        acceptance=config.acceptance,
+        pools=config.node_pools,
+        slurm_pools=sorted(slurm_held_nodes(config)),
+        namespace=namespace,
+        mounts=acceptance_mounts(config),
+        claims=claims,
+        cluster_ready=cluster.ready,
+        kubernetes_provider=cluster.provider,
+        opts=opts,
+    )
+
+
 def build_device_plugins(
     config: PlatformConfig, *, cluster: InCluster, opts: pulumi.ResourceOptions
 ) -> DevicePlugins:
@@ -851,7 +948,8 @@ def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
         config: the validated stack configuration.
 
     Returns:
-        namespace -> ``scheduling``, ``trainer``, ``slurm``, ``ray`` or ``notebooks``.
+        namespace -> ``scheduling``, ``trainer``, ``slurm``, ``ray``, ``notebooks`` or
+        ``acceptance``.
     """
     namespaces = {SCHEDULING_NAMESPACE: "scheduling"}
     if config.trainer.enabled:
@@ -861,6 +959,8 @@ def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
         namespaces[KUBERAY_NAMESPACE] = "ray"
     if config.notebooks.enabled:
         namespaces[NOTEBOOKS_NAMESPACE] = "notebooks"
+    if gated(config):
+        namespaces[acceptance_gate.NAMESPACE] = "acceptance"
     if config.slurm.enabled:
         for namespace in (
             CERT_MANAGER_NAMESPACE, OPERATOR_NAMESPACE, MONITORING_NAMESPACE, KEDA_NAMESPACE

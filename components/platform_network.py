@@ -33,7 +33,15 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import device_plugins, karpenter, kuberay, notebooks, scheduling, trainer
+from components import (
+    acceptance_gate,
+    device_plugins,
+    karpenter,
+    kuberay,
+    notebooks,
+    scheduling,
+    trainer,
+)
 from components.slurm.autoscaling import KEDA_NAMESPACE, MONITORING_NAMESPACE, PROMETHEUS_PORT
 from components.slurm.common import (
     CERT_MANAGER_NAMESPACE,
@@ -84,6 +92,9 @@ LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
     # The operator has no webhook (ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/
     # templates) and nobody scrapes its metrics yet: closed.
     kuberay.NAMESPACE: (),
+    # The acceptance agents listen on nothing: they call the API server (components/
+    # acceptance_gate.py), and their check pods report through their termination message.
+    acceptance_gate.NAMESPACE: (),
     # No webhook either; the chart's own policies open the hub's API to the proxy and to
     # notebook servers, the proxy's API to the hub, and the notebooks component opens the
     # proxy to the exposure's clients (components/notebooks.py): everything else is closed.

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import catalog
+from components import catalog, health_marks
 from components.admission import enforced_policy
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig, TeamConfig
@@ -323,11 +323,14 @@ def team_pods_policy(teams: list[TeamConfig], pools: list[NodePoolConfig]) -> di
             tolerate, and their largest Trainium node.
     """
     extra_taints = sorted({taint.key for pool in pools for taint in pool.taints})
+    # Never the health taints, even where a pool names one as an extra taint: a team pod that
+    # tolerated them would land on a node before it passed acceptance, or after it failed.
+    never = {*RESOURCE_TAINTS, slurm_taint()["key"], *health_marks.AGENT_TAINT_KEYS}
     return tenant_pods_policy(
         team_label=TEAM_LABEL,
         allowed_toleration_keys=[
             *NODE_CONDITION_TOLERATIONS,
-            *(k for k in extra_taints if k not in RESOURCE_TAINTS and k != slurm_taint()["key"]),
+            *(k for k in extra_taints if k not in never),
         ],
         resource_taints=RESOURCE_TAINTS,
         scheduler_name=SCHEDULER_NAME,

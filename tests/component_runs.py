@@ -25,6 +25,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 from pulumi.runtime.mocks import MockResourceArgs
 
+from components import acceptance_gate
+from components.acceptance_gate import AcceptanceGate
 from components.cluster import Cluster
 from components.config import PlatformConfig
 from components.device_plugins import DevicePlugins
@@ -34,6 +36,7 @@ from components.network import Network
 from components.node_pools import NodePools
 from components.platform import (
     InCluster,
+    build_acceptance_gate,
     build_cluster,
     build_device_plugins,
     build_karpenter,
@@ -45,6 +48,7 @@ from components.platform import (
     build_storage,
     build_teams,
     build_trainer,
+    gated,
     load_config,
     stack_tags,
 )
@@ -237,6 +241,25 @@ def storage(wiring: Wiring) -> Storage:
         node_security_group_id=node_security_group_id(wiring.config),
         cluster=wiring.in_cluster,
         opts=wiring.opts,
+        acceptance_namespace=_gate_namespace(wiring) if gated(wiring.config) else None,
+    )
+
+
+def _gate_namespace(wiring: Wiring) -> k8s.core.v1.Namespace:
+    """The acceptance gate's namespace, which the platform makes before storage and the gate."""
+    return acceptance_gate.create_namespace(
+        cluster_ready=[], kubernetes_provider=wiring.kubernetes_provider, parent=wiring.parent
+    )
+
+
+def acceptance(wiring: Wiring) -> AcceptanceGate:
+    """The acceptance agents, their rights, settings and node policy (claims are storage's)."""
+    return build_acceptance_gate(
+        wiring.config,
+        namespace=_gate_namespace(wiring),
+        claims=[],
+        cluster=wiring.in_cluster,
+        opts=wiring.opts,
     )
 
 
@@ -320,6 +343,7 @@ PARTS: Final[dict[str, Part]] = {
     "Katib": katib,
     "DevicePlugins": device_plugins,
     "Slurm": slurm,
+    "AcceptanceGate": acceptance,
 }
 """Every part by the type name of the component it builds."""
 

@@ -17,6 +17,7 @@ import pulumi_aws as aws
 import pytest
 
 from components import versions
+from components.acceptance_gate import NAMESPACE as ACCEPTANCE_NAMESPACE
 from components.config import (
     BucketConfig,
     DataRepositoryAssociationConfig,
@@ -26,6 +27,7 @@ from components.config import (
     parse_platform_config,
 )
 from components.node_pools import LUSTRE_CLIENT_LABEL, ZONE
+from components.platform import gated, lustre_pools
 from components.storage import (
     LOG_DELIVERY_SERVICE,
     access_log_bucket_policy,
@@ -200,6 +202,14 @@ def mounting_namespaces(raw_platform: dict[str, Any]) -> list[str]:
     teams = [t["name"] for t in raw_platform.get("teams", []) if t.get("sharedFileSystem", True)]
     slurm = ["slurm"] if raw_platform.get("slurm", {}).get("enabled") else []
     return [*listed, *teams, *slurm]
+
+
+def claiming_namespaces(raw_platform: dict[str, Any]) -> list[str]:
+    """:func:`mounting_namespaces` and the acceptance gate's, whose check pods prove a node of
+    a pool that mounts the file system can (components/acceptance_gate.py)."""
+    config = parse_platform_config(raw_platform)
+    gate = [ACCEPTANCE_NAMESPACE] if gated(config) and lustre_pools(config) else []
+    return [*mounting_namespaces(raw_platform), *gate]
 
 
 NAMESPACE_CASES = [
@@ -1089,7 +1099,7 @@ def test_volume_handles_are_the_file_system_id_and_unique(lustre_case: StackCase
 
 def test_one_volume_and_claim_per_namespace(lustre_case: StackCase) -> None:
     run = lustre_case.run
-    namespaces = mounting_namespaces(lustre_case.raw)
+    namespaces = claiming_namespaces(lustre_case.raw)
     expected = [
         claim for ns in namespaces for claim in expected_claims(lustre_case.raw, ns)
     ]  # fmt: skip
@@ -1171,9 +1181,11 @@ def test_without_storage_nothing_of_it(run_platform: Callable[..., ProgramRun]) 
     without_notebooks(data)  # their homes live on the model store
     without_slurm(data)  # Slurm needs the file system
     run = run_platform(data, "dev")
-    # a startup taint nothing removes would leave every node unusable
+    # a startup taint nothing removes would leave every node unusable (the acceptance
+    # taint stays: the acceptance agent removes it)
     for record in run.records:
-        assert "startupTaints" not in dict(_walk(record.inputs)), record.name
+        startup = dict(_walk(record.inputs)).get("startupTaints", [])
+        assert STARTUP_TAINT not in startup, record.name
     pools = run.of_type(NODE_POOL)
     assert pools, "the pools still exist"
     for resource_type in (FILE_SYSTEM, ASSOCIATION, VOLUME, BUCKET, *BUCKET_PARTS):
@@ -1197,7 +1209,8 @@ def test_buckets_without_a_file_system_add_no_taint(
     assert sorted(b.name for b in run.of_type(BUCKET)) == [ACCESS_LOGS, "storage-data"]
     assert _data_key(run).inputs["enableKeyRotation"] is True
     for record in run.records:
-        assert "startupTaints" not in dict(_walk(record.inputs)), record.name
+        startup = dict(_walk(record.inputs)).get("startupTaints", [])
+        assert STARTUP_TAINT not in startup, record.name
     for resource_type in (FILE_SYSTEM, ASSOCIATION):
         assert run.of_type(resource_type) == [], resource_type
     assert _lustre_volumes(run) == []

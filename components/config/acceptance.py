@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel
+from components.catalog import CATALOG, GPU_RESOURCE, NEURON_RESOURCE
+from components.config.base import CONFIG_KEY, MISSING, ConfigProblem, StrictModel
 
 if TYPE_CHECKING:
     from components.config.platform import PlatformConfig
@@ -132,13 +133,37 @@ class AcceptanceConfig(StrictModel):
 
 
 def acceptance_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
-    """Cross-field problems of the pools' acceptance sections.
+    """Cross-field problems of the acceptance sections.
 
-    A baseline of a type the pool does not launch, or two for one type, check and node count.
+    A baseline of a type the pool does not launch, or two for one type, check and node count;
+    an enabled gate without the acceptance image of a vendor whose pool the stack has (the
+    agent of that vendor could not run, and its nodes would wait on the taint until their
+    deadline, with nothing to judge them).
 
     Args:
         config: the platform, validated field by field.
     """
+    if config.acceptance.enabled:
+        images = config.acceptance.images
+        for vendor, resource, image in (
+            ("nvidia", GPU_RESOURCE, images.nvidia),
+            ("neuron", NEURON_RESOURCE, images.neuron),
+        ):
+            pools = [
+                pool.name
+                for pool in config.node_pools
+                # a type the catalog lacks is refused by the pools' own check
+                if all(name in CATALOG for name in pool.instance_types)
+                and pool.instance.accelerator_resource == resource
+            ]
+            if pools and image is None:
+                yield ConfigProblem(
+                    f"{CONFIG_KEY}.acceptance.images.{vendor}",
+                    MISSING,
+                    f"the {vendor} acceptance image (built from images/acceptance, pinned by "
+                    f"digest) while acceptance.enabled and the pools {', '.join(pools)} exist; "
+                    "or acceptance.enabled: false",
+                )
     for index, pool in enumerate(config.node_pools):
         seen: set[tuple[str, str, int]] = set()
         for position, baseline in enumerate(pool.acceptance.baselines):

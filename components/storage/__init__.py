@@ -112,6 +112,7 @@ class Storage(pulumi.ComponentResource):
         team_namespaces: dict[str, pulumi.Resource] | None = None,
         private_subnet_ids: Mapping[str, pulumi.Input[str]] | None = None,
         node_security_group_id: pulumi.Input[str] | None = None,
+        lustre_check_namespaces: dict[str, pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """Create the storage.
@@ -130,6 +131,9 @@ class Storage(pulumi.ComponentResource):
             team_namespaces: team name -> its namespace; each team with ``sharedFileSystem``
                 gets one claim per team root on its own directory there
                 (components/storage/layout.py). Default: none.
+            lustre_check_namespaces: namespaces created elsewhere whose pods only prove a node
+                mounts the file system (the acceptance gate's): the claim ``shared-lustre``,
+                which they mount read-only, and no model store claim. Default: none.
             private_subnet_ids: zone -> private subnet, where the model store's mount targets
                 go. Required with ``modelStore.enabled``. Default: none.
             node_security_group_id: the nodes' security group (the EKS cluster group, on
@@ -225,7 +229,10 @@ class Storage(pulumi.ComponentResource):
                 layout=self.layout,
                 cluster_ready=cluster_ready,
                 kubernetes_provider=kubernetes_provider,
-                mounting_namespaces=mounting_namespaces or {},
+                mounting_namespaces={
+                    **(mounting_namespaces or {}),
+                    **(lustre_check_namespaces or {}),
+                },
                 team_namespaces=team_namespaces or {},
                 parent=self,
             )
