@@ -22,7 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from acceptance.floors import load_floors
-from components import health_marks
+from components import health_marks, workloads
 from components.admission import enforced_policy
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig
@@ -54,9 +54,12 @@ SETTINGS_DIR: Final = "/etc/acceptance"
 SETTINGS_PATH: Final = f"{SETTINGS_DIR}/{SETTINGS_KEY}"
 PRIORITY_CLASS: Final = "system-node-critical"
 """As the device plugins: the agent must run on every node it gates, or the node waits."""
-AGENT_REQUESTS: Final = {"cpu": "50m", "memory": "128Mi"}
+AGENT_REQUESTS: Final = {
+    "cpu": f"{workloads.NODE_AGENT_CPU_MILLIS}m",
+    "memory": f"{workloads.NODE_AGENT_MEMORY_MIB}Mi",
+}
 """The agent only watches its node and creates one pod: what ``synth jobs`` counts as its
-overhead on each pool."""
+overhead on each pool, and what whole-node pods leave it (components/workloads.py)."""
 AGENT_LIMITS: Final = {"cpu": "500m", "memory": "256Mi"}
 """Enough for a Kubernetes client; a runaway agent cannot take CPU from a node's checks."""
 

@@ -63,6 +63,12 @@ instance type, so the allowance must cover them."""
 DEVICE_PLUGIN_MEMORY_MIB: Final = 64
 """What a whole-node pod leaves for the device plugins on its node: their charts request at
 most 20Mi each (aws-efa-k8s-device-plugin 0.5.30; NVIDIA's and Neuron's request nothing)."""
+NODE_AGENT_CPU_MILLIS: Final = 50
+NODE_AGENT_MEMORY_MIB: Final = 128
+"""Requests of the acceptance agent, the platform's own DaemonSet on every accelerator node
+(components/acceptance_gate.py requests exactly this): a whole-node pod leaves it room, beside
+the add-ons' allowance and the device plugins', or the node that passed acceptance cannot
+take the pod it was bought for."""
 KUBE_RESERVED_CPU_TIERS: Final = (
     (0, 1000, 0.06),
     (1000, 2000, 0.01),
@@ -179,13 +185,19 @@ def whole_node_memory_mib(pool: NodePoolConfig) -> int:
 
     The node's allocatable memory in both views (Karpenter's, which decides whether a node is
     bought, and the kubelet's, which admits the pod; huge pages already taken out), the
-    smaller of the two, less the allowances for DaemonSets and device plugins.
+    smaller of the two, less the allowances for the add-ons' DaemonSets, the device plugins and
+    the acceptance agent.
     """
     allocatable = min(
         pool_node_allocatable(pool, as_scheduled_by_karpenter=view).memory_mib
         for view in (True, False)
     )
-    return allocatable - DAEMONSET_HEADROOM_MEMORY_MIB - DEVICE_PLUGIN_MEMORY_MIB
+    return (
+        allocatable
+        - DAEMONSET_HEADROOM_MEMORY_MIB
+        - DEVICE_PLUGIN_MEMORY_MIB
+        - NODE_AGENT_MEMORY_MIB
+    )
 
 
 def shared_memory_mib(pool: NodePoolConfig) -> int:
