@@ -1,4 +1,4 @@
-"""Entry point: ``python -m acceptance decide --instance-type T --evidence DIR``."""
+"""Entry point: ``python -m acceptance decide|agent|check ...`` (:mod:`acceptance.cli`)."""
 
 from __future__ import annotations
 

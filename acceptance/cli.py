@@ -1,5 +1,8 @@
 """Command line: ``python -m acceptance decide --instance-type T --evidence DIR``.
 
+``python -m acceptance agent`` (:mod:`acceptance.agent`) and ``python -m acceptance check``
+(:mod:`acceptance.check`) are dispatched from here too.
+
 Prints one line per finding, ``pass: `` or ``fail: `` then "check: seen, want wanted", then one
 ``unusable: `` line per file that is not its tool's output, and a last line with the verdict.
 Exit 0 accept, 1 reject, 2 unusable input (an unparseable file, an unknown instance type).
@@ -48,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         help="whether the node's pool attaches EFA (default: whether the type has EFA)",
     )  # fmt: skip
     baseline.add_parser(commands)
+    commands.add_parser("mirror", add_help=False, help="keep Slurm and Kubernetes health as one")
     return parser
 
 
@@ -58,6 +62,18 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         argv: the arguments after the program name.
         out: where the findings go (stdout).
     """
+    if argv and argv[0] == "mirror":
+        from acceptance import mirror  # noqa: PLC0415
+
+        return mirror.main(argv[1:])
+    if argv and argv[0] == "agent":
+        from acceptance import agent  # noqa: PLC0415 (each command loads only what it runs)
+
+        return agent.main(argv[1:], out)
+    if argv and argv[0] == "check":
+        from acceptance import check  # noqa: PLC0415
+
+        return check.main(argv[1:], out)
     args = _parser().parse_args(argv)
     if args.command == "baseline":
         return baseline.run(args, out)

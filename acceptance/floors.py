@@ -10,10 +10,10 @@ from another platform's gate is not a floor (runs differ by size, software and t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 BASELINES: Final = Path(__file__).with_name("baselines.json")
 """The floors shipped with the program."""
@@ -50,29 +50,44 @@ def load_floors(path: Path = BASELINES) -> dict[tuple[str, Check, int], Floor]:
         ValueError: an entry without a field, with an unknown check, a negative floor or an
             empty source, naming the entry, key and value.
     """
-    document = json.loads(path.read_text())
+    return parse_floors(json.loads(path.read_text()).get("floors", []), path.name)
+
+
+def parse_floors(
+    entries: Sequence[Mapping[str, Any]], where: str
+) -> dict[tuple[str, Check, int], Floor]:
+    """The floors in a list of baselines entries, by (instance type, check, nodes).
+
+    Args:
+        entries: the ``floors`` list of a baselines file, or a pool's ``floors`` in the agent's
+            settings file (same field names).
+        where: what to call the list in an error, e.g. ``baselines.json``.
+
+    Raises:
+        ValueError: as :func:`load_floors`.
+    """
     floors: dict[tuple[str, Check, int], Floor] = {}
-    for position, entry in enumerate(document.get("floors", [])):
-        where = f"{path.name} floors[{position}]"
+    for position, entry in enumerate(entries):
+        where_entry = f"{where} floors[{position}]"
         missing = [k for k in ("instance_type", "check", "nodes", "floor_gbps", "of", "source")
                    if k not in entry]  # fmt: skip
         if missing:
-            raise ValueError(f"{where}: missing {', '.join(missing)}")
+            raise ValueError(f"{where_entry}: missing {', '.join(missing)}")
         check = entry["check"]
         if check not in CHECKS:
-            raise ValueError(f"{where}: check {check!r} is not one of {', '.join(CHECKS)}")
+            raise ValueError(f"{where_entry}: check {check!r} is not one of {', '.join(CHECKS)}")
         gbps = entry["floor_gbps"]
         if not isinstance(gbps, int | float) or gbps < 0:
-            raise ValueError(f"{where}: floor_gbps {gbps!r} must be a number >= 0 (GB/s)")
+            raise ValueError(f"{where_entry}: floor_gbps {gbps!r} must be a number >= 0 (GB/s)")
         if not str(entry["source"]).strip():
-            raise ValueError(f"{where}: source is empty; say where the figure comes from")
+            raise ValueError(f"{where_entry}: source is empty; say where the figure comes from")
         floor = Floor(
             str(entry["instance_type"]), check, int(entry["nodes"]), float(gbps),
             str(entry["of"]), str(entry["source"]),
         )  # fmt: skip
         key = (floor.instance_type, floor.check, floor.nodes)
         if key in floors:
-            raise ValueError(f"{where}: a second floor for {key}")
+            raise ValueError(f"{where_entry}: a second floor for {key}")
         floors[key] = floor
     return floors
 

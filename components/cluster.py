@@ -182,6 +182,23 @@ VPC_CNI_CONFIGURATION: Final = {"enableNetworkPolicy": "true"}
 --addon-name vpc-cni``). The agent polices each pod's VPC interface (eth0) in the kernel; EFA
 traffic bypasses the kernel and is not policed (components/tenancy.py)."""
 
+MONITORING_AGENT_CONFIGURATION: Final = {
+    "nodeAgent": {"tolerations": [{"operator": "Exists"}]},
+    "dcgmAgent": {"tolerations": [{"operator": "Exists"}]},
+}
+"""The node monitoring agent add-on's configuration: both its DaemonSets tolerate every taint.
+
+The agent must run on a node the acceptance gate still holds (its startup taint) or has marked
+unhealthy, and on every accelerator pool's own taints, or nothing reports the conditions
+Karpenter's node repair acts on. Its chart defaults the node agent to ``operator: Exists`` but
+the DCGM host engine (``dcgmAgent``, which the agent's GPU checks talk to) to no toleration at
+all (aws/eks-node-monitoring-agent v1.7.0 charts/eks-node-monitoring-agent/values.yaml); both
+are set so neither depends on a default. ``DCGM_DIAG_LEVEL`` is not set: at v1.7.0 the add-on's
+configuration schema has no field for the agent's environment (charts/configuration.schema.json,
+``additionalProperties: false``) and its DaemonSet sets only ``HOST_ROOT`` and ``MY_NODE_NAME``
+(charts/eks-node-monitoring-agent/templates/daemonset.yaml); the gate runs ``dcgmi diag`` on each
+new node instead (docs: concepts, node acceptance, Repair)."""
+
 IMMUTABLE_STORAGE_CLASS_FIELDS: Final = ("reclaimPolicy", "volumeBindingMode")
 """StorageClass fields the API server refuses to update and pulumi-kubernetes would patch."""
 
@@ -446,6 +463,14 @@ class Cluster(pulumi.ComponentResource):
         node_group = self._system_node_group(name, cluster, private_subnet_ids, tags, early_addons)
         after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[node_group])
         coredns = self._addon(name, "coredns", addon_versions.coredns, after_nodes)
+        # Sets the node conditions Karpenter's nodeRepair acts on (components/karpenter.py).
+        self._addon(
+            name,
+            "eks-node-monitoring-agent",
+            addon_versions.eks_node_monitoring_agent,
+            after_nodes,
+            configuration_values=MONITORING_AGENT_CONFIGURATION,
+        )
         ebs_role = role_with_policies(
             f"{name}-ebs-csi",
             trust_policy=pod_identity_trust_policy(

@@ -24,6 +24,10 @@ DIGEST: Final = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 CHECKPOINT_CONTEXT: Final = "checkpoint=images/checkpoint"
 """The named build context of the checkpoint commit tool, for recipes that copy from it."""
+PROGRAM_CONTEXT: Final = "program=."
+"""The named build context of this repository's own code (the acceptance program and the
+modules it imports), for recipes that copy from it."""
+NAMED_CONTEXTS: Final = (CHECKPOINT_CONTEXT, PROGRAM_CONTEXT)
 
 
 @dataclass(frozen=True)
@@ -60,15 +64,24 @@ class ImageBuild:
         return [f"{name}={ref}" for name, ref in self.bases.items() if not DIGEST.search(ref)]
 
     @property
-    def _copies_from_checkpoint(self) -> bool:
+    def build_contexts(self) -> str:
+        """The named contexts the recipe copies from, space-separated.
+
+        Docker refuses a recipe a context it copies from is not given, and an unused one would
+        be sent for nothing.
+        """
         recipe = (software.IMAGES_DIR / self.recipe / "Dockerfile").read_text()
-        return "--from=checkpoint" in recipe
+        return " ".join(
+            context for context in NAMED_CONTEXTS
+            if f"--from={context.split('=', 1)[0]} " in recipe
+        )  # fmt: skip
 
     @property
     def downloads(self) -> tuple[str, ...]:
         """The download locations this build needs.
 
-        Of Slurm's, Neuron's for Trainium images, CUDA's for GPU and login images.
+        Of Slurm's, Neuron's for Trainium images, CUDA's for GPU and login images; of the
+        acceptance images, CUDA's and nccl-tests' for GPUs, Neuron's for Trainium.
         """
         names = software.recipe_downloads(self.recipe)
         if self.recipe == "slurmd":
@@ -76,6 +89,9 @@ class ImageBuild:
             names = tuple(name for name in names if not name.startswith(unused))
         if self.recipe == "notebook" and self.variant == "cuda":
             names = tuple(name for name in names if not name.startswith("NEURON_"))
+        if self.recipe == "acceptance":
+            skipped = ("CUDA_", "NCCL_") if self.variant == "neuron" else ("NEURON_",)
+            names = tuple(name for name in names if not name.startswith(skipped))
         if self.base_build is not None:
             names = tuple(dict.fromkeys((*self.base_build.downloads, *names)))
         return names
@@ -100,7 +116,7 @@ class ImageBuild:
             "config_key": self.config_key,
             "build_args": " ".join(f"--build-arg {k}={v}" for k, v in sorted(arguments.items())),
             "downloads": " ".join(self.downloads),
-            "build_contexts": CHECKPOINT_CONTEXT if self._copies_from_checkpoint else "",
+            "build_contexts": self.build_contexts,
             # The base build, made first in the job (empty where there is none).
             "base_context": "" if base is None else f"images/{base.recipe}",
             "base_build_args": "" if base is None else base.matrix_entry()["build_args"],
@@ -178,6 +194,19 @@ def builds() -> list[ImageBuild]:
             arguments=dict(jupyter),
             base_build=training_neuron,
         ),
+    ]
+    # The node acceptance images: the agent and its checking tools, one per vendor.
+    acceptance = software.recipe_pins("acceptance")
+    made += [
+        ImageBuild(
+            recipe="acceptance",
+            variant=vendor,
+            repository=f"acceptance-{vendor}",
+            config_key=f"acceptance.images.{vendor}",
+            bases={"BASE_IMAGE": acceptance["BASE_IMAGE"]},
+            arguments={"VENDOR": vendor},
+        )
+        for vendor in ("nvidia", "neuron")
     ]
     # One recipe, three images: variant, repository, slurm.images key, base argument, ROLE,
     # ACCELERATOR.

@@ -41,7 +41,7 @@ from components.scheduling import QUEUE_ANNOTATION
 from components.storage.layout import TeamDirectory
 from components.storage.model_store import TEAM_VOLUME, model_store_environment
 from components.tenancy import ControllerIngress, hardened_pod, pod_security_labels
-from components.trainer import team_pod_spec, team_volumes
+from components.trainer import team_devices, team_pod_spec, team_volumes
 from components.web_uis import ui_service
 from components.workloads import (
     node_resources,
@@ -59,6 +59,12 @@ HUB_PORT: Final = 8081
 """The hub's API, which each server calls to log its user in and report activity
 (jupyterhub/zero-to-jupyterhub-k8s 4.4.0 jupyterhub/files/hub/jupyterhub_config.py,
 ``hub_container_port``)."""
+HUB_CONNECT_URL: Final = f"http://hub.{NAMESPACE}.svc.cluster.local:{HUB_PORT}"
+"""Where servers call the hub, ``JUPYTERHUB_API_URL``'s base. The chart sets
+``c.JupyterHub.hub_connect_url`` to ``http://hub:8081``, the Service's short name (4.4.0
+jupyterhub/files/hub/jupyterhub_config.py), which resolves only in the hub's namespace; a server
+in a team namespace needs the Service's full name. ``hub.config`` is loaded after it and wins
+(same file, "load hub.config values")."""
 PROXY_PORT: Final = 8000
 """configurable-http-proxy's public port in its pod (4.4.0 jupyterhub/templates/proxy/
 deployment.yaml, container port ``http``)."""
@@ -109,8 +115,9 @@ HUB_INGRESS: Final = ControllerIngress(
     namespace=NAMESPACE,
     controller={"matchLabels": dict(HUB_POD_LABELS)},
     ports=(NOTEBOOK_PORT,),
-    why="the hub polls a starting server's API on 8888 until it answers (jupyterhub 5.5.0 "
-    "Spawner, wait_up), through which the idle culler also reads activity",
+    why="the hub polls a starting server on 8888 until it answers (jupyterhub 5.5.0 "
+    "jupyterhub/user.py _wait_up, objects.py Server.wait_up); the idle culler reads activity "
+    "from the hub's API, not the server",
 )
 
 
@@ -136,7 +143,7 @@ class NotebookProfile:
 
 
 def pool_profiles(
-    pools: Sequence[NodePoolConfig], notebooks: NotebooksConfig, team: str
+    pools: Sequence[NodePoolConfig], notebooks: NotebooksConfig, team: TeamConfig
 ) -> list[NotebookProfile]:
     """A team's profiles: CPU first (the default), then each pool's, from the pools.
 
@@ -144,17 +151,23 @@ def pool_profiles(
     instance holds; EFA pools get a whole-node profile where ``efaPools: wholeNode`` (a partial
     node there would strand the rest of a node a gang needs whole), or none. Trainium profiles
     are whole nodes: a partial Trainium pod needs the Neuron scheduler extension, not Volcano.
+    A profile whose devices the team's quota and queue capability cannot both hold is left
+    out, as :func:`components.trainer.team_runtimes` leaves out the runtimes of a pool the
+    team never holds a node of (:func:`components.trainer.team_devices`): the hub offers no
+    server that would stay Pending.
 
     Args:
         pools: the stack's accelerator pools.
         notebooks: the validated ``notebooks`` section (images present where needed).
-        team: the team, whose name prefixes each slug.
+        team: the team, whose name prefixes each slug and whose quota and capability bound
+            each profile's devices.
     """
     cuda = notebooks.images.cuda or ""
-    made = [NotebookProfile(f"{team}-cpu", "CPU (2 vCPU, 8 GiB)", None, 0, False, cuda)]
+    made = [NotebookProfile(f"{team.name}-cpu", "CPU (2 vCPU, 8 GiB)", None, 0, False, cuda)]
     for pool in pools:
         instance = pool.instance
         devices = instance.accelerators
+        allowed = team_devices(team, pool)
         image = cuda if instance.accelerator == "nvidia" else (notebooks.images.neuron or "")
         unit = "GPU" if instance.accelerator == "nvidia" else "Trainium device"
         if pool.uses_efa and notebooks.efa_pools == "none":
@@ -162,7 +175,7 @@ def pool_profiles(
         if not pool.uses_efa and instance.accelerator == "nvidia":
             made += [
                 NotebookProfile(
-                    f"{team}-{pool.name}-{count}",
+                    f"{team.name}-{pool.name}-{count}",
                     f"{count} {unit} on {pool.name}",
                     pool,
                     count,
@@ -170,12 +183,14 @@ def pool_profiles(
                     image,
                 )
                 for count in sorted(set(notebooks.gpu_profiles))
-                if count <= devices
+                if count <= min(devices, allowed)
             ]
+            continue
+        if devices > allowed:
             continue
         made.append(
             NotebookProfile(
-                f"{team}-{pool.name}-node",
+                f"{team.name}-{pool.name}-node",
                 f"Whole {pool.name} node ({devices} {unit}s)",
                 pool,
                 devices,
@@ -489,9 +504,11 @@ def hub_values(
         }
         for team in teams
     ]
+    config = authenticator_config(notebooks, oidc, teams)
+    config["JupyterHub"]["hub_connect_url"] = HUB_CONNECT_URL
     hub: dict[str, Any] = {
         **system,
-        "config": authenticator_config(notebooks, oidc, teams),
+        "config": config,
         "db": {
             "type": "sqlite-pvc",
             "pvc": {
@@ -505,6 +522,10 @@ def hub_values(
             "enabled": True,
             # The servers in team namespaces call the hub's API (login, activity).
             "ingress": [{"from": team_label_from, "ports": [{"port": HUB_PORT}]}],
+            # The chart's own hub -> server rule selects its namespace only (4.4.0
+            # jupyterhub/templates/hub/netpol.yaml); servers in team namespaces are reached
+            # through egressAllowRules' privateIPs and nonPrivateIPs, left on (the proxy's
+            # likewise), which admit every address but instance metadata's.
             "egressAllowRules": {
                 "cloudMetadataServer": False,
                 "dnsPortsCloudMetadataServer": False,

@@ -747,7 +747,7 @@ def notebook_values(config: PlatformConfig) -> dict[str, Any]:
         }
         profiles[team.name] = team_profile_list(
             team,
-            pool_profiles(config.node_pools, config.notebooks, team.name),
+            pool_profiles(config.node_pools, config.notebooks, team),
             directories=by_pool,
             job_service_account=config.notebooks.job_service_account,
         )

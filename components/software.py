@@ -17,6 +17,7 @@ the ``ARG`` defaults of each Dockerfile, read by :func:`recipe_pins`, so a pin l
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -500,7 +501,9 @@ def built_tag(recipe: str, variant: str) -> str:
     tag. ``variant``: the Trainer image key for ``training-cuda`` (its base is that key's default
     image), ``nvidia`` or ``neuron`` for ``slurmd`` (``login`` for its login image); unused
     for ``training-neuron``, ``ray-cuda`` and ``ray-neuron``; ``cuda`` or ``neuron`` for
-    ``notebook`` (its base's tag, or the Neuron SDK, and the JupyterHub release).
+    ``notebook`` (its base's tag, or the Neuron SDK, and the JupyterHub release); ``nvidia``
+    or ``neuron`` for ``acceptance`` (this repository's release, then the tools' pins:
+    ``0.1.0-cuda13.0-dcgm4.6.0-nccl-tests2.19.6-efa1.47.0``, ``0.1.0-sdk2.31.1-efa1.47.0``).
 
     Ray's images begin with the Ray release, so config can hold every Ray image's tag to
     ``rayVersion`` (components/config/ray.py): ``ray-cuda`` is the Ray release, ``torch`` and
@@ -520,6 +523,14 @@ def built_tag(recipe: str, variant: str) -> str:
         return f"{reference_tag(versions.NOTEBOOK_CUDA_BASE_IMAGE)}-{hub}"
     pins = recipe_pins(recipe)
     efa = f"efa{pins['EFA_INSTALLER_VERSION']}"
+    if recipe == "acceptance":
+        # The program's release first: the image carries this repository's acceptance code.
+        if variant == "neuron":
+            return f"{program_version()}-sdk{pins['NEURON_SDK_VERSION']}-{efa}"
+        return (
+            f"{program_version()}-cuda{pins['CUDA_VERSION']}-dcgm{pins['DCGM_VERSION']}-"
+            f"nccl-tests{pins['NCCL_TESTS_VERSION']}-{efa}"
+        )
     if recipe == "training-cuda":
         return f"{reference_tag(DEFAULT_IMAGES[variant].name)}-{efa}"
     if recipe == "training-neuron":
@@ -529,6 +540,40 @@ def built_tag(recipe: str, variant: str) -> str:
         return f"{reference_tag(pins['LOGIN_IMAGE'])}-login-{efa}"
     base = reference_tag(pins["SLURMD_IMAGE"])
     return f"{base}-{efa}" if variant == "nvidia" else f"{base}-sdk{pins['NEURON_SDK_VERSION']}"
+
+
+def program_version() -> str:
+    """This repository's release (``pyproject.toml`` ``[project] version``).
+
+    Images that carry the repository's own code (``images/acceptance``) name it in their tag, so
+    a release with other code builds another tag.
+    """
+    project = tomllib.loads((IMAGES_DIR.parent / "pyproject.toml").read_text())["project"]
+    return str(project["version"])
+
+
+def acceptance(vendor: str) -> ImageSoftware:
+    """``images/acceptance`` for ``vendor`` (``nvidia`` or ``neuron``): the checking tools.
+
+    The GPU image's CUDA runtime and NCCL are checked against the AMI's driver like a framework
+    image's (all_reduce_perf loads them); it runs no EFA traffic (one node), so it carries no
+    NCCL network plugin. The Trainium image's Neuron runtime is checked against the driver.
+    """
+    pins = recipe_pins("acceptance")
+    common = ImageSoftware(
+        name=f"images/acceptance ({vendor})",
+        os=_image_os(pins["BASE_IMAGE"]),
+        efa_installer=pins["EFA_INSTALLER_VERSION"],
+        framework=vendor == "nvidia",
+    )
+    if vendor == "nvidia":
+        return replace(common, cuda=pins["CUDA_VERSION"], nccl=pins["NCCL_VERSION"])
+    return replace(
+        common,
+        neuron_sdk=pins["NEURON_SDK_VERSION"],
+        neuron_runtime=pins["NEURON_RUNTIME_LIB_VERSION"],
+        neuron_collectives=pins["NEURON_COLLECTIVES_VERSION"],
+    )
 
 
 TRAINER_RECIPES: Final[dict[str, str]] = {"nvidia": "training-cuda", "neuron": "training-neuron"}
@@ -547,6 +592,8 @@ def _recipe_record(recipe: str, variant: str) -> ImageSoftware:
         return ray_cuda()
     if recipe == "ray-neuron":
         return ray_neuron()
+    if recipe == "acceptance":
+        return acceptance(variant)
     return slurmd(variant)
 
 

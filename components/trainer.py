@@ -462,11 +462,15 @@ def runtime_frameworks(pool: NodePoolConfig) -> list[Framework]:
     ]
 
 
+def team_devices(team: TeamConfig, pool: NodePoolConfig) -> int:
+    """Accelerator devices of ``pool``'s kind a team's quota and queue capability both allow."""
+    resource = pool.instance.accelerator_resource
+    return min(team.quota.resources()[resource], team.capability.resources()[resource])
+
+
 def team_nodes(team: TeamConfig, pool: NodePoolConfig) -> int:
     """Whole nodes of ``pool`` a team's quota and queue capability both allow."""
-    resource = pool.instance.accelerator_resource
-    allowed = min(team.quota.resources()[resource], team.capability.resources()[resource])
-    return allowed // pool.instance.accelerators
+    return team_devices(team, pool) // pool.instance.accelerators
 
 
 def team_runtimes(

@@ -40,6 +40,11 @@ class EksAddonVersions:
     """``aws-efs-csi-driver`` add-on (the EFS model store's mounts, through Pod Identity):
     kubernetes-sigs/aws-efs-csi-driver v3.4.1, the newest upstream release (CHANGELOG-3.x.md);
     the dependency bot replaces the build with the one EKS publishes for each minor."""
+    eks_node_monitoring_agent: str
+    """``eks-node-monitoring-agent`` add-on: sets the node conditions Karpenter's node repair
+    acts on (``AcceleratedHardwareReady`` and the others). aws/eks-node-monitoring-agent v1.7.0
+    charts/eks-node-monitoring-agent/values.yaml tags its image v1.7.0-eksbuild.1; the
+    dependency bot replaces the build with the one EKS publishes for each minor."""
 
     def by_addon_name(self) -> dict[str, str]:
         """Add-on name as EKS spells it (``eks-pod-identity-agent``) -> its pinned version."""
@@ -57,6 +62,7 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
         aws_ebs_csi_driver="v1.54.0-eksbuild.1",
         aws_fsx_csi_driver="v1.7.0-eksbuild.1",
         aws_efs_csi_driver="v3.4.1-eksbuild.1",
+        eks_node_monitoring_agent="v1.7.0-eksbuild.1",
     ),
     "1.34": EksAddonVersions(
         vpc_cni="v1.20.4-eksbuild.2",
@@ -66,6 +72,7 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
         aws_ebs_csi_driver="v1.54.0-eksbuild.1",
         aws_fsx_csi_driver="v1.7.0-eksbuild.1",
         aws_efs_csi_driver="v3.4.1-eksbuild.1",
+        eks_node_monitoring_agent="v1.7.0-eksbuild.1",
     ),
     "1.35": EksAddonVersions(
         vpc_cni="v1.21.1-eksbuild.3",
@@ -75,6 +82,7 @@ EKS_ADDONS: Final[dict[str, EksAddonVersions]] = {
         aws_ebs_csi_driver="v1.54.0-eksbuild.1",
         aws_fsx_csi_driver="v1.7.0-eksbuild.1",
         aws_efs_csi_driver="v3.4.1-eksbuild.1",
+        eks_node_monitoring_agent="v1.7.0-eksbuild.1",
     ),
 }
 """Add-on pins per supported Kubernetes minor. Its keys are the supported Kubernetes versions:

@@ -56,7 +56,9 @@ DAEMONSET_HEADROOM_CPU_MILLIS: Final = 1000
 DAEMONSET_HEADROOM_MEMORY_MIB: Final = 2048
 """What a whole-node pod leaves for the DaemonSets every training node runs besides the device
 plugins (the EKS add-ons' aws-node, kube-proxy, Pod Identity agent, EBS and FSx CSI node
-plugins): an allowance, not a measurement. Karpenter adds their real requests when it picks an
+plugins, the node monitoring agent: 10m and 30Mi, its DCGM host engine nothing, per
+aws/eks-node-monitoring-agent v1.7.0 charts/eks-node-monitoring-agent/values.yaml): an
+allowance, not a measurement. Karpenter adds their real requests when it picks an
 instance type, so the allowance must cover them."""
 DEVICE_PLUGIN_MEMORY_MIB: Final = 64
 """What a whole-node pod leaves for the device plugins on its node: their charts request at

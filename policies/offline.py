@@ -10,7 +10,7 @@ reported as an advisory "can't run during preview" note instead of a violation, 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -170,6 +170,36 @@ class RecordedResourceOptions(PolicyResourceOptions):
         self.replace_on_changes = list(record.replace_on_changes)
 
 
+class _LazyInputs(Mapping[str, Any]):
+    """A resource's inputs behind pulumi-policy's unknown-checking proxy, made on first read.
+
+    The proxy (``pulumi_policy/proxy.py``, ``unknown_checking_proxy``) copies the whole input
+    tree; most policies read the inputs of a few resource types only, so proxying every
+    resource up front was most of an evaluation's time. Reads go to the same proxy, so an
+    unknown value raises as it does under ``pulumi preview``.
+    """
+
+    __slots__ = ("_inputs", "_proxy")
+
+    def __init__(self, inputs: dict[str, Any]) -> None:
+        self._inputs = inputs
+        self._proxy: Mapping[str, Any] | None = None
+
+    def _proxied(self) -> Mapping[str, Any]:
+        if self._proxy is None:
+            self._proxy = unknown_checking_proxy(self._inputs)
+        return self._proxy
+
+    def __getitem__(self, key: str) -> Any:
+        return self._proxied()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._proxied())
+
+    def __len__(self) -> int:
+        return len(self._proxied())
+
+
 def _options(record: ResourceRecord) -> PolicyResourceOptions:
     return RecordedResourceOptions(record)
 
@@ -200,7 +230,7 @@ def evaluate(
 
     def inputs_of(record: ResourceRecord) -> Any:
         if record.urn not in proxied:
-            proxied[record.urn] = unknown_checking_proxy(record.inputs)
+            proxied[record.urn] = _LazyInputs(record.inputs)
         return proxied[record.urn]
 
     def provider_of(record: ResourceRecord) -> PolicyProviderResource | None:

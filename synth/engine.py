@@ -271,6 +271,34 @@ class RecordingMonitor(mocks.MockMonitor):
         return resource_pb2.DeploymentInfo(supportedFeatures=features)
 
 
+def mock_digest(typ: str, name: str) -> str:
+    """The hash every mock output of a resource derives from: its type and resource name."""
+    return hashlib.sha256(f"{typ}/{name}".encode()).hexdigest()
+
+
+def mock_id(typ: str, name: str) -> str:
+    """The id the mocks give a custom resource (``sg-…``, ``subnet-…``, else ``<name>-…``).
+
+    Args:
+        typ: the resource's type token.
+        name: the resource's name.
+    """
+    return PlatformMocks._ID_PREFIXES.get(typ, f"{name}-") + mock_digest(typ, name)[:17]
+
+
+def mock_cluster_security_groups(name: str) -> tuple[str, str]:
+    """(clusterSecurityGroupId, nodeSecurityGroupId) the mocks give an ``eks:index:Cluster``.
+
+    Args:
+        name: the cluster component's resource name.
+    """
+    digest = mock_digest(EKS_CLUSTER_TYPE, name)
+    return f"sg-{digest[:17]}", f"sg-{digest[17:34]}"
+
+
+EKS_CLUSTER_TYPE: Final = "eks:index:Cluster"
+
+
 class PlatformMocks(mocks.Mocks):
     """Deterministic stand-ins for what AWS and pulumi-eks would compute.
 
@@ -308,14 +336,14 @@ class PlatformMocks(mocks.Mocks):
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         """Echo the inputs and add the computed outputs the real provider would return."""
-        digest = hashlib.sha256(f"{args.typ}/{args.name}".encode()).hexdigest()
+        digest = mock_digest(args.typ, args.name)
         outputs = dict(args.inputs)
-        if args.typ == "eks:index:Cluster":
+        if args.typ == EKS_CLUSTER_TYPE:
             outputs.update(self._cluster_outputs(args.inputs.get("name") or args.name, digest))
             return None, outputs
         if not args.custom:
             return None, outputs
-        resource_id = self._ID_PREFIXES.get(args.typ, f"{args.name}-") + digest[:17]
+        resource_id = mock_id(args.typ, args.name)
         outputs.setdefault("name", f"{args.name}-{digest[:7]}")
         outputs["id"] = resource_id
         if args.typ.startswith("aws:"):
@@ -381,6 +409,7 @@ class PlatformMocks(mocks.Mocks):
             "oidcProviderArn": (
                 f"arn:aws:iam::{self.account_id}:oidc-provider/{issuer.removeprefix('https://')}"
             ),
+            # mock_cluster_security_groups, from the same digest
             "clusterSecurityGroupId": f"sg-{digest[:17]}",
             "nodeSecurityGroupId": f"sg-{digest[17:34]}",
         }

@@ -18,8 +18,12 @@ the builders it checks:
 * label selectors AND their ``matchLabels`` and ``matchExpressions`` (In, NotIn, Exists,
   DoesNotExist); an empty selector selects everything.
 
-Not modelled: egress (the platform's policies have none), named ports, and what the VPC CNI
-adds on top (it always admits the node's own address, for the kubelet's probes).
+Egress (:meth:`Cluster.may_send`) mirrors it: a pod is isolated for egress when a policy of its
+namespace selects it and lists ``Egress``; a ``to`` peer matches the destination pod as a
+``from`` peer matches a source, and an ``ipBlock`` the destination pod's address.
+
+Not modelled: named ports, and what the VPC CNI adds on top (it always admits the node's own
+address, for the kubelet's probes).
 """
 
 from __future__ import annotations
@@ -90,14 +94,17 @@ class Cluster:
     def _namespace_labels(self, namespace: str) -> dict[str, str]:
         return {**self.namespace_labels.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
 
-    def _selecting(self, pod: Pod) -> list[Mapping[str, Any]]:
+    def _selecting(self, pod: Pod, direction: str = "Ingress") -> list[Mapping[str, Any]]:
         found = []
         for policy in self.policies:
             spec = policy.get("spec") or {}
             if policy["metadata"].get("namespace") != pod.namespace:
                 continue
-            types = spec.get("policyTypes") or ["Ingress"]
-            if "Ingress" in types and selects(spec.get("podSelector"), pod.labels):
+            types = spec.get("policyTypes") or [
+                "Ingress",
+                *(["Egress"] if "egress" in spec else []),
+            ]
+            if direction in types and selects(spec.get("podSelector"), pod.labels):
                 found.append(policy)
         return found
 
@@ -145,5 +152,32 @@ class Cluster:
                 if peers and not any(self._peer_matches(p, namespace, source) for p in peers):
                     continue
                 if self._port_matches(rule.get("ports"), port, protocol):
+                    return True
+        return False
+
+    def may_send(self, source: Pod, target: Pod, target_ip: str, port: int) -> bool:
+        """Whether ``source``'s egress policies let it open a TCP connection to ``target``.
+
+        Args:
+            source: the connecting pod.
+            target: the destination pod.
+            target_ip: the destination pod's address, which ``ipBlock`` peers match.
+            port: the destination port.
+        """
+        selecting = self._selecting(source, "Egress")
+        if not selecting:
+            return True
+        for policy in selecting:
+            namespace = policy["metadata"]["namespace"]
+            for rule in (policy.get("spec") or {}).get("egress") or []:
+                peers = rule.get("to")
+                if peers and not any(
+                    self._peer_matches(p, namespace, Address(target_ip))
+                    if "ipBlock" in p
+                    else self._peer_matches(p, namespace, target)
+                    for p in peers
+                ):
+                    continue
+                if self._port_matches(rule.get("ports"), port, "TCP"):
                     return True
         return False

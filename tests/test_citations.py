@@ -71,6 +71,7 @@ PINNED_RELEASES: Final[dict[str, Callable[[], set[str]]]] = {
     "kuberay": lambda: {versions.KUBERAY_VERSION},
     "kubernetes-sigs/aws-fsx-csi-driver": lambda: _addon_versions("aws_fsx_csi_driver"),
     "kubernetes-sigs/aws-ebs-csi-driver": lambda: _addon_versions("aws_ebs_csi_driver"),
+    "aws/eks-node-monitoring-agent": lambda: _addon_versions("eks_node_monitoring_agent"),
     "aws-neuron/neuron-helm-charts": lambda: {versions.NEURON_CHART.version},
     "aws/karpenter-provider-aws": lambda: {versions.KARPENTER_VERSION},
     "nvidia/k8s-device-plugin": lambda: {versions.NVIDIA_DEVICE_PLUGIN_CHART.version},

@@ -6,12 +6,13 @@ import json
 
 import pytest
 
-from components import versions
+from components import health_marks, versions
 from components.cluster import CLUSTER_ADMIN_POLICY, api_server_endpoint
 from components.config import parse_platform_config
 from synth.run import StackResult
 from tests import component_runs as parts
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
+from tests.kubernetes_semantics import uncovered
 
 CLUSTER = "eks:index:Cluster"
 ADDON = "aws:eks/addon:Addon"
@@ -155,6 +156,7 @@ def test_addons_pinned_by_the_bill_of_materials(stack_run: tuple[str, ProgramRun
         "coredns": pins.coredns,
         "eks-pod-identity-agent": pins.eks_pod_identity_agent,
         "aws-ebs-csi-driver": pins.aws_ebs_csi_driver,
+        "eks-node-monitoring-agent": pins.eks_node_monitoring_agent,
     }
     assert versions.addon_semver(found["vpc-cni"]) >= (1, 18, 5)
 
@@ -168,6 +170,32 @@ def test_addons_ordered_around_the_system_nodes(stack_run: tuple[str, ProgramRun
     for after in ("coredns", "aws-ebs-csi-driver"):
         assert node_group.urn in addons[after].dependencies, after
     assert addons["eks-pod-identity-agent"].urn in addons["aws-ebs-csi-driver"].dependencies
+
+
+def test_node_monitoring_agent_runs_on_every_node_whatever_its_taints(
+    stack_run: tuple[str, ProgramRun],
+) -> None:
+    """Both the agent and its DCGM host engine tolerate the gate's taints and every pool's.
+
+    The chart gives the DCGM host engine no toleration (aws/eks-node-monitoring-agent v1.7.0
+    charts/eks-node-monitoring-agent/values.yaml): without ours it skips every tainted GPU node.
+    """
+    _, run = stack_run
+    (addon,) = [
+        a for a in run.of_type(ADDON) if a.inputs["addonName"] == "eks-node-monitoring-agent"
+    ]
+    configuration = json.loads(addon.inputs["configurationValues"])
+    taints = [
+        health_marks.ACCEPTANCE_TAINT,
+        *(health_marks.unhealthy_taint(source) for source in health_marks.SOURCES),
+        {"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"},
+    ]
+    for pool in run.of_type("kubernetes:karpenter.sh/v1:NodePool"):
+        spec = pool.inputs["spec"]["template"]["spec"]
+        taints += [*spec.get("taints", []), *spec.get("startupTaints", [])]
+    assert len(taints) > 5, "no NodePool taints found"
+    for daemon in ("nodeAgent", "dcgmAgent"):
+        assert uncovered(configuration[daemon]["tolerations"], taints) == [], daemon
 
 
 def test_ebs_csi_driver_uses_pod_identity(stack_run: tuple[str, ProgramRun]) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from components import image_builds, software
 from components.config import NotebookImagesConfig, parse_platform_config
+from components.config.acceptance import AcceptanceImagesConfig
 from components.config.ray import RayImagesConfig
 from components.config.slurm import SlurmImagesConfig
 from components.config.trainer import RUNTIME_IMAGE_KEYS
@@ -42,7 +43,8 @@ def _stack_image_keys() -> set[str]:
     }
     ray = {f"ray.images.{name}" for name in RayImagesConfig.model_fields}
     notebooks = {f"notebooks.images.{name}" for name in NotebookImagesConfig.model_fields}
-    return trainer | slurm | ray | notebooks
+    acceptance = {f"acceptance.images.{name}" for name in AcceptanceImagesConfig.model_fields}
+    return trainer | slurm | ray | notebooks | acceptance
 
 
 def test_every_image_a_stack_names_is_built() -> None:
@@ -161,13 +163,15 @@ def test_each_recipe_takes_the_download_arguments_the_plan_passes() -> None:
         assert passed == declared | based, recipe
         # The named context only where the recipe copies from it (docker refuses an unknown one).
         contexts = {b.matrix_entry()["build_contexts"] for b in builds() if b.recipe == recipe}
-        assert contexts == {image_builds.CHECKPOINT_CONTEXT if "--from=checkpoint" in text else ""}
+        wanted = [c for c in image_builds.NAMED_CONTEXTS if f"--from={c.split('=')[0]} " in text]
+        assert contexts == {" ".join(wanted)}, recipe
     # The GPU and login builds need no Neuron repository (a project without Trainium has none).
     for build in builds():
         neuron = build.arguments.get("ACCELERATOR") == "neuron" or build.repository in {
             "training-neuron",
             "ray-neuron",
             "notebook-neuron",
+            "acceptance-neuron",
         }
         assert any(n.startswith("NEURON_") for n in build.downloads) == neuron, build.repository
 

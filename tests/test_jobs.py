@@ -21,8 +21,9 @@ import yaml
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.node_pools import LUSTRE_CLIENT_LABEL, POOL_LABEL
 from synth.__main__ import main as synth_main
+from synth.jobs.daemonsets import daemonset_overhead
 from synth.jobs.karpenter import node_pools, volume_node_terms, with_volume_topology
-from synth.jobs.model import PathReport, all_runnable, evaluate_jobs, quota_applies
+from synth.jobs.model import PathReport, Stack, all_runnable, evaluate_jobs, quota_applies
 from synth.jobs.placement import required_affinity_holds
 from synth.jobs.rbac import allowed
 from synth.jobs.report import table
@@ -31,6 +32,7 @@ from synth.jobs.view import StackView, name_of, namespace_of
 from synth.jobs.volcano import QueueShape, real_capability
 from synth.run import StackResult
 from synth.yamlio import load_yaml
+from tests.acceptance_agent import NAMESPACE, agent_daemonset, vendor_pools
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import set_at
 from tests.project_copies import project_copy
@@ -531,22 +533,36 @@ def test_a_runtime_the_queue_cannot_hold_is_listed_as_not_runnable(
     view.objects[:] = [
         m for m in view.objects if not (m.get("kind") == "RayCluster" and namespace_of(m) == team)
     ]
+    # and the hub leaves out the notebook profiles it cannot hold (components/notebooks.py
+    # pool_profiles, as the program does): the smaller ones on those pools stay
+    capability = requests[accelerator] - 1
+    kept = _drop_notebook_profiles(view, team, accelerator, capability)
     reports = evaluate_jobs(view)
     for name in dropped:
         report = _report(reports, team, name)
         assert not report.runnable and not report.offered, report
-        assert f"queue {team}'s capability is {requests[accelerator] - 1}" in report.reasons[0]
-    # the hub still offers the team its notebook profiles on those pools (components/platform.py
-    # gives every team every pool's profiles): the queue refuses them, and says so
-    notebooks = [
-        r for r in reports
-        if r.kind == "notebook" and r.team == team and any(n.endswith(f"-{r.pool}") for n in dropped)
-    ]  # fmt: skip
-    assert bool(notebooks) == synthesized[stack].config.notebooks.enabled
-    for report in notebooks:
-        assert not report.runnable and any(f"queue {team}: capability" in r for r in report.reasons)
-    assert all_runnable([r for r in reports if all(r is not n for n in notebooks)])
+        assert f"queue {team}'s capability is {capability}" in report.reasons[0]
+    notebooks = {r.runtime: r for r in reports if r.kind == "notebook" and r.team == team}
+    assert set(notebooks) == kept
+    assert all_runnable(reports)
     assert "not offered" in table(stack, reports)
+
+
+def _drop_notebook_profiles(
+    view: StackView, team: str, accelerator: str, capability: Decimal
+) -> set[str]:
+    """Drop the team's profiles asking more of ``accelerator`` than ``capability``; the rest."""
+    values = view.releases.get("jupyterhub")
+    if values is None:
+        return set()
+    (entry,) = [e for e in values["values"]["custom"]["teamProfiles"] if e["team"] == team]
+    entry["profiles"] = [
+        p
+        for p in entry["profiles"]
+        if Decimal(p["kubespawner_override"]["extra_resource_guarantees"].get(accelerator, 0))
+        <= capability
+    ]
+    return {p["slug"] for p in entry["profiles"]}
 
 
 def _requests(manifest: dict[str, Any]) -> dict[str, Decimal]:
@@ -636,3 +652,40 @@ def test_a_quota_scoped_to_other_priority_classes_does_not_bound_a_job() -> None
     assert not quota_applies(scoped("DoesNotExist"), "training-standard")
     assert quota_applies(scoped("Exists"), "training-standard")
     assert quota_applies({"spec": {"hard": {"pods": "10"}}}, "training-standard")
+
+
+def test_the_acceptance_agent_is_overhead_on_each_pool_of_its_vendor(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Karpenter counts a DaemonSet the stack creates on every pool it lands on: the agent of
+    each vendor (the gate's shape, tests/acceptance_agent.py) on that vendor's pools, nowhere
+    else, and not on a pool whose taint it stops tolerating."""
+    view = _view(synthesized["prod"])
+    records = [r.to_json() for r in synthesized["prod"].records]
+    agents = [agent_daemonset(v, pools) for v, pools in sorted(vendor_pools(records).items())]
+    view.objects[:] = [
+        o
+        for o in view.objects
+        if not (o.get("kind") == "DaemonSet" and namespace_of(o) == NAMESPACE)
+    ]
+    before = {pool.name: daemonset_overhead(pool, Stack(view).plugins) for pool in node_pools(view)}
+    view.objects.extend(agents)
+    stack = Stack(view)
+    added = {
+        pool.name: {
+            resource: amount - before[pool.name].get(resource, Decimal(0))
+            for resource, amount in daemonset_overhead(pool, stack.plugins).items()
+            if amount != before[pool.name].get(resource, Decimal(0))
+        }
+        for pool in stack.pools
+    }
+    agent = {"cpu": Decimal("0.1"), "memory": Decimal(128 * 2**20)}
+    gated = {name for pools in vendor_pools(records).values() for name in pools}
+    assert gated and len(gated) < len(added), "prod has accelerator and other pools"
+    assert {name for name, extra in added.items() if extra} == gated
+    assert all(added[name] == agent for name in gated), added
+    # An agent that does not tolerate its pools' taint does not land there, nor cost anything.
+    for manifest in agents:
+        manifest["spec"]["template"]["spec"]["tolerations"] = []
+    stack = Stack(view)
+    assert all(daemonset_overhead(p, stack.plugins) == before[p.name] for p in stack.pools)

@@ -34,7 +34,7 @@ def test_dev_offers_a_runnable_notebook_row_per_profile(
     result = synthesized["dev"]
     config = result.config
     (team,) = [t for t in config.teams if t.name == TEAM]
-    profiles = pool_profiles(config.node_pools, config.notebooks, team.name)
+    profiles = pool_profiles(config.node_pools, config.notebooks, team)
     rows = {r.runtime: r for r in result.jobs if r.kind == "notebook" and r.team == TEAM}
     assert set(rows) == {p.slug for p in profiles}
     for profile in profiles:
@@ -68,6 +68,14 @@ def test_a_quota_of_no_gpus_refuses_the_gpu_server(synthesized: dict[str, StackR
         for key in [k for k in hard if k.endswith("nvidia.com/gpu")]:
             hard[key] = "0"
     _refused(_gpu_row(view), f"in {TEAM} allows nvidia.com/gpu 0")
+    assert _rows(view)[f"{TEAM}-cpu"].runnable
+    # nor does a request of 0 GPUs count, although the standing Ray cluster holds more GPUs
+    # than the quota now allows: admission drops the zeros of a pod's usage (CheckRequest)
+    assert any(g.namespace == TEAM for g in Stack(view).standing)
+    for entry in view.releases[RELEASE]["values"]["custom"]["teamProfiles"]:
+        for profile in entry["profiles"]:
+            if profile["slug"] == f"{TEAM}-cpu":
+                profile["kubespawner_override"]["extra_resource_guarantees"]["nvidia.com/gpu"] = "0"
     assert _rows(view)[f"{TEAM}-cpu"].runnable
 
 

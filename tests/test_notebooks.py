@@ -4,6 +4,7 @@ tenant rules through their CEL, instance metadata, network and the chart's schem
 from __future__ import annotations
 
 import copy
+import ipaddress
 import sys
 import types
 from pathlib import Path
@@ -16,6 +17,7 @@ from components import notebooks
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import SYSTEM_NODE_SELECTOR, SYSTEM_TOLERATION
 from components.config import PlatformConfig, UiExposureConfig
+from components.config.pools import AcceleratorAmounts
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.platform import lustre_pools, notebook_values, validated_config
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME
@@ -27,6 +29,7 @@ from synth.jobs.admission import admit
 from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests.conftest import stack_data
+from tests.network_model import NAMESPACE_NAME_LABEL, Cluster, Pod
 from tests.pod_shapes import make_pod
 from tests.schemas import validation_errors
 from tests.test_kuberay import _policy, _team_namespace
@@ -104,7 +107,8 @@ def test_the_authenticator_admits_the_teams_groups_only() -> None:
 
 
 def _profiles(config: PlatformConfig, team: str) -> dict[str, notebooks.NotebookProfile]:
-    return {p.slug: p for p in notebooks.pool_profiles(config.node_pools, config.notebooks, team)}
+    (found,) = [t for t in config.teams if t.name == team]
+    return {p.slug: p for p in notebooks.pool_profiles(config.node_pools, config.notebooks, found)}
 
 
 def test_profiles_come_from_the_pools() -> None:
@@ -117,9 +121,38 @@ def test_profiles_come_from_the_pools() -> None:
     assert set(made) == {f"{team}-cpu", f"{team}-p5-node", f"{team}-trn1-node"}
     assert made[f"{team}-trn1-node"].image == staging.notebooks.images.neuron
     none = staging.notebooks.model_copy(update={"efa_pools": "none"})
-    assert [p.slug for p in notebooks.pool_profiles(staging.node_pools, none, team)] == [
-        f"{team}-cpu"
-    ]
+    profiles = notebooks.pool_profiles(staging.node_pools, none, staging.teams[0])
+    assert [p.slug for p in profiles] == [f"{team}-cpu"]
+
+
+def test_profiles_the_teams_quota_or_queue_cannot_hold_are_left_out() -> None:
+    """As team_runtimes leaves out a pool's runtimes: a server that would stay Pending."""
+    dev = _config("dev")
+    (team,) = [t for t in dev.teams if t.name == "ml-dev"]
+    # g5.48xlarge without EFA: eight GPUs, so 1 and 2 are partial and 8 a whole node
+    pool = dev.node_pools[0].model_copy(update={"instance_types": ["g5.48xlarge"], "efa": False})
+    assert pool.instance.accelerators == 8 and not pool.uses_efa
+
+    def counts(gpus: int, capability: int) -> list[int]:
+        shaped = team.model_copy(
+            update={
+                "quota": team.quota.model_copy(update={"gpus": gpus}),
+                "queue": team.queue.model_copy(
+                    update={"capability": AcceleratorAmounts(gpus=capability)}
+                ),
+            }
+        )
+        shapes = dev.notebooks.model_copy(update={"gpu_profiles": [1, 2, 8]})
+        made = notebooks.pool_profiles([pool], shapes, shaped)
+        assert made[0].slug == "ml-dev-cpu"
+        return [p.devices for p in made[1:]]
+
+    assert counts(8, 8) == [1, 2, 8]
+    assert counts(8, 7) == [1, 2]  # the queue's capability holds no whole node
+    assert counts(7, 8) == [1, 2]  # nor does the quota
+    assert counts(8, 1) == [1]
+    assert counts(1, 8) == [1]
+    assert counts(0, 8) == []
 
 
 def _team_pods(config: PlatformConfig) -> list[tuple[str, str, dict[str, Any]]]:
@@ -305,6 +338,112 @@ def test_team_namespaces_admit_the_proxy_and_hub_to_the_notebook_port(
                     and r.inputs["metadata"]["name"] == notebooks.SPAWNER_ROLE)  # fmt: skip
         resources = {res for rule in role["rules"] for res in rule["resources"]}
         assert resources == {"pods", "events"}  # no secrets, services or claims
+
+
+_CHART_LABELS: Final = {"app": "jupyterhub", "release": notebooks.RELEASE}
+"""``jupyterhub.matchLabels`` (4.4.0 jupyterhub/templates/_helpers.tpl): the legacy labels, and
+``component`` per template."""
+_PRIVATE: Final = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+
+
+def _egress_allow_rules(chart: dict[str, Any], netpol: dict[str, Any]) -> list[dict[str, Any]]:
+    """``jupyterhub.networkPolicy.renderEgressRules`` (4.4.0 templates/_helpers-netpol.tpl)."""
+    allow, metadata = netpol["egressAllowRules"], f"{chart['singleuser']['cloudMetadata']['ip']}/32"
+    rules: list[dict[str, Any]] = []
+    dns: list[dict[str, Any]] = []
+    if allow["dnsPortsCloudMetadataServer"]:
+        dns.append({"ipBlock": {"cidr": metadata}})
+    if allow["dnsPortsKubeSystemNamespace"]:
+        dns.append({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}}})
+    if allow["dnsPortsPrivateIPs"]:
+        dns += [{"ipBlock": {"cidr": cidr}} for cidr in _PRIVATE]
+    if dns:
+        rules.append({"ports": [{"port": 53, "protocol": p} for p in ("UDP", "TCP")], "to": dns})
+    if allow["nonPrivateIPs"]:
+        rules.append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [*_PRIVATE, metadata]}}]})
+    if allow["privateIPs"]:
+        rules.append({"to": [{"ipBlock": {"cidr": cidr}} for cidr in _PRIVATE]})
+    if allow["cloudMetadataServer"]:
+        rules.append({"to": [{"ipBlock": {"cidr": metadata}}]})
+    return rules + list(netpol.get("egress") or [])
+
+
+def _chart_policy(
+    chart: dict[str, Any], component: str, netpol: dict[str, Any], ports: dict[str, int]
+) -> dict[str, Any]:
+    """The hub's or proxy's NetworkPolicy as 4.4.0 renders it (templates/hub/netpol.yaml,
+    templates/proxy/netpol.yaml; ``interNamespaceAccessLabels: ignore``, named ports resolved
+    to the containers' numbers, since the model takes numbers)."""
+
+    def labelled(component: str) -> dict[str, Any]:
+        return {"podSelector": {"matchLabels": {**_CHART_LABELS, "component": component}}}
+
+    def access(label: str) -> list[dict[str, Any]]:
+        return [
+            {"podSelector": {"matchLabels": {f"hub.jupyter.org/network-access-{label}": "true"}}}
+        ]
+
+    ingress: list[dict[str, Any]] = []
+    if netpol["allowedIngressPorts"]:
+        ingress.append({"ports": [{"port": ports[p]} for p in netpol["allowedIngressPorts"]]})
+    if component == "hub":
+        ingress.append({"ports": [{"port": ports["http"]}], "from": access("hub")})
+        egress = [{"to": [labelled("proxy")], "ports": [{"port": 8001}]}]
+    else:
+        ingress.append({"ports": [{"port": ports["http"]}], "from": access("proxy-http")})
+        ingress.append({"ports": [{"port": ports["api"]}], "from": access("proxy-api")})
+        egress = [{"to": [labelled("hub")], "ports": [{"port": notebooks.HUB_PORT}]}]
+    egress.append({"to": [labelled("singleuser-server")], "ports": [{"port": 8888}]})
+    return {
+        "metadata": {"name": component, "namespace": notebooks.NAMESPACE},
+        "spec": {
+            "podSelector": {"matchLabels": {**_CHART_LABELS, "component": component}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": ingress + list(netpol.get("ingress") or []),
+            "egress": egress + _egress_allow_rules(chart, netpol),
+        },
+    }
+
+
+@pytest.mark.parametrize("stack", NOTEBOOK_STACKS)
+def test_the_hub_and_proxy_policies_admit_the_servers_in_team_namespaces(
+    stack: str, reference_dir: Path
+) -> None:
+    """Issue 43: servers in team namespaces reach the hub's API, hub and proxy reach them."""
+    config = _config(stack)
+    chart = _chart_values(reference_dir, notebook_values(config))
+    hub = _chart_policy(chart, "hub", chart["hub"]["networkPolicy"], {"http": notebooks.HUB_PORT})
+    proxy = _chart_policy(
+        chart, "proxy", chart["proxy"]["chp"]["networkPolicy"],
+        {"http": notebooks.PROXY_PORT, "https": 8443, "api": 8001},
+    )  # fmt: skip
+    cluster = Cluster([hub, proxy])
+    hub_pod = Pod(notebooks.NAMESPACE, {**_CHART_LABELS, "component": "hub"})
+    proxy_pod = Pod(notebooks.NAMESPACE, {**_CHART_LABELS, "component": "proxy"})
+    pod_ip = str(ipaddress.ip_network(config.network.vpc_cidr)[1000])
+    for team in config.teams:
+        # KubeSpawner's labels: component singleuser-server and the chart's common labels
+        server = Pod(team.name, {**_CHART_LABELS, **notebooks.NOTEBOOK_POD_LABELS})
+        assert cluster.may_reach(server, hub_pod, notebooks.HUB_PORT), team.name
+        assert not cluster.may_reach(
+            Pod(team.name, {"app": "trainer"}), hub_pod, notebooks.HUB_PORT
+        )
+        for source in (hub_pod, proxy_pod):
+            assert cluster.may_send(source, server, pod_ip, notebooks.NOTEBOOK_PORT), source
+    assert cluster.may_send(proxy_pod, hub_pod, pod_ip, notebooks.HUB_PORT)
+    # the chart's own rules reach servers in its namespace only: the team namespaces are
+    # reached through egressAllowRules, which must stay on
+    narrow = copy.deepcopy(chart)
+    for netpol in (narrow["hub"]["networkPolicy"], narrow["proxy"]["chp"]["networkPolicy"]):
+        netpol["egressAllowRules"].update(privateIPs=False, nonPrivateIPs=False)
+    narrowed = Cluster([
+        _chart_policy(narrow, "hub", narrow["hub"]["networkPolicy"], {"http": 8081}),
+    ])  # fmt: skip
+    server = Pod(config.teams[0].name, {**_CHART_LABELS, **notebooks.NOTEBOOK_POD_LABELS})
+    assert not narrowed.may_send(hub_pod, server, pod_ip, notebooks.NOTEBOOK_PORT)
+    # the servers call the hub by the Service's full name: "hub" resolves in its namespace only
+    connect = chart["hub"]["config"]["JupyterHub"]["hub_connect_url"]
+    assert connect == f"http://hub.{notebooks.NAMESPACE}.svc.cluster.local:{notebooks.HUB_PORT}"
 
 
 def test_the_hubs_namespace_admits_only_the_exposures_clients() -> None:

@@ -672,6 +672,9 @@ def test_every_policy_has_cases() -> None:
             "fixed-names-delete-before-replace",
             "retained-objects-in-retained-namespaces",
             "crd-releases-retained",
+            # tests/test_acceptance_policies.py
+            "accelerator-pools-gated",
+            "acceptance-agent-tolerates-pools",
         }
         | {policy.name for policy in tenancy.POLICIES}
     )  # tests/test_tenancy_policies.py

@@ -179,12 +179,14 @@ def test_slurmd_gpu_carries_the_plugin_on_a_distribution_it_is_released_for() ->
 
 
 _SHARED_PINS = {
-    "EFA_INSTALLER_VERSION": ("training-cuda", "training-neuron", "slurmd"),
+    "EFA_INSTALLER_VERSION": ("training-cuda", "training-neuron", "slurmd", "acceptance"),
     "AWS_OFI_NCCL_VERSION": ("training-cuda", "slurmd"),
-    "NEURON_RUNTIME_LIB_VERSION": ("training-neuron", "slurmd"),
-    "NEURON_COLLECTIVES_VERSION": ("training-neuron", "slurmd"),
-    "NEURON_TOOLS_VERSION": ("training-neuron", "slurmd"),
-    "NEURON_SDK_VERSION": ("training-neuron", "slurmd"),
+    "NEURON_RUNTIME_LIB_VERSION": ("training-neuron", "slurmd", "acceptance"),
+    "NEURON_COLLECTIVES_VERSION": ("training-neuron", "slurmd", "acceptance"),
+    "NEURON_TOOLS_VERSION": ("training-neuron", "slurmd", "acceptance"),
+    "NEURON_SDK_VERSION": ("training-neuron", "slurmd", "acceptance"),
+    "CUDA_VERSION": ("slurmd", "acceptance"),
+    "NCCL_VERSION": ("slurmd", "acceptance"),
     "BOTOCORE_VERSION": ("training-cuda", "training-neuron"),
 }
 
@@ -220,7 +222,7 @@ def test_recipes_agree_on_the_pins_they_share(pin: str) -> None:
     assert len(set(values.values())) == 1, values
 
 
-@pytest.mark.parametrize("recipe", ["training-cuda", "training-neuron", "slurmd"])
+@pytest.mark.parametrize("recipe", ["training-cuda", "training-neuron", "slurmd", "acceptance"])
 def test_recipe_pins_are_exact_versions(recipe: str) -> None:
     pins = software.recipe_pins(recipe)
     assert pins
@@ -229,6 +231,36 @@ def test_recipe_pins_are_exact_versions(recipe: str) -> None:
             assert re.fullmatch(r"\d+(\.\d+)+", value), (name, value)
         if name.endswith("_IMAGE"):
             assert not value.endswith(":latest") and ":" in value, (name, value)
+
+
+def test_the_acceptance_images_are_known_by_their_tags_and_fit_the_ami() -> None:
+    ami = software.AMI_RELEASES[versions.DEFAULT_AMI_ALIAS]
+    pins = software.recipe_pins("acceptance")
+    # The agent's client library is the one its tests run with.
+    requirements = (ROOT / "requirements.txt").read_text()
+    (tested,) = re.findall(r"^kubernetes==(\S+)$", requirements, re.MULTILINE)
+    assert pins["KUBERNETES_CLIENT_VERSION"] == tested
+    tags = {vendor: software.built_tag("acceptance", vendor) for vendor in ("nvidia", "neuron")}
+    assert tags == {
+        "nvidia": f"{software.program_version()}-cuda{pins['CUDA_VERSION']}-dcgm"
+        f"{pins['DCGM_VERSION']}-nccl-tests{pins['NCCL_TESTS_VERSION']}-efa"
+        f"{pins['EFA_INSTALLER_VERSION']}",
+        "neuron": f"{software.program_version()}-sdk{pins['NEURON_SDK_VERSION']}-efa"
+        f"{pins['EFA_INSTALLER_VERSION']}",
+    }
+    for vendor, instance in (("nvidia", "p5.48xlarge"), ("neuron", "trn2.48xlarge")):
+        image = software.identify(f"r.example/acceptance-{vendor}:{tags[vendor]}", "acceptance",
+                                  vendor)  # fmt: skip
+        assert image == software.acceptance(vendor)
+        # One node, no EFA traffic: the check runs with efa=False.
+        assert software.image_problems(image, CATALOG[instance], efa=False, ami=ami) == []
+    old = replace(ami, nvidia_driver="535.0.0")
+    assert software.image_problems(
+        software.acceptance("nvidia"), CATALOG["p5.48xlarge"], efa=False, ami=old
+    )
+    assert (
+        software.identify("r.example/acceptance-nvidia:0.0.1-old", "acceptance", "nvidia") is None
+    )
 
 
 BOT_ONLY: Final = {"BOTOCORE_VERSION"}

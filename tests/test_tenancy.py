@@ -321,6 +321,14 @@ def test_slurm_daemons_are_reached_only_by_the_daemons_that_talk_to_them(
         (_slurm("slurmd"), _slurm("login"), 40123, True),
         (team, _slurm("login"), 22, False),
         (operator, _slurm("slurmrestd"), 6820, True),
+        (_slurm("slurm-health-mirror"), _slurm("slurmrestd"), 6820, True),  # drains, resumes
+        (_slurm("slurm-health-mirror"), _slurm("slurmctld"), 6817, False),
+        (
+            Pod("ml-research", {"app.kubernetes.io/name": "slurm-health-mirror"}),
+            _slurm("slurmrestd"),
+            6820,
+            False,
+        ),
         (team, _slurm("slurmrestd"), 6820, False),
         (_slurm("slurmd"), _slurm("slurmrestd"), 6820, False),
         (_slurm("slurmctld"), _slurm("slurmdbd"), 6819, True),

@@ -14,6 +14,7 @@ The Slurm auth keys are random values kept as Pulumi secrets: the chart would ge
 a cluster ``lookup`` and regenerate them whenever that lookup sees nothing.
 
 One module per concern: :mod:`~components.slurm.conf` (Slurm's config files),
+:mod:`~components.slurm.health_mirror` (one health truth with Kubernetes),
 :mod:`~components.slurm.node_sets`, :mod:`~components.slurm.login`,
 :mod:`~components.slurm.accounting` (the database), :mod:`~components.slurm.directory` (users,
 accounts, fair share), :mod:`~components.slurm.autoscaling` (KEDA), the chart's values
@@ -70,6 +71,7 @@ from components.slurm.conf import (
     job_tools_path,
     task_prolog,
 )
+from components.slurm.health_mirror import register_health_mirror
 from components.slurm.host_keys import host_key_objects
 from components.slurm.login import login_image, login_sources
 from components.slurm.network_policies import slurm_network_policies
@@ -295,6 +297,8 @@ class Slurm(pulumi.ComponentResource):
             values=slurm_values(config),
             opts=opts_after(namespace, *chart_needs, stateful=True),
         )
+        # The operator serves Tokens and the chart's JWT key signs them.
+        register_health_mirror(name, config, opts_after(namespace, cluster))
         for node_set in slurm.node_sets:
             pool = config.pool(node_set.pool)
             assert pool is not None  # config validation guarantees it

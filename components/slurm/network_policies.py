@@ -17,6 +17,7 @@ from components.slurm.common import (
     SLURMDBD_PORT,
     SLURMRESTD_PORT,
 )
+from components.slurm.health_mirror import NAME as HEALTH_MIRROR
 from components.tenancy import DEFAULT_DENY_POLICY, from_namespace, network_policy, tcp
 
 
@@ -45,7 +46,8 @@ def slurm_network_policies(login_sources: list[str]) -> list[dict[str, Any]]:
       ``externalTrafficPolicy: Local``), and on every port from slurmctld and slurmd, which
       call back to ``srun``/``salloc`` on their own listening ports;
     * slurmrestd (6820) from the Slinky operator's namespace, whose controllers drive Slurm
-      through it;
+      through it, and from the health mirror (:mod:`components.slurm.health_mirror`), which
+      reads node states and drains and resumes nodes through it;
     * slurmdbd (6819) from slurmctld, slurmrestd and login (``sacct``, ``sacctmgr``);
     * the accounting MariaDB (3306) only from slurmdbd and mariadb-operator, which creates its
       users and grants.
@@ -79,7 +81,8 @@ def slurm_network_policies(login_sources: list[str]) -> list[dict[str, Any]]:
             {"from": _peers("slurmctld", "slurmd"), "ports": every_tcp_port},
         ]),
         allow("slurmrestd", _slurm_app("slurmrestd"), [
-            {"from": [from_namespace(OPERATOR_NAMESPACE)], "ports": tcp(SLURMRESTD_PORT)},
+            {"from": [from_namespace(OPERATOR_NAMESPACE), *_peers(HEALTH_MIRROR)],
+             "ports": tcp(SLURMRESTD_PORT)},
         ]),
         allow("slurmdbd", _slurm_app("slurmdbd"), [
             {"from": _peers("slurmctld", "slurmrestd", "login"), "ports": tcp(SLURMDBD_PORT)},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pulumi_policy import Policy
 
 from . import (
+    acceptance,
     capacity,
     cluster,
     governance,
@@ -30,6 +31,7 @@ ALL_POLICIES: list[Policy] = [
     *governance.POLICIES,
     *lifecycle.POLICIES,
     *capacity.POLICIES,
+    *acceptance.POLICIES,
     *storage.POLICIES,
     *model_store.POLICIES,
     *notebooks.POLICIES,

@@ -131,11 +131,13 @@ module's allowance (:data:`components.workloads.DAEMONSET_HEADROOM_MEMORY_MIB`).
 
 @dataclass(frozen=True)
 class DevicePlugin:
-    """One device plugin DaemonSet as the scheduler would place it."""
+    """One device plugin DaemonSet (or another node DaemonSet) as the scheduler would place it."""
 
     release: str
+    """The Helm release, or ``DaemonSet <namespace>/<name>`` for one the stack creates itself."""
     resource: str
-    """The extended resource it advertises on a node."""
+    """The extended resource it advertises on a node; empty for a DaemonSet that advertises
+    none."""
     node_selector: dict[str, Any]
     affinity: dict[str, Any]
     tolerations: list[dict[str, Any]]
@@ -254,6 +256,48 @@ def device_plugins(view: StackView) -> list[DevicePlugin]:
         values = view.values(release)
         if values is not None and (plugin := build(values)) is not None:
             found.append(plugin)
+    return found
+
+
+def _pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+    """A pod's effective requests, as the scheduler and Karpenter compute them.
+
+    Its containers' sum, or its largest init container's where that is more
+    (kubernetes-sigs/karpenter v1.14.1 pkg/utils/resources/resources.go, ``RequestsForSpec``,
+    which calls the scheduler's PodRequests); sidecar init containers are not modelled.
+    """
+    total: dict[str, Decimal] = {}
+    for container in pod.get("containers") or []:
+        for resource, amount in _requests(container.get("resources") or {}).items():
+            total[resource] = total.get(resource, Decimal(0)) + amount
+    for container in pod.get("initContainers") or []:
+        for resource, amount in _requests(container.get("resources") or {}).items():
+            total[resource] = max(total.get(resource, Decimal(0)), amount)
+    return total
+
+
+def stack_daemonsets(view: StackView) -> list[DevicePlugin]:
+    """The DaemonSets the stack creates as objects of its own (the acceptance agents).
+
+    They are placed as the device plugins are and advertise no resource (``resource`` is
+    empty). Karpenter counts a DaemonSet's requests on a NodePool whose taints it tolerates
+    and whose labels its node selector and required affinity admit, as for the charts'
+    DaemonSets above.
+    """
+    found = []
+    for manifest in view.of_kind("DaemonSet"):
+        pod = ((manifest.get("spec") or {}).get("template") or {}).get("spec") or {}
+        metadata = manifest.get("metadata") or {}
+        found.append(
+            DevicePlugin(
+                f"DaemonSet {metadata.get('namespace')}/{metadata.get('name')}",
+                "",
+                dict(pod.get("nodeSelector") or {}),
+                dict(pod.get("affinity") or {}),
+                list(pod.get("tolerations") or []),
+                _pod_requests(pod),
+            )
+        )
     return found
 
 

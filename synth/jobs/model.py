@@ -38,8 +38,13 @@ from components.tenant_pods import TENANT_PODS_POLICY
 from components.trainer import team_runtimes
 from components.versions import TRAINING_OPERATOR_KUSTOMIZATION
 from components.workloads import NodeAllocatable
-from synth.jobs import admission, karpenter, kuberay, rbac, slurm, trainer, volcano
-from synth.jobs.daemonsets import DevicePlugin, daemonset_overhead, device_plugins
+from synth.jobs import admission, karpenter, kuberay, rbac, slurm, storage, trainer, volcano
+from synth.jobs.daemonsets import (
+    DevicePlugin,
+    daemonset_overhead,
+    device_plugins,
+    stack_daemonsets,
+)
 from synth.jobs.karpenter import NodePoolShape, candidate_pools, node_pools
 from synth.jobs.placement import required_affinity_holds, selector_holds, untolerated
 from synth.jobs.trainer import Runtime
@@ -64,7 +69,8 @@ class PathReport:
     """The answer for one path: a team's runtime, or a Slurm partition."""
 
     kind: str
-    """``trainjob``, ``legacy-job`` (a kubeflow.org/v1 PyTorchJob) or ``slurm-partition``."""
+    """``trainjob``, ``legacy-job`` (a kubeflow.org/v1 PyTorchJob), ``slurm-partition``,
+    ``slurm-login`` (a login set), or one of the kinds of Ray, Katib and notebooks."""
     team: str
     namespace: str | None
     runtime: str
@@ -159,10 +165,22 @@ def _summed(parts: Iterator[dict[str, Decimal]]) -> dict[str, Decimal]:
 class Stack:
     """The decisions that hold for the whole stack, computed once."""
 
-    def __init__(self, view: StackView) -> None:
+    def __init__(self, view: StackView, config: PlatformConfig | None = None) -> None:
+        """Compute the stack-wide decisions.
+
+        Args:
+            view: the synthesized stack.
+            config: its configuration, for what the view cannot say (the teams' gids, who
+                publishes to the model store); None: gids from the pods, publishers not judged.
+        """
         self.view = view
+        self.team_of = team_namespaces(view)
+        self.team_gids = (
+            {t.name: t.gid for t in config.teams if t.gid is not None} if config else {}
+        )
+        self.publishers = frozenset(config.model_store.publishers) if config else None
         self.pools: list[NodePoolShape] = node_pools(view)
-        self.plugins: list[DevicePlugin] = device_plugins(view)
+        self.plugins: list[DevicePlugin] = [*device_plugins(view), *stack_daemonsets(view)]
         self.queues = volcano.queues(view)
         self.scheduler = volcano.scheduler_config(view)
         self.manager_reads = all(
@@ -233,6 +251,22 @@ class Stack:
                 warm = 0 if spec.get("idleReplicaCount") == 0 else spec.get("minReplicaCount", 1)
                 return int(spec.get("maxReplicaCount", 100)), int(warm)
         return replicas, replicas
+
+    def storage_problems(
+        self, namespace: str | None, pod: Mapping[str, Any], pools: list[str]
+    ) -> list[str]:
+        """Why the pod's claims or model store fail it (:func:`synth.jobs.storage.claim_problems`).
+
+        Args:
+            namespace: the pod's namespace.
+            pod: the pod spec.
+            pools: the NodePools it may land on.
+        """
+        team = self.team_of.get(namespace or "")
+        return storage.claim_problems(
+            self.view, namespace, pod, pools=pools, team=team,
+            team_gid=self.team_gids.get(team or ""), publishers=self.publishers,
+        )  # fmt: skip
 
     def placed(self, pod: Mapping[str, Any], namespace: str | None) -> dict[str, Any]:
         """The pod as Karpenter and the scheduler place it: with its volumes' node affinity."""
@@ -466,10 +500,13 @@ def _quota_bound(
 ) -> Bound | None:
     hard = _quota_hard(stack, namespace, priority_class)
     if requested_only:
-        # One pod's admission checks only the resources it uses: the new usage is masked to
-        # the request's (kubernetes apiserver pkg/admission/plugin/resourcequota/controller.go,
-        # CheckRequest), so a CPU pod starts in a namespace whose GPUs are all held.
-        hard = {r: held for r, held in hard.items() if r in totals(1)}
+        # One pod's admission checks only the resources it uses: CheckRequest drops the zeros
+        # of the pod's usage, masks it to the quota's hard resources (requestedUsage) and
+        # compares only those of the new usage with hard (maskedNewUsage), so a CPU pod starts
+        # in a namespace whose GPUs are all held, and so does one that asks for 0 GPUs
+        # (kubernetes/apiserver v0.35.0, the staging copy of Kubernetes 1.35,
+        # pkg/admission/plugin/resourcequota/controller.go, CheckRequest).
+        hard = {r: held for r, held in hard.items() if totals(1).get(r)}
     if not hard:
         return None
     holders = [g for g in standing if g.namespace == namespace]
@@ -751,6 +788,10 @@ def evaluate_runtime(
         placed = stack.placed(job.pod, namespace)
         job_fitting, problems = _fit_problems(stack, placed, requests, f"replicated job {job.name}")
         blocking += problems
+        blocking += [
+            f"replicated job {job.name}: {problem}"
+            for problem in stack.storage_problems(namespace, job.pod, [p.name for p in job_fitting])
+        ]
         if job is trainer_job:
             fitting = job_fitting
             shared = _shared_with_slurm(stack, candidate_pools(placed, stack.pools))
@@ -844,6 +885,12 @@ def evaluate_partitions(stack: Stack, *, job_hours: int | None = None) -> Iterat
         requests = requests_of(pod["containers"][0])
         fitting, problems = _fit_problems(stack, pod, requests, f"slurmd of node set {name}")
         reasons = list(problems)
+        reasons += [
+            f"slurmd of node set {name}: {problem}"
+            for problem in stack.storage_problems(
+                namespace_of(node_set), pod, [p.name for p in fitting]
+            )
+        ]
         shared = sorted({p.name for p in candidate_pools(pod, stack.pools)} & gang_pools)
         if shared:
             reasons.append(
@@ -909,6 +956,37 @@ def evaluate_partitions(stack: Stack, *, job_hours: int | None = None) -> Iterat
         )
 
 
+def evaluate_logins(stack: Stack) -> Iterator[PathReport]:
+    """One report per Slurm login set of the ``slurm`` release: do its pods' volumes mount.
+
+    The login pod is where users reach ``/fsx`` and ``/models`` from Slurm; it takes the claims
+    of Slurm's namespace (``loginsets.<name>.podSpec.volumes``: SlinkyProject/slurm-operator
+    v1.2.1 helm/slurm/values.yaml) on the NodePools its selector names.
+    """
+    release = stack.view.releases.get("slurm")
+    if release is None:
+        return
+    namespace = str(release.get("namespace") or "slurm")
+    for name, login in sorted(((release.get("values") or {}).get("loginsets") or {}).items()):
+        if not (login or {}).get("enabled", True):
+            continue
+        pod = dict((login or {}).get("podSpec") or {})
+        placed = stack.placed(pod, namespace)
+        pools = [p.name for p in candidate_pools(placed, stack.pools)]
+        pools = pools or sorted(_unsized_pools(stack, placed))
+        reasons = stack.storage_problems(namespace, pod, pools)
+        if not pools:
+            reasons.append(
+                f"login set {name}: no NodePool takes its pods (selector, affinity, its volumes' "
+                "node affinity or tolerations)"
+            )
+        runnable = not reasons
+        if runnable:
+            reasons.append(f"login pods on NodePool {', '.join(pools)}, their claims bound")
+        yield PathReport("slurm-login", "*", namespace, str(name), _pool_of(pod),
+                         1 if runnable else 0, runnable, reasons)  # fmt: skip
+
+
 def namespace_of_node_set(stack: Stack, name: str) -> str | None:
     """The namespace of a NodeSet."""
     node_set = next((n for n in stack.node_sets if name_of(n) == name), None)
@@ -941,7 +1019,7 @@ def evaluate_jobs(
             built from (the team's gid, directories, pools). Default None: no RayJob paths
             but the Ray objects in the view.
     """
-    stack = Stack(view)
+    stack = Stack(view, config)
     reports = []
     cluster_runtimes = list(view.of_kind("ClusterTrainingRuntime"))
     namespaces = team_namespaces(view)
@@ -970,6 +1048,7 @@ def evaluate_jobs(
         reports += list(notebook_paths(stack, namespace, team))
     reports += list(fabric_test_paths(stack))
     reports += list(evaluate_partitions(stack, job_hours=job_hours))
+    reports += list(evaluate_logins(stack))
     return reports
 
 
@@ -1307,9 +1386,16 @@ def evaluate_ray(
         pools, problems = _fit_problems(
             stack, placed, trainer.pod_requests(pod, defaults), f"{kind} {role}"
         )
+        general = _unsized_pools(stack, placed) if not pools else set()
+        blocking += [
+            f"{kind} {role}: {problem}"
+            for problem in stack.storage_problems(
+                namespace, pod, [p.name for p in pools] or sorted(general)
+            )
+        ]
         if role.startswith("worker group"):
             fitting = pools
-        elif not pools and (general := _unsized_pools(stack, placed)):
+        elif general:
             unsized |= general
             continue
         blocking += problems
@@ -1573,6 +1659,9 @@ def evaluate_notebook(
         unsized = _unsized_pools(stack, placed)
         if not unsized:
             blocking += problems
+    blocking += stack.storage_problems(
+        pod_namespace, spec, [p.name for p in fitting] or sorted(unsized)
+    )
 
     def totals(n: int) -> dict[str, Decimal]:
         return {r: amount * n for r, amount in requests.items()}

@@ -7,13 +7,18 @@ values), so it judges exactly what a reviewer reads and what ``pulumi up`` would
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
 from kubernetes.utils.quantity import parse_quantity
 
-from synth.engine import ResourceRecord
+from synth.engine import (
+    EKS_CLUSTER_TYPE,
+    ResourceRecord,
+    mock_cluster_security_groups,
+    mock_id,
+)
 from synth.output import HELM_RELEASE_TYPE, helm_release_of, is_kubernetes_object, manifest_of
 
 Manifest = dict[str, Any]
@@ -54,6 +59,11 @@ class StackView:
     kustomizations: tuple[str, ...] = ()
     """The directories of the kustomizations the stack applies (their objects render only at
     deploy time), e.g. the legacy Training Operator's."""
+    cloud: list[Manifest] = field(default_factory=list)
+    """The AWS resources (and the EKS cluster), each ``{"type", "name", "id", "inputs"}``: the
+    id the offline synthesis gave it (:func:`synth.engine.mock_id`), which other resources'
+    inputs name; the EKS cluster's ``inputs`` gain its ``nodeSecurityGroupId``. Empty: a view
+    of Kubernetes objects only, whose cloud side is not judged."""
 
     @classmethod
     def from_records(cls, records: list[ResourceRecord]) -> StackView:
@@ -69,7 +79,22 @@ class StackView:
             for record in records
             if record.type == KUSTOMIZE_DIRECTORY_TYPE
         )
-        return cls(objects, releases, kustomizations)
+        cloud = []
+        for record in records:
+            if record.type == EKS_CLUSTER_TYPE:
+                _, node_group = mock_cluster_security_groups(record.name)
+                inputs = {**record.inputs, "nodeSecurityGroupId": node_group}
+                cloud.append({"type": record.type, "name": record.name, "id": None,
+                              "inputs": inputs})  # fmt: skip
+            elif record.type.startswith("aws:") and record.custom:
+                cloud.append({"type": record.type, "name": record.name,
+                              "id": mock_id(record.type, record.name),
+                              "inputs": dict(record.inputs)})  # fmt: skip
+        return cls(objects, releases, kustomizations, cloud)
+
+    def aws(self, resource_type: str) -> Iterator[Manifest]:
+        """The cloud resources of ``resource_type`` (e.g. ``aws:efs/mountTarget:MountTarget``)."""
+        return (r for r in self.cloud if r["type"] == resource_type)
 
     def of_kind(self, kind: str, namespace: str | None = None) -> Iterator[Manifest]:
         """Objects of ``kind`` (in ``namespace``, when given)."""

@@ -1,0 +1,480 @@
+"""`python -m acceptance agent` against a fake API: the steps, the deadline, the replacement cap.
+
+The fake keeps objects as the API server returns them (dicts), applies JSON patches with their
+``test`` operations, and checks resourceVersions on Lease writes as the API server does, so a
+lost race is a conflict. The node, pod and NodeClaim objects are SYNTHETIC, shaped as the API
+serves them (a Karpenter node's ownerReference as kubernetes-sigs/karpenter v1.14.1
+pkg/utils/nodeclaim/nodeclaim.go UpdateNodeOwnerReferences writes it).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from acceptance import agent
+from acceptance.kube import Conflict, KubernetesApi, Object
+from acceptance.settings import POOL_LABEL, parse_settings
+from components import node_pools
+from components.catalog import CATALOG, EFA_RESOURCE, GPU_RESOURCE
+from components.health_marks import (
+    ACCEPTANCE_TAINT,
+    ACCEPTANCE_TAINT_KEY,
+    CHECKED_AT_ANNOTATION,
+    REASON_ANNOTATION,
+    RESULT_LABEL,
+    UNHEALTHY_TAINT_KEY,
+    unhealthy_taint,
+)
+
+NS = "node-acceptance"
+CREATED = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+SOON = CREATED + timedelta(minutes=5)
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+SETTINGS = parse_settings({
+    "deadlineMinutes": 45,
+    "dcgmDiagLevel": 2,
+    "checkImage": "acceptance:nvidia-test",
+    "pools": {
+        "gpu": {
+            "replaceFailedNodes": True, "maxReplacementsPerHour": 1, "efa": True,
+            "fileSystems": [{"name": "lustre", "claim": "lustre-shared", "mountPath": "/mnt/lustre",
+                             "fsType": "lustre"}],
+            "floors": [{"instance_type": "p5.48xlarge", "check": "nccl-all-reduce", "nodes": 1,
+                        "floor_gbps": 300, "of": "16 GiB, 8 GPUs", "source": "measured: test"}],
+        },
+        "keep": {"replaceFailedNodes": False, "maxReplacementsPerHour": 2, "efa": False},
+    },
+})  # fmt: skip
+
+
+def apply_patch(document: Object, ops: list[Object]) -> Object:
+    """RFC 6902 add/replace/remove/test on a copy; a failed test is a Conflict (HTTP 422)."""
+    doc = copy.deepcopy(document)
+    for op in ops:
+        *parents, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in op["path"][1:].split("/")
+        ]
+        target = doc
+        for part in parents:
+            target = target[part]
+        if op["op"] == "test":
+            if target.get(last) != op["value"]:
+                raise Conflict(f"test of {op['path']} failed")
+        elif op["op"] in {"add", "replace"}:
+            if op["op"] == "replace" and last not in target:
+                raise AssertionError(f"replace of a missing {op['path']}")
+            target[last] = copy.deepcopy(op["value"])
+        elif op["op"] == "remove":
+            del target[last]
+    return doc
+
+
+class FakeApi:
+    """An in-memory API server for the agent's calls."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Object] = {}
+        self.pods: dict[str, Object] = {}
+        self.events: dict[str, Object] = {}
+        self.nodeclaims: dict[str, Object] = {}
+        self.leases: dict[str, Object] = {}
+        self.version = 0
+        self.before_lease_write: Callable[[], None] | None = None
+        self.fail_next_patch = False
+
+    def _bump(self, obj: Object) -> None:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+
+    def get_node(self, name: str) -> Object | None:
+        return copy.deepcopy(self.nodes.get(name))
+
+    def patch_node(self, name: str, patch: list[Object]) -> None:
+        if self.fail_next_patch:
+            self.fail_next_patch = False
+            raise RuntimeError("connection reset")
+        self.nodes[name] = apply_patch(self.nodes[name], patch)
+
+    def get_pod(self, namespace: str, name: str) -> Object | None:
+        assert namespace == NS
+        return copy.deepcopy(self.pods.get(name))
+
+    def create_pod(self, namespace: str, pod: Object) -> None:
+        if pod["metadata"]["name"] in self.pods:
+            raise Conflict("exists")
+        self.pods[pod["metadata"]["name"]] = copy.deepcopy(pod)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self.pods.pop(name, None)
+
+    def create_event(self, namespace: str, event: Object) -> None:
+        if event["metadata"]["name"] in self.events:
+            raise Conflict("exists")
+        self.events[event["metadata"]["name"]] = event
+
+    def list_nodeclaims(self) -> list[Object]:
+        return copy.deepcopy(list(self.nodeclaims.values()))
+
+    def delete_nodeclaim(self, name: str) -> None:
+        self.nodeclaims.pop(name, None)
+
+    def get_lease(self, namespace: str, name: str) -> Object | None:
+        return copy.deepcopy(self.leases.get(name))
+
+    def _before_write(self) -> None:
+        hook, self.before_lease_write = self.before_lease_write, None
+        if hook is not None:
+            hook()
+
+    def create_lease(self, namespace: str, lease: Object) -> None:
+        self._before_write()
+        if lease["metadata"]["name"] in self.leases:
+            raise Conflict("exists")
+        lease = copy.deepcopy(lease)
+        self._bump(lease)
+        self.leases[lease["metadata"]["name"]] = lease
+
+    def replace_lease(self, namespace: str, lease: Object) -> None:
+        self._before_write()
+        stored = self.leases[lease["metadata"]["name"]]
+        if stored["metadata"]["resourceVersion"] != lease["metadata"]["resourceVersion"]:
+            raise Conflict("stale resourceVersion")
+        lease = copy.deepcopy(lease)
+        self._bump(lease)
+        self.leases[lease["metadata"]["name"]] = lease
+
+    # --- test helpers ---
+    def add_node(self, name: str, pool: str = "gpu", registered: bool = True) -> None:
+        instance = CATALOG["p5.48xlarge"]
+        self.nodes[name] = {
+            "metadata": {
+                "name": name, "uid": f"{name}-0000-uid", "creationTimestamp": agent.rfc3339(CREATED),
+                "labels": {POOL_LABEL: pool, "node.kubernetes.io/instance-type": instance.name},
+                "ownerReferences": [{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                                     "name": f"claim-{name}", "uid": "x"}],
+            },
+            "spec": {"providerID": f"aws:///us-east-1a/i-{name}",
+                     "taints": [dict(ACCEPTANCE_TAINT), GPU_TAINT]},
+            "status": {"allocatable": {GPU_RESOURCE: "8", EFA_RESOURCE: "32"} if registered
+                       else {"cpu": "191450m"}},
+        }  # fmt: skip
+        self.nodeclaims[f"claim-{name}"] = {
+            "metadata": {"name": f"claim-{name}"},
+            "status": {"providerID": f"aws:///us-east-1a/i-{name}"},
+        }
+
+    def end_pod(self, node: str, code: int, message: str = "") -> None:
+        pod = self.pods[agent.check_pod_name(node)]
+        pod["status"] = {
+            "phase": "Succeeded" if code == 0 else "Failed",
+            "containerStatuses": [{"name": "check", "state": {"terminated": {
+                "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                "message": message}}}],
+        }  # fmt: skip
+
+
+def step(api: FakeApi, node: str, now: datetime = SOON) -> str:
+    return agent.reconcile(api, SETTINGS, node, NS, now)
+
+
+def taint_keys(api: FakeApi, node: str) -> list[tuple[str, Any]]:
+    return [(t["key"], t.get("value")) for t in api.nodes[node]["spec"]["taints"]]
+
+
+def test_a_healthy_node_is_checked_once_and_released() -> None:
+    api = FakeApi()
+    api.add_node("n1", registered=False)
+    assert step(api, "n1") == (
+        "waiting for the device plugins: allocatable nvidia.com/gpu: 0, want 8; "
+        "allocatable vpc.amazonaws.com/efa: 0, want 32"
+    )
+    assert not api.pods
+    api.nodes["n1"]["status"]["allocatable"] = {GPU_RESOURCE: "8", EFA_RESOURCE: "32"}
+    assert step(api, "n1") == "created check pod acceptance-check-n1"
+    pod = api.pods["acceptance-check-n1"]
+    spec, container = pod["spec"], pod["spec"]["containers"][0]
+    assert (spec["nodeName"], spec["restartPolicy"], container["image"]) == (
+        "n1",
+        "Never",
+        SETTINGS.check_image,
+    )
+    wanted = {GPU_RESOURCE: "8", EFA_RESOURCE: "32"}
+    assert container["resources"] == {
+        "limits": wanted,
+        "requests": {**agent.CHECK_REQUESTS, **wanted},
+    }
+    assert {t["key"] for t in spec["tolerations"]} == {ACCEPTANCE_TAINT_KEY, "nvidia.com/gpu"}
+    assert spec["activeDeadlineSeconds"] == 40 * 60  # created + 45 min, now = created + 5
+    command = container["command"]
+    assert command[:4] == ["python", "-m", "acceptance", "check"]
+    assert "--efa" in command and command[command.index("--dcgm-level") + 1] == "2"
+    assert command[command.index("--file-system") + 1] == "lustre:/mnt/lustre:lustre"
+    assert json.loads(command[command.index("--baselines-json") + 1])["floors"][0][
+        "floor_gbps"] == 300  # fmt: skip
+    claim = next(v for v in spec["volumes"] if "persistentVolumeClaim" in v)
+    assert claim["persistentVolumeClaim"] == {"claimName": "lustre-shared", "readOnly": True}
+    assert {"name": claim["name"], "mountPath": "/mnt/lustre", "readOnly": True} in container[
+        "volumeMounts"]  # fmt: skip
+
+    assert step(api, "n1") == "waiting for the check pod"
+    api.end_pod("n1", 0)
+    assert step(api, "n1") == "acceptance passed"
+    node = api.nodes["n1"]
+    assert taint_keys(api, "n1") == [("nvidia.com/gpu", "true")]
+    assert node["metadata"]["labels"][RESULT_LABEL] == "passed"
+    assert node["metadata"]["annotations"] == {CHECKED_AT_ANNOTATION: "2026-12-06T12:05:00Z"}
+    assert not api.pods, "the check pod is deleted once its verdict is recorded"
+    assert [e["type"] for e in api.events.values()] == ["Normal"]
+    assert step(api, "n1") == "no acceptance taint; left alone"
+    assert "claim-n1" in api.nodeclaims
+
+
+def test_a_failed_node_is_marked_tainted_and_its_nodeclaim_deleted() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    step(api, "n1")
+    api.end_pod("n1", 1, "gpu count: 7, want 8\nefa interfaces: 31, want 32")
+    assert step(api, "n1") == (
+        "acceptance failed: gpu count: 7, want 8\nefa interfaces: 31, want 32; "
+        "deleted NodeClaim claim-n1"
+    )
+    node = api.nodes["n1"]
+    assert taint_keys(api, "n1") == [
+        ("nvidia.com/gpu", "true"),
+        (UNHEALTHY_TAINT_KEY, "acceptance"),
+    ]
+    assert node["metadata"]["labels"][RESULT_LABEL] == "failed"
+    assert node["metadata"]["annotations"][REASON_ANNOTATION] == (
+        "gpu count: 7, want 8\nefa interfaces: 31, want 32"
+    )
+    (event,) = api.events.values()
+    assert (event["type"], event["reason"], event["involvedObject"]["name"]) == (
+        "Warning",
+        "AcceptanceFailed",
+        "n1",
+    )
+    assert "gpu count: 7, want 8" in event["message"]
+    assert "claim-n1" not in api.nodeclaims
+    lease = api.leases["acceptance-replacements-gpu"]
+    records = json.loads(lease["metadata"]["annotations"][agent.REPLACEMENTS_ANNOTATION])
+    assert [(r["nodeClaim"], r["node"]) for r in records] == [("claim-n1", "n1")]
+
+
+def test_a_pool_that_keeps_failed_nodes_keeps_the_nodeclaim_and_unusable_evidence_fails() -> None:
+    api = FakeApi()
+    api.add_node("n1", pool="keep")
+    step(api, "n1")
+    assert "--no-efa" in api.pods["acceptance-check-n1"]["spec"]["containers"][0]["command"]
+    api.end_pod("n1", 2, "nvidia-smi.csv line 1: 'x' is not 'index, name, memory.total'")
+    assert step(api, "n1").startswith("acceptance failed: unusable evidence: nvidia-smi.csv")
+    assert "claim-n1" in api.nodeclaims and not api.leases
+    assert step(api, "n1") == "no acceptance taint; left alone"
+
+
+def test_the_deadline_expires_a_node_whose_check_never_ran() -> None:
+    api = FakeApi()
+    api.add_node("n1", registered=False)
+    late = CREATED + timedelta(minutes=45)
+    assert step(api, "n1", late).startswith(
+        "acceptance expired: deadline 2026-12-06T12:45:00Z passed before the check pod ran: "
+        "allocatable nvidia.com/gpu: 0, want 8"
+    )
+    assert api.nodes["n1"]["metadata"]["labels"][RESULT_LABEL] == "expired"
+    assert (UNHEALTHY_TAINT_KEY, "acceptance") in taint_keys(api, "n1")
+    assert not api.pods and "claim-n1" not in api.nodeclaims
+    # A check pod still running at the deadline is deleted (its devices freed) and the node expired.
+    api.add_node("n2")
+    step(api, "n2")
+    assert "before the check finished" in step(api, "n2", late)
+    assert not api.pods
+
+
+def test_the_hourly_cap_holds_a_replacement_back_until_the_hour_has_passed() -> None:
+    api = FakeApi()
+    for name in ("n1", "n2"):
+        api.add_node(name)
+        step(api, name)
+        api.end_pod(name, 1, "gpu count: 7, want 8")
+    assert step(api, "n1").endswith("deleted NodeClaim claim-n1")
+    assert step(api, "n2").endswith(
+        "replacement held back: pool gpu had 1 replacements in the last hour (max 1)"
+    )
+    assert "claim-n2" in api.nodeclaims
+    # n2 keeps its failed label and unhealthy taint; its agent takes the slot once it frees.
+    assert step(api, "n2", SOON + timedelta(minutes=30)).startswith("replacement held back")
+    assert step(api, "n2", SOON + timedelta(minutes=61)) == "deleted NodeClaim claim-n2"
+    assert "claim-n2" not in api.nodeclaims
+
+
+def test_two_agents_racing_for_the_last_slot_delete_one_nodeclaim() -> None:
+    api = FakeApi()
+    for name in ("n1", "n2"):
+        api.add_node(name)
+        step(api, name)
+        api.end_pod(name, 1, "gpu count: 7, want 8")
+    # n1's agent reads the empty count; before its write lands, n2's agent takes the slot.
+    outcomes: list[str] = []
+    api.before_lease_write = lambda: outcomes.append(step(api, "n2"))
+    outcomes.append(step(api, "n1"))
+    assert outcomes[0].endswith("deleted NodeClaim claim-n2")
+    assert outcomes[1].endswith("replacement held back: pool gpu had 1 replacements in the last "
+                                "hour (max 1)")  # fmt: skip
+    assert sorted(api.nodeclaims) == ["claim-n1"]
+
+
+def test_a_restarted_or_interrupted_agent_continues_without_doing_anything_twice() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    step(api, "n1")
+    assert step(api, "n1") == "waiting for the check pod"  # a restart does not make a second pod
+    api.end_pod("n1", 1, "gpu count: 7, want 8")
+    api.fail_next_patch = True  # the agent dies after writing the Event, before the patch
+    out = io.StringIO()
+    agent.run(api, SETTINGS, "n1", NS, passes=2, clock=lambda: SOON, sleep=lambda _: None, out=out)
+    assert "error: RuntimeError: connection reset" in out.getvalue()
+    assert "acceptance failed: gpu count: 7, want 8; deleted NodeClaim" in out.getvalue()
+    assert len(api.events) == 1
+    assert taint_keys(api, "n1").count((UNHEALTHY_TAINT_KEY, "acceptance")) == 1
+    # A taint changed by someone else between read and patch: the patch's test fails, no write.
+    api.add_node("n2")
+    step(api, "n2")
+    api.end_pod("n2", 0)
+    node = api.get_node("n2")
+    assert node is not None
+    api.nodes["n2"]["spec"]["taints"].append(
+        {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+    )
+    assert agent.finish(api, node, agent.Verdict("passed"), pool_name="gpu",
+                        pool=SETTINGS.pool("gpu"), namespace=NS, now=SOON) == (
+        "the node changed while deciding; will decide again")  # fmt: skip
+    assert ACCEPTANCE_TAINT_KEY in [k for k, _ in taint_keys(api, "n2")]
+    assert step(api, "n2") == "acceptance passed"
+    assert [k for k, _ in taint_keys(api, "n2")] == ["nvidia.com/gpu", "karpenter.sh/disrupted"]
+
+
+def test_a_pod_the_kubelet_rejected_is_created_again() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    step(api, "n1")
+    api.pods["acceptance-check-n1"]["status"] = {
+        "phase": "Failed", "reason": "UnexpectedAdmissionError",
+        "message": "Allocate failed due to no healthy devices present",
+    }  # fmt: skip
+    assert step(api, "n1") == (
+        "check pod did not run (UnexpectedAdmissionError: Allocate failed due to no healthy "
+        "devices present); deleted, to be created again"
+    )
+    assert step(api, "n1") == "created check pod acceptance-check-n1"
+    api.pods["acceptance-check-n1"]["status"] = {"phase": "Failed", "reason": "OutOfcpu"}
+    assert step(api, "n1", CREATED + timedelta(hours=1)).startswith(
+        "acceptance expired: deadline 2026-12-06T12:45:00Z passed before the check ran: the "
+        "kubelet rejected the check pod (OutOfcpu)"
+    )
+
+
+def test_a_node_without_the_acceptance_taint_is_left_alone() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    api.nodes["n1"]["spec"]["taints"] = [unhealthy_taint("slurm")]
+    before = copy.deepcopy(api.nodes["n1"])
+    assert step(api, "n1", CREATED + timedelta(days=1)) == "no acceptance taint; left alone"
+    assert api.nodes["n1"] == before and not api.pods and not api.events
+
+
+def test_the_nodeclaim_is_found_by_owner_reference_or_provider_id() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    node = api.nodes["n1"]
+    claims = api.list_nodeclaims()
+    assert agent.nodeclaim_for(node, claims) == api.nodeclaims["claim-n1"]
+    del node["metadata"]["ownerReferences"]
+    assert agent.nodeclaim_for(node, claims) == api.nodeclaims["claim-n1"]
+    node["spec"]["providerID"] = "aws:///us-east-1a/i-other"
+    assert agent.nodeclaim_for(node, claims) is None
+
+
+def test_settings_errors_name_the_key_and_the_pool_label_is_the_platforms() -> None:
+    assert POOL_LABEL == node_pools.POOL_LABEL
+    with pytest.raises(ValueError, match=r"pools.gpu: maxReplacementsPerHour '2' must be a int"):
+        parse_settings({"deadlineMinutes": 45, "dcgmDiagLevel": 2, "checkImage": "i",
+                        "pools": {"gpu": {"replaceFailedNodes": True,
+                                          "maxReplacementsPerHour": "2"}}})  # fmt: skip
+
+
+def test_the_agent_command_reads_its_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                 ) -> None:  # fmt: skip
+    out = io.StringIO()
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    assert agent.main(["--once"], out, FakeApi()) == 2
+    assert "NODE_NAME" in out.getvalue()
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"deadlineMinutes": 45, "dcgmDiagLevel": 0,
+                                    "checkImage": "i", "pools": {}}))  # fmt: skip
+    monkeypatch.setenv("ACCEPTANCE_SETTINGS", str(settings))
+    monkeypatch.setenv("NODE_NAME", "n1")
+    monkeypatch.setenv("POD_NAMESPACE", NS)
+    api = FakeApi()
+    api.add_node("n1", pool="unlisted")
+    api.nodes["n1"]["metadata"]["creationTimestamp"] = agent.rfc3339(datetime.now(UTC))
+    out = io.StringIO()
+    assert agent.main(["--once"], out, api) == 0
+    assert out.getvalue().endswith("n1: created check pod acceptance-check-n1\n")
+
+
+def test_the_live_adapter_maps_the_api_servers_answers() -> None:
+    def fails(status: int) -> Callable[..., Any]:
+        def call(*_: object) -> None:
+            raise ApiException(status=status, reason="stub")
+
+        return call
+
+    live = object.__new__(KubernetesApi)
+    live._client = client.ApiClient()
+    live._core = type("Core", (), {
+        "read_node": staticmethod(lambda name: client.V1Node(
+            metadata=client.V1ObjectMeta(name=name, creation_timestamp=CREATED))),
+        "read_namespaced_pod": staticmethod(fails(404)),
+        "patch_node": staticmethod(fails(422)),  # a JSON-patch test that did not hold
+        "create_namespaced_pod": staticmethod(fails(409)),
+        "delete_namespaced_pod": staticmethod(fails(404)),
+        "create_namespaced_event": staticmethod(fails(500)),
+    })()  # fmt: skip
+    node = live.get_node("n1")
+    assert node == {"metadata": {"name": "n1", "creationTimestamp": "2026-12-06T12:00:00+00:00"}}
+    assert agent.parse_time(node["metadata"]["creationTimestamp"]) == CREATED
+    assert live.get_pod(NS, "p") is None
+    with pytest.raises(Conflict):
+        live.patch_node("n1", [])
+    with pytest.raises(Conflict):
+        live.create_pod(NS, {})
+    live.delete_pod(NS, "p")  # gone already: nothing to do
+    with pytest.raises(ApiException):
+        live.create_event(NS, {})
+
+
+def test_the_agent_polls_slowly_once_its_node_is_out_of_acceptance() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    slept: list[float] = []
+    quiet = io.StringIO()
+    agent.run(api, SETTINGS, "n1", NS, passes=2, clock=lambda: SOON, sleep=slept.append, out=quiet)
+    assert slept == [agent.DEFAULT_INTERVAL_S]  # created the pod, then waits for it
+    api.end_pod("n1", 0)
+    slept.clear()
+    agent.run(api, SETTINGS, "n1", NS, passes=3, clock=lambda: SOON, sleep=slept.append, out=quiet)
+    assert slept == [agent.DEFAULT_INTERVAL_S, agent.IDLE_INTERVAL_S]
+    # A check pod left by an agent that stopped between the verdict and the pod's deletion goes
+    # when the agent starts again.
+    api.pods["acceptance-check-n1"] = {"metadata": {"name": "acceptance-check-n1"}}
+    agent.run(api, SETTINGS, "n1", NS, passes=1, clock=lambda: SOON, sleep=slept.append, out=quiet)
+    assert not api.pods

@@ -1,0 +1,21 @@
+"""What mypy reads of ``pulumi_kubernetes``: the API groups the program uses, nothing else.
+
+Like typings/pulumi_aws: the provider's ``__init__`` imports every API group for type checkers;
+this ``partial`` package (py.typed) names the groups used, each still read from the installed
+provider with its real types. Using a group not listed fails with ``Module has no attribute
+"<group>"``: add it here.
+"""
+
+from pulumi_kubernetes import admissionregistration as admissionregistration
+from pulumi_kubernetes import apiextensions as apiextensions
+from pulumi_kubernetes import apps as apps
+from pulumi_kubernetes import core as core
+from pulumi_kubernetes import helm as helm
+from pulumi_kubernetes import kustomize as kustomize
+from pulumi_kubernetes import networking as networking
+from pulumi_kubernetes import rbac as rbac
+from pulumi_kubernetes import scheduling as scheduling
+from pulumi_kubernetes import storage as storage
+from pulumi_kubernetes import yaml as yaml
+from pulumi_kubernetes.provider import Provider as Provider
+from pulumi_kubernetes.provider import ProviderArgs as ProviderArgs
