@@ -82,6 +82,8 @@ IMAGE_RECIPE: Final = "acceptance"
 MPI_ALL_REDUCE_PERF_ARG: Final = "MPI_ALL_REDUCE_PERF"
 """The recipe's ``ARG`` that says where its MPI build of all_reduce_perf is installed: the one
 place that path is written (:func:`mpi_all_reduce_perf`)."""
+OPEN_MPI_HOME_ARG: Final = "OPEN_MPI_HOME"
+"""The recipe's ``ARG`` naming where the EFA installer's Open MPI 4 is (:func:`mpirun`)."""
 NCCL_NET_ENVIRONMENT: Final = {"NCCL_NET_PLUGIN": "ofi", "NCCL_NET": "Libfabric"}
 """NCCL over EFA, with no fallback. ``NCCL_NET_PLUGIN=ofi`` loads ``libnccl-net-ofi.so`` (the
 aws-ofi-nccl plugin of the image's EFA installer: aws/aws-ofi-nccl v1.18.0 src/Makefile.am), and
@@ -187,12 +189,19 @@ def mpi_all_reduce_perf() -> str:
     return software.recipe_pins(IMAGE_RECIPE)[MPI_ALL_REDUCE_PERF_ARG]
 
 
-def _forwarded(pool: NodePoolConfig, extra: Iterable[str]) -> list[str]:
-    """The variables the ranks on the worker need from the launcher: sshd passes on none.
+def mpirun() -> str:
+    """The acceptance image's ``mpirun``, by its absolute path (the recipe's ``OPEN_MPI_HOME``).
 
-    The ranks' orted finds itself there without PATH: the installer builds Open MPI with
-    ``--enable-orterun-prefix-by-default`` (EFA installer changelog, 1.19.0).
+    Open MPI 4 takes an absolute path as ``--prefix`` of that installation (mpirun(1), "invoking
+    mpirun via an absolute path name is equivalent to specifying the --prefix option"), and sets
+    PATH and the library path from it where it starts ``orted`` on the worker, whose sshd
+    passes on no environment.
     """
+    return f"{software.recipe_pins(IMAGE_RECIPE)[OPEN_MPI_HOME_ARG]}/bin/mpirun"
+
+
+def _forwarded(pool: NodePoolConfig, extra: Iterable[str]) -> list[str]:
+    """The variables the ranks on the worker need from the launcher: sshd passes on none."""
     variables = fabric_variables(pool, team=None, checkpoints=None)
     return ["PATH", "LD_LIBRARY_PATH", *variables, *extra]
 
@@ -212,7 +221,8 @@ def _quoted(text: str) -> str:
 def nccl_script(pool: NodePoolConfig, floor: Floor) -> str:
     """The launcher's shell on a GPU pool: all_reduce_perf across both nodes, then the report.
 
-    One rank per GPU (``-g 1``, ``--np`` every GPU of both nodes) of the image's MPI build of
+    The image's Open MPI (:func:`mpirun`) starts one rank per GPU (``-g 1``, ``--np`` every
+    GPU of both nodes) of the image's MPI build of
     all_reduce_perf (:func:`mpi_all_reduce_perf`) over the hostfile Trainer writes and names in
     ``OMPI_MCA_orte_default_hostfile`` (kubeflow/trainer v2.3.0 pkg/constants/constants.go).
     NCCL goes over EFA or fails (:data:`NCCL_NET_ENVIRONMENT`). Ranks on the worker start under
@@ -230,7 +240,7 @@ def nccl_script(pool: NodePoolConfig, floor: Floor) -> str:
         [
             "set -eo pipefail",
             *(f"export {name}={value}" for name, value in NCCL_NET_ENVIRONMENT.items()),
-            f"mpirun --np {ranks} --bind-to none {forwarded} "
+            f"{mpirun()} --np {ranks} --bind-to none {forwarded} "
             f"{mpi_all_reduce_perf()} -b 8 -e {NCCL_LARGEST} -f 2 -g 1 | tee {RESULT_FILE}",
             _report_command(pool, floor),
         ]
@@ -247,7 +257,9 @@ def nccom_script(pool: NodePoolConfig, floor: Floor) -> str:
     are the first column of Trainer's hostfile; ``-r`` is every NeuronCore of both nodes.
     nccom-test writes the ``mpirun`` line itself (the image's Open MPI, first on PATH), so the
     variables the ranks need from the launcher go through Open MPI's own list of variables to
-    forward, ``OMPI_MCA_mca_base_env_list`` (what ``-x`` sets; ``;`` between names).
+    forward, ``OMPI_MCA_mca_base_env_list`` (what ``-x`` sets; ``;`` between names); its
+    ``orted`` on the worker is found through the prefix the EFA installer builds into its Open
+    MPI (``--enable-orterun-prefix-by-default``, installer changelog 1.19.0).
 
     Args:
         pool: a Trainium pool with EFA.

@@ -78,7 +78,7 @@ def test_each_efa_pool_gets_a_whole_node_runtime_in_the_platform_queue() -> None
     p5, trn1 = (fabric_test.fabric_runtime_spec(p, image=i) for p, i in tested)
     script = _pods(p5)["launcher"]["containers"][0]["command"][-1]
     # 2 nodes x 8 GPUs, one rank each; held to the shipped two-node p5 figure
-    assert "mpirun --np 16 " in script and "all_reduce_perf -b 8 -e 16G" in script
+    assert "/bin/mpirun --np 16 " in script and "all_reduce_perf -b 8 -e 16G" in script
     # NCCL over the EFA plugin or not at all, and the ranks on the worker get its settings
     assert "export NCCL_NET_PLUGIN=ofi\nexport NCCL_NET=Libfabric\n" in script
     for name in ("PATH", "LD_LIBRARY_PATH", "FI_PROVIDER", "NCCL_NET_PLUGIN", "NCCL_NET"):
@@ -242,7 +242,11 @@ def test_the_launcher_runs_the_mpi_all_reduce_perf_the_image_installs() -> None:
     config = _staging()
     (p5,) = [pool for pool, _ in fabric_test_pools(config) if pool.name == "p5"]
     script = fabric_test.nccl_script(p5, fabric_test.pool_floor(p5))
-    (mpirun,) = [line for line in script.splitlines() if line.startswith("mpirun ")]
+    pins = software.recipe_pins(fabric_test.IMAGE_RECIPE)
+    (mpirun,) = [line for line in script.splitlines() if "mpirun " in line]
+    # the installation's own mpirun, by its path: Open MPI then finds orted on the worker
+    assert mpirun.startswith(f"{pins['OPEN_MPI_HOME']}/bin/mpirun --np 16 ")
     assert f" {path} -b 8 " in mpirun
+    assert "${OPEN_MPI_HOME}/bin" in path_line.split(":")  # nccom-test's mpirun
     # Trainer's workers serve SSH on the port the recipe gives mpiuser's sshd
-    assert software.recipe_pins(fabric_test.IMAGE_RECIPE)["MPI_SSH_PORT"] == str(MPI_SSH_PORT)
+    assert pins["MPI_SSH_PORT"] == str(MPI_SSH_PORT)
