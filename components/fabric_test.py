@@ -26,12 +26,14 @@ taint: a fabric test lands only on nodes that passed acceptance.
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterable
 from typing import Any, Final
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from acceptance.floors import NO_FIGURE, Check, Floor, load_floors
+from components import software
 from components.catalog import GPU_RESOURCE
 from components.config import NodePoolConfig
 from components.config.acceptance import AcceptanceConfig
@@ -52,6 +54,7 @@ from components.trainer import (
     RUNTIME_API,
     RUNTIME_KIND,
     RUNTIME_NUM_NODES,
+    fabric_variables,
     mpi_replicated_jobs,
     pod_spec,
 )
@@ -74,6 +77,19 @@ NCCOM_LARGEST: Final = "4GB"
 NCCOM_ROOT_PORT: Final = 45654
 """Port of the first host's rendezvous (``NEURON_RT_ROOT_COMM_ID``, the Neuron docs' example)."""
 RESULT_FILE: Final = "/tmp/fabric-test.txt"
+IMAGE_RECIPE: Final = "acceptance"
+"""The recipe of the image the fabric pods run (images/acceptance/Dockerfile)."""
+MPI_ALL_REDUCE_PERF_ARG: Final = "MPI_ALL_REDUCE_PERF"
+"""The recipe's ``ARG`` that says where its MPI build of all_reduce_perf is installed: the one
+place that path is written (:func:`mpi_all_reduce_perf`)."""
+OPEN_MPI_HOME_ARG: Final = "OPEN_MPI_HOME"
+"""The recipe's ``ARG`` naming where the EFA installer's Open MPI 4 is (:func:`mpirun`)."""
+NCCL_NET_ENVIRONMENT: Final = {"NCCL_NET_PLUGIN": "ofi", "NCCL_NET": "Libfabric"}
+"""NCCL over EFA, with no fallback. ``NCCL_NET_PLUGIN=ofi`` loads ``libnccl-net-ofi.so`` (the
+aws-ofi-nccl plugin of the image's EFA installer: aws/aws-ofi-nccl v1.18.0 src/Makefile.am), and
+``NCCL_NET=Libfabric``, the plugin's network name (src/nccl_ofi_interface_nvidia.cpp), makes a
+plugin that fails to load or start an error instead of a silent run over TCP sockets, whose
+bandwidth would be taken for the fabric's."""
 CHECKS: Final[dict[str, Check]] = {"nvidia": "nccl-all-reduce", "neuron": "nccom-all-reduce"}
 
 
@@ -163,6 +179,33 @@ def pool_floor(pool: NodePoolConfig, *, nodes: int = FABRIC_NODES) -> Floor:
     return Floor(instance.name, check, nodes, 0.0, "no entry in the baselines file", NO_FIGURE)
 
 
+def mpi_all_reduce_perf() -> str:
+    """Where the acceptance image installs its MPI build of all_reduce_perf.
+
+    Read from the recipe's :data:`MPI_ALL_REDUCE_PERF_ARG`, so the launcher's command and the
+    image cannot name two paths. It is off PATH: the node check's ``all_reduce_perf`` (one
+    process, no MPI) is the one PATH finds.
+    """
+    return software.recipe_pins(IMAGE_RECIPE)[MPI_ALL_REDUCE_PERF_ARG]
+
+
+def mpirun() -> str:
+    """The acceptance image's ``mpirun``, by its absolute path (the recipe's ``OPEN_MPI_HOME``).
+
+    Open MPI 4 takes an absolute path as ``--prefix`` of that installation (mpirun(1), "invoking
+    mpirun via an absolute path name is equivalent to specifying the --prefix option"), and sets
+    PATH and the library path from it where it starts ``orted`` on the worker, whose sshd
+    passes on no environment.
+    """
+    return f"{software.recipe_pins(IMAGE_RECIPE)[OPEN_MPI_HOME_ARG]}/bin/mpirun"
+
+
+def _forwarded(pool: NodePoolConfig, extra: Iterable[str]) -> list[str]:
+    """The variables the ranks on the worker need from the launcher: sshd passes on none."""
+    variables = fabric_variables(pool, team=None, checkpoints=None)
+    return ["PATH", "LD_LIBRARY_PATH", *variables, *extra]
+
+
 def _report_command(pool: NodePoolConfig, floor: Floor) -> str:
     return (
         f"python -m acceptance baseline --check {floor.check} "
@@ -178,29 +221,27 @@ def _quoted(text: str) -> str:
 def nccl_script(pool: NodePoolConfig, floor: Floor) -> str:
     """The launcher's shell on a GPU pool: all_reduce_perf across both nodes, then the report.
 
-    One rank per GPU (``-g 1``, ``--np`` every GPU of both nodes) over the hostfile Trainer
-    writes and names in ``OMPI_MCA_orte_default_hostfile`` (kubeflow/trainer v2.3.0
-    pkg/constants/constants.go). Ranks on the worker start under its sshd, which passes on
-    none of the container's environment, so ``-x`` forwards NCCL's and libfabric's variables
-    (the pod's, :func:`components.trainer.fabric_variables`).
+    The image's Open MPI (:func:`mpirun`) starts one rank per GPU (``-g 1``, ``--np`` every
+    GPU of both nodes) of the image's MPI build of
+    all_reduce_perf (:func:`mpi_all_reduce_perf`) over the hostfile Trainer writes and names in
+    ``OMPI_MCA_orte_default_hostfile`` (kubeflow/trainer v2.3.0 pkg/constants/constants.go).
+    NCCL goes over EFA or fails (:data:`NCCL_NET_ENVIRONMENT`). Ranks on the worker start under
+    its sshd, which passes on none of the container's environment, so ``-x`` forwards PATH,
+    the library path and NCCL's and libfabric's variables (the pod's,
+    :func:`components.trainer.fabric_variables`).
 
     Args:
         pool: a GPU pool with EFA.
         floor: the pool's two-node floor (:func:`pool_floor`).
     """
     ranks = FABRIC_NODES * pool.instance.accelerators
-    forwarded = " ".join(
-        f"-x {name}"
-        for name in (
-            "PATH", "LD_LIBRARY_PATH", "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA",
-            "FI_EFA_FORK_SAFE", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME",
-        )
-    )  # fmt: skip
+    forwarded = " ".join(f"-x {name}" for name in _forwarded(pool, NCCL_NET_ENVIRONMENT))
     return "\n".join(
         [
             "set -eo pipefail",
-            f"mpirun --np {ranks} --bind-to none {forwarded} "
-            f"all_reduce_perf -b 8 -e {NCCL_LARGEST} -f 2 -g 1 | tee {RESULT_FILE}",
+            *(f"export {name}={value}" for name, value in NCCL_NET_ENVIRONMENT.items()),
+            f"{mpirun()} --np {ranks} --bind-to none {forwarded} "
+            f"{mpi_all_reduce_perf()} -b 8 -e {NCCL_LARGEST} -f 2 -g 1 | tee {RESULT_FILE}",
             _report_command(pool, floor),
         ]
     )
@@ -214,15 +255,22 @@ def nccom_script(pool: NodePoolConfig, floor: Floor) -> str:
     host through Open MPI over SSH (Neuron documentation, NCCOM-TEST user guide, "MPI
     Execution": aws-neuron/aws-neuron-sdk tools/neuron-sys-tools/nccom-test.rst). The hosts
     are the first column of Trainer's hostfile; ``-r`` is every NeuronCore of both nodes.
+    nccom-test writes the ``mpirun`` line itself (the image's Open MPI, first on PATH), so the
+    variables the ranks need from the launcher go through Open MPI's own list of variables to
+    forward, ``OMPI_MCA_mca_base_env_list`` (what ``-x`` sets; ``;`` between names); its
+    ``orted`` on the worker is found through the prefix the EFA installer builds into its Open
+    MPI (``--enable-orterun-prefix-by-default``, installer changelog 1.19.0).
 
     Args:
         pool: a Trainium pool with EFA.
         floor: the pool's two-node floor (:func:`pool_floor`).
     """
     ranks = FABRIC_NODES * pool.instance.neuron_cores
+    forwarded = ";".join(_forwarded(pool, ["NEURON_RT_ROOT_COMM_ID"]))
     return "\n".join(
         [
             "set -eo pipefail",
+            f"export OMPI_MCA_mca_base_env_list='{forwarded}'",
             "awk '{print $1}' /etc/mpi/hostfile > /tmp/hosts",
             "first=$(getent hosts \"$(head -n 1 /tmp/hosts)\" | awk '{print $1; exit}')",
             f'export NEURON_RT_ROOT_COMM_ID="${{first}}:{NCCOM_ROOT_PORT}"',

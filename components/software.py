@@ -556,8 +556,10 @@ def acceptance(vendor: str) -> ImageSoftware:
     """``images/acceptance`` for ``vendor`` (``nvidia`` or ``neuron``): the checking tools.
 
     The GPU image's CUDA runtime and NCCL are checked against the AMI's driver like a framework
-    image's (all_reduce_perf loads them); it runs no EFA traffic (one node), so it carries no
-    NCCL network plugin. The Trainium image's Neuron runtime is checked against the driver.
+    image's (all_reduce_perf loads them). The node check runs on one node, with no EFA traffic
+    (check it with ``efa=False``); the fabric test runs the same image across two nodes, over the
+    aws-ofi-nccl plugin its EFA installer bundles (``efa=True``). The Trainium image's Neuron
+    runtime is checked against the driver.
     """
     pins = recipe_pins("acceptance")
     common = ImageSoftware(
@@ -567,7 +569,12 @@ def acceptance(vendor: str) -> ImageSoftware:
         framework=vendor == "nvidia",
     )
     if vendor == "nvidia":
-        return replace(common, cuda=pins["CUDA_VERSION"], nccl=pins["NCCL_VERSION"])
+        return replace(
+            common,
+            cuda=pins["CUDA_VERSION"],
+            nccl=pins["NCCL_VERSION"],
+            aws_ofi_nccl=pins["AWS_OFI_NCCL_VERSION"],
+        )
     return replace(
         common,
         neuron_sdk=pins["NEURON_SDK_VERSION"],

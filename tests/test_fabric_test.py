@@ -11,18 +11,19 @@ from __future__ import annotations
 import copy
 import difflib
 import io
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from acceptance.baseline import measure
 from acceptance.cli import main as acceptance_main
-from components import fabric_test
+from components import fabric_test, software
 from components.config import PlatformConfig, parse_platform_config
 from components.health_marks import ACCEPTANCE_TAINT_KEY
 from components.node_pools import accelerator_taint
 from components.platform import fabric_test_pools
 from components.scheduling import PLATFORM_QUEUE, QUEUE_API, platform_queue_spec
-from components.trainer import RUNTIME_API, RUNTIME_KIND
+from components.trainer import MPI_SSH_PORT, RUNTIME_API, RUNTIME_KIND
 from components.workloads import node_resources
 from synth.baseline import main as baseline_main
 from synth.jobs.model import evaluate_jobs
@@ -77,10 +78,19 @@ def test_each_efa_pool_gets_a_whole_node_runtime_in_the_platform_queue() -> None
     p5, trn1 = (fabric_test.fabric_runtime_spec(p, image=i) for p, i in tested)
     script = _pods(p5)["launcher"]["containers"][0]["command"][-1]
     # 2 nodes x 8 GPUs, one rank each; held to the shipped two-node p5 figure
-    assert "mpirun --np 16 " in script and "all_reduce_perf -b 8 -e 16G" in script
+    assert "/bin/mpirun --np 16 " in script and "all_reduce_perf -b 8 -e 16G" in script
+    # NCCL over the EFA plugin or not at all, and the ranks on the worker get its settings
+    assert "export NCCL_NET_PLUGIN=ofi\nexport NCCL_NET=Libfabric\n" in script
+    for name in ("PATH", "LD_LIBRARY_PATH", "FI_PROVIDER", "NCCL_NET_PLUGIN", "NCCL_NET"):
+        assert f" -x {name} " in script, name
     assert "--nodes 2" in script and "--floor-gbps 437.8 " in script
     script = _pods(trn1)["launcher"]["containers"][0]["command"][-1]
     assert "nccom-test -r 64 -N 2 " in script and "--hosts-file /tmp/hosts" in script
+    # nccom-test writes its own mpirun line: Open MPI's variable list forwards what ranks need
+    (env_list,) = [line for line in script.splitlines() if "OMPI_MCA_mca_base_env_list" in line]
+    assert {"PATH", "FI_PROVIDER", "NEURON_RT_ROOT_COMM_ID"} <= set(
+        env_list.split("=", 1)[1].strip("'").split(";")
+    )
     # No images: no runtime (the platform queue is sized from the tested pools only).
     bare = parse_platform_config(stack_data("staging"), stack="staging")
     assert fabric_test_pools(bare) == []
@@ -209,3 +219,34 @@ def test_synth_baseline_writes_one_entry_and_keeps_the_stack_file(tmp_path: Path
     assert baseline.source.startswith("measured: fabric-p5-2 on ")
     assert baseline_main(["staging", "--pool", "nope", "--output", str(output), "--check",
                           "nccl-all-reduce", "--project-dir", str(project)]) == 2  # fmt: skip
+
+
+def test_the_launcher_runs_the_mpi_all_reduce_perf_the_image_installs() -> None:
+    """One path, written once: the recipe's ARG, which both its COPY and the launcher read.
+
+    The one-node check runs ``all_reduce_perf`` (no MPI) from PATH; the fabric test needs the MPI
+    build, installed elsewhere so PATH keeps finding the check's.
+    """
+    recipe = (software.IMAGES_DIR / fabric_test.IMAGE_RECIPE / "Dockerfile").read_text()
+    (path,) = re.findall(rf"^ARG {fabric_test.MPI_ALL_REDUCE_PERF_ARG}=(\S+)$", recipe, re.M)
+    assert fabric_test.mpi_all_reduce_perf() == path
+    # the MPI stage's binary is copied to the ARG, and the final stage checks it is there
+    assert re.search(
+        rf"^COPY --from=nccl-tests /src/build-mpi/all_reduce_perf \${{{fabric_test.MPI_ALL_REDUCE_PERF_ARG}}}$",
+        recipe, re.M,
+    )  # fmt: skip
+    assert f'"${{{fabric_test.MPI_ALL_REDUCE_PERF_ARG}}}"' in recipe.split("tools=(", 1)[1]
+    # off the PATH the image sets, so the check's all_reduce_perf is the one found there
+    (path_line,) = re.findall(r"^ENV PATH=(\S+)", recipe, re.M)
+    assert PurePosixPath(path).parent.as_posix() not in path_line.split(":")
+    config = _staging()
+    (p5,) = [pool for pool, _ in fabric_test_pools(config) if pool.name == "p5"]
+    script = fabric_test.nccl_script(p5, fabric_test.pool_floor(p5))
+    pins = software.recipe_pins(fabric_test.IMAGE_RECIPE)
+    (mpirun,) = [line for line in script.splitlines() if "mpirun " in line]
+    # the installation's own mpirun, by its path: Open MPI then finds orted on the worker
+    assert mpirun.startswith(f"{pins['OPEN_MPI_HOME']}/bin/mpirun --np 16 ")
+    assert f" {path} -b 8 " in mpirun
+    assert "${OPEN_MPI_HOME}/bin" in path_line.split(":")  # nccom-test's mpirun
+    # Trainer's workers serve SSH on the port the recipe gives mpiuser's sshd
+    assert pins["MPI_SSH_PORT"] == str(MPI_SSH_PORT)

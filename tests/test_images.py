@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from components import software, versions
+from components import software, trainer, versions
 from synth.stackfile import REPOSITORY_ROOT
 
 DOCKERFILE = REPOSITORY_ROOT / "images" / "slurmd" / "Dockerfile"
@@ -93,3 +93,40 @@ def test_recipe_shell_parses(recipe: str) -> None:
             text=True,
         )
         assert result.returncode == 0, (result.stderr, script)
+
+
+def test_the_acceptance_image_serves_trainers_mpi_pods() -> None:
+    """The fabric test runs Trainer MPI pods on the acceptance image (components/fabric_test.py).
+
+    Its workers start ``/usr/sbin/sshd -De -f <config>`` as user 1000 with Trainer's key mounted
+    in ``MPI_SSH_PATH``: the recipe makes that user ``mpiuser``, writes that config as Trainer's
+    MPI images have it (kubeflow/mpi-operator v0.8.2 build/base/sshd_config plus its port) and
+    checks it serves as that user; its last check finds mpirun, sshd and the MPI all_reduce_perf.
+    """
+    pod = {"containers": [{"name": "node", "image": "i"}]}
+    worker = next(job for job in trainer.mpi_replicated_jobs(pod, "i") if job["name"] == "node")
+    (container,) = worker["template"]["spec"]["template"]["spec"]["containers"]
+    sshd, config = container["command"][0], container["args"][-1]
+    home = trainer.MPI_SSH_PATH.rsplit("/", 1)[0]
+    assert config.startswith(f"{home}/")
+    scripts = run_scripts("acceptance")
+    (setup,) = [script for script in scripts if "openssh-server" in script]
+    user = trainer.MPI_USER_ID
+    assert f"useradd --uid {user} --user-group --create-home {home.rsplit('/', 1)[1]};" in setup
+    (written,) = re.findall(r"printf '%s\\n' (.*?) > (\S+);", setup)
+    assert written[1] == config
+    assert re.findall(r'"([^"]+)"', written[0]) == [
+        f"PidFile {home}/sshd.pid",
+        f"HostKey {trainer.MPI_SSH_PATH}/id_rsa",
+        "StrictModes no",
+        "Port ${MPI_SSH_PORT}",
+    ]
+    assert f"setpriv --reuid={user} --regid={user} --clear-groups {sshd} -t -f {config};" in setup
+    assert "setcap" not in setup  # the pods drop every capability
+    last = scripts[-1]
+    assert last.startswith(f"tools=(fi_info mpirun {sshd});"), last
+    assert '"${MPI_ALL_REDUCE_PERF}"' in last
+    # the check pods' user (the image's USER) and the fabric pods' both run the program
+    text = (REPOSITORY_ROOT / "images" / "acceptance" / "Dockerfile").read_text()
+    (check_user,) = re.findall(r"^USER (\d+):", text, flags=re.MULTILINE)
+    assert f"for user in {check_user} {user};" in last

@@ -180,7 +180,7 @@ def test_slurmd_gpu_carries_the_plugin_on_a_distribution_it_is_released_for() ->
 
 _SHARED_PINS = {
     "EFA_INSTALLER_VERSION": ("training-cuda", "training-neuron", "slurmd", "acceptance"),
-    "AWS_OFI_NCCL_VERSION": ("training-cuda", "slurmd"),
+    "AWS_OFI_NCCL_VERSION": ("training-cuda", "slurmd", "acceptance"),
     "NEURON_RUNTIME_LIB_VERSION": ("training-neuron", "slurmd", "acceptance"),
     "NEURON_COLLECTIVES_VERSION": ("training-neuron", "slurmd", "acceptance"),
     "NEURON_TOOLS_VERSION": ("training-neuron", "slurmd", "acceptance"),
@@ -254,6 +254,10 @@ def test_the_acceptance_images_are_known_by_their_tags_and_fit_the_ami() -> None
         assert image == software.acceptance(vendor)
         # One node, no EFA traffic: the check runs with efa=False.
         assert software.image_problems(image, CATALOG[instance], efa=False, ami=ami) == []
+    # The fabric test runs the GPU image across two nodes over EFA: it carries the plugin.
+    fabric = software.acceptance("nvidia")
+    assert fabric.aws_ofi_nccl == software.recipe_pins("training-cuda")["AWS_OFI_NCCL_VERSION"]
+    assert software.image_problems(fabric, CATALOG["p5.48xlarge"], efa=True, ami=ami) == []
     old = replace(ami, nvidia_driver="535.0.0")
     assert software.image_problems(
         software.acceptance("nvidia"), CATALOG["p5.48xlarge"], efa=False, ami=old
