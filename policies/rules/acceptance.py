@@ -152,10 +152,17 @@ def _check_agents_tolerate(args: StackValidationArgs, report: ReportViolation) -
                 continue
             pod = _template(agent.props)
             allowed = _agent_pools(pod)
-            if allowed is not None and _name(pool) not in allowed:
+            # The nodes carry the pool label of their template (a pool's Slurm share, NodePool
+            # <pool>-slurm, labels its nodes as the pool itself), not the NodePool's name.
+            template_metadata = ((pool.props.get("spec") or {}).get("template") or {}).get(
+                "metadata"
+            )
+            labels = (template_metadata or {}).get("labels") or {}
+            label = str(labels.get(POOL_LABEL, _name(pool)))
+            if allowed is not None and label not in allowed:
                 report(
                     f"{_name(agent)} does not select NodePool {_name(pool)!r} "
-                    f"({POOL_LABEL} affinity): its nodes are never checked",
+                    f"({POOL_LABEL}={label} affinity): its nodes are never checked",
                     agent.urn,
                 )
             tolerations = [t for t in as_list(pod.get("tolerations")) if isinstance(t, Mapping)]
