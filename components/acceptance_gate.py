@@ -478,6 +478,9 @@ class NodeAddonTolerations:
     tolerations: tuple[Mapping[str, Any], ...]
     source: str
     """Where the tolerations are read: "project tag path", or why no source is published."""
+    configured: bool = False
+    """The platform sets the tolerations in the add-on's ``configurationValues`` (every one of
+    its DaemonSets); False: the upstream default, which no configuration replaces."""
 
 
 _TOLERATE_ALL: Final = ({"operator": "Exists"},)
@@ -520,6 +523,15 @@ NODE_ADDONS: Final[dict[str, NodeAddonTolerations]] = {
         "(node.tolerateAllTaints: true), templates/node-daemonset.yaml and "
         "deploy/kubernetes/base/node-daemonset.yaml",
     ),
+    "eks-node-monitoring-agent": NodeAddonTolerations(
+        "kube-system/eks-node-monitoring-agent",
+        _TOLERATE_ALL,
+        "set in the add-on's configuration for its node agent and DCGM host engine "
+        "(components/cluster.py MONITORING_AGENT_CONFIGURATION): the chart leaves the host "
+        "engine without tolerations (aws/eks-node-monitoring-agent v1.7.0 "
+        "charts/eks-node-monitoring-agent/values.yaml)",
+        configured=True,
+    ),
     "aws-efs-csi-driver": NodeAddonTolerations(
         "kube-system/efs-csi-node",
         _TOLERATE_ALL,
@@ -527,8 +539,9 @@ NODE_ADDONS: Final[dict[str, NodeAddonTolerations]] = {
         "(node.tolerations) and templates/node-daemonset.yaml",
     ),
 }
-"""The EKS add-ons' node DaemonSets and their default tolerations. None is configured: each
-already tolerates every taint, the acceptance taint included (tests/test_acceptance_gate.py)."""
+"""The EKS add-ons' node DaemonSets and their tolerations: each tolerates every taint, the
+acceptance taint included (tests/test_acceptance_gate.py); all but the node monitoring agent by
+their upstream default, which no configuration replaces."""
 
 
 class AcceptanceGate(pulumi.ComponentResource):

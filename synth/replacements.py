@@ -136,6 +136,7 @@ _K8S_IDENTITY_ONLY: Final = tuple(
         "scheduling.k8s.io/v1:PriorityClass",
         "scheduling.volcano.sh/v1beta1:Queue",
         "slinky.slurm.net/v1beta1:NodeSet",
+        "slinky.slurm.net/v1beta1:Token",
         "trainer.kubeflow.org/v1alpha1:TrainingRuntime",
     )
 )
@@ -388,6 +389,7 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
     "kubernetes:core/v1:ResourceQuota": [Trigger("spec.scopes", _K8S_DIFF)],
     "kubernetes:core/v1:Service": [Trigger("spec.clusterIP", _K8S_DIFF)],
     "kubernetes:apps/v1:Deployment": [Trigger("spec.selector", _K8S_DIFF)],
+    "kubernetes:apps/v1:DaemonSet": [Trigger("spec.selector", _K8S_DIFF)],
     "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": [Trigger("roleRef", _K8S_DIFF)],
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": [Trigger("roleRef", _K8S_DIFF)],
     # Keyed as in helm/<release>.yaml, where the release's name is `release`.

@@ -188,7 +188,8 @@ def test_every_daemonset_on_an_accelerator_node_tolerates_the_acceptance_taint(
             spec = daemonset["spec"]["template"]["spec"]
             if any(_lands_on(spec, s) for s in gated):
                 assert any(tolerates(t, taint) for t in spec["tolerations"]), daemonset
-        # The add-ons' node DaemonSets keep their defaults (no configuration replaces them).
+        # The add-ons' node DaemonSets keep their defaults (no configuration replaces them),
+        # or every DaemonSet of the add-on is given the entry's tolerations in its configuration.
         addons = [r for r in result.records if r.type == ADDON]
         assert addons, stack
         for addon in addons:
@@ -196,7 +197,12 @@ def test_every_daemonset_on_an_accelerator_node_tolerates_the_acceptance_taint(
             assert name in NODE_ADDONS, f"{name}: say how its node DaemonSet is placed"
             entry = NODE_ADDONS[name]
             configured = json.loads(addon.inputs.get("configurationValues") or "{}")
-            assert "tolerations" not in json.dumps(configured), name
+            if entry.configured:
+                assert configured, name
+                for component in configured.values():
+                    assert tuple(component["tolerations"]) == entry.tolerations, name
+            else:
+                assert "tolerations" not in json.dumps(configured), name
             if entry.daemonset is not None:
                 for shape in gated:
                     every = [*shape.taints, *shape.startup_taints]

@@ -389,7 +389,8 @@ def test_slurm_registers_the_mirror_with_least_rights(
     run_component: RunComponent, reference_dir: Path
 ) -> None:
     data = stack_data("dev")
-    data.setdefault("acceptance", {})["images"] = {"neuron": MIRROR_IMAGE}
+    # The GPU pools' image where there is one (dev has both vendors).
+    data["acceptance"]["images"]["nvidia"] = MIRROR_IMAGE
     run = run_component(parts.slurm, data, "dev")
     config = parse_platform_config(data)
     mine = [r for r in run.records if "health-mirror" in r.name]
@@ -432,10 +433,14 @@ def test_slurm_registers_the_mirror_with_least_rights(
     assert container["command"] == ["python", "-m", "acceptance", "mirror"]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["SLURMRESTD_URL"] == "http://slurm-restapi.slurm:6820"
-    (volume,) = pod["volumes"]
-    (mount,) = container["volumeMounts"]
-    assert volume["secret"]["secretName"] == token["secretRef"]["name"]
-    assert env["SLURM_JWT_FILE"] == f"{mount['mountPath']}/{token['secretRef']['key']}"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert set(volumes) == set(mounts) == {"token", "api-token"}
+    assert volumes["token"]["secret"]["secretName"] == token["secretRef"]["name"]
+    assert env["SLURM_JWT_FILE"] == f"{mounts['token']['mountPath']}/{token['secretRef']['key']}"
+    # The API token only by its projected volume: no container a later change adds gets it.
+    assert pod["automountServiceAccountToken"] is False
+    assert "serviceAccountToken" in str(volumes["api-token"]["projected"])
     # It waits for the slurm chart (the operator serves Tokens, the chart's key signs them).
     (chart,) = [r.urn for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.name == "slurm"]
     assert all(chart in r.dependencies for r in mine)

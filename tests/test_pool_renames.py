@@ -44,6 +44,7 @@ DRAINED = [
     "NodePool._cluster.p5.yaml",
     "NodeSet.slurm.p5.yaml",
     "ScaledObject.slurm.p5.yaml",
+    "TrainingRuntime.fabric-test.fabric-p5.yaml",
     *(
         f"TrainingRuntime.{team}.{framework}-p5.yaml"
         for team in ("ml-product", "ml-research")
@@ -51,12 +52,13 @@ DRAINED = [
     ),
 ]
 """Everything on prod's p5 pool: both NodePools (the teams' and Slurm's), the node class, the
-huge-page overlays, the Slurm node set and its autoscaler, every team's runtimes on it."""
+huge-page overlays, the Slurm node set and its autoscaler, the pool's fabric test and every
+team's runtimes on it."""
 
 
 def _drain_block(out: str) -> list[str]:
     lines = out.splitlines()
-    start = lines.index("    - pool p5: 13 objects go")
+    start = lines.index(f"    - pool p5: {len(DRAINED)} objects go")
     return [line.strip() for line in lines[start + 1 : start + 1 + len(DRAINED)]]
 
 

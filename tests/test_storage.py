@@ -1272,6 +1272,7 @@ def test_non_default_lustre_settings_reach_the_resources(
     assert reference["batchImportMetaDataOnCreate"] is True
     volumes = {v.inputs["metadata"]["name"]: v.inputs["spec"] for v in _lustre_volumes(run)}
     assert sorted(name.rsplit("-", 1)[0] for name in volumes) == [
+        "shared-lustre-node-acceptance",
         "shared-lustre-team-a",
         "shared-lustre-team-b",
     ]
@@ -1283,6 +1284,7 @@ def test_non_default_lustre_settings_reach_the_resources(
         for c in _lustre_claims(run)
     )
     assert [(namespace, name.rsplit("-", 1)[0]) for namespace, name in claims] == [
+        ("node-acceptance", "shared-lustre-node-acceptance"),
         ("team-a", "shared-lustre-team-a"),
         ("team-b", "shared-lustre-team-b"),
     ]

@@ -19,6 +19,8 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.acceptance_gate import TOKEN_DIR as API_TOKEN_DIR
+from components.acceptance_gate import api_token_projection
 from components.config import PlatformConfig
 from components.slurm.common import (
     JWT_KEY,
@@ -60,7 +62,10 @@ refresh the mounted Secret (about a minute)."""
 TOKEN_DIR: Final = "/var/run/slurm-jwt"
 RESTD_URL: Final = f"http://{RELEASE}-restapi.{NAMESPACE}:{SLURMRESTD_PORT}"
 """slurmrestd's Service: the RestApi ``slurm`` plus ``-restapi`` (api/v1beta1/restapi_keys.go)."""
-RESOURCES: Final = {"requests": {"cpu": "20m", "memory": "96Mi"}, "limits": {"memory": "384Mi"}}
+RESOURCES: Final = {
+    "requests": {"cpu": "20m", "memory": "96Mi"},
+    "limits": {"cpu": "500m", "memory": "384Mi"},
+}
 """Two lists (nodes, NodeSet pods) every 30 seconds; a thousand nodes are a few MiB of JSON."""
 MIRROR_UID: Final = 65534
 """nobody: the program reads its package, the token and the service account's token only."""
@@ -161,6 +166,9 @@ def deployment_manifest(image: str) -> dict[str, Any]:
     """
     pod = hardened_pod({
         "serviceAccountName": NAME,
+        # Its API token by a projected volume, as the acceptance agent's: the automatic mount
+        # would give the token to every container a later change adds.
+        "automountServiceAccountToken": False,
         **SERVICE_PLACEMENT,
         "securityContext": {"runAsNonRoot": True, "runAsUser": MIRROR_UID,
                             "runAsGroup": MIRROR_UID, "fsGroup": MIRROR_UID},
@@ -174,12 +182,18 @@ def deployment_manifest(image: str) -> dict[str, Any]:
             ],
             "resources": RESOURCES,
             "securityContext": read_only_context(),
-            "volumeMounts": [{"name": "token", "mountPath": TOKEN_DIR, "readOnly": True}],
+            "volumeMounts": [
+                {"name": "token", "mountPath": TOKEN_DIR, "readOnly": True},
+                {"name": "api-token", "mountPath": API_TOKEN_DIR, "readOnly": True},
+            ],
         }],
-        "volumes": [{"name": "token", "secret": {
-            "secretName": TOKEN_SECRET["name"], "defaultMode": 0o440,
-            "items": [{"key": TOKEN_SECRET["key"], "path": TOKEN_SECRET["key"]}],
-        }}],
+        "volumes": [
+            {"name": "token", "secret": {
+                "secretName": TOKEN_SECRET["name"], "defaultMode": 0o440,
+                "items": [{"key": TOKEN_SECRET["key"], "path": TOKEN_SECRET["key"]}],
+            }},
+            {"name": "api-token", "projected": api_token_projection()},
+        ],
     })  # fmt: skip
     return {
         "apiVersion": "apps/v1",
