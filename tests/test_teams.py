@@ -649,6 +649,9 @@ INVALID: list[tuple[str, Mutation, str, Any, str]] = [
      "platform.teams[0].name", "kube-system", "a name other than default, root, kube-system"),
     ("reserved namespace volcano-system", _team(name="volcano-system"),
      "platform.teams[0].name", "volcano-system", "volcano-system"),
+    # the gate's agent may patch nodes: a team that owned its namespace could run as it
+    ("reserved namespace node-acceptance", _team(name="node-acceptance"),
+     "platform.teams[0].name", "node-acceptance", "node-acceptance"),
     ("guarantee above deserved",
      _queue(guarantee={"gpus": 2}, deserved={"gpus": 1, "neuronDevices": 16}),
      "platform.teams[0].queue.guarantee.gpus", 2, "at most deserved (1)"),
