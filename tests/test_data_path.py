@@ -41,6 +41,7 @@ from tests.config_problems import assert_reported, problems_of
 from tests.conftest import STACKS, stack_data
 from tests.kubernetes_semantics import container_environment
 from tests.mutations import without_teams
+from tests.team_objects import team_runtimes
 
 ASSOCIATION: Final = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 ROLE: Final = "aws:iam/role:Role"
@@ -317,7 +318,7 @@ def test_runtime_pods_run_as_the_account_with_the_role(
     identities = {
         (a.inputs["namespace"], a.inputs["serviceAccount"]) for a in _records(result, POD_IDENTITY)
     }
-    runtimes = [r for r in result.records if r.type.endswith(":TrainingRuntime")]
+    runtimes = team_runtimes(result.records)
     assert runtimes
     for runtime in runtimes:
         namespace = runtime.inputs["metadata"]["namespace"]
@@ -348,7 +349,7 @@ SHARED_MOUNT: Final = "/fsx"
 
 
 def _runtimes(result: StackResult) -> list[Any]:
-    return [r for r in result.records if r.type.endswith(":TrainingRuntime")]
+    return team_runtimes(result.records)
 
 
 def _pods(runtime: Any) -> list[dict[str, Any]]:

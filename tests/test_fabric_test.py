@@ -32,6 +32,7 @@ from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests.conftest import stack_data
 from tests.project_copies import PLATFORM_KEY, project_copy
+from tests.team_objects import fabric_runtimes
 from tests.test_acceptance_decide import ALL_REDUCE_END, ALL_REDUCE_SAMPLE, nccom_test
 
 IMAGES = {
@@ -46,6 +47,14 @@ def _staging(edit: Any = None) -> PlatformConfig:
     if edit is not None:
         edit(raw)
     return parse_platform_config(raw, stack="staging")
+
+
+def _without_images(raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a stack file's platform data that names no acceptance image (which only a
+    stack without the acceptance gate may do)."""
+    raw = copy.deepcopy(raw)
+    raw["acceptance"] = {"enabled": False}
+    return raw
 
 
 def _pods(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -92,7 +101,7 @@ def test_each_efa_pool_gets_a_whole_node_runtime_in_the_platform_queue() -> None
         env_list.split("=", 1)[1].strip("'").split(";")
     )
     # No images: no runtime (the platform queue is sized from the tested pools only).
-    bare = parse_platform_config(stack_data("staging"), stack="staging")
+    bare = parse_platform_config(_without_images(stack_data("staging")), stack="staging")
     assert fabric_test_pools(bare) == []
     # dev's trn1 pool leaves Kubernetes one node beside Slurm's share: no 2-node test offered
     dev = copy.deepcopy(stack_data("dev"))
@@ -114,7 +123,16 @@ def test_a_measured_two_node_baseline_replaces_the_shipped_floor() -> None:
 
 def _with_fabric_test(result: StackResult, capability: dict[str, int]) -> StackView:
     view = StackView.from_records(result.records)
-    objects = copy.deepcopy(view.objects)
+    # the stack's own fabric objects make way for these (their queue sized as asked)
+    objects = [
+        copy.deepcopy(o)
+        for o in view.objects
+        if not (
+            (o["kind"] == "Queue" and o["metadata"]["name"] == PLATFORM_QUEUE)
+            or (o["kind"] == "Namespace" and o["metadata"]["name"] == fabric_test.NAMESPACE)
+            or o["metadata"].get("namespace") == fabric_test.NAMESPACE
+        )
+    ]
     config = _staging()
     objects.append(
         {
@@ -159,6 +177,41 @@ def test_synth_jobs_lists_the_fabric_test_as_a_path_that_can_start(
     view = _with_fabric_test(synthesized["staging"], {**capability, "nvidia.com/gpu": 8})
     (p5,) = [r for r in evaluate_jobs(view) if r.runtime == "fabric-p5"]
     assert not p5.runnable and p5.max_nodes < 2
+
+
+def test_the_stacks_fabric_runtimes_hold_nothing_of_a_teams(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """What the team tests leave out (tests/team_objects.py) keeps rules of its own: the
+    platform's account with no token and no role, no claim of any team's storage, its own
+    queue, and no restart (a failed run is read, not retried)."""
+    result = synthesized["staging"]
+    runtimes = fabric_runtimes(result.records)
+    assert sorted(r.inputs["metadata"]["name"] for r in runtimes) == ["fabric-p5", "fabric-trn1"]
+    (account,) = [
+        r
+        for r in result.records
+        if r.type == "kubernetes:core/v1:ServiceAccount"
+        and r.inputs["metadata"]["namespace"] == fabric_test.NAMESPACE
+    ]
+    assert account.inputs["automountServiceAccountToken"] is False
+    assert not [
+        r
+        for r in result.records
+        if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+        and r.inputs["namespace"] == fabric_test.NAMESPACE
+    ]
+    for runtime in runtimes:
+        spec = runtime.inputs["spec"]
+        annotations = spec["template"]["metadata"]["annotations"]
+        assert annotations == {"scheduling.volcano.sh/queue-name": PLATFORM_QUEUE}
+        jobset = spec["template"]["spec"]
+        assert jobset["failurePolicy"] == {"maxRestarts": 0}
+        for job in jobset["replicatedJobs"]:
+            pod = job["template"]["spec"]["template"]["spec"]
+            assert pod["serviceAccountName"] == fabric_test.SERVICE_ACCOUNT
+            assert not [v for v in pod.get("volumes", []) if "persistentVolumeClaim" in v]
+            assert "supplementalGroups" not in pod.get("securityContext", {})
 
 
 def test_the_platform_queue_lends_nothing_it_is_owed() -> None:

@@ -24,6 +24,7 @@ from tests.component_runs import node_security_group_id
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.mutations import without_notebooks, without_teams
+from tests.team_objects import team_runtimes
 
 FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
 MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
@@ -229,7 +230,7 @@ def test_every_team_runtime_mounts_its_area_and_the_shared_one(stack_result: Sta
     where (MODELS_DIR, SHARED_MODELS_DIR) and carry the gid its access point writes as."""
     config = stack_result.config
     gids = {team.name: team.gid for team in config.teams}
-    runtimes = ProgramRun(stack_result.records).of_type(RUNTIME)
+    runtimes = team_runtimes(stack_result.records)
     assert runtimes
     for runtime in runtimes:
         namespace = runtime.inputs["metadata"]["namespace"]

@@ -19,10 +19,10 @@ from synth.output import HELM_RELEASE_TYPE
 from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests import docs_pages
+from tests.team_objects import team_runtimes
 
 PAGE: Final = "concepts/node-acceptance.md"
 TABLE_SECTION: Final = "### How a running gang resumes"
-RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 CLUSTER_RUNTIME: Final = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
 UNSET: Final = "unset"
 ROW: Final = re.compile(
@@ -47,11 +47,15 @@ def _values(found: Iterable[Any]) -> set[Any]:
 
 
 def _runtimes(results: dict[str, StackResult]) -> list[dict[str, Any]]:
+    """The JobSet specs of the teams' runtimes: the table is about how a team's gang resumes
+    (the fabric test's runtimes never restart, tests/test_fabric_test.py)."""
     return [
         record.inputs["spec"]["template"]["spec"]
         for result in results.values()
-        for record in result.records
-        if record.type in (RUNTIME, CLUSTER_RUNTIME)
+        for record in [
+            *team_runtimes(result.records),
+            *(r for r in result.records if r.type == CLUSTER_RUNTIME),
+        ]
     ]
 
 

@@ -26,6 +26,7 @@ from tests import component_runs as parts
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.mutations import without_teams
 from tests.schemas import validation_errors
+from tests.team_objects import team_queues
 
 SCHEDULING = "trainingplatform:index:Scheduling"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -347,7 +348,7 @@ def test_priority_classes_pass_the_kubernetes_schema(
 @pytest.mark.parametrize("stack", STACKS)
 def test_one_queue_per_team(runs: dict[str, ProgramRun], stack: str) -> None:
     run = runs[stack]
-    names = sorted(q.inputs["metadata"]["name"] for q in run.of_type(QUEUE))
+    names = sorted(q.inputs["metadata"]["name"] for q in team_queues(run.records))
     assert names == sorted(team["name"] for team in raw_teams(stack))
     assert not set(names) & set(SYSTEM_QUEUES), names
 

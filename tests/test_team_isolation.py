@@ -51,6 +51,7 @@ from synth.yamlio import load_yaml
 from tests import component_runs as parts
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, RunComponent, stack_data
+from tests.team_objects import team_runtimes
 
 FILE_SYSTEM: Final = "aws:fsx/lustreFileSystem:LustreFileSystem"
 INSTANCE: Final = "aws:ec2/instance:Instance"
@@ -469,17 +470,29 @@ def test_no_pod_can_mount_two_volumes_of_one_handle(
     NodePublishVolume with its own read-only flag."""
     result = synthesized[stack]
     by_namespace: dict[str, list[str]] = {}
-    lustre_handles = []
     for record in _records(result, VOLUME):
         spec = record.inputs["spec"]
         by_namespace.setdefault(spec["claimRef"]["namespace"], []).append(
             spec["csi"]["volumeHandle"]
         )
-        if spec["csi"]["driver"] == LUSTRE_CSI_DRIVER:
-            lustre_handles.append(spec["csi"]["volumeHandle"])
     for namespace, handles in by_namespace.items():
         assert len(handles) == len(set(handles)), (namespace, handles)
+    # Each team directory is a handle of its own. The platform's namespaces (Slurm, the
+    # acceptance gate) share the whole file system's handle, as the teams share the model
+    # store's: the FSx driver stages nothing either (kubernetes-sigs/aws-fsx-csi-driver
+    # v1.7.0 pkg/driver/node.go: empty nodeCaps), so each pod's mount is its own.
+    lustre_handles = [
+        record.inputs["spec"]["csi"]["volumeHandle"]
+        for records in _team_volume_records(result, LUSTRE_CSI_DRIVER).values()
+        for record in records
+    ]
     assert lustre_handles and len(lustre_handles) == len(set(lustre_handles))
+    whole = {
+        spec["claimRef"]["namespace"]
+        for spec in (r.inputs["spec"] for r in _records(result, VOLUME))
+        if spec["csi"]["driver"] == LUSTRE_CSI_DRIVER and "::" not in spec["csi"]["volumeHandle"]
+    }
+    assert whole and not whole & {team.name for team in result.config.teams}, whole
     shared = {
         namespace: spec["csi"]["volumeHandle"]
         for namespace, records in _team_volume_records(result, EFS_CSI_DRIVER).items()
@@ -564,7 +577,7 @@ def test_team_claims_wait_for_the_layout(synthesized: dict[str, StackResult], st
 
 def _runtime_pods(result: StackResult) -> list[tuple[str, dict[str, Any]]]:
     pods = []
-    for runtime in _records(result, RUNTIME):
+    for runtime in team_runtimes(result.records):
         namespace = runtime.inputs["metadata"]["namespace"]
         for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
             pods.append((namespace, job["template"]["spec"]["template"]["spec"]))

@@ -14,8 +14,8 @@ from typing import Any, Final
 
 import pytest
 
-from components import catalog, notebooks
-from components.config import parse_platform_config
+from components import acceptance_gate, catalog, notebooks
+from components.config import RESERVED_NAMESPACES, parse_platform_config
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests import component_runs as parts
@@ -25,6 +25,7 @@ from tests.kubernetes_semantics import quantity
 from tests.mutations import Mutation, without_lustre, without_teams
 from tests.mutations import both as _both
 from tests.schemas import validation_errors
+from tests.team_objects import PLATFORM_NAMESPACES, in_platform_namespace, team_queues
 
 TEAMS = "trainingplatform:index:Teams"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -566,16 +567,27 @@ def test_no_lustre_claim_without_a_file_system(run_platform: Callable[..., Progr
     )
 
 
+def test_no_team_can_take_a_namespace_the_platform_makes_for_itself() -> None:
+    assert set(PLATFORM_NAMESPACES) <= set(RESERVED_NAMESPACES)
+
+
 def test_no_teams_no_team_objects(run_platform: Callable[..., ProgramRun]) -> None:
     data = stack_data("dev")
     without_teams(data)
     run = run_platform(data, "dev")
     assert _team_namespaces(run) == []
-    for resource_type in (*TEAM_OBJECT_TYPES, QUEUE):
-        assert run.of_type(resource_type) == [], resource_type
-    # Slurm's own namespace still mounts the file system; no team namespace does.
-    # (Katib's database claim is an EBS volume in its own namespace.)
-    assert {_metadata(c)["namespace"] for c in run.of_type(CLAIM)} - {"katib"} == {"slurm"}
+    for resource_type in TEAM_OBJECT_TYPES:
+        # the platform's own namespaces (the acceptance gate's, the fabric test's) keep theirs
+        found = [r for r in run.of_type(resource_type) if not in_platform_namespace(r)]
+        assert found == [], resource_type
+    assert team_queues(run.records) == []
+    # Slurm's own namespace and the acceptance gate's (which checks the node mounts it) still
+    # mount the file system; no team namespace does. (Katib's database claim is an EBS volume
+    # in its own namespace.)
+    assert {_metadata(c)["namespace"] for c in run.of_type(CLAIM)} - {"katib"} == {
+        "slurm",
+        acceptance_gate.NAMESPACE,
+    }
     assert [r for r in run.of_type(CLUSTER_ROLE) if _metadata(r).get("name") == JOBS_ROLE] == []
 
 
@@ -649,6 +661,9 @@ INVALID: list[tuple[str, Mutation, str, Any, str]] = [
      "platform.teams[0].name", "kube-system", "a name other than default, root, kube-system"),
     ("reserved namespace volcano-system", _team(name="volcano-system"),
      "platform.teams[0].name", "volcano-system", "volcano-system"),
+    # the gate's agent may patch nodes: a team that owned its namespace could run as it
+    ("reserved namespace node-acceptance", _team(name="node-acceptance"),
+     "platform.teams[0].name", "node-acceptance", "node-acceptance"),
     ("guarantee above deserved",
      _queue(guarantee={"gpus": 2}, deserved={"gpus": 1, "neuronDevices": 16}),
      "platform.teams[0].queue.guarantee.gpus", 2, "at most deserved (1)"),

@@ -24,6 +24,7 @@ from synth.run import StackResult
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.network_model import Address, Cluster, Pod
+from tests.team_objects import team_runtimes
 from tests.test_readme import _marked_examples
 
 TEAM_LABEL: Final = "trainingplatform.io/team"
@@ -172,7 +173,7 @@ def test_the_queue_policy_is_bound_with_deny_to_every_team_namespace(
 
 def test_trainers_pod_groups_pass_for_the_teams_own_runtimes(prod: StackResult) -> None:
     policy = _named(prod, POLICY, QUEUE_POLICY).inputs["spec"]
-    runtimes = [r for r in prod.records if r.type == RUNTIME]
+    runtimes = team_runtimes(prod.records)
     assert runtimes
     for runtime in runtimes:
         team = runtime.inputs["metadata"]["namespace"]
@@ -446,7 +447,7 @@ def test_job_service_accounts_mount_no_token_and_runtimes_use_them(
         _team_namespaces(synthesized[stack])
     )
     assert all(a.inputs["automountServiceAccountToken"] is False for a in accounts)
-    for runtime in (r for r in synthesized[stack].records if r.type == RUNTIME):
+    for runtime in team_runtimes(synthesized[stack].records):
         for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
             pod = job["template"]["spec"]["template"]["spec"]
             assert pod["serviceAccountName"] == "training-jobs"

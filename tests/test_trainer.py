@@ -40,6 +40,7 @@ from tests.kubernetes_semantics import quantity, uncovered
 from tests.mutations import without_lustre
 from tests.schemas import validation_errors
 from tests.stack_pools import GPU, NEURON, StackPool
+from tests.team_objects import team_runtimes
 
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE: Final = "kubernetes:yaml/v2:ConfigFile"
@@ -220,7 +221,7 @@ def _runtime(run: ProgramRun, team: str, name: str) -> ResourceRecord:
 def _runtime_names(run: ProgramRun) -> list[tuple[str, str]]:
     return sorted(
         (r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"])
-        for r in run.of_type(RUNTIME)
+        for r in team_runtimes(run.records)
     )
 
 

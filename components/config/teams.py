@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 RESERVED_NAMESPACES: Final = (
     "default", "root", "kube-system", "kube-public", "kube-node-lease", "volcano-system",
     "kubeflow-system", "slinky", "slurm", "cert-manager", "mariadb-operator", "kuberay-system",
-    "platform", "fabric-test",
+    "platform", "fabric-test", "node-acceptance",
 )  # fmt: skip
 
 
