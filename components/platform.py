@@ -21,6 +21,7 @@ from components.config import (
     ConfigError,
     NodePoolConfig,
     PlatformConfig,
+    oidc_client_secret_problems,
     parse_platform_config,
     slurm_held_nodes,
 )
@@ -1049,6 +1050,10 @@ def load_config() -> PlatformConfig:
             config,
             present=stack_config.get_secret(BIND_PASSWORD_KEY) is not None,
             secret=is_config_secret(stack_config.full_key(BIND_PASSWORD_KEY)),
+        ) + oidc_client_secret_problems(
+            config,
+            present=stack_config.get_secret(OIDC_CLIENT_SECRET_KEY) is not None,
+            secret=is_config_secret(stack_config.full_key(OIDC_CLIENT_SECRET_KEY)),
         )
         if problems:
             raise ConfigError(problems)
