@@ -170,8 +170,8 @@ class NotebooksConfig(StrictModel):
         alias="hubDatabaseStorageGiB",
         ge=1,
         le=100,
-        description="The hub's SQLite volume (encrypted gp3, retained where "
-        "protectStatefulResources is true), GiB. Default: 1 (the chart's).",
+        description="The hub's SQLite volume (encrypted gp3, retained in every stack: its "
+        "claim and volume outlive the release), GiB. Default: 1 (the chart's).",
     )
     images: NotebookImagesConfig = Field(
         default_factory=NotebookImagesConfig,
