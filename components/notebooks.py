@@ -18,11 +18,13 @@ namespace) and :func:`metadata_egress_policy`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import versions
@@ -774,6 +776,44 @@ def hub_team_role_binding(team: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def ebs_key_policy(key_arn: str) -> dict[str, Any]:
+    """What the EBS CSI driver's role needs to make and attach volumes with the stack's key.
+
+    The driver's managed policy covers the AWS managed key only (kubernetes-sigs/
+    aws-ebs-csi-driver v1.54.0 docs/install.md, "Encrypted EBS Volumes via KMS": ``Decrypt``,
+    ``GenerateDataKeyWithoutPlaintext``, ``CreateGrant``); EC2 also describes the key and
+    re-encrypts (Amazon EBS User Guide, "Permissions for IAM users" of EBS encryption). Grants
+    only for AWS resources (the volume EC2 makes), on this key only; the key's policy lets the
+    account's IAM policies decide (:func:`components.iam.account_administers_key`).
+
+    Args:
+        key_arn: the stack's data key.
+    """
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "UseTheDataKeyForVolumes",
+                "Effect": "Allow",
+                "Action": [
+                    "kms:Decrypt",
+                    "kms:DescribeKey",
+                    "kms:GenerateDataKeyWithoutPlaintext",
+                    "kms:ReEncrypt*",
+                ],
+                "Resource": key_arn,
+            },
+            {
+                "Sid": "GrantTheDataKeyToVolumes",
+                "Effect": "Allow",
+                "Action": "kms:CreateGrant",
+                "Resource": key_arn,
+                "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            },
+        ],
+    }
+
+
 def metadata_egress_policy(team: str) -> dict[str, Any]:
     """An egress NetworkPolicy of the team's notebook pods: everything but instance metadata.
 
@@ -864,6 +904,8 @@ class JupyterHub(pulumi.ComponentResource):
         client_secret: pulumi.Input[str] | None,
         protect: bool,
         volume_tags: dict[str, str],
+        database_key_arn: pulumi.Input[str],
+        ebs_csi_role_name: pulumi.Input[str],
         team_ready: dict[str, list[pulumi.Resource]],
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
@@ -883,6 +925,8 @@ class JupyterHub(pulumi.ComponentResource):
                 authenticator.
             protect: keep the release on delete (the database's volume is kept always).
             volume_tags: tags of the database's EBS volume.
+            database_key_arn: the stack's data key, which encrypts the database's volume.
+            ebs_csi_role_name: the EBS CSI driver's role, allowed that key's use here.
             team_ready: team -> its namespace and claims (the Role and policies go there).
             cluster_ready: what in-cluster resources wait for.
             kubernetes_provider: the provider of every object.
@@ -905,17 +949,29 @@ class JupyterHub(pulumi.ComponentResource):
         in_namespace = pulumi.ResourceOptions.merge(
             base, pulumi.ResourceOptions(depends_on=[*cluster_ready, namespace])
         )
+        # The driver may use the key before the class can provision with it.
+        key_use = aws.iam.RolePolicy(
+            f"{name}-ebs-data-key",
+            role=ebs_csi_role_name,
+            policy=pulumi.Output.from_input(database_key_arn).apply(
+                lambda arn: json.dumps(ebs_key_policy(arn))
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         database_class = storage_class(
             f"{name}-database-class",
             encrypted_gp3_class(
                 STORAGE_CLASS,
+                kms_key_id=database_key_arn,
                 # Every stack: the users, their groups and their servers' state outlive a
                 # deleted claim, where a Delete class would take them with it.
                 reclaim_policy="Retain",
                 default=False,
                 tags=volume_tags,
             ),
-            opts=base,
+            opts=pulumi.ResourceOptions.merge(
+                base, pulumi.ResourceOptions(depends_on=[*cluster_ready, key_use])
+            ),
         )
         after: list[pulumi.Resource] = [namespace, database_class]
         if client_secret is not None:

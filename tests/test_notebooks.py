@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import re
 import sys
 import types
@@ -689,6 +690,19 @@ def test_the_hub_database_is_on_an_encrypted_volume_kept_where_state_is(
     )
     pvc = release.inputs["values"]["hub"]["db"]["pvc"]
     assert pvc["annotations"] == {"helm.sh/resource-policy": "keep"}
+    # Encrypted with the stack's data key, which the EBS CSI driver's role may use for volumes.
+    (key,) = [r for r in result.records
+              if r.type == "aws:kms/key:Key" and r.name == "storage-data"]  # fmt: skip
+    (use,) = [r for r in result.records
+              if r.type == "aws:iam/rolePolicy:RolePolicy" and r.name == "notebooks-ebs-data-key"]  # fmt: skip
+    assert key.urn in use.property_dependencies["policy"]
+    assert any(d.endswith("-ebs-csi") for d in use.property_dependencies["role"])
+    statements = json.loads(use.inputs["policy"])["Statement"]
+    assert {st["Resource"] for st in statements} == {storage["parameters"]["kmsKeyId"]}
+    assert storage["parameters"]["kmsKeyId"].startswith("arn:aws:kms:")
+    actions = {a for st in statements for a in ([st["Action"]] if isinstance(st["Action"], str)
+               else st["Action"])}  # fmt: skip
+    assert {"kms:CreateGrant", "kms:Decrypt", "kms:GenerateDataKeyWithoutPlaintext"} <= actions
     # Hub and proxy on the system nodes.
     values = release.inputs["values"]
     for block in (values["hub"], values["proxy"]["chp"]):
