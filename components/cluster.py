@@ -148,7 +148,12 @@ def state_reclaim_policy(protect: bool) -> str:
 
 
 def encrypted_gp3_class(
-    name: str, *, reclaim_policy: str, default: bool, tags: Mapping[str, str]
+    name: str,
+    *,
+    reclaim_policy: str,
+    default: bool,
+    tags: Mapping[str, str],
+    kms_key_id: pulumi.Input[str] | None = None,
 ) -> dict[str, Any]:
     """An encrypted gp3 StorageClass of the EBS CSI driver, bound where its pod lands.
 
@@ -157,6 +162,9 @@ def encrypted_gp3_class(
         reclaim_policy: ``Delete`` (the volume goes with its claim) or ``Retain``.
         default: mark it the cluster's default class.
         tags: tags of every volume the class provisions (:func:`ebs_tag_parameters`).
+        kms_key_id: the customer key's ARN that encrypts each volume (kubernetes-sigs/
+            aws-ebs-csi-driver v1.54.0 docs/parameters.md, ``kmsKeyId``); the driver's role
+            must be allowed to use it. Default None: the region's AWS managed key.
     """
     metadata: dict[str, Any] = {"name": name}
     if default:
@@ -168,6 +176,7 @@ def encrypted_gp3_class(
             "type": "gp3",
             "encrypted": "true",
             "fsType": "ext4",
+            **({"kmsKeyId": kms_key_id} if kms_key_id is not None else {}),
             **ebs_tag_parameters(tags),
         },
         "reclaimPolicy": reclaim_policy,
@@ -479,6 +488,9 @@ class Cluster(pulumi.ComponentResource):
             managed_policies=["service-role/AmazonEBSCSIDriverPolicy"],
             opts=child,
         )
+        self.ebs_csi_role_name: pulumi.Output[str] = ebs_role.role.name
+        """The EBS CSI driver's role (Pod Identity), which classes with a customer key extend
+        with that key's use (:func:`components.notebooks.ebs_key_policy`)."""
         ebs_addon = self._addon(
             name,
             "aws-ebs-csi-driver",

@@ -18,11 +18,13 @@ namespace) and :func:`metadata_egress_policy`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import versions
@@ -30,12 +32,12 @@ from components.cluster import (
     SYSTEM_NODE_SELECTOR,
     SYSTEM_TOLERATION,
     encrypted_gp3_class,
-    state_reclaim_policy,
     storage_class,
 )
 from components.config import NotebooksConfig, OidcConfig, TeamConfig, UiExposureConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL, NodePoolConfig
 from components.helm import release
+from components.kuberay import DO_NOT_DISRUPT
 from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION
 from components.storage.layout import TeamDirectory
@@ -98,6 +100,25 @@ PROFILE_CONFIG: Final = "teamProfiles"
 """Key of ``custom`` holding each team's groups and profiles (the chart passes ``custom`` to the
 hub as is: 4.4.0 values.schema.yaml, ``custom`` takes any keys)."""
 ACCELERATOR_CAP_CONFIG: Final = "maxAcceleratorServersPerUser"
+NOT_PREEMPTABLE: Final = {"volcano.sh/preemptable": "false"}
+"""Volcano's reclaim and preempt actions evict only preemptable pods, and a pod is preemptable
+unless this annotation says otherwise (volcano-sh/volcano v1.15.1 pkg/scheduler/api/pod_info.go,
+GetPodPreemptable, default true; pkg/scheduler/actions/reclaim/reclaim.go skips a task that is
+not). A server holds a person's unsaved kernel state: another queue reclaiming its share waits
+for the idle culler instead."""
+BYTE_SUFFIXES: Final = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+"""JupyterHub's memory suffixes, all binary (jupyterhub/jupyterhub 5.5.0 jupyterhub/traitlets.py,
+``ByteSpecification.UNIT_SUFFIXES``): ``8G`` is Kubernetes' ``8Gi``."""
+CPU_START_TIMEOUT: Final = 900
+"""Seconds a CPU server may take to start: a general node's launch and the notebook image's pull
+(several GB, the CUDA image). The chart's 300 (jupyterhub/zero-to-jupyterhub-k8s 4.4.0
+jupyterhub/values.yaml, ``singleuser.startTimeout``) ends a first start on a fresh node."""
+GPU_START_TIMEOUT: Final = 1800
+"""Seconds an accelerator server on a pool without EFA may take: the queue, the node's launch
+(its device plugin and checks) and the image's pull."""
+WHOLE_NODE_START_TIMEOUT: Final = 2700
+"""Seconds a whole-node server on an EFA pool may take: the queue, an EFA node's launch (its
+EFA and device plugins, huge pages) and the image's pull."""
 
 PROXY_INGRESS: Final = ControllerIngress(
     name="allow-jupyterhub-proxy",
@@ -140,6 +161,68 @@ class NotebookProfile:
     def accelerated(self) -> bool:
         """Whether it counts against the per-user cap on accelerator servers."""
         return self.devices > 0
+
+
+def start_timeout(profile: NotebookProfile) -> int:
+    """Seconds the hub waits for a server of ``profile`` to start before it gives up.
+
+    JupyterHub's ``Spawner.start_timeout`` (jupyterhub 5.5.0 jupyterhub/spawner.py): the hub
+    waits this long for KubeSpawner's start (jupyterhub/user.py ``spawn``, ``wait_for``), and
+    KubeSpawner for the pod to run (kubespawner 7.0.0 kubespawner/spawner.py ``_start``). A
+    server that needs a new node waits for the queue, the node's launch and the image's pull.
+    """
+    if profile.pool is None:
+        return CPU_START_TIMEOUT
+    return WHOLE_NODE_START_TIMEOUT if profile.pool.uses_efa else GPU_START_TIMEOUT
+
+
+def byte_specification(quantity: str) -> str:
+    """A Kubernetes memory quantity (``8Gi``, ``12050Mi``) as JupyterHub's memory traits take it.
+
+    KubeSpawner's ``mem_limit`` and ``mem_guarantee`` are JupyterHub's ``ByteSpecification``
+    (jupyterhub 5.5.0 jupyterhub/spawner.py ``mem_limit``, ``mem_guarantee``): an integer of
+    bytes or a number with one of :data:`BYTE_SUFFIXES`; ``8Gi`` is refused, and the spawn with
+    it. KubeSpawner writes the bytes into the pod (kubespawner 7.0.0 kubespawner/objects.py,
+    ``make_pod``).
+
+    Args:
+        quantity: a binary-suffixed quantity (``Ki``, ``Mi``, ``Gi``, ``Ti``), as the pod
+            builders write them.
+
+    Raises:
+        ValueError: another form (a decimal suffix has no JupyterHub spelling).
+    """
+    number, suffix = quantity[:-2], quantity[-2:]
+    if suffix[1:] != "i" or suffix[0] not in BYTE_SUFFIXES or not number.isdigit():
+        raise ValueError(f"memory {quantity!r}: expected a whole number with Ki, Mi, Gi or Ti")
+    return f"{number}{suffix[0]}"
+
+
+def byte_specification_bytes(value: object) -> int:
+    """The bytes JupyterHub reads from a memory trait's value, as its trait validates it.
+
+    ``ByteSpecification.validate`` (jupyterhub 5.5.0 jupyterhub/traitlets.py): a number is
+    bytes; a string is a number and one suffix of :data:`BYTE_SUFFIXES`.
+
+    Args:
+        value: the value of ``mem_limit`` or ``mem_guarantee`` in a profile.
+
+    Raises:
+        ValueError: a value the trait refuses (``8Gi``, ``8GB``, ``lots``).
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a valid memory specification")
+    if isinstance(value, int | float):
+        return int(value)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{value!r} is not a valid memory specification")
+    try:
+        number = float(value[:-1])
+    except ValueError:
+        raise ValueError(f"{value!r} is not a valid memory specification") from None
+    if value[-1] not in BYTE_SUFFIXES:
+        raise ValueError(f"{value!r} is not a valid memory specification")
+    return int(number * BYTE_SUFFIXES[value[-1]])
 
 
 def pool_profiles(
@@ -285,7 +368,14 @@ def notebook_pod(
         "metadata": {
             "namespace": team.name,
             "labels": dict(NOTEBOOK_POD_LABELS),
-            "annotations": {QUEUE_ANNOTATION: team.name},
+            # Karpenter neither consolidates nor drift-replaces a running server's node, nor
+            # does its drain evict it (kubernetes-sigs/karpenter v1.14.1
+            # pkg/utils/pod/scheduling.go, IsDisruptable: a bare pod is disruptable otherwise).
+            "annotations": {
+                QUEUE_ANNOTATION: team.name,
+                **DO_NOT_DISRUPT,
+                **NOT_PREEMPTABLE,
+            },
         },
         "spec": spec,
     }
@@ -329,8 +419,8 @@ def kubespawner_override(pod: dict[str, Any]) -> dict[str, Any]:
         # A whole GPU node's pod states no CPU (components/workloads.py node_resources).
         "cpu_guarantee": float(requests.pop("cpu")) if "cpu" in requests else None,
         "cpu_limit": float(limits.pop("cpu")) if "cpu" in limits else None,
-        "mem_guarantee": requests.pop("memory"),
-        "mem_limit": limits.pop("memory"),
+        "mem_guarantee": byte_specification(requests.pop("memory")),
+        "mem_limit": byte_specification(limits.pop("memory")),
         "extra_resource_guarantees": requests,
         "extra_resource_limits": limits,
         "volumes": list(spec["volumes"]),
@@ -372,7 +462,10 @@ def team_profile_list(
             "display_name": f"{team.name}: {profile.display_name}",
             "description": f"Team {team.name}'s namespace and queue"
             + (f", pool {pool}" if pool else ", general nodes"),
-            "kubespawner_override": kubespawner_override(pod),
+            "kubespawner_override": {
+                **kubespawner_override(pod),
+                "start_timeout": start_timeout(profile),
+            },
             # Read by the hub's pre-spawn hook (the per-user cap), not by KubeSpawner.
             "accelerated": profile.accelerated,
         }
@@ -397,12 +490,30 @@ def _user_groups(spawner):
 
 def _profiles(spawner):
     groups = _user_groups(spawner)
-    return [
+    profiles = [
         profile
         for team in _TEAMS
         if groups & set(team["groups"])
         for profile in team["profiles"]
     ]
+    if not profiles:
+        # Without profiles KubeSpawner would start its defaults in the hub's namespace,
+        # which its Pod Security level refuses: say why instead.
+        raise RuntimeError(
+            f"{spawner.user.name} is in no team's group (groups: "
+            f"{', '.join(sorted(groups)) or 'none'}): a server starts only in a team's "
+            "namespace; ask your team's admins to add you to its group"
+        )
+    return profiles
+
+
+def _chosen(spawner):
+    slug = spawner.user_options.get("profile")
+    profiles = _profiles(spawner)
+    for profile in profiles:
+        if profile["slug"] == slug or (not slug and profile.get("default")):
+            return profile
+    return profiles[0]
 
 
 def _accelerated(spawner):
@@ -410,6 +521,13 @@ def _accelerated(spawner):
         p["slug"] == spawner.user_options["profile"] and p.get("accelerated")
         for team in _TEAMS for p in team["profiles"]
     )
+
+
+def _pre_spawn(spawner):
+    # The hub reads start_timeout before KubeSpawner applies the profile (jupyterhub
+    # user.py spawn), so the profile's own is set here, before the start.
+    spawner.start_timeout = int(_chosen(spawner)["kubespawner_override"]["start_timeout"])
+    _cap(spawner)
 
 
 def _cap(spawner):
@@ -426,12 +544,15 @@ def _cap(spawner):
 
 
 c.KubeSpawner.profile_list = _profiles
-c.KubeSpawner.pre_spawn_hook = _cap
+c.KubeSpawner.pre_spawn_hook = _pre_spawn
 """
 """``hub.extraConfig``: KubeSpawner takes a callable ``profile_list`` (kubespawner 7.0.0
 spawner.py, ``profile_list``: "a callable that returns a list") and a ``pre_spawn_hook``
-(jupyterhub 5.5.0 Spawner). Group membership comes from the login (OAuthenticator 17.4.0
-``manage_groups``)."""
+(jupyterhub 5.5.0 Spawner), which runs before the hub reads ``start_timeout`` for its wait
+(jupyterhub 5.5.0 jupyterhub/user.py, ``spawn``: ``run_pre_spawn_hook``, then ``wait_for`` with
+``spawner.start_timeout``), while KubeSpawner applies the profile's overrides only inside its
+start (kubespawner 7.0.0 spawner.py, ``_start`` calls ``load_user_options``). Group membership
+comes from the login (OAuthenticator 17.4.0 ``manage_groups``)."""
 
 
 def authenticator_config(
@@ -506,6 +627,15 @@ def hub_values(
     ]
     config = authenticator_config(notebooks, oidc, teams)
     config["JupyterHub"]["hub_connect_url"] = HUB_CONNECT_URL
+    # Homes are on the model store: no per-user claim, and the hub may not delete claims in
+    # team namespaces (:func:`hub_team_role`). KubeSpawner's default True would try on every
+    # user's deletion (kubespawner 7.0.0 spawner.py, delete_pvc, delete_forever) and get 403.
+    config["KubeSpawner"] = {"delete_pvc": False}
+    timeouts = [
+        int(entry["kubespawner_override"]["start_timeout"])
+        for entries in team_profiles.values()
+        for entry in entries
+    ]
     hub: dict[str, Any] = {
         **system,
         "config": config,
@@ -514,8 +644,16 @@ def hub_values(
             "pvc": {
                 "storage": f"{notebooks.hub_database_storage_gib}Gi",
                 "storageClassName": STORAGE_CLASS,
+                # Helm leaves the claim, and so its volume, when the release goes (Helm's
+                # docs, "Tell Helm Not To Uninstall a Resource").
+                "annotations": {"helm.sh/resource-policy": "keep"},
             },
         },
+        # Never exit after failed starts: a refused spawn (the accelerator cap) or a slow
+        # node would otherwise restart the hub after the chart's 5 (jupyterhub 5.5.0
+        # jupyterhub/spawner.py consecutive_failure_limit, 0: not tracked;
+        # jupyterhub/handlers/base.py, the abort after that many).
+        "consecutiveFailureLimit": 0,
         "extraConfig": {"platform": HUB_CONFIG},
         "allowNamedServers": notebooks.max_accelerator_servers_per_user > 1,
         "networkPolicy": {
@@ -565,6 +703,8 @@ def hub_values(
             "networkPolicy": {"enabled": False},
             "memory": {"guarantee": None},
             "cmd": "jupyterhub-singleuser",
+            # The hub's wait where no profile sets its own (each profile does): the longest.
+            "startTimeout": max(timeouts, default=CPU_START_TIMEOUT),
             "image": {
                 "name": (notebooks.images.cuda or "").split(":", 1)[0],
                 "tag": (notebooks.images.cuda or ":").split(":", 1)[1],
@@ -634,6 +774,44 @@ def hub_team_role_binding(team: str) -> dict[str, Any]:
                     "name": SPAWNER_ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": "hub", "namespace": NAMESPACE}],
     }  # fmt: skip
+
+
+def ebs_key_policy(key_arn: str) -> dict[str, Any]:
+    """What the EBS CSI driver's role needs to make and attach volumes with the stack's key.
+
+    The driver's managed policy covers the AWS managed key only (kubernetes-sigs/
+    aws-ebs-csi-driver v1.54.0 docs/install.md, "Encrypted EBS Volumes via KMS": ``Decrypt``,
+    ``GenerateDataKeyWithoutPlaintext``, ``CreateGrant``); EC2 also describes the key and
+    re-encrypts (Amazon EBS User Guide, "Permissions for IAM users" of EBS encryption). Grants
+    only for AWS resources (the volume EC2 makes), on this key only; the key's policy lets the
+    account's IAM policies decide (:func:`components.iam.account_administers_key`).
+
+    Args:
+        key_arn: the stack's data key.
+    """
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "UseTheDataKeyForVolumes",
+                "Effect": "Allow",
+                "Action": [
+                    "kms:Decrypt",
+                    "kms:DescribeKey",
+                    "kms:GenerateDataKeyWithoutPlaintext",
+                    "kms:ReEncrypt*",
+                ],
+                "Resource": key_arn,
+            },
+            {
+                "Sid": "GrantTheDataKeyToVolumes",
+                "Effect": "Allow",
+                "Action": "kms:CreateGrant",
+                "Resource": key_arn,
+                "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            },
+        ],
+    }
 
 
 def metadata_egress_policy(team: str) -> dict[str, Any]:
@@ -726,6 +904,8 @@ class JupyterHub(pulumi.ComponentResource):
         client_secret: pulumi.Input[str] | None,
         protect: bool,
         volume_tags: dict[str, str],
+        database_key_arn: pulumi.Input[str],
+        ebs_csi_role_name: pulumi.Input[str],
         team_ready: dict[str, list[pulumi.Resource]],
         cluster_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
@@ -739,11 +919,14 @@ class JupyterHub(pulumi.ComponentResource):
             teams: the team namespaces servers start in.
             exposure: ``cluster.uiExposure``.
             kubernetes_version: the cluster's minor (the namespace's Pod Security labels).
-            client_secret: the OIDC client's secret (stack secret ``oidcClientSecret``);
-                None with the dummy authenticator, or where the stack has not set it (the hub
-                then waits for the Secret: docs/how-to/start-a-notebook.md).
-            protect: keep the database's volume and the release on delete.
+            client_secret: the OIDC client's secret (stack secret ``oidcClientSecret``,
+                which the config refuses to leave unset with OIDC:
+                :func:`components.config.oidc_client_secret_problems`); None with the dummy
+                authenticator.
+            protect: keep the release on delete (the database's volume is kept always).
             volume_tags: tags of the database's EBS volume.
+            database_key_arn: the stack's data key, which encrypts the database's volume.
+            ebs_csi_role_name: the EBS CSI driver's role, allowed that key's use here.
             team_ready: team -> its namespace and claims (the Role and policies go there).
             cluster_ready: what in-cluster resources wait for.
             kubernetes_provider: the provider of every object.
@@ -766,15 +949,29 @@ class JupyterHub(pulumi.ComponentResource):
         in_namespace = pulumi.ResourceOptions.merge(
             base, pulumi.ResourceOptions(depends_on=[*cluster_ready, namespace])
         )
+        # The driver may use the key before the class can provision with it.
+        key_use = aws.iam.RolePolicy(
+            f"{name}-ebs-data-key",
+            role=ebs_csi_role_name,
+            policy=pulumi.Output.from_input(database_key_arn).apply(
+                lambda arn: json.dumps(ebs_key_policy(arn))
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         database_class = storage_class(
             f"{name}-database-class",
             encrypted_gp3_class(
                 STORAGE_CLASS,
-                reclaim_policy=state_reclaim_policy(protect),
+                kms_key_id=database_key_arn,
+                # Every stack: the users, their groups and their servers' state outlive a
+                # deleted claim, where a Delete class would take them with it.
+                reclaim_policy="Retain",
                 default=False,
                 tags=volume_tags,
             ),
-            opts=base,
+            opts=pulumi.ResourceOptions.merge(
+                base, pulumi.ResourceOptions(depends_on=[*cluster_ready, key_use])
+            ),
         )
         after: list[pulumi.Resource] = [namespace, database_class]
         if client_secret is not None:

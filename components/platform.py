@@ -21,6 +21,7 @@ from components.config import (
     ConfigError,
     NodePoolConfig,
     PlatformConfig,
+    oidc_client_secret_problems,
     parse_platform_config,
     slurm_held_nodes,
 )
@@ -246,8 +247,12 @@ class TrainingPlatform(pulumi.ComponentResource):
         )
         self.notebooks: JupyterHub | None = None
         if config.notebooks.enabled:
+            # Notebooks need the model store, so the stack has its data key.
+            assert self.storage.data_key_arn is not None
             self.notebooks = build_notebooks(
                 config,
+                data_key_arn=self.storage.data_key_arn,
+                ebs_csi_role_name=self.cluster.ebs_csi_role_name,
                 team_ready={
                     team.name: [
                         self.teams.namespaces[team.name],
@@ -795,6 +800,8 @@ def notebook_values(config: PlatformConfig) -> dict[str, Any]:
 def build_notebooks(
     config: PlatformConfig,
     *,
+    data_key_arn: pulumi.Input[str],
+    ebs_csi_role_name: pulumi.Input[str],
     team_ready: dict[str, list[pulumi.Resource]],
     cluster: InCluster,
     opts: pulumi.ResourceOptions,
@@ -803,6 +810,8 @@ def build_notebooks(
 
     Args:
         config: the validated stack configuration (notebooks enabled).
+        data_key_arn: the stack's data key (the hub database's volume).
+        ebs_csi_role_name: the EBS CSI driver's role, allowed that key's use.
         team_ready: team -> its namespace and the claims its servers mount.
         cluster: what the cluster hands in-cluster components.
         opts: the platform's options for its components.
@@ -822,6 +831,8 @@ def build_notebooks(
         client_secret=secret,
         protect=config.protect_stateful_resources,
         volume_tags=stack_tags(config),
+        database_key_arn=data_key_arn,
+        ebs_csi_role_name=ebs_csi_role_name,
         team_ready=team_ready,
         cluster_ready=cluster.ready,
         kubernetes_provider=cluster.provider,
@@ -1049,6 +1060,10 @@ def load_config() -> PlatformConfig:
             config,
             present=stack_config.get_secret(BIND_PASSWORD_KEY) is not None,
             secret=is_config_secret(stack_config.full_key(BIND_PASSWORD_KEY)),
+        ) + oidc_client_secret_problems(
+            config,
+            present=stack_config.get_secret(OIDC_CLIENT_SECRET_KEY) is not None,
+            secret=is_config_secret(stack_config.full_key(OIDC_CLIENT_SECRET_KEY)),
         )
         if problems:
             raise ConfigError(problems)

@@ -110,3 +110,26 @@ def test_a_profile_the_tenant_pods_policy_refuses_never_starts(
     (gpu,) = [p for p in entry["profiles"] if not p["slug"].endswith("-cpu")]
     gpu["kubespawner_override"]["tolerations"].append({"operator": "Exists"})
     _refused(_gpu_row(view), "admission policy trainingplatform-tenant-pods: toleration")
+
+
+def test_a_memory_or_start_timeout_the_hub_refuses_stops_the_server(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """JupyterHub refuses a Kubernetes quantity as mem_limit, and gives up on a start shorter
+    than a fresh node's launch and pull: neither path is runnable."""
+    view = _view(synthesized["dev"])
+    slug = f"{TEAM}-cpu"
+    assert _rows(view)[slug].runnable
+    values = view.releases[RELEASE]["values"]
+    (entry,) = [e for e in values["custom"]["teamProfiles"] if e["team"] == TEAM]
+    (profile,) = [p for p in entry["profiles"] if p["slug"] == slug]
+    override = profile["kubespawner_override"]
+    memory = override["mem_limit"]
+    override["mem_limit"] = memory + "i"
+    _refused(_rows(view)[slug], f"mem_limit '{memory}i' is not a memory JupyterHub takes")
+    override["mem_limit"] = memory
+    # Without the profile's or the values' timeout, the chart's 300 s holds.
+    del override["start_timeout"]
+    assert _rows(view)[slug].runnable
+    del values["singleuser"]["startTimeout"]
+    _refused(_rows(view)[slug], "the hub gives the server 300 s to start")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
+import re
 import sys
 import types
 from pathlib import Path
@@ -29,6 +31,7 @@ from synth.jobs.admission import admit
 from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests.conftest import stack_data
+from tests.docs_pages import page
 from tests.network_model import NAMESPACE_NAME_LABEL, Cluster, Pod
 from tests.pod_shapes import make_pod
 from tests.schemas import validation_errors
@@ -92,6 +95,11 @@ def test_chart_defaults_that_break_the_platforms_rules_are_off(stack: str) -> No
                               "every": 600}  # fmt: skip
     assert values["proxy"]["service"]["type"] == "ClusterIP"  # no public endpoint
     assert values["hub"]["db"]["pvc"]["storageClassName"] == notebooks.STORAGE_CLASS
+    # The hub may not delete claims in team namespaces: KubeSpawner must not try (403).
+    verbs = {(resource, verb) for rule in notebooks.hub_team_role("t")["rules"]
+             for resource in rule["resources"] for verb in rule["verbs"]}  # fmt: skip
+    assert ("persistentvolumeclaims", "delete") not in verbs
+    assert values["hub"]["config"]["KubeSpawner"]["delete_pvc"] is False
 
 
 def test_the_authenticator_admits_the_teams_groups_only() -> None:
@@ -194,8 +202,8 @@ def test_every_profiles_pod_is_admitted_in_its_team_namespace(
     for team, slug, override in _team_pods(config):
         pod = _pod_of(config, team, slug)
         # The profile says to KubeSpawner what the pod builder says.
-        assert override == notebooks.kubespawner_override(
-            _pod_of(config, team, slug, username="{username}")
+        assert {k: v for k, v in override.items() if k != "start_timeout"} == (
+            notebooks.kubespawner_override(_pod_of(config, team, slug, username="{username}"))
         )
         body = make_pod(admitted_pod_spec(pod["spec"]), team)
         body["metadata"].update(labels=pod["metadata"]["labels"],
@@ -240,7 +248,13 @@ def test_a_servers_pod_is_the_teams() -> None:
     pod = _pod_of(config, team.name, f"{team.name}-p5-node")
     spec = pod["spec"]
     assert pod["metadata"]["namespace"] == team.name
-    assert pod["metadata"]["annotations"] == {QUEUE_ANNOTATION: team.name}
+    # Neither Karpenter's consolidation nor Volcano's reclaim takes a running server (the
+    # admission test above admits these annotations through the tenant rules' CEL).
+    assert pod["metadata"]["annotations"] == {
+        QUEUE_ANNOTATION: team.name,
+        "karpenter.sh/do-not-disrupt": "true",
+        "volcano.sh/preemptable": "false",
+    }
     assert spec["schedulerName"] == SCHEDULER_NAME
     assert spec["securityContext"]["supplementalGroups"] == [team.gid]
     assert spec["automountServiceAccountToken"] is False
@@ -474,10 +488,12 @@ class _Group:
 class _Spawner:
     def __init__(self, user: Any, profile: str, active: bool = False) -> None:
         self.user, self.user_options, self.active = user, {"profile": profile}, active
+        self.start_timeout = 0
 
 
 class _User:
     def __init__(self, groups: list[str]) -> None:
+        self.name = "ada"
         self.groups = [_Group(g) for g in groups]
         self.spawners: dict[str, _Spawner] = {}
 
@@ -513,14 +529,60 @@ def test_users_see_their_teams_profiles_and_the_accelerator_cap_holds() -> None:
     member = _User(list(config.teams[0].member_groups))
     slugs = [p["slug"] for p in spawner_config.profile_list(_Spawner(member, ""))]
     assert slugs == ["ml-dev-cpu", "ml-dev-gpu-small-1"]
-    assert spawner_config.profile_list(_Spawner(_User(["strangers"]), "")) == []
+    # A user in no team's group gets a reason, not KubeSpawner's defaults in the hub's namespace.
+    with pytest.raises(RuntimeError, match="ada is in no team's group"):
+        spawner_config.profile_list(_Spawner(_User(["strangers"]), ""))
     # One accelerator server at a time (maxAcceleratorServersPerUser: 1); CPU ones free.
     member.spawners[""] = _Spawner(member, "ml-dev-gpu-small-1", active=True)
     spawner_config.pre_spawn_hook(_Spawner(member, "ml-dev-cpu"))
     with pytest.raises(RuntimeError, match="at most 1 accelerator servers"):
         spawner_config.pre_spawn_hook(_Spawner(member, "ml-dev-gpu-small-1"))
     member.spawners[""].active = False
-    spawner_config.pre_spawn_hook(_Spawner(member, "ml-dev-gpu-small-1"))
+    gpu = _Spawner(member, "ml-dev-gpu-small-1")
+    spawner_config.pre_spawn_hook(gpu)
+    # The hook sets the profile's start timeout before the hub reads it for its wait; the
+    # default profile's where the user chose none.
+    assert gpu.start_timeout == notebooks.GPU_START_TIMEOUT
+    default = _Spawner(member, "")
+    spawner_config.pre_spawn_hook(default)
+    assert default.start_timeout == notebooks.CPU_START_TIMEOUT
+
+
+def test_every_profile_sets_what_jupyterhubs_own_traits_take() -> None:
+    """KubeSpawner sets each override on itself (kubespawner 7.0.0 spawner.py,
+    _apply_overrides), so a value JupyterHub's trait refuses ("8Gi" as mem_limit) fails every
+    start; the platform's reading of memory (synth jobs) agrees with the trait."""
+    # Imported here: JupyterHub takes over a second to import, paid by this test's worker only.
+    from jupyterhub.spawner import Spawner  # noqa: PLC0415
+    from traitlets import TraitError  # noqa: PLC0415
+
+    traits = Spawner.class_traits()
+    seen: set[str] = set()
+    for stack in NOTEBOOK_STACKS:
+        values = notebook_values(_config(stack))
+        spawner = Spawner()
+        spawner.start_timeout = values["singleuser"]["startTimeout"]
+        assert values["hub"]["consecutiveFailureLimit"] == 0
+        for team in values["custom"][notebooks.PROFILE_CONFIG]:
+            for profile in team["profiles"]:
+                for key, value in profile["kubespawner_override"].items():
+                    if key in traits:
+                        setattr(spawner, key, value)
+                        seen.add(key)
+                for key in ("mem_limit", "mem_guarantee"):
+                    value = profile["kubespawner_override"][key]
+                    assert getattr(spawner, key) == notebooks.byte_specification_bytes(value)
+                assert spawner.start_timeout >= notebooks.CPU_START_TIMEOUT
+    assert {"mem_limit", "mem_guarantee", "start_timeout", "environment"} <= seen
+    for value in ("8Gi", "8GB", "G", "lots"):
+        with pytest.raises(TraitError):
+            Spawner().mem_limit = value
+        with pytest.raises(ValueError):
+            notebooks.byte_specification_bytes(value)
+    for good in ("8G", "12050M", "1.5T", "512K", 1024):
+        spawner = Spawner()
+        spawner.mem_limit = good
+        assert spawner.mem_limit == notebooks.byte_specification_bytes(good)
 
 
 HELM_RELEASE: Final = "kubernetes:helm.sh/v3:Release"
@@ -618,13 +680,29 @@ def test_the_hub_database_is_on_an_encrypted_volume_kept_where_state_is(
     assert storage["parameters"]["encrypted"] == "true"
     assert storage["parameters"]["type"] == "gp3"
     protect = result.config.protect_stateful_resources
-    assert storage["reclaimPolicy"] == ("Retain" if protect else "Delete")
+    # Kept in every stack, and the claim outlives the release.
+    assert storage["reclaimPolicy"] == "Retain", protect
     (release,) = [r for r in result.records
                   if r.type == HELM_RELEASE and r.name == "jupyterhub"]  # fmt: skip
     assert (
         release.inputs["values"]["hub"]["db"]["pvc"]["storageClassName"]
         == storage["metadata"]["name"]
     )
+    pvc = release.inputs["values"]["hub"]["db"]["pvc"]
+    assert pvc["annotations"] == {"helm.sh/resource-policy": "keep"}
+    # Encrypted with the stack's data key, which the EBS CSI driver's role may use for volumes.
+    (key,) = [r for r in result.records
+              if r.type == "aws:kms/key:Key" and r.name == "storage-data"]  # fmt: skip
+    (use,) = [r for r in result.records
+              if r.type == "aws:iam/rolePolicy:RolePolicy" and r.name == "notebooks-ebs-data-key"]  # fmt: skip
+    assert key.urn in use.property_dependencies["policy"]
+    assert any(d.endswith("-ebs-csi") for d in use.property_dependencies["role"])
+    statements = json.loads(use.inputs["policy"])["Statement"]
+    assert {st["Resource"] for st in statements} == {storage["parameters"]["kmsKeyId"]}
+    assert storage["parameters"]["kmsKeyId"].startswith("arn:aws:kms:")
+    actions = {a for st in statements for a in ([st["Action"]] if isinstance(st["Action"], str)
+               else st["Action"])}  # fmt: skip
+    assert {"kms:CreateGrant", "kms:Decrypt", "kms:GenerateDataKeyWithoutPlaintext"} <= actions
     # Hub and proxy on the system nodes.
     values = release.inputs["values"]
     for block in (values["hub"], values["proxy"]["chp"]):
@@ -653,3 +731,17 @@ def test_dummy_login_passes_the_policy_in_dev_only(synthesized: dict[str, StackR
         _set("hub.config.JupyterHub.authenticator_class", "dummy")(_release_values(entries))
         findings = _run_policy(POLICIES["notebooks-authenticator"], entries, stack)
         assert (findings == []) is allowed, (stack, findings)
+
+
+def test_the_docs_stop_servers_by_their_label_and_name_the_port_forwards_redirect() -> None:
+    """Servers are owned by nothing Pulumi or Helm deletes: turning notebooks off and tearing
+    down say how to stop them, by the label KubeSpawner gives them; the redirect URI the
+    identity provider must accept is the port-forward's."""
+    ((key, value),) = notebooks.NOTEBOOK_POD_LABELS.items()
+    stop = f"kubectl delete pods -A -l {key}={value} --wait"
+    assert stop in page("concepts/notebooks.md")
+    assert " ".join(page("how-to/tear-down.md").replace("\n   ", " ").split()).count(stop) == 1
+    how_to = page("how-to/start-a-notebook.md")
+    local = re.search(r"port-forward svc/\S+ (\d+):80", how_to)
+    assert local is not None
+    assert f"http://localhost:{local.group(1)}/hub/oauth_callback" in how_to

@@ -6,7 +6,12 @@ import copy
 
 import pytest
 
-from components.config import parse_platform_config
+from components.config import (
+    OIDC_CLIENT_SECRET_KEY,
+    oidc_client_secret_problems,
+    parse_platform_config,
+)
+from synth.stackfile import load_stack
 from tests.config_problems import assert_reported
 from tests.conftest import stack_data
 
@@ -60,3 +65,23 @@ def test_notebooks_need_the_model_store_and_images() -> None:
     assert parse_platform_config(data, stack="staging").notebooks.images.neuron is None
     del data["notebooks"]["images"]["cuda"]
     assert_reported(data, "platform.notebooks.images.cuda", None, "CUDA")
+
+
+def test_oidc_notebooks_need_the_client_secret_at_preview() -> None:
+    """Without it the chart's hub cannot start and the atomic release rolls back mid-update:
+    refused before, as a missing key or one in clear text; the stacks that log in through
+    OIDC carry it as a secret."""
+    config = parse_platform_config(stack_data("staging"), stack="staging")
+    (missing,) = oidc_client_secret_problems(config, present=False, secret=False)
+    assert missing.path == OIDC_CLIENT_SECRET_KEY
+    assert f"pulumi config set --secret {OIDC_CLIENT_SECRET_KEY}" in missing.allowed
+    (clear,) = oidc_client_secret_problems(config, present=True, secret=False)
+    assert "[clear text]" in str(clear)
+    assert oidc_client_secret_problems(config, present=True, secret=True) == []
+    dummy = copy.deepcopy(stack_data("dev"))
+    dummy["notebooks"]["authenticator"] = "dummy"
+    dummy_config = parse_platform_config(dummy, stack="dev")
+    assert oidc_client_secret_problems(dummy_config, present=False, secret=False) == []
+    for stack in ("dev", "staging"):
+        stack_file = load_stack(stack)
+        assert f"{stack_file.project}:{OIDC_CLIENT_SECRET_KEY}" in stack_file.secret_keys

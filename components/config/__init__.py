@@ -61,6 +61,7 @@ from components.config.notebooks import (
     NotebooksConfig,
     OidcConfig,
     notebooks_problems,
+    oidc_client_secret_problems,
 )
 from components.config.platform import PlatformConfig, parse_platform_config
 from components.config.pools import (
@@ -264,6 +265,7 @@ __all__ = [
     "network_problems",
     "node_pool_problems",
     "notebooks_problems",
+    "oidc_client_secret_problems",
     "parse_platform_config",
     "pool_capacity",
     "principal_identity",

@@ -15,7 +15,7 @@ from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from components import catalog, versions
-from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel
+from components.config.base import CONFIG_KEY, MISSING, ConfigProblem, StrictModel
 
 if TYPE_CHECKING:
     from components.config.platform import PlatformConfig
@@ -170,8 +170,8 @@ class NotebooksConfig(StrictModel):
         alias="hubDatabaseStorageGiB",
         ge=1,
         le=100,
-        description="The hub's SQLite volume (encrypted gp3, retained where "
-        "protectStatefulResources is true), GiB. Default: 1 (the chart's).",
+        description="The hub's SQLite volume (encrypted gp3, retained in every stack: its "
+        "claim and volume outlive the release), GiB. Default: 1 (the chart's).",
     )
     images: NotebookImagesConfig = Field(
         default_factory=NotebookImagesConfig,
@@ -238,3 +238,34 @@ def notebooks_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 None,
                 "a gid: notebook servers run with the team's group on its storage",
             )
+
+
+def oidc_client_secret_problems(
+    config: PlatformConfig, *, present: bool, secret: bool
+) -> list[ConfigProblem]:
+    """The OIDC client's secret, a config key of its own: there, and set as a secret.
+
+    Refused at preview where notebooks log in through OIDC without it: the chart's hub needs
+    ``OAUTH_CLIENT_SECRET`` from its Secret to start, and the release, installed atomically,
+    would be rolled back after its wait, failing the update.
+
+    Args:
+        config: the validated platform.
+        present: the stack sets :data:`OIDC_CLIENT_SECRET_KEY`.
+        secret: it is a secret (``pulumi config set --secret``), never clear text in the file.
+    """
+    notebooks = config.notebooks
+    if not notebooks.enabled or notebooks.authenticator != "oidc":
+        return []
+    command = f"pulumi config set --secret {OIDC_CLIENT_SECRET_KEY}"
+    if not present:
+        return [ConfigProblem(
+            OIDC_CLIENT_SECRET_KEY, MISSING,
+            f"the secret of OIDC client {config.oidc.client_id}, set with {command}",
+        )]  # fmt: skip
+    if not secret:
+        return [ConfigProblem(
+            OIDC_CLIENT_SECRET_KEY, "[clear text]",
+            f"a secret ({command}): the stack file must not hold it in clear",
+        )]  # fmt: skip
+    return []

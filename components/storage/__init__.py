@@ -147,6 +147,8 @@ class Storage(pulumi.ComponentResource):
         stateful = pulumi.ResourceOptions(parent=self, protect=config.protect_stateful_resources)
         self.client_security_group_id: pulumi.Output[str] | None = None
         self.file_system_id: pulumi.Output[str] | None = None
+        self.data_key_arn: pulumi.Output[str] | None = None
+        """The stack's data key (None where the stack stores nothing of its own)."""
         self.dns_name: pulumi.Output[str] | None = None
         self.mount_name: pulumi.Output[str] | None = None
         self.buckets: dict[str, str] = {}
@@ -182,6 +184,7 @@ class Storage(pulumi.ComponentResource):
                 storage.lustre,
             ),
         )
+        self.data_key_arn = key.arn
         bucket_ready: dict[str, list[pulumi.Resource]] = {}
         if storage.buckets:
             access_logs = access_log_bucket(name, config, parent=self, stateful=stateful)

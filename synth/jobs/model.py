@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import yaml
 
-from components.catalog import GPU_RESOURCE, InstanceType
+from components.catalog import GPU_RESOURCE, NEURON_RESOURCE, InstanceType
 from components.checkpoints import checkpoint_location
 from components.config import PlatformConfig
 from components.config.trainer import RUNTIME_IMAGE_KEYS
@@ -27,7 +27,12 @@ from components.katib import NAMESPACE as KATIB_NAMESPACE
 from components.kuberay import ray_image, ray_job
 from components.lustre_boundary import LUSTRE_BOUNDARY_POLICY
 from components.notebooks import NAMESPACE as NOTEBOOKS_NAMESPACE
-from components.notebooks import NOTEBOOK_POD_LABELS, NOTEBOOK_PORT, PROFILE_CONFIG
+from components.notebooks import (
+    NOTEBOOK_POD_LABELS,
+    NOTEBOOK_PORT,
+    PROFILE_CONFIG,
+    byte_specification_bytes,
+)
 from components.notebooks import RELEASE as NOTEBOOKS_RELEASE
 from components.platform import lustre_pools
 from components.scheduling import PLATFORM_QUEUE, QUEUE_ANNOTATION
@@ -1525,6 +1530,76 @@ def ray_object_paths(stack: Stack, namespace: str, team: str) -> Iterator[PathRe
             yield evaluate_ray(stack, team, namespace, obj, scalable=False)
 
 
+CHART_START_TIMEOUT: Final = 300
+"""The chart's ``singleuser.startTimeout`` (jupyterhub/zero-to-jupyterhub-k8s 4.4.0
+jupyterhub/values.yaml), where neither the values nor the profile set one."""
+NOTEBOOK_IMAGE_PULL_SECONDS: Final = 600
+"""An estimate of a notebook image's pull on a fresh node: several GB (the CUDA or Neuron
+training image with JupyterHub on it)."""
+NOTEBOOK_NODE_LAUNCH_SECONDS: Final = {"general": 300, "accelerator": 900, "efa": 1500}
+"""An estimate of the wait for a node a server needs, by kind: a general node; an accelerator
+node (its device plugin, and the acceptance checks where the stack runs them); an EFA node
+taken whole (its EFA plugin and huge pages besides)."""
+MEMORY_TRAITS: Final = ("mem_guarantee", "mem_limit")
+
+
+def notebook_trait_problems(override: Mapping[str, Any]) -> list[str]:
+    """What JupyterHub's traits refuse in a profile's ``kubespawner_override``.
+
+    KubeSpawner sets each override on itself (kubespawner 7.0.0 kubespawner/spawner.py,
+    ``_apply_overrides``), so a value the trait refuses fails the spawn; ``mem_guarantee`` and
+    ``mem_limit`` are JupyterHub's ``ByteSpecification`` (:func:`components.notebooks.
+    byte_specification_bytes`).
+
+    Args:
+        override: a profile's ``kubespawner_override``.
+    """
+    problems = []
+    for trait in MEMORY_TRAITS:
+        value = override.get(trait)
+        if value is None:
+            continue
+        try:
+            byte_specification_bytes(value)
+        except ValueError:
+            problems.append(
+                f"{trait} {value!r} is not a memory JupyterHub takes (bytes, or a number with "
+                "K, M, G or T): the hub refuses the start"
+            )
+    return problems
+
+
+def notebook_wait_seconds(spec: Mapping[str, Any]) -> int:
+    """An estimate of the longest start of a server's pod: a new node's launch and the pull.
+
+    Args:
+        spec: the server pod's spec.
+    """
+    (container,) = spec["containers"]
+    requests = container["resources"].get("requests") or {}
+    if EFA_RESOURCE in requests:
+        kind = "efa"
+    elif GPU_RESOURCE in requests or NEURON_RESOURCE in requests:
+        kind = "accelerator"
+    else:
+        kind = "general"
+    return NOTEBOOK_NODE_LAUNCH_SECONDS[kind] + NOTEBOOK_IMAGE_PULL_SECONDS
+
+
+def notebook_start_timeout(view: StackView, override: Mapping[str, Any]) -> int:
+    """Seconds the hub waits for a profile's server: the profile's, the values', the chart's.
+
+    Args:
+        view: the stack.
+        override: the profile's ``kubespawner_override``.
+    """
+    if override.get("start_timeout") is not None:
+        return int(override["start_timeout"])
+    values = view.values(NOTEBOOKS_RELEASE) or {}
+    chart = (values.get("singleuser") or {}).get("startTimeout")
+    return int(chart) if chart is not None else CHART_START_TIMEOUT
+
+
 def notebook_pod_of(override: Mapping[str, Any]) -> dict[str, Any]:
     """The pod KubeSpawner creates from a profile's ``kubespawner_override``.
 
@@ -1536,12 +1611,22 @@ def notebook_pod_of(override: Mapping[str, Any]) -> dict[str, Any]:
     Args:
         override: a profile's ``kubespawner_override``, as the hub's values hold it.
     """
+
+    def memory(trait: str) -> str | None:
+        # KubeSpawner writes the trait's bytes into the pod; a refused value starts no pod
+        # (notebook_trait_problems says so).
+        try:
+            value = override.get(trait)
+            return None if value is None else str(byte_specification_bytes(value))
+        except ValueError:
+            return None
+
     requests = {
-        "memory": override.get("mem_guarantee"),
+        "memory": memory("mem_guarantee"),
         **dict(override.get("extra_resource_guarantees") or {}),
     }
     limits = {
-        "memory": override.get("mem_limit"),
+        "memory": memory("mem_limit"),
         **dict(override.get("extra_resource_limits") or {}),
     }
     if override.get("cpu_guarantee") is not None:
@@ -1636,11 +1721,18 @@ def evaluate_notebook(
         profile: the profile's entry in the hub's values (:func:`hub_profiles`).
     """
     slug = str(profile.get("slug"))
-    pod = notebook_pod_of(profile.get("kubespawner_override") or {})
+    override = profile.get("kubespawner_override") or {}
+    pod = notebook_pod_of(override)
     spec = pod["spec"]
     pod_namespace = str(pod["metadata"].get("namespace") or namespace)
     others = stack.standing_other_than(None)
-    blocking: list[str] = []
+    blocking: list[str] = notebook_trait_problems(override)
+    timeout, wait = notebook_start_timeout(stack.view, override), notebook_wait_seconds(spec)
+    if timeout < wait:
+        blocking.append(
+            f"the hub gives the server {timeout} s to start, but a new node's launch and the "
+            f"image's pull take about {wait} s: the first start on a fresh node times out"
+        )
     if not rbac.allowed(stack.view, _hub_subject(stack.view), "create", "", "pods",
                         namespace=pod_namespace):  # fmt: skip
         blocking.append(
