@@ -13,17 +13,23 @@ from components.storage.model_store import (
     EFS_CSI_CONTROLLER_SERVICE_ACCOUNT,
     EFS_CSI_DRIVER,
     NFS_PORT,
+    READER_GID,
+    READER_UID,
     SHARED_CLAIM,
+    SHARED_READ_ONLY_POLICY,
     TEAM_CLAIM,
     lifecycle_policies,
 )
 from synth.engine import ResourceRecord
+from synth.jobs.admission import admit
 from synth.run import StackResult
 from tests import component_runs as parts
 from tests.component_runs import node_security_group_id
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
 from tests.mutations import without_notebooks, without_teams
+from tests.test_tenancy import _namespace
+from tests.test_tenant_api import _binding, _policy
 
 FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
 MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
@@ -101,15 +107,24 @@ def test_each_team_has_its_access_point_and_the_shared_area_the_writers(
 ) -> None:
     stack, run = stack_run
     config = parse_platform_config(stack_data(stack))
-    points = {p.inputs["rootDirectory"]["path"]: p.inputs for p in run.of_type(ACCESS_POINT)}
-    expected = {f"/{team.name}": (team.gid, "2770") for team in config.teams}
-    expected["/shared"] = (config.model_store.writers_gid, "2775")
+    points = {p.name.removeprefix("storage-models-"): p.inputs for p in run.of_type(ACCESS_POINT)}
+    uid, writers = config.model_store.uid, config.model_store.writers_gid
+    expected = {
+        team.name: (f"/{team.name}", uid, team.gid, team.gid, "2770") for team in config.teams
+    }
+    expected["shared"] = ("/shared", uid, writers, writers, "2775")
+    # The readers' user neither owns /shared nor is in its group: EFS refuses its writes. It
+    # would create /shared as the writers' access point does, whichever mounts first.
+    expected["shared-readers"] = ("/shared", READER_UID, READER_GID, writers, "2775")
     assert set(points) == set(expected)
-    for path, (gid, mode) in expected.items():
-        point = points[path]
-        assert point["posixUser"] == {"uid": config.model_store.uid, "gid": gid}
+    for area, (path, user, gid, owner, mode) in expected.items():
+        point = points[area]
+        assert point["posixUser"] == {"uid": user, "gid": gid}
         creation = point["rootDirectory"]["creationInfo"]
-        assert (creation["ownerGid"], creation["permissions"]) == (gid, mode)
+        assert point["rootDirectory"]["path"] == path
+        assert (creation["ownerUid"], creation["ownerGid"], creation["permissions"]) == (
+            uid, owner, mode,
+        )  # fmt: skip
 
 
 def test_the_file_system_is_protected_where_stateful_resources_are(
@@ -185,10 +200,22 @@ def test_team_namespaces_get_their_area_and_the_shared_one_read_only(
 
 
 def test_readers_and_publishers_differ_in_staging(run_component: RunComponent) -> None:
+    """A reader's shared volume goes through the readers' access point, a publisher's
+    through the writers'; the PV's readOnly is recorded too (it enforces nothing on EFS)."""
     run = run_component(parts.storage, stack_data("staging"), "staging")
     volumes = _volumes(run)
     assert volumes[("ml-research", SHARED_CLAIM)]["csi"]["readOnly"] is True
     assert volumes[("ml-platform-ci", SHARED_CLAIM)]["csi"]["readOnly"] is False
+    users = {p.urn: p.inputs["posixUser"]["uid"] for p in run.of_type(ACCESS_POINT)}
+    through = {
+        v.inputs["spec"]["claimRef"]["namespace"]: [
+            users[u] for u in v.property_dependencies["spec"] if u in users
+        ]
+        for v in run.of_type(VOLUME)
+        if v.inputs["spec"]["claimRef"]["name"] == SHARED_CLAIM
+    }
+    store_uid = parse_platform_config(stack_data("staging")).model_store.uid
+    assert through == {"ml-research": [READER_UID], "ml-platform-ci": [store_uid]}
 
 
 def test_slurm_mounts_the_whole_file_system(run_component: RunComponent) -> None:
@@ -233,6 +260,8 @@ def test_every_team_runtime_mounts_its_area_and_the_shared_one(stack_result: Sta
     assert runtimes
     for runtime in runtimes:
         namespace = runtime.inputs["metadata"]["namespace"]
+        if namespace not in gids:
+            continue  # the fabric test's runtimes (components/fabric_test.py): no team's
         for job in runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
             pod = job["template"]["spec"]["template"]["spec"]
             claims = {
@@ -250,6 +279,15 @@ def test_every_team_runtime_mounts_its_area_and_the_shared_one(stack_result: Sta
                 where = runtime.inputs["metadata"]["name"], container["name"]
                 assert mounted.get("/models") == TEAM_CLAIM, where
                 assert mounted.get("/models/shared") == SHARED_CLAIM, where
+                # Read-only for a team that does not publish, in the volume (the driver's
+                # NodePublishVolume gets it) and the container's mount alike.
+                reader = namespace not in config.model_store.publishers
+                (shared,) = [v for v in pod["volumes"] if v["name"] == "models-shared"]
+                assert shared["persistentVolumeClaim"].get("readOnly", False) is reader, where
+                (mount,) = [
+                    m for m in container["volumeMounts"] if m["mountPath"] == "/models/shared"
+                ]
+                assert mount.get("readOnly", False) is reader, where
                 env = {e["name"]: e.get("value") for e in container.get("env", [])}
                 assert env.get("MODELS_DIR") == "/models", where
                 assert env.get("SHARED_MODELS_DIR") == "/models/shared", where
@@ -266,3 +304,38 @@ def test_a_publisher_must_be_a_team_even_where_no_team_is_defined() -> None:
     )
     without_teams(data)
     assert parse_platform_config(data).model_store.publishers == []
+
+
+def test_a_reader_pod_must_mount_the_shared_claim_read_only(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The admission rule, through its own CEL: in staging, ml-research (a reader) may not
+    mount model-store-shared without persistentVolumeClaim.readOnly; ml-platform-ci (a
+    publisher) may; a pod of neither claim is not judged."""
+    result = synthesized["staging"]
+    policy = _policy(result, SHARED_READ_ONLY_POLICY)
+    assert _binding(result, SHARED_READ_ONLY_POLICY)["validationActions"] == ["Deny"]
+    assert policy["failurePolicy"] == "Fail"
+
+    def pod(namespace: str, **claim: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": namespace},
+            "spec": {
+                "containers": [{"name": "main", "image": "x"}],
+                "volumes": [
+                    {"name": "scratch", "emptyDir": {}},
+                    {"name": "s", "persistentVolumeClaim": {"claimName": SHARED_CLAIM, **claim}},
+                ],
+            },
+        }  # fmt: skip
+
+    reader, publisher = _namespace(result, "ml-research"), _namespace(result, "ml-platform-ci")
+    for claim in ({}, {"readOnly": False}):
+        admitted, message = admit(policy, pod("ml-research", **claim), reader)
+        assert not admitted and "persistentVolumeClaim.readOnly: true" in str(message), claim
+    assert admit(policy, pod("ml-research", readOnly=True), reader) == (True, None)
+    assert admit(policy, pod("ml-platform-ci"), publisher) == (True, None)
+    bare = pod("ml-research")
+    del bare["spec"]["volumes"]
+    assert admit(policy, bare, reader) == (True, None)

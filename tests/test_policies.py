@@ -1779,7 +1779,9 @@ def test_efs_mount_target_in_a_group_the_stack_does_not_create_is_caught(
         ("-ml-research", at("rootDirectory.creationInfo.permissions", "0777"), "not 2770"),
         ("-ml-research", at("rootDirectory.path", "/"), "neither a team's directory"),
         ("-shared", at("rootDirectory.creationInfo.permissions", "2777"), "not 2775"),
-        ("-shared", at("posixUser.gid", 1000), "not its own team gid 1000"),
+        ("-shared", at("posixUser.gid", 1000), "readers could change the released models"),
+        ("-shared-readers", at("rootDirectory.creationInfo.ownerUid", 65534), "readers could"),
+        ("-shared-readers", at("posixUser.secondaryGids", [5900]), "readers could change"),
     ],
 )  # fmt: skip
 def test_efs_access_points_impose_a_team_owned_root(

@@ -27,6 +27,9 @@ MAX_ACCESS_POINTS: Final = 10_000
 maximum of 10,000 access points unless you request an increase")."""
 SHARED_AREA: Final = "shared"
 """Name of the read-only area every team mounts (access point root ``/shared``)."""
+SHARED_READERS: Final = f"{SHARED_AREA}-readers"
+"""Name of the access point non-publishers read ``/shared`` through (its resource's suffix, as
+a team's name is the suffix of its own)."""
 TRANSITION_DAYS: Final = (1, 7, 14, 30, 60, 90, 180, 270, 365)
 """Days EFS lifecycle transitions accept (EFS API model, TransitionToIARules and
 TransitionToArchiveRules: AFTER_<n>_DAY(S))."""
@@ -180,22 +183,23 @@ def model_store_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             f"the platform writers' gid ({MIN_TEAM_GID} to {MAX_TEAM_GID}): it owns the shared "
             "area",
         )
-    # One access point per team and one for the shared area.
-    if len(config.teams) + 1 > MAX_ACCESS_POINTS:
+    # One access point per team and two for the shared area (writers', readers').
+    if len(config.teams) + 2 > MAX_ACCESS_POINTS:
         yield ConfigProblem(
             f"{CONFIG_KEY}.teams",
             len(config.teams),
-            f"at most {MAX_ACCESS_POINTS - 1} teams with the model store (EFS allows "
-            f"{MAX_ACCESS_POINTS} access points per file system, one is the shared area's)",
+            f"at most {MAX_ACCESS_POINTS - 2} teams with the model store (EFS allows "
+            f"{MAX_ACCESS_POINTS} access points per file system, two are the shared area's)",
         )
     for index, team in enumerate(config.teams):
         team_base = f"{CONFIG_KEY}.teams[{index}]"
-        if team.name == SHARED_AREA:
+        if team.name in (SHARED_AREA, SHARED_READERS):
             yield ConfigProblem(
                 f"{team_base}.name",
                 team.name,
-                f"a name other than {SHARED_AREA!r} with the model store: /{SHARED_AREA} is the "
-                "area every team reads",
+                f"a name other than {SHARED_AREA!r} or {SHARED_READERS!r} with the model store: "
+                f"/{SHARED_AREA} is the area every team reads, and its access points have "
+                "those names",
             )
         if team.gid is None:
             yield ConfigProblem(

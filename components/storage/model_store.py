@@ -3,10 +3,13 @@
 Models are written once and read by many jobs in every zone, so they live on Amazon EFS (regional,
 NFS, mount targets in every private subnet's zone) beside the Lustre scratch and checkpoints in
 the training zone. Each team gets an access point on ``/<team>`` (its gid, setgid mode 2770), and
-the ``shared`` access point on ``/shared`` belongs to the platform writers' gid (2775): teams mount
-it read-only, publishers read-write. Every team namespace gets one static PersistentVolume and
-claim per access point, mounted at ``/models`` and ``/models/shared``; Slurm's namespace mounts
-the whole file system at ``/models`` (its users carry the team gids, which the directories check).
+the ``shared`` access point on ``/shared`` belongs to the platform writers' gid (2775): publishers
+mount it read-write. Every other team mounts ``/shared`` through the readers' access point, whose
+POSIX user (``nobody``, 65534:65534) is neither the root's owner nor in the writers' group, so
+EFS itself refuses its writes whatever the pod asks for (only the r-x "other" bits of 2775 apply).
+Every team namespace gets one static PersistentVolume and claim per area, mounted at ``/models``
+and ``/models/shared``; Slurm's namespace mounts the whole file system at ``/models`` (its users
+carry the team gids, which the directories check).
 
 EFS API model (fields, limits): boto/botocore 1.44.8
 botocore/data/efs/2015-02-01/service-2.json. The CSI driver: kubernetes-sigs/aws-efs-csi-driver
@@ -26,10 +29,18 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.admission import enforced_policy
 from components.config import PlatformConfig, backups_enabled
-from components.config.model_store import SHARED_AREA, ModelStoreConfig, transition_rule
+from components.config.model_store import (
+    SHARED_AREA,
+    SHARED_READERS,
+    ModelStoreConfig,
+    transition_rule,
+)
 from components.iam import eks_cluster_arn, pod_identity_trust_policy, role_with_policies
 from components.storage.volumes import persistent_volume_name
+from components.teams import TEAM_LABEL
+from components.tenancy import team_namespaces
 
 NFS_PORT: Final = 2049
 """The one port EFS mount targets serve (EFS user guide, "Using VPC security groups")."""
@@ -51,6 +62,13 @@ TEAM_CLAIM: Final = "model-store"
 """The claim of a team's own area (Slurm's: the whole file system)."""
 SHARED_CLAIM: Final = "model-store-shared"
 """The claim of the shared area."""
+READER_UID: Final = 65534
+READER_GID: Final = 65534
+"""The readers' POSIX user: ``nobody``/``nogroup`` (the overflow ids, Linux
+Documentation/admin-guide/sysctl/fs.rst ``overflowuid``). Neither owns ``/shared`` nor is in the
+writers' group, so EFS, which runs every request through an access point as its POSIX user
+(EFS API model, ``PosixUser``), lets it read (the "other" r-x of 2775) and never write."""
+SHARED_READ_ONLY_POLICY: Final = "trainingplatform-model-store-shared-read-only"
 NOMINAL_CAPACITY: Final = "1Ti"
 """EFS grows without bound and the driver ignores capacity; a PV and claim still need one."""
 
@@ -99,12 +117,25 @@ class AccessPointSpec:
         uid: POSIX user every request through it runs as.
         gid: its group, which owns the root.
         mode: the root's permissions when EFS creates it (octal text).
+        key: its name among the store's access points (resource name suffix); default the
+            area's.
+        owner_uid: owner of the root when EFS creates it; default ``uid``.
+        owner_gid: group of the root when EFS creates it; default ``gid``. The readers'
+            access point creates ``/shared`` as the writers' would, whichever mounts first.
     """
 
     area: str
     uid: int
     gid: int
     mode: str
+    key: str = ""
+    owner_uid: int | None = None
+    owner_gid: int | None = None
+
+    @property
+    def name(self) -> str:
+        """Its key: ``key``, or the area."""
+        return self.key or self.area
 
     @property
     def path(self) -> str:
@@ -118,8 +149,8 @@ class AccessPointSpec:
             "root_directory": {
                 "path": self.path,
                 "creation_info": {
-                    "owner_uid": self.uid,
-                    "owner_gid": self.gid,
+                    "owner_uid": self.uid if self.owner_uid is None else self.owner_uid,
+                    "owner_gid": self.gid if self.owner_gid is None else self.owner_gid,
                     "permissions": self.mode,
                 },
             },
@@ -127,7 +158,7 @@ class AccessPointSpec:
 
 
 def access_points(config: PlatformConfig) -> list[AccessPointSpec]:
-    """Every access point: one per team with a gid, then the shared area's.
+    """Every access point: one per team with a gid, then the shared area's writers' and readers'.
 
     Args:
         config: the validated platform (config refuses an enabled store without the gids).
@@ -139,7 +170,15 @@ def access_points(config: PlatformConfig) -> list[AccessPointSpec]:
         if team.gid is not None
     ]
     writers = typing.cast(int, store.writers_gid)
-    return [*specs, AccessPointSpec(SHARED_AREA, store.uid, writers, SHARED_DIRECTORY_MODE)]
+    readers = AccessPointSpec(
+        SHARED_AREA, READER_UID, READER_GID, SHARED_DIRECTORY_MODE,
+        key=SHARED_READERS, owner_uid=store.uid, owner_gid=writers,
+    )  # fmt: skip
+    return [
+        *specs,
+        AccessPointSpec(SHARED_AREA, store.uid, writers, SHARED_DIRECTORY_MODE),
+        readers,
+    ]
 
 
 def volume_handle(
@@ -165,13 +204,16 @@ def model_volume_spec(
     delete the access point in its handle (aws-efs-csi-driver v3.4.1
     pkg/driver/controller.go), which this stack owns. Encryption in transit is the driver's
     default and always on with an access point; said explicitly in the volume's attributes
-    rather than through the deprecated ``tls`` mount option (pkg/driver/node.go).
+    rather than through the deprecated ``tls`` mount option (pkg/driver/node.go). ``readOnly``
+    here is recorded for what it says but enforces nothing: Kubernetes passes it to
+    ControllerPublishVolume only, which EFS never runs; the pod's claim flag and the readers'
+    access point do (:func:`model_store_volumes`).
 
     Args:
         namespace: the claim's namespace.
         claim_name: the claim's name.
         handle: :func:`volume_handle`.
-        read_only: mount read-only (the driver adds ``ro``): the shared area for readers.
+        read_only: the shared area for readers (see above).
     """
     return {
         "capacity": {"storage": NOMINAL_CAPACITY},
@@ -186,6 +228,49 @@ def model_volume_spec(
             "readOnly": read_only,
             "volumeAttributes": {"encryptInTransit": "true"},
         },
+    }
+
+
+def shared_read_only_policy(*, team_label: str, publishers: list[str]) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: readers mount the shared area read-only.
+
+    Refuses, in a team namespace whose team does not publish, a Pod with a volume of the
+    ``model-store-shared`` claim that is not ``persistentVolumeClaim.readOnly``. Pods only,
+    on CREATE: a pod's volumes never change after, and every controller's pod is created
+    through this. The readers' access point refuses writes whatever the pod says; this makes
+    the mistake an admission error with its reason instead of ``Read-only file system`` later.
+
+    Args:
+        team_label: the namespace label of team namespaces.
+        publishers: the teams (namespaces) that mount it read-write.
+    """
+    allowed = ", ".join(f"'{team}'" for team in sorted(publishers))
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "namespaceSelector": team_namespaces(team_label),
+            "resourceRules": [
+                {
+                    "operations": ["CREATE"],
+                    "apiVersions": ["v1"],
+                    "apiGroups": [""],
+                    "resources": ["pods"],
+                }
+            ],
+        },
+        "validations": [
+            {
+                "expression": f"namespaceObject.metadata.name in [{allowed}] || "
+                "!has(object.spec.volumes) || object.spec.volumes.all(v, "
+                "!has(v.persistentVolumeClaim) || "
+                f"v.persistentVolumeClaim.claimName != '{SHARED_CLAIM}' || "
+                "(has(v.persistentVolumeClaim.readOnly) && v.persistentVolumeClaim.readOnly))",
+                "message": f"the {SHARED_CLAIM} claim is the released models every team reads: "
+                "mount it with persistentVolumeClaim.readOnly: true (only the teams of "
+                "platform.modelStore.publishers write there; docs/how-to/share-a-model.md)",
+                "reason": "Forbidden",
+            }
+        ],
     }
 
 
@@ -303,11 +388,11 @@ def model_store(
     # DeleteAccessPoint), and its area stays in the protected file system. Unprotected, a
     # team is removed, or its access point replaced, by a plain up, also in prod.
     points = {
-        spec.area: aws.efs.AccessPoint(
-            f"{name}-models-{spec.area}",
+        spec.name: aws.efs.AccessPoint(
+            f"{name}-models-{spec.name}",
             file_system_id=file_system.id,
             **spec.args(),
-            tags={"Name": f"{cluster}-models-{spec.area}"},
+            tags={"Name": f"{cluster}-models-{spec.name}"},
             opts=child,
         )
         for spec in access_points(config)
@@ -343,9 +428,18 @@ def model_store(
     )
     claims: dict[str, list[k8s.core.v1.PersistentVolumeClaim]] = {}
     publishers = set(store.publishers)
+    enforced_policy(
+        f"{name}-models-shared-read-only",
+        SHARED_READ_ONLY_POLICY,
+        shared_read_only_policy(team_label=TEAM_LABEL, publishers=sorted(publishers)),
+        opts=pulumi.ResourceOptions(
+            parent=parent, provider=kubernetes_provider, depends_on=cluster_ready
+        ),
+    )
     for team, namespace in team_namespaces.items():
         if team not in points:
             continue
+        shared = SHARED_AREA if team in publishers else SHARED_READERS
         claims[team] = [
             _claim(
                 name, namespace=team, namespace_resource=namespace, claim_name=TEAM_CLAIM,
@@ -354,7 +448,7 @@ def model_store(
             ),
             _claim(
                 name, namespace=team, namespace_resource=namespace, claim_name=SHARED_CLAIM,
-                handle=volume_handle(file_system.id, points[SHARED_AREA].id),
+                handle=volume_handle(file_system.id, points[shared].id),
                 read_only=team not in publishers, opts=in_cluster,
             ),
         ]  # fmt: skip
@@ -418,26 +512,39 @@ SHARED_VOLUME: Final = "models-shared"
 
 
 def model_store_volumes(
-    *, whole_file_system: bool = False
+    *, whole_file_system: bool = False, publishes: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, mounts) of the model store: the team's area at ``/models``, shared below it.
 
     The shared area's mount point sits inside the team's area: the container runtime makes
-    the directory ``shared`` there, as the access point's user, the first time. Read-only
-    where the claim's volume is (the driver mounts it ``ro``); the container's mount is
-    read-only too unless the team publishes, which the volume decides, so it is left open.
+    the directory ``shared`` there, as the access point's user, the first time. For a team
+    that does not publish, the shared claim is read-only in the pod (``persistentVolumeClaim
+    .readOnly``, which the kubelet passes to the driver's NodePublishVolume, and the driver
+    mounts ``ro``: kubernetes-sigs/aws-efs-csi-driver v3.4.1 pkg/driver/node.go; the PV's own
+    ``csi.readOnly`` goes only to ControllerPublishVolume, which EFS, ``attachRequired:
+    false`` in deploy/kubernetes/base/csidriver.yaml, never runs) and so is the container's
+    mount; the readers' access point refuses writes besides (:data:`READER_UID`), and
+    admission refuses a pod that drops the flag (:func:`shared_read_only_policy`).
 
     Args:
         whole_file_system: Slurm's claim, which holds every team's area and ``/shared`` under
             one root: one volume at ``/models``. Default False (a team namespace).
+        publishes: the team publishes (``modelStore.publishers``): the shared area is mounted
+            read-write. Default False (read-only, the safe side for a builder that does not
+            know the team).
     """
-    volumes = [{"name": TEAM_VOLUME, "persistentVolumeClaim": {"claimName": TEAM_CLAIM}}]
-    mounts = [{"name": TEAM_VOLUME, "mountPath": MODELS_MOUNT}]
+    volumes: list[dict[str, Any]] = [
+        {"name": TEAM_VOLUME, "persistentVolumeClaim": {"claimName": TEAM_CLAIM}}
+    ]
+    mounts: list[dict[str, Any]] = [{"name": TEAM_VOLUME, "mountPath": MODELS_MOUNT}]
     if not whole_file_system:
-        volumes.append(
-            {"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": SHARED_CLAIM}}
-        )
-        mounts.append({"name": SHARED_VOLUME, "mountPath": SHARED_MODELS_MOUNT})
+        claim: dict[str, Any] = {"claimName": SHARED_CLAIM}
+        mount: dict[str, Any] = {"name": SHARED_VOLUME, "mountPath": SHARED_MODELS_MOUNT}
+        if not publishes:
+            claim["readOnly"] = True
+            mount["readOnly"] = True
+        volumes.append({"name": SHARED_VOLUME, "persistentVolumeClaim": claim})
+        mounts.append(mount)
     return volumes, mounts
 
 

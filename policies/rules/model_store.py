@@ -152,25 +152,39 @@ def _check_access_points(args: StackValidationArgs, report: ReportViolation) -> 
                 point.urn,
             )
         mode = TEAM_DIRECTORY_MODE if area != SHARED_AREA else SHARED_DIRECTORY_MODE
-        if owner is None or owner != gid or owner < MIN_TEAM_GID:
+        if area == SHARED_AREA and gid != owner:
+            # The readers' access point: its user must be neither /shared's owner nor in its
+            # group, so that EFS refuses its writes.
+            uid = _gid(posix.get("uid"))
+            groups = {gid, *(_gid(g) for g in as_list(posix.get("secondaryGids")))}
+            if uid is None or uid == _gid(creation.get("ownerUid")) or owner in groups:
+                report(
+                    f"the access point's root {path} is owned by {creation.get('ownerUid')}:"
+                    f"{owner}, and its POSIX user ({uid}, gids {sorted(map(str, groups))}) is "
+                    "that owner or in that group without being the writers' access point: "
+                    "readers could change the released models",
+                    point.urn,
+                )
+        elif owner is None or owner != gid or owner < MIN_TEAM_GID:
             report(
                 f"the access point's root {path} is owned by gid {owner}, not its own team "
                 f"gid {gid} (at least {MIN_TEAM_GID})",
                 point.urn,
             )
-        elif str(creation.get("permissions")) != mode:
+        if owner is not None and str(creation.get("permissions")) != mode:
             report(
                 f"the access point's root {path} has mode {creation.get('permissions')}, "
                 f"not {mode}",
                 point.urn,
             )
-        if owner is not None and owner in owners and owners[owner] != path:
+        if owner is None or owner < MIN_TEAM_GID:
+            continue
+        if owner in owners and owners[owner] != path:
             report(
                 f"the access point's root {path} shares gid {owner} with {owners[owner]}",
                 point.urn,
             )
-        if owner is not None:
-            owners.setdefault(owner, path)
+        owners.setdefault(owner, path)
 
 
 POLICIES = [
@@ -193,7 +207,9 @@ POLICIES = [
         description="Every EFS access point imposes a POSIX user, and its root is a team's "
         f"directory (mode {TEAM_DIRECTORY_MODE}) or /{SHARED_AREA} "
         f"({SHARED_DIRECTORY_MODE}) owned by that user's own non-system gid, no two roots "
-        "sharing one: a team's claim reaches only its team's files.",
+        f"sharing one: a team's claim reaches only its team's files. A /{SHARED_AREA} access "
+        "point of another gid is the readers': its user is neither the root's owner nor in "
+        "its group, so EFS refuses its writes.",
         validate=_check_access_points,
         enforcement_level=MANDATORY,
     ),
