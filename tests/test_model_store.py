@@ -12,6 +12,7 @@ from components.config import parse_platform_config
 from components.storage.model_store import (
     EFS_CSI_CONTROLLER_SERVICE_ACCOUNT,
     EFS_CSI_DRIVER,
+    EFS_CSI_NODE_SERVICE_ACCOUNT,
     NFS_PORT,
     READER_GID,
     READER_UID,
@@ -27,7 +28,7 @@ from tests import component_runs as parts
 from tests.component_runs import node_security_group_id
 from tests.config_problems import assert_reported
 from tests.conftest import STACKS, ProgramRun, RunComponent, stack_data
-from tests.mutations import without_notebooks, without_teams
+from tests.mutations import without_notebooks, without_slurm, without_teams
 from tests.test_tenancy import _namespace
 from tests.test_tenant_api import _binding, _policy
 
@@ -37,6 +38,8 @@ ACCESS_POINT: Final = "aws:efs/accessPoint:AccessPoint"
 BACKUP_POLICY: Final = "aws:efs/backupPolicy:BackupPolicy"
 SECURITY_GROUP: Final = "aws:ec2/securityGroup:SecurityGroup"
 ADDON: Final = "aws:eks/addon:Addon"
+FILE_SYSTEM_POLICY: Final = "aws:efs/fileSystemPolicy:FileSystemPolicy"
+ROLE: Final = "aws:iam/role:Role"
 KEY: Final = "aws:kms/key:Key"
 ATTACHMENT: Final = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 VOLUME: Final = "kubernetes:core/v1:PersistentVolume"
@@ -158,8 +161,8 @@ def test_csi_add_on_at_the_bill_of_materials_version_through_pod_identity(
     (addon,) = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "aws-efs-csi-driver"]
     pinned = versions.EKS_ADDONS[config.cluster.kubernetes_version].aws_efs_csi_driver
     assert addon.inputs["addonVersion"] == pinned
-    (association,) = addon.inputs["podIdentityAssociations"]
-    assert association["serviceAccount"] == EFS_CSI_CONTROLLER_SERVICE_ACCOUNT
+    accounts = [a["serviceAccount"] for a in addon.inputs["podIdentityAssociations"]]
+    assert accounts == [EFS_CSI_CONTROLLER_SERVICE_ACCOUNT, EFS_CSI_NODE_SERVICE_ACCOUNT]
     policies = [a.inputs["policyArn"] for a in run.of_type(ATTACHMENT) if "efs-csi" in a.name]
     assert policies == ["arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"]
 
@@ -339,3 +342,52 @@ def test_a_reader_pod_must_mount_the_shared_claim_read_only(
     bare = pod("ml-research")
     del bare["spec"]["volumes"]
     assert admit(policy, bare, reader) == (True, None)
+
+
+def _mounting(run: ProgramRun) -> tuple[dict[str, Any], str]:
+    """(the file system policy's document, the ARN of the node plugin's role)."""
+    (policy,) = run.of_type(FILE_SYSTEM_POLICY)
+    (addon,) = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "aws-efs-csi-driver"]
+    (node,) = [
+        a["roleArn"]
+        for a in addon.inputs["podIdentityAssociations"]
+        if a["serviceAccount"] == EFS_CSI_NODE_SERVICE_ACCOUNT
+    ]
+    return json.loads(policy.inputs["policy"]), node
+
+
+def test_only_the_node_plugins_signed_tls_mounts_get_in(stack_run: tuple[str, ProgramRun]) -> None:
+    """The file system policy denies plain NFS to everyone and allows mount and write only to
+    the node plugin's Pod Identity role (no ClientRootAccess); every PV asks for iam, so
+    efs-utils signs the mount with that role. Slurm mounts the root: no access point required."""
+    _, run = stack_run
+    document, node_role = _mounting(run)
+    deny, allow = document["Statement"]
+    assert (deny["Effect"], deny["Principal"], deny["Action"]) == ("Deny", {"AWS": "*"}, "*")
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert allow["Principal"] == {"AWS": node_role}
+    assert allow["Action"] == ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"]
+    assert allow["Condition"] == {"Bool": {"aws:SecureTransport": "true"}}
+    assert deny["Resource"] == allow["Resource"]
+    roles = [r for r in run.of_type(ROLE) if "efs-csi-node" in r.name]
+    (trust,) = [json.loads(r.inputs["assumeRolePolicy"]) for r in roles]
+    assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    volumes = _volumes(run)
+    assert volumes and all(v["mountOptions"] == ["iam"] for v in volumes.values())
+
+
+def test_without_a_root_mount_every_mount_goes_through_an_access_point(
+    run_component: RunComponent,
+) -> None:
+    data = stack_data("staging")
+    without_slurm(data)
+    run = run_component(parts.storage, data, "staging")
+    document, _ = _mounting(run)
+    (key, arns), *others = document["Statement"][1]["Condition"]["StringEquals"].items()
+    assert key == "elasticfilesystem:AccessPointArn" and not others
+    # every access point of the store, the team's and both of /shared, and nothing else
+    assert (
+        len(set(arns))
+        == len(run.of_type(ACCESS_POINT))
+        == len(parse_platform_config(data).teams) + 2
+    )

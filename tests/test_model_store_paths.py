@@ -171,6 +171,15 @@ def test_the_shared_area_is_read_only_for_a_team_that_does_not_publish(
     ), reports["trainjob"].reasons
 
 
+def test_a_volume_that_does_not_mount_with_iam_is_refused(
+    synthesized: dict[str, StackResult],
+) -> None:
+    config = synthesized["dev"].config
+    view = _view(synthesized["dev"])
+    del _volume(view, TEAM, TEAM_CLAIM)["spec"]["mountOptions"]
+    _refused(view, config, "mount options lack iam", ("trainjob", "notebook"))
+
+
 def _zone_of(view: StackView, target: Manifest) -> str:
     (subnet,) = [s for s in view.aws(SUBNET) if s["id"] == target["inputs"]["subnetId"]]
     return str(subnet["inputs"]["availabilityZone"])

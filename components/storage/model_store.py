@@ -20,6 +20,7 @@ with an access point, ``ro`` for a read-only volume).
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from collections.abc import Mapping
 from typing import Any, Final
@@ -47,9 +48,23 @@ NFS_PORT: Final = 2049
 EFS_CSI_DRIVER: Final = "efs.csi.aws.com"
 EFS_CSI_CONTROLLER_SERVICE_ACCOUNT: Final = "efs-csi-controller-sa"
 """The add-on controller's service account (kubernetes-sigs/aws-efs-csi-driver v3.4.1
-deploy/kubernetes/base/controller-serviceaccount.yaml); its node's, efs-csi-node-sa, needs no
-role for mounts through access points."""
+deploy/kubernetes/base/controller-serviceaccount.yaml)."""
+EFS_CSI_NODE_SERVICE_ACCOUNT: Final = "efs-csi-node-sa"
+"""The node plugin's service account (kubernetes-sigs/aws-efs-csi-driver v3.4.1
+deploy/kubernetes/base/node-daemonset.yaml, hostNetwork): its role is the identity every mount
+is signed with (:func:`file_system_policy`)."""
 EFS_CSI_POLICY: Final = "service-role/AmazonEFSCSIDriverPolicy"
+IAM_MOUNT_OPTION: Final = "iam"
+"""The mount option that makes efs-utils sign the NFS connection with the mounting identity
+(aws/efs-utils v3.2.0 src/efs_utils_common/aws_credentials.py, get_aws_security_credentials:
+``use_iam``). The driver passes a PV's mountOptions to ``mount -t efs`` as they are
+(kubernetes-sigs/aws-efs-csi-driver v3.4.1 pkg/driver/node.go, NodePublishVolume), and adds
+``tls`` itself (``encryptInTransit``), so ``tls`` is not repeated here (a deprecated option)."""
+CLIENT_ACTIONS: Final = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
+"""What the node plugin's identity may do as an NFS client: mount and write. Not
+``ClientRootAccess``: without it EFS squashes root (EFS user guide, "Using IAM to control
+access to file systems"), which only Slurm's root mount would see (access points impose their
+user anyway)."""
 TEAM_DIRECTORY_MODE: Final = "2770"
 """A team's root: setgid, the team's group reads and writes, nobody else enters."""
 SHARED_DIRECTORY_MODE: Final = "2775"
@@ -222,6 +237,9 @@ def model_volume_spec(
         "persistentVolumeReclaimPolicy": "Retain",
         "storageClassName": "",
         "claimRef": {"namespace": namespace, "name": claim_name},
+        # The file system policy admits only IAM-signed mounts; a PV's mount options change
+        # in place (its name's digest leaves them out).
+        "mountOptions": [IAM_MOUNT_OPTION],
         "csi": {
             "driver": EFS_CSI_DRIVER,
             "volumeHandle": handle,
@@ -270,6 +288,59 @@ def shared_read_only_policy(*, team_label: str, publishers: list[str]) -> dict[s
                 "platform.modelStore.publishers write there; docs/how-to/share-a-model.md)",
                 "reason": "Forbidden",
             }
+        ],
+    }
+
+
+def file_system_policy(
+    *, file_system_arn: str, node_role_arn: str, access_point_arns: list[str] | None
+) -> dict[str, Any]:
+    """The file system policy: TLS only, and only the CSI node plugin's identity mounts.
+
+    An explicit policy replaces EFS's default, which lets any client that reaches a mount
+    target mount and write as root (EFS user guide, "Default EFS file system policy"). Here a
+    connection without TLS is denied (``aws:SecureTransport``), and ClientMount and ClientWrite
+    are allowed only to the node plugin's role, which efs-utils signs the mount with when the
+    volume asks for ``iam`` (:data:`IAM_MOUNT_OPTION`): it reads the Pod Identity credentials
+    from ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` before the node's instance profile (aws/efs-utils
+    v3.2.0 src/efs_utils_common/aws_credentials.py, get_aws_security_credentials), the
+    release the driver's image clones (kubernetes-sigs/aws-efs-csi-driver v3.4.1 Dockerfile,
+    ``EFSUTILSSOURCE=github``, built 2026-07-23). A client without ``iam`` is anonymous, and
+    nothing here allows an anonymous client. Where no namespace mounts the root (no Slurm),
+    the allow also requires one of the stack's access points
+    (``elasticfilesystem:AccessPointArn``, EFS user guide "Using access points in IAM
+    policies"), so even the node plugin cannot mount ``/``.
+
+    Args:
+        file_system_arn: the file system's ARN.
+        node_role_arn: the role of ``efs-csi-node-sa`` (Pod Identity).
+        access_point_arns: the access points every mount must use; None where the platform
+            mounts the root (Slurm's claim), which then stays open to the node plugin.
+    """
+    allow: dict[str, Any] = {
+        "Sid": "NodePluginMounts",
+        "Effect": "Allow",
+        "Principal": {"AWS": node_role_arn},
+        "Action": list(CLIENT_ACTIONS),
+        "Resource": file_system_arn,
+        "Condition": {"Bool": {"aws:SecureTransport": "true"}},
+    }
+    if access_point_arns is not None:
+        allow["Condition"]["StringEquals"] = {
+            "elasticfilesystem:AccessPointArn": sorted(access_point_arns)
+        }
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyWithoutTls",
+                "Effect": "Deny",
+                "Principal": {"AWS": "*"},
+                "Action": "*",
+                "Resource": file_system_arn,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+            allow,
         ],
     }
 
@@ -407,6 +478,16 @@ def model_store(
         managed_policies=[EFS_CSI_POLICY],
         opts=child,
     )
+    node_role = role_with_policies(
+        f"{name}-efs-csi-node",
+        trust_policy=pod_identity_trust_policy(
+            eks_cluster_arn(config.region, config.account_id, cluster),
+            "kube-system",
+            EFS_CSI_NODE_SERVICE_ACCOUNT,
+        ),
+        managed_policies=[],
+        opts=child,
+    )
     addon = aws.eks.Addon(
         f"{name}-efs-csi",
         cluster_name=cluster,
@@ -417,7 +498,11 @@ def model_store(
         pod_identity_associations=[
             aws.eks.AddonPodIdentityAssociationArgs(
                 role_arn=role.role.arn, service_account=EFS_CSI_CONTROLLER_SERVICE_ACCOUNT
-            )
+            ),
+            # The node plugin mounts with this identity (file_system_policy).
+            aws.eks.AddonPodIdentityAssociationArgs(
+                role_arn=node_role.role.arn, service_account=EFS_CSI_NODE_SERVICE_ACCOUNT
+            ),
         ],
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[*cluster_ready, *role.ready]),
     )
@@ -460,6 +545,25 @@ def model_store(
                 read_only=False, opts=in_cluster,
             )
         ]  # fmt: skip
+    point_arns = [point.arn for point in points.values()]
+    root_mounted = bool(whole_file_system_namespaces)
+    aws.efs.FileSystemPolicy(
+        f"{name}-models",
+        file_system_id=file_system.id,
+        policy=pulumi.Output.all(file_system.arn, node_role.role.arn, *point_arns).apply(
+            lambda arns: json.dumps(
+                file_system_policy(
+                    file_system_arn=arns[0],
+                    node_role_arn=arns[1],
+                    access_point_arns=None if root_mounted else list(arns[2:]),
+                )
+            )
+        ),
+        # After the volumes ask for iam: a mount before would be anonymous, and refused.
+        opts=pulumi.ResourceOptions(
+            parent=parent, depends_on=[claim for made in claims.values() for claim in made]
+        ),
+    )
     return ModelStore(file_system, group, points, claims)
 
 

@@ -7,6 +7,7 @@ fields checked here: CreateFileSystem ``Encrypted``/``KmsKeyId``, CreateMountTar
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,12 +15,18 @@ from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPo
 
 from components.config.model_store import SHARED_AREA
 from components.config.teams import MIN_TEAM_GID
-from components.storage.model_store import NFS_PORT, SHARED_DIRECTORY_MODE, TEAM_DIRECTORY_MODE
+from components.storage.model_store import (
+    CLIENT_ACTIONS,
+    NFS_PORT,
+    SHARED_DIRECTORY_MODE,
+    TEAM_DIRECTORY_MODE,
+)
 from components.teams import TEAM_LABEL
 
 from .common import MANDATORY, ReportViolation, as_list, aws_managed_key, security_group_rules
 
 EFS_FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
+FILE_SYSTEM_POLICY = "aws:efs/fileSystemPolicy:FileSystemPolicy"
 MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
 ACCESS_POINT = "aws:efs/accessPoint:AccessPoint"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
@@ -187,6 +194,89 @@ def _check_access_points(args: StackValidationArgs, report: ReportViolation) -> 
         owners.setdefault(owner, path)
 
 
+def _statements(policy: Any) -> list[dict[str, Any]] | None:
+    """A policy document's statements, or None where its text is not known or not JSON."""
+    if isinstance(policy, str):
+        try:
+            policy = json.loads(policy)
+        except ValueError:
+            return None
+    if not isinstance(policy, dict):
+        return None
+    return [s for s in as_list(policy.get("Statement")) if isinstance(s, dict)]
+
+
+def _anyone(principal: Any) -> bool:
+    """Whether a statement's principal is every principal (``*``, or ``{"AWS": "*"}``)."""
+    if principal == "*":
+        return True
+    return isinstance(principal, dict) and "*" in as_list(principal.get("AWS"))
+
+
+def _actions(statement: dict[str, Any]) -> set[str]:
+    return {str(a).lower() for a in as_list(statement.get("Action"))}
+
+
+def _denies_plain_nfs(statement: dict[str, Any]) -> bool:
+    """A Deny for every principal of every client action when ``aws:SecureTransport`` is false."""
+    condition = (statement.get("Condition") or {}).get("Bool") or {}
+    insecure = str(condition.get("aws:SecureTransport")).lower() == "false"
+    actions = _actions(statement)
+    every = (
+        bool(actions & {"*", "elasticfilesystem:*"})
+        or {a.lower() for a in CLIENT_ACTIONS} <= actions
+    )
+    return (
+        statement.get("Effect") == "Deny"
+        and _anyone(statement.get("Principal"))
+        and (insecure and every)
+    )
+
+
+def _check_file_system_policy(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = list(args.resources)
+    for file_system in resources:
+        if file_system.resource_type != EFS_FILE_SYSTEM:
+            continue
+        policies = [
+            r
+            for r in resources
+            if r.resource_type == FILE_SYSTEM_POLICY
+            and file_system in r.property_dependencies.get("fileSystemId", [])
+        ]
+        if not policies:
+            report(
+                "the EFS file system has no file system policy: EFS's default lets any client "
+                "that reaches a mount target mount it, as root, without TLS or IAM",
+                file_system.urn,
+            )
+        for policy in policies:
+            statements = _statements(policy.props.get("policy"))
+            if statements is None:
+                continue  # not known before the up (an unknown ARN)
+            if not any(_denies_plain_nfs(s) for s in statements):
+                report(
+                    "the EFS file system policy does not deny connections without TLS "
+                    "(Deny, every principal, aws:SecureTransport false)",
+                    policy.urn,
+                )
+            for statement in statements:
+                if statement.get("Effect") != "Allow":
+                    continue
+                if _anyone(statement.get("Principal")):
+                    report(
+                        "the EFS file system policy allows every principal: a client that "
+                        "mounts without IAM (anonymous) gets in",
+                        policy.urn,
+                    )
+                granted = _actions(statement)
+                if granted & {"*", "elasticfilesystem:*", "elasticfilesystem:clientrootaccess"}:
+                    report(
+                        "the EFS file system policy grants ClientRootAccess: root is not squashed",
+                        policy.urn,
+                    )
+
+
 POLICIES = [
     StackValidationPolicy(
         name="efs-encrypted-customer-key",
@@ -211,6 +301,14 @@ POLICIES = [
         "point of another gid is the readers': its user is neither the root's owner nor in "
         "its group, so EFS refuses its writes.",
         validate=_check_access_points,
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="efs-file-system-policy",
+        description="Every EFS file system has a file system policy that denies connections "
+        "without TLS (aws:SecureTransport false) to every principal, allows no principal "
+        "'*' (no anonymous, non-IAM mount) and grants no ClientRootAccess (root squashed).",
+        validate=_check_file_system_policy,
         enforcement_level=MANDATORY,
     ),
 ]

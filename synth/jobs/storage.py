@@ -18,6 +18,9 @@ use; an EFS volume carries none, so its reach is judged here from the cloud side
   its group (EFS then refuses its writes whatever the pod asks), and the pod's volume of it is
   ``persistentVolumeClaim.readOnly`` (the kubelet passes that, not the PV's ``csi.readOnly``,
   to NodePublishVolume, where the driver adds ``ro``: node.go);
+- where the file system has a file system policy (it allows only IAM-signed mounts), the PV
+  asks for ``iam`` in its mount options (:func:`components.storage.model_store
+  .file_system_policy`);
 - every zone a NodePool the pod may use launches nodes in has a mount target of the file
   system, and that mount target's security groups admit NFS (TCP 2049) from a group the
   pool's EC2NodeClass gives its nodes (``securityGroupSelectorTerms``: ids, or tags; EKS tags
@@ -41,6 +44,7 @@ from components.config.model_store import SHARED_AREA
 from components.node_pools import CLUSTER_SG_TAG
 from components.storage.model_store import (
     EFS_CSI_DRIVER,
+    IAM_MOUNT_OPTION,
     NFS_PORT,
     SHARED_CLAIM,
     SHARED_READ_ONLY_POLICY,
@@ -51,6 +55,7 @@ from synth.jobs.view import Manifest, StackView, name_of
 FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
 ACCESS_POINT: Final = "aws:efs/accessPoint:AccessPoint"
 MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
+FILE_SYSTEM_POLICY: Final = "aws:efs/fileSystemPolicy:FileSystemPolicy"
 SUBNET: Final = "aws:ec2/subnet:Subnet"
 SECURITY_GROUP: Final = "aws:ec2/securityGroup:SecurityGroup"
 EKS_CLUSTER: Final = "eks:index:Cluster"
@@ -223,6 +228,16 @@ def _efs_problems(
             f"{file_system or '(none)'}, not the stack's model store"
         )
         return
+    policed = any(
+        p["inputs"].get("fileSystemId") == file_system for p in view.aws(FILE_SYSTEM_POLICY)
+    )
+    options = (volume.get("spec") or {}).get("mountOptions") or []
+    if policed and IAM_MOUNT_OPTION not in options:
+        yield (
+            f"claim {claim} binds PV {name_of(volume)}, whose mount options lack "
+            f"{IAM_MOUNT_OPTION}: the mount is anonymous, and the file system policy allows "
+            "only the node plugin's role"
+        )
     if team is not None and claim in (TEAM_CLAIM, SHARED_CLAIM):
         area = f"/{team}" if claim == TEAM_CLAIM else f"/{SHARED_AREA}"
         point = _by_id(view, ACCESS_POINT).get(access_point)
