@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -32,6 +33,7 @@ from tests.mutations import without_notebooks, without_slurm, without_teams
 from tests.test_tenancy import _namespace
 from tests.test_tenant_api import _binding, _policy
 
+REPOSITORY: Final = Path(__file__).resolve().parent.parent
 FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
 MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
 ACCESS_POINT: Final = "aws:efs/accessPoint:AccessPoint"
@@ -391,3 +393,13 @@ def test_without_a_root_mount_every_mount_goes_through_an_access_point(
         == len(run.of_type(ACCESS_POINT))
         == len(parse_platform_config(data).teams) + 2
     )
+
+
+def test_the_store_writes_as_no_persons_uid_and_slurm_shells_share_by_group() -> None:
+    """The access points' default uid is neither the runtimes' 1000 nor in the ranges useradd
+    gives people or services; Slurm's login and node image gives login shells, and through
+    SLURM_UMASK their jobs, umask 002."""
+    store = parse_platform_config(stack_data("prod")).model_store
+    assert store.uid == 65533 and not 100 <= store.uid <= 60000
+    dockerfile = (REPOSITORY / "images" / "slurmd" / "Dockerfile").read_text()
+    assert "RUN printf 'umask 002\\n' > /etc/profile.d/platform-umask.sh" in dockerfile

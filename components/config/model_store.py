@@ -33,6 +33,15 @@ a team's name is the suffix of its own)."""
 TRANSITION_DAYS: Final = (1, 7, 14, 30, 60, 90, 180, 270, 365)
 """Days EFS lifecycle transitions accept (EFS API model, TransitionToIARules and
 TransitionToArchiveRules: AFTER_<n>_DAY(S))."""
+STORE_UID: Final = 65533
+"""The default POSIX user of the store's access points: no person's. Outside the range useradd
+gives people (shadow-utils etc/login.defs: UID_MIN 1000 to UID_MAX 60000) and services
+(SYS_UID_MIN 101 to SYS_UID_MAX 999), below ``nobody`` (65534, the readers' user), and in
+the block Debian reserves and never allocates (Debian Policy 9.2.2, "65000-65533: Reserved").
+Not 1000, the runtimes' own uid, which a Slurm directory often gives its first user: files
+the access points write would be that person's, everywhere. Directories that map ids (SSSD's
+``ldap_idmap_range_min`` defaults to 200000) stay far above it."""
+RESERVED_UIDS: Final = {0: "root (EFS would not squash it)", 65534: "nobody, the readers' user"}
 MAX_SECONDARY_GIDS: Final = 16
 """EFS API model, SecondaryGids: at most 16."""
 
@@ -103,11 +112,15 @@ class ModelStoreConfig(StrictModel):
         "Access or Archive (a model read once is usually read again). Default: true.",
     )
     uid: int = Field(
-        default=WORKLOAD_GID,
+        default=STORE_UID,
         ge=0,
-        le=4294967295,
-        description="The POSIX user every access point writes as (the runtimes' user). "
-        f"Default: {WORKLOAD_GID}.",
+        le=4294967294,
+        description="The POSIX user every team's and the writers' access point writes as: it "
+        "owns every file written through them, so it must be no person's uid (not a Slurm "
+        f"directory user's, nor {WORKLOAD_GID}, the runtimes' own, which directories often "
+        "give their first user), not 0 and not 65534 (nobody, the readers' user). Changing it "
+        "replaces every access point, PV and claim (docs/upgrades). Default: "
+        f"{STORE_UID}, outside the ranges useradd allocates.",
     )
     writers_gid: int | None = Field(
         default=None,
@@ -174,6 +187,12 @@ def model_store_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 publisher,
                 f"a team of platform.teams ({', '.join(teams) or 'none defined'})",
             )
+    if store.uid in RESERVED_UIDS:
+        yield ConfigProblem(
+            f"{base}.uid",
+            store.uid,
+            f"a uid other than {store.uid} ({RESERVED_UIDS[store.uid]}); default {STORE_UID}",
+        )
     if not store.enabled:
         return
     if store.writers_gid is None:
