@@ -347,6 +347,7 @@ def worker_group_spec(
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
     models: bool = False,
+    publishes_models: bool = False,
 ) -> dict[str, Any]:
     """A RayCluster worker group on ``pool``: one whole node per worker.
 
@@ -370,11 +371,15 @@ def worker_group_spec(
         group_id: the team's gid. Default None.
         models: mount the team's model store claims at ``/models`` and ``/models/shared``
             (:func:`components.trainer.team_volumes`). Default False.
+        publishes_models: the team publishes models: ``/models/shared`` read-write.
+            Default False.
     """
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
     lustre_directories = directories if checkpoints is not None and directories else []
-    shared_volumes, shared_mounts = team_volumes(lustre_directories, models=models)
+    shared_volumes, shared_mounts = team_volumes(
+        lustre_directories, models=models, publishes_models=publishes_models
+    )
     volumes += shared_volumes
     mounts += shared_mounts
     environment = ray_environment(pool, team=team, job=job, checkpoints=checkpoints)
@@ -420,6 +425,7 @@ def head_group_spec(
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
     models: bool = False,
+    publishes_models: bool = False,
 ) -> dict[str, Any]:
     """The head on a general pool: no accelerator, no Ray tasks (``num-cpus: 0``).
 
@@ -436,9 +442,13 @@ def head_group_spec(
         group_id: the team's gid. Default None.
         models: mount the team's model store claims at ``/models`` and ``/models/shared``
             (:func:`components.trainer.team_volumes`). Default False.
+        publishes_models: the team publishes models: ``/models/shared`` read-write.
+            Default False.
     """
     mounted = checkpoints is not None and bool(directories)
-    volumes, mounts = team_volumes((directories or []) if mounted else [], models=models)
+    volumes, mounts = team_volumes(
+        (directories or []) if mounted else [], models=models, publishes_models=publishes_models
+    )
     environment = ray_environment(None, team=team, job=job, checkpoints=checkpoints)
     if models:
         environment += model_store_environment()
@@ -506,6 +516,7 @@ def _cluster_spec(
     directories: list[TeamDirectory] | None,
     group_id: int | None,
     models: bool,
+    publishes_models: bool = False,
 ) -> dict[str, Any]:
     """A RayClusterSpec: the head and one whole-node worker group on ``pool``.
 
@@ -517,12 +528,13 @@ def _cluster_spec(
         "headGroupSpec": head_group_spec(
             team=team, job=name, image=image, checkpoints=checkpoints,
             directories=directories, group_id=group_id, models=models,
+            publishes_models=publishes_models,
         ),
         "workerGroupSpecs": [
             worker_group_spec(
                 pool, team=team, job=name, image=image, replicas=workers,
                 checkpoints=checkpoints, directories=directories, group_id=group_id,
-                models=models,
+                models=models, publishes_models=publishes_models,
             )
         ],
     }  # fmt: skip
@@ -540,6 +552,7 @@ def ray_job(
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
     models: bool = False,
+    publishes_models: bool = False,
 ) -> dict[str, Any]:
     """A RayJob of ``team`` on ``pool``: its own RayCluster, gang-scheduled in the team queue.
 
@@ -555,6 +568,8 @@ def ray_job(
         group_id: the team's gid. Default None.
         models: mount the team's model store claims at ``/models`` and ``/models/shared``
             (:func:`components.trainer.team_volumes`). Default False.
+        publishes_models: the team publishes models: ``/models/shared`` read-write.
+            Default False.
     """
     return {
         "apiVersion": RAY_API,
@@ -576,6 +591,7 @@ def ray_job(
                 directories=directories,
                 group_id=group_id,
                 models=models,
+                publishes_models=publishes_models,
             ),
         },
     }
@@ -592,6 +608,7 @@ def ray_cluster(
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
     models: bool = False,
+    publishes_models: bool = False,
 ) -> dict[str, Any]:
     """A standing RayCluster of ``team`` on ``pool``, gang-scheduled in the team queue.
 
@@ -612,6 +629,8 @@ def ray_cluster(
         group_id: the team's gid. Default None.
         models: mount the team's model store claims at ``/models`` and ``/models/shared``
             (:mod:`components.storage.model_store`). Default false.
+        publishes_models: the team publishes models: ``/models/shared`` read-write.
+            Default False.
     """
     return {
         "apiVersion": RAY_API,
@@ -633,6 +652,7 @@ def ray_cluster(
                 directories=directories,
                 group_id=group_id,
                 models=models,
+                publishes_models=publishes_models,
             ),
         },
     }

@@ -699,6 +699,7 @@ def build_trainer(
         protect=config.protect_stateful_resources,
         volcano_ready=volcano_ready,
         model_store=config.model_store.enabled,
+        model_publishers=frozenset(config.model_store.publishers),
         kubernetes_provider=cluster.provider,
         adopting_kubernetes_provider=cluster.adopting_provider,
         opts=opts,
@@ -734,7 +735,7 @@ def standing_ray_clusters(
                 checkpoints=checkpoint_location(config) if mounted else None,
                 directories=team_directories(lustre, team) if lustre and mounted else None,
                 group_id=team.gid if lustre is not None or models else None,
-                models=models,
+                models=models, publishes_models=team.name in config.model_store.publishers,
             )  # fmt: skip
             made.append(StandingCluster(body=body, after=team_ready.get(team.name, [])))
     return made

@@ -176,7 +176,7 @@ def workload_security_context(group_id: int | None) -> dict[str, Any]:
 
 
 def team_volumes(
-    directories: list[TeamDirectory], *, models: bool = False
+    directories: list[TeamDirectory], *, models: bool = False, publishes_models: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, mounts) of a team's storage: each Lustre claim at its path in ``/fsx``.
 
@@ -190,6 +190,8 @@ def team_volumes(
         models: also the model store, the team's area at ``/models`` and the shared one at
             ``/models/shared`` (:func:`components.storage.model_store.model_store_volumes`);
             any node reaches it, whatever the pool. Default False.
+        publishes_models: the team publishes (``modelStore.publishers``): ``/models/shared``
+            read-write; otherwise read-only. Default False.
     """
     volumes = [
         {"name": directory.claim_name, "persistentVolumeClaim": {"claimName": directory.claim_name}}
@@ -200,7 +202,7 @@ def team_volumes(
         for directory in directories
     ]
     if models:
-        model_volumes, model_mounts = model_store_volumes()
+        model_volumes, model_mounts = model_store_volumes(publishes=publishes_models)
         volumes += model_volumes
         mounts += model_mounts
     return volumes, mounts
@@ -216,6 +218,7 @@ def pod_spec(
     group_id: int | None = None,
     command: list[str] | None = None,
     models: bool = False,
+    publishes_models: bool = False,
 ) -> dict[str, Any]:
     """The pod of one training node: pinned to the pool, the whole node, Volcano-scheduled.
 
@@ -232,11 +235,15 @@ def pod_spec(
         command: the container's command, if not the image's. Default None.
         models: mount the team's model store claims and say where (``MODELS_DIR``,
             ``SHARED_MODELS_DIR``); needs ``group_id``. Default False.
+        publishes_models: the team publishes models: ``/models/shared`` read-write
+            (:func:`team_volumes`). Default False.
     """
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [shared_memory_volume(pool)]
     lustre_directories = directories if checkpoints is not None and directories else []
-    shared_volumes, shared_mounts = team_volumes(lustre_directories, models=models)
+    shared_volumes, shared_mounts = team_volumes(
+        lustre_directories, models=models, publishes_models=publishes_models
+    )
     volumes += shared_volumes
     mounts += shared_mounts
     environment = _environment(pool, team=team, checkpoints=checkpoints)
@@ -401,11 +408,13 @@ def runtime_spec(
     directories: list[TeamDirectory] | None = None,
     group_id: int | None = None,
     models: bool = False,
+    publishes_models: bool = False,
 ) -> dict[str, Any]:
     """The TrainingRuntime spec of ``framework`` on ``pool``, gang-scheduled in ``queue``.
 
     ``queue`` is the team's queue and name: its Neuron compile cache and checkpoints sit in its
-    directories. ``checkpoints``, ``directories``, ``group_id`` and ``models``: see
+    directories. ``checkpoints``, ``directories``, ``group_id``, ``models`` and
+    ``publishes_models``: see
     :func:`pod_spec`. A
     failed pod restarts the whole job up to ``trainer.maxRestarts`` times
     (:data:`RESTART_STRATEGY`).
@@ -415,7 +424,7 @@ def runtime_spec(
     assert image is not None
     pod = pod_spec(
         pool, image=image, checkpoints=checkpoints, team=queue, directories=directories,
-        group_id=group_id, models=models,
+        group_id=group_id, models=models, publishes_models=publishes_models,
     )  # fmt: skip
     if framework != "mpi":
         pod["containers"][0]["env"].extend(UNLISTED_USER_ENVIRONMENT)
@@ -676,6 +685,7 @@ class Trainer(pulumi.ComponentResource):
         protect: bool,
         volcano_ready: list[pulumi.Resource],
         model_store: bool = False,
+        model_publishers: frozenset[str] = frozenset(),
         kubernetes_provider: pulumi.ProviderResource,
         adopting_kubernetes_provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
@@ -702,6 +712,8 @@ class Trainer(pulumi.ComponentResource):
                 watch at start-up).
             model_store: the stack has the EFS model store: every team runtime mounts the
                 team's claims at ``/models`` and ``/models/shared``. Default False.
+            model_publishers: the teams whose runtimes mount ``/models/shared`` read-write
+                (``modelStore.publishers``). Default none.
             kubernetes_provider: provider of the release and runtimes.
             adopting_kubernetes_provider: provider of JobSet's CRD, which takes over the CRD a
                 stack whose Trainer bundled JobSet already has (a plain create would fail
@@ -823,7 +835,7 @@ class Trainer(pulumi.ComponentResource):
                     checkpoints=checkpoints if mounted else None,
                     directories=team_directories(lustre, team) if lustre and mounted else None,
                     group_id=team.gid if lustre is not None or model_store else None,
-                    models=model_store,
+                    models=model_store, publishes_models=team.name in model_publishers,
                 )  # fmt: skip
                 self.runtimes[(team.name, runtime)] = k8s.apiextensions.CustomResource(
                     f"{name}-{team.name}-{runtime}",

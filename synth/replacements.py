@@ -203,6 +203,10 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         "efs/access_point.go", "fileSystemId", "posixUser", "rootDirectory"
     ),
     "aws:efs/backupPolicy:BackupPolicy": _forcenew("efs/backup_policy.go", "fileSystemId"),
+    # Its policy text updates in place (PutFileSystemPolicy).
+    "aws:efs/fileSystemPolicy:FileSystemPolicy": _forcenew(
+        "efs/file_system_policy.go", "fileSystemId"
+    ),
     ASSOCIATION: _tf(
         "fsx/data_repository_association.go",
         ("fileSystemId", "file_system_id ForceNew"),

@@ -73,6 +73,7 @@ TERRAFORM_TYPES: Final[Mapping[str, str]] = {
     "aws:efs/accessPoint:AccessPoint": "aws_efs_access_point",
     "aws:efs/backupPolicy:BackupPolicy": "aws_efs_backup_policy",
     "aws:efs/fileSystem:FileSystem": "aws_efs_file_system",
+    "aws:efs/fileSystemPolicy:FileSystemPolicy": "aws_efs_file_system_policy",
     "aws:efs/mountTarget:MountTarget": "aws_efs_mount_target",
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (
         "aws_fsx_data_repository_association"

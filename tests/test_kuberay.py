@@ -434,6 +434,7 @@ def test_a_worker_is_the_pod_a_trainer_runtime_runs_on_its_pool(
             checkpoints=checkpoint_location(config) if mounted else None,
             directories=team_directories(config.storage.lustre, team) if mounted else None,
             group_id=team.gid, models=config.model_store.enabled,
+            publishes_models=team.name in config.model_store.publishers,
         )  # fmt: skip
         worker = group["template"]["spec"]
         for key in ("nodeSelector", "tolerations", "volumes", "securityContext",

@@ -147,21 +147,37 @@ def test_the_teams_access_point_carries_the_teams_gid(
 def test_the_shared_area_is_read_only_for_a_team_that_does_not_publish(
     synthesized: dict[str, StackResult],
 ) -> None:
+    """A reader's shared claim must go through an access point that cannot write /shared, and
+    its pods must mount the claim read-only (what admission asks)."""
     config = synthesized["dev"].config
     assert TEAM in config.model_store.publishers
     view = _view(synthesized["dev"])
-    assert _volume(view, TEAM, SHARED_CLAIM)["spec"]["csi"]["readOnly"] is False
-    assert all(
-        r.runnable for r in evaluate_jobs(view, config=config) if r.team == TEAM and r.offered
-    )
+    shared = _volume(view, TEAM, SHARED_CLAIM)
+    assert shared["spec"]["csi"]["readOnly"] is False
     readers = config.model_copy(
         update={"model_store": config.model_store.model_copy(update={"publishers": []})}
     )
-    _refused(view, readers, "read-write, but team ml-dev does not publish", ("notebook",))
-    _volume(view, TEAM, SHARED_CLAIM)["spec"]["csi"]["readOnly"] = True
-    assert all(
-        r.runnable for r in evaluate_jobs(view, config=readers) if r.team == TEAM and r.offered
-    )
+    # dev's publisher's claim goes through the writers' access point: as a reader, refused
+    _refused(view, readers, "could change the released models", ("trainjob", "notebook"))
+    reading = _aws(view, ACCESS_POINT, "storage-models-shared-readers")
+    file_system = shared["spec"]["csi"]["volumeHandle"].split(":")[0]
+    shared["spec"]["csi"]["volumeHandle"] = f"{file_system}::{reading['id']}"
+    reports = {r.kind: r for r in evaluate_jobs(view, config=readers) if r.team == TEAM}
+    # the notebook mounts the shared claim read-only (the builder's default): nothing to say
+    assert not any("released models" in r or "readOnly" in r for r in reports["notebook"].reasons)
+    # dev's runtimes were built for a publisher: read-write, which admission refuses a reader
+    assert any(
+        "without persistentVolumeClaim.readOnly" in r for r in reports["trainjob"].reasons
+    ), reports["trainjob"].reasons
+
+
+def test_a_volume_that_does_not_mount_with_iam_is_refused(
+    synthesized: dict[str, StackResult],
+) -> None:
+    config = synthesized["dev"].config
+    view = _view(synthesized["dev"])
+    del _volume(view, TEAM, TEAM_CLAIM)["spec"]["mountOptions"]
+    _refused(view, config, "mount options lack iam", ("trainjob", "notebook"))
 
 
 def _zone_of(view: StackView, target: Manifest) -> str:

@@ -648,6 +648,7 @@ def test_every_policy_has_cases() -> None:
             "efs-encrypted-customer-key",
             "efs-mount-targets-nfs-from-nodes",
             "efs-access-points-team-owned",
+            "efs-file-system-policy",
             # tests/test_notebooks.py
             "notebooks-exposure",
             "notebooks-authenticator",
@@ -1779,7 +1780,9 @@ def test_efs_mount_target_in_a_group_the_stack_does_not_create_is_caught(
         ("-ml-research", at("rootDirectory.creationInfo.permissions", "0777"), "not 2770"),
         ("-ml-research", at("rootDirectory.path", "/"), "neither a team's directory"),
         ("-shared", at("rootDirectory.creationInfo.permissions", "2777"), "not 2775"),
-        ("-shared", at("posixUser.gid", 1000), "not its own team gid 1000"),
+        ("-shared", at("posixUser.gid", 1000), "readers could change the released models"),
+        ("-shared-readers", at("rootDirectory.creationInfo.ownerUid", 65534), "readers could"),
+        ("-shared-readers", at("posixUser.secondaryGids", [5900]), "readers could change"),
     ],
 )  # fmt: skip
 def test_efs_access_points_impose_a_team_owned_root(
@@ -1804,6 +1807,53 @@ def test_efs_access_points_sharing_a_gid_are_caught(synthesized: dict[str, Stack
     at("rootDirectory.creationInfo.ownerGid", 5001)(point)
     findings = _run_policy(POLICIES["efs-access-points-team-owned"], entries, "prod")
     assert any("shares gid 5001" in f.message for f in findings), [f.message for f in findings]
+
+
+def _no_tls_deny(policy: dict[str, Any]) -> None:
+    policy["Statement"] = [s for s in policy["Statement"] if s["Effect"] != "Deny"]
+
+
+def _anyone_allowed(policy: dict[str, Any]) -> None:
+    policy["Statement"][1]["Principal"] = {"AWS": "*"}
+
+
+def _root_granted(policy: dict[str, Any]) -> None:
+    policy["Statement"][1]["Action"].append("elasticfilesystem:ClientRootAccess")
+
+
+@pytest.mark.parametrize(
+    ("mutation", "words"),
+    [
+        (_no_tls_deny, "does not deny connections without TLS"),
+        (_anyone_allowed, "allows every principal"),
+        (_root_granted, "grants ClientRootAccess"),
+    ],
+)
+def test_efs_file_system_policy_denies_plain_nfs_and_anonymous_mounts(
+    synthesized: dict[str, StackResult], mutation: Callable[[dict[str, Any]], None], words: str
+) -> None:
+    entries = _records(synthesized["prod"])
+    policy = POLICIES["efs-file-system-policy"]
+    assert _run_policy(policy, entries, "prod") == []
+    target = _target(entries, "aws:efs/fileSystemPolicy:FileSystemPolicy", "")
+    document = json.loads(target["inputs"]["policy"])
+    mutation(document)
+    target["inputs"]["policy"] = json.dumps(document)
+    findings = _run_policy(policy, entries, "prod")
+    assert [(f.urn, f.enforcementLevel) for f in findings] == [(target["urn"], "mandatory")]
+    assert words in findings[0].message
+
+
+def test_an_efs_file_system_without_a_policy_is_caught(
+    synthesized: dict[str, StackResult],
+) -> None:
+    entries = _records(synthesized["staging"])
+    file_system = _target(entries, EFS_FILE_SYSTEM, "")
+    kept = [e for e in entries if e["type"] != "aws:efs/fileSystemPolicy:FileSystemPolicy"]
+    assert len(kept) == len(entries) - 1
+    findings = _run_policy(POLICIES["efs-file-system-policy"], kept, "staging")
+    assert [f.urn for f in findings] == [file_system["urn"]]
+    assert "no file system policy" in findings[0].message
 
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"

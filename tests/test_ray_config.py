@@ -239,7 +239,7 @@ def test_devs_standing_cluster_is_synthesized_in_the_team_namespace_and_queue(
         "interactive", pool, team="ml-dev", image=kuberay.ray_image(config.ray.images, pool),
         workers=1, checkpoints=checkpoint_location(config),
         directories=team_directories(config.storage.lustre, team), group_id=team.gid,
-        models=config.model_store.enabled,
+        models=config.model_store.enabled, publishes_models=True,  # dev's ml-dev publishes
     )  # fmt: skip
     assert config.model_store.enabled  # dev mounts the model store: the Ray pods must too
     (group,) = cluster["spec"]["workerGroupSpecs"]

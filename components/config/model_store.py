@@ -27,9 +27,21 @@ MAX_ACCESS_POINTS: Final = 10_000
 maximum of 10,000 access points unless you request an increase")."""
 SHARED_AREA: Final = "shared"
 """Name of the read-only area every team mounts (access point root ``/shared``)."""
+SHARED_READERS: Final = f"{SHARED_AREA}-readers"
+"""Name of the access point non-publishers read ``/shared`` through (its resource's suffix, as
+a team's name is the suffix of its own)."""
 TRANSITION_DAYS: Final = (1, 7, 14, 30, 60, 90, 180, 270, 365)
 """Days EFS lifecycle transitions accept (EFS API model, TransitionToIARules and
 TransitionToArchiveRules: AFTER_<n>_DAY(S))."""
+STORE_UID: Final = 65533
+"""The default POSIX user of the store's access points: no person's. Outside the range useradd
+gives people (shadow-utils etc/login.defs: UID_MIN 1000 to UID_MAX 60000) and services
+(SYS_UID_MIN 101 to SYS_UID_MAX 999), below ``nobody`` (65534, the readers' user), and in
+the block Debian reserves and never allocates (Debian Policy 9.2.2, "65000-65533: Reserved").
+Not 1000, the runtimes' own uid, which a Slurm directory often gives its first user: files
+the access points write would be that person's, everywhere. Directories that map ids (SSSD's
+``ldap_idmap_range_min`` defaults to 200000) stay far above it."""
+RESERVED_UIDS: Final = {0: "root (EFS would not squash it)", 65534: "nobody, the readers' user"}
 MAX_SECONDARY_GIDS: Final = 16
 """EFS API model, SecondaryGids: at most 16."""
 
@@ -100,11 +112,15 @@ class ModelStoreConfig(StrictModel):
         "Access or Archive (a model read once is usually read again). Default: true.",
     )
     uid: int = Field(
-        default=WORKLOAD_GID,
+        default=STORE_UID,
         ge=0,
-        le=4294967295,
-        description="The POSIX user every access point writes as (the runtimes' user). "
-        f"Default: {WORKLOAD_GID}.",
+        le=4294967294,
+        description="The POSIX user every team's and the writers' access point writes as: it "
+        "owns every file written through them, so it must be no person's uid (not a Slurm "
+        f"directory user's, nor {WORKLOAD_GID}, the runtimes' own, which directories often "
+        "give their first user), not 0 and not 65534 (nobody, the readers' user). Changing it "
+        "replaces every access point, PV and claim (docs/upgrades). Default: "
+        f"{STORE_UID}, outside the ranges useradd allocates.",
     )
     writers_gid: int | None = Field(
         default=None,
@@ -171,6 +187,12 @@ def model_store_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
                 publisher,
                 f"a team of platform.teams ({', '.join(teams) or 'none defined'})",
             )
+    if store.uid in RESERVED_UIDS:
+        yield ConfigProblem(
+            f"{base}.uid",
+            store.uid,
+            f"a uid other than {store.uid} ({RESERVED_UIDS[store.uid]}); default {STORE_UID}",
+        )
     if not store.enabled:
         return
     if store.writers_gid is None:
@@ -180,22 +202,23 @@ def model_store_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             f"the platform writers' gid ({MIN_TEAM_GID} to {MAX_TEAM_GID}): it owns the shared "
             "area",
         )
-    # One access point per team and one for the shared area.
-    if len(config.teams) + 1 > MAX_ACCESS_POINTS:
+    # One access point per team and two for the shared area (writers', readers').
+    if len(config.teams) + 2 > MAX_ACCESS_POINTS:
         yield ConfigProblem(
             f"{CONFIG_KEY}.teams",
             len(config.teams),
-            f"at most {MAX_ACCESS_POINTS - 1} teams with the model store (EFS allows "
-            f"{MAX_ACCESS_POINTS} access points per file system, one is the shared area's)",
+            f"at most {MAX_ACCESS_POINTS - 2} teams with the model store (EFS allows "
+            f"{MAX_ACCESS_POINTS} access points per file system, two are the shared area's)",
         )
     for index, team in enumerate(config.teams):
         team_base = f"{CONFIG_KEY}.teams[{index}]"
-        if team.name == SHARED_AREA:
+        if team.name in (SHARED_AREA, SHARED_READERS):
             yield ConfigProblem(
                 f"{team_base}.name",
                 team.name,
-                f"a name other than {SHARED_AREA!r} with the model store: /{SHARED_AREA} is the "
-                "area every team reads",
+                f"a name other than {SHARED_AREA!r} or {SHARED_READERS!r} with the model store: "
+                f"/{SHARED_AREA} is the area every team reads, and its access points have "
+                "those names",
             )
         if team.gid is None:
             yield ConfigProblem(

@@ -3,10 +3,13 @@
 Models are written once and read by many jobs in every zone, so they live on Amazon EFS (regional,
 NFS, mount targets in every private subnet's zone) beside the Lustre scratch and checkpoints in
 the training zone. Each team gets an access point on ``/<team>`` (its gid, setgid mode 2770), and
-the ``shared`` access point on ``/shared`` belongs to the platform writers' gid (2775): teams mount
-it read-only, publishers read-write. Every team namespace gets one static PersistentVolume and
-claim per access point, mounted at ``/models`` and ``/models/shared``; Slurm's namespace mounts
-the whole file system at ``/models`` (its users carry the team gids, which the directories check).
+the ``shared`` access point on ``/shared`` belongs to the platform writers' gid (2775): publishers
+mount it read-write. Every other team mounts ``/shared`` through the readers' access point, whose
+POSIX user (``nobody``, 65534:65534) is neither the root's owner nor in the writers' group, so
+EFS itself refuses its writes whatever the pod asks for (only the r-x "other" bits of 2775 apply).
+Every team namespace gets one static PersistentVolume and claim per area, mounted at ``/models``
+and ``/models/shared``; Slurm's namespace mounts the whole file system at ``/models`` (its users
+carry the team gids, which the directories check).
 
 EFS API model (fields, limits): boto/botocore 1.44.8
 botocore/data/efs/2015-02-01/service-2.json. The CSI driver: kubernetes-sigs/aws-efs-csi-driver
@@ -17,6 +20,7 @@ with an access point, ``ro`` for a read-only volume).
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from collections.abc import Mapping
 from typing import Any, Final
@@ -26,19 +30,41 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.admission import enforced_policy
 from components.config import PlatformConfig, backups_enabled
-from components.config.model_store import SHARED_AREA, ModelStoreConfig, transition_rule
+from components.config.model_store import (
+    SHARED_AREA,
+    SHARED_READERS,
+    ModelStoreConfig,
+    transition_rule,
+)
 from components.iam import eks_cluster_arn, pod_identity_trust_policy, role_with_policies
 from components.storage.volumes import persistent_volume_name
+from components.teams import TEAM_LABEL
+from components.tenancy import team_namespaces
 
 NFS_PORT: Final = 2049
 """The one port EFS mount targets serve (EFS user guide, "Using VPC security groups")."""
 EFS_CSI_DRIVER: Final = "efs.csi.aws.com"
 EFS_CSI_CONTROLLER_SERVICE_ACCOUNT: Final = "efs-csi-controller-sa"
 """The add-on controller's service account (kubernetes-sigs/aws-efs-csi-driver v3.4.1
-deploy/kubernetes/base/controller-serviceaccount.yaml); its node's, efs-csi-node-sa, needs no
-role for mounts through access points."""
+deploy/kubernetes/base/controller-serviceaccount.yaml)."""
+EFS_CSI_NODE_SERVICE_ACCOUNT: Final = "efs-csi-node-sa"
+"""The node plugin's service account (kubernetes-sigs/aws-efs-csi-driver v3.4.1
+deploy/kubernetes/base/node-daemonset.yaml, hostNetwork): its role is the identity every mount
+is signed with (:func:`file_system_policy`)."""
 EFS_CSI_POLICY: Final = "service-role/AmazonEFSCSIDriverPolicy"
+IAM_MOUNT_OPTION: Final = "iam"
+"""The mount option that makes efs-utils sign the NFS connection with the mounting identity
+(aws/efs-utils v3.2.0 src/efs_utils_common/aws_credentials.py, get_aws_security_credentials:
+``use_iam``). The driver passes a PV's mountOptions to ``mount -t efs`` as they are
+(kubernetes-sigs/aws-efs-csi-driver v3.4.1 pkg/driver/node.go, NodePublishVolume), and adds
+``tls`` itself (``encryptInTransit``), so ``tls`` is not repeated here (a deprecated option)."""
+CLIENT_ACTIONS: Final = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
+"""What the node plugin's identity may do as an NFS client: mount and write. Not
+``ClientRootAccess``: without it EFS squashes root (EFS user guide, "Using IAM to control
+access to file systems"), which only Slurm's root mount would see (access points impose their
+user anyway)."""
 TEAM_DIRECTORY_MODE: Final = "2770"
 """A team's root: setgid, the team's group reads and writes, nobody else enters."""
 SHARED_DIRECTORY_MODE: Final = "2775"
@@ -51,6 +77,13 @@ TEAM_CLAIM: Final = "model-store"
 """The claim of a team's own area (Slurm's: the whole file system)."""
 SHARED_CLAIM: Final = "model-store-shared"
 """The claim of the shared area."""
+READER_UID: Final = 65534
+READER_GID: Final = 65534
+"""The readers' POSIX user: ``nobody``/``nogroup`` (the overflow ids, Linux
+Documentation/admin-guide/sysctl/fs.rst ``overflowuid``). Neither owns ``/shared`` nor is in the
+writers' group, so EFS, which runs every request through an access point as its POSIX user
+(EFS API model, ``PosixUser``), lets it read (the "other" r-x of 2775) and never write."""
+SHARED_READ_ONLY_POLICY: Final = "trainingplatform-model-store-shared-read-only"
 NOMINAL_CAPACITY: Final = "1Ti"
 """EFS grows without bound and the driver ignores capacity; a PV and claim still need one."""
 
@@ -99,12 +132,25 @@ class AccessPointSpec:
         uid: POSIX user every request through it runs as.
         gid: its group, which owns the root.
         mode: the root's permissions when EFS creates it (octal text).
+        key: its name among the store's access points (resource name suffix); default the
+            area's.
+        owner_uid: owner of the root when EFS creates it; default ``uid``.
+        owner_gid: group of the root when EFS creates it; default ``gid``. The readers'
+            access point creates ``/shared`` as the writers' would, whichever mounts first.
     """
 
     area: str
     uid: int
     gid: int
     mode: str
+    key: str = ""
+    owner_uid: int | None = None
+    owner_gid: int | None = None
+
+    @property
+    def name(self) -> str:
+        """Its key: ``key``, or the area."""
+        return self.key or self.area
 
     @property
     def path(self) -> str:
@@ -118,8 +164,8 @@ class AccessPointSpec:
             "root_directory": {
                 "path": self.path,
                 "creation_info": {
-                    "owner_uid": self.uid,
-                    "owner_gid": self.gid,
+                    "owner_uid": self.uid if self.owner_uid is None else self.owner_uid,
+                    "owner_gid": self.gid if self.owner_gid is None else self.owner_gid,
                     "permissions": self.mode,
                 },
             },
@@ -127,7 +173,7 @@ class AccessPointSpec:
 
 
 def access_points(config: PlatformConfig) -> list[AccessPointSpec]:
-    """Every access point: one per team with a gid, then the shared area's.
+    """Every access point: one per team with a gid, then the shared area's writers' and readers'.
 
     Args:
         config: the validated platform (config refuses an enabled store without the gids).
@@ -139,7 +185,15 @@ def access_points(config: PlatformConfig) -> list[AccessPointSpec]:
         if team.gid is not None
     ]
     writers = typing.cast(int, store.writers_gid)
-    return [*specs, AccessPointSpec(SHARED_AREA, store.uid, writers, SHARED_DIRECTORY_MODE)]
+    readers = AccessPointSpec(
+        SHARED_AREA, READER_UID, READER_GID, SHARED_DIRECTORY_MODE,
+        key=SHARED_READERS, owner_uid=store.uid, owner_gid=writers,
+    )  # fmt: skip
+    return [
+        *specs,
+        AccessPointSpec(SHARED_AREA, store.uid, writers, SHARED_DIRECTORY_MODE),
+        readers,
+    ]
 
 
 def volume_handle(
@@ -165,13 +219,16 @@ def model_volume_spec(
     delete the access point in its handle (aws-efs-csi-driver v3.4.1
     pkg/driver/controller.go), which this stack owns. Encryption in transit is the driver's
     default and always on with an access point; said explicitly in the volume's attributes
-    rather than through the deprecated ``tls`` mount option (pkg/driver/node.go).
+    rather than through the deprecated ``tls`` mount option (pkg/driver/node.go). ``readOnly``
+    here is recorded for what it says but enforces nothing: Kubernetes passes it to
+    ControllerPublishVolume only, which EFS never runs; the pod's claim flag and the readers'
+    access point do (:func:`model_store_volumes`).
 
     Args:
         namespace: the claim's namespace.
         claim_name: the claim's name.
         handle: :func:`volume_handle`.
-        read_only: mount read-only (the driver adds ``ro``): the shared area for readers.
+        read_only: the shared area for readers (see above).
     """
     return {
         "capacity": {"storage": NOMINAL_CAPACITY},
@@ -180,12 +237,111 @@ def model_volume_spec(
         "persistentVolumeReclaimPolicy": "Retain",
         "storageClassName": "",
         "claimRef": {"namespace": namespace, "name": claim_name},
+        # The file system policy admits only IAM-signed mounts; a PV's mount options change
+        # in place (its name's digest leaves them out).
+        "mountOptions": [IAM_MOUNT_OPTION],
         "csi": {
             "driver": EFS_CSI_DRIVER,
             "volumeHandle": handle,
             "readOnly": read_only,
             "volumeAttributes": {"encryptInTransit": "true"},
         },
+    }
+
+
+def shared_read_only_policy(*, team_label: str, publishers: list[str]) -> dict[str, Any]:
+    """ValidatingAdmissionPolicy spec: readers mount the shared area read-only.
+
+    Refuses, in a team namespace whose team does not publish, a Pod with a volume of the
+    ``model-store-shared`` claim that is not ``persistentVolumeClaim.readOnly``. Pods only,
+    on CREATE: a pod's volumes never change after, and every controller's pod is created
+    through this. The readers' access point refuses writes whatever the pod says; this makes
+    the mistake an admission error with its reason instead of ``Read-only file system`` later.
+
+    Args:
+        team_label: the namespace label of team namespaces.
+        publishers: the teams (namespaces) that mount it read-write.
+    """
+    allowed = ", ".join(f"'{team}'" for team in sorted(publishers))
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "namespaceSelector": team_namespaces(team_label),
+            "resourceRules": [
+                {
+                    "operations": ["CREATE"],
+                    "apiVersions": ["v1"],
+                    "apiGroups": [""],
+                    "resources": ["pods"],
+                }
+            ],
+        },
+        "validations": [
+            {
+                "expression": f"namespaceObject.metadata.name in [{allowed}] || "
+                "!has(object.spec.volumes) || object.spec.volumes.all(v, "
+                "!has(v.persistentVolumeClaim) || "
+                f"v.persistentVolumeClaim.claimName != '{SHARED_CLAIM}' || "
+                "(has(v.persistentVolumeClaim.readOnly) && v.persistentVolumeClaim.readOnly))",
+                "message": f"the {SHARED_CLAIM} claim is the released models every team reads: "
+                "mount it with persistentVolumeClaim.readOnly: true (only the teams of "
+                "platform.modelStore.publishers write there; docs/how-to/share-a-model.md)",
+                "reason": "Forbidden",
+            }
+        ],
+    }
+
+
+def file_system_policy(
+    *, file_system_arn: str, node_role_arn: str, access_point_arns: list[str] | None
+) -> dict[str, Any]:
+    """The file system policy: TLS only, and only the CSI node plugin's identity mounts.
+
+    An explicit policy replaces EFS's default, which lets any client that reaches a mount
+    target mount and write as root (EFS user guide, "Default EFS file system policy"). Here a
+    connection without TLS is denied (``aws:SecureTransport``), and ClientMount and ClientWrite
+    are allowed only to the node plugin's role, which efs-utils signs the mount with when the
+    volume asks for ``iam`` (:data:`IAM_MOUNT_OPTION`): it reads the Pod Identity credentials
+    from ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` before the node's instance profile (aws/efs-utils
+    v3.2.0 src/efs_utils_common/aws_credentials.py, get_aws_security_credentials), the
+    release the driver's image clones (kubernetes-sigs/aws-efs-csi-driver v3.4.1 Dockerfile,
+    ``EFSUTILSSOURCE=github``, built 2026-07-23). A client without ``iam`` is anonymous, and
+    nothing here allows an anonymous client. Where no namespace mounts the root (no Slurm),
+    the allow also requires one of the stack's access points
+    (``elasticfilesystem:AccessPointArn``, EFS user guide "Using access points in IAM
+    policies"), so even the node plugin cannot mount ``/``.
+
+    Args:
+        file_system_arn: the file system's ARN.
+        node_role_arn: the role of ``efs-csi-node-sa`` (Pod Identity).
+        access_point_arns: the access points every mount must use; None where the platform
+            mounts the root (Slurm's claim), which then stays open to the node plugin.
+    """
+    allow: dict[str, Any] = {
+        "Sid": "NodePluginMounts",
+        "Effect": "Allow",
+        "Principal": {"AWS": node_role_arn},
+        "Action": list(CLIENT_ACTIONS),
+        "Resource": file_system_arn,
+        "Condition": {"Bool": {"aws:SecureTransport": "true"}},
+    }
+    if access_point_arns is not None:
+        allow["Condition"]["StringEquals"] = {
+            "elasticfilesystem:AccessPointArn": sorted(access_point_arns)
+        }
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyWithoutTls",
+                "Effect": "Deny",
+                "Principal": {"AWS": "*"},
+                "Action": "*",
+                "Resource": file_system_arn,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+            allow,
+        ],
     }
 
 
@@ -303,11 +459,11 @@ def model_store(
     # DeleteAccessPoint), and its area stays in the protected file system. Unprotected, a
     # team is removed, or its access point replaced, by a plain up, also in prod.
     points = {
-        spec.area: aws.efs.AccessPoint(
-            f"{name}-models-{spec.area}",
+        spec.name: aws.efs.AccessPoint(
+            f"{name}-models-{spec.name}",
             file_system_id=file_system.id,
             **spec.args(),
-            tags={"Name": f"{cluster}-models-{spec.area}"},
+            tags={"Name": f"{cluster}-models-{spec.name}"},
             opts=child,
         )
         for spec in access_points(config)
@@ -322,6 +478,16 @@ def model_store(
         managed_policies=[EFS_CSI_POLICY],
         opts=child,
     )
+    node_role = role_with_policies(
+        f"{name}-efs-csi-node",
+        trust_policy=pod_identity_trust_policy(
+            eks_cluster_arn(config.region, config.account_id, cluster),
+            "kube-system",
+            EFS_CSI_NODE_SERVICE_ACCOUNT,
+        ),
+        managed_policies=[],
+        opts=child,
+    )
     addon = aws.eks.Addon(
         f"{name}-efs-csi",
         cluster_name=cluster,
@@ -332,7 +498,11 @@ def model_store(
         pod_identity_associations=[
             aws.eks.AddonPodIdentityAssociationArgs(
                 role_arn=role.role.arn, service_account=EFS_CSI_CONTROLLER_SERVICE_ACCOUNT
-            )
+            ),
+            # The node plugin mounts with this identity (file_system_policy).
+            aws.eks.AddonPodIdentityAssociationArgs(
+                role_arn=node_role.role.arn, service_account=EFS_CSI_NODE_SERVICE_ACCOUNT
+            ),
         ],
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[*cluster_ready, *role.ready]),
     )
@@ -343,9 +513,18 @@ def model_store(
     )
     claims: dict[str, list[k8s.core.v1.PersistentVolumeClaim]] = {}
     publishers = set(store.publishers)
+    enforced_policy(
+        f"{name}-models-shared-read-only",
+        SHARED_READ_ONLY_POLICY,
+        shared_read_only_policy(team_label=TEAM_LABEL, publishers=sorted(publishers)),
+        opts=pulumi.ResourceOptions(
+            parent=parent, provider=kubernetes_provider, depends_on=cluster_ready
+        ),
+    )
     for team, namespace in team_namespaces.items():
         if team not in points:
             continue
+        shared = SHARED_AREA if team in publishers else SHARED_READERS
         claims[team] = [
             _claim(
                 name, namespace=team, namespace_resource=namespace, claim_name=TEAM_CLAIM,
@@ -354,7 +533,7 @@ def model_store(
             ),
             _claim(
                 name, namespace=team, namespace_resource=namespace, claim_name=SHARED_CLAIM,
-                handle=volume_handle(file_system.id, points[SHARED_AREA].id),
+                handle=volume_handle(file_system.id, points[shared].id),
                 read_only=team not in publishers, opts=in_cluster,
             ),
         ]  # fmt: skip
@@ -366,6 +545,25 @@ def model_store(
                 read_only=False, opts=in_cluster,
             )
         ]  # fmt: skip
+    point_arns = [point.arn for point in points.values()]
+    root_mounted = bool(whole_file_system_namespaces)
+    aws.efs.FileSystemPolicy(
+        f"{name}-models",
+        file_system_id=file_system.id,
+        policy=pulumi.Output.all(file_system.arn, node_role.role.arn, *point_arns).apply(
+            lambda arns: json.dumps(
+                file_system_policy(
+                    file_system_arn=arns[0],
+                    node_role_arn=arns[1],
+                    access_point_arns=None if root_mounted else list(arns[2:]),
+                )
+            )
+        ),
+        # After the volumes ask for iam: a mount before would be anonymous, and refused.
+        opts=pulumi.ResourceOptions(
+            parent=parent, depends_on=[claim for made in claims.values() for claim in made]
+        ),
+    )
     return ModelStore(file_system, group, points, claims)
 
 
@@ -418,26 +616,39 @@ SHARED_VOLUME: Final = "models-shared"
 
 
 def model_store_volumes(
-    *, whole_file_system: bool = False
+    *, whole_file_system: bool = False, publishes: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, mounts) of the model store: the team's area at ``/models``, shared below it.
 
     The shared area's mount point sits inside the team's area: the container runtime makes
-    the directory ``shared`` there, as the access point's user, the first time. Read-only
-    where the claim's volume is (the driver mounts it ``ro``); the container's mount is
-    read-only too unless the team publishes, which the volume decides, so it is left open.
+    the directory ``shared`` there, as the access point's user, the first time. For a team
+    that does not publish, the shared claim is read-only in the pod (``persistentVolumeClaim
+    .readOnly``, which the kubelet passes to the driver's NodePublishVolume, and the driver
+    mounts ``ro``: kubernetes-sigs/aws-efs-csi-driver v3.4.1 pkg/driver/node.go; the PV's own
+    ``csi.readOnly`` goes only to ControllerPublishVolume, which EFS, ``attachRequired:
+    false`` in deploy/kubernetes/base/csidriver.yaml, never runs) and so is the container's
+    mount; the readers' access point refuses writes besides (:data:`READER_UID`), and
+    admission refuses a pod that drops the flag (:func:`shared_read_only_policy`).
 
     Args:
         whole_file_system: Slurm's claim, which holds every team's area and ``/shared`` under
             one root: one volume at ``/models``. Default False (a team namespace).
+        publishes: the team publishes (``modelStore.publishers``): the shared area is mounted
+            read-write. Default False (read-only, the safe side for a builder that does not
+            know the team).
     """
-    volumes = [{"name": TEAM_VOLUME, "persistentVolumeClaim": {"claimName": TEAM_CLAIM}}]
-    mounts = [{"name": TEAM_VOLUME, "mountPath": MODELS_MOUNT}]
+    volumes: list[dict[str, Any]] = [
+        {"name": TEAM_VOLUME, "persistentVolumeClaim": {"claimName": TEAM_CLAIM}}
+    ]
+    mounts: list[dict[str, Any]] = [{"name": TEAM_VOLUME, "mountPath": MODELS_MOUNT}]
     if not whole_file_system:
-        volumes.append(
-            {"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": SHARED_CLAIM}}
-        )
-        mounts.append({"name": SHARED_VOLUME, "mountPath": SHARED_MODELS_MOUNT})
+        claim: dict[str, Any] = {"claimName": SHARED_CLAIM}
+        mount: dict[str, Any] = {"name": SHARED_VOLUME, "mountPath": SHARED_MODELS_MOUNT}
+        if not publishes:
+            claim["readOnly"] = True
+            mount["readOnly"] = True
+        volumes.append({"name": SHARED_VOLUME, "persistentVolumeClaim": claim})
+        mounts.append(mount)
     return volumes, mounts
 
 

@@ -7,6 +7,7 @@ fields checked here: CreateFileSystem ``Encrypted``/``KmsKeyId``, CreateMountTar
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,12 +15,18 @@ from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPo
 
 from components.config.model_store import SHARED_AREA
 from components.config.teams import MIN_TEAM_GID
-from components.storage.model_store import NFS_PORT, SHARED_DIRECTORY_MODE, TEAM_DIRECTORY_MODE
+from components.storage.model_store import (
+    CLIENT_ACTIONS,
+    NFS_PORT,
+    SHARED_DIRECTORY_MODE,
+    TEAM_DIRECTORY_MODE,
+)
 from components.teams import TEAM_LABEL
 
 from .common import MANDATORY, ReportViolation, as_list, aws_managed_key, security_group_rules
 
 EFS_FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
+FILE_SYSTEM_POLICY = "aws:efs/fileSystemPolicy:FileSystemPolicy"
 MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
 ACCESS_POINT = "aws:efs/accessPoint:AccessPoint"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
@@ -152,25 +159,122 @@ def _check_access_points(args: StackValidationArgs, report: ReportViolation) -> 
                 point.urn,
             )
         mode = TEAM_DIRECTORY_MODE if area != SHARED_AREA else SHARED_DIRECTORY_MODE
-        if owner is None or owner != gid or owner < MIN_TEAM_GID:
+        if area == SHARED_AREA and gid != owner:
+            # The readers' access point: its user must be neither /shared's owner nor in its
+            # group, so that EFS refuses its writes.
+            uid = _gid(posix.get("uid"))
+            groups = {gid, *(_gid(g) for g in as_list(posix.get("secondaryGids")))}
+            if uid is None or uid == _gid(creation.get("ownerUid")) or owner in groups:
+                report(
+                    f"the access point's root {path} is owned by {creation.get('ownerUid')}:"
+                    f"{owner}, and its POSIX user ({uid}, gids {sorted(map(str, groups))}) is "
+                    "that owner or in that group without being the writers' access point: "
+                    "readers could change the released models",
+                    point.urn,
+                )
+        elif owner is None or owner != gid or owner < MIN_TEAM_GID:
             report(
                 f"the access point's root {path} is owned by gid {owner}, not its own team "
                 f"gid {gid} (at least {MIN_TEAM_GID})",
                 point.urn,
             )
-        elif str(creation.get("permissions")) != mode:
+        if owner is not None and str(creation.get("permissions")) != mode:
             report(
                 f"the access point's root {path} has mode {creation.get('permissions')}, "
                 f"not {mode}",
                 point.urn,
             )
-        if owner is not None and owner in owners and owners[owner] != path:
+        if owner is None or owner < MIN_TEAM_GID:
+            continue
+        if owner in owners and owners[owner] != path:
             report(
                 f"the access point's root {path} shares gid {owner} with {owners[owner]}",
                 point.urn,
             )
-        if owner is not None:
-            owners.setdefault(owner, path)
+        owners.setdefault(owner, path)
+
+
+def _statements(policy: Any) -> list[dict[str, Any]] | None:
+    """A policy document's statements, or None where its text is not known or not JSON."""
+    if isinstance(policy, str):
+        try:
+            policy = json.loads(policy)
+        except ValueError:
+            return None
+    if not isinstance(policy, dict):
+        return None
+    return [s for s in as_list(policy.get("Statement")) if isinstance(s, dict)]
+
+
+def _anyone(principal: Any) -> bool:
+    """Whether a statement's principal is every principal (``*``, or ``{"AWS": "*"}``)."""
+    if principal == "*":
+        return True
+    return isinstance(principal, dict) and "*" in as_list(principal.get("AWS"))
+
+
+def _actions(statement: dict[str, Any]) -> set[str]:
+    return {str(a).lower() for a in as_list(statement.get("Action"))}
+
+
+def _denies_plain_nfs(statement: dict[str, Any]) -> bool:
+    """A Deny for every principal of every client action when ``aws:SecureTransport`` is false."""
+    condition = (statement.get("Condition") or {}).get("Bool") or {}
+    insecure = str(condition.get("aws:SecureTransport")).lower() == "false"
+    actions = _actions(statement)
+    every = (
+        bool(actions & {"*", "elasticfilesystem:*"})
+        or {a.lower() for a in CLIENT_ACTIONS} <= actions
+    )
+    return (
+        statement.get("Effect") == "Deny"
+        and _anyone(statement.get("Principal"))
+        and (insecure and every)
+    )
+
+
+def _check_file_system_policy(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = list(args.resources)
+    for file_system in resources:
+        if file_system.resource_type != EFS_FILE_SYSTEM:
+            continue
+        policies = [
+            r
+            for r in resources
+            if r.resource_type == FILE_SYSTEM_POLICY
+            and file_system in r.property_dependencies.get("fileSystemId", [])
+        ]
+        if not policies:
+            report(
+                "the EFS file system has no file system policy: EFS's default lets any client "
+                "that reaches a mount target mount it, as root, without TLS or IAM",
+                file_system.urn,
+            )
+        for policy in policies:
+            statements = _statements(policy.props.get("policy"))
+            if statements is None:
+                continue  # not known before the up (an unknown ARN)
+            if not any(_denies_plain_nfs(s) for s in statements):
+                report(
+                    "the EFS file system policy does not deny connections without TLS "
+                    "(Deny, every principal, aws:SecureTransport false)",
+                    policy.urn,
+                )
+            for statement in statements:
+                if statement.get("Effect") != "Allow":
+                    continue
+                if _anyone(statement.get("Principal")):
+                    report(
+                        "the EFS file system policy allows every principal: a client that "
+                        "mounts without IAM (anonymous) gets in",
+                        policy.urn,
+                    )
+                granted = _actions(statement)
+                if granted & {"*", "elasticfilesystem:*", "elasticfilesystem:clientrootaccess"}:
+                    report(
+                        "the EFS file system policy grants ClientRootAccess: root is not squashed",
+                        policy.urn,
+                    )
 
 
 POLICIES = [
@@ -193,8 +297,18 @@ POLICIES = [
         description="Every EFS access point imposes a POSIX user, and its root is a team's "
         f"directory (mode {TEAM_DIRECTORY_MODE}) or /{SHARED_AREA} "
         f"({SHARED_DIRECTORY_MODE}) owned by that user's own non-system gid, no two roots "
-        "sharing one: a team's claim reaches only its team's files.",
+        f"sharing one: a team's claim reaches only its team's files. A /{SHARED_AREA} access "
+        "point of another gid is the readers': its user is neither the root's owner nor in "
+        "its group, so EFS refuses its writes.",
         validate=_check_access_points,
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="efs-file-system-policy",
+        description="Every EFS file system has a file system policy that denies connections "
+        "without TLS (aws:SecureTransport false) to every principal, allows no principal "
+        "'*' (no anonymous, non-IAM mount) and grants no ClientRootAccess (root squashed).",
+        validate=_check_file_system_policy,
         enforcement_level=MANDATORY,
     ),
 ]

@@ -1514,6 +1514,7 @@ def ray_job_paths(stack: Stack, config: PlatformConfig, team_name: str) -> Itera
                 directories=team_directories(lustre, team) if lustre and mounted else None,
                 group_id=team.gid if lustre is not None or config.model_store.enabled else None,
                 models=config.model_store.enabled,
+                publishes_models=team.name in config.model_store.publishers,
             )  # fmt: skip
             yield evaluate_ray(stack, team.name, team.name, job, scalable=True)
 

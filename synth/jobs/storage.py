@@ -13,8 +13,14 @@ use; an EFS volume carries none, so its reach is judged here from the cloud side
 - in a team's namespace the area is the team's: the ``model-store`` claim's access point is
   rooted at ``/<team>`` with the team's gid as its POSIX gid (EFS runs every request through an
   access point as its POSIX user: boto/botocore 1.44.8 botocore/data/efs/2015-02-01/
-  service-2.json, ``PosixUser``), the ``model-store-shared`` claim's at ``/shared``, read-only
-  unless the team publishes (the driver adds ``ro``: node.go);
+  service-2.json, ``PosixUser``), the ``model-store-shared`` claim's at ``/shared``; unless the
+  team publishes, through an access point whose POSIX user neither owns ``/shared`` nor is in
+  its group (EFS then refuses its writes whatever the pod asks), and the pod's volume of it is
+  ``persistentVolumeClaim.readOnly`` (the kubelet passes that, not the PV's ``csi.readOnly``,
+  to NodePublishVolume, where the driver adds ``ro``: node.go);
+- where the file system has a file system policy (it allows only IAM-signed mounts), the PV
+  asks for ``iam`` in its mount options (:func:`components.storage.model_store
+  .file_system_policy`);
 - every zone a NodePool the pod may use launches nodes in has a mount target of the file
   system, and that mount target's security groups admit NFS (TCP 2049) from a group the
   pool's EC2NodeClass gives its nodes (``securityGroupSelectorTerms``: ids, or tags; EKS tags
@@ -36,12 +42,20 @@ from typing import Any, Final
 
 from components.config.model_store import SHARED_AREA
 from components.node_pools import CLUSTER_SG_TAG
-from components.storage.model_store import EFS_CSI_DRIVER, NFS_PORT, SHARED_CLAIM, TEAM_CLAIM
+from components.storage.model_store import (
+    EFS_CSI_DRIVER,
+    IAM_MOUNT_OPTION,
+    NFS_PORT,
+    SHARED_CLAIM,
+    SHARED_READ_ONLY_POLICY,
+    TEAM_CLAIM,
+)
 from synth.jobs.view import Manifest, StackView, name_of
 
 FILE_SYSTEM: Final = "aws:efs/fileSystem:FileSystem"
 ACCESS_POINT: Final = "aws:efs/accessPoint:AccessPoint"
 MOUNT_TARGET: Final = "aws:efs/mountTarget:MountTarget"
+FILE_SYSTEM_POLICY: Final = "aws:efs/fileSystemPolicy:FileSystemPolicy"
 SUBNET: Final = "aws:ec2/subnet:Subnet"
 SECURITY_GROUP: Final = "aws:ec2/securityGroup:SecurityGroup"
 EKS_CLUSTER: Final = "eks:index:Cluster"
@@ -201,6 +215,7 @@ def _efs_problems(
     group_ids: set[int],
     publishers: frozenset[str] | None,
     pools: list[str],
+    pod_read_only: bool,
 ) -> Iterator[str]:
     """What is wrong with one EFS volume of a pod (:mod:`synth.jobs.storage`)."""
     csi = (volume.get("spec") or {}).get("csi") or {}
@@ -213,6 +228,16 @@ def _efs_problems(
             f"{file_system or '(none)'}, not the stack's model store"
         )
         return
+    policed = any(
+        p["inputs"].get("fileSystemId") == file_system for p in view.aws(FILE_SYSTEM_POLICY)
+    )
+    options = (volume.get("spec") or {}).get("mountOptions") or []
+    if policed and IAM_MOUNT_OPTION not in options:
+        yield (
+            f"claim {claim} binds PV {name_of(volume)}, whose mount options lack "
+            f"{IAM_MOUNT_OPTION}: the mount is anonymous, and the file system policy allows "
+            "only the node plugin's role"
+        )
     if team is not None and claim in (TEAM_CLAIM, SHARED_CLAIM):
         area = f"/{team}" if claim == TEAM_CLAIM else f"/{SHARED_AREA}"
         point = _by_id(view, ACCESS_POINT).get(access_point)
@@ -236,19 +261,31 @@ def _efs_problems(
                     f"({', '.join(str(g) for g in sorted(group_ids))}): what the team writes "
                     "there is not its group's"
                 )
-        read_write = not csi.get("readOnly")
-        if (
-            claim == SHARED_CLAIM
-            and read_write
-            and publishers is not None
-            and team not in publishers
-        ):
+        reader = claim == SHARED_CLAIM and publishers is not None and team not in publishers
+        if reader and point is not None:
+            yield from _reader_problems(point, claim=claim, team=str(team))
+        if reader and not pod_read_only:
             yield (
-                f"claim {claim} binds PV {name_of(volume)} read-write, but team {team} does not "
-                "publish: every request through the shared access point runs as the writers' "
-                "group, so the team could change the released models"
+                f"the pod mounts claim {claim} without persistentVolumeClaim.readOnly, but team "
+                f"{team} does not publish: admission refuses it ({SHARED_READ_ONLY_POLICY})"
             )
     yield from reach_problems(view, file_system, pools)
+
+
+def _reader_problems(point: Manifest, *, claim: str, team: str) -> Iterator[str]:
+    """Why the access point of a non-publishing team's shared claim lets it write."""
+    posix = point["inputs"].get("posixUser") or {}
+    creation = (point["inputs"].get("rootDirectory") or {}).get("creationInfo") or {}
+    uid, gid = posix.get("uid"), posix.get("gid")
+    groups = {gid, *(posix.get("secondaryGids") or [])}
+    owner_uid, owner_gid = creation.get("ownerUid"), creation.get("ownerGid")
+    if uid == owner_uid or owner_gid in groups:
+        yield (
+            f"claim {claim} mounts an access point that writes as uid {uid}, gids "
+            f"{sorted(g for g in groups if g is not None)}, owner or group of /{SHARED_AREA} "
+            f"({owner_uid}:{owner_gid}), but team {team} does not publish: it could change "
+            "the released models"
+        )
 
 
 def claim_problems(
@@ -307,6 +344,7 @@ def claim_problems(
         if csi.get("driver") == EFS_CSI_DRIVER and view.cloud:
             problems += _efs_problems(
                 view,
+                pod_read_only=bool(volume["persistentVolumeClaim"].get("readOnly")),
                 claim=str(claim_name),
                 volume=persistent,
                 team=team,
