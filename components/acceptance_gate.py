@@ -243,6 +243,7 @@ def agent_daemonset(
     field = [
         ("NODE_NAME", "spec.nodeName"),
         ("POD_NAMESPACE", "metadata.namespace"),
+        ("POD_NAME", "metadata.name"),  # its DaemonSet also owns the check pods
     ]
     return {
         "selector": {"matchLabels": labels},
@@ -356,13 +357,22 @@ def api_token_projection() -> dict[str, Any]:
 
 
 def cluster_role_rules() -> list[dict[str, Any]]:
-    """The agent's cluster-wide rights: its nodes, their Events, their NodeClaims."""
+    """The agent's cluster-wide rights: its nodes and their NodeClaims."""
     return [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
         {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"],
          "verbs": ["get", "list", "delete"]},
     ]  # fmt: skip
+
+
+EVENTS_NAMESPACE: Final = "default"
+"""Where the agent writes its Events about Nodes (acceptance/agent.py ``EVENT_NAMESPACE``: the
+API server admits a core/v1 Event about a cluster-scoped object only in "" or "default")."""
+
+
+def events_role_rules() -> list[dict[str, Any]]:
+    """The agent's rights in :data:`EVENTS_NAMESPACE`: creating Events, nothing else."""
+    return [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
 
 
 def role_rules() -> list[dict[str, Any]]:
@@ -601,6 +611,21 @@ class AcceptanceGate(pulumi.ComponentResource):
                 in_cluster, pulumi.ResourceOptions(depends_on=[role, account])
             ),
         )  # fmt: skip
+        events_role = k8s.rbac.v1.Role(
+            f"{name}-events",
+            metadata={"name": SERVICE_ACCOUNT, "namespace": EVENTS_NAMESPACE},
+            rules=typing.cast(Any, events_role_rules()),
+            opts=in_cluster,
+        )
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-events",
+            metadata={"name": SERVICE_ACCOUNT, "namespace": EVENTS_NAMESPACE},
+            role_ref=_role_ref("Role", SERVICE_ACCOUNT),
+            subjects=typing.cast(Any, subject),
+            opts=pulumi.ResourceOptions.merge(
+                in_cluster, pulumi.ResourceOptions(depends_on=[events_role, account])
+            ),
+        )
         enforced_policy(
             f"{name}-node-marks", NODE_MARKS_POLICY, node_marks_policy(), opts=in_cluster
         )

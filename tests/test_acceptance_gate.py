@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import pytest
 
+from acceptance import agent
 from components import acceptance_gate, health_marks
 from components.acceptance_gate import (
     AGENT_USER,
@@ -399,8 +400,6 @@ def test_the_agent_may_do_what_it_must_and_no_more(synthesized: dict[str, StackR
     cluster = rights("ClusterRole", "trainingplatform:acceptance-agent")
     assert cluster == {
         *(("", "nodes", v) for v in ("get", "list", "watch", "patch")),
-        ("", "events", "create"),
-        ("events.k8s.io", "events", "create"),
         *(("karpenter.sh", "nodeclaims", v) for v in ("get", "list", "delete")),
     }
     local = rights("Role", "acceptance-agent", NAMESPACE)
@@ -408,6 +407,18 @@ def test_the_agent_may_do_what_it_must_and_no_more(synthesized: dict[str, StackR
         *(("", "pods", v) for v in ("create", "get", "list", "watch", "delete")),
         *(("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")),
     }
+    # Events about Nodes go to "default" (the API server refuses them in node-acceptance), and
+    # that is the one namespace the agent may write them in.
+    assert rights("Role", "acceptance-agent", agent.EVENT_NAMESPACE) == {("", "events", "create")}
+    binding = view.named("RoleBinding", "acceptance-agent", agent.EVENT_NAMESPACE)
+    assert binding is not None
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "acceptance-agent", "namespace": NAMESPACE}
+    ]
+    daemonset = view.named("DaemonSet", "acceptance-agent-nvidia", NAMESPACE)
+    assert daemonset is not None
+    env = {e["name"]: e for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     namespace = view.named("Namespace", NAMESPACE)
     assert namespace is not None
     labels = namespace["metadata"]["labels"]
