@@ -39,6 +39,10 @@ class Api(Protocol):
         """The Node, or ``None``."""
         ...
 
+    def list_nodes(self) -> list[Object]:
+        """Every Node (the sweep's one read)."""
+        ...
+
     def patch_node(self, name: str, patch: list[Object]) -> None:
         """Apply a JSON patch (RFC 6902) to the Node; :class:`Conflict` if a ``test`` fails."""
         ...
@@ -132,6 +136,9 @@ class KubernetesApi:
 
     def get_node(self, name: str) -> Object | None:  # noqa: D102
         return self._read(self._core.read_node, name)
+
+    def list_nodes(self) -> list[Object]:  # noqa: D102
+        return list(self._plain(self._core.list_node()).get("items", []))
 
     def patch_node(self, name: str, patch: list[Object]) -> None:  # noqa: D102
         # A list body is sent as application/json-patch+json by the client.

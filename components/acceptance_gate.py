@@ -27,6 +27,7 @@ from components.admission import enforced_policy
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig
 from components.config.acceptance import AcceptanceConfig
+from components.config.pools import GENERAL_POOL
 from components.device_plugins import HEALTH_TOLERATIONS
 from components.node_pools import (
     FSX_STARTUP_TAINT,
@@ -317,6 +318,85 @@ def agent_daemonset(
                 ],
                 "volumes": [
                     {"name": "settings", "configMap": {"name": settings_name(vendor)}},
+                    {"name": "api-token", "projected": api_token_projection()},
+                ],
+            },
+        },
+    }
+
+
+SWEEP_NAME: Final = "acceptance-sweep"
+"""The Deployment (and its settings ConfigMap) that enforces the deadline from outside the
+nodes (acceptance/sweep.py)."""
+SWEEP_REQUESTS: Final = {"cpu": "20m", "memory": "96Mi"}
+SWEEP_LIMITS: Final = {"cpu": "200m", "memory": "256Mi"}
+"""One Python process listing nodes once a minute: small; a throttled sweep only sweeps later."""
+
+
+def sweep_deployment(image: str, settings_version: str = "") -> dict[str, Any]:
+    """The sweep's Deployment spec: one pod on the general pool, as the agent's account.
+
+    It runs as the agent's service account: it does what the agents do (the same verdict, the
+    same Lease), and the node-marks policy admits that user's node patches. ``Recreate``: two
+    sweeps at once would only race for the same Lease, but one is enough.
+
+    Args:
+        image: an acceptance image (either vendor's: the sweep runs only the package).
+        settings_version: a digest of its settings, as a pod annotation (default none).
+    """
+    labels = {"app.kubernetes.io/name": SWEEP_NAME}
+    return {
+        "replicas": 1,
+        "strategy": {"type": "Recreate"},
+        "selector": {"matchLabels": labels},
+        "template": {
+            "metadata": {
+                "labels": labels,
+                **(
+                    {"annotations": {"trainingplatform.io/settings": settings_version}}
+                    if settings_version
+                    else {}
+                ),
+            },
+            "spec": {
+                "serviceAccountName": SERVICE_ACCOUNT,
+                "automountServiceAccountToken": False,
+                "nodeSelector": {POOL_LABEL: GENERAL_POOL},
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "runAsUser": AGENT_UID,
+                    "runAsGroup": AGENT_UID,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [
+                    {
+                        "name": "sweep",
+                        "image": image,
+                        "command": ["python", "-m", "acceptance", "sweep"],
+                        "env": [
+                            {"name": "ACCEPTANCE_SETTINGS", "value": SETTINGS_PATH},
+                            {
+                                "name": "POD_NAMESPACE",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                            },
+                        ],
+                        "resources": {
+                            "requests": dict(SWEEP_REQUESTS),
+                            "limits": dict(SWEEP_LIMITS),
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "volumeMounts": [
+                            {"name": "settings", "mountPath": SETTINGS_DIR, "readOnly": True},
+                            {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {"name": "settings", "configMap": {"name": SWEEP_NAME}},
                     {"name": "api-token", "projected": api_token_projection()},
                 ],
             },
@@ -633,6 +713,33 @@ class AcceptanceGate(pulumi.ComponentResource):
             "nvidia": acceptance.images.nvidia,
             "neuron": acceptance.images.neuron,
         }
+        gated_pools = [
+            pool
+            for vendor, members in vendor_pools(pools).items()
+            if images[vendor] is not None
+            for pool in members
+        ]
+        sweep_image = images["nvidia"] or images["neuron"]
+        if gated_pools and sweep_image is not None:
+            document = json.dumps(
+                agent_settings(acceptance, gated_pools, image=sweep_image, mounts=mounts),
+                indent=2,
+                sort_keys=True,
+            )
+            sweep_settings = k8s.core.v1.ConfigMap(
+                f"{name}-settings-sweep",
+                metadata=_meta(SWEEP_NAME),
+                data={SETTINGS_KEY: document},
+                opts=in_cluster,
+            )
+            k8s.apps.v1.Deployment(
+                f"{name}-sweep",
+                metadata=_meta(SWEEP_NAME),
+                spec=typing.cast(Any, sweep_deployment(sweep_image, _digest(document))),
+                opts=pulumi.ResourceOptions.merge(
+                    in_cluster, pulumi.ResourceOptions(depends_on=[sweep_settings, account])
+                ),
+            )
         for vendor, members in vendor_pools(pools).items():
             image = images[vendor]
             if image is None:

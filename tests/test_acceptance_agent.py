@@ -26,7 +26,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from acceptance import agent
+from acceptance import agent, sweep
 from acceptance.kube import Conflict, Invalid, KubernetesApi, Object
 from acceptance.settings import POOL_LABEL, parse_settings
 from components import node_pools
@@ -102,6 +102,9 @@ class FakeApi:
     def _bump(self, obj: Object) -> None:
         self.version += 1
         obj["metadata"]["resourceVersion"] = str(self.version)
+
+    def list_nodes(self) -> list[Object]:
+        return [n for n in (self.get_node(name) for name in self.nodes) if n is not None]
 
     def get_node(self, name: str) -> Object | None:
         node = copy.deepcopy(self.nodes.get(name))
@@ -479,6 +482,8 @@ def test_the_live_adapter_maps_the_api_servers_answers() -> None:
     live._core = type("Core", (), {
         "read_node": staticmethod(lambda name: client.V1Node(
             metadata=client.V1ObjectMeta(name=name, creation_timestamp=CREATED))),
+        "list_node": staticmethod(lambda: client.V1NodeList(items=[client.V1Node(
+            metadata=client.V1ObjectMeta(name="n1", creation_timestamp=CREATED))])),
         "read_namespaced_pod": staticmethod(fails(404)),
         "patch_node": staticmethod(test_failed),  # a JSON-patch test that did not hold
         "create_namespaced_pod": staticmethod(fails(409)),
@@ -491,6 +496,7 @@ def test_the_live_adapter_maps_the_api_servers_answers() -> None:
     assert node == {"metadata": {"name": "n1", "creationTimestamp": "2026-12-06T12:00:00+00:00"}}
     assert agent.parse_time(node["metadata"]["creationTimestamp"]) == CREATED
     assert live.get_pod(NS, "p") is None
+    assert live.list_nodes() == [node]
     with pytest.raises(Conflict):
         live.patch_node("n1", [])
     with pytest.raises(Conflict):
@@ -606,3 +612,36 @@ def test_the_measured_bus_bandwidth_goes_on_the_node_and_in_its_event() -> None:
     api.end_pod("n2", 0, f"measured: {measured}")
     assert step(api, "n2") == "acceptance passed"
     assert api.nodes["n2"]["metadata"]["annotations"][BUSBW_ANNOTATION] == measured
+
+
+def test_the_sweep_expires_nodes_whose_agent_never_decided_under_the_same_cap() -> None:
+    api = FakeApi()
+    for name in ("n1", "n2"):
+        api.add_node(name)  # no agent runs on either: no check pod, the taint stays
+    api.add_node("ok")
+    step(api, "ok")
+    api.end_pod("ok", 0)
+    step(api, "ok")
+    due = CREATED + timedelta(minutes=45)
+    assert sweep.sweep_once(api, SETTINGS, NS, due + timedelta(minutes=9)) == []
+    lines = sweep.sweep_once(api, SETTINGS, NS, due + sweep.DEFAULT_GRACE)
+    assert lines == [
+        "n1: acceptance expired: deadline 2026-12-06T12:45:00Z passed 10 minutes ago without a "
+        "verdict from the node's agent (marked by the sweep); deleted NodeClaim claim-n1",
+        "n2: acceptance expired: deadline 2026-12-06T12:45:00Z passed 10 minutes ago without a "
+        "verdict from the node's agent (marked by the sweep); replacement held back: pool gpu "
+        "had 1 replacements in the last hour (max 1)",
+    ]
+    for name in ("n1", "n2"):
+        assert api.nodes[name]["metadata"]["labels"][RESULT_LABEL] == "expired"
+        assert (UNHEALTHY_TAINT_KEY, "acceptance") in taint_keys(api, name)
+        assert ACCEPTANCE_TAINT_KEY not in [k for k, _ in taint_keys(api, name)]
+    assert api.nodes["n2"]["metadata"]["annotations"][DO_NOT_DISRUPT_ANNOTATION] == "true"
+    assert {e["metadata"]["namespace"] for e in api.events.values()} == {"default"}
+    assert sorted(api.nodeclaims) == ["claim-n2", "claim-ok"]
+    # The held-back node is replaced once the slot frees, though no agent runs on it.
+    out = io.StringIO()
+    sweep.run(api, SETTINGS, NS, passes=1, clock=lambda: due + timedelta(hours=2),
+              sleep=lambda _: None, out=out)  # fmt: skip
+    assert out.getvalue().endswith("n2: deleted NodeClaim claim-n2\n")
+    assert sorted(api.nodeclaims) == ["claim-ok"]
