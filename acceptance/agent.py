@@ -14,10 +14,15 @@ waiting for its replacement slot):
    (:func:`read_verdict`), or calls the node expired once creationTimestamp + deadlineMinutes
    has passed, whether or not the check pod ever ran.
 4. Passed: the acceptance taint goes, the result label and checked-at annotation come.
-   Failed or expired: an Event on the Node, the result label, reason and checked-at
-   annotations, the unhealthy taint in place of the acceptance taint (:func:`node_patch`), and
-   where the pool says so its NodeClaim deleted, at most ``maxReplacementsPerHour`` per pool
-   (:func:`take_slot`, counted in a Lease written at its resourceVersion).
+   Failed or expired: an Event on the Node (in "default"), the result label, reason and
+   checked-at annotations, ``karpenter.sh/do-not-disrupt``, the unhealthy taint in place of the
+   acceptance taint (:func:`node_patch`), and where the pool says so its NodeClaim deleted, at
+   most ``maxReplacementsPerHour`` per pool (:func:`take_slot`, counted in a Lease written at
+   its resourceVersion), as long as the node keeps the agent's ``unhealthy=acceptance`` taint.
+   Either way the check's measured bus bandwidth goes on the node.
+
+The deadline is also enforced from outside the node, by :mod:`acceptance.sweep`, for nodes whose
+agent does not run.
 
 Karpenter (kubernetes-sigs/karpenter v1.14.1) names a Node's NodeClaim in two ways: registration
 adds an ownerReference ``karpenter.sh/v1 NodeClaim <name>`` to the Node
