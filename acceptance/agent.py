@@ -14,10 +14,15 @@ waiting for its replacement slot):
    (:func:`read_verdict`), or calls the node expired once creationTimestamp + deadlineMinutes
    has passed, whether or not the check pod ever ran.
 4. Passed: the acceptance taint goes, the result label and checked-at annotation come.
-   Failed or expired: an Event on the Node, the result label, reason and checked-at
-   annotations, the unhealthy taint in place of the acceptance taint (:func:`node_patch`), and
-   where the pool says so its NodeClaim deleted, at most ``maxReplacementsPerHour`` per pool
-   (:func:`take_slot`, counted in a Lease written at its resourceVersion).
+   Failed or expired: an Event on the Node (in "default"), the result label, reason and
+   checked-at annotations, ``karpenter.sh/do-not-disrupt``, the unhealthy taint in place of the
+   acceptance taint (:func:`node_patch`), and where the pool says so its NodeClaim deleted, at
+   most ``maxReplacementsPerHour`` per pool (:func:`take_slot`, counted in a Lease written at
+   its resourceVersion), as long as the node keeps the agent's ``unhealthy=acceptance`` taint.
+   Either way the check's measured bus bandwidth goes on the node.
+
+The deadline is also enforced from outside the node, by :mod:`acceptance.sweep`, for nodes whose
+agent does not run.
 
 Karpenter (kubernetes-sigs/karpenter v1.14.1) names a Node's NodeClaim in two ways: registration
 adds an ownerReference ``karpenter.sh/v1 NodeClaim <name>`` to the Node
@@ -44,6 +49,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final, TextIO
 
+from acceptance.check import MEASURED_PREFIX
 from acceptance.kube import Api, Conflict, Object
 from acceptance.settings import (
     INSTANCE_TYPE_LABEL,
@@ -55,7 +61,9 @@ from acceptance.settings import (
 from components.catalog import CATALOG, EFA_RESOURCE, InstanceType
 from components.health_marks import (
     ACCEPTANCE_TAINT_KEY,
+    BUSBW_ANNOTATION,
     CHECKED_AT_ANNOTATION,
+    DO_NOT_DISRUPT_ANNOTATION,
     REASON_ANNOTATION,
     RESULT_LABEL,
     TAINT_EFFECT,
@@ -91,6 +99,12 @@ HELD_BACK: Final = "replacement held back"
 LEASE_TRIES: Final = 5
 EVENT_MESSAGE_LIMIT: Final = 1024
 """Characters of an Event message kept (events.k8s.io caps its note at 1 kB)."""
+EVENT_NAMESPACE: Final = "default"
+"""Where the Events about a Node go. A core/v1 Event without ``eventTime`` about a
+cluster-scoped object must be in namespace "" or "default" or the API server refuses it
+(kubernetes/kubernetes pkg/apis/core/validation/events.go ``legacyValidateEvent``, "does not
+match event.namespace"); kubelet and the node controller write theirs in "default"."""
+RETURNED: Final = "returned to service by an admin"
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,9 @@ class Verdict:
 
     result: Result
     reason: str = ""
+    measured: str = ""
+    """The check's measured bus bandwidth ("nccl all-reduce bus bandwidth: 355.2 GB/s at 16
+    GiB"), empty where it measured none."""
 
 
 def parse_time(text: str) -> datetime:
@@ -122,6 +139,21 @@ def _labels(node: Object) -> dict[str, str]:
 def has_acceptance_taint(node: Object) -> bool:
     """Whether the node still carries the acceptance startup taint."""
     return any(t.get("key") == ACCEPTANCE_TAINT_KEY for t in _taints(node))
+
+
+def failed_by_acceptance(node: Object) -> bool:
+    """Whether the node carries the unhealthy taint the agent set (value ``acceptance``).
+
+    A node whose failed result label stays but whose taint an admin removed has been returned
+    to service: it is no longer replaced.
+    """
+    wanted = unhealthy_taint("acceptance")
+    return any(
+        t.get("key") == wanted["key"]
+        and t.get("value") == wanted["value"]
+        and t.get("effect") == wanted["effect"]
+        for t in _taints(node)
+    )
 
 
 def deadline(node: Object, settings: Settings) -> datetime:
@@ -200,6 +232,7 @@ def check_pod(
     pool: Pool,
     namespace: str,
     now: datetime,
+    owner: Object | None = None,
 ) -> Object:
     """The check pod of a node: pinned to it, holding all its accelerators and EFA interfaces.
 
@@ -207,6 +240,9 @@ def check_pod(
     tolerations are the node's taints, and ``activeDeadlineSeconds`` ends it at the node's
     deadline. Requests equal limits for extended resources (Kubernetes requires it), so the
     device plugins hand the pod every device; they are free again once it has terminated.
+    Its owners are the Node and the agent's DaemonSet, so the garbage collector deletes it with
+    either: a node gone, or the gate turned off (the pod mounts the namespace's file-system
+    claims, whose deletion waits for it).
 
     Args:
         node: the Node.
@@ -215,8 +251,15 @@ def check_pod(
         pool: the node's pool (EFA, file systems, floors).
         namespace: the agent's namespace (POD_NAMESPACE), where the claims live.
         now: the current time (UTC).
+        owner: the agent's DaemonSet as an ownerReference (:func:`daemonset_owner`); default
+            none (the Node alone owns the pod).
     """
     name = node["metadata"]["name"]
+    owners: list[Object] = [
+        {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+    ]
+    if owner is not None:
+        owners.append(owner)
     devices = {instance.accelerator_resource: str(instance.accelerators)}
     if check_efa(instance, pool):
         devices[EFA_RESOURCE] = str(instance.efa_interfaces)
@@ -239,6 +282,7 @@ def check_pod(
                 "app.kubernetes.io/name": "acceptance-check",
                 "app.kubernetes.io/part-of": "node-acceptance",
             },
+            "ownerReferences": owners,
         },
         "spec": {
             "nodeName": name,
@@ -303,15 +347,25 @@ def read_verdict(pod: Object) -> Verdict | str | None:
     if terminated is None:
         return f"{status.get('reason', 'no reason')}: {status.get('message', '')}".strip(": ")
     code = terminated.get("exitCode")
-    message = (terminated.get("message") or "").strip()
+    lines = (terminated.get("message") or "").strip().splitlines()
+    measured = "; ".join(
+        line.removeprefix(MEASURED_PREFIX) for line in lines if line.startswith(MEASURED_PREFIX)
+    )
+    message = "\n".join(line for line in lines if not line.startswith(MEASURED_PREFIX)).strip()
     if code == 0:
-        return Verdict("passed")
+        return Verdict("passed", measured=measured)
     if code == 1:
-        return Verdict("failed", message or "check failed (exit 1) without a message")
+        return Verdict(
+            "failed", message or "check failed (exit 1) without a message", measured=measured
+        )
     if code == 2:
-        return Verdict("failed", f"unusable evidence: {message}".strip(": "))
+        return Verdict("failed", f"unusable evidence: {message}".strip(": "), measured=measured)
     why = terminated.get("reason") or "killed"
-    return Verdict("failed", f"check exited {code} ({why}){': ' + message if message else ''}")
+    return Verdict(
+        "failed",
+        f"check exited {code} ({why}){': ' + message if message else ''}",
+        measured=measured,
+    )
 
 
 def _escape(key: str) -> str:
@@ -321,12 +375,15 @@ def _escape(key: str) -> str:
 def node_patch(node: Object, verdict: Verdict, now: datetime) -> list[Object]:
     """The JSON patch (RFC 6902) that records a verdict on the node.
 
-    The taints are replaced as a whole behind a ``test`` of the list read, so a taint another
-    controller changed meanwhile fails the patch (the agent re-reads and decides again) instead
-    of being overwritten. Passed: the acceptance taint goes and a reason left from before goes.
+    The taints are replaced as a whole behind a ``test`` of the node's resourceVersion as read,
+    so a node another controller changed meanwhile fails the patch (the agent re-reads and
+    decides again) instead of having its taints overwritten. Passed: the acceptance taint goes
+    and a reason left from before goes.
     Failed or expired: the unhealthy taint (source ``acceptance``) takes its place unless the
-    node already has an unhealthy taint (taints are unique by key and effect), and the reason
-    is written to the reason and unhealthy-reason annotations.
+    node already has an unhealthy taint (taints are unique by key and effect), the reason is
+    written to the reason and unhealthy-reason annotations, and ``karpenter.sh/do-not-disrupt``
+    keeps Karpenter's consolidation off the node. A measured bus bandwidth goes to its
+    annotation either way.
 
     Args:
         node: the Node as read.
@@ -341,12 +398,19 @@ def node_patch(node: Object, verdict: Verdict, now: datetime) -> list[Object]:
     )
     if failed and not unhealthy:
         kept.append(unhealthy_taint("acceptance"))
-    ops: list[Object] = []
+    # The test is of the resourceVersion read, not of the taints: the client hands a taint's
+    # timeAdded back re-serialised ("...Z" read as "...+00:00", kubernetes 35.0.0 client) and
+    # JSON patch compares raw strings, so a test of the taints never holds on a node carrying
+    # the node-lifecycle controller's not-ready taint. Any change since the read fails it.
+    ops: list[Object] = [
+        {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": node["metadata"].get("resourceVersion", ""),
+        }
+    ]
     if "taints" in node.get("spec", {}):
-        ops += [
-            {"op": "test", "path": "/spec/taints", "value": node["spec"]["taints"]},
-            {"op": "replace", "path": "/spec/taints", "value": kept},
-        ]
+        ops.append({"op": "replace", "path": "/spec/taints", "value": kept})
     else:
         ops.append({"op": "add", "path": "/spec/taints", "value": kept})
     if "labels" in node["metadata"]:
@@ -362,9 +426,14 @@ def node_patch(node: Object, verdict: Verdict, now: datetime) -> list[Object]:
             {"op": "add", "path": "/metadata/labels", "value": {RESULT_LABEL: verdict.result}}
         )
     annotations: dict[str, str] = {CHECKED_AT_ANNOTATION: rfc3339(now)}
+    if verdict.measured:
+        annotations[BUSBW_ANNOTATION] = verdict.measured
     if failed:
         annotations[REASON_ANNOTATION] = verdict.reason
         annotations[UNHEALTHY_REASON_ANNOTATION] = f"acceptance {verdict.result}: {verdict.reason}"
+        # Out of disruption until it is replaced or returned: the failed node is Initialized
+        # and empty, so the pool's consolidation would delete it outside the replacement cap.
+        annotations[DO_NOT_DISRUPT_ANNOTATION] = "true"
     present = node["metadata"].get("annotations")
     if present is None:
         ops.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
@@ -380,17 +449,17 @@ def node_patch(node: Object, verdict: Verdict, now: datetime) -> list[Object]:
     return ops
 
 
-def node_event(node: Object, verdict: Verdict, namespace: str, now: datetime) -> Object:
-    """The Event recording a verdict on the Node (Warning unless it passed).
+def node_event(node: Object, verdict: Verdict, now: datetime) -> Object:
+    """The Event recording a verdict on the Node (Warning unless it passed), in "default".
 
     Its name is derived from the node's UID and the result, so an agent that restarts after
-    writing it gets a conflict instead of a second Event.
+    writing it gets a conflict instead of a second Event. It is written in
+    :data:`EVENT_NAMESPACE`, the only namespace besides "" the API server admits for an Event
+    about a Node.
 
     Args:
         node: the Node.
         verdict: the outcome.
-        namespace: where the Event is written (the agent's; ``kubectl describe node`` lists a
-            Node's Events from every namespace).
         now: when it was decided (UTC).
     """
     name = node["metadata"]["name"]
@@ -401,12 +470,14 @@ def node_event(node: Object, verdict: Verdict, namespace: str, now: datetime) ->
         "expired": "AcceptanceExpired",
     }[verdict.result]
     message = f"acceptance {verdict.result}" + (f": {verdict.reason}" if verdict.reason else "")
+    if verdict.measured:
+        message = f"measured {verdict.measured}; {message}"
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
             "name": f"{name}.acceptance-{verdict.result}-{uid[:8]}"[:253],
-            "namespace": namespace,
+            "namespace": EVENT_NAMESPACE,
         },
         "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid},
         "reason": reason,
@@ -580,7 +651,7 @@ def finish(
     """
     name = node["metadata"]["name"]
     with contextlib.suppress(Conflict):  # written by this agent before it restarted
-        api.create_event(namespace, node_event(node, verdict, namespace, now))
+        api.create_event(EVENT_NAMESPACE, node_event(node, verdict, now))
     try:
         api.patch_node(name, node_patch(node, verdict, now))
     except Conflict:
@@ -594,7 +665,42 @@ def finish(
     return done
 
 
-def reconcile(api: Api, settings: Settings, node_name: str, namespace: str, now: datetime) -> str:
+def release(api: Api, node: Object) -> str:
+    """Take ``karpenter.sh/do-not-disrupt`` off a failed node an admin returned to service.
+
+    Args:
+        api: the API.
+        node: the Node as read (failed label, no acceptance-sourced unhealthy taint).
+    """
+    try:
+        api.patch_node(
+            node["metadata"]["name"],
+            [
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": node["metadata"].get("resourceVersion", ""),
+                },
+                {
+                    "op": "remove",
+                    "path": f"/metadata/annotations/{_escape(DO_NOT_DISRUPT_ANNOTATION)}",
+                },
+            ],
+        )
+    except Conflict:
+        return "the node changed while deciding; will decide again"
+    return f"{RETURNED}; {DO_NOT_DISRUPT_ANNOTATION} removed"
+
+
+def reconcile(
+    api: Api,
+    settings: Settings,
+    node_name: str,
+    namespace: str,
+    now: datetime,
+    *,
+    owner: Object | None = None,
+) -> str:
     """One pass over the agent's node: do the next step; returns what it did, for the log.
 
     Args:
@@ -603,6 +709,7 @@ def reconcile(api: Api, settings: Settings, node_name: str, namespace: str, now:
         node_name: its node (NODE_NAME).
         namespace: its namespace (POD_NAMESPACE).
         now: the current time (UTC).
+        owner: the agent's DaemonSet as the check pod's second owner (default: none).
     """
     node = api.get_node(node_name)
     if node is None:
@@ -611,8 +718,17 @@ def reconcile(api: Api, settings: Settings, node_name: str, namespace: str, now:
     pool_name = labels.get(POOL_LABEL, "")
     pool = settings.pool(pool_name)
     if not has_acceptance_taint(node):
-        if labels.get(RESULT_LABEL) in {"failed", "expired"} and pool.replace_failed_nodes:
-            return replace(api, node, pool_name=pool_name, pool=pool, namespace=namespace, now=now)
+        if labels.get(RESULT_LABEL) not in {"failed", "expired"}:
+            return LEFT_ALONE
+        if failed_by_acceptance(node):
+            if pool.replace_failed_nodes:
+                return replace(
+                    api, node, pool_name=pool_name, pool=pool, namespace=namespace, now=now
+                )
+            return LEFT_ALONE
+        annotations = node["metadata"].get("annotations") or {}
+        if annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+            return release(api, node)
         return LEFT_ALONE
     type_name = labels.get(INSTANCE_TYPE_LABEL, "")
     instance = CATALOG.get(type_name)
@@ -650,7 +766,9 @@ def reconcile(api: Api, settings: Settings, node_name: str, namespace: str, now:
     if missing:
         return f"waiting for the device plugins: {'; '.join(missing)}"
     try:
-        pod = check_pod(node, instance, settings, pool=pool, namespace=namespace, now=now)
+        pod = check_pod(
+            node, instance, settings, pool=pool, namespace=namespace, now=now, owner=owner
+        )
         api.create_pod(namespace, pod)
     except Conflict:
         return "the check pod exists already"
@@ -674,12 +792,36 @@ def tidy(api: Api, node_name: str, namespace: str) -> None:
         api.delete_pod(namespace, check_pod_name(node_name))
 
 
+def daemonset_owner(api: Api, namespace: str, pod_name: str) -> Object | None:
+    """The agent's DaemonSet as an ownerReference, read from the agent's own pod.
+
+    ``None`` where the pod or its DaemonSet owner is not found (the check pods are then owned
+    by their Node alone).
+
+    Args:
+        api: the API.
+        namespace: the agent's namespace.
+        pod_name: the agent's pod (POD_NAME).
+    """
+    pod = api.get_pod(namespace, pod_name)
+    for reference in ((pod or {}).get("metadata") or {}).get("ownerReferences") or []:
+        if reference.get("kind") == "DaemonSet" and reference.get("uid"):
+            return {
+                "apiVersion": reference.get("apiVersion", "apps/v1"),
+                "kind": "DaemonSet",
+                "name": reference["name"],
+                "uid": reference["uid"],
+            }
+    return None
+
+
 def run(
     api: Api,
     settings: Settings,
     node_name: str,
     namespace: str,
     *,
+    pod_name: str | None = None,
     interval_s: float = DEFAULT_INTERVAL_S,
     passes: int | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -693,6 +835,8 @@ def run(
         settings: the agent's settings.
         node_name: its node.
         namespace: its namespace.
+        pod_name: the agent's own pod (POD_NAME), whose DaemonSet also owns the check pods;
+            default none.
         interval_s: seconds between passes while the node is checked (default 15); once it is
             out of acceptance, at least :data:`IDLE_INTERVAL_S`.
         passes: stop after this many (default: never; the DaemonSet's pod runs for good).
@@ -703,9 +847,10 @@ def run(
     last = ""
     done = 0
     tidy(api, node_name, namespace)
+    owner = daemonset_owner(api, namespace, pod_name) if pod_name else None
     while passes is None or done < passes:
         try:
-            what = reconcile(api, settings, node_name, namespace, clock())
+            what = reconcile(api, settings, node_name, namespace, clock(), owner=owner)
         except Exception as error:  # an API hiccup must not end the agent
             what = f"error: {type(error).__name__}: {error}"
         if what != last:
@@ -720,7 +865,8 @@ def run(
 def main(argv: Sequence[str], out: TextIO = sys.stdout, api: Api | None = None) -> int:
     """``python -m acceptance agent [--once] [--interval SECONDS]``; env gives the rest.
 
-    Env: ``ACCEPTANCE_SETTINGS`` (the settings file), ``NODE_NAME``, ``POD_NAMESPACE``.
+    Env: ``ACCEPTANCE_SETTINGS`` (the settings file), ``NODE_NAME``, ``POD_NAMESPACE``, and
+    optionally ``POD_NAME`` (the agent's pod, whose DaemonSet also owns the check pods).
 
     Args:
         argv: the arguments after ``agent``.
@@ -756,6 +902,7 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout, api: Api | None = None) 
         settings,
         os.environ["NODE_NAME"],
         os.environ["POD_NAMESPACE"],
+        pod_name=os.environ.get("POD_NAME") or None,
         interval_s=args.interval,
         passes=1 if args.once else None,
         out=out,

@@ -8,6 +8,12 @@ with its type (from /proc/self/mounts). Findings are printed; the failed ones go
 termination log, which the kubelet hands to the agent as the pod's termination message (cut to
 its 4096-byte limit, saying so). Exit 0 accept, 1 reject, 2 unusable evidence, as ``decide``.
 
+The bus bandwidth it measured leaves the node with the verdict, since the agent deletes the pod
+and its evidence once the verdict is recorded: the log gets the bandwidth at every message size,
+and the termination message a first line ``measured: <check> bus bandwidth: X GB/s at <size>``,
+which the agent writes to the node's ``trainingplatform.io/acceptance-busbw`` annotation and its
+Event (a pool's one-node floor is measured from it, passed or failed).
+
 Every tool runs through one :data:`Runner`, so tests substitute recorded output.
 """
 
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
+from acceptance.baseline import bandwidth_by_size, human_size
 from acceptance.cli import read_evidence
 from acceptance.decide import (
     ALL_REDUCE,
@@ -35,7 +42,8 @@ from acceptance.decide import (
     Finding,
     decide,
 )
-from acceptance.floors import BASELINES, load_floors, parse_floors
+from acceptance.floors import BASELINES, Check, load_floors, parse_floors
+from acceptance.parsers import UnusableEvidence, parse_all_reduce_perf, parse_nccom_test
 from components.catalog import CATALOG, InstanceType
 
 TERMINATION_MESSAGE_LIMIT: Final = 4096
@@ -43,6 +51,14 @@ TERMINATION_MESSAGE_LIMIT: Final = 4096
 ``terminationMessagePath`` says a message "will be truncated by the node if greater than 4096
 bytes" (kubernetes 35.0.0 client, ``V1Container.termination_message_path``)."""
 MOUNTS: Final = Path("/proc/self/mounts")
+MEASURED_PREFIX: Final = "measured: "
+"""First line(s) of the termination message that carry a measurement, not a failed finding
+(acceptance/agent.py reads them by this prefix)."""
+BENCHMARKS: Final[tuple[tuple[str, Check, str], ...]] = (
+    (ALL_REDUCE, "nccl-all-reduce", "nccl all-reduce"),
+    (NCCOM_TEST, "nccom-all-reduce", "nccom all-reduce"),
+)
+"""Evidence file, baselines check and the words findings use, of each bandwidth benchmark."""
 
 
 @dataclass(frozen=True)
@@ -281,7 +297,42 @@ def file_system_findings(wanted: Sequence[FileSystemWanted], mounts: str) -> lis
     return findings
 
 
-def termination_message(decision: Decision, limit: int = TERMINATION_MESSAGE_LIMIT) -> str:
+def measured(out: Path) -> tuple[list[str], list[str]]:
+    """What the benchmark in the evidence measured: the termination-message lines and the log's.
+
+    The first list has one ``measured: <check> bus bandwidth: X GB/s at <size>`` line per
+    benchmark output found (its largest size, as the decision reads it); the second the bus
+    bandwidth at every size, as ``acceptance baseline`` prints it. Output that is no benchmark
+    table gives neither (the decision reports it).
+
+    Args:
+        out: the evidence directory.
+    """
+    message: list[str] = []
+    log: list[str] = []
+    for file_name, check_name, words in BENCHMARKS:
+        path = out / file_name
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        parse = parse_all_reduce_perf if check_name == "nccl-all-reduce" else parse_nccom_test
+        try:
+            largest = parse(text)
+            sizes = bandwidth_by_size(text, check_name)
+        except UnusableEvidence:
+            continue
+        message.append(
+            f"{MEASURED_PREFIX}{words} bus bandwidth: {largest.busbw_gbps:g} GB/s at "
+            f"{human_size(largest.size_bytes)}"
+        )
+        log.append(f"{words} bus bandwidth per size ({file_name}):")
+        log += [f"{human_size(r.size_bytes):>10}  {r.busbw_gbps:>10.2f} GB/s" for r in sizes]
+    return message, log
+
+
+def termination_message(
+    decision: Decision, limit: int = TERMINATION_MESSAGE_LIMIT, first: Sequence[str] = ()
+) -> str:
     """The failed findings and unusable files, one a line, within ``limit`` bytes (UTF-8).
 
     Lines that do not fit are dropped whole and a last line says how many were cut.
@@ -289,8 +340,10 @@ def termination_message(decision: Decision, limit: int = TERMINATION_MESSAGE_LIM
     Args:
         decision: the decision with every finding.
         limit: bytes the kubelet keeps (4096).
+        first: lines that go before the findings (the ``measured:`` lines of :func:`measured`);
+            default none.
     """
-    lines = [str(f) for f in decision.findings if not f.ok]
+    lines = [*first, *(str(f) for f in decision.findings if not f.ok)]
     lines += [f"unusable: {reason}" for reason in decision.unusable]
     text = "\n".join(lines)
     if len(text.encode()) <= limit:
@@ -403,7 +456,10 @@ def main(
         print(f"{'pass' if finding.ok else 'fail'}: {finding}", file=out)
     for reason in decision.unusable:
         print(f"unusable: {reason}", file=out)
+    message_lines, per_size = measured(args.out)
+    for line in per_size:
+        print(line, file=out)
     verdict = {0: "accept", 1: "reject", 2: "unusable evidence"}[decision.status]
     print(f"{verdict}: {args.instance_type}", file=out)
-    args.termination_log.write_text(termination_message(decision))
+    args.termination_log.write_text(termination_message(decision, first=message_lines))
     return decision.status

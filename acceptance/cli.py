@@ -1,7 +1,8 @@
 """Command line: ``python -m acceptance decide --instance-type T --evidence DIR``.
 
-``python -m acceptance agent`` (:mod:`acceptance.agent`) and ``python -m acceptance check``
-(:mod:`acceptance.check`) are dispatched from here too.
+``python -m acceptance agent`` (:mod:`acceptance.agent`), ``python -m acceptance sweep``
+(:mod:`acceptance.sweep`) and ``python -m acceptance check`` (:mod:`acceptance.check`) are
+dispatched from here too.
 
 Prints one line per finding, ``pass: `` or ``fail: `` then "check: seen, want wanted", then one
 ``unusable: `` line per file that is not its tool's output, and a last line with the verdict.
@@ -52,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     baseline.add_parser(commands)
     commands.add_parser("mirror", add_help=False, help="keep Slurm and Kubernetes health as one")
+    commands.add_parser("sweep", add_help=False, help="mark expired nodes whose agent did not")
     return parser
 
 
@@ -70,6 +72,10 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         from acceptance import agent  # noqa: PLC0415 (each command loads only what it runs)
 
         return agent.main(argv[1:], out)
+    if argv and argv[0] == "sweep":
+        from acceptance import sweep  # noqa: PLC0415
+
+        return sweep.main(argv[1:], out)
     if argv and argv[0] == "check":
         from acceptance import check  # noqa: PLC0415
 

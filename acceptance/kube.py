@@ -1,8 +1,10 @@
 """The few Kubernetes API calls the agent makes, behind a Protocol so tests use a fake.
 
 Objects travel as plain dicts in the API's own (camelCase) form. A missing object is ``None``;
-a write that lost a race raises :class:`Conflict` (HTTP 409: a stale resourceVersion, a failed
-JSON-patch ``test``, a name already taken), and the agent re-reads and decides again.
+a write that lost a race raises :class:`Conflict` (HTTP 409: a stale resourceVersion or a name
+already taken; HTTP 422 from a failed JSON-patch ``test``), and the agent re-reads and decides
+again. Any other 422 is the API server refusing the object as invalid: :class:`Invalid`, an error
+the agent logs, never taken for "exists already".
 """
 
 from __future__ import annotations
@@ -20,11 +22,25 @@ class Conflict(Exception):
     """The write lost a race, or a JSON-patch ``test`` did not hold: re-read and retry."""
 
 
+class Invalid(Exception):
+    """The API server refused the object (HTTP 422 other than a failed JSON-patch ``test``)."""
+
+
+PATCH_TEST_FAILED = "testing value"
+"""How the API server's 422 for a failed JSON-patch ``test`` reads: kubernetes/apiserver
+pkg/endpoints/handlers/patch.go answers ``StatusUnprocessableEntity`` with the error of
+gopkg.in/evanphx/json-patch.v4 ``Patch.test``, "testing value <path> failed: test failed"."""
+
+
 class Api(Protocol):
     """What the agent needs from the API server."""
 
     def get_node(self, name: str) -> Object | None:
         """The Node, or ``None``."""
+        ...
+
+    def list_nodes(self) -> list[Object]:
+        """Every Node (the sweep's one read)."""
         ...
 
     def patch_node(self, name: str, patch: list[Object]) -> None:
@@ -106,15 +122,23 @@ class KubernetesApi:
         try:
             call(*args)
         except ApiException as error:
-            # 409: a stale resourceVersion or a taken name; 422: a JSON-patch test that failed.
-            if self._status(error) in {409, 422}:
+            status = self._status(error)
+            if status == 409:  # a stale resourceVersion or a taken name
                 raise Conflict(str(error.reason)) from error
-            if self._status(error) == 404 and missing_ok:
+            if status == 422:
+                body = str(getattr(error, "body", "") or "")
+                if PATCH_TEST_FAILED in body.lower():
+                    raise Conflict(body) from error
+                raise Invalid(body or str(error.reason)) from error
+            if status == 404 and missing_ok:
                 return
             raise
 
     def get_node(self, name: str) -> Object | None:  # noqa: D102
         return self._read(self._core.read_node, name)
+
+    def list_nodes(self) -> list[Object]:  # noqa: D102
+        return list(self._plain(self._core.list_node()).get("items", []))
 
     def patch_node(self, name: str, patch: list[Object]) -> None:  # noqa: D102
         # A list body is sent as application/json-patch+json by the client.

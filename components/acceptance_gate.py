@@ -27,6 +27,7 @@ from components.admission import enforced_policy
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig
 from components.config.acceptance import AcceptanceConfig
+from components.config.pools import GENERAL_POOL
 from components.device_plugins import HEALTH_TOLERATIONS
 from components.node_pools import (
     FSX_STARTUP_TAINT,
@@ -243,6 +244,7 @@ def agent_daemonset(
     field = [
         ("NODE_NAME", "spec.nodeName"),
         ("POD_NAMESPACE", "metadata.namespace"),
+        ("POD_NAME", "metadata.name"),  # its DaemonSet also owns the check pods
     ]
     return {
         "selector": {"matchLabels": labels},
@@ -323,6 +325,85 @@ def agent_daemonset(
     }
 
 
+SWEEP_NAME: Final = "acceptance-sweep"
+"""The Deployment (and its settings ConfigMap) that enforces the deadline from outside the
+nodes (acceptance/sweep.py)."""
+SWEEP_REQUESTS: Final = {"cpu": "20m", "memory": "96Mi"}
+SWEEP_LIMITS: Final = {"cpu": "200m", "memory": "256Mi"}
+"""One Python process listing nodes once a minute: small; a throttled sweep only sweeps later."""
+
+
+def sweep_deployment(image: str, settings_version: str = "") -> dict[str, Any]:
+    """The sweep's Deployment spec: one pod on the general pool, as the agent's account.
+
+    It runs as the agent's service account: it does what the agents do (the same verdict, the
+    same Lease), and the node-marks policy admits that user's node patches. ``Recreate``: two
+    sweeps at once would only race for the same Lease, but one is enough.
+
+    Args:
+        image: an acceptance image (either vendor's: the sweep runs only the package).
+        settings_version: a digest of its settings, as a pod annotation (default none).
+    """
+    labels = {"app.kubernetes.io/name": SWEEP_NAME}
+    return {
+        "replicas": 1,
+        "strategy": {"type": "Recreate"},
+        "selector": {"matchLabels": labels},
+        "template": {
+            "metadata": {
+                "labels": labels,
+                **(
+                    {"annotations": {"trainingplatform.io/settings": settings_version}}
+                    if settings_version
+                    else {}
+                ),
+            },
+            "spec": {
+                "serviceAccountName": SERVICE_ACCOUNT,
+                "automountServiceAccountToken": False,
+                "nodeSelector": {POOL_LABEL: GENERAL_POOL},
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "runAsUser": AGENT_UID,
+                    "runAsGroup": AGENT_UID,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [
+                    {
+                        "name": "sweep",
+                        "image": image,
+                        "command": ["python", "-m", "acceptance", "sweep"],
+                        "env": [
+                            {"name": "ACCEPTANCE_SETTINGS", "value": SETTINGS_PATH},
+                            {
+                                "name": "POD_NAMESPACE",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                            },
+                        ],
+                        "resources": {
+                            "requests": dict(SWEEP_REQUESTS),
+                            "limits": dict(SWEEP_LIMITS),
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "volumeMounts": [
+                            {"name": "settings", "mountPath": SETTINGS_DIR, "readOnly": True},
+                            {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {"name": "settings", "configMap": {"name": SWEEP_NAME}},
+                    {"name": "api-token", "projected": api_token_projection()},
+                ],
+            },
+        },
+    }
+
+
 TOKEN_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where Kubernetes clients read the in-cluster token, CA and namespace."""
 TOKEN_SECONDS: Final = 3607
@@ -356,13 +437,22 @@ def api_token_projection() -> dict[str, Any]:
 
 
 def cluster_role_rules() -> list[dict[str, Any]]:
-    """The agent's cluster-wide rights: its nodes, their Events, their NodeClaims."""
+    """The agent's cluster-wide rights: its nodes and their NodeClaims."""
     return [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
         {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"],
          "verbs": ["get", "list", "delete"]},
     ]  # fmt: skip
+
+
+EVENTS_NAMESPACE: Final = "default"
+"""Where the agent writes its Events about Nodes (acceptance/agent.py ``EVENT_NAMESPACE``: the
+API server admits a core/v1 Event about a cluster-scoped object only in "" or "default")."""
+
+
+def events_role_rules() -> list[dict[str, Any]]:
+    """The agent's rights in :data:`EVENTS_NAMESPACE`: creating Events, nothing else."""
+    return [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
 
 
 def role_rules() -> list[dict[str, Any]]:
@@ -614,6 +704,21 @@ class AcceptanceGate(pulumi.ComponentResource):
                 in_cluster, pulumi.ResourceOptions(depends_on=[role, account])
             ),
         )  # fmt: skip
+        events_role = k8s.rbac.v1.Role(
+            f"{name}-events",
+            metadata={"name": SERVICE_ACCOUNT, "namespace": EVENTS_NAMESPACE},
+            rules=typing.cast(Any, events_role_rules()),
+            opts=in_cluster,
+        )
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-events",
+            metadata={"name": SERVICE_ACCOUNT, "namespace": EVENTS_NAMESPACE},
+            role_ref=_role_ref("Role", SERVICE_ACCOUNT),
+            subjects=typing.cast(Any, subject),
+            opts=pulumi.ResourceOptions.merge(
+                in_cluster, pulumi.ResourceOptions(depends_on=[events_role, account])
+            ),
+        )
         enforced_policy(
             f"{name}-node-marks", NODE_MARKS_POLICY, node_marks_policy(), opts=in_cluster
         )
@@ -621,6 +726,33 @@ class AcceptanceGate(pulumi.ComponentResource):
             "nvidia": acceptance.images.nvidia,
             "neuron": acceptance.images.neuron,
         }
+        gated_pools = [
+            pool
+            for vendor, members in vendor_pools(pools).items()
+            if images[vendor] is not None
+            for pool in members
+        ]
+        sweep_image = images["nvidia"] or images["neuron"]
+        if gated_pools and sweep_image is not None:
+            document = json.dumps(
+                agent_settings(acceptance, gated_pools, image=sweep_image, mounts=mounts),
+                indent=2,
+                sort_keys=True,
+            )
+            sweep_settings = k8s.core.v1.ConfigMap(
+                f"{name}-settings-sweep",
+                metadata=_meta(SWEEP_NAME),
+                data={SETTINGS_KEY: document},
+                opts=in_cluster,
+            )
+            k8s.apps.v1.Deployment(
+                f"{name}-sweep",
+                metadata=_meta(SWEEP_NAME),
+                spec=typing.cast(Any, sweep_deployment(sweep_image, _digest(document))),
+                opts=pulumi.ResourceOptions.merge(
+                    in_cluster, pulumi.ResourceOptions(depends_on=[sweep_settings, account])
+                ),
+            )
         for vendor, members in vendor_pools(pools).items():
             image = images[vendor]
             if image is None:

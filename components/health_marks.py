@@ -51,12 +51,24 @@ CHECKED_AT_ANNOTATION: Final = "trainingplatform.io/acceptance-checked-at"
 UNHEALTHY_REASON_ANNOTATION: Final = "trainingplatform.io/unhealthy-reason"
 """Node annotation: why the unhealthy taint is set (a Slurm drain's reason, a condition)."""
 
+BUSBW_ANNOTATION: Final = "trainingplatform.io/acceptance-busbw"
+"""Node annotation: the check's measured bus bandwidth at its largest size ("nccl all-reduce
+bus bandwidth: 355.2 GB/s at 16 GiB"), what a pool's one-node floor is measured from."""
+DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
+"""Karpenter's node annotation that keeps a node out of disruption (consolidation, drift):
+``"true"`` makes kubernetes-sigs/karpenter v1.14.1 pkg/controllers/state/statenode.go
+``ValidateNodeDisruptable`` refuse it (key in pkg/apis/v1/labels.go). The agent sets it on a
+failed node it does not replace (yet), so the pool's WhenEmpty consolidation does not delete it
+outside the replacement cap; it does not stop a NodeClaim deletion."""
+
 AGENT_LABELS: Final = (RESULT_LABEL,)
 """Every node label the acceptance agent may set or remove."""
 AGENT_ANNOTATIONS: Final = (
     REASON_ANNOTATION,
     CHECKED_AT_ANNOTATION,
     UNHEALTHY_REASON_ANNOTATION,
+    BUSBW_ANNOTATION,
+    DO_NOT_DISRUPT_ANNOTATION,
 )
 """Every node annotation the acceptance agent and the health mirror may set or remove."""
 AGENT_TAINT_KEYS: Final = (ACCEPTANCE_TAINT_KEY, UNHEALTHY_TAINT_KEY)

@@ -2,7 +2,12 @@
 
 The fake keeps objects as the API server returns them (dicts), applies JSON patches with their
 ``test`` operations, and checks resourceVersions on Lease writes as the API server does, so a
-lost race is a conflict. The node, pod and NodeClaim objects are SYNTHETIC, shaped as the API
+lost race is a conflict. It refuses what the API server refuses: a core/v1 Event about a Node
+outside "" and "default" (kubernetes/kubernetes pkg/apis/core/validation/events.go
+``legacyValidateEvent``), an ownerReference without a uid. Its reads hand taints back as the
+client does, a ``timeAdded`` of "...Z" as "...+00:00" (kubernetes 35.0.0 client, datetime
+deserialised then re-serialised by ``sanitize_for_serialization``), while patches are applied
+to what is stored, the API server's own spelling. The node, pod and NodeClaim objects are SYNTHETIC, shaped as the API
 serves them (a Karpenter node's ownerReference as kubernetes-sigs/karpenter v1.14.1
 pkg/utils/nodeclaim/nodeclaim.go UpdateNodeOwnerReferences writes it).
 """
@@ -21,15 +26,17 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from acceptance import agent
-from acceptance.kube import Conflict, KubernetesApi, Object
+from acceptance import agent, sweep
+from acceptance.kube import Conflict, Invalid, KubernetesApi, Object
 from acceptance.settings import POOL_LABEL, parse_settings
 from components import node_pools
 from components.catalog import CATALOG, EFA_RESOURCE, GPU_RESOURCE
 from components.health_marks import (
     ACCEPTANCE_TAINT,
     ACCEPTANCE_TAINT_KEY,
+    BUSBW_ANNOTATION,
     CHECKED_AT_ANNOTATION,
+    DO_NOT_DISRUPT_ANNOTATION,
     REASON_ANNOTATION,
     RESULT_LABEL,
     UNHEALTHY_TAINT_KEY,
@@ -96,20 +103,36 @@ class FakeApi:
         self.version += 1
         obj["metadata"]["resourceVersion"] = str(self.version)
 
+    def list_nodes(self) -> list[Object]:
+        return [n for n in (self.get_node(name) for name in self.nodes) if n is not None]
+
     def get_node(self, name: str) -> Object | None:
-        return copy.deepcopy(self.nodes.get(name))
+        node = copy.deepcopy(self.nodes.get(name))
+        for taint in ((node or {}).get("spec") or {}).get("taints") or []:
+            if "timeAdded" in taint:  # what the client's round trip makes of it
+                taint["timeAdded"] = taint["timeAdded"].replace("Z", "+00:00")
+        return node
 
     def patch_node(self, name: str, patch: list[Object]) -> None:
         if self.fail_next_patch:
             self.fail_next_patch = False
             raise RuntimeError("connection reset")
-        self.nodes[name] = apply_patch(self.nodes[name], patch)
+        patched = apply_patch(self.nodes[name], patch)
+        for taint in patched["spec"].get("taints") or []:
+            if "timeAdded" in taint:  # the API server parses the time and stores its own form
+                taint["timeAdded"] = taint["timeAdded"].replace("+00:00", "Z")
+        if patched != self.nodes[name]:
+            self._bump(patched)
+        self.nodes[name] = patched
 
     def get_pod(self, namespace: str, name: str) -> Object | None:
         assert namespace == NS
         return copy.deepcopy(self.pods.get(name))
 
     def create_pod(self, namespace: str, pod: Object) -> None:
+        for owner in pod["metadata"].get("ownerReferences") or []:
+            if not owner.get("uid") or not owner.get("name"):
+                raise Invalid(f"metadata.ownerReferences: uid and name must be set: {owner}")
         if pod["metadata"]["name"] in self.pods:
             raise Conflict("exists")
         self.pods[pod["metadata"]["name"]] = copy.deepcopy(pod)
@@ -118,6 +141,12 @@ class FakeApi:
         self.pods.pop(name, None)
 
     def create_event(self, namespace: str, event: Object) -> None:
+        involved = event["involvedObject"].get("namespace", "")
+        if not event.get("eventTime") and (
+            namespace not in {"", "default"} if not involved else namespace != involved
+        ):
+            raise Invalid("involvedObject.namespace: does not match event.namespace")
+        assert event["metadata"]["namespace"] == namespace
         if event["metadata"]["name"] in self.events:
             raise Conflict("exists")
         self.events[event["metadata"]["name"]] = event
@@ -159,6 +188,7 @@ class FakeApi:
         self.nodes[name] = {
             "metadata": {
                 "name": name, "uid": f"{name}-0000-uid", "creationTimestamp": agent.rfc3339(CREATED),
+                "resourceVersion": "1",
                 "labels": {POOL_LABEL: pool, "node.kubernetes.io/instance-type": instance.name},
                 "ownerReferences": [{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
                                      "name": f"claim-{name}", "uid": "x"}],
@@ -354,6 +384,7 @@ def test_a_restarted_or_interrupted_agent_continues_without_doing_anything_twice
     api.nodes["n2"]["spec"]["taints"].append(
         {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
     )
+    api._bump(api.nodes["n2"])
     assert agent.finish(api, node, agent.Verdict("passed"), pool_name="gpu",
                         pool=SETTINGS.pool("gpu"), namespace=NS, now=SOON) == (
         "the node changed while deciding; will decide again")  # fmt: skip
@@ -438,21 +469,34 @@ def test_the_live_adapter_maps_the_api_servers_answers() -> None:
 
         return call
 
+    def test_failed(*_: object) -> None:
+        # kubernetes/apiserver pkg/endpoints/handlers/patch.go: the json-patch error as a 422.
+        error = ApiException(status=422, reason="Unprocessable Entity")
+        error.body = json.dumps({"kind": "Status", "status": "Failure", "code": 422,
+                                 "message": "testing value /metadata/resourceVersion failed: "
+                                            "test failed"})  # fmt: skip
+        raise error
+
     live = object.__new__(KubernetesApi)
     live._client = client.ApiClient()
     live._core = type("Core", (), {
         "read_node": staticmethod(lambda name: client.V1Node(
             metadata=client.V1ObjectMeta(name=name, creation_timestamp=CREATED))),
+        "list_node": staticmethod(lambda: client.V1NodeList(items=[client.V1Node(
+            metadata=client.V1ObjectMeta(name="n1", creation_timestamp=CREATED))])),
         "read_namespaced_pod": staticmethod(fails(404)),
-        "patch_node": staticmethod(fails(422)),  # a JSON-patch test that did not hold
+        "patch_node": staticmethod(test_failed),  # a JSON-patch test that did not hold
         "create_namespaced_pod": staticmethod(fails(409)),
         "delete_namespaced_pod": staticmethod(fails(404)),
         "create_namespaced_event": staticmethod(fails(500)),
+        "create_namespaced_lease": staticmethod(fails(422)),  # invalid: not "exists already"
     })()  # fmt: skip
+    live._coordination = live._core
     node = live.get_node("n1")
     assert node == {"metadata": {"name": "n1", "creationTimestamp": "2026-12-06T12:00:00+00:00"}}
     assert agent.parse_time(node["metadata"]["creationTimestamp"]) == CREATED
     assert live.get_pod(NS, "p") is None
+    assert live.list_nodes() == [node]
     with pytest.raises(Conflict):
         live.patch_node("n1", [])
     with pytest.raises(Conflict):
@@ -460,6 +504,8 @@ def test_the_live_adapter_maps_the_api_servers_answers() -> None:
     live.delete_pod(NS, "p")  # gone already: nothing to do
     with pytest.raises(ApiException):
         live.create_event(NS, {})
+    with pytest.raises(Invalid):
+        live.create_lease(NS, {})
 
 
 def test_the_agent_polls_slowly_once_its_node_is_out_of_acceptance() -> None:
@@ -478,3 +524,124 @@ def test_the_agent_polls_slowly_once_its_node_is_out_of_acceptance() -> None:
     api.pods["acceptance-check-n1"] = {"metadata": {"name": "acceptance-check-n1"}}
     agent.run(api, SETTINGS, "n1", NS, passes=1, clock=lambda: SOON, sleep=slept.append, out=quiet)
     assert not api.pods
+
+
+def test_a_verdict_lands_on_a_node_with_timestamped_taints_and_its_event_in_default() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    # The node-lifecycle controller's taint carries timeAdded, which the client hands back
+    # re-spelled: a patch that tested the taints as read would never hold.
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute",
+                 "timeAdded": "2026-12-06T12:00:10Z"}  # fmt: skip
+    api.nodes["n1"]["spec"]["taints"].append(not_ready)
+    step(api, "n1")
+    api.end_pod("n1", 1, "gpu count: 7, want 8")
+    assert step(api, "n1").startswith("acceptance failed: gpu count: 7, want 8")
+    assert not_ready in api.nodes["n1"]["spec"]["taints"]
+    assert (UNHEALTHY_TAINT_KEY, "acceptance") in taint_keys(api, "n1")
+    (event,) = api.events.values()
+    assert event["metadata"]["namespace"] == agent.EVENT_NAMESPACE == "default"
+    # A node changed after it was read (its resourceVersion moved) still fails the patch.
+    node = api.get_node("n1")
+    assert node is not None
+    api._bump(api.nodes["n1"])
+    with pytest.raises(Conflict):
+        api.patch_node("n1", agent.node_patch(node, agent.Verdict("passed"), SOON))
+
+
+def test_failed_nodes_not_replaced_stay_out_of_consolidation_until_replaced_or_returned() -> None:
+    api = FakeApi()
+    api.add_node("k1", pool="keep")
+    step(api, "k1")
+    api.end_pod("k1", 1, "gpu count: 7, want 8")
+    step(api, "k1")
+    assert api.nodes["k1"]["metadata"]["annotations"][DO_NOT_DISRUPT_ANNOTATION] == "true"
+    for name in ("n1", "n2"):
+        api.add_node(name)
+        step(api, name)
+        api.end_pod(name, 1, "gpu count: 7, want 8")
+    assert step(api, "n1").endswith("deleted NodeClaim claim-n1")
+    assert step(api, "n2").endswith("replacement held back: pool gpu had 1 replacements in the "
+                                    "last hour (max 1)")  # fmt: skip
+    assert api.nodes["n2"]["metadata"]["annotations"][DO_NOT_DISRUPT_ANNOTATION] == "true"
+    # An admin returns n2 to service: the unhealthy taint goes, the failed label stays. Once
+    # the slot frees, n2 is not replaced, and Karpenter may consolidate it again.
+    api.nodes["n2"]["spec"]["taints"] = [GPU_TAINT]
+    api._bump(api.nodes["n2"])
+    later = SOON + timedelta(minutes=61)
+    assert step(api, "n2", later) == (
+        "returned to service by an admin; karpenter.sh/do-not-disrupt removed"
+    )
+    assert "claim-n2" in api.nodeclaims
+    assert DO_NOT_DISRUPT_ANNOTATION not in api.nodes["n2"]["metadata"]["annotations"]
+    assert step(api, "n2", later) == agent.LEFT_ALONE
+
+
+def test_check_pods_are_owned_by_their_node_and_the_agents_daemonset() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "acceptance-agent-nvidia",
+                 "uid": "ds-uid", "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    api.pods["acceptance-agent-nvidia-x7k2p"] = {
+        "metadata": {"name": "acceptance-agent-nvidia-x7k2p", "ownerReferences": [daemonset]}
+    }
+    quiet = io.StringIO()
+    agent.run(api, SETTINGS, "n1", NS, pod_name="acceptance-agent-nvidia-x7k2p", passes=1,
+              clock=lambda: SOON, sleep=lambda _: None, out=quiet)  # fmt: skip
+    assert api.pods["acceptance-check-n1"]["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "n1-0000-uid"},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "acceptance-agent-nvidia",
+         "uid": "ds-uid"},
+    ]  # fmt: skip
+
+
+def test_the_measured_bus_bandwidth_goes_on_the_node_and_in_its_event() -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    step(api, "n1")
+    measured = "nccl all-reduce bus bandwidth: 355.2 GB/s at 16 GiB"
+    api.end_pod("n1", 1, f"measured: {measured}\ngpu count: 7, want 8")
+    assert step(api, "n1").startswith("acceptance failed: gpu count: 7, want 8;")
+    annotations = api.nodes["n1"]["metadata"]["annotations"]
+    assert (annotations[BUSBW_ANNOTATION], annotations[REASON_ANNOTATION]) == (
+        measured, "gpu count: 7, want 8")  # fmt: skip
+    (event,) = api.events.values()
+    assert event["message"] == f"measured {measured}; acceptance failed: gpu count: 7, want 8"
+    api.add_node("n2")
+    step(api, "n2")
+    api.end_pod("n2", 0, f"measured: {measured}")
+    assert step(api, "n2") == "acceptance passed"
+    assert api.nodes["n2"]["metadata"]["annotations"][BUSBW_ANNOTATION] == measured
+
+
+def test_the_sweep_expires_nodes_whose_agent_never_decided_under_the_same_cap() -> None:
+    api = FakeApi()
+    for name in ("n1", "n2"):
+        api.add_node(name)  # no agent runs on either: no check pod, the taint stays
+    api.add_node("ok")
+    step(api, "ok")
+    api.end_pod("ok", 0)
+    step(api, "ok")
+    due = CREATED + timedelta(minutes=45)
+    assert sweep.sweep_once(api, SETTINGS, NS, due + timedelta(minutes=9)) == []
+    lines = sweep.sweep_once(api, SETTINGS, NS, due + sweep.DEFAULT_GRACE)
+    assert lines == [
+        "n1: acceptance expired: deadline 2026-12-06T12:45:00Z passed 10 minutes ago without a "
+        "verdict from the node's agent (marked by the sweep); deleted NodeClaim claim-n1",
+        "n2: acceptance expired: deadline 2026-12-06T12:45:00Z passed 10 minutes ago without a "
+        "verdict from the node's agent (marked by the sweep); replacement held back: pool gpu "
+        "had 1 replacements in the last hour (max 1)",
+    ]
+    for name in ("n1", "n2"):
+        assert api.nodes[name]["metadata"]["labels"][RESULT_LABEL] == "expired"
+        assert (UNHEALTHY_TAINT_KEY, "acceptance") in taint_keys(api, name)
+        assert ACCEPTANCE_TAINT_KEY not in [k for k, _ in taint_keys(api, name)]
+    assert api.nodes["n2"]["metadata"]["annotations"][DO_NOT_DISRUPT_ANNOTATION] == "true"
+    assert {e["metadata"]["namespace"] for e in api.events.values()} == {"default"}
+    assert sorted(api.nodeclaims) == ["claim-n2", "claim-ok"]
+    # The held-back node is replaced once the slot frees, though no agent runs on it.
+    out = io.StringIO()
+    sweep.run(api, SETTINGS, NS, passes=1, clock=lambda: due + timedelta(hours=2),
+              sleep=lambda _: None, out=out)  # fmt: skip
+    assert out.getvalue().endswith("n2: deleted NodeClaim claim-n2\n")
+    assert sorted(api.nodeclaims) == ["claim-ok"]

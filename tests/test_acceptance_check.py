@@ -75,7 +75,11 @@ def test_a_healthy_gpu_node_passes_with_every_file_written(tmp_path: Path) -> No
     status, out, log = run_check(tmp_path, instance.name, runner, "--dcgm-level", "2",
                                  "--file-system", "lustre:/mnt/lustre:lustre")  # fmt: skip
     assert status == 0, out
-    assert log == ""
+    # The measured figure leaves the node with the verdict (the agent deletes the pod and its
+    # evidence): first line of the termination message, and every size in the log.
+    assert log == "measured: nccl all-reduce bus bandwidth: 487.09 GB/s at 16 GiB"
+    assert "nccl all-reduce bus bandwidth per size (all_reduce_perf.txt):" in out
+    assert "    16 GiB      487.09 GB/s" in out.splitlines()
     assert "pass: file system lustre: lustre at /mnt/lustre, want lustre" in out
     assert out.splitlines()[-1] == "accept: p5.48xlarge"
     written = sorted(p.name for p in (tmp_path / "evidence").iterdir())
@@ -129,7 +133,8 @@ def test_output_that_is_not_the_tools_is_unusable(tmp_path: Path) -> None:
     evidence = {**good_evidence(instance), "nvidia-smi.csv": "NVIDIA-SMI has failed, driver\n"}
     status, _, log = run_check(tmp_path, instance.name, Recorded(evidence))
     assert status == 2
-    assert log.startswith("unusable: nvidia-smi.csv line 1")
+    assert log.splitlines()[0].startswith("measured: nccl all-reduce bus bandwidth: ")
+    assert log.splitlines()[1].startswith("unusable: nvidia-smi.csv line 1")
 
 
 def test_the_termination_message_fits_the_kubelet_limit_and_says_it_was_cut() -> None:

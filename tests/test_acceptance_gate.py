@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import pytest
 
+from acceptance import agent
 from components import acceptance_gate, health_marks
 from components.acceptance_gate import (
     AGENT_USER,
@@ -348,6 +349,33 @@ def test_the_agents_run_on_their_vendors_pools_with_settings_and_no_devices(
             assert bool(claims) == (pool.name in lustre_pools(result.config)), pool.name
 
 
+def test_one_sweep_on_the_general_pool_holds_every_gated_pool_to_its_deadline(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The deadline is enforced from outside the nodes too: one sweep, all pools, one account."""
+    result = synthesized["prod"]
+    view = StackView.from_records(result.records)
+    deployment = view.named("Deployment", acceptance_gate.SWEEP_NAME, NAMESPACE)
+    assert deployment is not None
+    assert deployment["spec"]["replicas"] == 1
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {POOL_LABEL: "general"}
+    assert spec["serviceAccountName"] == "acceptance-agent"  # the node-marks policy's user
+    (container,) = spec["containers"]
+    assert container["command"] == ["python", "-m", "acceptance", "sweep"]
+    assert container["image"] == result.config.acceptance.images.nvidia
+    config_map = view.named("ConfigMap", acceptance_gate.SWEEP_NAME, NAMESPACE)
+    assert config_map is not None
+    settings = json.loads(config_map["data"]["settings.json"])
+    gated = {p.name for pools in vendor_pools(result.config.node_pools).values() for p in pools}
+    assert set(settings["pools"]) == gated
+    for vendor in ("nvidia", "neuron"):  # the same pool settings as the agents read
+        agents = view.named("ConfigMap", f"acceptance-settings-{vendor}", NAMESPACE)
+        assert agents is not None
+        for name, entry in json.loads(agents["data"]["settings.json"])["pools"].items():
+            assert settings["pools"][name] == entry, name
+
+
 def test_a_pools_measured_baseline_replaces_the_shipped_floor() -> None:
     shipped = {(f["instance_type"], f["check"], f["nodes"]): f for f in pool_floors(_p5())}
     assert shipped[("p5.48xlarge", "nccl-all-reduce", 1)]["floor_gbps"] == 0
@@ -405,8 +433,6 @@ def test_the_agent_may_do_what_it_must_and_no_more(synthesized: dict[str, StackR
     cluster = rights("ClusterRole", "trainingplatform:acceptance-agent")
     assert cluster == {
         *(("", "nodes", v) for v in ("get", "list", "watch", "patch")),
-        ("", "events", "create"),
-        ("events.k8s.io", "events", "create"),
         *(("karpenter.sh", "nodeclaims", v) for v in ("get", "list", "delete")),
     }
     local = rights("Role", "acceptance-agent", NAMESPACE)
@@ -414,6 +440,18 @@ def test_the_agent_may_do_what_it_must_and_no_more(synthesized: dict[str, StackR
         *(("", "pods", v) for v in ("create", "get", "list", "watch", "delete")),
         *(("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")),
     }
+    # Events about Nodes go to "default" (the API server refuses them in node-acceptance), and
+    # that is the one namespace the agent may write them in.
+    assert rights("Role", "acceptance-agent", agent.EVENT_NAMESPACE) == {("", "events", "create")}
+    binding = view.named("RoleBinding", "acceptance-agent", agent.EVENT_NAMESPACE)
+    assert binding is not None
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "acceptance-agent", "namespace": NAMESPACE}
+    ]
+    daemonset = view.named("DaemonSet", "acceptance-agent-nvidia", NAMESPACE)
+    assert daemonset is not None
+    env = {e["name"]: e for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     namespace = view.named("Namespace", NAMESPACE)
     assert namespace is not None
     labels = namespace["metadata"]["labels"]

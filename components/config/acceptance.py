@@ -59,14 +59,16 @@ class PoolAcceptanceConfig(StrictModel):
     replace_failed_nodes: bool | None = Field(
         default=None,
         description="Delete the NodeClaim of a node that fails acceptance, so Karpenter "
-        "replaces it. Default: platform.acceptance.replaceFailedNodes.",
+        "replaces it; false keeps it, marked karpenter.sh/do-not-disrupt, for an admin. "
+        "Default: platform.acceptance.replaceFailedNodes.",
     )
     max_replacements_per_hour: int | None = Field(
         default=None,
         ge=0,
         le=100,
         description="Most NodeClaims the gate deletes in this pool per hour (0: none; a "
-        "replacement from a capacity reservation can land on the same bad host). Default: "
+        "replacement from a capacity reservation can land on the same bad host); it bounds "
+        "deletions, not Karpenter's launches. Default: "
         "platform.acceptance.maxReplacementsPerPoolPerHour.",
     )
     baselines: list[AcceptanceBaselineConfig] = Field(
@@ -121,14 +123,18 @@ class AcceptanceConfig(StrictModel):
     replace_failed_nodes: bool = Field(
         default=True,
         description="Delete the NodeClaim of a node that fails acceptance, so Karpenter "
-        "replaces it; false leaves it tainted for an admin. Default: true.",
+        "replaces it; false keeps it, tainted and marked karpenter.sh/do-not-disrupt, for an "
+        "admin (Karpenter still launches a node for the pods that were waiting on it). "
+        "Default: true.",
     )
     max_replacements_per_pool_per_hour: int = Field(
         default=2,
         ge=0,
         le=100,
-        description="Most NodeClaims the gate deletes in one pool per hour; further failures "
-        "stay tainted for an admin. Default: 2.",
+        description="Most NodeClaims the gate deletes in one pool per hour (a pool and its "
+        "-slurm NodePool share the count); further failed nodes stay, tainted and marked "
+        "karpenter.sh/do-not-disrupt, until a slot frees. It bounds deletions, not the nodes "
+        "Karpenter launches for pending pods. Default: 2.",
     )
 
 
