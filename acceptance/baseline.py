@@ -81,6 +81,7 @@ class Measurement:
             "floorGbps": self.floor_gbps,
             "of": self.of(),
             "source": source,
+            "sizeBytes": self.largest.size_bytes,
         }
 
 
@@ -174,23 +175,43 @@ def default_source(run: str | None, nodes: int, now: datetime | None = None) -> 
 
 
 def report(
-    measurement: Measurement, floor_gbps: float | None, floor_source: str | None, out: TextIO
+    measurement: Measurement,
+    floor_gbps: float | None,
+    floor_source: str | None,
+    out: TextIO,
+    floor_size_bytes: int | None = None,
 ) -> int:
     """Print bus bandwidth per size and the verdict against a floor; the exit status.
 
+    Exit 0 (at or above the floor, or none), 1 (below it) or 2 (the run has no row at the
+    floor's size: not comparable).
+
     Args:
         measurement: the run.
-        floor_gbps: the floor to hold the largest size to, GB/s; None: none (exit 0).
+        floor_gbps: the floor, GB/s; None: none (exit 0).
         floor_source: where that floor comes from, for the line that names it.
         out: where to print.
+        floor_size_bytes: the message size the floor was taken at; the run is compared at that
+            size, as bus bandwidth grows with the size. Default None: the run's largest size.
     """
     print(f"{'size':>10}  {'busbw GB/s':>10}", file=out)
     for row in measurement.sizes:
         print(f"{human_size(row.size_bytes):>10}  {row.busbw_gbps:>10.2f}", file=out)
-    seen = measurement.largest.busbw_gbps
-    size = human_size(measurement.largest.size_bytes)
     if floor_gbps is None:
         return 0
+    if floor_size_bytes is None:
+        seen = measurement.largest.busbw_gbps
+        size = human_size(measurement.largest.size_bytes)
+    else:
+        size = human_size(floor_size_bytes)
+        rows = [r for r in measurement.sizes if r.size_bytes == floor_size_bytes]
+        if not rows:
+            print(
+                f"unusable: the run has no row at {size}, the size the floor was taken at",
+                file=out,
+            )
+            return 2
+        seen = rows[0].busbw_gbps
     ok = seen >= floor_gbps
     print(
         f"{'pass' if ok else 'fail'}: {measurement.nodes}-node bus bandwidth: {seen:g} GB/s at "
@@ -213,9 +234,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     command.add_argument("--instance-type", required=True, help="the nodes' EC2 instance type")
     command.add_argument(
         "--floor-gbps", type=float, default=None,
-        help="hold the largest size to this floor, GB/s; exit 1 below it (default: no floor)",
+        help="hold the run to this floor, GB/s; exit 1 below it (default: no floor)",
     )  # fmt: skip
     command.add_argument("--floor-source", default=None, help="where --floor-gbps comes from")
+    command.add_argument(
+        "--floor-size-bytes", type=int, default=None,
+        help="the message size the floor was taken at, bytes: compare there (default: the "
+        "run's largest size)",
+    )  # fmt: skip
 
 
 def add_measure_arguments(command: argparse.ArgumentParser) -> None:
@@ -263,7 +289,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     except (OSError, UnusableEvidence) as error:
         print(f"unusable: {args.output}: {error}", file=out)
         return 2
-    status = report(measurement, args.floor_gbps, args.floor_source, out)
+    status = report(measurement, args.floor_gbps, args.floor_source, out, args.floor_size_bytes)
     entry = measurement.entry(default_source(args.run, args.nodes))
     print("baseline: " + _flow(entry), file=out)
     return status

@@ -38,6 +38,10 @@ class Floor:
     """What the figure measures (message size, ranks, path)."""
     source: str
     """Where the figure comes from: a citation, a measurement, or :data:`NO_FIGURE`."""
+    size_bytes: int | None = None
+    """The message size the figure was taken at, bytes; a run is held to the floor at that
+    size, since bus bandwidth grows with the size until it levels off (the published p5 runs:
+    437.8 GB/s at 2 GiB, 487.09 at 16 GiB). None: at the run's largest size."""
 
 
 def load_floors(path: Path = BASELINES) -> dict[tuple[str, Check, int], Floor]:
@@ -81,9 +85,12 @@ def parse_floors(
             raise ValueError(f"{where_entry}: floor_gbps {gbps!r} must be a number >= 0 (GB/s)")
         if not str(entry["source"]).strip():
             raise ValueError(f"{where_entry}: source is empty; say where the figure comes from")
+        size = entry.get("size_bytes")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):
+            raise ValueError(f"{where_entry}: size_bytes {size!r} must be a whole number > 0")
         floor = Floor(
             str(entry["instance_type"]), check, int(entry["nodes"]), float(gbps),
-            str(entry["of"]), str(entry["source"]),
+            str(entry["of"]), str(entry["source"]), size,
         )  # fmt: skip
         key = (floor.instance_type, floor.check, floor.nodes)
         if key in floors:

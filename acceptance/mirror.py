@@ -5,10 +5,12 @@ A loop that reads both sides and makes each agree with the other, undoing only w
 * a Kubernetes node that is unhealthy (the unhealthy taint from any source but Slurm, the EKS
   node monitoring agent's conditions, Karpenter's disruption taint, a deleting NodeClaim) gets
   its Slurm node drained, with a reason that starts with :data:`REASON_PREFIX`;
-* a Slurm node an admin drains (DRAIN, a reason that is not the mirror's) gets the unhealthy
-  taint ``unhealthy_taint("slurm")`` and the unhealthy-reason annotation on its Kubernetes node;
-* once the cause is gone, the mirror resumes the Slurm nodes it drained and removes the taints it
-  set; an admin's drain and another source's taint stay.
+* a Slurm node an admin drains (DRAIN, a reason that is neither the mirror's nor Slinky's
+  operator's) gets the unhealthy taint ``unhealthy_taint("slurm")`` and the unhealthy-reason
+  annotation on its Kubernetes node; the operator's own drains (scale-in, a cordon) say nothing
+  about the machine and are not mirrored;
+* once the cause is gone, the mirror undrains the Slurm nodes it drained and removes the taints
+  it set; an admin's drain and another source's taint stay.
 
 :func:`decide` is the pure decision (states in, actions out); :func:`run_once` reads, decides and
 carries the actions out through :class:`SlurmRest` (slurmrestd) and a :class:`KubeApi`.
@@ -41,9 +43,28 @@ LOG = logging.getLogger("acceptance.mirror")
 OWN_SOURCE: Final = "slurm"
 """The unhealthy taint's value the mirror sets for an admin's drain, and the only one it removes."""
 REASON_PREFIX: Final = "health-mirror: "
-"""How the mirror's Slurm drains start: a drain whose reason does not is an admin's (or Slinky's).
-Slinky's own reasons start with ``slurm-operator: `` (slurm-operator v1.2.1
-internal/controller/nodeset/slurmcontrol/slurmcontrol.go, nodeReasonPrefix)."""
+"""How the mirror's Slurm drains start: a drain whose reason starts with neither this nor
+:data:`OPERATOR_REASON_PREFIX` is an admin's."""
+OPERATOR_REASON_PREFIX: Final = "slurm-operator: "
+"""How every reason Slinky's operator writes starts (slurm-operator v1.2.1
+internal/controller/nodeset/slurmcontrol/slurmcontrol.go, nodeReasonPrefix and
+FormatNodeReason). Its drains (internal/controller/nodeset/nodeset_sync.go, all through
+makePodCordonAndDrain -> MakeNodeDrain) and what the mirror makes of each:
+
+* ``Pod (ns/name) is pending termination for scale-in`` (processCondemned): the NodeSet shrinks;
+  nothing is wrong with the machine, no taint.
+* ``Node (node) was cordoned, Pod (ns/name) must be cordoned``, or the node's
+  ``nodeset.slinky.slurm.net/node-cordon-reason`` annotation, or the node's conditions
+  (syncCordon): the operator mirroring a Kubernetes cordon into Slurm; Kubernetes already holds
+  the truth (``spec.unschedulable``), no taint.
+* ``Pod (ns/name) was cordoned`` (syncCordon, the pod's ``nodeset.slinky.slurm.net/pod-cordon``
+  annotation): a cordon of one NodeSet pod, set by the operator for scale-in and rolling updates
+  or by hand to take one Slurm node out, not a verdict on the machine; no taint.
+
+Its other reasons are no drain: ``Pod (ns/name) was uncordoned`` goes with UNDRAIN
+(MakeNodeUndrain), and the slurmd pod's preStop sets ``state=down reason='slurm-operator: Pod is
+terminating'`` (internal/builder/workerbuilder/worker_app.go). A drain with ``overrideReason``
+false keeps an existing reason, so an admin's reason stays the admin's."""
 API_VERSION: Final = "v0.0.45"
 """The newest slurmrestd data parser Slurm 26.05 serves (SchedMD/slurm slurm-26-05-3-1
 src/plugins/data_parser/v0.0.45; paths in src/slurmrestd/plugins/openapi/slurmctld/api.c:
@@ -181,9 +202,15 @@ class SlurmNode:
         return self.drained and self.reason.startswith(REASON_PREFIX)
 
     @property
+    def drained_by_operator(self) -> bool:
+        """A drain Slinky's operator set (:data:`OPERATOR_REASON_PREFIX`): scale-in, a cordon."""
+        return self.drained and self.reason.startswith(OPERATOR_REASON_PREFIX)
+
+    @property
     def drained_by_admin(self) -> bool:
-        """A drain someone else set: an admin's ``scontrol update state=DRAIN``, Slinky's."""
-        return self.drained and not self.reason.startswith(REASON_PREFIX)
+        """A drain an admin set (``scontrol update state=DRAIN``), not the mirror's or Slinky's."""
+        mine_or_operators = self.reason.startswith((REASON_PREFIX, OPERATOR_REASON_PREFIX))
+        return self.drained and not mine_or_operators
 
 
 def slurm_node(node: Mapping[str, Any]) -> SlurmNode:
@@ -212,8 +239,16 @@ class Drain:
 
 
 @dataclass(frozen=True)
-class Resume:
-    """Resume a Slurm node the mirror drained (``scontrol update state=RESUME``)."""
+class Undrain:
+    """Return a Slurm node the mirror drained (``scontrol update state=UNDRAIN``).
+
+    UNDRAIN clears only the DRAIN flag, as Slinky's MakeNodeUndrain does (slurm-operator v1.2.1
+    internal/controller/nodeset/slurmcontrol/slurmcontrol.go); RESUME would also return a node
+    that is DOWN or FAILed for another reason to IDLE (SchedMD/slurm slurm-26-05-3-1
+    src/slurmctld/node_mgr.c, update_node: NODE_RESUME vs NODE_STATE_UNDRAIN). slurmrestd
+    v0.0.45 parses ``UNDRAIN`` as a node state flag (src/plugins/data_parser/v0.0.45/parsers.c,
+    NODE_STATES).
+    """
 
     slurm_node: str
 
@@ -233,7 +268,7 @@ class Untaint:
     kube_node: str
 
 
-Action = Drain | Resume | Taint | Untaint
+Action = Drain | Undrain | Taint | Untaint
 
 REASON_LIMIT: Final = 200
 """Characters of a drain reason the mirror writes (Slurm keeps any length; people read it in
@@ -259,15 +294,20 @@ def decide(
     For each Slurm node on a known Kubernetes node:
 
     * Kubernetes unhealthy, Slurm not drained: :class:`Drain`; Kubernetes healthy, Slurm drained
-      by the mirror: :class:`Resume`. The mirror's drain is re-drained with a fresh reason when
+      by the mirror: :class:`Undrain`. The mirror's drain is re-drained with a fresh reason when
       the problems change.
     * Slurm drained by an admin, Kubernetes node without an unhealthy taint: :class:`Taint`
       (another source's taint already says it, and one key holds one taint per effect); the
       mirror's taint with a stale reason is re-tainted. Slurm no longer drained by an admin,
-      Kubernetes tainted by the mirror: :class:`Untaint`.
+      Kubernetes tainted by the mirror: :class:`Untaint`, except while the operator's scale-in
+      drain has overwritten an admin's reason (``overrideReason``): the admin's judgement of the
+      machine still holds.
+    * Slurm drained by Slinky's operator (:data:`OPERATOR_REASON_PREFIX`): no taint.
 
     A Kubernetes node the mirror tainted whose Slurm node is gone (its pod moved or was deleted)
-    keeps the taint: nothing says the admin's judgement of that machine no longer holds.
+    keeps the taint if the reason was an admin's: nothing says the admin's judgement of that
+    machine no longer holds. If the reason was the operator's (a taint from before the mirror
+    knew its reasons), the taint goes.
 
     Args:
         kube: Kubernetes nodes by name (:func:`kube_health`).
@@ -285,14 +325,26 @@ def decide(
             if not node.drained or (node.drained_by_mirror and node.reason != reason):
                 actions.append(Drain(name, reason))
         elif node.drained_by_mirror:
-            actions.append(Resume(name))
+            actions.append(Undrain(name))
         if node.drained_by_admin:
             mine = health.taint_source == OWN_SOURCE
             if health.taint_source is None or (mine and health.reason != node.reason):
                 actions.append(Taint(health.name, node.reason))
-        elif health.taint_source == OWN_SOURCE:
+        elif health.taint_source == OWN_SOURCE and not (
+            node.drained_by_operator and not _operators(health.reason)
+        ):
+            actions.append(Untaint(health.name))
+    held = {placed[name] for name in slurm if name in placed}
+    for health in sorted(kube.values(), key=lambda h: h.name):
+        mine = health.taint_source == OWN_SOURCE
+        if health.name not in held and mine and _operators(health.reason):
             actions.append(Untaint(health.name))
     return actions
+
+
+def _operators(reason: str | None) -> bool:
+    """Whether a taint's recorded reason was a drain by Slinky's operator."""
+    return (reason or "").startswith(OPERATOR_REASON_PREFIX)
 
 
 class KubeApi(Protocol):
@@ -420,8 +472,8 @@ def execute(
             match action:
                 case Drain(name, reason):
                     slurm.update(name, {"state": ["DRAIN"], "reason": reason})
-                case Resume(name):
-                    slurm.update(name, {"state": ["RESUME"]})
+                case Undrain(name):
+                    slurm.update(name, {"state": ["UNDRAIN"]})
                 case Taint(name, reason):
                     kube.patch_node(
                         name, _taint_patch(nodes[name], unhealthy_taint(OWN_SOURCE), reason)

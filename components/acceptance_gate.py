@@ -801,11 +801,17 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+GATE_LABEL: Final = "trainingplatform.io/acceptance-gate"
+"""On the namespace, ``on``: the stack runs the gate (the namespace exists only then), so the
+policies hold every accelerator pool to it (policies/rules/acceptance.py)."""
+
+
 def namespace_labels() -> dict[str, str]:
-    """The namespace's Pod Security labels: :data:`POD_SECURITY_LEVEL`, enforced and warned."""
+    """The namespace's labels: Pod Security at :data:`POD_SECURITY_LEVEL`, :data:`GATE_LABEL`."""
     return {
         "pod-security.kubernetes.io/enforce": POD_SECURITY_LEVEL,
         "pod-security.kubernetes.io/warn": POD_SECURITY_LEVEL,
+        GATE_LABEL: "on",
     }
 
 

@@ -171,8 +171,9 @@ def pool_floor(pool: NodePoolConfig, *, nodes: int = FABRIC_NODES) -> Floor:
             nodes,
         ):
             return Floor(
-                instance.name, check, nodes, baseline.floor_gbps, baseline.of, baseline.source
-            )
+                instance.name, check, nodes, baseline.floor_gbps, baseline.of, baseline.source,
+                baseline.size_bytes,
+            )  # fmt: skip
     shipped = load_floors().get((instance.name, check, nodes))
     if shipped is not None:
         return shipped
@@ -207,10 +208,13 @@ def _forwarded(pool: NodePoolConfig, extra: Iterable[str]) -> list[str]:
 
 
 def _report_command(pool: NodePoolConfig, floor: Floor) -> str:
+    # The run is held to the floor at the size the floor was taken at (the published p5 and
+    # p4de figures: 2 GiB), which the run's sizes (8 B doubling to the largest) include.
+    at_size = "" if floor.size_bytes is None else f" --floor-size-bytes {floor.size_bytes}"
     return (
         f"python -m acceptance baseline --check {floor.check} "
         f"--instance-type {pool.instance.name} --nodes {FABRIC_NODES} --output {RESULT_FILE} "
-        f"--floor-gbps {floor.floor_gbps:g} --floor-source {_quoted(floor.source)}"
+        f"--floor-gbps {floor.floor_gbps:g} --floor-source {_quoted(floor.source)}{at_size}"
     )
 
 

@@ -2,9 +2,10 @@
 
 ``accelerator-pools-gated``: every accelerator NodePool starts gated where an agent runs, and a
 NodePoolPatch may not replace the startup taints without it. ``acceptance-agent-tolerates-pools``:
-each vendor's agent selects and tolerates every pool of that vendor, and a gated pool has its
-vendor's agent. Each starts from prod as synthesized with the gate on (tests/acceptance_agent.py)
-and changes one thing.
+each vendor's agent selects and tolerates every pool of that vendor (patched taints included),
+and a gated pool has its vendor's agent. ``device-plugins-tolerate-gated-pools``: the plugins
+that register a gated pool's devices are installed and tolerate its taints. Each starts from prod
+as synthesized with the gate on (tests/acceptance_agent.py) and changes one thing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from components.acceptance_gate import GATE_LABEL
 from components.health_marks import ACCEPTANCE_TAINT_KEY, UNHEALTHY_TAINT_KEY
 from components.node_pools import POOL_LABEL
 from policies.offline import evaluate, load_policy_config
@@ -23,6 +25,8 @@ from tests.acceptance_agent import DAEMON_SET, NODE_POOL, agent_name, pool_vendo
 STACK: Final = "prod"
 GATED: Final = {policy.name: policy for policy in POLICIES}["accelerator-pools-gated"]
 TOLERATED: Final = {policy.name: policy for policy in POLICIES}["acceptance-agent-tolerates-pools"]
+PLUGINS: Final = {policy.name: policy for policy in POLICIES}["device-plugins-tolerate-gated-pools"]
+NAMESPACE: Final = "kubernetes:core/v1:Namespace"
 Entry = dict[str, Any]
 
 
@@ -70,9 +74,19 @@ def test_every_accelerator_pool_is_gated(synthesized: dict[str, StackResult]) ->
     entries.append(patch)
     found = _findings(GATED, entries)
     assert [urn for urn, _ in found] == [patch["urn"]], found
-    # With no agent the gate is off, and no pool needs the taint.
+    # The gate is on by the stack's config (its namespace's label), not by an agent being there:
+    # a stack whose agents were dropped still holds its pools to the taint.
     entries = [e for e in entries if e["type"] != DAEMON_SET and e is not patch]
+    startup.pop()
+    assert [urn for urn, _ in _findings(GATED, entries)] == [pool["urn"]]
+    # Without the label the gate is off, and no pool needs the taint.
+    (namespace,) = [e for e in entries if e["type"] == NAMESPACE and GATE_LABEL in _labels(e)]
+    del namespace["inputs"]["metadata"]["labels"][GATE_LABEL]
     assert _findings(GATED, entries) == []
+
+
+def _labels(entry: Entry) -> dict[str, str]:
+    return dict((entry["inputs"].get("metadata") or {}).get("labels") or {})
 
 
 def test_each_agent_tolerates_and_selects_its_vendors_pools(
@@ -110,9 +124,74 @@ def test_each_agent_tolerates_and_selects_its_vendors_pools(
         found = _findings(TOLERATED, entries)
         assert {urn for urn, _ in found} == {agent["urn"]}, found
         assert all("does not select" in message for _, message in found), found
+        # A selector without the pool label is judged on the pools' template labels: the
+        # vendor's accelerator label admits them all, the Slurm share's label only its shares.
+        del pod["affinity"]
+        pod["nodeSelector"] = {"trainingplatform.io/accelerator": vendor}
+        assert _findings(TOLERATED, entries) == []
+        pod["nodeSelector"] = {"trainingplatform.io/reserved-for": "slurm"}
+        found = _findings(TOLERATED, entries)
+        unselected = {p["inputs"]["metadata"]["name"] for p in pools if "-slurm" not in p["name"]}
+        assert unselected and all("does not select" in m for _, m in found), found
+        assert {m.split("'")[1] for _, m in found} == unselected, found
         agent["inputs"]["spec"]["template"]["spec"] = kept
+        # A NodePoolPatch that adds a taint to one of the vendor's pools.
+        entries.append(_patch(pools[0], {"template": {"spec": {"taints": [
+            {"key": "example.com/patched", "value": "y", "effect": "NoSchedule"}]}}}))  # fmt: skip
+        found = _findings(TOLERATED, entries)
+        assert [urn for urn, _ in found] == [agent["urn"]], found
+        assert "example.com/patched=y:NoSchedule" in found[0][1]
+        entries.pop()
     # A gated pool whose vendor has no agent waits forever.
     entries = [e for e in entries if e is not _agent(entries, "neuron")]
     found = _findings(TOLERATED, entries)
     assert {urn for urn, _ in found} == {p["urn"] for p in _pools(entries, "neuron")}, found
     assert all("no acceptance-agent-neuron" in message for _, message in found)
+
+
+def _patch(pool: Entry, spec: dict[str, Any]) -> Entry:
+    """A NodePoolPatch of ``pool`` (same name) with ``spec``."""
+    patch: Entry = json.loads(json.dumps(pool))
+    patch["type"] = NODE_POOL + "Patch"
+    patch["urn"] = pool["urn"] + "-patch"
+    patch["inputs"] = {"metadata": {"name": pool["inputs"]["metadata"]["name"]}, "spec": spec}
+    return patch
+
+
+def _release(entries: list[Entry], name: str) -> Entry:
+    (release,) = [
+        e for e in entries if e["type"] == "kubernetes:helm.sh/v3:Release" and e["name"] == name
+    ]
+    return release
+
+
+def test_device_plugins_tolerate_every_gated_pool(synthesized: dict[str, StackResult]) -> None:
+    entries = _gated_entries(synthesized[STACK])
+    assert _findings(PLUGINS, entries) == []
+    nvidia = _release(entries, "nvidia-device-plugin")
+    neuron = _release(entries, "neuron-helm-chart")
+    # The NVIDIA plugin forgets the acceptance taint: every GPU pool's nodes lack it.
+    values = nvidia["inputs"]["values"]
+    kept = list(values["tolerations"])
+    values["tolerations"] = [t for t in kept if t.get("key") != ACCEPTANCE_TAINT_KEY]
+    found = _findings(PLUGINS, entries)
+    assert {urn for urn, _ in found} == {nvidia["urn"]}, found
+    gpu_pools = {p["inputs"]["metadata"]["name"] for p in _pools(entries, "nvidia")}
+    assert {m.split("'")[1] for _, m in found} == gpu_pools, found
+    values["tolerations"] = kept
+    # The Neuron plugin's tolerations sit under devicePlugin; a pool taint it does not know.
+    pool = _pools(entries, "neuron")[0]
+    entries.append(_patch(pool, {"template": {"spec": {"taints": [
+        {"key": "example.com/patched", "value": "y", "effect": "NoSchedule"}]}}}))  # fmt: skip
+    by_urn = dict(_findings(PLUGINS, entries))
+    efa = _release(entries, "aws-efa-k8s-device-plugin")
+    assert set(by_urn) == {neuron["urn"], efa["urn"]}, by_urn  # trn2 has EFA interfaces too
+    assert (
+        "(devicePlugin.tolerations) does not tolerate example.com/patched" in by_urn[neuron["urn"]]
+    )
+    entries.pop()
+    # No EFA plugin: every pool of EFA types is reported.
+    entries = [e for e in entries if e["name"] != "aws-efa-k8s-device-plugin"]
+    found = _findings(PLUGINS, entries)
+    assert found and all("no aws-efa-k8s-device-plugin release" in m for _, m in found), found
+    assert {urn for urn, _ in found} >= {p["urn"] for p in _pools(entries, "nvidia")}

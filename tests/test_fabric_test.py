@@ -118,7 +118,23 @@ def test_a_measured_two_node_baseline_replaces_the_shipped_floor() -> None:
     floor = fabric_test.pool_floor(config.node_pools[0])
     assert (floor.floor_gbps, floor.source) == (401.5, entry["source"])
     spec = fabric_test.fabric_runtime_spec(config.node_pools[0], image=IMAGES["nvidia"])
-    assert "--floor-gbps 401.5 " in _pods(spec)["launcher"]["containers"][0]["command"][-1]
+    command = _pods(spec)["launcher"]["containers"][0]["command"][-1]
+    assert "--floor-gbps 401.5 " in command and "--floor-size-bytes" not in command
+    # The shipped p5 floor was published at 2 GiB: the run is compared there, not at 16 GiB.
+    shipped = fabric_test.pool_floor(_staging().node_pools[0])
+    assert (shipped.floor_gbps, shipped.size_bytes) == (437.8, 2 << 30)
+    spec = fabric_test.fabric_runtime_spec(_staging().node_pools[0], image=IMAGES["nvidia"])
+    command = _pods(spec)["launcher"]["containers"][0]["command"][-1]
+    assert command.endswith("--floor-gbps 437.8 --floor-source " + _quoted_source(shipped.source)
+                            + f" --floor-size-bytes {2 << 30}")  # fmt: skip
+    # A measured baseline records the size it was taken at, and the run is held there.
+    config = _staging(lambda raw: raw["nodePools"][0].update(
+        acceptance={"baselines": [{**entry, "sizeBytes": 16 << 30}]}))  # fmt: skip
+    assert fabric_test.pool_floor(config.node_pools[0]).size_bytes == 16 << 30
+
+
+def _quoted_source(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def _with_fabric_test(result: StackResult, capability: dict[str, int]) -> StackView:
@@ -242,6 +258,14 @@ def test_baseline_reports_every_size_and_sets_the_floor_below_the_largest(tmp_pa
     assert acceptance_main([*common, "--floor-gbps", "437.8"], out) == 0
     assert "pass: 2-node bus bandwidth: 487.09 GB/s at 16 GiB, want >= 437.8" in out.getvalue()
     assert acceptance_main([*common, "--floor-gbps", "500"], io.StringIO()) == 1
+    # A floor taken at 2 GiB holds the run at 2 GiB (442.06), not at its largest size (487.09).
+    at_2gib = [*common, "--floor-gbps", "450", "--floor-size-bytes", str(2 << 30)]
+    out = io.StringIO()
+    assert acceptance_main(at_2gib, out) == 1
+    assert "fail: 2-node bus bandwidth: 442.06 GB/s at 2 GiB, want >= 450" in out.getvalue()
+    out = io.StringIO()
+    assert acceptance_main([*common, "--floor-gbps", "1", "--floor-size-bytes", "3"], out) == 2
+    assert "no row at 3 B" in out.getvalue()
     output.write_text(ALL_REDUCE_SAMPLE)  # stopped before its closing lines: no floor from it
     out = io.StringIO()
     assert acceptance_main(common, out) == 2 and "did not finish" in out.getvalue()
@@ -268,7 +292,7 @@ def test_synth_baseline_writes_one_entry_and_keeps_the_stack_file(tmp_path: Path
     raw = load_yaml(after)["config"][PLATFORM_KEY]
     config = parse_platform_config(raw, stack="staging")
     (baseline,) = config.node_pools[0].acceptance.baselines
-    assert (baseline.nodes, baseline.floor_gbps) == (2, 462.7)
+    assert (baseline.nodes, baseline.floor_gbps, baseline.size_bytes) == (2, 462.7, 16 << 30)
     assert baseline.source.startswith("measured: fabric-p5-2 on ")
     assert baseline_main(["staging", "--pool", "nope", "--output", str(output), "--check",
                           "nccl-all-reduce", "--project-dir", str(project)]) == 2  # fmt: skip

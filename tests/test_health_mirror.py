@@ -3,7 +3,9 @@
 The stub speaks slurmrestd's answers at our pin (SchedMD/slurm slurm-26-05-3-1
 src/plugins/data_parser/v0.0.45/parsers.c: OPENAPI_NODES_RESP, NODE, UPDATE_NODE_MSG; paths in
 src/slurmrestd/plugins/openapi/slurmctld/api.c) and applies node updates as slurmctld would
-(DRAIN sets the flag and the reason, RESUME clears both). The node and pod shapes are the
+(src/slurmctld/node_mgr.c, update_node: DRAIN sets the flag and the reason; UNDRAIN clears only the
+flag, RESUME also returns a DOWN node to IDLE; the stub clears the reason with either). The node
+and pod shapes are the
 Kubernetes API's; the pods are NodeSet pods as Slinky v1.2.1 makes them in StatefulSet mode.
 """
 
@@ -21,13 +23,14 @@ import pytest
 
 from acceptance import mirror
 from acceptance.mirror import (
+    OPERATOR_REASON_PREFIX,
     REASON_PREFIX,
     Drain,
     KubeHealth,
-    Resume,
     SlurmNode,
     SlurmRest,
     Taint,
+    Undrain,
     Untaint,
     decide,
     run_once,
@@ -115,8 +118,12 @@ class StubSlurmrestd:
                 if "DRAIN" in body["state"]:
                     node["state"] = sorted({*node["state"], "DRAIN"})
                     node["reason"], node["reason_set_by_user"] = body["reason"], "slurm"
-                elif "RESUME" in body["state"]:
+                elif "UNDRAIN" in body["state"]:
                     node["state"] = [flag for flag in node["state"] if flag != "DRAIN"]
+                    node["reason"], node["reason_set_by_user"] = "", ""
+                elif "RESUME" in body["state"]:
+                    kept = [f for f in node["state"] if f not in ("DRAIN", "FAIL", "DOWN")]
+                    node["state"] = kept if "DOWN" not in node["state"] else ["IDLE", *kept]
                     node["reason"], node["reason_set_by_user"] = "", ""
                 self._answer(200, {"meta": META, "errors": [], "warnings": []})
 
@@ -226,7 +233,8 @@ def stub() -> Iterator[StubSlurmrestd]:
         _slurm_node("p5-0", ["IDLE"]),
         _slurm_node("p5-1", ["IDLE", "DRAIN"], "bad NVLink on GPU 3", "alice"),
         _slurm_node("p5-2", ["ALLOCATED"]),
-        _slurm_node("p5-3", ["IDLE", "DRAIN"], f"{REASON_PREFIX}StorageReady=False", "slurm"),
+        # DOWN for its own cause too (slurmd stopped answering): undraining must not return it.
+        _slurm_node("p5-3", ["DOWN", "DRAIN"], f"{REASON_PREFIX}StorageReady=False", "slurm"),
         _slurm_node("p5-4", ["MIXED"]),
         _slurm_node("p5-5", ["IDLE"]),
     ])  # fmt: skip
@@ -266,7 +274,8 @@ def test_loop_keeps_one_health_truth_and_undoes_only_its_own(
         "p5-1": "bad NVLink on GPU 3",
         "p5-2": f"{REASON_PREFIX}AcceleratedHardwareReady=False (NvidiaXID79)",
         "p5-4": f"{REASON_PREFIX}karpenter: deleting the node",
-    }  # p5-3's cause is gone: resumed
+    }  # p5-3's cause is gone: undrained, and still DOWN for its own cause
+    assert stub.nodes["p5-3"]["state"] == ["DOWN"]
     assert fake.taints("ip-b") == [gpu, unhealthy_taint("slurm")]
     assert fake.nodes["ip-b"]["metadata"]["annotations"] == {
         UNHEALTHY_REASON_ANNOTATION: "bad NVLink on GPU 3"
@@ -276,7 +285,7 @@ def test_loop_keeps_one_health_truth_and_undoes_only_its_own(
         ("GET", TOKEN),
         ("POST", TOKEN),
     }
-    assert ("POST", "/slurm/v0.0.45/node/p5-3", TOKEN, {"state": ["RESUME"]}) in stub.requests
+    assert ("POST", "/slurm/v0.0.45/node/p5-3", TOKEN, {"state": ["UNDRAIN"]}) in stub.requests
 
     # A second round finds both sides in agreement.
     actions, failures = run_once(slurm, api)
@@ -328,7 +337,7 @@ def test_decide_never_undoes_another_sources_mark() -> None:
     assert run(by_acceptance, admin) == []  # one unhealthy taint per node: acceptance's says it
     # The mirror's drain follows Kubernetes: refreshed, resumed.
     assert run(sick, mine) == [Drain("p5-0", f"{REASON_PREFIX}NetworkingReady=False")]
-    assert run(healthy, mine) == [Resume("p5-0")]
+    assert run(healthy, mine) == [Undrain("p5-0")]
     # Its taint goes once Slurm no longer holds the drain; acceptance's taint never does.
     assert run(by_mirror, idle) == [Untaint("ip-a")]
     assert run(by_acceptance, idle) == [
@@ -456,3 +465,29 @@ def test_slurm_registers_the_mirror_with_least_rights(
     assert not cluster.may_reach(
         Pod("team-a", deployment["template"]["metadata"]["labels"]), restd, 6820
     )
+
+
+def test_slinky_operators_drains_are_not_an_admins() -> None:
+    """slurm-operator v1.2.1 internal/controller/nodeset/nodeset_sync.go drain reasons."""
+    pod = "slurm/slurm-worker-p5-0"
+    scale_in = f"{OPERATOR_REASON_PREFIX}Pod ({pod}) is pending termination for scale-in"
+    cordon = f"{OPERATOR_REASON_PREFIX}Node (ip-a) was cordoned, Pod ({pod}) must be cordoned"
+    placed = {"p5-0": "ip-a"}
+    healthy = KubeHealth("ip-a")
+    by_mirror_for_operator = KubeHealth("ip-a", taint_source="slurm", reason=scale_in)
+    by_mirror_for_admin = KubeHealth("ip-a", taint_source="slurm", reason="RMA ticket 42")
+
+    def run(kube: KubeHealth, slurm: SlurmNode | None) -> list[Any]:
+        return decide({"ip-a": kube}, {} if slurm is None else {"p5-0": slurm}, placed)
+
+    for reason in (scale_in, cordon, f"{OPERATOR_REASON_PREFIX}Pod ({pod}) was cordoned"):
+        assert run(healthy, SlurmNode("p5-0", drained=True, reason=reason)) == []
+    # A taint set for the operator's drain (before the mirror knew its reasons) goes, also
+    # once the scaled-in Slurm node is gone; an admin's stays after the node is gone.
+    operator = SlurmNode("p5-0", drained=True, reason=scale_in)
+    assert run(by_mirror_for_operator, operator) == [Untaint("ip-a")]
+    assert run(by_mirror_for_operator, None) == [Untaint("ip-a")]
+    assert decide({"ip-a": by_mirror_for_operator}, {}, {}) == [Untaint("ip-a")]
+    assert run(by_mirror_for_admin, None) == []
+    # The operator's scale-in overwrote an admin's reason: the admin's taint stays.
+    assert run(by_mirror_for_admin, operator) == []

@@ -676,6 +676,7 @@ def test_every_policy_has_cases() -> None:
             # tests/test_acceptance_policies.py
             "accelerator-pools-gated",
             "acceptance-agent-tolerates-pools",
+            "device-plugins-tolerate-gated-pools",
         }
         | {policy.name for policy in tenancy.POLICIES}
     )  # tests/test_tenancy_policies.py

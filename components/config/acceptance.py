@@ -51,6 +51,14 @@ class AcceptanceBaselineConfig(StrictModel):
         min_length=1,
         description="Where it comes from: the run that measured it (job, date). Required.",
     )
+    size_bytes: int | None = Field(
+        default=None,
+        alias="sizeBytes",
+        gt=0,
+        description="The message size the figure was taken at, bytes: a run is held to the "
+        "floor at that size, as bus bandwidth grows with the size. The baseline command writes "
+        "its run's largest size. Default: compared at the run's largest size.",
+    )
 
 
 class PoolAcceptanceConfig(StrictModel):

@@ -4,8 +4,11 @@ A node that starts with the acceptance taint and no agent to remove it never tak
 Karpenter keeps counting it as capacity (docs: concepts, node acceptance): a pool left out of
 the gate, or an agent that cannot land on a pool's nodes (a taint it does not tolerate, an
 affinity that leaves the pool out), is a deadlock or a hole that only shows on a real node.
-The gate is on when the stack runs an acceptance agent; its DaemonSets are
-``acceptance-agent-<vendor>`` in ``node-acceptance``, one per accelerator vendor.
+The gate is on when the stack renders it from config: the ``node-acceptance`` namespace carries
+the label ``trainingplatform.io/acceptance-gate: on`` (components/acceptance_gate.py,
+GATE_LABEL), whether or not an agent is there; its DaemonSets are ``acceptance-agent-<vendor>``
+in that namespace, one per accelerator vendor. The device plugins must run on a gated node too:
+the agent accepts a node only once they registered its devices.
 """
 
 from __future__ import annotations
@@ -20,17 +23,31 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from components.acceptance_gate import GATE_LABEL
 from components.health_marks import ACCEPTANCE_TAINT, ACCEPTANCE_TAINT_KEY, SOURCES, unhealthy_taint
 
 from .capacity import accelerated_types
-from .common import MANDATORY, as_list
+from .common import HELM_TYPES, MANDATORY, as_list, chart_name
 
 NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
 NODE_POOL_PATCH: Final = NODE_POOL + "Patch"
 DAEMON_SET: Final = "kubernetes:apps/v1:DaemonSet"
 AGENT_NAMESPACE: Final = "node-acceptance"
 AGENT_PREFIX: Final = "acceptance-agent-"
+NAMESPACE: Final = "kubernetes:core/v1:Namespace"
 POOL_LABEL: Final = "trainingplatform.io/pool"
+NODE_POOL_LABEL: Final = "karpenter.sh/nodepool"
+"""The label Karpenter puts on every node of a NodePool (kubernetes-sigs/karpenter v1.14.1
+pkg/apis/v1/labels.go, NodePoolLabelKey)."""
+DEVICE_PLUGINS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
+    "nvidia": ("nvidia-device-plugin", ("tolerations",)),
+    "neuron": ("neuron-helm-chart", ("devicePlugin", "tolerations")),
+}
+"""Vendor -> the chart that registers its devices and where its values put the plugin's
+tolerations (components/device_plugins.py; NVIDIA/k8s-device-plugin and
+aws-neuron/neuron-helm-charts values.yaml)."""
+EFA_PLUGIN: Final[tuple[str, tuple[str, ...]]] = ("aws-efa-k8s-device-plugin", ("tolerations",))
+"""The EFA plugin's chart and its tolerations, where a pool's types have EFA interfaces."""
 
 
 def _name(resource: PolicyResource) -> str:
@@ -82,9 +99,19 @@ def _gated(taints: Any) -> bool:
     )
 
 
+def gate_on(resources: list[PolicyResource]) -> bool:
+    """Whether the stack renders the gate: its namespace carries :data:`GATE_LABEL` ``on``."""
+    return any(
+        r.resource_type == NAMESPACE
+        and _name(r) == AGENT_NAMESPACE
+        and ((r.props.get("metadata") or {}).get("labels") or {}).get(GATE_LABEL) == "on"
+        for r in resources
+    )
+
+
 def _check_pools_gated(args: StackValidationArgs, report: ReportViolation) -> None:
     resources = list(args.resources)
-    if not agents(resources):
+    if not gate_on(resources):
         return  # the gate is off: no pool waits for an agent
     for pool, _ in accelerator_pools(resources):
         if not _gated(_template(pool.props).get("startupTaints")):
@@ -107,28 +134,76 @@ def _check_pools_gated(args: StackValidationArgs, report: ReportViolation) -> No
             )  # fmt: skip
 
 
-def _agent_pools(pod: Mapping[str, Any]) -> set[str] | None:
-    """The pools an agent's pod may land on by the pool label; None: no pool restriction."""
+def _expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key = str(expression.get("key") or "")
+    values = [str(v) for v in as_list(expression.get("values"))]
+    operator = expression.get("operator")
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and len(values) == 1:
+        try:
+            label, bound = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return label > bound if operator == "Gt" else label < bound
+    return False
+
+
+def selects(pod: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a pod's nodeSelector and required node affinity admit a node with ``labels``.
+
+    Kubernetes' rules (k8s.io/component-helpers scheduling/corev1/nodeaffinity/nodeaffinity.go):
+    every nodeSelector pair must match; of the nodeSelectorTerms any one, each with all its
+    matchExpressions; an empty term matches nothing. A term with ``matchFields`` (a node's
+    ``metadata.name``) cannot admit the nodes a pool has yet to launch, so it counts as not
+    matching.
+
+    Args:
+        pod: the pod spec (camelCase keys).
+        labels: the node's labels.
+    """
     selector = pod.get("nodeSelector") or {}
-    if POOL_LABEL in selector:
-        return {str(selector[POOL_LABEL])}
+    if any(labels.get(str(key)) != str(value) for key, value in selector.items()):
+        return False
     required = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if not terms:
-        return None
-    pools: set[str] = set()
-    for term in terms:
-        named = [
-            {str(v) for v in as_list(e.get("values"))}
-            for e in term.get("matchExpressions") or []
-            if e.get("key") == POOL_LABEL and e.get("operator") == "In"
-        ]
-        if not named:
-            return None  # a term without the pool label admits every pool
-        pools |= set.intersection(*named)
-    return pools
+    terms = [t for t in as_list(required.get("nodeSelectorTerms")) if isinstance(t, Mapping)]
+    if not required:
+        return True
+    return any(
+        bool(term.get("matchExpressions"))
+        and not term.get("matchFields")
+        and all(_expression_matches(e, labels) for e in as_list(term.get("matchExpressions")))
+        for term in terms
+    )
+
+
+def pool_node_labels(pool: PolicyResource) -> dict[str, str]:
+    """The labels every node of a NodePool carries: its template's and Karpenter's NodePool label.
+
+    Labels Karpenter derives at launch from the requirements (instance type, zone) are not
+    known per node here, so a selector on them does not count as selecting the pool.
+    """
+    metadata = ((pool.props.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+    return {**labels, NODE_POOL_LABEL: _name(pool)}
+
+
+def pool_taints(pool: PolicyResource, resources: list[PolicyResource]) -> list[Mapping[str, Any]]:
+    """A NodePool's taints: its template's and those of every NodePoolPatch that names it."""
+    taints = list(as_list(_template(pool.props).get("taints")))
+    for patch in resources:
+        if patch.resource_type == NODE_POOL_PATCH and _name(patch) == _name(pool):
+            taints += as_list(_template(patch.props).get("taints"))
+    return [t for t in taints if isinstance(t, Mapping)]
 
 
 def _check_agents_tolerate(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -139,7 +214,7 @@ def _check_agents_tolerate(args: StackValidationArgs, report: ReportViolation) -
         template = _template(pool.props)
         # Other startup taints (the FSx driver's) go when their own agents are ready; the
         # acceptance agent may wait for them, and checks mounts only after they are gone.
-        taints = list(as_list(template.get("taints")))
+        taints = pool_taints(pool, resources)
         for vendor in sorted(vendors):
             agent = by_vendor.get(vendor)
             if agent is None:
@@ -151,18 +226,13 @@ def _check_agents_tolerate(args: StackValidationArgs, report: ReportViolation) -
                     )
                 continue
             pod = _template(agent.props)
-            allowed = _agent_pools(pod)
-            # The nodes carry the pool label of their template (a pool's Slurm share, NodePool
+            # Judged on the labels the pool's nodes carry (a pool's Slurm share, NodePool
             # <pool>-slurm, labels its nodes as the pool itself), not the NodePool's name.
-            template_metadata = ((pool.props.get("spec") or {}).get("template") or {}).get(
-                "metadata"
-            )
-            labels = (template_metadata or {}).get("labels") or {}
-            label = str(labels.get(POOL_LABEL, _name(pool)))
-            if allowed is not None and label not in allowed:
+            labels = pool_node_labels(pool)
+            if not selects(pod, labels):
                 report(
                     f"{_name(agent)} does not select NodePool {_name(pool)!r} "
-                    f"({POOL_LABEL}={label} affinity): its nodes are never checked",
+                    f"({POOL_LABEL}={labels.get(POOL_LABEL, '')}): its nodes are never checked",
                     agent.urn,
                 )
             tolerations = [t for t in as_list(pod.get("tolerations")) if isinstance(t, Mapping)]
@@ -173,6 +243,47 @@ def _check_agents_tolerate(args: StackValidationArgs, report: ReportViolation) -
                         f"{taint.get('value', '')}:{taint.get('effect')} of NodePool "
                         f"{_name(pool)!r}",
                         agent.urn,
+                    )
+
+
+def _values_at(values: Any, path: tuple[str, ...]) -> list[Mapping[str, Any]]:
+    for key in path:
+        values = values.get(key) if isinstance(values, Mapping) else None
+    return [t for t in as_list(values) if isinstance(t, Mapping)]
+
+
+def _check_device_plugins_tolerate(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = list(args.resources)
+    if not gate_on(resources):
+        return
+    releases = {
+        chart_name(r.props): r for r in resources if r.resource_type in HELM_TYPES
+    }  # fmt: skip
+    for pool in resources:
+        if pool.resource_type != NODE_POOL:
+            continue
+        entries = accelerated_types(pool.props.get("spec") or {})
+        plugins = [DEVICE_PLUGINS[vendor] for vendor in {entry.accelerator for entry in entries}]
+        if any(entry.efa_interfaces for entry in entries):
+            plugins.append(EFA_PLUGIN)
+        taints = [ACCEPTANCE_TAINT, *pool_taints(pool, resources)]
+        for chart, path in sorted(plugins):
+            release = releases.get(chart)
+            if release is None:
+                report(
+                    f"accelerator NodePool {_name(pool)!r} is gated but no {chart} release "
+                    "registers its devices: the agent rejects every node",
+                    pool.urn,
+                )
+                continue
+            tolerations = _values_at(release.props.get("values"), path)
+            for taint in taints:
+                if not any(tolerates(t, taint) for t in tolerations):
+                    report(
+                        f"{chart} ({'.'.join(path)}) does not tolerate {taint.get('key')}="
+                        f"{taint.get('value', '')}:{taint.get('effect')} of NodePool "
+                        f"{_name(pool)!r}: no devices register and the gate rejects its nodes",
+                        release.urn,
                     )
 
 
@@ -191,6 +302,15 @@ POLICIES = [
         "vendor and tolerates all its taints and the gate's own (acceptance, unhealthy), and no "
         "pool starts gated without its vendor's agent: otherwise a new node waits forever.",
         validate=_check_agents_tolerate,
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="device-plugins-tolerate-gated-pools",
+        description="Where the acceptance gate runs, the device plugins that register an "
+        "accelerator pool's devices (NVIDIA or Neuron, and EFA where its types have it) are "
+        "installed and their Helm values tolerate the acceptance taint and the pool's taints: "
+        "the agent accepts a node only once its devices are allocatable.",
+        validate=_check_device_plugins_tolerate,
         enforcement_level=MANDATORY,
     ),
 ]
