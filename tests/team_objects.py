@@ -71,3 +71,16 @@ def team_queues(records: Iterable[Any]) -> list[Any]:
 def in_platform_namespace(record: Any) -> bool:
     """Whether a namespaced object lives in a namespace the platform makes for itself."""
     return _namespace(record) in PLATFORM_NAMESPACES
+
+
+def is_platform_object(record: Any) -> bool:
+    """In a namespace the platform makes for itself, or the acceptance agent's right to write
+    Node Events, which the API server admits only in ``default``
+    (components/acceptance_gate.py ``EVENTS_NAMESPACE``)."""
+    if in_platform_namespace(record):
+        return True
+    metadata = record.inputs.get("metadata") or {}
+    return (
+        metadata.get("namespace") == acceptance_gate.EVENTS_NAMESPACE
+        and metadata.get("name") == acceptance_gate.SERVICE_ACCOUNT
+    )

@@ -7,6 +7,7 @@ Every document is the synthesized one, read from each stack and evaluated with
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -49,7 +50,10 @@ def _role_named(result: StackResult, arn: str) -> ResourceRecord:
         r
         for r in _of_type(result, ROLE)
         if r.inputs.get("name") == name
-        or (not r.inputs.get("name") and name.startswith(f"{r.name}-"))
+        or (
+            not r.inputs.get("name")
+            and re.fullmatch(re.escape(r.name) + r"-[0-9a-f]{7}", name) is not None
+        )
     ]
     return role
 

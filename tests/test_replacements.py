@@ -171,9 +171,11 @@ def test_an_in_place_change_is_not_a_replacement(
 def test_a_model_store_access_point_is_replaced_but_not_refused(dev: Synthesis) -> None:
     """A changed gid replaces the team's access point, which holds no data: forecast, not
     refused (its files stay in the file system)."""
-    diff = diff_syntheses(
-        dev, _edited(dev, ACCESS_POINT, _set("posixUser", {"uid": 1000, "gid": 5999}))
-    )
+
+    def new_gid(inputs: dict[str, Any]) -> None:
+        inputs["posixUser"] = {**inputs["posixUser"], "gid": 5999}
+
+    diff = diff_syntheses(dev, _edited(dev, ACCESS_POINT, new_gid))
     changed = _edited_entry(diff, ACCESS_POINT)
     assert [r.key for r in changed.replaced_by] == ["posixUser.gid"]
     assert refusals(diff) == []

@@ -25,7 +25,7 @@ from tests.kubernetes_semantics import quantity
 from tests.mutations import Mutation, without_lustre, without_teams
 from tests.mutations import both as _both
 from tests.schemas import validation_errors
-from tests.team_objects import PLATFORM_NAMESPACES, in_platform_namespace, team_queues
+from tests.team_objects import PLATFORM_NAMESPACES, is_platform_object, team_queues
 
 TEAMS = "trainingplatform:index:Teams"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -578,7 +578,7 @@ def test_no_teams_no_team_objects(run_platform: Callable[..., ProgramRun]) -> No
     assert _team_namespaces(run) == []
     for resource_type in TEAM_OBJECT_TYPES:
         # the platform's own namespaces (the acceptance gate's, the fabric test's) keep theirs
-        found = [r for r in run.of_type(resource_type) if not in_platform_namespace(r)]
+        found = [r for r in run.of_type(resource_type) if not is_platform_object(r)]
         assert found == [], resource_type
     assert team_queues(run.records) == []
     # Slurm's own namespace and the acceptance gate's (which checks the node mounts it) still

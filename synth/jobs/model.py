@@ -1577,7 +1577,12 @@ def notebook_wait_seconds(spec: Mapping[str, Any]) -> int:
         spec: the server pod's spec.
     """
     (container,) = spec["containers"]
-    requests = container["resources"].get("requests") or {}
+    # A resource requested at 0 asks for no device (nor a node that has one).
+    requests = {
+        resource
+        for resource, amount in (container["resources"].get("requests") or {}).items()
+        if quantity(amount) > 0
+    }
     if EFA_RESOURCE in requests:
         kind = "efa"
     elif GPU_RESOURCE in requests or NEURON_RESOURCE in requests:
