@@ -46,7 +46,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Final, TextIO
 
 from acceptance.check import MEASURED_PREFIX
@@ -56,7 +55,7 @@ from acceptance.settings import (
     POOL_LABEL,
     Pool,
     Settings,
-    load_settings,
+    settings_from_environment,
 )
 from components.catalog import CATALOG, EFA_RESOURCE, InstanceType
 from components.health_marks import (
@@ -882,16 +881,10 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout, api: Api | None = None) 
         help="seconds between passes (default 15)",
     )
     args = parser.parse_args(argv)
-    missing = [
-        k for k in ("ACCEPTANCE_SETTINGS", "NODE_NAME", "POD_NAMESPACE") if not os.environ.get(k)
-    ]
-    if missing:
-        print(f"agent: environment variable(s) {', '.join(missing)} not set", file=out)
-        return 2
-    try:
-        settings = load_settings(Path(os.environ["ACCEPTANCE_SETTINGS"]))
-    except (OSError, ValueError) as error:
-        print(f"agent: settings: {error}", file=out)
+    settings = settings_from_environment(
+        "agent", ("ACCEPTANCE_SETTINGS", "NODE_NAME", "POD_NAMESPACE"), out
+    )
+    if settings is None:
         return 2
     if api is None:  # pragma: no cover - in the cluster
         from acceptance.kube import KubernetesApi  # noqa: PLC0415

@@ -9,10 +9,11 @@ must mount and the bus-bandwidth floors (baselines.json's field names).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 POOL_LABEL: Final = "trainingplatform.io/pool"
 """Node label naming the node's pool. The same string as components.node_pools.POOL_LABEL (a
@@ -124,3 +125,24 @@ def load_settings(path: Path) -> Settings:
         path: the mounted ``settings.json`` (env ``ACCEPTANCE_SETTINGS``).
     """
     return parse_settings(json.loads(path.read_text()), str(path))
+
+
+def settings_from_environment(
+    command: str, variables: tuple[str, ...], out: TextIO
+) -> Settings | None:
+    """The settings a command's pod names in its environment, or None after saying what is wrong.
+
+    Args:
+        command: the command's name, which starts each message (``agent``, ``sweep``).
+        variables: the environment variables it needs, ``ACCEPTANCE_SETTINGS`` among them.
+        out: where the problem is written.
+    """
+    missing = [name for name in variables if not os.environ.get(name)]
+    if missing:
+        print(f"{command}: environment variable(s) {', '.join(missing)} not set", file=out)
+        return None
+    try:
+        return load_settings(Path(os.environ["ACCEPTANCE_SETTINGS"]))
+    except (OSError, ValueError) as error:
+        print(f"{command}: settings: {error}", file=out)
+        return None

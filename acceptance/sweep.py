@@ -28,7 +28,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Final, TextIO
 
 from acceptance.agent import (
@@ -41,7 +40,7 @@ from acceptance.agent import (
     rfc3339,
 )
 from acceptance.kube import Api
-from acceptance.settings import POOL_LABEL, Settings, load_settings
+from acceptance.settings import POOL_LABEL, Settings, settings_from_environment
 from components.health_marks import RESULT_LABEL
 
 DEFAULT_GRACE: Final = timedelta(minutes=10)
@@ -162,14 +161,8 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout, api: Api | None = None) 
         help="minutes past a node's deadline before the sweep marks it (default 10)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    missing = [k for k in ("ACCEPTANCE_SETTINGS", "POD_NAMESPACE") if not os.environ.get(k)]
-    if missing:
-        print(f"sweep: environment variable(s) {', '.join(missing)} not set", file=out)
-        return 2
-    try:
-        settings = load_settings(Path(os.environ["ACCEPTANCE_SETTINGS"]))
-    except (OSError, ValueError) as error:
-        print(f"sweep: settings: {error}", file=out)
+    settings = settings_from_environment("sweep", ("ACCEPTANCE_SETTINGS", "POD_NAMESPACE"), out)
+    if settings is None:
         return 2
     if api is None:  # pragma: no cover - in the cluster
         from acceptance.kube import KubernetesApi  # noqa: PLC0415

@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from acceptance import agent, sweep
 from acceptance.kube import Conflict, Invalid, KubernetesApi, Object
-from acceptance.settings import POOL_LABEL, parse_settings
+from acceptance.settings import POOL_LABEL, parse_settings, settings_from_environment
 from components import node_pools
 from components.catalog import CATALOG, EFA_RESOURCE, GPU_RESOURCE
 from components.health_marks import (
@@ -645,3 +645,17 @@ def test_the_sweep_expires_nodes_whose_agent_never_decided_under_the_same_cap() 
               sleep=lambda _: None, out=out)  # fmt: skip
     assert out.getvalue().endswith("n2: deleted NodeClaim claim-n2\n")
     assert sorted(api.nodeclaims) == ["claim-ok"]
+
+
+def test_agent_and_sweep_say_which_setting_is_missing_or_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = io.StringIO()
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    monkeypatch.setenv("ACCEPTANCE_SETTINGS", str(tmp_path / "absent.json"))
+    monkeypatch.setenv("POD_NAMESPACE", "node-acceptance")
+    assert settings_from_environment("agent", ("ACCEPTANCE_SETTINGS", "NODE_NAME"), out) is None
+    assert out.getvalue() == "agent: environment variable(s) NODE_NAME not set\n"
+    out = io.StringIO()
+    assert settings_from_environment("sweep", ("ACCEPTANCE_SETTINGS", "POD_NAMESPACE"), out) is None
+    assert out.getvalue().startswith("sweep: settings: ") and "absent.json" in out.getvalue()
