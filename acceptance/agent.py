@@ -38,7 +38,6 @@ Node (drained by the termination controller), then terminate the instance
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -239,9 +238,11 @@ def check_pod(
     tolerations are the node's taints, and ``activeDeadlineSeconds`` ends it at the node's
     deadline. Requests equal limits for extended resources (Kubernetes requires it), so the
     device plugins hand the pod every device; they are free again once it has terminated.
-    Its owners are the Node and the agent's DaemonSet, so the garbage collector deletes it with
-    either: a node gone, or the gate turned off (the pod mounts the namespace's file-system
-    claims, whose deletion waits for it).
+    Its owner is the agent's DaemonSet, so the garbage collector deletes it when the gate is
+    turned off (the pod mounts the namespace's file-system claims, whose deletion waits for it;
+    the collector deletes a dependent only once every owner is gone, so the Node is not a second
+    owner); a pod bound to a Node that is deleted goes with it (the pod garbage collector). The
+    Node owns it only where the DaemonSet is not known.
 
     Args:
         node: the Node.
@@ -251,14 +252,14 @@ def check_pod(
         namespace: the agent's namespace (POD_NAMESPACE), where the claims live.
         now: the current time (UTC).
         owner: the agent's DaemonSet as an ownerReference (:func:`daemonset_owner`); default
-            none (the Node alone owns the pod).
+            none (the Node owns the pod).
     """
     name = node["metadata"]["name"]
-    owners: list[Object] = [
-        {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
-    ]
-    if owner is not None:
-        owners.append(owner)
+    owners: list[Object] = (
+        [owner]
+        if owner is not None
+        else [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]
+    )
     devices = {instance.accelerator_resource: str(instance.accelerators)}
     if check_efa(instance, pool):
         devices[EFA_RESOURCE] = str(instance.efa_interfaces)
@@ -649,14 +650,20 @@ def finish(
         now: the current time (UTC).
     """
     name = node["metadata"]["name"]
-    with contextlib.suppress(Conflict):  # written by this agent before it restarted
+    unrecorded = ""
+    try:
         api.create_event(EVENT_NAMESPACE, node_event(node, verdict, now))
+    except Conflict:
+        pass  # written by this agent before it restarted
+    except Exception as error:
+        unrecorded = f" (its Event not written: {error})"
     try:
         api.patch_node(name, node_patch(node, verdict, now))
     except Conflict:
         return "the node changed while deciding; will decide again"
     api.delete_pod(namespace, check_pod_name(name))
     done = f"acceptance {verdict.result}" + (f": {verdict.reason}" if verdict.reason else "")
+    done += unrecorded
     if verdict.result != "passed" and pool.replace_failed_nodes:
         done += "; " + replace(
             api, node, pool_name=pool_name, pool=pool, namespace=namespace, now=now

@@ -39,7 +39,7 @@ from acceptance.agent import (
     replace,
     rfc3339,
 )
-from acceptance.kube import Api
+from acceptance.kube import Api, Object
 from acceptance.settings import POOL_LABEL, Settings, settings_from_environment
 from components.health_marks import RESULT_LABEL
 
@@ -71,31 +71,47 @@ def sweep_once(
     done: list[str] = []
     for node in api.list_nodes():
         name = node["metadata"]["name"]
-        labels = node["metadata"].get("labels") or {}
-        pool_name = labels.get(POOL_LABEL, "")
-        pool = settings.pool(pool_name)
-        if has_acceptance_taint(node):
-            due = deadline(node, settings)
-            if now < due + grace:
-                continue
-            verdict = Verdict(
-                "expired",
-                f"deadline {rfc3339(due)} passed {int(grace.total_seconds() // 60)} minutes "
-                "ago without a verdict from the node's agent (marked by the sweep)",
-            )
-            what = finish(
-                api, node, verdict, pool_name=pool_name, pool=pool, namespace=namespace, now=now
-            )
-        elif (
-            labels.get(RESULT_LABEL) in {"failed", "expired"}
-            and failed_by_acceptance(node)
-            and pool.replace_failed_nodes
-        ):
-            what = replace(api, node, pool_name=pool_name, pool=pool, namespace=namespace, now=now)
-        else:
-            continue
-        done.append(f"{name}: {what}")
+        try:
+            what = _sweep_node(api, settings, node, namespace=namespace, now=now, grace=grace)
+        except Exception as error:
+            what = f"error: {error}"
+        if what:
+            done.append(f"{name}: {what}")
     return done
+
+
+def _sweep_node(
+    api: Api,
+    settings: Settings,
+    node: Object,
+    *,
+    namespace: str,
+    now: datetime,
+    grace: timedelta,
+) -> str | None:
+    """What the sweep did to one node, or None where it left it alone."""
+    labels = node["metadata"].get("labels") or {}
+    pool_name = labels.get(POOL_LABEL, "")
+    pool = settings.pool(pool_name)
+    if has_acceptance_taint(node):
+        due = deadline(node, settings)
+        if now < due + grace:
+            return None
+        verdict = Verdict(
+            "expired",
+            f"deadline {rfc3339(due)} passed {int(grace.total_seconds() // 60)} minutes "
+            "ago without a verdict from the node's agent (marked by the sweep)",
+        )
+        return finish(
+            api, node, verdict, pool_name=pool_name, pool=pool, namespace=namespace, now=now
+        )
+    if (
+        labels.get(RESULT_LABEL) in {"failed", "expired"}
+        and failed_by_acceptance(node)
+        and pool.replace_failed_nodes
+    ):
+        return replace(api, node, pool_name=pool_name, pool=pool, namespace=namespace, now=now)
+    return None
 
 
 def run(

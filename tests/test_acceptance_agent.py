@@ -577,7 +577,9 @@ def test_failed_nodes_not_replaced_stay_out_of_consolidation_until_replaced_or_r
     assert step(api, "n2", later) == agent.LEFT_ALONE
 
 
-def test_check_pods_are_owned_by_their_node_and_the_agents_daemonset() -> None:
+def test_check_pods_are_owned_by_the_agents_daemonset_else_their_node() -> None:
+    """The garbage collector deletes a dependent only once every owner is gone: the DaemonSet
+    alone owns the pod, so turning the gate off deletes it (and frees the claims it mounts)."""
     api = FakeApi()
     api.add_node("n1")
     daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "acceptance-agent-nvidia",
@@ -589,10 +591,16 @@ def test_check_pods_are_owned_by_their_node_and_the_agents_daemonset() -> None:
     agent.run(api, SETTINGS, "n1", NS, pod_name="acceptance-agent-nvidia-x7k2p", passes=1,
               clock=lambda: SOON, sleep=lambda _: None, out=quiet)  # fmt: skip
     assert api.pods["acceptance-check-n1"]["metadata"]["ownerReferences"] == [
-        {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "n1-0000-uid"},
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "acceptance-agent-nvidia",
          "uid": "ds-uid"},
     ]  # fmt: skip
+    # An agent that cannot tell its DaemonSet leaves the pod to its Node.
+    api.add_node("n2")
+    agent.run(api, SETTINGS, "n2", NS, pod_name=None, passes=1, clock=lambda: SOON,
+              sleep=lambda _: None, out=quiet)  # fmt: skip
+    assert api.pods["acceptance-check-n2"]["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": "n2", "uid": "n2-0000-uid"}
+    ]
 
 
 def test_the_measured_bus_bandwidth_goes_on_the_node_and_in_its_event() -> None:
@@ -659,3 +667,24 @@ def test_agent_and_sweep_say_which_setting_is_missing_or_unreadable(
     out = io.StringIO()
     assert settings_from_environment("sweep", ("ACCEPTANCE_SETTINGS", "POD_NAMESPACE"), out) is None
     assert out.getvalue().startswith("sweep: settings: ") and "absent.json" in out.getvalue()
+
+
+def test_a_refused_event_does_not_stop_the_verdict_nor_one_node_the_sweep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = FakeApi()
+    for name in ("n1", "n2"):
+        api.add_node(name)
+
+    def refused(namespace: str, event: Object) -> None:
+        raise Invalid("events is forbidden")
+
+    monkeypatch.setattr(api, "create_event", refused)
+    api.fail_next_patch = True  # n1's patch fails; the sweep goes on to n2
+    due = CREATED + timedelta(minutes=45)
+    lines = sweep.sweep_once(api, SETTINGS, NS, due + sweep.DEFAULT_GRACE)
+    assert lines[0] == "n1: error: connection reset", lines
+    assert lines[1].startswith("n2: acceptance expired: ") and (
+        "(its Event not written: events is forbidden)" in lines[1]
+    ), lines
+    assert api.nodes["n2"]["metadata"]["labels"][RESULT_LABEL] == "expired"
