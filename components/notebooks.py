@@ -488,6 +488,14 @@ def _user_groups(spawner):
     return {group.name for group in spawner.user.groups}
 
 
+def _refusal(message):
+    # The hub's error page shows an exception's jupyterhub_message (jupyterhub 5.5.0
+    # handlers/base.py, write_error), a bare 500 otherwise.
+    error = RuntimeError(message)
+    error.jupyterhub_message = message
+    return error
+
+
 def _profiles(spawner):
     groups = _user_groups(spawner)
     profiles = [
@@ -499,7 +507,7 @@ def _profiles(spawner):
     if not profiles:
         # Without profiles KubeSpawner would start its defaults in the hub's namespace,
         # which its Pod Security level refuses: say why instead.
-        raise RuntimeError(
+        raise _refusal(
             f"{spawner.user.name} is in no team's group (groups: "
             f"{', '.join(sorted(groups)) or 'none'}): a server starts only in a team's "
             "namespace; ask your team's admins to add you to its group"
@@ -538,7 +546,7 @@ def _cap(spawner):
         if other is not spawner and other.active and _accelerated(other)
     ]
     if len(running) >= _CAP:
-        raise RuntimeError(
+        raise _refusal(
             f"at most {_CAP} accelerator servers per user: stop one of yours first"
         )
 

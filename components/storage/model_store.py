@@ -309,7 +309,10 @@ def file_system_policy(
     nothing here allows an anonymous client. Where no namespace mounts the root (no Slurm),
     the allow also requires one of the stack's access points
     (``elasticfilesystem:AccessPointArn``, EFS user guide "Using access points in IAM
-    policies"), so even the node plugin cannot mount ``/``.
+    policies"), so even the node plugin cannot mount ``/``. Every shipped stack runs Slurm, so
+    there the node plugin's role may mount ``/``: what keeps a team's pod from it is that
+    members cannot create PersistentVolumes (their RBAC), not this policy. Root is squashed
+    (no ClientRootAccess) to 65534, the readers' uid, which owns nothing.
 
     Args:
         file_system_arn: the file system's ARN.
