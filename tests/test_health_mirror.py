@@ -35,14 +35,13 @@ from acceptance.mirror import (
     decide,
     run_once,
 )
-from components.config import parse_platform_config
 from components.health_marks import (
     UNHEALTHY_REASON_ANNOTATION,
     UNHEALTHY_TAINT_KEY,
     unhealthy_taint,
 )
-from tests import component_runs as parts
-from tests.conftest import RunComponent, stack_data
+from synth.engine import ResourceRecord
+from synth.run import StackResult
 from tests.network_model import Cluster, Pod
 from tests.schemas import validation_errors
 
@@ -390,19 +389,19 @@ def test_a_changed_node_waits_for_the_next_round(stub: StubSlurmrestd, tmp_path:
 
 # --------------------------------------------------------------------------- the component
 
-MIRROR_IMAGE = "registry.example/acceptance@sha256:" + "0" * 64
 NETWORK_POLICY: Final = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 
 
 def test_slurm_registers_the_mirror_with_least_rights(
-    run_component: RunComponent, reference_dir: Path
+    synthesized: dict[str, StackResult], reference_dir: Path
 ) -> None:
-    data = stack_data("dev")
-    # The GPU pools' image where there is one (dev has both vendors).
-    data["acceptance"]["images"]["nvidia"] = MIRROR_IMAGE
-    run = run_component(parts.slurm, data, "dev")
-    config = parse_platform_config(data)
-    mine = [r for r in run.records if "health-mirror" in r.name]
+    result = synthesized["dev"]
+    config = result.config
+
+    def of_type(resource_type: str) -> list[ResourceRecord]:
+        return [r for r in result.records if r.type == resource_type]
+
+    mine = [r for r in result.records if "health-mirror" in r.name]
     version = config.cluster.kubernetes_version
     for record in mine:
         manifest = {k: v for k, v in record.inputs.items() if k != "__meta"}
@@ -438,7 +437,9 @@ def test_slurm_registers_the_mirror_with_least_rights(
     assert deployment["replicas"] == 1
     assert deployment["strategy"] == {"type": "Recreate"}
     assert pod["serviceAccountName"] == "slurm-health-mirror"
-    assert container["image"] == MIRROR_IMAGE
+    # The GPU pools' image where there is one (dev has both vendors).
+    assert config.acceptance.images.nvidia and config.acceptance.images.neuron
+    assert container["image"] == config.acceptance.images.nvidia
     assert container["command"] == ["python", "-m", "acceptance", "mirror"]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["SLURMRESTD_URL"] == "http://slurm-restapi.slurm:6820"
@@ -451,10 +452,10 @@ def test_slurm_registers_the_mirror_with_least_rights(
     assert pod["automountServiceAccountToken"] is False
     assert "serviceAccountToken" in str(volumes["api-token"]["projected"])
     # It waits for the slurm chart (the operator serves Tokens, the chart's key signs them).
-    (chart,) = [r.urn for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.name == "slurm"]
+    (chart,) = [r.urn for r in of_type("kubernetes:helm.sh/v3:Release") if r.name == "slurm"]
     assert all(chart in r.dependencies for r in mine)
     # slurmrestd admits the mirror's pods (and the operator), not another pod of the namespace.
-    cluster = Cluster([r.inputs for r in run.of_type(NETWORK_POLICY)])
+    cluster = Cluster([r.inputs for r in of_type(NETWORK_POLICY)])
     restd = Pod("slurm", {"app.kubernetes.io/name": "slurmrestd"})
     mirror_pod = Pod("slurm", deployment["template"]["metadata"]["labels"])
     assert cluster.may_reach(mirror_pod, restd, 6820)
