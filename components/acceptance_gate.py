@@ -35,6 +35,7 @@ from components.node_pools import (
     accelerator_taint,
     slurm_taint,
 )
+from components.tenancy import hardened_pod
 
 NAMESPACE: Final = "node-acceptance"
 SERVICE_ACCOUNT: Final = "acceptance-agent"
@@ -246,83 +247,105 @@ def agent_daemonset(
         ("POD_NAMESPACE", "metadata.namespace"),
         ("POD_NAME", "metadata.name"),  # its DaemonSet also owns the check pods
     ]
-    return {
-        "selector": {"matchLabels": labels},
-        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
-        "template": {
-            "metadata": {
-                "labels": labels,
-                **(
-                    {"annotations": {"trainingplatform.io/settings": settings_version}}
-                    if settings_version
-                    else {}
-                ),
-            },
-            "spec": {
-                "serviceAccountName": SERVICE_ACCOUNT,
-                # The token is mounted where a client looks for it, by the volume below, and
-                # nowhere else: the same files as the automatic mount (Kubernetes docs,
-                # "Configure Service Accounts for Pods", projected token volume).
-                "automountServiceAccountToken": False,
-                "priorityClassName": PRIORITY_CLASS,
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
+    pod = _program_pod(
+        "agent",
+        image=image,
+        field_env=field,
+        resources={"requests": dict(AGENT_REQUESTS), "limits": dict(AGENT_LIMITS)},
+        settings_configmap=settings_name(vendor),
+    )
+    pod.update(
+        priorityClassName=PRIORITY_CLASS,
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
                                 {
-                                    "matchExpressions": [
-                                        {
-                                            "key": POOL_LABEL,
-                                            "operator": "In",
-                                            "values": [pool.name for pool in pools],
-                                        }
-                                    ]
+                                    "key": POOL_LABEL,
+                                    "operator": "In",
+                                    "values": [pool.name for pool in pools],
                                 }
                             ]
                         }
-                    }
-                },
-                "tolerations": agent_tolerations(pools, slurm_pools),
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": AGENT_UID,
-                    "runAsGroup": AGENT_UID,
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-                "containers": [
-                    {
-                        "name": "agent",
-                        "image": image,
-                        "command": ["python", "-m", "acceptance", "agent"],
-                        "env": [
-                            {"name": "ACCEPTANCE_SETTINGS", "value": SETTINGS_PATH},
-                            *(
-                                {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
-                                for name, path in field
-                            ),
-                        ],
-                        "resources": {
-                            "requests": dict(AGENT_REQUESTS),
-                            "limits": dict(AGENT_LIMITS),
-                        },
-                        "securityContext": {
-                            "allowPrivilegeEscalation": False,
-                            "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]},
-                        },
-                        "volumeMounts": [
-                            {"name": "settings", "mountPath": SETTINGS_DIR, "readOnly": True},
-                            {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
-                        ],
-                    }
-                ],
-                "volumes": [
-                    {"name": "settings", "configMap": {"name": settings_name(vendor)}},
-                    {"name": "api-token", "projected": api_token_projection()},
-                ],
-            },
+                    ]
+                }
+            }
         },
+        tolerations=agent_tolerations(pools, slurm_pools),
+    )
+    return {
+        "selector": {"matchLabels": labels},
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+        "template": {"metadata": _template_metadata(labels, settings_version), "spec": pod},
     }
+
+
+def _template_metadata(labels: dict[str, str], settings_version: str) -> dict[str, Any]:
+    """A pod template's labels, and the settings digest that rolls its pods when they change."""
+    if not settings_version:
+        return {"labels": labels}
+    return {"labels": labels, "annotations": {"trainingplatform.io/settings": settings_version}}
+
+
+def _program_pod(
+    command: str,
+    *,
+    image: str,
+    field_env: list[tuple[str, str]],
+    resources: dict[str, Any],
+    settings_configmap: str,
+) -> dict[str, Any]:
+    """The pod spec of one ``python -m acceptance <command>`` in the gate's namespace.
+
+    As the agent's service account, non-root (the image's user), read-only root, every
+    capability dropped (:func:`components.tenancy.hardened_pod`), its settings mounted, and the
+    API token by a projected volume only: the same files as the automatic mount, which is off
+    (Kubernetes docs, "Configure Service Accounts for Pods", projected token volume).
+
+    Args:
+        command: the acceptance command (``agent``, ``sweep``), also the container's name.
+        image: the acceptance image.
+        field_env: environment variables from the pod's fields (name, field path).
+        resources: the container's requests and limits.
+        settings_configmap: the ConfigMap its ``settings.json`` comes from.
+    """
+    return hardened_pod(
+        {
+            "serviceAccountName": SERVICE_ACCOUNT,
+            "automountServiceAccountToken": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": AGENT_UID,
+                "runAsGroup": AGENT_UID,
+            },
+            "containers": [
+                {
+                    "name": command,
+                    "image": image,
+                    "command": ["python", "-m", "acceptance", command],
+                    "env": [
+                        {"name": "ACCEPTANCE_SETTINGS", "value": SETTINGS_PATH},
+                        *(
+                            {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+                            for name, path in field_env
+                        ),
+                    ],
+                    "resources": resources,
+                    "securityContext": {"readOnlyRootFilesystem": True},
+                    "volumeMounts": [
+                        {"name": "settings", "mountPath": SETTINGS_DIR, "readOnly": True},
+                        {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "settings", "configMap": {"name": settings_configmap}},
+                {"name": "api-token", "projected": api_token_projection()},
+            ],
+        }
+    )
 
 
 SWEEP_NAME: Final = "acceptance-sweep"
@@ -345,62 +368,19 @@ def sweep_deployment(image: str, settings_version: str = "") -> dict[str, Any]:
         settings_version: a digest of its settings, as a pod annotation (default none).
     """
     labels = {"app.kubernetes.io/name": SWEEP_NAME}
+    pod = _program_pod(
+        "sweep",
+        image=image,
+        field_env=[("POD_NAMESPACE", "metadata.namespace")],
+        resources={"requests": dict(SWEEP_REQUESTS), "limits": dict(SWEEP_LIMITS)},
+        settings_configmap=SWEEP_NAME,
+    )
+    pod["nodeSelector"] = {POOL_LABEL: GENERAL_POOL}
     return {
         "replicas": 1,
         "strategy": {"type": "Recreate"},
         "selector": {"matchLabels": labels},
-        "template": {
-            "metadata": {
-                "labels": labels,
-                **(
-                    {"annotations": {"trainingplatform.io/settings": settings_version}}
-                    if settings_version
-                    else {}
-                ),
-            },
-            "spec": {
-                "serviceAccountName": SERVICE_ACCOUNT,
-                "automountServiceAccountToken": False,
-                "nodeSelector": {POOL_LABEL: GENERAL_POOL},
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": AGENT_UID,
-                    "runAsGroup": AGENT_UID,
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-                "containers": [
-                    {
-                        "name": "sweep",
-                        "image": image,
-                        "command": ["python", "-m", "acceptance", "sweep"],
-                        "env": [
-                            {"name": "ACCEPTANCE_SETTINGS", "value": SETTINGS_PATH},
-                            {
-                                "name": "POD_NAMESPACE",
-                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
-                            },
-                        ],
-                        "resources": {
-                            "requests": dict(SWEEP_REQUESTS),
-                            "limits": dict(SWEEP_LIMITS),
-                        },
-                        "securityContext": {
-                            "allowPrivilegeEscalation": False,
-                            "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]},
-                        },
-                        "volumeMounts": [
-                            {"name": "settings", "mountPath": SETTINGS_DIR, "readOnly": True},
-                            {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
-                        ],
-                    }
-                ],
-                "volumes": [
-                    {"name": "settings", "configMap": {"name": SWEEP_NAME}},
-                    {"name": "api-token", "projected": api_token_projection()},
-                ],
-            },
-        },
+        "template": {"metadata": _template_metadata(labels, settings_version), "spec": pod},
     }
 
 
