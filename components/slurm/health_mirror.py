@@ -13,7 +13,6 @@ token for any user.
 
 from __future__ import annotations
 
-import typing
 from typing import Any, Final
 
 import pulumi
@@ -220,6 +219,19 @@ def health_mirror_manifests(config: PlatformConfig) -> list[dict[str, Any]]:
     return [*rbac_manifests(), token_manifest(), deployment_manifest(image)]
 
 
+_TYPED_KINDS: Final[dict[str, Any]] = {
+    "ServiceAccount": k8s.core.v1.ServiceAccount,
+    "ClusterRole": k8s.rbac.v1.ClusterRole,
+    "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
+    "Role": k8s.rbac.v1.Role,
+    "RoleBinding": k8s.rbac.v1.RoleBinding,
+    "Deployment": k8s.apps.v1.Deployment,
+}
+"""The mirror's kinds pulumi-kubernetes types; the Token is a custom resource."""
+_SNAKE_CASE: Final = {"roleRef": "role_ref"}
+"""Manifest keys whose Python argument is spelt otherwise."""
+
+
 def register_health_mirror(
     name: str, config: PlatformConfig, opts: pulumi.ResourceOptions
 ) -> list[pulumi.Resource]:
@@ -235,50 +247,19 @@ def register_health_mirror(
     for manifest in health_mirror_manifests(config):
         kind = manifest["kind"]
         resource_name = f"{name}-health-mirror-{kind.lower()}"
-        metadata = typing.cast(Any, manifest["metadata"])
         options = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=created[:]))
+        fields = {_SNAKE_CASE.get(key, key): value for key, value in manifest.items()
+                  if key not in ("apiVersion", "kind")}  # fmt: skip
         resource: pulumi.Resource
-        match kind:
-            case "ServiceAccount":
-                resource = k8s.core.v1.ServiceAccount(
-                    resource_name, metadata=metadata, opts=options
-                )
-            case "ClusterRole":
-                resource = k8s.rbac.v1.ClusterRole(
-                    resource_name, metadata=metadata, rules=manifest["rules"], opts=options
-                )
-            case "ClusterRoleBinding":
-                resource = k8s.rbac.v1.ClusterRoleBinding(
-                    resource_name,
-                    metadata=metadata,
-                    role_ref=manifest["roleRef"],
-                    subjects=manifest["subjects"],
-                    opts=options,
-                )
-            case "Role":
-                resource = k8s.rbac.v1.Role(
-                    resource_name, metadata=metadata, rules=manifest["rules"], opts=options
-                )
-            case "RoleBinding":
-                resource = k8s.rbac.v1.RoleBinding(
-                    resource_name,
-                    metadata=metadata,
-                    role_ref=manifest["roleRef"],
-                    subjects=manifest["subjects"],
-                    opts=options,
-                )
-            case "Deployment":
-                resource = k8s.apps.v1.Deployment(
-                    resource_name, metadata=metadata, spec=manifest["spec"], opts=options
-                )
-            case _:
-                resource = k8s.apiextensions.CustomResource(
-                    resource_name,
-                    api_version=manifest["apiVersion"],
-                    kind=kind,
-                    metadata=metadata,
-                    spec=manifest["spec"],
-                    opts=options,
-                )
+        if kind in _TYPED_KINDS:
+            resource = _TYPED_KINDS[kind](resource_name, **fields, opts=options)
+        else:
+            resource = k8s.apiextensions.CustomResource(
+                resource_name,
+                api_version=manifest["apiVersion"],
+                kind=kind,
+                **fields,
+                opts=options,
+            )
         created.append(resource)
     return created
