@@ -41,7 +41,9 @@ NAMESPACE: Final = "node-acceptance"
 SERVICE_ACCOUNT: Final = "acceptance-agent"
 AGENT_USER: Final = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 """The user the API server sees the agent as (its service account)."""
-MIRROR_USER: Final = "system:serviceaccount:slurm:slurm-health-mirror"
+MIRROR_USER: Final = (
+    f"system:serviceaccount:{health_marks.MIRROR_NAMESPACE}:{health_marks.MIRROR_ACCOUNT}"
+)
 """The Slurm health mirror's user: it sets and clears the same marks (issue 44, item 4)."""
 NODE_MARKS_POLICY: Final = "trainingplatform-node-health-marks"
 POD_SECURITY_LEVEL: Final = "restricted"

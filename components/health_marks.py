@@ -73,3 +73,8 @@ AGENT_ANNOTATIONS: Final = (
 """Every node annotation the acceptance agent and the health mirror may set or remove."""
 AGENT_TAINT_KEYS: Final = (ACCEPTANCE_TAINT_KEY, UNHEALTHY_TAINT_KEY)
 """Every taint key the acceptance agent and the health mirror may add or remove."""
+
+MIRROR_NAMESPACE: Final = "slurm"
+MIRROR_ACCOUNT: Final = "slurm-health-mirror"
+"""The Slurm health mirror's service account (components/slurm/health_mirror.py), the other
+writer of these marks besides the acceptance agent: the node-marks admission policy names it."""

@@ -32,6 +32,8 @@ from components.config.pools import TaintConfig
 from components.helm import CHART_PLACEMENT
 from components.node_pools import FSX_STARTUP_TAINT, POOL_LABEL, node_pool_spec, slurm_taint
 from components.platform import gated, lustre_pools, platform_namespaces
+from components.slurm import common as slurm_common
+from components.slurm import health_mirror
 from components.teams import team_pods_policy
 from components.tenant_pods import TENANT_PODS_POLICY
 from synth.jobs.admission import admit, enforced
@@ -288,6 +290,8 @@ def test_the_health_writers_change_only_the_health_marks_of_a_node(
         "changes the provider id": _node(spec={"providerID": "aws:///us-east-1a/i-9"}),
         "adds a finalizer": _node(metadata={"finalizers": ["example.com/hold"]}),
     }
+    # The mirror's user is the account its Deployment runs as.
+    assert f"system:serviceaccount:{slurm_common.NAMESPACE}:{health_mirror.NAME}" == MIRROR_USER
     for user in (AGENT_USER, MIRROR_USER):
         for case, new in allowed.items():
             assert admit(policy, new, old=old, username=user) == (True, None), (user, case)

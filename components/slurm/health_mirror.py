@@ -18,6 +18,7 @@ from typing import Any, Final
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import health_marks
 from components.acceptance_gate import TOKEN_DIR as API_TOKEN_DIR
 from components.acceptance_gate import api_token_projection
 from components.config import PlatformConfig
@@ -33,7 +34,7 @@ from components.slurm.common import (
 )
 from components.tenancy import hardened_pod
 
-NAME: Final = "slurm-health-mirror"
+NAME: Final = health_marks.MIRROR_ACCOUNT
 """The ServiceAccount, ClusterRole, Role, Deployment and Token; the pods' app label. Another
 admission policy keys on this ServiceAccount to hold its node patches to the health marks."""
 SLURM_USER: Final = "slurm"
