@@ -5,7 +5,7 @@ NodePoolPatch may not replace the startup taints without it. ``acceptance-agent-
 each vendor's agent selects and tolerates every pool of that vendor (patched taints included),
 and a gated pool has its vendor's agent. ``device-plugins-tolerate-gated-pools``: the plugins
 that register a gated pool's devices are installed and tolerate its taints. Each starts from prod
-as synthesized with the gate on (tests/acceptance_agent.py) and changes one thing.
+as synthesized (its gate on: the pools' taint, both vendors' agents) and changes one thing.
 """
 
 from __future__ import annotations
@@ -13,16 +13,19 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from components.acceptance_gate import GATE_LABEL
+from components.acceptance_gate import GATE_LABEL, agent_name
+from components.catalog import AcceleratorKind
 from components.health_marks import ACCEPTANCE_TAINT_KEY, UNHEALTHY_TAINT_KEY
 from components.node_pools import POOL_LABEL
+from components.requirements import catalog_types_admitted
 from policies.offline import evaluate, load_policy_config
 from policies.rules.acceptance import POLICIES
 from synth.engine import ResourceRecord
 from synth.run import StackResult
-from tests.acceptance_agent import DAEMON_SET, NODE_POOL, agent_name, pool_vendors, with_gate
 
 STACK: Final = "prod"
+NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
+DAEMON_SET: Final = "kubernetes:apps/v1:DaemonSet"
 GATED: Final = {policy.name: policy for policy in POLICIES}["accelerator-pools-gated"]
 TOLERATED: Final = {policy.name: policy for policy in POLICIES}["acceptance-agent-tolerates-pools"]
 PLUGINS: Final = {policy.name: policy for policy in POLICIES}["device-plugins-tolerate-gated-pools"]
@@ -31,8 +34,15 @@ Entry = dict[str, Any]
 
 
 def _gated_entries(result: StackResult) -> list[Entry]:
+    """A copy of the stack's records (prod renders the gate: its pools' taint, both agents)."""
     entries: list[Entry] = json.loads(json.dumps([r.to_json() for r in result.records]))
-    return with_gate(entries)
+    return entries
+
+
+def pool_vendors(pool_inputs: dict[str, Any]) -> set[AcceleratorKind]:
+    """The accelerator vendors a NodePool's requirements admit (empty for a CPU pool)."""
+    template = pool_inputs["spec"]["template"]["spec"]
+    return {e.accelerator for e in catalog_types_admitted(template.get("requirements") or [])}
 
 
 def _findings(policy: Any, entries: list[Entry]) -> list[tuple[str, str]]:
@@ -45,7 +55,7 @@ def _pools(entries: list[Entry], vendor: str) -> list[Entry]:
     return [e for e in entries if e["type"] == NODE_POOL and vendor in pool_vendors(e["inputs"])]
 
 
-def _agent(entries: list[Entry], vendor: str) -> Entry:
+def _agent(entries: list[Entry], vendor: AcceleratorKind) -> Entry:
     (agent,) = [
         e
         for e in entries

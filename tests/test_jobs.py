@@ -18,8 +18,11 @@ from typing import Any, Final
 import pytest
 import yaml
 
+from components import acceptance_gate
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.node_pools import LUSTRE_CLIENT_LABEL, POOL_LABEL
+from components.requirements import catalog_types_admitted
+from components.workloads import NODE_AGENT_CPU_MILLIS, NODE_AGENT_MEMORY_MIB
 from synth.__main__ import main as synth_main
 from synth.jobs.daemonsets import daemonset_overhead
 from synth.jobs.karpenter import node_pools, volume_node_terms, with_volume_topology
@@ -32,7 +35,6 @@ from synth.jobs.view import StackView, name_of, namespace_of
 from synth.jobs.volcano import QueueShape, real_capability
 from synth.run import StackResult
 from synth.yamlio import load_yaml
-from tests.acceptance_agent import NAMESPACE, agent_daemonset, vendor_pools
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import set_at
 from tests.project_copies import project_copy
@@ -658,16 +660,18 @@ def test_the_acceptance_agent_is_overhead_on_each_pool_of_its_vendor(
     synthesized: dict[str, StackResult],
 ) -> None:
     """Karpenter counts a DaemonSet the stack creates on every pool it lands on: the agent of
-    each vendor (the gate's shape, tests/acceptance_agent.py) on that vendor's pools, nowhere
-    else, and not on a pool whose taint it stops tolerating."""
+    each vendor on that vendor's pools (their Slurm shares too), nowhere else, and not on a pool
+    whose taint it stops tolerating."""
     view = _view(synthesized["prod"])
-    records = [r.to_json() for r in synthesized["prod"].records]
-    agents = [agent_daemonset(v, pools) for v, pools in sorted(vendor_pools(records).items())]
-    view.objects[:] = [
+    agents = [
         o
         for o in view.objects
-        if not (o.get("kind") == "DaemonSet" and namespace_of(o) == NAMESPACE)
+        if o.get("kind") == "DaemonSet" and namespace_of(o) == acceptance_gate.NAMESPACE
     ]
+    assert {name_of(a) for a in agents} == {
+        acceptance_gate.agent_name("nvidia"), acceptance_gate.agent_name("neuron")
+    }  # fmt: skip
+    view.objects[:] = [o for o in view.objects if not any(o is a for a in agents)]
     before = {pool.name: daemonset_overhead(pool, Stack(view).plugins) for pool in node_pools(view)}
     view.objects.extend(agents)
     stack = Stack(view)
@@ -679,8 +683,16 @@ def test_the_acceptance_agent_is_overhead_on_each_pool_of_its_vendor(
         }
         for pool in stack.pools
     }
-    agent = {"cpu": Decimal("0.1"), "memory": Decimal(128 * 2**20)}
-    gated = {name for pools in vendor_pools(records).values() for name in pools}
+    agent = {
+        "cpu": Decimal(NODE_AGENT_CPU_MILLIS) / 1000,
+        "memory": Decimal(NODE_AGENT_MEMORY_MIB * 2**20),
+    }
+    gated = {
+        record.inputs["metadata"]["name"]
+        for record in synthesized["prod"].records
+        if record.type == "kubernetes:karpenter.sh/v1:NodePool"
+        and catalog_types_admitted(record.inputs["spec"]["template"]["spec"]["requirements"])
+    }
     assert gated and len(gated) < len(added), "prod has accelerator and other pools"
     assert {name for name, extra in added.items() if extra} == gated
     assert all(added[name] == agent for name in gated), added

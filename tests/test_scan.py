@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components import acceptance_gate
 from synth.pods import pods_of
 from synth.run import StackResult
 from synth.scan import (
@@ -39,7 +40,6 @@ from synth.scan import (
     unwaived,
 )
 from synth.yamlio import load_yaml
-from tests.acceptance_agent import NAMESPACE, agent_daemonset, vendor_pools
 from tests.conftest import STACKS
 from tests.test_pods import ray_objects
 
@@ -554,33 +554,18 @@ def test_the_scan_hands_checkov_each_ray_pod_template_as_a_pod(tmp_path: Path) -
     assert run.given == len(objects) + len(pods) == 3 + 7
 
 
-@seed
-def acceptance_agents(
-    synthesized: dict[str, StackResult], root: Path
-) -> tuple[Path, str, dict[str, str]]:
-    """prod's synthesis with an agent DaemonSet per vendor in the gate's shape
-    (tests/acceptance_agent.py; over the stack's own, if it renders one): the scan reads it."""
-    copy = root / "prod"
-    shutil.copytree(synthesized["prod"].written.directory, copy)
-    names = {}
-    for vendor, pools in vendor_pools([r.to_json() for r in synthesized["prod"].records]).items():
-        manifest = agent_daemonset(vendor, pools)
-        name = manifest["metadata"]["name"]
-        path = copy / "manifests" / f"DaemonSet.{NAMESPACE}.{name}.yaml"
-        path.write_text(yaml.safe_dump(manifest))
-        names[name] = manifest["spec"]["template"]["spec"]["containers"][0]["name"]
-    return copy, KUBERNETES, names
-
-
 @pytest.mark.slow
-def test_the_scan_reads_the_acceptance_agents_pod_template(scans: Scans) -> None:
-    """checkov holds the agent's DaemonSet and the Pod of its template to its pod rules (both
-    vendors'): the agent's pod template is in the second opinion, and a finding on it needs a
-    waiver in policies/scan-waivers.yaml once the stacks render it."""
-    names, outcome = scans.seeded["acceptance_agents"]
-    assert set(names) == {"acceptance-agent-nvidia", "acceptance-agent-neuron"}
-    found = _found(outcome)
+def test_the_scan_reads_the_acceptance_agents_pod_template(
+    findings: dict[str, list[Finding]],
+) -> None:
+    """checkov holds every stack's agent DaemonSets (both vendors' in prod) to its pod rules: the
+    agent's pod template is in the second opinion, its findings waived with reasons."""
+    names = {acceptance_gate.agent_name(vendor) for vendor in ("nvidia", "neuron")}
     for name in names:
-        on_agent = {f.check for f in found if f.resource == f"DaemonSet.{NAMESPACE}.{name}"}
-        # CKV_K8S_8: the test agent has no liveness probe, which checkov asks of every pod.
-        assert "CKV_K8S_8" in on_agent, (name, sorted({f.resource for f in found}))
+        on_agent = {
+            f.check
+            for f in findings["prod"]
+            if f.resource == f"DaemonSet.{acceptance_gate.NAMESPACE}.{name}"
+        }
+        # CKV_K8S_8: the agent has no liveness probe, which checkov asks of every pod.
+        assert "CKV_K8S_8" in on_agent, (name, sorted({f.resource for f in findings["prod"]}))

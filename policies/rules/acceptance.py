@@ -23,8 +23,10 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from components.acceptance_gate import GATE_LABEL
+from components.acceptance_gate import GATE_LABEL, SERVICE_ACCOUNT
+from components.acceptance_gate import NAMESPACE as AGENT_NAMESPACE
 from components.health_marks import ACCEPTANCE_TAINT, ACCEPTANCE_TAINT_KEY, SOURCES, unhealthy_taint
+from components.node_pools import POOL_LABEL
 
 from .capacity import accelerated_types
 from .common import HELM_TYPES, MANDATORY, as_list, chart_name
@@ -32,10 +34,9 @@ from .common import HELM_TYPES, MANDATORY, as_list, chart_name
 NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
 NODE_POOL_PATCH: Final = NODE_POOL + "Patch"
 DAEMON_SET: Final = "kubernetes:apps/v1:DaemonSet"
-AGENT_NAMESPACE: Final = "node-acceptance"
-AGENT_PREFIX: Final = "acceptance-agent-"
+AGENT_PREFIX: Final = f"{SERVICE_ACCOUNT}-"
+"""Every vendor's agent DaemonSet is named so (components/acceptance_gate.py, agent_name)."""
 NAMESPACE: Final = "kubernetes:core/v1:Namespace"
-POOL_LABEL: Final = "trainingplatform.io/pool"
 NODE_POOL_LABEL: Final = "karpenter.sh/nodepool"
 """The label Karpenter puts on every node of a NodePool (kubernetes-sigs/karpenter v1.14.1
 pkg/apis/v1/labels.go, NodePoolLabelKey)."""
