@@ -156,3 +156,27 @@ def lookup(instance_type: str) -> InstanceType:
         KeyError: the type is not in the catalog (config validation reports it first).
     """
     return CATALOG[instance_type]
+
+
+COLD_START_BUDGET_MINUTES: Final[dict[str, int]] = {
+    # Whole-node families: launch, a large image, the acceptance gate's checks (DCGM level 2
+    # alone is 2.5 to 10.5 minutes, REFERENCE: AWS's measurement) and the gang's rendezvous.
+    "p4d": 30, "p4de": 30,
+    "p5": 35, "p5e": 35, "p5en": 35, "p6-b200": 35,
+    "trn1": 30, "trn1n": 30, "trn2": 35,
+    # Smaller GPU families: a shorter acceptance, smaller nodes.
+    "g5": 20, "g6": 20, "g6e": 25,
+}  # fmt: skip
+"""Default budget from a gang's submission to its first training step on a cold pool,
+minutes, per instance family: the cold-start alert fires past it. These are budgets the platform
+sets, not measurements; a pool states its own with ``coldStartBudgetMinutes``, and the ledger's
+dashboard shows what the pool really takes (docs: concepts, observability)."""
+
+
+def cold_start_budget_minutes(instance_types: list[str]) -> int:
+    """A pool's default cold-start budget: the largest of its instance families' budgets.
+
+    Args:
+        instance_types: the pool's instance types (each in :data:`CATALOG`).
+    """
+    return max(COLD_START_BUDGET_MINUTES[lookup(name).family] for name in instance_types)

@@ -57,12 +57,13 @@ from components.notebooks import (
     team_groups,
     team_profile_list,
 )
+from components.observability.names import MONITORING_NAMESPACE
 from components.platform_network import PlatformNetwork, kube_system_fences
 from components.scheduling import NAMESPACE as SCHEDULING_NAMESPACE
 from components.scheduling import Scheduling
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm import Slurm, create_namespace
-from components.slurm.autoscaling import KEDA_NAMESPACE, MONITORING_NAMESPACE
+from components.slurm.autoscaling import KEDA_NAMESPACE
 from components.slurm.common import (
     CERT_MANAGER_NAMESPACE,
     MARIADB_OPERATOR_NAMESPACE,

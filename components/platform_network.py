@@ -42,7 +42,8 @@ from components import (
     scheduling,
     trainer,
 )
-from components.slurm.autoscaling import KEDA_NAMESPACE, MONITORING_NAMESPACE, PROMETHEUS_PORT
+from components.observability.names import MONITORING_NAMESPACE, PROMETHEUS_PORT
+from components.slurm.autoscaling import KEDA_NAMESPACE
 from components.slurm.common import (
     CERT_MANAGER_NAMESPACE,
     MARIADB_OPERATOR_NAMESPACE,

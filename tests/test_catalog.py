@@ -11,9 +11,11 @@ import pytest
 from components import catalog
 from components.catalog import (
     CATALOG,
+    COLD_START_BUDGET_MINUTES,
     EFA_RESOURCE,
     GPU_RESOURCE,
     NEURON_RESOURCE,
+    cold_start_budget_minutes,
     cpu_architecture,
     efa_network_interfaces,
     lookup,
@@ -362,3 +364,12 @@ def test_catalog_types_admitted_by_requirements(
     requirements: list[dict[str, Any]], admitted: list[str]
 ) -> None:
     assert _names(requirements) == admitted
+
+
+def test_every_family_has_a_cold_start_budget() -> None:
+    """A pool of any catalogued type gets a default budget: a new family without one fails."""
+    families = {entry.family for entry in CATALOG.values()}
+    assert families <= set(COLD_START_BUDGET_MINUTES), families - set(COLD_START_BUDGET_MINUTES)
+    assert cold_start_budget_minutes(["p5.48xlarge", "g5.48xlarge"]) == max(
+        COLD_START_BUDGET_MINUTES["p5"], COLD_START_BUDGET_MINUTES["g5"]
+    )

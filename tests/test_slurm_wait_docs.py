@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from components.observability import names as observability_names
 from components.slurm import autoscaling
 from tests import docs_pages
 
@@ -123,7 +124,7 @@ def test_the_stages_the_platform_sets_state_its_values() -> None:
         wait_problems(
             _section(),
             window=autoscaling.PENDING_WINDOW,
-            scrape=autoscaling.SCRAPE_INTERVAL,
+            scrape=observability_names.SCRAPE_INTERVAL,
             polling=autoscaling.POLLING_INTERVAL_SECONDS,
         )
         == []
@@ -133,7 +134,7 @@ def test_the_stages_the_platform_sets_state_its_values() -> None:
 def test_a_changed_interval_makes_the_page_wrong() -> None:
     real = {
         "window": autoscaling.PENDING_WINDOW,
-        "scrape": autoscaling.SCRAPE_INTERVAL,
+        "scrape": observability_names.SCRAPE_INTERVAL,
         "polling": autoscaling.POLLING_INTERVAL_SECONDS,
     }
     for change in ({"window": "2m"}, {"scrape": "15s"}, {"polling": 60}):

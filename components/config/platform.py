@@ -26,6 +26,7 @@ from components.config.katib import KatibConfig, katib_problems
 from components.config.model_store import ModelStoreConfig, model_store_problems
 from components.config.network import NetworkConfig, network_problems
 from components.config.notebooks import NotebooksConfig, OidcConfig, notebooks_problems
+from components.config.observability import ObservabilityConfig, observability_problems
 from components.config.pools import GeneralPoolConfig, NodePoolConfig, node_pool_problems
 from components.config.ray import RayConfig, ray_cluster_problems
 from components.config.slurm import SlurmConfig, slurm_problems
@@ -104,6 +105,11 @@ class PlatformConfig(StrictModel):
     notebooks: NotebooksConfig = Field(
         default_factory=NotebooksConfig,
         description="JupyterHub, each user's server in their team's namespace. Default: off.",
+    )
+    observability: ObservabilityConfig = Field(
+        default_factory=ObservabilityConfig,
+        description="The fleet's metrics stack, dashboards, alerts and cold-start ledger. "
+        "Default: Prometheus keeping 15 days on 100 GiB, Grafana on, no remote write.",
     )
     oidc: OidcConfig = Field(
         default_factory=OidcConfig,
@@ -221,3 +227,4 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
     yield from katib_problems(config)
     yield from ray_cluster_problems(config)
     yield from notebooks_problems(config)
+    yield from observability_problems(config)

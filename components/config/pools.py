@@ -176,6 +176,15 @@ class NodePoolConfig(StrictModel):
         default_factory=list,
         description="Extra taints (the accelerator taint is always set). Default: none.",
     )
+    cold_start_budget_minutes: int | None = Field(
+        default=None,
+        ge=1,
+        le=1440,
+        description="Minutes from a gang's submission to its first training step that a cold "
+        "start on this pool may take before the ColdStartOverBudget alert fires. Default: the "
+        "largest of its instance families' budgets (components/catalog.py "
+        "COLD_START_BUDGET_MINUTES).",
+    )
     acceptance: PoolAcceptanceConfig = Field(
         default_factory=PoolAcceptanceConfig,
         description="This pool's overrides of the acceptance gate and its measured baselines. "

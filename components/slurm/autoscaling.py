@@ -22,18 +22,15 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.config import NodePoolConfig, SlurmNodeSetConfig
 from components.helm import release, with_system_placement
+from components.observability.names import (
+    MONITORING_NAMESPACE,
+    MONITORING_RELEASE,
+    PROMETHEUS_URL,
+    SCRAPE_INTERVAL,
+)
 
-MONITORING_NAMESPACE: Final = "monitoring"
-MONITORING_RELEASE: Final = "monitoring"
 KEDA_NAMESPACE: Final = "keda"
 KEDA_RELEASE: Final = "keda"
-PROMETHEUS_PORT: Final = 9090
-PROMETHEUS_URL: Final = (
-    f"http://{MONITORING_RELEASE}-prometheus.{MONITORING_NAMESPACE}.svc:{PROMETHEUS_PORT}"
-)
-"""The chart's Prometheus service: ``<fullname>-prometheus``, the fullname being
-``fullnameOverride``."""
-SCRAPE_INTERVAL: Final = "30s"
 POLLING_INTERVAL_SECONDS: Final = 30
 """How often KEDA asks Prometheus (its default)."""
 COOLDOWN_SECONDS: Final = 600

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.observability.names import MONITORING_NAMESPACE
 from components.slurm.accounting import DATABASE_POD_LABELS, DATABASE_PORT
-from components.slurm.autoscaling import MONITORING_NAMESPACE
 from components.slurm.common import (
     LOGIN_SSH_PORT,
     MARIADB_OPERATOR_NAMESPACE,

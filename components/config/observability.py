@@ -1,0 +1,97 @@
+"""Config sections ``platform.observability`` and ``nodePools[].coldStartBudgetMinutes``.
+
+The metrics stack (kube-prometheus-stack) serves the fleet: Prometheus sized here, Grafana
+behind the platform's OIDC client where one is configured (port-forward only otherwise), and in
+production an optional remote write to Amazon Managed Service for Prometheus (docs: concepts,
+observability).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel
+from components.config.teams import GroupName
+
+if TYPE_CHECKING:
+    from components.config.platform import PlatformConfig
+
+
+class GrafanaConfig(StrictModel):
+    """Grafana: the dashboards as code, one folder per team."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Install Grafana with the platform's dashboards. Default: true.",
+    )
+    admin_groups: list[GroupName] = Field(
+        default_factory=list,
+        description="OIDC groups whose members administer Grafana (edit every folder). Team "
+        "members get their team's folder and the fleet's, read-only; nobody else logs in. "
+        "Used only where the oidc section is set. Default: none.",
+    )
+
+
+class RemoteWriteConfig(StrictModel):
+    """Remote write to Amazon Managed Service for Prometheus (AMP)."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Create an AMP workspace and the Pod Identity role Prometheus writes with, "
+        "and send every sample there as well (long retention outside the cluster). "
+        "Default: false.",
+    )
+
+
+class ObservabilityConfig(StrictModel):
+    """The fleet's metrics stack, dashboards and alerts."""
+
+    retention_days: int = Field(
+        default=15,
+        ge=1,
+        le=365,
+        description="Days Prometheus keeps samples on its volume. Default: 15.",
+    )
+    storage_gib: int = Field(
+        default=100,
+        alias="storageGiB",
+        ge=10,
+        le=16384,
+        description="Size of Prometheus' volume (encrypted gp3, retained on delete), GiB; "
+        "Prometheus also stops at 90% of it, so a full volume loses old samples, not new "
+        "ones. Default: 100.",
+    )
+    grafana: GrafanaConfig = Field(
+        default_factory=GrafanaConfig,
+        description="Grafana and its dashboards. Default: on.",
+    )
+    remote_write: RemoteWriteConfig = Field(
+        default_factory=RemoteWriteConfig,
+        description="Remote write to Amazon Managed Service for Prometheus. Default: off.",
+    )
+    gang_pending_alert_minutes: int = Field(
+        default=30,
+        ge=1,
+        le=1440,
+        description="Minutes a gang may pend before the GangPending alert fires, naming why "
+        "(queue, quota or capacity). Default: 30.",
+    )
+
+
+def observability_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Cross-field rules of the observability section.
+
+    Args:
+        config: the parsed platform.
+    """
+    grafana = config.observability.grafana
+    if grafana.admin_groups and config.oidc.client_id is None:
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.observability.grafana.adminGroups",
+            grafana.admin_groups,
+            "empty unless the oidc section is set: Grafana logs people in through the "
+            "platform's OIDC client, and without one it is reached by port-forward only",
+        )
