@@ -228,8 +228,10 @@ DCGM_LABELS: Final = (
 """Labels of every GPU metric: the GPU's index, UUID, bus id, device and model and the node's
 name (NVIDIA/dcgm-exporter 4.5.3-4.8.2 internal/pkg/rendermetrics/render_metrics.go, the GPU
 template), each ``label`` field of the counters file, and, with the Kubernetes mapping on
-(the chart's default), the pod that holds the GPU (internal/pkg/transformation/const.go:
-``pod``, ``namespace``, ``container``)."""
+(the chart always sets ``DCGM_EXPORTER_KUBERNETES=true``: NVIDIA/dcgm-exporter 4.5.3-4.8.2
+deployment/templates/daemonset.yaml), the pod that holds the GPU
+(internal/pkg/transformation/const.go and kubernetes.go: ``pod``, ``namespace``,
+``container``)."""
 
 
 def dcgm_counters_csv(counters: tuple[DcgmCounter, ...] = DCGM_COUNTERS) -> str:
