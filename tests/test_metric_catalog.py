@@ -170,6 +170,12 @@ def test_a_metrics_type_decides_the_names_a_query_selects() -> None:
         "volcano_job_retry_counts", "volcano_job_retry_counts_total"
     }  # fmt: skip
     assert Metric("a_total", "counter").series() == {"a_total"}
+    assert Metric("volcano_job_retry_counts", "counter").series(openmetrics=False) == {
+        "volcano_job_retry_counts"
+    }
+    # dcgm-exporter writes its own text format: its counters keep their names.
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in known_metrics()
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL_total" not in known_metrics()
     with pytest.raises(ValueError, match="not a Prometheus metric name"):
         Metric("neuron-core", "gauge")
     known = known_metrics()

@@ -47,7 +47,7 @@ class Metric:
                 f"metric {self.name!r}: type {self.type!r} is not one of {get_args(MetricType)}"
             )
 
-    def series(self) -> frozenset[str]:
+    def series(self, openmetrics: bool = True) -> frozenset[str]:
         """The names a query can select for this family.
 
         A classic histogram is stored as ``<name>_bucket``, ``<name>_sum`` and
@@ -55,12 +55,16 @@ class Metric:
         ``<name>_count``. A counter is stored under its name, and a counter whose name does
         not end in ``_total`` also as ``<name>_total`` when the target negotiates OpenMetrics
         (client_golang and client_python append the suffix there), so both are accepted.
+
+        Args:
+            openmetrics: whether the exporter may answer in OpenMetrics (default True); one
+                that writes its own text format never renames a counter.
         """
         if self.type == "histogram":
             return frozenset(f"{self.name}{suffix}" for suffix in ("_bucket", "_sum", "_count"))
         if self.type == "summary":
             return frozenset({self.name, f"{self.name}_sum", f"{self.name}_count"})
-        if self.type == "counter" and not self.name.endswith("_total"):
+        if openmetrics and self.type == "counter" and not self.name.endswith("_total"):
             return frozenset({self.name, f"{self.name}_total"})
         return frozenset({self.name})
 
@@ -86,10 +90,12 @@ class Exporter:
     """Labels the exporter adds to its series, where dashboards group by them."""
     note: str = ""
     """What the list leaves out, or where it could not be verified at the pin."""
+    openmetrics: bool = True
+    """Whether the exporter may answer in OpenMetrics, which suffixes counters ``_total``."""
 
     def names(self) -> frozenset[str]:
         """Every series name a query may select from this exporter (:meth:`Metric.series`)."""
-        return frozenset().union(*(metric.series() for metric in self.metrics))
+        return frozenset().union(*(metric.series(self.openmetrics) for metric in self.metrics))
 
 
 # --- DCGM ----------------------------------------------------------------------------------
@@ -307,6 +313,8 @@ DCGM_EXPORTER: Final = Exporter(
     labels=DCGM_LABELS,
     note="Exactly the fields of DCGM_COUNTERS: the exporter writes each field under its own "
     "name and nothing the counters file does not list (the DCGM_EXP_* fields included).",
+    # It renders its own text format from a template (render_metrics.go), never OpenMetrics.
+    openmetrics=False,
 )
 """dcgm-exporter with the platform's counters file."""
 
