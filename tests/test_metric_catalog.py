@@ -195,7 +195,7 @@ def test_the_catalogue_holds_what_the_issue_relies_on_and_cites_its_sources() ->
         "volcano_queue_allocated_scalar_resources", "volcano_queue_deserved_scalar_resources",
         "volcano_queue_capacity_scalar_resources", "volcano_queue_pod_group_pending_count",
         "kube_pod_status_phase", "kube_pod_created", "kube_node_status_condition",
-        "node_cpu_seconds_total", "node_memory_MemAvailable_bytes", "node_pressure_io_stalled_seconds_total",
+        "node_cpu_seconds_total", "node_memory_MemAvailable_bytes", "container_memory_working_set_bytes", "node_pressure_io_stalled_seconds_total",
         "controller_runtime_reconcile_total", "workqueue_depth", "keda_scaler_metrics_value",
         "jobset_failed_total", "neuroncore_utilization_ratio", "up", "ALERTS",
     }  # fmt: skip

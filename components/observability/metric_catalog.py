@@ -584,6 +584,46 @@ NODE_EXPORTER: Final = Exporter(
 )
 """node_exporter, the version the prometheus-node-exporter chart 4.56.1 pins."""
 
+# --- cAdvisor (the kubelet's /metrics/cadvisor) ---------------------------------------------
+
+CADVISOR: Final = Exporter(
+    name="cAdvisor (kubelet)",
+    release="v0.52.0 to v0.57.0",
+    sources=(
+        "google/cadvisor v0.52.0 ... v0.57.0 metrics/prometheus.go: every name below is "
+        "in each release, so it holds whichever one the kubelet of 1.33, 1.34 or 1.35 vendors",
+        "prometheus-community/helm-charts kube-prometheus-stack-88.5.3 "
+        "charts/kube-prometheus-stack/values.yaml kubelet.serviceMonitor"
+        ".cAdvisorMetricRelabelings (drops none of them)",
+    ),
+    metrics=(
+        *_typed(
+            "counter",
+            """
+            container_cpu_cfs_periods_total container_cpu_cfs_throttled_periods_total
+            container_cpu_usage_seconds_total container_fs_reads_bytes_total
+            container_fs_writes_bytes_total container_network_receive_bytes_total
+            container_network_receive_packets_dropped_total
+            container_network_receive_packets_total container_network_transmit_bytes_total
+            container_network_transmit_packets_dropped_total
+            container_network_transmit_packets_total container_oom_events_total
+            """,
+        ),
+        *_typed(
+            "gauge",
+            """
+            container_memory_cache container_memory_rss container_memory_usage_bytes
+            container_memory_working_set_bytes
+            """,
+        ),
+    ),
+    note="Only the per-container CPU, memory, file system, network and OOM series the "
+    "dashboards use. The cadvisor release each kubelet vendors was not read (the kubernetes "
+    "repository is not mirrored), hence the range; nor was the kubelet's metric set, which "
+    "has included these groups for years.",
+)
+"""The kubelet's cAdvisor metrics, which kube-prometheus-stack scrapes by default."""
+
 # --- Karpenter --------------------------------------------------------------------------------
 
 KARPENTER: Final = Exporter(
@@ -1148,6 +1188,7 @@ EXPORTERS: Final[tuple[Exporter, ...]] = (
     DCGM_EXPORTER,
     KUBE_STATE_METRICS,
     NODE_EXPORTER,
+    CADVISOR,
     KARPENTER,
     CONTROLLER_RUNTIME,
     VOLCANO,
