@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
+import pulumi
+import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
@@ -29,7 +31,8 @@ from components.observability.names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
 )
-from synth.stackfile import REPOSITORY_ROOT
+from synth.engine import synthesize
+from synth.stackfile import REPOSITORY_ROOT, StackFile
 from tests import promtool
 from tests.conftest import stack_data
 from tests.promtool import Case, Fired
@@ -517,21 +520,40 @@ def test_rules_are_prometheus_rules_with_runbooks(
     assert sections == alerts
 
 
-def test_fsx_throughput_alarm_fires_past_its_share_of_the_throughput(
-    config: PlatformConfig,
-) -> None:
+def test_registered_rules_and_fsx_alarm(config: PlatformConfig) -> None:
+    """Under mocks: one PrometheusRule per group, after what it waits for; and the throughput
+    alarm at 80% of prod's file system's throughput, in bytes a second, from read plus write."""
     lustre = config.storage.lustre
     assert lustre is not None
-    args = rules.fsx_throughput_alarm_args(config, lustre, "fs-0123")
+
+    def program() -> None:
+        provider = k8s.Provider("cluster", kubeconfig="{}")
+        stack = k8s.core.v1.Namespace("monitoring", opts=pulumi.ResourceOptions(provider=provider))
+        rules.register_rules(config, ready=[stack], provider=provider)
+        rules.register_fsx_alarms("storage", config, file_system_id="fs-0123")
+
+    stack_file = StackFile(project="p", stack="prod", config={}, secret_keys=[])
+    run = synthesize(stack_file, program, region=config.region, account_id=config.account_id)
+    made = [
+        r for r in run.records if r.type == "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
+    ]
+    by_name = {record.inputs["metadata"]["name"]: record for record in made}
+    groups = rules.rule_groups(config)
+    assert sorted(by_name) == sorted(group["name"] for group in groups)
+    for group in groups:
+        record = by_name[group["name"]]
+        assert record.inputs["spec"] == rules.prometheus_rule(group)["spec"]
+        assert record.inputs["metadata"]["labels"] == {"release": "monitoring"}
+        assert any("Namespace::monitoring" in urn for urn in record.dependencies)
+    (alarm,) = [r.inputs for r in run.records if r.type == "aws:cloudwatch/metricAlarm:MetricAlarm"]
     # 250 MB/s per TiB over prod's capacity, 80% of it, in bytes a second.
     expected = lustre.throughput_per_tib * 10**6 * lustre.storage_capacity_gib / 1024 * 0.8
-    assert abs(args["threshold"] - expected) <= 1
-    queries = {query.id: query for query in args["metric_queries"]}
-    assert [q.return_data for q in args["metric_queries"]] == [False, False, True]
-    assert queries["throughput"].expression == "(read + write) / PERIOD(read)"
-    assert {q.metric.metric_name for q in args["metric_queries"] if q.metric} == {
-        "DataReadBytes",
-        "DataWriteBytes",
-    }
-    assert args["comparison_operator"] == "GreaterThanThreshold"
-    assert args["alarm_actions"] == lustre.alarm_actions
+    assert abs(alarm["threshold"] - expected) <= 1
+    assert alarm["comparisonOperator"] == "GreaterThanThreshold"
+    queries = {query["id"]: query for query in alarm["metricQueries"]}
+    assert queries["throughput"]["expression"] == "(read + write) / PERIOD(read)"
+    assert queries["throughput"]["returnData"] is True
+    for name, metric in (("read", "DataReadBytes"), ("write", "DataWriteBytes")):
+        assert queries[name]["metric"]["metricName"] == metric
+        assert queries[name]["metric"]["dimensions"] == {"FileSystemId": "fs-0123"}
+        assert queries[name]["returnData"] is False

@@ -36,7 +36,10 @@ metrics exist"):
   ``volcano_queue_allocated_scalar_resources`` and ``volcano_queue_capacity_scalar_resources``
   ``{queue_name,resource}`` (pkg/scheduler/metrics/queue.go).
 - Slurm 26.05 (SchedMD/slurm slurm-26-05-3-1 src/plugins/metrics/openmetrics/openmetrics.c):
-  ``slurm_partition_nodes_down``, ``_drain`` and ``_fail`` ``{partition}``.
+  ``slurm_partition_nodes_down``, ``_drain`` and ``_fail`` ``{partition}``, served on
+  ``/metrics/partitions``, one of the endpoints the Slinky operator's ServiceMonitor scrapes by
+  default (slurm-operator v1.2.1 internal/builder/controllerbuilder/
+  controller_servicemonitor.go).
 - The EFA exporter (images/efa-exporter): ``trainingplatform_efa_devices{node}`` and
   ``trainingplatform_efa_<counter>_total{node,device,port}``, the counters the EFA driver's
   ``hw_counters`` name (amzn/amzn-drivers efa_linux_3.1.0 kernel/linux/efa/src/efa_verbs.c,
