@@ -9,6 +9,7 @@ one the tests fail, saying how to install it: a rule nobody evaluated is not a t
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -32,6 +33,7 @@ EVALUATION_INTERVAL: Final = "1m"
 (promtool evaluates every group from the start to each test's end)."""
 
 
+@functools.cache
 def promtool() -> Path:
     """The promtool binary: ``PROMTOOL``, or the one scripts/promtool-setup installs (it runs
     here when needed, and waits for an install already under way)."""
