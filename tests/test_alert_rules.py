@@ -211,6 +211,11 @@ def _gang_case() -> Case:
     for namespace, (group, created, phase) in gangs.items():
         series |= _pod(namespace, f"{group}-0", group, created=created, phase=phase)
         series |= _gang(namespace, group, namespace, created=created)
+    # A second kube-state-metrics replica's copy of a pod's annotations: joins stay one-to-one.
+    series[
+        'kube_pod_annotations{namespace="team-u", pod="job-u-0", uid="job-u-0-uid", '
+        'annotation_scheduling_k8s_io_group_name="job-u", instance="kube-state-metrics-1"}'
+    ] = "1x80"
     series |= _pod("team-u", "job-n-0", "job-n", created=600)  # 5 minutes at 15m
     series |= _gang("team-u", "job-n", "team-u", created=600)
     series |= _pod("team-u", "job-r-0", "job-r", created=0, phase="Running")

@@ -402,11 +402,16 @@ _UNSCHEDULABLE: Final = "kube_pod_status_unschedulable"
 
 
 def _pods_of_gangs(selector: str) -> str:
-    """Pods matching a kube-state-metrics pod selector, with their gang as ``podgroup``."""
+    """Pods matching a kube-state-metrics pod selector, with their gang as ``podgroup``.
+
+    One series per pod (labels ``namespace``, ``pod``, ``podgroup``), so that joins on the pod
+    stay one-to-one whatever else the annotations' series carry.
+    """
+    annotated = f'kube_pod_annotations{{{GROUP_LABEL}!=""}}'
     return (
-        f'label_replace(kube_pod_annotations{{{GROUP_LABEL}!=""}}, "podgroup", "$1", '
+        f'max by (namespace, pod, podgroup) (label_replace({annotated}, "podgroup", "$1", '
         f'"{GROUP_LABEL}", "(.+)") * on(namespace, pod) group_left() '
-        f"(max by (namespace, pod) ({selector}) == 1)"
+        f"(max by (namespace, pod) ({selector}) == 1))"
     )
 
 
