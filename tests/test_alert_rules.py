@@ -361,6 +361,7 @@ def _ledger_case() -> Case:
     claims = {  # node: (pool, launched, registered, initialized)
         "n1": ("p5", 160, 250, 500), "n2": ("p5", 190, 280, 520), "n3": ("p5", 50, 80, 120),
         "n4": ("p5en", 300, 400, 900), "n5": ("p5", 100, 200, 300), "n6": ("p5", 60, 70, 80),
+        "n7": ("p5en", 100, 150, 200), "n8": ("trn2", 200, 250, 300),
     }  # fmt: skip
     for node, (pool, *times) in claims.items():
         for condition, at in zip(("Launched", "Registered", "Initialized"), times, strict=True):
@@ -373,6 +374,7 @@ def _ledger_case() -> Case:
         "g3": ("team-b", 0, {"g3-0": ("n4", 1200, 3000)}),
         "g4": ("team-b", 0, {"g4-0": ("n6", 100, None), "g4-1": ("n6", None, None)}),
         "g5": ("team-a", 0, {"g5-0": ("n5", 400, 1300)}),
+        "g6": ("team-c", 0, {"g6-0": ("n7", 500, 1000), "g6-1": ("n8", 600, 1000)}),
     }
     for group, (namespace, created, pods) in gangs.items():
         series[
@@ -422,6 +424,31 @@ def _ledger_case() -> Case:
                 "g1", "team-a", "p5", (90, 180, 420, 660, 900)
             ),
             f'{GANG_COLD_START_RULE}{{podgroup="g2"}}': [],
+            # over two pools: node stages per pool, pod stages under the last-launched pool's
+            f'{GANG_COLD_START_RULE}{{podgroup="g6", stage=~"nodes_launched|pods_running|first_step"}}': [
+                *stages("g6", "team-c", "p5en", (100,)),
+                *stages("g6", "team-c", "trn2", (200,)),
+                (
+                    {
+                        "__name__": GANG_COLD_START_RULE,
+                        "namespace": "team-c",
+                        "podgroup": "g6",
+                        "nodepool": "trn2",
+                        "stage": "pods_running",
+                    },
+                    600,
+                ),
+                (
+                    {
+                        "__name__": GANG_COLD_START_RULE,
+                        "namespace": "team-c",
+                        "podgroup": "g6",
+                        "nodepool": "trn2",
+                        "stage": "first_step",
+                    },
+                    1000,
+                ),
+            ],
             f'{GANG_COLD_START_RULE}{{podgroup="g4"}}': stages("g4", "team-b", "p5", (60, 70, 80)),
             f'{rules.POD_GANG_RULE}{{podgroup="g3"}}': [
                 (

@@ -562,9 +562,10 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
       PodMonitor's target labels).
 
     A gang is cold when its last node launched after it was submitted (it waited for a new
-    node); a gang whose nodes all existed has no ledger entry. A gang's nodes are in one pool
-    (the runtimes and node sets are per pool). Each stage is the last node (or pod) to reach
-    it, except the first step, the earliest pod's.
+    node); a gang whose nodes all existed has no ledger entry. A gang's nodes are normally in one
+    pool (the runtimes and node sets are per pool); one whose nodes came from two has its node
+    stages per pool and its pod stages under the pool whose nodes launched last. Each stage is
+    the last node (or pod) to reach it, except the first step, the earliest pod's.
 
     Args:
         config: the validated platform (each pool's cold-start budget).
@@ -594,7 +595,11 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             else f"({expr}) and on(namespace, podgroup) {launched}"
         )
         rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
-    pool_of = f"on(namespace, podgroup) group_left(nodepool) (0 * {launched})"
+    # A gang whose nodes came from two pools is the last-launched pool's from here on.
+    pool_of = (
+        f"on(namespace, podgroup) group_left(nodepool) "
+        f"(0 * topk by (namespace, podgroup) (1, {launched}))"
+    )
     not_ready = f"({POD_GANG_RULE} unless on(namespace, pod) kube_pod_status_ready_time)"
     ready = (
         f"max by (namespace, podgroup) (max by (namespace, pod) (kube_pod_status_ready_time) "
