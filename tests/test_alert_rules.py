@@ -367,6 +367,11 @@ def _ledger_case() -> Case:
         for condition, at in zip(("Launched", "Registered", "Initialized"), times, strict=True):
             key = f'nodeclaim="{pool}-{node}", nodepool="{pool}", node="{node}"'
             series[f'{NODECLAIM_CONDITION_METRIC}{{{key}, condition="{condition}"}}'] = f"{at}x40"
+    for pool in ("p5", "p5en"):  # launching, no node yet
+        series[
+            f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="{pool}-new", nodepool="{pool}", '
+            'condition="Launched"}'
+        ] = "550x40"
     # gang: (namespace, created, {pod: (node, ready or None, first step or None)})
     gangs: dict[str, tuple[str, int, dict[str, tuple[str, int | None, int | None]]]] = {
         "g1": ("team-a", 100, {"g1-0": ("n1", 700, 1000), "g1-1": ("n2", 760, 1010)}),

@@ -582,12 +582,13 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     ]
     launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched"}}'
     for stage, condition in STAGE_CONDITIONS.items():
+        claims = f'{NODECLAIM_CONDITION_METRIC}{{condition="{condition}", node!=""}}'
         nodes = (
-            f"max by (namespace, podgroup, nodepool) ("
-            f'max by (node, nodepool) ({NODECLAIM_CONDITION_METRIC}{{condition="{condition}"}}) '
+            f"max by (namespace, podgroup, nodepool) (max by (node, nodepool) ({claims}) "
             f"* on(node) group_right(nodepool) {GANG_NODE_RULE})"
         )
         expr = f"{nodes} - on(namespace, podgroup) group_left() {created}"
+        # Claims not yet registered have no node: left out, or they would collide on node="".
         # The first stage decides which gangs are cold; the later ones follow it.
         expr = (
             f"{expr} > 0"
