@@ -181,7 +181,7 @@ def test_ci_run_fails_with_a_failing_step_and_prints_its_wall_time(
     (root / ".ci").mkdir(parents=True)
     (root / "scripts").mkdir()
     shutil.copy2(CI_RUN, root / ".ci" / "run")
-    steps = {"setup": 0, "lint": lint, "docs": 0, "renovate": 0, "test": tests}
+    steps = {"setup": 0, "lint": lint, "docs": 0, "renovate": 0, "promtool-setup": 0, "test": tests}
     for name, exit_status in steps.items():
         fake = root / "scripts" / name
         fake.write_text(f'#!/usr/bin/env bash\necho {name} >>"$0.called"\nexit {exit_status}\n')

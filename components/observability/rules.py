@@ -1,0 +1,836 @@
+"""Recording rules and alerts as PrometheusRules, and the AWS-side alarms the fleet lacks.
+
+Each rule group is its own PrometheusRule in the monitoring namespace, labelled ``release:
+monitoring`` so that the chart's Prometheus loads it: kube-prometheus-stack 88.5.3
+templates/prometheus/prometheus.yaml selects rules by ``release: <release name>`` while
+``ruleSelectorNilUsesHelmValues`` is true (its default, values.yaml). Pure builders return the
+groups as the PrometheusRule spec writes them; :func:`register_rules` makes the objects. Every
+alert carries ``runbook_url`` (its section of docs/how-to/alert-runbooks.md), a summary and a
+description naming what and where.
+
+Inputs, exactly as the exporters at our pins label them (docs: concepts, observability, "Which
+metrics exist"):
+
+- DCGM exporter (NVIDIA/dcgm-exporter 4.5.3-4.8.2, chart 4.8.2): ``DCGM_FI_DEV_XID_ERRORS``
+  (gauge, the last XID), ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL``, ``DCGM_FI_DEV_UNCORRECTABLE_
+  REMAPPED_ROWS`` (counters), ``DCGM_FI_DEV_ROW_REMAP_FAILURE`` (gauge), each with ``gpu``,
+  ``UUID``, ``modelName`` and ``Hostname`` (the node: the chart sets ``NODE_NAME``,
+  internal/pkg/hostname/hostname.go); etc/default-counters.csv leaves the DBE counter commented
+  out, so the sources lane's counters file must list it.
+- kube-state-metrics v2.20.0 (chart 8.4.0, kube-prometheus-stack 88.5.3 Chart.yaml):
+  ``kube_node_status_allocatable{node,resource,unit}`` (resource sanitised: ``nvidia_com_gpu``,
+  internal/store/node.go), ``kube_node_labels{node,label_*}`` with :data:`NODE_LABELS`
+  allowlisted, ``kube_node_spec_taint{node,key,value,effect}``,
+  ``kube_node_status_condition{node,condition,status}``, ``kube_pod_info{namespace,pod,node,..}``,
+  ``kube_pod_annotations{namespace,pod,annotation_*}`` with :data:`POD_ANNOTATIONS`
+  allowlisted, ``kube_pod_created``, ``kube_pod_status_phase{phase}``,
+  ``kube_pod_status_unschedulable``, ``kube_pod_status_ready_time{namespace,pod,uid}``,
+  ``kube_resourcequota{namespace,resourcequota,resource,type}`` (type ``hard`` or ``used``,
+  internal/store/resourcequota.go).
+- Karpenter v1.14.1: ``karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type}``
+  (pkg/metrics/metrics.go; reason ``insufficient_capacity`` when a launch finds no capacity,
+  pkg/controllers/nodeclaim/lifecycle/launch.go),
+  ``karpenter_cloudprovider_errors_total{controller,method,provider,error}``
+  (pkg/cloudprovider/metrics/cloudprovider.go).
+- Volcano v1.15.1 scheduler: ``volcano_queue_overused{queue_name}``,
+  ``volcano_queue_allocated_scalar_resources`` and ``volcano_queue_capacity_scalar_resources``
+  ``{queue_name,resource}`` (pkg/scheduler/metrics/queue.go).
+- Slurm 26.05 (SchedMD/slurm slurm-26-05-3-1 src/plugins/metrics/openmetrics/openmetrics.c):
+  ``slurm_partition_nodes_down``, ``_drain`` and ``_fail`` ``{partition}``, served on
+  ``/metrics/partitions``, one of the endpoints the Slinky operator's ServiceMonitor scrapes by
+  default (slurm-operator v1.2.1 internal/builder/controllerbuilder/
+  controller_servicemonitor.go).
+- The EFA exporter (images/efa-exporter): ``trainingplatform_efa_devices{node}`` and
+  ``trainingplatform_efa_<counter>_total{node,device,port}``, the counters the EFA driver's
+  ``hw_counters`` name (amzn/amzn-drivers efa_linux_3.1.0 kernel/linux/efa/src/efa_verbs.c,
+  ``EFA_DEFINE_PORT_STATS``).
+- The cold-start ledger's own inputs (:mod:`components.observability.names`).
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import catalog, health_marks
+from components.config import LustreConfig, NodePoolConfig, PlatformConfig
+from components.observability.names import (
+    COLD_START_BUDGET_METRIC,
+    COLD_START_QUANTILE_RULES,
+    FIRST_STEP_METRIC,
+    GANG_COLD_START_RULE,
+    MONITORING_NAMESPACE,
+    MONITORING_RELEASE,
+    NODECLAIM_CONDITION_METRIC,
+    PODGROUP_CREATED_METRIC,
+    RULE_PREFIX,
+)
+
+RUNBOOKS_PAGE: Final = "docs/how-to/alert-runbooks.md"
+"""The runbooks page, by its path in the repository (the platform has no published site to link):
+each alert's ``runbook_url`` is its section there, ``<page>#<alert name, lower-cased>``, the
+anchor the docs build gives a ``## <AlertName>`` heading."""
+
+RULE_LABELS: Final = {"release": MONITORING_RELEASE}
+"""Labels of every PrometheusRule: the chart's Prometheus selects rules by them."""
+
+INSTANCE_TYPE_LABEL: Final = "label_node_kubernetes_io_instance_type"
+NODEPOOL_LABEL: Final = "label_karpenter_sh_nodepool"
+NODE_LABELS: Final = ("node.kubernetes.io/instance-type", "karpenter.sh/nodepool")
+"""Node labels kube-state-metrics must allowlist (``--metric-labels-allowlist=nodes=[...]``):
+the alerts that compare a node with its catalog entry read its type and pool from them."""
+GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+"""Pod annotation naming the Volcano PodGroup (volcano-sh/volcano v1.15.1
+staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/labels.go ``KubeGroupNameAnnotationKey``;
+the PodGroup controller sets it on every pod it groups, pkg/controllers/podgroup/
+pg_controller_handler.go ``updatePodAnnotations``)."""
+POD_ANNOTATIONS: Final = (GROUP_ANNOTATION,)
+"""Pod annotations kube-state-metrics must allowlist (``--metric-annotations-allowlist=pods=
+[...]``): a gang's pods are found by their group."""
+GROUP_LABEL: Final = "annotation_scheduling_k8s_io_group_name"
+
+# --------------------------------------------------------------------------- thresholds
+
+XID_WINDOW: Final = "5m"
+"""A GPU's XID is new when the last XID changed within this window (ten scrapes)."""
+CRITICAL_XIDS: Final = {
+    48: "double-bit ECC error",
+    74: "NVLink critical error",
+    79: "GPU fallen off the bus",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    140: "ECC unrecovered error",
+}
+"""XIDs that mean the GPU must be drained and reset or replaced: DCGM's "devastating" XIDs,
+which its health watch fails a GPU for whichever subsystems are watched (NVIDIA/DCGM v4.5.3
+modules/health/DcgmHealthWatch.cpp ``BuildXidMappings``)."""
+ECC_WINDOW: Final = "10m"
+"""Uncorrectable errors counted over ten minutes: any one is an alert."""
+NODE_SETTLE_FOR: Final = "15m"
+"""How long a node may miss a GPU or an EFA interface, or not be Ready, before an alert: a new
+node advertises its devices once the device plugins start (minutes after launch), and Karpenter
+removes a node that never turns Ready within its registration window."""
+EFA_RATE_WINDOW: Final = "10m"
+EFA_ERROR_COUNTERS: Final = (
+    "rx_drops",
+    "rdma_read_wr_err",
+    "rdma_write_wr_err",
+    "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+)
+"""EFA port counters that count failures, not traffic (efa_verbs.c ``EFA_DEFINE_PORT_STATS``)."""
+EFA_ERROR_RATE_PER_SECOND: Final = 0.1
+"""Errors per second on one interface, sustained for :data:`EFA_RATE_WINDOW`, that alert: six a
+minute for ten minutes is a link or a peer going bad, not a stray drop."""
+EFA_RETRANSMIT_RATIO: Final = 0.01
+"""Retransmitted packets per packet sent that alert: SRD retransmits under congestion as a
+matter of course, well under a percent; above it the path is lossy and collectives slow."""
+EFA_ALERT_FOR: Final = "10m"
+KARPENTER_WINDOW: Final = "15m"
+"""Launch failures counted over a quarter hour: one failed launch is worth a look."""
+QUOTA_NEAR_FULL: Final = 0.9
+"""Share of a ResourceQuota's hard limit at which a pending gang's namespace counts as out of
+quota: the gang's own request is not known to the rule, and a gang of whole nodes needs at least
+one node's worth, a tenth of most teams' accelerator quota."""
+QUANTILE_INTERVAL: Final = "5m"
+"""How often the day-long quantiles are evaluated: a range of a day over every gang is costly,
+and the dashboard shows days."""
+NODE_UNHEALTHY_FOR: Final = "15m"
+"""How long Slurm may count nodes down, drained or failed before the alert: the Slinky operator
+drains a node before it removes it on scale-in, which takes minutes."""
+TAINT_FOR: Final = "5m"
+
+GANG_PENDING_RULE: Final = f"{RULE_PREFIX}:gang_pending_seconds"
+"""Recording rule: seconds since the oldest pending pod of each gang was created (labels
+``namespace``, ``podgroup``, ``queue``)."""
+GANG_PENDING_REASON_RULE: Final = f"{RULE_PREFIX}:gang_pending_reason_seconds"
+"""Recording rule: :data:`GANG_PENDING_RULE` with a ``reason`` label: ``quota``, ``queue``,
+``capacity`` or ``unknown`` (the first that holds, in that order)."""
+POD_GANG_RULE: Final = f"{RULE_PREFIX}:pod_gang:info"
+"""Recording rule: 1 per pod of a gang (labels ``namespace``, ``pod``, ``podgroup``, ``node``)."""
+GANG_NODE_RULE: Final = f"{RULE_PREFIX}:gang_node:info"
+"""Recording rule: 1 per node of a gang (labels ``namespace``, ``podgroup``, ``node``)."""
+REASONS: Final = ("quota", "queue", "capacity", "unknown")
+
+STAGE_CONDITIONS: Final = {
+    "nodes_launched": "Launched",
+    "nodes_registered": "Registered",
+    "nodes_initialized": "Initialized",
+}
+"""The ledger's node stages and the NodeClaim condition each reads (kubernetes-sigs/karpenter
+v1.14.1 pkg/apis/v1/nodeclaim_status.go)."""
+
+
+@dataclass(frozen=True)
+class AlertDoc:
+    """What an alert's annotations and runbook say."""
+
+    summary: str
+    description: str
+
+
+def runbook_url(alert: str) -> str:
+    """The alert's section of the runbooks page (mkdocs anchors are the lower-cased title).
+
+    Args:
+        alert: the alert's name, which is its section's title.
+    """
+    return f"{RUNBOOKS_PAGE}#{alert.lower()}"
+
+
+def alert(
+    name: str,
+    expr: str,
+    *,
+    severity: str,
+    summary: str,
+    description: str,
+    for_: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One alerting rule as a PrometheusRule spec writes it.
+
+    Args:
+        name: the alert's name (and its runbook section's title).
+        expr: PromQL; every series it returns is an alert.
+        severity: ``critical`` (act now: a job is failing or will) or ``warning`` (look today).
+        summary: one line naming what and where (Go templates over ``$labels``).
+        description: what it means and the first thing to do.
+        for_: how long the condition must hold; none: it alerts at once.
+        labels: more labels of the alert.
+    """
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_ is not None:
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity, **(labels or {})}
+    rule["annotations"] = {
+        "summary": summary,
+        "description": description,
+        "runbook_url": runbook_url(name),
+    }
+    return rule
+
+
+def record(name: str, expr: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """One recording rule.
+
+    Args:
+        name: the series it records.
+        expr: PromQL.
+        labels: labels set on every series it records (they tell rules of one name apart).
+    """
+    rule: dict[str, Any] = {"record": name, "expr": expr}
+    if labels:
+        rule["labels"] = labels
+    return rule
+
+
+def group(name: str, rules: list[dict[str, Any]], interval: str | None = None) -> dict[str, Any]:
+    """A rule group: its rules are evaluated in order, each seeing the ones before.
+
+    Args:
+        name: the group's name (unique in the Prometheus), also the PrometheusRule's name.
+        rules: its rules.
+        interval: how often it is evaluated; none: the Prometheus' evaluation interval.
+    """
+    built: dict[str, Any] = {"name": name}
+    if interval is not None:
+        built["interval"] = interval
+    built["rules"] = rules
+    return built
+
+
+def _alternatives(values: Iterable[str]) -> str:
+    """A regular expression matching exactly these label values (dots escaped)."""
+    return "|".join(sorted({v.replace(".", "\\\\.") for v in values}))
+
+
+def _expected_per_node(counts: dict[int, tuple[set[str], set[str]]]) -> str:
+    """A vector of each managed node's expected count, by (pools, instance types) per count.
+
+    Labels: ``node``, ``nodepool``, ``instance_type``; value: the count the catalog gives.
+    """
+    parts = []
+    for count, (pools, types) in sorted(counts.items()):
+        nodes = (
+            f'kube_node_labels{{{NODEPOOL_LABEL}=~"{_alternatives(pools)}", '
+            f'{INSTANCE_TYPE_LABEL}=~"{_alternatives(types)}"}}'
+        )
+        renamed = (
+            f'label_replace(label_replace({nodes}, "nodepool", "$1", "{NODEPOOL_LABEL}", '
+            f'"(.*)"), "instance_type", "$1", "{INSTANCE_TYPE_LABEL}", "(.*)")'
+        )
+        parts.append(f"{count} * group by (node, nodepool, instance_type) ({renamed})")
+    return " or ".join(f"({part})" for part in parts)
+
+
+def _missing_alert(
+    name: str,
+    expected: str,
+    actual: str,
+    *,
+    what: str,
+    severity: str,
+) -> dict[str, Any]:
+    """Alert on nodes that have fewer of a device than their instance type's catalog count."""
+    have = f"(({actual}) or on(node) (0 * ({expected})))"
+    return alert(
+        name,
+        f"(({expected}) - on(node) group_left() {have}) > 0",
+        severity=severity,
+        for_=NODE_SETTLE_FOR,
+        summary=f"Node {{{{ $labels.node }}}} ({{{{ $labels.nodepool }}}}) is missing "
+        f"{{{{ $value }}}} {what}",
+        description=f"The node, a {{{{ $labels.instance_type }}}}, has fewer {what} than its "
+        f"instance type has (components/catalog.py) for {NODE_SETTLE_FOR}. Gangs that need "
+        "the whole node cannot land on it. Drain it so that Karpenter replaces it.",
+    )
+
+
+def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
+    """GPU errors, and GPUs and EFA interfaces missing from the nodes that should have them.
+
+    Args:
+        config: the validated platform (its pools give each node's expected counts).
+    """
+    node_of = "{{ $labels.Hostname }}"
+    gpu = f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.UUID }}}}) on {node_of}"
+    critical = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {xid}" for xid in sorted(CRITICAL_XIDS))
+    rules = [
+        alert(
+            "GPUXidError",
+            f"(DCGM_FI_DEV_XID_ERRORS > 0) and (changes(DCGM_FI_DEV_XID_ERRORS[{XID_WINDOW}]) > 0)",
+            severity="warning",
+            summary=f"{gpu} reported XID {{{{ $value }}}}",
+            description="The GPU driver reported a new XID error in the last "
+            f"{XID_WINDOW}. Application XIDs (13, 31, 43, 45) point at the job; others at the "
+            "GPU: see the runbook's table.",
+        ),
+        alert(
+            "GPUCriticalXid",
+            critical,
+            severity="critical",
+            summary=f"{gpu} reported critical XID {{{{ $value }}}}",
+            description="The last XID of the GPU is one DCGM's health check fails a GPU for ("
+            + ", ".join(f"{xid}: {what}" for xid, what in sorted(CRITICAL_XIDS.items()))
+            + "). Jobs on the node will fail or hang: drain the node and let it be replaced.",
+        ),
+        alert(
+            "GPUUncorrectableECC",
+            f"(increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[{ECC_WINDOW}]) > 0)"
+            f" or (increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[{ECC_WINDOW}]) > 0)"
+            " or (DCGM_FI_DEV_ROW_REMAP_FAILURE > 0)",
+            severity="critical",
+            summary=f"{gpu} has uncorrectable memory errors",
+            description="Double-bit ECC errors, rows remapped for uncorrectable errors, or a "
+            f"failed row remap in the last {ECC_WINDOW}. The GPU's memory corrupts data: "
+            "drain the node; a failed remap means the GPU must be replaced.",
+        ),
+    ]
+    gpus: dict[int, tuple[set[str], set[str]]] = {}
+    efa: dict[int, tuple[set[str], set[str]]] = {}
+    for pool in config.node_pools:
+        for name in pool.instance_types:
+            entry = catalog.lookup(name)
+            if entry.accelerator == "nvidia":
+                pools, types = gpus.setdefault(entry.accelerators, (set(), set()))
+                pools.add(pool.name)
+                types.add(name)
+            if pool.uses_efa:
+                pools, types = efa.setdefault(entry.efa_interfaces, (set(), set()))
+                pools.add(pool.name)
+                types.add(name)
+    if gpus:
+        rules.append(
+            _missing_alert(
+                "GPUMissing",
+                _expected_per_node(gpus),
+                'sum by (node) (kube_node_status_allocatable{resource="nvidia_com_gpu"})',
+                what="allocatable GPUs",
+                severity="critical",
+            )
+        )
+    if efa:
+        rules.append(
+            _missing_alert(
+                "EFAInterfaceMissing",
+                _expected_per_node(efa),
+                "max by (node) (trainingplatform_efa_devices)",
+                what="EFA interfaces",
+                severity="critical",
+            )
+        )
+        where = "interface {{ $labels.device }} port {{ $labels.port }} on {{ $labels.node }}"
+        terms = [
+            f"label_replace(sum by (node, device, port) (rate(trainingplatform_efa_{c}_total"
+            f'[{EFA_RATE_WINDOW}])) > {EFA_ERROR_RATE_PER_SECOND}, "counter", "{c}", "", "")'
+            for c in EFA_ERROR_COUNTERS
+        ]
+        terms.append(
+            f"label_replace(sum by (node, device, port) (rate(trainingplatform_efa_retrans_pkts"
+            f"_total[{EFA_RATE_WINDOW}])) / sum by (node, device, port) (rate("
+            f"trainingplatform_efa_tx_pkts_total[{EFA_RATE_WINDOW}])) > {EFA_RETRANSMIT_RATIO}"
+            ', "counter", "retrans_pkts", "", "")'
+        )
+        rules.append(
+            alert(
+                "EFAErrorsRising",
+                " or ".join(terms),
+                severity="warning",
+                for_=EFA_ALERT_FOR,
+                summary=f"EFA {where}: {{{{ $labels.counter }}}} rising",
+                description=f"Over {EFA_RATE_WINDOW}, {{{{ $labels.counter }}}} rose faster "
+                f"than the platform allows ({EFA_ERROR_RATE_PER_SECOND} errors a second, or "
+                f"retransmits above {EFA_RETRANSMIT_RATIO:.0%} of packets sent). Collectives "
+                "through this interface slow down or fail; run a fabric test on the node.",
+            )
+        )
+    return rules
+
+
+_PENDING: Final = 'kube_pod_status_phase{phase="Pending"}'
+_UNSCHEDULABLE: Final = "kube_pod_status_unschedulable"
+
+
+def _pods_of_gangs(selector: str) -> str:
+    """Pods matching a kube-state-metrics pod selector, with their gang as ``podgroup``.
+
+    One series per pod (labels ``namespace``, ``pod``, ``podgroup``), so that joins on the pod
+    stay one-to-one whatever else the annotations' series carry.
+    """
+    annotated = f'kube_pod_annotations{{{GROUP_LABEL}!=""}}'
+    return (
+        f'max by (namespace, pod, podgroup) (label_replace({annotated}, "podgroup", "$1", '
+        f'"{GROUP_LABEL}", "(.+)") * on(namespace, pod) group_left() '
+        f"(max by (namespace, pod) ({selector}) == 1))"
+    )
+
+
+def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
+    """How long each gang has pended and why, and the alert past the configured minutes.
+
+    A gang pends while any of its pods is Pending. Its reason is the first that holds: its
+    namespace's quota is (nearly) used up; its Volcano queue is overused (past deserved) or at
+    its capability; its pods are unschedulable (no node fits and Karpenter has not brought one);
+    otherwise unknown. Quota stops pods from being created at all, so a gang none of whose pods
+    could be created has no Pending pod and is not seen here (the quota's own events say so).
+
+    Args:
+        config: the validated platform (``observability.gangPendingAlertMinutes``).
+    """
+    minutes = config.observability.gang_pending_alert_minutes
+    pending = (
+        f"max by (namespace, podgroup) ((time() - max by (namespace, pod) (kube_pod_created)) "
+        f"* on(namespace, pod) group_left(podgroup) ({_pods_of_gangs(_PENDING)}))"
+    )
+    with_queue = (
+        f"{pending} * on(namespace, podgroup) group_left(queue) "
+        f"group by (namespace, podgroup, queue) ({PODGROUP_CREATED_METRIC})"
+    )
+    quota = (
+        "count by (namespace) (max by (namespace, resourcequota, resource) "
+        '(kube_resourcequota{type="used"}) / on(namespace, resourcequota, resource) '
+        '(max by (namespace, resourcequota, resource) (kube_resourcequota{type="hard"}) > 0) '
+        f">= {QUOTA_NEAR_FULL})"
+    )
+    queue = (
+        "label_replace((max by (queue_name) (volcano_queue_overused) == 1) or on(queue_name) "
+        "count by (queue_name) (max by (queue_name, resource) "
+        "(volcano_queue_allocated_scalar_resources) >= on(queue_name, resource) "
+        "(max by (queue_name, resource) (volcano_queue_capacity_scalar_resources) > 0)), "
+        '"queue", "$1", "queue_name", "(.*)")'
+    )
+    capacity = f"count by (namespace, podgroup) ({_pods_of_gangs(_UNSCHEDULABLE)})"
+    checks = {
+        "quota": f"{GANG_PENDING_RULE} and on(namespace) {quota}",
+        "queue": f"{GANG_PENDING_RULE} and on(queue) {queue}",
+        "capacity": f"{GANG_PENDING_RULE} and on(namespace, podgroup) {capacity}",
+        "unknown": GANG_PENDING_RULE,
+    }
+    reasons = " or on(namespace, podgroup) ".join(
+        f'label_replace({check}, "reason", "{reason}", "", "")' for reason, check in checks.items()
+    )
+    return [
+        record(GANG_PENDING_RULE, with_queue),
+        record(GANG_PENDING_REASON_RULE, reasons),
+        alert(
+            "GangPending",
+            f"{GANG_PENDING_REASON_RULE} > {minutes * 60}",
+            severity="warning",
+            summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} (queue "
+            "{{ $labels.queue }}) pending for {{ $value | humanizeDuration }}: "
+            "{{ $labels.reason }}",
+            description=f"A pod of the gang has been Pending for more than {minutes} minutes "
+            "(observability.gangPendingAlertMinutes). The reason label says why: quota (the "
+            "namespace's ResourceQuota is nearly used up), queue (the Volcano queue is past "
+            "its deserved share or at its capability), capacity (no node fits and Karpenter "
+            "has not launched one) or unknown.",
+        ),
+    ]
+
+
+def capacity_rules() -> list[dict[str, Any]]:
+    """Karpenter's failed launches: no capacity (in a reservation or the zone), or errors."""
+    return [
+        alert(
+            "KarpenterInsufficientCapacity",
+            "sum by (nodepool, capacity_type) (increase(karpenter_nodeclaims_disrupted_total"
+            f'{{reason="insufficient_capacity"}}[{KARPENTER_WINDOW}])) > 0',
+            severity="warning",
+            summary="Pool {{ $labels.nodepool }} ({{ $labels.capacity_type }}) could not "
+            "launch nodes: insufficient capacity",
+            description="EC2 had no capacity for the pool's NodeClaims in the last "
+            f"{KARPENTER_WINDOW}; Karpenter deleted them and will retry. On a reserved pool the "
+            "capacity reservation is used up or expired; otherwise the zone is out of the "
+            "instance type. Gangs waiting on this pool stay pending.",
+        ),
+        alert(
+            "KarpenterLaunchErrors",
+            "sum by (error) (increase(karpenter_cloudprovider_errors_total"
+            f'{{method="Create", error!="InsufficientCapacityError"}}[{KARPENTER_WINDOW}])) > 0',
+            severity="warning",
+            summary="Karpenter launches failing: {{ $labels.error }}",
+            description=f"Launches failed in the last {KARPENTER_WINDOW} for a reason other "
+            "than capacity (an empty error is one Karpenter does not classify: its log says "
+            "which). A NodeClassNotReadyError means the EC2NodeClass cannot resolve its AMI, "
+            "subnets or security groups.",
+        ),
+    ]
+
+
+def node_health_rules() -> list[dict[str, Any]]:
+    """Nodes unhealthy in Slurm (down, drained, failed) or in Kubernetes (tainted, not Ready)."""
+    slurm = " + ".join(
+        f"sum by (partition) (slurm_partition_nodes_{state})" for state in ("down", "drain", "fail")
+    )
+    return [
+        alert(
+            "SlurmNodesUnhealthy",
+            f"({slurm}) > 0",
+            severity="warning",
+            for_=NODE_UNHEALTHY_FOR,
+            summary="Slurm partition {{ $labels.partition }} has {{ $value }} nodes down, "
+            "drained or failed",
+            description=f"For {NODE_UNHEALTHY_FOR} slurmctld has counted nodes of the "
+            "partition as down, drained or failed; its jobs have fewer nodes. `sinfo -R` "
+            "names each node and the reason.",
+        ),
+        alert(
+            "NodeUnhealthyTainted",
+            f'kube_node_spec_taint{{key="{health_marks.UNHEALTHY_TAINT_KEY}"}} > 0',
+            severity="warning",
+            for_=TAINT_FOR,
+            summary="Node {{ $labels.node }} is marked unhealthy by {{ $labels.value }}",
+            description=f"The node carries the {health_marks.UNHEALTHY_TAINT_KEY} taint (set "
+            "by the acceptance agent, the Slurm health mirror or the monitoring, as its value "
+            "says); no new pod lands on it. Its trainingplatform.io/unhealthy-reason "
+            "annotation says why.",
+        ),
+        alert(
+            "NodeNotReady",
+            'kube_node_status_condition{condition="Ready", status="true"} == 0',
+            severity="warning",
+            for_=NODE_SETTLE_FOR,
+            summary="Node {{ $labels.node }} is not Ready",
+            description=f"The kubelet has not reported Ready for {NODE_SETTLE_FOR}; pods on "
+            "the node are not running or not reachable.",
+        ),
+    ]
+
+
+def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
+    """The cold-start ledger: each cold gang's seconds from submission to each stage.
+
+    Inputs and their labels:
+
+    - ``PODGROUP_CREATED_METRIC{namespace, podgroup, queue}``: the gang's submission time;
+    - ``NODECLAIM_CONDITION_METRIC{nodeclaim, nodepool, node, condition}``: when each NodeClaim
+      turned Launched, Registered and Initialized;
+    - ``kube_pod_annotations{namespace, pod, annotation_scheduling_k8s_io_group_name}`` and
+      ``kube_pod_info{namespace, pod, node}``: the gang's pods and their nodes;
+    - ``kube_pod_status_ready_time{namespace, pod}``: when each pod turned Ready;
+    - ``FIRST_STEP_METRIC{namespace, pod}``: when each pod finished its first step (the
+      PodMonitor's target labels).
+
+    A gang is cold when its last node launched after it was submitted (it waited for a new
+    node); a gang whose nodes all existed has no ledger entry. A gang's nodes are normally in one
+    pool (the runtimes and node sets are per pool); one whose nodes came from two has its node
+    stages per pool and its pod stages under the pool whose nodes launched last. Each stage is
+    the last node (or pod) to reach it, except the first step, the earliest pod's.
+
+    Args:
+        config: the validated platform (each pool's cold-start budget).
+    """
+    created = f"max by (namespace, podgroup) ({PODGROUP_CREATED_METRIC})"
+    pods = (
+        f'label_replace(kube_pod_annotations{{{GROUP_LABEL}!=""}}, "podgroup", "$1", '
+        f'"{GROUP_LABEL}", "(.+)") * on(namespace, pod) group_left(node) '
+        'max by (namespace, pod, node) (kube_pod_info{node!=""})'
+    )
+    rules = [
+        record(POD_GANG_RULE, f"group by (namespace, pod, podgroup, node) ({pods})"),
+        record(GANG_NODE_RULE, f"group by (namespace, podgroup, node) ({POD_GANG_RULE})"),
+    ]
+    launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched"}}'
+    for stage, condition in STAGE_CONDITIONS.items():
+        claims = f'{NODECLAIM_CONDITION_METRIC}{{condition="{condition}", node!=""}}'
+        nodes = (
+            f"max by (namespace, podgroup, nodepool) (max by (node, nodepool) ({claims}) "
+            f"* on(node) group_right(nodepool) {GANG_NODE_RULE})"
+        )
+        expr = f"{nodes} - on(namespace, podgroup) group_left() {created}"
+        # Claims not yet registered have no node: left out, or they would collide on node="".
+        # The first stage decides which gangs are cold; the later ones follow it.
+        expr = (
+            f"{expr} > 0"
+            if stage == "nodes_launched"
+            else f"({expr}) and on(namespace, podgroup) {launched}"
+        )
+        rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
+    # A gang whose nodes came from two pools is the last-launched pool's from here on.
+    pool_of = (
+        f"on(namespace, podgroup) group_left(nodepool) "
+        f"(0 * topk by (namespace, podgroup) (1, {launched}))"
+    )
+    not_ready = f"({POD_GANG_RULE} unless on(namespace, pod) kube_pod_status_ready_time)"
+    ready = (
+        f"max by (namespace, podgroup) (max by (namespace, pod) (kube_pod_status_ready_time) "
+        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE}) "
+        f"unless on(namespace, podgroup) {not_ready}"
+    )
+    first_step = (
+        f"min by (namespace, podgroup) (max by (namespace, pod) ({FIRST_STEP_METRIC}) "
+        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE})"
+    )
+    for stage, when in (("pods_running", ready), ("first_step", first_step)):
+        expr = f"(({when}) - on(namespace, podgroup) group_left() {created}) + {pool_of}"
+        rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
+    rules.extend(
+        record(COLD_START_BUDGET_METRIC, f"vector({budget_seconds(pool)})", {"nodepool": pool.name})
+        for pool in config.node_pools
+    )
+    rules.append(
+        alert(
+            "ColdStartOverBudget",
+            f'{GANG_COLD_START_RULE}{{stage="first_step"}} > on(nodepool) group_left() '
+            f"{COLD_START_BUDGET_METRIC}",
+            severity="warning",
+            summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} took "
+            "{{ $value | humanizeDuration }} to its first step on cold pool "
+            "{{ $labels.nodepool }}",
+            description="From submission to the first training step the gang took longer "
+            "than the pool's cold-start budget (nodePools[].coldStartBudgetMinutes). The "
+            "ledger's dashboard shows which stage took the time.",
+        )
+    )
+    return rules
+
+
+def quantile_rules() -> list[dict[str, Any]]:
+    """The ledger's p50 and p95 per pool and stage over the gangs of the last day.
+
+    Each gang counts once: its largest value over the day (a stage can move later, e.g. when a
+    pod restarts before the gang is Ready).
+    """
+    return [
+        record(
+            name,
+            f"quantile by (nodepool, stage) ({q}, max_over_time({GANG_COLD_START_RULE}[1d]))",
+        )
+        for q, name in sorted(COLD_START_QUANTILE_RULES.items())
+    ]
+
+
+def budget_seconds(pool: NodePoolConfig) -> int:
+    """A pool's cold-start budget, seconds: its own, or its instance families' default.
+
+    Args:
+        pool: the pool.
+    """
+    minutes = pool.cold_start_budget_minutes
+    if minutes is None:
+        minutes = catalog.cold_start_budget_minutes(pool.instance_types)
+    return minutes * 60
+
+
+def rule_groups(config: PlatformConfig) -> list[dict[str, Any]]:
+    """Every rule group of the platform, each to be one PrometheusRule.
+
+    Args:
+        config: the validated platform.
+    """
+    return [
+        group(f"{RULE_PREFIX}-accelerators", accelerator_rules(config)),
+        group(f"{RULE_PREFIX}-gangs", gang_rules(config)),
+        group(f"{RULE_PREFIX}-capacity", capacity_rules()),
+        group(f"{RULE_PREFIX}-node-health", node_health_rules()),
+        group(f"{RULE_PREFIX}-cold-start-ledger", ledger_rules(config)),
+        group(f"{RULE_PREFIX}-cold-start-quantiles", quantile_rules(), QUANTILE_INTERVAL),
+    ]
+
+
+def prometheus_rule(rule_group: dict[str, Any]) -> dict[str, Any]:
+    """The PrometheusRule object of one group (prometheus-operator v0.93.1 CRD).
+
+    Args:
+        rule_group: a group of :func:`rule_groups`.
+    """
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": rule_group["name"],
+            "namespace": MONITORING_NAMESPACE,
+            "labels": dict(RULE_LABELS),
+        },
+        "spec": {"groups": [rule_group]},
+    }
+
+
+def register_rules(
+    config: PlatformConfig,
+    *,
+    ready: Sequence[pulumi.Resource],
+    provider: pulumi.ProviderResource,
+    opts: pulumi.ResourceOptions | None = None,
+) -> list[k8s.apiextensions.CustomResource]:
+    """Create one PrometheusRule per rule group.
+
+    Args:
+        config: the validated platform.
+        ready: what the rules wait for (the metrics stack's release, which installs the
+            PrometheusRule CRD and the namespace).
+        provider: the cluster's Kubernetes provider.
+        opts: resource options (a parent).
+    """
+    options = pulumi.ResourceOptions.merge(
+        opts, pulumi.ResourceOptions(provider=provider, depends_on=list(ready))
+    )
+    made = []
+    for rule_group in rule_groups(config):
+        manifest = prometheus_rule(rule_group)
+        made.append(
+            k8s.apiextensions.CustomResource(
+                f"rules-{rule_group['name']}",
+                api_version=manifest["apiVersion"],
+                kind=manifest["kind"],
+                metadata=manifest["metadata"],
+                spec=typing.cast(Any, manifest["spec"]),
+                opts=options,
+            )
+        )
+    return made
+
+
+# --------------------------------------------------------------------------- CloudWatch
+
+FSX_THROUGHPUT_ALARM_PERCENT: Final = 80
+"""Share of the file system's throughput capacity at which the saturation alarm fires: past it
+reads and writes queue, and checkpoints and data loading slow down."""
+FSX_THROUGHPUT_PERIOD_SECONDS: Final = 300
+FSX_THROUGHPUT_PERIODS: Final = 3
+"""Fifteen minutes in a row: a checkpoint's burst is minutes; a quarter hour is saturation."""
+
+
+def fsx_throughput_capacity_bytes(lustre: LustreConfig) -> int:
+    """The file system's throughput capacity, bytes a second: MB/s per TiB times its TiB.
+
+    FSx for Lustre PERSISTENT_2 provisions ``PerUnitStorageThroughput`` MB/s for each TiB of
+    storage (FSx for Lustre User Guide, "Amazon FSx for Lustre performance").
+
+    Args:
+        lustre: the file system's config.
+    """
+    return math.floor(lustre.throughput_per_tib * 10**6 * lustre.storage_capacity_gib / 1024)
+
+
+def fsx_throughput_alarm_args(
+    config: PlatformConfig, lustre: LustreConfig, file_system_id: pulumi.Input[str]
+) -> dict[str, Any]:
+    """Arguments of the throughput saturation alarm (``aws.cloudwatch.MetricAlarm``).
+
+    It watches read plus write bytes a second, from ``AWS/FSx`` ``DataReadBytes`` and
+    ``DataWriteBytes`` (``Sum`` over a period divided by its seconds is the throughput; FSx for
+    Lustre User Guide, "Amazon FSx for Lustre metrics"), and fires above
+    :data:`FSX_THROUGHPUT_ALARM_PERCENT` of the capacity.
+
+    The free-capacity alarm already exists (components/storage/capacity.py); this is the one
+    the storage lacked.
+
+    Args:
+        config: the validated platform (the cluster's name, in the description).
+        lustre: the file system's config (capacity, throughput per TiB, alarm actions).
+        file_system_id: the file system.
+    """
+    threshold = fsx_throughput_capacity_bytes(lustre) * FSX_THROUGHPUT_ALARM_PERCENT // 100
+
+    def metric(query_id: str, name: str) -> aws.cloudwatch.MetricAlarmMetricQueryArgs:
+        return aws.cloudwatch.MetricAlarmMetricQueryArgs(
+            id=query_id,
+            return_data=False,
+            metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(
+                namespace="AWS/FSx",
+                metric_name=name,
+                dimensions={"FileSystemId": file_system_id},
+                period=FSX_THROUGHPUT_PERIOD_SECONDS,
+                stat="Sum",
+            ),
+        )
+
+    return {
+        "alarm_description": f"{config.name}: the Lustre file system has moved more than "
+        f"{FSX_THROUGHPUT_ALARM_PERCENT}% of its {lustre.throughput_per_tib} MB/s per TiB "
+        "throughput for 15 minutes (docs/how-to/alert-runbooks.md, FSxThroughputSaturated)",
+        "metric_queries": [
+            metric("read", "DataReadBytes"),
+            metric("write", "DataWriteBytes"),
+            aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                id="throughput",
+                expression="(read + write) / PERIOD(read)",
+                label="Bytes a second read and written",
+                return_data=True,
+            ),
+        ],
+        "comparison_operator": "GreaterThanThreshold",
+        "threshold": threshold,
+        "evaluation_periods": FSX_THROUGHPUT_PERIODS,
+        "treat_missing_data": "notBreaching",
+        "alarm_actions": list(lustre.alarm_actions),
+        "ok_actions": list(lustre.alarm_actions),
+    }
+
+
+def register_fsx_alarms(
+    name: str,
+    config: PlatformConfig,
+    *,
+    file_system_id: pulumi.Input[str],
+    opts: pulumi.ResourceOptions | None = None,
+) -> list[aws.cloudwatch.MetricAlarm]:
+    """The FSx alarms the storage lacks (throughput saturation), where the stack has Lustre.
+
+    Args:
+        name: prefix of the alarms' resource names.
+        config: the validated platform.
+        file_system_id: the Lustre file system (the storage component's ``file_system_id``).
+        opts: resource options (a parent).
+    """
+    lustre = config.storage.lustre
+    if lustre is None:
+        return []
+    return [
+        aws.cloudwatch.MetricAlarm(
+            f"{name}-lustre-throughput",
+            **fsx_throughput_alarm_args(config, lustre, file_system_id),
+            opts=opts,
+        )
+    ]

@@ -1,0 +1,596 @@
+"""The alerts and recording rules, evaluated by promtool over synthetic series.
+
+Every alert fires on the series that should fire it and stays silent on the near miss beside
+them; every recording rule records what the cold-start ledger and the gang alert read. The rules
+are those of the prod stack (GPU, EFA and Trainium pools), with the config values the cases
+depend on set here. All cases run in one ``promtool test rules`` and every rule file is linted
+by one ``promtool check rules`` (tests/promtool.py).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Final
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+import yaml
+
+from components.config import PlatformConfig, parse_platform_config
+from components.health_marks import ACCEPTANCE_TAINT_KEY, UNHEALTHY_TAINT_KEY
+from components.observability import rules
+from components.observability.names import (
+    COLD_START_BUDGET_METRIC,
+    COLD_START_QUANTILE_RULES,
+    COLD_START_STAGES,
+    FIRST_STEP_METRIC,
+    GANG_COLD_START_RULE,
+    MONITORING_NAMESPACE,
+    NODECLAIM_CONDITION_METRIC,
+    PODGROUP_CREATED_METRIC,
+)
+from synth.engine import synthesize
+from synth.stackfile import REPOSITORY_ROOT, StackFile
+from tests import promtool
+from tests.conftest import stack_data
+from tests.promtool import Case, Fired
+from tests.schemas import validation_errors
+
+PENDING_MINUTES: Final = 10
+P5EN_BUDGET_MINUTES: Final = 40
+P5_BUDGET_SECONDS: Final = 35 * 60
+"""The p5 family's default (components/catalog.py COLD_START_BUDGET_MINUTES): p5 sets none."""
+RUNBOOKS: Final = REPOSITORY_ROOT / "docs" / "how-to" / "alert-runbooks.md"
+
+
+@pytest.fixture(scope="module")
+def config() -> PlatformConfig:
+    """prod (p5 with GPUs and EFA, p5en, trn2) with the values the cases assume."""
+    data = stack_data("prod")
+    data["observability"] = {"gangPendingAlertMinutes": PENDING_MINUTES}
+    for pool in data["nodePools"]:
+        if pool["name"] == "p5en":
+            pool["coldStartBudgetMinutes"] = P5EN_BUDGET_MINUTES
+    return parse_platform_config(data)
+
+
+def _gpu(gpu: str, node: str = "node-a") -> str:
+    return (
+        f'{{gpu="{gpu}", UUID="GPU-{gpu}", Hostname="{node}", modelName="NVIDIA H100 80GB HBM3"}}'
+    )
+
+
+def _gpu_labels(gpu: str, node: str = "node-a") -> dict[str, str]:
+    return {
+        "gpu": gpu,
+        "UUID": f"GPU-{gpu}",
+        "Hostname": node,
+        "modelName": "NVIDIA H100 80GB HBM3",
+    }
+
+
+def _node(node: str, pool: str, instance_type: str) -> str:
+    return (
+        f'kube_node_labels{{node="{node}", label_karpenter_sh_nodepool="{pool}", '
+        f'label_node_kubernetes_io_instance_type="{instance_type}"}}'
+    )
+
+
+def _accelerator_cases() -> list[Case]:
+    xid = Case(
+        "XIDs: a new one fires, an old one does not; only DCGM's devastating ones are critical",
+        at="12m",
+        series={
+            f"DCGM_FI_DEV_XID_ERRORS{_gpu('0')}": "0x20 31x20",  # new XID 31 at 10.5m
+            f"DCGM_FI_DEV_XID_ERRORS{_gpu('1')}": "31x40",  # the same XID all along
+            f"DCGM_FI_DEV_XID_ERRORS{_gpu('2')}": "0x20 79x20",  # fallen off the bus
+            f"DCGM_FI_DEV_XID_ERRORS{_gpu('3')}": "0x40",
+        },
+        alerts={
+            "GPUXidError": [Fired(_gpu_labels("0"), 31), Fired(_gpu_labels("2"), 79)],
+            "GPUCriticalXid": [Fired(_gpu_labels("2"), 79)],
+        },
+    )
+    ecc = Case(
+        "uncorrectable ECC: new DBEs, new uncorrectable remaps or a failed remap; old DBEs do not",
+        at="12m",
+        series={
+            f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{_gpu('0')}": "0x20 1x20",
+            f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{_gpu('1')}": "5x40",
+            f"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{_gpu('2')}": "0x20 2x20",
+            f"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{_gpu('1')}": "3x40",
+            f"DCGM_FI_DEV_ROW_REMAP_FAILURE{_gpu('3')}": "1x40",
+            f"DCGM_FI_DEV_ROW_REMAP_FAILURE{_gpu('1')}": "0x40",
+        },
+        alerts={
+            "GPUUncorrectableECC": [Fired(_gpu_labels(gpu), 0) for gpu in ("0", "2", "3")],
+        },
+    )
+    efa_device = 'trainingplatform_efa_{}_total{{node="node-a", device="{}", port="1"}}'
+    nodes = Case(
+        "GPUs and EFA interfaces missing against the catalog; full nodes, trn2 and system "
+        "nodes do not alert",
+        at="20m",
+        series={
+            _node("node-a", "p5", "p5.48xlarge"): "1x40",
+            _node("node-b", "p5", "p5.48xlarge"): "1x40",
+            _node("node-c", "p5en", "p5en.48xlarge"): "1x40",
+            _node("node-t", "trn2", "trn2.48xlarge"): "1x40",
+            'kube_node_labels{node="system-0"}': "1x40",
+            'kube_node_status_allocatable{node="node-a", resource="nvidia_com_gpu", '
+            'unit="integer"}': "7x40",
+            'kube_node_status_allocatable{node="node-b", resource="nvidia_com_gpu", '
+            'unit="integer"}': "8x40",
+            'trainingplatform_efa_devices{node="node-a"}': "32x40",
+            'trainingplatform_efa_devices{node="node-b"}': "31x40",
+            'trainingplatform_efa_devices{node="node-t"}': "16x40",
+        },
+        alerts={
+            "GPUMissing": [
+                Fired({"node": "node-a", "nodepool": "p5", "instance_type": "p5.48xlarge"}, 1),
+                Fired({"node": "node-c", "nodepool": "p5en", "instance_type": "p5en.48xlarge"}, 8),
+            ],
+            "EFAInterfaceMissing": [
+                Fired({"node": "node-b", "nodepool": "p5", "instance_type": "p5.48xlarge"}, 1),
+                Fired({"node": "node-c", "nodepool": "p5en", "instance_type": "p5en.48xlarge"}, 16),
+            ],
+        },
+    )
+    efa = Case(
+        "EFA errors and retransmits above their thresholds; the ones below stay silent",
+        at="12m",
+        series={
+            efa_device.format("rx_drops", "rdmap0s0"): "0+60x60",  # 2/s
+            efa_device.format("rx_drops", "rdmap1s0"): "0+2x60",  # 0.07/s
+            efa_device.format("impaired_remote_conn_events", "rdmap1s0"): "0x60",
+            efa_device.format("tx_pkts", "rdmap2s0"): "0+3000x60",  # 100/s
+            efa_device.format("retrans_pkts", "rdmap2s0"): "0+60x60",  # 2%
+            efa_device.format("tx_pkts", "rdmap3s0"): "0+3000x60",
+            efa_device.format("retrans_pkts", "rdmap3s0"): "0+15x60",  # 0.5%
+        },
+        alerts={
+            "EFAErrorsRising": [
+                Fired(
+                    {"node": "node-a", "device": "rdmap0s0", "port": "1", "counter": "rx_drops"}, 0
+                ),
+                Fired(
+                    {
+                        "node": "node-a",
+                        "device": "rdmap2s0",
+                        "port": "1",
+                        "counter": "retrans_pkts",
+                    },
+                    0,
+                ),
+            ],
+        },
+    )
+    return [xid, ecc, nodes, efa]
+
+
+def _pod(
+    namespace: str, pod: str, group: str, *, created: int, phase: str = "Pending"
+) -> dict[str, str]:
+    key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid"'
+    return {
+        f'kube_pod_annotations{{{key}, annotation_scheduling_k8s_io_group_name="{group}"}}': "1x80",
+        f"kube_pod_created{{{key}}}": f"{created}x80",
+        f'kube_pod_status_phase{{{key}, phase="Pending"}}': f"{int(phase == 'Pending')}x80",
+        f'kube_pod_status_phase{{{key}, phase="Running"}}': f"{int(phase == 'Running')}x80",
+    }
+
+
+def _gang(namespace: str, group: str, queue: str, *, created: int) -> dict[str, str]:
+    return {
+        f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
+        f'queue="{queue}"}}': f"{created}x80"
+    }
+
+
+def _quota(namespace: str, resource: str, used: int, hard: int) -> dict[str, str]:
+    key = f'namespace="{namespace}", resourcequota="team", resource="{resource}"'
+    return {
+        f'kube_resourcequota{{{key}, type="used"}}': f"{used}x80",
+        f'kube_resourcequota{{{key}, type="hard"}}': f"{hard}x80",
+    }
+
+
+def _gang_case() -> Case:
+    """Five gangs pending 15 minutes, one per reason (the first that holds), one pending 5
+    minutes and one running."""
+    series: dict[str, str] = {}
+    gangs = {  # namespace: (gang, created, phase)
+        "team-q": ("job-q", 0, "Pending"),  # quota nearly used (and its queue overused)
+        "team-v": ("job-v", 0, "Pending"),  # queue overused
+        "team-w": ("job-w", 0, "Pending"),  # queue at its capability
+        "team-c": ("job-c", 0, "Pending"),  # unschedulable pods
+        "team-u": ("job-u", 0, "Pending"),  # nothing known
+    }
+    for namespace, (group, created, phase) in gangs.items():
+        series |= _pod(namespace, f"{group}-0", group, created=created, phase=phase)
+        series |= _gang(namespace, group, namespace, created=created)
+    # A second kube-state-metrics replica's copy of a pod's annotations: joins stay one-to-one.
+    series[
+        'kube_pod_annotations{namespace="team-u", pod="job-u-0", uid="job-u-0-uid", '
+        'annotation_scheduling_k8s_io_group_name="job-u", instance="kube-state-metrics-1"}'
+    ] = "1x80"
+    series |= _pod("team-u", "job-n-0", "job-n", created=600)  # 5 minutes at 15m
+    series |= _gang("team-u", "job-n", "team-u", created=600)
+    series |= _pod("team-u", "job-r-0", "job-r", created=0, phase="Running")
+    series |= _gang("team-u", "job-r", "team-u", created=0)
+    series |= _quota("team-q", "requests.nvidia.com/gpu", 60, 64)  # 94%
+    series |= _quota("team-v", "requests.nvidia.com/gpu", 16, 64)
+    series |= _quota("team-v", "requests.aws.amazon.com/neuroncore", 0, 0)  # held at 0
+    series |= {
+        'volcano_queue_overused{queue_name="team-q"}': "1x80",
+        'volcano_queue_overused{queue_name="team-v"}': "1x80",
+        'volcano_queue_overused{queue_name="team-w"}': "0x80",
+        'volcano_queue_overused{queue_name="team-c"}': "0x80",
+        'volcano_queue_allocated_scalar_resources{queue_name="team-w", '
+        'resource="nvidia.com/gpu"}': "64x80",
+        'volcano_queue_capacity_scalar_resources{queue_name="team-w", '
+        'resource="nvidia.com/gpu"}': "64x80",
+        'volcano_queue_allocated_scalar_resources{queue_name="team-c", '
+        'resource="nvidia.com/gpu"}': "8x80",
+        'volcano_queue_capacity_scalar_resources{queue_name="team-c", '
+        'resource="nvidia.com/gpu"}': "64x80",
+        'kube_pod_status_unschedulable{namespace="team-c", pod="job-c-0", '
+        'uid="job-c-0-uid"}': "1x80",
+    }
+    reasons = {"team-q": "quota", "team-v": "queue", "team-w": "queue", "team-c": "capacity",
+               "team-u": "unknown"}  # fmt: skip
+    return Case(
+        "gangs pending past the configured minutes, each with its reason",
+        at="15m",
+        series=series,
+        alerts={
+            "GangPending": [
+                Fired(
+                    {
+                        "namespace": namespace,
+                        "podgroup": gangs[namespace][0],
+                        "queue": namespace,
+                        "reason": reason,
+                    },
+                    900,
+                )
+                for namespace, reason in reasons.items()
+            ],
+        },
+        records={
+            f'{rules.GANG_PENDING_RULE}{{podgroup="job-n"}}': [
+                (
+                    {
+                        "__name__": rules.GANG_PENDING_RULE,
+                        "namespace": "team-u",
+                        "podgroup": "job-n",
+                        "queue": "team-u",
+                    },
+                    300,
+                ),
+            ],
+            f'{rules.GANG_PENDING_REASON_RULE}{{podgroup="job-n"}}': [
+                (
+                    {
+                        "__name__": rules.GANG_PENDING_REASON_RULE,
+                        "namespace": "team-u",
+                        "podgroup": "job-n",
+                        "queue": "team-u",
+                        "reason": "unknown",
+                    },
+                    300,
+                ),
+            ],
+            f'{rules.GANG_PENDING_RULE}{{podgroup="job-r"}}': [],
+        },
+    )
+
+
+def _ops_cases() -> list[Case]:
+    disrupted = "karpenter_nodeclaims_disrupted_total"
+    errors = 'karpenter_cloudprovider_errors_total{controller="nodeclaim.lifecycle", provider="aws"'
+    karpenter = Case(
+        "Karpenter: insufficient capacity and other launch errors in the last 15 minutes",
+        at="12m",
+        series={
+            f'{disrupted}{{reason="insufficient_capacity", nodepool="p5", '
+            'capacity_type="reserved"}': "0x20 1x20",
+            f'{disrupted}{{reason="insufficient_capacity", nodepool="p5en", '
+            'capacity_type="on-demand"}': "3x40",  # long ago
+            f'{disrupted}{{reason="drifted", nodepool="p5en", capacity_type="on-demand"}}': (
+                "0+1x40"
+            ),
+            f'{errors}, method="Create", error="NodeClassNotReadyError"}}': "0x20 1x20",
+            f'{errors}, method="Create", error="InsufficientCapacityError"}}': "0+1x40",
+            f'{errors}, method="Get", error=""}}': "0+1x40",
+        },
+        alerts={
+            "KarpenterInsufficientCapacity": [
+                Fired({"nodepool": "p5", "capacity_type": "reserved"}, 0)
+            ],
+            "KarpenterLaunchErrors": [Fired({"error": "NodeClassNotReadyError"}, 0)],
+        },
+    )
+    taint = 'kube_node_spec_taint{{node="{}", key="{}", value="{}", effect="NoSchedule"}}'
+    ready = 'kube_node_status_condition{{node="{}", condition="Ready", status="true"}}'
+    health = Case(
+        "nodes unhealthy in Slurm and Kubernetes for longer than the settling time",
+        at="20m",
+        series={
+            **{
+                f'slurm_partition_nodes_{state}{{partition="{partition}"}}': values
+                for partition, counts in (("p5", ("0", "2", "0")), ("p5en", ("0", "0", "0")))
+                for state, values in zip(
+                    ("down", "drain", "fail"), (f"{c}x40" for c in counts), strict=True
+                )
+            },
+            'slurm_partition_nodes_drain{partition="trn2"}': "0x30 1x10",  # 5 minutes only
+            'slurm_partition_nodes_down{partition="trn2"}': "0x40",
+            'slurm_partition_nodes_fail{partition="trn2"}': "0x40",
+            taint.format("node-a", UNHEALTHY_TAINT_KEY, "slurm"): "1x40",
+            taint.format("node-b", ACCEPTANCE_TAINT_KEY, ""): "1x40",
+            ready.format("node-a"): "0x40",
+            ready.format("node-b"): "1x40",
+            ready.format("node-c"): "1x30 0x10",  # 5 minutes only
+        },
+        alerts={
+            "SlurmNodesUnhealthy": [Fired({"partition": "p5"}, 2)],
+            "NodeUnhealthyTainted": [
+                Fired(
+                    {
+                        "node": "node-a",
+                        "key": UNHEALTHY_TAINT_KEY,
+                        "value": "slurm",
+                        "effect": "NoSchedule",
+                    },
+                    1,
+                )
+            ],
+            "NodeNotReady": [Fired({"node": "node-a", "condition": "Ready", "status": "true"}, 0)],
+        },
+    )
+    return [karpenter, health]
+
+
+def _ledger_case() -> Case:
+    """Four gangs: g1 and g5 cold on p5, g3 cold on p5en and over its budget, g2 warm (its node
+    launched before it was submitted), g4 cold with a pod not yet Ready."""
+    series: dict[str, str] = {}
+    claims = {  # node: (pool, launched, registered, initialized)
+        "n1": ("p5", 160, 250, 500), "n2": ("p5", 190, 280, 520), "n3": ("p5", 50, 80, 120),
+        "n4": ("p5en", 300, 400, 900), "n5": ("p5", 100, 200, 300), "n6": ("p5", 60, 70, 80),
+        "n7": ("p5en", 100, 150, 200), "n8": ("trn2", 200, 250, 300),
+    }  # fmt: skip
+    for node, (pool, *times) in claims.items():
+        for condition, at in zip(("Launched", "Registered", "Initialized"), times, strict=True):
+            key = f'nodeclaim="{pool}-{node}", nodepool="{pool}", node="{node}"'
+            series[f'{NODECLAIM_CONDITION_METRIC}{{{key}, condition="{condition}"}}'] = f"{at}x40"
+    for pool in ("p5", "p5en"):  # launching, no node yet
+        series[
+            f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="{pool}-new", nodepool="{pool}", '
+            'condition="Launched"}'
+        ] = "550x40"
+    # gang: (namespace, created, {pod: (node, ready or None, first step or None)})
+    gangs: dict[str, tuple[str, int, dict[str, tuple[str, int | None, int | None]]]] = {
+        "g1": ("team-a", 100, {"g1-0": ("n1", 700, 1000), "g1-1": ("n2", 760, 1010)}),
+        "g2": ("team-a", 1000, {"g2-0": ("n3", 1100, 1200)}),
+        "g3": ("team-b", 0, {"g3-0": ("n4", 1200, 3000)}),
+        "g4": ("team-b", 0, {"g4-0": ("n6", 100, None), "g4-1": ("n6", None, None)}),
+        "g5": ("team-a", 0, {"g5-0": ("n5", 400, 1300)}),
+        "g6": ("team-c", 0, {"g6-0": ("n7", 500, 1000), "g6-1": ("n8", 600, 1000)}),
+    }
+    for group, (namespace, created, pods) in gangs.items():
+        series[
+            f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
+            f'queue="{namespace}"}}'
+        ] = f"{created}x40"
+        for pod, (node, ready_at, step_at) in pods.items():
+            key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid"'
+            series[
+                f'kube_pod_annotations{{{key}, annotation_scheduling_k8s_io_group_name="{group}"}}'
+            ] = "1x40"
+            series[f'kube_pod_info{{{key}, node="{node}", host_ip="10.0.0.1"}}'] = "1x40"
+            if ready_at is not None:
+                series[f"kube_pod_status_ready_time{{{key}}}"] = f"{ready_at}x40"
+            if step_at is not None:
+                series[
+                    f'{FIRST_STEP_METRIC}{{namespace="{namespace}", pod="{pod}", job="first-step"}}'
+                ] = f"{step_at}x40"
+
+    def stages(group: str, namespace: str, pool: str, values: tuple[int, ...]) -> list[Any]:
+        return [
+            ({"__name__": GANG_COLD_START_RULE, "namespace": namespace, "podgroup": group,
+              "nodepool": pool, "stage": stage}, value)
+            for stage, value in zip(COLD_START_STAGES, values, strict=False)
+        ]  # fmt: skip
+
+    p50, p95 = (COLD_START_QUANTILE_RULES[q] for q in (0.5, 0.95))
+    return Case(
+        "the cold-start ledger: stages of cold gangs, budgets, the day's quantiles",
+        at="10m",
+        series=series,
+        alerts={
+            "ColdStartOverBudget": [
+                Fired(
+                    {
+                        "namespace": "team-b",
+                        "podgroup": "g3",
+                        "nodepool": "p5en",
+                        "stage": "first_step",
+                    },
+                    3000,
+                )
+            ],
+        },
+        records={
+            f'{GANG_COLD_START_RULE}{{podgroup="g1"}}': stages(
+                "g1", "team-a", "p5", (90, 180, 420, 660, 900)
+            ),
+            f'{GANG_COLD_START_RULE}{{podgroup="g2"}}': [],
+            # over two pools: node stages per pool, pod stages under the last-launched pool's
+            f'{GANG_COLD_START_RULE}{{podgroup="g6", stage=~"nodes_launched|pods_running|first_step"}}': [
+                *stages("g6", "team-c", "p5en", (100,)),
+                *stages("g6", "team-c", "trn2", (200,)),
+                (
+                    {
+                        "__name__": GANG_COLD_START_RULE,
+                        "namespace": "team-c",
+                        "podgroup": "g6",
+                        "nodepool": "trn2",
+                        "stage": "pods_running",
+                    },
+                    600,
+                ),
+                (
+                    {
+                        "__name__": GANG_COLD_START_RULE,
+                        "namespace": "team-c",
+                        "podgroup": "g6",
+                        "nodepool": "trn2",
+                        "stage": "first_step",
+                    },
+                    1000,
+                ),
+            ],
+            f'{GANG_COLD_START_RULE}{{podgroup="g4"}}': stages("g4", "team-b", "p5", (60, 70, 80)),
+            f'{rules.POD_GANG_RULE}{{podgroup="g3"}}': [
+                (
+                    {
+                        "__name__": rules.POD_GANG_RULE,
+                        "namespace": "team-b",
+                        "pod": "g3-0",
+                        "podgroup": "g3",
+                        "node": "n4",
+                    },
+                    1,
+                )
+            ],
+            f'{rules.GANG_NODE_RULE}{{podgroup="g4"}}': [
+                (
+                    {
+                        "__name__": rules.GANG_NODE_RULE,
+                        "namespace": "team-b",
+                        "podgroup": "g4",
+                        "node": "n6",
+                    },
+                    1,
+                )
+            ],
+            COLD_START_BUDGET_METRIC: [
+                ({"__name__": COLD_START_BUDGET_METRIC, "nodepool": "p5"}, P5_BUDGET_SECONDS),
+                (
+                    {"__name__": COLD_START_BUDGET_METRIC, "nodepool": "p5en"},
+                    P5EN_BUDGET_MINUTES * 60,
+                ),
+                ({"__name__": COLD_START_BUDGET_METRIC, "nodepool": "trn2"}, 35 * 60),
+            ],
+            f'{p50}{{nodepool="p5", stage="first_step"}}': [
+                ({"__name__": p50, "nodepool": "p5", "stage": "first_step"}, 1100)
+            ],
+            f'{p95}{{nodepool="p5", stage="nodes_launched"}}': [
+                # g4 launched 60 s after, g1 90 s, g5 100 s: p95 is 90% of the way from 90 to 100
+                ({"__name__": p95, "nodepool": "p5", "stage": "nodes_launched"}, 99)
+            ],
+        },
+    )
+
+
+def _cases() -> list[Case]:
+    return [*_accelerator_cases(), _gang_case(), *_ops_cases(), _ledger_case()]
+
+
+def test_every_rule_passes_promtool_on_synthetic_series(
+    config: PlatformConfig, tmp_path: Path
+) -> None:
+    groups = rules.rule_groups(config)
+    rule_file = tmp_path / "rules.yaml"
+    rule_file.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False, width=1000))
+    every_rule = [rule for group in groups for rule in group["rules"]]
+    cases = _cases()
+    # Every alert has a case where it fires and one where a near miss does not (each case's
+    # other series); every recording rule is read by a case.
+    fired = {name for case in cases for name, alerts in case.alerts.items() if alerts}
+    alerts = {rule["alert"] for rule in every_rule if "alert" in rule}
+    assert alerts == fired, f"alerts without a firing case: {alerts - fired}"
+    records = {rule["record"] for rule in every_rule if "record" in rule}
+    checked = {re.split(r"[{]", expr)[0] for case in cases for expr in case.records}
+    assert records <= checked, f"recording rules no case reads: {records - checked}"
+
+    checked_rules = promtool.run("check", "rules", str(rule_file))
+    assert checked_rules.returncode == 0, checked_rules.stdout + checked_rules.stderr
+    assert "duplicate" not in checked_rules.stdout.lower() + checked_rules.stderr.lower()
+    tests = tmp_path / "rules_test.yaml"
+    tests.write_text(promtool.unit_tests(rule_file.name, every_rule, cases))
+    result = promtool.run("test", "rules", str(tests))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rules_are_prometheus_rules_with_runbooks(
+    config: PlatformConfig, reference_dir: Path
+) -> None:
+    """Each group is a PrometheusRule the chart's Prometheus selects, valid against the
+    operator's CRD; each alert links a runbook section that exists, and each section is an
+    alert's."""
+    groups = rules.rule_groups(config)
+    crds = reference_dir / "crds" / "prometheus-operator" / "v0.93.1"
+    sections = set(re.findall(r"^## (\w+)$", RUNBOOKS.read_text(), re.MULTILINE))
+    alerts = set()
+    for group in groups:
+        manifest = rules.prometheus_rule(group)
+        assert validation_errors(manifest, config.cluster.kubernetes_version, crds) == []
+        assert manifest["metadata"]["namespace"] == MONITORING_NAMESPACE
+        assert manifest["metadata"]["labels"]["release"] == "monitoring"
+        for rule in group["rules"]:
+            if "alert" not in rule:
+                continue
+            alerts.add(rule["alert"])
+            notes = rule["annotations"]
+            assert notes["runbook_url"] == (
+                f"docs/how-to/alert-runbooks.md#{rule['alert'].lower()}"
+            )
+            assert notes["summary"] and notes["description"]
+            assert rule["labels"]["severity"] in {"critical", "warning"}
+    alerts.add("FSxThroughputSaturated")  # a CloudWatch alarm, beside the PrometheusRules
+    alerts.add("FSxFreeCapacityLow")
+    assert sections == alerts
+
+
+def test_registered_rules_and_fsx_alarm(config: PlatformConfig) -> None:
+    """Under mocks: one PrometheusRule per group, after what it waits for; and the throughput
+    alarm at 80% of prod's file system's throughput, in bytes a second, from read plus write."""
+    lustre = config.storage.lustre
+    assert lustre is not None
+
+    def program() -> None:
+        provider = k8s.Provider("cluster", kubeconfig="{}")
+        stack = k8s.core.v1.Namespace("monitoring", opts=pulumi.ResourceOptions(provider=provider))
+        rules.register_rules(config, ready=[stack], provider=provider)
+        rules.register_fsx_alarms("storage", config, file_system_id="fs-0123")
+
+    stack_file = StackFile(project="p", stack="prod", config={}, secret_keys=[])
+    run = synthesize(stack_file, program, region=config.region, account_id=config.account_id)
+    made = [
+        r for r in run.records if r.type == "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
+    ]
+    by_name = {record.inputs["metadata"]["name"]: record for record in made}
+    groups = rules.rule_groups(config)
+    assert sorted(by_name) == sorted(group["name"] for group in groups)
+    for group in groups:
+        record = by_name[group["name"]]
+        assert record.inputs["spec"] == rules.prometheus_rule(group)["spec"]
+        assert record.inputs["metadata"]["labels"] == {"release": "monitoring"}
+        assert any("Namespace::monitoring" in urn for urn in record.dependencies)
+    (alarm,) = [r.inputs for r in run.records if r.type == "aws:cloudwatch/metricAlarm:MetricAlarm"]
+    # 250 MB/s per TiB over prod's capacity, 80% of it, in bytes a second.
+    expected = lustre.throughput_per_tib * 10**6 * lustre.storage_capacity_gib / 1024 * 0.8
+    assert abs(alarm["threshold"] - expected) <= 1
+    assert alarm["comparisonOperator"] == "GreaterThanThreshold"
+    queries = {query["id"]: query for query in alarm["metricQueries"]}
+    assert queries["throughput"]["expression"] == "(read + write) / PERIOD(read)"
+    assert queries["throughput"]["returnData"] is True
+    for name, metric in (("read", "DataReadBytes"), ("write", "DataWriteBytes")):
+        assert queries[name]["metric"]["metricName"] == metric
+        assert queries[name]["metric"]["dimensions"] == {"FileSystemId": "fs-0123"}
+        assert queries[name]["returnData"] is False
