@@ -1,0 +1,204 @@
+"""The dashboards as code: every one validates against the schema grafana-foundation-sdk was
+generated from, round-trips through the SDK's model, every query parses as PromQL, folders
+follow teams and uids are stable.
+
+The schemas in tests/grafana_schemas/ are grafana/grafana-foundation-sdk's
+``jsonschema/<kind>.jsonschema.json`` at commit 0daa90e9f0b0bf97e5b82685bb49f97ac149ea58
+(branch v10.1.x+cog-v0.0.x, "Automated release" of 2026-01-29: the release whose
+python/pyproject.toml is version 1769699998!10.1.0, our pin), copied unchanged: the dashboard
+kind, the panel plugins' options (timeseries, stat, table, bargauge, text) and the data
+sources' queries (prometheus, cloudwatch).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import promql_parser
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
+
+from components.config import PlatformConfig
+from components.config.platform import parse_platform_config
+from components.observability.dashboards import (
+    FLEET_FOLDER,
+    UID_MAX,
+    UID_MIN,
+    Dashboard,
+    dashboard_uid,
+    platform_dashboards,
+    prometheus_queries,
+)
+from tests.conftest import STACKS, stack_data
+
+SCHEMAS = Path(__file__).parent / "grafana_schemas"
+
+
+@cache
+def _schema(kind: str, definition: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads((SCHEMAS / f"{kind}.jsonschema.json").read_text())
+    if kind == "dashboard":
+        # The generator turned the CUE source's `query?: string | {...}` into an object whose
+        # values must be objects; the SDK's own model types it dict[str, object]
+        # (grafana_foundation_sdk/models/dashboard.py VariableModel.query), which is what the
+        # CloudWatch variable query ({"queryType": "dimensionValues", ...}) is.
+        schema = copy.deepcopy(schema)
+        query = schema["definitions"]["VariableModel"]["properties"]["query"]
+        query["oneOf"][1]["additionalProperties"] = {}
+    if definition is not None:
+        schema = {**schema, "$ref": f"#/definitions/{definition}"}
+    return schema
+
+
+def _errors(instance: Any, kind: str, definition: str | None = None) -> list[str]:
+    validator = jsonschema.Draft7Validator(_schema(kind, definition))
+    return [f"{e.json_path}: {e.message[:200]}" for e in validator.iter_errors(instance)]
+
+
+@cache
+def _config(stack: str) -> PlatformConfig:
+    return parse_platform_config(stack_data(stack))
+
+
+def _panels(model: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        panel
+        for top in model["panels"]
+        for panel in (top, *top.get("panels", []))
+        if panel["type"] != "row"
+    ]
+
+
+def test_every_dashboard_validates_and_round_trips() -> None:
+    """Each stack's dashboards: the dashboard kind's schema, each panel's options against its
+    plugin's, each query against its data source's, and the SDK's model reads the JSON back
+    to the same JSON."""
+    problems: list[str] = []
+    kinds_seen: set[str] = set()
+    for stack in STACKS:
+        for dashboard in platform_dashboards(_config(stack)):
+            where = f"{stack} {dashboard.uid}"
+            problems += [f"{where} {e}" for e in _errors(dashboard.model, "dashboard")]
+            for panel in _panels(dashboard.model):
+                kinds_seen.add(panel["type"])
+                problems += [
+                    f"{where} panel {panel['title']!r} options {e}"
+                    for e in _errors(panel["options"], panel["type"], "Options")
+                ]
+                ref_ids = [target["refId"] for target in panel.get("targets", [])]
+                if len(set(ref_ids)) != len(ref_ids) or "" in ref_ids:
+                    problems.append(f"{where} panel {panel['title']!r} refIds {ref_ids}")
+                for target in panel.get("targets", []):
+                    source = target["datasource"]["type"]
+                    problems += [
+                        f"{where} panel {panel['title']!r} query {e}"
+                        for e in _errors(target, source)
+                    ]
+            again = json.loads(JSONEncoder().encode(DashboardModel.from_json(dashboard.model)))
+            if again != dashboard.model:
+                problems.append(f"{where} does not round-trip through the SDK's model")
+            ids = [panel["id"] for panel in dashboard.model["panels"]]
+            if len(set(ids)) != len(ids):
+                problems.append(f"{where} panel ids repeat: {ids}")
+    assert not problems, "\n".join(problems)
+    assert kinds_seen == {"timeseries", "stat", "table", "bargauge", "text"}
+
+
+def test_every_query_parses_as_promql() -> None:
+    """Every panel and variable query of every stack's dashboards parses (promql-parser)."""
+    failures: list[str] = []
+    parsed = 0
+    for stack in STACKS:
+        for dashboard in platform_dashboards(_config(stack)):
+            for expression in prometheus_queries(dashboard.model):
+                try:
+                    promql_parser.parse(expression)
+                except ValueError as error:
+                    failures.append(f"{stack} {dashboard.uid}: {error}\n  {expression}")
+                parsed += 1
+    assert not failures, "\n".join(failures)
+    assert parsed > 100
+
+
+def _by_folder(dashboards: list[Dashboard]) -> dict[str, set[str]]:
+    folders: dict[str, set[str]] = {}
+    for dashboard in dashboards:
+        folders.setdefault(dashboard.folder, set()).add(dashboard.uid)
+    return folders
+
+
+def test_folders_follow_teams() -> None:
+    """The fleet folder holds the platform's dashboards; each team's folder its jobs and queue,
+    the namespace fixed to the team and its queries naming only its queue."""
+    config = _config("staging")
+    dashboards = platform_dashboards(config)
+    teams = sorted(team.name for team in config.teams)
+    assert len(teams) > 1
+    assert _by_folder(dashboards) == {
+        FLEET_FOLDER: {
+            "tp-fleet",
+            "tp-fleet-jobs",
+            "tp-fleet-queues",
+            "tp-cold-starts",
+            "tp-storage",
+            "tp-slurm",
+        },
+        **{team: {f"tp-{team}-jobs", f"tp-{team}-queue"} for team in teams},
+    }
+    for dashboard in dashboards:
+        if dashboard.folder == FLEET_FOLDER:
+            continue
+        team = dashboard.folder
+        others = [name for name in teams if name != team]
+        variables = {v["name"]: v for v in dashboard.model["templating"].get("list", [])}
+        if dashboard.uid.endswith("-jobs"):
+            assert variables["namespace"]["type"] == "constant"
+            assert variables["namespace"]["query"] == team
+        queries = "\n".join(prometheus_queries(dashboard.model))
+        if dashboard.uid.endswith("-queue"):
+            assert f'queue_name="{team}"' in queries
+        assert not any(f'"{other}"' in queries for other in others), dashboard.uid
+
+
+def test_uids_are_unique_short_and_stable_under_team_reordering() -> None:
+    """A uid derives from names: the same dashboards whatever order the teams are listed in,
+    every uid unique within Grafana's 8-40 characters, long team names shortened apart."""
+    raw = stack_data("staging")
+    config = parse_platform_config(raw)
+    dashboards = platform_dashboards(config)
+    uids = [dashboard.uid for dashboard in dashboards]
+    assert len(set(uids)) == len(uids)
+    assert all(UID_MIN <= len(uid) <= UID_MAX for uid in uids), uids
+
+    raw["teams"] = list(reversed(raw["teams"]))
+    reordered = platform_dashboards(parse_platform_config(raw))
+    assert [t.name for t in parse_platform_config(raw).teams] != [t.name for t in config.teams]
+    assert {d.uid: (d.folder, d.json()) for d in reordered} == {
+        d.uid: (d.folder, d.json()) for d in dashboards
+    }
+
+    long_a, long_b = "a" * 60 + "-one", "a" * 60 + "-two"
+    shortened = {dashboard_uid(long_a, "jobs"), dashboard_uid(long_b, "jobs")}
+    assert len(shortened) == 2
+    assert all(len(uid) == UID_MAX for uid in shortened)
+    assert dashboard_uid(long_a, "jobs") == dashboard_uid(long_a, "jobs")
+
+
+def test_optional_dashboards_follow_the_stack() -> None:
+    """No Slurm dashboard without Slurm, no storage dashboard without the file system."""
+    config = _config("staging")
+    assert {"tp-slurm", "tp-storage"} <= {d.uid for d in platform_dashboards(config)}
+    bare = config.model_copy(
+        update={
+            "slurm": config.slurm.model_copy(update={"enabled": False}),
+            "storage": config.storage.model_copy(update={"lustre": None}),
+        }
+    )
+    uids = {dashboard.uid for dashboard in platform_dashboards(bare)}
+    assert not uids & {"tp-slurm", "tp-storage"}
+    assert "tp-fleet" in uids
