@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from grafana_foundation_sdk.builders import (
@@ -200,8 +200,9 @@ FSX_CLIENT_CONNECTIONS: Final = "ClientConnections"
 SQS_NAMESPACE: Final = "AWS/SQS"
 SQS_MESSAGES_SENT: Final = "NumberOfMessagesSent"
 RELEASE_FAILURES_QUEUE_PATTERN: Final = "/.*-lustre-release-failures.*/"
-"""The release schedules' dead-letter queue (components/storage/capacity.py names the Pulumi
-resource ``<stack>-lustre-release-failures``; the queue's name is that plus a suffix)."""
+"""The release schedules' dead-letter queue: components/storage/capacity.py names the Pulumi
+resource ``storage-lustre-release-failures`` in every stack, and the queue is that name plus
+Pulumi's suffix; so the dashboard's variable lists each such queue of the account and region."""
 
 # --- The accelerators ---------------------------------------------------------------------
 
@@ -238,7 +239,7 @@ class Dashboard:
     uid: str
     title: str
     folder: str
-    model: dict[str, Any]
+    model: dict[str, Any] = field(hash=False)
 
     def json(self) -> str:
         """The model as the ConfigMap's file content (sorted keys, so it is stable)."""
