@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -202,3 +204,134 @@ def test_optional_dashboards_follow_the_stack() -> None:
     uids = {dashboard.uid for dashboard in platform_dashboards(bare)}
     assert not uids & {"tp-slurm", "tp-storage"}
     assert "tp-fleet" in uids
+
+
+def _query(dashboard: Dashboard, panel: str, legend: str, **variables: str) -> str:
+    """The expression of the target with ``legend`` in the panel titled ``panel``, as
+    Prometheus receives it: Grafana's macros and the given dashboard variables substituted."""
+    for found in _panels(dashboard.model):
+        if found["title"] != panel:
+            continue
+        for target in found.get("targets", []):
+            if target.get("legendFormat", "") == legend:
+                expression: str = target["expr"]
+                for name, value in variables.items():
+                    expression = expression.replace(f"${name}", value)
+                model = {"panels": [{"type": "x", "targets": [{**target, "expr": expression}]}]}
+                return next(prometheus_queries(model))
+    raise AssertionError(f"{dashboard.uid}: no query {legend!r} in panel {panel!r}")
+
+
+def _promtool(tmp_path: Path, series: dict[str, str], cases: list[dict[str, Any]]) -> None:
+    """Evaluate ``cases`` (promtool ``promql_expr_test`` entries) on ``series`` at 10m."""
+    promtool = shutil.which("promtool")
+    assert promtool is not None, "promtool missing: Debian's prometheus package provides it"
+    test = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                "promql_expr_test": [{**case, "eval_time": "10m"} for case in cases],
+            }
+        ],
+    }
+    path = tmp_path / "dashboards.test.yaml"
+    path.write_text(json.dumps(test))
+    result = subprocess.run(
+        [promtool, "test", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_fleet_and_job_queries_compute_what_their_panels_say(tmp_path: Path) -> None:
+    """On synthetic kube-state-metrics and DCGM series (promtool): a pool's accelerators
+    allocatable, busy (running pods only) and idle, busy per team, the reserved nodes' share,
+    and a gang's per-pod utilisation, slowest pod and median pod."""
+    dashboards = {d.uid: d for d in platform_dashboards(_config("staging"))}
+    fleet, jobs = dashboards["tp-fleet"], dashboards["tp-fleet-jobs"]
+    pool = "label_karpenter_sh_nodepool"
+    kind = "label_karpenter_sh_capacity_type"
+    gpus = 'resource="nvidia_com_gpu",unit="integer"'
+    gang = "annotation_scheduling_k8s_io_group_name"
+    series = {
+        f'kube_node_labels{{node="n1",{pool}="p5",{kind}="reserved"}}': "1x10",
+        f'kube_node_labels{{node="n2",{pool}="p5",{kind}="on-demand"}}': "1x10",
+        f'kube_node_labels{{node="c1",{pool}="general",{kind}="on-demand"}}': "1x10",
+        f'kube_node_status_allocatable{{node="n1",{gpus}}}': "8x10",
+        f'kube_node_status_allocatable{{node="n2",{gpus}}}': "8x10",
+        f'kube_pod_container_resource_requests{{namespace="a",pod="a-0",container="c",node="n1",{gpus}}}': "8x10",
+        f'kube_pod_container_resource_requests{{namespace="b",pod="b-0",container="c",node="n2",{gpus}}}': "4x10",
+        # Scheduled but not running (pulling its image): requests, holds nothing yet.
+        f'kube_pod_container_resource_requests{{namespace="b",pod="b-1",container="c",node="n2",{gpus}}}': "2x10",
+        'kube_pod_status_phase{namespace="a",pod="a-0",phase="Running"}': "1x10",
+        'kube_pod_status_phase{namespace="b",pod="b-0",phase="Running"}': "1x10",
+        'kube_pod_status_phase{namespace="b",pod="b-1",phase="Running"}': "0x10",
+        'kube_pod_status_phase{namespace="b",pod="b-1",phase="Pending"}': "1x10",
+        # Gang g1 of team a: three pods; a-9 belongs to another gang.
+        f'kube_pod_annotations{{namespace="a",pod="a-0",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-1",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-2",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-9",{gang}="g2"}}': "1x10",
+        # Values whose means are exact in binary; n3 is in no pool.
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-0",gpu="0",Hostname="n1"}': "75x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-0",gpu="1",Hostname="n1"}': "25x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-1",gpu="0",Hostname="n2"}': "50x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-2",gpu="0",Hostname="n3"}': "10x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-9",gpu="0",Hostname="n3"}': "5x10",
+    }
+    allocation = "Allocatable, busy and idle per pool"
+    reserved = "Reservations in use (capacity type reserved)"
+    stragglers = "Stragglers: slowest pod and median pod utilisation"
+    selected = {"namespace": "a", "gang": "g1"}
+    cases = [
+        {
+            "expr": _query(fleet, allocation, "{{nodepool}} allocatable"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 16}],
+        },
+        {
+            "expr": _query(fleet, allocation, "{{nodepool}} busy"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 12}],
+        },
+        {
+            "expr": _query(fleet, allocation, "{{nodepool}} idle"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 4}],
+        },
+        {
+            "expr": _query(fleet, "Busy per team", "{{namespace}}"),
+            "exp_samples": [
+                {"labels": '{namespace="a"}', "value": 8},
+                {"labels": '{namespace="b"}', "value": 4},
+            ],
+        },
+        {
+            "expr": _query(fleet, reserved, "{{nodepool}} reserved"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 8}],
+        },
+        {
+            "expr": _query(fleet, reserved, "{{nodepool}} busy"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 8}],
+        },
+        {
+            "expr": _query(fleet, "Utilisation per pool", "{{nodepool}}"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 0.5}],
+        },
+        {
+            "expr": _query(jobs, "GPU utilisation per pod", "{{pod}}", **selected),
+            "exp_samples": [
+                {"labels": '{pod="a-0"}', "value": 50},
+                {"labels": '{pod="a-1"}', "value": 50},
+                {"labels": '{pod="a-2"}', "value": 10},
+            ],
+        },
+        {
+            "expr": _query(jobs, stragglers, "slowest pod", **selected),
+            "exp_samples": [{"labels": "{}", "value": 10}],
+        },
+        {
+            "expr": _query(jobs, stragglers, "median pod", **selected),
+            "exp_samples": [{"labels": "{}", "value": 50}],
+        },
+    ]
+    _promtool(tmp_path, series, cases)
