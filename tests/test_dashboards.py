@@ -335,3 +335,57 @@ def test_fleet_and_job_queries_compute_what_their_panels_say(tmp_path: Path) -> 
         },
     ]
     _promtool(tmp_path, series, cases)
+
+
+def test_queue_and_efa_queries_compute_what_their_panels_say(tmp_path: Path) -> None:
+    """The queues' guarantee line is each team's configured guarantee, beside Volcano's
+    deserved; a gang's EFA throughput is per node of its pods, other nodes left out."""
+    config = _config("prod")
+    dashboards = {d.uid: d for d in platform_dashboards(config)}
+    queues, jobs = dashboards["tp-fleet-queues"], dashboards["tp-fleet-jobs"]
+    panel = "Guarantee, deserved, allocated and capability"
+    gang = "annotation_scheduling_k8s_io_group_name"
+    series = {
+        'volcano_queue_deserved_scalar_resources{queue_name="ml-research",resource="nvidia.com/gpu"}': "96x10",
+        'volcano_queue_deserved_scalar_resources{queue_name="other",resource="nvidia.com/gpu"}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-0",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-1",{gang}="g1"}}': "1x10",
+        'kube_pod_info{namespace="a",pod="a-0",node="n1"}': "1x10",
+        'kube_pod_info{namespace="a",pod="a-1",node="n2"}': "1x10",
+        'kube_pod_info{namespace="a",pod="a-9",node="n3"}': "1x10",
+        # 60 MB a minute on each of two devices of n1, on one of n2; n3 runs another job.
+        'trainingplatform_efa_tx_bytes_total{node="n1",device="rdmap0",port="1"}': "0+60000000x10",
+        'trainingplatform_efa_tx_bytes_total{node="n1",device="rdmap1",port="1"}': "0+60000000x10",
+        'trainingplatform_efa_tx_bytes_total{node="n2",device="rdmap0",port="1"}': "0+60000000x10",
+        'trainingplatform_efa_tx_bytes_total{node="n3",device="rdmap0",port="1"}': "0+60000000x10",
+    }
+    guarantees = {team.name: team.queue.guarantee.gpus for team in config.teams}
+    cases = [
+        {
+            "expr": _query(queues, panel, "{{queue_name}} guarantee"),
+            "exp_samples": [
+                {"labels": f'{{queue_name="{name}"}}', "value": gpus}
+                for name, gpus in sorted(guarantees.items())
+            ],
+        },
+        {
+            "expr": _query(queues, panel, "{{queue_name}} deserved"),
+            "exp_samples": [
+                {
+                    "labels": 'volcano_queue_deserved_scalar_resources{queue_name="ml-research",'
+                    'resource="nvidia.com/gpu"}',
+                    "value": 96,
+                }
+            ],
+        },
+        {
+            "expr": _query(
+                jobs, "EFA throughput per node", "{{node}} sent", namespace="a", gang="g1"
+            ),
+            "exp_samples": [
+                {"labels": '{node="n1"}', "value": 2_000_000},
+                {"labels": '{node="n2"}', "value": 1_000_000},
+            ],
+        },
+    ]
+    _promtool(tmp_path, series, cases)
