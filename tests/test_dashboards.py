@@ -192,18 +192,29 @@ def test_uids_are_unique_short_and_stable_under_team_reordering() -> None:
 
 
 def test_optional_dashboards_follow_the_stack() -> None:
-    """No Slurm dashboard without Slurm, no storage dashboard without the file system."""
+    """No Slurm dashboard without Slurm, no storage dashboard without the file system; a stack
+    with no teams and no accelerated pools still gets valid dashboards whose queries parse."""
     config = _config("staging")
     assert {"tp-slurm", "tp-storage"} <= {d.uid for d in platform_dashboards(config)}
     bare = config.model_copy(
         update={
             "slurm": config.slurm.model_copy(update={"enabled": False}),
             "storage": config.storage.model_copy(update={"lustre": None}),
+            "teams": [],
+            "node_pools": [],
         }
     )
-    uids = {dashboard.uid for dashboard in platform_dashboards(bare)}
-    assert not uids & {"tp-slurm", "tp-storage"}
-    assert "tp-fleet" in uids
+    dashboards = platform_dashboards(bare)
+    assert {d.uid for d in dashboards} == {
+        "tp-fleet",
+        "tp-fleet-jobs",
+        "tp-fleet-queues",
+        "tp-cold-starts",
+    }
+    for dashboard in dashboards:
+        assert not _errors(dashboard.model, "dashboard"), dashboard.uid
+        for expression in prometheus_queries(dashboard.model):
+            promql_parser.parse(expression)
 
 
 def _query(dashboard: Dashboard, panel: str, legend: str, **variables: str) -> str:

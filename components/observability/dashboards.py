@@ -574,7 +574,7 @@ def _queues(teams: Sequence[TeamConfig], kinds: Sequence[Accelerator], folder: s
     fleet = folder == FLEET_FOLDER
     key = "fleet-queues" if fleet else f"{teams[0].name}-queue"
     names = "|".join(sorted(team.name for team in teams))
-    selector = f'queue_name=~"{names}"' if fleet else f'queue_name="{teams[0].name}"'
+    selector = f'queue_name=~"{names or ".+"}"' if fleet else f'queue_name="{teams[0].name}"'
     builder = _dashboard(
         key,
         "Queues: every team" if fleet else f"Queue: {teams[0].name}",
@@ -583,10 +583,11 @@ def _queues(teams: Sequence[TeamConfig], kinds: Sequence[Accelerator], folder: s
     )
     for kind in kinds:
         resource = f'resource="{kind.resource}"'
+        panel = _timeseries("Guarantee, deserved, allocated and capability", "short", 24)
+        if teams:
+            panel = panel.with_target(_prom(_guarantees(teams, kind), "{{queue_name}} guarantee"))
         builder = builder.with_row(Row(kind.title)).with_panel(
-            _timeseries("Guarantee, deserved, allocated and capability", "short", 24)
-            .with_target(_prom(_guarantees(teams, kind), "{{queue_name}} guarantee"))
-            .with_target(
+            panel.with_target(
                 _prom(
                     f"{VOLCANO_QUEUE_DESERVED}{{{selector}, {resource}}}",
                     "{{queue_name}} deserved",
