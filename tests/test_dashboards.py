@@ -193,7 +193,7 @@ def test_uids_are_unique_short_and_stable_under_team_reordering() -> None:
 
 def test_optional_dashboards_follow_the_stack() -> None:
     """No Slurm dashboard without Slurm, no storage dashboard without the file system; a stack
-    with no teams and no accelerated pools still gets valid dashboards whose queries parse."""
+    with no teams still gets valid dashboards whose queries parse."""
     config = _config("staging")
     assert {"tp-slurm", "tp-storage"} <= {d.uid for d in platform_dashboards(config)}
     bare = config.model_copy(
@@ -201,7 +201,6 @@ def test_optional_dashboards_follow_the_stack() -> None:
             "slurm": config.slurm.model_copy(update={"enabled": False}),
             "storage": config.storage.model_copy(update={"lustre": None}),
             "teams": [],
-            "node_pools": [],
         }
     )
     dashboards = platform_dashboards(bare)
