@@ -74,6 +74,7 @@ which the ColdStartOverBudget alert compares the ``first_step`` stage with."""
 
 PROMETHEUS_DATASOURCE_UID: Final = "prometheus"
 """Grafana data source uid of the fleet's Prometheus; the dashboards name it, the metrics stack
-provisions it with this uid."""
+provisions it with this uid (kube-prometheus-stack 88.5.3 values.yaml
+``grafana.sidecar.datasources.uid`` defaults to it)."""
 CLOUDWATCH_DATASOURCE_UID: Final = "cloudwatch"
 """Grafana data source uid of CloudWatch (FSx, the release schedules); as above."""
