@@ -71,3 +71,10 @@ gangs that started cold in the last day (labels ``nodepool``, ``stage``)."""
 COLD_START_BUDGET_METRIC: Final = f"{RULE_PREFIX}:cold_start_budget_seconds"
 """Recording rule: each pool's cold-start budget (label ``nodepool``), a constant from config,
 which the ColdStartOverBudget alert compares the ``first_step`` stage with."""
+
+PROMETHEUS_DATASOURCE_UID: Final = "prometheus"
+"""Grafana data source uid of the fleet's Prometheus; the dashboards name it, the metrics stack
+provisions it with this uid (kube-prometheus-stack 88.5.3 values.yaml
+``grafana.sidecar.datasources.uid`` defaults to it)."""
+CLOUDWATCH_DATASOURCE_UID: Final = "cloudwatch"
+"""Grafana data source uid of CloudWatch (FSx, the release schedules); as above."""

@@ -1,0 +1,401 @@
+"""The dashboards as code: every one validates against the schema grafana-foundation-sdk was
+generated from, round-trips through the SDK's model, every query parses as PromQL, folders
+follow teams and uids are stable.
+
+The schemas in tests/grafana_schemas/ are grafana/grafana-foundation-sdk's
+``jsonschema/<kind>.jsonschema.json`` at commit 0daa90e9f0b0bf97e5b82685bb49f97ac149ea58
+(branch v10.1.x+cog-v0.0.x, "Automated release" of 2026-01-29: the release whose
+python/pyproject.toml is version 1769699998!10.1.0, our pin), copied unchanged: the dashboard
+kind, the panel plugins' options (timeseries, stat, table, bargauge, text) and the data
+sources' queries (prometheus, cloudwatch).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import promql_parser
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
+
+from components.config import PlatformConfig
+from components.config.platform import parse_platform_config
+from components.observability.dashboards import (
+    FLEET_FOLDER,
+    UID_MAX,
+    UID_MIN,
+    Dashboard,
+    dashboard_uid,
+    platform_dashboards,
+    prometheus_queries,
+)
+from tests.conftest import STACKS, stack_data
+
+SCHEMAS = Path(__file__).parent / "grafana_schemas"
+
+
+@cache
+def _schema(kind: str, definition: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads((SCHEMAS / f"{kind}.jsonschema.json").read_text())
+    if kind == "dashboard":
+        # The generator turned the CUE source's `query?: string | {...}` into an object whose
+        # values must be objects; the SDK's own model types it dict[str, object]
+        # (grafana_foundation_sdk/models/dashboard.py VariableModel.query), which is what the
+        # CloudWatch variable query ({"queryType": "dimensionValues", ...}) is.
+        schema = copy.deepcopy(schema)
+        query = schema["definitions"]["VariableModel"]["properties"]["query"]
+        query["oneOf"][1]["additionalProperties"] = {}
+    if definition is not None:
+        schema = {**schema, "$ref": f"#/definitions/{definition}"}
+    return schema
+
+
+def _errors(instance: Any, kind: str, definition: str | None = None) -> list[str]:
+    validator = jsonschema.Draft7Validator(_schema(kind, definition))
+    return [f"{e.json_path}: {e.message[:200]}" for e in validator.iter_errors(instance)]
+
+
+@cache
+def _config(stack: str) -> PlatformConfig:
+    return parse_platform_config(stack_data(stack))
+
+
+def _panels(model: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        panel
+        for top in model["panels"]
+        for panel in (top, *top.get("panels", []))
+        if panel["type"] != "row"
+    ]
+
+
+def test_every_dashboard_validates_and_round_trips() -> None:
+    """Each stack's dashboards: the dashboard kind's schema, each panel's options against its
+    plugin's, each query against its data source's, and the SDK's model reads the JSON back
+    to the same JSON."""
+    problems: list[str] = []
+    kinds_seen: set[str] = set()
+    for stack in STACKS:
+        for dashboard in platform_dashboards(_config(stack)):
+            where = f"{stack} {dashboard.uid}"
+            problems += [f"{where} {e}" for e in _errors(dashboard.model, "dashboard")]
+            for panel in _panels(dashboard.model):
+                kinds_seen.add(panel["type"])
+                problems += [
+                    f"{where} panel {panel['title']!r} options {e}"
+                    for e in _errors(panel["options"], panel["type"], "Options")
+                ]
+                ref_ids = [target["refId"] for target in panel.get("targets", [])]
+                if len(set(ref_ids)) != len(ref_ids) or "" in ref_ids:
+                    problems.append(f"{where} panel {panel['title']!r} refIds {ref_ids}")
+                for target in panel.get("targets", []):
+                    source = target["datasource"]["type"]
+                    problems += [
+                        f"{where} panel {panel['title']!r} query {e}"
+                        for e in _errors(target, source)
+                    ]
+            again = json.loads(JSONEncoder().encode(DashboardModel.from_json(dashboard.model)))
+            if again != dashboard.model:
+                problems.append(f"{where} does not round-trip through the SDK's model")
+            ids = [panel["id"] for panel in dashboard.model["panels"]]
+            if len(set(ids)) != len(ids):
+                problems.append(f"{where} panel ids repeat: {ids}")
+    assert not problems, "\n".join(problems)
+    assert kinds_seen == {"timeseries", "stat", "table", "bargauge", "text"}
+
+
+def test_every_query_parses_as_promql() -> None:
+    """Every panel and variable query of every stack's dashboards parses (promql-parser)."""
+    failures: list[str] = []
+    parsed = 0
+    for stack in STACKS:
+        for dashboard in platform_dashboards(_config(stack)):
+            for expression in prometheus_queries(dashboard.model):
+                try:
+                    promql_parser.parse(expression)
+                except ValueError as error:
+                    failures.append(f"{stack} {dashboard.uid}: {error}\n  {expression}")
+                parsed += 1
+    assert not failures, "\n".join(failures)
+    assert parsed > 100
+
+
+def _by_folder(dashboards: list[Dashboard]) -> dict[str, set[str]]:
+    folders: dict[str, set[str]] = {}
+    for dashboard in dashboards:
+        folders.setdefault(dashboard.folder, set()).add(dashboard.uid)
+    return folders
+
+
+def test_folders_follow_teams() -> None:
+    """The fleet folder holds the platform's dashboards; each team's folder its jobs and queue,
+    the namespace fixed to the team and its queries naming only its queue."""
+    config = _config("staging")
+    dashboards = platform_dashboards(config)
+    teams = sorted(team.name for team in config.teams)
+    assert len(teams) > 1
+    assert _by_folder(dashboards) == {
+        FLEET_FOLDER: {
+            "tp-fleet",
+            "tp-fleet-jobs",
+            "tp-fleet-queues",
+            "tp-cold-starts",
+            "tp-storage",
+            "tp-slurm",
+        },
+        **{team: {f"tp-{team}-jobs", f"tp-{team}-queue"} for team in teams},
+    }
+    for dashboard in dashboards:
+        if dashboard.folder == FLEET_FOLDER:
+            continue
+        team = dashboard.folder
+        others = [name for name in teams if name != team]
+        variables = {v["name"]: v for v in dashboard.model["templating"].get("list", [])}
+        if dashboard.uid.endswith("-jobs"):
+            assert variables["namespace"]["type"] == "constant"
+            assert variables["namespace"]["query"] == team
+        queries = "\n".join(prometheus_queries(dashboard.model))
+        if dashboard.uid.endswith("-queue"):
+            assert f'queue_name="{team}"' in queries
+        assert not any(f'"{other}"' in queries for other in others), dashboard.uid
+
+
+def test_uids_are_unique_short_and_stable_under_team_reordering() -> None:
+    """A uid derives from names: the same dashboards whatever order the teams are listed in,
+    every uid unique within Grafana's 8-40 characters, long team names shortened apart."""
+    raw = stack_data("staging")
+    config = parse_platform_config(raw)
+    dashboards = platform_dashboards(config)
+    uids = [dashboard.uid for dashboard in dashboards]
+    assert len(set(uids)) == len(uids)
+    assert all(UID_MIN <= len(uid) <= UID_MAX for uid in uids), uids
+
+    raw["teams"] = list(reversed(raw["teams"]))
+    reordered = platform_dashboards(parse_platform_config(raw))
+    assert [t.name for t in parse_platform_config(raw).teams] != [t.name for t in config.teams]
+    assert {d.uid: (d.folder, d.json()) for d in reordered} == {
+        d.uid: (d.folder, d.json()) for d in dashboards
+    }
+
+    long_a, long_b = "a" * 60 + "-one", "a" * 60 + "-two"
+    shortened = {dashboard_uid(long_a, "jobs"), dashboard_uid(long_b, "jobs")}
+    assert len(shortened) == 2
+    assert all(len(uid) == UID_MAX for uid in shortened)
+    assert dashboard_uid(long_a, "jobs") == dashboard_uid(long_a, "jobs")
+
+
+def test_optional_dashboards_follow_the_stack() -> None:
+    """No Slurm dashboard without Slurm, no storage dashboard without the file system; a stack
+    with no teams still gets valid dashboards whose queries parse."""
+    config = _config("staging")
+    assert {"tp-slurm", "tp-storage"} <= {d.uid for d in platform_dashboards(config)}
+    bare = config.model_copy(
+        update={
+            "slurm": config.slurm.model_copy(update={"enabled": False}),
+            "storage": config.storage.model_copy(update={"lustre": None}),
+            "teams": [],
+        }
+    )
+    dashboards = platform_dashboards(bare)
+    assert {d.uid for d in dashboards} == {
+        "tp-fleet",
+        "tp-fleet-jobs",
+        "tp-fleet-queues",
+        "tp-cold-starts",
+    }
+    for dashboard in dashboards:
+        assert not _errors(dashboard.model, "dashboard"), dashboard.uid
+        for expression in prometheus_queries(dashboard.model):
+            promql_parser.parse(expression)
+
+
+def _query(dashboard: Dashboard, panel: str, legend: str, **variables: str) -> str:
+    """The expression of the target with ``legend`` in the panel titled ``panel``, as
+    Prometheus receives it: Grafana's macros and the given dashboard variables substituted."""
+    for found in _panels(dashboard.model):
+        if found["title"] != panel:
+            continue
+        for target in found.get("targets", []):
+            if target.get("legendFormat", "") == legend:
+                expression: str = target["expr"]
+                for name, value in variables.items():
+                    expression = expression.replace(f"${name}", value)
+                model = {"panels": [{"type": "x", "targets": [{**target, "expr": expression}]}]}
+                return next(prometheus_queries(model))
+    raise AssertionError(f"{dashboard.uid}: no query {legend!r} in panel {panel!r}")
+
+
+def _promtool(tmp_path: Path, series: dict[str, str], cases: list[dict[str, Any]]) -> None:
+    """Evaluate ``cases`` (promtool ``promql_expr_test`` entries) on ``series`` at 10m."""
+    promtool = shutil.which("promtool")
+    assert promtool is not None, "promtool missing: Debian's prometheus package provides it"
+    test = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                "promql_expr_test": [{**case, "eval_time": "10m"} for case in cases],
+            }
+        ],
+    }
+    path = tmp_path / "dashboards.test.yaml"
+    path.write_text(json.dumps(test))
+    result = subprocess.run(
+        [promtool, "test", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_fleet_and_job_queries_compute_what_their_panels_say(tmp_path: Path) -> None:
+    """On synthetic kube-state-metrics and DCGM series (promtool): a pool's accelerators
+    allocatable, busy (running pods only) and idle, busy per team, the reserved nodes' share,
+    and a gang's per-pod utilisation, slowest pod and median pod."""
+    dashboards = {d.uid: d for d in platform_dashboards(_config("staging"))}
+    fleet, jobs = dashboards["tp-fleet"], dashboards["tp-fleet-jobs"]
+    pool = "label_karpenter_sh_nodepool"
+    kind = "label_karpenter_sh_capacity_type"
+    gpus = 'resource="nvidia_com_gpu",unit="integer"'
+    gang = "annotation_scheduling_k8s_io_group_name"
+    series = {
+        f'kube_node_labels{{node="n1",{pool}="p5",{kind}="reserved"}}': "1x10",
+        f'kube_node_labels{{node="n2",{pool}="p5",{kind}="on-demand"}}': "1x10",
+        f'kube_node_labels{{node="c1",{pool}="general",{kind}="on-demand"}}': "1x10",
+        f'kube_node_status_allocatable{{node="n1",{gpus}}}': "8x10",
+        f'kube_node_status_allocatable{{node="n2",{gpus}}}': "8x10",
+        f'kube_pod_container_resource_requests{{namespace="a",pod="a-0",container="c",node="n1",{gpus}}}': "8x10",
+        f'kube_pod_container_resource_requests{{namespace="b",pod="b-0",container="c",node="n2",{gpus}}}': "4x10",
+        # Scheduled but not running (pulling its image): requests, holds nothing yet.
+        f'kube_pod_container_resource_requests{{namespace="b",pod="b-1",container="c",node="n2",{gpus}}}': "2x10",
+        'kube_pod_status_phase{namespace="a",pod="a-0",phase="Running"}': "1x10",
+        'kube_pod_status_phase{namespace="b",pod="b-0",phase="Running"}': "1x10",
+        'kube_pod_status_phase{namespace="b",pod="b-1",phase="Running"}': "0x10",
+        'kube_pod_status_phase{namespace="b",pod="b-1",phase="Pending"}': "1x10",
+        # Gang g1 of team a: three pods; a-9 belongs to another gang.
+        f'kube_pod_annotations{{namespace="a",pod="a-0",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-1",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-2",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-9",{gang}="g2"}}': "1x10",
+        # Values whose means are exact in binary; n3 is in no pool.
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-0",gpu="0",Hostname="n1"}': "75x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-0",gpu="1",Hostname="n1"}': "25x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-1",gpu="0",Hostname="n2"}': "50x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-2",gpu="0",Hostname="n3"}': "10x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-9",gpu="0",Hostname="n3"}': "5x10",
+    }
+    allocation = "Allocatable, busy and idle per pool"
+    reserved = "Reservations in use (capacity type reserved)"
+    stragglers = "Stragglers: slowest pod and median pod utilisation"
+    selected = {"namespace": "a", "gang": "g1"}
+    cases = [
+        {
+            "expr": _query(fleet, allocation, "{{nodepool}} allocatable"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 16}],
+        },
+        {
+            "expr": _query(fleet, allocation, "{{nodepool}} busy"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 12}],
+        },
+        {
+            "expr": _query(fleet, allocation, "{{nodepool}} idle"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 4}],
+        },
+        {
+            "expr": _query(fleet, "Busy per team", "{{namespace}}"),
+            "exp_samples": [
+                {"labels": '{namespace="a"}', "value": 8},
+                {"labels": '{namespace="b"}', "value": 4},
+            ],
+        },
+        {
+            "expr": _query(fleet, reserved, "{{nodepool}} reserved"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 8}],
+        },
+        {
+            "expr": _query(fleet, reserved, "{{nodepool}} busy"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 8}],
+        },
+        {
+            "expr": _query(fleet, "Utilisation per pool", "{{nodepool}}"),
+            "exp_samples": [{"labels": '{nodepool="p5"}', "value": 0.5}],
+        },
+        {
+            "expr": _query(jobs, "GPU utilisation per pod", "{{pod}}", **selected),
+            "exp_samples": [
+                {"labels": '{pod="a-0"}', "value": 50},
+                {"labels": '{pod="a-1"}', "value": 50},
+                {"labels": '{pod="a-2"}', "value": 10},
+            ],
+        },
+        {
+            "expr": _query(jobs, stragglers, "slowest pod", **selected),
+            "exp_samples": [{"labels": "{}", "value": 10}],
+        },
+        {
+            "expr": _query(jobs, stragglers, "median pod", **selected),
+            "exp_samples": [{"labels": "{}", "value": 50}],
+        },
+    ]
+    _promtool(tmp_path, series, cases)
+
+
+def test_queue_and_efa_queries_compute_what_their_panels_say(tmp_path: Path) -> None:
+    """The queues' guarantee line is each team's configured guarantee, beside Volcano's
+    deserved; a gang's EFA throughput is per node of its pods, other nodes left out."""
+    config = _config("prod")
+    dashboards = {d.uid: d for d in platform_dashboards(config)}
+    queues, jobs = dashboards["tp-fleet-queues"], dashboards["tp-fleet-jobs"]
+    panel = "Guarantee, deserved, allocated and capability"
+    gang = "annotation_scheduling_k8s_io_group_name"
+    series = {
+        'volcano_queue_deserved_scalar_resources{queue_name="ml-research",resource="nvidia.com/gpu"}': "96x10",
+        'volcano_queue_deserved_scalar_resources{queue_name="other",resource="nvidia.com/gpu"}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-0",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-1",{gang}="g1"}}': "1x10",
+        'kube_pod_info{namespace="a",pod="a-0",node="n1"}': "1x10",
+        'kube_pod_info{namespace="a",pod="a-1",node="n2"}': "1x10",
+        'kube_pod_info{namespace="a",pod="a-9",node="n3"}': "1x10",
+        # 60 MB a minute on each of two devices of n1, on one of n2; n3 runs another job.
+        'trainingplatform_efa_tx_bytes_total{node="n1",device="rdmap0",port="1"}': "0+60000000x10",
+        'trainingplatform_efa_tx_bytes_total{node="n1",device="rdmap1",port="1"}': "0+60000000x10",
+        'trainingplatform_efa_tx_bytes_total{node="n2",device="rdmap0",port="1"}': "0+60000000x10",
+        'trainingplatform_efa_tx_bytes_total{node="n3",device="rdmap0",port="1"}': "0+60000000x10",
+    }
+    guarantees = {team.name: team.queue.guarantee.gpus for team in config.teams}
+    cases = [
+        {
+            "expr": _query(queues, panel, "{{queue_name}} guarantee"),
+            "exp_samples": [
+                {"labels": f'{{queue_name="{name}"}}', "value": gpus}
+                for name, gpus in sorted(guarantees.items())
+            ],
+        },
+        {
+            "expr": _query(queues, panel, "{{queue_name}} deserved"),
+            "exp_samples": [
+                {
+                    "labels": 'volcano_queue_deserved_scalar_resources{queue_name="ml-research",'
+                    'resource="nvidia.com/gpu"}',
+                    "value": 96,
+                }
+            ],
+        },
+        {
+            "expr": _query(
+                jobs, "EFA throughput per node", "{{node}} sent", namespace="a", gang="g1"
+            ),
+            "exp_samples": [
+                {"labels": '{node="n1"}', "value": 2_000_000},
+                {"labels": '{node="n2"}', "value": 1_000_000},
+            ],
+        },
+    ]
+    _promtool(tmp_path, series, cases)
