@@ -26,6 +26,7 @@ from synth.jobs.model import Stack, all_runnable, evaluate_jobs
 from synth.jobs.view import StackView
 from synth.run import StackResult
 from synth.stackfile import REPOSITORY_ROOT
+from tests import docs_pages
 from tests.config_problems import MISSING, assert_reported, problems_of
 from tests.conftest import stack_data
 
@@ -267,3 +268,11 @@ def test_every_stack_with_an_efa_pool_runs_the_exporter(
     view = StackView.from_records(result.records)
     names = {o["metadata"]["name"] for o in view.of_kind("DaemonSet")}
     assert (efa_exporter.NAME in names) == any(p.uses_efa for p in result.config.node_pools)
+
+
+def test_the_concept_page_lists_every_metric_and_what_it_reads() -> None:
+    text = docs_pages.section(docs_pages.page("concepts/observability.md"), "## The EFA exporter")
+    for name, files in EFA_METRICS.items():
+        assert f"`{name}`" in text, name
+        if files.startswith(("ports/", "hw_counters/")):
+            assert f"| `{name}` | `{files}` |" in text, name
