@@ -208,6 +208,16 @@ def builds() -> list[ImageBuild]:
         )
         for vendor in ("nvidia", "neuron")
     ]
+    # The EFA exporter of the EFA pools (components/observability/efa_exporter.py).
+    made.append(
+        ImageBuild(
+            recipe=software.EFA_EXPORTER_RECIPE,
+            variant=software.EFA_EXPORTER_RECIPE,
+            repository="efa-exporter",
+            config_key="observability.images.efaExporter",
+            bases={"BASE_IMAGE": software.recipe_pins(software.EFA_EXPORTER_RECIPE)["BASE_IMAGE"]},
+        )
+    )
     # One recipe, three images: variant, repository, slurm.images key, base argument, ROLE,
     # ACCELERATOR.
     slurm_images = [

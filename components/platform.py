@@ -57,6 +57,7 @@ from components.notebooks import (
     team_groups,
     team_profile_list,
 )
+from components.observability.efa_exporter import register_efa_exporter
 from components.observability.names import MONITORING_NAMESPACE
 from components.platform_network import PlatformNetwork, kube_system_fences
 from components.scheduling import NAMESPACE as SCHEDULING_NAMESPACE
@@ -276,6 +277,19 @@ class TrainingPlatform(pulumi.ComponentResource):
                 cluster=in_cluster,
                 opts=with_aws,
             )
+        # The EFA exporter waits for the monitoring namespace and the PodMonitor CRD, which
+        # the Slurm autoscaling release installs today; the Observability component registers
+        # it once it owns that release.
+        self.efa_exporter: list[pulumi.Resource] = (
+            register_efa_exporter(
+                config,
+                ready=[self.slurm],
+                provider=in_cluster.provider,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if self.slurm is not None
+            else []
+        )
         self.platform_network = build_platform_network(
             config,
             creators={

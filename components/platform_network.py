@@ -42,7 +42,11 @@ from components import (
     scheduling,
     trainer,
 )
-from components.observability.names import MONITORING_NAMESPACE, PROMETHEUS_PORT
+from components.observability.names import (
+    EFA_EXPORTER_PORT,
+    MONITORING_NAMESPACE,
+    PROMETHEUS_PORT,
+)
 from components.slurm.autoscaling import KEDA_NAMESPACE
 from components.slurm.common import (
     CERT_MANAGER_NAMESPACE,
@@ -132,6 +136,9 @@ LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
                  "the Prometheus operator's admission webhook (kube-prometheus-stack 88.5.3 "
                  "values prometheusOperator.tls.internalPort) and its metrics, which "
                  "Prometheus scrapes"),
+        Listener("efa-exporter", EFA_EXPORTER_PORT, (MONITORING_NAMESPACE,),
+                 "the EFA exporter's metrics on the EFA pools' nodes (components/observability/"
+                 "efa_exporter.py), which Prometheus scrapes through its PodMonitor"),
     ),
 }  # fmt: skip
 """Platform namespace -> its listeners that have clients. Listeners not here are closed."""

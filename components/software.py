@@ -503,7 +503,9 @@ def built_tag(recipe: str, variant: str) -> str:
     for ``training-neuron``, ``ray-cuda`` and ``ray-neuron``; ``cuda`` or ``neuron`` for
     ``notebook`` (its base's tag, or the Neuron SDK, and the JupyterHub release); ``nvidia``
     or ``neuron`` for ``acceptance`` (this repository's release, then the tools' pins:
-    ``0.1.0-cuda13.0-dcgm4.6.0-nccl-tests2.19.6-efa1.47.0``, ``0.1.0-sdk2.31.1-efa1.47.0``).
+    ``0.1.0-cuda13.0-dcgm4.6.0-nccl-tests2.19.6-efa1.47.0``, ``0.1.0-sdk2.31.1-efa1.47.0``);
+    unused for ``efa-exporter`` (this repository's release and the client library's pin:
+    ``0.1.0-prometheus-client0.26.0``).
 
     Ray's images begin with the Ray release, so config can hold every Ray image's tag to
     ``rayVersion`` (components/config/ray.py): ``ray-cuda`` is the Ray release, ``torch`` and
@@ -521,6 +523,8 @@ def built_tag(recipe: str, variant: str) -> str:
         if variant == "neuron":
             return f"sdk{recipe_pins('training-neuron')['NEURON_SDK_VERSION']}-{hub}"
         return f"{reference_tag(versions.NOTEBOOK_CUDA_BASE_IMAGE)}-{hub}"
+    if recipe == EFA_EXPORTER_RECIPE:
+        return f"{program_version()}-prometheus-client{efa_exporter_client_version()}"
     pins = recipe_pins(recipe)
     efa = f"efa{pins['EFA_INSTALLER_VERSION']}"
     if recipe == "acceptance":
@@ -540,6 +544,20 @@ def built_tag(recipe: str, variant: str) -> str:
         return f"{reference_tag(pins['LOGIN_IMAGE'])}-login-{efa}"
     base = reference_tag(pins["SLURMD_IMAGE"])
     return f"{base}-{efa}" if variant == "nvidia" else f"{base}-sdk{pins['NEURON_SDK_VERSION']}"
+
+
+EFA_EXPORTER_RECIPE: Final = "efa-exporter"
+"""``images/efa-exporter``: this repository's EFA exporter on a slim Python."""
+
+
+def efa_exporter_client_version() -> str:
+    """The prometheus-client release ``images/efa-exporter/requirements.txt`` pins.
+
+    The recipe's one package, installed from that file (the bot moves it there).
+    """
+    text = (IMAGES_DIR / EFA_EXPORTER_RECIPE / "requirements.txt").read_text()
+    (version,) = re.findall(r"^prometheus-client==(\S+)$", text, re.MULTILINE)
+    return str(version)
 
 
 def program_version() -> str:

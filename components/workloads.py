@@ -69,6 +69,11 @@ NODE_AGENT_MEMORY_MIB: Final = 128
 (components/acceptance_gate.py requests exactly this): a whole-node pod leaves it room, beside
 the add-ons' allowance and the device plugins', or the node that passed acceptance cannot
 take the pod it was bought for."""
+EFA_EXPORTER_CPU_MILLIS: Final = 10
+EFA_EXPORTER_MEMORY_MIB: Final = 48
+"""Requests of the EFA exporter, the platform's DaemonSet on every node of an EFA pool
+(components/observability/efa_exporter.py requests exactly this): one Python process reading
+a few dozen sysfs files per scrape. A whole-node pod on an EFA pool leaves it room too."""
 KUBE_RESERVED_CPU_TIERS: Final = (
     (0, 1000, 0.06),
     (1000, 2000, 0.01),
@@ -185,8 +190,8 @@ def whole_node_memory_mib(pool: NodePoolConfig) -> int:
 
     The node's allocatable memory in both views (Karpenter's, which decides whether a node is
     bought, and the kubelet's, which admits the pod; huge pages already taken out), the
-    smaller of the two, less the allowances for the add-ons' DaemonSets, the device plugins and
-    the acceptance agent.
+    smaller of the two, less the allowances for the add-ons' DaemonSets, the device plugins,
+    the acceptance agent and, on EFA pools, the EFA exporter.
     """
     allocatable = min(
         pool_node_allocatable(pool, as_scheduled_by_karpenter=view).memory_mib
@@ -197,6 +202,7 @@ def whole_node_memory_mib(pool: NodePoolConfig) -> int:
         - DAEMONSET_HEADROOM_MEMORY_MIB
         - DEVICE_PLUGIN_MEMORY_MIB
         - NODE_AGENT_MEMORY_MIB
+        - (EFA_EXPORTER_MEMORY_MIB if pool.uses_efa else 0)
     )
 
 

@@ -15,6 +15,7 @@ import pytest
 from components import image_builds, software
 from components.config import NotebookImagesConfig, parse_platform_config
 from components.config.acceptance import AcceptanceImagesConfig
+from components.config.observability import ObservabilityImagesConfig
 from components.config.ray import RayImagesConfig
 from components.config.slurm import SlurmImagesConfig
 from components.config.trainer import RUNTIME_IMAGE_KEYS
@@ -44,7 +45,11 @@ def _stack_image_keys() -> set[str]:
     ray = {f"ray.images.{name}" for name in RayImagesConfig.model_fields}
     notebooks = {f"notebooks.images.{name}" for name in NotebookImagesConfig.model_fields}
     acceptance = {f"acceptance.images.{name}" for name in AcceptanceImagesConfig.model_fields}
-    return trainer | slurm | ray | notebooks | acceptance
+    observability = {
+        f"observability.images.{field.alias or name}"
+        for name, field in ObservabilityImagesConfig.model_fields.items()
+    }
+    return trainer | slurm | ray | notebooks | acceptance | observability
 
 
 def test_every_image_a_stack_names_is_built() -> None:
@@ -157,9 +162,10 @@ def test_each_recipe_takes_the_download_arguments_the_plan_passes() -> None:
         assert set(software.recipe_downloads(recipe)) == declared, recipe
         passed = {name for b in builds() if b.recipe == recipe for name in b.downloads}
         # and those of the base it is built on in the same job (ray-neuron on training-neuron,
-        # ray-cuda on training-cuda); a recipe with neither downloads nothing
+        # ray-cuda on training-cuda); a recipe with neither downloads nothing, which only the
+        # EFA exporter's may (its one package comes from its requirements file, through pip)
         based = {n for b in builds() if b.recipe == recipe and b.base_build for n in b.downloads}
-        assert declared or based, recipe
+        assert declared or based or recipe == software.EFA_EXPORTER_RECIPE, recipe
         assert passed == declared | based, recipe
         # The named context only where the recipe copies from it (docker refuses an unknown one).
         contexts = {b.matrix_entry()["build_contexts"] for b in builds() if b.recipe == recipe}

@@ -48,6 +48,7 @@ def test_slinky_images_share_one_slurm_release() -> None:
          ("EFA_INSTALLER_URL", "NEURON_APT_REPO", "NEURON_APT_KEY_URL", "NEURON_PIP_INDEX")),
         ("acceptance", ("EFA_INSTALLER_URL", "CUDA_APT_REPO", "CUDA_APT_KEY_URL", "NCCL_TESTS_URL",
                         "NEURON_APT_REPO", "NEURON_APT_KEY_URL")),
+        ("efa-exporter", ()),
     ],
 )  # fmt: skip
 def test_recipes_name_no_download_host(recipe: str, locations: tuple[str, ...]) -> None:
@@ -81,7 +82,9 @@ def run_scripts(recipe: str) -> list[str]:
     return scripts
 
 
-@pytest.mark.parametrize("recipe", ["slurmd", "training-cuda", "training-neuron", "acceptance"])
+@pytest.mark.parametrize(
+    "recipe", ["slurmd", "training-cuda", "training-neuron", "acceptance", "efa-exporter"]
+)
 def test_recipe_shell_parses(recipe: str) -> None:
     scripts = run_scripts(recipe)
     assert scripts, "the recipe has RUN instructions"

@@ -222,7 +222,9 @@ def test_recipes_agree_on_the_pins_they_share(pin: str) -> None:
     assert len(set(values.values())) == 1, values
 
 
-@pytest.mark.parametrize("recipe", ["training-cuda", "training-neuron", "slurmd", "acceptance"])
+@pytest.mark.parametrize(
+    "recipe", ["training-cuda", "training-neuron", "slurmd", "acceptance", "efa-exporter"]
+)
 def test_recipe_pins_are_exact_versions(recipe: str) -> None:
     pins = software.recipe_pins(recipe)
     assert pins

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from components.config.base import CONFIG_KEY, ConfigProblem, StrictModel
+from components import catalog, software
+from components.config.base import CONFIG_KEY, MISSING, ConfigProblem, StrictModel
 from components.config.teams import GroupName
 
 if TYPE_CHECKING:
@@ -46,6 +47,19 @@ class RemoteWriteConfig(StrictModel):
     )
 
 
+class ObservabilityImagesConfig(StrictModel):
+    """The images of the platform's own exporters, built from images/ and pinned by digest."""
+
+    efa_exporter: str | None = Field(
+        default=None,
+        alias="efaExporter",
+        description="EFA exporter of the EFA pools (images/efa-exporter: this repository's "
+        "efa_exporter, which serves the EFA devices' sysfs counters). Pin by digest, as "
+        "<repo>:<tag>@<digest> with the tag the recipe's build carries. Required where a pool "
+        "attaches EFA.",
+    )
+
+
 class ObservabilityConfig(StrictModel):
     """The fleet's metrics stack, dashboards and alerts."""
 
@@ -72,6 +86,10 @@ class ObservabilityConfig(StrictModel):
         default_factory=RemoteWriteConfig,
         description="Remote write to Amazon Managed Service for Prometheus. Default: off.",
     )
+    images: ObservabilityImagesConfig = Field(
+        default_factory=ObservabilityImagesConfig,
+        description="The images of the platform's own exporters. Default: none.",
+    )
     gang_pending_alert_minutes: int = Field(
         default=30,
         ge=1,
@@ -94,4 +112,32 @@ def observability_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             grafana.admin_groups,
             "empty unless the oidc section is set: Grafana logs people in through the "
             "platform's OIDC client, and without one it is reached by port-forward only",
+        )
+    yield from _efa_exporter_problems(config)
+
+
+def _efa_exporter_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """An EFA pool without the exporter's image, or an image of another build of the recipe."""
+    where = f"{CONFIG_KEY}.observability.images.efaExporter"
+    image = config.observability.images.efa_exporter
+    tag = software.built_tag(software.EFA_EXPORTER_RECIPE, software.EFA_EXPORTER_RECIPE)
+    pools = [
+        pool.name
+        for pool in config.node_pools
+        # a type the catalog lacks is refused by the pools' own check
+        if all(name in catalog.CATALOG for name in pool.instance_types) and pool.uses_efa
+    ]
+    if pools and image is None:
+        yield ConfigProblem(
+            where,
+            MISSING,
+            f"the EFA exporter image (built from images/efa-exporter, tagged :{tag}, pinned by "
+            f"digest) while the pools {', '.join(pools)} attach EFA",
+        )
+    elif image is not None and software.reference_tag(image) != tag:
+        yield ConfigProblem(
+            where,
+            image,
+            f"a build of images/efa-exporter tagged :{tag} (this release's exporter and its "
+            "pinned client library), as <repo>:<tag>@<digest>",
         )

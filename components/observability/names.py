@@ -78,3 +78,70 @@ provisions it with this uid (kube-prometheus-stack 88.5.3 values.yaml
 ``grafana.sidecar.datasources.uid`` defaults to it)."""
 CLOUDWATCH_DATASOURCE_UID: Final = "cloudwatch"
 """Grafana data source uid of CloudWatch (FSx, the release schedules); as above."""
+# The EFA exporter (images/efa-exporter, efa_exporter/). The EFA kernel driver publishes its
+# counters in sysfs: per port under /sys/class/infiniband/<device>/ports/<port>/hw_counters
+# (amzn/amzn-drivers efa_linux_3.1.0 kernel/linux/efa/src/efa_verbs.c EFA_DEFINE_PORT_STATS,
+# filled by efa_fill_port_stats from the device's basic, messages, RDMA read, RDMA write and
+# network statistics; the network ones, retrans_*, exist since efa_linux_2.17.0) and per device
+# under /sys/class/infiniband/<device>/hw_counters (EFA_DEFINE_DEVICE_STATS, the driver's own
+# admin queue and verbs error counts; alloc_mr_err and get_dma_mr_err only in builds with
+# kernel verbs). node_exporter v1.12.1's infiniband collector reads none of the EFA names
+# (prometheus/node_exporter v1.12.1 collector/infiniband_linux.go pushes the InfiniBand
+# counters and a fixed list of mlx5 hw_counters only).
+EFA_METRICS: Final[dict[str, str]] = {
+    # Counters per port (labels device, port): the driver's port statistics.
+    f"{RULE_PREFIX}_efa_tx_bytes_total": "ports/<port>/hw_counters/tx_bytes",
+    f"{RULE_PREFIX}_efa_tx_packets_total": "ports/<port>/hw_counters/tx_pkts",
+    f"{RULE_PREFIX}_efa_rx_bytes_total": "ports/<port>/hw_counters/rx_bytes",
+    f"{RULE_PREFIX}_efa_rx_packets_total": "ports/<port>/hw_counters/rx_pkts",
+    f"{RULE_PREFIX}_efa_rx_drops_total": "ports/<port>/hw_counters/rx_drops",
+    f"{RULE_PREFIX}_efa_send_bytes_total": "ports/<port>/hw_counters/send_bytes",
+    f"{RULE_PREFIX}_efa_send_work_requests_total": "ports/<port>/hw_counters/send_wrs",
+    f"{RULE_PREFIX}_efa_recv_bytes_total": "ports/<port>/hw_counters/recv_bytes",
+    f"{RULE_PREFIX}_efa_recv_work_requests_total": "ports/<port>/hw_counters/recv_wrs",
+    f"{RULE_PREFIX}_efa_rdma_read_bytes_total": "ports/<port>/hw_counters/rdma_read_bytes",
+    f"{RULE_PREFIX}_efa_rdma_read_work_requests_total": "ports/<port>/hw_counters/rdma_read_wrs",
+    f"{RULE_PREFIX}_efa_rdma_read_errors_total": "ports/<port>/hw_counters/rdma_read_wr_err",
+    f"{RULE_PREFIX}_efa_rdma_read_response_bytes_total": (
+        "ports/<port>/hw_counters/rdma_read_resp_bytes"
+    ),
+    f"{RULE_PREFIX}_efa_rdma_write_bytes_total": "ports/<port>/hw_counters/rdma_write_bytes",
+    f"{RULE_PREFIX}_efa_rdma_write_work_requests_total": (
+        "ports/<port>/hw_counters/rdma_write_wrs"
+    ),
+    f"{RULE_PREFIX}_efa_rdma_write_errors_total": "ports/<port>/hw_counters/rdma_write_wr_err",
+    f"{RULE_PREFIX}_efa_rdma_write_received_bytes_total": (
+        "ports/<port>/hw_counters/rdma_write_recv_bytes"
+    ),
+    f"{RULE_PREFIX}_efa_retransmitted_bytes_total": "ports/<port>/hw_counters/retrans_bytes",
+    f"{RULE_PREFIX}_efa_retransmitted_packets_total": "ports/<port>/hw_counters/retrans_pkts",
+    f"{RULE_PREFIX}_efa_retransmit_timeout_events_total": (
+        "ports/<port>/hw_counters/retrans_timeout_events"
+    ),
+    f"{RULE_PREFIX}_efa_unresponsive_remote_events_total": (
+        "ports/<port>/hw_counters/unresponsive_remote_events"
+    ),
+    f"{RULE_PREFIX}_efa_impaired_remote_connection_events_total": (
+        "ports/<port>/hw_counters/impaired_remote_conn_events"
+    ),
+    # Counters per device (label device): the driver's admin queue and verbs errors.
+    f"{RULE_PREFIX}_efa_admin_command_errors_total": "hw_counters/cmds_err",
+    f"{RULE_PREFIX}_efa_admin_commands_without_completion_total": (
+        "hw_counters/no_completion_cmds"
+    ),
+    f"{RULE_PREFIX}_efa_keep_alives_received_total": "hw_counters/keep_alive_rcvd",
+    # One series per failed verb (label operation: the file's name less "_err"); the last two
+    # files exist only where the driver was built with kernel verbs, and are read if present.
+    f"{RULE_PREFIX}_efa_verbs_errors_total": (
+        "hw_counters/alloc_pd_err hw_counters/create_qp_err hw_counters/create_cq_err "
+        "hw_counters/reg_mr_err hw_counters/alloc_ucontext_err hw_counters/create_ah_err "
+        "hw_counters/mmap_err hw_counters/alloc_mr_err hw_counters/get_dma_mr_err"
+    ),
+    # Gauges. Per node: the EFA devices found (an alert compares it with the node's interfaces).
+    f"{RULE_PREFIX}_efa_devices": "<device>/device/driver (a link to the driver named efa)",
+    # Per device: the files above that could not be read or parsed in this scrape (0: none).
+    f"{RULE_PREFIX}_efa_scrape_errors": "every file above, of that device",
+}
+"""Metric of the EFA exporter -> what it reads, relative to ``/sys/class/infiniband/<device>``
+(space-separated where it reads several files). The exporter serves them on
+:data:`EFA_EXPORTER_PORT`; a device that disappears takes its series with it."""
