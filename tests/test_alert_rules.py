@@ -25,11 +25,13 @@ from components.observability.names import (
     COLD_START_BUDGET_METRIC,
     COLD_START_QUANTILE_RULES,
     COLD_START_STAGES,
+    EFA_DEVICES_METRIC,
     FIRST_STEP_METRIC,
     GANG_COLD_START_RULE,
     MONITORING_NAMESPACE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
+    efa_port_counter,
 )
 from synth.engine import synthesize
 from synth.stackfile import REPOSITORY_ROOT, StackFile
@@ -49,7 +51,7 @@ RUNBOOKS: Final = REPOSITORY_ROOT / "docs" / "how-to" / "alert-runbooks.md"
 def config() -> PlatformConfig:
     """prod (p5 with GPUs and EFA, p5en, trn2) with the values the cases assume."""
     data = stack_data("prod")
-    data["observability"] = {"gangPendingAlertMinutes": PENDING_MINUTES}
+    data["observability"]["gangPendingAlertMinutes"] = PENDING_MINUTES
     for pool in data["nodePools"]:
         if pool["name"] == "p5en":
             pool["coldStartBudgetMinutes"] = P5EN_BUDGET_MINUTES
@@ -108,7 +110,10 @@ def _accelerator_cases() -> list[Case]:
             "GPUUncorrectableECC": [Fired(_gpu_labels(gpu), 0) for gpu in ("0", "2", "3")],
         },
     )
-    efa_device = 'trainingplatform_efa_{}_total{{node="node-a", device="{}", port="1"}}'
+
+    def efa_device(counter_file: str, device: str) -> str:
+        return f'{efa_port_counter(counter_file)}{{node="node-a", device="{device}", port="1"}}'
+
     nodes = Case(
         "GPUs and EFA interfaces missing against the catalog; full nodes, trn2 and system "
         "nodes do not alert",
@@ -123,9 +128,9 @@ def _accelerator_cases() -> list[Case]:
             'unit="integer"}': "7x40",
             'kube_node_status_allocatable{node="node-b", resource="nvidia_com_gpu", '
             'unit="integer"}': "8x40",
-            'trainingplatform_efa_devices{node="node-a"}': "32x40",
-            'trainingplatform_efa_devices{node="node-b"}': "31x40",
-            'trainingplatform_efa_devices{node="node-t"}': "16x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-a"}}': "32x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-b"}}': "31x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-t"}}': "16x40",
         },
         alerts={
             "GPUMissing": [
@@ -142,13 +147,13 @@ def _accelerator_cases() -> list[Case]:
         "EFA errors and retransmits above their thresholds; the ones below stay silent",
         at="12m",
         series={
-            efa_device.format("rx_drops", "rdmap0s0"): "0+60x60",  # 2/s
-            efa_device.format("rx_drops", "rdmap1s0"): "0+2x60",  # 0.07/s
-            efa_device.format("impaired_remote_conn_events", "rdmap1s0"): "0x60",
-            efa_device.format("tx_pkts", "rdmap2s0"): "0+3000x60",  # 100/s
-            efa_device.format("retrans_pkts", "rdmap2s0"): "0+60x60",  # 2%
-            efa_device.format("tx_pkts", "rdmap3s0"): "0+3000x60",
-            efa_device.format("retrans_pkts", "rdmap3s0"): "0+15x60",  # 0.5%
+            efa_device("rx_drops", "rdmap0s0"): "0+60x60",  # 2/s
+            efa_device("rx_drops", "rdmap1s0"): "0+2x60",  # 0.07/s
+            efa_device("impaired_remote_conn_events", "rdmap1s0"): "0x60",
+            efa_device("tx_pkts", "rdmap2s0"): "0+3000x60",  # 100/s
+            efa_device("retrans_pkts", "rdmap2s0"): "0+60x60",  # 2%
+            efa_device("tx_pkts", "rdmap3s0"): "0+3000x60",
+            efa_device("retrans_pkts", "rdmap3s0"): "0+15x60",  # 0.5%
         },
         alerts={
             "EFAErrorsRising": [

@@ -33,6 +33,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
 from components.config import PlatformConfig
 from components.config.platform import parse_platform_config
 from components.observability.dashboards import (
+    EFA_TX_BYTES,
     FLEET_FOLDER,
     UID_MAX,
     UID_MIN,
@@ -213,7 +214,7 @@ def test_optional_dashboards_follow_the_stack() -> None:
         "tp-cold-starts",
     }
     for dashboard in dashboards:
-        assert not _errors(dashboard.model, "dashboard"), dashboard.uid
+        assert not _errors(dashboard.model, DashboardModel), dashboard.uid
         for expression in prometheus_queries(dashboard.model):
             promql_parser.parse(expression)
 
@@ -366,10 +367,10 @@ def test_queue_and_efa_queries_compute_what_their_panels_say(tmp_path: Path) -> 
         'kube_pod_info{namespace="a",pod="a-1",node="n2"}': "1x10",
         'kube_pod_info{namespace="a",pod="a-9",node="n3"}': "1x10",
         # 60 MB a minute on each of two devices of n1, on one of n2; n3 runs another job.
-        'trainingplatform_efa_tx_bytes_total{node="n1",device="rdmap0",port="1"}': "0+60000000x10",
-        'trainingplatform_efa_tx_bytes_total{node="n1",device="rdmap1",port="1"}': "0+60000000x10",
-        'trainingplatform_efa_tx_bytes_total{node="n2",device="rdmap0",port="1"}': "0+60000000x10",
-        'trainingplatform_efa_tx_bytes_total{node="n3",device="rdmap0",port="1"}': "0+60000000x10",
+        f'{EFA_TX_BYTES}{{node="n1",device="rdmap0",port="1"}}': "0+60000000x10",
+        f'{EFA_TX_BYTES}{{node="n1",device="rdmap1",port="1"}}': "0+60000000x10",
+        f'{EFA_TX_BYTES}{{node="n2",device="rdmap0",port="1"}}': "0+60000000x10",
+        f'{EFA_TX_BYTES}{{node="n3",device="rdmap0",port="1"}}': "0+60000000x10",
     }
     guarantees = {team.name: team.queue.guarantee.gpus for team in config.teams}
     cases = [

@@ -7,7 +7,8 @@ from typing import Final
 
 import pytest
 
-from components.observability import metric_catalog, names
+from components.config.platform import parse_platform_config
+from components.observability import dashboards, metric_catalog, names, rules
 from components.observability.metric_catalog import (
     DCGM_COUNTERS,
     EXPORTERS,
@@ -19,13 +20,14 @@ from components.observability.metric_catalog import (
     platform_metrics,
     read_dcgm_counters_csv,
 )
-from components.observability.promql import (
+from components.slurm.autoscaling import demand_query
+from tests.conftest import STACKS, stack_data
+from tests.promql import (
     PromQLSyntaxError,
     UnboundedNameError,
     metric_names,
     unknown_metrics,
 )
-from components.slurm.autoscaling import demand_query
 
 DCGM_FIELD_TABLE: Final = Path(__file__).parent / "data" / "dcgm_fields_4.5.3.txt"
 """DCGM's field table at the DCGM release the pinned dcgm-exporter builds with, compiled from
@@ -207,6 +209,34 @@ def test_the_catalogue_holds_what_the_issue_relies_on_and_cites_its_sources() ->
     # The platform's own, built from names.py rather than copied.
     own = platform_metrics().names()
     assert {names.FIRST_STEP_METRIC, names.PODGROUP_CREATED_METRIC,
-            names.NODECLAIM_CONDITION_METRIC} == own  # fmt: skip
+            names.NODECLAIM_CONDITION_METRIC, *names.EFA_METRICS} == own  # fmt: skip
     assert own <= known
     assert "DataReadBytes" in metric_catalog.FSX_LUSTRE_CLOUDWATCH_METRICS
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_rule_and_dashboard_query_names_real_metrics(stack: str) -> None:
+    """Each stack's alerts, recording rules and dashboard queries parse and select only
+    metrics an exporter at our pins writes, or that a rule of the stack records."""
+    config = parse_platform_config(stack_data(stack))
+    groups = rules.rule_groups(config)
+    recorded = {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
+    expressions = {
+        f"rule {rule.get('alert') or rule['record']}": rule["expr"]
+        for group in groups
+        for rule in group["rules"]
+    }
+    for dashboard in dashboards.platform_dashboards(config):
+        for index, query in enumerate(dashboards.prometheus_queries(dashboard.model)):
+            expressions[f"dashboard {dashboard.uid} query {index}"] = query
+    known = known_metrics()
+    unknown = {
+        where: sorted(missing)
+        for where, expression in expressions.items()
+        if (missing := unknown_metrics(expression, known, recorded))
+    }
+    assert not unknown, unknown
+    # The walk saw the alerts and the ledger, and they read the exporters they are about.
+    selected = set().union(*(metric_names(e) for e in expressions.values()))
+    assert names.FIRST_STEP_METRIC in selected
+    assert any(name.startswith("DCGM_FI_") for name in selected)

@@ -15,6 +15,7 @@ DISTRIBUTION_MODULES = {
     "pulumi-policy": "pulumi_policy", "pydantic": "pydantic", "PyYAML": "yaml",
     "jsonschema": "jsonschema", "cryptography": "cryptography", "kubernetes": "kubernetes",
     "botocore": "botocore", "ldap3": "ldap3", "pyasn1": "pyasn1", "cel-python": "celpy",
+    "grafana-foundation-sdk": "grafana_foundation_sdk",
 }  # fmt: skip
 FIRST_PARTY = {"components", "synth", "policies", "acceptance", "google"}  # google: with pulumi
 

@@ -61,7 +61,7 @@ from components.observability.names import (
     COLD_START_STAGES,
     GANG_COLD_START_RULE,
     PROMETHEUS_DATASOURCE_UID,
-    RULE_PREFIX,
+    efa_port_counter,
 )
 from components.storage.capacity import release_schedules
 
@@ -123,8 +123,8 @@ KSM_POD_ANNOTATIONS_ALLOWLIST: Final = (GANG_ANNOTATION,)
 """Pod annotations the dashboards need in :data:`KSM_POD_ANNOTATIONS`
 (``--metric-annotations-allowlist=pods=[...]``)."""
 
-# dcgm-exporter 4.8.2 (NVIDIA/dcgm-exporter tag 4.5.3-4.8.2): the chart's default metric set,
-# deployment/templates/metrics-configmap.yaml (the chart mounts it as default-counters.csv).
+# dcgm-exporter 4.8.2 (NVIDIA/dcgm-exporter tag 4.5.3-4.8.2): the DCGM fields the platform asks
+# it for (components/observability/metric_catalog.py DCGM_COUNTERS, its counters file).
 # Labels: ``Hostname`` is the node (NODE_NAME, deployment/templates/daemonset.yaml and
 # internal/pkg/hostname/hostname.go); ``pod`` and ``namespace`` are the pod holding the GPU
 # (internal/pkg/transformation/const.go), which survive the scrape only with the
@@ -136,9 +136,10 @@ DCGM_FB_USED: Final = "DCGM_FI_DEV_FB_USED"
 """Frame buffer (GPU memory) used, MiB."""
 DCGM_FB_FREE: Final = "DCGM_FI_DEV_FB_FREE"
 """Frame buffer free, MiB."""
-DCGM_NVLINK_BANDWIDTH: Final = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
-"""NVLink bandwidth counter, all lanes (a counter; NVIDIA/DCGM v4.5.3 dcgmlib/dcgm_fields.h
-gives no unit)."""
+DCGM_NVLINK_TX: Final = "DCGM_FI_PROF_NVLINK_TX_BYTES"
+"""NVLink bytes sent per second, all links (a profiling field, a gauge)."""
+DCGM_NVLINK_RX: Final = "DCGM_FI_PROF_NVLINK_RX_BYTES"
+"""NVLink bytes received per second, all links."""
 DCGM_TENSOR_ACTIVE: Final = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
 """Ratio of cycles the tensor pipe is active."""
 DCGM_HOST_LABEL: Final = "Hostname"
@@ -155,9 +156,9 @@ NEURON_MEMORY_USED: Final = "neuron_runtime_memory_used_bytes"
 # The EFA exporter (images/efa-exporter): one counter per hw_counters file of each EFA device
 # and port (labels ``device``, ``port``), named after amzn/amzn-drivers efa_linux_3.1.0
 # kernel/linux/efa/src/efa_verbs.c EFA_DEFINE_PORT_STATS.
-EFA_TX_BYTES: Final = f"{RULE_PREFIX}_efa_tx_bytes_total"
-EFA_RX_BYTES: Final = f"{RULE_PREFIX}_efa_rx_bytes_total"
-EFA_RETRANS_PKTS: Final = f"{RULE_PREFIX}_efa_retrans_pkts_total"
+EFA_TX_BYTES: Final = efa_port_counter("tx_bytes")
+EFA_RX_BYTES: Final = efa_port_counter("rx_bytes")
+EFA_RETRANS_PKTS: Final = efa_port_counter("retrans_pkts")
 
 SCRAPED_NODE_LABEL: Final = "node"
 """Label with the node's name that the EFA exporter's and neuron-monitor's monitors add from
@@ -490,14 +491,14 @@ def _jobs(kinds: Sequence[Accelerator], team: str | None, efa: bool) -> Dashboar
                 )
             )
             .with_panel(
-                _timeseries("NVLink bandwidth counter per pod, per second", "short", 12)
+                _timeseries("NVLink throughput per pod", "Bps", 12)
                 .description(
-                    f"rate of {DCGM_NVLINK_BANDWIDTH}, summed over the pod's GPUs (DCGM states "
-                    "no unit for this field)."
+                    f"{DCGM_NVLINK_TX} plus {DCGM_NVLINK_RX}, summed over the pod's GPUs "
+                    "(bytes a second, averaged by DCGM over its sampling interval)."
                 )
                 .with_target(
                     _prom(
-                        f"sum by (pod) (rate({DCGM_NVLINK_BANDWIDTH}[$__rate_interval]) "
+                        f"sum by (pod) (({DCGM_NVLINK_TX} + {DCGM_NVLINK_RX}) "
                         f"* on (namespace, pod) group_left () {pods})",
                         "{{pod}}",
                     )

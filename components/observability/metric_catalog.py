@@ -1,7 +1,7 @@
 """Which metrics exist: per exporter the platform scrapes, the names it exports at our pins.
 
 Every rule expression and dashboard query may name only these (tests walk them with
-:mod:`components.observability.promql`). Each list was compiled by reading the exporter's source
+tests/promql.py). Each list was compiled by reading the exporter's source
 at the release the platform installs, and cites the files it comes from as "project tag path";
 re-read them when the pin moves. A name here is what a query selects: a histogram ``x`` is
 queried as ``x_bucket``, ``x_sum`` and ``x_count``, a summary as ``x``, ``x_sum`` and
@@ -1167,19 +1167,25 @@ metric names. Not PromQL: the CloudWatch data source queries them by namespace a
 def platform_metrics() -> Exporter:
     """The metrics the platform's own programs and configuration export, from names.py.
 
-    The first-step gauge (the runtimes' metrics port) and the two timestamps the
-    kube-state-metrics custom resource state writes for the ledger. Built from
-    :mod:`components.observability.names` each time, so a name added there (the EFA
-    exporter's) needs one line here and none in the tests.
+    The first-step gauge (the runtimes' metrics port), the two timestamps the
+    kube-state-metrics custom resource state writes for the ledger, and the EFA exporter's
+    metrics. Built from :mod:`components.observability.names` each time, so a name added
+    there needs no line in the tests.
     """
     return Exporter(
         name="training platform",
         release="this repository",
-        sources=("components/observability/names.py",),
+        sources=("components/observability/names.py", "efa_exporter/"),
         metrics=(
             Metric(names.FIRST_STEP_METRIC, "gauge"),
             Metric(names.PODGROUP_CREATED_METRIC, "gauge"),
             Metric(names.NODECLAIM_CONDITION_METRIC, "gauge"),
+            # The EFA exporter: a name ending in _total is a counter (prometheus_client's
+            # exposition of CounterMetricFamily), the rest are gauges.
+            *(
+                Metric(name, "counter" if name.endswith("_total") else "gauge")
+                for name in names.EFA_METRICS
+            ),
         ),
     )
 
@@ -1205,7 +1211,7 @@ EXPORTERS: Final[tuple[Exporter, ...]] = (
 def known_metrics() -> frozenset[str]:
     """Every series name a rule or dashboard may select: all exporters' and the platform's.
 
-    Recording rules' outputs are not in it; :func:`components.observability.promql.unknown_metrics`
+    Recording rules' outputs are not in it; the tests' ``unknown_metrics`` (tests/promql.py)
     takes them apart, from the rules themselves.
     """
     return frozenset().union(*(exporter.names() for exporter in (*EXPORTERS, platform_metrics())))

@@ -88,6 +88,9 @@ CLOUDWATCH_DATASOURCE_UID: Final = "cloudwatch"
 # kernel verbs). node_exporter v1.12.1's infiniband collector reads none of the EFA names
 # (prometheus/node_exporter v1.12.1 collector/infiniband_linux.go pushes the InfiniBand
 # counters and a fixed list of mlx5 hw_counters only).
+EFA_DEVICES_METRIC: Final = f"{RULE_PREFIX}_efa_devices"
+"""Gauge per node: the EFA devices the exporter found (an alert compares it with the node's
+interfaces in the catalog)."""
 EFA_METRICS: Final[dict[str, str]] = {
     # Counters per port (labels device, port): the driver's port statistics.
     f"{RULE_PREFIX}_efa_tx_bytes_total": "ports/<port>/hw_counters/tx_bytes",
@@ -138,10 +141,29 @@ EFA_METRICS: Final[dict[str, str]] = {
         "hw_counters/mmap_err hw_counters/alloc_mr_err hw_counters/get_dma_mr_err"
     ),
     # Gauges. Per node: the EFA devices found (an alert compares it with the node's interfaces).
-    f"{RULE_PREFIX}_efa_devices": "<device>/device/driver (a link to the driver named efa)",
+    EFA_DEVICES_METRIC: "<device>/device/driver (a link to the driver named efa)",
     # Per device: the files above that could not be read or parsed in this scrape (0: none).
     f"{RULE_PREFIX}_efa_scrape_errors": "every file above, of that device",
 }
 """Metric of the EFA exporter -> what it reads, relative to ``/sys/class/infiniband/<device>``
 (space-separated where it reads several files). The exporter serves them on
 :data:`EFA_EXPORTER_PORT`; a device that disappears takes its series with it."""
+
+
+def efa_port_counter(counter_file: str) -> str:
+    """The EFA exporter's metric of one per-port ``hw_counters`` file, e.g. ``retrans_pkts``.
+
+    Rules and dashboards name EFA counters by the driver's file, so a metric's name is spelt
+    once, in :data:`EFA_METRICS`.
+
+    Args:
+        counter_file: the file's name under ``ports/<port>/hw_counters``.
+
+    Raises:
+        KeyError: the exporter reads no such file.
+    """
+    source = f"ports/<port>/hw_counters/{counter_file}"
+    for metric, read in EFA_METRICS.items():
+        if read == source:
+            return metric
+    raise KeyError(f"the EFA exporter reads no per-port counter {counter_file!r}")

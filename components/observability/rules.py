@@ -64,6 +64,7 @@ from components.config import LustreConfig, NodePoolConfig, PlatformConfig
 from components.observability.names import (
     COLD_START_BUDGET_METRIC,
     COLD_START_QUANTILE_RULES,
+    EFA_DEVICES_METRIC,
     FIRST_STEP_METRIC,
     GANG_COLD_START_RULE,
     MONITORING_NAMESPACE,
@@ -71,6 +72,7 @@ from components.observability.names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     RULE_PREFIX,
+    efa_port_counter,
 )
 
 RUNBOOKS_PAGE: Final = "docs/how-to/alert-runbooks.md"
@@ -364,21 +366,21 @@ def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             _missing_alert(
                 "EFAInterfaceMissing",
                 _expected_per_node(efa),
-                "max by (node) (trainingplatform_efa_devices)",
+                f"max by (node) ({EFA_DEVICES_METRIC})",
                 what="EFA interfaces",
                 severity="critical",
             )
         )
         where = "interface {{ $labels.device }} port {{ $labels.port }} on {{ $labels.node }}"
         terms = [
-            f"label_replace(sum by (node, device, port) (rate(trainingplatform_efa_{c}_total"
+            f"label_replace(sum by (node, device, port) (rate({efa_port_counter(c)}"
             f'[{EFA_RATE_WINDOW}])) > {EFA_ERROR_RATE_PER_SECOND}, "counter", "{c}", "", "")'
             for c in EFA_ERROR_COUNTERS
         ]
         terms.append(
-            f"label_replace(sum by (node, device, port) (rate(trainingplatform_efa_retrans_pkts"
-            f"_total[{EFA_RATE_WINDOW}])) / sum by (node, device, port) (rate("
-            f"trainingplatform_efa_tx_pkts_total[{EFA_RATE_WINDOW}])) > {EFA_RETRANSMIT_RATIO}"
+            f"label_replace(sum by (node, device, port) (rate({efa_port_counter('retrans_pkts')}"
+            f"[{EFA_RATE_WINDOW}])) / sum by (node, device, port) (rate("
+            f"{efa_port_counter('tx_pkts')}[{EFA_RATE_WINDOW}])) > {EFA_RETRANSMIT_RATIO}"
             ', "counter", "retrans_pkts", "", "")'
         )
         rules.append(
