@@ -71,3 +71,7 @@ gangs that started cold in the last day (labels ``nodepool``, ``stage``)."""
 COLD_START_BUDGET_METRIC: Final = f"{RULE_PREFIX}:cold_start_budget_seconds"
 """Recording rule: each pool's cold-start budget (label ``nodepool``), a constant from config,
 which the ColdStartOverBudget alert compares the ``first_step`` stage with."""
+SLURM_JOB_SUBMIT_METRIC: Final = f"{RULE_PREFIX}_slurm_job_submit_timestamp_seconds"
+"""Gauge per Slurm job and node (label ``slurm_job_id``): the job's submission, which a Slurm
+job's TaskProlog writes beside its :data:`FIRST_STEP_METRIC` file, so the ledger measures Slurm
+cold starts (a Slurm job has no PodGroup)."""
