@@ -8,13 +8,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from components import kuberay, trainer
+from components.config import PlatformConfig
 from components.observability import ledger
 from components.observability.names import (
     FIRST_STEP_METRIC,
+    FIRST_STEP_PORT,
+    MONITORING_NAMESPACE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
 )
+from components.platform import team_controllers, validated_config
+from components.slurm import NAMESPACE as SLURM_NAMESPACE
+from components.slurm.common import SLURM_APP_LABEL
+from components.slurm.network_policies import slurm_network_policies
+from components.slurm.node_sets import nodeset_spec
+from components.tenancy import team_network_policies
+from components.trainer import team_runtimes
+from tests.conftest import stack_data
+from tests.network_model import Cluster, Pod, selects
 from tests.schemas import crd_schemas
 
 # The Go types kube-state-metrics v2.20.0 decodes its custom resource state config into, by
@@ -137,7 +150,11 @@ def _kube_state_metrics_samples(
 
 
 def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Path) -> None:
-    schemas = crd_schemas(reference_dir / "crds")
+    # only the two projects' CRDs: reading every CRD of the reference data takes seconds
+    schemas = {
+        **crd_schemas(reference_dir / "crds" / "karpenter"),
+        **crd_schemas(reference_dir / "crds" / "volcano"),
+    }
     resources = ledger.custom_resource_state_config()["spec"]["resources"]
     for resource in resources:
         gvk = resource["groupVersionKind"]
@@ -236,3 +253,99 @@ def test_a_slurm_jobs_first_step_and_submission_reach_the_exporters_directory(
     assert sorted(p.name for p in files.iterdir()) == ["job-42-submit.prom", "job-42.prom"]
     _run(ledger.slurm_first_step_epilog(), files, env)
     assert list(files.iterdir()) == []
+
+
+def _template_labels(template: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = template.get("metadata", {}).get("labels", {})
+    return labels
+
+
+def _training_pod_templates(
+    config: PlatformConfig,
+) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Runtime -> (pod template, its training container) of Trainer, Ray and Slurm."""
+    team = config.teams[0]
+    pool, framework = team_runtimes(team, config.node_pools)[0]
+    spec = trainer.runtime_spec(
+        framework, pool, trainer=config.trainer, queue=team.name, checkpoints=None
+    )
+    (job,) = spec["template"]["spec"]["replicatedJobs"]
+    cluster = kuberay.ray_cluster_spec("RayJob", kuberay.ray_job(
+        "job", pool, team=team.name, image="ray", workers=1, entrypoint="python train.py",
+        checkpoints=None,
+    )["spec"])  # fmt: skip
+    node_set = config.slurm.node_sets[0]
+    slurm_pool = config.pool(node_set.pool)
+    assert slurm_pool is not None
+    slurmd = nodeset_spec(node_set, slurm_pool, image="slurmd", shared_file_system=False)
+    templates = {
+        "trainer": job["template"]["spec"]["template"],
+        "ray head": cluster["headGroupSpec"]["template"],
+        "ray worker": cluster["workerGroupSpecs"][0]["template"],
+    }
+    found = {name: (t, t["spec"]["containers"][0]) for name, t in templates.items()}
+    # the operator merges the NodeSet's slurmd section into the pod's slurmd container
+    return {**found, "slurmd": (slurmd["template"], slurmd["slurmd"])}
+
+
+def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
+    config = validated_config(stack_data("dev"))
+    monitor = ledger.first_step_pod_monitor()
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    for runtime, (template, writer) in _training_pod_templates(config).items():
+        assert selects(monitor["spec"]["selector"], _template_labels(template)), runtime
+        spec = template["spec"]
+        (exporter,) = [
+            c for c in spec["initContainers"] if c["name"] == ledger.FIRST_STEP_CONTAINER
+        ]
+        # a native sidecar, first: it serves before the rest start, and a Job's pod still
+        # completes when training does
+        assert spec["initContainers"][0] is exporter and exporter["restartPolicy"] == "Always"
+        assert {"name": endpoint["port"], "containerPort": FIRST_STEP_PORT} in exporter["ports"]
+        volume = next(v for v in spec["volumes"] if v["name"] == ledger.FIRST_STEP_VOLUME)
+        assert "emptyDir" in volume, runtime
+        assert ledger.first_step_mount() in writer["volumeMounts"], runtime
+        if runtime != "slurmd":  # a Slurm job's file is its own: the TaskProlog names it
+            variable = {"name": ledger.FIRST_STEP_FILE_VARIABLE, "value": ledger.FIRST_STEP_FILE}
+            assert variable in writer["env"], runtime
+
+
+PROMETHEUS = Pod(
+    MONITORING_NAMESPACE,
+    {
+        "app.kubernetes.io/name": "prometheus",
+        "operator.prometheus.io/name": ledger.PROMETHEUS_NAME,
+        "prometheus": ledger.PROMETHEUS_NAME,
+    },
+)
+
+
+def test_only_prometheus_reaches_the_first_step_port_of_team_and_slurm_pods() -> None:
+    config = validated_config(stack_data("dev"))
+    team, other = config.teams[0].name, "other-team"
+    policies = [
+        *team_network_policies(team, labels={}, controllers=team_controllers(config)[team]),
+        *team_network_policies(other, labels={}, controllers=team_controllers(config)[team]),
+        *slurm_network_policies(["203.0.113.0/24"]),
+    ]
+    cluster = Cluster(policies)
+    templates = _training_pod_templates(config)
+    trainer_pod = Pod(team, _template_labels(templates["trainer"][0]))
+    slurmd = Pod(SLURM_NAMESPACE, {**_template_labels(templates["slurmd"][0]),
+                                   SLURM_APP_LABEL: "slurmd"})  # fmt: skip
+    for target in (trainer_pod, slurmd):
+        assert cluster.may_reach(PROMETHEUS, target, FIRST_STEP_PORT), target
+        # to that port only
+        assert not cluster.may_reach(PROMETHEUS, target, FIRST_STEP_PORT + 1), target
+        refused = {
+            "another team's pod": Pod(other, {}),
+            "another platform pod": Pod(
+                MONITORING_NAMESPACE, {"app.kubernetes.io/name": "grafana"}
+            ),
+            "Prometheus's labels elsewhere": Pod(other, dict(PROMETHEUS.labels)),
+        }
+        for who, source in refused.items():
+            assert not cluster.may_reach(source, target, FIRST_STEP_PORT), (who, target)
+    # a team pod without the exporter's label is not opened to Prometheus
+    assert not cluster.may_reach(PROMETHEUS, Pod(team, {}), FIRST_STEP_PORT)
