@@ -26,6 +26,8 @@ from components.slurm.network_policies import slurm_network_policies
 from components.slurm.node_sets import nodeset_spec
 from components.tenancy import team_network_policies
 from components.trainer import team_runtimes
+from synth.jobs.trainer import pod_requests
+from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import stack_data
 from tests.network_model import Cluster, Pod, selects
 from tests.schemas import crd_schemas
@@ -349,3 +351,26 @@ def test_only_prometheus_reaches_the_first_step_port_of_team_and_slurm_pods() ->
             assert not cluster.may_reach(source, target, FIRST_STEP_PORT), (who, target)
     # a team pod without the exporter's label is not opened to Prometheus
     assert not cluster.may_reach(PROMETHEUS, Pod(team, {}), FIRST_STEP_PORT)
+
+
+def test_synth_jobs_counts_the_exporter_as_kubernetes_does() -> None:
+    # PodRequests (kubernetes pkg/api/v1/resource/helpers.go): a sidecar adds to the
+    # containers' sum, and an init container after it runs beside it.
+    pod = {
+        "initContainers": [
+            ledger.first_step_sidecar(),
+            {"name": "wait", "resources": {"requests": {"memory": "64Mi"}}},
+        ],
+        "containers": [{"name": "node", "resources": {"requests": {"memory": "100Mi"}}}],
+    }
+    assert pod_requests(pod, {})["memory"] == 132 * 1024 * 1024
+    pod["initContainers"][1]["resources"]["requests"]["memory"] = "200Mi"
+    assert pod_requests(pod, {})["memory"] == 232 * 1024 * 1024
+
+
+def test_the_training_images_carry_the_helper_the_builder_writes() -> None:
+    helper = REPOSITORY_ROOT / "images" / "checkpoint" / ledger.FIRST_STEP_COMMAND
+    assert helper.read_text() == ledger.helper_script()  # regenerate it from the builder
+    for recipe in ("training-cuda", "training-neuron"):  # the Ray images build on these
+        dockerfile = (REPOSITORY_ROOT / "images" / recipe / "Dockerfile").read_text()
+        assert f"COPY --from=checkpoint --chmod=0755 {ledger.FIRST_STEP_COMMAND} " in dockerfile
