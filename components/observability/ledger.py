@@ -37,7 +37,7 @@ from components.observability.names import (
     RULE_PREFIX,
     SLURM_JOB_SUBMIT_METRIC,
 )
-from components.tenancy import ControllerIngress, from_namespace, tcp
+from components.tenancy import RUNTIME_DEFAULT_SECCOMP, ControllerIngress, from_namespace, tcp
 
 # --- kube-state-metrics -------------------------------------------------------------------
 
@@ -284,6 +284,8 @@ def first_step_sidecar() -> dict[str, Any]:
             "readOnlyRootFilesystem": True,
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
+            # its own, so it is confined whatever the pod says (a slurmd pod's is privileged)
+            "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
         },
         "volumeMounts": [
             {"name": FIRST_STEP_VOLUME, "mountPath": FIRST_STEP_DIRECTORY, "readOnly": True}
