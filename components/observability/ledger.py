@@ -262,7 +262,13 @@ def first_step_sidecar() -> dict[str, Any]:
     ``restartPolicy: Always`` starts before the training container and stops when it ends, so
     a Job's pod still completes (Kubernetes, "Sidecar Containers", GA in 1.33); Prometheus
     discovers init containers' ports too (prometheus/prometheus v3.14.0
-    discovery/kubernetes/pod.go). It mounts the directory read-only and runs as nobody.
+    discovery/kubernetes/pod.go). The pinned runtimes take it as it is: Trainer v2.3.0's
+    runtimes embed the core PodSpec (init containers' ``restartPolicy`` is in the CRDs'
+    schema, which the synthesis validates against), KubeRay appends its own init container
+    after it (synth/pods.py), the Slinky operator merges the NodeSet template's init
+    containers with its log sidecar, and Volcano v1.15.1 counts a sidecar's requests with the
+    pod's (pkg/scheduler/api/pod_info.go). It mounts the directory read-only and runs as
+    nobody.
     """
     return {
         "name": FIRST_STEP_CONTAINER,
