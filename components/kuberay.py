@@ -35,6 +35,11 @@ from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.config.ray import RayImagesConfig
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
+from components.observability.ledger import (
+    FIRST_STEP_EXPORTER_MEMORY_MIB,
+    first_step_labels,
+    with_first_step_exporter,
+)
 from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage.layout import TeamDirectory
 from components.storage.model_store import model_store_environment
@@ -318,21 +323,27 @@ def _ray_pod(
     volumes: list[dict[str, Any]],
     group_id: int | None,
     pinned: bool = False,
+    first_step: bool = False,
 ) -> dict[str, Any]:
     """A hardened pod template of a Ray node in the team's namespace, Volcano-scheduled.
 
     The Trainer runtimes' team pod (:func:`components.trainer.team_pod_spec`); its
     ``schedulerName`` KubeRay sets too (volcano_scheduler.go, addSchedulerName), said here so
     the template is judged as the pod will be. ``pinned`` (the head and the submitter) adds
-    :data:`DO_NOT_DISRUPT`.
+    :data:`DO_NOT_DISRUPT`; ``first_step`` (the head and the workers, where the job's
+    processes run) the first-step exporter and its label
+    (:func:`components.observability.ledger.with_first_step_exporter`).
     """
-    template: dict[str, Any] = {
-        "spec": hardened_pod(
-            team_pod_spec(container, placement=placement, volumes=volumes, group_id=group_id)
-        )
-    }
+    spec = team_pod_spec(container, placement=placement, volumes=volumes, group_id=group_id)
+    metadata: dict[str, Any] = {}
+    if first_step:
+        spec = with_first_step_exporter(spec, container=container["name"])
+        metadata["labels"] = first_step_labels()
     if pinned:
-        template = {"metadata": {"annotations": dict(DO_NOT_DISRUPT)}, **template}
+        metadata["annotations"] = dict(DO_NOT_DISRUPT)
+    template: dict[str, Any] = {"spec": hardened_pod(spec)}
+    if metadata:
+        template = {"metadata": metadata, **template}
     return template
 
 
@@ -407,6 +418,7 @@ def worker_group_spec(
             placement=pool_workload_placement(pool),
             volumes=volumes,
             group_id=group_id,
+            first_step=True,
         ),
     }
 
@@ -467,6 +479,7 @@ def head_group_spec(
             volumes=volumes,
             group_id=group_id,
             pinned=True,
+            first_step=True,
         ),
     }
 
@@ -688,8 +701,11 @@ def standing_quota_problems(config: PlatformConfig) -> list[ConfigProblem]:
             )
             for c in clusters
         )
+        # each head and worker also runs the first-step exporter, whose requests count
         memory_mib = sum(
-            HEAD_MEMORY_GIB * 1024 + c.workers * whole_node_memory_mib(pools[c.pool])
+            HEAD_MEMORY_GIB * 1024
+            + c.workers * whole_node_memory_mib(pools[c.pool])
+            + (1 + c.workers) * FIRST_STEP_EXPORTER_MEMORY_MIB
             for c in clusters
         )
         where = f"{CONFIG_KEY}.teams[{index}].quota"

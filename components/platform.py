@@ -58,6 +58,7 @@ from components.notebooks import (
     team_profile_list,
 )
 from components.observability.efa_exporter import register_efa_exporter
+from components.observability.ledger import PROMETHEUS_INGRESS as PROMETHEUS_FIRST_STEP_INGRESS
 from components.observability.names import MONITORING_NAMESPACE
 from components.platform_network import PlatformNetwork, kube_system_fences
 from components.scheduling import NAMESPACE as SCHEDULING_NAMESPACE
@@ -465,7 +466,9 @@ def team_controllers(config: PlatformConfig) -> dict[str, list[ControllerIngress
 
     The KubeRay operator where Ray is on, Katib's controller where Katib is and the team
     searches (``teams[].katib.enabled``), JupyterHub's proxy and hub where notebooks are on
-    (to the servers' port); each gets a NetworkPolicy in the team's namespace
+    (to the servers' port), and Prometheus to the first-step exporters of training pods
+    (:data:`components.observability.ledger.PROMETHEUS_INGRESS`); each gets a NetworkPolicy
+    in the team's namespace
     (:func:`components.tenancy.team_network_policies`).
 
     Args:
@@ -476,6 +479,8 @@ def team_controllers(config: PlatformConfig) -> dict[str, list[ControllerIngress
             *([KUBERAY_OPERATOR_INGRESS] if config.ray.enabled else []),
             *([KATIB_CONTROLLER_INGRESS] if config.katib.enabled and team.katib.enabled else []),
             *([NOTEBOOK_PROXY_INGRESS, NOTEBOOK_HUB_INGRESS] if config.notebooks.enabled else []),
+            # every stack runs Prometheus; it scrapes training pods' first step
+            PROMETHEUS_FIRST_STEP_INGRESS,
         ]
         for team in config.teams
     }

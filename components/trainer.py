@@ -43,6 +43,11 @@ from components.config import (
 from components.config.teams import WORKLOAD_GID
 from components.helm import release, with_system_placement
 from components.node_pools import POOL_LABEL
+from components.observability.ledger import (
+    first_step_labels,
+    pods_with_exporter,
+    with_first_step_exporter,
+)
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage.layout import TeamDirectory, team_directories
 from components.storage.model_store import model_store_environment, model_store_volumes
@@ -323,11 +328,15 @@ def _replicated_job(name: str, pod: dict[str, Any], *, trainer_step: bool) -> di
     policy requires ``Never`` (batch/v1 validation).
     """
     metadata = {"labels": {ANCESTOR_LABEL: "trainer"}} if trainer_step else {}
+    pod_template: dict[str, Any] = {"spec": hardened_pod({**pod, "restartPolicy": "Never"})}
+    if pods_with_exporter([pod]):
+        # the PodMonitor and the namespace's policy find the first-step exporter by it
+        pod_template = {"metadata": {"labels": first_step_labels()}, **pod_template}
     template: dict[str, Any] = {
         "spec": {
             "backoffLimit": 0,
             "podFailurePolicy": {"rules": [DISRUPTED_POD_RULE]},
-            "template": {"spec": hardened_pod({**pod, "restartPolicy": "Never"})},
+            "template": pod_template,
         }
     }
     if metadata:
@@ -376,6 +385,7 @@ def mpi_replicated_jobs(pod: dict[str, Any], image: str) -> list[dict[str, Any]]
     )
     launcher = copy.deepcopy(pod)
     launcher["initContainers"] = [
+        *launcher.get("initContainers", []),
         {
             "name": "wait-for-workers",
             "image": image,
@@ -386,7 +396,7 @@ def mpi_replicated_jobs(pod: dict[str, Any], image: str) -> list[dict[str, Any]]
                 "requests": {"cpu": "100m", "memory": "64Mi"},
                 "limits": {"memory": "64Mi"},
             },
-        }
+        },
     ]
     return [
         _replicated_job("node", worker, trainer_step=False),
@@ -428,6 +438,9 @@ def runtime_spec(
     )  # fmt: skip
     if framework != "mpi":
         pod["containers"][0]["env"].extend(UNLISTED_USER_ENVIRONMENT)
+    # Every node serves its first step to the cold-start ledger (a native sidecar: the Job's
+    # pod still completes when the training container does).
+    pod = with_first_step_exporter(pod, container="node")
     ml_policy: dict[str, Any] = {"numNodes": RUNTIME_NUM_NODES}
     jobset: dict[str, Any]
     if framework == "mpi":

@@ -27,6 +27,7 @@ from components.catalog import (
 from components.config import NodePoolConfig
 from components.config.storage import SHARED_MOUNT, TEAM_HOME_PATH
 from components.node_pools import POOL_LABEL, RESERVED_FOR_LABEL, accelerator_taint, slurm_taint
+from components.observability.ledger import FIRST_STEP_EXPORTER_MEMORY_MIB
 
 NEURON_COMPILE_CACHE_VARIABLE: Final = "NEURON_COMPILE_CACHE_URL"
 """Where the Neuron compiler keeps and looks up compiled graphs (default
@@ -191,7 +192,10 @@ def whole_node_memory_mib(pool: NodePoolConfig) -> int:
     The node's allocatable memory in both views (Karpenter's, which decides whether a node is
     bought, and the kubelet's, which admits the pod; huge pages already taken out), the
     smaller of the two, less the allowances for the add-ons' DaemonSets, the device plugins,
-    the acceptance agent and, on EFA pools, the EFA exporter.
+    the acceptance agent and, on EFA pools, the EFA exporter, and the first-step exporter every
+    training pod runs beside its training container
+    (:func:`components.observability.ledger.first_step_sidecar`), whose requests add to the
+    pod's.
     """
     allocatable = min(
         pool_node_allocatable(pool, as_scheduled_by_karpenter=view).memory_mib
@@ -203,6 +207,7 @@ def whole_node_memory_mib(pool: NodePoolConfig) -> int:
         - DEVICE_PLUGIN_MEMORY_MIB
         - NODE_AGENT_MEMORY_MIB
         - (EFA_EXPORTER_MEMORY_MIB if pool.uses_efa else 0)
+        - FIRST_STEP_EXPORTER_MEMORY_MIB
     )
 
 

@@ -371,11 +371,19 @@ def _ledger_case() -> Case:
     for node, (pool, *times) in claims.items():
         for condition, at in zip(("Launched", "Registered", "Initialized"), times, strict=True):
             key = f'nodeclaim="{pool}-{node}", nodepool="{pool}", node="{node}"'
-            series[f'{NODECLAIM_CONDITION_METRIC}{{{key}, condition="{condition}"}}'] = f"{at}x40"
+            series[
+                f'{NODECLAIM_CONDITION_METRIC}{{{key}, condition="{condition}", status="True"}}'
+            ] = f"{at}x40"
+    # A condition not yet True has a transition time too (kube-state-metrics writes every
+    # condition): it must not count, or n1 would look initialized at 9000.
+    series[
+        f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-n1", nodepool="p5", node="n1", '
+        'condition="Initialized", status="Unknown"}'
+    ] = "9000x40"
     for pool in ("p5", "p5en"):  # launching, no node yet
         series[
             f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="{pool}-new", nodepool="{pool}", '
-            'condition="Launched"}'
+            'condition="Launched", status="True"}'
         ] = "550x40"
     # gang: (namespace, created, {pod: (node, ready or None, first step or None)})
     gangs: dict[str, tuple[str, int, dict[str, tuple[str, int | None, int | None]]]] = {

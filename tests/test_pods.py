@@ -149,11 +149,12 @@ def test_every_ray_pod_template_is_written_as_a_pod(reference_dir: Path) -> None
     }  # fmt: skip
     worker = pods[f"Pod.{team}.train-worker-{group}.yaml"]
     template = objects["RayJob"]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
-    (wait,) = worker["spec"]["initContainers"]
-    assert wait["name"] == "wait-gcs-ready"
+    # KubeRay appends its init container to the template's (the first-step exporter)
+    exporter, wait = worker["spec"]["initContainers"]
+    assert (exporter["name"], wait["name"]) == ("first-step-exporter", "wait-gcs-ready")
     ray = template["spec"]["containers"][0]
     assert wait["securityContext"] == ray["securityContext"] and wait["image"] == ray["image"]
-    assert {k: v for k, v in worker["spec"].items() if k != "initContainers"} == template["spec"]
+    assert {**worker["spec"], "initContainers": [exporter]} == template["spec"]
     assert worker["metadata"]["labels"]["ray.io/node-type"] == "worker"
     submitter = pods[f"Pod.{team}.train-submitter.yaml"]
     assert submitter["spec"] == objects["RayJob"]["spec"]["submitterPodTemplate"]["spec"]

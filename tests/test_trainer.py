@@ -847,7 +847,9 @@ def test_mpi_gang_is_created_whole(mpi_runtime: RuntimeCase) -> None:
 def test_mpi_launcher_waits_for_every_workers_ssh(mpi_runtime: RuntimeCase) -> None:
     """The launcher waits in an init container reading the hostfile Trainer mounts."""
     (launcher,) = [pod for job, pod in _pods(mpi_runtime.spec) if job == "launcher"]
-    (init,) = launcher["initContainers"]
+    # after the first-step exporter, a native sidecar that starts first
+    exporter, init = launcher["initContainers"]
+    assert exporter["name"] == "first-step-exporter"
     assert init["volumeMounts"] == [{"name": "mpi-hostfile", "mountPath": "/etc/mpi"}]
     assert init["command"][:2] == ["/bin/bash", "-c"]
     assert "/etc/mpi/hostfile" in init["command"][2] and "2222" in init["command"][2]
@@ -864,7 +866,7 @@ def test_mpi_runs_as_mpiuser(mpi_runtime: RuntimeCase) -> None:
 
 def _launcher_script(spec: dict[str, Any]) -> str:
     (launcher,) = [pod for job, pod in _pods(spec) if job == "launcher"]
-    script: str = launcher["initContainers"][0]["command"][2]
+    script: str = launcher["initContainers"][-1]["command"][2]
     return script
 
 

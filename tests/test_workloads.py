@@ -13,6 +13,7 @@ import pytest
 from components import versions
 from components.catalog import CATALOG
 from components.config import NodePoolConfig
+from components.observability.ledger import FIRST_STEP_EXPORTER_MEMORY_MIB
 from components.workloads import (
     DAEMONSET_HEADROOM_MEMORY_MIB,
     DEVICE_PLUGIN_MEMORY_MIB,
@@ -103,12 +104,12 @@ def test_whole_node_requests_of_a_gpu_and_a_trainium_pool() -> None:
     # hypervisor (157287), the kubelet's kube-reserved for 100 pods (11 x 100 + 255 = 1355),
     # eviction (100) and 5 GiB of huge pages (5120) = 1933290 as the node computes it; less
     # 2048 MiB for the add-on DaemonSets, 64 for the device plugins, 128 for the acceptance
-    # agent and 48 for the EFA exporter.
+    # agent, 48 for the EFA exporter and 32 for the pod's own first-step exporter.
     assert p5["requests"] == {
         "nvidia.com/gpu": "8",
         "vpc.amazonaws.com/efa": "32",
         "hugepages-2Mi": "5Gi",
-        "memory": "1931002Mi",
+        "memory": "1930970Mi",
     }
     trn1 = node_resources(_pool(instanceTypes=["trn1.32xlarge"], hugepagesGiB=2))
     assert trn1["requests"]["cpu"] == "32" and trn1["limits"]["cpu"] == "128"
@@ -205,7 +206,12 @@ def test_whole_node_memory_fits_both_views_and_uses_nearly_all_of_it(instance_ty
     memory = whole_node_memory_mib(pool)
     views = [pool_node_allocatable(pool, as_scheduled_by_karpenter=v).memory_mib
              for v in (True, False)]  # fmt: skip
-    left = DAEMONSET_HEADROOM_MEMORY_MIB + DEVICE_PLUGIN_MEMORY_MIB + NODE_AGENT_MEMORY_MIB
+    left = (
+        DAEMONSET_HEADROOM_MEMORY_MIB
+        + DEVICE_PLUGIN_MEMORY_MIB
+        + NODE_AGENT_MEMORY_MIB
+        + FIRST_STEP_EXPORTER_MEMORY_MIB
+    )
     left += EFA_EXPORTER_MEMORY_MIB if pool.uses_efa else 0  # g5 has no EFA
     assert memory + left == min(views)
     assert memory > 0.85 * pool.instance.memory_gib * 1024 - 3 * 1024

@@ -167,3 +167,9 @@ def efa_port_counter(counter_file: str) -> str:
         if read == source:
             return metric
     raise KeyError(f"the EFA exporter reads no per-port counter {counter_file!r}")
+
+
+SLURM_JOB_SUBMIT_METRIC: Final = f"{RULE_PREFIX}_slurm_job_submit_timestamp_seconds"
+"""Gauge per Slurm job and node (label ``slurm_job_id``): the job's submission, which a Slurm
+job's TaskProlog writes beside its :data:`FIRST_STEP_METRIC` file, so the ledger measures Slurm
+cold starts (a Slurm job has no PodGroup)."""

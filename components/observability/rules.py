@@ -555,8 +555,9 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     Inputs and their labels:
 
     - ``PODGROUP_CREATED_METRIC{namespace, podgroup, queue}``: the gang's submission time;
-    - ``NODECLAIM_CONDITION_METRIC{nodeclaim, nodepool, node, condition}``: when each NodeClaim
-      turned Launched, Registered and Initialized;
+    - ``NODECLAIM_CONDITION_METRIC{nodeclaim, nodepool, node, condition, status}``: when each
+      NodeClaim turned Launched, Registered and Initialized (``status="True"`` only: a
+      condition still Unknown has a transition time too);
     - ``kube_pod_annotations{namespace, pod, annotation_scheduling_k8s_io_group_name}`` and
       ``kube_pod_info{namespace, pod, node}``: the gang's pods and their nodes;
     - ``kube_pod_status_ready_time{namespace, pod}``: when each pod turned Ready;
@@ -584,7 +585,7 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     ]
     launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched"}}'
     for stage, condition in STAGE_CONDITIONS.items():
-        claims = f'{NODECLAIM_CONDITION_METRIC}{{condition="{condition}", node!=""}}'
+        claims = f'{NODECLAIM_CONDITION_METRIC}{{condition="{condition}", status="True", node!=""}}'
         nodes = (
             f"max by (namespace, podgroup, nodepool) (max by (node, nodepool) ({claims}) "
             f"* on(node) group_right(nodepool) {GANG_NODE_RULE})"

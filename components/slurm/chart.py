@@ -13,6 +13,7 @@ from typing import Any, Final
 from components import versions
 from components.config import PlatformConfig
 from components.helm import with_system_placement
+from components.observability.ledger import FIRST_STEP_EPILOG, slurm_first_step_epilog
 from components.slurm import directory as slurm_directory
 from components.slurm import sharing
 from components.slurm.accounting import (
@@ -95,6 +96,8 @@ def slurm_values(config: PlatformConfig) -> dict[str, Any]:
         if slurm.directory
         else {}
     )
+    # A job's first-step files leave with it (components/observability/ledger.py).
+    directory_values["epilogScripts"] = {FIRST_STEP_EPILOG: slurm_first_step_epilog()}
     return {
         "fullnameOverride": RELEASE,
         "clusterName": config.slurm_cluster_name,

@@ -22,6 +22,7 @@ from components.checkpoints import (
 )
 from components.config import NodePoolConfig, SlurmNodeSetConfig
 from components.node_pools import SLURM_TOPOLOGY
+from components.observability.ledger import slurm_task_prolog_lines
 from components.slurm import directory as slurm_directory
 from components.slurm import sharing
 
@@ -92,7 +93,9 @@ def task_prolog(
     without it ``srun neuron-ls`` finds nothing on a Trainium node. On a node with EFA it also
     sets, unless the job did, ``FI_PROVIDER=efa`` (libfabric) and ``NCCL_NET_PLUGIN=ofi`` (NCCL
     loads ``libnccl-net-ofi.so``, the aws-ofi-nccl plugin the slurmd image carries), as the
-    Trainer images do: without them NCCL may run over TCP sockets without saying so.
+    Trainer images do: without them NCCL may run over TCP sockets without saying so. On a
+    node with the first-step exporter it names the job's first-step file and writes the job's
+    submit time (:func:`components.observability.ledger.slurm_task_prolog_lines`).
 
     A job whose account is a team's (``slurm.directory`` makes one per team) gets, unless it
     set them, ``CHECKPOINT_DIR=/fsx/checkpoints/<account>/<job id>`` and the S3 copy's
@@ -130,6 +133,8 @@ def task_prolog(
                 f'echo "export {CHECKPOINT_S3_VARIABLE}={checkpoints.s3_uri}{job}"'
             )
         lines.append("fi")
+    # the job's first-step file and submit time, for the cold-start ledger
+    lines += slurm_task_prolog_lines()
     return "\n".join([*lines, "exit 0", ""])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.observability.ledger import prometheus_ingress_rule
 from components.observability.names import MONITORING_NAMESPACE
 from components.slurm.accounting import DATABASE_POD_LABELS, DATABASE_PORT
 from components.slurm.common import (
@@ -38,7 +39,8 @@ def slurm_network_policies(login_sources: list[str]) -> list[dict[str, Any]]:
       ``srun``, ``squeue``), slurmrestd, slurmdbd, and Prometheus in the monitoring namespace
       (slurmctld serves its metrics on this port);
     * slurmd (6818) from login (``srun`` steps) and 22 (users' SSH to a node where a job of
-      theirs runs, with a directory); from slurmctld and other slurmd on every
+      theirs runs, with a directory); the first-step exporter's port (9501) from the
+      monitoring namespace's Prometheus pods; from slurmctld and other slurmd on every
       port: slurmctld launches on 6818 and calls back to an ``srun`` inside a batch job on the
       port that srun listens on (job complete, time limit, node failure), and a job's ranks
       (NCCL's TCP bootstrap, MPI's out-of-band, step fan-out) use ports nobody fixes;
@@ -74,6 +76,8 @@ def slurm_network_policies(login_sources: list[str]) -> list[dict[str, Any]]:
             # srun steps; SSH into a node running one's job (with a directory, pam_slurm_adopt)
             {"from": _peers("login"), "ports": tcp(SLURMD_PORT, LOGIN_SSH_PORT)},
             {"from": _peers("slurmctld", "slurmd"), "ports": every_tcp_port},
+            # Prometheus's pods, to the first-step exporter's port only (the cold-start ledger)
+            prometheus_ingress_rule(),
         ]),
         allow("login", _slurm_app("login"), [
             {"from": [{"ipBlock": {"cidr": cidr}} for cidr in login_sources],

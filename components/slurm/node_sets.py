@@ -15,6 +15,12 @@ from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
 from components.config.slurm import SlurmDirectoryConfig
 from components.config.storage import SHARED_MOUNT
 from components.node_pools import POOL_LABEL
+from components.observability.ledger import (
+    first_step_labels,
+    first_step_mount,
+    first_step_sidecar,
+    first_step_volume,
+)
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.slurm import directory as slurm_directory
 from components.slurm import host_keys
@@ -82,11 +88,14 @@ def nodeset_spec(
     mounts: list[dict[str, Any]] = [
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "task-prolog", "mountPath": TASK_PROLOG_DIR, "readOnly": True},
+        # jobs write their first step here (the TaskProlog names each job's file)
+        first_step_mount(),
     ]
     volumes: list[dict[str, Any]] = [
         shared_memory_volume(pool),
         {"name": "task-prolog",
          "configMap": {"name": TASK_PROLOG_CONFIG_MAP, "defaultMode": 0o555}},
+        first_step_volume(),
     ]  # fmt: skip
     if shared_file_system:
         mounts.append(shared_mount())
@@ -136,7 +145,7 @@ def nodeset_spec(
         },
         "template": {
             "metadata": {
-                "labels": {POOL_LABEL: pool.name},
+                "labels": {POOL_LABEL: pool.name, **first_step_labels()},
                 # slurmd reads namespace.yaml only when it starts ("scontrol reconfigure is not
                 # sufficient": namespace.yaml(5)), so a change rolls the node set's pods, which
                 # the operator drains node by node.
@@ -155,6 +164,10 @@ def nodeset_spec(
                 # The pool's nodes held for Slurm (its -slurm NodePool), never a node that
                 # Volcano could give to a gang.
                 **pool_workload_placement(pool, slurm=True),
+                # The operator merges the template's init containers with its log sidecar
+                # (slurm-operator v1.2.1 internal/builder/common/pod_template.go): the
+                # first-step exporter serves every job's file on this node.
+                "initContainers": [first_step_sidecar()],
                 "volumes": volumes,
             },
         },

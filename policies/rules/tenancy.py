@@ -8,6 +8,7 @@ from typing import Any
 from pulumi_policy import StackValidationArgs, StackValidationPolicy
 
 from components import katib, kuberay, notebooks
+from components.observability import ledger
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL
 from components.tenancy import POD_SECURITY_PREFIX, ControllerIngress, from_namespace, tcp
 
@@ -122,6 +123,7 @@ CONTROLLERS: tuple[ControllerIngress, ...] = (
     katib.CONTROLLER_INGRESS,
     notebooks.PROXY_INGRESS,
     notebooks.HUB_INGRESS,
+    ledger.PROMETHEUS_INGRESS,
 )
 """The platform controllers a team namespace may admit: each from its namespace AND pods, to the
 pods it calls AND its ports, and to nothing else."""
@@ -258,7 +260,8 @@ POLICIES = [
         name="namespaces-network-policy",
         description="Each team namespace denies ingress by default and admits nothing from "
         "outside itself but the platform controllers that call its pods (the KubeRay operator "
-        "to Ray heads' dashboards, Katib's controller to suggestions), each by namespace and "
+        "to Ray heads' dashboards, Katib's controller to suggestions, Prometheus to training "
+        "pods' first-step exporters), each by namespace and "
         "pods, to those pods and ports only.",
         validate=_check_namespaces_isolated,
         enforcement_level=MANDATORY,

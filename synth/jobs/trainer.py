@@ -136,17 +136,34 @@ class Runtime:
 def pod_requests(pod: Mapping[str, Any], defaults: Mapping[str, Decimal]) -> dict[str, Decimal]:
     """A pod's effective requests, per resource.
 
-    The containers' sum (LimitRange defaults filled in) or the largest init container, whichever
-    is more (kubernetes pkg/api/v1/resource/helpers.go, PodRequests).
+    The containers' sum (LimitRange defaults filled in) plus the sidecars' (init containers with
+    ``restartPolicy: Always``, which run beside them: the first-step exporter), or the largest
+    init container with the sidecars started before it, whichever is more (kubernetes
+    pkg/api/v1/resource/helpers.go, PodRequests).
     """
     total: dict[str, Decimal] = {}
     for container in pod.get("containers") or []:
         requests = {**defaults, **requests_of(container)}
         for resource, amount in requests.items():
             total[resource] = total.get(resource, Decimal(0)) + amount
+    sidecars: dict[str, Decimal] = {}
+    init: dict[str, Decimal] = {}
     for container in pod.get("initContainers") or []:
-        for resource, amount in {**defaults, **requests_of(container)}.items():
-            total[resource] = max(total.get(resource, Decimal(0)), amount)
+        requests = {**defaults, **requests_of(container)}
+        if container.get("restartPolicy") == "Always":
+            for resource, amount in requests.items():
+                total[resource] = total.get(resource, Decimal(0)) + amount
+                sidecars[resource] = sidecars.get(resource, Decimal(0)) + amount
+            requests = dict(sidecars)
+        else:
+            requests = {
+                resource: requests.get(resource, Decimal(0)) + sidecars.get(resource, Decimal(0))
+                for resource in {*requests, *sidecars}
+            }
+        for resource, amount in requests.items():
+            init[resource] = max(init.get(resource, Decimal(0)), amount)
+    for resource, amount in init.items():
+        total[resource] = max(total.get(resource, Decimal(0)), amount)
     return total
 
 

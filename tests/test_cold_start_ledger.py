@@ -1,0 +1,376 @@
+"""The cold-start ledger's inputs: kube-state-metrics' config, and each pod's first step."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from components import kuberay, trainer
+from components.config import PlatformConfig
+from components.observability import ledger
+from components.observability.names import (
+    FIRST_STEP_METRIC,
+    FIRST_STEP_PORT,
+    MONITORING_NAMESPACE,
+    NODECLAIM_CONDITION_METRIC,
+    PODGROUP_CREATED_METRIC,
+    SLURM_JOB_SUBMIT_METRIC,
+)
+from components.platform import team_controllers, validated_config
+from components.slurm import NAMESPACE as SLURM_NAMESPACE
+from components.slurm.common import SLURM_APP_LABEL
+from components.slurm.network_policies import slurm_network_policies
+from components.slurm.node_sets import nodeset_spec
+from components.tenancy import team_network_policies
+from components.trainer import team_runtimes
+from synth.jobs.trainer import pod_requests
+from synth.stackfile import REPOSITORY_ROOT
+from tests.conftest import stack_data
+from tests.network_model import Cluster, Pod, selects
+from tests.schemas import crd_schemas
+
+# The Go types kube-state-metrics v2.20.0 decodes its custom resource state config into, by
+# their yaml tags (kubernetes/kube-state-metrics v2.20.0 pkg/customresourcestate/config.go:
+# Metrics, MetricsSpec, Resource, GroupVersionKind, Labels (inlined), Generator, Metric;
+# config_metrics_types.go: MetricMeta (inlined), MetricGauge, MetricInfo, MetricStateSet).
+# Its decoder keeps no unknown field (pkg/app/server.go: a plain yaml.v3 decoder), so a key
+# these do not name is silently lost; this walker refuses it.
+LABELS = {"commonLabels": "map", "labelsFromPath": "paths"}
+META = {"labelsFromPath": "paths", "path": "list"}
+GAUGE = {**META, "labelFromKey": "str", "valueFrom": "list", "nilIsZero": "bool"}
+INFO = {**META, "labelFromKey": "str"}
+STATE_SET = {**META, "list": "list", "labelName": "str", "valueFrom": "list"}
+METRIC = {"gauge": GAUGE, "stateSet": STATE_SET, "info": INFO, "type": "str"}
+GENERATOR = {**LABELS, "each": METRIC, "name": "str", "help": "str", "errorLogV": "int"}
+GVK = {"group": "str", "version": "str", "kind": "str"}
+RESOURCE = {
+    **LABELS,
+    "metricNamePrefix": "str",
+    "groupVersionKind": GVK,
+    "resourcePlural": "str",
+    "metrics": [GENERATOR],
+    "errorLogV": "int",
+}
+CONFIG = {"spec": {"resources": [RESOURCE]}}
+METRIC_TYPES = {"gauge": "gauge", "info": "info", "stateset": "stateSet"}
+"""pkg/metric/metric.go's types (configOverrides lower-cases ``type``) -> the field they read."""
+
+
+def unknown_keys(value: Any, schema: Any, where: str = "") -> list[str]:
+    """Every key of ``value`` the Go types of ``schema`` do not decode, by its path."""
+    if isinstance(schema, list):
+        return [
+            problem
+            for index, item in enumerate(value)
+            for problem in unknown_keys(item, schema[0], f"{where}[{index}]")
+        ]
+    if isinstance(schema, dict):
+        assert isinstance(value, dict), where
+        problems = [f"{where}.{key}" for key in value if key not in schema]
+        return problems + [
+            problem
+            for key, item in value.items()
+            if key in schema
+            for problem in unknown_keys(item, schema[key], f"{where}.{key}")
+        ]
+    kinds: dict[str, type] = {
+        "str": str, "int": int, "bool": bool, "list": list, "map": dict, "paths": dict,
+    }  # fmt: skip
+    if not isinstance(value, kinds[schema]):
+        return [f"{where}: not a {schema}"]
+    if (
+        isinstance(value, dict)
+        and schema == "paths"
+        and not all(isinstance(p, list) for p in value.values())
+    ):
+        return [f"{where}: a label's path is a list"]
+    return []
+
+
+def test_the_custom_resource_config_names_only_fields_kube_state_metrics_decodes() -> None:
+    config = ledger.custom_resource_state_config()
+    assert unknown_keys(config, CONFIG) == []
+    for resource in config["spec"]["resources"]:
+        for metric in resource["metrics"]:
+            # the type's own field must be there, or the metric is refused at start
+            assert METRIC_TYPES[metric["each"]["type"].lower()] in metric["each"]
+    # The example config kube-state-metrics ships makes exactly this mistake (``value:``
+    # for ``valueFrom:``), which nothing refuses; the walker does.
+    misspelt = copy.deepcopy(config)
+    gauge = misspelt["spec"]["resources"][1]["metrics"][0]["each"]["gauge"]
+    gauge["value"] = gauge.pop("valueFrom")
+    assert unknown_keys(misspelt, CONFIG) == [".spec.resources[1].metrics[0].each.gauge.value"]
+
+
+def _schema_at(schema: dict[str, Any], path: list[str]) -> dict[str, Any] | None:
+    node = schema
+    for part in path:
+        if node.get("type") == "array":
+            node = node["items"]
+        if part in node.get("properties", {}):
+            node = node["properties"][part]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        elif part in ("name", "namespace", "labels", "creationTimestamp") and path[0] == "metadata":
+            return {"type": "string"}  # ObjectMeta: CRDs declare only ``type: object``
+        else:
+            return None
+    return node
+
+
+def _resolve(obj: Any, path: list[str]) -> Any:
+    for part in path:
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def _kube_state_metrics_samples(
+    resource: dict[str, Any], obj: dict[str, Any]
+) -> list[tuple[str, dict[str, str], float]]:
+    """What kube-state-metrics v2.20.0 makes of ``obj`` for a gauge over a value or a list.
+
+    registry_factory.go: the resource's labels from the object's root, the gauge's from each
+    element of ``path``, the value from ``valueFrom`` of it (or the element itself), an RFC
+    3339 string as Unix seconds (toFloat64), and the name ``<metricNamePrefix>_<name>``.
+    """
+    samples = []
+    base = {label: _resolve(obj, path) for label, path in resource["labelsFromPath"].items()}
+    for metric in resource["metrics"]:
+        gauge = metric["each"]["gauge"]
+        found = _resolve(obj, gauge["path"])
+        for element in found if isinstance(found, list) else [found]:
+            labels = {k: str(v) for k, v in base.items() if v is not None}
+            for label, path in gauge.get("labelsFromPath", {}).items():
+                labels[label] = _resolve(element, path)
+            raw = _resolve(element, gauge.get("valueFrom", []))
+            value = datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+            samples.append((f"{resource['metricNamePrefix']}_{metric['name']}", labels, value))
+    return samples
+
+
+def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Path) -> None:
+    # only the two projects' CRDs: reading every CRD of the reference data takes seconds
+    schemas = {
+        **crd_schemas(reference_dir / "crds" / "karpenter"),
+        **crd_schemas(reference_dir / "crds" / "volcano"),
+    }
+    resources = ledger.custom_resource_state_config()["spec"]["resources"]
+    for resource in resources:
+        gvk = resource["groupVersionKind"]
+        schema = schemas[(f"{gvk['group']}/{gvk['version']}", gvk["kind"])]
+        paths = list(resource["labelsFromPath"].values())
+        for metric in resource["metrics"]:
+            gauge = metric["each"]["gauge"]
+            paths.append(gauge["path"])
+            for sub in [*gauge.get("labelsFromPath", {}).values(), gauge.get("valueFrom", [])]:
+                paths.append([*gauge["path"], *sub])
+        for path in paths:
+            assert _schema_at(schema, path) is not None, (gvk["kind"], path)
+
+    podgroup, nodeclaim = resources
+    created = "2026-12-06T15:00:00Z"
+    assert _kube_state_metrics_samples(podgroup, {
+        "metadata": {"name": "job-a", "namespace": "team-a", "creationTimestamp": created},
+        "spec": {"queue": "team-a", "minMember": 2},
+    }) == [(PODGROUP_CREATED_METRIC, {"namespace": "team-a", "podgroup": "job-a",
+                                      "queue": "team-a"}, 1796569200.0)]  # fmt: skip
+    samples = _kube_state_metrics_samples(nodeclaim, {
+        "metadata": {"name": "gpu-x1", "labels": {"karpenter.sh/nodepool": "gpu"}},
+        "status": {"nodeName": "ip-10-0-0-1", "conditions": [
+            {"type": "Launched", "status": "True", "lastTransitionTime": "2026-12-06T15:01:00Z"},
+            {"type": "Initialized", "status": "Unknown",
+             "lastTransitionTime": "2026-12-06T15:01:00Z"},
+        ]},
+    })  # fmt: skip
+    assert samples[0] == (
+        NODECLAIM_CONDITION_METRIC,
+        {"nodeclaim": "gpu-x1", "nodepool": "gpu", "node": "ip-10-0-0-1",
+         "condition": "Launched", "status": "True"},
+        1796569260.0,
+    )  # fmt: skip
+    assert samples[1][1]["status"] == "Unknown"
+
+
+def test_kube_state_metrics_values_turn_on_the_state_and_may_read_it() -> None:
+    values = ledger.kube_state_metrics_values()
+    assert values["customResourceState"]["enabled"] is True
+    kinds = {
+        (r["groupVersionKind"]["group"], r["resourcePlural"])
+        for r in values["customResourceState"]["config"]["spec"]["resources"]
+    }
+    granted = {
+        (group, resource)
+        for rule in values["rbac"]["extraRules"]
+        if {"list", "watch"} <= set(rule["verbs"])
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert (
+        kinds == granted == {("scheduling.volcano.sh", "podgroups"), ("karpenter.sh", "nodeclaims")}
+    )
+    # --metric-annotations-allowlist / --metric-labels-allowlist: resource=[key,...]
+    assert values["metricAnnotationsAllowList"] == ["pods=[scheduling.k8s.io/group-name]"]
+    (nodes,) = values["metricLabelsAllowlist"]
+    assert nodes.startswith("nodes=[karpenter.sh/nodepool,node.kubernetes.io/instance-type,")
+    assert ledger.POD_GROUP_LABEL == "annotation_scheduling_k8s_io_group_name"
+    assert ledger.NODEPOOL_LABEL == "label_karpenter_sh_nodepool"
+
+
+def _run(script: str, directory: Path, env: dict[str, str]) -> str:
+    text = script.replace(ledger.FIRST_STEP_DIRECTORY, str(directory))
+    return subprocess.run(
+        ["sh", "-c", text], env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def test_a_slurm_jobs_first_step_and_submission_reach_the_exporters_directory(
+    tmp_path: Path,
+) -> None:
+    files = tmp_path / "first-step"
+    files.mkdir()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    squeue = tools / "squeue"
+    squeue.write_text("#!/bin/sh\necho 2026-12-06T15:00:00\n")
+    squeue.chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42"}
+    prolog = "\n".join([*ledger.slurm_task_prolog_lines(), "exit 0", ""])
+    exported = dict(
+        line.removeprefix("export ").split("=", 1) for line in _run(prolog, files, env).splitlines()
+    )
+    # slurmstepd sets everything after '=' (task.c), so the labels carry their quotes only
+    assert exported[ledger.FIRST_STEP_LABELS_VARIABLE] == 'slurm_job_id="42"'
+    assert (files / "job-42-submit.prom").read_text() == (
+        f'{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id="42"}} 1796569200\n'
+    )
+    helper_env = {**env, **exported}
+    _run(ledger.helper_script(), files, helper_env)
+    first = (files / "job-42.prom").read_text()
+    assert first.startswith(f'{FIRST_STEP_METRIC}{{slurm_job_id="42"}} ')
+    _run(ledger.helper_script(), files, helper_env)  # a second call keeps the first step
+    assert (files / "job-42.prom").read_text() == first
+    assert sorted(p.name for p in files.iterdir()) == ["job-42-submit.prom", "job-42.prom"]
+    _run(ledger.slurm_first_step_epilog(), files, env)
+    assert list(files.iterdir()) == []
+
+
+def _template_labels(template: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = template.get("metadata", {}).get("labels", {})
+    return labels
+
+
+def _training_pod_templates(
+    config: PlatformConfig,
+) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Runtime -> (pod template, its training container) of Trainer, Ray and Slurm."""
+    team = config.teams[0]
+    pool, framework = team_runtimes(team, config.node_pools)[0]
+    spec = trainer.runtime_spec(
+        framework, pool, trainer=config.trainer, queue=team.name, checkpoints=None
+    )
+    (job,) = spec["template"]["spec"]["replicatedJobs"]
+    cluster = kuberay.ray_cluster_spec("RayJob", kuberay.ray_job(
+        "job", pool, team=team.name, image="ray", workers=1, entrypoint="python train.py",
+        checkpoints=None,
+    )["spec"])  # fmt: skip
+    node_set = config.slurm.node_sets[0]
+    slurm_pool = config.pool(node_set.pool)
+    assert slurm_pool is not None
+    slurmd = nodeset_spec(node_set, slurm_pool, image="slurmd", shared_file_system=False)
+    templates = {
+        "trainer": job["template"]["spec"]["template"],
+        "ray head": cluster["headGroupSpec"]["template"],
+        "ray worker": cluster["workerGroupSpecs"][0]["template"],
+    }
+    found = {name: (t, t["spec"]["containers"][0]) for name, t in templates.items()}
+    # the operator merges the NodeSet's slurmd section into the pod's slurmd container
+    return {**found, "slurmd": (slurmd["template"], slurmd["slurmd"])}
+
+
+def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
+    config = validated_config(stack_data("dev"))
+    monitor = ledger.first_step_pod_monitor()
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    for runtime, (template, writer) in _training_pod_templates(config).items():
+        assert selects(monitor["spec"]["selector"], _template_labels(template)), runtime
+        spec = template["spec"]
+        (exporter,) = [
+            c for c in spec["initContainers"] if c["name"] == ledger.FIRST_STEP_CONTAINER
+        ]
+        # a native sidecar, first: it serves before the rest start, and a Job's pod still
+        # completes when training does
+        assert spec["initContainers"][0] is exporter and exporter["restartPolicy"] == "Always"
+        assert {"name": endpoint["port"], "containerPort": FIRST_STEP_PORT} in exporter["ports"]
+        volume = next(v for v in spec["volumes"] if v["name"] == ledger.FIRST_STEP_VOLUME)
+        assert "emptyDir" in volume, runtime
+        assert ledger.first_step_mount() in writer["volumeMounts"], runtime
+        if runtime != "slurmd":  # a Slurm job's file is its own: the TaskProlog names it
+            variable = {"name": ledger.FIRST_STEP_FILE_VARIABLE, "value": ledger.FIRST_STEP_FILE}
+            assert variable in writer["env"], runtime
+
+
+PROMETHEUS = Pod(
+    MONITORING_NAMESPACE,
+    {
+        "app.kubernetes.io/name": "prometheus",
+        "operator.prometheus.io/name": ledger.PROMETHEUS_NAME,
+        "prometheus": ledger.PROMETHEUS_NAME,
+    },
+)
+
+
+def test_only_prometheus_reaches_the_first_step_port_of_team_and_slurm_pods() -> None:
+    config = validated_config(stack_data("dev"))
+    team, other = config.teams[0].name, "other-team"
+    policies = [
+        *team_network_policies(team, labels={}, controllers=team_controllers(config)[team]),
+        *team_network_policies(other, labels={}, controllers=team_controllers(config)[team]),
+        *slurm_network_policies(["203.0.113.0/24"]),
+    ]
+    cluster = Cluster(policies)
+    templates = _training_pod_templates(config)
+    trainer_pod = Pod(team, _template_labels(templates["trainer"][0]))
+    slurmd = Pod(SLURM_NAMESPACE, {**_template_labels(templates["slurmd"][0]),
+                                   SLURM_APP_LABEL: "slurmd"})  # fmt: skip
+    for target in (trainer_pod, slurmd):
+        assert cluster.may_reach(PROMETHEUS, target, FIRST_STEP_PORT), target
+        # to that port only
+        assert not cluster.may_reach(PROMETHEUS, target, FIRST_STEP_PORT + 1), target
+        refused = {
+            "another team's pod": Pod(other, {}),
+            "another platform pod": Pod(
+                MONITORING_NAMESPACE, {"app.kubernetes.io/name": "grafana"}
+            ),
+            "Prometheus's labels elsewhere": Pod(other, dict(PROMETHEUS.labels)),
+        }
+        for who, source in refused.items():
+            assert not cluster.may_reach(source, target, FIRST_STEP_PORT), (who, target)
+    # a team pod without the exporter's label is not opened to Prometheus
+    assert not cluster.may_reach(PROMETHEUS, Pod(team, {}), FIRST_STEP_PORT)
+
+
+def test_synth_jobs_counts_the_exporter_as_kubernetes_does() -> None:
+    # PodRequests (kubernetes pkg/api/v1/resource/helpers.go): a sidecar adds to the
+    # containers' sum, and an init container after it runs beside it.
+    pod = {
+        "initContainers": [
+            ledger.first_step_sidecar(),
+            {"name": "wait", "resources": {"requests": {"memory": "64Mi"}}},
+        ],
+        "containers": [{"name": "node", "resources": {"requests": {"memory": "100Mi"}}}],
+    }
+    assert pod_requests(pod, {})["memory"] == 132 * 1024 * 1024
+    pod["initContainers"][1]["resources"]["requests"]["memory"] = "200Mi"
+    assert pod_requests(pod, {})["memory"] == 232 * 1024 * 1024
+
+
+def test_the_training_images_carry_the_helper_the_builder_writes() -> None:
+    helper = REPOSITORY_ROOT / "images" / "checkpoint" / ledger.FIRST_STEP_COMMAND
+    assert helper.read_text() == ledger.helper_script()  # regenerate it from the builder
+    for recipe in ("training-cuda", "training-neuron"):  # the Ray images build on these
+        dockerfile = (REPOSITORY_ROOT / "images" / recipe / "Dockerfile").read_text()
+        assert f"COPY --from=checkpoint --chmod=0755 {ledger.FIRST_STEP_COMMAND} " in dockerfile
