@@ -20,6 +20,7 @@ from components.workloads import (
     eni_limited_pods,
     kube_reserved_cpu_millis,
     node_allocatable,
+    node_exporters_memory_mib,
     node_resources,
     pool_node_allocatable,
     pool_workload_placement,
@@ -101,13 +102,13 @@ def test_whole_node_requests_of_a_gpu_and_a_trainium_pool() -> None:
     # The node's memory, not a quarter of it: 2048 GiB = 2097152 MiB, less 7.5% for the
     # hypervisor (157287), the kubelet's kube-reserved for 100 pods (11 x 100 + 255 = 1355),
     # eviction (100) and 5 GiB of huge pages (5120) = 1933290 as the node computes it; less
-    # 2048 MiB for the add-on DaemonSets, 64 for the device plugins and 128 for the acceptance
-    # agent.
+    # 2048 MiB for the add-on DaemonSets, 64 for the device plugins, 128 for the acceptance
+    # agent and 128 for the DCGM exporter.
     assert p5["requests"] == {
         "nvidia.com/gpu": "8",
         "vpc.amazonaws.com/efa": "32",
         "hugepages-2Mi": "5Gi",
-        "memory": "1931050Mi",
+        "memory": "1930922Mi",
     }
     trn1 = node_resources(_pool(instanceTypes=["trn1.32xlarge"], hugepagesGiB=2))
     assert trn1["requests"]["cpu"] == "32" and trn1["limits"]["cpu"] == "128"
@@ -205,7 +206,8 @@ def test_whole_node_memory_fits_both_views_and_uses_nearly_all_of_it(instance_ty
     views = [pool_node_allocatable(pool, as_scheduled_by_karpenter=v).memory_mib
              for v in (True, False)]  # fmt: skip
     left = DAEMONSET_HEADROOM_MEMORY_MIB + DEVICE_PLUGIN_MEMORY_MIB + NODE_AGENT_MEMORY_MIB
-    assert memory + left == min(views)
+    # and the pool's metrics DaemonSet (DCGM exporter or Neuron monitor), 128 MiB either way
+    assert memory + left + 128 == min(views)
     assert memory > 0.85 * pool.instance.memory_gib * 1024 - 3 * 1024
 
 
@@ -224,15 +226,19 @@ def test_device_plugins_fit_in_what_whole_node_pods_leave_them(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     """A whole-node pod leaves DEVICE_PLUGIN_MEMORY_MIB for the device plugins on its node and
-    NODE_AGENT_MEMORY_MIB for the platform's own DaemonSets (the acceptance agent)."""
+    NODE_AGENT_MEMORY_MIB for the platform's own DaemonSets (the acceptance agent), plus what
+    the pool's metrics DaemonSets request (node_exporters_memory_mib)."""
     view = StackView.from_records(synthesized[stack].records)
     stack_model = Stack(view)
+    configs = {p.name: p for p in synthesized[stack].config.node_pools}
     for pool in stack_model.pools:
+        config = configs.get(pool.name.removesuffix("-slurm"))
+        exporters = node_exporters_memory_mib(config) if config is not None else 0
         on_node = [p for p in stack_model.plugins if p.runs_on(pool)]
         plugins = sum(p.requests.get("memory", Decimal(0)) for p in on_node if p.resource)
         own = sum(p.requests.get("memory", Decimal(0)) for p in on_node if not p.resource)
         assert plugins <= DEVICE_PLUGIN_MEMORY_MIB * 2**20, (pool.name, plugins)
-        assert own <= NODE_AGENT_MEMORY_MIB * 2**20, (pool.name, own)
+        assert own <= (NODE_AGENT_MEMORY_MIB + exporters) * 2**20, (pool.name, own)
 
 
 def test_every_whole_node_pod_sizes_its_shared_memory(synthesized: dict[str, StackResult]) -> None:
