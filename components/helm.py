@@ -350,8 +350,9 @@ CHART_PLACEMENT: Final[dict[str, ChartPlacement]] = {
             ElsewherePlacement(
                 (),
                 ("nodeSelector", "tolerations"),
-                "a DaemonSet of the GPU pools' nodes; components/observability/sources.py "
-                "places it (node affinity on their NodePools, their taints tolerated)",
+                "a DaemonSet of the accelerator nodes (the GPU pools'); "
+                "components/observability/sources.py places it (node affinity on their "
+                "NodePools, their taints tolerated)",
             ),
         )
     ),
