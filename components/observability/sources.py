@@ -62,7 +62,8 @@ DCGM_POD_LABELS: Final = {
 # The chart's default counters file (NVIDIA/dcgm-exporter 4.5.3-4.8.2
 # deployment/templates/metrics-configmap.yaml, the same fields as etc/default-counters.csv),
 # with the volatile ECC counters and the SM activity profiling fields the alerts and the job
-# dashboard read switched on (commented out there). Field names and types as DCGM spells them.
+# dashboard read switched on (commented out there). Field names and types as DCGM spells them;
+# each is defined in NVIDIA/DCGM v4.5.3 dcgmlib/dcgm_fields.h (the image's DCGM, 4.5.3).
 DEFAULT_DCGM_COUNTERS_CSV: Final = """\
 # DCGM field, Prometheus type, help
 # Clocks
