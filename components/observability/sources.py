@@ -241,6 +241,11 @@ def dcgm_values(
         slurm_pools: pools that keep nodes for Slurm.
     """
     exporter = _exporter(DCGM_RELEASE)
+    # The exporter starts its own host engine (no ``-r``). The EKS node monitoring agent runs
+    # another nv-hostengine on each GPU node (hostPort 5555; aws/eks-node-monitoring-agent
+    # v1.7.0 charts/eks-node-monitoring-agent/templates/dcgm-daemonset.yaml) from a DCGM the
+    # agent's image bundles, whose release is not published: a DCGM 4.5 client against it may
+    # not connect, while two engines only contend for profiling, which the agent does not watch.
     return {
         "fullnameOverride": DCGM_RELEASE,
         "arguments": ["-f", DCGM_COUNTERS_PATH],
