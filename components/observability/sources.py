@@ -243,9 +243,10 @@ def dcgm_values(
     exporter = _exporter(DCGM_RELEASE)
     # The exporter starts its own host engine (no ``-r``). The EKS node monitoring agent runs
     # another nv-hostengine on each GPU node (hostPort 5555; aws/eks-node-monitoring-agent
-    # v1.7.0 charts/eks-node-monitoring-agent/templates/dcgm-daemonset.yaml) from a DCGM the
-    # agent's image bundles, whose release is not published: a DCGM 4.5 client against it may
-    # not connect, while two engines only contend for profiling, which the agent does not watch.
+    # v1.7.0 charts/eks-node-monitoring-agent/templates/dcgm-daemonset.yaml), DCGM 4.6.1
+    # (its Dockerfile, DCGM_VERSION), not the exporter's 4.5.3, and the two releases would
+    # have to move together; two engines contend only for the profiling fields, which the
+    # agent does not watch (monitors/nvidia/dcgm/dcgm_client.go watches no DCGM_FI_PROF_*).
     return {
         "fullnameOverride": DCGM_RELEASE,
         "arguments": ["-f", DCGM_COUNTERS_PATH],
