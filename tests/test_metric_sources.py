@@ -27,6 +27,7 @@ from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 from tests.reference_paths import chart_dir
+from tests.schemas import validation_errors
 
 NEURON_MONITOR = f"DaemonSet {MONITORING_NAMESPACE}/{sources.NEURON_MONITOR_NAME}"
 
@@ -206,3 +207,22 @@ def test_every_monitor_reaches_a_port_opened_to_prometheus(
         opened = [listener for listener in platform_network.LISTENERS[MONITORING_NAMESPACE]
                   if listener.port == port]  # fmt: skip
         assert opened and opened[0].clients == (MONITORING_NAMESPACE,), port
+
+
+def test_every_source_object_is_valid_against_its_schema(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """The DaemonSet, the ConfigMap and every monitor, against Kubernetes' schemas and the
+    Prometheus Operator's CRDs at its pin (reference data), unknown fields refused."""
+    result = synthesized["prod"]
+    view = StackView.from_records(result.records)
+    version = result.config.cluster.kubernetes_version
+    kinds = ("DaemonSet", "ConfigMap", "ServiceMonitor", "PodMonitor")
+    checked = [m for kind in kinds for m in view.of_kind(kind, MONITORING_NAMESPACE)]
+    names = {(m["kind"], m["metadata"]["name"]) for m in checked}
+    assert {("DaemonSet", "neuron-monitor"), ("PodMonitor", "neuron-monitor"),
+            ("ServiceMonitor", "dcgm-exporter"), ("ServiceMonitor", "jobset"),
+            ("ConfigMap", "dcgm-exporter-counters")} <= names  # fmt: skip
+    for manifest in checked:
+        errors = validation_errors(manifest, version, reference_dir / "crds")
+        assert errors == [], (manifest["kind"], manifest["metadata"]["name"], errors)
