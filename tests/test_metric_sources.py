@@ -226,3 +226,22 @@ def test_every_source_object_is_valid_against_its_schema(
     for manifest in checked:
         errors = validation_errors(manifest, version, reference_dir / "crds")
         assert errors == [], (manifest["kind"], manifest["metadata"]["name"], errors)
+
+
+def test_prometheus_may_read_the_metrics_jobset_authorizes(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """JobSet asks the API server whether the scraper may get /metrics: Prometheus' account
+    (the chart's name for it under the release's fullname) is bound to a role that says so."""
+    view = StackView.from_records(synthesized["staging"].records)
+    roles = {m["metadata"]["name"]: m for m in view.of_kind("ClusterRole")}
+    subject = {"kind": "ServiceAccount", "name": "monitoring-prometheus",
+               "namespace": MONITORING_NAMESPACE}  # fmt: skip
+    granted = [
+        roles[b["roleRef"]["name"]]["rules"]
+        for b in view.of_kind("ClusterRoleBinding")
+        if subject in b.get("subjects", []) and b["roleRef"]["name"] in roles
+    ]
+    assert {"nonResourceURLs": ["/metrics"], "verbs": ["get"]} in [
+        rule for rules in granted for rule in rules
+    ]

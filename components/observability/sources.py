@@ -37,7 +37,11 @@ from components.config import NodePoolConfig, PlatformConfig
 from components.config.slurm import slurm_held_nodes
 from components.helm import release
 from components.node_pools import NODE_POOL_LABEL, slurm_node_pool_name
-from components.observability.names import MONITORING_NAMESPACE, SCRAPE_INTERVAL
+from components.observability.names import (
+    MONITORING_NAMESPACE,
+    MONITORING_RELEASE,
+    SCRAPE_INTERVAL,
+)
 
 MONITORING_API: Final = "monitoring.coreos.com/v1"
 NODE_TARGET_LABEL: Final = "node"
@@ -119,10 +123,18 @@ NODE_EXPORTER_PRIORITY_CLASS: Final = "system-node-critical"
 full node leaves that node unseen."""
 
 PROMETHEUS_TOKEN_FILE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-"""Prometheus' own service account token, which it presents to JobSet's metrics endpoint.
-kube-prometheus-stack 88.5.3 templates/prometheus/clusterrole.yaml grants that account
-``get`` on the non-resource URL ``/metrics``, which JobSet's authorization filter asks the API
-server about (SubjectAccessReview)."""
+"""Prometheus' own service account token, which it presents to JobSet's metrics endpoint,
+whose authorization filter asks the API server (SubjectAccessReview) whether that account may
+``get`` the non-resource URL ``/metrics``: :func:`metrics_reader_rbac` says it may. (The
+chart's own role grants it too while ``global.rbac.create`` holds: kube-prometheus-stack
+88.5.3 templates/prometheus/clusterrole.yaml; ours does not depend on that.)"""
+
+PROMETHEUS_SERVICE_ACCOUNT: Final = f"{MONITORING_RELEASE}-prometheus"
+"""The chart's Prometheus service account: ``<fullname>-prometheus`` (kube-prometheus-stack
+88.5.3 templates/_helpers.tpl, ``kube-prometheus-stack.prometheus.serviceAccountName``)."""
+METRICS_READER_ROLE: Final = "trainingplatform:metrics-reader"
+"""ClusterRole: ``get`` on the non-resource URL ``/metrics``, what controller-runtime's
+authorization filter asks the API server about before it serves JobSet's metrics."""
 
 VOLCANO_SCHEDULER_METRICS_PORT: Final = 8080
 VOLCANO_CONTROLLER_METRICS_PORT: Final = 8081
@@ -542,6 +554,42 @@ def controller_monitors() -> list[dict[str, Any]]:
     ]
 
 
+def metrics_reader_rbac() -> list[dict[str, Any]]:
+    """The ClusterRole and binding that let Prometheus read controllers' ``/metrics``.
+
+    controller-runtime's ``filters.WithAuthenticationAndAuthorization`` (JobSet's metrics)
+    authorizes the non-resource URL ``/metrics`` with verb ``get``
+    (kubernetes-sigs/jobset v0.12.0 main.go; the chart's own ClusterRole for it,
+    charts/jobset/templates/rbac/auth_proxy_client_clusterrole.yaml, is bound to JobSet's
+    controller, not to a scraper).
+    """
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": METRICS_READER_ROLE},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": METRICS_READER_ROLE},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": METRICS_READER_ROLE,
+            },
+            "subjects": [
+                {
+                    "kind": "ServiceAccount",
+                    "name": PROMETHEUS_SERVICE_ACCOUNT,
+                    "namespace": MONITORING_NAMESPACE,
+                }
+            ],
+        },
+    ]
+
+
 def _object(
     manifest: dict[str, Any], opts: pulumi.ResourceOptions
 ) -> k8s.apiextensions.CustomResource | k8s.apps.v1.DaemonSet | k8s.core.v1.ConfigMap:
@@ -611,4 +659,23 @@ def register_sources(
             _object(neuron_pod_monitor(), in_cluster),
         ]
     created += [_object(monitor, in_cluster) for monitor in controller_monitors()]
+    role, binding = metrics_reader_rbac()
+    reader = k8s.rbac.v1.ClusterRole(
+        role["metadata"]["name"].replace(":", "-"),
+        metadata=role["metadata"],
+        rules=role["rules"],
+        opts=in_cluster,
+    )
+    created += [
+        reader,
+        k8s.rbac.v1.ClusterRoleBinding(
+            binding["metadata"]["name"].replace(":", "-"),
+            metadata=binding["metadata"],
+            role_ref=binding["roleRef"],
+            subjects=binding["subjects"],
+            opts=pulumi.ResourceOptions.merge(
+                in_cluster, pulumi.ResourceOptions(depends_on=[*ready, reader])
+            ),
+        ),
+    ]
     return created
