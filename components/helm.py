@@ -344,6 +344,18 @@ CHART_PLACEMENT: Final[dict[str, ChartPlacement]] = {
     versions.EFA_DEVICE_PLUGIN_CHART.chart: ChartPlacement(
         elsewhere=(ElsewherePlacement((), ("nodeSelector", "tolerations"), _DAEMONSET),)
     ),
+    # NVIDIA/dcgm-exporter 4.5.3-4.8.2 deployment/templates: one DaemonSet, no controller.
+    versions.DCGM_EXPORTER_CHART.chart: ChartPlacement(
+        elsewhere=(
+            ElsewherePlacement(
+                (),
+                ("nodeSelector", "tolerations"),
+                "a DaemonSet of the accelerator nodes (the GPU pools'); "
+                "components/observability/sources.py places it (node affinity on their "
+                "NodePools, their taints tolerated)",
+            ),
+        )
+    ),
     # aws-neuron/neuron-helm-charts 1.9.0 (values.yaml; chart templates not in the reference
     # data): the scheduler extension and its second kube-scheduler are Deployments.
     versions.NEURON_CHART.chart: ChartPlacement(

@@ -60,6 +60,7 @@ from components.notebooks import (
 from components.observability.efa_exporter import register_efa_exporter
 from components.observability.ledger import PROMETHEUS_INGRESS as PROMETHEUS_FIRST_STEP_INGRESS
 from components.observability.names import MONITORING_NAMESPACE
+from components.observability.sources import register_sources
 from components.platform_network import PlatformNetwork, kube_system_fences
 from components.scheduling import NAMESPACE as SCHEDULING_NAMESPACE
 from components.scheduling import Scheduling
@@ -290,6 +291,14 @@ class TrainingPlatform(pulumi.ComponentResource):
             )
             if self.slurm is not None
             else []
+        )
+        # The metrics sources (issue 45, sources): they wait for the metrics stack's release,
+        # Slurm autoscaling's until the observability component owns it.
+        self.metric_sources = register_sources(
+            config,
+            ready=[*in_cluster.ready, *([self.slurm] if self.slurm is not None else [])],
+            provider=in_cluster.provider,
+            opts=with_aws,
         )
         self.platform_network = build_platform_network(
             config,

@@ -42,6 +42,7 @@ from components import (
     scheduling,
     trainer,
 )
+from components.observability import sources
 from components.observability.names import (
     EFA_EXPORTER_PORT,
     MONITORING_NAMESPACE,
@@ -86,13 +87,25 @@ LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
     scheduling.NAMESPACE: (
         Listener("volcano-admission", 8443, (API_SERVER,),
                  "Volcano's admission webhooks (volcano 1.15.1 values custom.admission_port)"),
+        Listener("volcano-scheduler-metrics", sources.VOLCANO_SCHEDULER_METRICS_PORT,
+                 (MONITORING_NAMESPACE,),
+                 "the scheduler's metrics (templates/scheduler.yaml), scraped by Prometheus"),
+        Listener("volcano-controller-metrics", sources.VOLCANO_CONTROLLER_METRICS_PORT,
+                 (MONITORING_NAMESPACE,),
+                 "the controllers' metrics (templates/controllers.yaml), scraped by Prometheus"),
     ),
     trainer.NAMESPACE: (
         Listener("trainer-webhook", WEBHOOK_PORT, (API_SERVER,),
                  "Trainer's webhooks (kubeflow-trainer 2.3.0 values manager.config.webhook.port)"),
+        Listener("trainer-metrics", sources.TRAINER_METRICS_PORT, (MONITORING_NAMESPACE,),
+                 "the manager's metrics (values manager.config.metrics.bindAddress), scraped by "
+                 "Prometheus"),
     ),
     trainer.JOBSET_NAMESPACE: (
         Listener("jobset-webhook", WEBHOOK_PORT, (API_SERVER,), "JobSet's webhooks"),
+        Listener("jobset-metrics", sources.JOBSET_METRICS_PORT, (MONITORING_NAMESPACE,),
+                 "the controller's metrics (jobset 0.12.0 main.go metrics-bind-address), "
+                 "scraped by Prometheus with its token"),
     ),
     # The operator has no webhook (ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/
     # templates) and nobody scrapes its metrics yet: closed.
@@ -125,6 +138,10 @@ LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
                  "API server (values service.portHttpsTarget)"),
         Listener("keda-operator-grpc", 9666, (KEDA_NAMESPACE,),
                  "the KEDA operator's gRPC, which its metrics API server asks for metrics"),
+        Listener("keda-operator-metrics", sources.KEDA_OPERATOR_METRICS_PORT,
+                 (MONITORING_NAMESPACE,),
+                 "the KEDA operator's metrics (values prometheus.operator.port), scraped by "
+                 "Prometheus"),
     ),
     MONITORING_NAMESPACE: (
         Listener("prometheus", PROMETHEUS_PORT, (KEDA_NAMESPACE, MONITORING_NAMESPACE),
@@ -139,6 +156,11 @@ LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
         Listener("efa-exporter", EFA_EXPORTER_PORT, (MONITORING_NAMESPACE,),
                  "the EFA exporter's metrics on the EFA pools' nodes (components/observability/"
                  "efa_exporter.py), which Prometheus scrapes through its PodMonitor"),
+        Listener("dcgm-exporter", sources.DCGM_PORT, (MONITORING_NAMESPACE,),
+                 "the DCGM exporter on the GPU nodes, scraped by Prometheus"),
+        Listener("neuron-monitor", sources.NEURON_MONITOR_PORT, (MONITORING_NAMESPACE,),
+                 "neuron-monitor's Prometheus bridge on the Trainium nodes, scraped by "
+                 "Prometheus"),
     ),
 }  # fmt: skip
 """Platform namespace -> its listeners that have clients. Listeners not here are closed."""

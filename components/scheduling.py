@@ -84,7 +84,15 @@ def volcano_values() -> dict[str, Any]:
         versions.VOLCANO_CHART,
         {
             "custom": {
-                "scheduler_config_override": yaml.safe_dump(scheduler_config(), sort_keys=False)
+                "scheduler_config_override": yaml.safe_dump(scheduler_config(), sort_keys=False),
+                # The scheduler's and controllers' metrics Services (ports 8080, 8081), which
+                # the metrics stack scrapes (components/observability/sources.py); on by default,
+                # stated so a chart bump cannot turn them off. metrics_enable would install a
+                # Prometheus, kube-state-metrics and Grafana of Volcano's own (volcano v1.15.1
+                # installer/helm/chart/volcano/templates/prometheus.yaml): off.
+                "scheduler_metrics_enable": True,
+                "controller_metrics_enable": True,
+                "metrics_enable": False,
             }
         },
     )

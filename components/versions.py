@@ -178,6 +178,20 @@ NEURON_CHART: Final = HelmChart(
     repository=None,
 )
 
+# NVIDIA's GPU metrics exporter (tag 4.5.3-4.8.2: DCGM 4.5.3, exporter 4.8.2). Its chart runs on
+# every node and tolerates no GPU taint by default (deployment/values.yaml at that tag), so
+# components/observability/sources.py places it on the GPU pools.
+DCGM_EXPORTER_CHART: Final = HelmChart(
+    chart="dcgm-exporter",
+    version="4.8.2",
+    repository="https://nvidia.github.io/dcgm-exporter/helm-charts",
+)
+NEURON_MONITOR_IMAGE: Final = "public.ecr.aws/neuron/neuron-monitor:1.3.0"
+"""neuron-monitor with its Prometheus bridge (port 8000), the image the Neuron SDK documents for
+Kubernetes (aws-neuron/aws-neuron-sdk v2.32.0 src/k8/k8s-neuron-monitor-daemonset.yml); the
+Neuron chart 1.9.0 installs no monitor. By tag: its digest could not be read where it was
+pinned (no registry access); the dependency bot's first run adds it in place."""
+
 # Tagged 2026-07-30; the chart repository index last seen offline listed 1.15.0, so confirm
 # `helm search repo volcano-sh/volcano --version 1.15.1` before the first deployment.
 VOLCANO_CHART: Final = HelmChart(

@@ -75,6 +75,65 @@ EFA_EXPORTER_MEMORY_MIB: Final = 48
 """Requests of the EFA exporter, the platform's DaemonSet on every node of an EFA pool
 (components/observability/efa_exporter.py requests exactly this): one Python process reading
 a few dozen sysfs files per scrape. A whole-node pod on an EFA pool leaves it room too."""
+
+
+@dataclass(frozen=True)
+class NodeExporter:
+    """A metrics DaemonSet on the nodes of some accelerator pools, and what it requests.
+
+    Args:
+        name: the DaemonSet (docs: concepts, observability, "Sources").
+        cpu_millis: its CPU request, millicores.
+        memory_mib: its memory request, MiB; what a whole-node pod leaves it.
+        accelerator: the accelerator resource of the pools it runs on (``nvidia.com/gpu``,
+            ``aws.amazon.com/neuron``), or None for every pool that ``efa`` selects.
+        efa: True when it runs on the pools that attach EFA (whatever their accelerator).
+    """
+
+    name: str
+    cpu_millis: int
+    memory_mib: int
+    accelerator: str | None = None
+    efa: bool = False
+
+    def runs_on(self, pool: NodePoolConfig) -> bool:
+        """Whether the exporter has a pod on each node of ``pool``."""
+        if self.efa:
+            return pool.uses_efa and (
+                self.accelerator is None or pool.instance.accelerator_resource == self.accelerator
+            )
+        return pool.instance.accelerator_resource == self.accelerator
+
+
+NODE_EXPORTERS: Final[tuple[NodeExporter, ...]] = (
+    # NVIDIA/dcgm-exporter 4.5.3-4.8.2 deployment/values.yaml resources.requests (the chart's
+    # own, kept by components/observability/sources.py).
+    NodeExporter("dcgm-exporter", cpu_millis=100, memory_mib=128, accelerator=GPU_RESOURCE),
+    # aws-neuron/aws-neuron-sdk v2.32.0 src/k8/k8s-neuron-monitor-daemonset.yml requests.
+    NodeExporter("neuron-monitor", cpu_millis=256, memory_mib=128, accelerator=NEURON_RESOURCE),
+    # Ours (components/observability/efa_exporter.py), on every pool that attaches EFA.
+    NodeExporter(
+        "efa-exporter",
+        cpu_millis=EFA_EXPORTER_CPU_MILLIS,
+        memory_mib=EFA_EXPORTER_MEMORY_MIB,
+        efa=True,
+    ),
+)
+"""The metrics DaemonSets of the accelerator pools (components/observability/sources.py
+requests exactly these): a whole-node pod leaves each one on its node room, as it does the
+acceptance agent."""
+
+
+def node_exporters(pool: NodePoolConfig) -> tuple[NodeExporter, ...]:
+    """The metrics DaemonSets that run a pod on every node of ``pool``."""
+    return tuple(exporter for exporter in NODE_EXPORTERS if exporter.runs_on(pool))
+
+
+def node_exporters_memory_mib(pool: NodePoolConfig) -> int:
+    """Memory the metrics DaemonSets on one node of ``pool`` request, MiB."""
+    return sum(exporter.memory_mib for exporter in node_exporters(pool))
+
+
 KUBE_RESERVED_CPU_TIERS: Final = (
     (0, 1000, 0.06),
     (1000, 2000, 0.01),
@@ -191,11 +250,11 @@ def whole_node_memory_mib(pool: NodePoolConfig) -> int:
 
     The node's allocatable memory in both views (Karpenter's, which decides whether a node is
     bought, and the kubelet's, which admits the pod; huge pages already taken out), the
-    smaller of the two, less the allowances for the add-ons' DaemonSets, the device plugins,
-    the acceptance agent and, on EFA pools, the EFA exporter, and the first-step exporter every
-    training pod runs beside its training container
-    (:func:`components.observability.ledger.first_step_sidecar`), whose requests add to the
-    pod's.
+    smaller of the two, less the allowances for the add-ons' DaemonSets, the device plugins and
+    the acceptance agent, the requests of the pool's metrics DaemonSets
+    (:data:`NODE_EXPORTERS`), and the first-step exporter every training pod runs beside its
+    training container (:func:`components.observability.ledger.first_step_sidecar`), whose
+    requests add to the pod's.
     """
     allocatable = min(
         pool_node_allocatable(pool, as_scheduled_by_karpenter=view).memory_mib
@@ -206,7 +265,7 @@ def whole_node_memory_mib(pool: NodePoolConfig) -> int:
         - DAEMONSET_HEADROOM_MEMORY_MIB
         - DEVICE_PLUGIN_MEMORY_MIB
         - NODE_AGENT_MEMORY_MIB
-        - (EFA_EXPORTER_MEMORY_MIB if pool.uses_efa else 0)
+        - node_exporters_memory_mib(pool)
         - FIRST_STEP_EXPORTER_MEMORY_MIB
     )
 

@@ -17,11 +17,11 @@ from components.observability.ledger import FIRST_STEP_EXPORTER_MEMORY_MIB
 from components.workloads import (
     DAEMONSET_HEADROOM_MEMORY_MIB,
     DEVICE_PLUGIN_MEMORY_MIB,
-    EFA_EXPORTER_MEMORY_MIB,
     NODE_AGENT_MEMORY_MIB,
     eni_limited_pods,
     kube_reserved_cpu_millis,
     node_allocatable,
+    node_exporters_memory_mib,
     node_resources,
     pool_node_allocatable,
     pool_workload_placement,
@@ -104,12 +104,13 @@ def test_whole_node_requests_of_a_gpu_and_a_trainium_pool() -> None:
     # hypervisor (157287), the kubelet's kube-reserved for 100 pods (11 x 100 + 255 = 1355),
     # eviction (100) and 5 GiB of huge pages (5120) = 1933290 as the node computes it; less
     # 2048 MiB for the add-on DaemonSets, 64 for the device plugins, 128 for the acceptance
-    # agent, 48 for the EFA exporter and 32 for the pod's own first-step exporter.
+    # agent, 128 for the DCGM exporter, 48 for the EFA exporter and 32 for the pod's own
+    # first-step exporter.
     assert p5["requests"] == {
         "nvidia.com/gpu": "8",
         "vpc.amazonaws.com/efa": "32",
         "hugepages-2Mi": "5Gi",
-        "memory": "1930970Mi",
+        "memory": "1930842Mi",
     }
     trn1 = node_resources(_pool(instanceTypes=["trn1.32xlarge"], hugepagesGiB=2))
     assert trn1["requests"]["cpu"] == "32" and trn1["limits"]["cpu"] == "128"
@@ -212,8 +213,10 @@ def test_whole_node_memory_fits_both_views_and_uses_nearly_all_of_it(instance_ty
         + NODE_AGENT_MEMORY_MIB
         + FIRST_STEP_EXPORTER_MEMORY_MIB
     )
-    left += EFA_EXPORTER_MEMORY_MIB if pool.uses_efa else 0  # g5 has no EFA
-    assert memory + left == min(views)
+    # and the pool's metrics DaemonSets (DCGM exporter or Neuron monitor, 128 MiB either way;
+    # the EFA exporter on EFA pools)
+    assert node_exporters_memory_mib(pool) >= 128
+    assert memory + left + node_exporters_memory_mib(pool) == min(views)
     assert memory > 0.85 * pool.instance.memory_gib * 1024 - 3 * 1024
 
 
@@ -232,23 +235,20 @@ def test_device_plugins_fit_in_what_whole_node_pods_leave_them(
     synthesized: dict[str, StackResult], stack: str
 ) -> None:
     """A whole-node pod leaves DEVICE_PLUGIN_MEMORY_MIB for the device plugins on its node and
-    NODE_AGENT_MEMORY_MIB for the platform's own DaemonSets (the acceptance agent), and
-    EFA_EXPORTER_MEMORY_MIB for the EFA exporter where the pool attaches EFA."""
+    NODE_AGENT_MEMORY_MIB for the platform's own DaemonSets (the acceptance agent), plus what
+    the pool's metrics DaemonSets request (node_exporters_memory_mib: the DCGM exporter or
+    neuron-monitor, and the EFA exporter where the pool attaches EFA)."""
     view = StackView.from_records(synthesized[stack].records)
     stack_model = Stack(view)
+    configs = {p.name: p for p in synthesized[stack].config.node_pools}
     for pool in stack_model.pools:
+        config = configs.get(pool.name.removesuffix("-slurm"))
+        exporters = node_exporters_memory_mib(config) if config is not None else 0
         on_node = [p for p in stack_model.plugins if p.runs_on(pool)]
         plugins = sum(p.requests.get("memory", Decimal(0)) for p in on_node if p.resource)
-        exporter = "DaemonSet monitoring/efa-exporter"
-        own = sum(
-            p.requests.get("memory", Decimal(0))
-            for p in on_node
-            if not p.resource and p.release != exporter
-        )
+        own = sum(p.requests.get("memory", Decimal(0)) for p in on_node if not p.resource)
         assert plugins <= DEVICE_PLUGIN_MEMORY_MIB * 2**20, (pool.name, plugins)
-        assert own <= NODE_AGENT_MEMORY_MIB * 2**20, (pool.name, own)
-        efa = sum(p.requests.get("memory", Decimal(0)) for p in on_node if p.release == exporter)
-        assert efa <= EFA_EXPORTER_MEMORY_MIB * 2**20, (pool.name, efa)
+        assert own <= (NODE_AGENT_MEMORY_MIB + exporters) * 2**20, (pool.name, own)
 
 
 def test_every_whole_node_pod_sizes_its_shared_memory(synthesized: dict[str, StackResult]) -> None:

@@ -94,8 +94,16 @@ def monitoring_values() -> dict[str, Any]:
 
 
 def keda_values() -> dict[str, Any]:
-    """Values of the keda chart: every KEDA Deployment on the system nodes."""
-    return with_system_placement(versions.KEDA_CHART, {})
+    """Values of the keda chart: every KEDA Deployment on the system nodes, operator metrics on.
+
+    The operator's metrics (scaler errors and values, ScaledObject states) on its Service's
+    ``metrics`` port with the chart's ServiceMonitor (kedacore/charts v2.20.2 keda/templates/
+    manager/service.yaml and servicemonitor.yaml), which needs the metrics stack's CRDs first.
+    """
+    return with_system_placement(
+        versions.KEDA_CHART,
+        {"prometheus": {"operator": {"enabled": True, "serviceMonitor": {"enabled": True}}}},
+    )
 
 
 def demand_query(partition: str) -> str:
@@ -206,17 +214,19 @@ class Autoscaling(pulumi.ComponentResource):
         in_cluster = pulumi.ResourceOptions(
             parent=self, provider=kubernetes_provider, depends_on=cluster_ready
         )
-        self.ready: list[pulumi.Resource] = [
-            release(
-                release_name, chart, namespace=namespace, values=values,
-                create_namespace=True, opts=in_cluster,
-            )
-            for release_name, chart, namespace, values in (
-                (MONITORING_RELEASE, versions.PROMETHEUS_STACK_CHART, MONITORING_NAMESPACE,
-                 monitoring_values()),
-                (KEDA_RELEASE, versions.KEDA_CHART, KEDA_NAMESPACE, keda_values()),
-            )
-        ]  # fmt: skip
+        monitoring = release(
+            MONITORING_RELEASE, versions.PROMETHEUS_STACK_CHART, namespace=MONITORING_NAMESPACE,
+            values=monitoring_values(), create_namespace=True, opts=in_cluster,
+        )  # fmt: skip
+        # KEDA's ServiceMonitor needs the CRDs the metrics stack's release installs.
+        keda = release(
+            KEDA_RELEASE, versions.KEDA_CHART, namespace=KEDA_NAMESPACE, values=keda_values(),
+            create_namespace=True,
+            opts=pulumi.ResourceOptions.merge(
+                in_cluster, pulumi.ResourceOptions(depends_on=[*cluster_ready, monitoring])
+            ),
+        )  # fmt: skip
+        self.ready: list[pulumi.Resource] = [monitoring, keda]
         self.register_outputs({})
 
 

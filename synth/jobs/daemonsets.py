@@ -244,12 +244,42 @@ def _neuron(values: Mapping[str, Any]) -> DevicePlugin | None:
     )
 
 
+DCGM_EXPORTER_CHART_DEFAULTS: Final[dict[str, Any]] = {
+    "nodeSelector": {},
+    "affinity": {},
+    "tolerations": [
+        {
+            "key": "node-role.kubernetes.io/control-plane",
+            "operator": "Exists",
+            "effect": "NoSchedule",
+        }
+    ],
+    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+}
+"""dcgm-exporter 4.8.2 values.yaml, placement and requests (NVIDIA/dcgm-exporter 4.5.3-4.8.2
+deployment/templates/daemonset.yaml copies each from values): a metrics DaemonSet that
+advertises no resource, counted on the nodes it lands on as the stack's own DaemonSets are."""
+
+
+def _dcgm_exporter(values: Mapping[str, Any]) -> DevicePlugin:
+    merged = helm_merge(DCGM_EXPORTER_CHART_DEFAULTS, values)
+    return DevicePlugin(
+        "dcgm-exporter",
+        "",
+        dict(merged.get("nodeSelector") or {}),
+        dict(merged.get("affinity") or {}),
+        list(merged.get("tolerations") or []),
+        _requests(merged.get("resources") or {}),
+    )
+
+
 def device_plugins(view: StackView) -> list[DevicePlugin]:
     """The device plugin DaemonSets the stack installs."""
     builders = {
         "nvidia-device-plugin": _nvidia,
         "aws-efa-k8s-device-plugin": _efa,
         "neuron-helm-chart": _neuron,
+        "dcgm-exporter": _dcgm_exporter,
     }
     found = []
     for release, build in builders.items():
