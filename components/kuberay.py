@@ -33,13 +33,13 @@ from components.checkpoints import CheckpointLocation, checkpoint_environment
 from components.config import CONFIG_KEY, ConfigProblem, NodePoolConfig, PlatformConfig
 from components.config.pools import GENERAL_LUSTRE_POOL, GENERAL_POOL
 from components.config.ray import RayImagesConfig
-from components.helm import release, with_system_placement
-from components.node_pools import POOL_LABEL
-from components.observability.ledger import (
+from components.first_step import (
     FIRST_STEP_EXPORTER_MEMORY_MIB,
     first_step_labels,
     with_first_step_exporter,
 )
+from components.helm import release, with_system_placement
+from components.node_pools import POOL_LABEL
 from components.scheduling import RAY_QUEUE_LABEL, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage.layout import TeamDirectory
 from components.storage.model_store import model_store_environment
@@ -332,7 +332,7 @@ def _ray_pod(
     the template is judged as the pod will be. ``pinned`` (the head and the submitter) adds
     :data:`DO_NOT_DISRUPT`; ``first_step`` (the head and the workers, where the job's
     processes run) the first-step exporter and its label
-    (:func:`components.observability.ledger.with_first_step_exporter`).
+    (:func:`components.first_step.with_first_step_exporter`).
     """
     spec = team_pod_spec(container, placement=placement, volumes=volumes, group_id=group_id)
     metadata: dict[str, Any] = {}

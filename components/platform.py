@@ -30,6 +30,7 @@ from components.config.slurm import BIND_PASSWORD_KEY, bind_password_problems
 from components.config.storage import admin_client_block
 from components.device_plugins import DevicePlugins, neuron_pools
 from components.fabric_test import FabricTest, platform_queue_capability, tested_pools
+from components.first_step import PROMETHEUS_INGRESS as PROMETHEUS_FIRST_STEP_INGRESS
 from components.iam import customer_key, logs_key_policy
 from components.karpenter import Karpenter
 from components.katib import CONTROLLER_INGRESS as KATIB_CONTROLLER_INGRESS
@@ -43,6 +44,7 @@ from components.kuberay import (
     ray_image,
     standing_quota_problems,
 )
+from components.metric_names import MONITORING_NAMESPACE
 from components.network import Network
 from components.node_pools import NodePools
 from components.notebooks import HUB_INGRESS as NOTEBOOK_HUB_INGRESS
@@ -58,8 +60,6 @@ from components.notebooks import (
     team_profile_list,
 )
 from components.observability.efa_exporter import register_efa_exporter
-from components.observability.ledger import PROMETHEUS_INGRESS as PROMETHEUS_FIRST_STEP_INGRESS
-from components.observability.names import MONITORING_NAMESPACE
 from components.observability.sources import register_sources
 from components.platform_network import PlatformNetwork, kube_system_fences
 from components.scheduling import NAMESPACE as SCHEDULING_NAMESPACE
@@ -476,7 +476,7 @@ def team_controllers(config: PlatformConfig) -> dict[str, list[ControllerIngress
     The KubeRay operator where Ray is on, Katib's controller where Katib is and the team
     searches (``teams[].katib.enabled``), JupyterHub's proxy and hub where notebooks are on
     (to the servers' port), and Prometheus to the first-step exporters of training pods
-    (:data:`components.observability.ledger.PROMETHEUS_INGRESS`); each gets a NetworkPolicy
+    (:data:`components.first_step.PROMETHEUS_INGRESS`); each gets a NetworkPolicy
     in the team's namespace
     (:func:`components.tenancy.team_network_policies`).
 

@@ -42,12 +42,12 @@ from components import (
     scheduling,
     trainer,
 )
-from components.observability import sources
-from components.observability.names import (
+from components.metric_names import (
     EFA_EXPORTER_PORT,
     MONITORING_NAMESPACE,
     PROMETHEUS_PORT,
 )
+from components.observability import sources
 from components.slurm.autoscaling import KEDA_NAMESPACE
 from components.slurm.common import (
     CERT_MANAGER_NAMESPACE,

@@ -41,13 +41,13 @@ from components.config import (
     TrainerConfig,
 )
 from components.config.teams import WORKLOAD_GID
-from components.helm import release, with_system_placement
-from components.node_pools import POOL_LABEL
-from components.observability.ledger import (
+from components.first_step import (
     first_step_labels,
     pods_with_exporter,
     with_first_step_exporter,
 )
+from components.helm import release, with_system_placement
+from components.node_pools import POOL_LABEL
 from components.scheduling import QUEUE_ANNOTATION, SCHEDULER_NAME, STANDARD_PRIORITY_CLASS
 from components.storage.layout import TeamDirectory, team_directories
 from components.storage.model_store import model_store_environment, model_store_volumes

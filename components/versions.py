@@ -398,7 +398,7 @@ PROMETHEUS_STACK_CHART: Final = HelmChart(
     repository="https://prometheus-community.github.io/helm-charts",
 )
 FIRST_STEP_EXPORTER_IMAGE: Final = "quay.io/prometheus/node-exporter:v1.12.1"
-"""The first-step exporter in training pods (components/observability/ledger.py): node_exporter
+"""The first-step exporter in training pods (components/first_step.py): node_exporter
 v1.12.1, the release kube-prometheus-stack 88.5.3's node-exporter subchart 4.56.1 runs (its
 appVersion; charts/prometheus-node-exporter/values.yaml, ``image``)."""
 

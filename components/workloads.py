@@ -26,8 +26,8 @@ from components.catalog import (
 )
 from components.config import NodePoolConfig
 from components.config.storage import SHARED_MOUNT, TEAM_HOME_PATH
+from components.first_step import FIRST_STEP_EXPORTER_MEMORY_MIB
 from components.node_pools import POOL_LABEL, RESERVED_FOR_LABEL, accelerator_taint, slurm_taint
-from components.observability.ledger import FIRST_STEP_EXPORTER_MEMORY_MIB
 
 NEURON_COMPILE_CACHE_VARIABLE: Final = "NEURON_COMPILE_CACHE_URL"
 """Where the Neuron compiler keeps and looks up compiled graphs (default
@@ -253,7 +253,7 @@ def whole_node_memory_mib(pool: NodePoolConfig) -> int:
     smaller of the two, less the allowances for the add-ons' DaemonSets, the device plugins and
     the acceptance agent, the requests of the pool's metrics DaemonSets
     (:data:`NODE_EXPORTERS`), and the first-step exporter every training pod runs beside its
-    training container (:func:`components.observability.ledger.first_step_sidecar`), whose
+    training container (:func:`components.first_step.first_step_sidecar`), whose
     requests add to the pod's.
     """
     allocatable = min(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from components.observability.names import EFA_EXPORTER_PORT
+from components.metric_names import EFA_EXPORTER_PORT
 from efa_exporter.collector import EfaCollector
 
 

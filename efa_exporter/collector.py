@@ -25,7 +25,7 @@ from typing import Final
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from components.observability.names import EFA_METRICS, RULE_PREFIX
+from components.metric_names import EFA_METRICS, RULE_PREFIX
 
 LOG: Final = logging.getLogger(__name__)
 

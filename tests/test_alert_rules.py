@@ -20,8 +20,7 @@ import yaml
 
 from components.config import PlatformConfig, parse_platform_config
 from components.health_marks import ACCEPTANCE_TAINT_KEY, UNHEALTHY_TAINT_KEY
-from components.observability import rules
-from components.observability.names import (
+from components.metric_names import (
     COLD_START_BUDGET_METRIC,
     COLD_START_QUANTILE_RULES,
     COLD_START_STAGES,
@@ -33,6 +32,7 @@ from components.observability.names import (
     PODGROUP_CREATED_METRIC,
     efa_port_counter,
 )
+from components.observability import rules
 from synth.engine import synthesize
 from synth.stackfile import REPOSITORY_ROOT, StackFile
 from tests import promtool

@@ -8,10 +8,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from components import kuberay, trainer
+from components import first_step, kuberay, trainer
 from components.config import PlatformConfig
-from components.observability import ledger
-from components.observability.names import (
+from components.metric_names import (
     FIRST_STEP_METRIC,
     FIRST_STEP_PORT,
     MONITORING_NAMESPACE,
@@ -19,6 +18,7 @@ from components.observability.names import (
     PODGROUP_CREATED_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
 )
+from components.observability import ledger
 from components.platform import team_controllers, validated_config
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm.common import SLURM_APP_LABEL
@@ -220,7 +220,7 @@ def test_kube_state_metrics_values_turn_on_the_state_and_may_read_it() -> None:
 
 
 def _run(script: str, directory: Path, env: dict[str, str]) -> str:
-    text = script.replace(ledger.FIRST_STEP_DIRECTORY, str(directory))
+    text = script.replace(first_step.FIRST_STEP_DIRECTORY, str(directory))
     return subprocess.run(
         ["sh", "-c", text], env=env, check=True, capture_output=True, text=True
     ).stdout
@@ -237,23 +237,23 @@ def test_a_slurm_jobs_first_step_and_submission_reach_the_exporters_directory(
     squeue.write_text("#!/bin/sh\necho 2026-12-06T15:00:00\n")
     squeue.chmod(0o755)
     env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42"}
-    prolog = "\n".join([*ledger.slurm_task_prolog_lines(), "exit 0", ""])
+    prolog = "\n".join([*first_step.slurm_task_prolog_lines(), "exit 0", ""])
     exported = dict(
         line.removeprefix("export ").split("=", 1) for line in _run(prolog, files, env).splitlines()
     )
     # slurmstepd sets everything after '=' (task.c), so the labels carry their quotes only
-    assert exported[ledger.FIRST_STEP_LABELS_VARIABLE] == 'slurm_job_id="42"'
+    assert exported[first_step.FIRST_STEP_LABELS_VARIABLE] == 'slurm_job_id="42"'
     assert (files / "job-42-submit.prom").read_text() == (
         f'{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id="42"}} 1796569200\n'
     )
     helper_env = {**env, **exported}
-    _run(ledger.helper_script(), files, helper_env)
+    _run(first_step.helper_script(), files, helper_env)
     first = (files / "job-42.prom").read_text()
     assert first.startswith(f'{FIRST_STEP_METRIC}{{slurm_job_id="42"}} ')
-    _run(ledger.helper_script(), files, helper_env)  # a second call keeps the first step
+    _run(first_step.helper_script(), files, helper_env)  # a second call keeps the first step
     assert (files / "job-42.prom").read_text() == first
     assert sorted(p.name for p in files.iterdir()) == ["job-42-submit.prom", "job-42.prom"]
-    _run(ledger.slurm_first_step_epilog(), files, env)
+    _run(first_step.slurm_first_step_epilog(), files, env)
     assert list(files.iterdir()) == []
 
 
@@ -299,17 +299,20 @@ def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
         assert selects(monitor["spec"]["selector"], _template_labels(template)), runtime
         spec = template["spec"]
         (exporter,) = [
-            c for c in spec["initContainers"] if c["name"] == ledger.FIRST_STEP_CONTAINER
+            c for c in spec["initContainers"] if c["name"] == first_step.FIRST_STEP_CONTAINER
         ]
         # a native sidecar, first: it serves before the rest start, and a Job's pod still
         # completes when training does
         assert spec["initContainers"][0] is exporter and exporter["restartPolicy"] == "Always"
         assert {"name": endpoint["port"], "containerPort": FIRST_STEP_PORT} in exporter["ports"]
-        volume = next(v for v in spec["volumes"] if v["name"] == ledger.FIRST_STEP_VOLUME)
+        volume = next(v for v in spec["volumes"] if v["name"] == first_step.FIRST_STEP_VOLUME)
         assert "emptyDir" in volume, runtime
-        assert ledger.first_step_mount() in writer["volumeMounts"], runtime
+        assert first_step.first_step_mount() in writer["volumeMounts"], runtime
         if runtime != "slurmd":  # a Slurm job's file is its own: the TaskProlog names it
-            variable = {"name": ledger.FIRST_STEP_FILE_VARIABLE, "value": ledger.FIRST_STEP_FILE}
+            variable = {
+                "name": first_step.FIRST_STEP_FILE_VARIABLE,
+                "value": first_step.FIRST_STEP_FILE,
+            }
             assert variable in writer["env"], runtime
 
 
@@ -317,8 +320,8 @@ PROMETHEUS = Pod(
     MONITORING_NAMESPACE,
     {
         "app.kubernetes.io/name": "prometheus",
-        "operator.prometheus.io/name": ledger.PROMETHEUS_NAME,
-        "prometheus": ledger.PROMETHEUS_NAME,
+        "operator.prometheus.io/name": first_step.PROMETHEUS_NAME,
+        "prometheus": first_step.PROMETHEUS_NAME,
     },
 )
 
@@ -358,7 +361,7 @@ def test_synth_jobs_counts_the_exporter_as_kubernetes_does() -> None:
     # containers' sum, and an init container after it runs beside it.
     pod = {
         "initContainers": [
-            ledger.first_step_sidecar(),
+            first_step.first_step_sidecar(),
             {"name": "wait", "resources": {"requests": {"memory": "64Mi"}}},
         ],
         "containers": [{"name": "node", "resources": {"requests": {"memory": "100Mi"}}}],
@@ -369,8 +372,8 @@ def test_synth_jobs_counts_the_exporter_as_kubernetes_does() -> None:
 
 
 def test_the_training_images_carry_the_helper_the_builder_writes() -> None:
-    helper = REPOSITORY_ROOT / "images" / "checkpoint" / ledger.FIRST_STEP_COMMAND
-    assert helper.read_text() == ledger.helper_script()  # regenerate it from the builder
+    helper = REPOSITORY_ROOT / "images" / "checkpoint" / first_step.FIRST_STEP_COMMAND
+    assert helper.read_text() == first_step.helper_script()  # regenerate it from the builder
     for recipe in ("training-cuda", "training-neuron"):  # the Ray images build on these
         dockerfile = (REPOSITORY_ROOT / "images" / recipe / "Dockerfile").read_text()
-        assert f"COPY --from=checkpoint --chmod=0755 {ledger.FIRST_STEP_COMMAND} " in dockerfile
+        assert f"COPY --from=checkpoint --chmod=0755 {first_step.FIRST_STEP_COMMAND} " in dockerfile

@@ -15,9 +15,9 @@ from prometheus_client import generate_latest, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from components import software, workloads
+from components.metric_names import EFA_EXPORTER_PORT, EFA_METRICS, RULE_PREFIX
 from components.node_pools import POOL_LABEL
 from components.observability import efa_exporter
-from components.observability.names import EFA_EXPORTER_PORT, EFA_METRICS, RULE_PREFIX
 from components.platform_network import LISTENERS
 from efa_exporter.__main__ import registry
 from synth.jobs.daemonsets import daemonset_overhead

@@ -59,7 +59,8 @@ def test_every_top_level_package_is_analysed_and_under_a_contract() -> None:
     assert packages <= contracted, (
         f"top-level packages no import contract names: {sorted(packages - contracted)}; give "
         "each a contract in pyproject.toml (acceptance/, for one, may import only the fact "
-        "modules: components.catalog, health_marks, versions, offerings, subnets, software)"
+        "modules: components.catalog, health_marks, metric_names, versions, offerings, subnets, "
+        "software)"
     )
 
 
@@ -75,7 +76,9 @@ def test_the_program_is_layered_from_synth_down_to_the_facts() -> None:
     assert layers[0] == {"platform"}
     assert {"storage", "slurm", "checkpoints", "user_data", "workloads"} <= layers[1]
     assert layers[2] == {"config"}
-    assert layers[3] == {"catalog", "health_marks", "versions", "offerings", "subnets", "software"}
+    assert layers[3] == {
+        "catalog", "health_marks", "metric_names", "versions", "offerings", "subnets", "software"
+    }  # fmt: skip
     user_data = contracts["user-data"]
     assert user_data["type"] == "forbidden"
     assert user_data["source_modules"] == ["components.user_data"]

@@ -7,8 +7,9 @@ from typing import Final
 
 import pytest
 
+from components import metric_names as names
 from components.config.platform import parse_platform_config
-from components.observability import dashboards, metric_catalog, names, rules
+from components.observability import dashboards, metric_catalog, rules
 from components.observability.metric_catalog import (
     DCGM_COUNTERS,
     EXPORTERS,

@@ -17,8 +17,8 @@ from components import platform_network, versions, workloads
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig
 from components.health_marks import AGENT_TAINT_KEYS
-from components.observability import sources
-from components.observability.names import MONITORING_NAMESPACE
+from components.metric_names import MONITORING_NAMESPACE
+from components.observability import metric_catalog, sources
 from synth.jobs.daemonsets import DCGM_EXPORTER_CHART_DEFAULTS
 from synth.jobs.model import Stack
 from synth.jobs.placement import untolerated
@@ -91,38 +91,38 @@ def test_a_new_source_on_a_pool_is_subtracted_from_its_whole_node_pods(
     efa_pool = _pool(instanceTypes=["p5.48xlarge"])
     plain_pool = _pool(instanceTypes=["g5.xlarge"])
     trainium = _pool(instanceTypes=["trn1.32xlarge"])
-    before = {id(p): workloads.whole_node_memory_mib(p) for p in (efa_pool, plain_pool, trainium)}
-    assert workloads.node_exporters(efa_pool) == workloads.node_exporters(plain_pool)
-    added = workloads.NodeExporter("efa-exporter", cpu_millis=10, memory_mib=48, efa=True)
-    monkeypatch.setattr(workloads, "NODE_EXPORTERS", (*workloads.NODE_EXPORTERS, added))
-    assert workloads.whole_node_memory_mib(efa_pool) == before[id(efa_pool)] - 48
-    assert workloads.whole_node_memory_mib(plain_pool) == before[id(plain_pool)]
-    assert workloads.whole_node_memory_mib(trainium) == before[id(trainium)] - 48
-    gpu_only = dataclasses.replace(added, accelerator=GPU_RESOURCE)
-    monkeypatch.setattr(workloads, "NODE_EXPORTERS", (*workloads.NODE_EXPORTERS[:2], gpu_only))
-    assert workloads.whole_node_memory_mib(trainium) == before[id(trainium)]
-    assert workloads.whole_node_memory_mib(efa_pool) == before[id(efa_pool)] - 48
-
-
-def test_the_counters_file_has_what_the_alerts_and_dashboards_read() -> None:
-    fields = {
-        line.split(",", 1)[0].strip()
-        for line in sources.DEFAULT_DCGM_COUNTERS_CSV.splitlines()
-        if line.strip() and not line.startswith("#")
+    assert {e.name for e in workloads.node_exporters(efa_pool)} == {"dcgm-exporter", "efa-exporter"}
+    assert {e.name for e in workloads.node_exporters(plain_pool)} == {"dcgm-exporter"}
+    assert {e.name for e in workloads.node_exporters(trainium)} == {
+        "neuron-monitor",
+        "efa-exporter",
     }
-    assert {
-        "DCGM_FI_DEV_XID_ERRORS",
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        "DCGM_FI_PROF_PCIE_TX_BYTES",
-        "DCGM_FI_PROF_PCIE_RX_BYTES",
-        "DCGM_FI_DEV_GPU_UTIL",
-        "DCGM_FI_DEV_FB_USED",
-        "DCGM_FI_DEV_POWER_USAGE",
-        "DCGM_FI_DEV_GPU_TEMP",
-        "DCGM_FI_PROF_SM_ACTIVE",
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    } <= fields
+    before = {id(p): workloads.whole_node_memory_mib(p) for p in (efa_pool, plain_pool, trainium)}
+    added = workloads.NodeExporter("probe", cpu_millis=10, memory_mib=40, efa=True)
+    shipped = workloads.NODE_EXPORTERS
+    monkeypatch.setattr(workloads, "NODE_EXPORTERS", (*shipped, added))
+    assert workloads.whole_node_memory_mib(efa_pool) == before[id(efa_pool)] - 40
+    assert workloads.whole_node_memory_mib(plain_pool) == before[id(plain_pool)]
+    assert workloads.whole_node_memory_mib(trainium) == before[id(trainium)] - 40
+    gpu_only = dataclasses.replace(added, accelerator=GPU_RESOURCE)
+    monkeypatch.setattr(workloads, "NODE_EXPORTERS", (*shipped, gpu_only))
+    assert workloads.whole_node_memory_mib(trainium) == before[id(trainium)]
+    assert workloads.whole_node_memory_mib(efa_pool) == before[id(efa_pool)] - 40
+
+
+def test_the_counters_file_has_what_the_alerts_and_dashboards_read(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The ConfigMap the stack registers is the catalogue's counters file, so every DCGM field
+    a rule or panel reads (tests/test_metric_catalog.py holds them to the catalogue) is asked
+    for, the alerts' ECC and XID fields among them."""
+    view = StackView.from_records(synthesized["prod"].records)
+    (configmap,) = [
+        c for c in view.of_kind("ConfigMap") if c["metadata"]["name"] == "dcgm-exporter-counters"
+    ]
+    assert configmap["data"]["counters.csv"] == metric_catalog.dcgm_counters_csv()
+    fields = {counter.field for counter in metric_catalog.DCGM_COUNTERS}
+    assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= fields
     configmap = sources.dcgm_counters_configmap("DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization\n")
     assert configmap["data"] == {"counters.csv": "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization\n"}
     with pytest.raises(ValueError, match="line 2: 'GPU_UTIL, gauge'"):

@@ -15,7 +15,7 @@ import lupa.lua53
 import pytest
 
 from components.config import parse_platform_config
-from components.observability.names import MONITORING_NAMESPACE, PROMETHEUS_PORT, PROMETHEUS_URL
+from components.metric_names import MONITORING_NAMESPACE, PROMETHEUS_PORT, PROMETHEUS_URL
 from components.slurm import SLURMCTLD_PORT
 from components.slurm.autoscaling import demand_query
 from components.slurm.sharing import parse_partition_line, slurm_minutes

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from components.observability import names as observability_names
+from components import metric_names as observability_names
 from components.slurm import autoscaling
 from tests import docs_pages
 

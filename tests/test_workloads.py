@@ -13,7 +13,7 @@ import pytest
 from components import versions
 from components.catalog import CATALOG
 from components.config import NodePoolConfig
-from components.observability.ledger import FIRST_STEP_EXPORTER_MEMORY_MIB
+from components.first_step import FIRST_STEP_EXPORTER_MEMORY_MIB
 from components.workloads import (
     DAEMONSET_HEADROOM_MEMORY_MIB,
     DEVICE_PLUGIN_MEMORY_MIB,

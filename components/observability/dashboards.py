@@ -54,7 +54,7 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 
 from components import catalog
-from components.observability.names import (
+from components.metric_names import (
     CLOUDWATCH_DATASOURCE_UID,
     COLD_START_BUDGET_METRIC,
     COLD_START_QUANTILE_RULES,

@@ -1,8 +1,8 @@
 """The EFA exporter on the cluster: one DaemonSet on the EFA pools' nodes, and its PodMonitor.
 
 The exporter (efa_exporter/, built from images/efa-exporter) serves the EFA devices' sysfs
-counters (:data:`~components.observability.names.EFA_METRICS`) on
-:data:`~components.observability.names.EFA_EXPORTER_PORT`; node_exporter's infiniband collector
+counters (:data:`~components.metric_names.EFA_METRICS`) on
+:data:`~components.metric_names.EFA_EXPORTER_PORT`; node_exporter's infiniband collector
 reads none of them (prometheus/node_exporter v1.12.1 collector/infiniband_linux.go). The
 DaemonSet runs only where a pool attaches EFA, tolerating every taint those pools' nodes carry;
 the PodMonitor has Prometheus scrape it with the node and its pool as labels (docs: concepts,
@@ -23,17 +23,17 @@ import pulumi_kubernetes as k8s
 from components import workloads
 from components.config import NodePoolConfig, PlatformConfig
 from components.device_plugins import HEALTH_TOLERATIONS
+from components.metric_names import (
+    EFA_EXPORTER_PORT,
+    MONITORING_NAMESPACE,
+    SCRAPE_INTERVAL,
+)
 from components.node_pools import (
     FSX_STARTUP_TAINT,
     NODE_POOL_LABEL,
     POOL_LABEL,
     accelerator_taint,
     slurm_taint,
-)
-from components.observability.names import (
-    EFA_EXPORTER_PORT,
-    MONITORING_NAMESPACE,
-    SCRAPE_INTERVAL,
 )
 from components.tenancy import hardened_pod
 

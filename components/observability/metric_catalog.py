@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-from components.observability import names
+from components import metric_names as names
 
 MetricType = Literal["counter", "gauge", "histogram", "summary", "info"]
 """How the exporter declares a metric (``# TYPE``); ``info`` is a gauge of value 1 whose labels
@@ -1169,13 +1169,13 @@ def platform_metrics() -> Exporter:
 
     The first-step gauge (the runtimes' metrics port), the two timestamps the
     kube-state-metrics custom resource state writes for the ledger, and the EFA exporter's
-    metrics. Built from :mod:`components.observability.names` each time, so a name added
+    metrics. Built from :mod:`components.metric_names` each time, so a name added
     there needs no line in the tests.
     """
     return Exporter(
         name="training platform",
         release="this repository",
-        sources=("components/observability/names.py", "efa_exporter/"),
+        sources=("components/metric_names.py", "efa_exporter/"),
         metrics=(
             Metric(names.FIRST_STEP_METRIC, "gauge"),
             Metric(names.PODGROUP_CREATED_METRIC, "gauge"),

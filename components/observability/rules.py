@@ -44,7 +44,7 @@ metrics exist"):
   ``trainingplatform_efa_<counter>_total{node,device,port}``, the counters the EFA driver's
   ``hw_counters`` name (amzn/amzn-drivers efa_linux_3.1.0 kernel/linux/efa/src/efa_verbs.c,
   ``EFA_DEFINE_PORT_STATS``).
-- The cold-start ledger's own inputs (:mod:`components.observability.names`).
+- The cold-start ledger's own inputs (:mod:`components.metric_names`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ import pulumi_kubernetes as k8s
 
 from components import catalog, health_marks
 from components.config import LustreConfig, NodePoolConfig, PlatformConfig
-from components.observability.names import (
+from components.metric_names import (
     COLD_START_BUDGET_METRIC,
     COLD_START_QUANTILE_RULES,
     EFA_DEVICES_METRIC,

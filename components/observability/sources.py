@@ -36,12 +36,13 @@ from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig, PlatformConfig
 from components.config.slurm import slurm_held_nodes
 from components.helm import release
-from components.node_pools import NODE_POOL_LABEL, slurm_node_pool_name
-from components.observability.names import (
+from components.metric_names import (
     MONITORING_NAMESPACE,
     MONITORING_RELEASE,
     SCRAPE_INTERVAL,
 )
+from components.node_pools import NODE_POOL_LABEL, slurm_node_pool_name
+from components.observability import metric_catalog
 
 MONITORING_API: Final = "monitoring.coreos.com/v1"
 NODE_TARGET_LABEL: Final = "node"
@@ -63,55 +64,6 @@ DCGM_POD_LABELS: Final = {
 """The chart's selector labels of its pods and Service (deployment/templates/_helpers.tpl
 ``dcgm-exporter.selectorLabels``: the chart's name and the release's)."""
 
-# The chart's default counters file (NVIDIA/dcgm-exporter 4.5.3-4.8.2
-# deployment/templates/metrics-configmap.yaml, the same fields as etc/default-counters.csv),
-# with the volatile ECC counters and the SM activity profiling fields the alerts and the job
-# dashboard read switched on (commented out there). Field names and types as DCGM spells them;
-# each is defined in NVIDIA/DCGM v4.5.3 dcgmlib/dcgm_fields.h (the image's DCGM, 4.5.3).
-DEFAULT_DCGM_COUNTERS_CSV: Final = """\
-# DCGM field, Prometheus type, help
-# Clocks
-DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz).
-DCGM_FI_DEV_MEM_CLOCK, gauge, Memory clock frequency (in MHz).
-# Temperature
-DCGM_FI_DEV_MEMORY_TEMP, gauge, Memory temperature (in C).
-DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).
-# Power
-DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).
-DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, counter, Total energy consumption since boot (in mJ).
-# PCIe
-DCGM_FI_DEV_PCIE_REPLAY_COUNTER, counter, Total number of PCIe retries.
-# Utilization
-DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).
-DCGM_FI_DEV_MEM_COPY_UTIL, gauge, Memory utilization (in %).
-DCGM_FI_DEV_ENC_UTIL, gauge, Encoder utilization (in %).
-DCGM_FI_DEV_DEC_UTIL, gauge, Decoder utilization (in %).
-# Errors
-DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
-# Memory usage
-DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB).
-DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).
-# ECC
-DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, counter, Total number of single-bit volatile ECC errors.
-DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, Total number of double-bit volatile ECC errors.
-# NVLink
-DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, counter, Total number of NVLink bandwidth counters for all lanes.
-# vGPU license status
-DCGM_FI_DEV_VGPU_LICENSE_STATUS, gauge, vGPU License status
-# Remapped rows
-DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS, counter, Number of remapped rows for uncorrectable errors
-DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS, counter, Number of remapped rows for correctable errors
-DCGM_FI_DEV_ROW_REMAP_FAILURE, gauge, Whether remapping of rows has failed
-# Profiling (DCP)
-DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.
-DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned.
-DCGM_FI_PROF_SM_OCCUPANCY, gauge, The ratio of number of warps resident on an SM.
-DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Ratio of cycles the tensor (HMMA) pipe is active.
-DCGM_FI_PROF_DRAM_ACTIVE, gauge, Ratio of cycles the device memory interface is active sending or receiving data.
-DCGM_FI_PROF_PCIE_TX_BYTES, gauge, The rate of data transmitted over the PCIe bus in bytes per second.
-DCGM_FI_PROF_PCIE_RX_BYTES, gauge, The rate of data received over the PCIe bus in bytes per second.
-"""  # noqa: E501
-"""The DCGM fields the exporter exports until the metric catalog supplies its list."""
 
 NEURON_MONITOR_NAME: Final = "neuron-monitor"
 NEURON_MONITOR_PORT: Final = 8000
@@ -617,7 +569,7 @@ def register_sources(
     ready: list[pulumi.Resource],
     provider: pulumi.ProviderResource,
     opts: pulumi.ResourceOptions,
-    counters_csv: str = DEFAULT_DCGM_COUNTERS_CSV,
+    counters_csv: str | None = None,
 ) -> list[pulumi.Resource]:
     """Register the metrics sources the stack's pools and controllers need.
 
@@ -628,7 +580,8 @@ def register_sources(
         provider: the Kubernetes provider of in-cluster resources.
         opts: options of the parent (the observability component).
         counters_csv: the DCGM exporter's counters file (:func:`dcgm_counters_configmap`);
-            default :data:`DEFAULT_DCGM_COUNTERS_CSV`.
+            default: the fields the platform asks for
+            (:func:`components.observability.metric_catalog.dcgm_counters_csv`).
 
     Returns:
         The registered resources, for what depends on the sources.
@@ -640,7 +593,9 @@ def register_sources(
     created: list[pulumi.Resource] = []
     gpu_pools = exporter_pools(config.node_pools, DCGM_RELEASE)
     if gpu_pools:
-        counters = _object(dcgm_counters_configmap(counters_csv), in_cluster)
+        counters = _object(
+            dcgm_counters_configmap(counters_csv or metric_catalog.dcgm_counters_csv()), in_cluster
+        )
         exporter = release(
             DCGM_RELEASE,
             versions.DCGM_EXPORTER_CHART,

@@ -22,7 +22,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.config import NodePoolConfig, SlurmNodeSetConfig
 from components.helm import release, with_system_placement
-from components.observability.names import (
+from components.metric_names import (
     MONITORING_NAMESPACE,
     MONITORING_RELEASE,
     PROMETHEUS_URL,

@@ -12,8 +12,8 @@ from typing import Any, Final
 
 from components import versions
 from components.config import PlatformConfig
+from components.first_step import FIRST_STEP_EPILOG, slurm_first_step_epilog
 from components.helm import with_system_placement
-from components.observability.ledger import FIRST_STEP_EPILOG, slurm_first_step_epilog
 from components.slurm import directory as slurm_directory
 from components.slurm import sharing
 from components.slurm.accounting import (
@@ -96,7 +96,7 @@ def slurm_values(config: PlatformConfig) -> dict[str, Any]:
         if slurm.directory
         else {}
     )
-    # A job's first-step files leave with it (components/observability/ledger.py).
+    # A job's first-step files leave with it (components/first_step.py).
     directory_values["epilogScripts"] = {FIRST_STEP_EPILOG: slurm_first_step_epilog()}
     return {
         "fullnameOverride": RELEASE,

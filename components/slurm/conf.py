@@ -21,8 +21,8 @@ from components.checkpoints import (
     checkpoint_directory,
 )
 from components.config import NodePoolConfig, SlurmNodeSetConfig
+from components.first_step import slurm_task_prolog_lines
 from components.node_pools import SLURM_TOPOLOGY
-from components.observability.ledger import slurm_task_prolog_lines
 from components.slurm import directory as slurm_directory
 from components.slurm import sharing
 
@@ -95,7 +95,7 @@ def task_prolog(
     loads ``libnccl-net-ofi.so``, the aws-ofi-nccl plugin the slurmd image carries), as the
     Trainer images do: without them NCCL may run over TCP sockets without saying so. On a
     node with the first-step exporter it names the job's first-step file and writes the job's
-    submit time (:func:`components.observability.ledger.slurm_task_prolog_lines`).
+    submit time (:func:`components.first_step.slurm_task_prolog_lines`).
 
     A job whose account is a team's (``slurm.directory`` makes one per team) gets, unless it
     set them, ``CHECKPOINT_DIR=/fsx/checkpoints/<account>/<job id>`` and the S3 copy's

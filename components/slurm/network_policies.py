@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.observability.ledger import prometheus_ingress_rule
-from components.observability.names import MONITORING_NAMESPACE
+from components.first_step import prometheus_ingress_rule
+from components.metric_names import MONITORING_NAMESPACE
 from components.slurm.accounting import DATABASE_POD_LABELS, DATABASE_PORT
 from components.slurm.common import (
     LOGIN_SSH_PORT,

@@ -14,13 +14,13 @@ from components import versions
 from components.config import NodePoolConfig, PlatformConfig, SlurmNodeSetConfig
 from components.config.slurm import SlurmDirectoryConfig
 from components.config.storage import SHARED_MOUNT
-from components.node_pools import POOL_LABEL
-from components.observability.ledger import (
+from components.first_step import (
     first_step_labels,
     first_step_mount,
     first_step_sidecar,
     first_step_volume,
 )
+from components.node_pools import POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
 from components.slurm import directory as slurm_directory
 from components.slurm import host_keys

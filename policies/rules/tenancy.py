@@ -7,8 +7,7 @@ from typing import Any
 
 from pulumi_policy import StackValidationArgs, StackValidationPolicy
 
-from components import katib, kuberay, notebooks
-from components.observability import ledger
+from components import first_step, katib, kuberay, notebooks
 from components.teams import JOB_SERVICE_ACCOUNT, TEAM_LABEL
 from components.tenancy import POD_SECURITY_PREFIX, ControllerIngress, from_namespace, tcp
 
@@ -123,7 +122,7 @@ CONTROLLERS: tuple[ControllerIngress, ...] = (
     katib.CONTROLLER_INGRESS,
     notebooks.PROXY_INGRESS,
     notebooks.HUB_INGRESS,
-    ledger.PROMETHEUS_INGRESS,
+    first_step.PROMETHEUS_INGRESS,
 )
 """The platform controllers a team namespace may admit: each from its namespace AND pods, to the
 pods it calls AND its ports, and to nothing else."""

@@ -1,0 +1,292 @@
+"""The first-step exporter: how a training pod says when its first step finished.
+
+Every training pod (Trainer runtimes, Ray heads and workers, slurmd pods) carries a native
+sidecar (:func:`first_step_sidecar`) that serves :data:`FIRST_STEP_METRIC` on
+:data:`FIRST_STEP_PORT` from a file the training program writes (:data:`FIRST_STEP_FILE_VARIABLE`
+names it); the namespaces admit only Prometheus to that port (:data:`PROMETHEUS_INGRESS`), and
+the observability component's PodMonitor (components/observability/ledger.py) scrapes it. Nothing
+is pushed from a team pod. It is the cold-start ledger's last stage (docs: concepts,
+observability, "The cold-start ledger").
+
+Here, beside the pod-on-pool builder's other pieces, because the runtimes, Ray and Slurm build
+their pods with it; it imports only facts and tenancy, so every one of them may.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from components import versions
+from components.metric_names import (
+    FIRST_STEP_METRIC,
+    FIRST_STEP_POD_LABEL,
+    FIRST_STEP_PORT,
+    MONITORING_NAMESPACE,
+    MONITORING_RELEASE,
+    SLURM_JOB_SUBMIT_METRIC,
+)
+from components.tenancy import RUNTIME_DEFAULT_SECCOMP, ControllerIngress, from_namespace, tcp
+
+# --- the first step -----------------------------------------------------------------------
+
+FIRST_STEP_DIRECTORY: Final = "/run/trainingplatform/first-step"
+"""Where a training pod's first-step files live: an emptyDir its containers and the exporter
+share (on slurmd pods, every job's file)."""
+FIRST_STEP_VOLUME: Final = "first-step"
+FIRST_STEP_FILE: Final = f"{FIRST_STEP_DIRECTORY}/first-step.prom"
+"""A Kubernetes training pod's file (a Slurm job's is per job: :func:`slurm_first_step_file`)."""
+FIRST_STEP_FILE_VARIABLE: Final = "TRAININGPLATFORM_FIRST_STEP_FILE"
+"""Environment variable naming the file the training program writes its first step to."""
+FIRST_STEP_LABELS_VARIABLE: Final = "TRAININGPLATFORM_FIRST_STEP_LABELS"
+"""Environment variable with the labels the file's sample carries (``slurm_job_id="42"`` in a
+Slurm job; absent in a pod, which Prometheus labels by namespace and pod)."""
+FIRST_STEP_COMMAND: Final = "trainingplatform-first-step"
+"""The helper the training images carry: writes the file once, atomically (images/*/)."""
+FIRST_STEP_CONTAINER: Final = "first-step-exporter"
+FIRST_STEP_PORT_NAME: Final = "first-step"
+FIRST_STEP_EXPORTER_CPU_MILLIS: Final = 10
+FIRST_STEP_EXPORTER_MEMORY_MIB: Final = 32
+"""The exporter's requests (and memory limit): node_exporter with one collector reading one
+small file. A native sidecar's requests add to its pod's (Kubernetes, "Sidecar Containers",
+resource sharing), so a whole-node pod leaves them room
+(:func:`components.workloads.whole_node_memory_mib`)."""
+NOBODY: Final = 65534
+"""The node_exporter image's user (prometheus/node_exporter v1.12.1 Dockerfile, ``USER
+nobody``)."""
+
+
+def first_step_exporter_resources() -> dict[str, Any]:
+    """Requests and limits of the exporter (:data:`FIRST_STEP_EXPORTER_MEMORY_MIB`)."""
+    memory = f"{FIRST_STEP_EXPORTER_MEMORY_MIB}Mi"
+    return {
+        "requests": {"cpu": f"{FIRST_STEP_EXPORTER_CPU_MILLIS}m", "memory": memory},
+        "limits": {"memory": memory},
+    }
+
+
+def first_step_sidecar() -> dict[str, Any]:
+    """The exporter: node_exporter with only its textfile collector, as a native sidecar.
+
+    node_exporter v1.12.1 (the image kube-prometheus-stack 88.5.3's node-exporter subchart
+    4.56.1 runs, appVersion 1.12.1) with ``--collector.disable-defaults`` and
+    ``--collector.textfile`` reads every ``*.prom`` file of :data:`FIRST_STEP_DIRECTORY` and
+    nothing else (prometheus/node_exporter v1.12.1 node_exporter.go, collector/textfile.go:
+    names not ending ``.prom`` are skipped, which is what makes a rename atomic), without its
+    own Go metrics (``--web.disable-exporter-metrics``). An init container with
+    ``restartPolicy: Always`` starts before the training container and stops when it ends, so
+    a Job's pod still completes (Kubernetes, "Sidecar Containers", GA in 1.33); Prometheus
+    discovers init containers' ports too (prometheus/prometheus v3.14.0
+    discovery/kubernetes/pod.go). The pinned runtimes take it as it is: Trainer v2.3.0's
+    runtimes embed the core PodSpec (init containers' ``restartPolicy`` is in the CRDs'
+    schema, which the synthesis validates against), KubeRay appends its own init container
+    after it (synth/pods.py), the Slinky operator merges the NodeSet template's init
+    containers with its log sidecar, and Volcano v1.15.1 counts a sidecar's requests with the
+    pod's (pkg/scheduler/api/pod_info.go). It mounts the directory read-only and runs as
+    nobody.
+    """
+    return {
+        "name": FIRST_STEP_CONTAINER,
+        "image": versions.FIRST_STEP_EXPORTER_IMAGE,
+        "restartPolicy": "Always",
+        "args": [
+            "--collector.disable-defaults",
+            "--collector.textfile",
+            f"--collector.textfile.directory={FIRST_STEP_DIRECTORY}",
+            "--web.disable-exporter-metrics",
+            f"--web.listen-address=:{FIRST_STEP_PORT}",
+        ],
+        "ports": [{"name": FIRST_STEP_PORT_NAME, "containerPort": FIRST_STEP_PORT}],
+        "resources": first_step_exporter_resources(),
+        "securityContext": {
+            "runAsUser": NOBODY,
+            "runAsGroup": NOBODY,
+            "runAsNonRoot": True,
+            "readOnlyRootFilesystem": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            # its own, so it is confined whatever the pod says (a slurmd pod's is privileged)
+            "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
+        },
+        "volumeMounts": [
+            {"name": FIRST_STEP_VOLUME, "mountPath": FIRST_STEP_DIRECTORY, "readOnly": True}
+        ],
+    }
+
+
+def first_step_volume() -> dict[str, Any]:
+    """The pod's first-step directory: a small emptyDir (one or a few one-line files)."""
+    return {"name": FIRST_STEP_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}}
+
+
+def first_step_mount() -> dict[str, Any]:
+    """The training container's mount of :data:`FIRST_STEP_DIRECTORY`, writable."""
+    return {"name": FIRST_STEP_VOLUME, "mountPath": FIRST_STEP_DIRECTORY}
+
+
+def first_step_labels() -> dict[str, str]:
+    """Pod labels of a pod with the exporter: the PodMonitor and the policies select them."""
+    return {FIRST_STEP_POD_LABEL: "true"}
+
+
+def with_first_step_exporter(pod: Mapping[str, Any], *, container: str) -> dict[str, Any]:
+    """A copy of pod spec ``pod`` with the exporter, its volume, and the file's variable.
+
+    The exporter comes first among the init containers, so it serves before any other init
+    container runs; ``container`` (the training container) mounts the directory and gets
+    :data:`FIRST_STEP_FILE_VARIABLE`. The pod's labels are the caller's
+    (:func:`first_step_labels`), on the template's metadata.
+
+    Args:
+        pod: the pod spec.
+        container: name of the training container.
+    """
+    result = copy.deepcopy(dict(pod))
+    result["initContainers"] = [first_step_sidecar(), *result.get("initContainers", [])]
+    result["volumes"] = [*result.get("volumes", []), first_step_volume()]
+    found = False
+    for spec in result["containers"]:
+        if spec["name"] != container:
+            continue
+        found = True
+        spec["volumeMounts"] = [*spec.get("volumeMounts", []), first_step_mount()]
+        spec["env"] = [
+            *spec.get("env", []),
+            {"name": FIRST_STEP_FILE_VARIABLE, "value": FIRST_STEP_FILE},
+        ]
+    if not found:
+        raise ValueError(f"pod has no container {container!r}")
+    return result
+
+
+PROMETHEUS_NAME: Final = f"{MONITORING_RELEASE}-prometheus"
+"""The chart's Prometheus resource: ``<fullname>-prometheus`` (kube-prometheus-stack 88.5.3
+templates/_helpers.tpl, ``kube-prometheus-stack.prometheus.crname``)."""
+PROMETHEUS_POD_SELECTOR: Final = {
+    "matchLabels": {
+        "app.kubernetes.io/name": "prometheus",
+        "operator.prometheus.io/name": PROMETHEUS_NAME,
+    }
+}
+"""Labels the operator puts on its Prometheus's pods (prometheus-operator release-0.93
+pkg/prometheus/server/operator.go, makeSelectorLabels; v0.93.1 is not in the mirror): Grafana,
+kube-state-metrics and the operator in the same namespace carry other names."""
+
+
+def prometheus_peer() -> dict[str, Any]:
+    """A NetworkPolicy peer: the monitoring namespace's Prometheus pods, namespace AND pods."""
+    return from_namespace(MONITORING_NAMESPACE, copy.deepcopy(PROMETHEUS_POD_SELECTOR))
+
+
+def prometheus_ingress_rule() -> dict[str, Any]:
+    """An ingress rule: Prometheus to the exporter's port, and nothing else."""
+    return {"from": [prometheus_peer()], "ports": tcp(FIRST_STEP_PORT)}
+
+
+PROMETHEUS_INGRESS: Final = ControllerIngress(
+    name="allow-prometheus-first-step",
+    pods={"matchLabels": first_step_labels()},
+    namespace=MONITORING_NAMESPACE,
+    controller=PROMETHEUS_POD_SELECTOR,
+    ports=(FIRST_STEP_PORT,),
+    why="Prometheus scrapes each training pod's first step (the cold-start ledger) on "
+    f"{FIRST_STEP_PORT} (components/observability/ledger.py, first_step_pod_monitor)",
+)
+"""Prometheus's way into team namespaces: to the pods with the exporter, on its port only."""
+
+
+# --- Slurm --------------------------------------------------------------------------------
+
+
+def slurm_first_step_file(job_id: str = "${SLURM_JOB_ID}") -> str:
+    """A Slurm job's first-step file on its node (one per job: a node runs job after job)."""
+    return f"{FIRST_STEP_DIRECTORY}/job-{job_id}.prom"
+
+
+def slurm_submit_file(job_id: str = "${SLURM_JOB_ID}") -> str:
+    """A Slurm job's submit-time file on its node (:data:`SLURM_JOB_SUBMIT_METRIC`)."""
+    return f"{FIRST_STEP_DIRECTORY}/job-{job_id}-submit.prom"
+
+
+def slurm_task_prolog_lines() -> list[str]:
+    """TaskProlog lines (as the job's user): the job's first-step file and its submit time.
+
+    Where the node has the exporter's directory: ``export`` of :data:`FIRST_STEP_FILE_VARIABLE`
+    (the job's own file) and :data:`FIRST_STEP_LABELS_VARIABLE` (``slurm_job_id``), and, once
+    per job and node, the job's submit time as :data:`SLURM_JOB_SUBMIT_METRIC`, read from
+    slurmctld (``squeue -o %V``, the submit time, printed in the pod's time zone, UTC; the
+    slurmd image carries Slurm's clients: SlinkyProject/containers schedmd/slurm/26.05/
+    ubuntu24.04/Dockerfile, slurm-smd-client), written to a temporary name first and renamed
+    so the exporter never reads half a file. A failure here never fails the task.
+    """
+    submit = slurm_submit_file()
+    return [
+        f'if [ -d "{FIRST_STEP_DIRECTORY}" ] && [ -n "${{SLURM_JOB_ID:-}}" ]; then',
+        f'  echo "export {FIRST_STEP_FILE_VARIABLE}={slurm_first_step_file()}"',
+        # slurmstepd takes everything after '=' as the value, quotes and all (task.c,
+        # _run_script_and_set_env), so the label's own quotes are the only ones.
+        f'  echo "export {FIRST_STEP_LABELS_VARIABLE}=slurm_job_id=\\"${{SLURM_JOB_ID}}\\""',
+        f'  if [ ! -e "{submit}" ]; then',
+        '    submitted=$(squeue -h -j "$SLURM_JOB_ID" -o %V 2>/dev/null | head -n 1)',
+        '    [ -n "$submitted" ] && seconds=$(TZ=UTC date -d "$submitted" +%s 2>/dev/null) && '
+        f"printf '{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id=\"%s\"}} %s\\n' "
+        f'"$SLURM_JOB_ID" "$seconds" > "{submit}.$$" && mv -f "{submit}.$$" "{submit}" '
+        f'|| rm -f "{submit}.$$"',
+        "  fi",
+        "fi",
+    ]
+
+
+FIRST_STEP_EPILOG: Final = "90-first-step.sh"
+"""The Epilog's name in the chart's ``epilogScripts``."""
+
+
+def slurm_first_step_epilog() -> str:
+    """Slurm Epilog (as root, on each node of a job, at its end): remove the job's files.
+
+    A job's samples leave with it (the series ends; the recording rules have taken it by then,
+    at the 30 s scrape interval). A failing Epilog drains the node, so it never fails.
+    """
+    return "\n".join(
+        [
+            "#!/bin/sh",
+            "# Generated by the training platform (components/first_step.py).",
+            '[ -n "${SLURM_JOB_ID:-}" ] || exit 0',
+            f'rm -f "{slurm_first_step_file()}" "{slurm_submit_file()}"',
+            "exit 0",
+            "",
+        ]
+    )
+
+
+def helper_script() -> str:
+    """The helper command the training images carry (:data:`FIRST_STEP_COMMAND`).
+
+    Writes ``<metric>{<labels>} <now>`` to the file :data:`FIRST_STEP_FILE_VARIABLE` names,
+    once (a file already there is kept: the first step is the first), through a temporary name
+    the exporter skips and a rename. Without the variable (a pod of another runtime, a laptop)
+    it does nothing, so a program may call it unconditionally.
+    """
+    return "\n".join(
+        [
+            "#!/bin/sh",
+            f"# {FIRST_STEP_COMMAND}: mark this job's first training step for the cold-start",
+            "# ledger (generated by components/first_step.py, helper_script).",
+            f'file="${{{FIRST_STEP_FILE_VARIABLE}:-}}"',
+            '[ -n "$file" ] || exit 0',
+            '[ -e "$file" ] && exit 0',
+            f"printf '{FIRST_STEP_METRIC}{{%s}} %s\\n' \"${{{FIRST_STEP_LABELS_VARIABLE}:-}}\" "
+            '"$(date +%s)" > "$file.$$" && mv -f "$file.$$" "$file"',
+            "",
+        ]
+    )
+
+
+def pods_with_exporter(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The pod specs of ``pods`` that run the exporter (tests and ``synth jobs`` read it)."""
+    return [
+        pod
+        for pod in pods
+        if any(c.get("name") == FIRST_STEP_CONTAINER for c in pod.get("initContainers", []))
+    ]
