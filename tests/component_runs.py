@@ -16,7 +16,7 @@ component runs the whole program (``run_platform``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,6 +34,8 @@ from components.karpenter import Karpenter
 from components.katib import Katib
 from components.network import Network
 from components.node_pools import NodePools
+from components.observability.metrics_stack import DashboardSpec
+from components.observability.stack import Observability
 from components.platform import (
     InCluster,
     build_acceptance_gate,
@@ -43,6 +45,7 @@ from components.platform import (
     build_katib,
     build_network,
     build_node_pools,
+    build_observability,
     build_scheduling,
     build_slurm,
     build_storage,
@@ -331,6 +334,26 @@ def slurm(wiring: Wiring) -> Slurm:
     )
 
 
+def observability(
+    wiring: Wiring,
+    *,
+    dashboards: Sequence[DashboardSpec] = (),
+    extra_kube_state_metrics_values: Mapping[str, Any] | None = None,
+) -> Observability:
+    """The metrics stack, Grafana and remote write (the data key and EBS role stand-ins)."""
+    config = wiring.config
+    stores = bool(config.storage.buckets or config.storage.lustre or config.model_store.enabled)
+    return build_observability(
+        config,
+        data_key_arn=wiring.mocked("aws:kms/key:Key", "storage-data", "arn") if stores else None,
+        ebs_csi_role_name=wiring.mocked("aws:iam/role:Role", f"{config.name}-ebs-csi", "name"),
+        cluster=wiring.in_cluster,
+        opts=wiring.opts,
+        dashboards=dashboards,
+        extra_kube_state_metrics_values=extra_kube_state_metrics_values,
+    )
+
+
 PARTS: Final[dict[str, Part]] = {
     "Network": network,
     "Cluster": cluster,
@@ -344,6 +367,7 @@ PARTS: Final[dict[str, Part]] = {
     "DevicePlugins": device_plugins,
     "Slurm": slurm,
     "AcceptanceGate": acceptance,
+    "Observability": observability,
 }
 """Every part by the type name of the component it builds."""
 
