@@ -277,6 +277,7 @@ def subchart_value_paths(
     """(unknown, unverified) key paths under a chart's subcharts.
 
     A subchart whose defaults are in the reference data is checked against them; otherwise
+    (and its parent's block) are checked against them; otherwise
     the keys its parent's block does not define are unverified: allowed only where
     :data:`UNVERIFIED_SUBCHART_KEYS` lists them (read by hand), unknown everywhere else.
 
@@ -294,7 +295,9 @@ def subchart_value_paths(
             continue
         own = reference_dir / "charts" / reference / "values.yaml"
         if own.is_file():
-            unknown.extend(f"{key}.{p}" for p in unknown_value_paths(values[key], _yaml(own)))
+            # The parent's block may add keys its templates read (Trainer's jobset.install).
+            known = _helm_merged(_yaml(own), defaults.get(key) or {})
+            unknown.extend(f"{key}.{p}" for p in unknown_value_paths(values[key], known))
             continue
         _, listed = UNVERIFIED_SUBCHART_KEYS.get(f"{chart_name}/{key}", ("", frozenset()))
         for path in unknown_value_paths(values[key], defaults.get(key) or {}):
