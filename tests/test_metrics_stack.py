@@ -381,3 +381,27 @@ def test_the_monitoring_namespace_admits_only_its_own_scrapers_and_keda() -> Non
     assert listeners["kube-state-metrics"].port == stack_values.KUBE_STATE_METRICS_PORT
     assert listeners["alertmanager"].port == stack_values.ALERTMANAGER_PORT
     assert "node-exporter" not in listeners and not stack_values.NODE_EXPORTER_ENABLED
+
+
+def test_with_the_load_balancer_grafana_is_open_to_the_client_networks_only(
+    run_component: RunComponent,
+) -> None:
+    data = stack_data("dev")
+    data["cluster"]["uiExposure"] = {
+        "mode": "internalLoadBalancer",
+        "clientCidrs": ["192.168.0.0/24"],
+    }
+    run = run_component(parts.observability, data, "dev")
+    (service,) = [r for r in _of(run.records, SERVICE) if "Observability" in r.urn]
+    spec = service.inputs["spec"]
+    assert spec["type"] == "LoadBalancer"
+    assert spec["loadBalancerSourceRanges"] == ["192.168.0.0/24"]
+    assert spec["selector"] == stack_values.GRAFANA_POD_LABELS
+    (policy,) = [
+        r
+        for r in _of(run.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        if r.inputs["metadata"]["name"] == "allow-grafana-clients"
+    ]
+    (rule,) = policy.inputs["spec"]["ingress"]
+    assert rule["from"] == [{"ipBlock": {"cidr": "192.168.0.0/24"}}]
+    assert rule["ports"] == [{"port": stack_values.GRAFANA_PORT, "protocol": "TCP"}]
