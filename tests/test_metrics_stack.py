@@ -242,6 +242,9 @@ def test_grafana_logs_in_through_the_platforms_oidc_client_and_nothing_else(
         oidc.authorize_url, oidc.token_url, oidc.userdata_url,
     )  # fmt: skip
     assert oauth["role_attribute_strict"] is True
+    claims = {oidc.groups_claim: ["g"], oidc.username_claim: "someone"}
+    assert jmespath.search(oauth["groups_attribute_path"], claims) == ["g"]
+    assert jmespath.search(oauth["login_attribute_path"], claims) == "someone"
     assert ini["auth"]["disable_login_form"] is True
     assert ini["auth.basic"]["enabled"] is False
     assert ini["auth.anonymous"]["enabled"] is False

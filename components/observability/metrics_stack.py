@@ -357,8 +357,9 @@ def grafana_ini(oidc: OidcConfig | None, role_path: str) -> dict[str, Any]:
             "api_url": oidc.userdata_url,
             "use_pkce": True,
             "allow_sign_up": True,
-            "login_attribute_path": oidc.username_claim,
-            "groups_attribute_path": oidc.groups_claim,
+            # JMESPath quoted identifiers: a claim may be named cognito:groups.
+            "login_attribute_path": f'"{oidc.username_claim}"',
+            "groups_attribute_path": f'"{oidc.groups_claim}"',
             "role_attribute_path": role_path,
             "role_attribute_strict": True,
             "skip_org_role_sync": False,
