@@ -187,7 +187,7 @@ class Observability(pulumi.ComponentResource):
             )
         before_release.append(
             storage_class(
-                f"{name}-{PROMETHEUS_STORAGE_CLASS}",
+                f"{name}-storage-class",
                 encrypted_gp3_class(
                     PROMETHEUS_STORAGE_CLASS,
                     kms_key_id=data_key_arn,
