@@ -408,3 +408,12 @@ def test_with_the_load_balancer_grafana_is_open_to_the_client_networks_only(
     (rule,) = policy.inputs["spec"]["ingress"]
     assert rule["from"] == [{"ipBlock": {"cidr": "192.168.0.0/24"}}]
     assert rule["ports"] == [{"port": stack_values.GRAFANA_PORT, "protocol": "TCP"}]
+
+
+def test_without_grafana_there_is_no_grafana_nor_its_role(run_component: RunComponent) -> None:
+    data = stack_data("prod")
+    data["observability"]["grafana"] = {"enabled": False}
+    run = run_component(parts.observability, data, "prod")
+    assert _values_of(run)["grafana"]["enabled"] is False
+    accounts = {r.inputs["serviceAccount"] for r in _of(run.records, ASSOCIATION)}
+    assert accounts == {PROMETHEUS_SERVICE_ACCOUNT}
