@@ -67,9 +67,14 @@ class Subchart:
     """The dependency's alias or name: the key of its values in the parent's."""
     chart: HelmChart | None
     """The chart whose :data:`CHART_PLACEMENT` entry applies under that key; None when the
-    subchart renders no workload."""
+    subchart renders no workload, or has no pin of its own (then :attr:`placed`)."""
     why: str
     """What the subchart is, and how the platform uses it."""
+    placed: tuple[SystemController, ...] = ()
+    """Controllers of a subchart that has no pin of its own (``chart`` None, its defaults not in
+    the reference data): their blocks, relative to the subchart's values, are placed on the
+    system nodes like the parent's own (:func:`system_controllers`). Each cites the subchart's
+    template at the version the parent's ``Chart.yaml`` names."""
 
 
 @dataclass(frozen=True)
@@ -265,14 +270,12 @@ CHART_PLACEMENT: Final[dict[str, ChartPlacement]] = {
                 "the Prometheus custom resource, whose StatefulSet the operator makes",
             ),
             SystemController(("crds", "upgradeJob"), "the optional CRD upgrade Job"),
+            SystemController(
+                ("alertmanager", "alertmanagerSpec"),
+                "the Alertmanager custom resource, whose StatefulSet the operator makes",
+            ),
         ),
         elsewhere=(
-            ElsewherePlacement(
-                ("alertmanager", "alertmanagerSpec"),
-                ("nodeSelector", "tolerations"),
-                "Alertmanager stays off until the observability work",
-                unless=("alertmanager", "enabled"),
-            ),
             ElsewherePlacement(
                 ("thanosRuler", "thanosRulerSpec"),
                 ("nodeSelector", "tolerations"),
@@ -280,10 +283,38 @@ CHART_PLACEMENT: Final[dict[str, ChartPlacement]] = {
                 unless=("thanosRuler", "enabled"),
             ),
         ),
+        # Chart.yaml at 88.5.3: kube-state-metrics 8.4.0, prometheus-node-exporter 4.56.1,
+        # grafana 12.11.1 (grafana-community), prometheus-windows-exporter 0.12.*. The node
+        # and Windows exporters stay off (components/observability/metrics_stack.py): turned
+        # on, they would fail the placement check unlisted.
         subcharts=(
-            # kube-state-metrics, node exporter, Grafana and the Windows exporter stay off
-            # (autoscaling_values): turned on, they would fail the placement check unlisted.
             Subchart("crds", None, "the Prometheus Operator's CRDs (ServiceMonitor for slurmctld)"),
+            Subchart(
+                "kube-state-metrics",
+                None,
+                "the objects' states for the dashboards, alerts and cold-start ledger",
+                placed=(
+                    SystemController(
+                        (),
+                        "Deployment kube-state-metrics (prometheus-community/helm-charts "
+                        "kube-state-metrics-8.4.0 charts/kube-state-metrics/templates/"
+                        "deployment.yaml: nodeSelector, tolerations)",
+                    ),
+                ),
+            ),
+            Subchart(
+                "grafana",
+                None,
+                "Grafana, where observability.grafana.enabled",
+                placed=(
+                    SystemController(
+                        (),
+                        "Deployment grafana (grafana-community/helm-charts grafana-12.11.1 "
+                        "charts/grafana/templates/_pod.tpl: nodeSelector, tolerations; the "
+                        "image renderer and test pod stay off)",
+                    ),
+                ),
+            ),
         ),
     ),
     versions.SLURM_OPERATOR_CHART.chart: ChartPlacement(
@@ -409,6 +440,28 @@ def chart_placement(chart: HelmChart) -> ChartPlacement:
         ) from None
 
 
+def system_controllers(chart: HelmChart) -> list[SystemController]:
+    """Every controller block of ``chart``: its own, and its unpinned subcharts' under their key.
+
+    Args:
+        chart: the chart, whose :data:`CHART_PLACEMENT` entry names the blocks.
+    """
+    placement = chart_placement(chart)
+    return [
+        *placement.system,
+        *(
+            SystemController(
+                (subchart.name, *controller.path),
+                controller.renders,
+                controller.selector_key,
+                controller.tolerations_key,
+            )
+            for subchart in placement.subcharts
+            for controller in subchart.placed
+        ),
+    ]
+
+
 def system_placement(
     controller: SystemController,
 ) -> dict[str, Any]:
@@ -439,7 +492,7 @@ def with_system_placement(chart: HelmChart, values: Mapping[str, Any]) -> dict[s
         values: the release's own values (not changed).
     """
     merged: dict[str, Any] = _copy_structure(values)
-    for controller in chart_placement(chart).system:
+    for controller in system_controllers(chart):
         block = merged
         for key in controller.path:
             block = block.setdefault(key, {})
@@ -458,7 +511,7 @@ def with_system_placement(chart: HelmChart, values: Mapping[str, Any]) -> dict[s
 def missing_system_placement(chart: HelmChart, values: Mapping[str, Any]) -> list[str]:
     """Dotted paths of ``chart``'s controller blocks whose values lack the system placement."""
     missing: list[str] = []
-    for controller in chart_placement(chart).system:
+    for controller in system_controllers(chart):
         block: Any = values
         for key in controller.path:
             block = block.get(key) if isinstance(block, Mapping) else None

@@ -59,8 +59,9 @@ from components.notebooks import (
     team_groups,
     team_profile_list,
 )
-from components.observability.efa_exporter import register_efa_exporter
-from components.observability.sources import register_sources
+from components.observability.dashboards import platform_dashboards
+from components.observability.ledger import kube_state_metrics_values
+from components.observability.stack import Observability
 from components.platform_network import PlatformNetwork, kube_system_fences
 from components.scheduling import NAMESPACE as SCHEDULING_NAMESPACE
 from components.scheduling import Scheduling
@@ -267,6 +268,14 @@ class TrainingPlatform(pulumi.ComponentResource):
                 cluster=in_cluster,
                 opts=with_aws,
             )
+        self.observability = build_observability(
+            config,
+            data_key_arn=self.storage.data_key_arn,
+            lustre_file_system_id=self.storage.file_system_id,
+            ebs_csi_role_name=self.cluster.ebs_csi_role_name,
+            cluster=in_cluster,
+            opts=with_aws,
+        )
         self.slurm: Slurm | None = None
         if slurm_namespace is not None:
             self.slurm = build_slurm(
@@ -276,30 +285,10 @@ class TrainingPlatform(pulumi.ComponentResource):
                     *self.storage.claims.get(SLURM_NAMESPACE, []),
                     *self.scheduling.priority_classes,
                 ],
+                monitoring_ready=self.observability.ready,
                 cluster=in_cluster,
                 opts=with_aws,
             )
-        # The EFA exporter waits for the monitoring namespace and the PodMonitor CRD, which
-        # the Slurm autoscaling release installs today; the Observability component registers
-        # it once it owns that release.
-        self.efa_exporter: list[pulumi.Resource] = (
-            register_efa_exporter(
-                config,
-                ready=[self.slurm],
-                provider=in_cluster.provider,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            if self.slurm is not None
-            else []
-        )
-        # The metrics sources (issue 45, sources): they wait for the metrics stack's release,
-        # Slurm autoscaling's until the observability component owns it.
-        self.metric_sources = register_sources(
-            config,
-            ready=[*in_cluster.ready, *([self.slurm] if self.slurm is not None else [])],
-            provider=in_cluster.provider,
-            opts=with_aws,
-        )
         self.platform_network = build_platform_network(
             config,
             creators={
@@ -308,6 +297,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 "slurm": [self.slurm] if self.slurm is not None else [],
                 "ray": [self.kuberay] if self.kuberay is not None else [],
                 "notebooks": [self.notebooks] if self.notebooks is not None else [],
+                "observability": [self.observability],
                 "acceptance": (
                     [gate_namespace, self.acceptance_gate]
                     if gate_namespace is not None and self.acceptance_gate is not None
@@ -951,6 +941,54 @@ def build_device_plugins(
     )
 
 
+def build_observability(
+    config: PlatformConfig,
+    *,
+    data_key_arn: pulumi.Input[str] | None,
+    ebs_csi_role_name: pulumi.Input[str],
+    cluster: InCluster,
+    opts: pulumi.ResourceOptions,
+    lustre_file_system_id: pulumi.Input[str] | None = None,
+) -> Observability:
+    """The metrics stack, Grafana and remote write (:mod:`components.observability`).
+
+    Args:
+        config: the validated stack configuration.
+        data_key_arn: the stack's data key (volumes, AMP workspace); None without one.
+        ebs_csi_role_name: the EBS CSI driver's role, allowed that key's use.
+        cluster: what the cluster hands in-cluster components.
+        opts: the platform's options for its components.
+        lustre_file_system_id: the stack's Lustre file system, for its CloudWatch alarms;
+            None where it has none (default).
+
+    The dashboards (:func:`components.observability.dashboards.platform_dashboards`) and the
+    cold-start ledger's kube-state-metrics values come from the config.
+    """
+    secret = (
+        pulumi.Config().get_secret(OIDC_CLIENT_SECRET_KEY)
+        if config.oidc.client_id is not None and config.observability.grafana.enabled
+        else None
+    )
+    return Observability(
+        "observability",
+        config=config,
+        dashboards=[
+            (dashboard.uid, dashboard.folder, dashboard.json())
+            for dashboard in platform_dashboards(config)
+        ],
+        extra_kube_state_metrics_values=kube_state_metrics_values(),
+        lustre_file_system_id=lustre_file_system_id,
+        client_secret=secret,
+        data_key_arn=data_key_arn,
+        ebs_csi_role_name=ebs_csi_role_name,
+        volume_tags=stack_tags(config),
+        cluster_ready=cluster.ready,
+        kubernetes_provider=cluster.provider,
+        adopting_kubernetes_provider=cluster.adopting_provider,
+        opts=opts,
+    )
+
+
 def build_slurm(
     config: PlatformConfig,
     *,
@@ -958,6 +996,7 @@ def build_slurm(
     workloads_ready: list[pulumi.Resource],
     cluster: InCluster,
     opts: pulumi.ResourceOptions,
+    monitoring_ready: Sequence[pulumi.Resource] = (),
 ) -> Slurm:
     """Slurm: cert-manager, Slinky, accounting, the Slurm cluster and its node sets.
 
@@ -968,6 +1007,7 @@ def build_slurm(
             priority classes).
         cluster: what the cluster hands in-cluster components.
         opts: the platform's options for its components.
+        monitoring_ready: the metrics stack's release, which KEDA waits for. Default: none.
     """
     return Slurm(
         "slurm",
@@ -976,6 +1016,7 @@ def build_slurm(
         volume_tags=stack_tags(config),
         cluster_ready=cluster.ready,
         workloads_ready=workloads_ready,
+        monitoring_ready=monitoring_ready,
         kubernetes_provider=cluster.provider,
         bind_password=pulumi.Config().get_secret(BIND_PASSWORD_KEY),
         opts=opts,
@@ -989,10 +1030,10 @@ def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
         config: the validated stack configuration.
 
     Returns:
-        namespace -> ``scheduling``, ``trainer``, ``slurm``, ``ray``, ``notebooks`` or
-        ``acceptance``.
+        namespace -> ``scheduling``, ``trainer``, ``slurm``, ``ray``, ``notebooks``,
+        ``acceptance`` or ``observability``.
     """
-    namespaces = {SCHEDULING_NAMESPACE: "scheduling"}
+    namespaces = {SCHEDULING_NAMESPACE: "scheduling", MONITORING_NAMESPACE: "observability"}
     if config.trainer.enabled:
         # Without Trainer its namespaces do not exist: a policy there could not be applied.
         namespaces |= {TRAINER_NAMESPACE: "trainer", JOBSET_NAMESPACE: "trainer"}
@@ -1004,7 +1045,7 @@ def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
         namespaces[acceptance_gate.NAMESPACE] = "acceptance"
     if config.slurm.enabled:
         for namespace in (
-            CERT_MANAGER_NAMESPACE, OPERATOR_NAMESPACE, MONITORING_NAMESPACE, KEDA_NAMESPACE
+            CERT_MANAGER_NAMESPACE, OPERATOR_NAMESPACE, KEDA_NAMESPACE
         ):  # fmt: skip
             namespaces[namespace] = "slurm"
         if config.slurm.accounting.enabled:

@@ -48,6 +48,11 @@ from components.metric_names import (
     PROMETHEUS_PORT,
 )
 from components.observability import sources
+from components.observability.metrics_stack import (
+    ALERTMANAGER_PORT,
+    GRAFANA_PORT,
+    KUBE_STATE_METRICS_PORT,
+)
 from components.slurm.autoscaling import KEDA_NAMESPACE
 from components.slurm.common import (
     CERT_MANAGER_NAMESPACE,
@@ -143,12 +148,28 @@ LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
                  "the KEDA operator's metrics (values prometheus.operator.port), scraped by "
                  "Prometheus"),
     ),
+    # The metrics stack (components/observability/metrics_stack.py). node-exporter is off
+    # (NODE_EXPORTER_ENABLED): no listener of its own.
     MONITORING_NAMESPACE: (
         Listener("prometheus", PROMETHEUS_PORT, (KEDA_NAMESPACE, MONITORING_NAMESPACE),
-                 "Prometheus: KEDA's operator queries Slurm's demand; Prometheus scrapes "
-                 "itself"),
+                 "Prometheus: KEDA's operator queries Slurm's demand; Grafana queries it; "
+                 "Prometheus scrapes itself"),
+        Listener("grafana", GRAFANA_PORT, (MONITORING_NAMESPACE,),
+                 "Grafana (grafana 12.11.1 values service.targetPort): Prometheus scrapes its "
+                 "metrics (kube-prometheus-stack 88.5.3 values grafana.serviceMonitor). People "
+                 "come by port-forward, which enters through the kubelet, or with OIDC and the "
+                 "internal load balancer by allow-grafana-clients (components/observability/"
+                 "stack.py)"),
+        Listener("kube-state-metrics", KUBE_STATE_METRICS_PORT, (MONITORING_NAMESPACE,),
+                 "kube-state-metrics (kube-state-metrics 8.4.0 values service.port), scraped "
+                 "by Prometheus"),
+        Listener("alertmanager", ALERTMANAGER_PORT, (MONITORING_NAMESPACE,),
+                 "Alertmanager's web port: Prometheus sends it alerts and scrapes it, Grafana's "
+                 "Alertmanager datasource reads it (kube-prometheus-stack 88.5.3 values "
+                 "grafana.sidecar.datasources.alertmanager)"),
         Listener("prometheus-config-reloader", 8080, (MONITORING_NAMESPACE,),
-                 "the config reloader's metrics, scraped by Prometheus"),
+                 "the config reloaders' metrics (Prometheus', Alertmanager's), scraped by "
+                 "Prometheus"),
         Listener("prometheus-operator", 10250, (API_SERVER, MONITORING_NAMESPACE),
                  "the Prometheus operator's admission webhook (kube-prometheus-stack 88.5.3 "
                  "values prometheusOperator.tls.internalPort) and its metrics, which "

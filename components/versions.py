@@ -390,8 +390,9 @@ KEDA_CHART: Final = HelmChart(
     version="2.20.2",
     repository="https://kedacore.github.io/charts",
 )
-# Only the Prometheus Operator, its CRDs and one Prometheus that scrapes slurmctld, for KEDA's
-# queries; the later observability work turns on the rest.
+# The fleet's metrics stack (components/observability): the Prometheus Operator, Prometheus,
+# Alertmanager, and the subcharts its Chart.yaml pins at 88.5.3, kube-state-metrics 8.4.0 and
+# grafana 12.11.1 (Grafana 13.2.0); KEDA's Slurm triggers query the same Prometheus.
 PROMETHEUS_STACK_CHART: Final = HelmChart(
     chart="kube-prometheus-stack",
     version="88.5.3",

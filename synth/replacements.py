@@ -506,6 +506,9 @@ REPLACED_BY: Final[dict[str, list[Trigger]]] = {
         "principalArn",
     ),
     "aws:eks/addon:Addon": _forcenew("eks/addon.go", "addonName", "clusterName"),
+    # The workspace's key is chosen at creation (CreateWorkspace's kmsKeyArn; UpdateWorkspace
+    # takes the alias only); its alias and tags update in place.
+    "aws:amp/workspace:Workspace": _forcenew("amp/workspace.go", "kmsKeyArn"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": _forcenew(
         "eks/pod_identity_association.go", "clusterName", "namespace", "serviceAccount"
     ),
@@ -567,6 +570,7 @@ REFUSED: Final[dict[str, str]] = {
     "aws:s3/bucketV2:BucketV2": "bucket",
     "aws:kms/key:Key": "key",
     "aws:ebs/volume:Volume": "volume",
+    "aws:amp/workspace:Workspace": "metrics workspace",
     PERSISTENT_VOLUME_CLAIM: "volume",
     PERSISTENT_VOLUME: "volume",
 }

@@ -40,6 +40,7 @@ TERRAFORM_VERSION: Final = "0.0.0+synth"
 """Readers require the key (checkov's ``context_parsers/tf_plan``); a semver no Terraform
 release has, so nothing mistakes the export for a real plan."""
 TERRAFORM_TYPES: Final[Mapping[str, str]] = {
+    "aws:amp/workspace:Workspace": "aws_prometheus_workspace",
     "aws:cloudtrail/trail:Trail": "aws_cloudtrail",
     "aws:cloudwatch/eventRule:EventRule": "aws_cloudwatch_event_rule",
     "aws:cloudwatch/eventTarget:EventTarget": "aws_cloudwatch_event_target",

@@ -34,6 +34,7 @@ from components.karpenter import Karpenter
 from components.katib import Katib
 from components.network import Network
 from components.node_pools import NodePools
+from components.observability.stack import Observability
 from components.platform import (
     InCluster,
     build_acceptance_gate,
@@ -43,6 +44,7 @@ from components.platform import (
     build_katib,
     build_network,
     build_node_pools,
+    build_observability,
     build_scheduling,
     build_slurm,
     build_storage,
@@ -331,6 +333,19 @@ def slurm(wiring: Wiring) -> Slurm:
     )
 
 
+def observability(wiring: Wiring) -> Observability:
+    """The metrics stack, Grafana and remote write (the data key and EBS role stand-ins)."""
+    config = wiring.config
+    stores = bool(config.storage.buckets or config.storage.lustre or config.model_store.enabled)
+    return build_observability(
+        config,
+        data_key_arn=wiring.mocked("aws:kms/key:Key", "storage-data", "arn") if stores else None,
+        ebs_csi_role_name=wiring.mocked("aws:iam/role:Role", f"{config.name}-ebs-csi", "name"),
+        cluster=wiring.in_cluster,
+        opts=wiring.opts,
+    )
+
+
 PARTS: Final[dict[str, Part]] = {
     "Network": network,
     "Cluster": cluster,
@@ -344,6 +359,7 @@ PARTS: Final[dict[str, Part]] = {
     "DevicePlugins": device_plugins,
     "Slurm": slurm,
     "AcceptanceGate": acceptance,
+    "Observability": observability,
 }
 """Every part by the type name of the component it builds."""
 

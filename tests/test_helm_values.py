@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -243,24 +244,115 @@ def test_every_release_version_is_the_reference_version(
             assert version.removeprefix("v") == directory.name.removeprefix("v")
 
 
+UNVERIFIED_SUBCHART_KEYS: dict[str, tuple[str, frozenset[str]]] = {
+    "kube-prometheus-stack/grafana": (
+        "grafana-community/helm-charts grafana-12.11.1 charts/grafana/values.yaml",
+        frozenset({
+            "envFromSecret", "grafana.ini", "nodeSelector", "tolerations", "resources",
+            "serviceAccount.name", "sidecar.dashboards.folderAnnotation",
+            "sidecar.dashboards.provider.foldersFromFilesStructure",
+        }),
+    ),
+    "kube-prometheus-stack/kube-state-metrics": (
+        "prometheus-community/helm-charts kube-state-metrics-8.4.0 "
+        "charts/kube-state-metrics/values.yaml",
+        frozenset({"nodeSelector", "tolerations", "resources"}),
+    ),
+}  # fmt: skip
+"""Keys set under a subchart whose default values are not in the reference data (no
+``charts/<subchart>/<version>``) and that the parent's own block of defaults does not list:
+nothing here can check them, so each was read by hand in the file named (at the version the
+parent's ``Chart.yaml`` pins) and is listed, and every run says so. A key not listed fails."""
+
+
+def _subchart_versions(directory: Path) -> dict[str, str]:
+    """Subchart key (alias or name) -> ``<name>/<version>`` of the chart's dependencies."""
+    found = _yaml(directory / "Chart.yaml").get("dependencies") or []
+    return {d.get("alias") or d["name"]: f"{d['name']}/{d['version']}" for d in found}
+
+
+def subchart_value_paths(
+    chart_name: str, values: Any, defaults: Any, reference_dir: Path, directory: Path
+) -> tuple[list[str], list[str]]:
+    """(unknown, unverified) key paths under a chart's subcharts.
+
+    A subchart whose defaults are in the reference data is checked against them; otherwise
+    (and its parent's block) are checked against them; otherwise
+    the keys its parent's block does not define are unverified: allowed only where
+    :data:`UNVERIFIED_SUBCHART_KEYS` lists them (read by hand), unknown everywhere else.
+
+    Args:
+        chart_name: the parent chart's name.
+        values: the release's values.
+        defaults: the parent's default values.
+        reference_dir: the reference data.
+        directory: the parent's reference directory (its ``Chart.yaml``).
+    """
+    unknown: list[str] = []
+    unverified: list[str] = []
+    for key, reference in _subchart_versions(directory).items():
+        if not isinstance(values, dict) or key not in values:
+            continue
+        own = reference_dir / "charts" / reference / "values.yaml"
+        if own.is_file():
+            # The parent's block may add keys its templates read (Trainer's jobset.install).
+            known = _helm_merged(_yaml(own), defaults.get(key) or {})
+            unknown.extend(f"{key}.{p}" for p in unknown_value_paths(values[key], known))
+            continue
+        _, listed = UNVERIFIED_SUBCHART_KEYS.get(f"{chart_name}/{key}", ("", frozenset()))
+        for path in unknown_value_paths(values[key], defaults.get(key) or {}):
+            (unverified if path in listed else unknown).append(f"{key}.{path}")
+    return unknown, unverified
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_release_value_exists_in_the_chart_defaults(
     stack: str, synthesized: dict[str, StackResult], reference_dir: Path
 ) -> None:
     problems: list[str] = []
+    unverified: list[str] = []
     for release in _releases(synthesized[stack]):
         chart = _chart_of(release)
-        defaults = _yaml(_chart_dir(reference_dir, chart) / "values.yaml")
+        directory = _chart_dir(reference_dir, chart)
+        defaults = _yaml(directory / "values.yaml")
         values = release.inputs.get("values", {})
         chart_name = chart.chart.rsplit("/", 1)[-1]
+        subcharts = _subchart_versions(directory)
+        unknown, not_checked = subchart_value_paths(
+            chart_name, values, defaults, reference_dir, directory
+        )
+        own = {k: v for k, v in values.items() if k not in subcharts}
         problems.extend(
             f"{release.name} ({chart_dir(chart)}): {path}"
             for path in [
-                *unknown_value_paths(values, defaults),
+                *unknown_value_paths(own, defaults),
                 *merged_entry_paths(chart_name, values, defaults),
+                *unknown,
             ]
         )
+        unverified.extend(f"{release.name} ({chart_dir(chart)}): {p}" for p in not_checked)
+    if unverified:
+        warnings.warn(
+            "UNVERIFIED subchart values (no reference defaults; read by hand, "
+            "tests/test_helm_values.py UNVERIFIED_SUBCHART_KEYS):\n" + "\n".join(unverified),
+            stacklevel=1,
+        )
     assert not problems, "values the chart does not define:\n" + "\n".join(problems)
+
+
+def test_a_subchart_key_nobody_read_is_refused(reference_dir: Path) -> None:
+    """Grafana's block of kube-prometheus-stack lists a few of the grafana chart's keys: one it
+    does not list is unverified where read by hand, unknown otherwise, never silently passed."""
+    chart = versions.PROMETHEUS_STACK_CHART
+    directory = _chart_dir(reference_dir, chart)
+    defaults = _yaml(directory / "values.yaml")
+    values = {"grafana": {"enabled": True, "envFromSecret": "s", "envFromSecretz": "s"},
+              "kube-state-metrics": {"releaseLabel": True}}  # fmt: skip
+    unknown, unverified = subchart_value_paths(
+        chart.name, values, defaults, reference_dir, directory
+    )
+    assert unverified == ["grafana.envFromSecret"]
+    assert unknown == ["grafana.envFromSecretz"]
 
 
 @pytest.mark.parametrize("stack", STACKS)

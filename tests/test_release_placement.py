@@ -235,6 +235,19 @@ def placement_problems(
             problems.append(f"{prefix}{key}: subchart installed, not in CHART_PLACEMENT")
             continue
         sub = named[key].chart
+        for controller in named[key].placed:
+            # A subchart with no pin of its own: its blocks are checked here, under its key.
+            block = at(values.get(key) or {}, controller.path) or {}
+            where = f"{prefix}{key}." + (".".join(controller.path) or "<top level>")
+            selector = block.get(controller.selector_key) or {}
+            if not selector or any(labels.get(k) != v for k, v in selector.items()):
+                problems.append(f"{where}.{controller.selector_key} = {selector}")
+            tolerations = block.get(controller.tolerations_key) or []
+            problems.extend(
+                f"{where}.{controller.tolerations_key} misses {taint['key']}"
+                for taint in taints
+                if not tolerates(tolerations, taint)
+            )
         if sub is not None:
             sub_values = helm_merge(defaults_of(reference_dir, sub), values.get(key) or {})
             problems.extend(

@@ -159,13 +159,18 @@ def test_slurmctld_serves_metrics_that_prometheus_may_scrape(
     assert [rule["ports"] for rule in admitted] == [[{"protocol": "TCP", "port": SLURMCTLD_PORT}]]
 
 
-def test_the_minimal_prometheus_runs_nothing_else(synthesized: dict[str, StackResult]) -> None:
-    values = _release(synthesized["prod"], "monitoring").inputs["values"]
-    for component in ("alertmanager", "grafana", "nodeExporter", "kubeStateMetrics"):
-        assert values[component]["enabled"] is False, component
-    assert values["defaultRules"]["create"] is False
-    keda = _release(synthesized["prod"], "keda")
+def test_keda_waits_for_the_fleets_prometheus(synthesized: dict[str, StackResult]) -> None:
+    """The monitoring release is the metrics stack's now (components/observability): Slurm's
+    autoscaling installs KEDA only, after it, and its ScaledObjects wait for both."""
+    result = synthesized["prod"]
+    monitoring = _release(result, "monitoring")
+    assert "trainingplatform:index:Observability$" in monitoring.urn
+    assert "trainingplatform:index:Autoscaling$" not in monitoring.urn
+    keda = _release(result, "keda")
     assert keda.inputs["namespace"] == "keda"
+    assert monitoring.urn in keda.dependencies
+    for scaler in _of(result, SCALED_OBJECT):
+        assert {monitoring.urn, keda.urn} <= set(scaler.dependencies)
 
 
 def test_a_stack_file_with_replicas_is_told_what_replaced_them() -> None:

@@ -247,7 +247,9 @@ def oidc_client_secret_problems(
 
     Refused at preview where notebooks log in through OIDC without it: the chart's hub needs
     ``OAUTH_CLIENT_SECRET`` from its Secret to start, and the release, installed atomically,
-    would be rolled back after its wait, failing the update.
+    would be rolled back after its wait, failing the update. Grafana logs in through the same
+    client wherever the oidc section is set (components/observability/metrics_stack.py), and
+    without the secret it would silently fall back to its local admin.
 
     Args:
         config: the validated platform.
@@ -255,7 +257,9 @@ def oidc_client_secret_problems(
         secret: it is a secret (``pulumi config set --secret``), never clear text in the file.
     """
     notebooks = config.notebooks
-    if not notebooks.enabled or notebooks.authenticator != "oidc":
+    hub = notebooks.enabled and notebooks.authenticator == "oidc"
+    grafana = config.observability.grafana.enabled and config.oidc.client_id is not None
+    if not hub and not grafana:
         return []
     command = f"pulumi config set --secret {OIDC_CLIENT_SECRET_KEY}"
     if not present:

@@ -26,7 +26,7 @@ accounts, fair share), :mod:`~components.slurm.autoscaling` (KEDA), the chart's 
 from __future__ import annotations
 
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -159,6 +159,7 @@ class Slurm(pulumi.ComponentResource):
         cluster_ready: list[pulumi.Resource],
         workloads_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
+        monitoring_ready: Sequence[pulumi.Resource] = (),
         bind_password: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -174,6 +175,8 @@ class Slurm(pulumi.ComponentResource):
             workloads_ready: what slurmd and login pods need first: the namespace's Lustre
                 claim, the priority classes.
             kubernetes_provider: provider of every release and object.
+            monitoring_ready: the metrics stack's release (``Observability.ready``), which
+                KEDA and slurmctld's ServiceMonitor need. Default: nothing to wait for.
             bind_password: the directory's bind password (a secret; the config key
                 ``slurmDirectoryBindPassword``), with ``slurm.directory.bindDn``. Default: none.
             opts: resource options.
@@ -275,10 +278,11 @@ class Slurm(pulumi.ComponentResource):
             opts_after(),
         )
         # The operator makes slurmctld's ServiceMonitor, whose CRD comes with the monitoring
-        # release; the ScaledObjects need KEDA's.
+        # release (components/observability); the ScaledObjects need KEDA's.
         autoscaling = Autoscaling(
             f"{name}-autoscaling",
             cluster_ready=cluster_ready,
+            monitoring_ready=list(monitoring_ready),
             kubernetes_provider=kubernetes_provider,
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -1,14 +1,15 @@
-"""Slurm node sets that grow with pending work: KEDA, and a Prometheus that scrapes slurmctld.
+"""Slurm node sets that grow with pending work: KEDA, on the fleet's Prometheus.
 
 slurmctld serves its OpenMetrics (``MetricsType=metrics/openmetrics``, which the Slinky
 operator sets when ``controller.metrics.enabled``; slurm-operator v1.2.1
 internal/builder/controllerbuilder/controller_config.go) on its own port, the operator makes a
-ServiceMonitor for it (controller_servicemonitor.go), a minimal Prometheus scrapes it, and one
+ServiceMonitor for it (controller_servicemonitor.go), the fleet's Prometheus (the metrics stack,
+:mod:`components.observability`, which selects every ServiceMonitor) scrapes it, and one
 KEDA ScaledObject per node set turns the partition's demand into the NodeSet's replicas through
 its scale subresource (docs/usage/autoscaling.md). Karpenter then launches or removes the
 nodes those slurmd pods need, within the node set's share of the pool.
 
-Pure builders beside the component: values of both charts, the demand query, the ScaledObject.
+Pure builders beside the component: KEDA's values, the demand query, the ScaledObject.
 """
 
 from __future__ import annotations
@@ -22,12 +23,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.config import NodePoolConfig, SlurmNodeSetConfig
 from components.helm import release, with_system_placement
-from components.metric_names import (
-    MONITORING_NAMESPACE,
-    MONITORING_RELEASE,
-    PROMETHEUS_URL,
-    SCRAPE_INTERVAL,
-)
+from components.metric_names import PROMETHEUS_URL
 
 KEDA_NAMESPACE: Final = "keda"
 KEDA_RELEASE: Final = "keda"
@@ -38,59 +34,10 @@ COOLDOWN_SECONDS: Final = 600
 a job that follows within ten minutes finds them."""
 SCALE_DOWN_STABILIZATION_SECONDS: Final = 600
 """The HPA's scale-down window: demand must stay lower this long before nodes are removed."""
-CLUSTER_TARGETS: Final = (
-    "kubeApiServer",
-    "kubelet",
-    "kubeControllerManager",
-    "coreDns",
-    "kubeEtcd",
-    "kubeScheduler",
-    "kubeProxy",
-)
-"""The chart's ServiceMonitors of the cluster itself (EKS's control plane is not scrapable)."""
 PENDING_WINDOW: Final = "1m"
 """How long a job must pend (two scrapes) before it counts as demand."""
 FAILURE_THRESHOLD: Final = 3
 """Failed queries in a row after which KEDA's fallback holds the current replicas."""
-RETENTION: Final = "2d"
-"""Prometheus keeps two days: the autoscaler reads the last minute."""
-
-
-def monitoring_values() -> dict[str, Any]:
-    """Values of kube-prometheus-stack: the operator, its CRDs and one small Prometheus.
-
-    Everything else the chart installs by default (Alertmanager, Grafana, node exporter,
-    kube-state-metrics, the cluster's own ServiceMonitors and alert rules) stays off until the
-    observability work; Prometheus selects every ServiceMonitor in the cluster, so it finds
-    the one the Slinky operator makes for slurmctld.
-    """
-    off = {"enabled": False}
-    return with_system_placement(
-        versions.PROMETHEUS_STACK_CHART,
-        {
-            "fullnameOverride": MONITORING_RELEASE,
-            "defaultRules": {"create": False},
-            "alertmanager": dict(off),
-            "grafana": dict(off),
-            "nodeExporter": dict(off),
-            "kubeStateMetrics": dict(off),
-            "windowsMonitoring": dict(off),
-            "kubernetesServiceMonitors": dict(off),
-            **{component: dict(off) for component in CLUSTER_TARGETS},
-            "prometheus": {
-                "prometheusSpec": {
-                    "serviceMonitorSelectorNilUsesHelmValues": False,
-                    "podMonitorSelectorNilUsesHelmValues": False,
-                    "scrapeInterval": SCRAPE_INTERVAL,
-                    "retention": RETENTION,
-                    "resources": {
-                        "requests": {"cpu": "200m", "memory": "512Mi"},
-                        "limits": {"memory": "2Gi"},
-                    },
-                }
-            },
-        },
-    )
 
 
 def keda_values() -> dict[str, Any]:
@@ -188,7 +135,7 @@ def scaled_object_spec(node_set: SlurmNodeSetConfig, pool: NodePoolConfig) -> di
 
 
 class Autoscaling(pulumi.ComponentResource):
-    """KEDA and the minimal Prometheus its Slurm triggers query.
+    """KEDA, whose Slurm triggers query the fleet's Prometheus.
 
     Output: ``ready`` (what the Slurm chart and the ScaledObjects wait for: the
     ServiceMonitor and ScaledObject CRDs exist once both releases are installed).
@@ -199,34 +146,34 @@ class Autoscaling(pulumi.ComponentResource):
         name: str,
         *,
         cluster_ready: list[pulumi.Resource],
+        monitoring_ready: list[pulumi.Resource],
         kubernetes_provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """Install kube-prometheus-stack (minimal) and KEDA on the system nodes.
+        """Install KEDA on the system nodes, after the metrics stack.
 
         Args:
             name: prefix of child resource names.
-            cluster_ready: what the releases wait for (the cluster and its system nodes).
-            kubernetes_provider: provider of the releases.
+            cluster_ready: what the release waits for (the cluster and its system nodes).
+            monitoring_ready: the metrics stack's release (``Observability.ready``): the
+                ServiceMonitor CRD slurmctld's monitor needs and the Prometheus KEDA queries.
+            kubernetes_provider: provider of the release.
             opts: resource options.
         """
         super().__init__("trainingplatform:index:Autoscaling", name, None, opts)
-        in_cluster = pulumi.ResourceOptions(
-            parent=self, provider=kubernetes_provider, depends_on=cluster_ready
-        )
-        monitoring = release(
-            MONITORING_RELEASE, versions.PROMETHEUS_STACK_CHART, namespace=MONITORING_NAMESPACE,
-            values=monitoring_values(), create_namespace=True, opts=in_cluster,
-        )  # fmt: skip
-        # KEDA's ServiceMonitor needs the CRDs the metrics stack's release installs.
         keda = release(
-            KEDA_RELEASE, versions.KEDA_CHART, namespace=KEDA_NAMESPACE, values=keda_values(),
+            KEDA_RELEASE,
+            versions.KEDA_CHART,
+            namespace=KEDA_NAMESPACE,
+            values=keda_values(),
             create_namespace=True,
-            opts=pulumi.ResourceOptions.merge(
-                in_cluster, pulumi.ResourceOptions(depends_on=[*cluster_ready, monitoring])
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=kubernetes_provider,
+                depends_on=[*cluster_ready, *monitoring_ready],
             ),
-        )  # fmt: skip
-        self.ready: list[pulumi.Resource] = [monitoring, keda]
+        )
+        self.ready: list[pulumi.Resource] = [*monitoring_ready, keda]
         self.register_outputs({})
 
 

@@ -29,6 +29,12 @@ UNSCOPABLE_ACTIONS = [
     "logs:DescribeLogGroups",
     "ecr:GetAuthorizationToken",
     "cloudwatch:PutMetricData",
+    # Reads of metrics take no resource either (Service Authorization Reference, Amazon
+    # CloudWatch): Grafana's CloudWatch datasource (components/observability/metrics_stack.py).
+    "cloudwatch:GetMetricData",
+    "cloudwatch:GetMetricStatistics",
+    "cloudwatch:ListMetrics",
+    "cloudwatch:DescribeAlarmsForMetric",
     "tag:GetResources",
     "kms:ListAliases",
     "s3:ListAllMyBuckets",

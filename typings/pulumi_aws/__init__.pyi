@@ -8,6 +8,7 @@ installed provider with its real types, so calls are checked as before. Using a 
 listed fails with ``Module has no attribute "<service>"``: add it here.
 """
 
+from pulumi_aws import amp as amp
 from pulumi_aws import cloudwatch as cloudwatch
 from pulumi_aws import ec2 as ec2
 from pulumi_aws import ec2transitgateway as ec2transitgateway
