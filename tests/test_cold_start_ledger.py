@@ -18,7 +18,7 @@ from components.metric_names import (
     PODGROUP_CREATED_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
 )
-from components.observability import ledger
+from components.observability import dashboards, ledger, rules
 from components.platform import team_controllers, validated_config
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm.common import SLURM_APP_LABEL
@@ -377,3 +377,18 @@ def test_the_training_images_carry_the_helper_the_builder_writes() -> None:
     for recipe in ("training-cuda", "training-neuron"):  # the Ray images build on these
         dockerfile = (REPOSITORY_ROOT / "images" / recipe / "Dockerfile").read_text()
         assert f"COPY --from=checkpoint --chmod=0755 {first_step.FIRST_STEP_COMMAND} " in dockerfile
+
+
+def test_kube_state_metrics_copies_every_label_the_rules_and_dashboards_join_on() -> None:
+    """The alerts and panels join on node labels and the pods' group annotation; the one
+    allowlist kube-state-metrics gets (the ledger's values) must carry each, or those series
+    have no such label and the joins return nothing."""
+    values = ledger.kube_state_metrics_values()
+    (nodes,) = values["metricLabelsAllowlist"]
+    (pods,) = values["metricAnnotationsAllowList"]
+    needed_labels = {*rules.NODE_LABELS, *dashboards.KSM_NODE_LABELS_ALLOWLIST}
+    assert nodes == f"nodes=[{','.join(ledger.NODE_LABELS)}]"
+    assert needed_labels <= set(ledger.NODE_LABELS)
+    needed_annotations = {*rules.POD_ANNOTATIONS, *dashboards.KSM_POD_ANNOTATIONS_ALLOWLIST}
+    assert pods == f"pods=[{ledger.POD_GROUP_ANNOTATION}]"
+    assert needed_annotations == {ledger.POD_GROUP_ANNOTATION}

@@ -63,6 +63,7 @@ from components.metric_names import (
     PROMETHEUS_DATASOURCE_UID,
     efa_port_counter,
 )
+from components.observability.ledger import POD_GROUP_ANNOTATION
 from components.storage.capacity import release_schedules
 
 if TYPE_CHECKING:
@@ -114,8 +115,8 @@ NODEPOOL_NODE_LABEL: Final = "karpenter.sh/nodepool"
 CAPACITY_TYPE_NODE_LABEL: Final = "karpenter.sh/capacity-type"
 """Karpenter's capacity-type label; ``reserved`` on nodes launched into a capacity reservation
 (kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/labels.go CapacityTypeReserved)."""
-GANG_ANNOTATION: Final = "scheduling.k8s.io/group-name"
-"""Volcano's annotation naming a pod's PodGroup: the gang (components/scheduling.py)."""
+GANG_ANNOTATION: Final = POD_GROUP_ANNOTATION
+"""Volcano's annotation naming a pod's PodGroup: the gang (components/observability/ledger.py)."""
 KSM_NODE_LABELS_ALLOWLIST: Final = (NODEPOOL_NODE_LABEL, CAPACITY_TYPE_NODE_LABEL)
 """Node labels the dashboards need kube-state-metrics to copy into :data:`KSM_NODE_LABELS`
 (``--metric-labels-allowlist=nodes=[...]``)."""

@@ -74,6 +74,8 @@ from components.metric_names import (
     RULE_PREFIX,
     efa_port_counter,
 )
+from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
+from components.observability.ledger import POD_GROUP_ANNOTATION, POD_GROUP_LABEL
 
 RUNBOOKS_PAGE: Final = "docs/how-to/alert-runbooks.md"
 """The runbooks page, by its path in the repository (the platform has no published site to link):
@@ -84,19 +86,16 @@ RULE_LABELS: Final = {"release": MONITORING_RELEASE}
 """Labels of every PrometheusRule: the chart's Prometheus selects rules by them."""
 
 INSTANCE_TYPE_LABEL: Final = "label_node_kubernetes_io_instance_type"
-NODEPOOL_LABEL: Final = "label_karpenter_sh_nodepool"
+NODEPOOL_LABEL: Final = LEDGER_NODEPOOL_LABEL
 NODE_LABELS: Final = ("node.kubernetes.io/instance-type", "karpenter.sh/nodepool")
 """Node labels kube-state-metrics must allowlist (``--metric-labels-allowlist=nodes=[...]``):
 the alerts that compare a node with its catalog entry read its type and pool from them."""
-GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
-"""Pod annotation naming the Volcano PodGroup (volcano-sh/volcano v1.15.1
-staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/labels.go ``KubeGroupNameAnnotationKey``;
-the PodGroup controller sets it on every pod it groups, pkg/controllers/podgroup/
-pg_controller_handler.go ``updatePodAnnotations``)."""
+GROUP_ANNOTATION: Final = POD_GROUP_ANNOTATION
+"""Pod annotation naming the Volcano PodGroup (components/observability/ledger.py)."""
 POD_ANNOTATIONS: Final = (GROUP_ANNOTATION,)
 """Pod annotations kube-state-metrics must allowlist (``--metric-annotations-allowlist=pods=
 [...]``): a gang's pods are found by their group."""
-GROUP_LABEL: Final = "annotation_scheduling_k8s_io_group_name"
+GROUP_LABEL: Final = POD_GROUP_LABEL
 
 # --------------------------------------------------------------------------- thresholds
 
