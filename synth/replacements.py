@@ -130,6 +130,7 @@ _K8S_IDENTITY_ONLY: Final = tuple(
         "karpenter.sh/v1alpha1:NodeOverlay",
         "keda.sh/v1alpha1:ScaledObject",
         "monitoring.coreos.com/v1:PodMonitor",
+        "monitoring.coreos.com/v1:PrometheusRule",
         "monitoring.coreos.com/v1:ServiceMonitor",
         "networking.k8s.io/v1:NetworkPolicy",
         "ray.io/v1:RayCluster",

@@ -343,6 +343,11 @@ def observability(wiring: Wiring) -> Observability:
         ebs_csi_role_name=wiring.mocked("aws:iam/role:Role", f"{config.name}-ebs-csi", "name"),
         cluster=wiring.in_cluster,
         opts=wiring.opts,
+        lustre_file_system_id=(
+            wiring.mocked("aws:fsx/lustreFileSystem:LustreFileSystem", "storage-lustre")
+            if config.storage.lustre is not None
+            else None
+        ),
     )
 
 

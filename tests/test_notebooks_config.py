@@ -83,7 +83,7 @@ def test_oidc_notebooks_need_the_client_secret_at_preview() -> None:
     # Grafana logs in through the same client wherever the oidc section is set.
     dummy_config = parse_platform_config(dummy, stack="dev")
     assert len(oidc_client_secret_problems(dummy_config, present=False, secret=False)) == 1
-    dummy["observability"] = {"grafana": {"enabled": False}}
+    dummy["observability"]["grafana"] = {"enabled": False}
     dummy_config = parse_platform_config(dummy, stack="dev")
     assert oidc_client_secret_problems(dummy_config, present=False, secret=False) == []
     for stack in ("dev", "staging"):

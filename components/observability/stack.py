@@ -327,9 +327,7 @@ class Observability(pulumi.ComponentResource):
             config, ready=after_release, provider=kubernetes_provider, opts=child
         )
         self.fsx_alarms = (
-            register_fsx_alarms(
-                f"{name}-lustre", config, file_system_id=lustre_file_system_id, opts=child
-            )
+            register_fsx_alarms(name, config, file_system_id=lustre_file_system_id, opts=child)
             if lustre_file_system_id is not None
             else []
         )
