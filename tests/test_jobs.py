@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -33,7 +34,8 @@ from synth.jobs.report import table
 from synth.jobs.trainer import Runtime, pod_requests
 from synth.jobs.view import StackView, name_of, namespace_of
 from synth.jobs.volcano import QueueShape, real_capability
-from synth.run import StackResult
+from synth.run import StackResult, synthesize_stack
+from synth.stackfile import REPOSITORY_ROOT
 from synth.yamlio import load_yaml
 from tests.conftest import STACKS, ProgramRun, stack_data
 from tests.mutations import set_at
@@ -607,9 +609,20 @@ def test_jobs_command_prints_json_with_the_promised_keys(
 
 @pytest.mark.slow
 def test_jobs_command_exits_one_when_a_promised_path_cannot_run(
-    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = project_copy(tmp_path)
+    # Both commands synthesize the same edited project into the same folder: the second
+    # reuses the first's synthesis (deterministic, tests/test_synth.py), judged by its own code.
+    made: dict[tuple[str, str, str], StackResult] = {}
+
+    def once(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> StackResult:
+        key = (stack, str(out), str(root))
+        if key not in made:
+            made[key] = synthesize_stack(stack, out, root)
+        return made[key]
+
+    monkeypatch.setattr("synth.__main__.synthesize_stack", once)
     stack = project / "stacks" / "Pulumi.dev.yaml"
     text = stack.read_text()
     # Slurm takes every trn1 node (and the team no longer counts on a share of them): the
