@@ -41,6 +41,7 @@ from synth import engine
 from synth.engine import ResourceRecord
 from synth.run import StackResult
 from tests import component_runs as parts
+from tests.config_problems import MISSING, assert_reported
 from tests.conftest import STACKS, RunComponent, stack_data
 
 RELEASE: Final = "kubernetes:helm.sh/v3:Release"
@@ -244,7 +245,9 @@ def test_grafana_logs_in_through_the_platforms_oidc_client_and_nothing_else(
     assert jmespath.search(oauth["groups_attribute_path"], claims) == ["g"]
     assert jmespath.search(oauth["login_attribute_path"], claims) == "someone"
     assert ini["auth"]["disable_login_form"] is True
-    assert ini["auth.basic"]["enabled"] is False
+    # Basic auth stays for the sidecars' reloads (the login form is gone).
+    assert "auth.basic" not in ini
+    assert "server" not in ini  # port-forward: Grafana's own localhost default
     assert ini["auth.anonymous"]["enabled"] is False
     # The secret never enters the values: Grafana reads it from the Secret's environment.
     assert "client_secret" not in oauth
@@ -392,7 +395,13 @@ def test_with_the_load_balancer_grafana_is_open_to_the_client_networks_only(
         "mode": "internalLoadBalancer",
         "clientCidrs": ["192.168.0.0/24"],
     }
+    # OIDC behind the load balancer needs Grafana's address, or the login redirect is
+    # localhost's.
+    assert_reported(data, "platform.observability.grafana.url", MISSING, "localhost redirect")
+    data["observability"]["grafana"] = {"url": "https://grafana.example.com"}
     run = run_component(parts.observability, data, "dev")
+    server = _values_of(run)["grafana"]["grafana.ini"]["server"]
+    assert server == {"root_url": "https://grafana.example.com", "domain": "grafana.example.com"}
     (service,) = [r for r in _of(run.records, SERVICE) if "Observability" in r.urn]
     spec = service.inputs["spec"]
     assert spec["type"] == "LoadBalancer"

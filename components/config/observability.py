@@ -15,6 +15,7 @@ from pydantic import Field
 
 from components import catalog, software
 from components.config.base import CONFIG_KEY, MISSING, ConfigProblem, StrictModel
+from components.config.notebooks import HttpsUrl
 from components.config.teams import GroupName
 
 if TYPE_CHECKING:
@@ -33,6 +34,15 @@ class GrafanaConfig(StrictModel):
         description="OIDC groups whose members administer Grafana (edit every folder). Team "
         "members get their team's folder and the fleet's, read-only; nobody else logs in. "
         "Used only where the oidc section is set. Default: none.",
+    )
+    url: HttpsUrl | None = Field(
+        default=None,
+        description="Grafana's address as people reach it (https://, through TLS the "
+        "organisation terminates in front of the internal load balancer). Grafana builds its "
+        "login redirect from it: register <url>/login/generic_oauth with the identity provider. "
+        "Required where Grafana logs in through OIDC and cluster.uiExposure.mode is "
+        "internalLoadBalancer; unset, Grafana is reached by port-forward at "
+        "http://localhost:3000. Default: unset.",
     )
 
 
@@ -112,6 +122,19 @@ def observability_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             grafana.admin_groups,
             "empty unless the oidc section is set: Grafana logs people in through the "
             "platform's OIDC client, and without one it is reached by port-forward only",
+        )
+    if (
+        grafana.enabled
+        and config.oidc.client_id is not None
+        and config.cluster.ui_exposure.mode == "internalLoadBalancer"
+        and grafana.url is None
+    ):
+        yield ConfigProblem(
+            f"{CONFIG_KEY}.observability.grafana.url",
+            MISSING,
+            "Grafana's https:// address behind the internal load balancer: without it "
+            "Grafana sends the identity provider a localhost redirect and nobody arriving "
+            "through the load balancer can log in",
         )
     yield from _efa_exporter_problems(config)
 

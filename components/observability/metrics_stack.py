@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from components import versions
 from components.config import OidcConfig, PlatformConfig, TeamConfig
@@ -324,29 +325,38 @@ def role_attribute_path(
     return " || ".join(clauses) or "''"
 
 
-def grafana_ini(oidc: OidcConfig | None, role_path: str) -> dict[str, Any]:
+def grafana_ini(oidc: OidcConfig | None, role_path: str, url: str | None = None) -> dict[str, Any]:
     """``grafana.ini``: generic OAuth through the platform's client, or local admin only.
 
-    With OIDC: no login form, no basic auth, no anonymous access; the role from the groups
-    claim (:func:`role_attribute_path`), strictly, so a user in no team's group is refused;
-    the client's secret comes from the environment (:data:`GRAFANA_CLIENT_SECRET_VARIABLE`).
+    With OIDC: no login form, no anonymous access; the role from the groups claim
+    (:func:`role_attribute_path`), strictly, so a user in no team's group is refused; the
+    client's secret comes from the environment (:data:`GRAFANA_CLIENT_SECRET_VARIABLE`). Basic
+    auth stays on for the API: the chart's dashboard and datasource sidecars reload Grafana's
+    provisioning with the admin user and password (grafana chart 12.11.1 templates/_pod.tpl,
+    ``REQ_USERNAME``/``REQ_PASSWORD``), and a datasource change never applies without it; the
+    password stays in the chart's Secret in the monitoring namespace. With ``url``, Grafana's
+    redirects and cookies use it (``server.root_url``, ``cookie_secure``).
     Without: Grafana is reached by port-forward only and the chart's generated admin password
     (its Secret ``monitoring-grafana``) logs in.
 
     Args:
         oidc: the ``oidc`` section where its client is set, else None.
         role_path: the role mapping.
+        url: ``observability.grafana.url``, Grafana's address as people reach it; None
+            (default): port-forward, ``http://localhost:3000``.
     """
     ini: dict[str, Any] = {
         "analytics": {"reporting_enabled": False, "check_for_updates": False},
         "auth.anonymous": {"enabled": False},
         "users": {"allow_sign_up": False},
     }
+    if url is not None:
+        ini["server"] = {"root_url": url, "domain": urlsplit(url).hostname}
+        ini["security"] = {"cookie_secure": True}
     if oidc is None:
         return ini
     return ini | {
         "auth": {"disable_login_form": True},
-        "auth.basic": {"enabled": False},
         "auth.generic_oauth": {
             "enabled": True,
             "name": "Single sign-on",
@@ -416,6 +426,7 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
             role_attribute_path(
                 grafana.admin_groups, config.teams, groups_claim=config.oidc.groups_claim
             ),
+            grafana.url,
         ),
         "sidecar": {
             "dashboards": {
