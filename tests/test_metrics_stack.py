@@ -371,10 +371,14 @@ def test_prod_writes_every_sample_to_its_own_amp_workspace_by_pod_identity(
     )
     assert target["sigv4"] == {"region": prod.config.region}
     assert not {"basicAuth", "authorization", "oauth2"} & set(target)
+    # Turning remote write on rolls the pods, which then get the role's credentials.
+    annotations = _values(prod)["prometheus"]["prometheusSpec"]["podMetadata"]["annotations"]
+    assert annotations == {stack_values.REMOTE_WRITE_ANNOTATION: "amp"}
     # Elsewhere no workspace and no remote write.
     for stack in ("dev", "staging"):
         assert not _of(synthesized[stack].records, WORKSPACE)
-        assert "remoteWrite" not in _values(synthesized[stack])["prometheus"]["prometheusSpec"]
+        spec = _values(synthesized[stack])["prometheus"]["prometheusSpec"]
+        assert "remoteWrite" not in spec and "podMetadata" not in spec
 
 
 def test_the_monitoring_namespace_admits_only_its_own_scrapers_and_keda() -> None:

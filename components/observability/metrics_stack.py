@@ -193,6 +193,10 @@ def remote_write_url(region: str, workspace_id: str) -> str:
     )
 
 
+REMOTE_WRITE_ANNOTATION: Final = "trainingplatform.io/remote-write"
+"""Annotation of Prometheus' pods where remote write is on: its coming or going rolls them."""
+
+
 def remote_write_spec(url: str, region: str) -> list[dict[str, Any]]:
     """``prometheusSpec.remoteWrite``: the AMP workspace, signed with SigV4 by the pod's role.
 
@@ -243,6 +247,11 @@ def prometheus_values(
     }
     if remote_write:
         spec["remoteWrite"] = remote_write
+        # EKS Pod Identity hands a pod its credentials when the pod is made: turning remote
+        # write on for a running Prometheus must make new pods, which a change of the pod
+        # template's annotations does (the operator rolls its StatefulSet); a config reload
+        # alone would sign with no credentials.
+        spec["podMetadata"] = {"annotations": {REMOTE_WRITE_ANNOTATION: "amp"}}
     return {
         "serviceAccount": {"create": True, "name": PROMETHEUS_SERVICE_ACCOUNT},
         "prometheusSpec": spec,
