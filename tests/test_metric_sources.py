@@ -72,8 +72,11 @@ def test_the_jobs_model_reads_the_chart_defaults_of_the_dcgm_exporter(
             reference_dir / "charts" / chart_dir(versions.DCGM_EXPORTER_CHART) / "values.yaml"
         ).read_text()
     )
-    for key in ("nodeSelector", "affinity", "tolerations"):
+    for key in ("nodeSelector", "affinity", "tolerations", "hostPID", "hostNetwork",
+                "podSecurityContext", "securityContext", "kubeletPath", "extraHostVolumes",
+                "extraConfigMapVolumes", "debugDump"):  # fmt: skip
         assert DCGM_EXPORTER_CHART_DEFAULTS[key] == defaults[key], key
+    assert DCGM_EXPORTER_CHART_DEFAULTS["service"]["port"] == defaults["service"]["port"]
     requests = DCGM_EXPORTER_CHART_DEFAULTS["resources"]["requests"]
     assert requests == defaults["resources"]["requests"]
     # What whole-node pods leave the exporter is what it requests.
