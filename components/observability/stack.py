@@ -178,8 +178,7 @@ class Observability(pulumi.ComponentResource):
             cluster_ready: what everything waits for (the cluster, its system nodes).
             kubernetes_provider: provider of in-cluster resources.
             adopting_kubernetes_provider: the provider that adopts what exists: the namespace,
-                which the release's Helm created on stacks that had Slurm (the node
-                exporters' namespace too, so both are made one way).
+                which the release's Helm created on stacks that had Slurm.
             opts: resource options (parent, AWS provider).
         """
         super().__init__(COMPONENT_TYPE, name, None, opts)
@@ -197,16 +196,15 @@ class Observability(pulumi.ComponentResource):
                 parent=self, provider=adopting_kubernetes_provider, depends_on=cluster_ready
             ),
         )
-        # Before the exporters, which the release's CRDs let the platform add below.
+        # Before the exporters, which the release's CRDs let the platform add below. Nothing
+        # made it before this component, so there is nothing to adopt: the plain provider.
         nodes_namespace = k8s.core.v1.Namespace(
             f"{name}-nodes-namespace",
             metadata={
                 "name": NODE_EXPORTERS_NAMESPACE,
                 "labels": dict(NODE_EXPORTERS_POD_SECURITY),
             },
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=adopting_kubernetes_provider, depends_on=cluster_ready
-            ),
+            opts=in_cluster,
         )
         in_namespace = pulumi.ResourceOptions.merge(
             in_cluster, pulumi.ResourceOptions(depends_on=[*cluster_ready, namespace])
