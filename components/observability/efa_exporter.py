@@ -4,8 +4,10 @@ The exporter (efa_exporter/, built from images/efa-exporter) serves the EFA devi
 counters (:data:`~components.metric_names.EFA_METRICS`) on
 :data:`~components.metric_names.EFA_EXPORTER_PORT`; node_exporter's infiniband collector
 reads none of them (prometheus/node_exporter v1.12.1 collector/infiniband_linux.go). The
-DaemonSet runs only where a pool attaches EFA, tolerating every taint those pools' nodes carry;
-the PodMonitor has Prometheus scrape it with the node and its pool as labels (docs: concepts,
+DaemonSet runs in :data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE` (its hostPath
+sysfs is what the monitoring namespace's baseline refuses) only where a pool attaches EFA,
+tolerating every taint those pools' nodes carry; the PodMonitor, in the monitoring namespace,
+has Prometheus scrape it with the node and its NodePool as labels (docs: concepts,
 observability, "The EFA exporter").
 
 The builders here are pure; :func:`register_efa_exporter` registers them.

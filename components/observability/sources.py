@@ -5,7 +5,10 @@ label, and tolerates everything those nodes carry: the accelerator taint, the po
 the Slurm reservation where the pool keeps nodes for Slurm, and the acceptance and unhealthy
 taints (:mod:`components.health_marks`), so a node that waits for acceptance or failed it is
 still seen. Every node-level series carries the node's name (``node``) and its Karpenter
-NodePool (``nodepool``), from the node's own labels (``attachMetadata.node``).
+NodePool (``nodepool``), from the node's own labels (``attachMetadata.node``). The exporters run
+in :data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE`, whose Pod Security admits what
+they need of the host (the monitoring namespace's baseline does not); their monitors stay in
+the monitoring namespace and select them there.
 
 - GPU pools: NVIDIA's DCGM exporter (its chart at :data:`components.versions.DCGM_EXPORTER_CHART`),
   which attributes each GPU's series to the pod and namespace that hold the GPU through the
