@@ -9,7 +9,11 @@ from __future__ import annotations
 from typing import Final
 
 MONITORING_NAMESPACE: Final = "monitoring"
-"""Namespace of the metrics stack (kube-prometheus-stack) and the platform's exporters."""
+"""Namespace of the metrics stack (kube-prometheus-stack) and the monitors of every source."""
+NODE_EXPORTERS_NAMESPACE: Final = "monitoring-nodes"
+"""Namespace of the node-level exporters that need the host (the DCGM exporter, neuron-monitor,
+the EFA exporter): its Pod Security admits them, :data:`MONITORING_NAMESPACE`'s baseline does
+not (components/observability/stack.py)."""
 MONITORING_RELEASE: Final = "monitoring"
 """Release name and ``fullnameOverride`` of kube-prometheus-stack."""
 PROMETHEUS_PORT: Final = 9090

@@ -44,7 +44,7 @@ from components.kuberay import (
     ray_image,
     standing_quota_problems,
 )
-from components.metric_names import MONITORING_NAMESPACE
+from components.metric_names import MONITORING_NAMESPACE, NODE_EXPORTERS_NAMESPACE
 from components.network import Network
 from components.node_pools import NodePools
 from components.notebooks import HUB_INGRESS as NOTEBOOK_HUB_INGRESS
@@ -1033,7 +1033,11 @@ def platform_namespaces(config: PlatformConfig) -> dict[str, str]:
         namespace -> ``scheduling``, ``trainer``, ``slurm``, ``ray``, ``notebooks``,
         ``acceptance`` or ``observability``.
     """
-    namespaces = {SCHEDULING_NAMESPACE: "scheduling", MONITORING_NAMESPACE: "observability"}
+    namespaces = {
+        SCHEDULING_NAMESPACE: "scheduling",
+        MONITORING_NAMESPACE: "observability",
+        NODE_EXPORTERS_NAMESPACE: "observability",
+    }
     if config.trainer.enabled:
         # Without Trainer its namespaces do not exist: a policy there could not be applied.
         namespaces |= {TRAINER_NAMESPACE: "trainer", JOBSET_NAMESPACE: "trainer"}

@@ -45,6 +45,7 @@ from components import (
 from components.metric_names import (
     EFA_EXPORTER_PORT,
     MONITORING_NAMESPACE,
+    NODE_EXPORTERS_NAMESPACE,
     PROMETHEUS_PORT,
 )
 from components.observability import sources
@@ -174,6 +175,10 @@ LISTENERS: Final[dict[str, tuple[Listener, ...]]] = {
                  "the Prometheus operator's admission webhook (kube-prometheus-stack 88.5.3 "
                  "values prometheusOperator.tls.internalPort) and its metrics, which "
                  "Prometheus scrapes"),
+    ),
+    # The node-level exporters (components/observability/stack.py NODE_EXPORTERS_POD_SECURITY),
+    # scraped by the monitoring namespace's Prometheus through its monitors there.
+    NODE_EXPORTERS_NAMESPACE: (
         Listener("efa-exporter", EFA_EXPORTER_PORT, (MONITORING_NAMESPACE,),
                  "the EFA exporter's metrics on the EFA pools' nodes (components/observability/"
                  "efa_exporter.py), which Prometheus scrapes through its PodMonitor"),

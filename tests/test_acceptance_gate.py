@@ -31,8 +31,7 @@ from components.config.acceptance import AcceptanceConfig
 from components.config.pools import TaintConfig
 from components.helm import CHART_PLACEMENT
 from components.node_pools import FSX_STARTUP_TAINT, POOL_LABEL, node_pool_spec, slurm_taint
-from components.observability import sources
-from components.observability.efa_exporter import NAME as EFA_EXPORTER_NAME
+from components.observability import efa_exporter, sources
 from components.platform import gated, lustre_pools, platform_namespaces
 from components.slurm import common as slurm_common
 from components.slurm import health_mirror
@@ -186,14 +185,14 @@ def test_every_daemonset_on_an_accelerator_node_tolerates_the_acceptance_taint(
             assert on, (stack, plugin.release)
             assert any(tolerates(t, taint) for t in plugin.tolerations), (stack, plugin.release)
         daemonsets = list(view.of_kind("DaemonSet"))
-        # The agents, the Neuron monitor where a Trainium pool is and the EFA exporter where a
-        # pool attaches EFA (the metrics sources).
+        # The agents, the Neuron monitor where a Trainium pool is and the EFA exporter where
+        # a pool attaches EFA (the metrics sources).
         monitors = sources.exporter_pools(result.config.node_pools, sources.NEURON_MONITOR_NAME)
-        efa = any(pool.uses_efa for pool in result.config.node_pools)
+        efa = efa_exporter.efa_pools(result.config.node_pools)
         assert {d["metadata"]["name"] for d in daemonsets} == {
             agent_name(v) for v in vendor_pools(result.config.node_pools)
         } | ({sources.NEURON_MONITOR_NAME} if monitors else set()) | (
-            {EFA_EXPORTER_NAME} if efa else set()
+            {efa_exporter.NAME} if efa else set()
         ), stack
         for daemonset in daemonsets:
             spec = daemonset["spec"]["template"]["spec"]

@@ -15,9 +15,14 @@ from prometheus_client import generate_latest, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from components import software, workloads
-from components.metric_names import EFA_EXPORTER_PORT, EFA_METRICS, RULE_PREFIX
-from components.node_pools import POOL_LABEL
-from components.observability import efa_exporter
+from components.metric_names import (
+    EFA_EXPORTER_PORT,
+    EFA_METRICS,
+    NODE_EXPORTERS_NAMESPACE,
+    RULE_PREFIX,
+)
+from components.node_pools import FSX_STARTUP_TAINT, POOL_LABEL
+from components.observability import efa_exporter, sources
 from components.platform_network import LISTENERS
 from efa_exporter.__main__ import registry
 from synth.jobs.daemonsets import daemonset_overhead
@@ -206,9 +211,10 @@ def test_the_daemonset_runs_on_the_efa_pools_only_and_whole_node_pods_still_fit(
     (daemonset,) = [
         o for o in view.of_kind("DaemonSet") if o["metadata"]["name"] == efa_exporter.NAME
     ]
-    assert daemonset["metadata"]["namespace"] == "monitoring"
+    assert daemonset["metadata"]["namespace"] == NODE_EXPORTERS_NAMESPACE
     stack = Stack(view)
-    (exporter,) = [p for p in stack.plugins if p.release == "DaemonSet monitoring/efa-exporter"]
+    (exporter,) = [p for p in stack.plugins
+                   if p.release == f"DaemonSet {NODE_EXPORTERS_NAMESPACE}/efa-exporter"]  # fmt: skip
     efa = {pool.name for pool in config.node_pools if pool.uses_efa}
     on = {pool.name for pool in node_pools(view) if exporter.runs_on(pool)}
     assert efa and on and len(on) < len(node_pools(view)), "prod has EFA and other pools"
@@ -233,6 +239,7 @@ def test_prometheus_scrapes_the_exporter_with_node_and_pool(
     synthesized: dict[str, StackResult],
 ) -> None:
     manifests = synthesized["prod"].written.directory / "manifests"
+    # The monitor stays beside Prometheus' other monitors and selects the exporters' namespace.
     monitor = (manifests / "PodMonitor.monitoring.efa-exporter.yaml").read_text()
     spec = efa_exporter.exporter_podmonitor()
     (endpoint,) = spec["podMetricsEndpoints"]
@@ -242,16 +249,22 @@ def test_prometheus_scrapes_the_exporter_with_node_and_pool(
     assert container["ports"] == [
         {"name": endpoint["port"], "containerPort": EFA_EXPORTER_PORT, "protocol": "TCP"}
     ]
-    targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
-    assert targets == {
-        "node": ["__meta_kubernetes_pod_node_name"],
-        "pool": ["__meta_kubernetes_node_label_trainingplatform_io_pool"],
-        "nodepool": ["__meta_kubernetes_node_label_karpenter_sh_nodepool"],
-    }
+    # Every node exporter's relabelings: node and NodePool, the exporter pod's labels dropped.
+    assert endpoint["relabelings"] == sources.node_relabelings()
+    targets = {r.get("targetLabel"): r.get("sourceLabels") for r in endpoint["relabelings"]}
+    assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
+    assert targets["nodepool"] == ["__meta_kubernetes_node_label_karpenter_sh_nodepool"]
     assert spec["attachMetadata"] == {"node": True}
-    # The monitoring namespace admits its Prometheus to the port, and nobody else.
-    (listener,) = [li for li in LISTENERS["monitoring"] if li.port == EFA_EXPORTER_PORT]
+    assert spec["namespaceSelector"] == {"matchNames": [NODE_EXPORTERS_NAMESPACE]}
+    # The exporters' namespace admits the monitoring namespace's Prometheus to the port only.
+    (listener,) = [li for li in LISTENERS[NODE_EXPORTERS_NAMESPACE] if li.port == EFA_EXPORTER_PORT]
     assert listener.clients == ("monitoring",)
+    assert not [li for li in LISTENERS["monitoring"] if li.port == EFA_EXPORTER_PORT]
+    # As critical as the other node exporters, and tolerating the same taints (FSx's too).
+    assert pod["priorityClassName"] == sources.NODE_EXPORTER_PRIORITY_CLASS
+    assert pod["tolerations"] == sources.exporter_tolerations([])
+    assert {"key": FSX_STARTUP_TAINT["key"], "operator": "Exists",
+            "effect": "NoExecute"} in pod["tolerations"]  # fmt: skip
     # The host's sysfs, read-only; no privilege, no token.
     assert pod["volumes"] == [{"name": "sys", "hostPath": {"path": "/sys", "type": "Directory"}}]
     assert container["volumeMounts"][0]["readOnly"] is True

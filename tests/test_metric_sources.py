@@ -16,8 +16,7 @@ import pytest
 from components import platform_network, versions, workloads
 from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig
-from components.health_marks import AGENT_TAINT_KEYS
-from components.metric_names import MONITORING_NAMESPACE
+from components.metric_names import MONITORING_NAMESPACE, NODE_EXPORTERS_NAMESPACE
 from components.observability import metric_catalog, sources
 from synth.jobs.daemonsets import DCGM_EXPORTER_CHART_DEFAULTS
 from synth.jobs.model import Stack
@@ -29,7 +28,7 @@ from tests.conftest import STACKS
 from tests.reference_paths import chart_dir
 from tests.schemas import validation_errors
 
-NEURON_MONITOR = f"DaemonSet {MONITORING_NAMESPACE}/{sources.NEURON_MONITOR_NAME}"
+NEURON_MONITOR = f"DaemonSet {NODE_EXPORTERS_NAMESPACE}/{sources.NEURON_MONITOR_NAME}"
 
 
 def _pool(**raw: Any) -> NodePoolConfig:
@@ -42,7 +41,7 @@ def test_each_exporter_runs_on_exactly_its_pools_through_every_taint(
 ) -> None:
     """The DCGM exporter lands on every GPU NodePool (Slurm's too) and nothing else, the Neuron
     monitor on every Trainium one; both tolerate the NodePools' taints and startup taints (the
-    acceptance gate's), and the unhealthy taint a failed node gets."""
+    acceptance gate's, the FSx driver's), and the unhealthy taint a failed node gets."""
     result = synthesized[stack]
     model = Stack(StackView.from_records(result.records))
     accelerators = {p.name: p.instance.accelerator_resource for p in result.config.node_pools}
@@ -59,10 +58,9 @@ def test_each_exporter_runs_on_exactly_its_pools_through_every_taint(
             exporter = exporters[name]
             assert exporter.runs_on(pool) == (accelerator == resource), (stack, pool.name, name)
             if accelerator == resource:
-                # The acceptance gate's startup taint where the pool is gated (the FSx
-                # driver's own startup taint is the driver's to lift, and it does).
-                gate = [t for t in pool.startup_taints if t["key"] in AGENT_TAINT_KEYS]
-                taints = [*gate, unhealthy]
+                # Every startup taint: the acceptance gate's where the pool is gated, the FSx
+                # driver's where it mounts Lustre (a NoExecute one would evict the exporter).
+                taints = [*pool.startup_taints, unhealthy]
                 assert untolerated(exporter.tolerations, taints) == [], (pool.name, name)
 
 
@@ -74,8 +72,11 @@ def test_the_jobs_model_reads_the_chart_defaults_of_the_dcgm_exporter(
             reference_dir / "charts" / chart_dir(versions.DCGM_EXPORTER_CHART) / "values.yaml"
         ).read_text()
     )
-    for key in ("nodeSelector", "affinity", "tolerations"):
+    for key in ("nodeSelector", "affinity", "tolerations", "hostPID", "hostNetwork",
+                "podSecurityContext", "securityContext", "kubeletPath", "extraHostVolumes",
+                "extraConfigMapVolumes", "debugDump"):  # fmt: skip
         assert DCGM_EXPORTER_CHART_DEFAULTS[key] == defaults[key], key
+    assert DCGM_EXPORTER_CHART_DEFAULTS["service"]["port"] == defaults["service"]["port"]
     requests = DCGM_EXPORTER_CHART_DEFAULTS["resources"]["requests"]
     assert requests == defaults["resources"]["requests"]
     # What whole-node pods leave the exporter is what it requests.
@@ -140,7 +141,9 @@ def test_the_exporter_reads_our_counters_file_with_pod_attribution(
     (volume,) = values["extraConfigMapVolumes"]
     assert mount["name"] == volume["name"]
     assert mount["mountPath"] == sources.DCGM_COUNTERS_PATH
-    (configmap,) = [m for m in view.of_kind("ConfigMap", MONITORING_NAMESPACE)
+    # A configMap volume reads its pod's namespace: the release's, the node exporters'.
+    assert view.releases[sources.DCGM_RELEASE]["namespace"] == NODE_EXPORTERS_NAMESPACE
+    (configmap,) = [m for m in view.of_kind("ConfigMap", NODE_EXPORTERS_NAMESPACE)
                     if m["metadata"]["name"] == volume["configMap"]["name"]]  # fmt: skip
     assert mount["subPath"] in configmap["data"]
     # The kubelet's pod-resources directory, which the chart mounts where the exporter looks.
@@ -150,6 +153,7 @@ def test_the_exporter_reads_our_counters_file_with_pod_attribution(
     (monitor,) = [m for m in view.of_kind("ServiceMonitor", MONITORING_NAMESPACE)
                   if m["metadata"]["name"] == sources.DCGM_RELEASE]  # fmt: skip
     assert monitor["spec"]["attachMetadata"] == {"node": True}
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NODE_EXPORTERS_NAMESPACE]}
     relabel = monitor["spec"]["endpoints"][0]["relabelings"]
     targets = {r.get("targetLabel"): r.get("sourceLabels") for r in relabel}
     assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
@@ -204,9 +208,11 @@ def test_every_monitor_reaches_a_port_opened_to_prometheus(
         assert volcano["scheduler_metrics_enable"] and volcano["controller_metrics_enable"]
         assert volcano["metrics_enable"] is False
     for port in (sources.DCGM_PORT, sources.NEURON_MONITOR_PORT):
-        opened = [listener for listener in platform_network.LISTENERS[MONITORING_NAMESPACE]
+        opened = [listener for listener in platform_network.LISTENERS[NODE_EXPORTERS_NAMESPACE]
                   if listener.port == port]  # fmt: skip
         assert opened and opened[0].clients == (MONITORING_NAMESPACE,), port
+    neuron = sources.neuron_pod_monitor()["spec"]["namespaceSelector"]
+    assert neuron == {"matchNames": [NODE_EXPORTERS_NAMESPACE]}
 
 
 def test_every_source_object_is_valid_against_its_schema(
@@ -218,7 +224,8 @@ def test_every_source_object_is_valid_against_its_schema(
     view = StackView.from_records(result.records)
     version = result.config.cluster.kubernetes_version
     kinds = ("DaemonSet", "ConfigMap", "ServiceMonitor", "PodMonitor")
-    checked = [m for kind in kinds for m in view.of_kind(kind, MONITORING_NAMESPACE)]
+    checked = [m for kind in kinds for namespace in (MONITORING_NAMESPACE, NODE_EXPORTERS_NAMESPACE)
+               for m in view.of_kind(kind, namespace)]  # fmt: skip
     names = {(m["kind"], m["metadata"]["name"]) for m in checked}
     assert {("DaemonSet", "neuron-monitor"), ("PodMonitor", "neuron-monitor"),
             ("ServiceMonitor", "dcgm-exporter"), ("ServiceMonitor", "jobset"),

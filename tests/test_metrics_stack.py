@@ -19,7 +19,7 @@ import jmespath
 import pytest
 
 from components.config import parse_platform_config
-from components.metric_names import MONITORING_NAMESPACE
+from components.metric_names import MONITORING_NAMESPACE, NODE_EXPORTERS_NAMESPACE
 from components.observability import metrics_stack as stack_values
 from components.observability.dashboards import platform_dashboards
 from components.observability.metrics_stack import (
@@ -37,6 +37,7 @@ from components.observability.metrics_stack import (
 )
 from components.observability.stack import previous_release_urn
 from components.platform_network import LISTENERS
+from components.tenancy import DEFAULT_DENY_POLICY, from_namespace
 from synth import engine
 from synth.engine import ResourceRecord
 from synth.run import StackResult
@@ -428,3 +429,34 @@ def test_without_grafana_there_is_no_grafana_nor_its_role(run_component: RunComp
     assert _values_of(run)["grafana"]["enabled"] is False
     accounts = {r.inputs["serviceAccount"] for r in _of(run.records, ASSOCIATION)}
     assert accounts == {PROMETHEUS_SERVICE_ACCOUNT}
+
+
+def test_the_node_exporters_namespace_admits_them_and_only_prometheus_to_them(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """Every stack makes the exporters' namespace, enforcing privileged (warning and auditing
+    baseline), before the exporters, closed by default but for Prometheus on their ports."""
+    for stack in STACKS:
+        records = synthesized[stack].records
+        (namespace,) = [r for r in _of(records, "kubernetes:core/v1:Namespace")
+                        if r.inputs["metadata"]["name"] == NODE_EXPORTERS_NAMESPACE]  # fmt: skip
+        labels = namespace.inputs["metadata"]["labels"]
+        assert labels == {"pod-security.kubernetes.io/enforce": "privileged",
+                          "pod-security.kubernetes.io/warn": "baseline",
+                          "pod-security.kubernetes.io/audit": "baseline"}, stack  # fmt: skip
+        exporters = [r for r in records
+                     if r.type in ("kubernetes:apps/v1:DaemonSet", RELEASE)
+                     and NODE_EXPORTERS_NAMESPACE in (r.inputs.get("namespace"),
+                                                      r.inputs.get("metadata", {}).get("namespace"))]  # fmt: skip
+        assert exporters, stack
+        assert all(namespace.urn in r.dependencies for r in exporters), stack
+        policies = {r.inputs["metadata"]["name"]: r.inputs["spec"]
+                    for r in _of(records, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+                    if r.inputs["metadata"]["namespace"] == NODE_EXPORTERS_NAMESPACE}  # fmt: skip
+        assert policies.pop(DEFAULT_DENY_POLICY)["ingress"] == [], stack
+        ports = set()
+        for spec in policies.values():
+            (rule,) = spec["ingress"]
+            assert rule["from"] == [from_namespace(MONITORING_NAMESPACE)], stack
+            ports |= {port["port"] for port in rule["ports"]}
+        assert ports == {9400, 8000, 9500}, stack

@@ -4,8 +4,10 @@ The exporter (efa_exporter/, built from images/efa-exporter) serves the EFA devi
 counters (:data:`~components.metric_names.EFA_METRICS`) on
 :data:`~components.metric_names.EFA_EXPORTER_PORT`; node_exporter's infiniband collector
 reads none of them (prometheus/node_exporter v1.12.1 collector/infiniband_linux.go). The
-DaemonSet runs only where a pool attaches EFA, tolerating every taint those pools' nodes carry;
-the PodMonitor has Prometheus scrape it with the node and its pool as labels (docs: concepts,
+DaemonSet runs in :data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE` (its hostPath
+sysfs is what the monitoring namespace's baseline refuses) only where a pool attaches EFA,
+tolerating every taint those pools' nodes carry; the PodMonitor, in the monitoring namespace,
+has Prometheus scrape it with the node and its NodePool as labels (docs: concepts,
 observability, "The EFA exporter").
 
 The builders here are pure; :func:`register_efa_exporter` registers them.
@@ -14,7 +16,7 @@ The builders here are pure; :func:`register_efa_exporter` registers them.
 from __future__ import annotations
 
 import typing
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Final
 
 import pulumi
@@ -22,18 +24,17 @@ import pulumi_kubernetes as k8s
 
 from components import workloads
 from components.config import NodePoolConfig, PlatformConfig
-from components.device_plugins import HEALTH_TOLERATIONS
 from components.metric_names import (
     EFA_EXPORTER_PORT,
     MONITORING_NAMESPACE,
+    NODE_EXPORTERS_NAMESPACE,
     SCRAPE_INTERVAL,
 )
-from components.node_pools import (
-    FSX_STARTUP_TAINT,
-    NODE_POOL_LABEL,
-    POOL_LABEL,
-    accelerator_taint,
-    slurm_taint,
+from components.node_pools import POOL_LABEL
+from components.observability.sources import (
+    NODE_EXPORTER_PRIORITY_CLASS,
+    exporter_tolerations,
+    node_relabelings,
 )
 from components.tenancy import hardened_pod
 
@@ -74,40 +75,14 @@ def efa_pools(pools: Sequence[NodePoolConfig]) -> list[NodePoolConfig]:
     return [pool for pool in pools if pool.uses_efa]
 
 
-def exporter_tolerations(
-    pools: Sequence[NodePoolConfig], slurm_pools: Collection[str] = ()
-) -> list[dict[str, str]]:
-    """Every taint the EFA pools' nodes may carry, tolerated (``Exists``, by key and effect).
-
-    The accelerator taints (GPU and Trainium pools both attach EFA), the pools' extra taints,
-    Slurm's reservation taint where a pool keeps nodes for Slurm, the acceptance and unhealthy
-    taints (an interface missing on a node that waits for acceptance, or was marked unhealthy,
-    is what the alert is for) and the FSx startup taint (the exporter needs no file system).
-
-    Args:
-        pools: the EFA pools.
-        slurm_pools: names of pools that keep nodes for Slurm.
-    """
-    taints: list[Mapping[str, Any]] = [accelerator_taint(pool) for pool in pools]
-    taints += [t.model_dump() for pool in pools for t in pool.taints]
-    if any(pool.name in slurm_pools for pool in pools):
-        taints.append(slurm_taint())
-    taints += [*HEALTH_TOLERATIONS, FSX_STARTUP_TAINT]
-    found = {
-        (str(t["key"]), str(t["effect"])): {
-            "key": str(t["key"]),
-            "operator": "Exists",
-            "effect": str(t["effect"]),
-        }
-        for t in taints
-    }
-    return [found[key] for key in sorted(found)]
-
-
 def exporter_daemonset(
     pools: Sequence[NodePoolConfig], *, image: str, slurm_pools: Collection[str] = ()
 ) -> dict[str, Any]:
     """The DaemonSet spec: on the EFA pools' nodes only (node affinity on their pool label).
+
+    It tolerates what every node-level exporter does
+    (:func:`components.observability.sources.exporter_tolerations`) and is
+    ``system-node-critical`` as they are.
 
     Non-root (the image's user), read-only root, every capability dropped
     (:func:`components.tenancy.hardened_pod`), no service account token (it calls nothing),
@@ -122,6 +97,7 @@ def exporter_daemonset(
     pod = hardened_pod(
         {
             "automountServiceAccountToken": False,
+            "priorityClassName": NODE_EXPORTER_PRIORITY_CLASS,
             "securityContext": {
                 "runAsNonRoot": True,
                 "runAsUser": EXPORTER_UID,
@@ -170,53 +146,28 @@ def exporter_daemonset(
     }
 
 
-NODE_LABEL: Final = "node"
-"""The target label of the node a sample comes from."""
-TARGET_POOL_LABEL: Final = "pool"
-"""The target label of the node's pool (:data:`~components.node_pools.POOL_LABEL`: a pool and
-its ``-slurm`` NodePool share it)."""
-TARGET_NODEPOOL_LABEL: Final = "nodepool"
-"""The target label of the node's Karpenter NodePool, as the cold-start ledger names it."""
-
-
-def _node_label_meta(label: str) -> str:
-    """Prometheus' meta label of a node label (``attach_metadata``): non-word characters -> _."""
-    return "__meta_kubernetes_node_label_" + "".join(c if c.isalnum() else "_" for c in label)
-
-
 def exporter_podmonitor() -> dict[str, Any]:
-    """The PodMonitor spec: every exporter pod's metrics port, labelled with node and pool.
+    """The PodMonitor spec: every exporter pod's metrics port, labelled with node and NodePool.
 
-    ``attachMetadata.node`` gives the relabelling its node's labels (prometheus-operator
-    v0.93.1 PodMonitor CRD; the chart's Prometheus may list and watch nodes, kube-prometheus-stack
-    88.5.3 templates/prometheus/clusterrole.yaml).
+    In the monitoring namespace, selecting the pods in the node exporters' namespace (a
+    monitor selects targets in its own namespace unless ``namespaceSelector`` names others:
+    prometheus-operator v0.93.1 Documentation/api-reference/api.md, ``NamespaceSelector``).
+    The relabelings are every node-level exporter's
+    (:func:`components.observability.sources.node_relabelings`): ``node`` and ``nodepool`` from
+    the node (``attachMetadata.node``; the chart's Prometheus may list and watch nodes,
+    kube-prometheus-stack 88.5.3 templates/prometheus/clusterrole.yaml), the exporter pod's own
+    ``namespace``, ``pod`` and ``container`` dropped.
     """
     return {
         "selector": {"matchLabels": dict(LABELS)},
-        "namespaceSelector": {"matchNames": [MONITORING_NAMESPACE]},
+        "namespaceSelector": {"matchNames": [NODE_EXPORTERS_NAMESPACE]},
         "attachMetadata": {"node": True},
         "podMetricsEndpoints": [
             {
                 "port": PORT_NAME,
                 "path": "/metrics",
                 "interval": SCRAPE_INTERVAL,
-                "relabelings": [
-                    {
-                        "sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                        "targetLabel": NODE_LABEL,
-                        "action": "replace",
-                    },
-                    {
-                        "sourceLabels": [_node_label_meta(POOL_LABEL)],
-                        "targetLabel": TARGET_POOL_LABEL,
-                        "action": "replace",
-                    },
-                    {
-                        "sourceLabels": [_node_label_meta(NODE_POOL_LABEL)],
-                        "targetLabel": TARGET_NODEPOOL_LABEL,
-                        "action": "replace",
-                    },
-                ],
+                "relabelings": node_relabelings(),
             }
         ],
     }
@@ -234,8 +185,8 @@ def register_efa_exporter(
     Args:
         config: the validated stack (its pools, Slurm node sets, and
             ``observability.images.efaExporter``, which config requires with an EFA pool).
-        ready: what they wait for: the ``monitoring`` namespace and the PodMonitor CRD (the
-            kube-prometheus-stack release).
+        ready: what they wait for: the node exporters' namespace, the ``monitoring``
+            namespace and the PodMonitor CRD (the kube-prometheus-stack release).
         provider: the cluster's Kubernetes provider.
         opts: options of the component that owns them (its parent).
 
@@ -252,10 +203,9 @@ def register_efa_exporter(
     in_cluster = pulumi.ResourceOptions.merge(
         opts, pulumi.ResourceOptions(provider=provider, depends_on=list(ready))
     )
-    metadata: Any = {"name": NAME, "namespace": MONITORING_NAMESPACE, "labels": dict(LABELS)}
     daemonset = k8s.apps.v1.DaemonSet(
         NAME,
-        metadata=metadata,
+        metadata={"name": NAME, "namespace": NODE_EXPORTERS_NAMESPACE, "labels": dict(LABELS)},
         spec=typing.cast(Any, exporter_daemonset(pools, image=image, slurm_pools=slurm_pools)),
         opts=in_cluster,
     )
@@ -263,7 +213,7 @@ def register_efa_exporter(
         f"{NAME}-podmonitor",
         api_version="monitoring.coreos.com/v1",
         kind="PodMonitor",
-        metadata=metadata,
+        metadata={"name": NAME, "namespace": MONITORING_NAMESPACE, "labels": dict(LABELS)},
         spec=typing.cast(Any, exporter_podmonitor()),
         opts=in_cluster,
     )

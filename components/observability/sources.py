@@ -5,7 +5,10 @@ label, and tolerates everything those nodes carry: the accelerator taint, the po
 the Slurm reservation where the pool keeps nodes for Slurm, and the acceptance and unhealthy
 taints (:mod:`components.health_marks`), so a node that waits for acceptance or failed it is
 still seen. Every node-level series carries the node's name (``node``) and its Karpenter
-NodePool (``nodepool``), from the node's own labels (``attachMetadata.node``).
+NodePool (``nodepool``), from the node's own labels (``attachMetadata.node``). The exporters run
+in :data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE`, whose Pod Security admits what
+they need of the host (the monitoring namespace's baseline does not); their monitors stay in
+the monitoring namespace and select them there.
 
 - GPU pools: NVIDIA's DCGM exporter (its chart at :data:`components.versions.DCGM_EXPORTER_CHART`),
   which attributes each GPU's series to the pod and namespace that hold the GPU through the
@@ -25,23 +28,28 @@ Pure builders first, then :func:`register_sources`, which registers everything f
 from __future__ import annotations
 
 import typing
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import device_plugins, karpenter, scheduling, trainer, versions, workloads
-from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig, PlatformConfig
 from components.config.slurm import slurm_held_nodes
 from components.helm import release
 from components.metric_names import (
     MONITORING_NAMESPACE,
     MONITORING_RELEASE,
+    NODE_EXPORTERS_NAMESPACE,
     SCRAPE_INTERVAL,
 )
-from components.node_pools import NODE_POOL_LABEL, slurm_node_pool_name
+from components.node_pools import (
+    FSX_STARTUP_TAINT,
+    NODE_POOL_LABEL,
+    accelerator_taint,
+    slurm_node_pool_name,
+)
 from components.observability import metric_catalog
 
 MONITORING_API: Final = "monitoring.coreos.com/v1"
@@ -143,22 +151,33 @@ def pool_affinity(node_pools: list[str]) -> dict[str, Any]:
 
 
 def exporter_tolerations(
-    pools: list[NodePoolConfig], accelerator: str, slurm_pools: Collection[str]
+    pools: Sequence[NodePoolConfig], slurm_pools: Collection[str] = ()
 ) -> list[dict[str, str]]:
-    """Tolerations of an exporter on ``pools``: every taint their nodes may carry.
+    """Tolerations of a node-level exporter on ``pools``: every taint their nodes may carry.
 
-    The accelerator taint, the pools' own taints, the Slurm reservation where held, and the
-    acceptance and unhealthy taints.
-    The same set the device plugins tolerate (:func:`components.device_plugins.extra_tolerations`),
-    so the policy that holds the plugins to the gated pools' taints holds here too.
+    The pools' accelerator taints (GPU and Trainium pools both attach EFA, so the EFA exporter
+    may span both), the pools' own taints, the Slurm reservation where held, the acceptance and
+    unhealthy taints (:func:`components.device_plugins.extra_tolerations`, so the policy that
+    holds the device plugins to the gated pools' taints holds here too), and the FSx startup
+    taint (:data:`components.node_pools.FSX_STARTUP_TAINT`): the exporters read no file system,
+    and a node whose FSx agent never comes up is one to see. One list for the three exporters
+    (DCGM, neuron-monitor, EFA), each ``Exists`` by key and effect.
 
     Args:
         pools: the pools the exporter runs on.
-        accelerator: the pools' accelerator resource, whose taint every node carries.
-        slurm_pools: names of pools that keep nodes for Slurm.
+        slurm_pools: names of pools that keep nodes for Slurm; default none.
     """
-    accelerator_taint = {"key": accelerator, "operator": "Exists", "effect": "NoSchedule"}
-    return [accelerator_taint, *device_plugins.extra_tolerations(pools, slurm_pools)]
+    taints = [accelerator_taint(pool) for pool in pools]
+    taints += [*device_plugins.extra_tolerations(list(pools), slurm_pools), FSX_STARTUP_TAINT]
+    found = {
+        (str(t["key"]), str(t["effect"])): {
+            "key": str(t["key"]),
+            "operator": "Exists",
+            "effect": str(t["effect"]),
+        }
+        for t in taints
+    }
+    return [found[key] for key in sorted(found)]
 
 
 def node_relabelings() -> list[dict[str, Any]]:
@@ -215,7 +234,7 @@ def dcgm_values(
         "fullnameOverride": DCGM_RELEASE,
         "arguments": ["-f", DCGM_COUNTERS_PATH],
         "affinity": pool_affinity(node_pool_names(gpu_pools, slurm_pools)),
-        "tolerations": exporter_tolerations(gpu_pools, GPU_RESOURCE, slurm_pools),
+        "tolerations": exporter_tolerations(gpu_pools, slurm_pools),
         "priorityClassName": NODE_EXPORTER_PRIORITY_CLASS,
         "resources": {
             "requests": {"cpu": f"{exporter.cpu_millis}m", "memory": f"{exporter.memory_mib}Mi"},
@@ -260,7 +279,7 @@ def dcgm_counters_configmap(counters_csv: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": DCGM_COUNTERS_CONFIGMAP, "namespace": MONITORING_NAMESPACE},
+        "metadata": {"name": DCGM_COUNTERS_CONFIGMAP, "namespace": NODE_EXPORTERS_NAMESPACE},
         "data": {DCGM_COUNTERS_KEY: counters_csv},
     }
 
@@ -268,7 +287,13 @@ def dcgm_counters_configmap(counters_csv: str) -> dict[str, Any]:
 def node_service_monitor(
     name: str, *, pods: Mapping[str, str], port: str, interval: str = SCRAPE_INTERVAL
 ) -> dict[str, Any]:
-    """A ServiceMonitor of a node-level exporter's Service in the monitoring namespace.
+    """A ServiceMonitor of a node-level exporter's Service in the node exporters' namespace.
+
+    The monitor stays in the monitoring namespace, beside Prometheus' other configuration, and
+    selects the Service in :data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE`: a monitor
+    selects targets in its own namespace unless ``namespaceSelector`` names others
+    (prometheus-operator v0.93.1 Documentation/api-reference/api.md, ``NamespaceSelector``).
+    The privileged namespace then holds only the pods that need the host.
 
     Args:
         name: the monitor's name.
@@ -283,7 +308,7 @@ def node_service_monitor(
         "spec": {
             "attachMetadata": {"node": True},
             "selector": {"matchLabels": dict(pods)},
-            "namespaceSelector": {"matchNames": [MONITORING_NAMESPACE]},
+            "namespaceSelector": {"matchNames": [NODE_EXPORTERS_NAMESPACE]},
             "endpoints": [
                 {
                     "port": port,
@@ -318,7 +343,7 @@ def neuron_monitor_daemonset(
         "kind": "DaemonSet",
         "metadata": {
             "name": NEURON_MONITOR_NAME,
-            "namespace": MONITORING_NAMESPACE,
+            "namespace": NODE_EXPORTERS_NAMESPACE,
             "labels": dict(NEURON_MONITOR_LABELS),
         },
         "spec": {
@@ -330,9 +355,7 @@ def neuron_monitor_daemonset(
                     "automountServiceAccountToken": False,
                     "priorityClassName": NODE_EXPORTER_PRIORITY_CLASS,
                     "affinity": pool_affinity(node_pool_names(trainium_pools, slurm_pools)),
-                    "tolerations": exporter_tolerations(
-                        trainium_pools, NEURON_RESOURCE, slurm_pools
-                    ),
+                    "tolerations": exporter_tolerations(trainium_pools, slurm_pools),
                     "containers": [
                         {
                             "name": NEURON_MONITOR_NAME,
@@ -372,7 +395,11 @@ def neuron_monitor_daemonset(
 
 
 def neuron_pod_monitor() -> dict[str, Any]:
-    """The PodMonitor of the Neuron monitors (no Service: one pod per node is the target)."""
+    """The PodMonitor of the Neuron monitors (no Service: one pod per node is the target).
+
+    In the monitoring namespace, selecting the pods in the node exporters' namespace, as
+    :func:`node_service_monitor`.
+    """
     return {
         "apiVersion": MONITORING_API,
         "kind": "PodMonitor",
@@ -380,7 +407,7 @@ def neuron_pod_monitor() -> dict[str, Any]:
         "spec": {
             "attachMetadata": {"node": True},
             "selector": {"matchLabels": dict(NEURON_MONITOR_LABELS)},
-            "namespaceSelector": {"matchNames": [MONITORING_NAMESPACE]},
+            "namespaceSelector": {"matchNames": [NODE_EXPORTERS_NAMESPACE]},
             "podMetricsEndpoints": [
                 {
                     "port": "metrics",
@@ -576,7 +603,8 @@ def register_sources(
     Args:
         config: the validated stack configuration (its pools and Slurm's reservations).
         ready: what the sources wait for: the metrics stack's release (the monitoring
-            namespace and the Prometheus Operator's CRDs) and the cluster.
+            namespace and the Prometheus Operator's CRDs), the node exporters' namespace
+            (:data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE`) and the cluster.
         provider: the Kubernetes provider of in-cluster resources.
         opts: options of the parent (the observability component).
         counters_csv: the DCGM exporter's counters file (:func:`dcgm_counters_configmap`);
@@ -599,7 +627,7 @@ def register_sources(
         exporter = release(
             DCGM_RELEASE,
             versions.DCGM_EXPORTER_CHART,
-            namespace=MONITORING_NAMESPACE,
+            namespace=NODE_EXPORTERS_NAMESPACE,
             values=dcgm_values(gpu_pools, slurm_pools),
             opts=pulumi.ResourceOptions.merge(
                 in_cluster, pulumi.ResourceOptions(depends_on=[*ready, counters])

@@ -1,11 +1,12 @@
 """The ``Observability`` component: the metrics stack and what it needs around it.
 
-It registers the ``monitoring`` namespace, the retained encrypted StorageClass of Prometheus'
-volume, the kube-prometheus-stack release (:func:`~components.observability.metrics_stack.
-monitoring_values`), Grafana's OIDC Secret, dashboards and CloudWatch role, and, where
-``observability.remoteWrite.enabled``, the Amazon Managed Service for Prometheus workspace and
-the role Prometheus writes to it with. Slurm's KEDA waits for the release (its ScaledObjects
-query this Prometheus).
+It registers the ``monitoring`` namespace, the node exporters' namespace
+(:data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE`), the retained encrypted
+StorageClass of Prometheus' volume, the kube-prometheus-stack release
+(:func:`~components.observability.metrics_stack.monitoring_values`), Grafana's OIDC Secret,
+dashboards and CloudWatch role, and, where ``observability.remoteWrite.enabled``, the Amazon
+Managed Service for Prometheus workspace and the role Prometheus writes to it with. Slurm's
+KEDA waits for the release (its ScaledObjects query this Prometheus).
 
 The release was Slurm's (``Autoscaling``, issue 21) before it grew into the fleet's: its
 Pulumi name and Helm name stay ``monitoring`` and an alias names its former place
@@ -28,7 +29,11 @@ from components.cluster import encrypted_gp3_class, storage_class
 from components.config import PlatformConfig
 from components.helm import release
 from components.iam import eks_cluster_arn, pod_identity_trust_policy
-from components.metric_names import MONITORING_NAMESPACE, MONITORING_RELEASE
+from components.metric_names import (
+    MONITORING_NAMESPACE,
+    MONITORING_RELEASE,
+    NODE_EXPORTERS_NAMESPACE,
+)
 from components.notebooks import ebs_key_policy
 from components.observability.efa_exporter import register_efa_exporter
 from components.observability.ledger import first_step_pod_monitor
@@ -67,7 +72,23 @@ POD_SECURITY: Final = {
     "pod-security.kubernetes.io/enforce": "baseline",
     "pod-security.kubernetes.io/warn": "restricted",
 }
-"""The namespace's Pod Security: nothing in it needs the host (node-exporter is off)."""
+"""The namespace's Pod Security: nothing in it needs the host (node-exporter is off; the
+exporters that read the host run in :data:`NODE_EXPORTERS_POD_SECURITY`'s namespace)."""
+NODE_EXPORTERS_POD_SECURITY: Final = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    "pod-security.kubernetes.io/warn": "baseline",
+    "pod-security.kubernetes.io/audit": "baseline",
+}
+"""Pod Security of :data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE`, which holds only
+the node-level exporters. Baseline refuses each of them (Kubernetes Pod Security Standards,
+https://kubernetes.io/docs/concepts/security/pod-security-standards/, Baseline: "HostPath
+Volumes", "Privileged Containers", "Capabilities"): the DCGM exporter mounts the kubelet's
+pod-resources directory and adds SYS_ADMIN (NVIDIA/dcgm-exporter 4.5.3-4.8.2
+deployment/templates/daemonset.yaml, deployment/values.yaml ``securityContext``),
+neuron-monitor runs privileged (components/observability/sources.py), the EFA exporter mounts
+the host's /sys (components/observability/efa_exporter.py). Enforce ``privileged``; warn and
+audit ``baseline``, so every admission there is flagged and recorded as what it is. Only the
+platform writes in this namespace: no team is bound to it."""
 GRAFANA_ACCESS_SERVICE: Final = "grafana-access"
 """Grafana's Service for people where OIDC logs them in and ``cluster.uiExposure`` is the
 internal load balancer; the chart's own ClusterIP Service serves port-forwards."""
@@ -174,6 +195,16 @@ class Observability(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self, provider=adopting_kubernetes_provider, depends_on=cluster_ready
             ),
+        )
+        # Before the exporters, which the release's CRDs let the platform add below. Nothing
+        # made it before this component, so there is nothing to adopt: the plain provider.
+        nodes_namespace = k8s.core.v1.Namespace(
+            f"{name}-nodes-namespace",
+            metadata={
+                "name": NODE_EXPORTERS_NAMESPACE,
+                "labels": dict(NODE_EXPORTERS_POD_SECURITY),
+            },
+            opts=in_cluster,
         )
         in_namespace = pulumi.ResourceOptions.merge(
             in_cluster, pulumi.ResourceOptions(depends_on=[*cluster_ready, namespace])
@@ -305,7 +336,7 @@ class Observability(pulumi.ComponentResource):
         self.ready: list[pulumi.Resource] = [self.release]
         # What the release's CRDs and namespace let the platform add: the exporters each pool
         # needs, the controllers' monitors, the first-step PodMonitor and the rules.
-        after_release = [*cluster_ready, self.release]
+        after_release = [*cluster_ready, self.release, nodes_namespace]
         self.sources = register_sources(
             config, ready=after_release, provider=kubernetes_provider, opts=child
         )
