@@ -44,6 +44,9 @@ PENDING_MINUTES: Final = 10
 P5EN_BUDGET_MINUTES: Final = 40
 P5_BUDGET_SECONDS: Final = 35 * 60
 """The p5 family's default (components/catalog.py COLD_START_BUDGET_MINUTES): p5 sets none."""
+KSM: Final = 'job="kube-state-metrics"'
+"""kube-state-metrics' job label: the ledger reads its custom resource series only from it."""
+FIRST_STEP_JOB: Final = 'job="monitoring/first-step"'
 RUNBOOKS: Final = REPOSITORY_ROOT / "docs" / "how-to" / "alert-runbooks.md"
 
 
@@ -190,7 +193,7 @@ def _pod(
 def _gang(namespace: str, group: str, queue: str, *, created: int) -> dict[str, str]:
     return {
         f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
-        f'queue="{queue}"}}': f"{created}x80"
+        f'queue="{queue}", {KSM}}}': f"{created}x80"
     }
 
 
@@ -370,16 +373,28 @@ def _ledger_case() -> Case:
     }  # fmt: skip
     for node, (pool, *times) in claims.items():
         for condition, at in zip(("Launched", "Registered", "Initialized"), times, strict=True):
-            key = f'nodeclaim="{pool}-{node}", nodepool="{pool}", node="{node}"'
+            key = f'nodeclaim="{pool}-{node}", nodepool="{pool}", node="{node}", {KSM}'
             series[
                 f'{NODECLAIM_CONDITION_METRIC}{{{key}, condition="{condition}", status="True"}}'
             ] = f"{at}x40"
     # A condition not yet True has a transition time too (kube-state-metrics writes every
     # condition): it must not count, or n1 would look initialized at 9000.
     series[
-        f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-n1", nodepool="p5", node="n1", '
+        f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-n1", nodepool="p5", node="n1", {KSM}, '
         'condition="Initialized", status="Unknown"}'
     ] = "9000x40"
+    # A team's pod serving ledger inputs of its own (any target but kube-state-metrics and the
+    # first-step monitor): a launch of g2's node after g2 was submitted, in its pool and in
+    # another (which would make the join many-to-many), and an early first step for g3.
+    spoofed = 'namespace="team-x", pod="evil", container="first-step-exporter"'
+    for pool in ("p5", "p5en"):
+        series[
+            f'{NODECLAIM_CONDITION_METRIC}{{{spoofed}, {FIRST_STEP_JOB}, nodepool="{pool}", '
+            'node="n3", condition="Launched", status="True"}'
+        ] = "99999x40"
+    series[f'{FIRST_STEP_METRIC}{{namespace="team-b", pod="g3-0", job="team-x/own-monitor"}}'] = (
+        "100x40"
+    )
     for pool in ("p5", "p5en"):  # launching, no node yet
         series[
             f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="{pool}-new", nodepool="{pool}", '
@@ -397,7 +412,7 @@ def _ledger_case() -> Case:
     for group, (namespace, created, pods) in gangs.items():
         series[
             f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
-            f'queue="{namespace}"}}'
+            f'queue="{namespace}", {KSM}}}'
         ] = f"{created}x40"
         for pod, (node, ready_at, step_at) in pods.items():
             key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid"'
@@ -409,7 +424,7 @@ def _ledger_case() -> Case:
                 series[f"kube_pod_status_ready_time{{{key}}}"] = f"{ready_at}x40"
             if step_at is not None:
                 series[
-                    f'{FIRST_STEP_METRIC}{{namespace="{namespace}", pod="{pod}", job="first-step"}}'
+                    f'{FIRST_STEP_METRIC}{{namespace="{namespace}", pod="{pod}", {FIRST_STEP_JOB}}}'
                 ] = f"{step_at}x40"
 
     def stages(group: str, namespace: str, pool: str, values: tuple[int, ...]) -> list[Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,7 @@ from synth.jobs.trainer import pod_requests
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import stack_data
 from tests.network_model import Cluster, Pod, selects
-from tests.schemas import crd_schemas
+from tests.schemas import crd_schemas, validation_errors
 
 # The Go types kube-state-metrics v2.20.0 decodes its custom resource state config into, by
 # their yaml tags (kubernetes/kube-state-metrics v2.20.0 pkg/customresourcestate/config.go:
@@ -314,6 +315,47 @@ def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
                 "value": first_step.FIRST_STEP_FILE,
             }
             assert variable in writer["env"], runtime
+
+
+def _relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
+    """A sample's labels after ``keep`` and ``labelkeep`` rules (Prometheus anchors regexes)."""
+    for rule in rules:
+        pattern = re.compile(f"(?:{rule['regex']})")
+        if rule["action"] == "keep":
+            value = ";".join(labels.get(name, "") for name in rule["sourceLabels"])
+            if not pattern.fullmatch(value):
+                return None
+        elif rule["action"] == "labelkeep":
+            labels = {k: v for k, v in labels.items() if pattern.fullmatch(k)}
+        else:
+            raise NotImplementedError(rule["action"])
+    return labels
+
+
+def test_the_first_step_monitor_keeps_only_first_steps(reference_dir: Path) -> None:
+    """A team's container writes the exporter's file: of what it serves only the first-step
+    names survive, with the target's labels and the Slurm job id, and each scrape is bounded."""
+    monitor = ledger.first_step_pod_monitor()
+    crds = reference_dir / "crds" / "prometheus-operator" / "v0.93.1"
+    assert validation_errors(monitor, "1.33", crds) == []
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    relabel = endpoint["metricRelabelings"]
+    target = {"namespace": "team-a", "pod": "p", "container": "first-step-exporter",
+              "job": ledger.FIRST_STEP_JOB, "endpoint": "first-step", "instance": "10.0.0.1:9501"}  # fmt: skip
+    spoofs = [
+        {"__name__": NODECLAIM_CONDITION_METRIC, "node": "n3", "nodepool": "p5"},
+        {"__name__": "DCGM_FI_DEV_XID_ERRORS", "Hostname": "victim"},
+        {"__name__": "trainingplatform_efa_devices", "node": "victim"},
+    ]
+    for spoof in spoofs:
+        assert _relabel(relabel, {**target, **spoof}) is None, spoof
+    faked = {"__name__": FIRST_STEP_METRIC, "node": "n3", "podgroup": "other", "Hostname": "x",
+             "exported_namespace": "team-b", "slurm_job_id": "42"}  # fmt: skip
+    kept = _relabel(relabel, {**target, **faked})
+    assert kept == {**target, "__name__": FIRST_STEP_METRIC, "slurm_job_id": "42"}
+    assert _relabel(relabel, {**target, "__name__": SLURM_JOB_SUBMIT_METRIC}) is not None
+    assert monitor["spec"]["labelLimit"] == len(kept)
+    assert 0 < monitor["spec"]["sampleLimit"] <= 100
 
 
 PROMETHEUS = Pod(

@@ -74,8 +74,13 @@ from components.metric_names import (
     RULE_PREFIX,
     efa_port_counter,
 )
+from components.observability.ledger import (
+    FIRST_STEP_JOB,
+    KUBE_STATE_METRICS_JOB,
+    POD_GROUP_ANNOTATION,
+    POD_GROUP_LABEL,
+)
 from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
-from components.observability.ledger import POD_GROUP_ANNOTATION, POD_GROUP_LABEL
 
 RUNBOOKS_PAGE: Final = "docs/how-to/alert-runbooks.md"
 """The runbooks page, by its path in the repository (the platform has no published site to link):
@@ -435,7 +440,8 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     )
     with_queue = (
         f"{pending} * on(namespace, podgroup) group_left(queue) "
-        f"group by (namespace, podgroup, queue) ({PODGROUP_CREATED_METRIC})"
+        f"group by (namespace, podgroup, queue) "
+        f'({PODGROUP_CREATED_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}})'
     )
     quota = (
         "count by (namespace) (max by (namespace, resourcequota, resource) "
@@ -563,6 +569,11 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     - ``FIRST_STEP_METRIC{namespace, pod}``: when each pod finished its first step (the
       PodMonitor's target labels).
 
+    The custom resource series are read only from kube-state-metrics' job and the first step
+    only from the first-step PodMonitor's (:data:`~components.observability.ledger.
+    KUBE_STATE_METRICS_JOB`, :data:`~components.observability.ledger.FIRST_STEP_JOB`): a
+    series of the same name from any other target (a team's pod) is not the ledger's.
+
     A gang is cold when its last node launched after it was submitted (it waited for a new
     node); a gang whose nodes all existed has no ledger entry. A gang's nodes are normally in one
     pool (the runtimes and node sets are per pool); one whose nodes came from two has its node
@@ -572,7 +583,8 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     Args:
         config: the validated platform (each pool's cold-start budget).
     """
-    created = f"max by (namespace, podgroup) ({PODGROUP_CREATED_METRIC})"
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
+    created = f"max by (namespace, podgroup) ({PODGROUP_CREATED_METRIC}{{{ksm}}})"
     pods = (
         f'label_replace(kube_pod_annotations{{{GROUP_LABEL}!=""}}, "podgroup", "$1", '
         f'"{GROUP_LABEL}", "(.+)") * on(namespace, pod) group_left(node) '
@@ -584,7 +596,10 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     ]
     launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched"}}'
     for stage, condition in STAGE_CONDITIONS.items():
-        claims = f'{NODECLAIM_CONDITION_METRIC}{{condition="{condition}", status="True", node!=""}}'
+        claims = (
+            f'{NODECLAIM_CONDITION_METRIC}{{{ksm}, condition="{condition}", status="True", '
+            'node!=""}'
+        )
         nodes = (
             f"max by (namespace, podgroup, nodepool) (max by (node, nodepool) ({claims}) "
             f"* on(node) group_right(nodepool) {GANG_NODE_RULE})"
@@ -610,7 +625,8 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         f"unless on(namespace, podgroup) {not_ready}"
     )
     first_step = (
-        f"min by (namespace, podgroup) (max by (namespace, pod) ({FIRST_STEP_METRIC}) "
+        f'min by (namespace, podgroup) (max by (namespace, pod) ({FIRST_STEP_METRIC}{{job="'
+        f'{FIRST_STEP_JOB}"}}) '
         f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE})"
     )
     for stage, when in (("pods_running", ready), ("first_step", first_step)):
