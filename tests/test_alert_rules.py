@@ -76,9 +76,11 @@ def _gpu_labels(gpu: str, node: str = "node-a") -> dict[str, str]:
     }
 
 
-def _node(node: str, pool: str, instance_type: str) -> str:
+def _node(node: str, pool: str, instance_type: str, *, slurm: bool = False) -> str:
+    nodepool = f"{pool}-slurm" if slurm else pool
     return (
-        f'kube_node_labels{{node="{node}", label_karpenter_sh_nodepool="{pool}", '
+        f'kube_node_labels{{node="{node}", label_karpenter_sh_nodepool="{nodepool}", '
+        f'label_trainingplatform_io_pool="{pool}", '
         f'label_node_kubernetes_io_instance_type="{instance_type}"}}'
     )
 
@@ -125,6 +127,14 @@ def _accelerator_cases() -> list[Case]:
             _node("node-a", "p5", "p5.48xlarge"): "1x40",
             _node("node-b", "p5", "p5.48xlarge"): "1x40",
             _node("node-c", "p5en", "p5en.48xlarge"): "1x40",
+            # Slurm's nodes of p5 come from its p5-slurm NodePool: same pool label, same checks
+            _node("node-s", "p5", "p5.48xlarge", slurm=True): "1x40",
+            _node("node-f", "p5", "p5.48xlarge", slurm=True): "1x40",
+            'kube_node_status_allocatable{node="node-f", resource="nvidia_com_gpu", '
+            'unit="integer"}': "8x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-f"}}': "32x40",
+            'kube_node_status_allocatable{node="node-s", resource="nvidia_com_gpu", '
+            'unit="integer"}': "4x40",
             _node("node-t", "trn2", "trn2.48xlarge"): "1x40",
             'kube_node_labels{node="system-0"}': "1x40",
             'kube_node_status_allocatable{node="node-a", resource="nvidia_com_gpu", '
@@ -139,10 +149,16 @@ def _accelerator_cases() -> list[Case]:
             "GPUMissing": [
                 Fired({"node": "node-a", "nodepool": "p5", "instance_type": "p5.48xlarge"}, 1),
                 Fired({"node": "node-c", "nodepool": "p5en", "instance_type": "p5en.48xlarge"}, 8),
+                Fired(
+                    {"node": "node-s", "nodepool": "p5-slurm", "instance_type": "p5.48xlarge"}, 4
+                ),
             ],
             "EFAInterfaceMissing": [
                 Fired({"node": "node-b", "nodepool": "p5", "instance_type": "p5.48xlarge"}, 1),
                 Fired({"node": "node-c", "nodepool": "p5en", "instance_type": "p5en.48xlarge"}, 16),
+                Fired(
+                    {"node": "node-s", "nodepool": "p5-slurm", "instance_type": "p5.48xlarge"}, 32
+                ),
             ],
         },
     )

@@ -74,11 +74,13 @@ from components.metric_names import (
     RULE_PREFIX,
     efa_port_counter,
 )
+from components.node_pools import POOL_LABEL as PLATFORM_POOL_NODE_LABEL
 from components.observability.ledger import (
     FIRST_STEP_JOB,
     KUBE_STATE_METRICS_JOB,
     POD_GROUP_ANNOTATION,
     POD_GROUP_LABEL,
+    prometheus_label,
 )
 from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
 
@@ -92,9 +94,18 @@ RULE_LABELS: Final = {"release": MONITORING_RELEASE}
 
 INSTANCE_TYPE_LABEL: Final = "label_node_kubernetes_io_instance_type"
 NODEPOOL_LABEL: Final = LEDGER_NODEPOOL_LABEL
-NODE_LABELS: Final = ("node.kubernetes.io/instance-type", "karpenter.sh/nodepool")
+PLATFORM_POOL_LABEL: Final = prometheus_label("label", PLATFORM_POOL_NODE_LABEL)
+"""Label of ``kube_node_labels`` with the node's platform pool (``trainingplatform.io/pool``):
+a pool's nodes carry it from its NodePool and from its ``<pool>-slurm`` NodePool alike
+(components/node_pools.py, pool_labels), so the alerts that compare a node with its catalog
+entry cover Slurm's nodes too."""
+NODE_LABELS: Final = (
+    "node.kubernetes.io/instance-type",
+    "karpenter.sh/nodepool",
+    PLATFORM_POOL_NODE_LABEL,
+)
 """Node labels kube-state-metrics must allowlist (``--metric-labels-allowlist=nodes=[...]``):
-the alerts that compare a node with its catalog entry read its type and pool from them."""
+the alerts that compare a node with its catalog entry read its type and pools from them."""
 GROUP_ANNOTATION: Final = POD_GROUP_ANNOTATION
 """Pod annotation naming the Volcano PodGroup (components/observability/ledger.py)."""
 POD_ANNOTATIONS: Final = (GROUP_ANNOTATION,)
@@ -263,12 +274,16 @@ def _alternatives(values: Iterable[str]) -> str:
 def _expected_per_node(counts: dict[int, tuple[set[str], set[str]]]) -> str:
     """A vector of each managed node's expected count, by (pools, instance types) per count.
 
-    Labels: ``node``, ``nodepool``, ``instance_type``; value: the count the catalog gives.
+    A node is a pool's by its platform pool label, so the pool's Slurm nodes (from its
+    ``<pool>-slurm`` NodePool) count too.
+
+    Labels: ``node``, ``nodepool`` (the Karpenter NodePool), ``instance_type``; value: the
+    count the catalog gives.
     """
     parts = []
     for count, (pools, types) in sorted(counts.items()):
         nodes = (
-            f'kube_node_labels{{{NODEPOOL_LABEL}=~"{_alternatives(pools)}", '
+            f'kube_node_labels{{{PLATFORM_POOL_LABEL}=~"{_alternatives(pools)}", '
             f'{INSTANCE_TYPE_LABEL}=~"{_alternatives(types)}"}}'
         )
         renamed = (
