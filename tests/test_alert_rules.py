@@ -343,14 +343,20 @@ def _ops_cases() -> list[Case]:
         "nodes unhealthy in Slurm and Kubernetes for longer than the settling time",
         at="20m",
         series={
+            # p5: two drained; p5en: four draining for a scale-in, jobs still running; gpu: one
+            # node down and drained and failed, counted in all three (one node, not three)
             **{
-                f'slurm_partition_nodes_{state}{{partition="{partition}"}}': values
-                for partition, counts in (("p5", ("0", "2", "0")), ("p5en", ("0", "0", "0")))
-                for state, values in zip(
-                    ("down", "drain", "fail"), (f"{c}x40" for c in counts), strict=True
+                f'slurm_partition_nodes_{state}{{partition="{partition}"}}': f"{count}x40"
+                for partition, counts in (
+                    ("p5", (0, 2, 0, 0)),
+                    ("p5en", (0, 0, 4, 0)),
+                    ("gpu", (1, 1, 0, 1)),
+                )
+                for state, count in zip(
+                    ("down", "drained", "draining", "fail"), counts, strict=True
                 )
             },
-            'slurm_partition_nodes_drain{partition="trn2"}': "0x30 1x10",  # 5 minutes only
+            'slurm_partition_nodes_drained{partition="trn2"}': "0x30 1x10",  # 5 minutes only
             'slurm_partition_nodes_down{partition="trn2"}': "0x40",
             'slurm_partition_nodes_fail{partition="trn2"}': "0x40",
             taint.format("node-a", UNHEALTHY_TAINT_KEY, "slurm"): "1x40",
@@ -360,7 +366,10 @@ def _ops_cases() -> list[Case]:
             ready.format("node-c"): "1x30 0x10",  # 5 minutes only
         },
         alerts={
-            "SlurmNodesUnhealthy": [Fired({"partition": "p5"}, 2)],
+            "SlurmNodesUnhealthy": [
+                Fired({"partition": "p5"}, 2),
+                Fired({"partition": "gpu"}, 1),
+            ],
             "NodeUnhealthyTainted": [
                 Fired(
                     {

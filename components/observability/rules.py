@@ -36,7 +36,7 @@ metrics exist"):
   ``volcano_queue_allocated_scalar_resources`` and ``volcano_queue_capacity_scalar_resources``
   ``{queue_name,resource}`` (pkg/scheduler/metrics/queue.go).
 - Slurm 26.05 (SchedMD/slurm slurm-26-05-3-1 src/plugins/metrics/openmetrics/openmetrics.c):
-  ``slurm_partition_nodes_down``, ``_drain`` and ``_fail`` ``{partition}``, served on
+  ``slurm_partition_nodes_down``, ``_drained`` and ``_fail`` ``{partition}``, served on
   ``/metrics/partitions``, one of the endpoints the Slinky operator's ServiceMonitor scrapes by
   default (slurm-operator v1.2.1 internal/builder/controllerbuilder/
   controller_servicemonitor.go).
@@ -162,8 +162,9 @@ QUANTILE_INTERVAL: Final = "5m"
 """How often the day-long quantiles are evaluated: a range of a day over every gang is costly,
 and the dashboard shows days."""
 NODE_UNHEALTHY_FOR: Final = "15m"
-"""How long Slurm may count nodes down, drained or failed before the alert: the Slinky operator
-drains a node before it removes it on scale-in, which takes minutes."""
+"""How long Slurm may count nodes down, drained or failed before the alert: a node drained for
+scale-in is removed within a minute of its last job's end, a restarted slurmd is back in
+minutes."""
 TAINT_FOR: Final = "5m"
 
 GANG_PENDING_RULE: Final = f"{RULE_PREFIX}:gang_pending_seconds"
@@ -529,21 +530,35 @@ def capacity_rules() -> list[dict[str, Any]]:
     ]
 
 
+SLURM_UNHEALTHY_STATES: Final = ("down", "drained", "fail")
+"""Slurm's per-partition node counts the alert reads (SchedMD/slurm slurm-26-05-3-1
+src/slurmctld/statistics.c, _statistics_part_aggregate_node): ``down`` (base state DOWN),
+``drained`` (the DRAIN flag on a node that runs no job) and ``fail`` (the FAIL flag). Not
+``draining``: a node still running jobs while it drains is what the Slinky operator makes on
+scale-in, for as long as its jobs run (slurm-operator v1.2.1 internal/controller/nodeset/
+nodeset_sync.go: it deletes the pod once the node is drained, rechecking every 30 s). The counts
+overlap (a DOWN node with DRAIN or FAIL is in two; src/common/slurm_protocol_defs.h), so the
+alert takes their largest, not their sum."""
+
+
 def node_health_rules() -> list[dict[str, Any]]:
     """Nodes unhealthy in Slurm (down, drained, failed) or in Kubernetes (tainted, not Ready)."""
-    slurm = " + ".join(
-        f"sum by (partition) (slurm_partition_nodes_{state})" for state in ("down", "drain", "fail")
+    counts = " or ".join(
+        f'label_replace(sum by (partition) (slurm_partition_nodes_{state}), "state", "{state}", '
+        '"", "")'
+        for state in SLURM_UNHEALTHY_STATES
     )
     return [
         alert(
             "SlurmNodesUnhealthy",
-            f"({slurm}) > 0",
+            f"max by (partition) ({counts}) > 0",
             severity="warning",
             for_=NODE_UNHEALTHY_FOR,
-            summary="Slurm partition {{ $labels.partition }} has {{ $value }} nodes down, "
-            "drained or failed",
+            summary="Slurm partition {{ $labels.partition }} has at least {{ $value }} nodes "
+            "down, drained or failed",
             description=f"For {NODE_UNHEALTHY_FOR} slurmctld has counted nodes of the "
-            "partition as down, drained or failed; its jobs have fewer nodes. `sinfo -R` "
+            "partition as down, drained (no job left) or failed; its jobs have fewer nodes. "
+            "Nodes draining for a scale-in while their jobs run do not count. `sinfo -R` "
             "names each node and the reason.",
         ),
         alert(
