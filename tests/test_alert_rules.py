@@ -242,6 +242,12 @@ def _gang_case() -> Case:
     ] = "1x80"
     series |= _pod("team-u", "job-n-0", "job-n", created=600)  # 5 minutes at 15m
     series |= _gang("team-u", "job-n", "team-u", created=600)
+    # Bound to a node and pulling its images: Pending, but not waiting for a node.
+    series |= _pod("team-u", "job-b-0", "job-b", created=0)
+    series |= _gang("team-u", "job-b", "team-u", created=0)
+    series['kube_pod_info{namespace="team-u", pod="job-b-0", uid="job-b-0-uid", node="n1"}'] = (
+        "1x80"
+    )
     series |= _pod("team-u", "job-r-0", "job-r", created=0, phase="Running")
     series |= _gang("team-u", "job-r", "team-u", created=0)
     series |= _quota("team-q", "requests.nvidia.com/gpu", 60, 64)  # 94%
@@ -308,6 +314,7 @@ def _gang_case() -> Case:
                 ),
             ],
             f'{rules.GANG_PENDING_RULE}{{podgroup="job-r"}}': [],
+            f'{rules.GANG_PENDING_RULE}{{podgroup="job-b"}}': [],
         },
     )
 

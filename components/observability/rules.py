@@ -419,7 +419,12 @@ def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     return rules
 
 
-_PENDING: Final = 'kube_pod_status_phase{phase="Pending"}'
+_PENDING: Final = (
+    'kube_pod_status_phase{phase="Pending"} unless on(namespace, pod) kube_pod_info{node!=""}'
+)
+"""Pods not yet on a node: Pending and unbound. A pod bound to a node and pulling its images is
+Pending too, but it is starting, not waiting (kube-state-metrics v2.20.0 internal/store/pod.go:
+``kube_pod_info``'s ``node`` is the pod's ``spec.nodeName``, empty until it is bound)."""
 _UNSCHEDULABLE: Final = "kube_pod_status_unschedulable"
 
 
@@ -440,11 +445,14 @@ def _pods_of_gangs(selector: str) -> str:
 def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     """How long each gang has pended and why, and the alert past the configured minutes.
 
-    A gang pends while any of its pods is Pending. Its reason is the first that holds: its
-    namespace's quota is (nearly) used up; its Volcano queue is overused (past deserved) or at
-    its capability; its pods are unschedulable (no node fits and Karpenter has not brought one);
-    otherwise unknown. Quota stops pods from being created at all, so a gang none of whose pods
-    could be created has no Pending pod and is not seen here (the quota's own events say so).
+    A gang pends while any of its pods is Pending and not yet bound to a node (a bound pod
+    pulling its images is starting, not waiting; a cold pool's pods stay unbound while their
+    nodes launch and pass the acceptance gate, which the default minutes allow for). Its reason
+    is the first that holds: its namespace's quota is (nearly) used up; its Volcano queue is
+    overused (past deserved) or at its capability; its pods are unschedulable (no node fits and
+    Karpenter has not brought one); otherwise unknown. Quota stops pods from being created at
+    all, so a gang none of whose pods could be created has no Pending pod and is not seen here
+    (the quota's own events say so).
 
     Args:
         config: the validated platform (``observability.gangPendingAlertMinutes``).
@@ -492,7 +500,7 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} (queue "
             "{{ $labels.queue }}) pending for {{ $value | humanizeDuration }}: "
             "{{ $labels.reason }}",
-            description=f"A pod of the gang has been Pending for more than {minutes} minutes "
+            description=f"A pod of the gang has waited for a node for more than {minutes} minutes "
             "(observability.gangPendingAlertMinutes). The reason label says why: quota (the "
             "namespace's ResourceQuota is nearly used up), queue (the Volcano queue is past "
             "its deserved share or at its capability), capacity (no node fits and Karpenter "
