@@ -473,15 +473,7 @@ def _ledger_case() -> Case:
         series=series,
         alerts={
             "ColdStartOverBudget": [
-                Fired(
-                    {
-                        "namespace": "team-b",
-                        "podgroup": "g3",
-                        "nodepool": "p5en",
-                        "stage": "first_step",
-                    },
-                    3000,
-                )
+                Fired({"namespace": "team-b", "podgroup": "g3", "nodepool": "p5en"}, 3000)
             ],
         },
         records={
@@ -489,6 +481,16 @@ def _ledger_case() -> Case:
                 "g1", "team-a", "p5", (90, 180, 420, 660, 900)
             ),
             f'{GANG_COLD_START_RULE}{{podgroup="g2"}}': [],
+            f'{rules.GANG_FIRST_STEP_RULE}{{podgroup="g1"}}': [
+                (
+                    {
+                        "__name__": rules.GANG_FIRST_STEP_RULE,
+                        "namespace": "team-a",
+                        "podgroup": "g1",
+                    },
+                    1000,
+                )
+            ],
             # over two pools: node stages per pool, pod stages under the last-launched pool's
             f'{GANG_COLD_START_RULE}{{podgroup="g6", stage=~"nodes_launched|pods_running|first_step"}}': [
                 *stages("g6", "team-c", "p5en", (100,)),
@@ -557,8 +559,90 @@ def _ledger_case() -> Case:
     )
 
 
+def _gang_on_node(
+    namespace: str,
+    group: str,
+    *,
+    created: int,
+    node: str,
+    launched: str,
+    pods: dict[str, tuple[str, str, str]],
+) -> dict[str, str]:
+    """One gang on one p5 node; ``launched`` and each pod's (present, ready, first step) values
+    in promtool's notation, so that pods can be replaced on a new node."""
+    series = {
+        f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
+        f'queue="{namespace}", {KSM}}}': f"{created}x200",
+        f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-{node}", nodepool="p5", node="{node}", '
+        f'{KSM}, condition="Launched", status="True"}}': launched,
+    }
+    for pod, (present, ready_at, step_at) in pods.items():
+        key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid"'
+        series[
+            f'kube_pod_annotations{{{key}, annotation_scheduling_k8s_io_group_name="{group}"}}'
+        ] = present
+        series[f'kube_pod_info{{{key}, node="{node}"}}'] = present
+        series[f"kube_pod_status_ready_time{{{key}}}"] = ready_at
+        if step_at:
+            series[
+                f'{FIRST_STEP_METRIC}{{namespace="{namespace}", pod="{pod}", {FIRST_STEP_JOB}}}'
+            ] = step_at
+    return series
+
+
+def _cold_start_cases() -> list[Case]:
+    """A gang restarted onto a new node after an hour is no new cold start; a cold gang with
+    no first step past its pool's budget fires, a younger one does not."""
+    restarted = _gang_on_node(  # the first start: node at 5m, first step at 10m, gone at 60m
+        "team-r", "gr", created=0, node="n1", launched="300x119",
+        pods={"gr-a": ("1x119", "_x14 400x105", "_x20 600x99")},
+    ) | _gang_on_node(  # replaced at 61m on n2, first step at 70m
+        "team-r", "gr", created=0, node="n2", launched="_x122 3900x80",
+        pods={"gr-b": ("_x122 1x80", "_x134 4000x68", "_x140 4200x60")},
+    )  # fmt: skip
+    restart = Case(
+        "a gang restarted on a new node an hour after its cold start is recorded no more",
+        at="90m",
+        series=restarted,
+        alerts={"ColdStartOverBudget": []},
+        records={f'{GANG_COLD_START_RULE}{{podgroup="gr"}}': []},
+    )
+    stuck = Case(
+        "a cold gang without a first step past its pool's budget fires; a younger one does not",
+        at="45m",
+        series=_gang_on_node(
+            "team-s",
+            "gs",
+            created=0,
+            node="n9",
+            launched="100x100",
+            pods={"gs-0": ("1x100", "300x100", "")},
+        )
+        | _gang_on_node(
+            "team-s",
+            "gy",
+            created=900,
+            node="n8",
+            launched="1000x100",
+            pods={"gy-0": ("1x100", "1100x100", "")},
+        ),
+        alerts={
+            "ColdStartOverBudget": [
+                Fired({"namespace": "team-s", "podgroup": "gs", "nodepool": "p5"}, 2700)
+            ]
+        },
+    )
+    return [restart, stuck]
+
+
 def _cases() -> list[Case]:
-    return [*_accelerator_cases(), _gang_case(), *_ops_cases(), _ledger_case()]
+    return [
+        *_accelerator_cases(),
+        _gang_case(),
+        *_ops_cases(),
+        _ledger_case(),
+        *_cold_start_cases(),
+    ]
 
 
 def test_every_rule_passes_promtool_on_synthetic_series(

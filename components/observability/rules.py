@@ -167,6 +167,20 @@ scale-in is removed within a minute of its last job's end, a restarted slurmd is
 minutes."""
 TAINT_FOR: Final = "5m"
 
+LEDGER_WINDOW: Final = "15m"
+"""How long after a gang's first step its ledger entry is still recorded: its stages are then
+final, and a later restart (pods replaced on new nodes by a JobSet restart, drift,
+consolidation or Ray's autoscaler) would otherwise look like a new cold start of hours."""
+LEDGER_LOOKBACK: Final = "1d"
+"""How far back a gang's first step is remembered, so that a restarted gang stays settled while
+its new pods start: their first step comes minutes after the old pods' series ends."""
+COLD_START_STUCK_FOR: Final = "5m"
+"""How long a cold gang must have been past its budget without a first step before the alert:
+a series missing for a scrape or two does not fire it."""
+GANG_FIRST_STEP_RULE: Final = f"{RULE_PREFIX}:gang_first_step_timestamp_seconds"
+"""Recording rule: Unix time of the first step of each gang's earliest pod (labels
+``namespace``, ``podgroup``)."""
+
 GANG_PENDING_RULE: Final = f"{RULE_PREFIX}:gang_pending_seconds"
 """Recording rule: seconds since the oldest pending pod of each gang was created (labels
 ``namespace``, ``podgroup``, ``queue``)."""
@@ -613,7 +627,10 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     series of the same name from any other target (a team's pod) is not the ledger's.
 
     A gang is cold when its last node launched after it was submitted (it waited for a new
-    node); a gang whose nodes all existed has no ledger entry. A gang's nodes are normally in one
+    node); a gang whose nodes all existed has no ledger entry. A gang is recorded only until
+    :data:`LEDGER_WINDOW` after its first step: each stage keeps the value of the gang's first
+    start, and a restart later (within :data:`LEDGER_LOOKBACK` of the last first step seen) is
+    not a new cold start. A gang's nodes are normally in one
     pool (the runtimes and node sets are per pool); one whose nodes came from two has its node
     stages per pool and its pod stages under the pool whose nodes launched last. Each stage is
     the last node (or pod) to reach it, except the first step, the earliest pod's.
@@ -632,6 +649,14 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         record(POD_GANG_RULE, f"group by (namespace, pod, podgroup, node) ({pods})"),
         record(GANG_NODE_RULE, f"group by (namespace, podgroup, node) ({POD_GANG_RULE})"),
     ]
+    first_step = (
+        f'min by (namespace, podgroup) (max by (namespace, pod) ({FIRST_STEP_METRIC}{{job="'
+        f'{FIRST_STEP_JOB}"}}) '
+        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE})"
+    )
+    rules.append(record(GANG_FIRST_STEP_RULE, first_step))
+    # Gangs that had their first step more than the window ago: settled, recorded no more.
+    settled = f"last_over_time({GANG_FIRST_STEP_RULE}[{LEDGER_LOOKBACK}] offset {LEDGER_WINDOW})"
     launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched"}}'
     for stage, condition in STAGE_CONDITIONS.items():
         claims = (
@@ -646,7 +671,7 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         # Claims not yet registered have no node: left out, or they would collide on node="".
         # The first stage decides which gangs are cold; the later ones follow it.
         expr = (
-            f"{expr} > 0"
+            f"({expr} > 0) unless on(namespace, podgroup) {settled}"
             if stage == "nodes_launched"
             else f"({expr}) and on(namespace, podgroup) {launched}"
         )
@@ -662,30 +687,35 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE}) "
         f"unless on(namespace, podgroup) {not_ready}"
     )
-    first_step = (
-        f'min by (namespace, podgroup) (max by (namespace, pod) ({FIRST_STEP_METRIC}{{job="'
-        f'{FIRST_STEP_JOB}"}}) '
-        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE})"
-    )
-    for stage, when in (("pods_running", ready), ("first_step", first_step)):
+    for stage, when in (("pods_running", ready), ("first_step", GANG_FIRST_STEP_RULE)):
         expr = f"(({when}) - on(namespace, podgroup) group_left() {created}) + {pool_of}"
         rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
     rules.extend(
         record(COLD_START_BUDGET_METRIC, f"vector({budget_seconds(pool)})", {"nodepool": pool.name})
         for pool in config.node_pools
     )
+    budget = f"on(nodepool) group_left() {COLD_START_BUDGET_METRIC}"
+    took = f'max by (namespace, podgroup, nodepool) ({GANG_COLD_START_RULE}{{stage="first_step"}})'
+    # A cold gang with no first step yet: the time since it was submitted, under its pool.
+    waiting = (
+        "max by (namespace, podgroup, nodepool) (0 * topk by (namespace, podgroup) "
+        f"(1, {launched})) + on(namespace, podgroup) group_left() (time() - {created}) "
+        f"unless on(namespace, podgroup) {GANG_FIRST_STEP_RULE}"
+    )
     rules.append(
         alert(
             "ColdStartOverBudget",
-            f'{GANG_COLD_START_RULE}{{stage="first_step"}} > on(nodepool) group_left() '
-            f"{COLD_START_BUDGET_METRIC}",
+            f"({took} > {budget}) or (({waiting}) > {budget})",
             severity="warning",
-            summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} took "
-            "{{ $value | humanizeDuration }} to its first step on cold pool "
-            "{{ $labels.nodepool }}",
-            description="From submission to the first training step the gang took longer "
-            "than the pool's cold-start budget (nodePools[].coldStartBudgetMinutes). The "
-            "ledger's dashboard shows which stage took the time.",
+            for_=COLD_START_STUCK_FOR,
+            summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} is "
+            "{{ $value | humanizeDuration }} into its cold start on pool "
+            "{{ $labels.nodepool }}, past the pool's budget",
+            description="From submission to the first training step the gang took, or has "
+            "taken so far without a first step, longer than the pool's cold-start budget "
+            "(nodePools[].coldStartBudgetMinutes). The ledger's dashboard shows which stage "
+            "took the time; a gang with no first step is stuck in one (or its program does not "
+            "mark its first step).",
         )
     )
     return rules
