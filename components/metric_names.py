@@ -67,7 +67,8 @@ COLD_START_QUANTILE_RULES: Final = {
     0.95: f"{RULE_PREFIX}:gang_cold_start_seconds:p95_1d",
 }
 """Recording rules: per pool and stage, the quantile of :data:`GANG_COLD_START_RULE` over the
-gangs that started cold in the last day (labels ``nodepool``, ``stage``)."""
+gangs that started cold in the 24 hours before each evaluation, a rolling window, not a
+calendar day (labels ``nodepool``, ``stage``)."""
 COLD_START_BUDGET_METRIC: Final = f"{RULE_PREFIX}:cold_start_budget_seconds"
 """Recording rule: each pool's cold-start budget (label ``nodepool``), a constant from config,
 which the ColdStartOverBudget alert compares the ``first_step`` stage with."""

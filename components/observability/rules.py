@@ -722,10 +722,12 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
 
 
 def quantile_rules() -> list[dict[str, Any]]:
-    """The ledger's p50 and p95 per pool and stage over the gangs of the last day.
+    """The ledger's p50 and p95 per pool and stage over the gangs of a rolling 24 h.
 
-    Each gang counts once: its largest value over the day (a stage can move later, e.g. when a
-    pod restarts before the gang is Ready).
+    Each value is over the gangs recorded in the 24 hours before it, not a calendar day; a gang
+    is recorded only until shortly after its first step (:data:`LEDGER_WINDOW`), so it counts
+    in the 24 h after its cold start and no longer. Each gang counts once: its largest value
+    over the window (a stage can move later, e.g. when a pod restarts before the gang is Ready).
     """
     return [
         record(
