@@ -44,6 +44,10 @@ PodMonitor selects it and the team namespaces admit Prometheus to :data:`FIRST_S
 PODGROUP_CREATED_METRIC: Final = f"{RULE_PREFIX}_podgroup_created_timestamp_seconds"
 """Gauge per Volcano PodGroup (labels ``namespace``, ``podgroup``, ``queue``): its creation
 time, which is the gang's submission (kube-state-metrics custom resource state)."""
+PODGROUP_MIN_MEMBER_METRIC: Final = f"{RULE_PREFIX}_podgroup_min_member"
+"""Gauge per Volcano PodGroup (labels ``namespace``, ``podgroup``, ``queue``): its
+``spec.minMember``, the pods the gang needs; a gang with fewer pods than that could not create
+the rest (kube-state-metrics custom resource state)."""
 NODECLAIM_CONDITION_METRIC: Final = f"{RULE_PREFIX}_nodeclaim_condition_timestamp_seconds"
 """Gauge per Karpenter NodeClaim and condition (labels ``nodeclaim``, ``nodepool``, ``node``,
 ``condition``: Launched, Registered, Initialized): the condition's last transition time

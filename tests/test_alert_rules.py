@@ -30,6 +30,7 @@ from components.metric_names import (
     MONITORING_NAMESPACE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
+    PODGROUP_MIN_MEMBER_METRIC,
     efa_port_counter,
 )
 from components.observability import rules
@@ -206,10 +207,13 @@ def _pod(
     }
 
 
-def _gang(namespace: str, group: str, queue: str, *, created: int) -> dict[str, str]:
+def _gang(
+    namespace: str, group: str, queue: str, *, created: int, min_member: int = 1
+) -> dict[str, str]:
+    key = f'namespace="{namespace}", podgroup="{group}", queue="{queue}", {KSM}'
     return {
-        f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
-        f'queue="{queue}", {KSM}}}': f"{created}x80"
+        f"{PODGROUP_CREATED_METRIC}{{{key}}}": f"{created}x80",
+        f"{PODGROUP_MIN_MEMBER_METRIC}{{{key}}}": f"{min_member}x80",
     }
 
 
@@ -234,7 +238,18 @@ def _gang_case() -> Case:
     }
     for namespace, (group, created, phase) in gangs.items():
         series |= _pod(namespace, f"{group}-0", group, created=created, phase=phase)
-        series |= _gang(namespace, group, namespace, created=created)
+        # job-q needs two pods and has one: its quota refused the other
+        needs = 2 if namespace == "team-q" else 1
+        series |= _gang(namespace, group, namespace, created=created, min_member=needs)
+    # The quota exactly one gang: its own two pending pods fill it, yet both exist and wait
+    # for nodes: capacity, not quota (a ResourceQuota counts Pending pods as used).
+    for pod in ("job-f-0", "job-f-1"):
+        series |= _pod("team-f", pod, "job-f", created=0)
+        series[
+            f'kube_pod_status_unschedulable{{namespace="team-f", pod="{pod}", uid="{pod}-uid"}}'
+        ] = "1x80"
+    series |= _gang("team-f", "job-f", "team-f", created=0, min_member=2)
+    series |= _quota("team-f", "requests.nvidia.com/gpu", 16, 16)
     # A second kube-state-metrics replica's copy of a pod's annotations: joins stay one-to-one.
     series[
         'kube_pod_annotations{namespace="team-u", pod="job-u-0", uid="job-u-0-uid", '
@@ -270,7 +285,7 @@ def _gang_case() -> Case:
         'uid="job-c-0-uid"}': "1x80",
     }
     reasons = {"team-q": "quota", "team-v": "queue", "team-w": "queue", "team-c": "capacity",
-               "team-u": "unknown"}  # fmt: skip
+               "team-u": "unknown", "team-f": "capacity"}  # fmt: skip
     return Case(
         "gangs pending past the configured minutes, each with its reason",
         at="15m",
@@ -280,7 +295,7 @@ def _gang_case() -> Case:
                 Fired(
                     {
                         "namespace": namespace,
-                        "podgroup": gangs[namespace][0],
+                        "podgroup": f"job-{namespace[-1]}",
                         "queue": namespace,
                         "reason": reason,
                     },

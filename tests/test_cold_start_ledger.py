@@ -17,6 +17,7 @@ from components.metric_names import (
     MONITORING_NAMESPACE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
+    PODGROUP_MIN_MEMBER_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
 )
 from components.observability import dashboards, ledger, rules
@@ -147,7 +148,11 @@ def _kube_state_metrics_samples(
             for label, path in gauge.get("labelsFromPath", {}).items():
                 labels[label] = _resolve(element, path)
             raw = _resolve(element, gauge.get("valueFrom", []))
-            value = datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+            value = (
+                float(raw)
+                if isinstance(raw, int | float)
+                else datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+            )
             samples.append((f"{resource['metricNamePrefix']}_{metric['name']}", labels, value))
     return samples
 
@@ -177,7 +182,9 @@ def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Pat
         "metadata": {"name": "job-a", "namespace": "team-a", "creationTimestamp": created},
         "spec": {"queue": "team-a", "minMember": 2},
     }) == [(PODGROUP_CREATED_METRIC, {"namespace": "team-a", "podgroup": "job-a",
-                                      "queue": "team-a"}, 1796569200.0)]  # fmt: skip
+                                      "queue": "team-a"}, 1796569200.0),
+           (PODGROUP_MIN_MEMBER_METRIC, {"namespace": "team-a", "podgroup": "job-a",
+                                         "queue": "team-a"}, 2.0)]  # fmt: skip
     samples = _kube_state_metrics_samples(nodeclaim, {
         "metadata": {"name": "gpu-x1", "labels": {"karpenter.sh/nodepool": "gpu"}},
         "status": {"nodeName": "ip-10-0-0-1", "conditions": [

@@ -25,6 +25,7 @@ from components.metric_names import (
     MONITORING_NAMESPACE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
+    PODGROUP_MIN_MEMBER_METRIC,
     RULE_PREFIX,
     SLURM_JOB_SUBMIT_METRIC,
 )
@@ -104,6 +105,8 @@ def custom_resource_state_config() -> dict[str, Any]:
       ``metadata.creationTimestamp`` (a gang's submission; Volcano's PodGroup has
       ``spec.queue``, volcano v1.15.1 staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/
       types.go);
+    - :data:`PODGROUP_MIN_MEMBER_METRIC` ``{namespace, podgroup, queue}``: its
+      ``spec.minMember`` (the same types.go, ``MinMember``), the pods the gang needs;
     - :data:`NODECLAIM_CONDITION_METRIC` ``{nodeclaim, nodepool, node, condition, status}``:
       each condition's ``lastTransitionTime`` (Launched, Registered, Initialized and the others:
       kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/nodeclaim_status.go; ``status.nodeName``
@@ -136,7 +139,12 @@ def custom_resource_state_config() -> dict[str, Any]:
                                 "type": "Gauge",
                                 "gauge": {"path": ["metadata", "creationTimestamp"]},
                             },
-                        }
+                        },
+                        {
+                            "name": _metric_suffix(PODGROUP_MIN_MEMBER_METRIC),
+                            "help": "Pods the PodGroup (a gang) needs: its spec.minMember.",
+                            "each": {"type": "Gauge", "gauge": {"path": ["spec", "minMember"]}},
+                        },
                     ],
                 },
                 {

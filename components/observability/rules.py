@@ -71,6 +71,7 @@ from components.metric_names import (
     MONITORING_RELEASE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
+    PODGROUP_MIN_MEMBER_METRIC,
     RULE_PREFIX,
     efa_port_counter,
 )
@@ -495,8 +496,16 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         '"queue", "$1", "queue_name", "(.*)")'
     )
     capacity = f"count by (namespace, podgroup) ({_pods_of_gangs(_UNSCHEDULABLE)})"
+    # A ResourceQuota counts a created pod as used, Pending or not: a full quota blocks only a
+    # gang that has fewer pods than it needs (Kubernetes refused to create the rest), not one
+    # whose pods exist and wait for nodes.
+    annotated = f'kube_pod_annotations{{{GROUP_LABEL}!=""}}'
+    members = f"count by (namespace, podgroup) ({_pods_of_gangs(annotated)})"
+    needs = f'{PODGROUP_MIN_MEMBER_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}}'
+    short = f"max by (namespace, podgroup) ({needs}) > on(namespace, podgroup) {members}"
     checks = {
-        "quota": f"{GANG_PENDING_RULE} and on(namespace) {quota}",
+        "quota": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({short}) "
+        f"and on(namespace) {quota}",
         "queue": f"{GANG_PENDING_RULE} and on(queue) {queue}",
         "capacity": f"{GANG_PENDING_RULE} and on(namespace, podgroup) {capacity}",
         "unknown": GANG_PENDING_RULE,
