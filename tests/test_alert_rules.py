@@ -291,15 +291,19 @@ def _gang_case() -> Case:
         at="15m",
         series=series,
         alerts={
+            # The reason is an annotation, not a label: the alert stays one as it changes.
             "GangPending": [
                 Fired(
                     {
                         "namespace": namespace,
                         "podgroup": f"job-{namespace[-1]}",
                         "queue": namespace,
-                        "reason": reason,
                     },
                     900,
+                    {
+                        "summary": f"Gang {namespace}/job-{namespace[-1]} (queue {namespace}) "
+                        f"pending for 15m 0s: {reason}"
+                    },
                 )
                 for namespace, reason in reasons.items()
             ],

@@ -193,6 +193,16 @@ POD_GANG_RULE: Final = f"{RULE_PREFIX}:pod_gang:info"
 GANG_NODE_RULE: Final = f"{RULE_PREFIX}:gang_node:info"
 """Recording rule: 1 per node of a gang (labels ``namespace``, ``podgroup``, ``node``)."""
 REASONS: Final = ("quota", "queue", "capacity", "unknown")
+GANG_PENDING_REASON_TEMPLATE: Final = (
+    "{{ with printf `"
+    + GANG_PENDING_REASON_RULE
+    + '{namespace="%s", podgroup="%s"}` $labels.namespace $labels.podgroup | query }}'
+    '{{ . | first | label "reason" }}{{ else }}unknown{{ end }}'
+)
+"""GangPending's reason, read from :data:`GANG_PENDING_REASON_RULE` when the annotation is
+rendered (Prometheus' ``query``, ``first`` and ``label`` template functions, prometheus
+template/template.go). As a label it would change the alert's identity whenever the reason
+does (capacity, then unknown once the pods are bound), and re-notify."""
 
 STAGE_CONDITIONS: Final = {
     "nodes_launched": "Launched",
@@ -518,16 +528,17 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         record(GANG_PENDING_REASON_RULE, reasons),
         alert(
             "GangPending",
-            f"{GANG_PENDING_REASON_RULE} > {minutes * 60}",
+            f"{GANG_PENDING_RULE} > {minutes * 60}",
             severity="warning",
             summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} (queue "
             "{{ $labels.queue }}) pending for {{ $value | humanizeDuration }}: "
-            "{{ $labels.reason }}",
-            description=f"A pod of the gang has waited for a node for more than {minutes} minutes "
-            "(observability.gangPendingAlertMinutes). The reason label says why: quota (the "
-            "namespace's ResourceQuota is nearly used up), queue (the Volcano queue is past "
-            "its deserved share or at its capability), capacity (no node fits and Karpenter "
-            "has not launched one) or unknown.",
+            + GANG_PENDING_REASON_TEMPLATE,
+            description=f"A pod of the gang has waited for a node for more than {minutes} "
+            "minutes (observability.gangPendingAlertMinutes). The reason says why: quota (the "
+            "gang lacks pods and the namespace's ResourceQuota is nearly used up), queue (the "
+            "Volcano queue is past its deserved share or at its capability), capacity (no node "
+            "fits and Karpenter has not launched one) or unknown. The reason is read when the "
+            "alert is sent, not a label, so a change of reason is the same alert.",
         ),
     ]
 
