@@ -48,6 +48,13 @@ PODGROUP_MIN_MEMBER_METRIC: Final = f"{RULE_PREFIX}_podgroup_min_member"
 """Gauge per Volcano PodGroup (labels ``namespace``, ``podgroup``, ``queue``): its
 ``spec.minMember``, the pods the gang needs; a gang with fewer pods than that could not create
 the rest (kube-state-metrics custom resource state)."""
+PODGROUP_PHASE_METRIC: Final = f"{RULE_PREFIX}_podgroup_phase"
+"""State set per Volcano PodGroup (labels ``namespace``, ``podgroup``, ``queue``, ``phase``):
+1 for its ``status.phase``, 0 for the others. ``Pending`` is not yet admitted by its queue,
+``Inqueue`` admitted and waiting for nodes (kube-state-metrics custom resource state)."""
+PODGROUP_PHASES: Final = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
+"""A PodGroup's phases (volcano-sh/volcano v1.15.1 staging/src/volcano.sh/apis/pkg/apis/
+scheduling/v1beta1/types.go, PodGroupPhase)."""
 NODECLAIM_CONDITION_METRIC: Final = f"{RULE_PREFIX}_nodeclaim_condition_timestamp_seconds"
 """Gauge per Karpenter NodeClaim and condition (labels ``nodeclaim``, ``nodepool``, ``node``,
 ``condition``: Launched, Registered, Initialized): the condition's last transition time

@@ -31,6 +31,8 @@ from components.metric_names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_PHASE_METRIC,
+    PODGROUP_PHASES,
     efa_port_counter,
 )
 from components.observability import rules
@@ -208,12 +210,22 @@ def _pod(
 
 
 def _gang(
-    namespace: str, group: str, queue: str, *, created: int, min_member: int = 1
+    namespace: str,
+    group: str,
+    queue: str,
+    *,
+    created: int,
+    min_member: int = 1,
+    phase: str = "Inqueue",
 ) -> dict[str, str]:
     key = f'namespace="{namespace}", podgroup="{group}", queue="{queue}", {KSM}'
     return {
         f"{PODGROUP_CREATED_METRIC}{{{key}}}": f"{created}x80",
         f"{PODGROUP_MIN_MEMBER_METRIC}{{{key}}}": f"{min_member}x80",
+        **{
+            f'{PODGROUP_PHASE_METRIC}{{{key}, phase="{state}"}}': f"{int(state == phase)}x80"
+            for state in PODGROUP_PHASES
+        },
     }
 
 
@@ -229,18 +241,23 @@ def _gang_case() -> Case:
     """Five gangs pending 15 minutes, one per reason (the first that holds), one pending 5
     minutes and one running."""
     series: dict[str, str] = {}
-    gangs = {  # namespace: (gang, created, phase)
-        "team-q": ("job-q", 0, "Pending"),  # quota nearly used (and its queue overused)
-        "team-v": ("job-v", 0, "Pending"),  # queue overused
-        "team-w": ("job-w", 0, "Pending"),  # queue at its capability
-        "team-c": ("job-c", 0, "Pending"),  # unschedulable pods
-        "team-u": ("job-u", 0, "Pending"),  # nothing known
+    gangs = {  # namespace: (gang, created, its PodGroup's phase)
+        "team-q": ("job-q", 0, "Pending"),  # lacks a pod, quota nearly used (and not admitted)
+        "team-v": ("job-v", 0, "Pending"),  # not admitted by its queue (and unschedulable)
+        "team-w": ("job-w", 0, "Inqueue"),  # admitted, unschedulable, its queue borrowing
+        "team-c": ("job-c", 0, "Inqueue"),  # admitted, unschedulable
+        "team-u": ("job-u", 0, "Inqueue"),  # admitted, nothing known
     }
     for namespace, (group, created, phase) in gangs.items():
-        series |= _pod(namespace, f"{group}-0", group, created=created, phase=phase)
+        series |= _pod(namespace, f"{group}-0", group, created=created)
         # job-q needs two pods and has one: its quota refused the other
         needs = 2 if namespace == "team-q" else 1
-        series |= _gang(namespace, group, namespace, created=created, min_member=needs)
+        series |= _gang(namespace, group, namespace, created=created, min_member=needs, phase=phase)
+        if namespace != "team-u":  # Volcano marks every pending task unschedulable
+            series[
+                f'kube_pod_status_unschedulable{{namespace="{namespace}", pod="{group}-0", '
+                f'uid="{group}-0-uid"}}'
+            ] = "1x80"
     # The quota exactly one gang: its own two pending pods fill it, yet both exist and wait
     # for nodes: capacity, not quota (a ResourceQuota counts Pending pods as used).
     for pod in ("job-f-0", "job-f-1"):
@@ -268,23 +285,9 @@ def _gang_case() -> Case:
     series |= _quota("team-q", "requests.nvidia.com/gpu", 60, 64)  # 94%
     series |= _quota("team-v", "requests.nvidia.com/gpu", 16, 64)
     series |= _quota("team-v", "requests.aws.amazon.com/neuroncore", 0, 0)  # held at 0
-    series |= {
-        'volcano_queue_overused{queue_name="team-q"}': "1x80",
-        'volcano_queue_overused{queue_name="team-v"}': "1x80",
-        'volcano_queue_overused{queue_name="team-w"}': "0x80",
-        'volcano_queue_overused{queue_name="team-c"}': "0x80",
-        'volcano_queue_allocated_scalar_resources{queue_name="team-w", '
-        'resource="nvidia.com/gpu"}': "64x80",
-        'volcano_queue_capacity_scalar_resources{queue_name="team-w", '
-        'resource="nvidia.com/gpu"}': "64x80",
-        'volcano_queue_allocated_scalar_resources{queue_name="team-c", '
-        'resource="nvidia.com/gpu"}': "8x80",
-        'volcano_queue_capacity_scalar_resources{queue_name="team-c", '
-        'resource="nvidia.com/gpu"}': "64x80",
-        'kube_pod_status_unschedulable{namespace="team-c", pod="job-c-0", '
-        'uid="job-c-0-uid"}': "1x80",
-    }
-    reasons = {"team-q": "quota", "team-v": "queue", "team-w": "queue", "team-c": "capacity",
+    # Past its deserved share: normal borrowing under the capacity plugin, not a block.
+    series['volcano_queue_overused{queue_name="team-w"}'] = "1x80"
+    reasons = {"team-q": "quota", "team-v": "queue", "team-w": "capacity", "team-c": "capacity",
                "team-u": "unknown", "team-f": "capacity"}  # fmt: skip
     return Case(
         "gangs pending past the configured minutes, each with its reason",

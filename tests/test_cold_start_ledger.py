@@ -18,6 +18,8 @@ from components.metric_names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_PHASE_METRIC,
+    PODGROUP_PHASES,
     SLURM_JOB_SUBMIT_METRIC,
 )
 from components.observability import dashboards, ledger, rules
@@ -138,9 +140,19 @@ def _kube_state_metrics_samples(
     element of ``path``, the value from ``valueFrom`` of it (or the element itself), an RFC
     3339 string as Unix seconds (toFloat64), and the name ``<metricNamePrefix>_<name>``.
     """
-    samples = []
+    samples: list[tuple[str, dict[str, str], float]] = []
     base = {label: _resolve(obj, path) for label, path in resource["labelsFromPath"].items()}
     for metric in resource["metrics"]:
+        name = f"{resource['metricNamePrefix']}_{metric['name']}"
+        if "stateSet" in metric["each"]:  # 1 for the state the path holds, 0 for the others
+            states = metric["each"]["stateSet"]
+            labels = {k: str(v) for k, v in base.items() if v is not None}
+            now = _resolve(obj, states["path"])
+            samples.extend(
+                (name, {**labels, states["labelName"]: state}, float(state == now))
+                for state in states["list"]
+            )
+            continue
         gauge = metric["each"]["gauge"]
         found = _resolve(obj, gauge["path"])
         for element in found if isinstance(found, list) else [found]:
@@ -169,7 +181,7 @@ def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Pat
         schema = schemas[(f"{gvk['group']}/{gvk['version']}", gvk["kind"])]
         paths = list(resource["labelsFromPath"].values())
         for metric in resource["metrics"]:
-            gauge = metric["each"]["gauge"]
+            gauge = metric["each"].get("gauge") or metric["each"]["stateSet"]
             paths.append(gauge["path"])
             for sub in [*gauge.get("labelsFromPath", {}).values(), gauge.get("valueFrom", [])]:
                 paths.append([*gauge["path"], *sub])
@@ -181,10 +193,14 @@ def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Pat
     assert _kube_state_metrics_samples(podgroup, {
         "metadata": {"name": "job-a", "namespace": "team-a", "creationTimestamp": created},
         "spec": {"queue": "team-a", "minMember": 2},
+        "status": {"phase": "Inqueue"},
     }) == [(PODGROUP_CREATED_METRIC, {"namespace": "team-a", "podgroup": "job-a",
                                       "queue": "team-a"}, 1796569200.0),
            (PODGROUP_MIN_MEMBER_METRIC, {"namespace": "team-a", "podgroup": "job-a",
-                                         "queue": "team-a"}, 2.0)]  # fmt: skip
+                                         "queue": "team-a"}, 2.0),
+           *((PODGROUP_PHASE_METRIC, {"namespace": "team-a", "podgroup": "job-a",
+                                      "queue": "team-a", "phase": phase},
+              float(phase == "Inqueue")) for phase in PODGROUP_PHASES)]  # fmt: skip
     samples = _kube_state_metrics_samples(nodeclaim, {
         "metadata": {"name": "gpu-x1", "labels": {"karpenter.sh/nodepool": "gpu"}},
         "status": {"nodeName": "ip-10-0-0-1", "conditions": [

@@ -26,6 +26,8 @@ from components.metric_names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_PHASE_METRIC,
+    PODGROUP_PHASES,
     RULE_PREFIX,
     SLURM_JOB_SUBMIT_METRIC,
 )
@@ -107,6 +109,8 @@ def custom_resource_state_config() -> dict[str, Any]:
       types.go);
     - :data:`PODGROUP_MIN_MEMBER_METRIC` ``{namespace, podgroup, queue}``: its
       ``spec.minMember`` (the same types.go, ``MinMember``), the pods the gang needs;
+    - :data:`PODGROUP_PHASE_METRIC` ``{namespace, podgroup, queue, phase}``: its
+      ``status.phase`` as a state set (``MetricStateSet``, config_metrics_types.go);
     - :data:`NODECLAIM_CONDITION_METRIC` ``{nodeclaim, nodepool, node, condition, status}``:
       each condition's ``lastTransitionTime`` (Launched, Registered, Initialized and the others:
       kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/nodeclaim_status.go; ``status.nodeName``
@@ -144,6 +148,19 @@ def custom_resource_state_config() -> dict[str, Any]:
                             "name": _metric_suffix(PODGROUP_MIN_MEMBER_METRIC),
                             "help": "Pods the PodGroup (a gang) needs: its spec.minMember.",
                             "each": {"type": "Gauge", "gauge": {"path": ["spec", "minMember"]}},
+                        },
+                        {
+                            "name": _metric_suffix(PODGROUP_PHASE_METRIC),
+                            "help": "The PodGroup's phase (Pending: not yet admitted by its "
+                            "queue; Inqueue: admitted).",
+                            "each": {
+                                "type": "StateSet",
+                                "stateSet": {
+                                    "path": ["status", "phase"],
+                                    "labelName": "phase",
+                                    "list": list(PODGROUP_PHASES),
+                                },
+                            },
                         },
                     ],
                 },

@@ -1181,6 +1181,7 @@ def platform_metrics() -> Exporter:
             Metric(names.FIRST_STEP_METRIC, "gauge"),
             Metric(names.PODGROUP_CREATED_METRIC, "gauge"),
             Metric(names.PODGROUP_MIN_MEMBER_METRIC, "gauge"),
+            Metric(names.PODGROUP_PHASE_METRIC, "gauge"),  # a state set: one series per phase
             Metric(names.NODECLAIM_CONDITION_METRIC, "gauge"),
             # The EFA exporter: a name ending in _total is a counter (prometheus_client's
             # exposition of CounterMetricFamily), the rest are gauges.

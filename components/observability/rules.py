@@ -32,9 +32,8 @@ metrics exist"):
   pkg/controllers/nodeclaim/lifecycle/launch.go),
   ``karpenter_cloudprovider_errors_total{controller,method,provider,error}``
   (pkg/cloudprovider/metrics/cloudprovider.go).
-- Volcano v1.15.1 scheduler: ``volcano_queue_overused{queue_name}``,
-  ``volcano_queue_allocated_scalar_resources`` and ``volcano_queue_capacity_scalar_resources``
-  ``{queue_name,resource}`` (pkg/scheduler/metrics/queue.go).
+- Volcano v1.15.1: a PodGroup's phase (kube-state-metrics custom resource state,
+  :data:`~components.metric_names.PODGROUP_PHASE_METRIC`): Pending until its queue admits it.
 - Slurm 26.05 (SchedMD/slurm slurm-26-05-3-1 src/plugins/metrics/openmetrics/openmetrics.c):
   ``slurm_partition_nodes_down``, ``_drained`` and ``_fail`` ``{partition}``, served on
   ``/metrics/partitions``, one of the endpoints the Slinky operator's ServiceMonitor scrapes by
@@ -72,6 +71,7 @@ from components.metric_names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_PHASE_METRIC,
     RULE_PREFIX,
     efa_port_counter,
 )
@@ -473,9 +473,10 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     A gang pends while any of its pods is Pending and not yet bound to a node (a bound pod
     pulling its images is starting, not waiting; a cold pool's pods stay unbound while their
     nodes launch and pass the acceptance gate, which the default minutes allow for). Its reason
-    is the first that holds: its namespace's quota is (nearly) used up; its Volcano queue is
-    overused (past deserved) or at its capability; its pods are unschedulable (no node fits and
-    Karpenter has not brought one); otherwise unknown. Quota stops pods from being created at
+    is the first that holds: it lacks pods and its namespace's quota is (nearly) used up; its
+    PodGroup is still Pending (its Volcano queue, or an ancestor, has not admitted it); it was
+    admitted and its pods are unschedulable (no node fits and Karpenter has not brought one);
+    otherwise unknown. Quota stops pods from being created at
     all, so a gang none of whose pods could be created has no Pending pod and is not seen here
     (the quota's own events say so).
 
@@ -498,13 +499,6 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         '(max by (namespace, resourcequota, resource) (kube_resourcequota{type="hard"}) > 0) '
         f">= {QUOTA_NEAR_FULL})"
     )
-    queue = (
-        "label_replace((max by (queue_name) (volcano_queue_overused) == 1) or on(queue_name) "
-        "count by (queue_name) (max by (queue_name, resource) "
-        "(volcano_queue_allocated_scalar_resources) >= on(queue_name, resource) "
-        "(max by (queue_name, resource) (volcano_queue_capacity_scalar_resources) > 0)), "
-        '"queue", "$1", "queue_name", "(.*)")'
-    )
     capacity = f"count by (namespace, podgroup) ({_pods_of_gangs(_UNSCHEDULABLE)})"
     # A ResourceQuota counts a created pod as used, Pending or not: a full quota blocks only a
     # gang that has fewer pods than it needs (Kubernetes refused to create the rest), not one
@@ -513,11 +507,23 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     members = f"count by (namespace, podgroup) ({_pods_of_gangs(annotated)})"
     needs = f'{PODGROUP_MIN_MEMBER_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}}'
     short = f"max by (namespace, podgroup) ({needs}) > on(namespace, podgroup) {members}"
+
+    # Volcano's enqueue action moves a PodGroup from Pending to Inqueue once its queue's
+    # capacity (and its ancestors', enableHierarchy) admits it (volcano v1.15.1 pkg/scheduler/
+    # actions/enqueue/enqueue.go; pkg/scheduler/plugins/capacity/capacity.go, the only
+    # JobEnqueueableFn of components/scheduling.py's tiers): still Pending is the queue's doing.
+    # Volcano marks every pending task unschedulable, admitted or not (pkg/scheduler/cache/
+    # cache.go), so capacity is an admitted gang's unschedulable pods only.
+    def phase(phases: str) -> str:
+        selector = f'job="{KUBE_STATE_METRICS_JOB}", phase=~"{phases}"'
+        return f"max by (namespace, podgroup) ({PODGROUP_PHASE_METRIC}{{{selector}}}) == 1"
+
     checks = {
         "quota": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({short}) "
         f"and on(namespace) {quota}",
-        "queue": f"{GANG_PENDING_RULE} and on(queue) {queue}",
-        "capacity": f"{GANG_PENDING_RULE} and on(namespace, podgroup) {capacity}",
+        "queue": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({phase('Pending')})",
+        "capacity": f"{GANG_PENDING_RULE} and on(namespace, podgroup) "
+        f"({phase('Inqueue|Unknown')}) and on(namespace, podgroup) {capacity}",
         "unknown": GANG_PENDING_RULE,
     }
     reasons = " or on(namespace, podgroup) ".join(
@@ -536,8 +542,9 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             description=f"A pod of the gang has waited for a node for more than {minutes} "
             "minutes (observability.gangPendingAlertMinutes). The reason says why: quota (the "
             "gang lacks pods and the namespace's ResourceQuota is nearly used up), queue (the "
-            "Volcano queue is past its deserved share or at its capability), capacity (no node "
-            "fits and Karpenter has not launched one) or unknown. The reason is read when the "
+            "Volcano queue has not admitted the gang: no room under its capability or an "
+            "ancestor's), capacity (admitted, but no node fits and Karpenter has not launched "
+            "one) or unknown. The reason is read when the "
             "alert is sent, not a label, so a change of reason is the same alert.",
         ),
     ]
