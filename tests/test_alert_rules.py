@@ -50,6 +50,8 @@ P5_BUDGET_SECONDS: Final = 35 * 60
 KSM: Final = 'job="kube-state-metrics"'
 """kube-state-metrics' job label: the ledger reads its custom resource series only from it."""
 FIRST_STEP_JOB: Final = 'job="monitoring/first-step"'
+DCGM_JOB: Final = "dcgm-exporter"
+EFA_JOB: Final = "monitoring/efa-exporter"
 RUNBOOKS: Final = REPOSITORY_ROOT / "docs" / "how-to" / "alert-runbooks.md"
 
 
@@ -64,9 +66,10 @@ def config() -> PlatformConfig:
     return parse_platform_config(data)
 
 
-def _gpu(gpu: str, node: str = "node-a") -> str:
+def _gpu(gpu: str, node: str = "node-a", job: str = DCGM_JOB) -> str:
     return (
-        f'{{gpu="{gpu}", UUID="GPU-{gpu}", Hostname="{node}", modelName="NVIDIA H100 80GB HBM3"}}'
+        f'{{gpu="{gpu}", UUID="GPU-{gpu}", Hostname="{node}", modelName="NVIDIA H100 80GB HBM3", '
+        f'job="{job}"}}'
     )
 
 
@@ -76,6 +79,7 @@ def _gpu_labels(gpu: str, node: str = "node-a") -> dict[str, str]:
         "UUID": f"GPU-{gpu}",
         "Hostname": node,
         "modelName": "NVIDIA H100 80GB HBM3",
+        "job": DCGM_JOB,
     }
 
 
@@ -97,6 +101,8 @@ def _accelerator_cases() -> list[Case]:
             f"DCGM_FI_DEV_XID_ERRORS{_gpu('1')}": "31x40",  # the same XID all along
             f"DCGM_FI_DEV_XID_ERRORS{_gpu('2')}": "0x20 79x20",  # fallen off the bus
             f"DCGM_FI_DEV_XID_ERRORS{_gpu('3')}": "0x40",
+            # a team's pod serving a critical XID for another team's node: not DCGM's job
+            f"DCGM_FI_DEV_XID_ERRORS{_gpu('4', 'node-b', 'monitoring/first-step')}": "0x20 79x20",
         },
         alerts={
             "GPUXidError": [Fired(_gpu_labels("0"), 31), Fired(_gpu_labels("2"), 79)],
@@ -120,7 +126,10 @@ def _accelerator_cases() -> list[Case]:
     )
 
     def efa_device(counter_file: str, device: str) -> str:
-        return f'{efa_port_counter(counter_file)}{{node="node-a", device="{device}", port="1"}}'
+        return (
+            f'{efa_port_counter(counter_file)}{{node="node-a", device="{device}", port="1", '
+            f'job="{EFA_JOB}"}}'
+        )
 
     nodes = Case(
         "GPUs and EFA interfaces missing against the catalog; full nodes, trn2 and system "
@@ -135,7 +144,7 @@ def _accelerator_cases() -> list[Case]:
             _node("node-f", "p5", "p5.48xlarge", slurm=True): "1x40",
             'kube_node_status_allocatable{node="node-f", resource="nvidia_com_gpu", '
             'unit="integer"}': "8x40",
-            f'{EFA_DEVICES_METRIC}{{node="node-f"}}': "32x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-f", job="{EFA_JOB}"}}': "32x40",
             'kube_node_status_allocatable{node="node-s", resource="nvidia_com_gpu", '
             'unit="integer"}': "4x40",
             _node("node-t", "trn2", "trn2.48xlarge"): "1x40",
@@ -144,9 +153,11 @@ def _accelerator_cases() -> list[Case]:
             'unit="integer"}': "7x40",
             'kube_node_status_allocatable{node="node-b", resource="nvidia_com_gpu", '
             'unit="integer"}': "8x40",
-            f'{EFA_DEVICES_METRIC}{{node="node-a"}}': "32x40",
-            f'{EFA_DEVICES_METRIC}{{node="node-b"}}': "31x40",
-            f'{EFA_DEVICES_METRIC}{{node="node-t"}}': "16x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-a", job="{EFA_JOB}"}}': "32x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-b", job="{EFA_JOB}"}}': "31x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-t", job="{EFA_JOB}"}}': "16x40",
+            # a team's pod claiming node-b has all its interfaces: not the exporter's job
+            f'{EFA_DEVICES_METRIC}{{node="node-b", job="monitoring/first-step"}}': "32x40",
         },
         alerts={
             "GPUMissing": [

@@ -76,6 +76,7 @@ from components.metric_names import (
     efa_port_counter,
 )
 from components.node_pools import POOL_LABEL as PLATFORM_POOL_NODE_LABEL
+from components.observability.efa_exporter import JOB as EFA_JOB
 from components.observability.ledger import (
     FIRST_STEP_JOB,
     KUBE_STATE_METRICS_JOB,
@@ -84,6 +85,7 @@ from components.observability.ledger import (
     prometheus_label,
 )
 from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
+from components.observability.sources import DCGM_JOB
 
 RUNBOOKS_PAGE: Final = "docs/how-to/alert-runbooks.md"
 """The runbooks page, by its path in the repository (the platform has no published site to link):
@@ -351,11 +353,16 @@ def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     """
     node_of = "{{ $labels.Hostname }}"
     gpu = f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.UUID }}}}) on {node_of}"
-    critical = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {xid}" for xid in sorted(CRITICAL_XIDS))
+    # Each input only from its exporter's job: a series of the same name from another target
+    # must not fire or hide an alert on another team's node.
+    dcgm = f'{{job="{DCGM_JOB}"}}'
+    efa_job = f'job="{EFA_JOB}"'
+    xids = f"DCGM_FI_DEV_XID_ERRORS{dcgm}"
+    critical = " or ".join(f"{xids} == {xid}" for xid in sorted(CRITICAL_XIDS))
     rules = [
         alert(
             "GPUXidError",
-            f"(DCGM_FI_DEV_XID_ERRORS > 0) and (changes(DCGM_FI_DEV_XID_ERRORS[{XID_WINDOW}]) > 0)",
+            f"({xids} > 0) and (changes({xids}[{XID_WINDOW}]) > 0)",
             severity="warning",
             summary=f"{gpu} reported XID {{{{ $value }}}}",
             description="The GPU driver reported a new XID error in the last "
@@ -373,9 +380,9 @@ def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         ),
         alert(
             "GPUUncorrectableECC",
-            f"(increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[{ECC_WINDOW}]) > 0)"
-            f" or (increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[{ECC_WINDOW}]) > 0)"
-            " or (DCGM_FI_DEV_ROW_REMAP_FAILURE > 0)",
+            f"(increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{dcgm}[{ECC_WINDOW}]) > 0)"
+            f" or (increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{dcgm}[{ECC_WINDOW}]) > 0)"
+            f" or (DCGM_FI_DEV_ROW_REMAP_FAILURE{dcgm} > 0)",
             severity="critical",
             summary=f"{gpu} has uncorrectable memory errors",
             description="Double-bit ECC errors, rows remapped for uncorrectable errors, or a "
@@ -411,22 +418,22 @@ def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             _missing_alert(
                 "EFAInterfaceMissing",
                 _expected_per_node(efa),
-                f"max by (node) ({EFA_DEVICES_METRIC})",
+                f"max by (node) ({EFA_DEVICES_METRIC}{{{efa_job}}})",
                 what="EFA interfaces",
                 severity="critical",
             )
         )
         where = "interface {{ $labels.device }} port {{ $labels.port }} on {{ $labels.node }}"
         terms = [
-            f"label_replace(sum by (node, device, port) (rate({efa_port_counter(c)}"
+            f"label_replace(sum by (node, device, port) (rate({efa_port_counter(c)}{{{efa_job}}}"
             f'[{EFA_RATE_WINDOW}])) > {EFA_ERROR_RATE_PER_SECOND}, "counter", "{c}", "", "")'
             for c in EFA_ERROR_COUNTERS
         ]
         terms.append(
             f"label_replace(sum by (node, device, port) (rate({efa_port_counter('retrans_pkts')}"
-            f"[{EFA_RATE_WINDOW}])) / sum by (node, device, port) (rate("
-            f"{efa_port_counter('tx_pkts')}[{EFA_RATE_WINDOW}])) > {EFA_RETRANSMIT_RATIO}"
-            ', "counter", "retrans_pkts", "", "")'
+            f"{{{efa_job}}}[{EFA_RATE_WINDOW}])) / sum by (node, device, port) (rate("
+            f"{efa_port_counter('tx_pkts')}{{{efa_job}}}[{EFA_RATE_WINDOW}])) > "
+            f'{EFA_RETRANSMIT_RATIO}, "counter", "retrans_pkts", "", "")'
         )
         rules.append(
             alert(
