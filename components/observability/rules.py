@@ -483,9 +483,8 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     is the first that holds: it lacks pods and its namespace's quota is (nearly) used up; its
     PodGroup is still Pending (its Volcano queue, or an ancestor, has not admitted it); it was
     admitted and its pods are unschedulable (no node fits and Karpenter has not brought one);
-    otherwise unknown. Quota stops pods from being created at
-    all, so a gang none of whose pods could be created has no Pending pod and is not seen here
-    (the quota's own events say so).
+    otherwise unknown. Quota stops pods from being created at all, so a gang none of whose pods
+    could be created has no Pending pod and is not seen here (the quota's own events say so).
 
     Args:
         config: the validated platform (``observability.gangPendingAlertMinutes``).
@@ -517,8 +516,9 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
 
     # Volcano's enqueue action moves a PodGroup from Pending to Inqueue once its queue's
     # capacity (and its ancestors', enableHierarchy) admits it (volcano v1.15.1 pkg/scheduler/
-    # actions/enqueue/enqueue.go; pkg/scheduler/plugins/capacity/capacity.go, the only
-    # JobEnqueueableFn of components/scheduling.py's tiers): still Pending is the queue's doing.
+    # actions/enqueue/enqueue.go; pkg/scheduler/plugins/capacity/capacity.go,
+    # checkJobEnqueueableHierarchically, the only JobEnqueueableFn of components/scheduling.py's
+    # tiers): still Pending is the queue's doing.
     # Volcano marks every pending task unschedulable, admitted or not (pkg/scheduler/cache/
     # cache.go), so capacity is an admitted gang's unschedulable pods only.
     def phase(phases: str) -> str:
