@@ -48,6 +48,17 @@ PodMonitor selects it and the team namespaces admit Prometheus to :data:`FIRST_S
 PODGROUP_CREATED_METRIC: Final = f"{RULE_PREFIX}_podgroup_created_timestamp_seconds"
 """Gauge per Volcano PodGroup (labels ``namespace``, ``podgroup``, ``queue``): its creation
 time, which is the gang's submission (kube-state-metrics custom resource state)."""
+PODGROUP_MIN_MEMBER_METRIC: Final = f"{RULE_PREFIX}_podgroup_min_member"
+"""Gauge per Volcano PodGroup (labels ``namespace``, ``podgroup``, ``queue``): its
+``spec.minMember``, the pods the gang needs; a gang with fewer pods than that could not create
+the rest (kube-state-metrics custom resource state)."""
+PODGROUP_PHASE_METRIC: Final = f"{RULE_PREFIX}_podgroup_phase"
+"""State set per Volcano PodGroup (labels ``namespace``, ``podgroup``, ``queue``, ``phase``):
+1 for its ``status.phase``, 0 for the others. ``Pending`` is not yet admitted by its queue,
+``Inqueue`` admitted and waiting for nodes (kube-state-metrics custom resource state)."""
+PODGROUP_PHASES: Final = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
+"""A PodGroup's phases (volcano-sh/volcano v1.15.1 staging/src/volcano.sh/apis/pkg/apis/
+scheduling/v1beta1/types.go, PodGroupPhase)."""
 NODECLAIM_CONDITION_METRIC: Final = f"{RULE_PREFIX}_nodeclaim_condition_timestamp_seconds"
 """Gauge per Karpenter NodeClaim and condition (labels ``nodeclaim``, ``nodepool``, ``node``,
 ``condition``: Launched, Registered, Initialized): the condition's last transition time
@@ -71,7 +82,8 @@ COLD_START_QUANTILE_RULES: Final = {
     0.95: f"{RULE_PREFIX}:gang_cold_start_seconds:p95_1d",
 }
 """Recording rules: per pool and stage, the quantile of :data:`GANG_COLD_START_RULE` over the
-gangs that started cold in the last day (labels ``nodepool``, ``stage``)."""
+gangs that started cold in the 24 hours before each evaluation, a rolling window, not a
+calendar day (labels ``nodepool``, ``stage``)."""
 COLD_START_BUDGET_METRIC: Final = f"{RULE_PREFIX}:cold_start_budget_seconds"
 """Recording rule: each pool's cold-start budget (label ``nodepool``), a constant from config,
 which the ColdStartOverBudget alert compares the ``first_step`` stage with."""

@@ -62,6 +62,9 @@ class Fired:
 
     labels: dict[str, str]
     value: float
+    annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations as rendered, for those whose templates query Prometheus (the rest are
+    rendered here from the rule's templates)."""
 
 
 @dataclass
@@ -141,7 +144,7 @@ def unit_tests(rule_file: str, rules: list[dict[str, Any]], cases: list[Case]) -
                     {
                         "exp_labels": labels,
                         "exp_annotations": {
-                            key: render(text, labels, one.value)
+                            key: one.annotations.get(key) or render(text, labels, one.value)
                             for key, text in rule["annotations"].items()
                         },
                     }

@@ -30,6 +30,9 @@ from components.metric_names import (
     MONITORING_NAMESPACE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
+    PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_PHASE_METRIC,
+    PODGROUP_PHASES,
     efa_port_counter,
 )
 from components.observability import rules
@@ -44,6 +47,11 @@ PENDING_MINUTES: Final = 10
 P5EN_BUDGET_MINUTES: Final = 40
 P5_BUDGET_SECONDS: Final = 35 * 60
 """The p5 family's default (components/catalog.py COLD_START_BUDGET_MINUTES): p5 sets none."""
+KSM: Final = 'job="kube-state-metrics"'
+"""kube-state-metrics' job label: the ledger reads its custom resource series only from it."""
+FIRST_STEP_JOB: Final = 'job="monitoring/first-step"'
+DCGM_JOB: Final = "dcgm-exporter"
+EFA_JOB: Final = "monitoring/efa-exporter"
 RUNBOOKS: Final = REPOSITORY_ROOT / "docs" / "how-to" / "alert-runbooks.md"
 
 
@@ -58,9 +66,10 @@ def config() -> PlatformConfig:
     return parse_platform_config(data)
 
 
-def _gpu(gpu: str, node: str = "node-a") -> str:
+def _gpu(gpu: str, node: str = "node-a", job: str = DCGM_JOB) -> str:
     return (
-        f'{{gpu="{gpu}", UUID="GPU-{gpu}", Hostname="{node}", modelName="NVIDIA H100 80GB HBM3"}}'
+        f'{{gpu="{gpu}", UUID="GPU-{gpu}", Hostname="{node}", modelName="NVIDIA H100 80GB HBM3", '
+        f'job="{job}"}}'
     )
 
 
@@ -70,12 +79,15 @@ def _gpu_labels(gpu: str, node: str = "node-a") -> dict[str, str]:
         "UUID": f"GPU-{gpu}",
         "Hostname": node,
         "modelName": "NVIDIA H100 80GB HBM3",
+        "job": DCGM_JOB,
     }
 
 
-def _node(node: str, pool: str, instance_type: str) -> str:
+def _node(node: str, pool: str, instance_type: str, *, slurm: bool = False) -> str:
+    nodepool = f"{pool}-slurm" if slurm else pool
     return (
-        f'kube_node_labels{{node="{node}", label_karpenter_sh_nodepool="{pool}", '
+        f'kube_node_labels{{node="{node}", label_karpenter_sh_nodepool="{nodepool}", '
+        f'label_trainingplatform_io_pool="{pool}", '
         f'label_node_kubernetes_io_instance_type="{instance_type}"}}'
     )
 
@@ -89,6 +101,8 @@ def _accelerator_cases() -> list[Case]:
             f"DCGM_FI_DEV_XID_ERRORS{_gpu('1')}": "31x40",  # the same XID all along
             f"DCGM_FI_DEV_XID_ERRORS{_gpu('2')}": "0x20 79x20",  # fallen off the bus
             f"DCGM_FI_DEV_XID_ERRORS{_gpu('3')}": "0x40",
+            # a team's pod serving a critical XID for another team's node: not DCGM's job
+            f"DCGM_FI_DEV_XID_ERRORS{_gpu('4', 'node-b', 'monitoring/first-step')}": "0x20 79x20",
         },
         alerts={
             "GPUXidError": [Fired(_gpu_labels("0"), 31), Fired(_gpu_labels("2"), 79)],
@@ -112,7 +126,10 @@ def _accelerator_cases() -> list[Case]:
     )
 
     def efa_device(counter_file: str, device: str) -> str:
-        return f'{efa_port_counter(counter_file)}{{node="node-a", device="{device}", port="1"}}'
+        return (
+            f'{efa_port_counter(counter_file)}{{node="node-a", device="{device}", port="1", '
+            f'job="{EFA_JOB}"}}'
+        )
 
     nodes = Case(
         "GPUs and EFA interfaces missing against the catalog; full nodes, trn2 and system "
@@ -122,24 +139,40 @@ def _accelerator_cases() -> list[Case]:
             _node("node-a", "p5", "p5.48xlarge"): "1x40",
             _node("node-b", "p5", "p5.48xlarge"): "1x40",
             _node("node-c", "p5en", "p5en.48xlarge"): "1x40",
+            # Slurm's nodes of p5 come from its p5-slurm NodePool: same pool label, same checks
+            _node("node-s", "p5", "p5.48xlarge", slurm=True): "1x40",
+            _node("node-f", "p5", "p5.48xlarge", slurm=True): "1x40",
+            'kube_node_status_allocatable{node="node-f", resource="nvidia_com_gpu", '
+            'unit="integer"}': "8x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-f", job="{EFA_JOB}"}}': "32x40",
+            'kube_node_status_allocatable{node="node-s", resource="nvidia_com_gpu", '
+            'unit="integer"}': "4x40",
             _node("node-t", "trn2", "trn2.48xlarge"): "1x40",
             'kube_node_labels{node="system-0"}': "1x40",
             'kube_node_status_allocatable{node="node-a", resource="nvidia_com_gpu", '
             'unit="integer"}': "7x40",
             'kube_node_status_allocatable{node="node-b", resource="nvidia_com_gpu", '
             'unit="integer"}': "8x40",
-            f'{EFA_DEVICES_METRIC}{{node="node-a"}}': "32x40",
-            f'{EFA_DEVICES_METRIC}{{node="node-b"}}': "31x40",
-            f'{EFA_DEVICES_METRIC}{{node="node-t"}}': "16x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-a", job="{EFA_JOB}"}}': "32x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-b", job="{EFA_JOB}"}}': "31x40",
+            f'{EFA_DEVICES_METRIC}{{node="node-t", job="{EFA_JOB}"}}': "16x40",
+            # a team's pod claiming node-b has all its interfaces: not the exporter's job
+            f'{EFA_DEVICES_METRIC}{{node="node-b", job="monitoring/first-step"}}': "32x40",
         },
         alerts={
             "GPUMissing": [
                 Fired({"node": "node-a", "nodepool": "p5", "instance_type": "p5.48xlarge"}, 1),
                 Fired({"node": "node-c", "nodepool": "p5en", "instance_type": "p5en.48xlarge"}, 8),
+                Fired(
+                    {"node": "node-s", "nodepool": "p5-slurm", "instance_type": "p5.48xlarge"}, 4
+                ),
             ],
             "EFAInterfaceMissing": [
                 Fired({"node": "node-b", "nodepool": "p5", "instance_type": "p5.48xlarge"}, 1),
                 Fired({"node": "node-c", "nodepool": "p5en", "instance_type": "p5en.48xlarge"}, 16),
+                Fired(
+                    {"node": "node-s", "nodepool": "p5-slurm", "instance_type": "p5.48xlarge"}, 32
+                ),
             ],
         },
     )
@@ -187,10 +220,23 @@ def _pod(
     }
 
 
-def _gang(namespace: str, group: str, queue: str, *, created: int) -> dict[str, str]:
+def _gang(
+    namespace: str,
+    group: str,
+    queue: str,
+    *,
+    created: int,
+    min_member: int = 1,
+    phase: str = "Inqueue",
+) -> dict[str, str]:
+    key = f'namespace="{namespace}", podgroup="{group}", queue="{queue}", {KSM}'
     return {
-        f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
-        f'queue="{queue}"}}': f"{created}x80"
+        f"{PODGROUP_CREATED_METRIC}{{{key}}}": f"{created}x80",
+        f"{PODGROUP_MIN_MEMBER_METRIC}{{{key}}}": f"{min_member}x80",
+        **{
+            f'{PODGROUP_PHASE_METRIC}{{{key}, phase="{state}"}}': f"{int(state == phase)}x80"
+            for state in PODGROUP_PHASES
+        },
     }
 
 
@@ -206,16 +252,32 @@ def _gang_case() -> Case:
     """Five gangs pending 15 minutes, one per reason (the first that holds), one pending 5
     minutes and one running."""
     series: dict[str, str] = {}
-    gangs = {  # namespace: (gang, created, phase)
-        "team-q": ("job-q", 0, "Pending"),  # quota nearly used (and its queue overused)
-        "team-v": ("job-v", 0, "Pending"),  # queue overused
-        "team-w": ("job-w", 0, "Pending"),  # queue at its capability
-        "team-c": ("job-c", 0, "Pending"),  # unschedulable pods
-        "team-u": ("job-u", 0, "Pending"),  # nothing known
+    gangs = {  # namespace: (gang, created, its PodGroup's phase)
+        "team-q": ("job-q", 0, "Pending"),  # lacks a pod, quota nearly used (and not admitted)
+        "team-v": ("job-v", 0, "Pending"),  # not admitted by its queue (and unschedulable)
+        "team-w": ("job-w", 0, "Inqueue"),  # admitted, unschedulable, its queue borrowing
+        "team-c": ("job-c", 0, "Inqueue"),  # admitted, unschedulable
+        "team-u": ("job-u", 0, "Inqueue"),  # admitted, nothing known
     }
     for namespace, (group, created, phase) in gangs.items():
-        series |= _pod(namespace, f"{group}-0", group, created=created, phase=phase)
-        series |= _gang(namespace, group, namespace, created=created)
+        series |= _pod(namespace, f"{group}-0", group, created=created)
+        # job-q needs two pods and has one: its quota refused the other
+        needs = 2 if namespace == "team-q" else 1
+        series |= _gang(namespace, group, namespace, created=created, min_member=needs, phase=phase)
+        if namespace != "team-u":  # Volcano marks every pending task unschedulable
+            series[
+                f'kube_pod_status_unschedulable{{namespace="{namespace}", pod="{group}-0", '
+                f'uid="{group}-0-uid"}}'
+            ] = "1x80"
+    # The quota exactly one gang: its own two pending pods fill it, yet both exist and wait
+    # for nodes: capacity, not quota (a ResourceQuota counts Pending pods as used).
+    for pod in ("job-f-0", "job-f-1"):
+        series |= _pod("team-f", pod, "job-f", created=0)
+        series[
+            f'kube_pod_status_unschedulable{{namespace="team-f", pod="{pod}", uid="{pod}-uid"}}'
+        ] = "1x80"
+    series |= _gang("team-f", "job-f", "team-f", created=0, min_member=2)
+    series |= _quota("team-f", "requests.nvidia.com/gpu", 16, 16)
     # A second kube-state-metrics replica's copy of a pod's annotations: joins stay one-to-one.
     series[
         'kube_pod_annotations{namespace="team-u", pod="job-u-0", uid="job-u-0-uid", '
@@ -223,43 +285,39 @@ def _gang_case() -> Case:
     ] = "1x80"
     series |= _pod("team-u", "job-n-0", "job-n", created=600)  # 5 minutes at 15m
     series |= _gang("team-u", "job-n", "team-u", created=600)
+    # Bound to a node and pulling its images: Pending, but not waiting for a node.
+    series |= _pod("team-u", "job-b-0", "job-b", created=0)
+    series |= _gang("team-u", "job-b", "team-u", created=0)
+    series['kube_pod_info{namespace="team-u", pod="job-b-0", uid="job-b-0-uid", node="n1"}'] = (
+        "1x80"
+    )
     series |= _pod("team-u", "job-r-0", "job-r", created=0, phase="Running")
     series |= _gang("team-u", "job-r", "team-u", created=0)
     series |= _quota("team-q", "requests.nvidia.com/gpu", 60, 64)  # 94%
     series |= _quota("team-v", "requests.nvidia.com/gpu", 16, 64)
     series |= _quota("team-v", "requests.aws.amazon.com/neuroncore", 0, 0)  # held at 0
-    series |= {
-        'volcano_queue_overused{queue_name="team-q"}': "1x80",
-        'volcano_queue_overused{queue_name="team-v"}': "1x80",
-        'volcano_queue_overused{queue_name="team-w"}': "0x80",
-        'volcano_queue_overused{queue_name="team-c"}': "0x80",
-        'volcano_queue_allocated_scalar_resources{queue_name="team-w", '
-        'resource="nvidia.com/gpu"}': "64x80",
-        'volcano_queue_capacity_scalar_resources{queue_name="team-w", '
-        'resource="nvidia.com/gpu"}': "64x80",
-        'volcano_queue_allocated_scalar_resources{queue_name="team-c", '
-        'resource="nvidia.com/gpu"}': "8x80",
-        'volcano_queue_capacity_scalar_resources{queue_name="team-c", '
-        'resource="nvidia.com/gpu"}': "64x80",
-        'kube_pod_status_unschedulable{namespace="team-c", pod="job-c-0", '
-        'uid="job-c-0-uid"}': "1x80",
-    }
-    reasons = {"team-q": "quota", "team-v": "queue", "team-w": "queue", "team-c": "capacity",
-               "team-u": "unknown"}  # fmt: skip
+    # Past its deserved share: normal borrowing under the capacity plugin, not a block.
+    series['volcano_queue_overused{queue_name="team-w"}'] = "1x80"
+    reasons = {"team-q": "quota", "team-v": "queue", "team-w": "capacity", "team-c": "capacity",
+               "team-u": "unknown", "team-f": "capacity"}  # fmt: skip
     return Case(
         "gangs pending past the configured minutes, each with its reason",
         at="15m",
         series=series,
         alerts={
+            # The reason is an annotation, not a label: the alert stays one as it changes.
             "GangPending": [
                 Fired(
                     {
                         "namespace": namespace,
-                        "podgroup": gangs[namespace][0],
+                        "podgroup": f"job-{namespace[-1]}",
                         "queue": namespace,
-                        "reason": reason,
                     },
                     900,
+                    {
+                        "summary": f"Gang {namespace}/job-{namespace[-1]} (queue {namespace}) "
+                        f"pending for 15m 0s: {reason}"
+                    },
                 )
                 for namespace, reason in reasons.items()
             ],
@@ -289,6 +347,7 @@ def _gang_case() -> Case:
                 ),
             ],
             f'{rules.GANG_PENDING_RULE}{{podgroup="job-r"}}': [],
+            f'{rules.GANG_PENDING_RULE}{{podgroup="job-b"}}': [],
         },
     )
 
@@ -324,14 +383,20 @@ def _ops_cases() -> list[Case]:
         "nodes unhealthy in Slurm and Kubernetes for longer than the settling time",
         at="20m",
         series={
+            # p5: two drained; p5en: four draining for a scale-in, jobs still running; gpu: one
+            # node down and drained and failed, counted in all three (one node, not three)
             **{
-                f'slurm_partition_nodes_{state}{{partition="{partition}"}}': values
-                for partition, counts in (("p5", ("0", "2", "0")), ("p5en", ("0", "0", "0")))
-                for state, values in zip(
-                    ("down", "drain", "fail"), (f"{c}x40" for c in counts), strict=True
+                f'slurm_partition_nodes_{state}{{partition="{partition}"}}': f"{count}x40"
+                for partition, counts in (
+                    ("p5", (0, 2, 0, 0)),
+                    ("p5en", (0, 0, 4, 0)),
+                    ("gpu", (1, 1, 0, 1)),
+                )
+                for state, count in zip(
+                    ("down", "drained", "draining", "fail"), counts, strict=True
                 )
             },
-            'slurm_partition_nodes_drain{partition="trn2"}': "0x30 1x10",  # 5 minutes only
+            'slurm_partition_nodes_drained{partition="trn2"}': "0x30 1x10",  # 5 minutes only
             'slurm_partition_nodes_down{partition="trn2"}': "0x40",
             'slurm_partition_nodes_fail{partition="trn2"}': "0x40",
             taint.format("node-a", UNHEALTHY_TAINT_KEY, "slurm"): "1x40",
@@ -341,7 +406,10 @@ def _ops_cases() -> list[Case]:
             ready.format("node-c"): "1x30 0x10",  # 5 minutes only
         },
         alerts={
-            "SlurmNodesUnhealthy": [Fired({"partition": "p5"}, 2)],
+            "SlurmNodesUnhealthy": [
+                Fired({"partition": "p5"}, 2),
+                Fired({"partition": "gpu"}, 1),
+            ],
             "NodeUnhealthyTainted": [
                 Fired(
                     {
@@ -370,16 +438,28 @@ def _ledger_case() -> Case:
     }  # fmt: skip
     for node, (pool, *times) in claims.items():
         for condition, at in zip(("Launched", "Registered", "Initialized"), times, strict=True):
-            key = f'nodeclaim="{pool}-{node}", nodepool="{pool}", node="{node}"'
+            key = f'nodeclaim="{pool}-{node}", nodepool="{pool}", node="{node}", {KSM}'
             series[
                 f'{NODECLAIM_CONDITION_METRIC}{{{key}, condition="{condition}", status="True"}}'
             ] = f"{at}x40"
     # A condition not yet True has a transition time too (kube-state-metrics writes every
     # condition): it must not count, or n1 would look initialized at 9000.
     series[
-        f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-n1", nodepool="p5", node="n1", '
+        f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-n1", nodepool="p5", node="n1", {KSM}, '
         'condition="Initialized", status="Unknown"}'
     ] = "9000x40"
+    # A team's pod serving ledger inputs of its own (any target but kube-state-metrics and the
+    # first-step monitor): a launch of g2's node after g2 was submitted, in its pool and in
+    # another (which would make the join many-to-many), and an early first step for g3.
+    spoofed = 'namespace="team-x", pod="evil", container="first-step-exporter"'
+    for pool in ("p5", "p5en"):
+        series[
+            f'{NODECLAIM_CONDITION_METRIC}{{{spoofed}, {FIRST_STEP_JOB}, nodepool="{pool}", '
+            'node="n3", condition="Launched", status="True"}'
+        ] = "99999x40"
+    series[f'{FIRST_STEP_METRIC}{{namespace="team-b", pod="g3-0", job="team-x/own-monitor"}}'] = (
+        "100x40"
+    )
     for pool in ("p5", "p5en"):  # launching, no node yet
         series[
             f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="{pool}-new", nodepool="{pool}", '
@@ -397,7 +477,7 @@ def _ledger_case() -> Case:
     for group, (namespace, created, pods) in gangs.items():
         series[
             f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
-            f'queue="{namespace}"}}'
+            f'queue="{namespace}", {KSM}}}'
         ] = f"{created}x40"
         for pod, (node, ready_at, step_at) in pods.items():
             key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid"'
@@ -409,7 +489,7 @@ def _ledger_case() -> Case:
                 series[f"kube_pod_status_ready_time{{{key}}}"] = f"{ready_at}x40"
             if step_at is not None:
                 series[
-                    f'{FIRST_STEP_METRIC}{{namespace="{namespace}", pod="{pod}", job="first-step"}}'
+                    f'{FIRST_STEP_METRIC}{{namespace="{namespace}", pod="{pod}", {FIRST_STEP_JOB}}}'
                 ] = f"{step_at}x40"
 
     def stages(group: str, namespace: str, pool: str, values: tuple[int, ...]) -> list[Any]:
@@ -426,15 +506,7 @@ def _ledger_case() -> Case:
         series=series,
         alerts={
             "ColdStartOverBudget": [
-                Fired(
-                    {
-                        "namespace": "team-b",
-                        "podgroup": "g3",
-                        "nodepool": "p5en",
-                        "stage": "first_step",
-                    },
-                    3000,
-                )
+                Fired({"namespace": "team-b", "podgroup": "g3", "nodepool": "p5en"}, 3000)
             ],
         },
         records={
@@ -442,6 +514,16 @@ def _ledger_case() -> Case:
                 "g1", "team-a", "p5", (90, 180, 420, 660, 900)
             ),
             f'{GANG_COLD_START_RULE}{{podgroup="g2"}}': [],
+            f'{rules.GANG_FIRST_STEP_RULE}{{podgroup="g1"}}': [
+                (
+                    {
+                        "__name__": rules.GANG_FIRST_STEP_RULE,
+                        "namespace": "team-a",
+                        "podgroup": "g1",
+                    },
+                    1000,
+                )
+            ],
             # over two pools: node stages per pool, pod stages under the last-launched pool's
             f'{GANG_COLD_START_RULE}{{podgroup="g6", stage=~"nodes_launched|pods_running|first_step"}}': [
                 *stages("g6", "team-c", "p5en", (100,)),
@@ -510,8 +592,90 @@ def _ledger_case() -> Case:
     )
 
 
+def _gang_on_node(
+    namespace: str,
+    group: str,
+    *,
+    created: int,
+    node: str,
+    launched: str,
+    pods: dict[str, tuple[str, str, str]],
+) -> dict[str, str]:
+    """One gang on one p5 node; ``launched`` and each pod's (present, ready, first step) values
+    in promtool's notation, so that pods can be replaced on a new node."""
+    series = {
+        f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
+        f'queue="{namespace}", {KSM}}}': f"{created}x200",
+        f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-{node}", nodepool="p5", node="{node}", '
+        f'{KSM}, condition="Launched", status="True"}}': launched,
+    }
+    for pod, (present, ready_at, step_at) in pods.items():
+        key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid"'
+        series[
+            f'kube_pod_annotations{{{key}, annotation_scheduling_k8s_io_group_name="{group}"}}'
+        ] = present
+        series[f'kube_pod_info{{{key}, node="{node}"}}'] = present
+        series[f"kube_pod_status_ready_time{{{key}}}"] = ready_at
+        if step_at:
+            series[
+                f'{FIRST_STEP_METRIC}{{namespace="{namespace}", pod="{pod}", {FIRST_STEP_JOB}}}'
+            ] = step_at
+    return series
+
+
+def _cold_start_cases() -> list[Case]:
+    """A gang restarted onto a new node after an hour is no new cold start; a cold gang with
+    no first step past its pool's budget fires, a younger one does not."""
+    restarted = _gang_on_node(  # the first start: node at 5m, first step at 10m, gone at 60m
+        "team-r", "gr", created=0, node="n1", launched="300x119",
+        pods={"gr-a": ("1x119", "_x14 400x105", "_x20 600x99")},
+    ) | _gang_on_node(  # replaced at 61m on n2, first step at 70m
+        "team-r", "gr", created=0, node="n2", launched="_x122 3900x80",
+        pods={"gr-b": ("_x122 1x80", "_x134 4000x68", "_x140 4200x60")},
+    )  # fmt: skip
+    restart = Case(
+        "a gang restarted on a new node an hour after its cold start is recorded no more",
+        at="90m",
+        series=restarted,
+        alerts={"ColdStartOverBudget": []},
+        records={f'{GANG_COLD_START_RULE}{{podgroup="gr"}}': []},
+    )
+    stuck = Case(
+        "a cold gang without a first step past its pool's budget fires; a younger one does not",
+        at="45m",
+        series=_gang_on_node(
+            "team-s",
+            "gs",
+            created=0,
+            node="n9",
+            launched="100x100",
+            pods={"gs-0": ("1x100", "300x100", "")},
+        )
+        | _gang_on_node(
+            "team-s",
+            "gy",
+            created=900,
+            node="n8",
+            launched="1000x100",
+            pods={"gy-0": ("1x100", "1100x100", "")},
+        ),
+        alerts={
+            "ColdStartOverBudget": [
+                Fired({"namespace": "team-s", "podgroup": "gs", "nodepool": "p5"}, 2700)
+            ]
+        },
+    )
+    return [restart, stuck]
+
+
 def _cases() -> list[Case]:
-    return [*_accelerator_cases(), _gang_case(), *_ops_cases(), _ledger_case()]
+    return [
+        *_accelerator_cases(),
+        _gang_case(),
+        *_ops_cases(),
+        _ledger_case(),
+        *_cold_start_cases(),
+    ]
 
 
 def test_every_rule_passes_promtool_on_synthetic_series(

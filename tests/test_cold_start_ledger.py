@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +17,9 @@ from components.metric_names import (
     MONITORING_NAMESPACE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
+    PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_PHASE_METRIC,
+    PODGROUP_PHASES,
     SLURM_JOB_SUBMIT_METRIC,
 )
 from components.observability import dashboards, ledger, rules
@@ -30,7 +34,7 @@ from synth.jobs.trainer import pod_requests
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import stack_data
 from tests.network_model import Cluster, Pod, selects
-from tests.schemas import crd_schemas
+from tests.schemas import crd_schemas, validation_errors
 
 # The Go types kube-state-metrics v2.20.0 decodes its custom resource state config into, by
 # their yaml tags (kubernetes/kube-state-metrics v2.20.0 pkg/customresourcestate/config.go:
@@ -136,9 +140,19 @@ def _kube_state_metrics_samples(
     element of ``path``, the value from ``valueFrom`` of it (or the element itself), an RFC
     3339 string as Unix seconds (toFloat64), and the name ``<metricNamePrefix>_<name>``.
     """
-    samples = []
+    samples: list[tuple[str, dict[str, str], float]] = []
     base = {label: _resolve(obj, path) for label, path in resource["labelsFromPath"].items()}
     for metric in resource["metrics"]:
+        name = f"{resource['metricNamePrefix']}_{metric['name']}"
+        if "stateSet" in metric["each"]:  # 1 for the state the path holds, 0 for the others
+            states = metric["each"]["stateSet"]
+            labels = {k: str(v) for k, v in base.items() if v is not None}
+            now = _resolve(obj, states["path"])
+            samples.extend(
+                (name, {**labels, states["labelName"]: state}, float(state == now))
+                for state in states["list"]
+            )
+            continue
         gauge = metric["each"]["gauge"]
         found = _resolve(obj, gauge["path"])
         for element in found if isinstance(found, list) else [found]:
@@ -146,7 +160,11 @@ def _kube_state_metrics_samples(
             for label, path in gauge.get("labelsFromPath", {}).items():
                 labels[label] = _resolve(element, path)
             raw = _resolve(element, gauge.get("valueFrom", []))
-            value = datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+            value = (
+                float(raw)
+                if isinstance(raw, int | float)
+                else datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+            )
             samples.append((f"{resource['metricNamePrefix']}_{metric['name']}", labels, value))
     return samples
 
@@ -163,7 +181,7 @@ def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Pat
         schema = schemas[(f"{gvk['group']}/{gvk['version']}", gvk["kind"])]
         paths = list(resource["labelsFromPath"].values())
         for metric in resource["metrics"]:
-            gauge = metric["each"]["gauge"]
+            gauge = metric["each"].get("gauge") or metric["each"]["stateSet"]
             paths.append(gauge["path"])
             for sub in [*gauge.get("labelsFromPath", {}).values(), gauge.get("valueFrom", [])]:
                 paths.append([*gauge["path"], *sub])
@@ -175,8 +193,14 @@ def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Pat
     assert _kube_state_metrics_samples(podgroup, {
         "metadata": {"name": "job-a", "namespace": "team-a", "creationTimestamp": created},
         "spec": {"queue": "team-a", "minMember": 2},
+        "status": {"phase": "Inqueue"},
     }) == [(PODGROUP_CREATED_METRIC, {"namespace": "team-a", "podgroup": "job-a",
-                                      "queue": "team-a"}, 1796569200.0)]  # fmt: skip
+                                      "queue": "team-a"}, 1796569200.0),
+           (PODGROUP_MIN_MEMBER_METRIC, {"namespace": "team-a", "podgroup": "job-a",
+                                         "queue": "team-a"}, 2.0),
+           *((PODGROUP_PHASE_METRIC, {"namespace": "team-a", "podgroup": "job-a",
+                                      "queue": "team-a", "phase": phase},
+              float(phase == "Inqueue")) for phase in PODGROUP_PHASES)]  # fmt: skip
     samples = _kube_state_metrics_samples(nodeclaim, {
         "metadata": {"name": "gpu-x1", "labels": {"karpenter.sh/nodepool": "gpu"}},
         "status": {"nodeName": "ip-10-0-0-1", "conditions": [
@@ -314,6 +338,47 @@ def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
                 "value": first_step.FIRST_STEP_FILE,
             }
             assert variable in writer["env"], runtime
+
+
+def _relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
+    """A sample's labels after ``keep`` and ``labelkeep`` rules (Prometheus anchors regexes)."""
+    for rule in rules:
+        pattern = re.compile(f"(?:{rule['regex']})")
+        if rule["action"] == "keep":
+            value = ";".join(labels.get(name, "") for name in rule["sourceLabels"])
+            if not pattern.fullmatch(value):
+                return None
+        elif rule["action"] == "labelkeep":
+            labels = {k: v for k, v in labels.items() if pattern.fullmatch(k)}
+        else:
+            raise NotImplementedError(rule["action"])
+    return labels
+
+
+def test_the_first_step_monitor_keeps_only_first_steps(reference_dir: Path) -> None:
+    """A team's container writes the exporter's file: of what it serves only the first-step
+    names survive, with the target's labels and the Slurm job id, and each scrape is bounded."""
+    monitor = ledger.first_step_pod_monitor()
+    crds = reference_dir / "crds" / "prometheus-operator" / "v0.93.1"
+    assert validation_errors(monitor, "1.33", crds) == []
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    relabel = endpoint["metricRelabelings"]
+    target = {"namespace": "team-a", "pod": "p", "container": "first-step-exporter",
+              "job": ledger.FIRST_STEP_JOB, "endpoint": "first-step", "instance": "10.0.0.1:9501"}  # fmt: skip
+    spoofs = [
+        {"__name__": NODECLAIM_CONDITION_METRIC, "node": "n3", "nodepool": "p5"},
+        {"__name__": "DCGM_FI_DEV_XID_ERRORS", "Hostname": "victim"},
+        {"__name__": "trainingplatform_efa_devices", "node": "victim"},
+    ]
+    for spoof in spoofs:
+        assert _relabel(relabel, {**target, **spoof}) is None, spoof
+    faked = {"__name__": FIRST_STEP_METRIC, "node": "n3", "podgroup": "other", "Hostname": "x",
+             "exported_namespace": "team-b", "slurm_job_id": "42"}  # fmt: skip
+    kept = _relabel(relabel, {**target, **faked})
+    assert kept == {**target, "__name__": FIRST_STEP_METRIC, "slurm_job_id": "42"}
+    assert _relabel(relabel, {**target, "__name__": SLURM_JOB_SUBMIT_METRIC}) is not None
+    assert monitor["spec"]["labelLimit"] == len(kept)
+    assert 0 < monitor["spec"]["sampleLimit"] <= 100
 
 
 PROMETHEUS = Pod(

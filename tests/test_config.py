@@ -349,6 +349,11 @@ def test_defaults_fill_optional_sections() -> None:
     assert config.cluster.endpoint.private_access is True
     assert config.name == "training-dev"
     assert config.required_tags == {"owner": "a", "cost-center": "b", "environment": "dev"}
+    # GangPending's default waits out every family's default cold start: a gang on a cold
+    # pool waits unscheduled while its nodes launch and pass the acceptance gate.
+    assert config.observability.gang_pending_alert_minutes >= max(
+        catalog.COLD_START_BUDGET_MINUTES.values()
+    )
 
 
 def test_program_with_invalid_config_registers_nothing() -> None:

@@ -130,6 +130,16 @@ def test_every_query_parses_as_promql() -> None:
     assert parsed > 100
 
 
+def test_cold_start_quantiles_say_they_are_rolling() -> None:
+    """The quantile rules are over the 24 h before each point, not calendar days: the panels
+    that show them say so (review B, finding 3)."""
+    (cold,) = [d for d in platform_dashboards(_config("prod")) if d.uid == "tp-cold-starts"]
+    titles = [str(panel.get("title", "")) for panel in cold.model.get("panels") or []]
+    quantiles = [title for title in titles if "p50" in title or "p95" in title]
+    assert quantiles and all("rolling 24 h" in title for title in quantiles), titles
+    assert not [title for title in titles if "day" in title.replace("day's end", "")], titles
+
+
 def _by_folder(dashboards: list[Dashboard]) -> dict[str, set[str]]:
     folders: dict[str, set[str]] = {}
     for dashboard in dashboards:

@@ -210,7 +210,9 @@ def test_the_catalogue_holds_what_the_issue_relies_on_and_cites_its_sources() ->
     # The platform's own, built from names.py rather than copied.
     own = platform_metrics().names()
     assert {names.FIRST_STEP_METRIC, names.PODGROUP_CREATED_METRIC,
-            names.NODECLAIM_CONDITION_METRIC, *names.EFA_METRICS} == own  # fmt: skip
+            names.PODGROUP_MIN_MEMBER_METRIC, names.PODGROUP_PHASE_METRIC,
+            names.NODECLAIM_CONDITION_METRIC,
+            *names.EFA_METRICS} == own  # fmt: skip
     assert own <= known
     assert "DataReadBytes" in metric_catalog.FSX_LUSTRE_CLOUDWATCH_METRICS
 

@@ -9,7 +9,7 @@ observability).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pydantic import Field
 
@@ -17,6 +17,12 @@ from components import catalog, software
 from components.config.base import CONFIG_KEY, MISSING, ConfigProblem, StrictModel
 from components.config.notebooks import HttpsUrl
 from components.config.teams import GroupName
+
+DEFAULT_GANG_PENDING_ALERT_MINUTES: Final = max(catalog.COLD_START_BUDGET_MINUTES.values())
+"""Default of ``gangPendingAlertMinutes``: no lower than any instance family's default
+cold-start budget (components/catalog.py), since a gang on a cold pool waits unscheduled for
+most of its cold start (nodes launching, booting, passing the acceptance gate) and that is the
+ColdStartOverBudget alert's to judge, not GangPending's."""
 
 if TYPE_CHECKING:
     from components.config.platform import PlatformConfig
@@ -101,11 +107,14 @@ class ObservabilityConfig(StrictModel):
         description="The images of the platform's own exporters. Default: none.",
     )
     gang_pending_alert_minutes: int = Field(
-        default=30,
+        default=DEFAULT_GANG_PENDING_ALERT_MINUTES,
         ge=1,
         le=1440,
-        description="Minutes a gang may pend before the GangPending alert fires, naming why "
-        "(queue, quota or capacity). Default: 30.",
+        description="Minutes a gang's pod may wait unscheduled (Pending, on no node) before "
+        "the GangPending alert fires, naming why (queue, quota or capacity). Default: "
+        f"{DEFAULT_GANG_PENDING_ALERT_MINUTES}, the largest default cold-start budget: on a "
+        "cold pool a gang's pods wait unscheduled while their nodes launch and pass the "
+        "acceptance gate, which is no fault.",
     )
 
 

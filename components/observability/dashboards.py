@@ -643,7 +643,8 @@ def _cold_starts() -> Dashboard:
         key,
         "Cold starts: submit to first step per pool",
         "The cold-start ledger: for gangs that waited for new nodes, seconds from submission "
-        "to each stage (" + ", ".join(COLD_START_STAGES) + "), p50 and p95 per pool and day, "
+        "to each stage (" + ", ".join(COLD_START_STAGES) + "), p50 and p95 per pool over a "
+        "rolling 24 h (each point: the gangs of the 24 h before it, not a calendar day), "
         "each pool's budget, and the latest cold starts.",
     )
     builder = builder.with_variable(
@@ -657,7 +658,7 @@ def _cold_starts() -> Dashboard:
     for quantile, rule in sorted(COLD_START_QUANTILE_RULES.items()):
         percent = f"p{round(quantile * 100)}"
         panel = (
-            _timeseries(f"{percent} per stage, last day", "s", 12)
+            _timeseries(f"{percent} per stage, rolling 24 h", "s", 12)
             .interval("1h")
             .with_target(_prom(f"{rule}{{{pool}}}", "{{nodepool}} {{stage}}"))
         )
@@ -668,7 +669,7 @@ def _cold_starts() -> Dashboard:
         builder = builder.with_panel(panel)
     first_step = f'stage="{COLD_START_STAGES[-1]}"'
     builder = builder.with_panel(
-        _table("Per pool and day: first step p50, p95 and budget", 12)
+        _table("Per pool, rolling 24 h to each day's end: first step p50, p95, budget", 12)
         .interval("1d")
         .with_target(
             _prom(
@@ -686,7 +687,7 @@ def _cold_starts() -> Dashboard:
         )
         .with_target(_prom(f"{COLD_START_BUDGET_METRIC}{{{pool}}}", "budget", table=True))
     ).with_panel(
-        _table("Cold starts of the last day, per gang and stage", 12).with_target(
+        _table("Cold starts of the last 24 h, per gang and stage", 12).with_target(
             _prom(
                 f"last_over_time({GANG_COLD_START_RULE}{{{pool}}}[1d])",
                 "",

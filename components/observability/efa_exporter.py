@@ -43,6 +43,10 @@ NAME: Final = "efa-exporter"
 LABELS: Final = {"app.kubernetes.io/name": NAME}
 EXPORTER_UID: Final = 10002
 """The image's user (images/efa-exporter/Dockerfile, ``USER 10002:10002``)."""
+JOB: Final = f"{MONITORING_NAMESPACE}/{NAME}"
+"""The ``job`` label of the exporter's series: ``<namespace>/<name>`` of its PodMonitor, which
+sets no ``jobLabel`` (prometheus-operator pkg/prometheus/promcfg.go,
+generatePodMonitorConfig, read at v0.93.0). The alerts read EFA counts only from this job."""
 PORT_NAME: Final = "metrics"
 HOST_SYSFS: Final = "/sys"
 SYSFS_MOUNT: Final = "/host/sys"

@@ -21,10 +21,15 @@ from typing import Any, Final
 
 from components.first_step import FIRST_STEP_PORT_NAME, first_step_labels
 from components.metric_names import (
+    FIRST_STEP_METRIC,
     MONITORING_NAMESPACE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
+    PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_PHASE_METRIC,
+    PODGROUP_PHASES,
     RULE_PREFIX,
+    SLURM_JOB_SUBMIT_METRIC,
 )
 
 # --- kube-state-metrics -------------------------------------------------------------------
@@ -67,6 +72,12 @@ group_name``): the rules join a pod's phase and first step to its gang through i
 NODEPOOL_LABEL: Final = prometheus_label("label", NODE_LABELS[0])
 """Label of ``kube_node_labels`` with the node's Karpenter NodePool."""
 
+KUBE_STATE_METRICS_JOB: Final = "kube-state-metrics"
+"""The ``job`` label of kube-state-metrics' series: its ServiceMonitor's ``jobLabel`` is the
+Service's ``app.kubernetes.io/name`` (prometheus-community/helm-charts kube-state-metrics-8.4.0
+charts/kube-state-metrics/templates/servicemonitor.yaml), the chart's name. The ledger reads
+its custom resource series only from this job, so no other target can supply them."""
+
 _PODGROUP_API: Final = ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
 _NODECLAIM_API: Final = ("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
 
@@ -96,6 +107,10 @@ def custom_resource_state_config() -> dict[str, Any]:
       ``metadata.creationTimestamp`` (a gang's submission; Volcano's PodGroup has
       ``spec.queue``, volcano v1.15.1 staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/
       types.go);
+    - :data:`PODGROUP_MIN_MEMBER_METRIC` ``{namespace, podgroup, queue}``: its
+      ``spec.minMember`` (the same types.go, ``MinMember``), the pods the gang needs;
+    - :data:`PODGROUP_PHASE_METRIC` ``{namespace, podgroup, queue, phase}``: its
+      ``status.phase`` as a state set (``MetricStateSet``, config_metrics_types.go);
     - :data:`NODECLAIM_CONDITION_METRIC` ``{nodeclaim, nodepool, node, condition, status}``:
       each condition's ``lastTransitionTime`` (Launched, Registered, Initialized and the others:
       kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/nodeclaim_status.go; ``status.nodeName``
@@ -128,7 +143,25 @@ def custom_resource_state_config() -> dict[str, Any]:
                                 "type": "Gauge",
                                 "gauge": {"path": ["metadata", "creationTimestamp"]},
                             },
-                        }
+                        },
+                        {
+                            "name": _metric_suffix(PODGROUP_MIN_MEMBER_METRIC),
+                            "help": "Pods the PodGroup (a gang) needs: its spec.minMember.",
+                            "each": {"type": "Gauge", "gauge": {"path": ["spec", "minMember"]}},
+                        },
+                        {
+                            "name": _metric_suffix(PODGROUP_PHASE_METRIC),
+                            "help": "The PodGroup's phase (Pending: not yet admitted by its "
+                            "queue; Inqueue: admitted).",
+                            "each": {
+                                "type": "StateSet",
+                                "stateSet": {
+                                    "path": ["status", "phase"],
+                                    "labelName": "phase",
+                                    "list": list(PODGROUP_PHASES),
+                                },
+                            },
+                        },
                     ],
                 },
                 {
@@ -201,22 +234,78 @@ def kube_state_metrics_values() -> dict[str, Any]:
     }
 
 
+FIRST_STEP_MONITOR_NAME: Final = "first-step"
+FIRST_STEP_JOB: Final = f"{MONITORING_NAMESPACE}/{FIRST_STEP_MONITOR_NAME}"
+"""The ``job`` label of what the first-step PodMonitor scrapes: ``<namespace>/<name>`` of the
+PodMonitor, as it sets no ``jobLabel`` (prometheus-operator pkg/prometheus/promcfg.go,
+generatePodMonitorConfig, read at v0.93.0; the v0.93.1 CRD's ``jobLabel`` says the same). The
+rules read the first step only from this job."""
+FIRST_STEP_METRIC_NAMES: Final = (FIRST_STEP_METRIC, SLURM_JOB_SUBMIT_METRIC)
+"""The only names the first-step PodMonitor keeps: the exporter serves whatever the training
+container writes to its file, so a team could otherwise put any series (a NodeClaim's
+condition, a DCGM XID, an EFA device count of another team's node) into the fleet's
+Prometheus."""
+FIRST_STEP_SAMPLE_LABEL: Final = "slurm_job_id"
+"""The one label of the file's samples the rules read (a Slurm job's; a pod's first step is
+labelled by its target's namespace and pod)."""
+FIRST_STEP_TARGET_LABELS: Final = ("namespace", "container", "pod", "job", "endpoint", "instance")
+"""What Prometheus labels a PodMonitor's target with (promcfg.go, generatePodMonitorConfig:
+namespace, container, pod, job, endpoint; ``instance`` is Prometheus' own). With
+``honorLabels`` false a sample's own ``namespace`` or ``pod`` becomes ``exported_*``, which the
+label filter drops."""
+FIRST_STEP_SAMPLE_LIMIT: Final = 64
+"""Samples one exporter may serve: a pod's first step, or a Slurm node's two per job that runs
+on it; more is a scrape failure, not a flood of series."""
+
+
+def first_step_metric_relabelings() -> list[dict[str, Any]]:
+    """Keep only the first-step names, and of their labels only the target's and the job id.
+
+    Prometheus applies ``metric_relabel_configs`` to each scraped sample after the target's
+    labels are attached; ``labelkeep`` drops every label its regex does not match (prometheus
+    v3 docs/configuration/configuration.md, relabel_config), so ``__name__`` is kept by name.
+    """
+    keep = ("__name__", *FIRST_STEP_TARGET_LABELS, FIRST_STEP_SAMPLE_LABEL)
+    return [
+        {
+            "sourceLabels": ["__name__"],
+            "regex": "|".join(FIRST_STEP_METRIC_NAMES),
+            "action": "keep",
+        },
+        {"regex": "|".join(keep), "action": "labelkeep"},
+    ]
+
+
 def first_step_pod_monitor() -> dict[str, Any]:
     """The PodMonitor of every pod with the exporter, in any namespace, on its port.
 
     kube-prometheus-stack's Prometheus selects every PodMonitor
     (``podMonitorSelectorNilUsesHelmValues: false``); ``namespaceSelector.any`` reaches team
-    namespaces and ``slurm`` alike (prometheus-operator v0.93.1 CRD
-    monitoring.coreos.com_podmonitors.yaml).
+    namespaces and ``slurm`` alike. The exporter serves what a team's container writes, so the
+    monitor keeps only :data:`FIRST_STEP_METRIC_NAMES` with the target's labels and
+    :data:`FIRST_STEP_SAMPLE_LABEL` (:func:`first_step_metric_relabelings`), and bounds each
+    scrape with ``sampleLimit`` and ``labelLimit`` (applied after the relabelling; a scrape
+    past either fails whole). Fields of the prometheus-operator v0.93.1 CRD
+    monitoring.coreos.com_podmonitors.yaml (``spec.sampleLimit``, ``spec.labelLimit``,
+    ``podMetricsEndpoints[].metricRelabelings``).
     """
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": {"name": "first-step", "namespace": MONITORING_NAMESPACE},
+        "metadata": {"name": FIRST_STEP_MONITOR_NAME, "namespace": MONITORING_NAMESPACE},
         "spec": {
             "namespaceSelector": {"any": True},
             "selector": {"matchLabels": first_step_labels()},
-            "podMetricsEndpoints": [{"port": FIRST_STEP_PORT_NAME, "path": "/metrics"}],
+            "sampleLimit": FIRST_STEP_SAMPLE_LIMIT,
+            # __name__, the target's labels and the job id: no sample has more.
+            "labelLimit": 2 + len(FIRST_STEP_TARGET_LABELS),
+            "podMetricsEndpoints": [
+                {
+                    "port": FIRST_STEP_PORT_NAME,
+                    "path": "/metrics",
+                    "metricRelabelings": first_step_metric_relabelings(),
+                }
+            ],
         },
     }
 

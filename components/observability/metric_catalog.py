@@ -1167,8 +1167,9 @@ metric names. Not PromQL: the CloudWatch data source queries them by namespace a
 def platform_metrics() -> Exporter:
     """The metrics the platform's own programs and configuration export, from names.py.
 
-    The first-step gauge (the runtimes' metrics port), the two timestamps the
-    kube-state-metrics custom resource state writes for the ledger, and the EFA exporter's
+    The first-step gauge (the runtimes' metrics port), the two timestamps and the PodGroup's
+    minMember the kube-state-metrics custom resource state writes for the ledger and the gang
+    alert, and the EFA exporter's
     metrics. Built from :mod:`components.metric_names` each time, so a name added
     there needs no line in the tests.
     """
@@ -1179,6 +1180,8 @@ def platform_metrics() -> Exporter:
         metrics=(
             Metric(names.FIRST_STEP_METRIC, "gauge"),
             Metric(names.PODGROUP_CREATED_METRIC, "gauge"),
+            Metric(names.PODGROUP_MIN_MEMBER_METRIC, "gauge"),
+            Metric(names.PODGROUP_PHASE_METRIC, "gauge"),  # a state set: one series per phase
             Metric(names.NODECLAIM_CONDITION_METRIC, "gauge"),
             # The EFA exporter: a name ending in _total is a counter (prometheus_client's
             # exposition of CounterMetricFamily), the rest are gauges.

@@ -32,11 +32,10 @@ metrics exist"):
   pkg/controllers/nodeclaim/lifecycle/launch.go),
   ``karpenter_cloudprovider_errors_total{controller,method,provider,error}``
   (pkg/cloudprovider/metrics/cloudprovider.go).
-- Volcano v1.15.1 scheduler: ``volcano_queue_overused{queue_name}``,
-  ``volcano_queue_allocated_scalar_resources`` and ``volcano_queue_capacity_scalar_resources``
-  ``{queue_name,resource}`` (pkg/scheduler/metrics/queue.go).
+- Volcano v1.15.1: a PodGroup's phase (kube-state-metrics custom resource state,
+  :data:`~components.metric_names.PODGROUP_PHASE_METRIC`): Pending until its queue admits it.
 - Slurm 26.05 (SchedMD/slurm slurm-26-05-3-1 src/plugins/metrics/openmetrics/openmetrics.c):
-  ``slurm_partition_nodes_down``, ``_drain`` and ``_fail`` ``{partition}``, served on
+  ``slurm_partition_nodes_down``, ``_drained`` and ``_fail`` ``{partition}``, served on
   ``/metrics/partitions``, one of the endpoints the Slinky operator's ServiceMonitor scrapes by
   default (slurm-operator v1.2.1 internal/builder/controllerbuilder/
   controller_servicemonitor.go).
@@ -71,11 +70,22 @@ from components.metric_names import (
     MONITORING_RELEASE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
+    PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_PHASE_METRIC,
     RULE_PREFIX,
     efa_port_counter,
 )
+from components.node_pools import POOL_LABEL as PLATFORM_POOL_NODE_LABEL
+from components.observability.efa_exporter import JOB as EFA_JOB
+from components.observability.ledger import (
+    FIRST_STEP_JOB,
+    KUBE_STATE_METRICS_JOB,
+    POD_GROUP_ANNOTATION,
+    POD_GROUP_LABEL,
+    prometheus_label,
+)
 from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
-from components.observability.ledger import POD_GROUP_ANNOTATION, POD_GROUP_LABEL
+from components.observability.sources import DCGM_JOB
 
 RUNBOOKS_PAGE: Final = "docs/how-to/alert-runbooks.md"
 """The runbooks page, by its path in the repository (the platform has no published site to link):
@@ -87,9 +97,18 @@ RULE_LABELS: Final = {"release": MONITORING_RELEASE}
 
 INSTANCE_TYPE_LABEL: Final = "label_node_kubernetes_io_instance_type"
 NODEPOOL_LABEL: Final = LEDGER_NODEPOOL_LABEL
-NODE_LABELS: Final = ("node.kubernetes.io/instance-type", "karpenter.sh/nodepool")
+PLATFORM_POOL_LABEL: Final = prometheus_label("label", PLATFORM_POOL_NODE_LABEL)
+"""Label of ``kube_node_labels`` with the node's platform pool (``trainingplatform.io/pool``):
+a pool's nodes carry it from its NodePool and from its ``<pool>-slurm`` NodePool alike
+(components/node_pools.py, pool_labels), so the alerts that compare a node with its catalog
+entry cover Slurm's nodes too."""
+NODE_LABELS: Final = (
+    "node.kubernetes.io/instance-type",
+    "karpenter.sh/nodepool",
+    PLATFORM_POOL_NODE_LABEL,
+)
 """Node labels kube-state-metrics must allowlist (``--metric-labels-allowlist=nodes=[...]``):
-the alerts that compare a node with its catalog entry read its type and pool from them."""
+the alerts that compare a node with its catalog entry read its type and pools from them."""
 GROUP_ANNOTATION: Final = POD_GROUP_ANNOTATION
 """Pod annotation naming the Volcano PodGroup (components/observability/ledger.py)."""
 POD_ANNOTATIONS: Final = (GROUP_ANNOTATION,)
@@ -146,9 +165,24 @@ QUANTILE_INTERVAL: Final = "5m"
 """How often the day-long quantiles are evaluated: a range of a day over every gang is costly,
 and the dashboard shows days."""
 NODE_UNHEALTHY_FOR: Final = "15m"
-"""How long Slurm may count nodes down, drained or failed before the alert: the Slinky operator
-drains a node before it removes it on scale-in, which takes minutes."""
+"""How long Slurm may count nodes down, drained or failed before the alert: a node drained for
+scale-in is removed within a minute of its last job's end, a restarted slurmd is back in
+minutes."""
 TAINT_FOR: Final = "5m"
+
+LEDGER_WINDOW: Final = "15m"
+"""How long after a gang's first step its ledger entry is still recorded: its stages are then
+final, and a later restart (pods replaced on new nodes by a JobSet restart, drift,
+consolidation or Ray's autoscaler) would otherwise look like a new cold start of hours."""
+LEDGER_LOOKBACK: Final = "1d"
+"""How far back a gang's first step is remembered, so that a restarted gang stays settled while
+its new pods start: their first step comes minutes after the old pods' series ends."""
+COLD_START_STUCK_FOR: Final = "5m"
+"""How long a cold gang must have been past its budget without a first step before the alert:
+a series missing for a scrape or two does not fire it."""
+GANG_FIRST_STEP_RULE: Final = f"{RULE_PREFIX}:gang_first_step_timestamp_seconds"
+"""Recording rule: Unix time of the first step of each gang's earliest pod (labels
+``namespace``, ``podgroup``)."""
 
 GANG_PENDING_RULE: Final = f"{RULE_PREFIX}:gang_pending_seconds"
 """Recording rule: seconds since the oldest pending pod of each gang was created (labels
@@ -161,6 +195,16 @@ POD_GANG_RULE: Final = f"{RULE_PREFIX}:pod_gang:info"
 GANG_NODE_RULE: Final = f"{RULE_PREFIX}:gang_node:info"
 """Recording rule: 1 per node of a gang (labels ``namespace``, ``podgroup``, ``node``)."""
 REASONS: Final = ("quota", "queue", "capacity", "unknown")
+GANG_PENDING_REASON_TEMPLATE: Final = (
+    "{{ with printf `"
+    + GANG_PENDING_REASON_RULE
+    + '{namespace="%s", podgroup="%s"}` $labels.namespace $labels.podgroup | query }}'
+    '{{ . | first | label "reason" }}{{ else }}unknown{{ end }}'
+)
+"""GangPending's reason, read from :data:`GANG_PENDING_REASON_RULE` when the annotation is
+rendered (Prometheus' ``query``, ``first`` and ``label`` template functions, prometheus
+template/template.go). As a label it would change the alert's identity whenever the reason
+does (capacity, then unknown once the pods are bound), and re-notify."""
 
 STAGE_CONDITIONS: Final = {
     "nodes_launched": "Launched",
@@ -258,12 +302,16 @@ def _alternatives(values: Iterable[str]) -> str:
 def _expected_per_node(counts: dict[int, tuple[set[str], set[str]]]) -> str:
     """A vector of each managed node's expected count, by (pools, instance types) per count.
 
-    Labels: ``node``, ``nodepool``, ``instance_type``; value: the count the catalog gives.
+    A node is a pool's by its platform pool label, so the pool's Slurm nodes (from its
+    ``<pool>-slurm`` NodePool) count too.
+
+    Labels: ``node``, ``nodepool`` (the Karpenter NodePool), ``instance_type``; value: the
+    count the catalog gives.
     """
     parts = []
     for count, (pools, types) in sorted(counts.items()):
         nodes = (
-            f'kube_node_labels{{{NODEPOOL_LABEL}=~"{_alternatives(pools)}", '
+            f'kube_node_labels{{{PLATFORM_POOL_LABEL}=~"{_alternatives(pools)}", '
             f'{INSTANCE_TYPE_LABEL}=~"{_alternatives(types)}"}}'
         )
         renamed = (
@@ -305,11 +353,16 @@ def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     """
     node_of = "{{ $labels.Hostname }}"
     gpu = f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.UUID }}}}) on {node_of}"
-    critical = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {xid}" for xid in sorted(CRITICAL_XIDS))
+    # Each input only from its exporter's job: a series of the same name from another target
+    # must not fire or hide an alert on another team's node.
+    dcgm = f'{{job="{DCGM_JOB}"}}'
+    efa_job = f'job="{EFA_JOB}"'
+    xids = f"DCGM_FI_DEV_XID_ERRORS{dcgm}"
+    critical = " or ".join(f"{xids} == {xid}" for xid in sorted(CRITICAL_XIDS))
     rules = [
         alert(
             "GPUXidError",
-            f"(DCGM_FI_DEV_XID_ERRORS > 0) and (changes(DCGM_FI_DEV_XID_ERRORS[{XID_WINDOW}]) > 0)",
+            f"({xids} > 0) and (changes({xids}[{XID_WINDOW}]) > 0)",
             severity="warning",
             summary=f"{gpu} reported XID {{{{ $value }}}}",
             description="The GPU driver reported a new XID error in the last "
@@ -327,9 +380,9 @@ def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         ),
         alert(
             "GPUUncorrectableECC",
-            f"(increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[{ECC_WINDOW}]) > 0)"
-            f" or (increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[{ECC_WINDOW}]) > 0)"
-            " or (DCGM_FI_DEV_ROW_REMAP_FAILURE > 0)",
+            f"(increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{dcgm}[{ECC_WINDOW}]) > 0)"
+            f" or (increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{dcgm}[{ECC_WINDOW}]) > 0)"
+            f" or (DCGM_FI_DEV_ROW_REMAP_FAILURE{dcgm} > 0)",
             severity="critical",
             summary=f"{gpu} has uncorrectable memory errors",
             description="Double-bit ECC errors, rows remapped for uncorrectable errors, or a "
@@ -365,22 +418,22 @@ def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             _missing_alert(
                 "EFAInterfaceMissing",
                 _expected_per_node(efa),
-                f"max by (node) ({EFA_DEVICES_METRIC})",
+                f"max by (node) ({EFA_DEVICES_METRIC}{{{efa_job}}})",
                 what="EFA interfaces",
                 severity="critical",
             )
         )
         where = "interface {{ $labels.device }} port {{ $labels.port }} on {{ $labels.node }}"
         terms = [
-            f"label_replace(sum by (node, device, port) (rate({efa_port_counter(c)}"
+            f"label_replace(sum by (node, device, port) (rate({efa_port_counter(c)}{{{efa_job}}}"
             f'[{EFA_RATE_WINDOW}])) > {EFA_ERROR_RATE_PER_SECOND}, "counter", "{c}", "", "")'
             for c in EFA_ERROR_COUNTERS
         ]
         terms.append(
             f"label_replace(sum by (node, device, port) (rate({efa_port_counter('retrans_pkts')}"
-            f"[{EFA_RATE_WINDOW}])) / sum by (node, device, port) (rate("
-            f"{efa_port_counter('tx_pkts')}[{EFA_RATE_WINDOW}])) > {EFA_RETRANSMIT_RATIO}"
-            ', "counter", "retrans_pkts", "", "")'
+            f"{{{efa_job}}}[{EFA_RATE_WINDOW}])) / sum by (node, device, port) (rate("
+            f"{efa_port_counter('tx_pkts')}{{{efa_job}}}[{EFA_RATE_WINDOW}])) > "
+            f'{EFA_RETRANSMIT_RATIO}, "counter", "retrans_pkts", "", "")'
         )
         rules.append(
             alert(
@@ -398,7 +451,12 @@ def accelerator_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     return rules
 
 
-_PENDING: Final = 'kube_pod_status_phase{phase="Pending"}'
+_PENDING: Final = (
+    'kube_pod_status_phase{phase="Pending"} unless on(namespace, pod) kube_pod_info{node!=""}'
+)
+"""Pods not yet on a node: Pending and unbound. A pod bound to a node and pulling its images is
+Pending too, but it is starting, not waiting (kube-state-metrics v2.20.0 internal/store/pod.go:
+``kube_pod_info``'s ``node`` is the pod's ``spec.nodeName``, empty until it is bound)."""
 _UNSCHEDULABLE: Final = "kube_pod_status_unschedulable"
 
 
@@ -419,9 +477,12 @@ def _pods_of_gangs(selector: str) -> str:
 def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     """How long each gang has pended and why, and the alert past the configured minutes.
 
-    A gang pends while any of its pods is Pending. Its reason is the first that holds: its
-    namespace's quota is (nearly) used up; its Volcano queue is overused (past deserved) or at
-    its capability; its pods are unschedulable (no node fits and Karpenter has not brought one);
+    A gang pends while any of its pods is Pending and not yet bound to a node (a bound pod
+    pulling its images is starting, not waiting; a cold pool's pods stay unbound while their
+    nodes launch and pass the acceptance gate, which the default minutes allow for). Its reason
+    is the first that holds: it lacks pods and its namespace's quota is (nearly) used up; its
+    PodGroup is still Pending (its Volcano queue, or an ancestor, has not admitted it); it was
+    admitted and its pods are unschedulable (no node fits and Karpenter has not brought one);
     otherwise unknown. Quota stops pods from being created at all, so a gang none of whose pods
     could be created has no Pending pod and is not seen here (the quota's own events say so).
 
@@ -435,7 +496,8 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     )
     with_queue = (
         f"{pending} * on(namespace, podgroup) group_left(queue) "
-        f"group by (namespace, podgroup, queue) ({PODGROUP_CREATED_METRIC})"
+        f"group by (namespace, podgroup, queue) "
+        f'({PODGROUP_CREATED_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}})'
     )
     quota = (
         "count by (namespace) (max by (namespace, resourcequota, resource) "
@@ -443,18 +505,32 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         '(max by (namespace, resourcequota, resource) (kube_resourcequota{type="hard"}) > 0) '
         f">= {QUOTA_NEAR_FULL})"
     )
-    queue = (
-        "label_replace((max by (queue_name) (volcano_queue_overused) == 1) or on(queue_name) "
-        "count by (queue_name) (max by (queue_name, resource) "
-        "(volcano_queue_allocated_scalar_resources) >= on(queue_name, resource) "
-        "(max by (queue_name, resource) (volcano_queue_capacity_scalar_resources) > 0)), "
-        '"queue", "$1", "queue_name", "(.*)")'
-    )
     capacity = f"count by (namespace, podgroup) ({_pods_of_gangs(_UNSCHEDULABLE)})"
+    # A ResourceQuota counts a created pod as used, Pending or not: a full quota blocks only a
+    # gang that has fewer pods than it needs (Kubernetes refused to create the rest), not one
+    # whose pods exist and wait for nodes.
+    annotated = f'kube_pod_annotations{{{GROUP_LABEL}!=""}}'
+    members = f"count by (namespace, podgroup) ({_pods_of_gangs(annotated)})"
+    needs = f'{PODGROUP_MIN_MEMBER_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}}'
+    short = f"max by (namespace, podgroup) ({needs}) > on(namespace, podgroup) {members}"
+
+    # Volcano's enqueue action moves a PodGroup from Pending to Inqueue once its queue's
+    # capacity (and its ancestors', enableHierarchy) admits it (volcano v1.15.1 pkg/scheduler/
+    # actions/enqueue/enqueue.go; pkg/scheduler/plugins/capacity/capacity.go,
+    # checkJobEnqueueableHierarchically, the only JobEnqueueableFn of components/scheduling.py's
+    # tiers): still Pending is the queue's doing.
+    # Volcano marks every pending task unschedulable, admitted or not (pkg/scheduler/cache/
+    # cache.go), so capacity is an admitted gang's unschedulable pods only.
+    def phase(phases: str) -> str:
+        selector = f'job="{KUBE_STATE_METRICS_JOB}", phase=~"{phases}"'
+        return f"max by (namespace, podgroup) ({PODGROUP_PHASE_METRIC}{{{selector}}}) == 1"
+
     checks = {
-        "quota": f"{GANG_PENDING_RULE} and on(namespace) {quota}",
-        "queue": f"{GANG_PENDING_RULE} and on(queue) {queue}",
-        "capacity": f"{GANG_PENDING_RULE} and on(namespace, podgroup) {capacity}",
+        "quota": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({short}) "
+        f"and on(namespace) {quota}",
+        "queue": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({phase('Pending')})",
+        "capacity": f"{GANG_PENDING_RULE} and on(namespace, podgroup) "
+        f"({phase('Inqueue|Unknown')}) and on(namespace, podgroup) {capacity}",
         "unknown": GANG_PENDING_RULE,
     }
     reasons = " or on(namespace, podgroup) ".join(
@@ -465,16 +541,18 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         record(GANG_PENDING_REASON_RULE, reasons),
         alert(
             "GangPending",
-            f"{GANG_PENDING_REASON_RULE} > {minutes * 60}",
+            f"{GANG_PENDING_RULE} > {minutes * 60}",
             severity="warning",
             summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} (queue "
             "{{ $labels.queue }}) pending for {{ $value | humanizeDuration }}: "
-            "{{ $labels.reason }}",
-            description=f"A pod of the gang has been Pending for more than {minutes} minutes "
-            "(observability.gangPendingAlertMinutes). The reason label says why: quota (the "
-            "namespace's ResourceQuota is nearly used up), queue (the Volcano queue is past "
-            "its deserved share or at its capability), capacity (no node fits and Karpenter "
-            "has not launched one) or unknown.",
+            + GANG_PENDING_REASON_TEMPLATE,
+            description=f"A pod of the gang has waited for a node for more than {minutes} "
+            "minutes (observability.gangPendingAlertMinutes). The reason says why: quota (the "
+            "gang lacks pods and the namespace's ResourceQuota is nearly used up), queue (the "
+            "Volcano queue has not admitted the gang: no room under its capability or an "
+            "ancestor's), capacity (admitted, but no node fits and Karpenter has not launched "
+            "one) or unknown. The reason is read when the "
+            "alert is sent, not a label, so a change of reason is the same alert.",
         ),
     ]
 
@@ -508,21 +586,35 @@ def capacity_rules() -> list[dict[str, Any]]:
     ]
 
 
+SLURM_UNHEALTHY_STATES: Final = ("down", "drained", "fail")
+"""Slurm's per-partition node counts the alert reads (SchedMD/slurm slurm-26-05-3-1
+src/slurmctld/statistics.c, _statistics_part_aggregate_node): ``down`` (base state DOWN),
+``drained`` (the DRAIN flag on a node that runs no job) and ``fail`` (the FAIL flag). Not
+``draining``: a node still running jobs while it drains is what the Slinky operator makes on
+scale-in, for as long as its jobs run (slurm-operator v1.2.1 internal/controller/nodeset/
+nodeset_sync.go: it deletes the pod once the node is drained, rechecking every 30 s). The counts
+overlap (a DOWN node with DRAIN or FAIL is in two; src/common/slurm_protocol_defs.h), so the
+alert takes their largest, not their sum."""
+
+
 def node_health_rules() -> list[dict[str, Any]]:
     """Nodes unhealthy in Slurm (down, drained, failed) or in Kubernetes (tainted, not Ready)."""
-    slurm = " + ".join(
-        f"sum by (partition) (slurm_partition_nodes_{state})" for state in ("down", "drain", "fail")
+    counts = " or ".join(
+        f'label_replace(sum by (partition) (slurm_partition_nodes_{state}), "state", "{state}", '
+        '"", "")'
+        for state in SLURM_UNHEALTHY_STATES
     )
     return [
         alert(
             "SlurmNodesUnhealthy",
-            f"({slurm}) > 0",
+            f"max by (partition) ({counts}) > 0",
             severity="warning",
             for_=NODE_UNHEALTHY_FOR,
-            summary="Slurm partition {{ $labels.partition }} has {{ $value }} nodes down, "
-            "drained or failed",
+            summary="Slurm partition {{ $labels.partition }} has at least {{ $value }} nodes "
+            "down, drained or failed",
             description=f"For {NODE_UNHEALTHY_FOR} slurmctld has counted nodes of the "
-            "partition as down, drained or failed; its jobs have fewer nodes. `sinfo -R` "
+            "partition as down, drained (no job left) or failed; its jobs have fewer nodes. "
+            "Nodes draining for a scale-in while their jobs run do not count. `sinfo -R` "
             "names each node and the reason.",
         ),
         alert(
@@ -563,8 +655,16 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     - ``FIRST_STEP_METRIC{namespace, pod}``: when each pod finished its first step (the
       PodMonitor's target labels).
 
+    The custom resource series are read only from kube-state-metrics' job and the first step
+    only from the first-step PodMonitor's (:data:`~components.observability.ledger.
+    KUBE_STATE_METRICS_JOB`, :data:`~components.observability.ledger.FIRST_STEP_JOB`): a
+    series of the same name from any other target (a team's pod) is not the ledger's.
+
     A gang is cold when its last node launched after it was submitted (it waited for a new
-    node); a gang whose nodes all existed has no ledger entry. A gang's nodes are normally in one
+    node); a gang whose nodes all existed has no ledger entry. A gang is recorded only until
+    :data:`LEDGER_WINDOW` after its first step: each stage keeps the value of the gang's first
+    start, and a restart later (within :data:`LEDGER_LOOKBACK` of the last first step seen) is
+    not a new cold start. A gang's nodes are normally in one
     pool (the runtimes and node sets are per pool); one whose nodes came from two has its node
     stages per pool and its pod stages under the pool whose nodes launched last. Each stage is
     the last node (or pod) to reach it, except the first step, the earliest pod's.
@@ -572,7 +672,8 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     Args:
         config: the validated platform (each pool's cold-start budget).
     """
-    created = f"max by (namespace, podgroup) ({PODGROUP_CREATED_METRIC})"
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
+    created = f"max by (namespace, podgroup) ({PODGROUP_CREATED_METRIC}{{{ksm}}})"
     pods = (
         f'label_replace(kube_pod_annotations{{{GROUP_LABEL}!=""}}, "podgroup", "$1", '
         f'"{GROUP_LABEL}", "(.+)") * on(namespace, pod) group_left(node) '
@@ -582,9 +683,20 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         record(POD_GANG_RULE, f"group by (namespace, pod, podgroup, node) ({pods})"),
         record(GANG_NODE_RULE, f"group by (namespace, podgroup, node) ({POD_GANG_RULE})"),
     ]
+    first_step = (
+        f'min by (namespace, podgroup) (max by (namespace, pod) ({FIRST_STEP_METRIC}{{job="'
+        f'{FIRST_STEP_JOB}"}}) '
+        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE})"
+    )
+    rules.append(record(GANG_FIRST_STEP_RULE, first_step))
+    # Gangs that had their first step more than the window ago: settled, recorded no more.
+    settled = f"last_over_time({GANG_FIRST_STEP_RULE}[{LEDGER_LOOKBACK}] offset {LEDGER_WINDOW})"
     launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched"}}'
     for stage, condition in STAGE_CONDITIONS.items():
-        claims = f'{NODECLAIM_CONDITION_METRIC}{{condition="{condition}", status="True", node!=""}}'
+        claims = (
+            f'{NODECLAIM_CONDITION_METRIC}{{{ksm}, condition="{condition}", status="True", '
+            'node!=""}'
+        )
         nodes = (
             f"max by (namespace, podgroup, nodepool) (max by (node, nodepool) ({claims}) "
             f"* on(node) group_right(nodepool) {GANG_NODE_RULE})"
@@ -593,7 +705,7 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         # Claims not yet registered have no node: left out, or they would collide on node="".
         # The first stage decides which gangs are cold; the later ones follow it.
         expr = (
-            f"{expr} > 0"
+            f"({expr} > 0) unless on(namespace, podgroup) {settled}"
             if stage == "nodes_launched"
             else f"({expr}) and on(namespace, podgroup) {launched}"
         )
@@ -609,39 +721,47 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE}) "
         f"unless on(namespace, podgroup) {not_ready}"
     )
-    first_step = (
-        f"min by (namespace, podgroup) (max by (namespace, pod) ({FIRST_STEP_METRIC}) "
-        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE})"
-    )
-    for stage, when in (("pods_running", ready), ("first_step", first_step)):
+    for stage, when in (("pods_running", ready), ("first_step", GANG_FIRST_STEP_RULE)):
         expr = f"(({when}) - on(namespace, podgroup) group_left() {created}) + {pool_of}"
         rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
     rules.extend(
         record(COLD_START_BUDGET_METRIC, f"vector({budget_seconds(pool)})", {"nodepool": pool.name})
         for pool in config.node_pools
     )
+    budget = f"on(nodepool) group_left() {COLD_START_BUDGET_METRIC}"
+    took = f'max by (namespace, podgroup, nodepool) ({GANG_COLD_START_RULE}{{stage="first_step"}})'
+    # A cold gang with no first step yet: the time since it was submitted, under its pool.
+    waiting = (
+        "max by (namespace, podgroup, nodepool) (0 * topk by (namespace, podgroup) "
+        f"(1, {launched})) + on(namespace, podgroup) group_left() (time() - {created}) "
+        f"unless on(namespace, podgroup) {GANG_FIRST_STEP_RULE}"
+    )
     rules.append(
         alert(
             "ColdStartOverBudget",
-            f'{GANG_COLD_START_RULE}{{stage="first_step"}} > on(nodepool) group_left() '
-            f"{COLD_START_BUDGET_METRIC}",
+            f"({took} > {budget}) or (({waiting}) > {budget})",
             severity="warning",
-            summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} took "
-            "{{ $value | humanizeDuration }} to its first step on cold pool "
-            "{{ $labels.nodepool }}",
-            description="From submission to the first training step the gang took longer "
-            "than the pool's cold-start budget (nodePools[].coldStartBudgetMinutes). The "
-            "ledger's dashboard shows which stage took the time.",
+            for_=COLD_START_STUCK_FOR,
+            summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} is "
+            "{{ $value | humanizeDuration }} into its cold start on pool "
+            "{{ $labels.nodepool }}, past the pool's budget",
+            description="From submission to the first training step the gang took, or has "
+            "taken so far without a first step, longer than the pool's cold-start budget "
+            "(nodePools[].coldStartBudgetMinutes). The ledger's dashboard shows which stage "
+            "took the time; a gang with no first step is stuck in one (or its program does not "
+            "mark its first step).",
         )
     )
     return rules
 
 
 def quantile_rules() -> list[dict[str, Any]]:
-    """The ledger's p50 and p95 per pool and stage over the gangs of the last day.
+    """The ledger's p50 and p95 per pool and stage over the gangs of a rolling 24 h.
 
-    Each gang counts once: its largest value over the day (a stage can move later, e.g. when a
-    pod restarts before the gang is Ready).
+    Each value is over the gangs recorded in the 24 hours before it, not a calendar day; a gang
+    is recorded only until shortly after its first step (:data:`LEDGER_WINDOW`), so it counts
+    in the 24 h after its cold start and no longer. Each gang counts once: its largest value
+    over the window (a stage can move later, e.g. when a pod restarts before the gang is Ready).
     """
     return [
         record(

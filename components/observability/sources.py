@@ -60,6 +60,12 @@ POOL_TARGET_LABEL: Final = "nodepool"
 as Karpenter's own metrics and the cold-start ledger name it."""
 
 DCGM_RELEASE: Final = "dcgm-exporter"
+DCGM_JOB: Final = DCGM_RELEASE
+"""The ``job`` label of the DCGM exporter's series: its ServiceMonitor sets no ``jobLabel``, so
+the job is the Service's name (prometheus-operator pkg/prometheus/promcfg.go,
+generateServiceMonitorConfig, read at v0.93.0), the chart's fullname (NVIDIA/dcgm-exporter
+4.5.3-4.8.2 deployment/templates/service.yaml), which ``fullnameOverride`` fixes. The alerts
+read DCGM's fields only from this job."""
 DCGM_PORT: Final = 9400
 """The exporter's port (NVIDIA/dcgm-exporter 4.5.3-4.8.2 deployment/values.yaml service.port)."""
 DCGM_COUNTERS_CONFIGMAP: Final = "dcgm-exporter-counters"
