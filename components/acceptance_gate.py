@@ -28,12 +28,9 @@ from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig
 from components.config.acceptance import AcceptanceConfig
 from components.config.pools import GENERAL_POOL
-from components.device_plugins import HEALTH_TOLERATIONS
+from components.device_plugins import node_daemon_tolerations
 from components.node_pools import (
-    FSX_STARTUP_TAINT,
     POOL_LABEL,
-    accelerator_taint,
-    slurm_taint,
 )
 from components.tenancy import hardened_pod
 
@@ -209,20 +206,7 @@ def agent_tolerations(
         pools: the vendor's pools.
         slurm_pools: names of pools that keep nodes for Slurm.
     """
-    taints: list[Mapping[str, Any]] = [accelerator_taint(pools[0])] if pools else []
-    taints += [t.model_dump() for pool in pools for t in pool.taints]
-    if any(pool.name in slurm_pools for pool in pools):
-        taints.append(slurm_taint())
-    taints += [*HEALTH_TOLERATIONS, FSX_STARTUP_TAINT]
-    found = {
-        (str(t["key"]), str(t["effect"])): {
-            "key": str(t["key"]),
-            "operator": "Exists",
-            "effect": str(t["effect"]),
-        }
-        for t in taints
-    }
-    return [found[key] for key in sorted(found)]
+    return node_daemon_tolerations(pools, slurm_pools)
 
 
 def agent_daemonset(

@@ -8,7 +8,7 @@ device plugin and scheduler extension on the Trainium types.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any, Final
 
 import pulumi
@@ -18,7 +18,12 @@ from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.cluster import SYSTEM_TOLERATION
 from components.config import NodePoolConfig
 from components.helm import release, with_system_placement
-from components.node_pools import GPU_PRESENT_LABEL, slurm_taint
+from components.node_pools import (
+    FSX_STARTUP_TAINT,
+    GPU_PRESENT_LABEL,
+    accelerator_taint,
+    slurm_taint,
+)
 
 NAMESPACE: Final = "kube-system"
 NEURON_RELEASE: Final = "neuron-helm-chart"
@@ -97,6 +102,29 @@ def extra_tolerations(
     taints += [(str(t["key"]), str(t["effect"])) for t in HEALTH_TOLERATIONS]
     found = {(key, effect): {"key": key, "operator": "Exists", "effect": effect}
              for key, effect in taints}  # fmt: skip
+    return [found[key] for key in sorted(found)]
+
+
+def node_daemon_tolerations(
+    pools: Sequence[NodePoolConfig], slurm_pools: Collection[str] = ()
+) -> list[dict[str, str]]:
+    """Every taint the pools' nodes may carry, tolerated: for the platform's node DaemonSets.
+
+    The pools' accelerator taints, their own taints, Slurm's reservation where a pool keeps
+    nodes for Slurm, the acceptance and unhealthy taints (:func:`extra_tolerations`), and the
+    FSx startup taint: the acceptance agent and the metrics exporters read no file system, and
+    a node whose Lustre client never comes up must still be judged and seen. Each ``Exists``
+    by key and effect, sorted.
+
+    Args:
+        pools: the pools the DaemonSet runs on.
+        slurm_pools: names of pools that keep nodes for Slurm; default none.
+    """
+    taints = [accelerator_taint(pool) for pool in pools]
+    taints += [*extra_tolerations(list(pools), slurm_pools), FSX_STARTUP_TAINT]
+    found = {(str(t["key"]), str(t["effect"])): {"key": str(t["key"]), "operator": "Exists",
+                                                 "effect": str(t["effect"])}
+             for t in taints}  # fmt: skip
     return [found[key] for key in sorted(found)]
 
 

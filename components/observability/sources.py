@@ -45,9 +45,7 @@ from components.metric_names import (
     SCRAPE_INTERVAL,
 )
 from components.node_pools import (
-    FSX_STARTUP_TAINT,
     NODE_POOL_LABEL,
-    accelerator_taint,
     slurm_node_pool_name,
 )
 from components.observability import metric_catalog
@@ -173,17 +171,7 @@ def exporter_tolerations(
         pools: the pools the exporter runs on.
         slurm_pools: names of pools that keep nodes for Slurm; default none.
     """
-    taints = [accelerator_taint(pool) for pool in pools]
-    taints += [*device_plugins.extra_tolerations(list(pools), slurm_pools), FSX_STARTUP_TAINT]
-    found = {
-        (str(t["key"]), str(t["effect"])): {
-            "key": str(t["key"]),
-            "operator": "Exists",
-            "effect": str(t["effect"]),
-        }
-        for t in taints
-    }
-    return [found[key] for key in sorted(found)]
+    return device_plugins.node_daemon_tolerations(pools, slurm_pools)
 
 
 def node_relabelings() -> list[dict[str, Any]]:
