@@ -281,6 +281,10 @@ def test_ui_service_follows_the_exposure_setting(
         "mode": "internalLoadBalancer",
         "clientCidrs": ["192.168.0.0/24"],
     }
+    if "oidc" in data:  # Grafana logs in through it, behind the balancer at its address
+        data.setdefault("observability", {}).setdefault("grafana", {})["url"] = (
+            "https://grafana.example.com"
+        )
     balanced = ui_access_service(validated_config(data).cluster.ui_exposure)
     assert balanced["spec"]["type"] == "LoadBalancer"
     assert balanced["spec"]["loadBalancerSourceRanges"] == ["192.168.0.0/24"]

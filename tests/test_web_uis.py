@@ -19,6 +19,11 @@ SELECTOR = {"app": "ui"}
 def _exposure(stack: str, **exposure: Any) -> dict[str, Any]:
     data = stack_data(stack)
     data["cluster"]["uiExposure"] = exposure
+    if exposure.get("mode") == "internalLoadBalancer" and "oidc" in data:
+        # Grafana logs in through OIDC there too, and needs its address behind the balancer.
+        data.setdefault("observability", {}).setdefault("grafana", {})["url"] = (
+            "https://grafana.example.com"
+        )
     return data
 
 
