@@ -215,7 +215,7 @@ def slurm_task_prolog_lines() -> list[str]:
     Where the node has the exporter's directory: ``export`` of :data:`FIRST_STEP_FILE_VARIABLE`
     (the job's own file) and :data:`FIRST_STEP_LABELS_VARIABLE` (``slurm_job_id``), and, once
     per job and node, the job's submit time as :data:`SLURM_JOB_SUBMIT_METRIC`, read from
-    slurmctld (``squeue -o %V``, the submit time, printed in the pod's time zone, UTC; the
+    slurmctld (``squeue -o %V``, the submit time, printed in UTC as asked; the
     slurmd image carries Slurm's clients: SlinkyProject/containers schedmd/slurm/26.05/
     ubuntu24.04/Dockerfile, slurm-smd-client), written to a temporary name first and renamed
     so the exporter never reads half a file. A failure here never fails the task.
@@ -228,7 +228,10 @@ def slurm_task_prolog_lines() -> list[str]:
         # _run_script_and_set_env), so the label's own quotes are the only ones.
         f'  echo "export {FIRST_STEP_LABELS_VARIABLE}=slurm_job_id=\\"${{SLURM_JOB_ID}}\\""',
         f'  if [ ! -e "{submit}" ]; then',
-        '    submitted=$(squeue -h -j "$SLURM_JOB_ID" -o %V 2>/dev/null | head -n 1)',
+        # The task's own environment: a user's TZ would shift squeue's local time and a umask
+        # like 077 would hide the file from the exporter (nobody).
+        '    umask 022',
+        '    submitted=$(TZ=UTC squeue -h -j "$SLURM_JOB_ID" -o %V 2>/dev/null | head -n 1)',
         '    [ -n "$submitted" ] && seconds=$(TZ=UTC date -d "$submitted" +%s 2>/dev/null) && '
         f"printf '{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id=\"%s\"}} %s\\n' "
         f'"$SLURM_JOB_ID" "$seconds" > "{submit}.$$" && mv -f "{submit}.$$" "{submit}" '
@@ -276,6 +279,8 @@ def helper_script() -> str:
             f'file="${{{FIRST_STEP_FILE_VARIABLE}:-}}"',
             '[ -n "$file" ] || exit 0',
             '[ -e "$file" ] && exit 0',
+            "# The exporter (user nobody) must read the file whatever the job's umask.",
+            "umask 022",
             f"printf '{FIRST_STEP_METRIC}{{%s}} %s\\n' \"${{{FIRST_STEP_LABELS_VARIABLE}:-}}\" "
             '"$(date +%s)" > "$file.$$" && mv -f "$file.$$" "$file"',
             "",

@@ -260,8 +260,10 @@ def test_a_slurm_jobs_first_step_and_submission_reach_the_exporters_directory(
     squeue = tools / "squeue"
     squeue.write_text("#!/bin/sh\necho 2026-12-06T15:00:00\n")
     squeue.chmod(0o755)
-    env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42"}
-    prolog = "\n".join([*first_step.slurm_task_prolog_lines(), "exit 0", ""])
+    # A user's umask 077 and time zone must change neither what the exporter (nobody) can
+    # read nor the submit time.
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42", "TZ": "Asia/Tokyo"}
+    prolog = "\n".join(["umask 077", *first_step.slurm_task_prolog_lines(), "exit 0", ""])
     exported = dict(
         line.removeprefix("export ").split("=", 1) for line in _run(prolog, files, env).splitlines()
     )
@@ -271,8 +273,10 @@ def test_a_slurm_jobs_first_step_and_submission_reach_the_exporters_directory(
         f'{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id="42"}} 1796569200\n'
     )
     helper_env = {**env, **exported}
-    _run(first_step.helper_script(), files, helper_env)
+    _run("umask 077\n" + first_step.helper_script().removeprefix("#!/bin/sh\n"), files, helper_env)
     first = (files / "job-42.prom").read_text()
+    for written in ("job-42.prom", "job-42-submit.prom"):
+        assert (files / written).stat().st_mode & 0o044 == 0o044, written
     assert first.startswith(f'{FIRST_STEP_METRIC}{{slurm_job_id="42"}} ')
     _run(first_step.helper_script(), files, helper_env)  # a second call keeps the first step
     assert (files / "job-42.prom").read_text() == first

@@ -8,6 +8,7 @@ required affinity) on each stack's synthesized NodePools, not by the builders' o
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,13 @@ def test_the_counters_file_has_what_the_alerts_and_dashboards_read(
         c for c in view.of_kind("ConfigMap") if c["metadata"]["name"] == "dcgm-exporter-counters"
     ]
     assert configmap["data"]["counters.csv"] == metric_catalog.dcgm_counters_csv()
+    # The file is mounted by subPath, which sees no update: a new list of fields rolls the
+    # pods through their digest.
+    annotations = view.releases["dcgm-exporter"]["values"]["podAnnotations"]
+    digest = hashlib.sha256(metric_catalog.dcgm_counters_csv().encode()).hexdigest()
+    assert annotations == {sources.COUNTERS_DIGEST_ANNOTATION: digest}
+    other = sources.dcgm_values([], (), "DCGM_FI_DEV_GPU_UTIL, gauge, busy\n")["podAnnotations"]
+    assert other != annotations
     fields = {counter.field for counter in metric_catalog.DCGM_COUNTERS}
     assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= fields
     configmap = sources.dcgm_counters_configmap("DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization\n")

@@ -27,6 +27,7 @@ Pure builders first, then :func:`register_sources`, which registers everything f
 
 from __future__ import annotations
 
+import hashlib
 import typing
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
@@ -199,8 +200,12 @@ def node_relabelings() -> list[dict[str, Any]]:
     ]
 
 
+COUNTERS_DIGEST_ANNOTATION: Final = "trainingplatform.io/counters-sha256"
+"""Annotation of the DCGM exporter's pods: the digest of its counters file."""
+
+
 def dcgm_values(
-    gpu_pools: list[NodePoolConfig], slurm_pools: Collection[str] = ()
+    gpu_pools: list[NodePoolConfig], slurm_pools: Collection[str] = (), counters_csv: str = ""
 ) -> dict[str, Any]:
     """Values of the dcgm-exporter chart: on the GPU pools, pods attributed, our counters.
 
@@ -213,9 +218,14 @@ def dcgm_values(
     and ``container`` (internal/pkg/transformation/const.go). It runs as root with SYS_ADMIN
     (the chart's securityContext) for the socket and the profiling fields.
 
+    The counters file is mounted by ``subPath``, which a ConfigMap's update never reaches: the
+    pods carry the file's digest (``podAnnotations``), so a new list of fields rolls them.
+
     Args:
         gpu_pools: the GPU pools; their NodePools, taints and Slurm reservation.
         slurm_pools: pools that keep nodes for Slurm.
+        counters_csv: the counters file the ConfigMap holds (:func:`dcgm_counters_configmap`);
+            default empty (a digest of nothing).
     """
     exporter = _exporter(DCGM_RELEASE)
     # The exporter starts its own host engine (no ``-r``). The EKS node monitoring agent runs
@@ -227,6 +237,9 @@ def dcgm_values(
     return {
         "fullnameOverride": DCGM_RELEASE,
         "arguments": ["-f", DCGM_COUNTERS_PATH],
+        "podAnnotations": {
+            COUNTERS_DIGEST_ANNOTATION: hashlib.sha256(counters_csv.encode()).hexdigest()
+        },
         "affinity": pool_affinity(node_pool_names(gpu_pools, slurm_pools)),
         "tolerations": exporter_tolerations(gpu_pools, slurm_pools),
         "priorityClassName": NODE_EXPORTER_PRIORITY_CLASS,
@@ -615,14 +628,13 @@ def register_sources(
     created: list[pulumi.Resource] = []
     gpu_pools = exporter_pools(config.node_pools, DCGM_RELEASE)
     if gpu_pools:
-        counters = _object(
-            dcgm_counters_configmap(counters_csv or metric_catalog.dcgm_counters_csv()), in_cluster
-        )
+        counters_csv = counters_csv or metric_catalog.dcgm_counters_csv()
+        counters = _object(dcgm_counters_configmap(counters_csv), in_cluster)
         exporter = release(
             DCGM_RELEASE,
             versions.DCGM_EXPORTER_CHART,
             namespace=NODE_EXPORTERS_NAMESPACE,
-            values=dcgm_values(gpu_pools, slurm_pools),
+            values=dcgm_values(gpu_pools, slurm_pools, counters_csv),
             opts=pulumi.ResourceOptions.merge(
                 in_cluster, pulumi.ResourceOptions(depends_on=[*ready, counters])
             ),
