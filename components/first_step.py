@@ -230,7 +230,7 @@ def slurm_task_prolog_lines() -> list[str]:
         f'  if [ ! -e "{submit}" ]; then',
         # The task's own environment: a user's TZ would shift squeue's local time and a umask
         # like 077 would hide the file from the exporter (nobody).
-        '    umask 022',
+        "    umask 022",
         '    submitted=$(TZ=UTC squeue -h -j "$SLURM_JOB_ID" -o %V 2>/dev/null | head -n 1)',
         '    [ -n "$submitted" ] && seconds=$(TZ=UTC date -d "$submitted" +%s 2>/dev/null) && '
         f"printf '{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id=\"%s\"}} %s\\n' "

@@ -10,7 +10,7 @@ from typing import Any, Final
 import yaml
 
 from components.config import CONFIG_KEY
-from synth.yamlio import load_yaml
+from synth.yamlio import SAFE_LOADER, load_yaml
 
 REPOSITORY_ROOT: Final = Path(__file__).resolve().parent.parent
 SECURE_PLACEHOLDER: Final = "SYNTH-PLACEHOLDER-SECURE-VALUE"
@@ -118,9 +118,41 @@ def _replace_secure(value: Any) -> tuple[Any, bool]:
     return value, False
 
 
+def _repeated_key(node: yaml.Node | None) -> tuple[str, int, int] | None:
+    """The first mapping key written twice under ``node``: (key, first line, second line).
+
+    YAML keeps the last of two equal keys without a word (PyYAML's constructor), so a second
+    ``observability:`` block would silently drop the first's settings.
+    """
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    return key.value, seen[key.value], key.start_mark.line + 1
+                seen[key.value] = key.start_mark.line + 1
+            found = _repeated_key(value)
+            if found is not None:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            found = _repeated_key(item)
+            if found is not None:
+                return found
+    return None
+
+
 def _load_yaml(path: Path) -> Any:
     try:
-        return load_yaml(path.read_text())
+        text = path.read_text()
+        repeated = _repeated_key(yaml.compose(text, Loader=SAFE_LOADER))
+        if repeated is not None:
+            key, first, second = repeated
+            raise StackFileError(
+                f"{path} line {second}: key '{key}' is written twice (lines {first} and "
+                f"{second}); YAML keeps only the last, so merge them into one"
+            )
+        return load_yaml(text)
     except FileNotFoundError:
         raise StackFileError(f"{path}: not found") from None
     except yaml.YAMLError as exc:

@@ -19,7 +19,13 @@ from synth.engine import SECRET_MARK, ResourceRecord, plain_value
 from synth.output import component_counts, is_kubernetes_object, manifest_file_name
 from synth.reference_pages import parts
 from synth.run import StackResult, policy_summary, synthesize_stack
-from synth.stackfile import SECURE_PLACEHOLDER, stack_from_document
+from synth.stackfile import (
+    REPOSITORY_ROOT,
+    SECURE_PLACEHOLDER,
+    StackFileError,
+    load_stack,
+    stack_from_document,
+)
 from synth.yamlio import UNFOLDED, dump_yaml, load_yaml
 from tests.conftest import STACKS, synth_cli
 from tests.schemas import UnknownKind, validation_errors
@@ -324,3 +330,20 @@ def test_help_lists_every_sub_command(capsys: pytest.CaptureFixture[str]) -> Non
     for command, usage in COMMANDS.items():
         assert " ".join(usage.split()) in shown, command
     assert "'scan <stack>... | --all'" in shown
+
+
+def test_a_key_written_twice_in_a_stack_file_is_refused(tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys without a word; a stack file must not, or a
+    second block silently drops the first's settings (two ``observability:`` blocks once
+    dropped prod's EFA exporter image)."""
+    (tmp_path / "Pulumi.yaml").write_text((REPOSITORY_ROOT / "Pulumi.yaml").read_text())
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "Pulumi.twice.yaml").write_text(
+        "config:\n  p:platform:\n    observability:\n      retentionDays: 3\n"
+        "    teams: []\n    observability:\n      storageGiB: 20\n"
+    )
+    with pytest.raises(StackFileError, match=r"line 6: key 'observability' is written twice"):
+        load_stack("twice", root=tmp_path)
+    (stacks / "Pulumi.once.yaml").write_text("config:\n  a: {b: 1, c: 2}\n  d: [{b: 1}, {b: 2}]\n")
+    assert load_stack("once", root=tmp_path).config  # the same key in separate maps is fine
