@@ -35,8 +35,17 @@ DRV_MODULE_NAME)."""
 PORT_PREFIX: Final = "ports/<port>/hw_counters/"
 DEVICE_PREFIX: Final = "hw_counters/"
 VERBS_ERRORS: Final = f"{RULE_PREFIX}_efa_verbs_errors_total"
-OPTIONAL_FILES: Final = frozenset({"alloc_mr_err", "get_dma_mr_err"})
-"""Device counters of drivers built with kernel verbs only: absent elsewhere, and not an error."""
+OPTIONAL_FILES: Final = frozenset({
+    # Device counters of drivers built with kernel verbs only.
+    "alloc_mr_err", "get_dma_mr_err",
+    # Port counters of the device's network statistics, which drivers before efa_linux_2.17.0
+    # do not publish (amzn/amzn-drivers efa_linux_2.15.0 kernel/linux/efa/src/efa_verbs.c has
+    # no retrans_* and no *_remote_*_events).
+    "retrans_bytes", "retrans_pkts", "retrans_timeout_events", "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+})  # fmt: skip
+"""Counter files a supported driver may lack: absent, their series are absent too, which is
+not a scrape error (an error on every scrape of every older node would hide the real ones)."""
 DEVICES: Final = f"{RULE_PREFIX}_efa_devices"
 SCRAPE_ERRORS: Final = f"{RULE_PREFIX}_efa_scrape_errors"
 

@@ -108,15 +108,17 @@ def test_a_vanished_device_takes_its_series_and_a_bad_file_is_an_error(tmp_path:
     counters = sysfs / "class" / "infiniband" / "efa_0" / "ports" / "1" / "hw_counters"
     (counters / "rx_bytes").write_text("not a number\n")
     (counters / "retrans_pkts").unlink()  # a driver before efa_linux_2.17.0 has none
+    (counters / "rx_drops").unlink()  # every supported driver has it: an error
     (counters / "tx_pkts").unlink()
     (counters / "tx_pkts").mkdir()  # unreadable as a file (root reads any mode)
     samples = _scrape(sysfs)
     assert not any(("device", "rdmap16s27") in labels for _, labels, _ in samples)
     assert _value(samples, f"{RULE_PREFIX}_efa_devices") == 1
+    # rx_bytes (garbage), rx_drops (missing) and tx_pkts (a directory); not retrans_pkts.
     assert _value(samples, f"{RULE_PREFIX}_efa_scrape_errors", device="efa_0") == 3
-    for name in ("rx_bytes", "retransmitted_packets", "tx_packets"):
+    for name in ("rx_bytes", "retransmitted_packets", "tx_packets", "rx_drops"):
         assert _value(samples, f"{RULE_PREFIX}_efa_{name}_total", device="efa_0", port="1") is None
-    broken = {"rx_bytes", "retrans_pkts", "tx_pkts"}
+    broken = {"rx_bytes", "retrans_pkts", "tx_pkts", "rx_drops"}
     expected = {
         s for s in _expected(FIXTURE, ("efa_0",))
         if not any(s[0] == n and EFA_METRICS[n].endswith(f"/{f}") for n in EFA_METRICS

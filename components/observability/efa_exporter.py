@@ -90,14 +90,16 @@ def exporter_daemonset(
 
     Non-root (the image's user), read-only root, every capability dropped
     (:func:`components.tenancy.hardened_pod`), no service account token (it calls nothing),
-    the host's sysfs read-only (:data:`SYSFS_MOUNT`), probed on its metrics port.
+    the host's sysfs read-only (:data:`SYSFS_MOUNT`), probed by TCP on its metrics port.
 
     Args:
         pools: the EFA pools (:func:`efa_pools`).
         image: ``observability.images.efaExporter``.
         slurm_pools: names of pools that keep nodes for Slurm (their taint is tolerated).
     """
-    probe = {"httpGet": {"path": "/metrics", "port": PORT_NAME}, "timeoutSeconds": 5}
+    # A TCP probe: an HTTP probe of /metrics would read every counter file again (and make
+    # the device answer a statistics query once its 10 ms cache has expired) at each probe.
+    probe = {"tcpSocket": {"port": PORT_NAME}, "timeoutSeconds": 5}
     pod = hardened_pod(
         {
             "automountServiceAccountToken": False,
