@@ -22,6 +22,10 @@ PROMETHEUS_URL: Final = (
 )
 """The chart's Prometheus service: ``<fullname>-prometheus``, the fullname being
 ``fullnameOverride`` (kube-prometheus-stack 88.5.3 templates/prometheus/service.yaml)."""
+PROMETHEUS_SERVICE_ACCOUNT: Final = f"{MONITORING_RELEASE}-prometheus"
+"""Prometheus' service account, which the metrics stack names in the chart's values and the
+JobSet metrics reader and the AMP Pod Identity role are bound to (kube-prometheus-stack 88.5.3
+templates/_helpers.tpl, ``kube-prometheus-stack.prometheus.serviceAccountName``)."""
 SCRAPE_INTERVAL: Final = "30s"
 """How often Prometheus scrapes every target (the ServiceMonitors' and PodMonitors' default)."""
 

@@ -19,7 +19,11 @@ import jmespath
 import pytest
 
 from components.config import parse_platform_config
-from components.metric_names import MONITORING_NAMESPACE, NODE_EXPORTERS_NAMESPACE
+from components.metric_names import (
+    MONITORING_NAMESPACE,
+    NODE_EXPORTERS_NAMESPACE,
+    PROMETHEUS_SERVICE_ACCOUNT,
+)
 from components.observability import metrics_stack as stack_values
 from components.observability.dashboards import platform_dashboards
 from components.observability.metrics_stack import (
@@ -28,7 +32,6 @@ from components.observability.metrics_stack import (
     FLEET_FOLDER,
     GRAFANA_OIDC_SECRET,
     GRAFANA_SERVICE_ACCOUNT,
-    PROMETHEUS_SERVICE_ACCOUNT,
     PROMETHEUS_STORAGE_CLASS,
     dashboard_config_map,
     dashboard_folders,

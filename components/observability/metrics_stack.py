@@ -33,6 +33,7 @@ from components.helm import with_system_placement
 from components.metric_names import (
     MONITORING_NAMESPACE,
     MONITORING_RELEASE,
+    PROMETHEUS_SERVICE_ACCOUNT,
     SCRAPE_INTERVAL,
 )
 
@@ -44,10 +45,6 @@ RETENTION_SIZE_SHARE: Final = 0.9
 """Prometheus deletes its oldest blocks once they take this share of the volume, so a full
 volume loses old samples, not new ones (the WAL and the compaction's scratch need the rest)."""
 
-PROMETHEUS_SERVICE_ACCOUNT: Final = f"{MONITORING_RELEASE}-prometheus"
-"""The Prometheus pods' service account (kube-prometheus-stack 88.5.3
-templates/prometheus/serviceaccount.yaml: ``<fullname>-prometheus``; set explicitly in
-:func:`prometheus_values` so the Pod Identity association cannot drift from it)."""
 GRAFANA_SERVICE_ACCOUNT: Final = f"{MONITORING_RELEASE}-grafana"
 """Grafana's service account: the grafana chart's fullname, ``<release>-grafana``
 (grafana-community/helm-charts grafana-12.11.1 charts/grafana/templates/_helpers.tpl,

@@ -41,8 +41,8 @@ from components.config.slurm import slurm_held_nodes
 from components.helm import release
 from components.metric_names import (
     MONITORING_NAMESPACE,
-    MONITORING_RELEASE,
     NODE_EXPORTERS_NAMESPACE,
+    PROMETHEUS_SERVICE_ACCOUNT,
     SCRAPE_INTERVAL,
 )
 from components.node_pools import (
@@ -94,9 +94,6 @@ whose authorization filter asks the API server (SubjectAccessReview) whether tha
 chart's own role grants it too while ``global.rbac.create`` holds: kube-prometheus-stack
 88.5.3 templates/prometheus/clusterrole.yaml; ours does not depend on that.)"""
 
-PROMETHEUS_SERVICE_ACCOUNT: Final = f"{MONITORING_RELEASE}-prometheus"
-"""The chart's Prometheus service account: ``<fullname>-prometheus`` (kube-prometheus-stack
-88.5.3 templates/_helpers.tpl, ``kube-prometheus-stack.prometheus.serviceAccountName``)."""
 METRICS_READER_ROLE: Final = "trainingplatform:metrics-reader"
 """ClusterRole: ``get`` on the non-resource URL ``/metrics``, what controller-runtime's
 authorization filter asks the API server about before it serves JobSet's metrics."""

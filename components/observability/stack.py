@@ -33,6 +33,7 @@ from components.metric_names import (
     MONITORING_NAMESPACE,
     MONITORING_RELEASE,
     NODE_EXPORTERS_NAMESPACE,
+    PROMETHEUS_SERVICE_ACCOUNT,
 )
 from components.notebooks import ebs_key_policy
 from components.observability.efa_exporter import register_efa_exporter
@@ -44,7 +45,6 @@ from components.observability.metrics_stack import (
     GRAFANA_PORT,
     GRAFANA_SERVICE_ACCOUNT,
     GRAFANA_SERVICE_PORT,
-    PROMETHEUS_SERVICE_ACCOUNT,
     PROMETHEUS_STORAGE_CLASS,
     DashboardSpec,
     cloudwatch_read_policy,
