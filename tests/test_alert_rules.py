@@ -33,9 +33,11 @@ from components.metric_names import (
     PODGROUP_MIN_MEMBER_METRIC,
     PODGROUP_PHASE_METRIC,
     PODGROUP_PHASES,
+    SLURM_JOB_SUBMIT_METRIC,
     efa_port_counter,
 )
 from components.observability import rules
+from components.slurm.common import NAMESPACE as SLURM_NAMESPACE
 from synth.engine import synthesize
 from synth.stackfile import REPOSITORY_ROOT, StackFile
 from tests import promtool
@@ -668,12 +670,92 @@ def _cold_start_cases() -> list[Case]:
     return [restart, stuck]
 
 
+def _slurm_ledger_case() -> Case:
+    """Slurm jobs in the ledger: 42 cold on a p5-slurm node and over p5's budget, 43 warm (its
+    node launched before it was submitted), 44 spoofed by a team's pod (any namespace but
+    Slurm's), its node launched after its submission. The Slurm namespace is Slinky's."""
+    assert SLURM_NAMESPACE == rules.SLURM_NAMESPACE
+    series: dict[str, str] = {}
+    # node: (launched, registered, initialized)
+    claims = {"sn1": (160, 250, 500), "sn2": (50, 80, 120), "sn3": (300, 400, 600)}
+    for node, times in claims.items():
+        series[_node(node, "p5", "p5.48xlarge", slurm=True)] = "1x40"
+        for condition, at in zip(("Launched", "Registered", "Initialized"), times, strict=True):
+            key = f'nodeclaim="p5-slurm-{node}", nodepool="p5-slurm", node="{node}", {KSM}'
+            series[
+                f'{NODECLAIM_CONDITION_METRIC}{{{key}, condition="{condition}", status="True"}}'
+            ] = f"{at}x40"
+    # job: (namespace, pod, node, submitted, first step)
+    jobs = {
+        "42": (SLURM_NAMESPACE, "slurm-worker-p5-0", "sn1", 100, 2400),
+        "43": (SLURM_NAMESPACE, "slurm-worker-p5-1", "sn2", 1000, 1100),
+        "44": ("team-x", "evil", "sn3", 100, 5000),
+    }
+    for job_id, (namespace, pod, node, submitted, step_at) in jobs.items():
+        key = f'namespace="{namespace}", pod="{pod}", {FIRST_STEP_JOB}, slurm_job_id="{job_id}"'
+        series[f"{SLURM_JOB_SUBMIT_METRIC}{{{key}}}"] = f"{submitted}x40"
+        series[f"{FIRST_STEP_METRIC}{{{key}}}"] = f"{step_at}x40"
+        series[f'kube_pod_info{{namespace="{namespace}", pod="{pod}", node="{node}"}}'] = "1x40"
+    # An early first step for 42 from another target than the first-step monitor.
+    series[
+        f'{FIRST_STEP_METRIC}{{namespace="{SLURM_NAMESPACE}", pod="slurm-worker-p5-0", '
+        'job="team-x/own-monitor", slurm_job_id="42"}'
+    ] = "150x40"
+    job = {"namespace": SLURM_NAMESPACE, "slurm_job_id": "42"}
+    job43 = {**job, "slurm_job_id": "43"}
+    p50 = COLD_START_QUANTILE_RULES[0.5]
+    return Case(
+        "the cold-start ledger: a cold Slurm job under its platform pool, a warm one, a spoof",
+        at="10m",
+        series=series,
+        alerts={"ColdStartOverBudget": [Fired({**job, "nodepool": "p5"}, 2300)]},
+        records={
+            f'{GANG_COLD_START_RULE}{{slurm_job_id!=""}}': [
+                ({"__name__": GANG_COLD_START_RULE, **job, "nodepool": "p5", "stage": stage}, value)
+                for stage, value in (
+                    ("nodes_launched", 60),
+                    ("nodes_registered", 150),
+                    ("nodes_initialized", 400),
+                    ("first_step", 2300),
+                )
+            ],
+            rules.SLURM_JOB_NODE_RULE: [
+                (
+                    {"__name__": rules.SLURM_JOB_NODE_RULE, **job, "node": "sn1", "nodepool": "p5"},
+                    1,
+                ),
+                (
+                    {
+                        "__name__": rules.SLURM_JOB_NODE_RULE,
+                        **job43,
+                        "node": "sn2",
+                        "nodepool": "p5",
+                    },
+                    1,
+                ),
+            ],
+            rules.SLURM_JOB_SUBMIT_RULE: [
+                ({"__name__": rules.SLURM_JOB_SUBMIT_RULE, **job}, 100),
+                ({"__name__": rules.SLURM_JOB_SUBMIT_RULE, **job43}, 1000),
+            ],
+            rules.SLURM_JOB_FIRST_STEP_RULE: [
+                ({"__name__": rules.SLURM_JOB_FIRST_STEP_RULE, **job}, 2400),
+                ({"__name__": rules.SLURM_JOB_FIRST_STEP_RULE, **job43}, 1100),
+            ],
+            f'{p50}{{nodepool="p5", stage="first_step"}}': [
+                ({"__name__": p50, "nodepool": "p5", "stage": "first_step"}, 2300)
+            ],
+        },
+    )
+
+
 def _cases() -> list[Case]:
     return [
         *_accelerator_cases(),
         _gang_case(),
         *_ops_cases(),
         _ledger_case(),
+        _slurm_ledger_case(),
         *_cold_start_cases(),
     ]
 
