@@ -626,8 +626,8 @@ def _gang_on_node(
 
 
 def _cold_start_cases() -> list[Case]:
-    """A gang restarted onto a new node after an hour is no new cold start; a cold gang with
-    no first step past its pool's budget fires, a younger one does not."""
+    """A gang (or Slurm job) restarted onto a new node after an hour is no new cold start; a
+    cold gang with no first step past its pool's budget fires, a younger one does not."""
     restarted = _gang_on_node(  # the first start: node at 5m, first step at 10m, gone at 60m
         "team-r", "gr", created=0, node="n1", launched="300x119",
         pods={"gr-a": ("1x119", "_x14 400x105", "_x20 600x99")},
@@ -667,7 +667,31 @@ def _cold_start_cases() -> list[Case]:
             ]
         },
     )
-    return [restart, stuck]
+    # A Slurm job requeued onto a new node after an hour: its first start's values only.
+    requeued: dict[str, str] = {}
+    for node, pod, launched, submitted, step_at in (  # submitted at 0, first step at 10m
+        ("sn5", "slurm-worker-p5-2", "300x119", "0x119", "_x20 600x99"),
+        ("sn6", "slurm-worker-p5-3", "_x122 3900x80", "_x122 0x80", "_x140 4200x60"),
+    ):
+        requeued[_node(node, "p5", "p5.48xlarge", slurm=True)] = "1x200"
+        requeued[
+            f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-slurm-{node}", nodepool="p5-slurm", '
+            f'node="{node}", {KSM}, condition="Launched", status="True"}}'
+        ] = launched
+        requeued[f'kube_pod_info{{namespace="{SLURM_NAMESPACE}", pod="{pod}", node="{node}"}}'] = (
+            "1x200"
+        )
+        key = f'namespace="{SLURM_NAMESPACE}", pod="{pod}", {FIRST_STEP_JOB}, slurm_job_id="77"'
+        requeued[f"{SLURM_JOB_SUBMIT_METRIC}{{{key}}}"] = submitted
+        requeued[f"{FIRST_STEP_METRIC}{{{key}}}"] = step_at
+    requeue = Case(
+        "a Slurm job requeued on a new node an hour after its cold start is recorded no more",
+        at="90m",
+        series=requeued,
+        alerts={"ColdStartOverBudget": []},
+        records={f'{GANG_COLD_START_RULE}{{slurm_job_id="77"}}': []},
+    )
+    return [restart, stuck, requeue]
 
 
 def _slurm_ledger_case() -> Case:
