@@ -33,9 +33,11 @@ from components.metric_names import (
     PODGROUP_MIN_MEMBER_METRIC,
     PODGROUP_PHASE_METRIC,
     PODGROUP_PHASES,
+    SLURM_JOB_SUBMIT_METRIC,
     efa_port_counter,
 )
 from components.observability import rules
+from components.slurm.common import NAMESPACE as SLURM_NAMESPACE
 from synth.engine import synthesize
 from synth.stackfile import REPOSITORY_ROOT, StackFile
 from tests import promtool
@@ -624,8 +626,8 @@ def _gang_on_node(
 
 
 def _cold_start_cases() -> list[Case]:
-    """A gang restarted onto a new node after an hour is no new cold start; a cold gang with
-    no first step past its pool's budget fires, a younger one does not."""
+    """A gang (or Slurm job) restarted onto a new node after an hour is no new cold start; a
+    cold gang with no first step past its pool's budget fires, a younger one does not."""
     restarted = _gang_on_node(  # the first start: node at 5m, first step at 10m, gone at 60m
         "team-r", "gr", created=0, node="n1", launched="300x119",
         pods={"gr-a": ("1x119", "_x14 400x105", "_x20 600x99")},
@@ -665,7 +667,110 @@ def _cold_start_cases() -> list[Case]:
             ]
         },
     )
-    return [restart, stuck]
+    # A Slurm job requeued onto a new node after an hour: its first start's values only.
+    requeued: dict[str, str] = {}
+    for node, pod, launched, submitted, step_at in (  # submitted at 0, first step at 10m
+        ("sn5", "slurm-worker-p5-2", "300x119", "0x119", "_x20 600x99"),
+        ("sn6", "slurm-worker-p5-3", "_x122 3900x80", "_x122 0x80", "_x140 4200x60"),
+    ):
+        requeued[_node(node, "p5", "p5.48xlarge", slurm=True)] = "1x200"
+        requeued[
+            f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-slurm-{node}", nodepool="p5-slurm", '
+            f'node="{node}", {KSM}, condition="Launched", status="True"}}'
+        ] = launched
+        requeued[f'kube_pod_info{{namespace="{SLURM_NAMESPACE}", pod="{pod}", node="{node}"}}'] = (
+            "1x200"
+        )
+        key = f'namespace="{SLURM_NAMESPACE}", pod="{pod}", {FIRST_STEP_JOB}, slurm_job_id="77"'
+        requeued[f"{SLURM_JOB_SUBMIT_METRIC}{{{key}}}"] = submitted
+        requeued[f"{FIRST_STEP_METRIC}{{{key}}}"] = step_at
+    requeue = Case(
+        "a Slurm job requeued on a new node an hour after its cold start is recorded no more",
+        at="90m",
+        series=requeued,
+        alerts={"ColdStartOverBudget": []},
+        records={f'{GANG_COLD_START_RULE}{{slurm_job_id="77"}}': []},
+    )
+    return [restart, stuck, requeue]
+
+
+def _slurm_ledger_case() -> Case:
+    """Slurm jobs in the ledger: 42 cold on a p5-slurm node and over p5's budget, 43 warm (its
+    node launched before it was submitted), 44 spoofed by a team's pod (any namespace but
+    Slurm's), its node launched after its submission. The Slurm namespace is Slinky's."""
+    assert SLURM_NAMESPACE == rules.SLURM_NAMESPACE
+    series: dict[str, str] = {}
+    # node: (launched, registered, initialized)
+    claims = {"sn1": (160, 250, 500), "sn2": (50, 80, 120), "sn3": (300, 400, 600)}
+    for node, times in claims.items():
+        series[_node(node, "p5", "p5.48xlarge", slurm=True)] = "1x40"
+        for condition, at in zip(("Launched", "Registered", "Initialized"), times, strict=True):
+            key = f'nodeclaim="p5-slurm-{node}", nodepool="p5-slurm", node="{node}", {KSM}'
+            series[
+                f'{NODECLAIM_CONDITION_METRIC}{{{key}, condition="{condition}", status="True"}}'
+            ] = f"{at}x40"
+    # job: (namespace, pod, node, submitted, first step)
+    jobs = {
+        "42": (SLURM_NAMESPACE, "slurm-worker-p5-0", "sn1", 100, 2400),
+        "43": (SLURM_NAMESPACE, "slurm-worker-p5-1", "sn2", 1000, 1100),
+        "44": ("team-x", "evil", "sn3", 100, 5000),
+    }
+    for job_id, (namespace, pod, node, submitted, step_at) in jobs.items():
+        key = f'namespace="{namespace}", pod="{pod}", {FIRST_STEP_JOB}, slurm_job_id="{job_id}"'
+        series[f"{SLURM_JOB_SUBMIT_METRIC}{{{key}}}"] = f"{submitted}x40"
+        series[f"{FIRST_STEP_METRIC}{{{key}}}"] = f"{step_at}x40"
+        series[f'kube_pod_info{{namespace="{namespace}", pod="{pod}", node="{node}"}}'] = "1x40"
+    # An early first step for 42 from another target than the first-step monitor.
+    series[
+        f'{FIRST_STEP_METRIC}{{namespace="{SLURM_NAMESPACE}", pod="slurm-worker-p5-0", '
+        'job="team-x/own-monitor", slurm_job_id="42"}'
+    ] = "150x40"
+    job = {"namespace": SLURM_NAMESPACE, "slurm_job_id": "42"}
+    job43 = {**job, "slurm_job_id": "43"}
+    p50 = COLD_START_QUANTILE_RULES[0.5]
+    return Case(
+        "the cold-start ledger: a cold Slurm job under its platform pool, a warm one, a spoof",
+        at="10m",
+        series=series,
+        alerts={"ColdStartOverBudget": [Fired({**job, "nodepool": "p5"}, 2300)]},
+        records={
+            f'{GANG_COLD_START_RULE}{{slurm_job_id!=""}}': [
+                ({"__name__": GANG_COLD_START_RULE, **job, "nodepool": "p5", "stage": stage}, value)
+                for stage, value in (
+                    ("nodes_launched", 60),
+                    ("nodes_registered", 150),
+                    ("nodes_initialized", 400),
+                    ("first_step", 2300),
+                )
+            ],
+            rules.SLURM_JOB_NODE_RULE: [
+                (
+                    {"__name__": rules.SLURM_JOB_NODE_RULE, **job, "node": "sn1", "nodepool": "p5"},
+                    1,
+                ),
+                (
+                    {
+                        "__name__": rules.SLURM_JOB_NODE_RULE,
+                        **job43,
+                        "node": "sn2",
+                        "nodepool": "p5",
+                    },
+                    1,
+                ),
+            ],
+            rules.SLURM_JOB_SUBMIT_RULE: [
+                ({"__name__": rules.SLURM_JOB_SUBMIT_RULE, **job}, 100),
+                ({"__name__": rules.SLURM_JOB_SUBMIT_RULE, **job43}, 1000),
+            ],
+            rules.SLURM_JOB_FIRST_STEP_RULE: [
+                ({"__name__": rules.SLURM_JOB_FIRST_STEP_RULE, **job}, 2400),
+                ({"__name__": rules.SLURM_JOB_FIRST_STEP_RULE, **job43}, 1100),
+            ],
+            f'{p50}{{nodepool="p5", stage="first_step"}}': [
+                ({"__name__": p50, "nodepool": "p5", "stage": "first_step"}, 2300)
+            ],
+        },
+    )
 
 
 def _cases() -> list[Case]:
@@ -674,6 +779,7 @@ def _cases() -> list[Case]:
         _gang_case(),
         *_ops_cases(),
         _ledger_case(),
+        _slurm_ledger_case(),
         *_cold_start_cases(),
     ]
 

@@ -73,6 +73,7 @@ from components.metric_names import (
     PODGROUP_MIN_MEMBER_METRIC,
     PODGROUP_PHASE_METRIC,
     RULE_PREFIX,
+    SLURM_JOB_SUBMIT_METRIC,
     efa_port_counter,
 )
 from components.node_pools import POOL_LABEL as PLATFORM_POOL_NODE_LABEL
@@ -183,6 +184,20 @@ a series missing for a scrape or two does not fire it."""
 GANG_FIRST_STEP_RULE: Final = f"{RULE_PREFIX}:gang_first_step_timestamp_seconds"
 """Recording rule: Unix time of the first step of each gang's earliest pod (labels
 ``namespace``, ``podgroup``)."""
+
+SLURM_NAMESPACE: Final = "slurm"
+"""Namespace of Slinky's slurmd pods (components/slurm/common.py NAMESPACE; not imported, as
+components.slurm imports this package): only its first-step targets are Slurm's, a team's pod
+serving ``slurm_job_id`` series is not."""
+SLURM_JOB_NODE_RULE: Final = f"{RULE_PREFIX}:slurm_job_node:info"
+"""Recording rule: 1 per node of a Slurm job (labels ``namespace``, ``slurm_job_id``, ``node``,
+``nodepool``: the node's platform pool, not its ``<pool>-slurm`` NodePool)."""
+SLURM_JOB_SUBMIT_RULE: Final = f"{RULE_PREFIX}:slurm_job_submit_timestamp_seconds"
+"""Recording rule: Unix time each Slurm job was submitted (labels ``namespace``,
+``slurm_job_id``)."""
+SLURM_JOB_FIRST_STEP_RULE: Final = f"{RULE_PREFIX}:slurm_job_first_step_timestamp_seconds"
+"""Recording rule: Unix time of each Slurm job's earliest first step (labels ``namespace``,
+``slurm_job_id``)."""
 
 GANG_PENDING_RULE: Final = f"{RULE_PREFIX}:gang_pending_seconds"
 """Recording rule: seconds since the oldest pending pod of each gang was created (labels
@@ -691,7 +706,10 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     rules.append(record(GANG_FIRST_STEP_RULE, first_step))
     # Gangs that had their first step more than the window ago: settled, recorded no more.
     settled = f"last_over_time({GANG_FIRST_STEP_RULE}[{LEDGER_LOOKBACK}] offset {LEDGER_WINDOW})"
-    launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched"}}'
+    # The ledger's Slurm series (slurm_job_id, no podgroup) are not a gang's.
+    launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched", podgroup!=""}}'
+    slurm_rules, slurm_stages, slurm_took, slurm_waiting = _slurm_ledger_rules()
+    rules.extend(slurm_rules)
     for stage, condition in STAGE_CONDITIONS.items():
         claims = (
             f'{NODECLAIM_CONDITION_METRIC}{{{ksm}, condition="{condition}", status="True", '
@@ -709,6 +727,8 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             if stage == "nodes_launched"
             else f"({expr}) and on(namespace, podgroup) {launched}"
         )
+        # One rule per stage for gangs and Slurm jobs alike (their labels differ).
+        expr = f"({expr}) or ({slurm_stages[stage]})"
         rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
     # A gang whose nodes came from two pools is the last-launched pool's from here on.
     pool_of = (
@@ -723,13 +743,18 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     )
     for stage, when in (("pods_running", ready), ("first_step", GANG_FIRST_STEP_RULE)):
         expr = f"(({when}) - on(namespace, podgroup) group_left() {created}) + {pool_of}"
+        if stage in slurm_stages:
+            expr = f"({expr}) or ({slurm_stages[stage]})"
         rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
     rules.extend(
         record(COLD_START_BUDGET_METRIC, f"vector({budget_seconds(pool)})", {"nodepool": pool.name})
         for pool in config.node_pools
     )
     budget = f"on(nodepool) group_left() {COLD_START_BUDGET_METRIC}"
-    took = f'max by (namespace, podgroup, nodepool) ({GANG_COLD_START_RULE}{{stage="first_step"}})'
+    took = (
+        f"max by (namespace, podgroup, nodepool) "
+        f'({GANG_COLD_START_RULE}{{stage="first_step", podgroup!=""}})'
+    )
     # A cold gang with no first step yet: the time since it was submitted, under its pool.
     waiting = (
         "max by (namespace, podgroup, nodepool) (0 * topk by (namespace, podgroup) "
@@ -739,20 +764,104 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     rules.append(
         alert(
             "ColdStartOverBudget",
-            f"({took} > {budget}) or (({waiting}) > {budget})",
+            f"({took} > {budget}) or (({waiting}) > {budget}) "
+            f"or ({slurm_took} > {budget}) or (({slurm_waiting}) > {budget})",
             severity="warning",
             for_=COLD_START_STUCK_FOR,
-            summary="Gang {{ $labels.namespace }}/{{ $labels.podgroup }} is "
+            # A gang's podgroup or a Slurm job's id (namespace slurm): the other is empty.
+            summary="{{ $labels.namespace }}/{{ $labels.podgroup }}{{ $labels.slurm_job_id }} is "
             "{{ $value | humanizeDuration }} into its cold start on pool "
             "{{ $labels.nodepool }}, past the pool's budget",
-            description="From submission to the first training step the gang took, or has "
-            "taken so far without a first step, longer than the pool's cold-start budget "
-            "(nodePools[].coldStartBudgetMinutes). The ledger's dashboard shows which stage "
-            "took the time; a gang with no first step is stuck in one (or its program does not "
-            "mark its first step).",
+            description="From submission to the first training step the gang (or Slurm job) "
+            "took, or has taken so far without a first step, longer than the pool's cold-start "
+            "budget (nodePools[].coldStartBudgetMinutes). The ledger's dashboard shows which "
+            "stage took the time; a gang with no first step is stuck in one (or its program "
+            "does not mark its first step).",
         )
     )
     return rules
+
+
+def _slurm_ledger_rules() -> tuple[list[dict[str, Any]], dict[str, str], str, str]:
+    """The ledger's Slurm jobs: each cold job's seconds from submission to each stage.
+
+    Inputs, each read only from the first-step PodMonitor's job and the slurmd pods'
+    namespace (:data:`SLURM_NAMESPACE`; a team's pod serving the same names is not Slurm's):
+
+    - ``SLURM_JOB_SUBMIT_METRIC{namespace, pod, slurm_job_id}``: the job's submission, written
+      by the TaskProlog on each node the job runs a task on (components/first_step.py), so its
+      slurmd pods, and through ``kube_pod_info`` their nodes, are the job's;
+    - ``FIRST_STEP_METRIC{namespace, pod, slurm_job_id}``: the job's first step;
+    - ``kube_node_labels``: each node's platform pool (``trainingplatform.io/pool``): a pool's
+      Slurm nodes come from its ``<pool>-slurm`` NodePool, and the budgets are the pool's;
+    - the NodeClaims' conditions, as for gangs.
+
+    Stages are recorded under ``namespace="slurm"``, ``slurm_job_id`` and the platform pool:
+    ``nodes_launched``, ``nodes_registered``, ``nodes_initialized`` (the job's last node) and
+    ``first_step`` (the earliest). ``pods_running`` is not defined for a Slurm job: its slurmd
+    pods run before it is submitted, and its tasks are processes, not pods. A job is cold when
+    its last node launched after it was submitted, and is recorded, as a gang is, only until
+    :data:`LEDGER_WINDOW` after its first step (each stage keeps its first value).
+
+    Returns:
+        The rules of the jobs' nodes, submissions and first steps; each stage's expression
+        (recorded with the gangs', one rule per stage); and the alert's two terms: a cold
+        job's seconds to its first step, and a cold job's seconds so far without one (labels
+        ``namespace``, ``slurm_job_id``, ``nodepool``).
+    """
+    job = f'job="{FIRST_STEP_JOB}", namespace="{SLURM_NAMESPACE}", slurm_job_id!=""'
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
+    key = "namespace, slurm_job_id"
+    pools = (
+        f'max by (node, nodepool) (label_replace(kube_node_labels{{{PLATFORM_POOL_LABEL}!=""}}, '
+        f'"nodepool", "$1", "{PLATFORM_POOL_LABEL}", "(.+)"))'
+    )
+    nodes = (
+        f"group by ({key}, node, nodepool) "
+        f"(max by ({key}, pod) ({SLURM_JOB_SUBMIT_METRIC}{{{job}}}) "
+        f"* on(namespace, pod) group_left(node) max by (namespace, pod, node) "
+        f'(kube_pod_info{{namespace="{SLURM_NAMESPACE}", node!=""}}) '
+        f"* on(node) group_left(nodepool) {pools})"
+    )
+    rules = [
+        record(SLURM_JOB_NODE_RULE, nodes),
+        record(SLURM_JOB_SUBMIT_RULE, f"max by ({key}) ({SLURM_JOB_SUBMIT_METRIC}{{{job}}})"),
+        record(SLURM_JOB_FIRST_STEP_RULE, f"min by ({key}) ({FIRST_STEP_METRIC}{{{job}}})"),
+    ]
+    settled = (
+        f"last_over_time({SLURM_JOB_FIRST_STEP_RULE}[{LEDGER_LOOKBACK}] offset {LEDGER_WINDOW})"
+    )
+    launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched", slurm_job_id!=""}}'
+    since = f"on({key}) group_left() {SLURM_JOB_SUBMIT_RULE}"
+    stages: dict[str, str] = {}
+    for stage, condition in STAGE_CONDITIONS.items():
+        claims = (
+            f'{NODECLAIM_CONDITION_METRIC}{{{ksm}, condition="{condition}", status="True", '
+            'node!=""}'
+        )
+        # The claim's own nodepool is the <pool>-slurm NodePool: the job's node rule has the
+        # platform pool.
+        expr = (
+            f"max by ({key}, nodepool) (max by (node) ({claims}) "
+            f"* on(node) group_right() {SLURM_JOB_NODE_RULE}) - {since}"
+        )
+        expr = (
+            f"({expr} > 0) unless on({key}) {settled}"
+            if stage == "nodes_launched"
+            else f"({expr}) and on({key}) {launched}"
+        )
+        stages[stage] = expr
+    pool_of = f"on({key}) group_left(nodepool) (0 * topk by ({key}) (1, {launched}))"
+    stages["first_step"] = f"(({SLURM_JOB_FIRST_STEP_RULE}) - {since}) + {pool_of}"
+    took = (
+        f'max by ({key}, nodepool) ({GANG_COLD_START_RULE}{{stage="first_step", slurm_job_id!=""}})'
+    )
+    waiting = (
+        f"max by ({key}, nodepool) (0 * topk by ({key}) (1, {launched})) "
+        f"+ on({key}) group_left() (time() - {SLURM_JOB_SUBMIT_RULE}) "
+        f"unless on({key}) {SLURM_JOB_FIRST_STEP_RULE}"
+    )
+    return rules, stages, took, waiting
 
 
 def quantile_rules() -> list[dict[str, Any]]:
