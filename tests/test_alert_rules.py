@@ -835,6 +835,21 @@ def test_rules_are_prometheus_rules_with_runbooks(
             )
             assert notes["summary"] and notes["description"]
             assert rule["labels"]["severity"] in {"critical", "warning"}
+    # With the docs site's address, each link is the published section.
+    published = config.model_copy(
+        update={
+            "observability": config.observability.model_copy(
+                update={"runbooks_url": "https://docs.example.com/platform/"}
+            )
+        }
+    )
+    for group in rules.rule_groups(published):
+        for rule in group["rules"]:
+            if "alert" in rule:
+                assert rule["annotations"]["runbook_url"] == (
+                    "https://docs.example.com/platform/how-to/alert-runbooks/"
+                    f"#{rule['alert'].lower()}"
+                )
     alerts.add("FSxThroughputSaturated")  # a CloudWatch alarm, beside the PrometheusRules
     alerts.add("FSxFreeCapacityLow")
     assert sections == alerts

@@ -106,6 +106,15 @@ class ObservabilityConfig(StrictModel):
         default_factory=ObservabilityImagesConfig,
         description="The images of the platform's own exporters. Default: none.",
     )
+    runbooks_url: HttpsUrl | None = Field(
+        default=None,
+        alias="runbooksUrl",
+        description="Where the platform's docs site is published (https://, the site's root). "
+        "Each alert's runbook_url then links to its section, <url>/how-to/alert-runbooks/"
+        "#<alert>, which Alertmanager and Grafana open; unset, it is the page's path in this "
+        "repository (docs/how-to/alert-runbooks.md#<alert>), which a reader resolves by hand. "
+        "Default: unset.",
+    )
     gang_pending_alert_minutes: int = Field(
         default=DEFAULT_GANG_PENDING_ALERT_MINUTES,
         ge=1,

@@ -238,13 +238,19 @@ class AlertDoc:
     description: str
 
 
-def runbook_url(alert: str) -> str:
+def runbook_url(alert: str, site: str | None = None) -> str:
     """The alert's section of the runbooks page (mkdocs anchors are the lower-cased title).
 
     Args:
         alert: the alert's name, which is its section's title.
+        site: ``observability.runbooksUrl``, the published docs site's root; None (default):
+            the page's path in the repository.
     """
-    return f"{RUNBOOKS_PAGE}#{alert.lower()}"
+    if site is None:
+        return f"{RUNBOOKS_PAGE}#{alert.lower()}"
+    # mkdocs' directory URLs: docs/how-to/alert-runbooks.md is served at how-to/alert-runbooks/.
+    page = RUNBOOKS_PAGE.removeprefix("docs/").removesuffix(".md")
+    return f"{site.rstrip('/')}/{page}/#{alert.lower()}"
 
 
 def alert(
@@ -899,7 +905,7 @@ def rule_groups(config: PlatformConfig) -> list[dict[str, Any]]:
     Args:
         config: the validated platform.
     """
-    return [
+    groups = [
         group(f"{RULE_PREFIX}-accelerators", accelerator_rules(config)),
         group(f"{RULE_PREFIX}-gangs", gang_rules(config)),
         group(f"{RULE_PREFIX}-capacity", capacity_rules()),
@@ -907,6 +913,11 @@ def rule_groups(config: PlatformConfig) -> list[dict[str, Any]]:
         group(f"{RULE_PREFIX}-cold-start-ledger", ledger_rules(config)),
         group(f"{RULE_PREFIX}-cold-start-quantiles", quantile_rules(), QUANTILE_INTERVAL),
     ]
+    site = config.observability.runbooks_url
+    if site is not None:
+        for rule in (rule for each in groups for rule in each["rules"] if "alert" in rule):
+            rule["annotations"]["runbook_url"] = runbook_url(rule["alert"], site)
+    return groups
 
 
 def prometheus_rule(rule_group: dict[str, Any]) -> dict[str, Any]:
