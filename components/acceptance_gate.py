@@ -31,6 +31,7 @@ from components.config.pools import GENERAL_POOL
 from components.device_plugins import node_daemon_tolerations
 from components.node_pools import (
     POOL_LABEL,
+    required_node_affinity,
 )
 from components.tenancy import hardened_pod
 
@@ -242,23 +243,7 @@ def agent_daemonset(
     )
     pod.update(
         priorityClassName=PRIORITY_CLASS,
-        affinity={
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": POOL_LABEL,
-                                    "operator": "In",
-                                    "values": [pool.name for pool in pools],
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
-        },
+        affinity=required_node_affinity(POOL_LABEL, [pool.name for pool in pools]),
         tolerations=agent_tolerations(pools, slurm_pools),
     )
     return {

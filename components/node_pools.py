@@ -17,6 +17,7 @@ per NodePool tells Karpenter's scheduling simulation they exist, which it cannot
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 import pulumi
@@ -70,6 +71,18 @@ TRAINING_DISRUPTION: Final = {
         {"nodes": "10%", "reasons": ["Empty"]},
     ],
 }
+
+
+def required_node_affinity(label: str, values: Sequence[str]) -> dict[str, Any]:
+    """A pod's required node affinity: only nodes whose ``label`` is one of ``values``.
+
+    Args:
+        label: the node label (:data:`POOL_LABEL`, :data:`NODE_POOL_LABEL`).
+        values: the values allowed, in order.
+    """
+    term = {"matchExpressions": [{"key": label, "operator": "In", "values": list(values)}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term]}}}  # fmt: skip
 
 
 def accelerator_taint(pool: NodePoolConfig) -> dict[str, str]:

@@ -30,7 +30,7 @@ from components.metric_names import (
     NODE_EXPORTERS_NAMESPACE,
     SCRAPE_INTERVAL,
 )
-from components.node_pools import POOL_LABEL
+from components.node_pools import POOL_LABEL, required_node_affinity
 from components.observability.sources import (
     NODE_EXPORTER_PRIORITY_CLASS,
     exporter_tolerations,
@@ -125,23 +125,7 @@ def exporter_daemonset(
                 }
             ],
             "volumes": [{"name": "sys", "hostPath": {"path": HOST_SYSFS, "type": "Directory"}}],
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": POOL_LABEL,
-                                        "operator": "In",
-                                        "values": [pool.name for pool in pools],
-                                    }
-                                ]
-                            }
-                        ]
-                    }
-                }
-            },
+            "affinity": required_node_affinity(POOL_LABEL, [pool.name for pool in pools]),
             "tolerations": exporter_tolerations(pools, slurm_pools),
         }
     )

@@ -47,6 +47,7 @@ from components.metric_names import (
 )
 from components.node_pools import (
     NODE_POOL_LABEL,
+    required_node_affinity,
     slurm_node_pool_name,
 )
 from components.observability import metric_catalog
@@ -137,19 +138,7 @@ def pool_affinity(node_pools: list[str]) -> dict[str, Any]:
     Args:
         node_pools: NodePool names (:func:`node_pool_names`).
     """
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": NODE_POOL_LABEL, "operator": "In", "values": node_pools}
-                        ]
-                    }
-                ]
-            }
-        }
-    }
+    return required_node_affinity(NODE_POOL_LABEL, node_pools)
 
 
 def exporter_tolerations(
