@@ -444,9 +444,13 @@ def test_the_node_exporters_namespace_admits_them_and_only_prometheus_to_them(
         (namespace,) = [r for r in _of(records, "kubernetes:core/v1:Namespace")
                         if r.inputs["metadata"]["name"] == NODE_EXPORTERS_NAMESPACE]  # fmt: skip
         labels = namespace.inputs["metadata"]["labels"]
+        version = f"v{synthesized[stack].config.cluster.kubernetes_version}"
         assert labels == {"pod-security.kubernetes.io/enforce": "privileged",
+                          "pod-security.kubernetes.io/enforce-version": version,
                           "pod-security.kubernetes.io/warn": "baseline",
-                          "pod-security.kubernetes.io/audit": "baseline"}, stack  # fmt: skip
+                          "pod-security.kubernetes.io/warn-version": version,
+                          "pod-security.kubernetes.io/audit": "baseline",
+                          "pod-security.kubernetes.io/audit-version": version}, stack  # fmt: skip
         exporters = [r for r in records
                      if r.type in ("kubernetes:apps/v1:DaemonSet", RELEASE)
                      and NODE_EXPORTERS_NAMESPACE in (r.inputs.get("namespace"),

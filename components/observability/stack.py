@@ -57,6 +57,7 @@ from components.observability.metrics_stack import (
 )
 from components.observability.rules import register_fsx_alarms, register_rules
 from components.observability.sources import register_sources
+from components.tenancy import pod_security_labels
 from components.web_uis import ui_service
 
 COMPONENT_TYPE: Final = "trainingplatform:index:Observability"
@@ -68,17 +69,11 @@ PREVIOUS_PARENTS: Final = (
 )
 """The component types the release sat under before this component existed (components/slurm/
 autoscaling.py at 53f67bb: ``TrainingPlatform`` > ``Slurm`` > ``Autoscaling``)."""
-POD_SECURITY: Final = {
-    "pod-security.kubernetes.io/enforce": "baseline",
-    "pod-security.kubernetes.io/warn": "restricted",
-}
-"""The namespace's Pod Security: nothing in it needs the host (node-exporter is off; the
-exporters that read the host run in :data:`NODE_EXPORTERS_POD_SECURITY`'s namespace)."""
-NODE_EXPORTERS_POD_SECURITY: Final = {
-    "pod-security.kubernetes.io/enforce": "privileged",
-    "pod-security.kubernetes.io/warn": "baseline",
-    "pod-security.kubernetes.io/audit": "baseline",
-}
+MONITORING_POD_SECURITY: Final = ("baseline", "restricted")
+"""The monitoring namespace's Pod Security (enforced, warned and audited): nothing in it needs
+the host (node-exporter is off; the exporters that read the host run in
+:data:`NODE_EXPORTERS_POD_SECURITY`'s namespace)."""
+NODE_EXPORTERS_POD_SECURITY: Final = ("privileged", "baseline")
 """Pod Security of :data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE`, which holds only
 the node-level exporters. Baseline refuses each of them (Kubernetes Pod Security Standards,
 https://kubernetes.io/docs/concepts/security/pod-security-standards/, Baseline: "HostPath
@@ -189,9 +184,18 @@ class Observability(pulumi.ComponentResource):
         in_cluster = pulumi.ResourceOptions(
             parent=self, provider=kubernetes_provider, depends_on=cluster_ready
         )
+
+        def pod_security(enforce: str, advise: str) -> dict[str, str]:
+            return pod_security_labels(
+                enforce, kubernetes_version=config.cluster.kubernetes_version, advise=advise
+            )
+
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": MONITORING_NAMESPACE, "labels": dict(POD_SECURITY)},
+            metadata={
+                "name": MONITORING_NAMESPACE,
+                "labels": pod_security(*MONITORING_POD_SECURITY),
+            },
             opts=pulumi.ResourceOptions(
                 parent=self, provider=adopting_kubernetes_provider, depends_on=cluster_ready
             ),
@@ -202,7 +206,7 @@ class Observability(pulumi.ComponentResource):
             f"{name}-nodes-namespace",
             metadata={
                 "name": NODE_EXPORTERS_NAMESPACE,
-                "labels": dict(NODE_EXPORTERS_POD_SECURITY),
+                "labels": pod_security(*NODE_EXPORTERS_POD_SECURITY),
             },
             opts=in_cluster,
         )
