@@ -398,10 +398,15 @@ PROMETHEUS_STACK_CHART: Final = HelmChart(
     version="88.5.3",
     repository="https://prometheus-community.github.io/helm-charts",
 )
-FIRST_STEP_EXPORTER_IMAGE: Final = "quay.io/prometheus/node-exporter:v1.12.1"
+FIRST_STEP_EXPORTER_IMAGE: Final = "quay.io/prometheus/node-exporter:v1.12.1@sha256:1b4e4438faca4dd7e001dd445d161a4a2091b0fededa84093b3a8dfeae1f1be0"
 """The first-step exporter in training pods (components/first_step.py): node_exporter
 v1.12.1, the release kube-prometheus-stack 88.5.3's node-exporter subchart 4.56.1 runs (its
-appVersion; charts/prometheus-node-exporter/values.yaml, ``image``)."""
+appVersion; charts/prometheus-node-exporter/values.yaml, ``image``), by the digest of its
+multi-platform index: the one the project pushes under this tag to quay.io, Docker Hub and
+GHCR alike, as independent public deployments pin it (no registry could be read here; the
+dependency bot re-resolves the tag and corrects the digest in place if it ever differs).
+quay.io, not Docker Hub: every node of a cold gang pulls it at once, and Docker Hub limits
+anonymous pulls per address."""
 
 SLURM_OPERATOR_CRDS_CHART: Final = HelmChart(
     chart="oci://ghcr.io/slinkyproject/charts/slurm-operator-crds",
