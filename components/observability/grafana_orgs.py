@@ -283,7 +283,16 @@ while :; do sleep 3600; done
 """
 """The bootstrap container's script (POSIX sh and curl, the image's). It runs beside Grafana
 for the pod's life: a Kubernetes Job would run once, while Grafana's organisations live in the
-pod's empty database and must be made again by every new pod."""
+pod's empty database and must be made again by every new pod.
+
+What it relies on in Grafana's HTTP API (grafana/grafana v13.2.0): ``POST /api/orgs`` makes the
+caller a member of the new organisation and answers its ``orgId`` (pkg/api/org.go,
+``CreateOrg``), so the admin may then act in it with the ``X-Grafana-Org-Id`` header, which
+every authenticated request may carry (pkg/services/authn/authnimpl/service.go,
+``orgIDFromHeader``); ``PUT /api/datasources/uid/<uid>`` answers 404 for a datasource the
+organisation lacks (pkg/api/datasources.go, ``UpdateDataSourceByUID``), which it then creates;
+``/api/admin/provisioning/dashboards/reload`` is what the chart's dashboard sidecar calls too
+(grafana-12.11.1 templates/_pod.tpl, ``REQ_URL``)."""
 
 
 def orgs_config_map_data(orgs: Sequence[GrafanaOrg]) -> dict[str, str]:
