@@ -398,6 +398,15 @@ PROMETHEUS_STACK_CHART: Final = HelmChart(
     version="88.5.3",
     repository="https://prometheus-community.github.io/helm-charts",
 )
+GRAFANA_VERSION: Final = "13.2.0"
+"""The Grafana release the metrics stack runs: the appVersion of the grafana subchart 12.11.1
+that kube-prometheus-stack 88.5.3 pins (grafana-community/helm-charts grafana-12.11.1
+charts/grafana/Chart.yaml). Grafana's source is cited at its tag, v13.2.0."""
+GRAFANA_ORGS_IMAGE: Final = "docker.io/curlimages/curl:8.21.0"
+"""The container that creates Grafana's team organisations against Grafana's HTTP API
+(components/observability/grafana_orgs.py): the curl image the grafana chart 12.11.1 itself
+runs to download dashboards (grafana-community/helm-charts grafana-12.11.1
+charts/grafana/values.yaml, ``downloadDashboardsImage``)."""
 FIRST_STEP_EXPORTER_IMAGE: Final = "quay.io/prometheus/node-exporter:v1.12.1@sha256:1b4e4438faca4dd7e001dd445d161a4a2091b0fededa84093b3a8dfeae1f1be0"
 """The first-step exporter in training pods (components/first_step.py): node_exporter
 v1.12.1, the release kube-prometheus-stack 88.5.3's node-exporter subchart 4.56.1 runs (its
