@@ -11,8 +11,6 @@ upstream files, so they are not copied here.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,7 @@ from components.observability.dashboards import (
     platform_dashboards,
     prometheus_queries,
 )
+from tests import promtool
 from tests.conftest import STACKS, stack_data
 
 PANEL_MODELS: dict[str, Any] = {
@@ -247,8 +246,6 @@ def _query(dashboard: Dashboard, panel: str, legend: str, **variables: str) -> s
 
 def _promtool(tmp_path: Path, series: dict[str, str], cases: list[dict[str, Any]]) -> None:
     """Evaluate ``cases`` (promtool ``promql_expr_test`` entries) on ``series`` at 10m."""
-    promtool = shutil.which("promtool")
-    assert promtool is not None, "promtool missing: Debian's prometheus package provides it"
     test = {
         "rule_files": [],
         "evaluation_interval": "1m",
@@ -262,9 +259,7 @@ def _promtool(tmp_path: Path, series: dict[str, str], cases: list[dict[str, Any]
     }
     path = tmp_path / "dashboards.test.yaml"
     path.write_text(json.dumps(test))
-    result = subprocess.run(
-        [promtool, "test", "rules", str(path)], capture_output=True, text=True, check=False
-    )
+    result = promtool.run("test", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
