@@ -470,6 +470,51 @@ def _gang_quota_case() -> Case:
     )
 
 
+def _neuron_case() -> Case:
+    """A node's NeuronCore utilisation goes to the running pods holding its Neuron devices:
+    one whole-node pod on t1, two pods sharing t2 (each gets the node's mean). A finished pod,
+    a CPU-only pod and another target's copy of the series attribute nothing."""
+    neuron = f'job="{rules.NEURON_MONITOR_JOB}"'
+    series = {
+        f'neuroncore_utilization_ratio{{{neuron}, node="t1", neuroncore="0"}}': "0.5x80",
+        f'neuroncore_utilization_ratio{{{neuron}, node="t1", neuroncore="1"}}': "0.25x80",
+        f'neuroncore_utilization_ratio{{{neuron}, node="t2", neuroncore="0"}}': "1x80",
+        f'neuroncore_utilization_ratio{{{neuron}, node="t2", neuroncore="1"}}': "0.5x80",
+        # a team's pod serving the name: not neuron-monitor's job
+        'neuroncore_utilization_ratio{job="team-a/fake", node="t1", neuroncore="2"}': "0x80",
+    }
+    pods = {  # (namespace, pod): (node, resource, phase)
+        ("team-a", "a-0"): ("t1", "aws_amazon_com_neuron", "Running"),
+        ("team-a", "a-1"): ("t1", "cpu", "Running"),
+        ("team-b", "b-0"): ("t2", "aws_amazon_com_neuron", "Running"),
+        ("team-c", "c-0"): ("t2", "aws_amazon_com_neuroncore", "Running"),
+        ("team-c", "c-9"): ("t2", "aws_amazon_com_neuron", "Succeeded"),
+    }
+    for (namespace, pod), (node, resource, phase) in pods.items():
+        key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid", {KSM}'
+        series[
+            f'kube_pod_container_resource_requests{{{key}, container="train", node="{node}", '
+            f'resource="{resource}", unit="integer"}}'
+        ] = "4x80"
+        series[f'kube_pod_status_phase{{{key}, phase="Running"}}'] = f"{int(phase == 'Running')}x80"
+    name = rules.NEURON_POD_UTILIZATION_RULE
+    return Case(
+        "NeuronCore utilisation per pod: its node's mean, for the running pods holding devices",
+        at="10m",
+        series=series,
+        records={
+            name: [
+                ({"__name__": name, "namespace": ns, "pod": pod, "node": node}, value)
+                for ns, pod, node, value in (
+                    ("team-a", "a-0", "t1", 0.375),
+                    ("team-b", "b-0", "t2", 0.75),
+                    ("team-c", "c-0", "t2", 0.75),
+                )
+            ]
+        },
+    )
+
+
 def _ops_cases() -> list[Case]:
     disrupted = "karpenter_nodeclaims_disrupted_total"
     errors = 'karpenter_cloudprovider_errors_total{controller="nodeclaim.lifecycle", provider="aws"'
@@ -894,6 +939,7 @@ def _cases() -> list[Case]:
         *_accelerator_cases(),
         _gang_case(),
         _gang_quota_case(),
+        _neuron_case(),
         *_ops_cases(),
         _ledger_case(),
         _slurm_ledger_case(),

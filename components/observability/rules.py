@@ -48,6 +48,10 @@ metrics exist"):
   ``trainingplatform_efa_<counter>_total{node,device,port}``, the counters the EFA driver's
   ``hw_counters`` name (amzn/amzn-drivers efa_linux_3.1.0 kernel/linux/efa/src/efa_verbs.c,
   ``EFA_DEFINE_PORT_STATS``).
+- neuron-monitor's Prometheus bridge (the image components/versions.py pins):
+  ``neuroncore_utilization_ratio{neuroncore,runtime_tag,instance_id,..}``, no pod
+  (aws-neuron/aws-neuron-sdk v2.31.1 src/examples/neuron-monitor/neuron-monitor-grafana.json);
+  the scrape adds ``node``.
 - The cold-start ledger's own inputs (:mod:`components.metric_names`).
 """
 
@@ -92,8 +96,8 @@ from components.observability.ledger import (
     prometheus_label,
 )
 from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
-from components.observability.sources import DCGM_JOB
-from components.teams import TEAM_QUOTA, resource_quota_spec
+from components.observability.sources import DCGM_JOB, NEURON_MONITOR_NAME
+from components.teams import OTHER_NEURON_RESOURCES, TEAM_QUOTA, resource_quota_spec
 
 RUNBOOKS_PAGE: Final = "docs/how-to/alert-runbooks.md"
 """The runbooks page, by its path in the repository (the platform has no published site to link):
@@ -218,6 +222,14 @@ GANG_QUOTA_SHORTFALL_RULE: Final = f"{RULE_PREFIX}:gang_quota_shortfall"
 gang that lacks pods (:data:`GANG_POD_REQUEST_RULE` minus the quota's ``hard`` less ``used``;
 one pod for ``pods``), where that is above 0 (labels ``namespace``, ``podgroup``, ``resource``:
 the quota's own name, ``requests.nvidia.com/gpu``). GangPending's ``quota`` reason."""
+NEURON_POD_UTILIZATION_RULE: Final = f"{RULE_PREFIX}:pod_neuroncore_utilization:avg"
+"""Recording rule: the mean NeuronCore utilisation (0-1) of the node a running pod holds Neuron
+devices on (labels ``namespace``, ``pod``, ``node``). Per node, not per core: where two pods
+hold devices of one node, each gets the node's mean (:func:`neuron_attribution_rules`)."""
+NEURON_MONITOR_JOB: Final = f"{MONITORING_NAMESPACE}/{NEURON_MONITOR_NAME}"
+"""The ``job`` label of neuron-monitor's series: ``<namespace>/<name>`` of its PodMonitor, which
+sets no ``jobLabel`` (prometheus-operator pkg/prometheus/promcfg.go, generatePodMonitorConfig,
+read at v0.93.0)."""
 POD_GANG_RULE: Final = f"{RULE_PREFIX}:pod_gang:info"
 """Recording rule: 1 per pod of a gang (labels ``namespace``, ``pod``, ``podgroup``, ``node``)."""
 GANG_NODE_RULE: Final = f"{RULE_PREFIX}:gang_node:info"
@@ -543,6 +555,19 @@ def quota_pod_resource(key: str) -> str:
             f"maps only 'requests.<resource>', {', '.join(_QUOTA_BARE_REQUESTS)} and "
             f"'{_QUOTA_PODS}' to what a gang's pod needs"
         )
+    return ksm_resource(name)
+
+
+def ksm_resource(name: str) -> str:
+    """A Kubernetes resource name as kube-state-metrics labels a pod's request of it.
+
+    Every character outside ``[a-zA-Z0-9_]`` becomes ``_`` (kube-state-metrics v2.20.0
+    internal/store/utils.go ``SanitizeLabelName``): ``aws.amazon.com/neuron`` is
+    ``aws_amazon_com_neuron``.
+
+    Args:
+        name: the resource (``nvidia.com/gpu``).
+    """
     return _LABEL_INVALID.sub("_", name)
 
 
@@ -742,6 +767,42 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             "alert is sent, not a label, so a change of reason is the same alert.",
         ),
     ]
+
+
+def neuron_attribution_rules() -> list[dict[str, Any]]:
+    """NeuronCore utilisation attributed to the pods that hold a node's Neuron devices.
+
+    neuron-monitor's Prometheus bridge labels its series with the instance (``instance_id``,
+    ``instance_type``, ``availability_zone``), the NeuronCore (``neuroncore``) and the Neuron
+    runtime's tag (``runtime_tag``), never a pod or namespace: the SDK's dashboard groups
+    ``neuroncore_utilization_ratio`` by ``neuroncore`` and ``instance_id`` (aws-neuron/
+    aws-neuron-sdk v2.31.1 src/examples/neuron-monitor/neuron-monitor-grafana.json), the user
+    guide's JSON report keys runtimes by tag and pid and names no pod unless ``k8s_info`` is on
+    (tools/neuron-sys-tools/neuron-monitor-user-guide.rst), and the other labels are the
+    catalogue's, read from the bridge script (components/observability/metric_catalog.py
+    ``NEURON_MONITOR``: the script is not in the SDK's repository). The scrape adds ``node``
+    (:func:`components.observability.sources.node_relabelings`). Its pod mapping (the
+    ``neuron-monitor-k8s-info.py`` companion, ``--enable-k8s-info``) is Beta, off by default,
+    and came with aws-neuronx-tools 2.23.16.0 (Neuron 2.23.0, release-notes/components/
+    dev-tools.rst), after the image the platform runs was first published. So a node's
+    utilisation goes to the running pods that request Neuron devices on it
+    (``kube_pod_container_resource_requests``, whose ``node`` is the pod's
+    ``spec.nodeName``, kube-state-metrics v2.20.0 internal/store/pod.go), under every name
+    the device plugin hands them out by. Training pods on Trainium pools take the whole node
+    (components/workloads.py ``node_resources``), so this is the pod's own; where two pods
+    hold devices of one node, each gets the node's mean. The bridge reports the cores that a
+    Neuron runtime has loaded, so the mean is over the cores in use, per logical NeuronCore
+    on Trn2 (dev-tools.rst, Neuron Developer Tools 2.20.204.0).
+    """
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
+    names = "|".join(ksm_resource(r) for r in (catalog.NEURON_RESOURCE, *OTHER_NEURON_RESOURCES))
+    holders = (
+        f"group by (namespace, pod, node) (kube_pod_container_resource_requests{{{ksm}, "
+        f'resource=~"{names}", node!=""}} > 0) and on(namespace, pod) '
+        f'(max by (namespace, pod) (kube_pod_status_phase{{{ksm}, phase="Running"}}) == 1)'
+    )
+    per_node = f'avg by (node) (neuroncore_utilization_ratio{{job="{NEURON_MONITOR_JOB}"}})'
+    return [record(NEURON_POD_UTILIZATION_RULE, f"{per_node} * on(node) group_right() ({holders})")]
 
 
 def capacity_rules() -> list[dict[str, Any]]:
@@ -1079,6 +1140,8 @@ def rule_groups(config: PlatformConfig) -> list[dict[str, Any]]:
         group(f"{RULE_PREFIX}-cold-start-ledger", ledger_rules(config)),
         group(f"{RULE_PREFIX}-cold-start-quantiles", quantile_rules(), QUANTILE_INTERVAL),
     ]
+    if any(p.instance.accelerator_resource == catalog.NEURON_RESOURCE for p in config.node_pools):
+        groups.append(group(f"{RULE_PREFIX}-neuron", neuron_attribution_rules()))
     site = config.observability.runbooks_url
     if site is not None:
         for rule in (rule for each in groups for rule in each["rules"] if "alert" in rule):
