@@ -190,7 +190,18 @@ NEURON_MONITOR_IMAGE: Final = "public.ecr.aws/neuron/neuron-monitor:1.3.0"
 """neuron-monitor with its Prometheus bridge (port 8000), the image the Neuron SDK documents for
 Kubernetes (aws-neuron/aws-neuron-sdk v2.32.0 src/k8/k8s-neuron-monitor-daemonset.yml); the
 Neuron chart 1.9.0 installs no monitor. By tag: its digest could not be read where it was
-pinned (no registry access); the dependency bot's first run adds it in place."""
+pinned (no registry access); the dependency bot's first run adds it in place.
+
+Trn2: neuron-monitor supports Trn2 from aws-neuronx-tools 2.20.204.0 (Neuron 2.21.0,
+2024-12-20; aws-neuron/aws-neuron-sdk v2.32.0 release-notes/components/dev-tools.rst: "Added
+support for Trn2 instance types", and per logical NeuronCore), and its user guide says it
+"fully supports the newly launched Trn2 instances"
+(tools/neuron-sys-tools/neuron-monitor-user-guide.rst, from v2.21.0 to v2.32.0). This tag is the one the SDK's
+Kubernetes guide names from v2.22.0 (2025-04-03, after Trn2's support) to v2.32.0
+(2026-08-17, the newest release read): the SDK names no later image to move to. The SDK does
+not say which aws-neuronx-tools the image carries, so Trn2 support inside it follows from
+those dates, not from a statement; the sample DaemonSet's instance list (trn1, inf1, inf2) is
+not ours, the pools place it."""
 
 # Tagged 2026-07-30; the chart repository index last seen offline listed 1.15.0, so confirm
 # `helm search repo volcano-sh/volcano --version 1.15.1` before the first deployment.

@@ -38,6 +38,7 @@ from components.metric_names import (
 )
 from components.observability import rules
 from components.slurm.common import NAMESPACE as SLURM_NAMESPACE
+from components.teams import SYSTEM_PRIORITY_QUOTA, TEAM_QUOTA
 from synth.engine import synthesize
 from synth.stackfile import REPOSITORY_ROOT, StackFile
 from tests import promtool
@@ -242,12 +243,38 @@ def _gang(
     }
 
 
-def _quota(namespace: str, resource: str, used: int, hard: int) -> dict[str, str]:
-    key = f'namespace="{namespace}", resourcequota="team", resource="{resource}"'
+def _quota(
+    namespace: str, resource: str, used: float, hard: float, quota: str = TEAM_QUOTA
+) -> dict[str, str]:
+    key = f'namespace="{namespace}", resourcequota="{quota}", resource="{resource}", {KSM}'
     return {
         f'kube_resourcequota{{{key}, type="used"}}': f"{used}x80",
         f'kube_resourcequota{{{key}, type="hard"}}': f"{hard}x80",
     }
+
+
+GIB: Final = 2**30
+UNITS: Final = {"cpu": "core", "memory": "byte"}
+"""kube-state-metrics' ``unit`` of a request (internal/store/pod.go): extended ones are
+``integer``."""
+
+
+def _requests(
+    namespace: str, pod: str, container: str, requests: dict[str, float], init: str | None = None
+) -> dict[str, str]:
+    """A container's requests as kube-state-metrics labels them (``resource`` sanitised:
+    ``nvidia_com_gpu``); ``init`` makes it an init container with that ``restartPolicy``
+    (``Always``: a native sidecar; empty: an ordinary one)."""
+    key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid", container="{container}", {KSM}'
+    name = "kube_pod_container_resource_requests"
+    series = {}
+    if init is not None:
+        name = "kube_pod_init_container_resource_requests"
+        series[f'kube_pod_init_container_info{{{key}, restart_policy="{init}"}}'] = "1x80"
+    for resource, value in requests.items():
+        unit = UNITS.get(resource, "integer")
+        series[f'{name}{{{key}, resource="{resource}", unit="{unit}"}}'] = f"{value}x80"
+    return series
 
 
 def _gang_case() -> Case:
@@ -255,7 +282,7 @@ def _gang_case() -> Case:
     minutes and one running."""
     series: dict[str, str] = {}
     gangs = {  # namespace: (gang, created, its PodGroup's phase)
-        "team-q": ("job-q", 0, "Pending"),  # lacks a pod, quota nearly used (and not admitted)
+        "team-q": ("job-q", 0, "Pending"),  # lacks a pod, no quota for it (and not admitted)
         "team-v": ("job-v", 0, "Pending"),  # not admitted by its queue (and unschedulable)
         "team-w": ("job-w", 0, "Inqueue"),  # admitted, unschedulable, its queue borrowing
         "team-c": ("job-c", 0, "Inqueue"),  # admitted, unschedulable
@@ -295,7 +322,8 @@ def _gang_case() -> Case:
     )
     series |= _pod("team-u", "job-r-0", "job-r", created=0, phase="Running")
     series |= _gang("team-u", "job-r", "team-u", created=0)
-    series |= _quota("team-q", "requests.nvidia.com/gpu", 60, 64)  # 94%
+    series |= _quota("team-q", "requests.nvidia.com/gpu", 60, 64)  # 4 left, a pod needs 8
+    series |= _requests("team-q", "job-q-0", "train", {"nvidia_com_gpu": 8})
     series |= _quota("team-v", "requests.nvidia.com/gpu", 16, 64)
     series |= _quota("team-v", "requests.aws.amazon.com/neuroncore", 0, 0)  # held at 0
     # Past its deserved share: normal borrowing under the capacity plugin, not a block.
@@ -350,6 +378,139 @@ def _gang_case() -> Case:
             ],
             f'{rules.GANG_PENDING_RULE}{{podgroup="job-r"}}': [],
             f'{rules.GANG_PENDING_RULE}{{podgroup="job-b"}}': [],
+        },
+    )
+
+
+def _gang_quota_case() -> Case:
+    """The quota reason compares one more pod of the gang with what its team quota has left.
+
+    job-m lacks a pod and its memory quota is 91% used, yet a pod fits: capacity. job-g lacks
+    pods and has 4 GPUs of quota left (80% used) where a pod needs 8, and 0.25 cores less CPU
+    than a pod with its sidecar: quota. job-a has all its pods, its quota full: capacity.
+    job-p lacks a pod and may create no more pods: quota. The scoped quota of system priority
+    pods (``pods: 0``) is not the team's and counts for nothing.
+    """
+    series: dict[str, str] = {}
+    gangs = {  # namespace: (pods, minMember, PodGroup phase)
+        "team-m": (1, 2, "Inqueue"),
+        "team-g": (2, 4, "Pending"),
+        "team-a": (1, 1, "Inqueue"),
+        "team-p": (2, 3, "Pending"),
+    }
+    for namespace, (pods, min_member, phase) in gangs.items():
+        group = f"job-{namespace[-1]}"
+        series |= _gang(namespace, group, namespace, created=0, min_member=min_member, phase=phase)
+        for index in range(pods):
+            pod = f"{group}-{index}"
+            series |= _pod(namespace, pod, group, created=0)
+            series[
+                f'kube_pod_status_unschedulable{{namespace="{namespace}", pod="{pod}", '
+                f'uid="{pod}-uid"}}'
+            ] = "1x80"
+    # job-m's pod counts 2 + max(60, 61) GiB: its sidecar and the larger of its container and
+    # its ordinary init container. 63 GiB are left: it fits.
+    series |= _requests("team-m", "job-m-0", "train", {"memory": 60 * GIB, "cpu": 8})
+    series |= _requests("team-m", "job-m-0", "first-step", {"memory": 2 * GIB}, init="Always")
+    series |= _requests("team-m", "job-m-0", "setup", {"memory": 61 * GIB}, init="")
+    series |= _quota("team-m", "requests.memory", 637 * GIB, 700 * GIB)  # 91%
+    series |= _quota("team-m", "requests.cpu", 16, 96)
+    series |= _quota("team-m", "pods", 0, 0, quota=SYSTEM_PRIORITY_QUOTA)
+    # job-g's pods need 8 and 4 GPUs and 4 cores plus a 0.5-core sidecar each.
+    for pod, gpus in (("job-g-0", 8), ("job-g-1", 4)):
+        series |= _requests("team-g", pod, "train", {"nvidia_com_gpu": gpus, "cpu": 4})
+        series |= _requests("team-g", pod, "first-step", {"cpu": 0.5}, init="Always")
+    series |= _quota("team-g", "requests.nvidia.com/gpu", 16, 20)  # 80%, 4 left
+    series |= _quota("team-g", "requests.cpu", 9, 13.25)  # 68%, 4.25 left
+    series |= _requests("team-a", "job-a-0", "train", {"nvidia_com_gpu": 8})
+    series |= _quota("team-a", "requests.nvidia.com/gpu", 8, 8)
+    series |= _quota("team-a", "pods", 1, 1)
+    for pod in ("job-p-0", "job-p-1"):
+        series |= _requests("team-p", pod, "train", {"cpu": 1})
+    series |= _quota("team-p", "pods", 2, 2)
+    series |= _quota("team-p", "requests.cpu", 2, 64)
+    reasons = {"team-m": "capacity", "team-g": "quota", "team-a": "capacity", "team-p": "quota"}
+    shortfall = rules.GANG_QUOTA_SHORTFALL_RULE
+    return Case(
+        "the quota reason: one more pod of the gang against what its team quota has left",
+        at="15m",
+        series=series,
+        alerts={
+            "GangPending": [
+                Fired(
+                    {"namespace": ns, "podgroup": f"job-{ns[-1]}", "queue": ns},
+                    900,
+                    {"summary": f"Gang {ns}/job-{ns[-1]} (queue {ns}) pending for 15m 0s: {why}"},
+                )
+                for ns, why in reasons.items()
+            ],
+        },
+        records={
+            shortfall: [
+                (
+                    {"__name__": shortfall, "namespace": ns, "podgroup": f"job-{ns[-1]}"}
+                    | {"resource": resource},
+                    value,
+                )
+                for ns, resource, value in (
+                    ("team-g", "requests.nvidia.com/gpu", 4),
+                    ("team-g", "requests.cpu", 0.25),
+                    ("team-p", "pods", 1),
+                )
+            ],
+            f'{rules.GANG_POD_REQUEST_RULE}{{namespace="team-m"}}': [
+                (
+                    {"__name__": rules.GANG_POD_REQUEST_RULE, "namespace": "team-m"}
+                    | {"podgroup": "job-m", "resource": resource},
+                    value,
+                )
+                for resource, value in (("memory", 63 * GIB), ("cpu", 8))
+            ],
+        },
+    )
+
+
+def _neuron_case() -> Case:
+    """A node's NeuronCore utilisation goes to the running pods holding its Neuron devices:
+    one whole-node pod on t1, two pods sharing t2 (each gets the node's mean). A finished pod,
+    a CPU-only pod and another target's copy of the series attribute nothing."""
+    neuron = f'job="{rules.NEURON_MONITOR_JOB}"'
+    series = {
+        f'neuroncore_utilization_ratio{{{neuron}, node="t1", neuroncore="0"}}': "0.5x80",
+        f'neuroncore_utilization_ratio{{{neuron}, node="t1", neuroncore="1"}}': "0.25x80",
+        f'neuroncore_utilization_ratio{{{neuron}, node="t2", neuroncore="0"}}': "1x80",
+        f'neuroncore_utilization_ratio{{{neuron}, node="t2", neuroncore="1"}}': "0.5x80",
+        # a team's pod serving the name: not neuron-monitor's job
+        'neuroncore_utilization_ratio{job="team-a/fake", node="t1", neuroncore="2"}': "0x80",
+    }
+    pods = {  # (namespace, pod): (node, resource, phase)
+        ("team-a", "a-0"): ("t1", "aws_amazon_com_neuron", "Running"),
+        ("team-a", "a-1"): ("t1", "cpu", "Running"),
+        ("team-b", "b-0"): ("t2", "aws_amazon_com_neuron", "Running"),
+        ("team-c", "c-0"): ("t2", "aws_amazon_com_neuroncore", "Running"),
+        ("team-c", "c-9"): ("t2", "aws_amazon_com_neuron", "Succeeded"),
+    }
+    for (namespace, pod), (node, resource, phase) in pods.items():
+        key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid", {KSM}'
+        series[
+            f'kube_pod_container_resource_requests{{{key}, container="train", node="{node}", '
+            f'resource="{resource}", unit="integer"}}'
+        ] = "4x80"
+        series[f'kube_pod_status_phase{{{key}, phase="Running"}}'] = f"{int(phase == 'Running')}x80"
+    name = rules.NEURON_POD_UTILIZATION_RULE
+    return Case(
+        "NeuronCore utilisation per pod: its node's mean, for the running pods holding devices",
+        at="10m",
+        series=series,
+        records={
+            name: [
+                ({"__name__": name, "namespace": ns, "pod": pod, "node": node}, value)
+                for ns, pod, node, value in (
+                    ("team-a", "a-0", "t1", 0.375),
+                    ("team-b", "b-0", "t2", 0.75),
+                    ("team-c", "c-0", "t2", 0.75),
+                )
+            ]
         },
     )
 
@@ -777,6 +938,8 @@ def _cases() -> list[Case]:
     return [
         *_accelerator_cases(),
         _gang_case(),
+        _gang_quota_case(),
+        _neuron_case(),
         *_ops_cases(),
         _ledger_case(),
         _slurm_ledger_case(),

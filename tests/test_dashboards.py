@@ -40,6 +40,7 @@ from components.observability.dashboards import (
     platform_dashboards,
     prometheus_queries,
 )
+from components.observability.rules import NEURON_POD_UTILIZATION_RULE
 from tests import promtool
 from tests.conftest import STACKS, stack_data
 
@@ -403,6 +404,66 @@ def test_queue_and_efa_queries_compute_what_their_panels_say(tmp_path: Path) -> 
             "exp_samples": [
                 {"labels": '{node="n1"}', "value": 2_000_000},
                 {"labels": '{node="n2"}', "value": 1_000_000},
+            ],
+        },
+    ]
+    _promtool(tmp_path, series, cases)
+
+
+def test_neuron_and_team_utilisation_follow_the_pods(tmp_path: Path) -> None:
+    """On synthetic series (promtool): a gang's NeuronCore utilisation per pod and its
+    stragglers come from the per-pod attribution rule, and the fleet's utilisation per team
+    averages each team's GPUs (DCGM's pod labels) and Neuron pods (the rule)."""
+    dashboards = {d.uid: d for d in platform_dashboards(_config("staging"))}
+    fleet, jobs = dashboards["tp-fleet"], dashboards["tp-fleet-jobs"]
+    gang = "annotation_scheduling_k8s_io_group_name"
+    rule = NEURON_POD_UTILIZATION_RULE
+    series = {
+        f'{rule}{{namespace="a",pod="a-0",node="t1"}}': "0.5x10",
+        f'{rule}{{namespace="a",pod="a-1",node="t2"}}': "0.25x10",
+        f'{rule}{{namespace="a",pod="a-9",node="t3"}}': "0.75x10",
+        f'{rule}{{namespace="b",pod="b-0",node="t3"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-0",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-1",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-9",{gang}="g2"}}': "1x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-5",gpu="0",Hostname="n1"}': "80x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-5",gpu="1",Hostname="n1"}': "40x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="b",pod="b-5",gpu="0",Hostname="n2"}': "20x10",
+        'DCGM_FI_DEV_GPU_UTIL{gpu="1",Hostname="n2"}': "0x10",  # no pod holds it
+    }
+    selected = {"namespace": "a", "gang": "g1"}
+    stragglers = "NeuronCore stragglers: slowest pod and median pod"
+    per_team = [
+        target["expr"]
+        for panel in _panels(fleet.model)
+        if panel["title"] == "Utilisation per team"
+        for target in panel["targets"]
+    ]
+    assert len(per_team) == 2  # GPUs, then Neuron devices
+    cases = [
+        {
+            "expr": _query(jobs, "NeuronCore utilisation per pod", "{{pod}}", **selected),
+            "exp_samples": [
+                {"labels": '{pod="a-0"}', "value": 0.5},
+                {"labels": '{pod="a-1"}', "value": 0.25},
+            ],
+        },
+        {
+            "expr": _query(jobs, stragglers, "slowest pod", **selected),
+            "exp_samples": [{"labels": "{}", "value": 0.25}],
+        },
+        {
+            "expr": per_team[0],
+            "exp_samples": [
+                {"labels": '{namespace="a"}', "value": 0.6},
+                {"labels": '{namespace="b"}', "value": 0.2},
+            ],
+        },
+        {
+            "expr": per_team[1],
+            "exp_samples": [
+                {"labels": '{namespace="a"}', "value": 0.5},
+                {"labels": '{namespace="b"}', "value": 1},
             ],
         },
     ]

@@ -64,6 +64,7 @@ from components.metric_names import (
     efa_port_counter,
 )
 from components.observability.ledger import POD_GROUP_ANNOTATION
+from components.observability.rules import NEURON_POD_UTILIZATION_RULE
 from components.storage.capacity import release_schedules
 
 if TYPE_CHECKING:
@@ -433,6 +434,16 @@ def _fleet(config: PlatformConfig, kinds: Sequence[Accelerator]) -> Dashboard:
                 .max(1)
                 .with_target(_prom(_pool_utilisation(kind), "{{nodepool}}"))
             )
+            .with_panel(
+                _timeseries("Utilisation per team", "percentunit", 12)
+                .description(
+                    "Mean utilisation of the accelerators each team's pods hold: DCGM labels a "
+                    "GPU with its pod. " + _NEURON_PER_POD
+                )
+                .min(0)
+                .max(1)
+                .with_target(_prom(_team_utilisation(kind), "{{namespace}}"))
+            )
         )
     return _built(builder, FLEET_FOLDER)
 
@@ -527,17 +538,18 @@ def _jobs(kinds: Sequence[Accelerator], team: str | None, efa: bool) -> Dashboar
         )
     if NEURON in kinds:
         nodes = _gang_nodes()
-        per_node = (
-            f"avg by ({SCRAPED_NODE_LABEL}) ({NEURONCORE_UTILIZATION} * on "
-            f"({SCRAPED_NODE_LABEL}) group_left () {nodes})"
+        per_pod = (
+            f"avg by (pod) ({NEURON_POD_UTILIZATION_RULE} * on (namespace, pod) group_left () "
+            f"{pods})"
         )
         builder = (
             builder.with_row(Row("Neuron devices"))
             .with_panel(
-                _timeseries("NeuronCore utilisation per node", "percentunit", 12)
+                _timeseries("NeuronCore utilisation per pod", "percentunit", 12)
+                .description(_NEURON_PER_POD)
                 .min(0)
                 .max(1)
-                .with_target(_prom(per_node, "{{node}}"))
+                .with_target(_prom(per_pod, "{{pod}}"))
             )
             .with_panel(
                 _timeseries("Neuron runtime memory per node", "bytes", 12).with_target(
@@ -549,9 +561,9 @@ def _jobs(kinds: Sequence[Accelerator], team: str | None, efa: bool) -> Dashboar
                 )
             )
             .with_panel(
-                _timeseries("Stragglers: slowest node and median node", "percentunit", 12)
-                .with_target(_prom(f"min({per_node})", "slowest node"))
-                .with_target(_prom(f"quantile(0.5, {per_node})", "median node"))
+                _timeseries("NeuronCore stragglers: slowest pod and median pod", "percentunit", 12)
+                .with_target(_prom(f"min({per_pod})", "slowest pod"))
+                .with_target(_prom(f"quantile(0.5, {per_pod})", "median pod"))
             )
         )
     if efa:
@@ -933,6 +945,20 @@ def _pool_utilisation(kind: Accelerator) -> str:
         f"avg by (nodepool) ({NEURONCORE_UTILIZATION} * on ({SCRAPED_NODE_LABEL}) "
         f"group_left (nodepool) {_node_pools()})"
     )
+
+
+_NEURON_PER_POD: Final = (
+    "neuron-monitor labels no pod: a node's NeuronCores (those a Neuron runtime uses) count "
+    "for the running pods that hold its Neuron devices, so two pods sharing a node each show "
+    "the node's mean (" + NEURON_POD_UTILIZATION_RULE + ")."
+)
+
+
+def _team_utilisation(kind: Accelerator) -> str:
+    """Mean utilisation (0-1) of the accelerators each team's pods hold (label namespace)."""
+    if kind is GPU:
+        return f'avg by (namespace) ({DCGM_GPU_UTIL}{{namespace!=""}}) / 100'
+    return f"avg by (namespace) ({NEURON_POD_UTILIZATION_RULE})"
 
 
 def _gang_pods() -> str:

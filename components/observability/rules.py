@@ -26,7 +26,12 @@ metrics exist"):
   allowlisted, ``kube_pod_created``, ``kube_pod_status_phase{phase}``,
   ``kube_pod_status_unschedulable``, ``kube_pod_status_ready_time{namespace,pod,uid}``,
   ``kube_resourcequota{namespace,resourcequota,resource,type}`` (type ``hard`` or ``used``,
-  internal/store/resourcequota.go).
+  ``resource`` the quota's key as written, ``requests.nvidia.com/gpu``;
+  internal/store/resourcequota.go), ``kube_pod_container_resource_requests`` and
+  ``kube_pod_init_container_resource_requests{namespace,pod,container,resource,unit}``
+  (``resource`` sanitised, ``nvidia_com_gpu``; cores, bytes or a count) and
+  ``kube_pod_init_container_info{namespace,pod,container,restart_policy}`` (internal/store/
+  pod.go).
 - Karpenter v1.14.1: ``karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type}``
   (pkg/metrics/metrics.go; reason ``insufficient_capacity`` when a launch finds no capacity,
   pkg/controllers/nodeclaim/lifecycle/launch.go),
@@ -43,12 +48,17 @@ metrics exist"):
   ``trainingplatform_efa_<counter>_total{node,device,port}``, the counters the EFA driver's
   ``hw_counters`` name (amzn/amzn-drivers efa_linux_3.1.0 kernel/linux/efa/src/efa_verbs.c,
   ``EFA_DEFINE_PORT_STATS``).
+- neuron-monitor's Prometheus bridge (the image components/versions.py pins):
+  ``neuroncore_utilization_ratio{neuroncore,runtime_tag,instance_id,..}``, no pod
+  (aws-neuron/aws-neuron-sdk v2.31.1 src/examples/neuron-monitor/neuron-monitor-grafana.json);
+  the scrape adds ``node``.
 - The cold-start ledger's own inputs (:mod:`components.metric_names`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -86,7 +96,8 @@ from components.observability.ledger import (
     prometheus_label,
 )
 from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
-from components.observability.sources import DCGM_JOB
+from components.observability.sources import DCGM_JOB, NEURON_MONITOR_NAME
+from components.teams import OTHER_NEURON_RESOURCES, TEAM_QUOTA, resource_quota_spec
 
 RUNBOOKS_PAGE: Final = "docs/how-to/alert-runbooks.md"
 """The runbooks page, by its path in the repository (the platform has no published site to link):
@@ -158,10 +169,6 @@ matter of course, well under a percent; above it the path is lossy and collectiv
 EFA_ALERT_FOR: Final = "10m"
 KARPENTER_WINDOW: Final = "15m"
 """Launch failures counted over a quarter hour: one failed launch is worth a look."""
-QUOTA_NEAR_FULL: Final = 0.9
-"""Share of a ResourceQuota's hard limit at which a pending gang's namespace counts as out of
-quota: the gang's own request is not known to the rule, and a gang of whole nodes needs at least
-one node's worth, a tenth of most teams' accelerator quota."""
 QUANTILE_INTERVAL: Final = "5m"
 """How often the day-long quantiles are evaluated: a range of a day over every gang is costly,
 and the dashboard shows days."""
@@ -205,6 +212,24 @@ GANG_PENDING_RULE: Final = f"{RULE_PREFIX}:gang_pending_seconds"
 GANG_PENDING_REASON_RULE: Final = f"{RULE_PREFIX}:gang_pending_reason_seconds"
 """Recording rule: :data:`GANG_PENDING_RULE` with a ``reason`` label: ``quota``, ``queue``,
 ``capacity`` or ``unknown`` (the first that holds, in that order)."""
+GANG_POD_REQUEST_RULE: Final = f"{RULE_PREFIX}:gang_pod_request:max"
+"""Recording rule: per resource, the largest request of any one pod of each gang that has fewer
+pods than its ``minMember``, counted as a ResourceQuota counts a pod (labels ``namespace``,
+``podgroup``, ``resource`` as kube-state-metrics names a container's: ``nvidia_com_gpu``,
+``cpu`` in cores, ``memory`` in bytes). It stands for the request of each pod the gang lacks."""
+GANG_QUOTA_SHORTFALL_RULE: Final = f"{RULE_PREFIX}:gang_quota_shortfall"
+"""Recording rule: how much more of a resource its team quota would need for one more pod of a
+gang that lacks pods (:data:`GANG_POD_REQUEST_RULE` minus the quota's ``hard`` less ``used``;
+one pod for ``pods``), where that is above 0 (labels ``namespace``, ``podgroup``, ``resource``:
+the quota's own name, ``requests.nvidia.com/gpu``). GangPending's ``quota`` reason."""
+NEURON_POD_UTILIZATION_RULE: Final = f"{RULE_PREFIX}:pod_neuroncore_utilization:avg"
+"""Recording rule: the mean NeuronCore utilisation (0-1) of the node a running pod holds Neuron
+devices on (labels ``namespace``, ``pod``, ``node``). Per node, not per core: where two pods
+hold devices of one node, each gets the node's mean (:func:`neuron_attribution_rules`)."""
+NEURON_MONITOR_JOB: Final = f"{MONITORING_NAMESPACE}/{NEURON_MONITOR_NAME}"
+"""The ``job`` label of neuron-monitor's series: ``<namespace>/<name>`` of its PodMonitor, which
+sets no ``jobLabel`` (prometheus-operator pkg/prometheus/promcfg.go, generatePodMonitorConfig,
+read at v0.93.0)."""
 POD_GANG_RULE: Final = f"{RULE_PREFIX}:pod_gang:info"
 """Recording rule: 1 per pod of a gang (labels ``namespace``, ``pod``, ``podgroup``, ``node``)."""
 GANG_NODE_RULE: Final = f"{RULE_PREFIX}:gang_node:info"
@@ -495,20 +520,188 @@ def _pods_of_gangs(selector: str) -> str:
     )
 
 
+_QUOTA_REQUESTS_PREFIX: Final = "requests."
+_QUOTA_PODS: Final = "pods"
+_QUOTA_BARE_REQUESTS: Final = ("cpu", "memory")
+"""Quota resources that count requests without the ``requests.`` prefix (Kubernetes, "Resource
+Quotas", compute resource quota: ``cpu`` is ``requests.cpu``, ``memory`` ``requests.memory``)."""
+_LABEL_INVALID: Final = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def quota_pod_resource(key: str) -> str:
+    """The ``resource`` label of the pods' requests that a ResourceQuota's ``key`` counts.
+
+    A quota's ``requests.<name>`` counts what pods request of ``<name>``;
+    kube-state-metrics labels a container's request of it with ``<name>`` sanitized, every
+    character outside ``[a-zA-Z0-9_]`` made ``_`` (kube-state-metrics v2.20.0
+    internal/store/pod.go ``kube_pod_container_resource_requests``, internal/store/utils.go
+    ``SanitizeLabelName``), while ``kube_resourcequota``'s ``resource`` is the quota's key as
+    written (internal/store/resourcequota.go): ``requests.nvidia.com/gpu`` is ``nvidia_com_gpu``.
+
+    Args:
+        key: a key of a quota's ``hard`` (:func:`components.teams.resource_quota_spec`).
+
+    Raises:
+        ValueError: ``key`` counts no request of the pods (``pods``, ``limits.*``,
+            ``count/*``): GangPending's quota reason would not know what a pod needs of it.
+    """
+    if key.startswith(_QUOTA_REQUESTS_PREFIX):
+        name = key.removeprefix(_QUOTA_REQUESTS_PREFIX)
+    elif key in _QUOTA_BARE_REQUESTS:
+        name = key
+    else:
+        raise ValueError(
+            f"quota resource {key!r} counts no request of a pod: GangPending's quota reason "
+            f"maps only 'requests.<resource>', {', '.join(_QUOTA_BARE_REQUESTS)} and "
+            f"'{_QUOTA_PODS}' to what a gang's pod needs"
+        )
+    return ksm_resource(name)
+
+
+def ksm_resource(name: str) -> str:
+    """A Kubernetes resource name as kube-state-metrics labels a pod's request of it.
+
+    Every character outside ``[a-zA-Z0-9_]`` becomes ``_`` (kube-state-metrics v2.20.0
+    internal/store/utils.go ``SanitizeLabelName``): ``aws.amazon.com/neuron`` is
+    ``aws_amazon_com_neuron``.
+
+    Args:
+        name: the resource (``nvidia.com/gpu``).
+    """
+    return _LABEL_INVALID.sub("_", name)
+
+
+def _tagged(expr: str, part: str) -> str:
+    """``expr`` with a ``part`` label, so that two vectors of the same labels survive ``or``."""
+    return f'label_replace({expr}, "part", "{part}", "", "")'
+
+
+def _pod_requests() -> str:
+    """Each pod's request per resource as a ResourceQuota counts it.
+
+    One series per pod and resource (labels ``namespace``, ``pod``, ``resource``). A quota
+    counts a pod's effective request (Kubernetes docs, "Init Containers" and "Sidecar
+    Containers", resource sharing within containers: "Quota and limits are applied based on
+    the effective Pod request"): its containers plus its native sidecars (init containers with
+    ``restartPolicy: Always``), or an ordinary init container plus the sidecars started before
+    it where that is more. kube-state-metrics gives no order, so this is the sidecars plus the
+    larger of the containers and the largest ordinary init container: exact where the sidecars
+    come first, as the platform's first-step exporter does (components/first_step.py), more
+    otherwise. An init container is ordinary where
+    ``kube_pod_init_container_info`` says so (``restart_policy`` empty); that series exists
+    only once the kubelet reports the container's status (kube-state-metrics v2.20.0
+    internal/store/pod.go), so an unbound pod's init containers count as sidecars, at most
+    their sum more. The pods run no RuntimeClass with overhead, which the quota would add.
+    """
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
+    per_container = "max by (namespace, pod, container, resource) "  # one per KSM replica
+    containers = (
+        f"sum by (namespace, pod, resource) ({per_container}"
+        f"(kube_pod_container_resource_requests{{{ksm}}}))"
+    )
+    init = f"{per_container}(kube_pod_init_container_resource_requests{{{ksm}}})"
+    ordinary = f'kube_pod_init_container_info{{{ksm}, restart_policy=""}}'
+    plain = (
+        f"max by (namespace, pod, resource) ({init} and on(namespace, pod, container) {ordinary})"
+    )
+    sidecars = (
+        f"sum by (namespace, pod, resource) ({init} unless on(namespace, pod, container) "
+        f"{ordinary})"
+    )
+    main = (
+        f"max by (namespace, pod, resource) ({_tagged(containers, 'containers')} or "
+        f"{_tagged(plain, 'init')})"
+    )
+    return (
+        f"sum by (namespace, pod, resource) ({_tagged(main, 'main')} or "
+        f"{_tagged(sidecars, 'sidecars')})"
+    )
+
+
+def _quota_left(namespace_quota: str, key: str) -> str:
+    """What the team quota has left of ``key`` per namespace: ``hard`` less ``used``.
+
+    Args:
+        namespace_quota: the quota's name (:data:`components.teams.TEAM_QUOTA`).
+        key: the quota's resource, as written in its ``hard``.
+    """
+    selector = (
+        f'job="{KUBE_STATE_METRICS_JOB}", resourcequota="{namespace_quota}", resource="{key}"'
+    )
+    return (
+        f'(max by (namespace) (kube_resourcequota{{{selector}, type="hard"}}) '
+        f'- max by (namespace) (kube_resourcequota{{{selector}, type="used"}}))'
+    )
+
+
+def quota_shortfall_rules(config: PlatformConfig, short: str) -> list[dict[str, Any]]:
+    """The team quota's shortfall for one more pod of each gang that lacks pods.
+
+    A gang lacks pods when Kubernetes refused to create some (the quota's admission refuses a
+    pod whose requests, added to ``used``, exceed ``hard``). It is short of quota on a resource
+    when the quota has less left than one pod of the gang requests: the largest request among
+    its pods, per resource (:data:`GANG_POD_REQUEST_RULE`), stands for the missing pod's, since
+    the pods of a gang are normally alike (a missing pod larger than every existing one, a
+    launcher's workers, is not seen). One pod is the measure, not every missing pod: while
+    room for one is left its controller creates it, and the next one finds the quota short.
+    The resources are exactly those the team quota sets (:func:`components.teams.
+    resource_quota_spec`'s ``hard``, of the stack's teams), read from that quota only
+    (:data:`components.teams.TEAM_QUOTA`), not from the scoped quota of system priority pods.
+
+    Args:
+        config: the validated platform (its teams and pools decide the quota's resources).
+        short: PromQL: the gangs (``namespace``, ``podgroup``) with fewer pods than they need.
+    """
+    keys = sorted(
+        {
+            key
+            for team in config.teams
+            for key in resource_quota_spec(team, config.node_pools)["hard"]
+        }
+    )
+    if not keys:  # no team, no team quota
+        return []
+    annotated = f'kube_pod_annotations{{{GROUP_LABEL}!=""}}'
+    largest = (
+        f"max by (namespace, podgroup, resource) ({_pod_requests()} * on(namespace, pod) "
+        f"group_left(podgroup) {_pods_of_gangs(annotated)}) and on(namespace, podgroup) ({short})"
+    )
+    terms = []
+    for key in keys:
+        if key == _QUOTA_PODS:
+            need = f"group by (namespace, podgroup) ({short})"  # one pod
+        else:
+            need = (
+                f"max by (namespace, podgroup) "
+                f'({GANG_POD_REQUEST_RULE}{{resource="{quota_pod_resource(key)}"}} > 0)'
+            )
+        left = _quota_left(TEAM_QUOTA, key)
+        terms.append(
+            f'label_replace({need} - on(namespace) group_left() {left} > 0, "resource", '
+            f'"{key}", "", "")'
+        )
+    return [
+        record(GANG_POD_REQUEST_RULE, largest),
+        record(GANG_QUOTA_SHORTFALL_RULE, " or ".join(terms)),
+    ]
+
+
 def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     """How long each gang has pended and why, and the alert past the configured minutes.
 
     A gang pends while any of its pods is Pending and not yet bound to a node (a bound pod
     pulling its images is starting, not waiting; a cold pool's pods stay unbound while their
     nodes launch and pass the acceptance gate, which the default minutes allow for). Its reason
-    is the first that holds: it lacks pods and its namespace's quota is (nearly) used up; its
-    PodGroup is still Pending (its Volcano queue, or an ancestor, has not admitted it); it was
-    admitted and its pods are unschedulable (no node fits and Karpenter has not brought one);
-    otherwise unknown. Quota stops pods from being created at all, so a gang none of whose pods
-    could be created has no Pending pod and is not seen here (the quota's own events say so).
+    is the first that holds: it lacks pods and its team quota has less left of some resource
+    than one of its pods requests (:func:`quota_shortfall_rules`); its PodGroup is still
+    Pending (its Volcano queue, or an ancestor, has not admitted it); it was admitted and its
+    pods are unschedulable (no node fits and Karpenter has not brought one); otherwise
+    unknown. Quota stops pods from being created at all, so a gang none of whose pods could be
+    created has no Pending pod and is not seen here (the quota's own events say so).
 
     Args:
-        config: the validated platform (``observability.gangPendingAlertMinutes``).
+        config: the validated platform (``observability.gangPendingAlertMinutes``; its teams'
+            quotas for the quota reason).
     """
     minutes = config.observability.gang_pending_alert_minutes
     pending = (
@@ -520,12 +713,6 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         f"group by (namespace, podgroup, queue) "
         f'({PODGROUP_CREATED_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}})'
     )
-    quota = (
-        "count by (namespace) (max by (namespace, resourcequota, resource) "
-        '(kube_resourcequota{type="used"}) / on(namespace, resourcequota, resource) '
-        '(max by (namespace, resourcequota, resource) (kube_resourcequota{type="hard"}) > 0) '
-        f">= {QUOTA_NEAR_FULL})"
-    )
     capacity = f"count by (namespace, podgroup) ({_pods_of_gangs(_UNSCHEDULABLE)})"
     # A ResourceQuota counts a created pod as used, Pending or not: a full quota blocks only a
     # gang that has fewer pods than it needs (Kubernetes refused to create the rest), not one
@@ -534,6 +721,7 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     members = f"count by (namespace, podgroup) ({_pods_of_gangs(annotated)})"
     needs = f'{PODGROUP_MIN_MEMBER_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}}'
     short = f"max by (namespace, podgroup) ({needs}) > on(namespace, podgroup) {members}"
+    shortfall = quota_shortfall_rules(config, short)
 
     # Volcano's enqueue action moves a PodGroup from Pending to Inqueue once its queue's
     # capacity (and its ancestors', enableHierarchy) admits it (volcano v1.15.1 pkg/scheduler/
@@ -547,18 +735,20 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         return f"max by (namespace, podgroup) ({PODGROUP_PHASE_METRIC}{{{selector}}}) == 1"
 
     checks = {
-        "quota": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({short}) "
-        f"and on(namespace) {quota}",
+        "quota": f"{GANG_PENDING_RULE} and on(namespace, podgroup) {GANG_QUOTA_SHORTFALL_RULE}",
         "queue": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({phase('Pending')})",
         "capacity": f"{GANG_PENDING_RULE} and on(namespace, podgroup) "
         f"({phase('Inqueue|Unknown')}) and on(namespace, podgroup) {capacity}",
         "unknown": GANG_PENDING_RULE,
     }
+    if not shortfall:
+        del checks["quota"]
     reasons = " or on(namespace, podgroup) ".join(
         f'label_replace({check}, "reason", "{reason}", "", "")' for reason, check in checks.items()
     )
     return [
         record(GANG_PENDING_RULE, with_queue),
+        *shortfall,
         record(GANG_PENDING_REASON_RULE, reasons),
         alert(
             "GangPending",
@@ -569,13 +759,50 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             + GANG_PENDING_REASON_TEMPLATE,
             description=f"A pod of the gang has waited for a node for more than {minutes} "
             "minutes (observability.gangPendingAlertMinutes). The reason says why: quota (the "
-            "gang lacks pods and the namespace's ResourceQuota is nearly used up), queue (the "
+            "gang lacks pods and its team quota has less left of a resource than one of its "
+            f"pods requests; {GANG_QUOTA_SHORTFALL_RULE} names the resource), queue (the "
             "Volcano queue has not admitted the gang: no room under its capability or an "
             "ancestor's), capacity (admitted, but no node fits and Karpenter has not launched "
             "one) or unknown. The reason is read when the "
             "alert is sent, not a label, so a change of reason is the same alert.",
         ),
     ]
+
+
+def neuron_attribution_rules() -> list[dict[str, Any]]:
+    """NeuronCore utilisation attributed to the pods that hold a node's Neuron devices.
+
+    neuron-monitor's Prometheus bridge labels its series with the instance (``instance_id``,
+    ``instance_type``, ``availability_zone``), the NeuronCore (``neuroncore``) and the Neuron
+    runtime's tag (``runtime_tag``), never a pod or namespace: the SDK's dashboard groups
+    ``neuroncore_utilization_ratio`` by ``neuroncore`` and ``instance_id`` (aws-neuron/
+    aws-neuron-sdk v2.31.1 src/examples/neuron-monitor/neuron-monitor-grafana.json), the user
+    guide's JSON report keys runtimes by tag and pid and names no pod unless ``k8s_info`` is on
+    (tools/neuron-sys-tools/neuron-monitor-user-guide.rst), and the other labels are the
+    catalogue's, read from the bridge script (components/observability/metric_catalog.py
+    ``NEURON_MONITOR``: the script is not in the SDK's repository). The scrape adds ``node``
+    (:func:`components.observability.sources.node_relabelings`). Its pod mapping (the
+    ``neuron-monitor-k8s-info.py`` companion, ``--enable-k8s-info``) is Beta, off by default,
+    and came with aws-neuronx-tools 2.23.16.0 (Neuron 2.23.0, release-notes/components/
+    dev-tools.rst), after the image the platform runs was first published. So a node's
+    utilisation goes to the running pods that request Neuron devices on it
+    (``kube_pod_container_resource_requests``, whose ``node`` is the pod's
+    ``spec.nodeName``, kube-state-metrics v2.20.0 internal/store/pod.go), under every name
+    the device plugin hands them out by. Training pods on Trainium pools take the whole node
+    (components/workloads.py ``node_resources``), so this is the pod's own; where two pods
+    hold devices of one node, each gets the node's mean. The bridge reports the cores that a
+    Neuron runtime has loaded, so the mean is over the cores in use, per logical NeuronCore
+    on Trn2 (dev-tools.rst, Neuron Developer Tools 2.20.204.0).
+    """
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
+    names = "|".join(ksm_resource(r) for r in (catalog.NEURON_RESOURCE, *OTHER_NEURON_RESOURCES))
+    holders = (
+        f"group by (namespace, pod, node) (kube_pod_container_resource_requests{{{ksm}, "
+        f'resource=~"{names}", node!=""}} > 0) and on(namespace, pod) '
+        f'(max by (namespace, pod) (kube_pod_status_phase{{{ksm}, phase="Running"}}) == 1)'
+    )
+    per_node = f'avg by (node) (neuroncore_utilization_ratio{{job="{NEURON_MONITOR_JOB}"}})'
+    return [record(NEURON_POD_UTILIZATION_RULE, f"{per_node} * on(node) group_right() ({holders})")]
 
 
 def capacity_rules() -> list[dict[str, Any]]:
@@ -913,6 +1140,8 @@ def rule_groups(config: PlatformConfig) -> list[dict[str, Any]]:
         group(f"{RULE_PREFIX}-cold-start-ledger", ledger_rules(config)),
         group(f"{RULE_PREFIX}-cold-start-quantiles", quantile_rules(), QUANTILE_INTERVAL),
     ]
+    if any(p.instance.accelerator_resource == catalog.NEURON_RESOURCE for p in config.node_pools):
+        groups.append(group(f"{RULE_PREFIX}-neuron", neuron_attribution_rules()))
     site = config.observability.runbooks_url
     if site is not None:
         for rule in (rule for each in groups for rule in each["rules"] if "alert" in rule):
