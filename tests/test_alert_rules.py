@@ -665,10 +665,11 @@ def _queue_wait_cases() -> list[Case]:
         pending="1x99 0x100", bound="_x101 1x98",
         pods={"gq-0": ("1x200", "_x103 3100x96", "_x110 3300x89")},
     )  # fmt: skip
-    # gz: admitted at 240 s, before its node is initialized (400 s): no queue wait.
+    # gz: admitted at 240 s, before its node is initialized (400 s): no queue wait. Back to
+    # Pending at 54.5 min (it lost a pod): its admission stays the first.
     zero = _gang_on_node(
         "team-q", "gz", created=0, node="nz", launched="60x200", initialized="400x200",
-        pending="1x7 0x192", bound="_x14 1x185",
+        pending="1x7 0x100 1x4 0x87", bound="_x14 1x185",
         pods={"gz-0": ("1x200", "_x67 2000x132", "_x100 3000x99")},
     )  # fmt: skip
     # Slurm: 45 waited behind other jobs with its node's slurmd Ready at 400 s and started at
@@ -786,15 +787,15 @@ def _cold_start_cases() -> list[Case]:
         records={f'{GANG_COLD_START_RULE}{{podgroup="gr"}}': []},
     )
     # Without a first step: gs's pod never turns Ready (stuck), gl's turned Ready at 40 min
-    # (over p5's 35 min), gh's at 5 min (healthy, its program marks no first step), gy is
-    # younger than the budget.
+    # (over p5's 35 min), gh's at 5 min (healthy, its program marks no first step; its pod
+    # restarted at 40 min, which starts no clock again), gy is younger than the budget.
     no_first_step = (
         _gang_on_node("team-s", "gs", created=0, node="n9", launched="100x200",
                       pods={"gs-0": ("1x200", "", "")})
         | _gang_on_node("team-s", "gl", created=0, node="n7", launched="100x200",
                         pods={"gl-0": ("1x200", "_x80 2400x119", "")})
         | _gang_on_node("team-s", "gh", created=0, node="n6", launched="100x200",
-                        pods={"gh-0": ("1x200", "_x10 300x189", "")})
+                        pods={"gh-0": ("1x200", "_x10 300x69 _x5 2580x115", "")})
         | _gang_on_node("team-s", "gy", created=900, node="n8", launched="1000x100",
                         pods={"gy-0": ("1x100", "1100x100", "")})
     )  # fmt: skip
