@@ -30,6 +30,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
 
 from components.config import PlatformConfig
 from components.config.platform import parse_platform_config
+from components.metric_names import COLD_START_STAGES, GANG_COLD_START_RULE
 from components.observability.dashboards import (
     EFA_TX_BYTES,
     FLEET_FOLDER,
@@ -40,7 +41,7 @@ from components.observability.dashboards import (
     platform_dashboards,
     prometheus_queries,
 )
-from components.observability.rules import NEURON_POD_UTILIZATION_RULE
+from components.observability.rules import NEURON_POD_UTILIZATION_RULE, rule_groups
 from tests import promtool
 from tests.conftest import STACKS, stack_data
 
@@ -138,6 +139,30 @@ def test_cold_start_quantiles_say_they_are_rolling() -> None:
     quantiles = [title for title in titles if "p50" in title or "p95" in title]
     assert quantiles and all("rolling 24 h" in title for title in quantiles), titles
     assert not [title for title in titles if "day" in title.replace("day's end", "")], titles
+
+
+def test_the_ledger_compares_the_budget_with_what_the_alert_does() -> None:
+    """The budget table shows the quantiles of the stage ColdStartOverBudget compares with
+    the budget (the first step less the queue wait), not the first step, which counts time a
+    gang waited in its queue; the quantile panels show every stage, queue admission too."""
+    config = _config("prod")
+    (cold,) = [d for d in platform_dashboards(config) if d.uid == "tp-cold-starts"]
+    panels = cold.model.get("panels") or []
+    (table,) = [p for p in panels if "budget" in str(p.get("title", ""))]
+    quantiles = [t["expr"] for t in table["targets"] if ":p" in t["expr"]]
+    assert quantiles and all('stage="cold_start"' in expr for expr in quantiles), quantiles
+    (alert,) = [
+        r
+        for g in rule_groups(config)
+        for r in g["rules"]
+        if r.get("alert") == "ColdStartOverBudget"
+    ]
+    assert f'{GANG_COLD_START_RULE}{{stage="cold_start"}}' in alert["expr"]
+    series = [
+        t["expr"] for p in panels if "per stage" in str(p.get("title", "")) for t in p["targets"]
+    ]
+    assert series and not any("stage=" in expr for expr in series), series
+    assert {"admitted", "cold_start"} <= set(COLD_START_STAGES)
 
 
 def _by_folder(dashboards: list[Dashboard]) -> dict[str, set[str]]:

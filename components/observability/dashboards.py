@@ -657,7 +657,9 @@ def _cold_starts() -> Dashboard:
         "The cold-start ledger: for gangs that waited for new nodes, seconds from submission "
         "to each stage (" + ", ".join(COLD_START_STAGES) + "), p50 and p95 per pool over a "
         "rolling 24 h (each point: the gangs of the 24 h before it, not a calendar day), "
-        "each pool's budget, and the latest cold starts.",
+        "each pool's budget, and the latest cold starts. admitted is when the gang's queue "
+        "admitted it (a Slurm job: its start); cold_start is the first step less the time the "
+        "gang waited for its queue with its nodes up, what the budget is compared with.",
     )
     builder = builder.with_variable(
         _query_variable(
@@ -679,20 +681,26 @@ def _cold_starts() -> Dashboard:
                 _prom(f"{COLD_START_BUDGET_METRIC}{{{pool}}}", "{{nodepool}} budget")
             )
         builder = builder.with_panel(panel)
-    first_step = f'stage="{COLD_START_STAGES[-1]}"'
+    # The last stage, cold_start (the first step less the queue wait), is what the budget
+    # and ColdStartOverBudget compare.
+    budgeted = f'stage="{COLD_START_STAGES[-1]}"'
     builder = builder.with_panel(
-        _table("Per pool, rolling 24 h to each day's end: first step p50, p95, budget", 12)
+        _table(
+            "Per pool, rolling 24 h to each day's end: cold start (first step less queue "
+            "wait) p50, p95, budget",
+            12,
+        )
         .interval("1d")
         .with_target(
             _prom(
-                f"{COLD_START_QUANTILE_RULES[0.5]}{{{pool}, {first_step}}}",
+                f"{COLD_START_QUANTILE_RULES[0.5]}{{{pool}, {budgeted}}}",
                 "p50",
                 table=True,
             )
         )
         .with_target(
             _prom(
-                f"{COLD_START_QUANTILE_RULES[0.95]}{{{pool}, {first_step}}}",
+                f"{COLD_START_QUANTILE_RULES[0.95]}{{{pool}, {budgeted}}}",
                 "p95",
                 table=True,
             )

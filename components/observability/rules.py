@@ -76,6 +76,7 @@ from components.metric_names import (
     EFA_DEVICES_METRIC,
     FIRST_STEP_METRIC,
     GANG_COLD_START_RULE,
+    GANG_QUEUE_WAIT_RULE,
     MONITORING_NAMESPACE,
     MONITORING_RELEASE,
     NODECLAIM_CONDITION_METRIC,
@@ -83,6 +84,7 @@ from components.metric_names import (
     PODGROUP_MIN_MEMBER_METRIC,
     PODGROUP_PHASE_METRIC,
     RULE_PREFIX,
+    SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
     efa_port_counter,
 )
@@ -178,7 +180,8 @@ scale-in is removed within a minute of its last job's end, a restarted slurmd is
 minutes."""
 TAINT_FOR: Final = "5m"
 
-LEDGER_WINDOW: Final = "15m"
+LEDGER_WINDOW_SECONDS: Final = 15 * 60
+LEDGER_WINDOW: Final = f"{LEDGER_WINDOW_SECONDS // 60}m"
 """How long after a gang's first step its ledger entry is still recorded: its stages are then
 final, and a later restart (pods replaced on new nodes by a JobSet restart, drift,
 consolidation or Ray's autoscaler) would otherwise look like a new cold start of hours."""
@@ -186,11 +189,18 @@ LEDGER_LOOKBACK: Final = "1d"
 """How far back a gang's first step is remembered, so that a restarted gang stays settled while
 its new pods start: their first step comes minutes after the old pods' series ends."""
 COLD_START_STUCK_FOR: Final = "5m"
-"""How long a cold gang must have been past its budget without a first step before the alert:
-a series missing for a scrape or two does not fire it."""
+"""How long a cold gang must have been past its budget before the alert: a series missing for a
+scrape or two does not fire it."""
 GANG_FIRST_STEP_RULE: Final = f"{RULE_PREFIX}:gang_first_step_timestamp_seconds"
 """Recording rule: Unix time of the first step of each gang's earliest pod (labels
 ``namespace``, ``podgroup``)."""
+
+GANG_ADMITTED_RULE: Final = f"{RULE_PREFIX}:gang_admitted_timestamp_seconds"
+"""Recording rule: Unix time (to the scrape) each gang's PodGroup was first seen admitted by its
+queue, in any phase but Pending (labels ``namespace``, ``podgroup``); kept at its first value."""
+GANG_PODS_RUNNING_RULE: Final = f"{RULE_PREFIX}:gang_pods_running_timestamp_seconds"
+"""Recording rule: Unix time each gang first had all its pods Ready, the last of them (labels
+``namespace``, ``podgroup``); kept at its first value, so a pod restarted later moves nothing."""
 
 SLURM_NAMESPACE: Final = "slurm"
 """Namespace of Slinky's slurmd pods (components/slurm/common.py NAMESPACE; not imported, as
@@ -201,6 +211,9 @@ SLURM_JOB_NODE_RULE: Final = f"{RULE_PREFIX}:slurm_job_node:info"
 ``nodepool``: the node's platform pool, not its ``<pool>-slurm`` NodePool)."""
 SLURM_JOB_SUBMIT_RULE: Final = f"{RULE_PREFIX}:slurm_job_submit_timestamp_seconds"
 """Recording rule: Unix time each Slurm job was submitted (labels ``namespace``,
+``slurm_job_id``)."""
+SLURM_JOB_START_RULE: Final = f"{RULE_PREFIX}:slurm_job_start_timestamp_seconds"
+"""Recording rule: Unix time slurmctld started each Slurm job (labels ``namespace``,
 ``slurm_job_id``)."""
 SLURM_JOB_FIRST_STEP_RULE: Final = f"{RULE_PREFIX}:slurm_job_first_step_timestamp_seconds"
 """Recording rule: Unix time of each Slurm job's earliest first step (labels ``namespace``,
@@ -888,12 +901,33 @@ def node_health_rules() -> list[dict[str, Any]]:
     ]
 
 
+def _remembered(rule: str, now: str, key: str, since: str) -> str:
+    """A time kept at its first value: the rule's own last value, or ``now`` when it has none.
+
+    A recording rule may read its own earlier samples; ``last_over_time`` over
+    :data:`LEDGER_LOOKBACK` carries the first value forward, so a later change (a pod restarted,
+    a PodGroup back to Pending when it lost a pod) moves nothing. A remembered value older than
+    ``since`` (the gang's submission) belonged to a deleted gang of the same name: dropped.
+
+    Args:
+        rule: the rule's own name.
+        now: the time as seen at this evaluation (labels ``key``).
+        key: the labels that name a gang or job, comma-separated.
+        since: the gang's submission time (labels ``key``).
+    """
+    return (
+        f"(last_over_time({rule}[{LEDGER_LOOKBACK}]) >= on({key}) group_left() {since}) or ({now})"
+    )
+
+
 def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     """The cold-start ledger: each cold gang's seconds from submission to each stage.
 
     Inputs and their labels:
 
     - ``PODGROUP_CREATED_METRIC{namespace, podgroup, queue}``: the gang's submission time;
+    - ``PODGROUP_PHASE_METRIC{namespace, podgroup, queue, phase}``: whether its queue has
+      admitted it (any phase but Pending);
     - ``NODECLAIM_CONDITION_METRIC{nodeclaim, nodepool, node, condition, status}``: when each
       NodeClaim turned Launched, Registered and Initialized (``status="True"`` only: a
       condition still Unknown has a transition time too);
@@ -912,16 +946,33 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     node); a gang whose nodes all existed has no ledger entry. A gang is recorded only until
     :data:`LEDGER_WINDOW` after its first step: each stage keeps the value of the gang's first
     start, and a restart later (within :data:`LEDGER_LOOKBACK` of the last first step seen) is
-    not a new cold start. A gang's nodes are normally in one
-    pool (the runtimes and node sets are per pool); one whose nodes came from two has its node
-    stages per pool and its pod stages under the pool whose nodes launched last. Each stage is
-    the last node (or pod) to reach it, except the first step, the earliest pod's.
+    not a new cold start. A gang's nodes are normally in one pool (the runtimes and node sets
+    are per pool); one whose nodes came from two counts once, every stage under the pool whose
+    nodes launched last, so each gang is one sample in its pool's quantiles. Each stage is the
+    last node (or pod) to reach it, except the first step, the earliest pod's.
+
+    Queue wait: Volcano marks a gang's pending pods Unschedulable whether or not its queue has
+    admitted it (volcano-sh/volcano v1.15.1 pkg/scheduler/cache/cache.go,
+    ``RecordJobStatusEvent``: every Pending task of every job of the session;
+    pkg/scheduler/api/job_info.go, ``TaskSchedulingReason``), and Karpenter provisions for any
+    pod so marked (kubernetes-sigs/karpenter v1.14.1 pkg/utils/pod/scheduling.go,
+    ``IsProvisionable`` and ``FailedToSchedule``; pkg/controllers/provisioning/provisioner.go,
+    ``GetPendingPods``), so a NodeClaim's creation says nothing of admission. Admission is the
+    PodGroup leaving Pending (volcano v1.15.1 pkg/scheduler/actions/enqueue/enqueue.go; the
+    capacity plugin's ``checkJobEnqueueableHierarchically``). On a fleet with no node of the
+    gang's accelerator Volcano's ``root`` queue does not know it
+    (pkg/scheduler/plugins/capacity/capacity.go, ``buildHierarchicalQueueAttrs``), so
+    admission waits for the first such node: the pool's doing. The queue wait
+    (:data:`GANG_QUEUE_WAIT_RULE`) is therefore only the time from the gang's nodes being
+    initialized (or its submission, if later) to its admission, and 0 for a gang admitted
+    before its nodes were ready; the ``cold_start`` stage is the first step less it.
 
     Args:
         config: the validated platform (each pool's cold-start budget).
     """
     ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
-    created = f"max by (namespace, podgroup) ({PODGROUP_CREATED_METRIC}{{{ksm}}})"
+    key = "namespace, podgroup"
+    created = f"max by ({key}) ({PODGROUP_CREATED_METRIC}{{{ksm}}})"
     pods = (
         f'label_replace(kube_pod_annotations{{{GROUP_LABEL}!=""}}, "podgroup", "$1", '
         f'"{GROUP_LABEL}", "(.+)") * on(namespace, pod) group_left(node) '
@@ -932,115 +983,165 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         record(GANG_NODE_RULE, f"group by (namespace, podgroup, node) ({POD_GANG_RULE})"),
     ]
     first_step = (
-        f'min by (namespace, podgroup) (max by (namespace, pod) ({FIRST_STEP_METRIC}{{job="'
+        f'min by ({key}) (max by (namespace, pod) ({FIRST_STEP_METRIC}{{job="'
         f'{FIRST_STEP_JOB}"}}) '
         f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE})"
     )
     rules.append(record(GANG_FIRST_STEP_RULE, first_step))
+    # The scrape at which the PodGroup was first seen in any phase but Pending.
+    admitted_now = (
+        f'min by ({key}) (timestamp({PODGROUP_PHASE_METRIC}{{{ksm}, phase!="Pending"}} == 1))'
+    )
+    rules.append(
+        record(GANG_ADMITTED_RULE, _remembered(GANG_ADMITTED_RULE, admitted_now, key, created))
+    )
+    not_ready = f"({POD_GANG_RULE} unless on(namespace, pod) kube_pod_status_ready_time)"
+    ready = (
+        f"max by ({key}) (max by (namespace, pod) (kube_pod_status_ready_time) "
+        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE}) "
+        f"unless on({key}) {not_ready}"
+    )
+    rules.append(
+        record(GANG_PODS_RUNNING_RULE, _remembered(GANG_PODS_RUNNING_RULE, ready, key, created))
+    )
     # Gangs that had their first step more than the window ago: settled, recorded no more.
     settled = f"last_over_time({GANG_FIRST_STEP_RULE}[{LEDGER_LOOKBACK}] offset {LEDGER_WINDOW})"
     # The ledger's Slurm series (slurm_job_id, no podgroup) are not a gang's.
     launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched", podgroup!=""}}'
-    slurm_rules, slurm_stages, slurm_took, slurm_waiting = _slurm_ledger_rules()
-    rules.extend(slurm_rules)
+    # A gang whose nodes came from two pools is the last-launched pool's.
+    pool_of = f"on({key}) group_left(nodepool) (0 * {launched})"
+    slurm = _slurm_ledger_rules()
+    rules.extend(slurm.rules)
     for stage, condition in STAGE_CONDITIONS.items():
         claims = (
             f'{NODECLAIM_CONDITION_METRIC}{{{ksm}, condition="{condition}", status="True", '
             'node!=""}'
         )
-        nodes = (
-            f"max by (namespace, podgroup, nodepool) (max by (node, nodepool) ({claims}) "
-            f"* on(node) group_right(nodepool) {GANG_NODE_RULE})"
-        )
-        expr = f"{nodes} - on(namespace, podgroup) group_left() {created}"
         # Claims not yet registered have no node: left out, or they would collide on node="".
-        # The first stage decides which gangs are cold; the later ones follow it.
+        per_pool = (
+            f"max by ({key}, nodepool) (max by (node, nodepool) ({claims}) "
+            f"* on(node) group_right(nodepool) {GANG_NODE_RULE}) "
+            f"- on({key}) group_left() {created}"
+        )
+        # The first stage decides which gangs are cold and their pool; the later ones follow.
         expr = (
-            f"({expr} > 0) unless on(namespace, podgroup) {settled}"
+            f"(topk by ({key}) (1, {per_pool}) > 0) unless on({key}) {settled}"
             if stage == "nodes_launched"
-            else f"({expr}) and on(namespace, podgroup) {launched}"
+            else f"max by ({key}) ({per_pool}) + {pool_of}"
         )
         # One rule per stage for gangs and Slurm jobs alike (their labels differ).
-        expr = f"({expr}) or ({slurm_stages[stage]})"
+        expr = f"({expr}) or ({slurm.stages[stage]})"
         rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
-    # A gang whose nodes came from two pools is the last-launched pool's from here on.
-    pool_of = (
-        f"on(namespace, podgroup) group_left(nodepool) "
-        f"(0 * topk by (namespace, podgroup) (1, {launched}))"
-    )
-    not_ready = f"({POD_GANG_RULE} unless on(namespace, pod) kube_pod_status_ready_time)"
-    ready = (
-        f"max by (namespace, podgroup) (max by (namespace, pod) (kube_pod_status_ready_time) "
-        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE}) "
-        f"unless on(namespace, podgroup) {not_ready}"
-    )
-    for stage, when in (("pods_running", ready), ("first_step", GANG_FIRST_STEP_RULE)):
-        expr = f"(({when}) - on(namespace, podgroup) group_left() {created}) + {pool_of}"
-        if stage in slurm_stages:
-            expr = f"({expr}) or ({slurm_stages[stage]})"
+    for stage, when in (
+        ("admitted", GANG_ADMITTED_RULE),
+        ("pods_running", GANG_PODS_RUNNING_RULE),
+        ("first_step", GANG_FIRST_STEP_RULE),
+    ):
+        expr = f"({when} - on({key}) {created}) + {pool_of}"
+        if stage in slurm.stages:
+            expr = f"({expr}) or ({slurm.stages[stage]})"
         rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
+    admitted = f'{GANG_COLD_START_RULE}{{stage="admitted", podgroup!=""}}'
+    initialized = f'{GANG_COLD_START_RULE}{{stage="nodes_initialized", podgroup!=""}}'
+    wait = (
+        f"max without (stage) (clamp_min({admitted} - ignoring(stage) {initialized}, 0)) "
+        f"or max without (stage) (0 * {launched})"
+    )
+    rules.append(record(GANG_QUEUE_WAIT_RULE, f"({wait}) or ({slurm.queue_wait})"))
+    rules.append(
+        record(
+            GANG_COLD_START_RULE,
+            f'{GANG_COLD_START_RULE}{{stage="first_step"}} - ignoring(stage) '
+            f"{GANG_QUEUE_WAIT_RULE}",
+            {"stage": "cold_start"},
+        )
+    )
     rules.extend(
         record(COLD_START_BUDGET_METRIC, f"vector({budget_seconds(pool)})", {"nodepool": pool.name})
         for pool in config.node_pools
     )
     budget = f"on(nodepool) group_left() {COLD_START_BUDGET_METRIC}"
-    took = (
-        f"max by (namespace, podgroup, nodepool) "
-        f'({GANG_COLD_START_RULE}{{stage="first_step", podgroup!=""}})'
+    # Gangs and Slurm jobs with a first step: its cold start proper.
+    took = f'max without (stage) ({GANG_COLD_START_RULE}{{stage="cold_start"}})'
+    gang_wait = f'{GANG_QUEUE_WAIT_RULE}{{podgroup!=""}}'
+    # A cold gang whose pods are not all running yet, and has no first step: the time so far,
+    # less its queue wait.
+    stuck = (
+        f"((time() - {created}) - on({key}) group_right() {gang_wait}) "
+        f"unless on({key}) {GANG_PODS_RUNNING_RULE} unless on({key}) {GANG_FIRST_STEP_RULE}"
     )
-    # A cold gang with no first step yet: the time since it was submitted, under its pool.
-    waiting = (
-        "max by (namespace, podgroup, nodepool) (0 * topk by (namespace, podgroup) "
-        f"(1, {launched})) + on(namespace, podgroup) group_left() (time() - {created}) "
-        f"unless on(namespace, podgroup) {GANG_FIRST_STEP_RULE}"
+    # Once all its pods have run, the clock of a gang without a first step stops there: its
+    # program may simply not mark one. Judged for the ledger window after, as a first step is.
+    ran = (
+        f"(({GANG_PODS_RUNNING_RULE} - on({key}) {created}) - on({key}) group_right() "
+        f"{gang_wait}) unless on({key}) {GANG_FIRST_STEP_RULE} "
+        f"and on({key}) (time() - {GANG_PODS_RUNNING_RULE} < {LEDGER_WINDOW_SECONDS})"
     )
+    terms = (took, stuck, ran, slurm.started)
     rules.append(
         alert(
             "ColdStartOverBudget",
-            f"({took} > {budget}) or (({waiting}) > {budget}) "
-            f"or ({slurm_took} > {budget}) or (({slurm_waiting}) > {budget})",
+            " or ".join(f"(({term}) > {budget})" for term in terms),
             severity="warning",
             for_=COLD_START_STUCK_FOR,
             # A gang's podgroup or a Slurm job's id (namespace slurm): the other is empty.
             summary="{{ $labels.namespace }}/{{ $labels.podgroup }}{{ $labels.slurm_job_id }} is "
             "{{ $value | humanizeDuration }} into its cold start on pool "
             "{{ $labels.nodepool }}, past the pool's budget",
-            description="From submission to the first training step the gang (or Slurm job) "
-            "took, or has taken so far without a first step, longer than the pool's cold-start "
-            "budget (nodePools[].coldStartBudgetMinutes). The ledger's dashboard shows which "
-            "stage took the time; a gang with no first step is stuck in one (or its program "
-            "does not mark its first step).",
+            description="Less the time it waited for its queue once its nodes were ready, the "
+            "gang (or Slurm job) took longer than the pool's cold-start budget "
+            "(nodePools[].coldStartBudgetMinutes) to its first training step, or has taken "
+            "longer so far with its pods not all running yet, or took longer to its pods "
+            "running (a Slurm job: to its start) and has marked no first step. A gang whose "
+            "pods all run and that marks no first step is judged at its pods running, for "
+            f"{LEDGER_WINDOW} after; it is not held to the budget while it runs. The ledger's "
+            "dashboard shows which stage took the time.",
         )
     )
     return rules
 
 
-def _slurm_ledger_rules() -> tuple[list[dict[str, Any]], dict[str, str], str, str]:
+@dataclass(frozen=True)
+class _SlurmLedger:
+    """What :func:`_slurm_ledger_rules` gives :func:`ledger_rules`."""
+
+    rules: list[dict[str, Any]]
+    """The rules of the jobs' nodes, submissions, starts and first steps."""
+    stages: dict[str, str]
+    """Each stage's expression, recorded with the gangs' (one rule per stage)."""
+    queue_wait: str
+    """Each cold job's queue wait (labels ``namespace``, ``slurm_job_id``, ``nodepool``)."""
+    started: str
+    """The alert's term for a cold job with no first step: its seconds to its start, less its
+    queue wait, for :data:`LEDGER_WINDOW` after it started."""
+
+
+def _slurm_ledger_rules() -> _SlurmLedger:
     """The ledger's Slurm jobs: each cold job's seconds from submission to each stage.
 
     Inputs, each read only from the first-step PodMonitor's job and the slurmd pods'
     namespace (:data:`SLURM_NAMESPACE`; a team's pod serving the same names is not Slurm's):
 
-    - ``SLURM_JOB_SUBMIT_METRIC{namespace, pod, slurm_job_id}``: the job's submission, written
-      by the TaskProlog on each node the job runs a task on (components/first_step.py), so its
+    - ``SLURM_JOB_SUBMIT_METRIC{namespace, pod, slurm_job_id}`` and
+      ``SLURM_JOB_START_METRIC{...}``: the job's submission and start, written by the
+      TaskProlog on each node the job runs a task on (components/first_step.py), so its
       slurmd pods, and through ``kube_pod_info`` their nodes, are the job's;
     - ``FIRST_STEP_METRIC{namespace, pod, slurm_job_id}``: the job's first step;
     - ``kube_node_labels``: each node's platform pool (``trainingplatform.io/pool``): a pool's
       Slurm nodes come from its ``<pool>-slurm`` NodePool, and the budgets are the pool's;
+    - ``kube_pod_status_ready_time`` of its slurmd pods: when its nodes were ready for Slurm;
     - the NodeClaims' conditions, as for gangs.
 
-    Stages are recorded under ``namespace="slurm"``, ``slurm_job_id`` and the platform pool:
-    ``nodes_launched``, ``nodes_registered``, ``nodes_initialized`` (the job's last node) and
-    ``first_step`` (the earliest). ``pods_running`` is not defined for a Slurm job: its slurmd
-    pods run before it is submitted, and its tasks are processes, not pods. A job is cold when
-    its last node launched after it was submitted, and is recorded, as a gang is, only until
-    :data:`LEDGER_WINDOW` after its first step (each stage keeps its first value).
-
-    Returns:
-        The rules of the jobs' nodes, submissions and first steps; each stage's expression
-        (recorded with the gangs', one rule per stage); and the alert's two terms: a cold
-        job's seconds to its first step, and a cold job's seconds so far without one (labels
-        ``namespace``, ``slurm_job_id``, ``nodepool``).
+    Stages are recorded under ``namespace="slurm"``, ``slurm_job_id`` and the platform pool of
+    its last-launched node: ``admitted`` (slurmctld started it: it allocates only nodes whose
+    slurmd has registered, so a cold job starts after its nodes), ``nodes_launched``,
+    ``nodes_registered``, ``nodes_initialized`` (the job's last node) and ``first_step`` (the
+    earliest). ``pods_running`` is not defined for a Slurm job: its slurmd pods run before it
+    starts, and its tasks are processes, not pods. A job is cold when its last node launched
+    after it was submitted, and is recorded, as a gang is, only until :data:`LEDGER_WINDOW`
+    after its first step (each stage keeps its first value). Its queue wait is the time from its
+    last slurmd pod Ready (or its submission, if later) to its start: the time it waited behind
+    other jobs or limits with its nodes up.
     """
     job = f'job="{FIRST_STEP_JOB}", namespace="{SLURM_NAMESPACE}", slurm_job_id!=""'
     ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
@@ -1059,6 +1160,7 @@ def _slurm_ledger_rules() -> tuple[list[dict[str, Any]], dict[str, str], str, st
     rules = [
         record(SLURM_JOB_NODE_RULE, nodes),
         record(SLURM_JOB_SUBMIT_RULE, f"max by ({key}) ({SLURM_JOB_SUBMIT_METRIC}{{{job}}})"),
+        record(SLURM_JOB_START_RULE, f"min by ({key}) ({SLURM_JOB_START_METRIC}{{{job}}})"),
         record(SLURM_JOB_FIRST_STEP_RULE, f"min by ({key}) ({FIRST_STEP_METRIC}{{{job}}})"),
     ]
     settled = (
@@ -1066,6 +1168,7 @@ def _slurm_ledger_rules() -> tuple[list[dict[str, Any]], dict[str, str], str, st
     )
     launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched", slurm_job_id!=""}}'
     since = f"on({key}) group_left() {SLURM_JOB_SUBMIT_RULE}"
+    pool_of = f"on({key}) group_left(nodepool) (0 * {launched})"
     stages: dict[str, str] = {}
     for stage, condition in STAGE_CONDITIONS.items():
         claims = (
@@ -1074,27 +1177,35 @@ def _slurm_ledger_rules() -> tuple[list[dict[str, Any]], dict[str, str], str, st
         )
         # The claim's own nodepool is the <pool>-slurm NodePool: the job's node rule has the
         # platform pool.
-        expr = (
+        per_pool = (
             f"max by ({key}, nodepool) (max by (node) ({claims}) "
             f"* on(node) group_right() {SLURM_JOB_NODE_RULE}) - {since}"
         )
-        expr = (
-            f"({expr} > 0) unless on({key}) {settled}"
+        stages[stage] = (
+            f"(topk by ({key}) (1, {per_pool}) > 0) unless on({key}) {settled}"
             if stage == "nodes_launched"
-            else f"({expr}) and on({key}) {launched}"
+            else f"max by ({key}) ({per_pool}) + {pool_of}"
         )
-        stages[stage] = expr
-    pool_of = f"on({key}) group_left(nodepool) (0 * topk by ({key}) (1, {launched}))"
+    stages["admitted"] = f"(({SLURM_JOB_START_RULE}) - {since}) + {pool_of}"
     stages["first_step"] = f"(({SLURM_JOB_FIRST_STEP_RULE}) - {since}) + {pool_of}"
-    took = (
-        f'max by ({key}, nodepool) ({GANG_COLD_START_RULE}{{stage="first_step", slurm_job_id!=""}})'
+    slurmd_ready = (
+        f"max by ({key}) (max by ({key}, pod) ({SLURM_JOB_SUBMIT_METRIC}{{{job}}}) * 0 "
+        f"+ on(namespace, pod) group_left() max by (namespace, pod) "
+        f'(kube_pod_status_ready_time{{namespace="{SLURM_NAMESPACE}"}}))'
     )
-    waiting = (
-        f"max by ({key}, nodepool) (0 * topk by ({key}) (1, {launched})) "
-        f"+ on({key}) group_left() (time() - {SLURM_JOB_SUBMIT_RULE}) "
-        f"unless on({key}) {SLURM_JOB_FIRST_STEP_RULE}"
+    admitted = f'{GANG_COLD_START_RULE}{{stage="admitted", slurm_job_id!=""}}'
+    queue_wait = (
+        f"max without (stage) (clamp_min({admitted} - on({key}) group_left() "
+        f"clamp_min({slurmd_ready} - on({key}) {SLURM_JOB_SUBMIT_RULE}, 0), 0)) "
+        f"or max without (stage) (0 * {launched})"
     )
-    return rules, stages, took, waiting
+    started = (
+        f"(max without (stage) ({admitted}) - "
+        f'{GANG_QUEUE_WAIT_RULE}{{slurm_job_id!=""}}) '
+        f"unless on({key}) {SLURM_JOB_FIRST_STEP_RULE} "
+        f"and on({key}) (time() - {SLURM_JOB_START_RULE} < {LEDGER_WINDOW_SECONDS})"
+    )
+    return _SlurmLedger(rules, stages, queue_wait, started)
 
 
 def quantile_rules() -> list[dict[str, Any]]:
