@@ -284,7 +284,69 @@ def test_a_slurm_jobs_first_step_and_submission_reach_the_exporters_directory(
     assert first.startswith(f'{FIRST_STEP_METRIC}{{slurm_job_id="42"}} ')
     _run(first_step.helper_script(), files, helper_env)  # a second call keeps the first step
     assert (files / "job-42.prom").read_text() == first
-    assert sorted(p.name for p in files.iterdir()) == ["job-42-submit.prom", "job-42.prom"]
+    names = ["job-42-submit.prom", "job-42.lock", "job-42.prom"]  # the lock is no .prom
+    assert sorted(p.name for p in files.iterdir()) == names
+    _run(first_step.slurm_first_step_epilog(), files, env)
+    assert list(files.iterdir()) == []
+
+
+FAKE_SQUEUE = """#!/bin/sh
+# squeue as slurm-26-05-3-1 prints "%V %S" (src/squeue/print.c, src/common/parse_time.c): each
+# time in the local time zone, in SLURM_TIME_FORMAT (unset or "standard": %FT%T); the user's
+# SQUEUE_STATES or SLURM_CLUSTERS filter the job away (src/squeue/opts.c). It counts its calls.
+echo "$$" >> "$FAKE_SQUEUE_LOG"
+sleep "${FAKE_SQUEUE_DELAY:-0}"
+[ -z "${FAKE_SQUEUE_FAIL:-}${SQUEUE_STATES:-}${SLURM_CLUSTERS:-}" ] || exit 0
+format=${SLURM_TIME_FORMAT:-standard}
+[ "$format" = standard ] && format=%FT%T
+[ "$5" = "%V %S" ] && echo "$(date -d @1796569200 +"$format") $(date -d @1796569800 +"$format")"
+"""
+
+
+def test_one_squeue_per_node_whatever_the_users_environment(tmp_path: Path) -> None:
+    """Tasks that start at once on a node ask slurmctld once between them; the job's start is
+    the one slurmstepd gives the TaskProlog; the user's time format and squeue filters change
+    nothing; a failed lookup leaves the next step to try again."""
+    files = tmp_path / "first-step"
+    files.mkdir()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "squeue").write_text(FAKE_SQUEUE)
+    (tools / "squeue").chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_START_TIME": "1796570400",  # slurmstepd's, from the job's credential
+        "SLURM_TIME_FORMAT": "%d/%m/%Y %H:%M",  # a user's; sbatch passes it on
+        "SQUEUE_STATES": "PENDING",
+        "SLURM_CLUSTERS": "another",
+        "TZ": "Asia/Tokyo",
+        "FAKE_SQUEUE_LOG": str(calls),
+    }
+    prolog = "\n".join([*first_step.slurm_task_prolog_lines(), "exit 0", ""]).replace(
+        first_step.FIRST_STEP_DIRECTORY, str(files)
+    )
+
+    def start_tasks(count: int, **extra: str) -> None:
+        tasks = [
+            subprocess.Popen(["sh", "-c", prolog], env={**env, **extra}, stdout=subprocess.PIPE)
+            for _ in range(count)
+        ]
+        for task in tasks:
+            out, _ = task.communicate(timeout=10)
+            assert task.returncode == 0 and b"export " in out
+
+    start_tasks(1, FAKE_SQUEUE_FAIL="1")  # slurmctld did not answer: no file, the lock is freed
+    assert sorted(p.name for p in files.iterdir()) == []
+    start_tasks(16, FAKE_SQUEUE_DELAY="0.5")  # the next step's tasks, on one node, at once
+    assert len(calls.read_text().splitlines()) == 2
+    assert (files / "job-42-submit.prom").read_text() == (
+        f'{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id="42"}} 1796569200\n'
+        f'{SLURM_JOB_START_METRIC}{{slurm_job_id="42"}} 1796570400\n'
+    )
+    start_tasks(4)  # a later step: the times are there, nobody asks
+    assert len(calls.read_text().splitlines()) == 2
     _run(first_step.slurm_first_step_epilog(), files, env)
     assert list(files.iterdir()) == []
 
