@@ -192,7 +192,8 @@ PROMETHEUS_INGRESS: Final = ControllerIngress(
     controller=PROMETHEUS_POD_SELECTOR,
     ports=(FIRST_STEP_PORT,),
     why="Prometheus scrapes each training pod's first step (the cold-start ledger) on "
-    f"{FIRST_STEP_PORT} (components/observability/ledger.py, first_step_pod_monitor)",
+    f"{FIRST_STEP_PORT} (components/observability/ledger.py, first_step_pod_monitor; the "
+    "slurmd pods': slurm_first_step_pod_monitor)",
 )
 """Prometheus's way into team namespaces: to the pods with the exporter, on its port only."""
 

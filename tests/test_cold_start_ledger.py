@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from components import first_step, kuberay, trainer
+from components.catalog import CATALOG
 from components.config import PlatformConfig
 from components.metric_names import (
     FIRST_STEP_METRIC,
@@ -27,8 +28,10 @@ from components.observability import dashboards, ledger, rules
 from components.platform import team_controllers, validated_config
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm.common import SLURM_APP_LABEL
+from components.slurm.conf import CONFINEMENT_CONF
 from components.slurm.network_policies import slurm_network_policies
 from components.slurm.node_sets import nodeset_spec
+from components.slurm.sharing import SHARING_CONF
 from components.tenancy import team_network_policies
 from components.trainer import team_runtimes
 from synth.jobs.trainer import pod_requests
@@ -386,10 +389,13 @@ def _training_pod_templates(
 
 def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
     config = validated_config(stack_data("dev"))
-    monitor = ledger.first_step_pod_monitor()
-    assert monitor["spec"]["namespaceSelector"] == {"any": True}
-    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     for runtime, (template, writer) in _training_pod_templates(config).items():
+        monitor = (
+            ledger.slurm_first_step_pod_monitor()
+            if runtime == "slurmd"
+            else ledger.first_step_pod_monitor()
+        )
+        (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
         assert selects(monitor["spec"]["selector"], _template_labels(template)), runtime
         spec = template["spec"]
         (exporter,) = [
@@ -411,12 +417,12 @@ def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
 
 
 def _relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
-    """A sample's labels after ``keep`` and ``labelkeep`` rules (Prometheus anchors regexes)."""
+    """Labels after ``keep``, ``drop`` and ``labelkeep`` rules (Prometheus anchors regexes)."""
     for rule in rules:
         pattern = re.compile(f"(?:{rule['regex']})")
-        if rule["action"] == "keep":
+        if rule["action"] in {"keep", "drop"}:
             value = ";".join(labels.get(name, "") for name in rule["sourceLabels"])
-            if not pattern.fullmatch(value):
+            if bool(pattern.fullmatch(value)) != (rule["action"] == "keep"):
                 return None
         elif rule["action"] == "labelkeep":
             labels = {k: v for k, v in labels.items() if pattern.fullmatch(k)}
@@ -425,31 +431,61 @@ def _relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, s
     return labels
 
 
-def test_the_first_step_monitor_keeps_only_first_steps(reference_dir: Path) -> None:
+def test_the_first_step_monitors_keep_only_first_steps(reference_dir: Path) -> None:
     """A team's container writes the exporter's file: of what it serves only the first-step
-    names survive, with the target's labels and the Slurm job id, and each scrape is bounded."""
-    monitor = ledger.first_step_pod_monitor()
+    names survive, with the target's labels and the Slurm job id, and each scrape is bounded
+    with room above the most labels a kept sample can have."""
     crds = reference_dir / "crds" / "prometheus-operator" / "v0.93.1"
-    assert validation_errors(monitor, "1.33", crds) == []
-    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
-    relabel = endpoint["metricRelabelings"]
-    target = {"namespace": "team-a", "pod": "p", "container": "first-step-exporter",
-              "job": ledger.FIRST_STEP_JOB, "endpoint": "first-step", "instance": "10.0.0.1:9501"}  # fmt: skip
-    spoofs = [
-        {"__name__": NODECLAIM_CONDITION_METRIC, "node": "n3", "nodepool": "p5"},
-        {"__name__": "DCGM_FI_DEV_XID_ERRORS", "Hostname": "victim"},
-        {"__name__": "trainingplatform_efa_devices", "node": "victim"},
-    ]
-    for spoof in spoofs:
-        assert _relabel(relabel, {**target, **spoof}) is None, spoof
-    faked = {"__name__": FIRST_STEP_METRIC, "node": "n3", "podgroup": "other", "Hostname": "x",
-             "exported_namespace": "team-b", "slurm_job_id": "42"}  # fmt: skip
-    kept = _relabel(relabel, {**target, **faked})
-    assert kept == {**target, "__name__": FIRST_STEP_METRIC, "slurm_job_id": "42"}
-    for kept_name in (SLURM_JOB_SUBMIT_METRIC, SLURM_JOB_START_METRIC):
-        assert _relabel(relabel, {**target, "__name__": kept_name}) is not None
-    assert monitor["spec"]["labelLimit"] == len(kept)
-    assert 0 < monitor["spec"]["sampleLimit"] <= 100
+    monitors = ledger.ledger_manifests()
+    assert [m["metadata"]["name"] for m in monitors] == ["first-step", "first-step-slurm"]
+    jobs: list[str] = []
+    for monitor in monitors:
+        assert validation_errors(monitor, "1.33", crds) == []
+        (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+        relabel = endpoint["metricRelabelings"]
+        job = f"{MONITORING_NAMESPACE}/{monitor['metadata']['name']}"
+        target = {"namespace": "team-a", "pod": "p", "container": "first-step-exporter",
+                  "job": job, "endpoint": "first-step", "instance": "10.0.0.1:9501"}  # fmt: skip
+        spoofs = [
+            {"__name__": NODECLAIM_CONDITION_METRIC, "node": "n3", "nodepool": "p5"},
+            {"__name__": "DCGM_FI_DEV_XID_ERRORS", "Hostname": "victim"},
+            {"__name__": "trainingplatform_efa_devices", "node": "victim"},
+        ]
+        for spoof in spoofs:
+            assert _relabel(relabel, {**target, **spoof}) is None, spoof
+        faked = {"__name__": FIRST_STEP_METRIC, "node": "n3", "podgroup": "other",
+                 "Hostname": "x", "exported_namespace": "team-b", "slurm_job_id": "42"}  # fmt: skip
+        kept = _relabel(relabel, {**target, **faked})
+        assert kept == {**target, "__name__": FIRST_STEP_METRIC, "slurm_job_id": "42"}
+        for kept_name in (SLURM_JOB_SUBMIT_METRIC, SLURM_JOB_START_METRIC):
+            assert _relabel(relabel, {**target, "__name__": kept_name}) is not None
+        # Prometheus counts __name__ (prometheus v3.14.0 scrape/scrape.go, verifyLabelLimits);
+        # a sample at the limit would fail the scrape whole
+        assert monitor["spec"]["labelLimit"] > len(kept)
+        jobs.append(job)
+    # what the rules read a pod's first step and a Slurm job's from (<namespace>/<name>)
+    assert jobs == [ledger.FIRST_STEP_JOB, ledger.FIRST_STEP_SLURM_JOB]
+
+
+def test_slurm_nodes_have_a_first_step_monitor_sized_for_their_jobs() -> None:
+    """A slurmd pod serves three samples per job on its node, and with cores and memory
+    consumable (CR_Core_Memory, no oversubscription) a node runs up to one job per CPU: its
+    scrape must hold that many on the catalog's largest node, or it fails whole and every job
+    of the node leaves the ledger. Training pods keep their tight limit, and neither monitor
+    scrapes the other's pods."""
+    assert CONFINEMENT_CONF["SelectTypeParameters"] == "CR_Core_Memory"
+    assert "OverSubscribe" not in SHARING_CONF
+    training, slurm = ledger.first_step_pod_monitor(), ledger.slurm_first_step_pod_monitor()
+    per_job = len((FIRST_STEP_METRIC, SLURM_JOB_SUBMIT_METRIC, SLURM_JOB_START_METRIC))
+    for entry in CATALOG.values():
+        assert slurm["spec"]["sampleLimit"] >= per_job * entry.vcpu, entry.name
+    assert training["spec"]["sampleLimit"] <= 100
+    assert slurm["spec"]["namespaceSelector"] == {"matchNames": [SLURM_NAMESPACE]}
+    assert training["spec"]["namespaceSelector"] == {"any": True}
+    (endpoint,) = training["spec"]["podMetricsEndpoints"]
+    for namespace, scraped in ((SLURM_NAMESPACE, False), ("team-a", True)):
+        target = {"__meta_kubernetes_namespace": namespace}
+        assert (_relabel(endpoint["relabelings"], target) is not None) == scraped, namespace
 
 
 PROMETHEUS = Pod(
