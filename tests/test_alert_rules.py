@@ -1022,7 +1022,44 @@ def _cold_start_cases() -> list[Case]:
         alerts={"ColdStartOverBudget": []},
         records={f'{GANG_COLD_START_RULE}{{slurm_job_id="77"}}': []},
     )
-    return [restart, stuck, later, requeue]
+    # A gang whose node launched at 2 min and never initializes (its startup taint stays): its
+    # PodGroup admitted, its pod bound to no node. The ledger's clock, stages and queue wait
+    # come from the nodes a gang's pods are bound to, so it has no ledger series and
+    # ColdStartOverBudget cannot fire, past p5's budget or not; GangPending (capacity) does.
+    pod_key = 'namespace="team-n", pod="gn-0", uid="gn-0-uid"'
+    claim = f'nodeclaim="p5-n5", nodepool="p5", node="n5", {KSM}'
+    unbound = {
+        **_gang("team-n", "gn", "team-n", created=0),
+        f'kube_pod_annotations{{{pod_key}, annotation_scheduling_k8s_io_group_name="gn"}}': (
+            "1x200"
+        ),
+        f"kube_pod_created{{{pod_key}}}": "0x200",
+        f'kube_pod_status_phase{{{pod_key}, phase="Pending"}}': "1x200",
+        f'kube_pod_info{{{pod_key}, node=""}}': "1x200",
+        f"kube_pod_status_unschedulable{{{pod_key}}}": "1x200",
+        _node("n5", "p5", "p5.48xlarge"): "1x200",
+        f'{NODECLAIM_CONDITION_METRIC}{{{claim}, condition="Launched", status="True"}}': "120x200",
+        f'{NODECLAIM_CONDITION_METRIC}{{{claim}, condition="Registered", status="True"}}': (
+            "200x200"
+        ),
+    }
+    never_initialized = Case(
+        "a gang whose nodes never initialize has no ledger series: GangPending sees it",
+        at="45m",
+        series={key: value.replace("x80", "x200") for key, value in unbound.items()},
+        alerts={
+            "ColdStartOverBudget": [],
+            "GangPending": [
+                Fired(
+                    {"namespace": "team-n", "podgroup": "gn", "queue": "team-n"},
+                    2700,
+                    {"summary": "Gang team-n/gn (queue team-n) pending for 45m 0s: capacity"},
+                )
+            ],
+        },
+        records={f'{GANG_COLD_START_RULE}{{podgroup="gn"}}': []},
+    )
+    return [restart, stuck, later, requeue, never_initialized]
 
 
 def _slurm_ledger_case() -> Case:
