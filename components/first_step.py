@@ -192,7 +192,8 @@ PROMETHEUS_INGRESS: Final = ControllerIngress(
     controller=PROMETHEUS_POD_SELECTOR,
     ports=(FIRST_STEP_PORT,),
     why="Prometheus scrapes each training pod's first step (the cold-start ledger) on "
-    f"{FIRST_STEP_PORT} (components/observability/ledger.py, first_step_pod_monitor)",
+    f"{FIRST_STEP_PORT} (components/observability/ledger.py, first_step_pod_monitor; the "
+    "slurmd pods': slurm_first_step_pod_monitor)",
 )
 """Prometheus's way into team namespaces: to the pods with the exporter, on its port only."""
 
@@ -210,22 +211,56 @@ def slurm_submit_file(job_id: str = "${SLURM_JOB_ID}") -> str:
     return f"{FIRST_STEP_DIRECTORY}/job-{job_id}-submit.prom"
 
 
+def slurm_lookup_lock(job_id: str = "${SLURM_JOB_ID}") -> str:
+    """The lock directory of a job's one ``squeue`` on a node: whoever creates it asks.
+
+    Not a ``.prom`` name, so the exporter skips it (prometheus/node_exporter v1.12.1
+    collector/textfile.go).
+    """
+    return f"{FIRST_STEP_DIRECTORY}/job-{job_id}.lock"
+
+
+SQUEUE_TIME_FORMAT: Final = "standard"
+"""``SLURM_TIME_FORMAT`` for the TaskProlog's ``squeue``: ``%FT%T``, whatever the user's
+(SchedMD/slurm slurm-26-05-3-1 src/common/parse_time.c, _make_time_str_internal: the variable
+may be ``relative`` or any strftime format, and sbatch passes the user's environment on)."""
+
+
 def slurm_task_prolog_lines() -> list[str]:
     """TaskProlog lines (as the job's user): the job's first-step file, submit and start times.
 
     Where the node has the exporter's directory: ``export`` of :data:`FIRST_STEP_FILE_VARIABLE`
     (the job's own file) and :data:`FIRST_STEP_LABELS_VARIABLE` (``slurm_job_id``), and, once
     per job and node, the job's submit and start times as :data:`SLURM_JOB_SUBMIT_METRIC` and
-    :data:`SLURM_JOB_START_METRIC`, read from slurmctld (``squeue -o "%V %S"``, the submit
-    and start times, printed in UTC as asked: SchedMD/slurm slurm-26-05-3-1
-    src/squeue/print.c, ``_print_job_time_submit`` and ``_print_job_time_start``; the
-    slurmd image carries Slurm's clients: SlinkyProject/containers schedmd/slurm/26.05/
-    ubuntu24.04/Dockerfile, slurm-smd-client), written to a temporary name first and renamed
-    so the exporter never reads half a file. The TaskProlog runs once the job has started, so
-    the start time is the real one, not slurmctld's estimate. A failure here never fails the
-    task.
+    :data:`SLURM_JOB_START_METRIC`, written to a temporary name first and renamed so the
+    exporter never reads half a file. A failure here never fails the task.
+
+    - **The start** is ``SLURM_JOB_START_TIME``, Unix seconds, which slurmstepd puts in the
+      environment it runs the TaskProlog with (SchedMD/slurm slurm-26-05-3-1
+      src/slurmd/slurmstepd/task.c, exec_task: ``job_start_time`` from the job's credential,
+      src/interfaces/cred.c setup_cred_arg, then setup_env, src/common/env.c, before
+      _run_script_and_set_env). The TaskProlog runs once the job has started, so it is the
+      real start, not slurmctld's estimate; ``squeue``'s ``%S`` stands in only where the
+      variable is missing.
+    - **The submission** is in no variable of the job's environment, so it comes from
+      slurmctld (``squeue -o "%V %S"``, printed by slurm_make_time_str in the local time of
+      ``TZ=UTC`` and, with ``SLURM_TIME_FORMAT`` = :data:`SQUEUE_TIME_FORMAT`, as
+      ``%FT%T``: src/squeue/print.c ``_print_job_time_submit``, src/common/parse_time.c; the
+      slurmd image carries Slurm's clients: SlinkyProject/containers schedmd/slurm/26.05/
+      ubuntu24.04/Dockerfile, slurm-smd-client). The user's ``SQUEUE_*`` filters and
+      ``SLURM_CLUSTERS``, which squeue reads from the environment (src/squeue/opts.c), are
+      unset for the call, so none of them hides the job.
+    - **One lookup per job and node.** Slurm says these scripts should not call Slurm
+      commands (doc/html/prolog_epilog.shtml), and every task of a step runs the TaskProlog
+      at the same moment: a 128-node job of 8 tasks a node would otherwise send about a
+      thousand ``squeue`` calls to slurmctld at once, each task waiting for its answer. The
+      first task to create :func:`slurm_lookup_lock` (``mkdir`` is atomic) asks; the others
+      go on at once. A lock, not ``SLURM_LOCALID=0``: local task 0 exists once per step, and
+      a job may start several steps on a node at once (``srun ... &``). A failed lookup
+      removes the lock, so a later step tries again; the Epilog removes it.
     """
     submit = slurm_submit_file()
+    lock = slurm_lookup_lock()
     sample = '{slurm_job_id="%s"} %s\\n'
     samples = f"'{SLURM_JOB_SUBMIT_METRIC}{sample}{SLURM_JOB_START_METRIC}{sample}'"
     return [
@@ -234,16 +269,23 @@ def slurm_task_prolog_lines() -> list[str]:
         # slurmstepd takes everything after '=' as the value, quotes and all (task.c,
         # _run_script_and_set_env), so the label's own quotes are the only ones.
         f'  echo "export {FIRST_STEP_LABELS_VARIABLE}=slurm_job_id=\\"${{SLURM_JOB_ID}}\\""',
-        f'  if [ ! -e "{submit}" ]; then',
+        f'  if [ ! -e "{submit}" ] && mkdir "{lock}" 2>/dev/null; then',
         # The task's own environment: a user's TZ would shift squeue's local time and a umask
         # like 077 would hide the file from the exporter (nobody).
         "    umask 022",
-        '    times=$(TZ=UTC squeue -h -j "$SLURM_JOB_ID" -o "%V %S" 2>/dev/null | head -n 1)',
-        "    submitted=${times% *} started=${times#* }",
+        "    for name in SLURM_CLUSTERS "
+        "$(env | sed -n 's/^\\(SQUEUE_[A-Za-z0-9_]*\\)=.*/\\1/p'); do",
+        '      unset "$name"',
+        "    done",
+        f"    times=$(TZ=UTC SLURM_TIME_FORMAT={SQUEUE_TIME_FORMAT} "
+        'squeue -h -j "$SLURM_JOB_ID" -o "%V %S" 2>/dev/null | head -n 1)',
+        "    submitted=${times%% *} started=${times#* }",
         '    [ -n "$times" ] && submit_s=$(TZ=UTC date -d "$submitted" +%s 2>/dev/null) && '
-        'start_s=$(TZ=UTC date -d "$started" +%s 2>/dev/null) && '
+        'start_s=${SLURM_JOB_START_TIME:-$(TZ=UTC date -d "$started" +%s 2>/dev/null)} && '
+        '[ -n "$start_s" ] && '
         f'printf {samples} "$SLURM_JOB_ID" "$submit_s" "$SLURM_JOB_ID" "$start_s" '
-        f'> "{submit}.$$" && mv -f "{submit}.$$" "{submit}" || rm -f "{submit}.$$"',
+        f'> "{submit}.$$" && mv -f "{submit}.$$" "{submit}" || '
+        f'{{ rm -f "{submit}.$$"; rmdir "{lock}" 2>/dev/null; }}',
         "  fi",
         "fi",
     ]
@@ -265,6 +307,7 @@ def slurm_first_step_epilog() -> str:
             "# Generated by the training platform (components/first_step.py).",
             '[ -n "${SLURM_JOB_ID:-}" ] || exit 0',
             f'rm -f "{slurm_first_step_file()}" "{slurm_submit_file()}"',
+            f'rmdir "{slurm_lookup_lock()}" 2>/dev/null',
             "exit 0",
             "",
         ]

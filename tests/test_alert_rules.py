@@ -37,7 +37,7 @@ from components.metric_names import (
     SLURM_JOB_SUBMIT_METRIC,
     efa_port_counter,
 )
-from components.observability import rules
+from components.observability import ledger, rules
 from components.slurm.common import NAMESPACE as SLURM_NAMESPACE
 from components.teams import SYSTEM_PRIORITY_QUOTA, TEAM_QUOTA
 from synth.engine import synthesize
@@ -54,6 +54,8 @@ P5_BUDGET_SECONDS: Final = 35 * 60
 KSM: Final = 'job="kube-state-metrics"'
 """kube-state-metrics' job label: the ledger reads its custom resource series only from it."""
 FIRST_STEP_JOB: Final = 'job="monitoring/first-step"'
+SLURM_FIRST_STEP_JOB: Final = 'job="monitoring/first-step-slurm"'
+"""The slurmd pods' own first-step PodMonitor's job: the ledger reads Slurm jobs only from it."""
 DCGM_JOB: Final = "dcgm-exporter"
 EFA_JOB: Final = "monitoring/efa-exporter"
 RUNBOOKS: Final = REPOSITORY_ROOT / "docs" / "how-to" / "alert-runbooks.md"
@@ -856,7 +858,7 @@ def _queue_wait_cases() -> list[Case]:
         slurm[f'kube_pod_status_ready_time{{{pod_key}, uid="{pod}-uid"}}'] = (
             f"_x{ready_at // 30} {ready_at}x150"
         )
-        key = f'{pod_key}, {FIRST_STEP_JOB}, slurm_job_id="{job_id}"'
+        key = f'{pod_key}, {SLURM_FIRST_STEP_JOB}, slurm_job_id="{job_id}"'
         from_start = f"_x{started // 30} "
         slurm[f"{SLURM_JOB_SUBMIT_METRIC}{{{key}}}"] = from_start + "0x150"
         slurm[f"{SLURM_JOB_START_METRIC}{{{key}}}"] = from_start + f"{started}x150"
@@ -1008,7 +1010,9 @@ def _cold_start_cases() -> list[Case]:
         requeued[f'kube_pod_info{{namespace="{SLURM_NAMESPACE}", pod="{pod}", node="{node}"}}'] = (
             "1x200"
         )
-        key = f'namespace="{SLURM_NAMESPACE}", pod="{pod}", {FIRST_STEP_JOB}, slurm_job_id="77"'
+        key = (
+            f'namespace="{SLURM_NAMESPACE}", pod="{pod}", {SLURM_FIRST_STEP_JOB}, slurm_job_id="77"'
+        )
         requeued[f"{SLURM_JOB_SUBMIT_METRIC}{{{key}}}"] = submitted
         requeued[f"{FIRST_STEP_METRIC}{{{key}}}"] = step_at
     requeue = Case(
@@ -1018,14 +1022,51 @@ def _cold_start_cases() -> list[Case]:
         alerts={"ColdStartOverBudget": []},
         records={f'{GANG_COLD_START_RULE}{{slurm_job_id="77"}}': []},
     )
-    return [restart, stuck, later, requeue]
+    # A gang whose node launched at 2 min and never initializes (its startup taint stays): its
+    # PodGroup admitted, its pod bound to no node. The ledger's clock, stages and queue wait
+    # come from the nodes a gang's pods are bound to, so it has no ledger series and
+    # ColdStartOverBudget cannot fire, past p5's budget or not; GangPending (capacity) does.
+    pod_key = 'namespace="team-n", pod="gn-0", uid="gn-0-uid"'
+    claim = f'nodeclaim="p5-n5", nodepool="p5", node="n5", {KSM}'
+    unbound = {
+        **_gang("team-n", "gn", "team-n", created=0),
+        f'kube_pod_annotations{{{pod_key}, annotation_scheduling_k8s_io_group_name="gn"}}': (
+            "1x200"
+        ),
+        f"kube_pod_created{{{pod_key}}}": "0x200",
+        f'kube_pod_status_phase{{{pod_key}, phase="Pending"}}': "1x200",
+        f'kube_pod_info{{{pod_key}, node=""}}': "1x200",
+        f"kube_pod_status_unschedulable{{{pod_key}}}": "1x200",
+        _node("n5", "p5", "p5.48xlarge"): "1x200",
+        f'{NODECLAIM_CONDITION_METRIC}{{{claim}, condition="Launched", status="True"}}': "120x200",
+        f'{NODECLAIM_CONDITION_METRIC}{{{claim}, condition="Registered", status="True"}}': (
+            "200x200"
+        ),
+    }
+    never_initialized = Case(
+        "a gang whose nodes never initialize has no ledger series: GangPending sees it",
+        at="45m",
+        series={key: value.replace("x80", "x200") for key, value in unbound.items()},
+        alerts={
+            "ColdStartOverBudget": [],
+            "GangPending": [
+                Fired(
+                    {"namespace": "team-n", "podgroup": "gn", "queue": "team-n"},
+                    2700,
+                    {"summary": "Gang team-n/gn (queue team-n) pending for 45m 0s: capacity"},
+                )
+            ],
+        },
+        records={f'{GANG_COLD_START_RULE}{{podgroup="gn"}}': []},
+    )
+    return [restart, stuck, later, requeue, never_initialized]
 
 
 def _slurm_ledger_case() -> Case:
     """Slurm jobs in the ledger: 42 cold on a p5-slurm node and over p5's budget, 43 warm (its
     node launched before it was submitted), 44 spoofed by a team's pod (any namespace but
     Slurm's), its node launched after its submission. The Slurm namespace is Slinky's."""
-    assert SLURM_NAMESPACE == rules.SLURM_NAMESPACE
+    assert SLURM_NAMESPACE == ledger.SLURM_NAMESPACE
     series: dict[str, str] = {}
     # node: (launched, registered, initialized)
     claims = {"sn1": (160, 250, 500), "sn2": (50, 80, 120), "sn3": (300, 400, 600)}
@@ -1043,7 +1084,9 @@ def _slurm_ledger_case() -> Case:
         "44": ("team-x", "evil", "sn3", 100, 5000),
     }
     for job_id, (namespace, pod, node, submitted, step_at) in jobs.items():
-        key = f'namespace="{namespace}", pod="{pod}", {FIRST_STEP_JOB}, slurm_job_id="{job_id}"'
+        # a team's pod is scraped by the training pods' monitor, a slurmd pod by its own
+        scraped = SLURM_FIRST_STEP_JOB if namespace == SLURM_NAMESPACE else FIRST_STEP_JOB
+        key = f'namespace="{namespace}", pod="{pod}", {scraped}, slurm_job_id="{job_id}"'
         series[f"{SLURM_JOB_SUBMIT_METRIC}{{{key}}}"] = f"{submitted}x40"
         series[f"{FIRST_STEP_METRIC}{{{key}}}"] = f"{step_at}x40"
         series[f'kube_pod_info{{namespace="{namespace}", pod="{pod}", node="{node}"}}'] = "1x40"

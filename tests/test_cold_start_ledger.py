@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from components import first_step, kuberay, trainer
+from components.catalog import CATALOG
 from components.config import PlatformConfig
 from components.metric_names import (
     FIRST_STEP_METRIC,
@@ -27,8 +28,10 @@ from components.observability import dashboards, ledger, rules
 from components.platform import team_controllers, validated_config
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
 from components.slurm.common import SLURM_APP_LABEL
+from components.slurm.conf import CONFINEMENT_CONF
 from components.slurm.network_policies import slurm_network_policies
 from components.slurm.node_sets import nodeset_spec
+from components.slurm.sharing import SHARING_CONF
 from components.tenancy import team_network_policies
 from components.trainer import team_runtimes
 from synth.jobs.trainer import pod_requests
@@ -284,7 +287,69 @@ def test_a_slurm_jobs_first_step_and_submission_reach_the_exporters_directory(
     assert first.startswith(f'{FIRST_STEP_METRIC}{{slurm_job_id="42"}} ')
     _run(first_step.helper_script(), files, helper_env)  # a second call keeps the first step
     assert (files / "job-42.prom").read_text() == first
-    assert sorted(p.name for p in files.iterdir()) == ["job-42-submit.prom", "job-42.prom"]
+    names = ["job-42-submit.prom", "job-42.lock", "job-42.prom"]  # the lock is no .prom
+    assert sorted(p.name for p in files.iterdir()) == names
+    _run(first_step.slurm_first_step_epilog(), files, env)
+    assert list(files.iterdir()) == []
+
+
+FAKE_SQUEUE = """#!/bin/sh
+# squeue as slurm-26-05-3-1 prints "%V %S" (src/squeue/print.c, src/common/parse_time.c): each
+# time in the local time zone, in SLURM_TIME_FORMAT (unset or "standard": %FT%T); the user's
+# SQUEUE_STATES or SLURM_CLUSTERS filter the job away (src/squeue/opts.c). It counts its calls.
+echo "$$" >> "$FAKE_SQUEUE_LOG"
+sleep "${FAKE_SQUEUE_DELAY:-0}"
+[ -z "${FAKE_SQUEUE_FAIL:-}${SQUEUE_STATES:-}${SLURM_CLUSTERS:-}" ] || exit 0
+format=${SLURM_TIME_FORMAT:-standard}
+[ "$format" = standard ] && format=%FT%T
+[ "$5" = "%V %S" ] && echo "$(date -d @1796569200 +"$format") $(date -d @1796569800 +"$format")"
+"""
+
+
+def test_one_squeue_per_node_whatever_the_users_environment(tmp_path: Path) -> None:
+    """Tasks that start at once on a node ask slurmctld once between them; the job's start is
+    the one slurmstepd gives the TaskProlog; the user's time format and squeue filters change
+    nothing; a failed lookup leaves the next step to try again."""
+    files = tmp_path / "first-step"
+    files.mkdir()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "squeue").write_text(FAKE_SQUEUE)
+    (tools / "squeue").chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_START_TIME": "1796570400",  # slurmstepd's, from the job's credential
+        "SLURM_TIME_FORMAT": "%d/%m/%Y %H:%M",  # a user's; sbatch passes it on
+        "SQUEUE_STATES": "PENDING",
+        "SLURM_CLUSTERS": "another",
+        "TZ": "Asia/Tokyo",
+        "FAKE_SQUEUE_LOG": str(calls),
+    }
+    prolog = "\n".join([*first_step.slurm_task_prolog_lines(), "exit 0", ""]).replace(
+        first_step.FIRST_STEP_DIRECTORY, str(files)
+    )
+
+    def start_tasks(count: int, **extra: str) -> None:
+        tasks = [
+            subprocess.Popen(["sh", "-c", prolog], env={**env, **extra}, stdout=subprocess.PIPE)
+            for _ in range(count)
+        ]
+        for task in tasks:
+            out, _ = task.communicate(timeout=10)
+            assert task.returncode == 0 and b"export " in out
+
+    start_tasks(1, FAKE_SQUEUE_FAIL="1")  # slurmctld did not answer: no file, the lock is freed
+    assert sorted(p.name for p in files.iterdir()) == []
+    start_tasks(16, FAKE_SQUEUE_DELAY="0.5")  # the next step's tasks, on one node, at once
+    assert len(calls.read_text().splitlines()) == 2
+    assert (files / "job-42-submit.prom").read_text() == (
+        f'{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id="42"}} 1796569200\n'
+        f'{SLURM_JOB_START_METRIC}{{slurm_job_id="42"}} 1796570400\n'
+    )
+    start_tasks(4)  # a later step: the times are there, nobody asks
+    assert len(calls.read_text().splitlines()) == 2
     _run(first_step.slurm_first_step_epilog(), files, env)
     assert list(files.iterdir()) == []
 
@@ -324,10 +389,13 @@ def _training_pod_templates(
 
 def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
     config = validated_config(stack_data("dev"))
-    monitor = ledger.first_step_pod_monitor()
-    assert monitor["spec"]["namespaceSelector"] == {"any": True}
-    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     for runtime, (template, writer) in _training_pod_templates(config).items():
+        monitor = (
+            ledger.slurm_first_step_pod_monitor()
+            if runtime == "slurmd"
+            else ledger.first_step_pod_monitor()
+        )
+        (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
         assert selects(monitor["spec"]["selector"], _template_labels(template)), runtime
         spec = template["spec"]
         (exporter,) = [
@@ -349,12 +417,12 @@ def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
 
 
 def _relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
-    """A sample's labels after ``keep`` and ``labelkeep`` rules (Prometheus anchors regexes)."""
+    """Labels after ``keep``, ``drop`` and ``labelkeep`` rules (Prometheus anchors regexes)."""
     for rule in rules:
         pattern = re.compile(f"(?:{rule['regex']})")
-        if rule["action"] == "keep":
+        if rule["action"] in {"keep", "drop"}:
             value = ";".join(labels.get(name, "") for name in rule["sourceLabels"])
-            if not pattern.fullmatch(value):
+            if bool(pattern.fullmatch(value)) != (rule["action"] == "keep"):
                 return None
         elif rule["action"] == "labelkeep":
             labels = {k: v for k, v in labels.items() if pattern.fullmatch(k)}
@@ -363,31 +431,61 @@ def _relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, s
     return labels
 
 
-def test_the_first_step_monitor_keeps_only_first_steps(reference_dir: Path) -> None:
+def test_the_first_step_monitors_keep_only_first_steps(reference_dir: Path) -> None:
     """A team's container writes the exporter's file: of what it serves only the first-step
-    names survive, with the target's labels and the Slurm job id, and each scrape is bounded."""
-    monitor = ledger.first_step_pod_monitor()
+    names survive, with the target's labels and the Slurm job id, and each scrape is bounded
+    with room above the most labels a kept sample can have."""
     crds = reference_dir / "crds" / "prometheus-operator" / "v0.93.1"
-    assert validation_errors(monitor, "1.33", crds) == []
-    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
-    relabel = endpoint["metricRelabelings"]
-    target = {"namespace": "team-a", "pod": "p", "container": "first-step-exporter",
-              "job": ledger.FIRST_STEP_JOB, "endpoint": "first-step", "instance": "10.0.0.1:9501"}  # fmt: skip
-    spoofs = [
-        {"__name__": NODECLAIM_CONDITION_METRIC, "node": "n3", "nodepool": "p5"},
-        {"__name__": "DCGM_FI_DEV_XID_ERRORS", "Hostname": "victim"},
-        {"__name__": "trainingplatform_efa_devices", "node": "victim"},
-    ]
-    for spoof in spoofs:
-        assert _relabel(relabel, {**target, **spoof}) is None, spoof
-    faked = {"__name__": FIRST_STEP_METRIC, "node": "n3", "podgroup": "other", "Hostname": "x",
-             "exported_namespace": "team-b", "slurm_job_id": "42"}  # fmt: skip
-    kept = _relabel(relabel, {**target, **faked})
-    assert kept == {**target, "__name__": FIRST_STEP_METRIC, "slurm_job_id": "42"}
-    for kept_name in (SLURM_JOB_SUBMIT_METRIC, SLURM_JOB_START_METRIC):
-        assert _relabel(relabel, {**target, "__name__": kept_name}) is not None
-    assert monitor["spec"]["labelLimit"] == len(kept)
-    assert 0 < monitor["spec"]["sampleLimit"] <= 100
+    monitors = ledger.ledger_manifests()
+    assert [m["metadata"]["name"] for m in monitors] == ["first-step", "first-step-slurm"]
+    jobs: list[str] = []
+    for monitor in monitors:
+        assert validation_errors(monitor, "1.33", crds) == []
+        (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+        relabel = endpoint["metricRelabelings"]
+        job = f"{MONITORING_NAMESPACE}/{monitor['metadata']['name']}"
+        target = {"namespace": "team-a", "pod": "p", "container": "first-step-exporter",
+                  "job": job, "endpoint": "first-step", "instance": "10.0.0.1:9501"}  # fmt: skip
+        spoofs = [
+            {"__name__": NODECLAIM_CONDITION_METRIC, "node": "n3", "nodepool": "p5"},
+            {"__name__": "DCGM_FI_DEV_XID_ERRORS", "Hostname": "victim"},
+            {"__name__": "trainingplatform_efa_devices", "node": "victim"},
+        ]
+        for spoof in spoofs:
+            assert _relabel(relabel, {**target, **spoof}) is None, spoof
+        faked = {"__name__": FIRST_STEP_METRIC, "node": "n3", "podgroup": "other",
+                 "Hostname": "x", "exported_namespace": "team-b", "slurm_job_id": "42"}  # fmt: skip
+        kept = _relabel(relabel, {**target, **faked})
+        assert kept == {**target, "__name__": FIRST_STEP_METRIC, "slurm_job_id": "42"}
+        for kept_name in (SLURM_JOB_SUBMIT_METRIC, SLURM_JOB_START_METRIC):
+            assert _relabel(relabel, {**target, "__name__": kept_name}) is not None
+        # Prometheus counts __name__ (prometheus v3.14.0 scrape/scrape.go, verifyLabelLimits);
+        # a sample at the limit would fail the scrape whole
+        assert monitor["spec"]["labelLimit"] > len(kept)
+        jobs.append(job)
+    # what the rules read a pod's first step and a Slurm job's from (<namespace>/<name>)
+    assert jobs == [ledger.FIRST_STEP_JOB, ledger.FIRST_STEP_SLURM_JOB]
+
+
+def test_slurm_nodes_have_a_first_step_monitor_sized_for_their_jobs() -> None:
+    """A slurmd pod serves three samples per job on its node, and with cores and memory
+    consumable (CR_Core_Memory, no oversubscription) a node runs up to one job per CPU: its
+    scrape must hold that many on the catalog's largest node, or it fails whole and every job
+    of the node leaves the ledger. Training pods keep their tight limit, and neither monitor
+    scrapes the other's pods."""
+    assert CONFINEMENT_CONF["SelectTypeParameters"] == "CR_Core_Memory"
+    assert "OverSubscribe" not in SHARING_CONF
+    training, slurm = ledger.first_step_pod_monitor(), ledger.slurm_first_step_pod_monitor()
+    per_job = len((FIRST_STEP_METRIC, SLURM_JOB_SUBMIT_METRIC, SLURM_JOB_START_METRIC))
+    for entry in CATALOG.values():
+        assert slurm["spec"]["sampleLimit"] >= per_job * entry.vcpu, entry.name
+    assert training["spec"]["sampleLimit"] <= 100
+    assert slurm["spec"]["namespaceSelector"] == {"matchNames": [SLURM_NAMESPACE]}
+    assert training["spec"]["namespaceSelector"] == {"any": True}
+    (endpoint,) = training["spec"]["podMetricsEndpoints"]
+    for namespace, scraped in ((SLURM_NAMESPACE, False), ("team-a", True)):
+        target = {"__meta_kubernetes_namespace": namespace}
+        assert (_relabel(endpoint["relabelings"], target) is not None) == scraped, namespace
 
 
 PROMETHEUS = Pod(

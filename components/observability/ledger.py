@@ -8,10 +8,10 @@ Pure builders (docs: concepts, observability, "The cold-start ledger"):
   and Karpenter's NodeClaims (:data:`PODGROUP_CREATED_METRIC`,
   :data:`NODECLAIM_CONDITION_METRIC`), the RBAC to list them, and the pods' gang annotation and
   the nodes' pool labels by allowlist;
-- the PodMonitor (:func:`first_step_pod_monitor`) of the first-step exporter every training
-  pod runs beside it (components/first_step.py, which the runtimes, Ray and Slurm build their
-  pods with; the namespaces admit only Prometheus to its port). Nothing is pushed from a team
-  pod.
+- the PodMonitors (:func:`first_step_pod_monitor`, :func:`slurm_first_step_pod_monitor`) of
+  the first-step exporter every training pod runs beside it (components/first_step.py, which
+  the runtimes, Ray and Slurm build their pods with; the namespaces admit only Prometheus to
+  its port). Nothing is pushed from a team pod.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from components import catalog
 from components.first_step import FIRST_STEP_PORT_NAME, first_step_labels
 from components.metric_names import (
     FIRST_STEP_METRIC,
@@ -237,16 +238,23 @@ def kube_state_metrics_values() -> dict[str, Any]:
 
 FIRST_STEP_MONITOR_NAME: Final = "first-step"
 FIRST_STEP_JOB: Final = f"{MONITORING_NAMESPACE}/{FIRST_STEP_MONITOR_NAME}"
-"""The ``job`` label of what the first-step PodMonitor scrapes: ``<namespace>/<name>`` of the
-PodMonitor, as it sets no ``jobLabel`` (prometheus-operator pkg/prometheus/promcfg.go,
-generatePodMonitorConfig, read at v0.93.0; the v0.93.1 CRD's ``jobLabel`` says the same). The
-rules read the first step only from this job."""
+"""The ``job`` label of what the training pods' first-step PodMonitor scrapes: ``<namespace>/
+<name>`` of the PodMonitor, as it sets no ``jobLabel`` (prometheus-operator pkg/prometheus/
+promcfg.go, generatePodMonitorConfig, read at v0.93.0; the v0.93.1 CRD's ``jobLabel`` says the
+same). The rules read a pod's first step only from this job."""
+SLURM_NAMESPACE: Final = "slurm"
+"""Namespace of Slinky's slurmd pods (components/slurm/common.py NAMESPACE; not imported, as
+components.slurm imports this package): only its first-step targets are Slurm's."""
+FIRST_STEP_SLURM_MONITOR_NAME: Final = "first-step-slurm"
+FIRST_STEP_SLURM_JOB: Final = f"{MONITORING_NAMESPACE}/{FIRST_STEP_SLURM_MONITOR_NAME}"
+"""The ``job`` label of the slurmd pods' first-step PodMonitor: the rules read a Slurm job's
+times and first step only from this job, which scrapes :data:`SLURM_NAMESPACE` alone."""
 FIRST_STEP_METRIC_NAMES: Final = (
     FIRST_STEP_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
     SLURM_JOB_START_METRIC,
 )
-"""The only names the first-step PodMonitor keeps: the exporter serves whatever the training
+"""The only names the first-step PodMonitors keep: the exporter serves whatever the training
 container writes to its file, so a team could otherwise put any series (a NodeClaim's
 condition, a DCGM XID, an EFA device count of another team's node) into the fleet's
 Prometheus."""
@@ -258,9 +266,35 @@ FIRST_STEP_TARGET_LABELS: Final = ("namespace", "container", "pod", "job", "endp
 namespace, container, pod, job, endpoint; ``instance`` is Prometheus' own). With
 ``honorLabels`` false a sample's own ``namespace`` or ``pod`` becomes ``exported_*``, which the
 label filter drops."""
+FIRST_STEP_KEPT_LABELS: Final = ("__name__", *FIRST_STEP_TARGET_LABELS, FIRST_STEP_SAMPLE_LABEL)
+"""Every label a kept sample may have after the label filter (``labelkeep``)."""
+FIRST_STEP_LABEL_LIMIT: Final = len(FIRST_STEP_KEPT_LABELS) + 4
+"""Labels a sample may have, ``__name__`` included, after the relabelling (prometheus v3.14.0
+scrape/scrape.go, verifyLabelLimits, after the sample mutator): the label filter already bounds
+them to :data:`FIRST_STEP_KEPT_LABELS`, so this is a second guard, with room to spare so that
+it is never the one that fails a scrape, whole, with every job on the node."""
 FIRST_STEP_SAMPLE_LIMIT: Final = 64
-"""Samples one exporter may serve: a pod's first step, or a Slurm node's three per job that
-runs on it (first step, submit and start); more is a scrape failure, not a flood of series."""
+"""Samples one training pod's exporter may serve after the relabelling: its first step is one;
+more is a scrape failure, not a flood of series."""
+SLURM_SAMPLES_PER_JOB: Final = len(FIRST_STEP_METRIC_NAMES)
+"""Samples each Slurm job serves on each of its nodes: first step, submit and start."""
+
+
+def slurm_first_step_sample_limit() -> int:
+    """Samples one slurmd pod's exporter may serve: the most its node's jobs can write.
+
+    :data:`SLURM_SAMPLES_PER_JOB` per job, for as many jobs as the largest instance type of the
+    catalog can run at once.
+    Cores and memory are Slurm's consumable resources (``CR_Core_Memory``,
+    components/slurm/conf.py) and nothing oversubscribes, so a node runs at most one job per
+    CPU; the catalog's vCPUs bound that whatever Slurm counts as a CPU (a core or a thread).
+    Past the limit a scrape fails whole (prometheus v3.14.0 docs/configuration/
+    configuration.md, ``sample_limit``: "the entire scrape will be treated as failed"), which
+    would drop every job of that node from the ledger, so the limit is the node's, not a
+    guess. Every pool's instance types are in the catalog (config validation), so no Slurm
+    node set can run more.
+    """
+    return SLURM_SAMPLES_PER_JOB * max(entry.vcpu for entry in catalog.CATALOG.values())
 
 
 def first_step_metric_relabelings() -> list[dict[str, Any]]:
@@ -270,51 +304,90 @@ def first_step_metric_relabelings() -> list[dict[str, Any]]:
     labels are attached; ``labelkeep`` drops every label its regex does not match (prometheus
     v3 docs/configuration/configuration.md, relabel_config), so ``__name__`` is kept by name.
     """
-    keep = ("__name__", *FIRST_STEP_TARGET_LABELS, FIRST_STEP_SAMPLE_LABEL)
     return [
         {
             "sourceLabels": ["__name__"],
             "regex": "|".join(FIRST_STEP_METRIC_NAMES),
             "action": "keep",
         },
-        {"regex": "|".join(keep), "action": "labelkeep"},
+        {"regex": "|".join(FIRST_STEP_KEPT_LABELS), "action": "labelkeep"},
     ]
 
 
-def first_step_pod_monitor() -> dict[str, Any]:
-    """The PodMonitor of every pod with the exporter, in any namespace, on its port.
-
-    kube-prometheus-stack's Prometheus selects every PodMonitor
-    (``podMonitorSelectorNilUsesHelmValues: false``); ``namespaceSelector.any`` reaches team
-    namespaces and ``slurm`` alike. The exporter serves what a team's container writes, so the
-    monitor keeps only :data:`FIRST_STEP_METRIC_NAMES` with the target's labels and
-    :data:`FIRST_STEP_SAMPLE_LABEL` (:func:`first_step_metric_relabelings`), and bounds each
-    scrape with ``sampleLimit`` and ``labelLimit`` (applied after the relabelling; a scrape
-    past either fails whole). Fields of the prometheus-operator v0.93.1 CRD
-    monitoring.coreos.com_podmonitors.yaml (``spec.sampleLimit``, ``spec.labelLimit``,
-    ``podMetricsEndpoints[].metricRelabelings``).
-    """
+def _first_step_monitor(
+    name: str,
+    namespaces: dict[str, Any],
+    sample_limit: int,
+    relabelings: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A PodMonitor of the pods with the exporter, on its port, with the label filter."""
+    endpoint: dict[str, Any] = {
+        "port": FIRST_STEP_PORT_NAME,
+        "path": "/metrics",
+        "metricRelabelings": first_step_metric_relabelings(),
+    }
+    if relabelings:
+        endpoint["relabelings"] = relabelings
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": {"name": FIRST_STEP_MONITOR_NAME, "namespace": MONITORING_NAMESPACE},
+        "metadata": {"name": name, "namespace": MONITORING_NAMESPACE},
         "spec": {
-            "namespaceSelector": {"any": True},
+            "namespaceSelector": namespaces,
             "selector": {"matchLabels": first_step_labels()},
-            "sampleLimit": FIRST_STEP_SAMPLE_LIMIT,
-            # __name__, the target's labels and the job id: no sample has more.
-            "labelLimit": 2 + len(FIRST_STEP_TARGET_LABELS),
-            "podMetricsEndpoints": [
-                {
-                    "port": FIRST_STEP_PORT_NAME,
-                    "path": "/metrics",
-                    "metricRelabelings": first_step_metric_relabelings(),
-                }
-            ],
+            "sampleLimit": sample_limit,
+            "labelLimit": FIRST_STEP_LABEL_LIMIT,
+            "podMetricsEndpoints": [endpoint],
         },
     }
 
 
+def first_step_pod_monitor() -> dict[str, Any]:
+    """The PodMonitor of the training pods with the exporter, in any namespace but Slurm's.
+
+    kube-prometheus-stack's Prometheus selects every PodMonitor
+    (``podMonitorSelectorNilUsesHelmValues: false``); ``namespaceSelector.any`` reaches the
+    team namespaces, and a target relabelling drops :data:`SLURM_NAMESPACE`'s pods (a
+    namespace selector names namespaces, it cannot leave one out), which
+    :func:`slurm_first_step_pod_monitor` scrapes with a limit of their own. The exporter
+    serves what a team's container writes, so the monitor keeps only
+    :data:`FIRST_STEP_METRIC_NAMES` with the target's labels and
+    :data:`FIRST_STEP_SAMPLE_LABEL` (:func:`first_step_metric_relabelings`), and bounds each
+    scrape with ``sampleLimit`` (:data:`FIRST_STEP_SAMPLE_LIMIT`) and ``labelLimit``
+    (:data:`FIRST_STEP_LABEL_LIMIT`), which the operator writes as the scrape's
+    ``sample_limit`` and ``label_limit`` (prometheus-operator v0.93.0 pkg/prometheus/
+    promcfg.go, ``sampleLimitKey``, ``labelLimitKey``; Prometheus applies both after the
+    relabelling, and a scrape past either fails whole: prometheus v3.14.0 docs/configuration/
+    configuration.md). Fields of the prometheus-operator v0.93.1 CRD
+    monitoring.coreos.com_podmonitors.yaml (``spec.sampleLimit``, ``spec.labelLimit``,
+    ``podMetricsEndpoints[].relabelings``, ``[].metricRelabelings``).
+    """
+    not_slurm = {
+        "sourceLabels": ["__meta_kubernetes_namespace"],
+        "regex": SLURM_NAMESPACE,
+        "action": "drop",
+    }
+    return _first_step_monitor(
+        FIRST_STEP_MONITOR_NAME, {"any": True}, FIRST_STEP_SAMPLE_LIMIT, [not_slurm]
+    )
+
+
+def slurm_first_step_pod_monitor() -> dict[str, Any]:
+    """The PodMonitor of the slurmd pods' exporters: :data:`SLURM_NAMESPACE` only.
+
+    A slurmd pod serves three samples for each job on its node, and a node with
+    ``CR_Core_Memory`` runs many small jobs at once: its own monitor's ``sampleLimit`` is
+    :func:`slurm_first_step_sample_limit`, and the training pods keep their tight one. The
+    same label filter and ``labelLimit`` as :func:`first_step_pod_monitor`.
+    """
+    return _first_step_monitor(
+        FIRST_STEP_SLURM_MONITOR_NAME,
+        {"matchNames": [SLURM_NAMESPACE]},
+        slurm_first_step_sample_limit(),
+        [],
+    )
+
+
 def ledger_manifests() -> list[dict[str, Any]]:
-    """What the metrics stack registers for the ledger besides its values: the PodMonitor."""
-    return [first_step_pod_monitor()]
+    """What the metrics stack registers for the ledger besides its values: the PodMonitors."""
+    return [first_step_pod_monitor(), slurm_first_step_pod_monitor()]

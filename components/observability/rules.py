@@ -92,9 +92,11 @@ from components.node_pools import POOL_LABEL as PLATFORM_POOL_NODE_LABEL
 from components.observability.efa_exporter import JOB as EFA_JOB
 from components.observability.ledger import (
     FIRST_STEP_JOB,
+    FIRST_STEP_SLURM_JOB,
     KUBE_STATE_METRICS_JOB,
     POD_GROUP_ANNOTATION,
     POD_GROUP_LABEL,
+    SLURM_NAMESPACE,
     prometheus_label,
 )
 from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
@@ -202,10 +204,6 @@ GANG_PODS_RUNNING_RULE: Final = f"{RULE_PREFIX}:gang_pods_running_timestamp_seco
 """Recording rule: Unix time each gang first had all its pods Ready, the last of them (labels
 ``namespace``, ``podgroup``); kept at its first value, so a pod restarted later moves nothing."""
 
-SLURM_NAMESPACE: Final = "slurm"
-"""Namespace of Slinky's slurmd pods (components/slurm/common.py NAMESPACE; not imported, as
-components.slurm imports this package): only its first-step targets are Slurm's, a team's pod
-serving ``slurm_job_id`` series is not."""
 SLURM_JOB_NODE_RULE: Final = f"{RULE_PREFIX}:slurm_job_node:info"
 """Recording rule: 1 per node of a Slurm job (labels ``namespace``, ``slurm_job_id``, ``node``,
 ``nodepool``: the node's platform pool, not its ``<pool>-slurm`` NodePool)."""
@@ -1119,8 +1117,10 @@ class _SlurmLedger:
 def _slurm_ledger_rules() -> _SlurmLedger:
     """The ledger's Slurm jobs: each cold job's seconds from submission to each stage.
 
-    Inputs, each read only from the first-step PodMonitor's job and the slurmd pods'
-    namespace (:data:`SLURM_NAMESPACE`; a team's pod serving the same names is not Slurm's):
+    Inputs, each read only from the slurmd pods' first-step PodMonitor's job
+    (:data:`~components.observability.ledger.FIRST_STEP_SLURM_JOB`, which scrapes nothing but
+    :data:`SLURM_NAMESPACE`) and that namespace (a team's pod serving the same names is not
+    Slurm's):
 
     - ``SLURM_JOB_SUBMIT_METRIC{namespace, pod, slurm_job_id}`` and
       ``SLURM_JOB_START_METRIC{...}``: the job's submission and start, written by the
@@ -1143,7 +1143,7 @@ def _slurm_ledger_rules() -> _SlurmLedger:
     last slurmd pod Ready (or its submission, if later) to its start: the time it waited behind
     other jobs or limits with its nodes up.
     """
-    job = f'job="{FIRST_STEP_JOB}", namespace="{SLURM_NAMESPACE}", slurm_job_id!=""'
+    job = f'job="{FIRST_STEP_SLURM_JOB}", namespace="{SLURM_NAMESPACE}", slurm_job_id!=""'
     ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
     key = "namespace, slurm_job_id"
     pools = (

@@ -39,7 +39,7 @@ from components.metric_names import (
 from components.notebooks import ebs_key_policy
 from components.observability.efa_exporter import register_efa_exporter
 from components.observability.grafana_orgs import grafana_orgs, orgs_config_map
-from components.observability.ledger import first_step_pod_monitor
+from components.observability.ledger import ledger_manifests
 from components.observability.metrics_stack import (
     GRAFANA_CLIENT_SECRET_VARIABLE,
     GRAFANA_OIDC_SECRET,
@@ -360,17 +360,21 @@ class Observability(pulumi.ComponentResource):
         self.efa_exporter = register_efa_exporter(
             config, ready=after_release, provider=kubernetes_provider, opts=child
         )
-        monitor = first_step_pod_monitor()
-        self.first_step_monitor = k8s.apiextensions.CustomResource(
-            f"{name}-first-step",
-            api_version=monitor["apiVersion"],
-            kind=monitor["kind"],
-            metadata=monitor["metadata"],
-            spec=monitor["spec"],
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=kubernetes_provider, depends_on=after_release
-            ),
-        )
+        # The first-step PodMonitors: the training pods', and the slurmd pods' (the URN of the
+        # first stays as it was).
+        self.first_step_monitors = [
+            k8s.apiextensions.CustomResource(
+                f"{name}-{monitor['metadata']['name']}",
+                api_version=monitor["apiVersion"],
+                kind=monitor["kind"],
+                metadata=monitor["metadata"],
+                spec=monitor["spec"],
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=kubernetes_provider, depends_on=after_release
+                ),
+            )
+            for monitor in ledger_manifests()
+        ]
         self.rules = register_rules(
             config, ready=after_release, provider=kubernetes_provider, opts=child
         )
