@@ -474,7 +474,9 @@ def _gang_quota_case() -> Case:
 def _neuron_case() -> Case:
     """A node's NeuronCore utilisation goes to the running pods holding its Neuron devices:
     one whole-node pod on t1, two pods sharing t2 (each gets the node's mean). A finished pod,
-    a CPU-only pod and another target's copy of the series attribute nothing."""
+    a CPU-only pod and another target's copy of the series attribute nothing. A pod holding
+    t3's devices with no runtime loaded (no core reported) is idle, 0; one on t4, whose
+    monitor is down, is unknown (no series)."""
     neuron = f'job="{rules.NEURON_MONITOR_JOB}"'
     series = {
         f'neuroncore_utilization_ratio{{{neuron}, node="t1", neuroncore="0"}}': "0.5x80",
@@ -490,7 +492,11 @@ def _neuron_case() -> Case:
         ("team-b", "b-0"): ("t2", "aws_amazon_com_neuron", "Running"),
         ("team-c", "c-0"): ("t2", "aws_amazon_com_neuroncore", "Running"),
         ("team-c", "c-9"): ("t2", "aws_amazon_com_neuron", "Succeeded"),
+        ("team-d", "d-0"): ("t3", "aws_amazon_com_neuron", "Running"),  # no model loaded yet
+        ("team-e", "e-0"): ("t4", "aws_amazon_com_neuron", "Running"),  # its monitor is down
     }
+    for node, up in (("t1", 1), ("t2", 1), ("t3", 1), ("t4", 0)):
+        series[f'up{{{neuron}, node="{node}", instance="{node}:8000"}}'] = f"{up}x80"
     for (namespace, pod), (node, resource, phase) in pods.items():
         key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid", {KSM}'
         series[
@@ -510,6 +516,7 @@ def _neuron_case() -> Case:
                     ("team-a", "a-0", "t1", 0.375),
                     ("team-b", "b-0", "t2", 0.75),
                     ("team-c", "c-0", "t2", 0.75),
+                    ("team-d", "d-0", "t3", 0),
                 )
             ]
         },

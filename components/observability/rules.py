@@ -805,7 +805,12 @@ def neuron_attribution_rules() -> list[dict[str, Any]]:
     (components/workloads.py ``node_resources``), so this is the pod's own; where two pods
     hold devices of one node, each gets the node's mean. The bridge reports the cores that a
     Neuron runtime has loaded, so the mean is over the cores in use, per logical NeuronCore
-    on Trn2 (dev-tools.rst, Neuron Developer Tools 2.20.204.0).
+    on Trn2 (dev-tools.rst, Neuron Developer Tools 2.20.204.0). A node with no runtime
+    loaded, whose pods hold devices and run no model yet (or have stopped), has no
+    utilisation series at all; its holders get 0 where the node's neuron-monitor is scraped
+    (``up`` of its job, which carries ``node`` from the target's relabeling), and nothing
+    where it is not, so a dashboard counts idle accelerators and does not show a monitor
+    that is down as idle.
     """
     ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
     names = "|".join(ksm_resource(r) for r in (catalog.NEURON_RESOURCE, *OTHER_NEURON_RESOURCES))
@@ -814,8 +819,18 @@ def neuron_attribution_rules() -> list[dict[str, Any]]:
         f'resource=~"{names}", node!=""}} > 0) and on(namespace, pod) '
         f'(max by (namespace, pod) (kube_pod_status_phase{{{ksm}, phase="Running"}}) == 1)'
     )
-    per_node = f'avg by (node) (neuroncore_utilization_ratio{{job="{NEURON_MONITOR_JOB}"}})'
-    return [record(NEURON_POD_UTILIZATION_RULE, f"{per_node} * on(node) group_right() ({holders})")]
+    neuron = f'job="{NEURON_MONITOR_JOB}"'
+    per_node = f"avg by (node) (neuroncore_utilization_ratio{{{neuron}}})"
+    # A holder on a node whose monitor is scraped and reports no loaded core is idle: 0, not
+    # absent, so that dashboards count it. A node whose monitor is down stays absent.
+    monitored = f"max by (node) (up{{{neuron}}}) == 1"
+    idle = f"0 * ({holders} and on(node) ({monitored}))"
+    return [
+        record(
+            NEURON_POD_UTILIZATION_RULE,
+            f"({per_node} * on(node) group_right() ({holders})) or on(namespace, pod) {idle}",
+        )
+    ]
 
 
 def capacity_rules() -> list[dict[str, Any]]:
