@@ -648,10 +648,12 @@ def _pod_requests() -> str:
     on a node, the pods GangPending judges, has none. There only the platform's own native
     sidecar, :data:`components.first_step.FIRST_STEP_CONTAINER`, counts as one; every other
     init container is ordinary (its request is taken at most, not added). Counting every
-    unreported init container as a sidecar would add KubeRay's ``wait-gcs-ready`` (ray-project/
-    kuberay v1.7.0, on every worker) to each worker's request, and a user's init container
-    that requests GPUs would double the pod's GPUs and give a false quota reason. A user's own
-    native sidecar on an unbound pod is therefore counted too little (at most its request).
+    unreported init container as a sidecar would add KubeRay's ``wait-gcs-ready`` (200m and
+    256Mi on every worker while init container injection is on, its default: ray-project/
+    kuberay v1.7.0 ray-operator/controllers/ray/common/pod.go, ``DefaultWorkerPodTemplate``)
+    to each worker's request, and a user's init container that requests GPUs would double the
+    pod's GPUs and give a false quota reason. A user's own native sidecar on an unbound pod is
+    taken as ordinary, so the pod's request may be counted short by it.
     The pods run no RuntimeClass with overhead, which the quota would add.
     """
     ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
