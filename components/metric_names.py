@@ -56,6 +56,11 @@ PODGROUP_MIN_MEMBER_METRIC: Final = f"{RULE_PREFIX}_podgroup_min_member"
 """Gauge per Volcano PodGroup (labels ``namespace``, ``podgroup``, ``queue``): its
 ``spec.minMember``, the pods the gang needs; a gang with fewer pods than that could not create
 the rest (kube-state-metrics custom resource state)."""
+PODGROUP_MIN_RESOURCES_METRIC: Final = f"{RULE_PREFIX}_podgroup_min_resources"
+"""Gauge per Volcano PodGroup and resource (labels ``namespace``, ``podgroup``, ``queue``,
+``resource``: the key of its ``spec.minResources`` as written, ``nvidia.com/gpu``): what the
+whole gang requests, in cores, bytes or a count (kube-state-metrics custom resource state
+parses the quantities). Absent where the PodGroup sets no ``minResources``."""
 PODGROUP_PHASE_METRIC: Final = f"{RULE_PREFIX}_podgroup_phase"
 """State set per Volcano PodGroup (labels ``namespace``, ``podgroup``, ``queue``, ``phase``):
 1 for its ``status.phase``, 0 for the others. ``Pending`` is not yet admitted by its queue,

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from components.config import PlatformConfig, parse_platform_config
+from components.first_step import FIRST_STEP_CONTAINER
 from components.health_marks import ACCEPTANCE_TAINT_KEY, UNHEALTHY_TAINT_KEY
 from components.metric_names import (
     COLD_START_BUDGET_METRIC,
@@ -31,6 +32,7 @@ from components.metric_names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_MIN_RESOURCES_METRIC,
     PODGROUP_PHASE_METRIC,
     PODGROUP_PHASES,
     SLURM_JOB_START_METRIC,
@@ -215,14 +217,21 @@ def _accelerator_cases() -> list[Case]:
 
 
 def _pod(
-    namespace: str, pod: str, group: str, *, created: int, phase: str = "Pending"
+    namespace: str, pod: str, group: str, *, created: int, phase: str = "Pending", steps: int = 80
 ) -> dict[str, str]:
+    """A pod of a gang as kube-state-metrics writes it; ``steps`` below 80 ends its series
+    (the pod deleted) after that many steps."""
     key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid"'
+    end = " stale" if steps < 80 else ""
     return {
-        f'kube_pod_annotations{{{key}, annotation_scheduling_k8s_io_group_name="{group}"}}': "1x80",
-        f"kube_pod_created{{{key}}}": f"{created}x80",
-        f'kube_pod_status_phase{{{key}, phase="Pending"}}': f"{int(phase == 'Pending')}x80",
-        f'kube_pod_status_phase{{{key}, phase="Running"}}': f"{int(phase == 'Running')}x80",
+        f'kube_pod_annotations{{{key}, annotation_scheduling_k8s_io_group_name="{group}"}}': (
+            f"1x{steps}{end}"
+        ),
+        f"kube_pod_created{{{key}}}": f"{created}x{steps}{end}",
+        **{
+            f'kube_pod_status_phase{{{key}, phase="{state}"}}': f"{int(phase == state)}x{steps}{end}"
+            for state in ("Pending", "Running", "Failed")
+        },
     }
 
 
@@ -234,11 +243,17 @@ def _gang(
     created: int,
     min_member: int = 1,
     phase: str = "Inqueue",
+    min_resources: dict[str, float] | None = None,
 ) -> dict[str, str]:
+    """A PodGroup; ``min_resources`` its ``spec.minResources`` by Kubernetes' resource names."""
     key = f'namespace="{namespace}", podgroup="{group}", queue="{queue}", {KSM}'
     return {
         f"{PODGROUP_CREATED_METRIC}{{{key}}}": f"{created}x80",
         f"{PODGROUP_MIN_MEMBER_METRIC}{{{key}}}": f"{min_member}x80",
+        **{
+            f'{PODGROUP_MIN_RESOURCES_METRIC}{{{key}, resource="{resource}"}}': f"{value}x80"
+            for resource, value in (min_resources or {}).items()
+        },
         **{
             f'{PODGROUP_PHASE_METRIC}{{{key}, phase="{state}"}}': f"{int(state == phase)}x80"
             for state in PODGROUP_PHASES
@@ -414,7 +429,7 @@ def _gang_quota_case() -> Case:
     # job-m's pod counts 2 + max(60, 61) GiB: its sidecar and the larger of its container and
     # its ordinary init container. 63 GiB are left: it fits.
     series |= _requests("team-m", "job-m-0", "train", {"memory": 60 * GIB, "cpu": 8})
-    series |= _requests("team-m", "job-m-0", "first-step", {"memory": 2 * GIB}, init="Always")
+    series |= _requests("team-m", "job-m-0", "sidecar", {"memory": 2 * GIB}, init="Always")
     series |= _requests("team-m", "job-m-0", "setup", {"memory": 61 * GIB}, init="")
     series |= _quota("team-m", "requests.memory", 637 * GIB, 700 * GIB)  # 91%
     series |= _quota("team-m", "requests.cpu", 16, 96)
@@ -422,7 +437,7 @@ def _gang_quota_case() -> Case:
     # job-g's pods need 8 and 4 GPUs and 4 cores plus a 0.5-core sidecar each.
     for pod, gpus in (("job-g-0", 8), ("job-g-1", 4)):
         series |= _requests("team-g", pod, "train", {"nvidia_com_gpu": gpus, "cpu": 4})
-        series |= _requests("team-g", pod, "first-step", {"cpu": 0.5}, init="Always")
+        series |= _requests("team-g", pod, FIRST_STEP_CONTAINER, {"cpu": 0.5}, init="Always")
     series |= _quota("team-g", "requests.nvidia.com/gpu", 16, 20)  # 80%, 4 left
     series |= _quota("team-g", "requests.cpu", 9, 13.25)  # 68%, 4.25 left
     series |= _requests("team-a", "job-a-0", "train", {"nvidia_com_gpu": 8})
@@ -473,10 +488,114 @@ def _gang_quota_case() -> Case:
     )
 
 
+def _gang_without_pods_case() -> Case:
+    """Gangs none of whose pods exist, judged from their PodGroups; live pods only as members.
+
+    job-z: its team's GPUs used up, no pod created; its PodGroup asks 16 GPUs for 2 pods, 8 a
+    pod: quota. job-y: no pod and no minResources, not admitted: queue. job-x: 8 GPUs a pod
+    and 8 left, admitted: unknown (something else refuses its pods). job-r: its pod ran until
+    5m and was deleted (a restart): pending 10 minutes at 15m, not since its PodGroup was
+    made, and not past the alert's 10. job-d: finished (Completed), no pod: not pending.
+    job-k: one pod Failed (a Job's backoff keeps it), its replacement refused by quota and one
+    pod Pending: short of a pod, quota, not capacity. job-i: an unbound pod whose ordinary init
+    container asks 8 GPUs (no init container status yet) counts 8 GPUs, not 16: capacity; its
+    first-step sidecar, equally unreported, is added (4.5 cores).
+    """
+    series: dict[str, str] = {}
+    gpu = "requests.nvidia.com/gpu"
+    series |= _gang("team-z", "job-z", "team-z", created=0, min_member=2, phase="Pending",
+                    min_resources={"nvidia.com/gpu": 16, "cpu": 16})  # fmt: skip
+    series |= _quota("team-z", gpu, 96, 96)
+    series |= _quota("team-z", "requests.cpu", 10, 96)
+    series |= _gang("team-y", "job-y", "team-y", created=0, min_member=2, phase="Pending")
+    series |= _quota("team-y", gpu, 96, 96)
+    series |= _gang("team-x", "job-x", "team-x", created=0, min_member=2,
+                    min_resources={"nvidia.com/gpu": 16})  # fmt: skip
+    series |= _quota("team-x", gpu, 88, 96)
+    series |= _gang("team-r", "job-r", "team-r", created=0)
+    series |= _pod("team-r", "job-r-0", "job-r", created=0, phase="Running", steps=10)
+    series |= _gang("team-d", "job-d", "team-d", created=0, phase="Completed",
+                    min_resources={"nvidia.com/gpu": 8})  # fmt: skip
+    series |= _quota("team-d", gpu, 96, 96)
+    series |= _gang("team-k", "job-k", "team-k", created=0, min_member=2)
+    series |= _pod("team-k", "job-k-0", "job-k", created=0, phase="Failed")
+    series |= _pod("team-k", "job-k-1", "job-k", created=0)
+    for pod in ("job-k-0", "job-k-1"):
+        series |= _requests("team-k", pod, "train", {"nvidia_com_gpu": 8})
+    series[
+        'kube_pod_status_unschedulable{namespace="team-k", pod="job-k-1", uid="job-k-1-uid"}'
+    ] = "1x80"
+    series |= _quota("team-k", gpu, 92, 96)
+    series |= _gang("team-i", "job-i", "team-i", created=0, min_member=2)
+    series |= _pod("team-i", "job-i-0", "job-i", created=0)
+    series[
+        'kube_pod_status_unschedulable{namespace="team-i", pod="job-i-0", uid="job-i-0-uid"}'
+    ] = "1x80"
+    series |= _requests("team-i", "job-i-0", "train", {"nvidia_com_gpu": 8, "cpu": 4})
+    init: dict[str, dict[str, float]] = {"setup": {"nvidia_com_gpu": 8}}
+    init[FIRST_STEP_CONTAINER] = {"cpu": 0.5}
+    for container, requests in init.items():
+        series |= {
+            name: value
+            for name, value in _requests("team-i", "job-i-0", container, requests, "").items()
+            if not name.startswith("kube_pod_init_container_info")  # unbound: no status yet
+        }
+    series |= _quota("team-i", gpu, 88, 96)
+    series |= _quota("team-i", "requests.cpu", 10, 14.5)
+    reasons = {"team-z": "quota", "team-y": "queue", "team-x": "unknown", "team-k": "quota",
+               "team-i": "capacity"}  # fmt: skip
+    pending = rules.GANG_PENDING_RULE
+    shortfall = rules.GANG_QUOTA_SHORTFALL_RULE
+    request = rules.GANG_POD_REQUEST_RULE
+    return Case(
+        "gangs without pods pend from their PodGroups; only live pods are members",
+        at="15m",
+        series=series,
+        alerts={
+            "GangPending": [
+                Fired(
+                    {"namespace": ns, "podgroup": f"job-{ns[-1]}", "queue": ns},
+                    900,
+                    {"summary": f"Gang {ns}/job-{ns[-1]} (queue {ns}) pending for 15m 0s: {why}"},
+                )
+                for ns, why in reasons.items()
+            ],
+        },
+        records={
+            f'{pending}{{podgroup=~"job-r|job-d"}}': [
+                (
+                    {"__name__": pending, "namespace": "team-r", "podgroup": "job-r"}
+                    | {"queue": "team-r"},
+                    600,
+                ),
+            ],
+            f'{shortfall}{{namespace=~"team-z|team-k"}}': [
+                (
+                    {"__name__": shortfall, "namespace": ns, "podgroup": f"job-{ns[-1]}"}
+                    | {"resource": gpu},
+                    value,
+                )
+                for ns, value in (("team-z", 8), ("team-k", 4))
+            ],
+            f'{request}{{namespace="team-i"}}': [
+                (
+                    {"__name__": request, "namespace": "team-i", "podgroup": "job-i"}
+                    | {"resource": resource},
+                    value,
+                )
+                for resource, value in (("nvidia_com_gpu", 8), ("cpu", 4.5))
+            ],
+            f'{rules.GANG_LIVE_RULE}{{namespace="team-r"}}': [],
+        },
+    )
+
+
 def _neuron_case() -> Case:
     """A node's NeuronCore utilisation goes to the running pods holding its Neuron devices:
     one whole-node pod on t1, two pods sharing t2 (each gets the node's mean). A finished pod,
-    a CPU-only pod and another target's copy of the series attribute nothing."""
+    a CPU-only pod and another target's copy of the series attribute nothing. A pod holding
+    t3's devices with no runtime loaded (no core reported) is idle, 0; one on t4, whose
+    monitor is down, is unknown (no series)."""
     neuron = f'job="{rules.NEURON_MONITOR_JOB}"'
     series = {
         f'neuroncore_utilization_ratio{{{neuron}, node="t1", neuroncore="0"}}': "0.5x80",
@@ -492,7 +611,11 @@ def _neuron_case() -> Case:
         ("team-b", "b-0"): ("t2", "aws_amazon_com_neuron", "Running"),
         ("team-c", "c-0"): ("t2", "aws_amazon_com_neuroncore", "Running"),
         ("team-c", "c-9"): ("t2", "aws_amazon_com_neuron", "Succeeded"),
+        ("team-d", "d-0"): ("t3", "aws_amazon_com_neuron", "Running"),  # no model loaded yet
+        ("team-e", "e-0"): ("t4", "aws_amazon_com_neuron", "Running"),  # its monitor is down
     }
+    for node, up in (("t1", 1), ("t2", 1), ("t3", 1), ("t4", 0)):
+        series[f'up{{{neuron}, node="{node}", instance="{node}:8000"}}'] = f"{up}x80"
     for (namespace, pod), (node, resource, phase) in pods.items():
         key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid", {KSM}'
         series[
@@ -512,6 +635,7 @@ def _neuron_case() -> Case:
                     ("team-a", "a-0", "t1", 0.375),
                     ("team-b", "b-0", "t2", 0.75),
                     ("team-c", "c-0", "t2", 0.75),
+                    ("team-d", "d-0", "t3", 0),
                 )
             ]
         },
@@ -1149,6 +1273,7 @@ def _cases() -> list[Case]:
         *_accelerator_cases(),
         _gang_case(),
         _gang_quota_case(),
+        _gang_without_pods_case(),
         _neuron_case(),
         *_ops_cases(),
         _ledger_case(),

@@ -19,6 +19,7 @@ from components.metric_names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_MIN_RESOURCES_METRIC,
     PODGROUP_PHASE_METRIC,
     PODGROUP_PHASES,
     SLURM_JOB_START_METRIC,
@@ -135,14 +136,31 @@ def _resolve(obj: Any, path: list[str]) -> Any:
     return obj
 
 
+_QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
+_QUANTITY_SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_QUANTITY_SUFFIX |= {f"{p}i": 1024.0**n for n, p in enumerate("KMGTPE", start=1)}
+
+
+def _to_float(raw: Any) -> float:
+    """toFloat64 (registry_factory.go) for what the rules read: a number, an RFC 3339 time
+    (Unix seconds), or a Kubernetes quantity ("8", "64Gi", "500m"; resource.ParseQuantity)."""
+    if isinstance(raw, int | float):
+        return float(raw)
+    quantity = _QUANTITY.match(raw)
+    if quantity is not None:
+        return float(quantity[1]) * _QUANTITY_SUFFIX[quantity[2]]
+    return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+
+
 def _kube_state_metrics_samples(
     resource: dict[str, Any], obj: dict[str, Any]
 ) -> list[tuple[str, dict[str, str], float]]:
-    """What kube-state-metrics v2.20.0 makes of ``obj`` for a gauge over a value or a list.
+    """What kube-state-metrics v2.20.0 makes of ``obj`` for a gauge over a value, list or map.
 
     registry_factory.go: the resource's labels from the object's root, the gauge's from each
-    element of ``path``, the value from ``valueFrom`` of it (or the element itself), an RFC
-    3339 string as Unix seconds (toFloat64), and the name ``<metricNamePrefix>_<name>``.
+    element of ``path`` (a map's key in ``labelFromKey``), the value from ``valueFrom`` of it
+    (or the element itself) through toFloat64 (:func:`_to_float`), and the name
+    ``<metricNamePrefix>_<name>``.
     """
     samples: list[tuple[str, dict[str, str], float]] = []
     base = {label: _resolve(obj, path) for label, path in resource["labelsFromPath"].items()}
@@ -159,16 +177,17 @@ def _kube_state_metrics_samples(
             continue
         gauge = metric["each"]["gauge"]
         found = _resolve(obj, gauge["path"])
-        for element in found if isinstance(found, list) else [found]:
-            labels = {k: str(v) for k, v in base.items() if v is not None}
+        if found is None:  # nothing at the path: no series
+            continue
+        if isinstance(found, dict) and "valueFrom" not in gauge:
+            elements = [({gauge["labelFromKey"]: key}, value) for key, value in found.items()]
+        else:
+            elements = [({}, each) for each in (found if isinstance(found, list) else [found])]
+        for keyed, element in elements:
+            labels = {k: str(v) for k, v in base.items() if v is not None} | keyed
             for label, path in gauge.get("labelsFromPath", {}).items():
                 labels[label] = _resolve(element, path)
-            raw = _resolve(element, gauge.get("valueFrom", []))
-            value = (
-                float(raw)
-                if isinstance(raw, int | float)
-                else datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-            )
+            value = _to_float(_resolve(element, gauge.get("valueFrom", [])))
             samples.append((f"{resource['metricNamePrefix']}_{metric['name']}", labels, value))
     return samples
 
@@ -194,17 +213,21 @@ def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Pat
 
     podgroup, nodeclaim = resources
     created = "2026-12-06T15:00:00Z"
+    gang = {"namespace": "team-a", "podgroup": "job-a", "queue": "team-a"}
+    # Trainer's volcano plugin writes the gang's requests as quantity strings
+    # (kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/volcano/volcano.go, Build).
+    minimum = {"nvidia.com/gpu": "16", "memory": "64Gi", "cpu": "500m"}
     assert _kube_state_metrics_samples(podgroup, {
         "metadata": {"name": "job-a", "namespace": "team-a", "creationTimestamp": created},
-        "spec": {"queue": "team-a", "minMember": 2},
+        "spec": {"queue": "team-a", "minMember": 2, "minResources": minimum},
         "status": {"phase": "Inqueue"},
-    }) == [(PODGROUP_CREATED_METRIC, {"namespace": "team-a", "podgroup": "job-a",
-                                      "queue": "team-a"}, 1796569200.0),
-           (PODGROUP_MIN_MEMBER_METRIC, {"namespace": "team-a", "podgroup": "job-a",
-                                         "queue": "team-a"}, 2.0),
-           *((PODGROUP_PHASE_METRIC, {"namespace": "team-a", "podgroup": "job-a",
-                                      "queue": "team-a", "phase": phase},
-              float(phase == "Inqueue")) for phase in PODGROUP_PHASES)]  # fmt: skip
+    }) == [(PODGROUP_CREATED_METRIC, gang, 1796569200.0),
+           (PODGROUP_MIN_MEMBER_METRIC, gang, 2.0),
+           (PODGROUP_MIN_RESOURCES_METRIC, gang | {"resource": "nvidia.com/gpu"}, 16.0),
+           (PODGROUP_MIN_RESOURCES_METRIC, gang | {"resource": "memory"}, 64.0 * 2**30),
+           (PODGROUP_MIN_RESOURCES_METRIC, gang | {"resource": "cpu"}, 0.5),
+           *((PODGROUP_PHASE_METRIC, gang | {"phase": phase}, float(phase == "Inqueue"))
+             for phase in PODGROUP_PHASES)]  # fmt: skip
     samples = _kube_state_metrics_samples(nodeclaim, {
         "metadata": {"name": "gpu-x1", "labels": {"karpenter.sh/nodepool": "gpu"}},
         "status": {"nodeName": "ip-10-0-0-1", "conditions": [

@@ -211,7 +211,8 @@ def test_the_catalogue_holds_what_the_issue_relies_on_and_cites_its_sources() ->
     own = platform_metrics().names()
     assert {names.FIRST_STEP_METRIC, names.SLURM_JOB_SUBMIT_METRIC, names.SLURM_JOB_START_METRIC,
             names.PODGROUP_CREATED_METRIC,
-            names.PODGROUP_MIN_MEMBER_METRIC, names.PODGROUP_PHASE_METRIC,
+            names.PODGROUP_MIN_MEMBER_METRIC, names.PODGROUP_MIN_RESOURCES_METRIC,
+            names.PODGROUP_PHASE_METRIC,
             names.NODECLAIM_CONDITION_METRIC,
             *names.EFA_METRICS} == own  # fmt: skip
     assert own <= known

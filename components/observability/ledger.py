@@ -27,6 +27,7 @@ from components.metric_names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_MIN_RESOURCES_METRIC,
     PODGROUP_PHASE_METRIC,
     PODGROUP_PHASES,
     RULE_PREFIX,
@@ -111,6 +112,14 @@ def custom_resource_state_config() -> dict[str, Any]:
       types.go);
     - :data:`PODGROUP_MIN_MEMBER_METRIC` ``{namespace, podgroup, queue}``: its
       ``spec.minMember`` (the same types.go, ``MinMember``), the pods the gang needs;
+    - :data:`PODGROUP_MIN_RESOURCES_METRIC` ``{namespace, podgroup, queue, resource}``: each
+      entry of its ``spec.minResources`` (a ResourceList: the same types.go, ``MinResources``),
+      one series per key. A gauge whose path is a map gives one series per entry, the key in
+      the ``labelFromKey`` label, written as it is (``nvidia.com/gpu``, not sanitised), and
+      with no ``valueFrom`` the entry itself is the value (registry_factory.go,
+      ``compiledGauge.Values``); a quantity string ("8", "64Gi", "500m") becomes its number
+      (toFloat64: ``resource.ParseQuantity``, ``AsApproximateFloat64``: 8, 68719476736, 0.5).
+      A PodGroup without ``minResources`` has no such series;
     - :data:`PODGROUP_PHASE_METRIC` ``{namespace, podgroup, queue, phase}``: its
       ``status.phase`` as a state set (``MetricStateSet``, config_metrics_types.go);
     - :data:`NODECLAIM_CONDITION_METRIC` ``{nodeclaim, nodepool, node, condition, status}``:
@@ -150,6 +159,18 @@ def custom_resource_state_config() -> dict[str, Any]:
                             "name": _metric_suffix(PODGROUP_MIN_MEMBER_METRIC),
                             "help": "Pods the PodGroup (a gang) needs: its spec.minMember.",
                             "each": {"type": "Gauge", "gauge": {"path": ["spec", "minMember"]}},
+                        },
+                        {
+                            "name": _metric_suffix(PODGROUP_MIN_RESOURCES_METRIC),
+                            "help": "What the PodGroup (a gang) requests in all, per resource: "
+                            "its spec.minResources.",
+                            "each": {
+                                "type": "Gauge",
+                                "gauge": {
+                                    "path": ["spec", "minResources"],
+                                    "labelFromKey": "resource",
+                                },
+                            },
                         },
                         {
                             "name": _metric_suffix(PODGROUP_PHASE_METRIC),

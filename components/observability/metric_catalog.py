@@ -1168,8 +1168,9 @@ def platform_metrics() -> Exporter:
     """The metrics the platform's own programs and configuration export, from names.py.
 
     The first-step gauge and a Slurm job's submit and start times (the runtimes' metrics
-    port), the two timestamps and the PodGroup's minMember the kube-state-metrics custom
-    resource state writes for the ledger and the gang alert, and the EFA exporter's metrics.
+    port), the two timestamps and the PodGroup's minMember and minResources the
+    kube-state-metrics custom resource state writes for the ledger and the gang alert, and the
+    EFA exporter's metrics.
     Built from :mod:`components.metric_names` each time, so a name added there needs no line
     in the tests.
     """
@@ -1184,6 +1185,7 @@ def platform_metrics() -> Exporter:
             Metric(names.SLURM_JOB_START_METRIC, "gauge"),
             Metric(names.PODGROUP_CREATED_METRIC, "gauge"),
             Metric(names.PODGROUP_MIN_MEMBER_METRIC, "gauge"),
+            Metric(names.PODGROUP_MIN_RESOURCES_METRIC, "gauge"),
             Metric(names.PODGROUP_PHASE_METRIC, "gauge"),  # a state set: one series per phase
             Metric(names.NODECLAIM_CONDITION_METRIC, "gauge"),
             # The EFA exporter: a name ending in _total is a counter (prometheus_client's

@@ -70,6 +70,7 @@ import pulumi_kubernetes as k8s
 
 from components import catalog, health_marks
 from components.config import LustreConfig, NodePoolConfig, PlatformConfig
+from components.first_step import FIRST_STEP_CONTAINER
 from components.metric_names import (
     COLD_START_BUDGET_METRIC,
     COLD_START_QUANTILE_RULES,
@@ -82,6 +83,7 @@ from components.metric_names import (
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     PODGROUP_MIN_MEMBER_METRIC,
+    PODGROUP_MIN_RESOURCES_METRIC,
     PODGROUP_PHASE_METRIC,
     RULE_PREFIX,
     SLURM_JOB_START_METRIC,
@@ -218,20 +220,32 @@ SLURM_JOB_FIRST_STEP_RULE: Final = f"{RULE_PREFIX}:slurm_job_first_step_timestam
 ``slurm_job_id``)."""
 
 GANG_PENDING_RULE: Final = f"{RULE_PREFIX}:gang_pending_seconds"
-"""Recording rule: seconds since the oldest pending pod of each gang was created (labels
-``namespace``, ``podgroup``, ``queue``)."""
+"""Recording rule: seconds since the oldest pending pod of each gang was created, or, for a
+waiting gang with no live pod, since its PodGroup was created or it last had one (labels
+``namespace``, ``podgroup``, ``queue``; :func:`gang_rules`)."""
+GANG_LIVE_RULE: Final = f"{RULE_PREFIX}:gang_live_pods_timestamp_seconds"
+"""Recording rule: the evaluation's Unix time, for each gang that has a live (Pending or
+Running) pod (labels ``namespace``, ``podgroup``); its last value says when the gang last had
+one, so a gang whose pods are replaced at once (a JobSet's restart) is not pending since its
+PodGroup was made."""
+GANG_LIVE_LOOKBACK: Final = "1d"
+"""How far back :data:`GANG_LIVE_RULE` is read: a gang without live pods for longer counts
+from its PodGroup's creation, which is then longer than any alert's minutes."""
 GANG_PENDING_REASON_RULE: Final = f"{RULE_PREFIX}:gang_pending_reason_seconds"
 """Recording rule: :data:`GANG_PENDING_RULE` with a ``reason`` label: ``quota``, ``queue``,
 ``capacity`` or ``unknown`` (the first that holds, in that order)."""
 GANG_POD_REQUEST_RULE: Final = f"{RULE_PREFIX}:gang_pod_request:max"
 """Recording rule: per resource, the largest request of any one pod of each gang that has fewer
-pods than its ``minMember``, counted as a ResourceQuota counts a pod (labels ``namespace``,
+live pods than its ``minMember``, counted as a ResourceQuota counts a pod (labels ``namespace``,
 ``podgroup``, ``resource`` as kube-state-metrics names a container's: ``nvidia_com_gpu``,
-``cpu`` in cores, ``memory`` in bytes). It stands for the request of each pod the gang lacks."""
+``cpu`` in cores, ``memory`` in bytes). It stands for the request of each pod the gang lacks;
+a gang with no pod has none (its PodGroup's ``minResources`` stands in,
+:func:`quota_shortfall_rules`)."""
 GANG_QUOTA_SHORTFALL_RULE: Final = f"{RULE_PREFIX}:gang_quota_shortfall"
 """Recording rule: how much more of a resource its team quota would need for one more pod of a
-gang that lacks pods (:data:`GANG_POD_REQUEST_RULE` minus the quota's ``hard`` less ``used``;
-one pod for ``pods``), where that is above 0 (labels ``namespace``, ``podgroup``, ``resource``:
+gang that lacks pods (:data:`GANG_POD_REQUEST_RULE`, or for a gang with no pod its PodGroup's
+``minResources`` over ``minMember``, minus the quota's ``hard`` less ``used``; one pod for
+``pods``), where that is above 0 (labels ``namespace``, ``podgroup``, ``resource``:
 the quota's own name, ``requests.nvidia.com/gpu``). GangPending's ``quota`` reason."""
 NEURON_POD_UTILIZATION_RULE: Final = f"{RULE_PREFIX}:pod_neuroncore_utilization:avg"
 """Recording rule: the mean NeuronCore utilisation (0-1) of the node a running pod holds Neuron
@@ -515,6 +529,11 @@ _PENDING: Final = (
 Pending too, but it is starting, not waiting (kube-state-metrics v2.20.0 internal/store/pod.go:
 ``kube_pod_info``'s ``node`` is the pod's ``spec.nodeName``, empty until it is bound)."""
 _UNSCHEDULABLE: Final = "kube_pod_status_unschedulable"
+_LIVE: Final = 'kube_pod_status_phase{phase=~"Pending|Running"}'
+"""Live pods: those a ResourceQuota counts (every pod not Succeeded or Failed, Kubernetes
+docs, "Resource Quotas") and that can still run. A Job keeps its Failed pods while it makes
+replacements (backoffLimit), so counting them would make a gang whose replacements the quota
+refused look complete."""
 
 
 def _pods_of_gangs(selector: str) -> str:
@@ -539,15 +558,13 @@ Quotas", compute resource quota: ``cpu`` is ``requests.cpu``, ``memory`` ``reque
 _LABEL_INVALID: Final = re.compile(r"[^a-zA-Z0-9_]")
 
 
-def quota_pod_resource(key: str) -> str:
-    """The ``resource`` label of the pods' requests that a ResourceQuota's ``key`` counts.
+def quota_request_name(key: str) -> str:
+    """The resource whose pod requests a ResourceQuota's ``key`` counts, as Kubernetes names it.
 
-    A quota's ``requests.<name>`` counts what pods request of ``<name>``;
-    kube-state-metrics labels a container's request of it with ``<name>`` sanitized, every
-    character outside ``[a-zA-Z0-9_]`` made ``_`` (kube-state-metrics v2.20.0
-    internal/store/pod.go ``kube_pod_container_resource_requests``, internal/store/utils.go
-    ``SanitizeLabelName``), while ``kube_resourcequota``'s ``resource`` is the quota's key as
-    written (internal/store/resourcequota.go): ``requests.nvidia.com/gpu`` is ``nvidia_com_gpu``.
+    A quota's ``requests.<name>`` counts what pods request of ``<name>``, and ``cpu`` and
+    ``memory`` are ``requests.cpu`` and ``requests.memory`` (Kubernetes docs, "Resource
+    Quotas"): ``requests.nvidia.com/gpu`` is ``nvidia.com/gpu``, the key a PodGroup's
+    ``spec.minResources`` uses.
 
     Args:
         key: a key of a quota's ``hard`` (:func:`components.teams.resource_quota_spec`).
@@ -557,16 +574,32 @@ def quota_pod_resource(key: str) -> str:
             ``count/*``): GangPending's quota reason would not know what a pod needs of it.
     """
     if key.startswith(_QUOTA_REQUESTS_PREFIX):
-        name = key.removeprefix(_QUOTA_REQUESTS_PREFIX)
-    elif key in _QUOTA_BARE_REQUESTS:
-        name = key
-    else:
-        raise ValueError(
-            f"quota resource {key!r} counts no request of a pod: GangPending's quota reason "
-            f"maps only 'requests.<resource>', {', '.join(_QUOTA_BARE_REQUESTS)} and "
-            f"'{_QUOTA_PODS}' to what a gang's pod needs"
-        )
-    return ksm_resource(name)
+        return key.removeprefix(_QUOTA_REQUESTS_PREFIX)
+    if key in _QUOTA_BARE_REQUESTS:
+        return key
+    raise ValueError(
+        f"quota resource {key!r} counts no request of a pod: GangPending's quota reason "
+        f"maps only 'requests.<resource>', {', '.join(_QUOTA_BARE_REQUESTS)} and "
+        f"'{_QUOTA_PODS}' to what a gang's pod needs"
+    )
+
+
+def quota_pod_resource(key: str) -> str:
+    """The ``resource`` label of the pods' requests that a ResourceQuota's ``key`` counts.
+
+    kube-state-metrics labels a container's request of a resource with its name sanitized,
+    every character outside ``[a-zA-Z0-9_]`` made ``_`` (kube-state-metrics v2.20.0
+    internal/store/pod.go ``kube_pod_container_resource_requests``, internal/store/utils.go
+    ``SanitizeLabelName``), while ``kube_resourcequota``'s ``resource`` is the quota's key as
+    written (internal/store/resourcequota.go): ``requests.nvidia.com/gpu`` is ``nvidia_com_gpu``.
+
+    Args:
+        key: a key of a quota's ``hard`` (:func:`quota_request_name`).
+
+    Raises:
+        ValueError: ``key`` counts no request of the pods (:func:`quota_request_name`).
+    """
+    return ksm_resource(quota_request_name(key))
 
 
 def ksm_resource(name: str) -> str:
@@ -587,6 +620,11 @@ def _tagged(expr: str, part: str) -> str:
     return f'label_replace({expr}, "part", "{part}", "", "")'
 
 
+_SIDECAR_RESTART_POLICY: Final = "Always"
+"""An init container's ``restartPolicy`` that makes it a native sidecar (Kubernetes, "Sidecar
+Containers"); kube-state-metrics writes it as ``restart_policy``, empty where unset."""
+
+
 def _pod_requests() -> str:
     """Each pod's request per resource as a ResourceQuota counts it.
 
@@ -598,11 +636,23 @@ def _pod_requests() -> str:
     it where that is more. kube-state-metrics gives no order, so this is the sidecars plus the
     larger of the containers and the largest ordinary init container: exact where the sidecars
     come first, as the platform's first-step exporter does (components/first_step.py), more
-    otherwise. An init container is ordinary where
-    ``kube_pod_init_container_info`` says so (``restart_policy`` empty); that series exists
-    only once the kubelet reports the container's status (kube-state-metrics v2.20.0
-    internal/store/pod.go), so an unbound pod's init containers count as sidecars, at most
-    their sum more. The pods run no RuntimeClass with overhead, which the quota would add.
+    otherwise.
+
+    Which init containers are sidecars: ``kube_pod_init_container_info``'s ``restart_policy``
+    says so, but kube-state-metrics v2.20.0 writes that series only for an init container the
+    kubelet has reported a status of (internal/store/pod.go,
+    ``createPodInitContainerInfoFamilyGenerator``: one series per entry of
+    ``status.initContainerStatuses``), and no other series carries the policy; a pod not yet
+    on a node, the pods GangPending judges, has none. There only the platform's own native
+    sidecar, :data:`components.first_step.FIRST_STEP_CONTAINER`, counts as one; every other
+    init container is ordinary (its request is taken at most, not added). Counting every
+    unreported init container as a sidecar would add KubeRay's ``wait-gcs-ready`` (200m and
+    256Mi on every worker while init container injection is on, its default: ray-project/
+    kuberay v1.7.0 ray-operator/controllers/ray/common/pod.go, ``DefaultWorkerPodTemplate``)
+    to each worker's request, and a user's init container that requests GPUs would double the
+    pod's GPUs and give a false quota reason. A user's own native sidecar on an unbound pod is
+    taken as ordinary, so the pod's request may be counted short by it.
+    The pods run no RuntimeClass with overhead, which the quota would add.
     """
     ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
     per_container = "max by (namespace, pod, container, resource) "  # one per KSM replica
@@ -611,13 +661,18 @@ def _pod_requests() -> str:
         f"(kube_pod_container_resource_requests{{{ksm}}}))"
     )
     init = f"{per_container}(kube_pod_init_container_resource_requests{{{ksm}}})"
-    ordinary = f'kube_pod_init_container_info{{{ksm}, restart_policy=""}}'
+    reported = f"kube_pod_init_container_info{{{ksm}}}"
+    sidecar = (
+        f'(kube_pod_init_container_info{{{ksm}, restart_policy="{_SIDECAR_RESTART_POLICY}"}} '
+        "or (group by (namespace, pod, container) (kube_pod_init_container_resource_requests"
+        f'{{{ksm}, container="{FIRST_STEP_CONTAINER}"}}) '
+        f"unless on(namespace, pod, container) {reported}))"
+    )
     plain = (
-        f"max by (namespace, pod, resource) ({init} and on(namespace, pod, container) {ordinary})"
+        f"max by (namespace, pod, resource) ({init} unless on(namespace, pod, container) {sidecar})"
     )
     sidecars = (
-        f"sum by (namespace, pod, resource) ({init} unless on(namespace, pod, container) "
-        f"{ordinary})"
+        f"sum by (namespace, pod, resource) ({init} and on(namespace, pod, container) {sidecar})"
     )
     main = (
         f"max by (namespace, pod, resource) ({_tagged(containers, 'containers')} or "
@@ -645,23 +700,49 @@ def _quota_left(namespace_quota: str, key: str) -> str:
     )
 
 
-def quota_shortfall_rules(config: PlatformConfig, short: str) -> list[dict[str, Any]]:
+def quota_shortfall_rules(config: PlatformConfig, short: str, podless: str) -> list[dict[str, Any]]:
     """The team quota's shortfall for one more pod of each gang that lacks pods.
 
     A gang lacks pods when Kubernetes refused to create some (the quota's admission refuses a
     pod whose requests, added to ``used``, exceed ``hard``). It is short of quota on a resource
-    when the quota has less left than one pod of the gang requests: the largest request among
-    its pods, per resource (:data:`GANG_POD_REQUEST_RULE`), stands for the missing pod's, since
-    the pods of a gang are normally alike (a missing pod larger than every existing one, a
-    launcher's workers, is not seen). One pod is the measure, not every missing pod: while
-    room for one is left its controller creates it, and the next one finds the quota short.
-    The resources are exactly those the team quota sets (:func:`components.teams.
-    resource_quota_spec`'s ``hard``, of the stack's teams), read from that quota only
-    (:data:`components.teams.TEAM_QUOTA`), not from the scoped quota of system priority pods.
+    when the quota has less left than one pod of the gang requests. What one pod requests:
+
+    - where the gang has pods, the largest request among them, per resource
+      (:data:`GANG_POD_REQUEST_RULE`), since the pods of a gang are normally alike (a missing
+      pod larger than every existing one, a launcher's workers, is not seen);
+    - where it has none (the quota refused every pod, the most common case once a team's quota
+      is used up), its PodGroup's ``spec.minResources`` divided by its ``minMember``
+      (:data:`~components.metric_names.PODGROUP_MIN_RESOURCES_METRIC`): the gang's average
+      pod. That is at most its largest pod, so a shortfall it shows is real; a quota with room
+      for the average but not for a larger pod (a Ray head beside GPU workers) is not seen.
+      Who writes ``minResources`` on the platform's job paths: Trainer's volcano plugin, the
+      sum of each pod set's effective request (``resourcehelpers.PodRequests``, as the quota
+      counts) times its count, with ``minMember`` the pods' count (kubeflow/trainer v2.3.0
+      pkg/runtime/framework/plugins/volcano/volcano.go, ``Build``; pkg/runtime/runtime.go);
+      KubeRay's Volcano batch scheduler, the head and each worker group's ``minReplicas``
+      (containers' requests, or limits where a container requests nothing, and no init
+      container), with ``minMember`` those pods' count; a RayJob's submitter is in its
+      ``minResources`` but not its ``minMember`` (ray-project/kuberay v1.7.0 ray-operator/
+      controllers/ray/batchscheduler/volcano/volcano_scheduler.go, ``handleRayJob``,
+      ``calculatePodGroupParams``; controllers/ray/utils/util.go, ``CalculateMinResources``),
+      which raises the average by the submitter's share. Volcano's podgroup controller writes
+      one too (the pod's request times ``minMember``), but makes a PodGroup only from a pod it
+      sees (volcano v1.15.1 pkg/controllers/podgroup/pg_controller_handler.go,
+      ``buildPodGroupFromPod``), so its gangs are never without pods; Slurm's jobs have no
+      PodGroup. A PodGroup without ``minResources`` (one written by hand) gives no quota
+      reason for a gang without pods: it falls to ``queue`` or ``unknown``.
+
+    One pod is the measure, not every missing pod: while room for one is left its controller
+    creates it, and the next one finds the quota short. The resources are exactly those the
+    team quota sets (:func:`components.teams.resource_quota_spec`'s ``hard``, of the stack's
+    teams), read from that quota only (:data:`components.teams.TEAM_QUOTA`), not from the
+    scoped quota of system priority pods.
 
     Args:
         config: the validated platform (its teams and pools decide the quota's resources).
-        short: PromQL: the gangs (``namespace``, ``podgroup``) with fewer pods than they need.
+        short: PromQL: the gangs (``namespace``, ``podgroup``) with fewer live pods than they
+            need, none included.
+        podless: PromQL: the gangs among them with no live pod at all.
     """
     keys = sorted(
         {
@@ -672,20 +753,31 @@ def quota_shortfall_rules(config: PlatformConfig, short: str) -> list[dict[str, 
     )
     if not keys:  # no team, no team quota
         return []
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
     annotated = f'kube_pod_annotations{{{GROUP_LABEL}!=""}}'
     largest = (
         f"max by (namespace, podgroup, resource) ({_pod_requests()} * on(namespace, pod) "
         f"group_left(podgroup) {_pods_of_gangs(annotated)}) and on(namespace, podgroup) ({short})"
     )
+    members = f"max by (namespace, podgroup) ({PODGROUP_MIN_MEMBER_METRIC}{{{ksm}}})"
     terms = []
     for key in keys:
         if key == _QUOTA_PODS:
             need = f"group by (namespace, podgroup) ({short})"  # one pod
         else:
-            need = (
+            from_pods = (
                 f"max by (namespace, podgroup) "
                 f'({GANG_POD_REQUEST_RULE}{{resource="{quota_pod_resource(key)}"}} > 0)'
             )
+            group_total = (
+                f"max by (namespace, podgroup) ({PODGROUP_MIN_RESOURCES_METRIC}{{{ksm}, "
+                f'resource="{quota_request_name(key)}"}})'
+            )
+            average = (
+                f"(({group_total} / on(namespace, podgroup) {members}) > 0) "
+                f"and on(namespace, podgroup) ({podless})"
+            )
+            need = f"({from_pods} or {average})"
         left = _quota_left(TEAM_QUOTA, key)
         terms.append(
             f'label_replace({need} - on(namespace) group_left() {left} > 0, "resource", '
@@ -702,49 +794,79 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
 
     A gang pends while any of its pods is Pending and not yet bound to a node (a bound pod
     pulling its images is starting, not waiting; a cold pool's pods stay unbound while their
-    nodes launch and pass the acceptance gate, which the default minutes allow for). Its reason
-    is the first that holds: it lacks pods and its team quota has less left of some resource
-    than one of its pods requests (:func:`quota_shortfall_rules`); its PodGroup is still
-    Pending (its Volcano queue, or an ancestor, has not admitted it); it was admitted and its
-    pods are unschedulable (no node fits and Karpenter has not brought one); otherwise
-    unknown. Quota stops pods from being created at all, so a gang none of whose pods could be
-    created has no Pending pod and is not seen here (the quota's own events say so).
+    nodes launch and pass the acceptance gate, which the default minutes allow for), since the
+    oldest such pod was created; or while its PodGroup waits (phase ``Pending`` or
+    ``Inqueue``, ``minMember`` above 0) and no pod of it is live (Pending or Running), since
+    the PodGroup was created or the gang last had a live pod, whichever is later
+    (:data:`GANG_LIVE_RULE`): a gang none of whose pods could be created, which a used-up quota
+    makes, and which a gang restarting its pods (a JobSet's restart) is for moments only.
+    Finished gangs are not: Volcano's scheduler gives a PodGroup whose ``minMember`` pods have
+    all run and finished (Succeeded or Failed) the phase ``Completed`` (volcano v1.15.1
+    pkg/scheduler/framework/session.go, ``getPodGroupPhase``; ``ScheduledStatus`` and
+    ``CompletedStatus``, pkg/scheduler/api/helpers.go), and KubeRay sets a finished RayJob's
+    ``minMember`` to 0 once its cluster is gone (volcano_scheduler.go,
+    ``CleanupOnCompletion``). Not seen through: a finished gang whose pods were deleted while
+    its PodGroup is kept, which Volcano moves back to ``Pending`` (``getPodGroupPhase`` with no
+    pod; pkg/scheduler/framework/job_updater.go, ``updateJob``, writes every PodGroup's status,
+    pods or not), and which pends from its last pod. Failed pods are not live: a Job whose pod
+    failed keeps it while its controller creates a replacement, which the quota may refuse.
+
+    Its reason is the first that holds: it lacks pods and its team quota has less left of some
+    resource than one of its pods requests (:func:`quota_shortfall_rules`); its PodGroup is
+    still Pending (its Volcano queue, or an ancestor, has not admitted it); it was admitted and
+    its pods are unschedulable (no node fits and Karpenter has not brought one); otherwise
+    unknown. A gang without pods whose quota shows no shortfall (its PodGroup sets no
+    ``minResources``, or a pod larger than its average is refused, or something other than
+    the quota refuses its pods: a webhook, a LimitRange) is ``queue`` while its queue has not
+    admitted it and ``unknown`` after: its controller's and Jobs' events say why.
 
     Args:
         config: the validated platform (``observability.gangPendingAlertMinutes``; its teams'
             quotas for the quota reason).
     """
     minutes = config.observability.gang_pending_alert_minutes
-    pending = (
-        f"max by (namespace, podgroup) ((time() - max by (namespace, pod) (kube_pod_created)) "
-        f"* on(namespace, pod) group_left(podgroup) ({_pods_of_gangs(_PENDING)}))"
-    )
-    with_queue = (
-        f"{pending} * on(namespace, podgroup) group_left(queue) "
-        f"group by (namespace, podgroup, queue) "
-        f'({PODGROUP_CREATED_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}})'
-    )
-    capacity = f"count by (namespace, podgroup) ({_pods_of_gangs(_UNSCHEDULABLE)})"
-    # A ResourceQuota counts a created pod as used, Pending or not: a full quota blocks only a
-    # gang that has fewer pods than it needs (Kubernetes refused to create the rest), not one
-    # whose pods exist and wait for nodes.
-    annotated = f'kube_pod_annotations{{{GROUP_LABEL}!=""}}'
-    members = f"count by (namespace, podgroup) ({_pods_of_gangs(annotated)})"
-    needs = f'{PODGROUP_MIN_MEMBER_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}}'
-    short = f"max by (namespace, podgroup) ({needs}) > on(namespace, podgroup) {members}"
-    shortfall = quota_shortfall_rules(config, short)
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
 
     # Volcano's enqueue action moves a PodGroup from Pending to Inqueue once its queue's
     # capacity (and its ancestors', enableHierarchy) admits it (volcano v1.15.1 pkg/scheduler/
     # actions/enqueue/enqueue.go; pkg/scheduler/plugins/capacity/capacity.go,
     # checkJobEnqueueableHierarchically, the only JobEnqueueableFn of components/scheduling.py's
-    # tiers): still Pending is the queue's doing.
+    # tiers): still Pending is the queue's doing. Enqueue does not ask for the gang's pods, so
+    # a gang without pods may be admitted.
     # Volcano marks every pending task unschedulable, admitted or not (pkg/scheduler/cache/
     # cache.go), so capacity is an admitted gang's unschedulable pods only.
     def phase(phases: str) -> str:
-        selector = f'job="{KUBE_STATE_METRICS_JOB}", phase=~"{phases}"'
+        selector = f'{ksm}, phase=~"{phases}"'
         return f"max by (namespace, podgroup) ({PODGROUP_PHASE_METRIC}{{{selector}}}) == 1"
 
+    # A ResourceQuota counts a created pod as used, Pending or not, until it ends: a full quota
+    # blocks only a gang that has fewer live pods than it needs (Kubernetes refused to create
+    # the rest), not one whose pods exist and wait for nodes.
+    members = f"count by (namespace, podgroup) ({_pods_of_gangs(_LIVE)})"
+    needs = f"max by (namespace, podgroup) ({PODGROUP_MIN_MEMBER_METRIC}{{{ksm}}})"
+    podless = (
+        f"(({needs} > 0) and on(namespace, podgroup) ({phase('Pending|Inqueue')})) "
+        f"unless on(namespace, podgroup) {members}"
+    )
+    short = f"({needs} > on(namespace, podgroup) {members}) or ({podless})"
+    shortfall = quota_shortfall_rules(config, short, podless)
+
+    pods_pending = (
+        f"max by (namespace, podgroup) ((time() - max by (namespace, pod) (kube_pod_created)) "
+        f"* on(namespace, pod) group_left(podgroup) ({_pods_of_gangs(_PENDING)}))"
+    )
+    created = f"max by (namespace, podgroup) ({PODGROUP_CREATED_METRIC}{{{ksm}}})"
+    last_live = f"last_over_time({GANG_LIVE_RULE}[{GANG_LIVE_LOOKBACK}])"
+    since = (
+        f"max by (namespace, podgroup) ({_tagged(created, 'created')} or "
+        f"{_tagged(last_live, 'live')})"
+    )
+    group_pending = f"(time() - {since}) and on(namespace, podgroup) ({podless})"
+    with_queue = (
+        f"({pods_pending} or {group_pending}) * on(namespace, podgroup) group_left(queue) "
+        f"group by (namespace, podgroup, queue) ({PODGROUP_CREATED_METRIC}{{{ksm}}})"
+    )
+    capacity = f"count by (namespace, podgroup) ({_pods_of_gangs(_UNSCHEDULABLE)})"
     checks = {
         "quota": f"{GANG_PENDING_RULE} and on(namespace, podgroup) {GANG_QUOTA_SHORTFALL_RULE}",
         "queue": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({phase('Pending')})",
@@ -758,6 +880,7 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         f'label_replace({check}, "reason", "{reason}", "", "")' for reason, check in checks.items()
     )
     return [
+        record(GANG_LIVE_RULE, f"0 * {members} + time()"),
         record(GANG_PENDING_RULE, with_queue),
         *shortfall,
         record(GANG_PENDING_REASON_RULE, reasons),
@@ -769,13 +892,17 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             "{{ $labels.queue }}) pending for {{ $value | humanizeDuration }}: "
             + GANG_PENDING_REASON_TEMPLATE,
             description=f"A pod of the gang has waited for a node for more than {minutes} "
-            "minutes (observability.gangPendingAlertMinutes). The reason says why: quota (the "
-            "gang lacks pods and its team quota has less left of a resource than one of its "
-            f"pods requests; {GANG_QUOTA_SHORTFALL_RULE} names the resource), queue (the "
-            "Volcano queue has not admitted the gang: no room under its capability or an "
-            "ancestor's), capacity (admitted, but no node fits and Karpenter has not launched "
-            "one) or unknown. The reason is read when the "
-            "alert is sent, not a label, so a change of reason is the same alert.",
+            "minutes (observability.gangPendingAlertMinutes), or the gang has had no live pod "
+            "for that long since its PodGroup was made or its pods last lived. The reason "
+            "says why: quota (the gang lacks pods and its team quota has less left of a "
+            "resource than one of its pods requests, or than its PodGroup's minResources "
+            "divided by its minMember where it has no pod; "
+            f"{GANG_QUOTA_SHORTFALL_RULE} names the resource), queue (the Volcano queue has "
+            "not admitted the gang: no room under its capability or an ancestor's), capacity "
+            "(admitted, but no node fits and Karpenter has not launched one) or unknown (for "
+            "a gang without pods: something other than a quota it can judge refuses them; "
+            "its job's and Jobs' events say what). The reason is read when the alert is sent, "
+            "not a label, so a change of reason is the same alert.",
         ),
     ]
 
@@ -803,7 +930,12 @@ def neuron_attribution_rules() -> list[dict[str, Any]]:
     (components/workloads.py ``node_resources``), so this is the pod's own; where two pods
     hold devices of one node, each gets the node's mean. The bridge reports the cores that a
     Neuron runtime has loaded, so the mean is over the cores in use, per logical NeuronCore
-    on Trn2 (dev-tools.rst, Neuron Developer Tools 2.20.204.0).
+    on Trn2 (dev-tools.rst, Neuron Developer Tools 2.20.204.0). A node with no runtime
+    loaded, whose pods hold devices and run no model yet (or have stopped), has no
+    utilisation series at all; its holders get 0 where the node's neuron-monitor is scraped
+    (``up`` of its job, which carries ``node`` from the target's relabeling), and nothing
+    where it is not, so a dashboard counts idle accelerators and does not show a monitor
+    that is down as idle.
     """
     ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
     names = "|".join(ksm_resource(r) for r in (catalog.NEURON_RESOURCE, *OTHER_NEURON_RESOURCES))
@@ -812,8 +944,18 @@ def neuron_attribution_rules() -> list[dict[str, Any]]:
         f'resource=~"{names}", node!=""}} > 0) and on(namespace, pod) '
         f'(max by (namespace, pod) (kube_pod_status_phase{{{ksm}, phase="Running"}}) == 1)'
     )
-    per_node = f'avg by (node) (neuroncore_utilization_ratio{{job="{NEURON_MONITOR_JOB}"}})'
-    return [record(NEURON_POD_UTILIZATION_RULE, f"{per_node} * on(node) group_right() ({holders})")]
+    neuron = f'job="{NEURON_MONITOR_JOB}"'
+    per_node = f"avg by (node) (neuroncore_utilization_ratio{{{neuron}}})"
+    # A holder on a node whose monitor is scraped and reports no loaded core is idle: 0, not
+    # absent, so that dashboards count it. A node whose monitor is down stays absent.
+    monitored = f"max by (node) (up{{{neuron}}}) == 1"
+    idle = f"0 * ({holders} and on(node) ({monitored}))"
+    return [
+        record(
+            NEURON_POD_UTILIZATION_RULE,
+            f"({per_node} * on(node) group_right() ({holders})) or on(namespace, pod) {idle}",
+        )
+    ]
 
 
 def capacity_rules() -> list[dict[str, Any]]:
