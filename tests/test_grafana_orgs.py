@@ -34,7 +34,7 @@ from components.observability.grafana_orgs import (
 )
 from components.observability.metrics_stack import DASHBOARD_FOLDER_ANNOTATION, monitoring_values
 from synth.run import StackResult
-from tests.config_problems import assert_reported
+from tests.config_problems import MISSING, assert_reported
 from tests.conftest import stack_data
 
 CONFIG_MAP: Final = "kubernetes:core/v1:ConfigMap"
@@ -156,6 +156,28 @@ def test_group_names_grafanas_org_mapping_cannot_hold_are_refused() -> None:
     data = _two_teams()
     data["teams"][1]["memberGroups"] = ["ads:engineers"]
     assert_reported(data, "platform.teams[1].memberGroups", "ads:engineers", "a group without ':'")
+
+
+def test_with_oidc_someone_always_reaches_the_fleets_organisation() -> None:
+    """With OIDC only observability.grafana.adminGroups map to organisation 1 (the login form
+    is off), so a stack without one would lock everybody out of the fleet's dashboards."""
+    for stack in ("dev", "staging"):
+        data = stack_data(stack)
+        oauth = _oauth(data)
+        (admin, *_) = parse_platform_config(data).observability.grafana.admin_groups
+        assert (grafana_login(oauth, {"groups": [admin]}) or {}).get(1) == "Admin", stack
+    data = stack_data("dev")
+    del data["observability"]["grafana"]["adminGroups"]
+    assert_reported(data, "platform.observability.grafana.adminGroups", MISSING, "Fleet")
+    data["observability"]["grafana"]["adminGroups"] = []
+    assert_reported(data, "platform.observability.grafana.adminGroups", [], "platform's admins")
+    # Without Grafana, or without OIDC (port-forward with the chart's admin), none is needed.
+    data["observability"]["grafana"]["enabled"] = False
+    parse_platform_config(data)
+    data = stack_data("dev")
+    del data["oidc"], data["observability"]["grafana"]["adminGroups"]
+    data["notebooks"]["authenticator"] = "dummy"
+    parse_platform_config(data)
 
 
 def _release_values(run: StackResult) -> dict[str, Any]:
