@@ -10,9 +10,12 @@ script against a stand-in for Grafana's HTTP API.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,7 +37,7 @@ from components.observability.grafana_orgs import (
 )
 from components.observability.metrics_stack import DASHBOARD_FOLDER_ANNOTATION, monitoring_values
 from synth.run import StackResult
-from tests.config_problems import assert_reported
+from tests.config_problems import MISSING, assert_reported
 from tests.conftest import stack_data
 
 CONFIG_MAP: Final = "kubernetes:core/v1:ConfigMap"
@@ -158,6 +161,28 @@ def test_group_names_grafanas_org_mapping_cannot_hold_are_refused() -> None:
     assert_reported(data, "platform.teams[1].memberGroups", "ads:engineers", "a group without ':'")
 
 
+def test_with_oidc_someone_always_reaches_the_fleets_organisation() -> None:
+    """With OIDC only observability.grafana.adminGroups map to organisation 1 (the login form
+    is off), so a stack without one would lock everybody out of the fleet's dashboards."""
+    for stack in ("dev", "staging"):
+        data = stack_data(stack)
+        oauth = _oauth(data)
+        (admin, *_) = parse_platform_config(data).observability.grafana.admin_groups
+        assert (grafana_login(oauth, {"groups": [admin]}) or {}).get(1) == "Admin", stack
+    data = stack_data("dev")
+    del data["observability"]["grafana"]["adminGroups"]
+    assert_reported(data, "platform.observability.grafana.adminGroups", MISSING, "Fleet")
+    data["observability"]["grafana"]["adminGroups"] = []
+    assert_reported(data, "platform.observability.grafana.adminGroups", [], "platform's admins")
+    # Without Grafana, or without OIDC (port-forward with the chart's admin), none is needed.
+    data["observability"]["grafana"]["enabled"] = False
+    parse_platform_config(data)
+    data = stack_data("dev")
+    del data["oidc"], data["observability"]["grafana"]["adminGroups"]
+    data["notebooks"]["authenticator"] = "dummy"
+    parse_platform_config(data)
+
+
 def _release_values(run: StackResult) -> dict[str, Any]:
     (release,) = [r for r in run.records if r.type == RELEASE and r.inputs["name"] == "monitoring"]
     values: dict[str, Any] = release.inputs["values"]["grafana"]
@@ -204,6 +229,9 @@ def test_each_dashboard_lands_in_its_organisations_folder(
         {"name": orgs_module.PROVIDERS_VOLUME, "mountPath": PROVIDERS_PATH}
     ]
     (container,) = yaml.safe_load(grafana["extraContainers"])
+    # No probe: a failing one would make the pod unready and take every organisation offline
+    # (the script never exits and says its state in its log instead).
+    assert not {"readinessProbe", "livenessProbe", "startupProbe"} & set(container)
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts[orgs_module.PROVIDERS_VOLUME] == orgs_module.PROVIDERS_MOUNT
     context = container["securityContext"]
@@ -225,7 +253,9 @@ class _FakeGrafana(BaseHTTPRequestHandler):
     """Grafana's HTTP API as the script uses it: organisations (autoincrement ids from 1, the
     creator made a member), datasources per organisation by uid, and the dashboards' reload,
     which refuses a provider of an organisation that does not exist (Grafana's
-    ``CheckOrgExists``)."""
+    ``CheckOrgExists``). ``state["failures"]`` maps ``"<METHOD> <path>"`` to the failures its
+    next requests meet, in order: ``locked`` (a 500, SQLite's "database is locked") or ``drop``
+    (the connection closed without an answer)."""
 
     state: dict[str, Any]
 
@@ -240,6 +270,17 @@ class _FakeGrafana(BaseHTTPRequestHandler):
     def _body(self) -> Any:
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
+    def _failed(self) -> bool:
+        """Whether this request meets one of the planned failures (then answered or dropped)."""
+        planned = self.state.get("failures", {}).get(f"{self.command} {self.path}", [])
+        if not planned:
+            return False
+        if planned.pop(0) == "drop":
+            self.close_connection = True
+        else:
+            self._reply(500, {"message": "database is locked"})
+        return True
+
     def log_message(self, *_: Any) -> None:
         pass
 
@@ -247,6 +288,8 @@ class _FakeGrafana(BaseHTTPRequestHandler):
         orgs = self.state["orgs"]
         if self.path == "/api/health":
             return self._reply(200, {"database": "ok"})
+        if self._failed():
+            return None
         if self.path.startswith("/api/orgs/name/"):
             name = self.path.rsplit("/", 1)[1]
             found = [i for i, n in orgs.items() if n == name]
@@ -257,6 +300,8 @@ class _FakeGrafana(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         state, org = self.state, int(self.headers.get("X-Grafana-Org-Id", "1"))
+        if self._failed():
+            return None
         if self.path == "/api/orgs":
             state["next"] += 1
             state["orgs"][state["next"]] = self._body()["name"]
@@ -276,6 +321,8 @@ class _FakeGrafana(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         state, org = self.state, int(self.headers.get("X-Grafana-Org-Id", "1"))
+        if self._failed():
+            return None
         if self.path == "/api/orgs/1":
             state["orgs"][1] = self._body()["name"]
             return self._reply(200, {"message": "Organization updated"})
@@ -301,60 +348,126 @@ def _grafana(state: dict[str, Any]) -> Iterator[str]:
         server.server_close()
 
 
-def _bootstrap(url: str, plan: Path, providers: Path) -> subprocess.CompletedProcess[str]:
-    """Run the script until it says it is ready (it then sleeps for the pod's life)."""
-    # The script's last line sleeps forever; here a ready script stops instead.
-    script = (plan / "bootstrap.sh").read_text().replace("while :; do sleep 3600; done", "")
-    assert script != (plan / "bootstrap.sh").read_text()
-    environment = {"PATH": "/usr/bin:/bin", "GRAFANA_URL": url, "ORGS_PLAN": str(plan),
-                   "PROVIDERS": str(providers), "GF_ADMIN_USER": "admin",
-                   "GF_ADMIN_PASSWORD": "secret"}  # fmt: skip
-    return subprocess.run(
-        ["sh", "-c", script], env=environment, capture_output=True, text=True, timeout=30,
-        check=False,
-    )  # fmt: skip
+READY: Final = "grafana-orgs: ready"
+DEGRADED: Final = "grafana-orgs: degraded:"
 
 
-@pytest.mark.skipif(
-    shutil.which("curl") is None or shutil.which("sh") is None, reason="needs sh and curl"
-)
-def test_the_script_makes_the_planned_organisations_once_and_stops_on_another_id(
-    tmp_path: Path,
-) -> None:
+def _bootstrap(url: str, plan: Path, **environment: str) -> tuple[str, str]:
+    """Run the script until it says its state; it must still be running then (it never exits:
+    a stopped container would take Grafana's pod out of its Service). Returns its stdout and
+    stderr."""
+    out, err = plan.parent / "stdout", plan.parent / "stderr"
+    env = {"PATH": "/usr/bin:/bin", "GRAFANA_URL": url, "ORGS_PLAN": str(plan),
+           "PROVIDERS": str(plan.parent / "providers"), "GF_ADMIN_USER": "admin",
+           "GF_ADMIN_PASSWORD": "secret", "RETRY_FIRST_SECONDS": "0", **environment}  # fmt: skip
+    with out.open("w") as stdout, err.open("w") as stderr:
+        # Its own session, so its sleep is stopped with it.
+        script = subprocess.Popen(
+            ["sh", str(plan / "bootstrap.sh")], env=env, stdout=stdout, stderr=stderr,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not any(s in out.read_text() for s in (READY, DEGRADED)):
+            assert script.poll() is None, f"it exited {script.returncode}: {err.read_text()}"
+            assert time.monotonic() < deadline, err.read_text()
+            time.sleep(0.02)
+        time.sleep(0.1)
+        assert script.poll() is None, f"it exited {script.returncode}: {err.read_text()}"
+    finally:
+        os.killpg(script.pid, signal.SIGTERM)
+        script.wait(timeout=10)
+    return out.read_text(), err.read_text()
+
+
+def _plan_dirs(tmp_path: Path) -> Path:
+    """The plan of two teams (ads id 2, ml-dev id 3) as the container mounts it, and an empty
+    providers directory beside it."""
     config = parse_platform_config(_two_teams())
-    plan, providers = tmp_path / "plan", tmp_path / "providers"
-    plan.mkdir()
-    providers.mkdir()
+    plan = tmp_path / "plan"
+    plan.mkdir(parents=True)
+    (tmp_path / "providers").mkdir()
     for name, text in orgs_config_map_data(grafana_orgs(config.teams)).items():
         (plan / name).write_text(text)
-    state: dict[str, Any] = {"orgs": {1: "Main Org."}, "next": 1, "datasources": {},
-                             "reloads": 0, "providers": str(providers)}  # fmt: skip
+    return plan
+
+
+def _state(plan: Path, orgs: dict[int, str], **more: Any) -> dict[str, Any]:
+    return {"orgs": orgs, "next": max(orgs), "datasources": {}, "reloads": 0,
+            "providers": str(plan.parent / "providers"), **more}  # fmt: skip
+
+
+def _providers(plan: Path) -> list[str]:
+    return sorted(p.name for p in (plan.parent / "providers").iterdir())
+
+
+needs_curl = pytest.mark.skipif(
+    shutil.which("curl") is None or shutil.which("sh") is None, reason="needs sh and curl"
+)
+
+
+@needs_curl
+def test_the_script_makes_the_planned_organisations_once(tmp_path: Path) -> None:
+    plan = _plan_dirs(tmp_path)
+    state = _state(plan, {1: "Main Org."})
     with _grafana(state) as url:
-        first = _bootstrap(url, plan, providers)
-        assert first.returncode == 0, first.stderr
+        out, err = _bootstrap(url, plan)
+        assert out.splitlines()[-1] == READY, err
         assert state["orgs"] == {1: FLEET_ORG, 2: "ads", 3: "ml-dev"}
         # Each team's organisation has its Prometheus; the fleet's keeps the chart's.
         assert set(state["datasources"]) == {(2, "prometheus"), (3, "prometheus")}
-        assert sorted(p.name for p in providers.iterdir()) == [
-            "org-1.yaml",
-            "org-2.yaml",
-            "org-3.yaml",
-        ]
+        assert _providers(plan) == ["org-1.yaml", "org-2.yaml", "org-3.yaml"]
         assert state["reloads"] == 1
         # Again (the container restarted): it finds what it made and makes nothing more.
-        again = _bootstrap(url, plan, providers)
-        assert again.returncode == 0, again.stderr
+        out, err = _bootstrap(url, plan)
+        assert out.splitlines()[-1] == READY, err
         assert state["orgs"] == {1: FLEET_ORG, 2: "ads", 3: "ml-dev"} and state["next"] == 3
         assert len(state["datasources"]) == 2
-    # An organisation that got another id (here one made by hand first) stops it before any
-    # provider of that organisation is written: org_mapping would let the wrong team in.
-    for provider in providers.iterdir():
-        provider.unlink()
-    state = {"orgs": {1: "Main Org.", 2: "by-hand"}, "next": 2, "datasources": {},
-             "reloads": 0, "providers": str(providers)}  # fmt: skip
+
+
+@needs_curl
+def test_the_script_waits_out_a_passing_failure_and_leaves_out_only_what_stays_broken(
+    tmp_path: Path,
+) -> None:
+    """Grafana's database locked while the sidecars reload, or no answer: each is tried again,
+    logged, and Grafana stays up whatever happens."""
+    plan = _plan_dirs(tmp_path)
+    flaky = {"POST /api/orgs": ["locked", "drop"]}  # fails twice, then succeeds
+    state = _state(plan, {1: "Main Org."}, failures=flaky)
     with _grafana(state) as url:
-        wrong = _bootstrap(url, plan, providers)
-    assert wrong.returncode == 1
-    assert "organisation ads has id 3, the plan says 2" in wrong.stderr
-    assert sorted(p.name for p in providers.iterdir()) == ["org-1.yaml"]
-    assert state["reloads"] == 0
+        out, err = _bootstrap(url, plan)
+    assert out.splitlines()[-1] == READY, err
+    assert state["orgs"] == {1: FLEET_ORG, 2: "ads", 3: "ml-dev"} and not flaky["POST /api/orgs"]
+    assert "create organisation ads: try 1 of 8: HTTP 500" in err
+    assert "database is locked" in err
+    assert "create organisation ads: try 2 of 8: no answer" in err
+    assert _providers(plan) == ["org-1.yaml", "org-2.yaml", "org-3.yaml"]
+    # A failure that outlasts the tries leaves that organisation out of this pass; the others
+    # are made and served, and the state says which one is missing.
+    plan = _plan_dirs(tmp_path / "again")
+    broken = {"PUT /api/datasources/uid/prometheus": ["locked"] * 2}  # ads's, tried twice
+    state = _state(plan, {1: "Main Org."}, failures=broken)
+    with _grafana(state) as url:
+        out, err = _bootstrap(url, plan, RETRY_TRIES="2")
+    assert out.splitlines()[-1] == f"{DEGRADED} ads", err
+    assert "could not update ads's datasource after 2 tries: HTTP 500" in err
+    assert set(state["datasources"]) == {(3, "prometheus")}
+    assert _providers(plan) == ["org-1.yaml", "org-3.yaml"] and state["reloads"] == 1
+
+
+@needs_curl
+def test_an_organisation_with_another_id_is_left_out_and_the_others_are_made(
+    tmp_path: Path,
+) -> None:
+    """org_mapping names ids: an organisation with another id would let the wrong team in, so
+    it gets no datasource and no dashboards; the fleet's and the other teams' are served."""
+    plan = _plan_dirs(tmp_path)
+    # ml-dev made by hand at its planned id first: ads then gets id 4, not 2.
+    state = _state(plan, {1: "Main Org.", 3: "ml-dev"})
+    with _grafana(state) as url:
+        out, err = _bootstrap(url, plan)
+    assert out.splitlines()[-1] == f"{DEGRADED} ads", err
+    assert "ERROR: organisation ads has id 4, the plan says 2" in err
+    assert state["orgs"] == {1: FLEET_ORG, 3: "ml-dev", 4: "ads"}
+    assert set(state["datasources"]) == {(3, "prometheus")}
+    assert _providers(plan) == ["org-1.yaml", "org-3.yaml"] and state["reloads"] == 1

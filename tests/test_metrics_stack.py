@@ -405,7 +405,7 @@ def test_with_the_load_balancer_grafana_is_open_to_the_client_networks_only(
     # OIDC behind the load balancer needs Grafana's address, or the login redirect is
     # localhost's.
     assert_reported(data, "platform.observability.grafana.url", MISSING, "localhost redirect")
-    data["observability"]["grafana"] = {"url": "https://grafana.example.com"}
+    data["observability"]["grafana"]["url"] = "https://grafana.example.com"
     run = run_component(parts.observability, data, "dev")
     server = _values_of(run)["grafana"]["grafana.ini"]["server"]
     assert server == {"root_url": "https://grafana.example.com", "domain": "grafana.example.com"}

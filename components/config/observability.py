@@ -40,7 +40,10 @@ class GrafanaConfig(StrictModel):
         description="OIDC groups whose members administer Grafana: Admin in the fleet's "
         "organisation and in every team's. A team's memberGroups view its organisation (its "
         "dashboards only) and its adminGroups edit it; nobody else logs in. Used only where "
-        "the oidc section is set. No group may contain ':'. Default: none.",
+        "the oidc section is set, and required there while Grafana is enabled: the login "
+        "form is off and Grafana keeps each user in the organisations their groups map to "
+        "only, so without an admin group nobody opens the fleet's organisation. No group may "
+        "contain ':'. Default: none.",
     )
     url: HttpsUrl | None = Field(
         default=None,
@@ -156,6 +159,19 @@ def observability_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             "through the load balancer can log in",
         )
     if grafana.enabled and config.oidc.client_id is not None:
+        if not grafana.admin_groups:
+            # Grafana's org sync keeps an OAuth user in the organisations org_mapping gives
+            # them and removes them from every other (grafana/grafana v13.2.0
+            # pkg/services/authn/authnimpl/sync/org_sync.go, SyncOrgRolesHook), and only
+            # adminGroups map to organisation 1; the login form is off (grafana_ini).
+            yield ConfigProblem(
+                f"{CONFIG_KEY}.observability.grafana.adminGroups",
+                grafana.admin_groups if "admin_groups" in grafana.model_fields_set else MISSING,
+                "at least one OIDC group of the platform's admins while Grafana logs in through "
+                "the oidc section: only these groups reach the Fleet organisation and its "
+                "dashboards (the login form is off, and a team's groups map to its own "
+                "organisation only); or observability.grafana.enabled: false",
+            )
         yield from _org_mapping_problems(config)
     yield from _efa_exporter_problems(config)
 

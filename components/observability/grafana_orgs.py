@@ -32,13 +32,18 @@ container in Grafana's pod (:func:`bootstrap_container`) once Grafana answers, b
 - Grafana keeps no volume, so each pod starts from an empty database with organisation 1, and
   the container creates the teams' organisations in the order of their names: the team sorted
   ``n``-th gets id ``n + 1`` (:func:`grafana_orgs`), the id ``org_mapping`` names. It checks
-  every id it gets against that plan and stops, loudly, on any other.
+  every id it gets against that plan and, loudly, leaves an organisation with any other id
+  without datasource and dashboards, while the rest are served.
 - A change of the teams changes the plan, whose digest is an annotation of Grafana's pods
   (:func:`plan_digest`): Grafana restarts on an empty database and the ids are again the plan's.
   A restart of Grafana's container alone keeps the pod's database, organisations included.
 - Only then does the container write each organisation's dashboard provider (Grafana's own
   dashboard providers directory is an empty volume it fills) and create its datasource through
   the HTTP API, and ask Grafana to reload its dashboards.
+- It never stops: the pod is Ready only while each of its containers runs, so a container that
+  exited would take Grafana's Service, every organisation, away for one organisation's fault.
+  A request that may succeed later is tried again; what stays broken is logged and named in
+  its state line, and tried again on the next pass.
 """
 
 from __future__ import annotations
@@ -229,13 +234,32 @@ BOOTSTRAP_SCRIPT: Final = r"""#!/bin/sh
 # Creates Grafana's team organisations with the ids of the plan, then their datasources and
 # dashboard providers (components/observability/grafana_orgs.py). Idempotent: run again, it
 # finds what it made. Grafana's HTTP API: /api/orgs, /api/datasources, /api/admin/provisioning.
-set -eu
+# It never exits: a container of Grafana's pod that stops takes the pod out of its Service, and
+# every organisation with it. What it cannot do it logs and leaves out, and says its state:
+# "grafana-orgs: ready", or "grafana-orgs: degraded: <organisations>" and another pass later.
+set -u
 api="${GRAFANA_URL:-http://localhost:3000}"
 plan="${ORGS_PLAN:-/etc/grafana-orgs}"
 providers="${PROVIDERS:-/providers}"
 auth="${GF_ADMIN_USER}:${GF_ADMIN_PASSWORD}"
+tries="${RETRY_TRIES:-8}"
+first_delay="${RETRY_FIRST_SECONDS:-1}"
+max_delay="${RETRY_MAX_SECONDS:-30}"
+pass_delay="${PASS_SECONDS:-300}"
 
-# call METHOD PATH ORG [BODY-FILE]: prints the body, then the status on the last line.
+log() { echo "grafana-orgs: $*" >&2; }
+status() { printf '%s\n' "$1" | tail -n 1; }
+# said ANSWER: the answer on one line.
+said() {
+  if [ "$(status "$1")" = 000 ]; then
+    echo "no answer"
+  else
+    echo "HTTP $(status "$1") $(printf '%s\n' "$1" | sed '$d' | tr '\n' ' ')"
+  fi
+}
+
+# call METHOD PATH ORG [BODY-FILE]: prints the body, then the status on the last line (000:
+# no answer).
 call() {
   if [ -n "${4:-}" ]; then
     curl -sS -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" -H 'Content-Type: application/json' \
@@ -244,46 +268,128 @@ call() {
     curl -sS -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" -w '\n%{http_code}' "$api$2"
   fi
 }
-status() { printf '%s\n' "$1" | tail -n 1; }
-fail() { echo "grafana-orgs: $*" >&2; exit 1; }
 
-until curl -fsS "$api/api/health" >/dev/null 2>&1; do sleep 2; done
-while read -r id name; do
-  [ -n "$id" ] || continue
-  if [ "$id" = 1 ]; then
-    out=$(call PUT /api/orgs/1 1 "$plan/org-1.json")
-    [ "$(status "$out")" = 200 ] || fail "could not name organisation 1 $name: $out"
-  else
-    out=$(call GET "/api/orgs/name/$name" 1)
-    case "$(status "$out")" in
-      200) got=$(printf '%s\n' "$out" | sed -n 's/^{ *"id": *\([0-9]*\).*/\1/p') ;;
-      404)
-        out=$(call POST /api/orgs 1 "$plan/org-$id.json")
-        [ "$(status "$out")" = 200 ] || fail "could not create organisation $name: $out"
-        got=$(printf '%s\n' "$out" | sed -n 's/.*"orgId": *\([0-9]*\).*/\1/p') ;;
-      *) fail "could not look up organisation $name: $out" ;;
+# request WHAT METHOD PATH ORG [BODY-FILE]: call, and again while the failure may pass (no
+# answer, 429, a 5xx such as SQLite's "database is locked" while the sidecars reload), each
+# logged, first_delay seconds later, doubling up to max_delay, tries times in all. Prints the
+# last answer as call does; fails when the tries are spent.
+request() {
+  what=$1
+  shift
+  try=1
+  delay=$first_delay
+  while :; do
+    answer=$(call "$@")
+    case "$(status "$answer")" in
+      000 | 429 | 5??) ;;
+      *)
+        printf '%s\n' "$answer"
+        return 0
+        ;;
     esac
-    [ "$got" = "$id" ] || fail "organisation $name has id $got, the plan says $id: org_mapping \
-would let the wrong team in; restart the Grafana pod (its database is empty at start)"
-    out=$(call PUT /api/datasources/uid/prometheus "$id" "$plan/datasource.json")
-    case "$(status "$out")" in
-      200) ;;
-      404)
-        out=$(call POST /api/datasources "$id" "$plan/datasource.json")
-        [ "$(status "$out")" = 200 ] || fail "could not add $name's datasource: $out" ;;
-      *) fail "could not update $name's datasource: $out" ;;
-    esac
+    if [ "$try" -ge "$tries" ]; then
+      log "could not $what after $try tries: $(said "$answer")"
+      return 1
+    fi
+    log "$what: try $try of $tries: $(said "$answer"); again in ${delay}s"
+    sleep "$delay"
+    try=$((try + 1))
+    delay=$((delay * 2))
+    [ "$delay" -le "$max_delay" ] || delay=$max_delay
+  done
+}
+
+# ok WHAT METHOD PATH ORG [BODY-FILE]: request, which must answer 200; prints the answer.
+ok() {
+  answer=$(request "$@") || return 1
+  if [ "$(status "$answer")" != 200 ]; then
+    log "could not $1: $(said "$answer")"
+    return 1
   fi
-  cp "$plan/provider-$id.yaml" "$providers/org-$id.yaml"
-done < "$plan/orgs"
-out=$(call POST /api/admin/provisioning/dashboards/reload 1)
-[ "$(status "$out")" = 200 ] || fail "could not reload the dashboards: $out"
+  printf '%s\n' "$answer"
+}
+
+# team ID NAME: the team's organisation with id ID (made if missing) and its Prometheus
+# datasource; fails, logged, where either is not so.
+team() {
+  out=$(request "look up organisation $2" GET "/api/orgs/name/$2" 1) || return 1
+  case "$(status "$out")" in
+    200) got=$(printf '%s\n' "$out" | sed -n 's/^{ *"id": *\([0-9]*\).*/\1/p') ;;
+    404)
+      out=$(ok "create organisation $2" POST /api/orgs 1 "$plan/org-$1.json") || return 1
+      got=$(printf '%s\n' "$out" | sed -n 's/.*"orgId": *\([0-9]*\).*/\1/p')
+      ;;
+    *)
+      log "could not look up organisation $2: $(said "$out")"
+      return 1
+      ;;
+  esac
+  if [ "$got" != "$1" ]; then
+    log "ERROR: organisation $2 has id ${got:-unknown}, the plan says $1: org_mapping would" \
+      "let the wrong team in, so it gets no datasource and no dashboards; restart the" \
+      "Grafana pod (its database is empty at start)"
+    return 1
+  fi
+  out=$(request "update $2's datasource" PUT /api/datasources/uid/prometheus "$1" \
+    "$plan/datasource.json") || return 1
+  case "$(status "$out")" in
+    200) ;;
+    404) ok "add $2's datasource" POST /api/datasources "$1" "$plan/datasource.json" >/dev/null ;;
+    *)
+      log "could not update $2's datasource: $(said "$out")"
+      return 1
+      ;;
+  esac
+}
+
+# pass: one run over the plan; sets degraded to what it could not make, empty when all is made.
+pass() {
+  degraded=""
+  while read -r id name; do
+    [ -n "$id" ] || continue
+    if [ "$id" = 1 ]; then
+      # Organisation 1 is there whatever its name: its dashboards are served either way.
+      ok "name organisation 1 $name" PUT /api/orgs/1 1 "$plan/org-1.json" >/dev/null ||
+        degraded="$degraded $name"
+    elif ! team "$id" "$name"; then
+      degraded="$degraded $name"
+      continue
+    fi
+    cp "$plan/provider-$id.yaml" "$providers/org-$id.yaml" || degraded="$degraded $name"
+  done <"$plan/orgs"
+  ok "reload the dashboards" POST /api/admin/provisioning/dashboards/reload 1 >/dev/null ||
+    degraded="$degraded dashboards-reload"
+}
+
+log "waiting for Grafana at $api"
+until curl -fsS "$api/api/health" >/dev/null 2>&1; do sleep 2; done
+while :; do
+  pass
+  [ -n "$degraded" ] || break
+  echo "grafana-orgs: degraded:$degraded"
+  sleep "$pass_delay"
+done
 echo "grafana-orgs: ready"
 while :; do sleep 3600; done
 """
 """The bootstrap container's script (POSIX sh and curl, the image's). It runs beside Grafana
 for the pod's life: a Kubernetes Job would run once, while Grafana's organisations live in the
 pod's empty database and must be made again by every new pod.
+
+It never exits, and the container has no probe: a container that stops (CrashLoopBackOff) or
+fails a readiness probe makes the pod unready, and an unready pod is no endpoint of Grafana's
+Service, which would take every organisation offline for one's fault. Instead:
+
+- a request without an answer, or answered 429 or 5xx (SQLite's "database is locked" while
+  the chart's sidecars reload Grafana's provisioning), is tried again after 1, 2, 4, ... up to
+  30 seconds, 8 times in all (``RETRY_TRIES``, ``RETRY_FIRST_SECONDS``,
+  ``RETRY_MAX_SECONDS``), each failure logged;
+- an organisation it cannot make as planned (its id is not the plan's, or a request failed
+  for good) gets neither datasource nor dashboard provider, the others are made, and the pass
+  ends with ``grafana-orgs: degraded: <organisations>`` on its standard output; it runs the
+  whole pass again 5 minutes later (``PASS_SECONDS``), and says ``grafana-orgs: ready`` once
+  everything is made. Organisation 1 always exists, so its dashboards are served even where
+  its renaming failed.
 
 What it relies on in Grafana's HTTP API (grafana/grafana v13.2.0): ``POST /api/orgs`` makes the
 caller a member of the new organisation and answers its ``orgId`` (pkg/api/org.go,
