@@ -25,6 +25,7 @@ from components.slurm import (
     chart_rendered,
 )
 from components.slurm import RELEASE as SLURM_RELEASE
+from synth.helm_values import helm_coalesced
 from synth.mariadb_pod import mariadb_pod_template
 
 RUNTIME_KINDS: Final = ("TrainingRuntime", "ClusterTrainingRuntime")
@@ -537,27 +538,6 @@ def operator_pod_spec(base: Mapping[str, Any], merge: Mapping[str, Any]) -> dict
     joined = {key: _joined(list(base.get(key) or []), own.pop(key, [])) for key in MERGE_LISTS}
     merged: dict[str, Any] = strategic_merge(spec, own)
     merged.update({key: containers for key, containers in joined.items() if containers})
-    return merged
-
-
-def helm_coalesced(defaults: Any, values: Any) -> Any:
-    """``values`` over a chart's ``values.yaml`` as Helm coalesces them before rendering.
-
-    Maps merge recursively, anything else in ``values`` replaces the default (an empty list
-    too, unlike :func:`chart_merged`), and a null removes it.
-
-    Args:
-        defaults: the chart's values.
-        values: the release's values.
-    """
-    if not (isinstance(defaults, Mapping) and isinstance(values, Mapping)):
-        return copy.deepcopy(values)
-    merged = {key: copy.deepcopy(value) for key, value in defaults.items()}
-    for key, value in values.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = helm_coalesced(defaults[key], value) if key in defaults else value
     return merged
 
 

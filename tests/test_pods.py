@@ -12,9 +12,9 @@ from components import kuberay, versions
 from components.config.pools import GENERAL_POOL
 from components.platform import validated_config
 from components.slurm import DATABASE_POD_LABELS
+from synth.helm_values import helm_coalesced
 from synth.pods import (
     chart_merged,
-    helm_coalesced,
     login_set_pods,
     mariadb_pod,
     node_set_pod,
