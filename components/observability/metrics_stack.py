@@ -28,6 +28,8 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from components import versions
+from components.acceptance_gate import TOKEN_DIR as API_TOKEN_DIR
+from components.acceptance_gate import api_token_projection
 from components.config import OidcConfig, PlatformConfig, TeamConfig
 from components.helm import with_system_placement
 from components.metric_names import (
@@ -133,10 +135,46 @@ OPERATOR_RESOURCES: Final = {
     "requests": {"cpu": "100m", "memory": "128Mi"},
     "limits": {"memory": "512Mi"},
 }
+CONFIG_RELOADER_RESOURCES: Final = {
+    "requests": {"cpu": "10m", "memory": "50Mi"},
+    "limits": {"memory": "50Mi"},
+}
+"""The config reloader beside Prometheus and Alertmanager: the operator's own defaults
+(prometheus-operator v0.93.0 cmd/operator/main.go, ``defaultReloaderCPU``,
+``defaultReloaderMemory``) less the CPU limit. The chart passes none unless
+``prometheusOperator.prometheusConfigReloader.resources`` is set (kube-prometheus-stack 88.5.3
+templates/prometheus-operator/deployment.yaml, ``--config-reloader-*`` flags, 0 where unset)."""
+GRAFANA_SIDECAR_RESOURCES: Final = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"memory": "256Mi"},
+}
+"""Grafana's dashboard and datasource sidecars (k8s-sidecar: a Python watch of ConfigMaps), which
+the chart leaves unbounded (grafana 12.11.1 values.yaml ``sidecar.resources``, its example 50m
+and 50Mi; templates/_pod.tpl copies it into each sidecar)."""
 ALERTMANAGER_STORAGE_GIB: Final = 2
 """Alertmanager's volume: its silences and notification log, a few MiB."""
 ALERTMANAGER_RETENTION: Final = "120h"
 """How long Alertmanager keeps resolved alerts and expired silences (the chart's default)."""
+
+API_TOKEN_VOLUME: Final = "api-token"
+"""The volume of the projected API token in the stack's pods that call the API server."""
+
+
+def api_token_volume() -> dict[str, Any]:
+    """The projected service account token, CA and namespace, as a pod volume.
+
+    No pod of the platform mounts its token automatically (CKV_K8S_38, closed by issue 39):
+    one that calls the API server turns the automatic mount off and mounts this where its
+    clients read the in-cluster credentials (:func:`api_token_mount`), in the containers that
+    call it only (:func:`components.acceptance_gate.api_token_projection`).
+    """
+    return {"name": API_TOKEN_VOLUME, "projected": api_token_projection()}
+
+
+def api_token_mount() -> dict[str, Any]:
+    """The mount of :func:`api_token_volume` where in-cluster clients read it."""
+    return {"name": API_TOKEN_VOLUME, "mountPath": API_TOKEN_DIR, "readOnly": True}
+
 
 DashboardSpec = tuple[str, str, str]
 """A dashboard as the dashboards lane hands it: (uid, folder, model JSON)."""
@@ -241,6 +279,13 @@ def prometheus_values(
         "retentionSize": retention_size(storage_gib),
         "storageSpec": volume_claim_template(storage_gib),
         "resources": PROMETHEUS_RESOURCES,
+        # Kubernetes service discovery calls the API server: the token only in the prometheus
+        # container, not the config reloader (the chart renders these three on the Prometheus,
+        # templates/prometheus/prometheus.yaml; prometheus-operator v0.93.0
+        # pkg/prometheus/server/statefulset.go mounts volumeMounts in that container).
+        "automountServiceAccountToken": False,
+        "volumes": [api_token_volume()],
+        "volumeMounts": [api_token_mount()],
     }
     if remote_write:
         spec["remoteWrite"] = remote_write
@@ -269,6 +314,11 @@ def alertmanager_values() -> dict[str, Any]:
             "retention": ALERTMANAGER_RETENTION,
             "storage": volume_claim_template(ALERTMANAGER_STORAGE_GIB),
             "resources": ALERTMANAGER_RESOURCES,
+            # Alertmanager never calls the API server (its config comes from a Secret the
+            # reloader reads as files), so no token is mounted: the chart renders this on the
+            # Alertmanager (templates/alertmanager/alertmanager.yaml) and the operator on its
+            # pods (prometheus-operator v0.93.0 pkg/alertmanager/statefulset.go).
+            "automountServiceAccountToken": False,
         },
     }
 
@@ -298,7 +348,15 @@ def kube_state_metrics_values(extra: Mapping[str, Any]) -> dict[str, Any]:
             ``metricLabelsAllowlist``, ``metricAnnotationsAllowList``, RBAC for the custom
             resources), keys of kube-state-metrics 8.4.0 values.yaml.
     """
-    return deep_merged({"resources": KUBE_STATE_METRICS_RESOURCES}, extra)
+    # It lists every object it exports: the token mounted explicitly (kube-state-metrics 8.4.0
+    # templates/deployment.yaml renders automountServiceAccountToken, volumes, volumeMounts).
+    own = {
+        "resources": KUBE_STATE_METRICS_RESOURCES,
+        "automountServiceAccountToken": False,
+        "volumes": [api_token_volume()],
+        "volumeMounts": [api_token_mount()],
+    }
+    return deep_merged(own, extra)
 
 
 def role_attribute_path(
@@ -442,9 +500,20 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
                 "searchNamespace": [MONITORING_NAMESPACE],
                 "folderAnnotation": DASHBOARD_FOLDER_ANNOTATION,
                 "provider": {"foldersFromFilesStructure": True, "allowUiUpdates": False},
+                "extraMounts": [api_token_mount()],
             },
-            "datasources": {"enabled": True, "uid": PROMETHEUS_DATASOURCE_UID},
+            "datasources": {
+                "enabled": True,
+                "uid": PROMETHEUS_DATASOURCE_UID,
+                "extraMounts": [api_token_mount()],
+            },
+            "resources": GRAFANA_SIDECAR_RESOURCES,
         },
+        # Only the sidecars call the API server (they watch ConfigMaps): the token in them,
+        # not in Grafana (grafana 12.11.1 templates/_pod.tpl: automountServiceAccountToken,
+        # extraContainerVolumes as written, each sidecar's extraMounts).
+        "automountServiceAccountToken": False,
+        "extraContainerVolumes": [api_token_volume()],
         "additionalDataSources": datasources(config.region),
     }
     if oidc is not None:
@@ -486,7 +555,21 @@ def monitoring_values(
             "kube-state-metrics": kube_state_metrics_values(extra_kube_state_metrics_values or {}),
             "alertmanager": alertmanager_values(),
             "grafana": grafana_values(config, oidc_secret=oidc_secret),
-            "prometheusOperator": {"resources": OPERATOR_RESOURCES},
+            "prometheusOperator": {
+                "resources": OPERATOR_RESOURCES,
+                # It reconciles through the API server: the token mounted explicitly
+                # (templates/prometheus-operator/deployment.yaml renders all three).
+                "automountServiceAccountToken": False,
+                "extraVolumes": [api_token_volume()],
+                "extraVolumeMounts": [api_token_mount()],
+                # The reloader beside Prometheus and Alertmanager: bounded, and probed on its
+                # /healthz (the chart's flag --enable-config-reloader-probes; prometheus-operator
+                # v0.93.0 pkg/operator/config_reloader.go, addProbes).
+                "prometheusConfigReloader": {
+                    "enableProbe": True,
+                    "resources": CONFIG_RELOADER_RESOURCES,
+                },
+            },
             "prometheus": prometheus_values(
                 observability.storage_gib, observability.retention_days, remote_write
             ),
