@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from synth.chart_pods import chart_pods
 from synth.engine import ResourceRecord
 from synth.pods import pods_of
 from synth.terraform import terraform_plan
@@ -102,7 +103,7 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
             release = helm_release_of(record)
             (helm_dir / f"{release['release']}.yaml").write_text(dump_yaml(release))
             releases[release["release"]] = release
-    pods = pods_of(manifests, releases)
+    pods = pods_of(manifests, releases, chart_pods(releases))
     pods_dir = directory / "pods"
     pods_dir.mkdir()
     for name, pod in pods.items():

@@ -926,7 +926,9 @@ def mariadb_pod(mariadb: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def pods_of(
-    manifests: Mapping[str, Any], releases: Mapping[str, Mapping[str, Any]] | None = None
+    manifests: Mapping[str, Any],
+    releases: Mapping[str, Mapping[str, Any]] | None = None,
+    rebuilt: Sequence[dict[str, Any]] = (),
 ) -> dict[str, dict[str, Any]]:
     """File name -> Pod for every pod the stack's custom resources stand for.
 
@@ -934,8 +936,10 @@ def pods_of(
         manifests: ``manifests/`` contents by file name.
         releases: ``helm/`` contents by release name (default: none); the ``slurm`` release's
             login sets are among the custom resources.
+        rebuilt: pods rebuilt elsewhere to write beside them (default: none), such as the
+            observability charts' (:func:`synth.chart_pods.chart_pods`).
     """
-    pods: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = list(rebuilt)
     slurm_release = (releases or {}).get(SLURM_RELEASE)
     if slurm_release is not None:
         pods += login_set_pods(slurm_release)

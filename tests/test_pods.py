@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import copy
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components import kuberay, versions
+from components.acceptance_gate import TOKEN_DIR
 from components.config.pools import GENERAL_POOL
 from components.platform import validated_config
 from components.slurm import DATABASE_POD_LABELS
+from synth.chart_pods import (
+    DCGM_EXPORTER_DEFAULTS,
+    GRAFANA_DEFAULTS,
+    KUBE_PROMETHEUS_STACK_DEFAULTS,
+    KUBE_STATE_METRICS_DEFAULTS,
+    UNVERIFIED_ANNOTATION,
+    UNVERIFIED_DEFAULTS,
+    chart_pods,
+    dcgm_exporter_pod,
+    monitoring_pods,
+)
 from synth.helm_values import helm_coalesced
 from synth.pods import (
     chart_merged,
@@ -26,6 +40,7 @@ from synth.pods import (
 from synth.run import StackResult
 from synth.yamlio import load_yaml
 from tests.conftest import STACKS, stack_data
+from tests.pod_security import refusals
 from tests.schemas import validation_errors
 
 
@@ -58,7 +73,8 @@ def test_every_replicated_job_and_node_set_is_written_as_a_pod(
         for p in ray_pods(m)
     }
     login_sets = (stack_data(stack).get("slurm") or {}).get("login")
-    accounting = _written(result, "helm")["slurm.yaml"]["values"]["accounting"]["enabled"]
+    releases = {r["release"]: r for r in _written(result, "helm").values()}
+    accounting = releases["slurm"]["values"]["accounting"]["enabled"]
     databases = [m for m in manifests.values() if m["kind"] == "MariaDB"]
     assert bool(databases) == accounting
     daemons = ["controller-0", "restapi", *(["accounting-0"] if accounting else [])]
@@ -70,7 +86,9 @@ def test_every_replicated_job_and_node_set_is_written_as_a_pod(
         | {f"Pod.slurm.slurm-{daemon}.yaml" for daemon in daemons}
         | {f"Pod.slurm.{d['metadata']['name']}-0.yaml" for d in databases}
         | expected_ray
-    )
+        | {f"Pod.{p['metadata']['namespace']}.{p['metadata']['name']}.yaml"
+           for p in chart_pods(releases)}
+    )  # fmt: skip
     for name, job in expected.items():
         template = job["template"]["spec"]["template"]
         assert pods[name]["spec"] == template["spec"], name  # as the runtime says, nothing lost
@@ -534,3 +552,176 @@ def test_a_value_the_stack_sets_changes_the_database_pod(
     mariadb["spec"]["replication"] = {"enabled": True}
     with pytest.raises(ValueError, match="replication"):
         mariadb_pod(mariadb)
+
+
+# -- The observability charts' pods (synth/chart_pods.py) --------------------------------------
+
+
+def _release(synthesized: dict[str, StackResult], name: str, stack: str = "prod") -> Any:
+    return load_yaml((synthesized[stack].written.directory / "helm" / f"{name}.yaml").read_text())
+
+
+def _reference_values(reference_dir: Path, chart: str, version: str) -> dict[str, Any]:
+    values: dict[str, Any] = load_yaml(
+        (reference_dir / "charts" / chart / version / "values.yaml").read_text()
+    )
+    return values
+
+
+def _leaves(tree: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted path, value) of every leaf of a values tree; a list is one leaf."""
+    if isinstance(tree, dict) and tree:
+        for key, value in tree.items():
+            yield from _leaves(value, f"{path}.{key}" if path else key)
+    else:
+        yield path, tree
+
+
+def _at(tree: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(tree, dict) or key not in tree:
+            return "<absent>"
+        tree = tree[key]
+    return tree
+
+
+def test_the_embedded_chart_defaults_are_the_charts_and_the_subcharts_are_unverified(
+    reference_dir: Path,
+) -> None:
+    """Every default the rebuilt pods rest on is the chart's own value (the reference copies of
+    kube-prometheus-stack 88.5.3 and dcgm-exporter 4.8.2); the grafana and kube-state-metrics
+    subcharts' are not in the reference data, and the test says so on every run."""
+    for chart, version, embedded in (
+        ("kube-prometheus-stack", versions.PROMETHEUS_STACK_CHART.version,
+         KUBE_PROMETHEUS_STACK_DEFAULTS),
+        ("dcgm-exporter", versions.DCGM_EXPORTER_CHART.version, DCGM_EXPORTER_DEFAULTS),
+    ):  # fmt: skip
+        reference = _reference_values(reference_dir, chart, version)
+        wrong = {p: (v, _at(reference, p)) for p, v in _leaves(embedded) if _at(reference, p) != v}
+        assert wrong == {}, f"{chart} {version}: embedded default != values.yaml: {wrong}"
+    unverified = sorted(
+        f"{subchart}.{path}"
+        for subchart, embedded in (("grafana", GRAFANA_DEFAULTS),
+                                   ("kube-state-metrics", KUBE_STATE_METRICS_DEFAULTS))
+        for path, _ in _leaves(embedded)
+    )  # fmt: skip
+    assert set(UNVERIFIED_DEFAULTS) == {"grafana", "kube-state-metrics"}
+    warnings.warn(
+        f"UNVERIFIED subchart defaults (not in the reference data; read from the charts' "
+        f"mirrors, {', '.join(UNVERIFIED_DEFAULTS.values())}): the Grafana and "
+        f"kube-state-metrics pods in pods/ take these fields from them where the stack sets "
+        f"none: {', '.join(unverified)}",
+        stacklevel=1,
+    )
+
+
+def test_the_chart_pods_follow_the_values_and_the_chart_defaults(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """A value the stack sets shows in the pod (resources, the reloader's probes, Alertmanager
+    without a token, the exporter's placement); one it leaves unset is the chart's (security
+    contexts, service accounts); and the reference values.yaml in place of the embedded
+    defaults changes nothing."""
+    release = _release(synthesized, "monitoring")
+    values = release["values"]
+    chart = _reference_values(reference_dir, "kube-prometheus-stack", "88.5.3")
+    pods = {p["metadata"]["name"]: p for p in monitoring_pods(release)}
+    assert pods == {p["metadata"]["name"]: p for p in monitoring_pods(release, chart)}
+    assert set(pods) == {
+        "monitoring-operator", "prometheus-monitoring-prometheus-0",
+        "alertmanager-monitoring-alertmanager-0", "monitoring-grafana",
+        "monitoring-kube-state-metrics",
+    }  # fmt: skip
+    for pod in pods.values():
+        _mounted(pod)
+    prometheus = pods["prometheus-monitoring-prometheus-0"]["spec"]
+    server, reloader = prometheus["containers"]
+    spec = values["prometheus"]["prometheusSpec"]
+    assert server["resources"] == spec["resources"]  # set by the stack
+    assert prometheus["securityContext"] == chart["prometheus"]["prometheusSpec"]["securityContext"]
+    assert prometheus["serviceAccountName"] == values["prometheus"]["serviceAccount"]["name"]
+    # Service discovery's token: projected into the prometheus container alone, none automatic.
+    assert prometheus["automountServiceAccountToken"] is False
+    token = {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}
+    assert token in server["volumeMounts"] and token not in reloader["volumeMounts"]
+    assert server["securityContext"]["readOnlyRootFilesystem"] is True  # the operator's
+    reloader_values = values["prometheusOperator"]["prometheusConfigReloader"]
+    assert reloader["resources"] == reloader_values["resources"]
+    assert reloader["readinessProbe"] == {"httpGet": {"path": "/healthz", "port": 8080}}
+    (init,) = prometheus["initContainers"]
+    assert "readinessProbe" not in init and init["resources"] == reloader_values["resources"]
+    assert prometheus["nodeSelector"] == spec["nodeSelector"]
+    alertmanager = pods["alertmanager-monitoring-alertmanager-0"]["spec"]
+    assert alertmanager["automountServiceAccountToken"] is False
+    operator = pods["monitoring-operator"]["spec"]
+    (container,) = operator["containers"]
+    assert container["securityContext"] == chart["prometheusOperator"]["containerSecurityContext"]
+    assert container["image"] == "quay.io/prometheus-operator/prometheus-operator:v0.93.1"
+    assert container["readinessProbe"]["httpGet"]["port"] == "https"  # the chart's TLS
+    grafana = pods["monitoring-grafana"]
+    sidecars = [c for c in grafana["spec"]["containers"] if c["name"] != "grafana"]
+    assert [c["name"] for c in sidecars] == ["grafana-sc-dashboard", "grafana-sc-datasources"]
+    assert all(c["resources"] == values["grafana"]["sidecar"]["resources"] for c in sidecars)
+    assert all(token in c["volumeMounts"] for c in sidecars)  # they watch ConfigMaps
+    (server,) = [c for c in grafana["spec"]["containers"] if c["name"] == "grafana"]
+    assert token not in server["volumeMounts"]
+    for pod in pods.values():
+        assert pod["spec"]["automountServiceAccountToken"] is False, pod["metadata"]["name"]
+    assert (
+        grafana["metadata"]["annotations"][UNVERIFIED_ANNOTATION] == UNVERIFIED_DEFAULTS["grafana"]
+    )
+    # A value set wins over the chart's: no Alertmanager, the reloader without probes.
+    changed = copy.deepcopy(release)
+    changed["values"]["alertmanager"]["enabled"] = False
+    changed["values"]["prometheusOperator"]["prometheusConfigReloader"]["enableProbe"] = False
+    again = {p["metadata"]["name"]: p for p in monitoring_pods(changed)}
+    assert "alertmanager-monitoring-alertmanager-0" not in again
+    assert (
+        "readinessProbe" not in again["prometheus-monitoring-prometheus-0"]["spec"]["containers"][1]
+    )
+
+
+def test_the_dcgm_exporters_pod_is_the_charts_with_the_stacks_values(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """dcgm-exporter 4.8.2 daemonset.yaml: root with SYS_ADMIN (the chart's, unset by the
+    stack), the pod-resources hostPath, no token; the stack's placement, priority and
+    counters file."""
+    release = _release(synthesized, "dcgm-exporter")
+    chart = _reference_values(reference_dir, "dcgm-exporter", versions.DCGM_EXPORTER_CHART.version)
+    pod = dcgm_exporter_pod(release)
+    assert pod == dcgm_exporter_pod(release, chart)
+    spec, values = pod["spec"], release["values"]
+    (exporter,) = spec["containers"]
+    assert exporter["securityContext"] == chart["securityContext"]
+    assert exporter["image"] == f"{chart['image']['repository']}:{chart['image']['tag']}"
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["affinity"] == values["affinity"] and spec["tolerations"] == values["tolerations"]
+    assert {"name": "pod-gpu-resources",
+            "hostPath": {"path": values["kubeletPath"]}} in spec["volumes"]  # fmt: skip
+    counters = {m["mountPath"] for m in exporter["volumeMounts"]}
+    assert values["extraVolumeMounts"][0]["mountPath"] in counters
+    _mounted(pod)
+
+
+def test_the_chart_pods_pass_their_namespaces_pod_security(
+    synthesized: dict[str, StackResult],
+) -> None:
+    """The metrics stack's pods pass restricted (monitoring enforces baseline and warns
+    restricted); the DCGM exporter passes only privileged, its namespace's."""
+    result = synthesized["prod"]
+    pods = _written(result, "pods")
+    namespaces = {m["metadata"]["name"]: m["metadata"].get("labels") or {}
+                  for m in _written(result, "manifests").values()
+                  if m["kind"] == "Namespace"}  # fmt: skip
+    rebuilt = [p for p in pods.values() if p["metadata"]["namespace"].startswith("monitoring")]
+    assert len(rebuilt) == 6
+    for pod in rebuilt:
+        labels = namespaces[pod["metadata"]["namespace"]]
+        name = pod["metadata"]["name"]
+        enforce = labels["pod-security.kubernetes.io/enforce"]
+        assert refusals(pod["spec"], enforce) == [], name
+        if enforce == "baseline":
+            assert refusals(pod["spec"], "restricted") == [], name
+        else:
+            assert name == "dcgm-exporter" and refusals(pod["spec"], "baseline"), name

@@ -147,10 +147,13 @@ def test_no_waiver_waives_nothing(findings: dict[str, list[Finding]]) -> None:
 def test_the_scan_reads_the_pods_inside_custom_resources(
     findings: dict[str, list[Finding]],
 ) -> None:
-    """What the manifests alone never show: the runtimes' and node sets' pods."""
+    """What the manifests alone never show: the runtimes' and node sets' pods, and those of the
+    observability charts (synth/chart_pods.py)."""
     resources = {f.resource for f in findings["prod"]}
     assert any(r.startswith("Pod.slurm.") for r in resources)
     assert any(r.startswith("Pod.ml-research.") for r in resources)
+    assert {"Pod.monitoring.prometheus-monitoring-prometheus-0",
+            "Pod.monitoring-nodes.dcgm-exporter"} <= resources  # fmt: skip
 
 
 @pytest.mark.slow

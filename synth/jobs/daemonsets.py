@@ -27,7 +27,11 @@ from decimal import Decimal
 from typing import Any, Final
 
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
+from components.metric_names import NODE_EXPORTERS_NAMESPACE
+from components.observability.sources import DCGM_RELEASE
 from components.workloads import DAEMONSET_HEADROOM_CPU_MILLIS, DAEMONSET_HEADROOM_MEMORY_MIB
+from synth import chart_pods
+from synth.chart_pods import DCGM_EXPORTER_DEFAULTS
 from synth.jobs.karpenter import INSTANCE_TYPE_LABEL, NodePoolShape
 from synth.jobs.placement import required_affinity_holds, selector_holds, untolerated
 from synth.jobs.view import StackView, quantity
@@ -244,97 +248,24 @@ def _neuron(values: Mapping[str, Any]) -> DevicePlugin | None:
     )
 
 
-DCGM_EXPORTER_CHART_DEFAULTS: Final[dict[str, Any]] = {
-    "nodeSelector": {},
-    "affinity": {},
-    "tolerations": [
-        {
-            "key": "node-role.kubernetes.io/control-plane",
-            "operator": "Exists",
-            "effect": "NoSchedule",
-        }
-    ],
-    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-    "hostPID": False,
-    "hostNetwork": False,
-    "podSecurityContext": {},
-    "securityContext": {
-        "runAsNonRoot": False,
-        "runAsUser": 0,
-        "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]},
-        "allowPrivilegeEscalation": False,
-    },
-    "kubeletPath": "/var/lib/kubelet/pod-resources",
-    "extraHostVolumes": [],
-    "extraConfigMapVolumes": [
-        {
-            "name": "exporter-metrics-volume",
-            "configMap": {
-                "name": "exporter-metrics-config-map",
-                "items": [{"key": "metrics", "path": "default-counters.csv"}],
-            },
-        }
-    ],
-    "debugDump": {
-        "enabled": False,
-        "directory": "/tmp/dcgm-exporter-debug",
-        "retention": 24,
-        "compression": True,
-    },
-    "service": {"port": 9400},
-}
+DCGM_EXPORTER_CHART_DEFAULTS: Final = DCGM_EXPORTER_DEFAULTS
 """dcgm-exporter 4.8.2 values.yaml, placement, requests and what its pods' security rests on
-(NVIDIA/dcgm-exporter 4.5.3-4.8.2 deployment/templates/daemonset.yaml copies each from values):
-a metrics DaemonSet that advertises no resource, counted on the nodes it lands on as the stack's
-own DaemonSets are."""
+(:data:`synth.chart_pods.DCGM_EXPORTER_DEFAULTS`, the one copy): a metrics DaemonSet that
+advertises no resource, counted on the nodes it lands on as the stack's own DaemonSets are."""
 
 
 def dcgm_exporter_pod(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The security-relevant part of the pod spec the dcgm-exporter chart renders from ``values``.
+    """The pod spec the dcgm-exporter chart renders from ``values``.
 
-    As NVIDIA/dcgm-exporter 4.5.3-4.8.2 deployment/templates/daemonset.yaml renders it:
-    ``hostPID`` always, ``hostNetwork`` where set, ``podSecurityContext`` as the pod's
-    ``securityContext``, the ``pod-gpu-resources`` hostPath volume of ``kubeletPath`` always,
-    one hostPath per ``extraHostVolumes`` entry, ``extraConfigMapVolumes`` as they are, the
-    ``debug-dumps`` hostPath where ``debugDump.enabled``, and one ``exporter`` container with
-    ``securityContext`` and the ``metrics`` port (``service.port``, no host port). TLS and
-    basic-auth volumes (secrets) are left out: they change no Pod Security verdict.
+    :func:`synth.chart_pods.dcgm_exporter_pod`'s (NVIDIA/dcgm-exporter 4.5.3-4.8.2
+    deployment/templates/daemonset.yaml), the one builder of it, which ``pods/`` holds too.
 
     Args:
-        values: the release's values (merged into :data:`DCGM_EXPORTER_CHART_DEFAULTS`).
+        values: the release's values (over :data:`DCGM_EXPORTER_CHART_DEFAULTS`).
     """
-    merged = helm_merge(DCGM_EXPORTER_CHART_DEFAULTS, values)
-    volumes: list[dict[str, Any]] = [
-        {"name": "pod-gpu-resources", "hostPath": {"path": merged["kubeletPath"]}}
-    ]
-    volumes += [
-        {"name": v["name"], "hostPath": {"path": v["hostPath"]}}
-        for v in merged.get("extraHostVolumes") or []
-    ]
-    volumes += list(merged.get("extraConfigMapVolumes") or [])
-    if (merged.get("debugDump") or {}).get("enabled"):
-        volumes.append(
-            {
-                "name": "debug-dumps",
-                "hostPath": {"path": merged["debugDump"]["directory"], "type": "DirectoryOrCreate"},
-            }
-        )
-    pod: dict[str, Any] = {
-        "hostPID": bool(merged.get("hostPID")),
-        "volumes": volumes,
-        "containers": [
-            {
-                "name": "exporter",
-                "securityContext": copy.deepcopy(merged.get("securityContext") or {}),
-                "ports": [{"name": "metrics", "containerPort": merged["service"]["port"]}],
-            }
-        ],
-    }
-    if merged.get("hostNetwork"):
-        pod["hostNetwork"] = True
-    if merged.get("podSecurityContext"):
-        pod["securityContext"] = copy.deepcopy(merged["podSecurityContext"])
-    return pod
+    release = {"release": DCGM_RELEASE, "namespace": NODE_EXPORTERS_NAMESPACE, "values": values}
+    spec: dict[str, Any] = chart_pods.dcgm_exporter_pod(release)["spec"]
+    return spec
 
 
 def _dcgm_exporter(values: Mapping[str, Any]) -> DevicePlugin:
