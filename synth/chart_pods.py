@@ -413,7 +413,7 @@ def _image(image: Mapping[str, Any], registry: str, default_tag: str) -> str:
     return reference + (f"@sha256:{image['sha']}" if image.get("sha") else "")
 
 
-def _reloader(name: str, stack: _Stack, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def _reloader(name: str, stack: _Stack, mounts: list[dict[str, Any]], pull: str) -> dict[str, Any]:
     """The operator's config reloader (pkg/operator/config_reloader.go, CreateConfigReloader).
 
     Probed on ``/healthz`` (liveness, readiness and startup) where the chart's
@@ -427,6 +427,7 @@ def _reloader(name: str, stack: _Stack, mounts: list[dict[str, Any]]) -> dict[st
         name: ``config-reloader`` or ``init-config-reloader``.
         stack: the release's values (the reloader's image, resources and probes).
         mounts: its volume mounts.
+        pull: the resource's ``imagePullPolicy`` (the operator's ImagePullPolicy option).
     """
     init = name.startswith("init")
     port = 8081 if init else 8080
@@ -438,9 +439,10 @@ def _reloader(name: str, stack: _Stack, mounts: list[dict[str, Any]]) -> dict[st
         probes = {p: copy.deepcopy(handler) for p in ("livenessProbe", "readinessProbe",
                                                        "startupProbe")}  # fmt: skip
     return {
-        **probes,
         "name": name,
         "image": image,
+        "imagePullPolicy": pull,
+        **probes,
         "command": ["/bin/prometheus-config-reloader"],
         "ports": [{"name": "reloader-init" if port == 8081 else "reloader-web",
                    "containerPort": port, "protocol": "TCP"}],
@@ -581,6 +583,7 @@ def prometheus_pod(stack: _Stack) -> dict[str, Any]:
     """
     spec = stack.values["prometheus"]["prometheusSpec"]
     name = stack.custom_resource("prometheus")
+    pull = spec["image"]["pullPolicy"]
     port = spec["portName"]
 
     def probe(path: str, period: int, failures: int) -> dict[str, Any]:
@@ -597,7 +600,7 @@ def prometheus_pod(stack: _Stack) -> dict[str, Any]:
     prometheus = {
         "name": "prometheus",
         "image": _image(spec["image"], stack.registry, ""),
-        "imagePullPolicy": spec["image"]["pullPolicy"],
+        "imagePullPolicy": pull,
         "ports": [] if spec.get("listenLocal") else [
             {"name": port, "containerPort": 9090, "protocol": "TCP"}
         ],
@@ -621,8 +624,8 @@ def prometheus_pod(stack: _Stack) -> dict[str, Any]:
              "subPath": "web-config.yaml", "readOnly": True},
         ],
     }  # fmt: skip
-    reloader = _reloader("config-reloader", stack, reloader_mounts)
-    init = _reloader("init-config-reloader", stack, copy.deepcopy(reloader_mounts))
+    reloader = _reloader("config-reloader", stack, reloader_mounts, pull)
+    init = _reloader("init-config-reloader", stack, copy.deepcopy(reloader_mounts), pull)
     volumes: list[dict[str, Any]] = [
         {"name": claim, "persistentVolumeClaim": {"claimName": f"{claim}-prometheus-{name}-0"}}
     ] if spec.get("storageSpec") else [{"name": claim, "emptyDir": {}}]  # fmt: skip
@@ -667,6 +670,7 @@ def alertmanager_pod(stack: _Stack) -> dict[str, Any]:
     """
     spec = stack.values["alertmanager"]["alertmanagerSpec"]
     name = stack.custom_resource("alertmanager")
+    pull = spec["image"]["pullPolicy"]
     port = spec["portName"]
     claim = f"alertmanager-{name}-db"
     reloader_mounts: list[dict[str, Any]] = [
@@ -681,7 +685,7 @@ def alertmanager_pod(stack: _Stack) -> dict[str, Any]:
     alertmanager = {
         "name": "alertmanager",
         "image": _image(spec["image"], stack.registry, ""),
-        "imagePullPolicy": spec["image"]["pullPolicy"],
+        "imagePullPolicy": pull,
         "ports": [*web, {"name": "mesh-tcp", "containerPort": 9094, "protocol": "TCP"},
                   {"name": "mesh-udp", "containerPort": 9094, "protocol": "UDP"}],
         "env": [
@@ -716,8 +720,8 @@ def alertmanager_pod(stack: _Stack) -> dict[str, Any]:
             "initialDelaySeconds": 3, "timeoutSeconds": 3, "periodSeconds": 5,
             "failureThreshold": 10,
         }  # fmt: skip
-    reloader = _reloader("config-reloader", stack, reloader_mounts)
-    init = _reloader("init-config-reloader", stack, copy.deepcopy(reloader_mounts[:2]))
+    reloader = _reloader("config-reloader", stack, reloader_mounts, pull)
+    init = _reloader("init-config-reloader", stack, copy.deepcopy(reloader_mounts[:2]), pull)
     volumes: list[dict[str, Any]] = [
         {"name": claim, "persistentVolumeClaim": {"claimName": f"{claim}-alertmanager-{name}-0"}}
     ] if spec.get("storage") else [{"name": claim, "emptyDir": {}}]  # fmt: skip
