@@ -143,14 +143,16 @@ CONFIG_RELOADER_RESOURCES: Final = {
 (prometheus-operator v0.93.0 cmd/operator/main.go, ``defaultReloaderCPU``,
 ``defaultReloaderMemory``) less the CPU limit. The chart passes none unless
 ``prometheusOperator.prometheusConfigReloader.resources`` is set (kube-prometheus-stack 88.5.3
-templates/prometheus-operator/deployment.yaml, ``--config-reloader-*`` flags, 0 where unset)."""
+templates/prometheus-operator/deployment.yaml lines 101-104, ``--config-reloader-*`` flags, 0
+where unset)."""
 GRAFANA_SIDECAR_RESOURCES: Final = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"memory": "256Mi"},
 }
 """Grafana's dashboard and datasource sidecars (k8s-sidecar: a Python watch of ConfigMaps), which
 the chart leaves unbounded (grafana 12.11.1 values.yaml ``sidecar.resources``, its example 50m
-and 50Mi; templates/_pod.tpl copies it into each sidecar)."""
+and 50Mi; templates/_pod.tpl lines 853 and 982 copy it into the dashboard and datasource
+sidecars)."""
 ALERTMANAGER_STORAGE_GIB: Final = 2
 """Alertmanager's volume: its silences and notification log, a few MiB."""
 ALERTMANAGER_RETENTION: Final = "120h"
@@ -281,7 +283,7 @@ def prometheus_values(
         "resources": PROMETHEUS_RESOURCES,
         # Kubernetes service discovery calls the API server: the token only in the prometheus
         # container, not the config reloader (the chart renders these three on the Prometheus,
-        # templates/prometheus/prometheus.yaml; prometheus-operator v0.93.0
+        # templates/prometheus/prometheus.yaml lines 24, 426-432; prometheus-operator v0.93.0
         # pkg/prometheus/server/statefulset.go mounts volumeMounts in that container).
         "automountServiceAccountToken": False,
         "volumes": [api_token_volume()],
@@ -316,8 +318,8 @@ def alertmanager_values() -> dict[str, Any]:
             "resources": ALERTMANAGER_RESOURCES,
             # Alertmanager never calls the API server (its config comes from a Secret the
             # reloader reads as files), so no token is mounted: the chart renders this on the
-            # Alertmanager (templates/alertmanager/alertmanager.yaml) and the operator on its
-            # pods (prometheus-operator v0.93.0 pkg/alertmanager/statefulset.go).
+            # Alertmanager (templates/alertmanager/alertmanager.yaml line 41), the operator on
+            # its pods (prometheus-operator v0.93.0 pkg/alertmanager/statefulset.go).
             "automountServiceAccountToken": False,
         },
     }
@@ -349,7 +351,8 @@ def kube_state_metrics_values(extra: Mapping[str, Any]) -> dict[str, Any]:
             resources), keys of kube-state-metrics 8.4.0 values.yaml.
     """
     # It lists every object it exports: the token mounted explicitly (kube-state-metrics 8.4.0
-    # templates/deployment.yaml renders automountServiceAccountToken, volumes, volumeMounts).
+    # templates/deployment.yaml lines 45, 163-164 and 384-385 render automountServiceAccountToken,
+    # volumeMounts and volumes).
     own = {
         "resources": KUBE_STATE_METRICS_RESOURCES,
         "automountServiceAccountToken": False,
@@ -510,8 +513,9 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
             "resources": GRAFANA_SIDECAR_RESOURCES,
         },
         # Only the sidecars call the API server (they watch ConfigMaps): the token in them,
-        # not in Grafana (grafana 12.11.1 templates/_pod.tpl: automountServiceAccountToken,
-        # extraContainerVolumes as written, each sidecar's extraMounts).
+        # not in Grafana (grafana 12.11.1 templates/_pod.tpl: automountServiceAccountToken
+        # line 8, extraContainerVolumes as written line 1744, the sidecars' extraMounts lines
+        # 864 and 993).
         "automountServiceAccountToken": False,
         "extraContainerVolumes": [api_token_volume()],
         "additionalDataSources": datasources(config.region),
@@ -558,7 +562,7 @@ def monitoring_values(
             "prometheusOperator": {
                 "resources": OPERATOR_RESOURCES,
                 # It reconciles through the API server: the token mounted explicitly
-                # (templates/prometheus-operator/deployment.yaml renders all three).
+                # (templates/prometheus-operator/deployment.yaml lines 236, 221 and 187).
                 "automountServiceAccountToken": False,
                 "extraVolumes": [api_token_volume()],
                 "extraVolumeMounts": [api_token_mount()],
