@@ -25,6 +25,7 @@ from components.metric_names import (
     FIRST_STEP_PORT,
     MONITORING_NAMESPACE,
     MONITORING_RELEASE,
+    SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
 )
 from components.tenancy import RUNTIME_DEFAULT_SECCOMP, ControllerIngress, from_namespace, tcp
@@ -210,17 +211,23 @@ def slurm_submit_file(job_id: str = "${SLURM_JOB_ID}") -> str:
 
 
 def slurm_task_prolog_lines() -> list[str]:
-    """TaskProlog lines (as the job's user): the job's first-step file and its submit time.
+    """TaskProlog lines (as the job's user): the job's first-step file, submit and start times.
 
     Where the node has the exporter's directory: ``export`` of :data:`FIRST_STEP_FILE_VARIABLE`
     (the job's own file) and :data:`FIRST_STEP_LABELS_VARIABLE` (``slurm_job_id``), and, once
-    per job and node, the job's submit time as :data:`SLURM_JOB_SUBMIT_METRIC`, read from
-    slurmctld (``squeue -o %V``, the submit time, printed in UTC as asked; the
+    per job and node, the job's submit and start times as :data:`SLURM_JOB_SUBMIT_METRIC` and
+    :data:`SLURM_JOB_START_METRIC`, read from slurmctld (``squeue -o "%V %S"``, the submit
+    and start times, printed in UTC as asked: SchedMD/slurm slurm-26-05-3-1
+    src/squeue/print.c, ``_print_job_time_submit`` and ``_print_job_time_start``; the
     slurmd image carries Slurm's clients: SlinkyProject/containers schedmd/slurm/26.05/
     ubuntu24.04/Dockerfile, slurm-smd-client), written to a temporary name first and renamed
-    so the exporter never reads half a file. A failure here never fails the task.
+    so the exporter never reads half a file. The TaskProlog runs once the job has started, so
+    the start time is the real one, not slurmctld's estimate. A failure here never fails the
+    task.
     """
     submit = slurm_submit_file()
+    sample = '{slurm_job_id="%s"} %s\\n'
+    samples = f"'{SLURM_JOB_SUBMIT_METRIC}{sample}{SLURM_JOB_START_METRIC}{sample}'"
     return [
         f'if [ -d "{FIRST_STEP_DIRECTORY}" ] && [ -n "${{SLURM_JOB_ID:-}}" ]; then',
         f'  echo "export {FIRST_STEP_FILE_VARIABLE}={slurm_first_step_file()}"',
@@ -231,11 +238,12 @@ def slurm_task_prolog_lines() -> list[str]:
         # The task's own environment: a user's TZ would shift squeue's local time and a umask
         # like 077 would hide the file from the exporter (nobody).
         "    umask 022",
-        '    submitted=$(TZ=UTC squeue -h -j "$SLURM_JOB_ID" -o %V 2>/dev/null | head -n 1)',
-        '    [ -n "$submitted" ] && seconds=$(TZ=UTC date -d "$submitted" +%s 2>/dev/null) && '
-        f"printf '{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id=\"%s\"}} %s\\n' "
-        f'"$SLURM_JOB_ID" "$seconds" > "{submit}.$$" && mv -f "{submit}.$$" "{submit}" '
-        f'|| rm -f "{submit}.$$"',
+        '    times=$(TZ=UTC squeue -h -j "$SLURM_JOB_ID" -o "%V %S" 2>/dev/null | head -n 1)',
+        "    submitted=${times% *} started=${times#* }",
+        '    [ -n "$times" ] && submit_s=$(TZ=UTC date -d "$submitted" +%s 2>/dev/null) && '
+        'start_s=$(TZ=UTC date -d "$started" +%s 2>/dev/null) && '
+        f'printf {samples} "$SLURM_JOB_ID" "$submit_s" "$SLURM_JOB_ID" "$start_s" '
+        f'> "{submit}.$$" && mv -f "{submit}.$$" "{submit}" || rm -f "{submit}.$$"',
         "  fi",
         "fi",
     ]

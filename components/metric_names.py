@@ -73,14 +73,24 @@ GANG_COLD_START_RULE: Final = f"{RULE_PREFIX}:gang_cold_start_seconds"
 ``namespace``, ``podgroup`` or ``slurm_job_id``, ``nodepool``, ``stage``), for gangs that waited
 for new nodes. Stages, in order: :data:`COLD_START_STAGES`."""
 COLD_START_STAGES: Final = (
+    "admitted",
     "nodes_launched",
     "nodes_registered",
     "nodes_initialized",
     "pods_running",
     "first_step",
+    "cold_start",
 )
-"""The ledger's stages: the gang's last node launched (Karpenter's Launched), joined the cluster
-(Registered), ready and accepted (Initialized), all its pods running, and its first step."""
+"""The ledger's stages: the gang's queue admitted it (a Slurm job: slurmctld started it), its
+last node launched (Karpenter's Launched), joined the cluster (Registered), ready and accepted
+(Initialized), all its pods running, its first step, and ``cold_start``: the first step less
+the gang's queue wait (:data:`GANG_QUEUE_WAIT_RULE`), what its pool's budget is compared with.
+Admission comes first on a pool that has nodes and after them on one that waited for them."""
+GANG_QUEUE_WAIT_RULE: Final = f"{RULE_PREFIX}:gang_queue_wait_seconds"
+"""Recording rule: seconds of a cold gang's (or Slurm job's) time that were its queue's, not
+its pool's: from when its nodes were ready (or its submission, if later) to its admission; 0
+when it was admitted before its nodes were ready (labels ``namespace``, ``podgroup`` or
+``slurm_job_id``, ``nodepool``)."""
 COLD_START_QUANTILE_RULES: Final = {
     0.5: f"{RULE_PREFIX}:gang_cold_start_seconds:p50_1d",
     0.95: f"{RULE_PREFIX}:gang_cold_start_seconds:p95_1d",
@@ -90,7 +100,7 @@ gangs that started cold in the 24 hours before each evaluation, a rolling window
 calendar day (labels ``nodepool``, ``stage``)."""
 COLD_START_BUDGET_METRIC: Final = f"{RULE_PREFIX}:cold_start_budget_seconds"
 """Recording rule: each pool's cold-start budget (label ``nodepool``), a constant from config,
-which the ColdStartOverBudget alert compares the ``first_step`` stage with."""
+which the ColdStartOverBudget alert compares the ``cold_start`` stage with."""
 
 PROMETHEUS_DATASOURCE_UID: Final = "prometheus"
 """Grafana data source uid of the fleet's Prometheus; the dashboards name it, the metrics stack
@@ -193,3 +203,7 @@ SLURM_JOB_SUBMIT_METRIC: Final = f"{RULE_PREFIX}_slurm_job_submit_timestamp_seco
 """Gauge per Slurm job and node (label ``slurm_job_id``): the job's submission, which a Slurm
 job's TaskProlog writes beside its :data:`FIRST_STEP_METRIC` file, so the ledger measures Slurm
 cold starts (a Slurm job has no PodGroup)."""
+SLURM_JOB_START_METRIC: Final = f"{RULE_PREFIX}_slurm_job_start_timestamp_seconds"
+"""Gauge per Slurm job and node (label ``slurm_job_id``): when slurmctld started the job (its
+nodes allocated), which the TaskProlog writes in the same file as :data:`SLURM_JOB_SUBMIT_METRIC`:
+the end of the job's wait in Slurm's queue."""

@@ -243,6 +243,10 @@ def resource_quota_spec(team: TeamConfig, pools: list[NodePoolConfig]) -> dict[s
     }
 
 
+TEAM_QUOTA: Final = "accelerators"
+"""Name of each team namespace's ResourceQuota (:func:`resource_quota_spec`): GangPending's
+quota reason reads this quota's ``hard`` and ``used`` (components/observability/rules.py)."""
+
 CONTAINER_MIN_CPU: Final = "10m"
 CONTAINER_MIN_MEMORY: Final = "16Mi"
 """The least a team container may request (LimitRange ``min``): a pod requesting nothing would
@@ -624,7 +628,7 @@ class Teams(pulumi.ComponentResource):
             metadata: dict[str, Any] = {"namespace": team.name, "labels": {TEAM_LABEL: team.name}}
             k8s.core.v1.ResourceQuota(
                 f"{name}-{team.name}-accelerators",
-                metadata=_cast({**metadata, "name": "accelerators"}),
+                metadata=_cast({**metadata, "name": TEAM_QUOTA}),
                 spec=_cast(resource_quota_spec(team, pools)),
                 opts=inside,
             )

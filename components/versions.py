@@ -190,7 +190,18 @@ NEURON_MONITOR_IMAGE: Final = "public.ecr.aws/neuron/neuron-monitor:1.3.0"
 """neuron-monitor with its Prometheus bridge (port 8000), the image the Neuron SDK documents for
 Kubernetes (aws-neuron/aws-neuron-sdk v2.32.0 src/k8/k8s-neuron-monitor-daemonset.yml); the
 Neuron chart 1.9.0 installs no monitor. By tag: its digest could not be read where it was
-pinned (no registry access); the dependency bot's first run adds it in place."""
+pinned (no registry access); the dependency bot's first run adds it in place.
+
+Trn2: neuron-monitor supports Trn2 from aws-neuronx-tools 2.20.204.0 (Neuron 2.21.0,
+2024-12-20; aws-neuron/aws-neuron-sdk v2.32.0 release-notes/components/dev-tools.rst: "Added
+support for Trn2 instance types", and per logical NeuronCore), and its user guide says it
+"fully supports the newly launched Trn2 instances"
+(tools/neuron-sys-tools/neuron-monitor-user-guide.rst, from v2.21.0 to v2.32.0). This tag is the one the SDK's
+Kubernetes guide names from v2.22.0 (2025-04-03, after Trn2's support) to v2.32.0
+(2026-08-17, the newest release read): the SDK names no later image to move to. The SDK does
+not say which aws-neuronx-tools the image carries, so Trn2 support inside it follows from
+those dates, not from a statement; the sample DaemonSet's instance list (trn1, inf1, inf2) is
+not ours, the pools place it."""
 
 # Tagged 2026-07-30; the chart repository index last seen offline listed 1.15.0, so confirm
 # `helm search repo volcano-sh/volcano --version 1.15.1` before the first deployment.
@@ -398,10 +409,24 @@ PROMETHEUS_STACK_CHART: Final = HelmChart(
     version="88.5.3",
     repository="https://prometheus-community.github.io/helm-charts",
 )
-FIRST_STEP_EXPORTER_IMAGE: Final = "quay.io/prometheus/node-exporter:v1.12.1"
+GRAFANA_VERSION: Final = "13.2.0"
+"""The Grafana release the metrics stack runs: the appVersion of the grafana subchart 12.11.1
+that kube-prometheus-stack 88.5.3 pins (grafana-community/helm-charts grafana-12.11.1
+charts/grafana/Chart.yaml). Grafana's source is cited at its tag, v13.2.0."""
+GRAFANA_ORGS_IMAGE: Final = "docker.io/curlimages/curl:8.21.0"
+"""The container that creates Grafana's team organisations against Grafana's HTTP API
+(components/observability/grafana_orgs.py): the curl image the grafana chart 12.11.1 itself
+runs to download dashboards (grafana-community/helm-charts grafana-12.11.1
+charts/grafana/values.yaml, ``downloadDashboardsImage``)."""
+FIRST_STEP_EXPORTER_IMAGE: Final = "quay.io/prometheus/node-exporter:v1.12.1@sha256:1b4e4438faca4dd7e001dd445d161a4a2091b0fededa84093b3a8dfeae1f1be0"
 """The first-step exporter in training pods (components/first_step.py): node_exporter
 v1.12.1, the release kube-prometheus-stack 88.5.3's node-exporter subchart 4.56.1 runs (its
-appVersion; charts/prometheus-node-exporter/values.yaml, ``image``)."""
+appVersion; charts/prometheus-node-exporter/values.yaml, ``image``), by the digest of its
+multi-platform index: the one the project pushes under this tag to quay.io, Docker Hub and
+GHCR alike, as independent public deployments pin it (no registry could be read here; the
+dependency bot re-resolves the tag and corrects the digest in place if it ever differs).
+quay.io, not Docker Hub: every node of a cold gang pulls it at once, and Docker Hub limits
+anonymous pulls per address."""
 
 SLURM_OPERATOR_CRDS_CHART: Final = HelmChart(
     chart="oci://ghcr.io/slinkyproject/charts/slurm-operator-crds",

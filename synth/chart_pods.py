@@ -34,6 +34,8 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+import yaml
+
 from components.metric_names import MONITORING_RELEASE, NODE_EXPORTERS_NAMESPACE
 from components.observability.sources import DCGM_RELEASE
 from synth.helm_values import helm_coalesced
@@ -754,6 +756,27 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
+def _extra_containers(text: Any) -> list[dict[str, Any]]:
+    """The grafana chart's ``extraContainers``, a YAML list of containers.
+
+    ``tpl`` renders it after Grafana's container (grafana 12.11.1 templates/_pod.tpl lines
+    1545-1547).
+
+    Args:
+        text: the value (a string of YAML; empty or None for none).
+
+    Raises:
+        ValueError: the text holds a template (``{{``), which this rebuild cannot render.
+    """
+    if not text:
+        return []
+    if "{{" in str(text):
+        raise ValueError(f"grafana.extraContainers holds a template, which the rebuild does not "
+                         f"render: {str(text)[:80]!r}")  # fmt: skip
+    containers: list[dict[str, Any]] = yaml.safe_load(str(text))
+    return containers
+
+
 def grafana_pod(stack: _Stack, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """Grafana's pod (grafana 12.11.1 templates/_pod.tpl) with its sidecars.
 
@@ -844,12 +867,17 @@ def grafana_pod(stack: _Stack, defaults: Mapping[str, Any]) -> dict[str, Any]:
     for field in ("livenessProbe", "readinessProbe"):
         if values.get(field):
             grafana[field] = copy.deepcopy(values[field])
+    # _pod.tpl lines 1394-1397 and 1736-1739: each extraEmptyDirMounts entry an emptyDir,
+    # mounted in Grafana's container; lines 1744-1746: extraContainerVolumes as written, last.
+    for entry in values.get("extraEmptyDirMounts") or []:
+        mounts.append({"name": entry["name"], "mountPath": entry["mountPath"]})
+        volumes.append({"name": entry["name"], "emptyDir": {}})
     volumes += copy.deepcopy(values.get("extraContainerVolumes") or [])
     spec = {
         "serviceAccountName": (values.get("serviceAccount") or {}).get("name") or full_name,
         "automountServiceAccountToken": values.get("automountServiceAccountToken"),
         "securityContext": copy.deepcopy(values.get("securityContext") or {}),
-        "containers": [*containers, grafana],
+        "containers": [*containers, grafana, *_extra_containers(values.get("extraContainers"))],
         "volumes": volumes,
         **_placement(values),
     }

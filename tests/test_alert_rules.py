@@ -23,21 +23,23 @@ from components.health_marks import ACCEPTANCE_TAINT_KEY, UNHEALTHY_TAINT_KEY
 from components.metric_names import (
     COLD_START_BUDGET_METRIC,
     COLD_START_QUANTILE_RULES,
-    COLD_START_STAGES,
     EFA_DEVICES_METRIC,
     FIRST_STEP_METRIC,
     GANG_COLD_START_RULE,
+    GANG_QUEUE_WAIT_RULE,
     MONITORING_NAMESPACE,
     NODECLAIM_CONDITION_METRIC,
     PODGROUP_CREATED_METRIC,
     PODGROUP_MIN_MEMBER_METRIC,
     PODGROUP_PHASE_METRIC,
     PODGROUP_PHASES,
+    SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
     efa_port_counter,
 )
 from components.observability import rules
 from components.slurm.common import NAMESPACE as SLURM_NAMESPACE
+from components.teams import SYSTEM_PRIORITY_QUOTA, TEAM_QUOTA
 from synth.engine import synthesize
 from synth.stackfile import REPOSITORY_ROOT, StackFile
 from tests import promtool
@@ -242,12 +244,38 @@ def _gang(
     }
 
 
-def _quota(namespace: str, resource: str, used: int, hard: int) -> dict[str, str]:
-    key = f'namespace="{namespace}", resourcequota="team", resource="{resource}"'
+def _quota(
+    namespace: str, resource: str, used: float, hard: float, quota: str = TEAM_QUOTA
+) -> dict[str, str]:
+    key = f'namespace="{namespace}", resourcequota="{quota}", resource="{resource}", {KSM}'
     return {
         f'kube_resourcequota{{{key}, type="used"}}': f"{used}x80",
         f'kube_resourcequota{{{key}, type="hard"}}': f"{hard}x80",
     }
+
+
+GIB: Final = 2**30
+UNITS: Final = {"cpu": "core", "memory": "byte"}
+"""kube-state-metrics' ``unit`` of a request (internal/store/pod.go): extended ones are
+``integer``."""
+
+
+def _requests(
+    namespace: str, pod: str, container: str, requests: dict[str, float], init: str | None = None
+) -> dict[str, str]:
+    """A container's requests as kube-state-metrics labels them (``resource`` sanitised:
+    ``nvidia_com_gpu``); ``init`` makes it an init container with that ``restartPolicy``
+    (``Always``: a native sidecar; empty: an ordinary one)."""
+    key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid", container="{container}", {KSM}'
+    name = "kube_pod_container_resource_requests"
+    series = {}
+    if init is not None:
+        name = "kube_pod_init_container_resource_requests"
+        series[f'kube_pod_init_container_info{{{key}, restart_policy="{init}"}}'] = "1x80"
+    for resource, value in requests.items():
+        unit = UNITS.get(resource, "integer")
+        series[f'{name}{{{key}, resource="{resource}", unit="{unit}"}}'] = f"{value}x80"
+    return series
 
 
 def _gang_case() -> Case:
@@ -255,7 +283,7 @@ def _gang_case() -> Case:
     minutes and one running."""
     series: dict[str, str] = {}
     gangs = {  # namespace: (gang, created, its PodGroup's phase)
-        "team-q": ("job-q", 0, "Pending"),  # lacks a pod, quota nearly used (and not admitted)
+        "team-q": ("job-q", 0, "Pending"),  # lacks a pod, no quota for it (and not admitted)
         "team-v": ("job-v", 0, "Pending"),  # not admitted by its queue (and unschedulable)
         "team-w": ("job-w", 0, "Inqueue"),  # admitted, unschedulable, its queue borrowing
         "team-c": ("job-c", 0, "Inqueue"),  # admitted, unschedulable
@@ -295,7 +323,8 @@ def _gang_case() -> Case:
     )
     series |= _pod("team-u", "job-r-0", "job-r", created=0, phase="Running")
     series |= _gang("team-u", "job-r", "team-u", created=0)
-    series |= _quota("team-q", "requests.nvidia.com/gpu", 60, 64)  # 94%
+    series |= _quota("team-q", "requests.nvidia.com/gpu", 60, 64)  # 4 left, a pod needs 8
+    series |= _requests("team-q", "job-q-0", "train", {"nvidia_com_gpu": 8})
     series |= _quota("team-v", "requests.nvidia.com/gpu", 16, 64)
     series |= _quota("team-v", "requests.aws.amazon.com/neuroncore", 0, 0)  # held at 0
     # Past its deserved share: normal borrowing under the capacity plugin, not a block.
@@ -350,6 +379,139 @@ def _gang_case() -> Case:
             ],
             f'{rules.GANG_PENDING_RULE}{{podgroup="job-r"}}': [],
             f'{rules.GANG_PENDING_RULE}{{podgroup="job-b"}}': [],
+        },
+    )
+
+
+def _gang_quota_case() -> Case:
+    """The quota reason compares one more pod of the gang with what its team quota has left.
+
+    job-m lacks a pod and its memory quota is 91% used, yet a pod fits: capacity. job-g lacks
+    pods and has 4 GPUs of quota left (80% used) where a pod needs 8, and 0.25 cores less CPU
+    than a pod with its sidecar: quota. job-a has all its pods, its quota full: capacity.
+    job-p lacks a pod and may create no more pods: quota. The scoped quota of system priority
+    pods (``pods: 0``) is not the team's and counts for nothing.
+    """
+    series: dict[str, str] = {}
+    gangs = {  # namespace: (pods, minMember, PodGroup phase)
+        "team-m": (1, 2, "Inqueue"),
+        "team-g": (2, 4, "Pending"),
+        "team-a": (1, 1, "Inqueue"),
+        "team-p": (2, 3, "Pending"),
+    }
+    for namespace, (pods, min_member, phase) in gangs.items():
+        group = f"job-{namespace[-1]}"
+        series |= _gang(namespace, group, namespace, created=0, min_member=min_member, phase=phase)
+        for index in range(pods):
+            pod = f"{group}-{index}"
+            series |= _pod(namespace, pod, group, created=0)
+            series[
+                f'kube_pod_status_unschedulable{{namespace="{namespace}", pod="{pod}", '
+                f'uid="{pod}-uid"}}'
+            ] = "1x80"
+    # job-m's pod counts 2 + max(60, 61) GiB: its sidecar and the larger of its container and
+    # its ordinary init container. 63 GiB are left: it fits.
+    series |= _requests("team-m", "job-m-0", "train", {"memory": 60 * GIB, "cpu": 8})
+    series |= _requests("team-m", "job-m-0", "first-step", {"memory": 2 * GIB}, init="Always")
+    series |= _requests("team-m", "job-m-0", "setup", {"memory": 61 * GIB}, init="")
+    series |= _quota("team-m", "requests.memory", 637 * GIB, 700 * GIB)  # 91%
+    series |= _quota("team-m", "requests.cpu", 16, 96)
+    series |= _quota("team-m", "pods", 0, 0, quota=SYSTEM_PRIORITY_QUOTA)
+    # job-g's pods need 8 and 4 GPUs and 4 cores plus a 0.5-core sidecar each.
+    for pod, gpus in (("job-g-0", 8), ("job-g-1", 4)):
+        series |= _requests("team-g", pod, "train", {"nvidia_com_gpu": gpus, "cpu": 4})
+        series |= _requests("team-g", pod, "first-step", {"cpu": 0.5}, init="Always")
+    series |= _quota("team-g", "requests.nvidia.com/gpu", 16, 20)  # 80%, 4 left
+    series |= _quota("team-g", "requests.cpu", 9, 13.25)  # 68%, 4.25 left
+    series |= _requests("team-a", "job-a-0", "train", {"nvidia_com_gpu": 8})
+    series |= _quota("team-a", "requests.nvidia.com/gpu", 8, 8)
+    series |= _quota("team-a", "pods", 1, 1)
+    for pod in ("job-p-0", "job-p-1"):
+        series |= _requests("team-p", pod, "train", {"cpu": 1})
+    series |= _quota("team-p", "pods", 2, 2)
+    series |= _quota("team-p", "requests.cpu", 2, 64)
+    reasons = {"team-m": "capacity", "team-g": "quota", "team-a": "capacity", "team-p": "quota"}
+    shortfall = rules.GANG_QUOTA_SHORTFALL_RULE
+    return Case(
+        "the quota reason: one more pod of the gang against what its team quota has left",
+        at="15m",
+        series=series,
+        alerts={
+            "GangPending": [
+                Fired(
+                    {"namespace": ns, "podgroup": f"job-{ns[-1]}", "queue": ns},
+                    900,
+                    {"summary": f"Gang {ns}/job-{ns[-1]} (queue {ns}) pending for 15m 0s: {why}"},
+                )
+                for ns, why in reasons.items()
+            ],
+        },
+        records={
+            shortfall: [
+                (
+                    {"__name__": shortfall, "namespace": ns, "podgroup": f"job-{ns[-1]}"}
+                    | {"resource": resource},
+                    value,
+                )
+                for ns, resource, value in (
+                    ("team-g", "requests.nvidia.com/gpu", 4),
+                    ("team-g", "requests.cpu", 0.25),
+                    ("team-p", "pods", 1),
+                )
+            ],
+            f'{rules.GANG_POD_REQUEST_RULE}{{namespace="team-m"}}': [
+                (
+                    {"__name__": rules.GANG_POD_REQUEST_RULE, "namespace": "team-m"}
+                    | {"podgroup": "job-m", "resource": resource},
+                    value,
+                )
+                for resource, value in (("memory", 63 * GIB), ("cpu", 8))
+            ],
+        },
+    )
+
+
+def _neuron_case() -> Case:
+    """A node's NeuronCore utilisation goes to the running pods holding its Neuron devices:
+    one whole-node pod on t1, two pods sharing t2 (each gets the node's mean). A finished pod,
+    a CPU-only pod and another target's copy of the series attribute nothing."""
+    neuron = f'job="{rules.NEURON_MONITOR_JOB}"'
+    series = {
+        f'neuroncore_utilization_ratio{{{neuron}, node="t1", neuroncore="0"}}': "0.5x80",
+        f'neuroncore_utilization_ratio{{{neuron}, node="t1", neuroncore="1"}}': "0.25x80",
+        f'neuroncore_utilization_ratio{{{neuron}, node="t2", neuroncore="0"}}': "1x80",
+        f'neuroncore_utilization_ratio{{{neuron}, node="t2", neuroncore="1"}}': "0.5x80",
+        # a team's pod serving the name: not neuron-monitor's job
+        'neuroncore_utilization_ratio{job="team-a/fake", node="t1", neuroncore="2"}': "0x80",
+    }
+    pods = {  # (namespace, pod): (node, resource, phase)
+        ("team-a", "a-0"): ("t1", "aws_amazon_com_neuron", "Running"),
+        ("team-a", "a-1"): ("t1", "cpu", "Running"),
+        ("team-b", "b-0"): ("t2", "aws_amazon_com_neuron", "Running"),
+        ("team-c", "c-0"): ("t2", "aws_amazon_com_neuroncore", "Running"),
+        ("team-c", "c-9"): ("t2", "aws_amazon_com_neuron", "Succeeded"),
+    }
+    for (namespace, pod), (node, resource, phase) in pods.items():
+        key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid", {KSM}'
+        series[
+            f'kube_pod_container_resource_requests{{{key}, container="train", node="{node}", '
+            f'resource="{resource}", unit="integer"}}'
+        ] = "4x80"
+        series[f'kube_pod_status_phase{{{key}, phase="Running"}}'] = f"{int(phase == 'Running')}x80"
+    name = rules.NEURON_POD_UTILIZATION_RULE
+    return Case(
+        "NeuronCore utilisation per pod: its node's mean, for the running pods holding devices",
+        at="10m",
+        series=series,
+        records={
+            name: [
+                ({"__name__": name, "namespace": ns, "pod": pod, "node": node}, value)
+                for ns, pod, node, value in (
+                    ("team-a", "a-0", "t1", 0.375),
+                    ("team-b", "b-0", "t2", 0.75),
+                    ("team-c", "c-0", "t2", 0.75),
+                )
+            ]
         },
     )
 
@@ -494,12 +656,8 @@ def _ledger_case() -> Case:
                     f'{FIRST_STEP_METRIC}{{namespace="{namespace}", pod="{pod}", {FIRST_STEP_JOB}}}'
                 ] = f"{step_at}x40"
 
-    def stages(group: str, namespace: str, pool: str, values: tuple[int, ...]) -> list[Any]:
-        return [
-            ({"__name__": GANG_COLD_START_RULE, "namespace": namespace, "podgroup": group,
-              "nodepool": pool, "stage": stage}, value)
-            for stage, value in zip(COLD_START_STAGES, values, strict=False)
-        ]  # fmt: skip
+    def stages(group: str, namespace: str, pool: str, values: dict[str, int]) -> list[Any]:
+        return _stages({"namespace": namespace, "podgroup": group, "nodepool": pool}, values)
 
     p50, p95 = (COLD_START_QUANTILE_RULES[q] for q in (0.5, 0.95))
     return Case(
@@ -512,8 +670,19 @@ def _ledger_case() -> Case:
             ],
         },
         records={
+            # No PodGroup phase series here: no admission is known, so no queue wait.
             f'{GANG_COLD_START_RULE}{{podgroup="g1"}}': stages(
-                "g1", "team-a", "p5", (90, 180, 420, 660, 900)
+                "g1",
+                "team-a",
+                "p5",
+                {
+                    "nodes_launched": 90,
+                    "nodes_registered": 180,
+                    "nodes_initialized": 420,
+                    "pods_running": 660,
+                    "first_step": 900,
+                    "cold_start": 900,
+                },
             ),
             f'{GANG_COLD_START_RULE}{{podgroup="g2"}}': [],
             f'{rules.GANG_FIRST_STEP_RULE}{{podgroup="g1"}}': [
@@ -526,32 +695,26 @@ def _ledger_case() -> Case:
                     1000,
                 )
             ],
-            # over two pools: node stages per pool, pod stages under the last-launched pool's
-            f'{GANG_COLD_START_RULE}{{podgroup="g6", stage=~"nodes_launched|pods_running|first_step"}}': [
-                *stages("g6", "team-c", "p5en", (100,)),
-                *stages("g6", "team-c", "trn2", (200,)),
-                (
-                    {
-                        "__name__": GANG_COLD_START_RULE,
-                        "namespace": "team-c",
-                        "podgroup": "g6",
-                        "nodepool": "trn2",
-                        "stage": "pods_running",
-                    },
-                    600,
-                ),
-                (
-                    {
-                        "__name__": GANG_COLD_START_RULE,
-                        "namespace": "team-c",
-                        "podgroup": "g6",
-                        "nodepool": "trn2",
-                        "stage": "first_step",
-                    },
-                    1000,
-                ),
-            ],
-            f'{GANG_COLD_START_RULE}{{podgroup="g4"}}': stages("g4", "team-b", "p5", (60, 70, 80)),
+            # over two pools: counted once, every stage under the last-launched pool (trn2),
+            # the node stages its last node's of either pool
+            f'{GANG_COLD_START_RULE}{{podgroup="g6", stage!="cold_start"}}': stages(
+                "g6",
+                "team-c",
+                "trn2",
+                {
+                    "nodes_launched": 200,
+                    "nodes_registered": 250,
+                    "nodes_initialized": 300,
+                    "pods_running": 600,
+                    "first_step": 1000,
+                },
+            ),
+            f'{GANG_COLD_START_RULE}{{podgroup="g4"}}': stages(
+                "g4",
+                "team-b",
+                "p5",
+                {"nodes_launched": 60, "nodes_registered": 70, "nodes_initialized": 80},
+            ),
             f'{rules.POD_GANG_RULE}{{podgroup="g3"}}': [
                 (
                     {
@@ -594,6 +757,14 @@ def _ledger_case() -> Case:
     )
 
 
+def _stages(labels: dict[str, str], values: dict[str, int]) -> list[Any]:
+    """The ledger's samples of one gang or job: ``labels`` and each stage's value."""
+    return [
+        ({"__name__": GANG_COLD_START_RULE, **labels, "stage": stage}, value)
+        for stage, value in values.items()
+    ]
+
+
 def _gang_on_node(
     namespace: str,
     group: str,
@@ -602,27 +773,161 @@ def _gang_on_node(
     node: str,
     launched: str,
     pods: dict[str, tuple[str, str, str]],
+    initialized: str = "",
+    pending: str = "",
+    bound: str = "",
 ) -> dict[str, str]:
     """One gang on one p5 node; ``launched`` and each pod's (present, ready, first step) values
-    in promtool's notation, so that pods can be replaced on a new node."""
+    in promtool's notation, so that pods can be replaced on a new node. ``initialized``: its
+    node's Initialized time; ``pending``: 1 while its PodGroup is Pending, 0 once admitted
+    (Inqueue); ``bound``: when its pods are bound to the node (``kube_pod_info``'s node), if
+    not when they are present."""
+    labels = f'namespace="{namespace}", podgroup="{group}", queue="{namespace}", {KSM}'
+    claim = f'nodeclaim="p5-{node}", nodepool="p5", node="{node}", {KSM}'
     series = {
-        f'{PODGROUP_CREATED_METRIC}{{namespace="{namespace}", podgroup="{group}", '
-        f'queue="{namespace}", {KSM}}}': f"{created}x200",
-        f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-{node}", nodepool="p5", node="{node}", '
-        f'{KSM}, condition="Launched", status="True"}}': launched,
+        f"{PODGROUP_CREATED_METRIC}{{{labels}}}": f"{created}x200",
+        f'{NODECLAIM_CONDITION_METRIC}{{{claim}, condition="Launched", status="True"}}': launched,
     }
+    if initialized:
+        series[
+            f'{NODECLAIM_CONDITION_METRIC}{{{claim}, condition="Initialized", status="True"}}'
+        ] = initialized
+    if pending:
+        admitted = " ".join(
+            f"{1 - int(value)}x{count}"
+            for value, count in (part.split("x") for part in pending.split())
+        )
+        series[f'{PODGROUP_PHASE_METRIC}{{{labels}, phase="Pending"}}'] = pending
+        series[f'{PODGROUP_PHASE_METRIC}{{{labels}, phase="Inqueue"}}'] = admitted
     for pod, (present, ready_at, step_at) in pods.items():
         key = f'namespace="{namespace}", pod="{pod}", uid="{pod}-uid"'
         series[
             f'kube_pod_annotations{{{key}, annotation_scheduling_k8s_io_group_name="{group}"}}'
         ] = present
-        series[f'kube_pod_info{{{key}, node="{node}"}}'] = present
-        series[f"kube_pod_status_ready_time{{{key}}}"] = ready_at
+        series[f'kube_pod_info{{{key}, node="{node}"}}'] = bound or present
+        if ready_at:
+            series[f"kube_pod_status_ready_time{{{key}}}"] = ready_at
         if step_at:
             series[
                 f'{FIRST_STEP_METRIC}{{namespace="{namespace}", pod="{pod}", {FIRST_STEP_JOB}}}'
             ] = step_at
     return series
+
+
+def _queue_wait_cases() -> list[Case]:
+    """Queue wait is not cold start: a gang (or Slurm job) that waited for its queue with its
+    nodes up is judged from its nodes being ready, one admitted before its nodes were (Volcano's
+    root queue knew no node of its kind yet) from its submission; a Slurm job without a first
+    step is judged at its start. p5's budget is 2100 s."""
+    # gq: nodes up at 300 s (Karpenter provisions for its Unschedulable pods whatever the
+    # queue says), Pending in its queue until 3000 s, bound at 3030 s, first step at 3300 s.
+    queued = _gang_on_node(
+        "team-q", "gq", created=0, node="nq", launched="60x200", initialized="300x200",
+        pending="1x99 0x100", bound="_x101 1x98",
+        pods={"gq-0": ("1x200", "_x103 3100x96", "_x110 3300x89")},
+    )  # fmt: skip
+    # gz: admitted at 240 s, before its node is initialized (400 s): no queue wait. Back to
+    # Pending at 54.5 min (it lost a pod): its admission stays the first.
+    zero = _gang_on_node(
+        "team-q", "gz", created=0, node="nz", launched="60x200", initialized="400x200",
+        pending="1x7 0x100 1x4 0x87", bound="_x14 1x185",
+        pods={"gz-0": ("1x200", "_x67 2000x132", "_x100 3000x99")},
+    )  # fmt: skip
+    # Slurm: 45 waited behind other jobs with its node's slurmd Ready at 400 s and started at
+    # 3000 s; 46 started 30 s after its slurmd was Ready. Without a first step: 47's slurmd
+    # was Ready only at 2800 s (over the budget), 48 started at once (healthy, no mark). The
+    # TaskProlog writes the submit and start times once the job has started.
+    slurm: dict[str, str] = {}
+    jobs = {  # job: (node, slurmd Ready, started, first step)
+        "45": ("sn45", 400, 3000, 3200), "46": ("sn46", 400, 430, 2500),
+        "47": ("sn47", 2800, 2830, None), "48": ("sn48", 400, 430, None),
+    }  # fmt: skip
+    for job_id, (node, ready_at, started, step_at) in jobs.items():
+        pod = f"slurm-worker-p5-{job_id}"
+        slurm[_node(node, "p5", "p5.48xlarge", slurm=True)] = "1x200"
+        for condition, at in (("Launched", 60), ("Registered", 120), ("Initialized", 300)):
+            slurm[
+                f'{NODECLAIM_CONDITION_METRIC}{{nodeclaim="p5-slurm-{node}", '
+                f'nodepool="p5-slurm", node="{node}", {KSM}, condition="{condition}", '
+                'status="True"}'
+            ] = f"{at}x200"
+        pod_key = f'namespace="{SLURM_NAMESPACE}", pod="{pod}"'
+        slurm[f'kube_pod_info{{{pod_key}, node="{node}"}}'] = "1x200"
+        slurm[f'kube_pod_status_ready_time{{{pod_key}, uid="{pod}-uid"}}'] = (
+            f"_x{ready_at // 30} {ready_at}x150"
+        )
+        key = f'{pod_key}, {FIRST_STEP_JOB}, slurm_job_id="{job_id}"'
+        from_start = f"_x{started // 30} "
+        slurm[f"{SLURM_JOB_SUBMIT_METRIC}{{{key}}}"] = from_start + "0x150"
+        slurm[f"{SLURM_JOB_START_METRIC}{{{key}}}"] = from_start + f"{started}x150"
+        if step_at is not None:
+            slurm[f"{FIRST_STEP_METRIC}{{{key}}}"] = f"_x{step_at // 30} {step_at}x100"
+    team_q = {"namespace": "team-q", "nodepool": "p5"}
+    job = {"namespace": SLURM_NAMESPACE, "nodepool": "p5"}
+    return [
+        Case(
+            "a gang or Slurm job that waited for its queue with its nodes up is judged without "
+            "the wait; one admitted before its nodes were ready is not excused",
+            at="56m",
+            series=queued | zero | slurm,
+            alerts={
+                "ColdStartOverBudget": [
+                    Fired({**team_q, "podgroup": "gz"}, 3000),
+                    Fired({**job, "slurm_job_id": "46"}, 2470),
+                    Fired({**job, "slurm_job_id": "47"}, 2800),
+                ]
+            },
+            records={
+                f'{rules.GANG_ADMITTED_RULE}{{namespace="team-q"}}': [
+                    (
+                        {
+                            "__name__": rules.GANG_ADMITTED_RULE,
+                            "namespace": "team-q",
+                            "podgroup": group,
+                        },
+                        at,
+                    )
+                    for group, at in (("gq", 3000), ("gz", 240))
+                ],
+                f'{GANG_COLD_START_RULE}{{podgroup="gq"}}': _stages(
+                    {**team_q, "podgroup": "gq"},
+                    {
+                        "nodes_launched": 60,
+                        "nodes_initialized": 300,
+                        "admitted": 3000,
+                        "pods_running": 3100,
+                        "first_step": 3300,
+                        "cold_start": 600,
+                    },
+                ),
+                f'{GANG_COLD_START_RULE}{{podgroup="gz", stage=~"admitted|cold_start"}}': (
+                    _stages({**team_q, "podgroup": "gz"}, {"admitted": 240, "cold_start": 3000})
+                ),
+                GANG_QUEUE_WAIT_RULE: [
+                    ({"__name__": GANG_QUEUE_WAIT_RULE, **team_q, "podgroup": "gq"}, 2700),
+                    ({"__name__": GANG_QUEUE_WAIT_RULE, **team_q, "podgroup": "gz"}, 0),
+                    ({"__name__": GANG_QUEUE_WAIT_RULE, **job, "slurm_job_id": "45"}, 2600),
+                    ({"__name__": GANG_QUEUE_WAIT_RULE, **job, "slurm_job_id": "46"}, 30),
+                    ({"__name__": GANG_QUEUE_WAIT_RULE, **job, "slurm_job_id": "47"}, 30),
+                    ({"__name__": GANG_QUEUE_WAIT_RULE, **job, "slurm_job_id": "48"}, 30),
+                ],
+                rules.SLURM_JOB_START_RULE: [
+                    (
+                        {
+                            "__name__": rules.SLURM_JOB_START_RULE,
+                            "namespace": SLURM_NAMESPACE,
+                            "slurm_job_id": job_id,
+                        },
+                        started,
+                    )
+                    for job_id, (_, _, started, _) in jobs.items()
+                ],
+                f'{GANG_COLD_START_RULE}{{slurm_job_id="45", stage=~"admitted|cold_start"}}': (
+                    _stages({**job, "slurm_job_id": "45"}, {"admitted": 3000, "cold_start": 600})
+                ),
+            },
+        )
+    ]
 
 
 def _cold_start_cases() -> list[Case]:
@@ -642,30 +947,52 @@ def _cold_start_cases() -> list[Case]:
         alerts={"ColdStartOverBudget": []},
         records={f'{GANG_COLD_START_RULE}{{podgroup="gr"}}': []},
     )
+    # Without a first step: gs's pod never turns Ready (stuck), gl's turned Ready at 40 min
+    # (over p5's 35 min), gh's at 5 min (healthy, its program marks no first step; its pod
+    # restarted at 40 min, which starts no clock again), gy is younger than the budget.
+    no_first_step = (
+        _gang_on_node("team-s", "gs", created=0, node="n9", launched="100x200",
+                      pods={"gs-0": ("1x200", "", "")})
+        | _gang_on_node("team-s", "gl", created=0, node="n7", launched="100x200",
+                        pods={"gl-0": ("1x200", "_x80 2400x119", "")})
+        | _gang_on_node("team-s", "gh", created=0, node="n6", launched="100x200",
+                        pods={"gh-0": ("1x200", "_x10 300x69 _x5 2580x115", "")})
+        | _gang_on_node("team-s", "gy", created=900, node="n8", launched="1000x100",
+                        pods={"gy-0": ("1x100", "1100x100", "")})
+    )  # fmt: skip
+    team_s = {"namespace": "team-s", "nodepool": "p5"}
     stuck = Case(
-        "a cold gang without a first step past its pool's budget fires; a younger one does not",
+        "a cold gang stuck before its pods run fires, one whose pods ran past the budget "
+        "fires; a healthy one that marks no first step and a younger one do not",
         at="45m",
-        series=_gang_on_node(
-            "team-s",
-            "gs",
-            created=0,
-            node="n9",
-            launched="100x100",
-            pods={"gs-0": ("1x100", "300x100", "")},
-        )
-        | _gang_on_node(
-            "team-s",
-            "gy",
-            created=900,
-            node="n8",
-            launched="1000x100",
-            pods={"gy-0": ("1x100", "1100x100", "")},
-        ),
+        series=no_first_step,
         alerts={
             "ColdStartOverBudget": [
-                Fired({"namespace": "team-s", "podgroup": "gs", "nodepool": "p5"}, 2700)
+                Fired({**team_s, "podgroup": "gs"}, 2700),
+                Fired({**team_s, "podgroup": "gl"}, 2400),
             ]
         },
+        records={
+            f'{rules.GANG_PODS_RUNNING_RULE}{{podgroup=~"gl|gh"}}': [
+                (
+                    {
+                        "__name__": rules.GANG_PODS_RUNNING_RULE,
+                        "namespace": "team-s",
+                        "podgroup": group,
+                    },
+                    at,
+                )
+                for group, at in (("gl", 2400), ("gh", 300))
+            ],
+        },
+    )
+    # The clock stopped at its pods running: 15 minutes after, gl is judged no more; gs is
+    # still stuck.
+    later = Case(
+        "a gang whose pods ran past the budget without a first step is judged for 15 min",
+        at="57m",
+        series=no_first_step,
+        alerts={"ColdStartOverBudget": [Fired({**team_s, "podgroup": "gs"}, 3420)]},
     )
     # A Slurm job requeued onto a new node after an hour: its first start's values only.
     requeued: dict[str, str] = {}
@@ -691,7 +1018,7 @@ def _cold_start_cases() -> list[Case]:
         alerts={"ColdStartOverBudget": []},
         records={f'{GANG_COLD_START_RULE}{{slurm_job_id="77"}}': []},
     )
-    return [restart, stuck, requeue]
+    return [restart, stuck, later, requeue]
 
 
 def _slurm_ledger_case() -> Case:
@@ -741,6 +1068,7 @@ def _slurm_ledger_case() -> Case:
                     ("nodes_registered", 150),
                     ("nodes_initialized", 400),
                     ("first_step", 2300),
+                    ("cold_start", 2300),  # no start known: no queue wait
                 )
             ],
             rules.SLURM_JOB_NODE_RULE: [
@@ -777,10 +1105,13 @@ def _cases() -> list[Case]:
     return [
         *_accelerator_cases(),
         _gang_case(),
+        _gang_quota_case(),
+        _neuron_case(),
         *_ops_cases(),
         _ledger_case(),
         _slurm_ledger_case(),
         *_cold_start_cases(),
+        *_queue_wait_cases(),
     ]
 
 

@@ -90,6 +90,7 @@ PINNED_RELEASES: Final[dict[str, Callable[[], set[str]]]] = {
     "neuron-helm-charts": lambda: {versions.NEURON_CHART.version},
     "cert-manager": lambda: {versions.CERT_MANAGER_CHART.version.lstrip("v")},
     "keda": lambda: {versions.KEDA_CHART.version},
+    "grafana/grafana": lambda: {versions.GRAFANA_VERSION},
     "pulumi-policy": lambda: {_requirement_in("requirements.txt", "pulumi-policy")},
     "pulumi-aws": lambda: {_requirement_in("requirements.txt", "pulumi-aws")},
     "pulumi-eks": lambda: {_requirement_in("requirements.txt", "pulumi-eks")},

@@ -20,6 +20,7 @@ from components.metric_names import (
     PODGROUP_MIN_MEMBER_METRIC,
     PODGROUP_PHASE_METRIC,
     PODGROUP_PHASES,
+    SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
 )
 from components.observability import dashboards, ledger, rules
@@ -258,7 +259,9 @@ def test_a_slurm_jobs_first_step_and_submission_reach_the_exporters_directory(
     tools = tmp_path / "bin"
     tools.mkdir()
     squeue = tools / "squeue"
-    squeue.write_text("#!/bin/sh\necho 2026-12-06T15:00:00\n")
+    squeue.write_text(
+        '#!/bin/sh\n[ "$5" = "%V %S" ] && echo 2026-12-06T15:00:00 2026-12-06T15:20:00\n'
+    )
     squeue.chmod(0o755)
     # A user's umask 077 and time zone must change neither what the exporter (nobody) can
     # read nor the submit time.
@@ -271,6 +274,7 @@ def test_a_slurm_jobs_first_step_and_submission_reach_the_exporters_directory(
     assert exported[first_step.FIRST_STEP_LABELS_VARIABLE] == 'slurm_job_id="42"'
     assert (files / "job-42-submit.prom").read_text() == (
         f'{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id="42"}} 1796569200\n'
+        f'{SLURM_JOB_START_METRIC}{{slurm_job_id="42"}} 1796570400\n'
     )
     helper_env = {**env, **exported}
     _run("umask 077\n" + first_step.helper_script().removeprefix("#!/bin/sh\n"), files, helper_env)
@@ -380,7 +384,8 @@ def test_the_first_step_monitor_keeps_only_first_steps(reference_dir: Path) -> N
              "exported_namespace": "team-b", "slurm_job_id": "42"}  # fmt: skip
     kept = _relabel(relabel, {**target, **faked})
     assert kept == {**target, "__name__": FIRST_STEP_METRIC, "slurm_job_id": "42"}
-    assert _relabel(relabel, {**target, "__name__": SLURM_JOB_SUBMIT_METRIC}) is not None
+    for kept_name in (SLURM_JOB_SUBMIT_METRIC, SLURM_JOB_START_METRIC):
+        assert _relabel(relabel, {**target, "__name__": kept_name}) is not None
     assert monitor["spec"]["labelLimit"] == len(kept)
     assert 0 < monitor["spec"]["sampleLimit"] <= 100
 

@@ -11,8 +11,6 @@ upstream files, so they are not copied here.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
 
 from components.config import PlatformConfig
 from components.config.platform import parse_platform_config
+from components.metric_names import COLD_START_STAGES, GANG_COLD_START_RULE
 from components.observability.dashboards import (
     EFA_TX_BYTES,
     FLEET_FOLDER,
@@ -42,6 +41,8 @@ from components.observability.dashboards import (
     platform_dashboards,
     prometheus_queries,
 )
+from components.observability.rules import NEURON_POD_UTILIZATION_RULE, rule_groups
+from tests import promtool
 from tests.conftest import STACKS, stack_data
 
 PANEL_MODELS: dict[str, Any] = {
@@ -138,6 +139,30 @@ def test_cold_start_quantiles_say_they_are_rolling() -> None:
     quantiles = [title for title in titles if "p50" in title or "p95" in title]
     assert quantiles and all("rolling 24 h" in title for title in quantiles), titles
     assert not [title for title in titles if "day" in title.replace("day's end", "")], titles
+
+
+def test_the_ledger_compares_the_budget_with_what_the_alert_does() -> None:
+    """The budget table shows the quantiles of the stage ColdStartOverBudget compares with
+    the budget (the first step less the queue wait), not the first step, which counts time a
+    gang waited in its queue; the quantile panels show every stage, queue admission too."""
+    config = _config("prod")
+    (cold,) = [d for d in platform_dashboards(config) if d.uid == "tp-cold-starts"]
+    panels = cold.model.get("panels") or []
+    (table,) = [p for p in panels if "budget" in str(p.get("title", ""))]
+    quantiles = [t["expr"] for t in table["targets"] if ":p" in t["expr"]]
+    assert quantiles and all('stage="cold_start"' in expr for expr in quantiles), quantiles
+    (alert,) = [
+        r
+        for g in rule_groups(config)
+        for r in g["rules"]
+        if r.get("alert") == "ColdStartOverBudget"
+    ]
+    assert f'{GANG_COLD_START_RULE}{{stage="cold_start"}}' in alert["expr"]
+    series = [
+        t["expr"] for p in panels if "per stage" in str(p.get("title", "")) for t in p["targets"]
+    ]
+    assert series and not any("stage=" in expr for expr in series), series
+    assert {"admitted", "cold_start"} <= set(COLD_START_STAGES)
 
 
 def _by_folder(dashboards: list[Dashboard]) -> dict[str, set[str]]:
@@ -247,8 +272,6 @@ def _query(dashboard: Dashboard, panel: str, legend: str, **variables: str) -> s
 
 def _promtool(tmp_path: Path, series: dict[str, str], cases: list[dict[str, Any]]) -> None:
     """Evaluate ``cases`` (promtool ``promql_expr_test`` entries) on ``series`` at 10m."""
-    promtool = shutil.which("promtool")
-    assert promtool is not None, "promtool missing: Debian's prometheus package provides it"
     test = {
         "rule_files": [],
         "evaluation_interval": "1m",
@@ -262,9 +285,7 @@ def _promtool(tmp_path: Path, series: dict[str, str], cases: list[dict[str, Any]
     }
     path = tmp_path / "dashboards.test.yaml"
     path.write_text(json.dumps(test))
-    result = subprocess.run(
-        [promtool, "test", "rules", str(path)], capture_output=True, text=True, check=False
-    )
+    result = promtool.run("test", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -408,6 +429,66 @@ def test_queue_and_efa_queries_compute_what_their_panels_say(tmp_path: Path) -> 
             "exp_samples": [
                 {"labels": '{node="n1"}', "value": 2_000_000},
                 {"labels": '{node="n2"}', "value": 1_000_000},
+            ],
+        },
+    ]
+    _promtool(tmp_path, series, cases)
+
+
+def test_neuron_and_team_utilisation_follow_the_pods(tmp_path: Path) -> None:
+    """On synthetic series (promtool): a gang's NeuronCore utilisation per pod and its
+    stragglers come from the per-pod attribution rule, and the fleet's utilisation per team
+    averages each team's GPUs (DCGM's pod labels) and Neuron pods (the rule)."""
+    dashboards = {d.uid: d for d in platform_dashboards(_config("staging"))}
+    fleet, jobs = dashboards["tp-fleet"], dashboards["tp-fleet-jobs"]
+    gang = "annotation_scheduling_k8s_io_group_name"
+    rule = NEURON_POD_UTILIZATION_RULE
+    series = {
+        f'{rule}{{namespace="a",pod="a-0",node="t1"}}': "0.5x10",
+        f'{rule}{{namespace="a",pod="a-1",node="t2"}}': "0.25x10",
+        f'{rule}{{namespace="a",pod="a-9",node="t3"}}': "0.75x10",
+        f'{rule}{{namespace="b",pod="b-0",node="t3"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-0",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-1",{gang}="g1"}}': "1x10",
+        f'kube_pod_annotations{{namespace="a",pod="a-9",{gang}="g2"}}': "1x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-5",gpu="0",Hostname="n1"}': "80x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="a",pod="a-5",gpu="1",Hostname="n1"}': "40x10",
+        'DCGM_FI_DEV_GPU_UTIL{namespace="b",pod="b-5",gpu="0",Hostname="n2"}': "20x10",
+        'DCGM_FI_DEV_GPU_UTIL{gpu="1",Hostname="n2"}': "0x10",  # no pod holds it
+    }
+    selected = {"namespace": "a", "gang": "g1"}
+    stragglers = "NeuronCore stragglers: slowest pod and median pod"
+    per_team = [
+        target["expr"]
+        for panel in _panels(fleet.model)
+        if panel["title"] == "Utilisation per team"
+        for target in panel["targets"]
+    ]
+    assert len(per_team) == 2  # GPUs, then Neuron devices
+    cases = [
+        {
+            "expr": _query(jobs, "NeuronCore utilisation per pod", "{{pod}}", **selected),
+            "exp_samples": [
+                {"labels": '{pod="a-0"}', "value": 0.5},
+                {"labels": '{pod="a-1"}', "value": 0.25},
+            ],
+        },
+        {
+            "expr": _query(jobs, stragglers, "slowest pod", **selected),
+            "exp_samples": [{"labels": "{}", "value": 0.25}],
+        },
+        {
+            "expr": per_team[0],
+            "exp_samples": [
+                {"labels": '{namespace="a"}', "value": 0.6},
+                {"labels": '{namespace="b"}', "value": 0.2},
+            ],
+        },
+        {
+            "expr": per_team[1],
+            "exp_samples": [
+                {"labels": '{namespace="a"}', "value": 0.5},
+                {"labels": '{namespace="b"}', "value": 1},
             ],
         },
     ]

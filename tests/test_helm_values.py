@@ -250,7 +250,9 @@ UNVERIFIED_SUBCHART_KEYS: dict[str, tuple[str, frozenset[str]]] = {
         frozenset({
             "envFromSecret", "grafana.ini", "nodeSelector", "tolerations", "resources",
             "serviceAccount.name", "sidecar.dashboards.folderAnnotation",
-            "sidecar.dashboards.provider.foldersFromFilesStructure",
+            # Grafana's organisations (components/observability/grafana_orgs.py).
+            "sidecar.dashboards.SCProvider", "extraContainers", "extraContainerVolumes",
+            "extraEmptyDirMounts", "podAnnotations",
         }),
     ),
     "kube-prometheus-stack/kube-state-metrics": (

@@ -209,7 +209,8 @@ def test_the_catalogue_holds_what_the_issue_relies_on_and_cites_its_sources() ->
         assert len(families) == len(set(families)), f"{exporter.name} lists a metric twice"
     # The platform's own, built from names.py rather than copied.
     own = platform_metrics().names()
-    assert {names.FIRST_STEP_METRIC, names.SLURM_JOB_SUBMIT_METRIC, names.PODGROUP_CREATED_METRIC,
+    assert {names.FIRST_STEP_METRIC, names.SLURM_JOB_SUBMIT_METRIC, names.SLURM_JOB_START_METRIC,
+            names.PODGROUP_CREATED_METRIC,
             names.PODGROUP_MIN_MEMBER_METRIC, names.PODGROUP_PHASE_METRIC,
             names.NODECLAIM_CONDITION_METRIC,
             *names.EFA_METRICS} == own  # fmt: skip
@@ -243,3 +244,13 @@ def test_every_rule_and_dashboard_query_names_real_metrics(stack: str) -> None:
     selected = set().union(*(metric_names(e) for e in expressions.values()))
     assert names.FIRST_STEP_METRIC in selected
     assert any(name.startswith("DCGM_FI_") for name in selected)
+    # GangPending's quota reason weighs a pod of the gang (its sidecars and init containers as
+    # the quota counts them) against what the team quota has left.
+    gangs = next(g for g in groups if g["name"] == f"{names.RULE_PREFIX}-gangs")
+    read = set().union(*(metric_names(rule["expr"]) for rule in gangs["rules"]))
+    assert {
+        "kube_pod_container_resource_requests",
+        "kube_pod_init_container_resource_requests",
+        "kube_pod_init_container_info",
+        "kube_resourcequota",
+    } <= read

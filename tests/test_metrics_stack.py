@@ -24,6 +24,7 @@ from components.metric_names import (
     NODE_EXPORTERS_NAMESPACE,
     PROMETHEUS_SERVICE_ACCOUNT,
 )
+from components.observability import grafana_orgs
 from components.observability import metrics_stack as stack_values
 from components.observability.dashboards import platform_dashboards
 from components.observability.metrics_stack import (
@@ -169,7 +170,12 @@ def test_no_pod_of_the_stack_mounts_its_token_automatically() -> None:
     assert (operator["extraVolumes"], operator["extraVolumeMounts"]) == ([volume], [mount])
     assert (prometheus["volumes"], prometheus["volumeMounts"]) == ([volume], [mount])
     assert (ksm["volumes"], ksm["volumeMounts"]) == ([volume], [mount])
-    assert grafana["extraContainerVolumes"] == [volume]
+    # The token's volume beside the organisations' ConfigMap, which the container beside
+    # Grafana reads (components/observability/grafana_orgs.py): both kept.
+    assert grafana["extraContainerVolumes"] == [
+        volume,
+        {"name": grafana_orgs.ORGS_VOLUME, "configMap": {"name": grafana_orgs.ORGS_CONFIG_MAP}},
+    ]
     for sidecar in ("dashboards", "datasources"):
         assert grafana["sidecar"][sidecar]["extraMounts"] == [mount]
     assert mount["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -243,7 +249,8 @@ def test_each_dashboard_is_a_configmap_in_its_teams_folder_or_the_fleets(
     sidecar = _values_of(run)["grafana"]["sidecar"]["dashboards"]
     assert sidecar["label"] == DASHBOARD_LABEL and sidecar["labelValue"] == "1"
     assert sidecar["folderAnnotation"] == DASHBOARD_FOLDER_ANNOTATION
-    assert sidecar["provider"]["foldersFromFilesStructure"] is True
+    # Each folder is read by its organisation's provider (tests/test_grafana_orgs.py).
+    assert sidecar["SCProvider"] is False
     # Only the monitoring namespace's ConfigMaps: a team cannot publish into a folder.
     assert sidecar["searchNamespace"] == [MONITORING_NAMESPACE]
     assert dashboard_folders(config.teams) == [FLEET_FOLDER, *sorted(t.name for t in config.teams)]
@@ -300,11 +307,11 @@ def _role_of(path: str, groups: list[str]) -> Any:
     return jmespath.search(path, {"groups": groups, "preferred_username": "someone"})
 
 
-def test_grafana_roles_follow_the_oidc_groups() -> None:
-    """What Grafana OSS 13.2 enforces: who logs in at all (a team's or an admin group,
-    strictly), who administers (adminGroups), and that every team member only views. Team
-    folders hold each team's dashboards, but per-folder rights by OIDC group need team sync,
-    which is Grafana Enterprise's: a team member can open another team's folder read-only."""
+def test_only_grafanas_admins_get_a_role_outside_the_organisation_mapping() -> None:
+    """The role that holds in every organisation is the admins' alone. A team member's role
+    comes from org_mapping, in the team's organisation (tests/test_grafana_orgs.py): a role
+    here would be what Grafana falls back to in the fleet's organisation when no mapping
+    matches, so a team member gets none."""
     data = stack_data("dev")
     data.setdefault("observability", {})["grafana"] = {"adminGroups": ["grafana-admins"]}
     config = parse_platform_config(data)
@@ -314,14 +321,12 @@ def test_grafana_roles_follow_the_oidc_groups() -> None:
     team = config.teams[0]
     assert team.member_groups and team.admin_groups
     assert _role_of(path, ["grafana-admins"]) == "Admin"
-    assert _role_of(path, [team.member_groups[0]]) == "Viewer"
-    assert _role_of(path, [team.admin_groups[0], "unrelated"]) == "Viewer"
     assert _role_of(path, [team.member_groups[0], "grafana-admins"]) == "Admin"
-    # Nobody else gets a role; role_attribute_strict then refuses the login.
-    assert not _role_of(path, ["unrelated"])
-    assert not _role_of(path, [])
-    # A groups claim of another name is read under that name.
-    other = role_attribute_path(["a-b"], [], groups_claim="cognito:groups")
+    for groups in ([team.member_groups[0]], [team.admin_groups[0], "unrelated"], []):
+        assert not _role_of(path, groups), groups
+    # Without admin groups nobody gets one; a groups claim of another name is read as such.
+    assert not _role_of(role_attribute_path([]), ["grafana-admins"])
+    other = role_attribute_path(["a-b"], groups_claim="cognito:groups")
     assert jmespath.search(other, {"cognito:groups": ["a-b"]}) == "Admin"
 
 

@@ -13,6 +13,7 @@ import pytest
 from components import kuberay, versions
 from components.acceptance_gate import TOKEN_DIR
 from components.config.pools import GENERAL_POOL
+from components.observability import grafana_orgs
 from components.platform import validated_config
 from components.slurm import DATABASE_POD_LABELS
 from synth.chart_pods import (
@@ -659,12 +660,23 @@ def test_the_chart_pods_follow_the_values_and_the_chart_defaults(
     assert container["image"] == "quay.io/prometheus-operator/prometheus-operator:v0.93.1"
     assert container["readinessProbe"]["httpGet"]["port"] == "https"  # the chart's TLS
     grafana = pods["monitoring-grafana"]
-    sidecars = [c for c in grafana["spec"]["containers"] if c["name"] != "grafana"]
+    *sidecars, server, orgs = grafana["spec"]["containers"]
     assert [c["name"] for c in sidecars] == ["grafana-sc-dashboard", "grafana-sc-datasources"]
     assert all(c["resources"] == values["grafana"]["sidecar"]["resources"] for c in sidecars)
     assert all(token in c["volumeMounts"] for c in sidecars)  # they watch ConfigMaps
-    (server,) = [c for c in grafana["spec"]["containers"] if c["name"] == "grafana"]
-    assert token not in server["volumeMounts"]
+    assert server["name"] == "grafana" and token not in server["volumeMounts"]
+    # The organisations' container after Grafana's as the values write it (extraContainers),
+    # its ConfigMap beside the token (extraContainerVolumes), and the providers' directory an
+    # emptyDir mounted in Grafana's container (extraEmptyDirMounts).
+    assert [orgs] == load_yaml(values["grafana"]["extraContainers"])
+    volumes = {v["name"]: v for v in grafana["spec"]["volumes"]}
+    assert volumes[grafana_orgs.PROVIDERS_VOLUME] == {"name": grafana_orgs.PROVIDERS_VOLUME,
+                                                      "emptyDir": {}}  # fmt: skip
+    assert {"name": grafana_orgs.PROVIDERS_VOLUME,
+            "mountPath": grafana_orgs.PROVIDERS_PATH} in server["volumeMounts"]  # fmt: skip
+    assert volumes[grafana_orgs.ORGS_VOLUME]["configMap"]["name"] == grafana_orgs.ORGS_CONFIG_MAP
+    assert "sc-dashboard-provider" not in volumes  # SCProvider: false
+    _mounted(grafana)
     for pod in pods.values():
         assert pod["spec"]["automountServiceAccountToken"] is False, pod["metadata"]["name"]
     assert (

@@ -37,9 +37,10 @@ class GrafanaConfig(StrictModel):
     )
     admin_groups: list[GroupName] = Field(
         default_factory=list,
-        description="OIDC groups whose members administer Grafana (edit every folder). Team "
-        "members get their team's folder and the fleet's, read-only; nobody else logs in. "
-        "Used only where the oidc section is set. Default: none.",
+        description="OIDC groups whose members administer Grafana: Admin in the fleet's "
+        "organisation and in every team's. A team's memberGroups view its organisation (its "
+        "dashboards only) and its adminGroups edit it; nobody else logs in. Used only where "
+        "the oidc section is set. No group may contain ':'. Default: none.",
     )
     url: HttpsUrl | None = Field(
         default=None,
@@ -154,7 +155,33 @@ def observability_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
             "Grafana sends the identity provider a localhost redirect and nobody arriving "
             "through the load balancer can log in",
         )
+    if grafana.enabled and config.oidc.client_id is not None:
+        yield from _org_mapping_problems(config)
     yield from _efa_exporter_problems(config)
+
+
+def _org_mapping_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:
+    """Groups Grafana's ``org_mapping`` cannot hold: any with ``:``.
+
+    Its fields are separated by ``:`` (grafana/grafana v13.2.0
+    pkg/login/social/connectors/org_role_mapper.go, ``splitOrgMapping``), and every team's
+    groups and the admin groups are mapped.
+    """
+    allowed = "a group without ':', which separates the fields of Grafana's org_mapping"
+    for key, groups in (
+        ("observability.grafana.adminGroups", config.observability.grafana.admin_groups),
+        *(
+            (f"teams[{index}].{field}", groups)
+            for index, team in enumerate(config.teams)
+            for field, groups in (
+                ("memberGroups", team.member_groups),
+                ("adminGroups", team.admin_groups),
+            )
+        ),
+    ):
+        for group in groups:
+            if ":" in group:
+                yield ConfigProblem(f"{CONFIG_KEY}.{key}", group, allowed)
 
 
 def _efa_exporter_problems(config: PlatformConfig) -> Iterator[ConfigProblem]:

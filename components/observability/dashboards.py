@@ -64,6 +64,7 @@ from components.metric_names import (
     efa_port_counter,
 )
 from components.observability.ledger import POD_GROUP_ANNOTATION
+from components.observability.rules import NEURON_POD_UTILIZATION_RULE
 from components.storage.capacity import release_schedules
 
 if TYPE_CHECKING:
@@ -433,6 +434,16 @@ def _fleet(config: PlatformConfig, kinds: Sequence[Accelerator]) -> Dashboard:
                 .max(1)
                 .with_target(_prom(_pool_utilisation(kind), "{{nodepool}}"))
             )
+            .with_panel(
+                _timeseries("Utilisation per team", "percentunit", 12)
+                .description(
+                    "Mean utilisation of the accelerators each team's pods hold: DCGM labels a "
+                    "GPU with its pod. " + _NEURON_PER_POD
+                )
+                .min(0)
+                .max(1)
+                .with_target(_prom(_team_utilisation(kind), "{{namespace}}"))
+            )
         )
     return _built(builder, FLEET_FOLDER)
 
@@ -527,17 +538,18 @@ def _jobs(kinds: Sequence[Accelerator], team: str | None, efa: bool) -> Dashboar
         )
     if NEURON in kinds:
         nodes = _gang_nodes()
-        per_node = (
-            f"avg by ({SCRAPED_NODE_LABEL}) ({NEURONCORE_UTILIZATION} * on "
-            f"({SCRAPED_NODE_LABEL}) group_left () {nodes})"
+        per_pod = (
+            f"avg by (pod) ({NEURON_POD_UTILIZATION_RULE} * on (namespace, pod) group_left () "
+            f"{pods})"
         )
         builder = (
             builder.with_row(Row("Neuron devices"))
             .with_panel(
-                _timeseries("NeuronCore utilisation per node", "percentunit", 12)
+                _timeseries("NeuronCore utilisation per pod", "percentunit", 12)
+                .description(_NEURON_PER_POD)
                 .min(0)
                 .max(1)
-                .with_target(_prom(per_node, "{{node}}"))
+                .with_target(_prom(per_pod, "{{pod}}"))
             )
             .with_panel(
                 _timeseries("Neuron runtime memory per node", "bytes", 12).with_target(
@@ -549,9 +561,9 @@ def _jobs(kinds: Sequence[Accelerator], team: str | None, efa: bool) -> Dashboar
                 )
             )
             .with_panel(
-                _timeseries("Stragglers: slowest node and median node", "percentunit", 12)
-                .with_target(_prom(f"min({per_node})", "slowest node"))
-                .with_target(_prom(f"quantile(0.5, {per_node})", "median node"))
+                _timeseries("NeuronCore stragglers: slowest pod and median pod", "percentunit", 12)
+                .with_target(_prom(f"min({per_pod})", "slowest pod"))
+                .with_target(_prom(f"quantile(0.5, {per_pod})", "median pod"))
             )
         )
     if efa:
@@ -645,7 +657,9 @@ def _cold_starts() -> Dashboard:
         "The cold-start ledger: for gangs that waited for new nodes, seconds from submission "
         "to each stage (" + ", ".join(COLD_START_STAGES) + "), p50 and p95 per pool over a "
         "rolling 24 h (each point: the gangs of the 24 h before it, not a calendar day), "
-        "each pool's budget, and the latest cold starts.",
+        "each pool's budget, and the latest cold starts. admitted is when the gang's queue "
+        "admitted it (a Slurm job: its start); cold_start is the first step less the time the "
+        "gang waited for its queue with its nodes up, what the budget is compared with.",
     )
     builder = builder.with_variable(
         _query_variable(
@@ -667,20 +681,26 @@ def _cold_starts() -> Dashboard:
                 _prom(f"{COLD_START_BUDGET_METRIC}{{{pool}}}", "{{nodepool}} budget")
             )
         builder = builder.with_panel(panel)
-    first_step = f'stage="{COLD_START_STAGES[-1]}"'
+    # The last stage, cold_start (the first step less the queue wait), is what the budget
+    # and ColdStartOverBudget compare.
+    budgeted = f'stage="{COLD_START_STAGES[-1]}"'
     builder = builder.with_panel(
-        _table("Per pool, rolling 24 h to each day's end: first step p50, p95, budget", 12)
+        _table(
+            "Per pool, rolling 24 h to each day's end: cold start (first step less queue "
+            "wait) p50, p95, budget",
+            12,
+        )
         .interval("1d")
         .with_target(
             _prom(
-                f"{COLD_START_QUANTILE_RULES[0.5]}{{{pool}, {first_step}}}",
+                f"{COLD_START_QUANTILE_RULES[0.5]}{{{pool}, {budgeted}}}",
                 "p50",
                 table=True,
             )
         )
         .with_target(
             _prom(
-                f"{COLD_START_QUANTILE_RULES[0.95]}{{{pool}, {first_step}}}",
+                f"{COLD_START_QUANTILE_RULES[0.95]}{{{pool}, {budgeted}}}",
                 "p95",
                 table=True,
             )
@@ -933,6 +953,20 @@ def _pool_utilisation(kind: Accelerator) -> str:
         f"avg by (nodepool) ({NEURONCORE_UTILIZATION} * on ({SCRAPED_NODE_LABEL}) "
         f"group_left (nodepool) {_node_pools()})"
     )
+
+
+_NEURON_PER_POD: Final = (
+    "neuron-monitor labels no pod: a node's NeuronCores (those a Neuron runtime uses) count "
+    "for the running pods that hold its Neuron devices, so two pods sharing a node each show "
+    "the node's mean (" + NEURON_POD_UTILIZATION_RULE + ")."
+)
+
+
+def _team_utilisation(kind: Accelerator) -> str:
+    """Mean utilisation (0-1) of the accelerators each team's pods hold (label namespace)."""
+    if kind is GPU:
+        return f'avg by (namespace) ({DCGM_GPU_UTIL}{{namespace!=""}}) / 100'
+    return f"avg by (namespace) ({NEURON_POD_UTILIZATION_RULE})"
 
 
 def _gang_pods() -> str:

@@ -29,6 +29,7 @@ from components.metric_names import (
     PODGROUP_PHASE_METRIC,
     PODGROUP_PHASES,
     RULE_PREFIX,
+    SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
 )
 
@@ -240,7 +241,11 @@ FIRST_STEP_JOB: Final = f"{MONITORING_NAMESPACE}/{FIRST_STEP_MONITOR_NAME}"
 PodMonitor, as it sets no ``jobLabel`` (prometheus-operator pkg/prometheus/promcfg.go,
 generatePodMonitorConfig, read at v0.93.0; the v0.93.1 CRD's ``jobLabel`` says the same). The
 rules read the first step only from this job."""
-FIRST_STEP_METRIC_NAMES: Final = (FIRST_STEP_METRIC, SLURM_JOB_SUBMIT_METRIC)
+FIRST_STEP_METRIC_NAMES: Final = (
+    FIRST_STEP_METRIC,
+    SLURM_JOB_SUBMIT_METRIC,
+    SLURM_JOB_START_METRIC,
+)
 """The only names the first-step PodMonitor keeps: the exporter serves whatever the training
 container writes to its file, so a team could otherwise put any series (a NodeClaim's
 condition, a DCGM XID, an EFA device count of another team's node) into the fleet's
@@ -254,8 +259,8 @@ namespace, container, pod, job, endpoint; ``instance`` is Prometheus' own). With
 ``honorLabels`` false a sample's own ``namespace`` or ``pod`` becomes ``exported_*``, which the
 label filter drops."""
 FIRST_STEP_SAMPLE_LIMIT: Final = 64
-"""Samples one exporter may serve: a pod's first step, or a Slurm node's two per job that runs
-on it; more is a scrape failure, not a flood of series."""
+"""Samples one exporter may serve: a pod's first step, or a Slurm node's three per job that
+runs on it (first step, submit and start); more is a scrape failure, not a flood of series."""
 
 
 def first_step_metric_relabelings() -> list[dict[str, Any]]:

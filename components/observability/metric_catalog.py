@@ -1167,12 +1167,11 @@ metric names. Not PromQL: the CloudWatch data source queries them by namespace a
 def platform_metrics() -> Exporter:
     """The metrics the platform's own programs and configuration export, from names.py.
 
-    The first-step gauge and a Slurm job's submit time (the runtimes' metrics port), the two
-    timestamps and the PodGroup's
-    minMember the kube-state-metrics custom resource state writes for the ledger and the gang
-    alert, and the EFA exporter's
-    metrics. Built from :mod:`components.metric_names` each time, so a name added
-    there needs no line in the tests.
+    The first-step gauge and a Slurm job's submit and start times (the runtimes' metrics
+    port), the two timestamps and the PodGroup's minMember the kube-state-metrics custom
+    resource state writes for the ledger and the gang alert, and the EFA exporter's metrics.
+    Built from :mod:`components.metric_names` each time, so a name added there needs no line
+    in the tests.
     """
     return Exporter(
         name="training platform",
@@ -1182,6 +1181,7 @@ def platform_metrics() -> Exporter:
             Metric(names.FIRST_STEP_METRIC, "gauge"),
             # The Slurm TaskProlog's file (components/first_step.py), served beside the first step.
             Metric(names.SLURM_JOB_SUBMIT_METRIC, "gauge"),
+            Metric(names.SLURM_JOB_START_METRIC, "gauge"),
             Metric(names.PODGROUP_CREATED_METRIC, "gauge"),
             Metric(names.PODGROUP_MIN_MEMBER_METRIC, "gauge"),
             Metric(names.PODGROUP_PHASE_METRIC, "gauge"),  # a state set: one series per phase

@@ -13,9 +13,11 @@ observability, "The metrics stack"); :mod:`components.observability.stack` regis
   is not (:data:`NODE_EXPORTER_ENABLED`).
 - Alertmanager runs with no receiver: the alerts are routed to ``null`` until the operator
   adds one (docs: how-to, observability).
-- Grafana logs people in through the platform's OIDC client where one is configured, with the
-  dashboards from ConfigMaps (one per dashboard, in a folder per team and one for the fleet)
-  and two datasources, Prometheus and CloudWatch.
+- Grafana logs people in through the platform's OIDC client where one is configured, into the
+  organisations their groups map to: the fleet's for the platform's admins, one per team for
+  its members (:mod:`components.observability.grafana_orgs`). The dashboards come from
+  ConfigMaps (one per dashboard), each into its organisation's folder; the fleet's
+  organisation has Prometheus and CloudWatch, each team's its own Prometheus datasource.
 - In production, optionally, every sample is also written to Amazon Managed Service for
   Prometheus with SigV4 (no static key: the Prometheus pods' Pod Identity role).
 """
@@ -37,6 +39,13 @@ from components.metric_names import (
     MONITORING_RELEASE,
     PROMETHEUS_SERVICE_ACCOUNT,
     SCRAPE_INTERVAL,
+)
+from components.observability.grafana_orgs import (
+    FLEET_ORG,
+    grafana_orgs,
+    grafana_orgs_values,
+    org_mapping,
+    org_mapping_setting,
 )
 
 PROMETHEUS_STORAGE_CLASS: Final = "monitoring-gp3"
@@ -79,9 +88,12 @@ DASHBOARD_LABEL_VALUE: Final = "1"
 ``grafana.sidecar.dashboards.label``/``labelValue``)."""
 DASHBOARD_FOLDER_ANNOTATION: Final = "grafana_folder"
 """The annotation naming a dashboard ConfigMap's folder (grafana-12.11.1 values.yaml
-``sidecar.dashboards.folderAnnotation``, read with ``provider.foldersFromFilesStructure``)."""
-FLEET_FOLDER: Final = "Fleet"
-"""The folder of the dashboards about the whole fleet; every other folder is one team's."""
+``sidecar.dashboards.folderAnnotation``): the sidecar writes the dashboard into that directory,
+which one organisation's provider reads (:func:`~components.observability.grafana_orgs.
+dashboard_provider`)."""
+FLEET_FOLDER: Final = FLEET_ORG
+"""The folder of the dashboards about the whole fleet, in the fleet's organisation; every
+other folder is one team's, in that team's organisation."""
 
 PROMETHEUS_DATASOURCE_UID: Final = "prometheus"
 """The chart's Prometheus datasource (kube-prometheus-stack 88.5.3 values.yaml
@@ -362,41 +374,39 @@ def kube_state_metrics_values(extra: Mapping[str, Any]) -> dict[str, Any]:
     return deep_merged(own, extra)
 
 
-def role_attribute_path(
-    admin_groups: Sequence[str], teams: Sequence[TeamConfig], *, groups_claim: str = "groups"
-) -> str:
-    """Grafana's JMESPath from the OIDC claims to a role: admins Admin, team members Viewer.
+def role_attribute_path(admin_groups: Sequence[str], *, groups_claim: str = "groups") -> str:
+    """Grafana's JMESPath from the OIDC claims to a role that holds in every organisation.
 
-    Evaluated on the ID token's and userinfo's claims (Grafana docs, generic OAuth, "Configure
-    role mapping"); with ``role_attribute_strict`` a user it maps to nothing is refused.
+    Only the platform's admins get one, Admin. A team member's role comes from ``org_mapping``
+    alone, in their team's organisation: Grafana raises each mapped organisation's role to this
+    one (grafana/grafana v13.2.0 pkg/login/social/connectors/org_role_mapper.go,
+    ``MapOrgRoles``), so a Viewer here would be harmless but a role here is what Grafana falls
+    back to in organisation 1 when no mapping matches (``getDefaultOrgMapping``): none, so a
+    user in no mapped group is refused under ``role_attribute_strict``.
 
     Args:
         admin_groups: ``observability.grafana.adminGroups``.
-        teams: the teams, whose member and admin groups may view.
         groups_claim: the claim listing the user's groups (``oidc.groupsClaim``). Default
             ``groups``.
     """
-    viewers = sorted({group for team in teams for group in (*team.member_groups,
-                                                            *team.admin_groups)})  # fmt: skip
-
-    def any_of(groups: Sequence[str]) -> str:
-        # A JMESPath quoted identifier: the claim may hold any character.
-        return " || ".join(f"contains(\"{groups_claim}\"[*], '{group}')" for group in groups)
-
-    clauses = []
-    if admin_groups:
-        clauses.append(f"({any_of(sorted(admin_groups))}) && 'Admin'")
-    if viewers:
-        clauses.append(f"({any_of(viewers)}) && 'Viewer'")
-    # Nobody maps to a role: strict mode refuses every login.
-    return " || ".join(clauses) or "''"
+    # A JMESPath quoted identifier: the claim may hold any character.
+    any_admin = " || ".join(
+        f"contains(\"{groups_claim}\"[*], '{group}')" for group in sorted(admin_groups)
+    )
+    return f"({any_admin}) && 'Admin' || ''" if admin_groups else "''"
 
 
-def grafana_ini(oidc: OidcConfig | None, role_path: str, url: str | None = None) -> dict[str, Any]:
+def grafana_ini(
+    oidc: OidcConfig | None, role_path: str, url: str | None = None, orgs: str = "[]"
+) -> dict[str, Any]:
     """``grafana.ini``: generic OAuth through the platform's client, or local admin only.
 
-    With OIDC: no login form, no anonymous access; the role from the groups claim
-    (:func:`role_attribute_path`), strictly, so a user in no team's group is refused; the
+    With OIDC: no login form, no anonymous access; the organisations and roles from the groups
+    claim (``org_attribute_path`` reads the same claim as the groups, ``org_mapping`` maps each
+    group to its organisation, :func:`~components.observability.grafana_orgs.org_mapping`), the
+    admins' role everywhere (:func:`role_attribute_path`), strictly: a user no group maps
+    anywhere is refused (grafana/grafana v13.2.0 pkg/login/social/connectors/generic_oauth.go,
+    ``UserInfo``: "could not evaluate any valid roles"); the
     client's secret comes from the environment (:data:`GRAFANA_CLIENT_SECRET_VARIABLE`). Basic
     auth stays on for the API: the chart's dashboard and datasource sidecars reload Grafana's
     provisioning with the admin user and password (grafana chart 12.11.1 templates/_pod.tpl,
@@ -411,6 +421,8 @@ def grafana_ini(oidc: OidcConfig | None, role_path: str, url: str | None = None)
         role_path: the role mapping.
         url: ``observability.grafana.url``, Grafana's address as people reach it; None
             (default): port-forward, ``http://localhost:3000``.
+        orgs: ``org_mapping``
+            (:func:`~components.observability.grafana_orgs.org_mapping_setting`). Default: none.
     """
     ini: dict[str, Any] = {
         "analytics": {"reporting_enabled": False, "check_for_updates": False},
@@ -437,6 +449,8 @@ def grafana_ini(oidc: OidcConfig | None, role_path: str, url: str | None = None)
             # JMESPath quoted identifiers: a claim may be named cognito:groups.
             "login_attribute_path": f'"{oidc.username_claim}"',
             "groups_attribute_path": f'"{oidc.groups_claim}"',
+            "org_attribute_path": f'"{oidc.groups_claim}"',
+            "org_mapping": orgs,
             "role_attribute_path": role_path,
             "role_attribute_strict": True,
             "skip_org_role_sync": False,
@@ -471,8 +485,10 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
 
     Dashboards come from ConfigMaps in the monitoring namespace only (not ``ALL``, the chart's
     default: a team could otherwise publish a dashboard into any folder), each in the folder
-    its annotation names. Grafana keeps no volume: its dashboards, datasources and users come
-    back from the ConfigMaps and the identity provider.
+    its annotation names, which one organisation's provider reads; the chart's own provider
+    (``SCProvider``) is off, as it would read every folder into organisation 1. Grafana keeps
+    no volume: its organisations, dashboards, datasources and users come back from the
+    ConfigMaps, the organisations' container and the identity provider.
 
     Args:
         config: the validated stack configuration.
@@ -483,6 +499,8 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
     if not grafana.enabled:
         return {"enabled": False}
     oidc = config.oidc if oidc_secret else None
+    orgs = grafana_orgs(config.teams)
+    orgs_values = grafana_orgs_values(orgs)
     values: dict[str, Any] = {
         "enabled": True,
         "defaultDashboardsEnabled": False,
@@ -490,10 +508,9 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
         "resources": GRAFANA_RESOURCES,
         "grafana.ini": grafana_ini(
             oidc,
-            role_attribute_path(
-                grafana.admin_groups, config.teams, groups_claim=config.oidc.groups_claim
-            ),
+            role_attribute_path(grafana.admin_groups, groups_claim=config.oidc.groups_claim),
             grafana.url,
+            org_mapping_setting(org_mapping(config.teams, grafana.admin_groups)),
         ),
         "sidecar": {
             "dashboards": {
@@ -502,7 +519,7 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
                 "labelValue": DASHBOARD_LABEL_VALUE,
                 "searchNamespace": [MONITORING_NAMESPACE],
                 "folderAnnotation": DASHBOARD_FOLDER_ANNOTATION,
-                "provider": {"foldersFromFilesStructure": True, "allowUiUpdates": False},
+                "SCProvider": False,
                 "extraMounts": [api_token_mount()],
             },
             "datasources": {
@@ -513,12 +530,14 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
             "resources": GRAFANA_SIDECAR_RESOURCES,
         },
         # Only the sidecars call the API server (they watch ConfigMaps): the token in them,
-        # not in Grafana (grafana 12.11.1 templates/_pod.tpl: automountServiceAccountToken
-        # line 8, extraContainerVolumes as written line 1744, the sidecars' extraMounts lines
-        # 864 and 993).
+        # not in Grafana nor the organisations' container, which calls Grafana's own API
+        # (grafana 12.11.1 templates/_pod.tpl: automountServiceAccountToken line 8,
+        # extraContainerVolumes as written line 1744, the sidecars' extraMounts lines 864 and
+        # 993); the token's volume beside the organisations' ConfigMap.
         "automountServiceAccountToken": False,
-        "extraContainerVolumes": [api_token_volume()],
         "additionalDataSources": datasources(config.region),
+        **orgs_values,
+        "extraContainerVolumes": [api_token_volume(), *orgs_values["extraContainerVolumes"]],
     }
     if oidc is not None:
         values["envFromSecret"] = GRAFANA_OIDC_SECRET
@@ -582,12 +601,12 @@ def monitoring_values(
 
 
 def dashboard_folders(teams: Sequence[TeamConfig]) -> list[str]:
-    """The folders dashboards may go in: the fleet's and one per team.
+    """The folders dashboards may go in: one per organisation, the fleet's then the teams'.
 
     Args:
         teams: the stack's teams.
     """
-    return [FLEET_FOLDER, *sorted(team.name for team in teams)]
+    return [org.folder for org in grafana_orgs(teams)]
 
 
 def dashboard_config_map(dashboard: DashboardSpec, *, folders: Sequence[str]) -> dict[str, Any]:

@@ -26,7 +26,12 @@ metrics exist"):
   allowlisted, ``kube_pod_created``, ``kube_pod_status_phase{phase}``,
   ``kube_pod_status_unschedulable``, ``kube_pod_status_ready_time{namespace,pod,uid}``,
   ``kube_resourcequota{namespace,resourcequota,resource,type}`` (type ``hard`` or ``used``,
-  internal/store/resourcequota.go).
+  ``resource`` the quota's key as written, ``requests.nvidia.com/gpu``;
+  internal/store/resourcequota.go), ``kube_pod_container_resource_requests`` and
+  ``kube_pod_init_container_resource_requests{namespace,pod,container,resource,unit}``
+  (``resource`` sanitised, ``nvidia_com_gpu``; cores, bytes or a count) and
+  ``kube_pod_init_container_info{namespace,pod,container,restart_policy}`` (internal/store/
+  pod.go).
 - Karpenter v1.14.1: ``karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type}``
   (pkg/metrics/metrics.go; reason ``insufficient_capacity`` when a launch finds no capacity,
   pkg/controllers/nodeclaim/lifecycle/launch.go),
@@ -43,12 +48,17 @@ metrics exist"):
   ``trainingplatform_efa_<counter>_total{node,device,port}``, the counters the EFA driver's
   ``hw_counters`` name (amzn/amzn-drivers efa_linux_3.1.0 kernel/linux/efa/src/efa_verbs.c,
   ``EFA_DEFINE_PORT_STATS``).
+- neuron-monitor's Prometheus bridge (the image components/versions.py pins):
+  ``neuroncore_utilization_ratio{neuroncore,runtime_tag,instance_id,..}``, no pod
+  (aws-neuron/aws-neuron-sdk v2.31.1 src/examples/neuron-monitor/neuron-monitor-grafana.json);
+  the scrape adds ``node``.
 - The cold-start ledger's own inputs (:mod:`components.metric_names`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -66,6 +76,7 @@ from components.metric_names import (
     EFA_DEVICES_METRIC,
     FIRST_STEP_METRIC,
     GANG_COLD_START_RULE,
+    GANG_QUEUE_WAIT_RULE,
     MONITORING_NAMESPACE,
     MONITORING_RELEASE,
     NODECLAIM_CONDITION_METRIC,
@@ -73,6 +84,7 @@ from components.metric_names import (
     PODGROUP_MIN_MEMBER_METRIC,
     PODGROUP_PHASE_METRIC,
     RULE_PREFIX,
+    SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
     efa_port_counter,
 )
@@ -86,7 +98,8 @@ from components.observability.ledger import (
     prometheus_label,
 )
 from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
-from components.observability.sources import DCGM_JOB
+from components.observability.sources import DCGM_JOB, NEURON_MONITOR_NAME
+from components.teams import OTHER_NEURON_RESOURCES, TEAM_QUOTA, resource_quota_spec
 
 RUNBOOKS_PAGE: Final = "docs/how-to/alert-runbooks.md"
 """The runbooks page, by its path in the repository (the platform has no published site to link):
@@ -158,10 +171,6 @@ matter of course, well under a percent; above it the path is lossy and collectiv
 EFA_ALERT_FOR: Final = "10m"
 KARPENTER_WINDOW: Final = "15m"
 """Launch failures counted over a quarter hour: one failed launch is worth a look."""
-QUOTA_NEAR_FULL: Final = 0.9
-"""Share of a ResourceQuota's hard limit at which a pending gang's namespace counts as out of
-quota: the gang's own request is not known to the rule, and a gang of whole nodes needs at least
-one node's worth, a tenth of most teams' accelerator quota."""
 QUANTILE_INTERVAL: Final = "5m"
 """How often the day-long quantiles are evaluated: a range of a day over every gang is costly,
 and the dashboard shows days."""
@@ -171,7 +180,8 @@ scale-in is removed within a minute of its last job's end, a restarted slurmd is
 minutes."""
 TAINT_FOR: Final = "5m"
 
-LEDGER_WINDOW: Final = "15m"
+LEDGER_WINDOW_SECONDS: Final = 15 * 60
+LEDGER_WINDOW: Final = f"{LEDGER_WINDOW_SECONDS // 60}m"
 """How long after a gang's first step its ledger entry is still recorded: its stages are then
 final, and a later restart (pods replaced on new nodes by a JobSet restart, drift,
 consolidation or Ray's autoscaler) would otherwise look like a new cold start of hours."""
@@ -179,11 +189,18 @@ LEDGER_LOOKBACK: Final = "1d"
 """How far back a gang's first step is remembered, so that a restarted gang stays settled while
 its new pods start: their first step comes minutes after the old pods' series ends."""
 COLD_START_STUCK_FOR: Final = "5m"
-"""How long a cold gang must have been past its budget without a first step before the alert:
-a series missing for a scrape or two does not fire it."""
+"""How long a cold gang must have been past its budget before the alert: a series missing for a
+scrape or two does not fire it."""
 GANG_FIRST_STEP_RULE: Final = f"{RULE_PREFIX}:gang_first_step_timestamp_seconds"
 """Recording rule: Unix time of the first step of each gang's earliest pod (labels
 ``namespace``, ``podgroup``)."""
+
+GANG_ADMITTED_RULE: Final = f"{RULE_PREFIX}:gang_admitted_timestamp_seconds"
+"""Recording rule: Unix time (to the scrape) each gang's PodGroup was first seen admitted by its
+queue, in any phase but Pending (labels ``namespace``, ``podgroup``); kept at its first value."""
+GANG_PODS_RUNNING_RULE: Final = f"{RULE_PREFIX}:gang_pods_running_timestamp_seconds"
+"""Recording rule: Unix time each gang first had all its pods Ready, the last of them (labels
+``namespace``, ``podgroup``); kept at its first value, so a pod restarted later moves nothing."""
 
 SLURM_NAMESPACE: Final = "slurm"
 """Namespace of Slinky's slurmd pods (components/slurm/common.py NAMESPACE; not imported, as
@@ -195,6 +212,9 @@ SLURM_JOB_NODE_RULE: Final = f"{RULE_PREFIX}:slurm_job_node:info"
 SLURM_JOB_SUBMIT_RULE: Final = f"{RULE_PREFIX}:slurm_job_submit_timestamp_seconds"
 """Recording rule: Unix time each Slurm job was submitted (labels ``namespace``,
 ``slurm_job_id``)."""
+SLURM_JOB_START_RULE: Final = f"{RULE_PREFIX}:slurm_job_start_timestamp_seconds"
+"""Recording rule: Unix time slurmctld started each Slurm job (labels ``namespace``,
+``slurm_job_id``)."""
 SLURM_JOB_FIRST_STEP_RULE: Final = f"{RULE_PREFIX}:slurm_job_first_step_timestamp_seconds"
 """Recording rule: Unix time of each Slurm job's earliest first step (labels ``namespace``,
 ``slurm_job_id``)."""
@@ -205,6 +225,24 @@ GANG_PENDING_RULE: Final = f"{RULE_PREFIX}:gang_pending_seconds"
 GANG_PENDING_REASON_RULE: Final = f"{RULE_PREFIX}:gang_pending_reason_seconds"
 """Recording rule: :data:`GANG_PENDING_RULE` with a ``reason`` label: ``quota``, ``queue``,
 ``capacity`` or ``unknown`` (the first that holds, in that order)."""
+GANG_POD_REQUEST_RULE: Final = f"{RULE_PREFIX}:gang_pod_request:max"
+"""Recording rule: per resource, the largest request of any one pod of each gang that has fewer
+pods than its ``minMember``, counted as a ResourceQuota counts a pod (labels ``namespace``,
+``podgroup``, ``resource`` as kube-state-metrics names a container's: ``nvidia_com_gpu``,
+``cpu`` in cores, ``memory`` in bytes). It stands for the request of each pod the gang lacks."""
+GANG_QUOTA_SHORTFALL_RULE: Final = f"{RULE_PREFIX}:gang_quota_shortfall"
+"""Recording rule: how much more of a resource its team quota would need for one more pod of a
+gang that lacks pods (:data:`GANG_POD_REQUEST_RULE` minus the quota's ``hard`` less ``used``;
+one pod for ``pods``), where that is above 0 (labels ``namespace``, ``podgroup``, ``resource``:
+the quota's own name, ``requests.nvidia.com/gpu``). GangPending's ``quota`` reason."""
+NEURON_POD_UTILIZATION_RULE: Final = f"{RULE_PREFIX}:pod_neuroncore_utilization:avg"
+"""Recording rule: the mean NeuronCore utilisation (0-1) of the node a running pod holds Neuron
+devices on (labels ``namespace``, ``pod``, ``node``). Per node, not per core: where two pods
+hold devices of one node, each gets the node's mean (:func:`neuron_attribution_rules`)."""
+NEURON_MONITOR_JOB: Final = f"{MONITORING_NAMESPACE}/{NEURON_MONITOR_NAME}"
+"""The ``job`` label of neuron-monitor's series: ``<namespace>/<name>`` of its PodMonitor, which
+sets no ``jobLabel`` (prometheus-operator pkg/prometheus/promcfg.go, generatePodMonitorConfig,
+read at v0.93.0)."""
 POD_GANG_RULE: Final = f"{RULE_PREFIX}:pod_gang:info"
 """Recording rule: 1 per pod of a gang (labels ``namespace``, ``pod``, ``podgroup``, ``node``)."""
 GANG_NODE_RULE: Final = f"{RULE_PREFIX}:gang_node:info"
@@ -495,20 +533,188 @@ def _pods_of_gangs(selector: str) -> str:
     )
 
 
+_QUOTA_REQUESTS_PREFIX: Final = "requests."
+_QUOTA_PODS: Final = "pods"
+_QUOTA_BARE_REQUESTS: Final = ("cpu", "memory")
+"""Quota resources that count requests without the ``requests.`` prefix (Kubernetes, "Resource
+Quotas", compute resource quota: ``cpu`` is ``requests.cpu``, ``memory`` ``requests.memory``)."""
+_LABEL_INVALID: Final = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def quota_pod_resource(key: str) -> str:
+    """The ``resource`` label of the pods' requests that a ResourceQuota's ``key`` counts.
+
+    A quota's ``requests.<name>`` counts what pods request of ``<name>``;
+    kube-state-metrics labels a container's request of it with ``<name>`` sanitized, every
+    character outside ``[a-zA-Z0-9_]`` made ``_`` (kube-state-metrics v2.20.0
+    internal/store/pod.go ``kube_pod_container_resource_requests``, internal/store/utils.go
+    ``SanitizeLabelName``), while ``kube_resourcequota``'s ``resource`` is the quota's key as
+    written (internal/store/resourcequota.go): ``requests.nvidia.com/gpu`` is ``nvidia_com_gpu``.
+
+    Args:
+        key: a key of a quota's ``hard`` (:func:`components.teams.resource_quota_spec`).
+
+    Raises:
+        ValueError: ``key`` counts no request of the pods (``pods``, ``limits.*``,
+            ``count/*``): GangPending's quota reason would not know what a pod needs of it.
+    """
+    if key.startswith(_QUOTA_REQUESTS_PREFIX):
+        name = key.removeprefix(_QUOTA_REQUESTS_PREFIX)
+    elif key in _QUOTA_BARE_REQUESTS:
+        name = key
+    else:
+        raise ValueError(
+            f"quota resource {key!r} counts no request of a pod: GangPending's quota reason "
+            f"maps only 'requests.<resource>', {', '.join(_QUOTA_BARE_REQUESTS)} and "
+            f"'{_QUOTA_PODS}' to what a gang's pod needs"
+        )
+    return ksm_resource(name)
+
+
+def ksm_resource(name: str) -> str:
+    """A Kubernetes resource name as kube-state-metrics labels a pod's request of it.
+
+    Every character outside ``[a-zA-Z0-9_]`` becomes ``_`` (kube-state-metrics v2.20.0
+    internal/store/utils.go ``SanitizeLabelName``): ``aws.amazon.com/neuron`` is
+    ``aws_amazon_com_neuron``.
+
+    Args:
+        name: the resource (``nvidia.com/gpu``).
+    """
+    return _LABEL_INVALID.sub("_", name)
+
+
+def _tagged(expr: str, part: str) -> str:
+    """``expr`` with a ``part`` label, so that two vectors of the same labels survive ``or``."""
+    return f'label_replace({expr}, "part", "{part}", "", "")'
+
+
+def _pod_requests() -> str:
+    """Each pod's request per resource as a ResourceQuota counts it.
+
+    One series per pod and resource (labels ``namespace``, ``pod``, ``resource``). A quota
+    counts a pod's effective request (Kubernetes docs, "Init Containers" and "Sidecar
+    Containers", resource sharing within containers: "Quota and limits are applied based on
+    the effective Pod request"): its containers plus its native sidecars (init containers with
+    ``restartPolicy: Always``), or an ordinary init container plus the sidecars started before
+    it where that is more. kube-state-metrics gives no order, so this is the sidecars plus the
+    larger of the containers and the largest ordinary init container: exact where the sidecars
+    come first, as the platform's first-step exporter does (components/first_step.py), more
+    otherwise. An init container is ordinary where
+    ``kube_pod_init_container_info`` says so (``restart_policy`` empty); that series exists
+    only once the kubelet reports the container's status (kube-state-metrics v2.20.0
+    internal/store/pod.go), so an unbound pod's init containers count as sidecars, at most
+    their sum more. The pods run no RuntimeClass with overhead, which the quota would add.
+    """
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
+    per_container = "max by (namespace, pod, container, resource) "  # one per KSM replica
+    containers = (
+        f"sum by (namespace, pod, resource) ({per_container}"
+        f"(kube_pod_container_resource_requests{{{ksm}}}))"
+    )
+    init = f"{per_container}(kube_pod_init_container_resource_requests{{{ksm}}})"
+    ordinary = f'kube_pod_init_container_info{{{ksm}, restart_policy=""}}'
+    plain = (
+        f"max by (namespace, pod, resource) ({init} and on(namespace, pod, container) {ordinary})"
+    )
+    sidecars = (
+        f"sum by (namespace, pod, resource) ({init} unless on(namespace, pod, container) "
+        f"{ordinary})"
+    )
+    main = (
+        f"max by (namespace, pod, resource) ({_tagged(containers, 'containers')} or "
+        f"{_tagged(plain, 'init')})"
+    )
+    return (
+        f"sum by (namespace, pod, resource) ({_tagged(main, 'main')} or "
+        f"{_tagged(sidecars, 'sidecars')})"
+    )
+
+
+def _quota_left(namespace_quota: str, key: str) -> str:
+    """What the team quota has left of ``key`` per namespace: ``hard`` less ``used``.
+
+    Args:
+        namespace_quota: the quota's name (:data:`components.teams.TEAM_QUOTA`).
+        key: the quota's resource, as written in its ``hard``.
+    """
+    selector = (
+        f'job="{KUBE_STATE_METRICS_JOB}", resourcequota="{namespace_quota}", resource="{key}"'
+    )
+    return (
+        f'(max by (namespace) (kube_resourcequota{{{selector}, type="hard"}}) '
+        f'- max by (namespace) (kube_resourcequota{{{selector}, type="used"}}))'
+    )
+
+
+def quota_shortfall_rules(config: PlatformConfig, short: str) -> list[dict[str, Any]]:
+    """The team quota's shortfall for one more pod of each gang that lacks pods.
+
+    A gang lacks pods when Kubernetes refused to create some (the quota's admission refuses a
+    pod whose requests, added to ``used``, exceed ``hard``). It is short of quota on a resource
+    when the quota has less left than one pod of the gang requests: the largest request among
+    its pods, per resource (:data:`GANG_POD_REQUEST_RULE`), stands for the missing pod's, since
+    the pods of a gang are normally alike (a missing pod larger than every existing one, a
+    launcher's workers, is not seen). One pod is the measure, not every missing pod: while
+    room for one is left its controller creates it, and the next one finds the quota short.
+    The resources are exactly those the team quota sets (:func:`components.teams.
+    resource_quota_spec`'s ``hard``, of the stack's teams), read from that quota only
+    (:data:`components.teams.TEAM_QUOTA`), not from the scoped quota of system priority pods.
+
+    Args:
+        config: the validated platform (its teams and pools decide the quota's resources).
+        short: PromQL: the gangs (``namespace``, ``podgroup``) with fewer pods than they need.
+    """
+    keys = sorted(
+        {
+            key
+            for team in config.teams
+            for key in resource_quota_spec(team, config.node_pools)["hard"]
+        }
+    )
+    if not keys:  # no team, no team quota
+        return []
+    annotated = f'kube_pod_annotations{{{GROUP_LABEL}!=""}}'
+    largest = (
+        f"max by (namespace, podgroup, resource) ({_pod_requests()} * on(namespace, pod) "
+        f"group_left(podgroup) {_pods_of_gangs(annotated)}) and on(namespace, podgroup) ({short})"
+    )
+    terms = []
+    for key in keys:
+        if key == _QUOTA_PODS:
+            need = f"group by (namespace, podgroup) ({short})"  # one pod
+        else:
+            need = (
+                f"max by (namespace, podgroup) "
+                f'({GANG_POD_REQUEST_RULE}{{resource="{quota_pod_resource(key)}"}} > 0)'
+            )
+        left = _quota_left(TEAM_QUOTA, key)
+        terms.append(
+            f'label_replace({need} - on(namespace) group_left() {left} > 0, "resource", '
+            f'"{key}", "", "")'
+        )
+    return [
+        record(GANG_POD_REQUEST_RULE, largest),
+        record(GANG_QUOTA_SHORTFALL_RULE, " or ".join(terms)),
+    ]
+
+
 def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     """How long each gang has pended and why, and the alert past the configured minutes.
 
     A gang pends while any of its pods is Pending and not yet bound to a node (a bound pod
     pulling its images is starting, not waiting; a cold pool's pods stay unbound while their
     nodes launch and pass the acceptance gate, which the default minutes allow for). Its reason
-    is the first that holds: it lacks pods and its namespace's quota is (nearly) used up; its
-    PodGroup is still Pending (its Volcano queue, or an ancestor, has not admitted it); it was
-    admitted and its pods are unschedulable (no node fits and Karpenter has not brought one);
-    otherwise unknown. Quota stops pods from being created at all, so a gang none of whose pods
-    could be created has no Pending pod and is not seen here (the quota's own events say so).
+    is the first that holds: it lacks pods and its team quota has less left of some resource
+    than one of its pods requests (:func:`quota_shortfall_rules`); its PodGroup is still
+    Pending (its Volcano queue, or an ancestor, has not admitted it); it was admitted and its
+    pods are unschedulable (no node fits and Karpenter has not brought one); otherwise
+    unknown. Quota stops pods from being created at all, so a gang none of whose pods could be
+    created has no Pending pod and is not seen here (the quota's own events say so).
 
     Args:
-        config: the validated platform (``observability.gangPendingAlertMinutes``).
+        config: the validated platform (``observability.gangPendingAlertMinutes``; its teams'
+            quotas for the quota reason).
     """
     minutes = config.observability.gang_pending_alert_minutes
     pending = (
@@ -520,12 +726,6 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         f"group by (namespace, podgroup, queue) "
         f'({PODGROUP_CREATED_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}})'
     )
-    quota = (
-        "count by (namespace) (max by (namespace, resourcequota, resource) "
-        '(kube_resourcequota{type="used"}) / on(namespace, resourcequota, resource) '
-        '(max by (namespace, resourcequota, resource) (kube_resourcequota{type="hard"}) > 0) '
-        f">= {QUOTA_NEAR_FULL})"
-    )
     capacity = f"count by (namespace, podgroup) ({_pods_of_gangs(_UNSCHEDULABLE)})"
     # A ResourceQuota counts a created pod as used, Pending or not: a full quota blocks only a
     # gang that has fewer pods than it needs (Kubernetes refused to create the rest), not one
@@ -534,6 +734,7 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     members = f"count by (namespace, podgroup) ({_pods_of_gangs(annotated)})"
     needs = f'{PODGROUP_MIN_MEMBER_METRIC}{{job="{KUBE_STATE_METRICS_JOB}"}}'
     short = f"max by (namespace, podgroup) ({needs}) > on(namespace, podgroup) {members}"
+    shortfall = quota_shortfall_rules(config, short)
 
     # Volcano's enqueue action moves a PodGroup from Pending to Inqueue once its queue's
     # capacity (and its ancestors', enableHierarchy) admits it (volcano v1.15.1 pkg/scheduler/
@@ -547,18 +748,20 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         return f"max by (namespace, podgroup) ({PODGROUP_PHASE_METRIC}{{{selector}}}) == 1"
 
     checks = {
-        "quota": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({short}) "
-        f"and on(namespace) {quota}",
+        "quota": f"{GANG_PENDING_RULE} and on(namespace, podgroup) {GANG_QUOTA_SHORTFALL_RULE}",
         "queue": f"{GANG_PENDING_RULE} and on(namespace, podgroup) ({phase('Pending')})",
         "capacity": f"{GANG_PENDING_RULE} and on(namespace, podgroup) "
         f"({phase('Inqueue|Unknown')}) and on(namespace, podgroup) {capacity}",
         "unknown": GANG_PENDING_RULE,
     }
+    if not shortfall:
+        del checks["quota"]
     reasons = " or on(namespace, podgroup) ".join(
         f'label_replace({check}, "reason", "{reason}", "", "")' for reason, check in checks.items()
     )
     return [
         record(GANG_PENDING_RULE, with_queue),
+        *shortfall,
         record(GANG_PENDING_REASON_RULE, reasons),
         alert(
             "GangPending",
@@ -569,13 +772,50 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
             + GANG_PENDING_REASON_TEMPLATE,
             description=f"A pod of the gang has waited for a node for more than {minutes} "
             "minutes (observability.gangPendingAlertMinutes). The reason says why: quota (the "
-            "gang lacks pods and the namespace's ResourceQuota is nearly used up), queue (the "
+            "gang lacks pods and its team quota has less left of a resource than one of its "
+            f"pods requests; {GANG_QUOTA_SHORTFALL_RULE} names the resource), queue (the "
             "Volcano queue has not admitted the gang: no room under its capability or an "
             "ancestor's), capacity (admitted, but no node fits and Karpenter has not launched "
             "one) or unknown. The reason is read when the "
             "alert is sent, not a label, so a change of reason is the same alert.",
         ),
     ]
+
+
+def neuron_attribution_rules() -> list[dict[str, Any]]:
+    """NeuronCore utilisation attributed to the pods that hold a node's Neuron devices.
+
+    neuron-monitor's Prometheus bridge labels its series with the instance (``instance_id``,
+    ``instance_type``, ``availability_zone``), the NeuronCore (``neuroncore``) and the Neuron
+    runtime's tag (``runtime_tag``), never a pod or namespace: the SDK's dashboard groups
+    ``neuroncore_utilization_ratio`` by ``neuroncore`` and ``instance_id`` (aws-neuron/
+    aws-neuron-sdk v2.31.1 src/examples/neuron-monitor/neuron-monitor-grafana.json), the user
+    guide's JSON report keys runtimes by tag and pid and names no pod unless ``k8s_info`` is on
+    (tools/neuron-sys-tools/neuron-monitor-user-guide.rst), and the other labels are the
+    catalogue's, read from the bridge script (components/observability/metric_catalog.py
+    ``NEURON_MONITOR``: the script is not in the SDK's repository). The scrape adds ``node``
+    (:func:`components.observability.sources.node_relabelings`). Its pod mapping (the
+    ``neuron-monitor-k8s-info.py`` companion, ``--enable-k8s-info``) is Beta, off by default,
+    and came with aws-neuronx-tools 2.23.16.0 (Neuron 2.23.0, release-notes/components/
+    dev-tools.rst), after the image the platform runs was first published. So a node's
+    utilisation goes to the running pods that request Neuron devices on it
+    (``kube_pod_container_resource_requests``, whose ``node`` is the pod's
+    ``spec.nodeName``, kube-state-metrics v2.20.0 internal/store/pod.go), under every name
+    the device plugin hands them out by. Training pods on Trainium pools take the whole node
+    (components/workloads.py ``node_resources``), so this is the pod's own; where two pods
+    hold devices of one node, each gets the node's mean. The bridge reports the cores that a
+    Neuron runtime has loaded, so the mean is over the cores in use, per logical NeuronCore
+    on Trn2 (dev-tools.rst, Neuron Developer Tools 2.20.204.0).
+    """
+    ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
+    names = "|".join(ksm_resource(r) for r in (catalog.NEURON_RESOURCE, *OTHER_NEURON_RESOURCES))
+    holders = (
+        f"group by (namespace, pod, node) (kube_pod_container_resource_requests{{{ksm}, "
+        f'resource=~"{names}", node!=""}} > 0) and on(namespace, pod) '
+        f'(max by (namespace, pod) (kube_pod_status_phase{{{ksm}, phase="Running"}}) == 1)'
+    )
+    per_node = f'avg by (node) (neuroncore_utilization_ratio{{job="{NEURON_MONITOR_JOB}"}})'
+    return [record(NEURON_POD_UTILIZATION_RULE, f"{per_node} * on(node) group_right() ({holders})")]
 
 
 def capacity_rules() -> list[dict[str, Any]]:
@@ -661,12 +901,33 @@ def node_health_rules() -> list[dict[str, Any]]:
     ]
 
 
+def _remembered(rule: str, now: str, key: str, since: str) -> str:
+    """A time kept at its first value: the rule's own last value, or ``now`` when it has none.
+
+    A recording rule may read its own earlier samples; ``last_over_time`` over
+    :data:`LEDGER_LOOKBACK` carries the first value forward, so a later change (a pod restarted,
+    a PodGroup back to Pending when it lost a pod) moves nothing. A remembered value older than
+    ``since`` (the gang's submission) belonged to a deleted gang of the same name: dropped.
+
+    Args:
+        rule: the rule's own name.
+        now: the time as seen at this evaluation (labels ``key``).
+        key: the labels that name a gang or job, comma-separated.
+        since: the gang's submission time (labels ``key``).
+    """
+    return (
+        f"(last_over_time({rule}[{LEDGER_LOOKBACK}]) >= on({key}) group_left() {since}) or ({now})"
+    )
+
+
 def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     """The cold-start ledger: each cold gang's seconds from submission to each stage.
 
     Inputs and their labels:
 
     - ``PODGROUP_CREATED_METRIC{namespace, podgroup, queue}``: the gang's submission time;
+    - ``PODGROUP_PHASE_METRIC{namespace, podgroup, queue, phase}``: whether its queue has
+      admitted it (any phase but Pending);
     - ``NODECLAIM_CONDITION_METRIC{nodeclaim, nodepool, node, condition, status}``: when each
       NodeClaim turned Launched, Registered and Initialized (``status="True"`` only: a
       condition still Unknown has a transition time too);
@@ -685,16 +946,33 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     node); a gang whose nodes all existed has no ledger entry. A gang is recorded only until
     :data:`LEDGER_WINDOW` after its first step: each stage keeps the value of the gang's first
     start, and a restart later (within :data:`LEDGER_LOOKBACK` of the last first step seen) is
-    not a new cold start. A gang's nodes are normally in one
-    pool (the runtimes and node sets are per pool); one whose nodes came from two has its node
-    stages per pool and its pod stages under the pool whose nodes launched last. Each stage is
-    the last node (or pod) to reach it, except the first step, the earliest pod's.
+    not a new cold start. A gang's nodes are normally in one pool (the runtimes and node sets
+    are per pool); one whose nodes came from two counts once, every stage under the pool whose
+    nodes launched last, so each gang is one sample in its pool's quantiles. Each stage is the
+    last node (or pod) to reach it, except the first step, the earliest pod's.
+
+    Queue wait: Volcano marks a gang's pending pods Unschedulable whether or not its queue has
+    admitted it (volcano-sh/volcano v1.15.1 pkg/scheduler/cache/cache.go,
+    ``RecordJobStatusEvent``: every Pending task of every job of the session;
+    pkg/scheduler/api/job_info.go, ``TaskSchedulingReason``), and Karpenter provisions for any
+    pod so marked (kubernetes-sigs/karpenter v1.14.1 pkg/utils/pod/scheduling.go,
+    ``IsProvisionable`` and ``FailedToSchedule``; pkg/controllers/provisioning/provisioner.go,
+    ``GetPendingPods``), so a NodeClaim's creation says nothing of admission. Admission is the
+    PodGroup leaving Pending (volcano v1.15.1 pkg/scheduler/actions/enqueue/enqueue.go; the
+    capacity plugin's ``checkJobEnqueueableHierarchically``). On a fleet with no node of the
+    gang's accelerator Volcano's ``root`` queue does not know it
+    (pkg/scheduler/plugins/capacity/capacity.go, ``buildHierarchicalQueueAttrs``), so
+    admission waits for the first such node: the pool's doing. The queue wait
+    (:data:`GANG_QUEUE_WAIT_RULE`) is therefore only the time from the gang's nodes being
+    initialized (or its submission, if later) to its admission, and 0 for a gang admitted
+    before its nodes were ready; the ``cold_start`` stage is the first step less it.
 
     Args:
         config: the validated platform (each pool's cold-start budget).
     """
     ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
-    created = f"max by (namespace, podgroup) ({PODGROUP_CREATED_METRIC}{{{ksm}}})"
+    key = "namespace, podgroup"
+    created = f"max by ({key}) ({PODGROUP_CREATED_METRIC}{{{ksm}}})"
     pods = (
         f'label_replace(kube_pod_annotations{{{GROUP_LABEL}!=""}}, "podgroup", "$1", '
         f'"{GROUP_LABEL}", "(.+)") * on(namespace, pod) group_left(node) '
@@ -705,115 +983,165 @@ def ledger_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         record(GANG_NODE_RULE, f"group by (namespace, podgroup, node) ({POD_GANG_RULE})"),
     ]
     first_step = (
-        f'min by (namespace, podgroup) (max by (namespace, pod) ({FIRST_STEP_METRIC}{{job="'
+        f'min by ({key}) (max by (namespace, pod) ({FIRST_STEP_METRIC}{{job="'
         f'{FIRST_STEP_JOB}"}}) '
         f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE})"
     )
     rules.append(record(GANG_FIRST_STEP_RULE, first_step))
+    # The scrape at which the PodGroup was first seen in any phase but Pending.
+    admitted_now = (
+        f'min by ({key}) (timestamp({PODGROUP_PHASE_METRIC}{{{ksm}, phase!="Pending"}} == 1))'
+    )
+    rules.append(
+        record(GANG_ADMITTED_RULE, _remembered(GANG_ADMITTED_RULE, admitted_now, key, created))
+    )
+    not_ready = f"({POD_GANG_RULE} unless on(namespace, pod) kube_pod_status_ready_time)"
+    ready = (
+        f"max by ({key}) (max by (namespace, pod) (kube_pod_status_ready_time) "
+        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE}) "
+        f"unless on({key}) {not_ready}"
+    )
+    rules.append(
+        record(GANG_PODS_RUNNING_RULE, _remembered(GANG_PODS_RUNNING_RULE, ready, key, created))
+    )
     # Gangs that had their first step more than the window ago: settled, recorded no more.
     settled = f"last_over_time({GANG_FIRST_STEP_RULE}[{LEDGER_LOOKBACK}] offset {LEDGER_WINDOW})"
     # The ledger's Slurm series (slurm_job_id, no podgroup) are not a gang's.
     launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched", podgroup!=""}}'
-    slurm_rules, slurm_stages, slurm_took, slurm_waiting = _slurm_ledger_rules()
-    rules.extend(slurm_rules)
+    # A gang whose nodes came from two pools is the last-launched pool's.
+    pool_of = f"on({key}) group_left(nodepool) (0 * {launched})"
+    slurm = _slurm_ledger_rules()
+    rules.extend(slurm.rules)
     for stage, condition in STAGE_CONDITIONS.items():
         claims = (
             f'{NODECLAIM_CONDITION_METRIC}{{{ksm}, condition="{condition}", status="True", '
             'node!=""}'
         )
-        nodes = (
-            f"max by (namespace, podgroup, nodepool) (max by (node, nodepool) ({claims}) "
-            f"* on(node) group_right(nodepool) {GANG_NODE_RULE})"
-        )
-        expr = f"{nodes} - on(namespace, podgroup) group_left() {created}"
         # Claims not yet registered have no node: left out, or they would collide on node="".
-        # The first stage decides which gangs are cold; the later ones follow it.
+        per_pool = (
+            f"max by ({key}, nodepool) (max by (node, nodepool) ({claims}) "
+            f"* on(node) group_right(nodepool) {GANG_NODE_RULE}) "
+            f"- on({key}) group_left() {created}"
+        )
+        # The first stage decides which gangs are cold and their pool; the later ones follow.
         expr = (
-            f"({expr} > 0) unless on(namespace, podgroup) {settled}"
+            f"(topk by ({key}) (1, {per_pool}) > 0) unless on({key}) {settled}"
             if stage == "nodes_launched"
-            else f"({expr}) and on(namespace, podgroup) {launched}"
+            else f"max by ({key}) ({per_pool}) + {pool_of}"
         )
         # One rule per stage for gangs and Slurm jobs alike (their labels differ).
-        expr = f"({expr}) or ({slurm_stages[stage]})"
+        expr = f"({expr}) or ({slurm.stages[stage]})"
         rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
-    # A gang whose nodes came from two pools is the last-launched pool's from here on.
-    pool_of = (
-        f"on(namespace, podgroup) group_left(nodepool) "
-        f"(0 * topk by (namespace, podgroup) (1, {launched}))"
-    )
-    not_ready = f"({POD_GANG_RULE} unless on(namespace, pod) kube_pod_status_ready_time)"
-    ready = (
-        f"max by (namespace, podgroup) (max by (namespace, pod) (kube_pod_status_ready_time) "
-        f"* on(namespace, pod) group_left(podgroup) {POD_GANG_RULE}) "
-        f"unless on(namespace, podgroup) {not_ready}"
-    )
-    for stage, when in (("pods_running", ready), ("first_step", GANG_FIRST_STEP_RULE)):
-        expr = f"(({when}) - on(namespace, podgroup) group_left() {created}) + {pool_of}"
-        if stage in slurm_stages:
-            expr = f"({expr}) or ({slurm_stages[stage]})"
+    for stage, when in (
+        ("admitted", GANG_ADMITTED_RULE),
+        ("pods_running", GANG_PODS_RUNNING_RULE),
+        ("first_step", GANG_FIRST_STEP_RULE),
+    ):
+        expr = f"({when} - on({key}) {created}) + {pool_of}"
+        if stage in slurm.stages:
+            expr = f"({expr}) or ({slurm.stages[stage]})"
         rules.append(record(GANG_COLD_START_RULE, expr, {"stage": stage}))
+    admitted = f'{GANG_COLD_START_RULE}{{stage="admitted", podgroup!=""}}'
+    initialized = f'{GANG_COLD_START_RULE}{{stage="nodes_initialized", podgroup!=""}}'
+    wait = (
+        f"max without (stage) (clamp_min({admitted} - ignoring(stage) {initialized}, 0)) "
+        f"or max without (stage) (0 * {launched})"
+    )
+    rules.append(record(GANG_QUEUE_WAIT_RULE, f"({wait}) or ({slurm.queue_wait})"))
+    rules.append(
+        record(
+            GANG_COLD_START_RULE,
+            f'{GANG_COLD_START_RULE}{{stage="first_step"}} - ignoring(stage) '
+            f"{GANG_QUEUE_WAIT_RULE}",
+            {"stage": "cold_start"},
+        )
+    )
     rules.extend(
         record(COLD_START_BUDGET_METRIC, f"vector({budget_seconds(pool)})", {"nodepool": pool.name})
         for pool in config.node_pools
     )
     budget = f"on(nodepool) group_left() {COLD_START_BUDGET_METRIC}"
-    took = (
-        f"max by (namespace, podgroup, nodepool) "
-        f'({GANG_COLD_START_RULE}{{stage="first_step", podgroup!=""}})'
+    # Gangs and Slurm jobs with a first step: its cold start proper.
+    took = f'max without (stage) ({GANG_COLD_START_RULE}{{stage="cold_start"}})'
+    gang_wait = f'{GANG_QUEUE_WAIT_RULE}{{podgroup!=""}}'
+    # A cold gang whose pods are not all running yet, and has no first step: the time so far,
+    # less its queue wait.
+    stuck = (
+        f"((time() - {created}) - on({key}) group_right() {gang_wait}) "
+        f"unless on({key}) {GANG_PODS_RUNNING_RULE} unless on({key}) {GANG_FIRST_STEP_RULE}"
     )
-    # A cold gang with no first step yet: the time since it was submitted, under its pool.
-    waiting = (
-        "max by (namespace, podgroup, nodepool) (0 * topk by (namespace, podgroup) "
-        f"(1, {launched})) + on(namespace, podgroup) group_left() (time() - {created}) "
-        f"unless on(namespace, podgroup) {GANG_FIRST_STEP_RULE}"
+    # Once all its pods have run, the clock of a gang without a first step stops there: its
+    # program may simply not mark one. Judged for the ledger window after, as a first step is.
+    ran = (
+        f"(({GANG_PODS_RUNNING_RULE} - on({key}) {created}) - on({key}) group_right() "
+        f"{gang_wait}) unless on({key}) {GANG_FIRST_STEP_RULE} "
+        f"and on({key}) (time() - {GANG_PODS_RUNNING_RULE} < {LEDGER_WINDOW_SECONDS})"
     )
+    terms = (took, stuck, ran, slurm.started)
     rules.append(
         alert(
             "ColdStartOverBudget",
-            f"({took} > {budget}) or (({waiting}) > {budget}) "
-            f"or ({slurm_took} > {budget}) or (({slurm_waiting}) > {budget})",
+            " or ".join(f"(({term}) > {budget})" for term in terms),
             severity="warning",
             for_=COLD_START_STUCK_FOR,
             # A gang's podgroup or a Slurm job's id (namespace slurm): the other is empty.
             summary="{{ $labels.namespace }}/{{ $labels.podgroup }}{{ $labels.slurm_job_id }} is "
             "{{ $value | humanizeDuration }} into its cold start on pool "
             "{{ $labels.nodepool }}, past the pool's budget",
-            description="From submission to the first training step the gang (or Slurm job) "
-            "took, or has taken so far without a first step, longer than the pool's cold-start "
-            "budget (nodePools[].coldStartBudgetMinutes). The ledger's dashboard shows which "
-            "stage took the time; a gang with no first step is stuck in one (or its program "
-            "does not mark its first step).",
+            description="Less the time it waited for its queue once its nodes were ready, the "
+            "gang (or Slurm job) took longer than the pool's cold-start budget "
+            "(nodePools[].coldStartBudgetMinutes) to its first training step, or has taken "
+            "longer so far with its pods not all running yet, or took longer to its pods "
+            "running (a Slurm job: to its start) and has marked no first step. A gang whose "
+            "pods all run and that marks no first step is judged at its pods running, for "
+            f"{LEDGER_WINDOW} after; it is not held to the budget while it runs. The ledger's "
+            "dashboard shows which stage took the time.",
         )
     )
     return rules
 
 
-def _slurm_ledger_rules() -> tuple[list[dict[str, Any]], dict[str, str], str, str]:
+@dataclass(frozen=True)
+class _SlurmLedger:
+    """What :func:`_slurm_ledger_rules` gives :func:`ledger_rules`."""
+
+    rules: list[dict[str, Any]]
+    """The rules of the jobs' nodes, submissions, starts and first steps."""
+    stages: dict[str, str]
+    """Each stage's expression, recorded with the gangs' (one rule per stage)."""
+    queue_wait: str
+    """Each cold job's queue wait (labels ``namespace``, ``slurm_job_id``, ``nodepool``)."""
+    started: str
+    """The alert's term for a cold job with no first step: its seconds to its start, less its
+    queue wait, for :data:`LEDGER_WINDOW` after it started."""
+
+
+def _slurm_ledger_rules() -> _SlurmLedger:
     """The ledger's Slurm jobs: each cold job's seconds from submission to each stage.
 
     Inputs, each read only from the first-step PodMonitor's job and the slurmd pods'
     namespace (:data:`SLURM_NAMESPACE`; a team's pod serving the same names is not Slurm's):
 
-    - ``SLURM_JOB_SUBMIT_METRIC{namespace, pod, slurm_job_id}``: the job's submission, written
-      by the TaskProlog on each node the job runs a task on (components/first_step.py), so its
+    - ``SLURM_JOB_SUBMIT_METRIC{namespace, pod, slurm_job_id}`` and
+      ``SLURM_JOB_START_METRIC{...}``: the job's submission and start, written by the
+      TaskProlog on each node the job runs a task on (components/first_step.py), so its
       slurmd pods, and through ``kube_pod_info`` their nodes, are the job's;
     - ``FIRST_STEP_METRIC{namespace, pod, slurm_job_id}``: the job's first step;
     - ``kube_node_labels``: each node's platform pool (``trainingplatform.io/pool``): a pool's
       Slurm nodes come from its ``<pool>-slurm`` NodePool, and the budgets are the pool's;
+    - ``kube_pod_status_ready_time`` of its slurmd pods: when its nodes were ready for Slurm;
     - the NodeClaims' conditions, as for gangs.
 
-    Stages are recorded under ``namespace="slurm"``, ``slurm_job_id`` and the platform pool:
-    ``nodes_launched``, ``nodes_registered``, ``nodes_initialized`` (the job's last node) and
-    ``first_step`` (the earliest). ``pods_running`` is not defined for a Slurm job: its slurmd
-    pods run before it is submitted, and its tasks are processes, not pods. A job is cold when
-    its last node launched after it was submitted, and is recorded, as a gang is, only until
-    :data:`LEDGER_WINDOW` after its first step (each stage keeps its first value).
-
-    Returns:
-        The rules of the jobs' nodes, submissions and first steps; each stage's expression
-        (recorded with the gangs', one rule per stage); and the alert's two terms: a cold
-        job's seconds to its first step, and a cold job's seconds so far without one (labels
-        ``namespace``, ``slurm_job_id``, ``nodepool``).
+    Stages are recorded under ``namespace="slurm"``, ``slurm_job_id`` and the platform pool of
+    its last-launched node: ``admitted`` (slurmctld started it: it allocates only nodes whose
+    slurmd has registered, so a cold job starts after its nodes), ``nodes_launched``,
+    ``nodes_registered``, ``nodes_initialized`` (the job's last node) and ``first_step`` (the
+    earliest). ``pods_running`` is not defined for a Slurm job: its slurmd pods run before it
+    starts, and its tasks are processes, not pods. A job is cold when its last node launched
+    after it was submitted, and is recorded, as a gang is, only until :data:`LEDGER_WINDOW`
+    after its first step (each stage keeps its first value). Its queue wait is the time from its
+    last slurmd pod Ready (or its submission, if later) to its start: the time it waited behind
+    other jobs or limits with its nodes up.
     """
     job = f'job="{FIRST_STEP_JOB}", namespace="{SLURM_NAMESPACE}", slurm_job_id!=""'
     ksm = f'job="{KUBE_STATE_METRICS_JOB}"'
@@ -832,6 +1160,7 @@ def _slurm_ledger_rules() -> tuple[list[dict[str, Any]], dict[str, str], str, st
     rules = [
         record(SLURM_JOB_NODE_RULE, nodes),
         record(SLURM_JOB_SUBMIT_RULE, f"max by ({key}) ({SLURM_JOB_SUBMIT_METRIC}{{{job}}})"),
+        record(SLURM_JOB_START_RULE, f"min by ({key}) ({SLURM_JOB_START_METRIC}{{{job}}})"),
         record(SLURM_JOB_FIRST_STEP_RULE, f"min by ({key}) ({FIRST_STEP_METRIC}{{{job}}})"),
     ]
     settled = (
@@ -839,6 +1168,7 @@ def _slurm_ledger_rules() -> tuple[list[dict[str, Any]], dict[str, str], str, st
     )
     launched = f'{GANG_COLD_START_RULE}{{stage="nodes_launched", slurm_job_id!=""}}'
     since = f"on({key}) group_left() {SLURM_JOB_SUBMIT_RULE}"
+    pool_of = f"on({key}) group_left(nodepool) (0 * {launched})"
     stages: dict[str, str] = {}
     for stage, condition in STAGE_CONDITIONS.items():
         claims = (
@@ -847,27 +1177,35 @@ def _slurm_ledger_rules() -> tuple[list[dict[str, Any]], dict[str, str], str, st
         )
         # The claim's own nodepool is the <pool>-slurm NodePool: the job's node rule has the
         # platform pool.
-        expr = (
+        per_pool = (
             f"max by ({key}, nodepool) (max by (node) ({claims}) "
             f"* on(node) group_right() {SLURM_JOB_NODE_RULE}) - {since}"
         )
-        expr = (
-            f"({expr} > 0) unless on({key}) {settled}"
+        stages[stage] = (
+            f"(topk by ({key}) (1, {per_pool}) > 0) unless on({key}) {settled}"
             if stage == "nodes_launched"
-            else f"({expr}) and on({key}) {launched}"
+            else f"max by ({key}) ({per_pool}) + {pool_of}"
         )
-        stages[stage] = expr
-    pool_of = f"on({key}) group_left(nodepool) (0 * topk by ({key}) (1, {launched}))"
+    stages["admitted"] = f"(({SLURM_JOB_START_RULE}) - {since}) + {pool_of}"
     stages["first_step"] = f"(({SLURM_JOB_FIRST_STEP_RULE}) - {since}) + {pool_of}"
-    took = (
-        f'max by ({key}, nodepool) ({GANG_COLD_START_RULE}{{stage="first_step", slurm_job_id!=""}})'
+    slurmd_ready = (
+        f"max by ({key}) (max by ({key}, pod) ({SLURM_JOB_SUBMIT_METRIC}{{{job}}}) * 0 "
+        f"+ on(namespace, pod) group_left() max by (namespace, pod) "
+        f'(kube_pod_status_ready_time{{namespace="{SLURM_NAMESPACE}"}}))'
     )
-    waiting = (
-        f"max by ({key}, nodepool) (0 * topk by ({key}) (1, {launched})) "
-        f"+ on({key}) group_left() (time() - {SLURM_JOB_SUBMIT_RULE}) "
-        f"unless on({key}) {SLURM_JOB_FIRST_STEP_RULE}"
+    admitted = f'{GANG_COLD_START_RULE}{{stage="admitted", slurm_job_id!=""}}'
+    queue_wait = (
+        f"max without (stage) (clamp_min({admitted} - on({key}) group_left() "
+        f"clamp_min({slurmd_ready} - on({key}) {SLURM_JOB_SUBMIT_RULE}, 0), 0)) "
+        f"or max without (stage) (0 * {launched})"
     )
-    return rules, stages, took, waiting
+    started = (
+        f"(max without (stage) ({admitted}) - "
+        f'{GANG_QUEUE_WAIT_RULE}{{slurm_job_id!=""}}) '
+        f"unless on({key}) {SLURM_JOB_FIRST_STEP_RULE} "
+        f"and on({key}) (time() - {SLURM_JOB_START_RULE} < {LEDGER_WINDOW_SECONDS})"
+    )
+    return _SlurmLedger(rules, stages, queue_wait, started)
 
 
 def quantile_rules() -> list[dict[str, Any]]:
@@ -913,6 +1251,8 @@ def rule_groups(config: PlatformConfig) -> list[dict[str, Any]]:
         group(f"{RULE_PREFIX}-cold-start-ledger", ledger_rules(config)),
         group(f"{RULE_PREFIX}-cold-start-quantiles", quantile_rules(), QUANTILE_INTERVAL),
     ]
+    if any(p.instance.accelerator_resource == catalog.NEURON_RESOURCE for p in config.node_pools):
+        groups.append(group(f"{RULE_PREFIX}-neuron", neuron_attribution_rules()))
     site = config.observability.runbooks_url
     if site is not None:
         for rule in (rule for each in groups for rule in each["rules"] if "alert" in rule):

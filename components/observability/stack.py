@@ -4,7 +4,8 @@ It registers the ``monitoring`` namespace, the node exporters' namespace
 (:data:`~components.metric_names.NODE_EXPORTERS_NAMESPACE`), the retained encrypted
 StorageClass of Prometheus' volume, the kube-prometheus-stack release
 (:func:`~components.observability.metrics_stack.monitoring_values`), Grafana's OIDC Secret,
-dashboards and CloudWatch role, and, where ``observability.remoteWrite.enabled``, the Amazon
+organisations' plan (:mod:`~components.observability.grafana_orgs`), dashboards and CloudWatch
+role, and, where ``observability.remoteWrite.enabled``, the Amazon
 Managed Service for Prometheus workspace and the role Prometheus writes to it with. Slurm's
 KEDA waits for the release (its ScaledObjects query this Prometheus).
 
@@ -37,6 +38,7 @@ from components.metric_names import (
 )
 from components.notebooks import ebs_key_policy
 from components.observability.efa_exporter import register_efa_exporter
+from components.observability.grafana_orgs import grafana_orgs, orgs_config_map
 from components.observability.ledger import first_step_pod_monitor
 from components.observability.metrics_stack import (
     GRAFANA_CLIENT_SECRET_VARIABLE,
@@ -274,6 +276,17 @@ class Observability(pulumi.ComponentResource):
                     opts=in_namespace,
                 )
         if grafana:
+            # Before the release: Grafana's pod mounts it, and its organisations' container
+            # reads the plan from it.
+            plan = orgs_config_map(grafana_orgs(config.teams))
+            before_release.append(
+                k8s.core.v1.ConfigMap(
+                    f"{name}-grafana-orgs",
+                    metadata=plan["metadata"],
+                    data=plan["data"],
+                    opts=in_namespace,
+                )
+            )
             folders = dashboard_folders(config.teams)
             for dashboard in dashboards:
                 manifest = dashboard_config_map(dashboard, folders=folders)

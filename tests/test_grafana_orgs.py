@@ -1,0 +1,360 @@
+"""Grafana's organisations follow the teams (issue 45, item 6): who lands where, and what each
+organisation holds.
+
+Grafana OSS cannot give an OIDC group one folder (team sync is Enterprise); it can put the user
+in organisations by group (``org_mapping``). These tests log users in through a model of
+Grafana's own mapping, read the synthesized values and ConfigMaps, and run the organisations'
+script against a stand-in for Grafana's HTTP API.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Final
+
+import jmespath
+import pytest
+import yaml
+
+from components.config import parse_platform_config
+from components.observability import grafana_orgs as orgs_module
+from components.observability.dashboards import platform_dashboards
+from components.observability.grafana_orgs import (
+    FLEET_ORG,
+    PROVIDERS_PATH,
+    grafana_orgs,
+    orgs_config_map_data,
+)
+from components.observability.metrics_stack import DASHBOARD_FOLDER_ANNOTATION, monitoring_values
+from synth.run import StackResult
+from tests.config_problems import assert_reported
+from tests.conftest import stack_data
+
+CONFIG_MAP: Final = "kubernetes:core/v1:ConfigMap"
+RELEASE: Final = "kubernetes:helm.sh/v3:Release"
+ROLES: Final = ("Viewer", "Editor", "Admin")
+
+
+def _top(current: str, other: str) -> str:
+    """getTopRole: the role that includes the other (Admin > Editor > Viewer)."""
+    if not current:
+        return other
+    return current if ROLES.index(current) >= ROLES.index(other) else other
+
+
+def grafana_login(oauth: Mapping[str, Any], claims: Mapping[str, Any]) -> dict[int, str] | None:
+    """The organisations and roles Grafana gives a generic OAuth user, None where it refuses.
+
+    A model of grafana/grafana v13.2.0 pkg/login/social/connectors/generic_oauth.go
+    (``UserInfo``: role from ``role_attribute_path``, external orgs from
+    ``org_attribute_path``, refused under ``role_attribute_strict`` when no role results) and
+    org_role_mapper.go (``ParseOrgMappingSettings`` with numeric ids, ``MapOrgRoles``,
+    ``getMappedOrgRoles``, ``getTopRole``, ``getDefaultOrgMapping``); org_sync.go then makes
+    exactly these the user's organisations.
+    """
+    role = jmespath.search(oauth["role_attribute_path"], claims) or ""
+    assert role in ("", *ROLES), role
+    external = jmespath.search(oauth["org_attribute_path"], claims) or []
+    mapping: dict[str, dict[int, str]] = {}
+    for entry in json.loads(oauth["org_mapping"]):
+        group, org_id, org_role = entry.split(":")
+        assert org_role in ROLES  # strict: one invalid entry would empty the whole mapping
+        mapping.setdefault(group, {})[int(org_id)] = org_role
+    roles: dict[int, str] = {}
+    for group in external:
+        for org_id, org_role in mapping.get(group, {}).items():
+            roles[org_id] = _top(roles.get(org_id, ""), org_role)
+    if not roles:
+        # getDefaultOrgMapping: organisation 1 with the direct role, or refused when strict.
+        if oauth["role_attribute_strict"] and not role:
+            return None
+        return {1: role or "Viewer"}
+    return {
+        org_id: _top(role, org_role) if role else org_role for org_id, org_role in roles.items()
+    }
+
+
+def _two_teams() -> dict[str, Any]:
+    data = stack_data("dev")
+    (team,) = data["teams"]
+    # No share of the pools' accelerators: dev's team has them all.
+    other = {key: value for key, value in team.items() if key not in ("ray", "queue")}
+    other |= {"name": "ads", "gid": team["gid"] + 1, "adminGroups": ["ads-leads"],
+              "memberGroups": ["ads-engineers"]}  # fmt: skip
+    data["teams"].append(other)
+    data.setdefault("observability", {})["grafana"] = {"adminGroups": ["grafana-admins"]}
+    return data
+
+
+def _oauth(data: dict[str, Any]) -> dict[str, Any]:
+    config = parse_platform_config(data)
+    ini = monitoring_values(config, oidc_secret=True)["grafana"]["grafana.ini"]
+    oauth: dict[str, Any] = ini["auth.generic_oauth"]
+    return oauth
+
+
+def test_each_teams_groups_reach_its_own_organisation_and_no_other() -> None:
+    data = _two_teams()
+    oauth = _oauth(data)
+    config = parse_platform_config(data)
+    ids = {org.name: org.id for org in grafana_orgs(config.teams)}
+    # Ids follow the names: ads sorts before ml-dev.
+    assert ids == {FLEET_ORG: 1, "ads": 2, "ml-dev": 3}
+
+    def login(*groups: str) -> dict[int, str] | None:
+        return grafana_login(oauth, {"groups": list(groups), "preferred_username": "someone"})
+
+    assert login("ml-engineers") == {ids["ml-dev"]: "Viewer"}
+    assert login("ml-platform-admins") == {ids["ml-dev"]: "Editor"}
+    assert login("ads-engineers", "unrelated") == {ids["ads"]: "Viewer"}
+    assert login("ads-leads", "ads-engineers") == {ids["ads"]: "Editor"}
+    # One person in both teams is in both organisations, each with its own role.
+    assert login("ml-engineers", "ads-leads") == {ids["ml-dev"]: "Viewer", ids["ads"]: "Editor"}
+    # The platform's admins administer every organisation, the fleet's included.
+    assert login("grafana-admins") == {1: "Admin", ids["ads"]: "Admin", ids["ml-dev"]: "Admin"}
+    assert login("grafana-admins", "ml-engineers") == login("grafana-admins")
+    # Nobody else logs in, and no team member reaches the fleet's organisation.
+    assert login("unrelated") is None and login() is None
+    for team in config.teams:
+        for group in (*team.member_groups, *team.admin_groups):
+            assert set(login(group) or {}) == {ids[team.name]}, group
+    # A groups claim of another name is read under that name, for roles and organisations.
+    data["oidc"]["groupsClaim"] = "cognito:groups"
+    renamed = _oauth(data)
+    claims = {"cognito:groups": ["ads-engineers"], "groups": ["ml-engineers"]}
+    assert grafana_login(renamed, claims) == {ids["ads"]: "Viewer"}
+
+
+def test_a_new_team_gets_its_organisation_and_a_new_grafana_pod() -> None:
+    data = _two_teams()
+    before = parse_platform_config(data)
+    data["teams"].append({**data["teams"][1], "name": "aaa", "gid": 5100,
+                          "memberGroups": ["aaa-people"], "adminGroups": []})  # fmt: skip
+    after = parse_platform_config(data)
+    orgs = grafana_orgs(after.teams)
+    assert [(o.id, o.name) for o in orgs] == [(1, FLEET_ORG), (2, "aaa"), (3, "ads"), (4, "ml-dev")]
+    # The order of the list does not matter, only the names.
+    assert grafana_orgs(list(reversed(after.teams))) == orgs
+    assert grafana_login(_oauth(data), {"groups": ["aaa-people"]}) == {2: "Viewer"}
+    # The ids moved, so Grafana must start again on an empty database: its pod's annotation
+    # (the plan's digest) changes with the plan.
+    values = [monitoring_values(c, oidc_secret=True)["grafana"] for c in (before, after)]
+    annotations = [v["podAnnotations"][orgs_module.PLAN_ANNOTATION] for v in values]
+    assert annotations[0] != annotations[1]
+    data_after = orgs_config_map_data(orgs)
+    assert data_after["orgs"] == "1 Fleet\n2 aaa\n3 ads\n4 ml-dev\n"
+
+
+def test_group_names_grafanas_org_mapping_cannot_hold_are_refused() -> None:
+    data = _two_teams()
+    data["teams"][1]["memberGroups"] = ["ads:engineers"]
+    assert_reported(data, "platform.teams[1].memberGroups", "ads:engineers", "a group without ':'")
+
+
+def _release_values(run: StackResult) -> dict[str, Any]:
+    (release,) = [r for r in run.records if r.type == RELEASE and r.inputs["name"] == "monitoring"]
+    values: dict[str, Any] = release.inputs["values"]["grafana"]
+    return values
+
+
+def _plan(run: StackResult) -> dict[str, str]:
+    (plan,) = [
+        r for r in run.records
+        if r.type == CONFIG_MAP and r.inputs["metadata"]["name"] == orgs_module.ORGS_CONFIG_MAP
+    ]  # fmt: skip
+    data: dict[str, str] = plan.inputs["data"]
+    return data
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_each_dashboard_lands_in_its_organisations_folder(
+    synthesized: dict[str, StackResult], stack: str
+) -> None:
+    """prod has no OIDC client: the admin (by port-forward) finds the same organisations."""
+    run = synthesized[stack]
+    plan = _plan(run)
+    providers = {}
+    for line in plan["orgs"].splitlines():
+        org_id, name = line.split(" ", 1)
+        (provider,) = yaml.safe_load(plan[f"provider-{org_id}.yaml"])["providers"]
+        assert provider["orgId"] == int(org_id) and provider["folder"] == name
+        providers[provider["options"]["path"]] = provider
+    teams = {team.name for team in run.config.teams}
+    for record in run.records:
+        annotations = record.inputs.get("metadata", {}).get("annotations") or {}
+        if record.type != CONFIG_MAP or DASHBOARD_FOLDER_ANNOTATION not in annotations:
+            continue
+        folder = annotations[DASHBOARD_FOLDER_ANNOTATION]
+        provider = providers[f"{orgs_module.DASHBOARDS_PATH}/{folder}"]
+        # A team's dashboards in its own organisation, the fleet's in organisation 1 only.
+        assert (provider["orgId"] == 1) == (folder == FLEET_ORG), folder
+        assert folder in teams | {FLEET_ORG}
+    assert {d.folder for d in platform_dashboards(run.config)} == teams | {FLEET_ORG}
+    grafana = _release_values(run)
+    # The chart's own provider would read every folder into organisation 1.
+    assert grafana["sidecar"]["dashboards"]["SCProvider"] is False
+    assert grafana["extraEmptyDirMounts"] == [
+        {"name": orgs_module.PROVIDERS_VOLUME, "mountPath": PROVIDERS_PATH}
+    ]
+    (container,) = yaml.safe_load(grafana["extraContainers"])
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts[orgs_module.PROVIDERS_VOLUME] == orgs_module.PROVIDERS_MOUNT
+    context = container["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False and context["capabilities"]["drop"] == [
+        "ALL"
+    ]
+    assert grafana["podAnnotations"][orgs_module.PLAN_ANNOTATION] == orgs_module.plan_digest(plan)
+    ini = grafana["grafana.ini"]
+    if run.config.oidc.client_id is None:
+        assert "auth.generic_oauth" not in ini
+    else:
+        mapped = {
+            int(e.split(":")[1]) for e in json.loads(ini["auth.generic_oauth"]["org_mapping"])
+        }
+        assert mapped <= {int(line.split()[0]) for line in plan["orgs"].splitlines()}
+
+
+class _FakeGrafana(BaseHTTPRequestHandler):
+    """Grafana's HTTP API as the script uses it: organisations (autoincrement ids from 1, the
+    creator made a member), datasources per organisation by uid, and the dashboards' reload,
+    which refuses a provider of an organisation that does not exist (Grafana's
+    ``CheckOrgExists``)."""
+
+    state: dict[str, Any]
+
+    def _reply(self, code: int, body: Any) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _body(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        orgs = self.state["orgs"]
+        if self.path == "/api/health":
+            return self._reply(200, {"database": "ok"})
+        if self.path.startswith("/api/orgs/name/"):
+            name = self.path.rsplit("/", 1)[1]
+            found = [i for i, n in orgs.items() if n == name]
+            if found:
+                return self._reply(200, {"id": found[0], "name": name, "address": {}})
+            return self._reply(404, {"message": "Organization not found"})
+        return self._reply(404, {})
+
+    def do_POST(self) -> None:
+        state, org = self.state, int(self.headers.get("X-Grafana-Org-Id", "1"))
+        if self.path == "/api/orgs":
+            state["next"] += 1
+            state["orgs"][state["next"]] = self._body()["name"]
+            return self._reply(200, {"message": "Organization created", "orgId": state["next"]})
+        if self.path == "/api/datasources":
+            body = self._body()
+            state["datasources"][(org, body["uid"])] = body
+            return self._reply(200, {"message": "Datasource added"})
+        if self.path == "/api/admin/provisioning/dashboards/reload":
+            for provider in Path(state["providers"]).glob("*.yaml"):
+                for entry in yaml.safe_load(provider.read_text())["providers"]:
+                    if entry["orgId"] not in state["orgs"]:
+                        return self._reply(500, {"message": "org not found"})
+            state["reloads"] += 1
+            return self._reply(200, {"message": "Dashboards config reloaded"})
+        return self._reply(404, {})
+
+    def do_PUT(self) -> None:
+        state, org = self.state, int(self.headers.get("X-Grafana-Org-Id", "1"))
+        if self.path == "/api/orgs/1":
+            state["orgs"][1] = self._body()["name"]
+            return self._reply(200, {"message": "Organization updated"})
+        if self.path.startswith("/api/datasources/uid/"):
+            key = (org, self.path.rsplit("/", 1)[1])
+            if key not in state["datasources"]:
+                return self._reply(404, {"message": "Data source not found"})
+            state["datasources"][key] = self._body()
+            return self._reply(200, {"message": "Datasource updated"})
+        return self._reply(404, {})
+
+
+@contextmanager
+def _grafana(state: dict[str, Any]) -> Iterator[str]:
+    handler = type("Handler", (_FakeGrafana,), {"state": state})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _bootstrap(url: str, plan: Path, providers: Path) -> subprocess.CompletedProcess[str]:
+    """Run the script until it says it is ready (it then sleeps for the pod's life)."""
+    # The script's last line sleeps forever; here a ready script stops instead.
+    script = (plan / "bootstrap.sh").read_text().replace("while :; do sleep 3600; done", "")
+    assert script != (plan / "bootstrap.sh").read_text()
+    environment = {"PATH": "/usr/bin:/bin", "GRAFANA_URL": url, "ORGS_PLAN": str(plan),
+                   "PROVIDERS": str(providers), "GF_ADMIN_USER": "admin",
+                   "GF_ADMIN_PASSWORD": "secret"}  # fmt: skip
+    return subprocess.run(
+        ["sh", "-c", script], env=environment, capture_output=True, text=True, timeout=30,
+        check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(
+    shutil.which("curl") is None or shutil.which("sh") is None, reason="needs sh and curl"
+)
+def test_the_script_makes_the_planned_organisations_once_and_stops_on_another_id(
+    tmp_path: Path,
+) -> None:
+    config = parse_platform_config(_two_teams())
+    plan, providers = tmp_path / "plan", tmp_path / "providers"
+    plan.mkdir()
+    providers.mkdir()
+    for name, text in orgs_config_map_data(grafana_orgs(config.teams)).items():
+        (plan / name).write_text(text)
+    state: dict[str, Any] = {"orgs": {1: "Main Org."}, "next": 1, "datasources": {},
+                             "reloads": 0, "providers": str(providers)}  # fmt: skip
+    with _grafana(state) as url:
+        first = _bootstrap(url, plan, providers)
+        assert first.returncode == 0, first.stderr
+        assert state["orgs"] == {1: FLEET_ORG, 2: "ads", 3: "ml-dev"}
+        # Each team's organisation has its Prometheus; the fleet's keeps the chart's.
+        assert set(state["datasources"]) == {(2, "prometheus"), (3, "prometheus")}
+        assert sorted(p.name for p in providers.iterdir()) == [
+            "org-1.yaml",
+            "org-2.yaml",
+            "org-3.yaml",
+        ]
+        assert state["reloads"] == 1
+        # Again (the container restarted): it finds what it made and makes nothing more.
+        again = _bootstrap(url, plan, providers)
+        assert again.returncode == 0, again.stderr
+        assert state["orgs"] == {1: FLEET_ORG, 2: "ads", 3: "ml-dev"} and state["next"] == 3
+        assert len(state["datasources"]) == 2
+    # An organisation that got another id (here one made by hand first) stops it before any
+    # provider of that organisation is written: org_mapping would let the wrong team in.
+    for provider in providers.iterdir():
+        provider.unlink()
+    state = {"orgs": {1: "Main Org.", 2: "by-hand"}, "next": 2, "datasources": {},
+             "reloads": 0, "providers": str(providers)}  # fmt: skip
+    with _grafana(state) as url:
+        wrong = _bootstrap(url, plan, providers)
+    assert wrong.returncode == 1
+    assert "organisation ads has id 3, the plan says 2" in wrong.stderr
+    assert sorted(p.name for p in providers.iterdir()) == ["org-1.yaml"]
+    assert state["reloads"] == 0
