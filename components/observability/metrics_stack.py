@@ -41,6 +41,7 @@ from components.metric_names import (
     SCRAPE_INTERVAL,
 )
 from components.observability.grafana_orgs import (
+    DASHBOARDS_PATH,
     FLEET_ORG,
     grafana_orgs,
     grafana_orgs_values,
@@ -170,6 +171,79 @@ ALERTMANAGER_STORAGE_GIB: Final = 2
 ALERTMANAGER_RETENTION: Final = "120h"
 """How long Alertmanager keeps resolved alerts and expired silences (the chart's default)."""
 
+# What the Grafana and kube-state-metrics pods run with, stated in our values rather than left
+# to the subcharts' defaults, which the reference data does not hold: a chart bump cannot change
+# them unseen, and the rebuilt pods (synth/chart_pods.py) read them from the values alone. Each
+# names the subchart's values.yaml line it overrides (grafana-community/helm-charts
+# grafana-12.11.1 charts/grafana/values.yaml; prometheus-community/helm-charts
+# kube-state-metrics-8.4.0 charts/kube-state-metrics/values.yaml); the values are the charts'
+# own, judged by the scan (policies/scan-waivers.yaml) and by Pod Security restricted.
+PULL_POLICY: Final = "IfNotPresent"
+"""The images' pull policy (grafana 12.11.1 values.yaml lines 116 and 1047; kube-state-metrics
+8.4.0 values.yaml line 9): a restart never waits on the registry; the images are pinned."""
+GRAFANA_POD_SECURITY_CONTEXT: Final = {
+    "runAsNonRoot": True,
+    "runAsUser": 472,
+    "runAsGroup": 472,
+    "fsGroup": 472,
+}
+"""Grafana's pod: the image's grafana user and group, 472 (grafana 12.11.1 values.yaml line 159,
+``securityContext``); the organisations' container runs as it too."""
+GRAFANA_CONTAINER_SECURITY_CONTEXT: Final = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""Grafana's container (grafana 12.11.1 values.yaml line 165, ``containerSecurityContext``):
+restricted Pod Security but for a read-only root (policies/scan-waivers.yaml, CKV_K8S_22)."""
+GRAFANA_SIDECAR_SECURITY_CONTEXT: Final = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The dashboard and datasource sidecars (grafana 12.11.1 values.yaml line 1055,
+``sidecar.securityContext``); they run as the pod's user."""
+GRAFANA_PORT_NAME: Final = "grafana"
+"""Grafana's container port's name, which its probes name (grafana 12.11.1 values.yaml line 242,
+``podPortName``)."""
+GRAFANA_READINESS_PROBE: Final = {"httpGet": {"path": "/api/health", "port": GRAFANA_PORT_NAME}}
+"""grafana 12.11.1 values.yaml line 90, ``readinessProbe``."""
+GRAFANA_LIVENESS_PROBE: Final = {
+    "httpGet": {"path": "/api/health", "port": GRAFANA_PORT_NAME},
+    "initialDelaySeconds": 60,
+    "timeoutSeconds": 30,
+    "failureThreshold": 10,
+}
+"""grafana 12.11.1 values.yaml line 95, ``livenessProbe``: a minute to migrate its database."""
+KUBE_STATE_METRICS_POD_SECURITY_CONTEXT: Final = {
+    "enabled": True,
+    "runAsGroup": 65534,
+    "runAsUser": 65534,
+    "fsGroup": 65534,
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""kube-state-metrics' pod as nobody (kube-state-metrics 8.4.0 values.yaml line 339,
+``securityContext``; ``enabled`` is the chart's switch, left out of the pod)."""
+KUBE_STATE_METRICS_CONTAINER_SECURITY_CONTEXT: Final = {
+    "readOnlyRootFilesystem": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+"""kube-state-metrics 8.4.0 values.yaml line 351, ``containerSecurityContext``."""
+KUBE_STATE_METRICS_PROBE: Final = {
+    "failureThreshold": 3,
+    "httpGet": {"scheme": "http"},
+    "initialDelaySeconds": 5,
+    "periodSeconds": 10,
+    "successThreshold": 1,
+    "timeoutSeconds": 5,
+}
+"""Its liveness (``/livez``) and readiness (``/readyz``) probes' settings, the paths and ports
+the template's (kube-state-metrics 8.4.0 values.yaml lines 627 and 639; templates/deployment.yaml
+lines 202-249)."""
+
 API_TOKEN_VOLUME: Final = "api-token"
 """The volume of the projected API token in the stack's pods that call the API server."""
 
@@ -188,6 +262,27 @@ def api_token_volume() -> dict[str, Any]:
 def api_token_mount() -> dict[str, Any]:
     """The mount of :func:`api_token_volume` where in-cluster clients read it."""
     return {"name": API_TOKEN_VOLUME, "mountPath": API_TOKEN_DIR, "readOnly": True}
+
+
+def chart_image(reference: str, *, sha_prefixed: bool) -> dict[str, str]:
+    """An image pin (``registry/repository:tag[@sha256:...]``) as a chart's ``image`` block.
+
+    Args:
+        reference: the pin (components/versions.py), whose first path part is its registry.
+        sha_prefixed: keep ``sha256:`` in ``sha``: kube-state-metrics prints ``@<sha>``
+            (kube-state-metrics 8.4.0 templates/_helpers.tpl, ``kube-state-metrics.image``),
+            grafana ``@sha256:<sha>`` (grafana 12.11.1 templates/_pod.tpl line 1248).
+
+    Raises:
+        ValueError: the reference has no registry or no tag.
+    """
+    name, _, digest = reference.partition("@")
+    registry, slash, path = name.partition("/")
+    repository, colon, tag = path.rpartition(":")
+    if not (slash and colon and repository and "." in registry):
+        raise ValueError(f"image {reference!r}: expected registry/repository:tag[@sha256:...]")
+    sha = digest if sha_prefixed else digest.removeprefix("sha256:")
+    return {"registry": registry, "repository": repository, "tag": tag, "sha": sha}
 
 
 DashboardSpec = tuple[str, str, str]
@@ -366,6 +461,14 @@ def kube_state_metrics_values(extra: Mapping[str, Any]) -> dict[str, Any]:
     # templates/deployment.yaml lines 45, 163-164 and 384-385 render automountServiceAccountToken,
     # volumeMounts and volumes).
     own = {
+        "image": {
+            **chart_image(versions.KUBE_STATE_METRICS_IMAGE, sha_prefixed=True),
+            "pullPolicy": PULL_POLICY,
+        },
+        "securityContext": KUBE_STATE_METRICS_POD_SECURITY_CONTEXT,
+        "containerSecurityContext": KUBE_STATE_METRICS_CONTAINER_SECURITY_CONTEXT,
+        "livenessProbe": KUBE_STATE_METRICS_PROBE,
+        "readinessProbe": KUBE_STATE_METRICS_PROBE,
         "resources": KUBE_STATE_METRICS_RESOURCES,
         "automountServiceAccountToken": False,
         "volumes": [api_token_volume()],
@@ -505,6 +608,21 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
         "enabled": True,
         "defaultDashboardsEnabled": False,
         "serviceAccount": {"create": True, "name": GRAFANA_SERVICE_ACCOUNT},
+        "image": {
+            **chart_image(versions.GRAFANA_IMAGE, sha_prefixed=False),
+            "pullPolicy": PULL_POLICY,
+        },
+        "securityContext": GRAFANA_POD_SECURITY_CONTEXT,
+        "containerSecurityContext": GRAFANA_CONTAINER_SECURITY_CONTEXT,
+        # Port and probes (grafana 12.11.1 values.yaml lines 242-243, 262, 90, 95).
+        "podPortName": GRAFANA_PORT_NAME,
+        "gossipPortName": "gossip",
+        "service": {"targetPort": GRAFANA_PORT},
+        "readinessProbe": GRAFANA_READINESS_PROBE,
+        "livenessProbe": GRAFANA_LIVENESS_PROBE,
+        # No volume: its database is the pod's (values.yaml line 489, persistence.enabled);
+        # the organisations' ids rest on it (grafana_orgs.py).
+        "persistence": {"enabled": False},
         "resources": GRAFANA_RESOURCES,
         "grafana.ini": grafana_ini(
             oidc,
@@ -513,8 +631,13 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
             org_mapping_setting(org_mapping(config.teams, grafana.admin_groups)),
         ),
         "sidecar": {
+            "image": chart_image(versions.GRAFANA_SIDECAR_IMAGE, sha_prefixed=False),
+            "imagePullPolicy": PULL_POLICY,
+            "securityContext": GRAFANA_SIDECAR_SECURITY_CONTEXT,
             "dashboards": {
                 "enabled": True,
+                # Where the organisations' providers read them (values.yaml line 1191).
+                "folder": DASHBOARDS_PATH,
                 "label": DASHBOARD_LABEL,
                 "labelValue": DASHBOARD_LABEL_VALUE,
                 "searchNamespace": [MONITORING_NAMESPACE],
