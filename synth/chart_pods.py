@@ -8,10 +8,17 @@ ports, probes, resources, security context, mounts, the environment a Secret fee
 containers, the pod's security context, service account and token, volumes and placement.
 Generated arguments, config hashes, the chart's soft anti-affinity and labels are left out.
 
-The charts' defaults are embedded (no chart at synthesis time): kube-prometheus-stack's and
-dcgm-exporter's are compared with the reference copies by tests/test_pods.py; the grafana and
-kube-state-metrics subcharts' are not in the reference data and are read from their mirrors only
-(:data:`UNVERIFIED_DEFAULTS` lists them; the test says so on every run).
+No chart's defaults are held here. kube-prometheus-stack's and dcgm-exporter's are read from
+the reference data (:func:`chart_defaults`, :mod:`synth.reference`); without it the synthesis
+writes no chart pods and says so (:func:`synth.output.write_stack`). The grafana and
+kube-state-metrics subcharts' defaults are not in the reference data, so the Grafana and
+kube-state-metrics pods take nothing from them: every field they need comes from the release's
+values (kube-prometheus-stack's own ``grafana`` block, then ours, which state the images,
+security contexts, probes and ports, components/observability/metrics_stack.py), and one the
+values lack is an error naming it (:func:`_need`), except those whose subchart default is empty
+or false, read as such where unset (env, extra volumes and containers, placement, the sidecars'
+probes, the switches the template tests). What stays unverified is the templates' logic, read
+from the charts' sources only: those pods carry :data:`UNVERIFIED_ANNOTATION` naming it.
 
 Templates, at the pinned versions:
 - prometheus-community/helm-charts kube-prometheus-stack-88.5.3
@@ -32,340 +39,100 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from components import versions
 from components.metric_names import MONITORING_RELEASE, NODE_EXPORTERS_NAMESPACE
 from components.observability.sources import DCGM_RELEASE
 from synth.helm_values import helm_coalesced
+from synth.reference import chart_file
 
 POD_OF: Final = "trainingplatform.io/pod-of"
 """The annotation naming what a rebuilt pod stands for (as :mod:`synth.pods` writes it)."""
-UNVERIFIED_ANNOTATION: Final = "trainingplatform.io/unverified-defaults"
-"""The annotation of a pod whose unset fields come from defaults no test checks (the chart's
-values file named), so that a reviewer of ``pods/`` reads it too."""
+UNVERIFIED_ANNOTATION: Final = "trainingplatform.io/unverified-template"
+"""The annotation of a pod whose chart the reference data lacks: the template it is rebuilt
+after, read from the chart's source only, so that a reviewer of ``pods/`` reads it too."""
+UNVERIFIED_TEMPLATES: Final[dict[str, str]] = {
+    "grafana": "grafana 12.11.1 templates/_pod.tpl",
+    "kube-state-metrics": "kube-state-metrics 8.4.0 templates/deployment.yaml",
+}
+"""The subcharts whose templates no reference file checks, by their key in the release."""
 
 _DROP_ALL: Final = {"drop": ["ALL"]}
 
-KUBE_PROMETHEUS_STACK_DEFAULTS: Final[dict[str, Any]] = {
-    "global": {"imageRegistry": "", "imagePullSecrets": []},
-    "fullnameOverride": "",
-    "nameOverride": "",
-    "cleanPrometheusOperatorObjectNames": False,
-    "prometheusOperator": {
-        "enabled": True,
-        "image": {
-            "registry": "quay.io",
-            "repository": "prometheus-operator/prometheus-operator",
-            "tag": "",
-            "sha": "",
-            "pullPolicy": "IfNotPresent",
-        },
-        "prometheusConfigReloader": {
-            "image": {
-                "registry": "quay.io",
-                "repository": "prometheus-operator/prometheus-config-reloader",
-                "tag": "",
-                "sha": "",
-            },
-            "enableProbe": False,
-            "resources": {},
-        },
-        "tls": {"enabled": True, "internalPort": 10250},
-        "admissionWebhooks": {"certManager": {"enabled": False}},
-        "serviceAccount": {"create": True, "name": ""},
-        "resources": {},
-        "env": {"GOGC": "30"},
-        "securityContext": {
-            "fsGroup": 65534,
-            "runAsGroup": 65534,
-            "runAsNonRoot": True,
-            "runAsUser": 65534,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containerSecurityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": _DROP_ALL,
-        },
-        "automountServiceAccountToken": True,
-        "hostNetwork": False,
-        "readinessProbe": {
-            "enabled": True,
-            "failureThreshold": 3,
-            "initialDelaySeconds": 0,
-            "periodSeconds": 10,
-            "successThreshold": 1,
-            "timeoutSeconds": 1,
-        },
-        "livenessProbe": {
-            "enabled": True,
-            "failureThreshold": 3,
-            "initialDelaySeconds": 0,
-            "periodSeconds": 10,
-            "successThreshold": 1,
-            "timeoutSeconds": 1,
-        },
-        "extraVolumes": [],
-        "extraVolumeMounts": [],
-        "nodeSelector": {},
-        "tolerations": [],
-        "affinity": {},
-    },
-    "prometheus": {
-        "enabled": True,
-        "serviceAccount": {"create": True, "name": ""},
-        "prometheusSpec": {
-            "image": {
-                "registry": "quay.io",
-                "repository": "prometheus/prometheus",
-                "tag": "v3.14.0-distroless",
-                "sha": "",
-                "pullPolicy": "IfNotPresent",
-            },
-            "securityContext": {
-                "runAsGroup": 2000,
-                "runAsNonRoot": True,
-                "runAsUser": 1000,
-                "fsGroup": 2000,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "automountServiceAccountToken": True,
-            "portName": "http-web",
-            "listenLocal": False,
-            "hostNetwork": False,
-            "resources": {},
-            "containers": [],
-            "initContainers": [],
-            "volumes": [],
-            "volumeMounts": [],
-            "priorityClassName": "",
-            "nodeSelector": {},
-            "tolerations": [],
-            "podMetadata": {},
-        },
-    },
-    "alertmanager": {
-        "enabled": True,
-        "serviceAccount": {"create": True, "name": ""},
-        "alertmanagerSpec": {
-            "image": {
-                "registry": "quay.io",
-                "repository": "prometheus/alertmanager",
-                "tag": "v0.34.0",
-                "sha": "",
-                "pullPolicy": "IfNotPresent",
-            },
-            "securityContext": {
-                "runAsGroup": 2000,
-                "runAsNonRoot": True,
-                "runAsUser": 1000,
-                "fsGroup": 2000,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "automountServiceAccountToken": True,
-            "portName": "http-web",
-            "listenLocal": False,
-            "resources": {},
-            "containers": [],
-            "initContainers": [],
-            "volumes": [],
-            "volumeMounts": [],
-            "priorityClassName": "",
-            "nodeSelector": {},
-            "tolerations": [],
-            "podMetadata": {},
-        },
-    },
-    "grafana": {
-        "enabled": True,
-        "admin": {"existingSecret": "", "userKey": "admin-user", "passwordKey": "admin-password"},
-        "serviceAccount": {"create": True, "autoMount": True},
-        "sidecar": {"dashboards": {"enabled": True}, "datasources": {"enabled": True}},
-    },
-    "kubeStateMetrics": {"enabled": True},
-}
-"""What the pods rest on in kube-prometheus-stack 88.5.3 values.yaml (the chart's ``grafana``
-block is its own values over the subchart's)."""
-OPERATOR_APP_VERSION: Final = "v0.93.1"
-"""kube-prometheus-stack 88.5.3 Chart.yaml ``appVersion``: the operator's and config
-reloader's image tag where ``image.tag`` is empty (deployment.yaml)."""
-
-GRAFANA_DEFAULTS: Final[dict[str, Any]] = {
-    "image": {
-        "registry": "docker.io",
-        "repository": "grafana/grafana",
-        "tag": "",
-        "sha": "",
-        "pullPolicy": "IfNotPresent",
-    },
-    "automountServiceAccountToken": True,
-    "securityContext": {"runAsNonRoot": True, "runAsUser": 472, "runAsGroup": 472, "fsGroup": 472},
-    "containerSecurityContext": {
-        "allowPrivilegeEscalation": False,
-        "privileged": False,
-        "capabilities": _DROP_ALL,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    },
-    "readinessProbe": {"httpGet": {"path": "/api/health", "port": "grafana"}},
-    "livenessProbe": {
-        "httpGet": {"path": "/api/health", "port": "grafana"},
-        "initialDelaySeconds": 60,
-        "timeoutSeconds": 30,
-        "failureThreshold": 10,
-    },
-    "resources": {},
-    "podPortName": "grafana",
-    "service": {"targetPort": 3000},
-    "persistence": {"enabled": False},
-    "env": {},
-    "envFromSecret": "",
-    "extraContainerVolumes": [],
-    "sidecar": {
-        "image": {"registry": "quay.io", "repository": "kiwigrid/k8s-sidecar", "tag": "2.10.1",
-                  "sha": ""},
-        "imagePullPolicy": "IfNotPresent",
-        "resources": {},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": _DROP_ALL,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "livenessProbe": {},
-        "readinessProbe": {},
-        "dashboards": {"enabled": False, "folder": "/tmp/dashboards", "SCProvider": True,
-                       "initDashboards": False, "extraMounts": []},
-        "datasources": {"enabled": False, "initDatasources": False, "extraMounts": []},
-    },
-    "nodeSelector": {},
-    "tolerations": [],
-    "affinity": {},
-}  # fmt: skip
-"""grafana 12.11.1 values.yaml (grafana-community/helm-charts grafana-12.11.1
-charts/grafana/values.yaml), what _pod.tpl reads for the pod below. NOT in the reference data:
-read from the mirror only."""
-GRAFANA_APP_VERSION: Final = "13.2.0"
-"""grafana 12.11.1 Chart.yaml ``appVersion``: Grafana's image tag where ``image.tag`` is empty."""
-
-KUBE_STATE_METRICS_DEFAULTS: Final[dict[str, Any]] = {
-    "image": {
-        "registry": "registry.k8s.io",
-        "repository": "kube-state-metrics/kube-state-metrics",
-        "tag": "",
-        "sha": "",
-        "pullPolicy": "IfNotPresent",
-    },
-    "automountServiceAccountToken": True,
-    "hostNetwork": False,
-    "securityContext": {
-        "enabled": True,
-        "runAsGroup": 65534,
-        "runAsUser": 65534,
-        "fsGroup": 65534,
-        "runAsNonRoot": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    },
-    "containerSecurityContext": {
-        "readOnlyRootFilesystem": True,
-        "allowPrivilegeEscalation": False,
-        "capabilities": _DROP_ALL,
-    },
-    "livenessProbe": {"failureThreshold": 3, "initialDelaySeconds": 5, "periodSeconds": 10,
-                      "successThreshold": 1, "timeoutSeconds": 5},
-    "readinessProbe": {"failureThreshold": 3, "initialDelaySeconds": 5, "periodSeconds": 10,
-                       "successThreshold": 1, "timeoutSeconds": 5},
-    "resources": {},
-    "service": {"port": 8080},
-    "selfMonitor": {"enabled": False},
-    "kubeRBACProxy": {"enabled": False},
-    "customResourceState": {"enabled": False, "key": "config.yaml"},
-    "volumes": [],
-    "volumeMounts": [],
-    "nodeSelector": {},
-    "tolerations": [],
-    "affinity": {},
-}  # fmt: skip
-"""kube-state-metrics 8.4.0 values.yaml (prometheus-community/helm-charts
-kube-state-metrics-8.4.0 charts/kube-state-metrics/values.yaml), what deployment.yaml reads for
-the pod below. NOT in the reference data: read from the mirror only."""
-KUBE_STATE_METRICS_APP_VERSION: Final = "2.20.0"
-"""kube-state-metrics 8.4.0 Chart.yaml ``appVersion`` (the image tag is ``v`` + it)."""
-
-UNVERIFIED_DEFAULTS: Final[dict[str, str]] = {
-    "grafana": "grafana 12.11.1 values.yaml",
-    "kube-state-metrics": "kube-state-metrics 8.4.0 values.yaml",
-}
-"""The subcharts whose defaults the reference data lacks: the Grafana and kube-state-metrics
-pods' unset fields come from :data:`GRAFANA_DEFAULTS` and :data:`KUBE_STATE_METRICS_DEFAULTS`,
-read from the charts' mirrors and checked by no test."""
-
-DCGM_EXPORTER_DEFAULTS: Final[dict[str, Any]] = {
-    "image": {
-        "repository": "nvcr.io/nvidia/k8s/dcgm-exporter",
-        "pullPolicy": "IfNotPresent",
-        "tag": "4.5.3-4.8.2-distroless",
-    },
-    "hostPID": False,
-    "hostNetwork": False,
-    "priorityClassName": "system-node-critical",
-    "podSecurityContext": {},
-    "securityContext": {
-        "runAsNonRoot": False,
-        "runAsUser": 0,
-        "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]},
-        "allowPrivilegeEscalation": False,
-    },
-    "resources": {
-        "limits": {"cpu": "200m", "memory": "512Mi"},
-        "requests": {"cpu": "100m", "memory": "128Mi"},
-    },
-    "service": {"port": 9400},
-    "kubeletPath": "/var/lib/kubelet/pod-resources",
-    "extraHostVolumes": [],
-    "extraConfigMapVolumes": [
-        {
-            "name": "exporter-metrics-volume",
-            "configMap": {
-                "name": "exporter-metrics-config-map",
-                "items": [{"key": "metrics", "path": "default-counters.csv"}],
-            },
-        }
-    ],
-    "extraVolumeMounts": [
-        {
-            "name": "exporter-metrics-volume",
-            "mountPath": "/etc/dcgm-exporter/default-counters.csv",
-            "subPath": "default-counters.csv",
-        }
-    ],
-    "kubernetes": {"enablePodLabels": False, "enablePodUID": False, "rbac": {"create": True}},
-    "kubernetesDRA": {"enabled": False},
-    "debugDump": {
-        "enabled": False,
-        "directory": "/tmp/dcgm-exporter-debug",
-        "retention": 24,
-        "compression": True,
-    },
-    "livenessProbe": {"initialDelaySeconds": 45, "periodSeconds": 5},
-    "readinessProbe": {"initialDelaySeconds": 45},
-    "nodeSelector": {},
-    "tolerations": [
-        {
-            "key": "node-role.kubernetes.io/control-plane",
-            "operator": "Exists",
-            "effect": "NoSchedule",
-        }
-    ],
-    "affinity": {},
-}
-"""What the DaemonSet rests on in dcgm-exporter 4.8.2 values.yaml."""
+CHART_CHOSEN_IMAGES: Final = (
+    "Pod.monitoring.monitoring-operator",
+    "Pod.monitoring.prometheus-*-0",
+    "Pod.monitoring.alertmanager-*-0",
+    f"Pod.{NODE_EXPORTERS_NAMESPACE}.{DCGM_RELEASE}",
+)
+"""Scan ids (``Kind.namespace.name`` patterns) of the rebuilt pods whose images the charts
+choose: the operator's, its config reloader's, Prometheus' and Alertmanager's are
+kube-prometheus-stack's values (read from the reference data, the operator's tag its
+appVersion) and the exporter's dcgm-exporter's, moved with the charts' versions. No file of
+this repository names them, so no dependency bot group pins their digests
+(policies/scan-waivers.yaml, their CKV_K8S_43 entry). Grafana's, its sidecars' and
+kube-state-metrics' are ours (components/versions.py)."""
 
 
-CHART_CHOSEN_IMAGES: Final = ("Pod.monitoring.*", f"Pod.{NODE_EXPORTERS_NAMESPACE}.{DCGM_RELEASE}")
-"""Scan ids (``Kind.namespace.name`` patterns) of the rebuilt pods, whose images the charts
-choose: no file of this repository names them, so no dependency bot group pins their digests
-(policies/scan-waivers.yaml, their CKV_K8S_43 entry)."""
+@dataclass(frozen=True)
+class ChartDefaults:
+    """What the rebuilt pods read of the charts, from the reference data."""
+
+    stack: Mapping[str, Any]
+    """kube-prometheus-stack's ``values.yaml``."""
+    stack_app_version: str
+    """kube-prometheus-stack's ``Chart.yaml`` ``appVersion``: the operator's and config
+    reloader's image tag where ``image.tag`` is empty (templates/prometheus-operator/
+    deployment.yaml)."""
+    dcgm_exporter: Mapping[str, Any]
+    """dcgm-exporter's ``values.yaml``."""
+
+
+def chart_defaults(root: Path | None = None) -> ChartDefaults:
+    """kube-prometheus-stack's and dcgm-exporter's defaults at their pins, from the reference data.
+
+    Args:
+        root: the reference directory (default: :func:`synth.reference.reference_root`).
+
+    Raises:
+        synth.reference.MissingReference: a file is not there.
+    """
+    chart = chart_file(versions.PROMETHEUS_STACK_CHART, "Chart.yaml", root)
+    return ChartDefaults(
+        stack=chart_file(versions.PROMETHEUS_STACK_CHART, "values.yaml", root),
+        stack_app_version=str(chart["appVersion"]),
+        dcgm_exporter=chart_file(versions.DCGM_EXPORTER_CHART, "values.yaml", root),
+    )
+
+
+def _need(values: Mapping[str, Any], path: str, block: str) -> Any:
+    """The value at ``path`` (dotted) of a subchart's values, which must be set.
+
+    Args:
+        values: the subchart's values as the release hands them (its parent's block, ours).
+        path: the key path, e.g. ``securityContext`` or ``image.repository``.
+        block: the subchart's key in the release (``grafana``, ``kube-state-metrics``).
+
+    Raises:
+        ValueError: the values do not set it: its default is the subchart's, which the
+            reference data lacks and this rebuild does not guess.
+    """
+    found: Any = values
+    for key in path.split("."):
+        if not isinstance(found, Mapping) or found.get(key) is None:
+            raise ValueError(
+                f"{block}.{path} is not set in the monitoring release's values: the {block} "
+                f"subchart's default is not in the reference data, so the rebuilt pod takes "
+                f"nothing from it; set it (components/observability/metrics_stack.py, citing "
+                f"the subchart's values.yaml line)"
+            )
+        found = found[key]
+    return found
 
 
 def _pod(
@@ -378,7 +145,7 @@ def _pod(
         namespace: the release's namespace.
         source: what renders it (``<kind>/<namespace>/<name>``).
         spec: the pod's spec.
-        unverified: the values file of unchecked defaults it rests on (default: none).
+        unverified: the template it follows that no reference file checks (default: none).
     """
     annotations = {POD_OF: source, **({UNVERIFIED_ANNOTATION: unverified} if unverified else {})}
     empty: tuple[Any, ...] = (None, "", [], {})
@@ -461,14 +228,15 @@ def _reloader(name: str, stack: _Stack, mounts: list[dict[str, Any]], pull: str)
 class _Stack:
     """The ``monitoring`` release's values as kube-prometheus-stack 88.5.3 renders them."""
 
-    def __init__(self, release: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-        """The release's values over ``defaults``.
+    def __init__(self, release: Mapping[str, Any], defaults: ChartDefaults) -> None:
+        """The release's values over the chart's.
 
         Args:
             release: the Helm release as ``helm/<release>.yaml`` has it.
-            defaults: the chart's values (:data:`KUBE_PROMETHEUS_STACK_DEFAULTS`).
+            defaults: the charts' reference values (:func:`chart_defaults`).
         """
-        self.values: dict[str, Any] = helm_coalesced(defaults, release.get("values") or {})
+        self.values: dict[str, Any] = helm_coalesced(defaults.stack, release.get("values") or {})
+        self.app_version = defaults.stack_app_version
         self.namespace = str(release.get("namespace"))
         name = str(release["release"])
         override = self.values.get("fullnameOverride")
@@ -479,7 +247,7 @@ class _Stack:
         self.registry = str(self.values["global"].get("imageRegistry") or "")
         operator = self.values["prometheusOperator"]
         self.reloader_image = _image(
-            operator["prometheusConfigReloader"]["image"], self.registry, OPERATOR_APP_VERSION
+            operator["prometheusConfigReloader"]["image"], self.registry, self.app_version
         )
 
     def custom_resource(self, component: str) -> str:
@@ -521,7 +289,7 @@ def operator_pod(stack: _Stack) -> dict[str, Any]:
 
     container: dict[str, Any] = {
         "name": "kube-prometheus-stack",
-        "image": _image(operator["image"], stack.registry, OPERATOR_APP_VERSION),
+        "image": _image(operator["image"], stack.registry, stack.app_version),
         "imagePullPolicy": operator["image"]["pullPolicy"],
         "ports": [port],
         "env": [{"name": k, "value": str(v)} for k, v in (operator.get("env") or {}).items()],
@@ -777,145 +545,178 @@ def _extra_containers(text: Any) -> list[dict[str, Any]]:
     return containers
 
 
-def grafana_pod(stack: _Stack, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """Grafana's pod (grafana 12.11.1 templates/_pod.tpl) with its sidecars.
+def grafana_pod(stack: _Stack) -> dict[str, Any]:
+    """Grafana's pod (grafana 12.11.1 templates/_pod.tpl) with its sidecars and extra containers.
 
-    The dashboard and datasource sidecars where enabled, each given the admin user and password
-    from the chart's Secret (``REQ_USERNAME``, ``REQ_PASSWORD``) to reload Grafana's
-    provisioning; Grafana itself gets them as ``GF_SECURITY_ADMIN_*``.
+    The dashboard and datasource sidecars where enabled (lines 735-867, 868-997), each given
+    the admin user and password from the chart's Secret (``REQ_USERNAME``, ``REQ_PASSWORD``) to
+    reload Grafana's provisioning; Grafana's container (lines 1246-1544), which gets them as
+    ``GF_SECURITY_ADMIN_*``; then ``extraContainers`` (lines 1545-1547). Every field is the
+    release's ``grafana`` values' (kube-prometheus-stack's block, then ours): :func:`_need`
+    refuses one the values lack.
 
     Args:
         stack: the release's values.
-        defaults: the grafana chart's values (:data:`GRAFANA_DEFAULTS`).
+
+    Raises:
+        ValueError: a field the template needs is not in the values.
     """
-    values = helm_coalesced(defaults, stack.values["grafana"])
+    values = stack.values["grafana"]
+
+    def need(path: str) -> Any:
+        return copy.deepcopy(_need(values, path, "grafana"))
+
     # grafana.fullname: <release>-grafana (the release's name does not hold "grafana").
     full_name = f"{MONITORING_RELEASE}-grafana"
     admin = values.get("admin") or {}
     secret = admin.get("existingSecret") or full_name
-    credentials = [
-        _secret_env("GF_SECURITY_ADMIN_USER", secret, admin.get("userKey") or "admin-user"),
-        _secret_env("GF_SECURITY_ADMIN_PASSWORD", secret,
-                    admin.get("passwordKey") or "admin-password"),
-    ]  # fmt: skip
-    sidecar = values["sidecar"]
-    sidecar_image = _image(sidecar["image"], stack.registry, "")
+    user_key = admin.get("userKey") or "admin-user"
+    password_key = admin.get("passwordKey") or "admin-password"
+    sidecar = values.get("sidecar") or {}
     containers: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = [{"name": "config", "configMap": {"name": full_name}}]
     mounts = [{"name": "config", "mountPath": "/etc/grafana/grafana.ini",
                "subPath": "grafana.ini"}]  # fmt: skip
     storage = {"name": "storage", "emptyDir": {}}
-    if (values.get("persistence") or {}).get("enabled"):
+    if need("persistence.enabled") is True:
         storage = {"name": "storage", "persistentVolumeClaim": {"claimName": full_name}}
     volumes += [storage, {"name": "search", "emptyDir": {}}]
     mounts += [{"name": "storage", "mountPath": "/var/lib/grafana"},
                {"name": "search", "mountPath": "/var/lib/grafana-search"}]  # fmt: skip
-    for kind, volume, folder in (
-        ("dashboards", "sc-dashboard-volume", sidecar["dashboards"].get("folder")),
-        ("datasources", "sc-datasources-volume", "/etc/grafana/provisioning/datasources"),
+    for kind, name, volume in (
+        ("dashboards", "grafana-sc-dashboard", "sc-dashboard-volume"),
+        ("datasources", "grafana-sc-datasources", "sc-datasources-volume"),
     ):
-        if not sidecar[kind].get("enabled"):
+        switches = sidecar.get(kind) or {}
+        if not switches.get("enabled") or switches.get(f"init{kind.capitalize()}"):
             continue
+        folder = (
+            need("sidecar.dashboards.folder")
+            if kind == "dashboards"
+            else "/etc/grafana/provisioning/datasources"
+        )
         container: dict[str, Any] = {
-            "name": f"grafana-sc-{kind.removesuffix('s') if kind == 'dashboards' else kind}",
-            "image": sidecar_image,
-            "imagePullPolicy": sidecar["imagePullPolicy"],
-            "env": copy.deepcopy(credentials),
+            "name": name,
+            "image": _image(need("sidecar.image"), stack.registry, need("sidecar.image.tag")),
+            "imagePullPolicy": need("sidecar.imagePullPolicy"),
+            "env": [_secret_env("REQ_USERNAME", secret, user_key),
+                    _secret_env("REQ_PASSWORD", secret, password_key)],
             "resources": copy.deepcopy(sidecar.get("resources") or {}),
-            "securityContext": copy.deepcopy(sidecar.get("securityContext") or {}),
+            "securityContext": need("sidecar.securityContext"),
             "volumeMounts": [
                 {"name": volume, "mountPath": folder},
-                *copy.deepcopy(sidecar[kind].get("extraMounts") or []),
+                *copy.deepcopy(switches.get("extraMounts") or []),
             ],
-        }
-        for field in ("livenessProbe", "readinessProbe"):
+        }  # fmt: skip
+        for field in ("livenessProbe", "readinessProbe"):  # the chart's default: none
             if sidecar.get(field):
                 container[field] = copy.deepcopy(sidecar[field])
         containers.append(container)
         volumes.append({"name": volume, "emptyDir": {}})
         mounts.append({"name": volume, "mountPath": folder})
-        if kind == "dashboards" and sidecar["dashboards"].get("SCProvider"):
-            volumes.append(
-                {
-                    "name": "sc-dashboard-provider",
-                    "configMap": {"name": f"{full_name}-config-dashboards"},
-                }
-            )
+        # The chart's provider file, on by default (values.yaml line 1183): so it is needed.
+        if kind == "dashboards" and need("sidecar.dashboards.SCProvider") is True:
+            provider = {"name": f"{full_name}-config-dashboards"}
+            volumes.append({"name": "sc-dashboard-provider", "configMap": provider})
             mounts.append({"name": "sc-dashboard-provider",
                            "mountPath": "/etc/grafana/provisioning/dashboards/"
                                         "sc-dashboardproviders.yaml",
                            "subPath": "provider.yaml"})  # fmt: skip
-    port = values["podPortName"]
-    grafana: dict[str, Any] = {
-        "name": "grafana",
-        "image": _image(values["image"], stack.registry, GRAFANA_APP_VERSION),
-        "imagePullPolicy": values["image"]["pullPolicy"],
-        "securityContext": copy.deepcopy(values.get("containerSecurityContext") or {}),
-        "ports": [
-            {"name": port, "containerPort": values["service"]["targetPort"], "protocol": "TCP"},
-            {"name": "gossip-tcp", "containerPort": 9094, "protocol": "TCP"},
-            {"name": "gossip-udp", "containerPort": 9094, "protocol": "UDP"},
-            {"name": "profiling", "containerPort": 6060, "protocol": "TCP"},
-        ],
-        "env": [*copy.deepcopy(credentials),
-                *({"name": k, "value": str(v)} for k, v in (values.get("env") or {}).items())],
-        "resources": copy.deepcopy(values.get("resources") or {}),
-        "volumeMounts": mounts,
-    }  # fmt: skip
-    if values.get("envFromSecret"):
-        grafana["envFrom"] = [{"secretRef": {"name": values["envFromSecret"]}}]
-    for field in ("livenessProbe", "readinessProbe"):
-        if values.get(field):
-            grafana[field] = copy.deepcopy(values[field])
-    # _pod.tpl lines 1394-1397 and 1736-1739: each extraEmptyDirMounts entry an emptyDir,
-    # mounted in Grafana's container; lines 1744-1746: extraContainerVolumes as written, last.
+    # Lines 1394-1397 and 1736-1739: each extraEmptyDirMounts entry an emptyDir, mounted in
+    # Grafana's container; lines 1744-1746: extraContainerVolumes as written, last.
     for entry in values.get("extraEmptyDirMounts") or []:
         mounts.append({"name": entry["name"], "mountPath": entry["mountPath"]})
         volumes.append({"name": entry["name"], "emptyDir": {}})
     volumes += copy.deepcopy(values.get("extraContainerVolumes") or [])
+    gossip = need("gossipPortName")
+    env = [_secret_env("GF_SECURITY_ADMIN_USER", secret, user_key),
+           _secret_env("GF_SECURITY_ADMIN_PASSWORD", secret, password_key)]  # fmt: skip
+    env += [{"name": k, "value": str(v)} for k, v in (values.get("env") or {}).items()]
+    grafana: dict[str, Any] = {
+        "name": "grafana",
+        "image": _image(need("image"), stack.registry, need("image.tag")),
+        "imagePullPolicy": need("image.pullPolicy"),
+        "securityContext": need("containerSecurityContext"),
+        "ports": [
+            {"name": need("podPortName"), "containerPort": need("service.targetPort"),
+             "protocol": "TCP"},
+            {"name": f"{gossip}-tcp", "containerPort": 9094, "protocol": "TCP"},
+            {"name": f"{gossip}-udp", "containerPort": 9094, "protocol": "UDP"},
+            {"name": "profiling", "containerPort": 6060, "protocol": "TCP"},
+        ],
+        "env": env,
+        "resources": copy.deepcopy(values.get("resources") or {}),
+        "volumeMounts": mounts,
+        "livenessProbe": need("livenessProbe"),
+        "readinessProbe": need("readinessProbe"),
+    }  # fmt: skip
+    if values.get("envFromSecret"):
+        grafana["envFrom"] = [{"secretRef": {"name": values["envFromSecret"]}}]
+    account = values.get("serviceAccount") or {}
     spec = {
-        "serviceAccountName": (values.get("serviceAccount") or {}).get("name") or full_name,
-        "automountServiceAccountToken": values.get("automountServiceAccountToken"),
-        "securityContext": copy.deepcopy(values.get("securityContext") or {}),
+        # _helpers.tpl, grafana.serviceAccountName.
+        "serviceAccountName": account.get("name")
+        or (full_name if account.get("create") else "default"),
+        "automountServiceAccountToken": need("automountServiceAccountToken"),
+        "securityContext": need("securityContext"),
         "containers": [*containers, grafana, *_extra_containers(values.get("extraContainers"))],
         "volumes": volumes,
         **_placement(values),
     }
     source = f"Deployment/{stack.namespace}/{full_name}"
-    return _pod(full_name, stack.namespace, source, spec, UNVERIFIED_DEFAULTS["grafana"])
+    return _pod(full_name, stack.namespace, source, spec, UNVERIFIED_TEMPLATES["grafana"])
 
 
-def kube_state_metrics_pod(stack: _Stack, defaults: Mapping[str, Any]) -> dict[str, Any]:
+def kube_state_metrics_pod(stack: _Stack) -> dict[str, Any]:
     """kube-state-metrics' pod (kube-state-metrics 8.4.0 templates/deployment.yaml).
 
     One container probed on ``/livez`` and ``/readyz``, the custom resource state config
-    mounted where enabled; no kube-rbac-proxy (off by default).
+    mounted where enabled; no kube-rbac-proxy (the template's branch for it is not rebuilt:
+    enabling it is an error). Every field is the release's ``kube-state-metrics`` values'
+    (ours): :func:`_need` refuses one they lack.
 
     Args:
         stack: the release's values.
-        defaults: the subchart's values (:data:`KUBE_STATE_METRICS_DEFAULTS`).
+
+    Raises:
+        ValueError: a field the template needs is not in the values, or kube-rbac-proxy is on.
     """
-    values = helm_coalesced(defaults, stack.values.get("kube-state-metrics") or {})
+    values = stack.values.get("kube-state-metrics") or {}
+
+    def need(path: str) -> Any:
+        return copy.deepcopy(_need(values, path, "kube-state-metrics"))
+
+    if (values.get("kubeRBACProxy") or {}).get("enabled"):
+        raise ValueError(
+            "kube-state-metrics.kubeRBACProxy.enabled: not rebuilt (synth/chart_pods.py)"
+        )
     full_name = f"{MONITORING_RELEASE}-kube-state-metrics"
-    image = values["image"]
-    reference = _image(image, stack.registry, f"v{KUBE_STATE_METRICS_APP_VERSION}")
-    context = {k: v for k, v in (values.get("securityContext") or {}).items() if k != "enabled"}
+    # _helpers.tpl, kube-state-metrics.image: the sha printed after "@" as it is written.
+    image = need("image")
+    reference = f"{stack.registry or need('image.registry')}/{need('image.repository')}"
+    reference += f":{need('image.tag')}" + (f"@{image['sha']}" if image.get("sha") else "")
 
-    def probe(settings: Mapping[str, Any], path: str, port: str) -> dict[str, Any]:
-        timing = {k: v for k, v in settings.items() if k != "httpGet"}
-        return {"httpGet": {"path": path, "port": port, "scheme": "HTTP"}, **timing}
+    def probe(kind: str, path: str, port: str) -> dict[str, Any]:
+        # Lines 202-249: the path and port the template's, the rest the values'.
+        keys = ("initialDelaySeconds", "periodSeconds", "successThreshold", "timeoutSeconds")
+        timing = {k: need(f"{kind}.{k}") for k in keys}
+        scheme = str(need(f"{kind}.httpGet.scheme")).upper()
+        return {"failureThreshold": need(f"{kind}.failureThreshold"),
+                "httpGet": {"path": path, "port": port, "scheme": scheme}, **timing}  # fmt: skip
 
-    service_port = values["service"]["port"]
+    telemetry = (values.get("selfMonitor") or {}).get("telemetryPort") or 8081
     container: dict[str, Any] = {
         "name": "kube-state-metrics",
         "image": reference,
-        "imagePullPolicy": image["pullPolicy"],
-        "ports": [{"name": "http", "containerPort": service_port},
-                  {"name": "metrics", "containerPort": 8081}],
-        "livenessProbe": probe(values["livenessProbe"], "/livez", "http"),
-        "readinessProbe": probe(values["readinessProbe"], "/readyz", "metrics"),
+        "imagePullPolicy": need("image.pullPolicy"),
+        # Lines 169-174: service.port, 8080 where unset, and the telemetry port.
+        "ports": [{"name": "http",
+                   "containerPort": (values.get("service") or {}).get("port") or 8080},
+                  {"name": "metrics", "containerPort": telemetry}],
+        "livenessProbe": probe("livenessProbe", "/livez", "http"),
+        "readinessProbe": probe("readinessProbe", "/readyz", "metrics"),
         "resources": copy.deepcopy(values.get("resources") or {}),
-        "securityContext": copy.deepcopy(values.get("containerSecurityContext") or {}),
+        "securityContext": need("containerSecurityContext"),
     }  # fmt: skip
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
@@ -928,23 +729,29 @@ def kube_state_metrics_pod(stack: _Stack, defaults: Mapping[str, Any]) -> dict[s
     volumes += copy.deepcopy(values.get("volumes") or [])
     if mounts:
         container["volumeMounts"] = mounts
+    # Lines 51-53: the pod's securityContext less "enabled", where enabled (the default).
+    context = need("securityContext")
     spec = {
         "serviceAccountName": full_name,
-        "automountServiceAccountToken": values.get("automountServiceAccountToken"),
+        "automountServiceAccountToken": need("automountServiceAccountToken"),
         "hostNetwork": bool(values.get("hostNetwork")),
-        "securityContext": context if (values.get("securityContext") or {}).get("enabled") else {},
+        "securityContext": (
+            {k: v for k, v in context.items() if k != "enabled"}
+            if need("securityContext.enabled")
+            else {}
+        ),
         "containers": [container],
         "volumes": volumes,
         **_placement(values),
     }
     source = f"Deployment/{stack.namespace}/{full_name}"
-    return _pod(full_name, stack.namespace, source, spec, UNVERIFIED_DEFAULTS["kube-state-metrics"])
+    return _pod(
+        full_name, stack.namespace, source, spec, UNVERIFIED_TEMPLATES["kube-state-metrics"]
+    )
 
 
 def monitoring_pods(
-    release: Mapping[str, Any],
-    chart_defaults: Mapping[str, Any] | None = None,
-    subchart_defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    release: Mapping[str, Any], defaults: ChartDefaults
 ) -> Iterator[dict[str, Any]]:
     """The pods kube-prometheus-stack runs for ``release``.
 
@@ -952,14 +759,12 @@ def monitoring_pods(
 
     Args:
         release: the Helm release as ``helm/<release>.yaml`` has it.
-        chart_defaults: the chart's values (default :data:`KUBE_PROMETHEUS_STACK_DEFAULTS`;
-            the tests pass the reference copy).
-        subchart_defaults: the ``grafana`` and ``kube-state-metrics`` subcharts' values
-            (default :data:`GRAFANA_DEFAULTS` and :data:`KUBE_STATE_METRICS_DEFAULTS`).
+        defaults: the charts' reference values (:func:`chart_defaults`).
+
+    Raises:
+        ValueError: a field the Grafana or kube-state-metrics template needs is not set.
     """
-    stack = _Stack(release, chart_defaults or KUBE_PROMETHEUS_STACK_DEFAULTS)
-    subcharts = {"grafana": GRAFANA_DEFAULTS, "kube-state-metrics": KUBE_STATE_METRICS_DEFAULTS,
-                 **(subchart_defaults or {})}  # fmt: skip
+    stack = _Stack(release, defaults)
     values = stack.values
     if values["prometheusOperator"].get("enabled"):
         yield operator_pod(stack)
@@ -968,13 +773,13 @@ def monitoring_pods(
     if values["alertmanager"].get("enabled"):
         yield alertmanager_pod(stack)
     if values["grafana"].get("enabled"):
-        yield grafana_pod(stack, subcharts["grafana"])
+        yield grafana_pod(stack)
     if values["kubeStateMetrics"].get("enabled"):
-        yield kube_state_metrics_pod(stack, subcharts["kube-state-metrics"])
+        yield kube_state_metrics_pod(stack)
 
 
 def dcgm_exporter_pod(
-    release: Mapping[str, Any], chart_defaults: Mapping[str, Any] | None = None
+    release: Mapping[str, Any], chart_defaults: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The DCGM exporter's pod (dcgm-exporter 4.8.2 deployment/templates/daemonset.yaml).
 
@@ -988,9 +793,9 @@ def dcgm_exporter_pod(
 
     Args:
         release: the Helm release as ``helm/<release>.yaml`` has it.
-        chart_defaults: the chart's values (default :data:`DCGM_EXPORTER_DEFAULTS`).
+        chart_defaults: the chart's values (:attr:`ChartDefaults.dcgm_exporter`).
     """
-    values = helm_coalesced(chart_defaults or DCGM_EXPORTER_DEFAULTS, release.get("values") or {})
+    values = helm_coalesced(chart_defaults, release.get("values") or {})
     namespace = str(release.get("namespace"))
     name = str(values.get("fullnameOverride") or f"{release['release']}-dcgm-exporter")
     port = values["service"]["port"]
@@ -1045,15 +850,26 @@ def dcgm_exporter_pod(
     return _pod(name, namespace, f"DaemonSet/{namespace}/{name}", spec)
 
 
-def chart_pods(releases: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def chart_pods(
+    releases: Mapping[str, Mapping[str, Any]], defaults: ChartDefaults | None = None
+) -> list[dict[str, Any]]:
     """Every pod the observability releases run, rebuilt (none for a release not installed).
 
     Args:
         releases: ``helm/`` contents by release name.
+        defaults: the charts' reference values (default: :func:`chart_defaults`, read only
+            where a release needs them).
+
+    Raises:
+        synth.reference.MissingReference: a release needs reference data that is not there.
     """
+    monitoring, dcgm = releases.get(MONITORING_RELEASE), releases.get(DCGM_RELEASE)
+    if monitoring is None and dcgm is None:
+        return []
+    defaults = defaults or chart_defaults()
     pods: list[dict[str, Any]] = []
-    if (monitoring := releases.get(MONITORING_RELEASE)) is not None:
-        pods += monitoring_pods(monitoring)
-    if (dcgm := releases.get(DCGM_RELEASE)) is not None:
-        pods.append(dcgm_exporter_pod(dcgm))
+    if monitoring is not None:
+        pods += monitoring_pods(monitoring, defaults)
+    if dcgm is not None:
+        pods.append(dcgm_exporter_pod(dcgm, defaults.dcgm_exporter))
     return pods

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
+import re
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +18,17 @@ from components.config.pools import GENERAL_POOL
 from components.observability import grafana_orgs
 from components.platform import validated_config
 from components.slurm import DATABASE_POD_LABELS
+from synth.__main__ import main as synth_main
 from synth.chart_pods import (
-    DCGM_EXPORTER_DEFAULTS,
-    GRAFANA_DEFAULTS,
-    KUBE_PROMETHEUS_STACK_DEFAULTS,
-    KUBE_STATE_METRICS_DEFAULTS,
     UNVERIFIED_ANNOTATION,
-    UNVERIFIED_DEFAULTS,
+    UNVERIFIED_TEMPLATES,
+    chart_defaults,
     chart_pods,
     dcgm_exporter_pod,
     monitoring_pods,
 )
 from synth.helm_values import helm_coalesced
+from synth.output import write_stack
 from synth.pods import (
     chart_merged,
     login_set_pods,
@@ -38,7 +39,9 @@ from synth.pods import (
     ray_pods,
     slurm_service_pods,
 )
+from synth.reference import REFERENCE_ENV, MissingReference
 from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
 from synth.yamlio import load_yaml
 from tests.conftest import STACKS, stack_data
 from tests.pod_security import refusals
@@ -88,7 +91,7 @@ def test_every_replicated_job_and_node_set_is_written_as_a_pod(
         | {f"Pod.slurm.{d['metadata']['name']}-0.yaml" for d in databases}
         | expected_ray
         | {f"Pod.{p['metadata']['namespace']}.{p['metadata']['name']}.yaml"
-           for p in chart_pods(releases)}
+           for p in _chart_pods_written(releases, result)}
     )  # fmt: skip
     for name, job in expected.items():
         template = job["template"]["spec"]["template"]
@@ -562,56 +565,50 @@ def _release(synthesized: dict[str, StackResult], name: str, stack: str = "prod"
     return load_yaml((synthesized[stack].written.directory / "helm" / f"{name}.yaml").read_text())
 
 
-def _reference_values(reference_dir: Path, chart: str, version: str) -> dict[str, Any]:
-    values: dict[str, Any] = load_yaml(
-        (reference_dir / "charts" / chart / version / "values.yaml").read_text()
-    )
-    return values
+def _chart_pods_written(releases: dict[str, Any], result: StackResult) -> list[dict[str, Any]]:
+    """The chart pods a synthesis writes: none, and its note says so, without reference data."""
+    try:
+        return chart_pods(releases)
+    except MissingReference:
+        assert any("no chart pods" in note for note in result.written.notes)
+        return []
 
 
-def _leaves(tree: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted path, value) of every leaf of a values tree; a list is one leaf."""
-    if isinstance(tree, dict) and tree:
-        for key, value in tree.items():
-            yield from _leaves(value, f"{path}.{key}" if path else key)
-    else:
-        yield path, tree
-
-
-def _at(tree: Any, path: str) -> Any:
-    for key in path.split("."):
-        if not isinstance(tree, dict) or key not in tree:
-            return "<absent>"
-        tree = tree[key]
-    return tree
-
-
-def test_the_embedded_chart_defaults_are_the_charts_and_the_subcharts_are_unverified(
-    reference_dir: Path,
+def test_the_subchart_pods_take_nothing_from_the_subcharts_defaults(
+    synthesized: dict[str, StackResult], reference_dir: Path
 ) -> None:
-    """Every default the rebuilt pods rest on is the chart's own value (the reference copies of
-    kube-prometheus-stack 88.5.3 and dcgm-exporter 4.8.2); the grafana and kube-state-metrics
-    subcharts' are not in the reference data, and the test says so on every run."""
-    for chart, version, embedded in (
-        ("kube-prometheus-stack", versions.PROMETHEUS_STACK_CHART.version,
-         KUBE_PROMETHEUS_STACK_DEFAULTS),
-        ("dcgm-exporter", versions.DCGM_EXPORTER_CHART.version, DCGM_EXPORTER_DEFAULTS),
-    ):  # fmt: skip
-        reference = _reference_values(reference_dir, chart, version)
-        wrong = {p: (v, _at(reference, p)) for p, v in _leaves(embedded) if _at(reference, p) != v}
-        assert wrong == {}, f"{chart} {version}: embedded default != values.yaml: {wrong}"
-    unverified = sorted(
-        f"{subchart}.{path}"
-        for subchart, embedded in (("grafana", GRAFANA_DEFAULTS),
-                                   ("kube-state-metrics", KUBE_STATE_METRICS_DEFAULTS))
-        for path, _ in _leaves(embedded)
-    )  # fmt: skip
-    assert set(UNVERIFIED_DEFAULTS) == {"grafana", "kube-state-metrics"}
+    """The grafana and kube-state-metrics subcharts' defaults are not in the reference data:
+    what their pods run (images, security contexts, probes) is our values', and a field the
+    template needs that the values lack is an error naming it, never a guess."""
+    release = _release(synthesized, "monitoring")
+    values = release["values"]
+    defaults = chart_defaults(reference_dir)
+    pods = {p["metadata"]["name"]: p for p in monitoring_pods(release, defaults)}
+    grafana, ksm = pods["monitoring-grafana"], pods["monitoring-kube-state-metrics"]
+    *sidecars, server, _ = grafana["spec"]["containers"]
+    assert server["image"] == versions.GRAFANA_IMAGE
+    assert {c["image"] for c in sidecars} == {versions.GRAFANA_SIDECAR_IMAGE}
+    assert server["securityContext"] == values["grafana"]["containerSecurityContext"]
+    assert grafana["spec"]["securityContext"] == values["grafana"]["securityContext"]
+    assert server["livenessProbe"] == values["grafana"]["livenessProbe"]
+    (exporter,) = ksm["spec"]["containers"]
+    assert exporter["image"] == versions.KUBE_STATE_METRICS_IMAGE
+    assert exporter["securityContext"] == values["kube-state-metrics"]["containerSecurityContext"]
+    assert exporter["livenessProbe"]["httpGet"]["scheme"] == "HTTP"
+    for pod, block in ((grafana, "grafana"), (ksm, "kube-state-metrics")):
+        annotation = pod["metadata"]["annotations"][UNVERIFIED_ANNOTATION]
+        assert annotation == UNVERIFIED_TEMPLATES[block]
+    for block, path in (("grafana", ("containerSecurityContext",)),
+                        ("grafana", ("sidecar", "dashboards", "SCProvider")),
+                        ("kube-state-metrics", ("image", "tag"))):  # fmt: skip
+        changed = copy.deepcopy(release)
+        *parents, leaf = path
+        functools.reduce(lambda tree, key: tree[key], parents, changed["values"][block]).pop(leaf)
+        with pytest.raises(ValueError, match=re.escape(f"{block}.{'.'.join(path)} is not set")):
+            list(monitoring_pods(changed, defaults))
     warnings.warn(
-        f"UNVERIFIED subchart defaults (not in the reference data; read from the charts' "
-        f"mirrors, {', '.join(UNVERIFIED_DEFAULTS.values())}): the Grafana and "
-        f"kube-state-metrics pods in pods/ take these fields from them where the stack sets "
-        f"none: {', '.join(unverified)}",
+        "UNVERIFIED templates (their charts are not in the reference data; read from the "
+        f"charts' sources only): {', '.join(UNVERIFIED_TEMPLATES.values())}",
         stacklevel=1,
     )
 
@@ -620,14 +617,17 @@ def test_the_chart_pods_follow_the_values_and_the_chart_defaults(
     synthesized: dict[str, StackResult], reference_dir: Path
 ) -> None:
     """A value the stack sets shows in the pod (resources, the reloader's probes, Alertmanager
-    without a token, the exporter's placement); one it leaves unset is the chart's (security
-    contexts, service accounts); and the reference values.yaml in place of the embedded
-    defaults changes nothing."""
+    without a token, the exporter's placement); one it leaves unset is the chart's, read from
+    the reference data (security contexts, service accounts, the operator's image); the pods
+    written to pods/ are these."""
     release = _release(synthesized, "monitoring")
     values = release["values"]
-    chart = _reference_values(reference_dir, "kube-prometheus-stack", "88.5.3")
-    pods = {p["metadata"]["name"]: p for p in monitoring_pods(release)}
-    assert pods == {p["metadata"]["name"]: p for p in monitoring_pods(release, chart)}
+    defaults = chart_defaults(reference_dir)
+    chart = defaults.stack
+    pods = {p["metadata"]["name"]: p for p in monitoring_pods(release, defaults)}
+    written = synthesized["prod"].written.directory / "pods"
+    for name, pod in pods.items():
+        assert load_yaml((written / f"Pod.monitoring.{name}.yaml").read_text()) == pod, name
     assert set(pods) == {
         "monitoring-operator", "prometheus-monitoring-prometheus-0",
         "alertmanager-monitoring-alertmanager-0", "monitoring-grafana",
@@ -657,7 +657,11 @@ def test_the_chart_pods_follow_the_values_and_the_chart_defaults(
     operator = pods["monitoring-operator"]["spec"]
     (container,) = operator["containers"]
     assert container["securityContext"] == chart["prometheusOperator"]["containerSecurityContext"]
-    assert container["image"] == "quay.io/prometheus-operator/prometheus-operator:v0.93.1"
+    image = chart["prometheusOperator"]["image"]
+    assert not image["tag"] and defaults.stack_app_version.startswith("v")
+    assert container["image"] == (
+        f"{image['registry']}/{image['repository']}:{defaults.stack_app_version}"
+    )
     assert container["readinessProbe"]["httpGet"]["port"] == "https"  # the chart's TLS
     grafana = pods["monitoring-grafana"]
     *sidecars, server, orgs = grafana["spec"]["containers"]
@@ -679,14 +683,11 @@ def test_the_chart_pods_follow_the_values_and_the_chart_defaults(
     _mounted(grafana)
     for pod in pods.values():
         assert pod["spec"]["automountServiceAccountToken"] is False, pod["metadata"]["name"]
-    assert (
-        grafana["metadata"]["annotations"][UNVERIFIED_ANNOTATION] == UNVERIFIED_DEFAULTS["grafana"]
-    )
     # A value set wins over the chart's: no Alertmanager, the reloader without probes.
     changed = copy.deepcopy(release)
     changed["values"]["alertmanager"]["enabled"] = False
     changed["values"]["prometheusOperator"]["prometheusConfigReloader"]["enableProbe"] = False
-    again = {p["metadata"]["name"]: p for p in monitoring_pods(changed)}
+    again = {p["metadata"]["name"]: p for p in monitoring_pods(changed, defaults)}
     assert "alertmanager-monitoring-alertmanager-0" not in again
     assert (
         "readinessProbe" not in again["prometheus-monitoring-prometheus-0"]["spec"]["containers"][1]
@@ -700,9 +701,12 @@ def test_the_dcgm_exporters_pod_is_the_charts_with_the_stacks_values(
     stack), the pod-resources hostPath, no token; the stack's placement, priority and
     counters file."""
     release = _release(synthesized, "dcgm-exporter")
-    chart = _reference_values(reference_dir, "dcgm-exporter", versions.DCGM_EXPORTER_CHART.version)
-    pod = dcgm_exporter_pod(release)
-    assert pod == dcgm_exporter_pod(release, chart)
+    chart = chart_defaults(reference_dir).dcgm_exporter
+    pod = dcgm_exporter_pod(release, chart)
+    written = (
+        synthesized["prod"].written.directory / "pods" / "Pod.monitoring-nodes.dcgm-exporter.yaml"
+    )
+    assert load_yaml(written.read_text()) == pod
     spec, values = pod["spec"], release["values"]
     (exporter,) = spec["containers"]
     assert exporter["securityContext"] == chart["securityContext"]
@@ -717,7 +721,7 @@ def test_the_dcgm_exporters_pod_is_the_charts_with_the_stacks_values(
 
 
 def test_the_chart_pods_pass_their_namespaces_pod_security(
-    synthesized: dict[str, StackResult],
+    synthesized: dict[str, StackResult], reference_dir: Path
 ) -> None:
     """The metrics stack's pods pass restricted (monitoring enforces baseline and warns
     restricted); the DCGM exporter passes only privileged, its namespace's."""
@@ -737,3 +741,34 @@ def test_the_chart_pods_pass_their_namespaces_pod_security(
             assert refusals(pod["spec"], "restricted") == [], name
         else:
             assert name == "dcgm-exporter" and refusals(pod["spec"], "baseline"), name
+
+
+def test_without_reference_data_the_synthesis_writes_no_chart_pods_and_says_so(
+    synthesized: dict[str, StackResult],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``python -m synth dev`` with the reference data elsewhere: it still succeeds, writes the
+    rest of ``pods/`` but no chart pod, and says so on one stderr line that names the missing
+    file and how to get it. The session's run stands in for the program (the files are
+    written again, from its records, under the empty reference directory)."""
+    session = synthesized["dev"]
+    releases = {r["release"]: r for r in _written(session, "helm").values()}
+    rebuilt = {f"Pod.{p['metadata']['namespace']}.{p['metadata']['name']}.yaml"
+               for p in _chart_pods_written(releases, session)}  # fmt: skip
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv(REFERENCE_ENV, str(empty))
+
+    def rewritten(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> StackResult:
+        return dataclasses.replace(session, written=write_stack(session.records, out / stack))
+
+    monkeypatch.setattr("synth.__main__.synthesize_stack", rewritten)
+    assert synth_main(["dev", "--out", str(tmp_path / "out")]) == 0
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "chart pods" in line]
+    assert line.startswith("dev: WARNING: no chart pods in pods/")
+    assert str(empty / "charts") in line and "scripts/fetch-reference" in line
+    written = {p.name for p in (tmp_path / "out" / "dev" / "pods").iterdir()}
+    before = {p.name for p in (session.written.directory / "pods").iterdir()}
+    assert rebuilt <= before and written == before - rebuilt

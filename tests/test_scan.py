@@ -93,8 +93,13 @@ def scans(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     synthesized: dict[str, StackResult],
+    reference_dir: Path,
 ) -> Scans:
     """The stacks and every seeded tree, scanned once per test run by one checkov process.
+
+    Only with the reference data (``reference_dir`` skips, or fails under .ci/run, without
+    it): the synthesis writes the observability charts' pods from it, and their waivers would
+    otherwise waive nothing.
 
     checkov takes seconds to start and under one to scan a tree, so one batch serves the whole
     module; the pytest-xdist workers share it as they share the synthesis (tests/conftest.py):

@@ -27,11 +27,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from components.catalog import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
-from components.metric_names import NODE_EXPORTERS_NAMESPACE
-from components.observability.sources import DCGM_RELEASE
 from components.workloads import DAEMONSET_HEADROOM_CPU_MILLIS, DAEMONSET_HEADROOM_MEMORY_MIB
-from synth import chart_pods
-from synth.chart_pods import DCGM_EXPORTER_DEFAULTS
 from synth.jobs.karpenter import INSTANCE_TYPE_LABEL, NodePoolShape
 from synth.jobs.placement import required_affinity_holds, selector_holds, untolerated
 from synth.jobs.view import StackView, quantity
@@ -248,28 +244,23 @@ def _neuron(values: Mapping[str, Any]) -> DevicePlugin | None:
     )
 
 
-DCGM_EXPORTER_CHART_DEFAULTS: Final = DCGM_EXPORTER_DEFAULTS
-"""dcgm-exporter 4.8.2 values.yaml, placement, requests and what its pods' security rests on
-(:data:`synth.chart_pods.DCGM_EXPORTER_DEFAULTS`, the one copy): a metrics DaemonSet that
-advertises no resource, counted on the nodes it lands on as the stack's own DaemonSets are."""
+def dcgm_exporter(
+    values: Mapping[str, Any], chart_defaults: Mapping[str, Any] | None = None
+) -> DevicePlugin:
+    """The DCGM exporter's DaemonSet as the model counts it: where it lands, what it requests.
 
-
-def dcgm_exporter_pod(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod spec the dcgm-exporter chart renders from ``values``.
-
-    :func:`synth.chart_pods.dcgm_exporter_pod`'s (NVIDIA/dcgm-exporter 4.5.3-4.8.2
-    deployment/templates/daemonset.yaml), the one builder of it, which ``pods/`` holds too.
+    A metrics DaemonSet that advertises no resource, counted on the nodes it lands on as the
+    stack's own DaemonSets are. The stack's values state its placement and requests
+    (components/observability/sources.py, ``dcgm_values``: affinity, tolerations,
+    resources); the chart's defaults under them (dcgm-exporter 4.8.2 values.yaml, in the
+    reference data, which a synthesis may lack) add nothing at the pinned version, which
+    tests/test_metric_sources.py checks by building it both ways.
 
     Args:
-        values: the release's values (over :data:`DCGM_EXPORTER_CHART_DEFAULTS`).
+        values: the release's values.
+        chart_defaults: the chart's values under them (default: none).
     """
-    release = {"release": DCGM_RELEASE, "namespace": NODE_EXPORTERS_NAMESPACE, "values": values}
-    spec: dict[str, Any] = chart_pods.dcgm_exporter_pod(release)["spec"]
-    return spec
-
-
-def _dcgm_exporter(values: Mapping[str, Any]) -> DevicePlugin:
-    merged = helm_merge(DCGM_EXPORTER_CHART_DEFAULTS, values)
+    merged = helm_merge(chart_defaults or {}, values)
     return DevicePlugin(
         "dcgm-exporter",
         "",
@@ -286,7 +277,7 @@ def device_plugins(view: StackView) -> list[DevicePlugin]:
         "nvidia-device-plugin": _nvidia,
         "aws-efa-k8s-device-plugin": _efa,
         "neuron-helm-chart": _neuron,
-        "dcgm-exporter": _dcgm_exporter,
+        "dcgm-exporter": dcgm_exporter,
     }
     found = []
     for release, build in builders.items():
