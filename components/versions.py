@@ -409,10 +409,25 @@ PROMETHEUS_STACK_CHART: Final = HelmChart(
     version="88.5.3",
     repository="https://prometheus-community.github.io/helm-charts",
 )
-GRAFANA_VERSION: Final = "13.2.0"
-"""The Grafana release the metrics stack runs: the appVersion of the grafana subchart 12.11.1
-that kube-prometheus-stack 88.5.3 pins (grafana-community/helm-charts grafana-12.11.1
-charts/grafana/Chart.yaml). Grafana's source is cited at its tag, v13.2.0."""
+GRAFANA_IMAGE: Final = "docker.io/grafana/grafana:13.2.0"
+"""Grafana in the metrics stack, set in the grafana subchart's values (``image``) instead of
+left to the chart: the appVersion of the grafana subchart 12.11.1 that kube-prometheus-stack
+88.5.3 pins (grafana-community/helm-charts grafana-12.11.1 charts/grafana/Chart.yaml), in the
+chart's registry and repository (charts/grafana/values.yaml line 108, ``image``). Ours, so the
+dependency bot pins its digest; a chart bump re-reads the appVersion it moves to."""
+GRAFANA_VERSION: Final = GRAFANA_IMAGE.split("@", 1)[0].rsplit(":", 1)[1]
+"""The Grafana release of :data:`GRAFANA_IMAGE` (derived, so the two never differ). Grafana's
+source is cited at its tag, v13.2.0."""
+GRAFANA_SIDECAR_IMAGE: Final = "quay.io/kiwigrid/k8s-sidecar:2.10.1"
+"""Grafana's dashboard and datasource sidecars: the k8s-sidecar the grafana chart 12.11.1
+runs (grafana-community/helm-charts grafana-12.11.1 charts/grafana/values.yaml line 1041,
+``sidecar.image``), set in our values so the dependency bot pins its digest."""
+KUBE_STATE_METRICS_IMAGE: Final = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0"
+"""kube-state-metrics in the metrics stack: ``v`` + the appVersion of the kube-state-metrics
+subchart 8.4.0 that kube-prometheus-stack 88.5.3 pins (prometheus-community/helm-charts
+kube-state-metrics-8.4.0 charts/kube-state-metrics/Chart.yaml; values.yaml line 3, ``image``,
+and templates/_helpers.tpl ``kube-state-metrics.image``), set in our values so the dependency
+bot pins its digest. Its metrics' names are the ones the recording rules read."""
 GRAFANA_ORGS_IMAGE: Final = "docker.io/curlimages/curl:8.21.0"
 """The container that creates Grafana's team organisations against Grafana's HTTP API
 (components/observability/grafana_orgs.py): the curl image the grafana chart 12.11.1 itself

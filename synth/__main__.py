@@ -215,6 +215,7 @@ def synthesize_all(argv: list[str]) -> int:
             _print_invalid(stack, exc)
             status = 2
             continue
+        _print_notes(result)
         print(result.summary(long=options.long))
         if result.blocked and status == 0:
             status = 1
@@ -224,10 +225,18 @@ def synthesize_all(argv: list[str]) -> int:
 def _synthesized(stack: str, options: argparse.Namespace) -> StackResult | None:
     """Synthesize ``stack`` into ``options.out``; None (its problems printed) when invalid."""
     try:
-        return synthesize_stack(stack, options.out, options.project_dir)
+        result = synthesize_stack(stack, options.out, options.project_dir)
     except InvalidStack as exc:
         _print_invalid(stack, exc)
         return None
+    _print_notes(result)
+    return result
+
+
+def _print_notes(result: StackResult) -> None:
+    """One ``<stack>: <note>`` line on stderr per thing the synthesis left out."""
+    for note in result.written.notes:
+        print(f"{result.stack}: {note}", file=sys.stderr)
 
 
 def _print_invalid(stack: str, exc: InvalidStack) -> None:

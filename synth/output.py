@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from synth.chart_pods import chart_pods
 from synth.engine import ResourceRecord
 from synth.pods import pods_of
+from synth.reference import MissingReference
 from synth.terraform import terraform_plan
 from synth.yamlio import dump_yaml
 
@@ -29,6 +31,8 @@ class WrittenStack:
     helm_releases: int
     pods: int = 0
     """Pods written to ``pods/``: what the custom resources' controllers would run."""
+    notes: tuple[str, ...] = ()
+    """What was left out of the files and why (the CLI prints each on stderr)."""
 
 
 def is_kubernetes_object(record: ResourceRecord) -> bool:
@@ -102,7 +106,13 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
             release = helm_release_of(record)
             (helm_dir / f"{release['release']}.yaml").write_text(dump_yaml(release))
             releases[release["release"]] = release
-    pods = pods_of(manifests, releases)
+    notes: list[str] = []
+    try:
+        rebuilt = chart_pods(releases)
+    except MissingReference as exc:
+        rebuilt = []
+        notes.append(chart_pods_skipped(exc))
+    pods = pods_of(manifests, releases, rebuilt)
     pods_dir = directory / "pods"
     pods_dir.mkdir()
     for name, pod in pods.items():
@@ -110,7 +120,23 @@ def write_stack(records: list[ResourceRecord], directory: Path) -> WrittenStack:
     (directory / "terraform-plan.json").write_text(
         json.dumps(terraform_plan(records), indent=1) + "\n"
     )
-    return WrittenStack(directory, len(records), len(manifests), len(releases), len(pods))
+    return WrittenStack(
+        directory, len(records), len(manifests), len(releases), len(pods), tuple(notes)
+    )
+
+
+def chart_pods_skipped(missing: MissingReference) -> str:
+    """The one line that says the observability charts' pods are not in ``pods/``, and why.
+
+    Args:
+        missing: the reference file that was not there.
+    """
+    return (
+        f"WARNING: no chart pods in pods/: reference data missing ({missing.path}), so the "
+        "observability charts' pods (kube-prometheus-stack, dcgm-exporter) are neither written "
+        "nor scanned; get it with scripts/fetch-reference or set "
+        "TRAINING_PLATFORM_REFERENCE_DIR (README, 'Reference data')"
+    )
 
 
 def resource_label(urn: str) -> str:

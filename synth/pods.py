@@ -25,6 +25,7 @@ from components.slurm import (
     chart_rendered,
 )
 from components.slurm import RELEASE as SLURM_RELEASE
+from synth.helm_values import helm_coalesced
 from synth.mariadb_pod import mariadb_pod_template
 
 RUNTIME_KINDS: Final = ("TrainingRuntime", "ClusterTrainingRuntime")
@@ -540,27 +541,6 @@ def operator_pod_spec(base: Mapping[str, Any], merge: Mapping[str, Any]) -> dict
     return merged
 
 
-def helm_coalesced(defaults: Any, values: Any) -> Any:
-    """``values`` over a chart's ``values.yaml`` as Helm coalesces them before rendering.
-
-    Maps merge recursively, anything else in ``values`` replaces the default (an empty list
-    too, unlike :func:`chart_merged`), and a null removes it.
-
-    Args:
-        defaults: the chart's values.
-        values: the release's values.
-    """
-    if not (isinstance(defaults, Mapping) and isinstance(values, Mapping)):
-        return copy.deepcopy(values)
-    merged = {key: copy.deepcopy(value) for key, value in defaults.items()}
-    for key, value in values.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = helm_coalesced(defaults[key], value) if key in defaults else value
-    return merged
-
-
 def _secret_source(ref: tuple[str, str], path: str) -> dict[str, Any]:
     """A projected volume's source: one key of a Secret.
 
@@ -946,7 +926,9 @@ def mariadb_pod(mariadb: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def pods_of(
-    manifests: Mapping[str, Any], releases: Mapping[str, Mapping[str, Any]] | None = None
+    manifests: Mapping[str, Any],
+    releases: Mapping[str, Mapping[str, Any]] | None = None,
+    rebuilt: Sequence[dict[str, Any]] = (),
 ) -> dict[str, dict[str, Any]]:
     """File name -> Pod for every pod the stack's custom resources stand for.
 
@@ -954,8 +936,10 @@ def pods_of(
         manifests: ``manifests/`` contents by file name.
         releases: ``helm/`` contents by release name (default: none); the ``slurm`` release's
             login sets are among the custom resources.
+        rebuilt: pods rebuilt elsewhere to write beside them (default: none), such as the
+            observability charts' (:func:`synth.chart_pods.chart_pods`).
     """
-    pods: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = list(rebuilt)
     slurm_release = (releases or {}).get(SLURM_RELEASE)
     if slurm_release is not None:
         pods += login_set_pods(slurm_release)

@@ -18,19 +18,17 @@ import pytest
 
 from components.config import PlatformConfig, parse_platform_config
 from components.platform import deploy
+from synth import reference
 from synth.engine import ResourceRecord, synthesize
 from synth.run import StackResult, synthesize_stack
 from synth.stackfile import REPOSITORY_ROOT, StackFile, load_stack, stack_names
 from tests.component_runs import Part, program
 
-REFERENCE_ENV = "TRAINING_PLATFORM_REFERENCE_DIR"
-REQUIRE_ENV = "TRAINING_PLATFORM_REQUIRE_REFERENCE"
+REFERENCE_ENV = reference.REFERENCE_ENV
+REQUIRE_ENV = reference.REQUIRE_ENV
+reference_root = reference.reference_root
+"""Where the upstream CRD schemas and chart values are read from (:mod:`synth.reference`)."""
 STACKS = stack_names()
-
-
-def reference_root() -> Path:
-    """Where the upstream CRD schemas and chart values are read from."""
-    return Path(os.environ.get(REFERENCE_ENV, REPOSITORY_ROOT.parent / "shared")).resolve()
 
 
 RUN_FIRST: Final = ("test_scan.py", "test_new_environment.py")

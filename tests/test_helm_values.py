@@ -253,6 +253,15 @@ UNVERIFIED_SUBCHART_KEYS: dict[str, tuple[str, frozenset[str]]] = {
             # Grafana's organisations (components/observability/grafana_orgs.py).
             "sidecar.dashboards.SCProvider", "extraContainers", "extraContainerVolumes",
             "extraEmptyDirMounts", "podAnnotations",
+            # The API token in the sidecars only, and the sidecars bounded (metrics_stack.py).
+            "automountServiceAccountToken", "sidecar.dashboards.extraMounts",
+            "sidecar.datasources.extraMounts", "sidecar.resources",
+            # What the pod runs, ours rather than the subchart's (metrics_stack.py, each with
+            # its values.yaml line; synth/chart_pods.py reads them).
+            "image", "securityContext", "containerSecurityContext", "podPortName",
+            "gossipPortName", "service.targetPort", "readinessProbe", "livenessProbe",
+            "persistence", "sidecar.image", "sidecar.imagePullPolicy", "sidecar.securityContext",
+            "sidecar.dashboards.folder",
         }),
     ),
     "kube-prometheus-stack/kube-state-metrics": (
@@ -262,6 +271,9 @@ UNVERIFIED_SUBCHART_KEYS: dict[str, tuple[str, frozenset[str]]] = {
             "nodeSelector", "tolerations", "resources",
             # The cold-start ledger's (components/observability/ledger.py).
             "customResourceState", "rbac", "metricAnnotationsAllowList", "metricLabelsAllowlist",
+            # The API token mounted explicitly, and what the pod runs, ours (metrics_stack.py).
+            "automountServiceAccountToken", "volumes", "volumeMounts", "image", "securityContext",
+            "containerSecurityContext", "livenessProbe", "readinessProbe",
         }),
     ),
 }  # fmt: skip

@@ -19,7 +19,7 @@ from components.catalog import GPU_RESOURCE, NEURON_RESOURCE
 from components.config import NodePoolConfig
 from components.metric_names import MONITORING_NAMESPACE, NODE_EXPORTERS_NAMESPACE
 from components.observability import metric_catalog, sources
-from synth.jobs.daemonsets import DCGM_EXPORTER_CHART_DEFAULTS
+from synth.jobs.daemonsets import dcgm_exporter
 from synth.jobs.model import Stack
 from synth.jobs.placement import untolerated
 from synth.jobs.view import StackView
@@ -65,26 +65,25 @@ def test_each_exporter_runs_on_exactly_its_pools_through_every_taint(
                 assert untolerated(exporter.tolerations, taints) == [], (pool.name, name)
 
 
-def test_the_jobs_model_reads_the_chart_defaults_of_the_dcgm_exporter(
+def test_the_jobs_model_needs_no_chart_defaults_of_the_dcgm_exporter(
     reference_dir: Path,
 ) -> None:
+    """The stack's values state where the exporter lands and what it requests, so the chart's
+    defaults under them (the reference values.yaml, which a synthesis may lack) change nothing
+    the jobs model counts; and it requests what whole-node pods leave it."""
     defaults = load_yaml(
         (
             reference_dir / "charts" / chart_dir(versions.DCGM_EXPORTER_CHART) / "values.yaml"
         ).read_text()
     )
-    for key in ("nodeSelector", "affinity", "tolerations", "hostPID", "hostNetwork",
-                "podSecurityContext", "securityContext", "kubeletPath", "extraHostVolumes",
-                "extraConfigMapVolumes", "debugDump"):  # fmt: skip
-        assert DCGM_EXPORTER_CHART_DEFAULTS[key] == defaults[key], key
-    assert DCGM_EXPORTER_CHART_DEFAULTS["service"]["port"] == defaults["service"]["port"]
-    requests = DCGM_EXPORTER_CHART_DEFAULTS["resources"]["requests"]
-    assert requests == defaults["resources"]["requests"]
-    # What whole-node pods leave the exporter is what it requests.
+    values = sources.dcgm_values([_pool(instanceTypes=["p5.48xlarge"])])
+    exporter = dcgm_exporter(values)
+    assert exporter == dcgm_exporter(values, defaults)
+    assert exporter.tolerations and exporter.affinity
+    requests = values["resources"]["requests"]
+    assert requests == defaults["resources"]["requests"]  # the chart's own sizing
     dcgm = next(e for e in workloads.NODE_EXPORTERS if e.name == "dcgm-exporter")
     assert requests == {"cpu": f"{dcgm.cpu_millis}m", "memory": f"{dcgm.memory_mib}Mi"}
-    values = sources.dcgm_values([_pool(instanceTypes=["p5.48xlarge"])])
-    assert values["resources"]["requests"] == requests
 
 
 def test_a_new_source_on_a_pool_is_subtracted_from_its_whole_node_pods(

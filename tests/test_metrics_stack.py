@@ -24,6 +24,7 @@ from components.metric_names import (
     NODE_EXPORTERS_NAMESPACE,
     PROMETHEUS_SERVICE_ACCOUNT,
 )
+from components.observability import grafana_orgs
 from components.observability import metrics_stack as stack_values
 from components.observability.dashboards import platform_dashboards
 from components.observability.metrics_stack import (
@@ -152,6 +153,36 @@ def test_the_ledgers_kube_state_metrics_values_are_merged_in() -> None:
         "limits": {"memory": "2Gi"},
     }
     assert block["nodeSelector"] and block["tolerations"]
+
+
+def test_no_pod_of_the_stack_mounts_its_token_automatically() -> None:
+    """Issue 39's rule (CKV_K8S_38) on the chart's pods: the automatic mount is off for each;
+    the operator, Prometheus, kube-state-metrics and Grafana's sidecars, which call the API
+    server, mount the projected token where in-cluster clients read it; Alertmanager none.
+    The reloader beside Prometheus and Alertmanager is bounded and probed."""
+    values = monitoring_values(parse_platform_config(stack_data("dev")), oidc_secret=True)
+    volume, mount = stack_values.api_token_volume(), stack_values.api_token_mount()
+    operator = values["prometheusOperator"]
+    prometheus = values["prometheus"]["prometheusSpec"]
+    ksm, grafana = values["kube-state-metrics"], values["grafana"]
+    for block in (operator, prometheus, ksm, grafana, values["alertmanager"]["alertmanagerSpec"]):
+        assert block["automountServiceAccountToken"] is False
+    assert (operator["extraVolumes"], operator["extraVolumeMounts"]) == ([volume], [mount])
+    assert (prometheus["volumes"], prometheus["volumeMounts"]) == ([volume], [mount])
+    assert (ksm["volumes"], ksm["volumeMounts"]) == ([volume], [mount])
+    # The token's volume beside the organisations' ConfigMap, which the container beside
+    # Grafana reads (components/observability/grafana_orgs.py): both kept.
+    assert grafana["extraContainerVolumes"] == [
+        volume,
+        {"name": grafana_orgs.ORGS_VOLUME, "configMap": {"name": grafana_orgs.ORGS_CONFIG_MAP}},
+    ]
+    for sidecar in ("dashboards", "datasources"):
+        assert grafana["sidecar"][sidecar]["extraMounts"] == [mount]
+    assert mount["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    reloader = operator["prometheusConfigReloader"]
+    assert reloader["enableProbe"] is True
+    assert reloader["resources"]["limits"]["memory"] and reloader["resources"]["requests"]["cpu"]
+    assert grafana["sidecar"]["resources"]["limits"]["memory"]
 
 
 @contextmanager

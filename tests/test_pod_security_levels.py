@@ -1,16 +1,17 @@
 """Every pod template a stack creates passes its namespace's Pod Security enforce level.
 
 The platform's own workloads (the objects the synthesis writes to ``manifests/``) and the
-dcgm-exporter chart's DaemonSet as the jobs model renders it from the release's values
-(:func:`synth.jobs.daemonsets.dcgm_exporter_pod`), each judged by :func:`tests.pod_security.
-refusals` at the ``pod-security.kubernetes.io/enforce`` level of the namespace the stack gives
-it. A namespace the stack does not label enforces nothing (the API server's default,
+dcgm-exporter chart's pod as the synthesis rebuilds it from the release's values over the
+chart's reference defaults (:func:`synth.chart_pods.dcgm_exporter_pod`, in ``pods/`` where the
+reference data is there), each judged by :func:`tests.pod_security.refusals` at the
+``pod-security.kubernetes.io/enforce`` level of the namespace the stack gives it. A namespace the stack does not label enforces nothing (the API server's default,
 ``privileged``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +19,10 @@ import pytest
 from components.config import NodePoolConfig
 from components.metric_names import MONITORING_NAMESPACE, NODE_EXPORTERS_NAMESPACE
 from components.observability import efa_exporter, sources
-from synth.jobs.daemonsets import dcgm_exporter_pod
+from synth.chart_pods import chart_defaults, dcgm_exporter_pod
 from synth.jobs.view import StackView
 from synth.run import StackResult
+from synth.yamlio import load_yaml
 from tests.conftest import STACKS
 from tests.pod_security import refusals
 
@@ -28,8 +30,14 @@ ENFORCE = "pod-security.kubernetes.io/enforce"
 WORKLOADS = ("DaemonSet", "Deployment", "StatefulSet", "ReplicaSet", "Job")
 
 
-def _pod_templates(view: StackView) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
-    """(what, namespace, pod spec) of every workload the stack creates and of the DCGM chart."""
+def _pod_templates(view: StackView, pods: Path) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """(what, namespace, pod spec) of every workload the stack creates and of the DCGM chart.
+
+    Args:
+        view: the stack's objects.
+        pods: its ``pods/`` directory, which holds the DCGM chart's pod where the reference
+            data was there (tests/test_pods.py fails or skips as that data says otherwise).
+    """
     for kind in (*WORKLOADS, "CronJob"):
         for manifest in view.of_kind(kind):
             spec = manifest.get("spec") or {}
@@ -40,9 +48,10 @@ def _pod_templates(view: StackView) -> Iterator[tuple[str, str, Mapping[str, Any
             pod = (spec.get("template") or {}).get("spec") or {}
             yield f"{kind} {namespace}/{metadata.get('name')}", namespace, pod
     release = view.releases.get(sources.DCGM_RELEASE)
-    if release is not None:
-        values = dict(release.get("values") or {})
-        yield "dcgm-exporter chart DaemonSet", str(release["namespace"]), dcgm_exporter_pod(values)
+    written = pods / f"Pod.{NODE_EXPORTERS_NAMESPACE}.{sources.DCGM_RELEASE}.yaml"
+    if release is not None and written.exists():
+        pod = load_yaml(written.read_text())
+        yield "dcgm-exporter chart DaemonSet", str(release["namespace"]), pod["spec"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -57,7 +66,7 @@ def test_every_pod_template_passes_its_namespaces_enforce_level(
     }
     judged: dict[str, str] = {}
     refused: dict[str, list[str]] = {}
-    for what, namespace, pod in _pod_templates(view):
+    for what, namespace, pod in _pod_templates(view, synthesized[stack].written.directory / "pods"):
         level = levels.get(namespace, "privileged")
         judged[what] = level
         if problems := refusals(pod, level):
@@ -81,11 +90,24 @@ def test_baseline_refuses_each_node_exporter() -> None:
     trainium = NodePoolConfig.model_validate(
         {"name": "trn", "maxNodes": 2, "instanceTypes": ["trn2.48xlarge"]}
     )
-    dcgm = refusals(dcgm_exporter_pod(sources.dcgm_values([gpu])), "baseline")
-    assert any('"HostPath Volumes"' in p for p in dcgm), dcgm
-    assert any('"Capabilities"' in p and "SYS_ADMIN" in p for p in dcgm), dcgm
     neuron = sources.neuron_monitor_daemonset([trainium])["spec"]["template"]["spec"]
     assert any('"Privileged Containers"' in p for p in refusals(neuron, "baseline"))
     efa = efa_exporter.exporter_daemonset([gpu], image="x")["template"]["spec"]
     assert any('"HostPath Volumes"' in p for p in refusals(efa, "baseline"))
     assert refusals(efa, "privileged") == []
+
+
+def test_baseline_refuses_the_dcgm_exporter(reference_dir: Path) -> None:
+    """The chart's exporter (its reference defaults under the stack's values) needs the host's
+    pod-resources directory and SYS_ADMIN: baseline refuses both, privileged admits it."""
+    gpu = NodePoolConfig.model_validate(
+        {"name": "gpu", "maxNodes": 2, "instanceTypes": ["p5.48xlarge"]}
+    )
+    defaults = chart_defaults(reference_dir).dcgm_exporter
+    release = {"release": sources.DCGM_RELEASE, "namespace": NODE_EXPORTERS_NAMESPACE,
+               "values": sources.dcgm_values([gpu])}  # fmt: skip
+    pod = dcgm_exporter_pod(release, defaults)["spec"]
+    dcgm = refusals(pod, "baseline")
+    assert any('"HostPath Volumes"' in p for p in dcgm), dcgm
+    assert any('"Capabilities"' in p and "SYS_ADMIN" in p for p in dcgm), dcgm
+    assert refusals(pod, "privileged") == []

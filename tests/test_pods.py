@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components import kuberay, versions
+from components.acceptance_gate import TOKEN_DIR
 from components.config.pools import GENERAL_POOL
+from components.observability import grafana_orgs
 from components.platform import validated_config
 from components.slurm import DATABASE_POD_LABELS
+from synth.__main__ import main as synth_main
+from synth.chart_pods import (
+    UNVERIFIED_ANNOTATION,
+    UNVERIFIED_TEMPLATES,
+    chart_defaults,
+    chart_pods,
+    dcgm_exporter_pod,
+    monitoring_pods,
+)
+from synth.helm_values import helm_coalesced
+from synth.output import write_stack
 from synth.pods import (
     chart_merged,
-    helm_coalesced,
     login_set_pods,
     mariadb_pod,
     node_set_pod,
@@ -23,9 +39,12 @@ from synth.pods import (
     ray_pods,
     slurm_service_pods,
 )
+from synth.reference import REFERENCE_ENV, MissingReference
 from synth.run import StackResult
+from synth.stackfile import REPOSITORY_ROOT
 from synth.yamlio import load_yaml
 from tests.conftest import STACKS, stack_data
+from tests.pod_security import refusals
 from tests.schemas import validation_errors
 
 
@@ -58,7 +77,8 @@ def test_every_replicated_job_and_node_set_is_written_as_a_pod(
         for p in ray_pods(m)
     }
     login_sets = (stack_data(stack).get("slurm") or {}).get("login")
-    accounting = _written(result, "helm")["slurm.yaml"]["values"]["accounting"]["enabled"]
+    releases = {r["release"]: r for r in _written(result, "helm").values()}
+    accounting = releases["slurm"]["values"]["accounting"]["enabled"]
     databases = [m for m in manifests.values() if m["kind"] == "MariaDB"]
     assert bool(databases) == accounting
     daemons = ["controller-0", "restapi", *(["accounting-0"] if accounting else [])]
@@ -70,7 +90,9 @@ def test_every_replicated_job_and_node_set_is_written_as_a_pod(
         | {f"Pod.slurm.slurm-{daemon}.yaml" for daemon in daemons}
         | {f"Pod.slurm.{d['metadata']['name']}-0.yaml" for d in databases}
         | expected_ray
-    )
+        | {f"Pod.{p['metadata']['namespace']}.{p['metadata']['name']}.yaml"
+           for p in _chart_pods_written(releases, result)}
+    )  # fmt: skip
     for name, job in expected.items():
         template = job["template"]["spec"]["template"]
         assert pods[name]["spec"] == template["spec"], name  # as the runtime says, nothing lost
@@ -534,3 +556,219 @@ def test_a_value_the_stack_sets_changes_the_database_pod(
     mariadb["spec"]["replication"] = {"enabled": True}
     with pytest.raises(ValueError, match="replication"):
         mariadb_pod(mariadb)
+
+
+# -- The observability charts' pods (synth/chart_pods.py) --------------------------------------
+
+
+def _release(synthesized: dict[str, StackResult], name: str, stack: str = "prod") -> Any:
+    return load_yaml((synthesized[stack].written.directory / "helm" / f"{name}.yaml").read_text())
+
+
+def _chart_pods_written(releases: dict[str, Any], result: StackResult) -> list[dict[str, Any]]:
+    """The chart pods a synthesis writes: none, and its note says so, without reference data."""
+    try:
+        return chart_pods(releases)
+    except MissingReference:
+        assert any("no chart pods" in note for note in result.written.notes)
+        return []
+
+
+def test_the_subchart_pods_take_nothing_from_the_subcharts_defaults(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """The grafana and kube-state-metrics subcharts' defaults are not in the reference data:
+    what their pods run (images, security contexts, probes) is our values', and a field the
+    template needs that the values lack is an error naming it, never a guess."""
+    release = _release(synthesized, "monitoring")
+    values = release["values"]
+    defaults = chart_defaults(reference_dir)
+    pods = {p["metadata"]["name"]: p for p in monitoring_pods(release, defaults)}
+    grafana, ksm = pods["monitoring-grafana"], pods["monitoring-kube-state-metrics"]
+    *sidecars, server, _ = grafana["spec"]["containers"]
+    assert server["image"] == versions.GRAFANA_IMAGE
+    assert {c["image"] for c in sidecars} == {versions.GRAFANA_SIDECAR_IMAGE}
+    assert server["securityContext"] == values["grafana"]["containerSecurityContext"]
+    assert grafana["spec"]["securityContext"] == values["grafana"]["securityContext"]
+    assert server["livenessProbe"] == values["grafana"]["livenessProbe"]
+    (exporter,) = ksm["spec"]["containers"]
+    assert exporter["image"] == versions.KUBE_STATE_METRICS_IMAGE
+    assert exporter["securityContext"] == values["kube-state-metrics"]["containerSecurityContext"]
+    assert exporter["livenessProbe"]["httpGet"]["scheme"] == "HTTP"
+    for pod, block in ((grafana, "grafana"), (ksm, "kube-state-metrics")):
+        annotation = pod["metadata"]["annotations"][UNVERIFIED_ANNOTATION]
+        assert annotation == UNVERIFIED_TEMPLATES[block]
+    for block, path in (("grafana", ("containerSecurityContext",)),
+                        ("grafana", ("sidecar", "dashboards", "SCProvider")),
+                        ("kube-state-metrics", ("image", "tag"))):  # fmt: skip
+        changed = copy.deepcopy(release)
+        *parents, leaf = path
+        functools.reduce(lambda tree, key: tree[key], parents, changed["values"][block]).pop(leaf)
+        with pytest.raises(ValueError, match=re.escape(f"{block}.{'.'.join(path)} is not set")):
+            list(monitoring_pods(changed, defaults))
+    warnings.warn(
+        "UNVERIFIED templates (their charts are not in the reference data; read from the "
+        f"charts' sources only): {', '.join(UNVERIFIED_TEMPLATES.values())}",
+        stacklevel=1,
+    )
+
+
+def test_the_chart_pods_follow_the_values_and_the_chart_defaults(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """A value the stack sets shows in the pod (resources, the reloader's probes, Alertmanager
+    without a token, the exporter's placement); one it leaves unset is the chart's, read from
+    the reference data (security contexts, service accounts, the operator's image); the pods
+    written to pods/ are these."""
+    release = _release(synthesized, "monitoring")
+    values = release["values"]
+    defaults = chart_defaults(reference_dir)
+    chart = defaults.stack
+    pods = {p["metadata"]["name"]: p for p in monitoring_pods(release, defaults)}
+    written = synthesized["prod"].written.directory / "pods"
+    for name, pod in pods.items():
+        assert load_yaml((written / f"Pod.monitoring.{name}.yaml").read_text()) == pod, name
+    assert set(pods) == {
+        "monitoring-operator", "prometheus-monitoring-prometheus-0",
+        "alertmanager-monitoring-alertmanager-0", "monitoring-grafana",
+        "monitoring-kube-state-metrics",
+    }  # fmt: skip
+    for pod in pods.values():
+        _mounted(pod)
+    prometheus = pods["prometheus-monitoring-prometheus-0"]["spec"]
+    server, reloader = prometheus["containers"]
+    spec = values["prometheus"]["prometheusSpec"]
+    assert server["resources"] == spec["resources"]  # set by the stack
+    assert prometheus["securityContext"] == chart["prometheus"]["prometheusSpec"]["securityContext"]
+    assert prometheus["serviceAccountName"] == values["prometheus"]["serviceAccount"]["name"]
+    # Service discovery's token: projected into the prometheus container alone, none automatic.
+    assert prometheus["automountServiceAccountToken"] is False
+    token = {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}
+    assert token in server["volumeMounts"] and token not in reloader["volumeMounts"]
+    assert server["securityContext"]["readOnlyRootFilesystem"] is True  # the operator's
+    reloader_values = values["prometheusOperator"]["prometheusConfigReloader"]
+    assert reloader["resources"] == reloader_values["resources"]
+    assert reloader["readinessProbe"] == {"httpGet": {"path": "/healthz", "port": 8080}}
+    (init,) = prometheus["initContainers"]
+    assert "readinessProbe" not in init and init["resources"] == reloader_values["resources"]
+    assert prometheus["nodeSelector"] == spec["nodeSelector"]
+    alertmanager = pods["alertmanager-monitoring-alertmanager-0"]["spec"]
+    assert alertmanager["automountServiceAccountToken"] is False
+    operator = pods["monitoring-operator"]["spec"]
+    (container,) = operator["containers"]
+    assert container["securityContext"] == chart["prometheusOperator"]["containerSecurityContext"]
+    image = chart["prometheusOperator"]["image"]
+    assert not image["tag"] and defaults.stack_app_version.startswith("v")
+    assert container["image"] == (
+        f"{image['registry']}/{image['repository']}:{defaults.stack_app_version}"
+    )
+    assert container["readinessProbe"]["httpGet"]["port"] == "https"  # the chart's TLS
+    grafana = pods["monitoring-grafana"]
+    *sidecars, server, orgs = grafana["spec"]["containers"]
+    assert [c["name"] for c in sidecars] == ["grafana-sc-dashboard", "grafana-sc-datasources"]
+    assert all(c["resources"] == values["grafana"]["sidecar"]["resources"] for c in sidecars)
+    assert all(token in c["volumeMounts"] for c in sidecars)  # they watch ConfigMaps
+    assert server["name"] == "grafana" and token not in server["volumeMounts"]
+    # The organisations' container after Grafana's as the values write it (extraContainers),
+    # its ConfigMap beside the token (extraContainerVolumes), and the providers' directory an
+    # emptyDir mounted in Grafana's container (extraEmptyDirMounts).
+    assert [orgs] == load_yaml(values["grafana"]["extraContainers"])
+    volumes = {v["name"]: v for v in grafana["spec"]["volumes"]}
+    assert volumes[grafana_orgs.PROVIDERS_VOLUME] == {"name": grafana_orgs.PROVIDERS_VOLUME,
+                                                      "emptyDir": {}}  # fmt: skip
+    assert {"name": grafana_orgs.PROVIDERS_VOLUME,
+            "mountPath": grafana_orgs.PROVIDERS_PATH} in server["volumeMounts"]  # fmt: skip
+    assert volumes[grafana_orgs.ORGS_VOLUME]["configMap"]["name"] == grafana_orgs.ORGS_CONFIG_MAP
+    assert "sc-dashboard-provider" not in volumes  # SCProvider: false
+    _mounted(grafana)
+    for pod in pods.values():
+        assert pod["spec"]["automountServiceAccountToken"] is False, pod["metadata"]["name"]
+    # A value set wins over the chart's: no Alertmanager, the reloader without probes.
+    changed = copy.deepcopy(release)
+    changed["values"]["alertmanager"]["enabled"] = False
+    changed["values"]["prometheusOperator"]["prometheusConfigReloader"]["enableProbe"] = False
+    again = {p["metadata"]["name"]: p for p in monitoring_pods(changed, defaults)}
+    assert "alertmanager-monitoring-alertmanager-0" not in again
+    assert (
+        "readinessProbe" not in again["prometheus-monitoring-prometheus-0"]["spec"]["containers"][1]
+    )
+
+
+def test_the_dcgm_exporters_pod_is_the_charts_with_the_stacks_values(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """dcgm-exporter 4.8.2 daemonset.yaml: root with SYS_ADMIN (the chart's, unset by the
+    stack), the pod-resources hostPath, no token; the stack's placement, priority and
+    counters file."""
+    release = _release(synthesized, "dcgm-exporter")
+    chart = chart_defaults(reference_dir).dcgm_exporter
+    pod = dcgm_exporter_pod(release, chart)
+    written = (
+        synthesized["prod"].written.directory / "pods" / "Pod.monitoring-nodes.dcgm-exporter.yaml"
+    )
+    assert load_yaml(written.read_text()) == pod
+    spec, values = pod["spec"], release["values"]
+    (exporter,) = spec["containers"]
+    assert exporter["securityContext"] == chart["securityContext"]
+    assert exporter["image"] == f"{chart['image']['repository']}:{chart['image']['tag']}"
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["affinity"] == values["affinity"] and spec["tolerations"] == values["tolerations"]
+    assert {"name": "pod-gpu-resources",
+            "hostPath": {"path": values["kubeletPath"]}} in spec["volumes"]  # fmt: skip
+    counters = {m["mountPath"] for m in exporter["volumeMounts"]}
+    assert values["extraVolumeMounts"][0]["mountPath"] in counters
+    _mounted(pod)
+
+
+def test_the_chart_pods_pass_their_namespaces_pod_security(
+    synthesized: dict[str, StackResult], reference_dir: Path
+) -> None:
+    """The metrics stack's pods pass restricted (monitoring enforces baseline and warns
+    restricted); the DCGM exporter passes only privileged, its namespace's."""
+    result = synthesized["prod"]
+    pods = _written(result, "pods")
+    namespaces = {m["metadata"]["name"]: m["metadata"].get("labels") or {}
+                  for m in _written(result, "manifests").values()
+                  if m["kind"] == "Namespace"}  # fmt: skip
+    rebuilt = [p for p in pods.values() if p["metadata"]["namespace"].startswith("monitoring")]
+    assert len(rebuilt) == 6
+    for pod in rebuilt:
+        labels = namespaces[pod["metadata"]["namespace"]]
+        name = pod["metadata"]["name"]
+        enforce = labels["pod-security.kubernetes.io/enforce"]
+        assert refusals(pod["spec"], enforce) == [], name
+        if enforce == "baseline":
+            assert refusals(pod["spec"], "restricted") == [], name
+        else:
+            assert name == "dcgm-exporter" and refusals(pod["spec"], "baseline"), name
+
+
+def test_without_reference_data_the_synthesis_writes_no_chart_pods_and_says_so(
+    synthesized: dict[str, StackResult],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``python -m synth dev`` with the reference data elsewhere: it still succeeds, writes the
+    rest of ``pods/`` but no chart pod, and says so on one stderr line that names the missing
+    file and how to get it. The session's run stands in for the program (the files are
+    written again, from its records, under the empty reference directory)."""
+    session = synthesized["dev"]
+    releases = {r["release"]: r for r in _written(session, "helm").values()}
+    rebuilt = {f"Pod.{p['metadata']['namespace']}.{p['metadata']['name']}.yaml"
+               for p in _chart_pods_written(releases, session)}  # fmt: skip
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv(REFERENCE_ENV, str(empty))
+
+    def rewritten(stack: str, out: Path, root: Path = REPOSITORY_ROOT) -> StackResult:
+        return dataclasses.replace(session, written=write_stack(session.records, out / stack))
+
+    monkeypatch.setattr("synth.__main__.synthesize_stack", rewritten)
+    assert synth_main(["dev", "--out", str(tmp_path / "out")]) == 0
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "chart pods" in line]
+    assert line.startswith("dev: WARNING: no chart pods in pods/")
+    assert str(empty / "charts") in line and "scripts/fetch-reference" in line
+    written = {p.name for p in (tmp_path / "out" / "dev" / "pods").iterdir()}
+    before = {p.name for p in (session.written.directory / "pods").iterdir()}
+    assert rebuilt <= before and written == before - rebuilt

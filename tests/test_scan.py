@@ -93,8 +93,13 @@ def scans(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     synthesized: dict[str, StackResult],
+    reference_dir: Path,
 ) -> Scans:
     """The stacks and every seeded tree, scanned once per test run by one checkov process.
+
+    Only with the reference data (``reference_dir`` skips, or fails under .ci/run, without
+    it): the synthesis writes the observability charts' pods from it, and their waivers would
+    otherwise waive nothing.
 
     checkov takes seconds to start and under one to scan a tree, so one batch serves the whole
     module; the pytest-xdist workers share it as they share the synthesis (tests/conftest.py):
@@ -147,10 +152,13 @@ def test_no_waiver_waives_nothing(findings: dict[str, list[Finding]]) -> None:
 def test_the_scan_reads_the_pods_inside_custom_resources(
     findings: dict[str, list[Finding]],
 ) -> None:
-    """What the manifests alone never show: the runtimes' and node sets' pods."""
+    """What the manifests alone never show: the runtimes' and node sets' pods, and those of the
+    observability charts (synth/chart_pods.py)."""
     resources = {f.resource for f in findings["prod"]}
     assert any(r.startswith("Pod.slurm.") for r in resources)
     assert any(r.startswith("Pod.ml-research.") for r in resources)
+    assert {"Pod.monitoring.prometheus-monitoring-prometheus-0",
+            "Pod.monitoring-nodes.dcgm-exporter"} <= resources  # fmt: skip
 
 
 @pytest.mark.slow

@@ -30,6 +30,8 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from components import versions
+from components.acceptance_gate import TOKEN_DIR as API_TOKEN_DIR
+from components.acceptance_gate import api_token_projection
 from components.config import OidcConfig, PlatformConfig, TeamConfig
 from components.helm import with_system_placement
 from components.metric_names import (
@@ -39,6 +41,7 @@ from components.metric_names import (
     SCRAPE_INTERVAL,
 )
 from components.observability.grafana_orgs import (
+    DASHBOARDS_PATH,
     FLEET_ORG,
     grafana_orgs,
     grafana_orgs_values,
@@ -145,10 +148,142 @@ OPERATOR_RESOURCES: Final = {
     "requests": {"cpu": "100m", "memory": "128Mi"},
     "limits": {"memory": "512Mi"},
 }
+CONFIG_RELOADER_RESOURCES: Final = {
+    "requests": {"cpu": "10m", "memory": "50Mi"},
+    "limits": {"memory": "50Mi"},
+}
+"""The config reloader beside Prometheus and Alertmanager: the operator's own defaults
+(prometheus-operator v0.93.0 cmd/operator/main.go, ``defaultReloaderCPU``,
+``defaultReloaderMemory``) less the CPU limit. The chart passes none unless
+``prometheusOperator.prometheusConfigReloader.resources`` is set (kube-prometheus-stack 88.5.3
+templates/prometheus-operator/deployment.yaml lines 101-104, ``--config-reloader-*`` flags, 0
+where unset)."""
+GRAFANA_SIDECAR_RESOURCES: Final = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"memory": "256Mi"},
+}
+"""Grafana's dashboard and datasource sidecars (k8s-sidecar: a Python watch of ConfigMaps), which
+the chart leaves unbounded (grafana 12.11.1 values.yaml ``sidecar.resources``, its example 50m
+and 50Mi; templates/_pod.tpl lines 853 and 982 copy it into the dashboard and datasource
+sidecars)."""
 ALERTMANAGER_STORAGE_GIB: Final = 2
 """Alertmanager's volume: its silences and notification log, a few MiB."""
 ALERTMANAGER_RETENTION: Final = "120h"
 """How long Alertmanager keeps resolved alerts and expired silences (the chart's default)."""
+
+# What the Grafana and kube-state-metrics pods run with, stated in our values rather than left
+# to the subcharts' defaults, which the reference data does not hold: a chart bump cannot change
+# them unseen, and the rebuilt pods (synth/chart_pods.py) read them from the values alone. Each
+# names the subchart's values.yaml line it overrides (grafana-community/helm-charts
+# grafana-12.11.1 charts/grafana/values.yaml; prometheus-community/helm-charts
+# kube-state-metrics-8.4.0 charts/kube-state-metrics/values.yaml); the values are the charts'
+# own, judged by the scan (policies/scan-waivers.yaml) and by Pod Security restricted.
+PULL_POLICY: Final = "IfNotPresent"
+"""The images' pull policy (grafana 12.11.1 values.yaml lines 116 and 1047; kube-state-metrics
+8.4.0 values.yaml line 9): a restart never waits on the registry; the images are pinned."""
+GRAFANA_POD_SECURITY_CONTEXT: Final = {
+    "runAsNonRoot": True,
+    "runAsUser": 472,
+    "runAsGroup": 472,
+    "fsGroup": 472,
+}
+"""Grafana's pod: the image's grafana user and group, 472 (grafana 12.11.1 values.yaml line 159,
+``securityContext``); the organisations' container runs as it too."""
+GRAFANA_CONTAINER_SECURITY_CONTEXT: Final = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""Grafana's container (grafana 12.11.1 values.yaml line 165, ``containerSecurityContext``):
+restricted Pod Security but for a read-only root (policies/scan-waivers.yaml, CKV_K8S_22)."""
+GRAFANA_SIDECAR_SECURITY_CONTEXT: Final = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The dashboard and datasource sidecars (grafana 12.11.1 values.yaml line 1055,
+``sidecar.securityContext``); they run as the pod's user."""
+GRAFANA_PORT_NAME: Final = "grafana"
+"""Grafana's container port's name, which its probes name (grafana 12.11.1 values.yaml line 242,
+``podPortName``)."""
+GRAFANA_READINESS_PROBE: Final = {"httpGet": {"path": "/api/health", "port": GRAFANA_PORT_NAME}}
+"""grafana 12.11.1 values.yaml line 90, ``readinessProbe``."""
+GRAFANA_LIVENESS_PROBE: Final = {
+    "httpGet": {"path": "/api/health", "port": GRAFANA_PORT_NAME},
+    "initialDelaySeconds": 60,
+    "timeoutSeconds": 30,
+    "failureThreshold": 10,
+}
+"""grafana 12.11.1 values.yaml line 95, ``livenessProbe``: a minute to migrate its database."""
+KUBE_STATE_METRICS_POD_SECURITY_CONTEXT: Final = {
+    "enabled": True,
+    "runAsGroup": 65534,
+    "runAsUser": 65534,
+    "fsGroup": 65534,
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""kube-state-metrics' pod as nobody (kube-state-metrics 8.4.0 values.yaml line 339,
+``securityContext``; ``enabled`` is the chart's switch, left out of the pod)."""
+KUBE_STATE_METRICS_CONTAINER_SECURITY_CONTEXT: Final = {
+    "readOnlyRootFilesystem": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+"""kube-state-metrics 8.4.0 values.yaml line 351, ``containerSecurityContext``."""
+KUBE_STATE_METRICS_PROBE: Final = {
+    "failureThreshold": 3,
+    "httpGet": {"scheme": "http"},
+    "initialDelaySeconds": 5,
+    "periodSeconds": 10,
+    "successThreshold": 1,
+    "timeoutSeconds": 5,
+}
+"""Its liveness (``/livez``) and readiness (``/readyz``) probes' settings, the paths and ports
+the template's (kube-state-metrics 8.4.0 values.yaml lines 627 and 639; templates/deployment.yaml
+lines 202-249)."""
+
+API_TOKEN_VOLUME: Final = "api-token"
+"""The volume of the projected API token in the stack's pods that call the API server."""
+
+
+def api_token_volume() -> dict[str, Any]:
+    """The projected service account token, CA and namespace, as a pod volume.
+
+    No pod of the platform mounts its token automatically (CKV_K8S_38, closed by issue 39):
+    one that calls the API server turns the automatic mount off and mounts this where its
+    clients read the in-cluster credentials (:func:`api_token_mount`), in the containers that
+    call it only (:func:`components.acceptance_gate.api_token_projection`).
+    """
+    return {"name": API_TOKEN_VOLUME, "projected": api_token_projection()}
+
+
+def api_token_mount() -> dict[str, Any]:
+    """The mount of :func:`api_token_volume` where in-cluster clients read it."""
+    return {"name": API_TOKEN_VOLUME, "mountPath": API_TOKEN_DIR, "readOnly": True}
+
+
+def chart_image(reference: str, *, sha_prefixed: bool) -> dict[str, str]:
+    """An image pin (``registry/repository:tag[@sha256:...]``) as a chart's ``image`` block.
+
+    Args:
+        reference: the pin (components/versions.py), whose first path part is its registry.
+        sha_prefixed: keep ``sha256:`` in ``sha``: kube-state-metrics prints ``@<sha>``
+            (kube-state-metrics 8.4.0 templates/_helpers.tpl, ``kube-state-metrics.image``),
+            grafana ``@sha256:<sha>`` (grafana 12.11.1 templates/_pod.tpl line 1248).
+
+    Raises:
+        ValueError: the reference has no registry or no tag.
+    """
+    name, _, digest = reference.partition("@")
+    registry, slash, path = name.partition("/")
+    repository, colon, tag = path.rpartition(":")
+    if not (slash and colon and repository and "." in registry):
+        raise ValueError(f"image {reference!r}: expected registry/repository:tag[@sha256:...]")
+    sha = digest if sha_prefixed else digest.removeprefix("sha256:")
+    return {"registry": registry, "repository": repository, "tag": tag, "sha": sha}
+
 
 DashboardSpec = tuple[str, str, str]
 """A dashboard as the dashboards lane hands it: (uid, folder, model JSON)."""
@@ -253,6 +388,13 @@ def prometheus_values(
         "retentionSize": retention_size(storage_gib),
         "storageSpec": volume_claim_template(storage_gib),
         "resources": PROMETHEUS_RESOURCES,
+        # Kubernetes service discovery calls the API server: the token only in the prometheus
+        # container, not the config reloader (the chart renders these three on the Prometheus,
+        # templates/prometheus/prometheus.yaml lines 24, 426-432; prometheus-operator v0.93.0
+        # pkg/prometheus/server/statefulset.go mounts volumeMounts in that container).
+        "automountServiceAccountToken": False,
+        "volumes": [api_token_volume()],
+        "volumeMounts": [api_token_mount()],
     }
     if remote_write:
         spec["remoteWrite"] = remote_write
@@ -281,6 +423,11 @@ def alertmanager_values() -> dict[str, Any]:
             "retention": ALERTMANAGER_RETENTION,
             "storage": volume_claim_template(ALERTMANAGER_STORAGE_GIB),
             "resources": ALERTMANAGER_RESOURCES,
+            # Alertmanager never calls the API server (its config comes from a Secret the
+            # reloader reads as files), so no token is mounted: the chart renders this on the
+            # Alertmanager (templates/alertmanager/alertmanager.yaml line 41), the operator on
+            # its pods (prometheus-operator v0.93.0 pkg/alertmanager/statefulset.go).
+            "automountServiceAccountToken": False,
         },
     }
 
@@ -310,7 +457,24 @@ def kube_state_metrics_values(extra: Mapping[str, Any]) -> dict[str, Any]:
             ``metricLabelsAllowlist``, ``metricAnnotationsAllowList``, RBAC for the custom
             resources), keys of kube-state-metrics 8.4.0 values.yaml.
     """
-    return deep_merged({"resources": KUBE_STATE_METRICS_RESOURCES}, extra)
+    # It lists every object it exports: the token mounted explicitly (kube-state-metrics 8.4.0
+    # templates/deployment.yaml lines 45, 163-164 and 384-385 render automountServiceAccountToken,
+    # volumeMounts and volumes).
+    own = {
+        "image": {
+            **chart_image(versions.KUBE_STATE_METRICS_IMAGE, sha_prefixed=True),
+            "pullPolicy": PULL_POLICY,
+        },
+        "securityContext": KUBE_STATE_METRICS_POD_SECURITY_CONTEXT,
+        "containerSecurityContext": KUBE_STATE_METRICS_CONTAINER_SECURITY_CONTEXT,
+        "livenessProbe": KUBE_STATE_METRICS_PROBE,
+        "readinessProbe": KUBE_STATE_METRICS_PROBE,
+        "resources": KUBE_STATE_METRICS_RESOURCES,
+        "automountServiceAccountToken": False,
+        "volumes": [api_token_volume()],
+        "volumeMounts": [api_token_mount()],
+    }
+    return deep_merged(own, extra)
 
 
 def role_attribute_path(admin_groups: Sequence[str], *, groups_claim: str = "groups") -> str:
@@ -439,10 +603,26 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
         return {"enabled": False}
     oidc = config.oidc if oidc_secret else None
     orgs = grafana_orgs(config.teams)
+    orgs_values = grafana_orgs_values(orgs)
     values: dict[str, Any] = {
         "enabled": True,
         "defaultDashboardsEnabled": False,
         "serviceAccount": {"create": True, "name": GRAFANA_SERVICE_ACCOUNT},
+        "image": {
+            **chart_image(versions.GRAFANA_IMAGE, sha_prefixed=False),
+            "pullPolicy": PULL_POLICY,
+        },
+        "securityContext": GRAFANA_POD_SECURITY_CONTEXT,
+        "containerSecurityContext": GRAFANA_CONTAINER_SECURITY_CONTEXT,
+        # Port and probes (grafana 12.11.1 values.yaml lines 242-243, 262, 90, 95).
+        "podPortName": GRAFANA_PORT_NAME,
+        "gossipPortName": "gossip",
+        "service": {"targetPort": GRAFANA_PORT},
+        "readinessProbe": GRAFANA_READINESS_PROBE,
+        "livenessProbe": GRAFANA_LIVENESS_PROBE,
+        # No volume: its database is the pod's (values.yaml line 489, persistence.enabled);
+        # the organisations' ids rest on it (grafana_orgs.py).
+        "persistence": {"enabled": False},
         "resources": GRAFANA_RESOURCES,
         "grafana.ini": grafana_ini(
             oidc,
@@ -451,18 +631,36 @@ def grafana_values(config: PlatformConfig, *, oidc_secret: bool) -> dict[str, An
             org_mapping_setting(org_mapping(config.teams, grafana.admin_groups)),
         ),
         "sidecar": {
+            "image": chart_image(versions.GRAFANA_SIDECAR_IMAGE, sha_prefixed=False),
+            "imagePullPolicy": PULL_POLICY,
+            "securityContext": GRAFANA_SIDECAR_SECURITY_CONTEXT,
             "dashboards": {
                 "enabled": True,
+                # Where the organisations' providers read them (values.yaml line 1191).
+                "folder": DASHBOARDS_PATH,
                 "label": DASHBOARD_LABEL,
                 "labelValue": DASHBOARD_LABEL_VALUE,
                 "searchNamespace": [MONITORING_NAMESPACE],
                 "folderAnnotation": DASHBOARD_FOLDER_ANNOTATION,
                 "SCProvider": False,
+                "extraMounts": [api_token_mount()],
             },
-            "datasources": {"enabled": True, "uid": PROMETHEUS_DATASOURCE_UID},
+            "datasources": {
+                "enabled": True,
+                "uid": PROMETHEUS_DATASOURCE_UID,
+                "extraMounts": [api_token_mount()],
+            },
+            "resources": GRAFANA_SIDECAR_RESOURCES,
         },
+        # Only the sidecars call the API server (they watch ConfigMaps): the token in them,
+        # not in Grafana nor the organisations' container, which calls Grafana's own API
+        # (grafana 12.11.1 templates/_pod.tpl: automountServiceAccountToken line 8,
+        # extraContainerVolumes as written line 1744, the sidecars' extraMounts lines 864 and
+        # 993); the token's volume beside the organisations' ConfigMap.
+        "automountServiceAccountToken": False,
         "additionalDataSources": datasources(config.region),
-        **grafana_orgs_values(orgs),
+        **orgs_values,
+        "extraContainerVolumes": [api_token_volume(), *orgs_values["extraContainerVolumes"]],
     }
     if oidc is not None:
         values["envFromSecret"] = GRAFANA_OIDC_SECRET
@@ -503,7 +701,21 @@ def monitoring_values(
             "kube-state-metrics": kube_state_metrics_values(extra_kube_state_metrics_values or {}),
             "alertmanager": alertmanager_values(),
             "grafana": grafana_values(config, oidc_secret=oidc_secret),
-            "prometheusOperator": {"resources": OPERATOR_RESOURCES},
+            "prometheusOperator": {
+                "resources": OPERATOR_RESOURCES,
+                # It reconciles through the API server: the token mounted explicitly
+                # (templates/prometheus-operator/deployment.yaml lines 236, 221 and 187).
+                "automountServiceAccountToken": False,
+                "extraVolumes": [api_token_volume()],
+                "extraVolumeMounts": [api_token_mount()],
+                # The reloader beside Prometheus and Alertmanager: bounded, and probed on its
+                # /healthz (the chart's flag --enable-config-reloader-probes; prometheus-operator
+                # v0.93.0 pkg/operator/config_reloader.go, addProbes).
+                "prometheusConfigReloader": {
+                    "enableProbe": True,
+                    "resources": CONFIG_RELOADER_RESOURCES,
+                },
+            },
             "prometheus": prometheus_values(
                 observability.storage_gib, observability.retention_days, remote_write
             ),

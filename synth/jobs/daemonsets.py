@@ -244,101 +244,23 @@ def _neuron(values: Mapping[str, Any]) -> DevicePlugin | None:
     )
 
 
-DCGM_EXPORTER_CHART_DEFAULTS: Final[dict[str, Any]] = {
-    "nodeSelector": {},
-    "affinity": {},
-    "tolerations": [
-        {
-            "key": "node-role.kubernetes.io/control-plane",
-            "operator": "Exists",
-            "effect": "NoSchedule",
-        }
-    ],
-    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-    "hostPID": False,
-    "hostNetwork": False,
-    "podSecurityContext": {},
-    "securityContext": {
-        "runAsNonRoot": False,
-        "runAsUser": 0,
-        "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]},
-        "allowPrivilegeEscalation": False,
-    },
-    "kubeletPath": "/var/lib/kubelet/pod-resources",
-    "extraHostVolumes": [],
-    "extraConfigMapVolumes": [
-        {
-            "name": "exporter-metrics-volume",
-            "configMap": {
-                "name": "exporter-metrics-config-map",
-                "items": [{"key": "metrics", "path": "default-counters.csv"}],
-            },
-        }
-    ],
-    "debugDump": {
-        "enabled": False,
-        "directory": "/tmp/dcgm-exporter-debug",
-        "retention": 24,
-        "compression": True,
-    },
-    "service": {"port": 9400},
-}
-"""dcgm-exporter 4.8.2 values.yaml, placement, requests and what its pods' security rests on
-(NVIDIA/dcgm-exporter 4.5.3-4.8.2 deployment/templates/daemonset.yaml copies each from values):
-a metrics DaemonSet that advertises no resource, counted on the nodes it lands on as the stack's
-own DaemonSets are."""
+def dcgm_exporter(
+    values: Mapping[str, Any], chart_defaults: Mapping[str, Any] | None = None
+) -> DevicePlugin:
+    """The DCGM exporter's DaemonSet as the model counts it: where it lands, what it requests.
 
-
-def dcgm_exporter_pod(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The security-relevant part of the pod spec the dcgm-exporter chart renders from ``values``.
-
-    As NVIDIA/dcgm-exporter 4.5.3-4.8.2 deployment/templates/daemonset.yaml renders it:
-    ``hostPID`` always, ``hostNetwork`` where set, ``podSecurityContext`` as the pod's
-    ``securityContext``, the ``pod-gpu-resources`` hostPath volume of ``kubeletPath`` always,
-    one hostPath per ``extraHostVolumes`` entry, ``extraConfigMapVolumes`` as they are, the
-    ``debug-dumps`` hostPath where ``debugDump.enabled``, and one ``exporter`` container with
-    ``securityContext`` and the ``metrics`` port (``service.port``, no host port). TLS and
-    basic-auth volumes (secrets) are left out: they change no Pod Security verdict.
+    A metrics DaemonSet that advertises no resource, counted on the nodes it lands on as the
+    stack's own DaemonSets are. The stack's values state its placement and requests
+    (components/observability/sources.py, ``dcgm_values``: affinity, tolerations,
+    resources); the chart's defaults under them (dcgm-exporter 4.8.2 values.yaml, in the
+    reference data, which a synthesis may lack) add nothing at the pinned version, which
+    tests/test_metric_sources.py checks by building it both ways.
 
     Args:
-        values: the release's values (merged into :data:`DCGM_EXPORTER_CHART_DEFAULTS`).
+        values: the release's values.
+        chart_defaults: the chart's values under them (default: none).
     """
-    merged = helm_merge(DCGM_EXPORTER_CHART_DEFAULTS, values)
-    volumes: list[dict[str, Any]] = [
-        {"name": "pod-gpu-resources", "hostPath": {"path": merged["kubeletPath"]}}
-    ]
-    volumes += [
-        {"name": v["name"], "hostPath": {"path": v["hostPath"]}}
-        for v in merged.get("extraHostVolumes") or []
-    ]
-    volumes += list(merged.get("extraConfigMapVolumes") or [])
-    if (merged.get("debugDump") or {}).get("enabled"):
-        volumes.append(
-            {
-                "name": "debug-dumps",
-                "hostPath": {"path": merged["debugDump"]["directory"], "type": "DirectoryOrCreate"},
-            }
-        )
-    pod: dict[str, Any] = {
-        "hostPID": bool(merged.get("hostPID")),
-        "volumes": volumes,
-        "containers": [
-            {
-                "name": "exporter",
-                "securityContext": copy.deepcopy(merged.get("securityContext") or {}),
-                "ports": [{"name": "metrics", "containerPort": merged["service"]["port"]}],
-            }
-        ],
-    }
-    if merged.get("hostNetwork"):
-        pod["hostNetwork"] = True
-    if merged.get("podSecurityContext"):
-        pod["securityContext"] = copy.deepcopy(merged["podSecurityContext"])
-    return pod
-
-
-def _dcgm_exporter(values: Mapping[str, Any]) -> DevicePlugin:
-    merged = helm_merge(DCGM_EXPORTER_CHART_DEFAULTS, values)
+    merged = helm_merge(chart_defaults or {}, values)
     return DevicePlugin(
         "dcgm-exporter",
         "",
@@ -355,7 +277,7 @@ def device_plugins(view: StackView) -> list[DevicePlugin]:
         "nvidia-device-plugin": _nvidia,
         "aws-efa-k8s-device-plugin": _efa,
         "neuron-helm-chart": _neuron,
-        "dcgm-exporter": _dcgm_exporter,
+        "dcgm-exporter": dcgm_exporter,
     }
     found = []
     for release, build in builders.items():
