@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,26 @@ def test_jsonschema_builds_its_iri_grammar_when_an_iri_is_first_checked() -> Non
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "[True,", "False]", "False", "Lark"]
+
+
+def test_ci_lets_python_cache_what_it_compiles(tmp_path: Path) -> None:
+    """uv installs no bytecode: where PYTHONDONTWRITEBYTECODE is set, every test process and
+    synthesis compiled the provider SDKs again. .ci/run lets the first one write the cache, for
+    every step it runs (here fakes that record what they were given)."""
+    root = tmp_path / "repo"
+    (root / ".ci").mkdir(parents=True)
+    (root / "scripts").mkdir()
+    shutil.copy2(REPOSITORY_ROOT / ".ci" / "run", root / ".ci" / "run")
+    for name in ("setup", "lint", "docs", "renovate", "promtool-setup", "test"):
+        fake = root / "scripts" / name
+        fake.write_text('#!/usr/bin/env bash\necho "${PYTHONDONTWRITEBYTECODE-unset}" >>"$0.env"\n')
+        fake.chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(root / ".ci" / "run")], capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = {p.name: p.read_text().split() for p in (root / "scripts").glob("*.env")}
+    assert set(seen) == {"setup.env", "lint.env", "docs.env", "renovate.env",
+                         "promtool-setup.env", "test.env"}  # fmt: skip
+    assert {value for values in seen.values() for value in values} == {"unset"}
