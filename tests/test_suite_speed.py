@@ -65,24 +65,57 @@ def test_jsonschema_builds_its_iri_grammar_when_an_iri_is_first_checked() -> Non
     assert done.stdout.split() == ["False", "[True,", "False]", "False", "Lark"]
 
 
-def test_ci_lets_python_cache_what_it_compiles(tmp_path: Path) -> None:
-    """uv installs no bytecode: where PYTHONDONTWRITEBYTECODE is set, every test process and
-    synthesis compiled the provider SDKs again. .ci/run lets the first one write the cache, for
-    every step it runs (here fakes that record what they were given)."""
+CI_STEPS = ("setup", "lint", "docs", "renovate", "promtool-setup", "test")
+"""The scripts .ci/run calls, which :func:`_run_ci_with_fakes` fakes."""
+
+
+def _run_ci_with_fakes(
+    tmp_path: Path, script: str, env: dict[str, str] | None = None
+) -> dict[str, list[str]]:
+    """Run .ci/run in a copy whose scripts are fakes running ``script`` (bash; ``$0.log`` is
+    the fake's own log); each fake's log lines, by script name."""
     root = tmp_path / "repo"
     (root / ".ci").mkdir(parents=True)
     (root / "scripts").mkdir()
     shutil.copy2(REPOSITORY_ROOT / ".ci" / "run", root / ".ci" / "run")
-    for name in ("setup", "lint", "docs", "renovate", "promtool-setup", "test"):
+    for name in CI_STEPS:
         fake = root / "scripts" / name
-        fake.write_text('#!/usr/bin/env bash\necho "${PYTHONDONTWRITEBYTECODE-unset}" >>"$0.env"\n')
+        fake.write_text(f"#!/usr/bin/env bash\n{script}\n")
         fake.chmod(0o755)
     done = subprocess.run(
         ["bash", str(root / ".ci" / "run")], capture_output=True, text=True, check=False,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        env={**os.environ, **(env or {})}, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    seen = {p.name: p.read_text().split() for p in (root / "scripts").glob("*.env")}
-    assert set(seen) == {"setup.env", "lint.env", "docs.env", "renovate.env",
-                         "promtool-setup.env", "test.env"}  # fmt: skip
+    return {
+        name: (root / "scripts" / f"{name}.log").read_text().split()
+        for name in CI_STEPS
+        if (root / "scripts" / f"{name}.log").exists()
+    }
+
+
+def test_ci_lets_python_cache_what_it_compiles(tmp_path: Path) -> None:
+    """uv installs no bytecode: where PYTHONDONTWRITEBYTECODE is set, every test process and
+    synthesis compiled the provider SDKs again. .ci/run lets the first one write the cache, for
+    every step it runs."""
+    seen = _run_ci_with_fakes(
+        tmp_path,
+        'echo "${PYTHONDONTWRITEBYTECODE-unset}" >>"$0.log"',
+        {"PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    assert set(seen) == set(CI_STEPS)
     assert {value for values in seen.values() for value in values} == {"unset"}
+
+
+def test_ci_sets_up_checkovs_virtualenv_beside_the_tests_own(tmp_path: Path) -> None:
+    """Both setups are mostly unpacking and the tests wait for both: one after the other, the
+    tests started some ten seconds later on a clean clone."""
+    seen = _run_ci_with_fakes(
+        tmp_path,
+        'echo "start:${VENV:-.venv}" >>"$0.log"\n'
+        'if [ "${0##*/}" = setup ]; then sleep 0.3; fi\n'
+        'echo "end:${VENV:-.venv}" >>"$0.log"',
+    )
+    setups = seen["setup"][:4]
+    assert sorted(setups) == ["end:.venv", "end:.venv-scan", "start:.venv", "start:.venv-scan"]
+    assert {setups[0], setups[1]} == {"start:.venv", "start:.venv-scan"}, setups
