@@ -5,7 +5,8 @@
 // writes. This resolves the configuration's presets (all built in: nothing is fetched) and
 // applies its package rules to every dependency the way a run does before its look-ups, then
 // prints one record per dependency: where it is, what it is, its groupName and whether it is
-// enabled. tests/test_renovate.py reads it to hold each compatibility pair to one group.
+// enabled, and for one whose digest Renovate would pin, the group of that pin (pinGroupName).
+// tests/test_renovate.py reads it to hold each compatibility pair to one group.
 import { readFile } from "node:fs/promises";
 import { getConfig } from "renovate/dist/config/defaults.js";
 import { getManagerConfig, mergeChildConfig } from "renovate/dist/config/index.js";
@@ -29,8 +30,13 @@ for (const repository of Object.values(report.repositories)) {
         const applied = await applyPackageRules(depConfig, "pre-lookup");
         // The group a "pin digest" update of it would land in: the rules, then the built-in
         // pinDigest settings, then the rules again, as flatten.js makes an update's config.
-        let pinning = await applyPackageRules({ ...depConfig, updateType: "pinDigest" });
-        pinning = await applyPackageRules(mergeChildConfig(pinning, pinning.pinDigest));
+        // Only an enabled dependency with pinDigests gets such an update (null otherwise): the
+        // rules are most of this script's time, and most dependencies are charts or packages.
+        let pinning = {};
+        if (applied.enabled !== false && applied.pinDigests === true) {
+          pinning = await applyPackageRules({ ...depConfig, updateType: "pinDigest" });
+          pinning = await applyPackageRules(mergeChildConfig(pinning, pinning.pinDigest));
+        }
         records.push({
           manager,
           packageFile: packageFile.packageFile,
