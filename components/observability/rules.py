@@ -734,9 +734,11 @@ def quota_shortfall_rules(config: PlatformConfig, short: str, podless: str) -> l
       which raises the average by the submitter's share. Volcano's podgroup controller writes
       one too (the pod's request times ``minMember``), but makes a PodGroup only from a pod it
       sees (volcano v1.15.1 pkg/controllers/podgroup/pg_controller_handler.go,
-      ``buildPodGroupFromPod``), so its gangs are never without pods; Slurm's jobs have no
-      PodGroup. A PodGroup without ``minResources`` (one written by hand) gives no quota
-      reason for a gang without pods: it falls to ``queue`` or ``unknown``.
+      ``buildPodGroupFromPod``), so its gangs start with a pod, and lose it only where the
+      pod's controller outlives it (the PodGroup is the controller's, ``newPGOwnerReferences``,
+      :func:`gang_rules`); Slurm's jobs have no PodGroup. A PodGroup without
+      ``minResources`` (one written by hand) gives no quota reason for a gang without pods: it
+      falls to ``queue`` or ``unknown``.
 
     One pod is the measure, not every missing pod: while room for one is left its controller
     creates it, and the next one finds the quota short. The resources are exactly those the
