@@ -68,6 +68,18 @@ PODGROUP_PHASE_METRIC: Final = f"{RULE_PREFIX}_podgroup_phase"
 PODGROUP_PHASES: Final = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 """A PodGroup's phases (volcano-sh/volcano v1.15.1 staging/src/volcano.sh/apis/pkg/apis/
 scheduling/v1beta1/types.go, PodGroupPhase)."""
+TRAINJOB_SUSPENDED_METRIC: Final = f"{RULE_PREFIX}_trainjob_suspended"
+"""Gauge per Kubeflow TrainJob (labels ``namespace``, ``trainjob``): its ``spec.suspend``, 1
+when suspended, 0 when not or unset (kube-state-metrics custom resource state). A suspended
+TrainJob keeps its PodGroup, named as it is, without pods: GangPending leaves it out."""
+TRAINJOB_CONDITION_METRIC: Final = f"{RULE_PREFIX}_trainjob_condition"
+"""Gauge per Kubeflow TrainJob and condition (labels ``namespace``, ``trainjob``,
+``condition``: ``Suspended``, ``Complete``, ``Failed``...): 1 while the condition's status is
+True, 0 while False or Unknown (kube-state-metrics custom resource state)."""
+TRAINJOB_FINISHED_CONDITIONS: Final = ("Complete", "Failed")
+"""The conditions of a finished TrainJob, either True (kubeflow/trainer v2.3.0
+pkg/util/trainjob/trainjob.go, ``IsTrainJobFinished``; the types are
+pkg/apis/trainer/v1alpha1/trainjob_types.go ``TrainJobComplete``, ``TrainJobFailed``)."""
 NODECLAIM_CONDITION_METRIC: Final = f"{RULE_PREFIX}_nodeclaim_condition_timestamp_seconds"
 """Gauge per Karpenter NodeClaim and condition (labels ``nodeclaim``, ``nodepool``, ``node``,
 ``condition``: Launched, Registered, Initialized): the condition's last transition time

@@ -37,6 +37,8 @@ from components.metric_names import (
     PODGROUP_PHASES,
     SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
+    TRAINJOB_CONDITION_METRIC,
+    TRAINJOB_SUSPENDED_METRIC,
     efa_port_counter,
 )
 from components.observability import ledger, rules
@@ -586,6 +588,71 @@ def _gang_without_pods_case() -> Case:
                 for resource, value in (("nvidia_com_gpu", 8), ("cpu", 4.5))
             ],
             f'{rules.GANG_LIVE_RULE}{{namespace="team-r"}}': [],
+        },
+    )
+
+
+def _trainjob(
+    namespace: str, name: str, *, suspend: str = "0x80", conditions: dict[str, str] | None = None
+) -> dict[str, str]:
+    """A TrainJob as kube-state-metrics' custom resource state writes it: ``suspend`` the
+    series of its ``spec.suspend``, ``conditions`` each condition's (1 while True)."""
+    key = f'namespace="{namespace}", trainjob="{name}", {KSM}'
+    return {
+        f"{TRAINJOB_SUSPENDED_METRIC}{{{key}}}": suspend,
+        **{
+            f'{TRAINJOB_CONDITION_METRIC}{{{key}, condition="{condition}"}}': values
+            for condition, values in (conditions or {}).items()
+        },
+    }
+
+
+def _stopped_trainjobs_case() -> Case:
+    """Trainer keeps the PodGroup of a suspended or finished TrainJob, named as it is.
+
+    job-s: suspended at 2m, its pods deleted at 3m, its PodGroup left Inqueue: not pending.
+    job-c: Complete at 2m, its Succeeded pods deleted at 4m, its PodGroup moved back to
+    Pending by Volcano: not pending. job-e: Failed at 2m (its deadline: Trainer deletes the
+    JobSet), pods gone at 3m: not pending. job-p: a real gang without pods, its TrainJob
+    running (not suspended, Complete False), its queue not admitting it: pending, queue;
+    a suspended TrainJob of the same name in another namespace, or served by another job,
+    changes nothing.
+    """
+    series: dict[str, str] = {}
+    for namespace, phase in (("team-s", "Inqueue"), ("team-c", "Pending"), ("team-e", "Inqueue")):
+        group = f"job-{namespace[-1]}"
+        series |= _gang(namespace, group, namespace, created=0, min_member=2, phase=phase)
+        for index in range(2):
+            steps = 8 if namespace == "team-c" else 6
+            series |= _pod(namespace, f"{group}-{index}", group, created=0, phase="Running",
+                           steps=steps)  # fmt: skip
+    series |= _trainjob("team-s", "job-s", suspend="0x3 1x77",
+                        conditions={"Suspended": "0x3 1x77"})  # fmt: skip
+    series |= _trainjob("team-c", "job-c", conditions={"Complete": "0x3 1x77"})
+    series |= _trainjob("team-e", "job-e", conditions={"Failed": "0x3 1x77"})
+    series |= _gang("team-p", "job-p", "team-p", created=0, min_member=2, phase="Pending")
+    series |= _trainjob("team-p", "job-p", conditions={"Complete": "0x80", "Suspended": "0x80"})
+    series |= _trainjob("team-x", "job-p", suspend="1x80")
+    series[
+        f'{TRAINJOB_SUSPENDED_METRIC}{{namespace="team-p", trainjob="job-p", '
+        f'job="monitoring/first-step"}}'
+    ] = "1x80"
+    pending = rules.GANG_PENDING_RULE
+    return Case(
+        "a suspended or finished TrainJob's PodGroup without pods does not pend",
+        at="15m",
+        series=series,
+        alerts={
+            "GangPending": [
+                Fired(
+                    {"namespace": "team-p", "podgroup": "job-p", "queue": "team-p"},
+                    900,
+                    {"summary": "Gang team-p/job-p (queue team-p) pending for 15m 0s: queue"},
+                )
+            ],
+        },
+        records={
+            f'{pending}{{namespace=~"team-s|team-c|team-e"}}': [],
         },
     )
 
@@ -1274,6 +1341,7 @@ def _cases() -> list[Case]:
         _gang_case(),
         _gang_quota_case(),
         _gang_without_pods_case(),
+        _stopped_trainjobs_case(),
         _neuron_case(),
         *_ops_cases(),
         _ledger_case(),

@@ -24,6 +24,8 @@ from components.metric_names import (
     PODGROUP_PHASES,
     SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
+    TRAINJOB_CONDITION_METRIC,
+    TRAINJOB_SUSPENDED_METRIC,
 )
 from components.observability import dashboards, ledger, rules
 from components.platform import team_controllers, validated_config
@@ -142,10 +144,15 @@ _QUANTITY_SUFFIX |= {f"{p}i": 1024.0**n for n, p in enumerate("KMGTPE", start=1)
 
 
 def _to_float(raw: Any) -> float:
-    """toFloat64 (registry_factory.go) for what the rules read: a number, an RFC 3339 time
-    (Unix seconds), or a Kubernetes quantity ("8", "64Gi", "500m"; resource.ParseQuantity)."""
+    """toFloat64 (registry_factory.go) for what the rules read: a bool or a condition's status
+    (1 for true, "True"; 0 for false, "False", "Unknown"), a number, an RFC 3339 time (Unix
+    seconds), or a Kubernetes quantity ("8", "64Gi", "500m"; resource.ParseQuantity)."""
+    if isinstance(raw, bool):
+        return float(raw)
     if isinstance(raw, int | float):
         return float(raw)
+    if raw.lower() in ("true", "false", "unknown"):
+        return float(raw.lower() == "true")
     quantity = _QUANTITY.match(raw)
     if quantity is not None:
         return float(quantity[1]) * _QUANTITY_SUFFIX[quantity[2]]
@@ -177,6 +184,9 @@ def _kube_state_metrics_samples(
             continue
         gauge = metric["each"]["gauge"]
         found = _resolve(obj, gauge["path"])
+        if found is None and gauge.get("nilIsZero"):  # compiledGauge.value: 0
+            samples.append((name, {k: str(v) for k, v in base.items() if v is not None}, 0.0))
+            continue
         if found is None:  # nothing at the path: no series
             continue
         if isinstance(found, dict) and "valueFrom" not in gauge:
@@ -193,10 +203,11 @@ def _kube_state_metrics_samples(
 
 
 def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Path) -> None:
-    # only the two projects' CRDs: reading every CRD of the reference data takes seconds
+    # only the three projects' CRDs: reading every CRD of the reference data takes seconds
     schemas = {
         **crd_schemas(reference_dir / "crds" / "karpenter"),
         **crd_schemas(reference_dir / "crds" / "volcano"),
+        **crd_schemas(reference_dir / "crds" / "kubeflow-trainer"),
     }
     resources = ledger.custom_resource_state_config()["spec"]["resources"]
     for resource in resources:
@@ -211,7 +222,7 @@ def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Pat
         for path in paths:
             assert _schema_at(schema, path) is not None, (gvk["kind"], path)
 
-    podgroup, nodeclaim = resources
+    podgroup, nodeclaim, trainjob = resources
     created = "2026-12-06T15:00:00Z"
     gang = {"namespace": "team-a", "podgroup": "job-a", "queue": "team-a"}
     # Trainer's volcano plugin writes the gang's requests as quantity strings
@@ -243,6 +254,20 @@ def test_the_ledgers_custom_resource_metrics_read_real_fields(reference_dir: Pat
         1796569260.0,
     )  # fmt: skip
     assert samples[1][1]["status"] == "Unknown"
+    # A suspended TrainJob, and a finished one (kubeflow/trainer v2.3.0 pkg/apis/trainer/
+    # v1alpha1/trainjob_types.go: spec.suspend, metav1.Condition types Suspended, Complete).
+    job = {"namespace": "team-a", "trainjob": "job-a"}
+    suspended = {"type": "Suspended", "status": "True", "reason": "Suspended"}
+    assert _kube_state_metrics_samples(trainjob, {
+        "metadata": {"name": "job-a", "namespace": "team-a"},
+        "spec": {"suspend": True},
+        "status": {"conditions": [suspended, {"type": "Complete", "status": "False"}]},
+    }) == [(TRAINJOB_SUSPENDED_METRIC, job, 1.0),
+           (TRAINJOB_CONDITION_METRIC, job | {"condition": "Suspended"}, 1.0),
+           (TRAINJOB_CONDITION_METRIC, job | {"condition": "Complete"}, 0.0)]  # fmt: skip
+    assert _kube_state_metrics_samples(trainjob, {
+        "metadata": {"name": "job-a", "namespace": "team-a"}, "spec": {},
+    }) == [(TRAINJOB_SUSPENDED_METRIC, job, 0.0)]  # fmt: skip
 
 
 def test_kube_state_metrics_values_turn_on_the_state_and_may_read_it() -> None:
@@ -259,9 +284,12 @@ def test_kube_state_metrics_values_turn_on_the_state_and_may_read_it() -> None:
         for group in rule["apiGroups"]
         for resource in rule["resources"]
     }
-    assert (
-        kinds == granted == {("scheduling.volcano.sh", "podgroups"), ("karpenter.sh", "nodeclaims")}
-    )
+    expected = {
+        ("scheduling.volcano.sh", "podgroups"),
+        ("karpenter.sh", "nodeclaims"),
+        ("trainer.kubeflow.org", "trainjobs"),
+    }
+    assert kinds == granted == expected
     # --metric-annotations-allowlist / --metric-labels-allowlist: resource=[key,...]
     assert values["metricAnnotationsAllowList"] == ["pods=[scheduling.k8s.io/group-name]"]
     (nodes,) = values["metricLabelsAllowlist"]

@@ -214,6 +214,7 @@ def test_the_catalogue_holds_what_the_issue_relies_on_and_cites_its_sources() ->
             names.PODGROUP_MIN_MEMBER_METRIC, names.PODGROUP_MIN_RESOURCES_METRIC,
             names.PODGROUP_PHASE_METRIC,
             names.NODECLAIM_CONDITION_METRIC,
+            names.TRAINJOB_SUSPENDED_METRIC, names.TRAINJOB_CONDITION_METRIC,
             *names.EFA_METRICS} == own  # fmt: skip
     assert own <= known
     assert "DataReadBytes" in metric_catalog.FSX_LUSTRE_CLOUDWATCH_METRICS
@@ -254,4 +255,7 @@ def test_every_rule_and_dashboard_query_names_real_metrics(stack: str) -> None:
         "kube_pod_init_container_resource_requests",
         "kube_pod_init_container_info",
         "kube_resourcequota",
+        # a suspended or finished TrainJob's PodGroup, kept without pods, does not pend
+        names.TRAINJOB_SUSPENDED_METRIC,
+        names.TRAINJOB_CONDITION_METRIC,
     } <= read

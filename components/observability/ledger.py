@@ -6,7 +6,8 @@ Pure builders (docs: concepts, observability, "The cold-start ledger"):
   them under ``kube-state-metrics`` of kube-prometheus-stack 88.5.3, whose Chart.yaml pins the
   subchart 8.4.0, kube-state-metrics v2.20.0): custom resource state for Volcano's PodGroups
   and Karpenter's NodeClaims (:data:`PODGROUP_CREATED_METRIC`,
-  :data:`NODECLAIM_CONDITION_METRIC`), the RBAC to list them, and the pods' gang annotation and
+  :data:`NODECLAIM_CONDITION_METRIC`) and Trainer's TrainJobs' suspension and conditions (for
+  GangPending), the RBAC to list them, and the pods' gang annotation and
   the nodes' pool labels by allowlist;
 - the PodMonitors (:func:`first_step_pod_monitor`, :func:`slurm_first_step_pod_monitor`) of
   the first-step exporter every training pod runs beside it (components/first_step.py, which
@@ -33,6 +34,8 @@ from components.metric_names import (
     RULE_PREFIX,
     SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
+    TRAINJOB_CONDITION_METRIC,
+    TRAINJOB_SUSPENDED_METRIC,
 )
 
 # --- kube-state-metrics -------------------------------------------------------------------
@@ -83,6 +86,7 @@ its custom resource series only from this job, so no other target can supply the
 
 _PODGROUP_API: Final = ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
 _NODECLAIM_API: Final = ("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
+_TRAINJOB_API: Final = ("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")
 
 
 def _metric_suffix(name: str) -> str:
@@ -94,7 +98,7 @@ def _metric_suffix(name: str) -> str:
 
 
 def custom_resource_state_config() -> dict[str, Any]:
-    """kube-state-metrics' custom resource state: a PodGroup's creation, a NodeClaim's conditions.
+    """kube-state-metrics' custom resource state: PodGroups, NodeClaims' conditions, TrainJobs.
 
     Shape: ``spec.resources[]`` of kubernetes/kube-state-metrics v2.20.0
     pkg/customresourcestate/config.go (``Resource``, ``Generator``, ``Metric``) and
@@ -126,10 +130,21 @@ def custom_resource_state_config() -> dict[str, Any]:
       each condition's ``lastTransitionTime`` (Launched, Registered, Initialized and the others:
       kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/nodeclaim_status.go; ``status.nodeName``
       there too). ``status`` (``True``, ``False``, ``Unknown``) lets the rules take only the
-      transitions to True.
+      transitions to True;
+    - :data:`TRAINJOB_SUSPENDED_METRIC` ``{namespace, trainjob}``: a TrainJob's
+      ``spec.suspend`` (a bool: toFloat64 makes it 1 or 0; ``nilIsZero`` makes an unset one
+      0, registry_factory.go ``compiledGauge.value``, though the CRD defaults it to false:
+      kubeflow/trainer v2.3.0 pkg/apis/trainer/v1alpha1/trainjob_types.go, ``Suspend``);
+    - :data:`TRAINJOB_CONDITION_METRIC` ``{namespace, trainjob, condition}``: each of its
+      ``status.conditions`` (``metav1.Condition``, the same file), 1 where ``status`` is
+      ``True`` (toFloat64 reads "True" as 1, "False" and "Unknown" as 0).
+
+    GangPending leaves out a gang without pods whose TrainJob is suspended or finished
+    (:func:`components.observability.rules.gang_rules`): Trainer keeps the PodGroup of both.
     """
     podgroup_group, podgroup_version, podgroup_kind, podgroup_plural = _PODGROUP_API
     claim_group, claim_version, claim_kind, claim_plural = _NODECLAIM_API
+    job_group, job_version, job_kind, job_plural = _TRAINJOB_API
     return {
         "spec": {
             "resources": [
@@ -218,13 +233,48 @@ def custom_resource_state_config() -> dict[str, Any]:
                         }
                     ],
                 },
+                {
+                    "groupVersionKind": {
+                        "group": job_group,
+                        "version": job_version,
+                        "kind": job_kind,
+                    },
+                    "resourcePlural": job_plural,
+                    "metricNamePrefix": RULE_PREFIX,
+                    "labelsFromPath": {
+                        "namespace": ["metadata", "namespace"],
+                        "trainjob": ["metadata", "name"],
+                    },
+                    "metrics": [
+                        {
+                            "name": _metric_suffix(TRAINJOB_SUSPENDED_METRIC),
+                            "help": "1 while the TrainJob is suspended (its spec.suspend).",
+                            "each": {
+                                "type": "Gauge",
+                                "gauge": {"path": ["spec", "suspend"], "nilIsZero": True},
+                            },
+                        },
+                        {
+                            "name": _metric_suffix(TRAINJOB_CONDITION_METRIC),
+                            "help": "1 while the TrainJob's condition is True.",
+                            "each": {
+                                "type": "Gauge",
+                                "gauge": {
+                                    "path": ["status", "conditions"],
+                                    "valueFrom": ["status"],
+                                    "labelsFromPath": {"condition": ["type"]},
+                                },
+                            },
+                        },
+                    ],
+                },
             ]
         }
     }
 
 
 def custom_resource_rbac() -> list[dict[str, Any]]:
-    """The ClusterRole rules kube-state-metrics needs to list and watch the two kinds.
+    """The ClusterRole rules kube-state-metrics needs to list and watch the three kinds.
 
     The subchart adds ``rbac.extraRules`` to its ClusterRole, and with
     ``rbac.customResourceState.createClusterRoleRules`` (default true) the CRD list/watch
@@ -233,7 +283,7 @@ def custom_resource_rbac() -> list[dict[str, Any]]:
     """
     return [
         {"apiGroups": [group], "resources": [plural], "verbs": ["list", "watch"]}
-        for group, _, _, plural in (_PODGROUP_API, _NODECLAIM_API)
+        for group, _, _, plural in (_PODGROUP_API, _NODECLAIM_API, _TRAINJOB_API)
     ]
 
 

@@ -1169,8 +1169,9 @@ def platform_metrics() -> Exporter:
 
     The first-step gauge and a Slurm job's submit and start times (the runtimes' metrics
     port), the two timestamps and the PodGroup's minMember and minResources the
-    kube-state-metrics custom resource state writes for the ledger and the gang alert, and the
-    EFA exporter's metrics.
+    kube-state-metrics custom resource state writes for the ledger and the gang alert, a
+    TrainJob's suspension and conditions it writes for the gang alert, and the EFA exporter's
+    metrics.
     Built from :mod:`components.metric_names` each time, so a name added there needs no line
     in the tests.
     """
@@ -1188,6 +1189,8 @@ def platform_metrics() -> Exporter:
             Metric(names.PODGROUP_MIN_RESOURCES_METRIC, "gauge"),
             Metric(names.PODGROUP_PHASE_METRIC, "gauge"),  # a state set: one series per phase
             Metric(names.NODECLAIM_CONDITION_METRIC, "gauge"),
+            Metric(names.TRAINJOB_SUSPENDED_METRIC, "gauge"),
+            Metric(names.TRAINJOB_CONDITION_METRIC, "gauge"),
             # The EFA exporter: a name ending in _total is a counter (prometheus_client's
             # exposition of CounterMetricFamily), the rest are gauges.
             *(

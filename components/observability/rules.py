@@ -39,6 +39,9 @@ metrics exist"):
   (pkg/cloudprovider/metrics/cloudprovider.go).
 - Volcano v1.15.1: a PodGroup's phase (kube-state-metrics custom resource state,
   :data:`~components.metric_names.PODGROUP_PHASE_METRIC`): Pending until its queue admits it.
+- Kubeflow Trainer v2.3.0: a TrainJob's ``spec.suspend`` and conditions (kube-state-metrics
+  custom resource state, :data:`~components.metric_names.TRAINJOB_SUSPENDED_METRIC`,
+  :data:`~components.metric_names.TRAINJOB_CONDITION_METRIC`).
 - Slurm 26.05 (SchedMD/slurm slurm-26-05-3-1 src/plugins/metrics/openmetrics/openmetrics.c):
   ``slurm_partition_nodes_down``, ``_drained`` and ``_fail`` ``{partition}``, served on
   ``/metrics/partitions``, one of the endpoints the Slinky operator's ServiceMonitor scrapes by
@@ -88,6 +91,9 @@ from components.metric_names import (
     RULE_PREFIX,
     SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
+    TRAINJOB_CONDITION_METRIC,
+    TRAINJOB_FINISHED_CONDITIONS,
+    TRAINJOB_SUSPENDED_METRIC,
     efa_port_counter,
 )
 from components.node_pools import POOL_LABEL as PLATFORM_POOL_NODE_LABEL
@@ -728,9 +734,11 @@ def quota_shortfall_rules(config: PlatformConfig, short: str, podless: str) -> l
       which raises the average by the submitter's share. Volcano's podgroup controller writes
       one too (the pod's request times ``minMember``), but makes a PodGroup only from a pod it
       sees (volcano v1.15.1 pkg/controllers/podgroup/pg_controller_handler.go,
-      ``buildPodGroupFromPod``), so its gangs are never without pods; Slurm's jobs have no
-      PodGroup. A PodGroup without ``minResources`` (one written by hand) gives no quota
-      reason for a gang without pods: it falls to ``queue`` or ``unknown``.
+      ``buildPodGroupFromPod``), so its gangs start with a pod, and lose it only where the
+      pod's controller outlives it (the PodGroup is the controller's, ``newPGOwnerReferences``,
+      :func:`gang_rules`); Slurm's jobs have no PodGroup. A PodGroup without
+      ``minResources`` (one written by hand) gives no quota reason for a gang without pods: it
+      falls to ``queue`` or ``unknown``.
 
     One pod is the measure, not every missing pod: while room for one is left its controller
     creates it, and the next one finds the quota short. The resources are exactly those the
@@ -805,11 +813,28 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     pkg/scheduler/framework/session.go, ``getPodGroupPhase``; ``ScheduledStatus`` and
     ``CompletedStatus``, pkg/scheduler/api/helpers.go), and KubeRay sets a finished RayJob's
     ``minMember`` to 0 once its cluster is gone (volcano_scheduler.go,
-    ``CleanupOnCompletion``). Not seen through: a finished gang whose pods were deleted while
-    its PodGroup is kept, which Volcano moves back to ``Pending`` (``getPodGroupPhase`` with no
-    pod; pkg/scheduler/framework/job_updater.go, ``updateJob``, writes every PodGroup's status,
-    pods or not), and which pends from its last pod. Failed pods are not live: a Job whose pod
-    failed keeps it while its controller creates a replacement, which the quota may refuse.
+    ``CleanupOnCompletion``). Volcano moves a PodGroup without pods back to ``Pending`` (or
+    leaves it ``Inqueue``: ``getPodGroupPhase`` with no pod; pkg/scheduler/framework/
+    job_updater.go, ``updateJob``, writes every PodGroup's status, pods or not), so a gang
+    whose owner stopped it without deleting its PodGroup would pend from its last pod. A
+    TrainJob's is such a gang when it is suspended (its JobSet's pods deleted) or finished
+    and its pods deleted (by hand, a JobSet's TTL, or its deadline: Trainer deletes the JobSet
+    of a TrainJob past ``activeDeadlineSeconds``, pkg/controller/trainjob_controller.go,
+    ``reconcileDeadline``): Trainer's volcano plugin keeps the PodGroup, owned by the
+    TrainJob, and rebuilds it while the TrainJob is suspended (kubeflow/trainer v2.3.0
+    pkg/runtime/framework/plugins/volcano/volcano.go, ``Build``). The PodGroup has the
+    TrainJob's name (``Build``; ``EnforcePodGroupPolicy`` names it on the pods), so a gang
+    without pods whose TrainJob has ``spec.suspend`` true or a ``Complete`` or ``Failed``
+    condition True (pkg/util/trainjob/trainjob.go, ``IsTrainJobFinished``) does not pend.
+    Not seen through: a suspended RayCluster or RayJob, whose PodGroup (``ray-<name>-pg``)
+    KubeRay keeps with its ``minMember`` while it deletes the pods (ray-project/kuberay v1.7.0
+    ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go: only a finished
+    RayJob's PodGroup is resized, in ``CleanupOnCompletion``), and a PodGroup Volcano's
+    podgroup controller made for the pods of a controller that outlives them (it is owned by
+    the pod's controller: volcano v1.15.1 pkg/controllers/podgroup/pg_controller_handler.go,
+    ``newPGOwnerReferences``); a notebook's pod has no controller, so its PodGroup goes with
+    it. Failed pods are not live: a Job whose pod failed keeps it while its controller creates
+    a replacement, which the quota may refuse.
 
     Its reason is the first that holds: it lacks pods and its team quota has less left of some
     resource than one of its pods requests (:func:`quota_shortfall_rules`); its PodGroup is
@@ -844,9 +869,16 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
     # the rest), not one whose pods exist and wait for nodes.
     members = f"count by (namespace, podgroup) ({_pods_of_gangs(_LIVE)})"
     needs = f"max by (namespace, podgroup) ({PODGROUP_MIN_MEMBER_METRIC}{{{ksm}}})"
+    stopped_jobs = (
+        f"max by (namespace, trainjob) ({TRAINJOB_SUSPENDED_METRIC}{{{ksm}}} == 1) or "
+        f"max by (namespace, trainjob) ({TRAINJOB_CONDITION_METRIC}{{{ksm}, "
+        f'condition=~"{"|".join(TRAINJOB_FINISHED_CONDITIONS)}"}} == 1)'
+    )
+    # A TrainJob's PodGroup has its name (volcano.go, Build).
+    stopped = f'label_replace({stopped_jobs}, "podgroup", "$1", "trainjob", "(.+)")'
     podless = (
         f"(({needs} > 0) and on(namespace, podgroup) ({phase('Pending|Inqueue')})) "
-        f"unless on(namespace, podgroup) {members}"
+        f"unless on(namespace, podgroup) {members} unless on(namespace, podgroup) {stopped}"
     )
     short = f"({needs} > on(namespace, podgroup) {members}) or ({podless})"
     shortfall = quota_shortfall_rules(config, short, podless)
