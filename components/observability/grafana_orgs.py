@@ -33,7 +33,11 @@ container in Grafana's pod (:func:`bootstrap_container`) once Grafana answers, b
   the container creates the teams' organisations in the order of their names: the team sorted
   ``n``-th gets id ``n + 1`` (:func:`grafana_orgs`), the id ``org_mapping`` names. It checks
   every id it gets against that plan and, loudly, leaves an organisation with any other id
-  without datasource and dashboards, while the rest are served.
+  without datasource and dashboards, while the rest are served. Grafana gives a new
+  organisation the id after the highest, so once one team's organisation could not be looked
+  up or made, or has another id, the container makes no later team's in that pass (those that
+  exist are still served) and the next pass goes on from there: a passing failure of one team
+  does not shift every later team's id.
 - A change of the teams changes the plan, whose digest is an annotation of Grafana's pods
   (:func:`plan_digest`): Grafana restarts on an empty database and the ids are again the plan's.
   A restart of Grafana's container alone keeps the pod's database, organisations included.
@@ -309,18 +313,37 @@ ok() {
   printf '%s\n' "$answer"
 }
 
-# team ID NAME: the team's organisation with id ID (made if missing) and its Prometheus
-# datasource; fails, logged, where either is not so.
+# hold NAME: no organisation is made after NAME's in this pass. Grafana numbers organisations
+# in the order they are made (the next id after the highest), so one made while an earlier
+# team's is missing or misnumbered would take that team's id, and every later team's id would
+# shift with it. The first such team is kept; the next pass starts again from it.
+hold() { [ -n "$held" ] || held=$1; }
+
+# team ID NAME: the team's organisation with id ID (made if missing, unless an earlier team's
+# is not as planned in this pass: see hold) and its Prometheus datasource; fails, logged, where
+# either is not so.
 team() {
-  out=$(request "look up organisation $2" GET "/api/orgs/name/$2" 1) || return 1
+  out=$(request "look up organisation $2" GET "/api/orgs/name/$2" 1) || {
+    hold "$2"
+    return 1
+  }
   case "$(status "$out")" in
     200) got=$(printf '%s\n' "$out" | sed -n 's/^{ *"id": *\([0-9]*\).*/\1/p') ;;
     404)
-      out=$(ok "create organisation $2" POST /api/orgs 1 "$plan/org-$1.json") || return 1
+      if [ -n "$held" ]; then
+        log "organisation $2 not made in this pass: organisation $held, before it in the" \
+          "plan, is not made as planned, and $2 would take its id"
+        return 1
+      fi
+      out=$(ok "create organisation $2" POST /api/orgs 1 "$plan/org-$1.json") || {
+        hold "$2"
+        return 1
+      }
       got=$(printf '%s\n' "$out" | sed -n 's/.*"orgId": *\([0-9]*\).*/\1/p')
       ;;
     *)
       log "could not look up organisation $2: $(said "$out")"
+      hold "$2"
       return 1
       ;;
   esac
@@ -328,6 +351,7 @@ team() {
     log "ERROR: organisation $2 has id ${got:-unknown}, the plan says $1: org_mapping would" \
       "let the wrong team in, so it gets no datasource and no dashboards; restart the" \
       "Grafana pod (its database is empty at start)"
+    hold "$2"
     return 1
   fi
   out=$(request "update $2's datasource" PUT /api/datasources/uid/prometheus "$1" \
@@ -342,9 +366,11 @@ team() {
   esac
 }
 
-# pass: one run over the plan; sets degraded to what it could not make, empty when all is made.
+# pass: one run over the plan, in the order of the ids; sets degraded to what it could not
+# make, empty when all is made.
 pass() {
   degraded=""
+  held=""
   while read -r id name; do
     [ -n "$id" ] || continue
     if [ "$id" = 1 ]; then
@@ -389,7 +415,15 @@ Service, which would take every organisation offline for one's fault. Instead:
   ends with ``grafana-orgs: degraded: <organisations>`` on its standard output; it runs the
   whole pass again 5 minutes later (``PASS_SECONDS``), and says ``grafana-orgs: ready`` once
   everything is made. Organisation 1 always exists, so its dashboards are served even where
-  its renaming failed.
+  its renaming failed;
+- after the first team whose organisation could not be looked up or made, or has another id,
+  it makes no organisation in that pass: a new organisation's id is the ``org`` table's
+  autoincrement ``id`` (grafana/grafana pkg/services/sqlstore/migrations/org_mig.go, "create org
+  table", read at
+  https://github.com/grafana/grafana/blob/02a89c752b49a1be4ca9bc08f0f13a6883491b5c/pkg/services/sqlstore/migrations/org_mig.go),
+  so one made then would take the earlier team's id and shift every later team's. Later
+  teams whose organisations exist with their planned ids are still served; the missing ones
+  are named in the degraded line, and the next pass makes them in order.
 
 What it relies on in Grafana's HTTP API (grafana/grafana v13.2.0): ``POST /api/orgs`` makes the
 caller a member of the new organisation and answers its ``orgId`` (pkg/api/org.go,
