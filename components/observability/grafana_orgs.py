@@ -250,6 +250,9 @@ tries="${RETRY_TRIES:-8}"
 first_delay="${RETRY_FIRST_SECONDS:-1}"
 max_delay="${RETRY_MAX_SECONDS:-30}"
 pass_delay="${PASS_SECONDS:-300}"
+# Each request's bound in seconds, connecting included (curl --max-time): without one a request
+# Grafana accepts and never answers would hold the script, and every organisation, forever.
+max_time="${REQUEST_SECONDS:-30}"
 
 log() { echo "grafana-orgs: $*" >&2; }
 status() { printf '%s\n' "$1" | tail -n 1; }
@@ -263,20 +266,21 @@ said() {
 }
 
 # call METHOD PATH ORG [BODY-FILE]: prints the body, then the status on the last line (000:
-# no answer).
+# no answer, or none within max_time seconds).
 call() {
   if [ -n "${4:-}" ]; then
-    curl -sS -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" -H 'Content-Type: application/json' \
-      --data-binary "@$4" -w '\n%{http_code}' "$api$2"
+    curl -sS --max-time "$max_time" -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" \
+      -H 'Content-Type: application/json' --data-binary "@$4" -w '\n%{http_code}' "$api$2"
   else
-    curl -sS -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" -w '\n%{http_code}' "$api$2"
+    curl -sS --max-time "$max_time" -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" \
+      -w '\n%{http_code}' "$api$2"
   fi
 }
 
 # request WHAT METHOD PATH ORG [BODY-FILE]: call, and again while the failure may pass (no
-# answer, 429, a 5xx such as SQLite's "database is locked" while the sidecars reload), each
-# logged, first_delay seconds later, doubling up to max_delay, tries times in all. Prints the
-# last answer as call does; fails when the tries are spent.
+# answer in time, 429, a 5xx such as SQLite's "database is locked" while the sidecars reload),
+# each logged, first_delay seconds later, doubling up to max_delay, tries times in all. Prints
+# the last answer as call does; fails when the tries are spent.
 request() {
   what=$1
   shift
@@ -388,7 +392,7 @@ pass() {
 }
 
 log "waiting for Grafana at $api"
-until curl -fsS "$api/api/health" >/dev/null 2>&1; do sleep 2; done
+until curl -fsS --max-time "$max_time" "$api/api/health" >/dev/null 2>&1; do sleep 2; done
 while :; do
   pass
   [ -n "$degraded" ] || break
@@ -406,6 +410,13 @@ It never exits, and the container has no probe: a container that stops (CrashLoo
 fails a readiness probe makes the pod unready, and an unready pod is no endpoint of Grafana's
 Service, which would take every organisation offline for one's fault. Instead:
 
+- every request, the wait for Grafana's health included, is given 30 seconds
+  (``REQUEST_SECONDS``) with curl's ``--max-time``, which bounds the whole transfer,
+  connecting included, and accepts decimals (curl/curl curl-8_21_0
+  docs/cmdline-opts/max-time.md; curl then fails with ``CURLE_OPERATION_TIMEDOUT``,
+  docs/libcurl/libcurl-errors.md, and ``%{http_code}`` is ``000``, no answer): a request
+  Grafana accepts and never answers would otherwise hold the script, and the organisations
+  after it, forever;
 - a request without an answer, or answered 429 or 5xx (SQLite's "database is locked" while
   the chart's sidecars reload Grafana's provisioning), is tried again after 1, 2, 4, ... up to
   30 seconds, 8 times in all (``RETRY_TRIES``, ``RETRY_FIRST_SECONDS``,
