@@ -254,8 +254,9 @@ class _FakeGrafana(BaseHTTPRequestHandler):
     creator made a member), datasources per organisation by uid, and the dashboards' reload,
     which refuses a provider of an organisation that does not exist (Grafana's
     ``CheckOrgExists``). ``state["failures"]`` maps ``"<METHOD> <path>"`` to the failures its
-    next requests meet, in order: ``locked`` (a 500, SQLite's "database is locked") or ``drop``
-    (the connection closed without an answer)."""
+    next requests meet, in order: ``locked`` (a 500, SQLite's "database is locked"), ``drop``
+    (the connection closed without an answer) or ``hang`` (accepted and never answered, until
+    the fake stops)."""
 
     state: dict[str, Any]
 
@@ -275,7 +276,11 @@ class _FakeGrafana(BaseHTTPRequestHandler):
         planned = self.state.get("failures", {}).get(f"{self.command} {self.path}", [])
         if not planned:
             return False
-        if planned.pop(0) == "drop":
+        failure = planned.pop(0)
+        if failure == "hang":
+            self.state["stopped"].wait()
+            self.close_connection = True
+        elif failure == "drop":
             self.close_connection = True
         else:
             self._reply(500, {"message": "database is locked"})
@@ -337,6 +342,7 @@ class _FakeGrafana(BaseHTTPRequestHandler):
 
 @contextmanager
 def _grafana(state: dict[str, Any]) -> Iterator[str]:
+    state["stopped"] = threading.Event()
     handler = type("Handler", (_FakeGrafana,), {"state": state})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -344,6 +350,7 @@ def _grafana(state: dict[str, Any]) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        state["stopped"].set()
         server.shutdown()
         server.server_close()
 
@@ -352,10 +359,10 @@ READY: Final = "grafana-orgs: ready"
 DEGRADED: Final = "grafana-orgs: degraded:"
 
 
-def _bootstrap(url: str, plan: Path, **environment: str) -> tuple[str, str]:
-    """Run the script until it says its state; it must still be running then (it never exits:
-    a stopped container would take Grafana's pod out of its Service). Returns its stdout and
-    stderr."""
+def _bootstrap(url: str, plan: Path, passes: int = 1, **environment: str) -> tuple[str, str]:
+    """Run the script until it has said its state ``passes`` times, or is ready; it must still
+    be running then (it never exits: a stopped container would take Grafana's pod out of its
+    Service). Returns its stdout and stderr."""
     out, err = plan.parent / "stdout", plan.parent / "stderr"
     env = {"PATH": "/usr/bin:/bin", "GRAFANA_URL": url, "ORGS_PLAN": str(plan),
            "PROVIDERS": str(plan.parent / "providers"), "GF_ADMIN_USER": "admin",
@@ -368,7 +375,7 @@ def _bootstrap(url: str, plan: Path, **environment: str) -> tuple[str, str]:
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 20
-        while not any(s in out.read_text() for s in (READY, DEGRADED)):
+        while READY not in (said := out.read_text()) and said.count(DEGRADED) < passes:
             assert script.poll() is None, f"it exited {script.returncode}: {err.read_text()}"
             assert time.monotonic() < deadline, err.read_text()
             time.sleep(0.02)
@@ -471,3 +478,47 @@ def test_an_organisation_with_another_id_is_left_out_and_the_others_are_made(
     assert state["orgs"] == {1: FLEET_ORG, 3: "ml-dev", 4: "ads"}
     assert set(state["datasources"]) == {(3, "prometheus")}
     assert _providers(plan) == ["org-1.yaml", "org-3.yaml"] and state["reloads"] == 1
+
+
+@needs_curl
+def test_a_team_that_cannot_be_made_holds_back_the_later_teams_so_the_ids_stay_the_plans(
+    tmp_path: Path,
+) -> None:
+    """Grafana numbers organisations in the order they are made: ml-dev made while ads's
+    creation fails would take ads's id 2, and ads 3 on the next pass, both with the wrong id
+    until someone restarts the pod. So nothing after ads is made in that pass, and the next
+    pass makes both in order."""
+    plan = _plan_dirs(tmp_path)
+    broken = {"POST /api/orgs": ["locked"] * 2}  # ads's creation, both of its tries
+    state = _state(plan, {1: "Main Org."}, failures=broken)
+    with _grafana(state) as url:
+        out, err = _bootstrap(url, plan, passes=2, RETRY_TRIES="2", PASS_SECONDS="0")
+    assert out.splitlines() == [f"{DEGRADED} ads ml-dev", READY], err
+    assert "could not create organisation ads after 2 tries: HTTP 500" in err
+    assert "organisation ml-dev not made in this pass: organisation ads, before it" in err
+    assert "ERROR" not in err
+    assert state["orgs"] == {1: FLEET_ORG, 2: "ads", 3: "ml-dev"}
+    assert set(state["datasources"]) == {(2, "prometheus"), (3, "prometheus")}
+    assert _providers(plan) == ["org-1.yaml", "org-2.yaml", "org-3.yaml"]
+    assert state["reloads"] == 2
+
+
+@needs_curl
+def test_a_request_grafana_never_answers_is_given_up_and_tried_again(tmp_path: Path) -> None:
+    """Without a bound, one request Grafana accepts and never answers would hold the script,
+    and every organisation after it, for the pod's life."""
+    plan = _plan_dirs(tmp_path)
+    hung = {"POST /api/orgs": ["hang"]}
+    state = _state(plan, {1: "Main Org."}, failures=hung)
+    with _grafana(state) as url:
+        out, err = _bootstrap(url, plan, REQUEST_SECONDS="0.5")
+    assert out.splitlines()[-1] == READY, err
+    assert "create organisation ads: try 1 of 8: no answer" in err
+    assert "timed out" in err  # curl's own line: CURLE_OPERATION_TIMEDOUT
+    assert state["orgs"] == {1: FLEET_ORG, 2: "ads", 3: "ml-dev"} and not hung["POST /api/orgs"]
+    # Every request is bounded, the wait for Grafana's health included.
+    curls = [
+        line for line in orgs_module.BOOTSTRAP_SCRIPT.splitlines()
+        if "curl " in line and not line.lstrip().startswith("#")
+    ]  # fmt: skip
+    assert len(curls) == 3 and all('--max-time "$max_time"' in line for line in curls), curls

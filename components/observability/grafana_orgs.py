@@ -33,7 +33,11 @@ container in Grafana's pod (:func:`bootstrap_container`) once Grafana answers, b
   the container creates the teams' organisations in the order of their names: the team sorted
   ``n``-th gets id ``n + 1`` (:func:`grafana_orgs`), the id ``org_mapping`` names. It checks
   every id it gets against that plan and, loudly, leaves an organisation with any other id
-  without datasource and dashboards, while the rest are served.
+  without datasource and dashboards, while the rest are served. Grafana gives a new
+  organisation the id after the highest, so once one team's organisation could not be looked
+  up or made, or has another id, the container makes no later team's in that pass (those that
+  exist are still served) and the next pass goes on from there: a passing failure of one team
+  does not shift every later team's id.
 - A change of the teams changes the plan, whose digest is an annotation of Grafana's pods
   (:func:`plan_digest`): Grafana restarts on an empty database and the ids are again the plan's.
   A restart of Grafana's container alone keeps the pod's database, organisations included.
@@ -246,6 +250,9 @@ tries="${RETRY_TRIES:-8}"
 first_delay="${RETRY_FIRST_SECONDS:-1}"
 max_delay="${RETRY_MAX_SECONDS:-30}"
 pass_delay="${PASS_SECONDS:-300}"
+# Each request's bound in seconds, connecting included (curl --max-time): without one a request
+# Grafana accepts and never answers would hold the script, and every organisation, forever.
+max_time="${REQUEST_SECONDS:-30}"
 
 log() { echo "grafana-orgs: $*" >&2; }
 status() { printf '%s\n' "$1" | tail -n 1; }
@@ -259,20 +266,21 @@ said() {
 }
 
 # call METHOD PATH ORG [BODY-FILE]: prints the body, then the status on the last line (000:
-# no answer).
+# no answer, or none within max_time seconds).
 call() {
   if [ -n "${4:-}" ]; then
-    curl -sS -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" -H 'Content-Type: application/json' \
-      --data-binary "@$4" -w '\n%{http_code}' "$api$2"
+    curl -sS --max-time "$max_time" -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" \
+      -H 'Content-Type: application/json' --data-binary "@$4" -w '\n%{http_code}' "$api$2"
   else
-    curl -sS -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" -w '\n%{http_code}' "$api$2"
+    curl -sS --max-time "$max_time" -u "$auth" -X "$1" -H "X-Grafana-Org-Id: $3" \
+      -w '\n%{http_code}' "$api$2"
   fi
 }
 
 # request WHAT METHOD PATH ORG [BODY-FILE]: call, and again while the failure may pass (no
-# answer, 429, a 5xx such as SQLite's "database is locked" while the sidecars reload), each
-# logged, first_delay seconds later, doubling up to max_delay, tries times in all. Prints the
-# last answer as call does; fails when the tries are spent.
+# answer in time, 429, a 5xx such as SQLite's "database is locked" while the sidecars reload),
+# each logged, first_delay seconds later, doubling up to max_delay, tries times in all. Prints
+# the last answer as call does; fails when the tries are spent.
 request() {
   what=$1
   shift
@@ -309,18 +317,37 @@ ok() {
   printf '%s\n' "$answer"
 }
 
-# team ID NAME: the team's organisation with id ID (made if missing) and its Prometheus
-# datasource; fails, logged, where either is not so.
+# hold NAME: no organisation is made after NAME's in this pass. Grafana numbers organisations
+# in the order they are made (the next id after the highest), so one made while an earlier
+# team's is missing or misnumbered would take that team's id, and every later team's id would
+# shift with it. The first such team is kept; the next pass starts again from it.
+hold() { [ -n "$held" ] || held=$1; }
+
+# team ID NAME: the team's organisation with id ID (made if missing, unless an earlier team's
+# is not as planned in this pass: see hold) and its Prometheus datasource; fails, logged, where
+# either is not so.
 team() {
-  out=$(request "look up organisation $2" GET "/api/orgs/name/$2" 1) || return 1
+  out=$(request "look up organisation $2" GET "/api/orgs/name/$2" 1) || {
+    hold "$2"
+    return 1
+  }
   case "$(status "$out")" in
     200) got=$(printf '%s\n' "$out" | sed -n 's/^{ *"id": *\([0-9]*\).*/\1/p') ;;
     404)
-      out=$(ok "create organisation $2" POST /api/orgs 1 "$plan/org-$1.json") || return 1
+      if [ -n "$held" ]; then
+        log "organisation $2 not made in this pass: organisation $held, before it in the" \
+          "plan, is not made as planned, and $2 would take its id"
+        return 1
+      fi
+      out=$(ok "create organisation $2" POST /api/orgs 1 "$plan/org-$1.json") || {
+        hold "$2"
+        return 1
+      }
       got=$(printf '%s\n' "$out" | sed -n 's/.*"orgId": *\([0-9]*\).*/\1/p')
       ;;
     *)
       log "could not look up organisation $2: $(said "$out")"
+      hold "$2"
       return 1
       ;;
   esac
@@ -328,6 +355,7 @@ team() {
     log "ERROR: organisation $2 has id ${got:-unknown}, the plan says $1: org_mapping would" \
       "let the wrong team in, so it gets no datasource and no dashboards; restart the" \
       "Grafana pod (its database is empty at start)"
+    hold "$2"
     return 1
   fi
   out=$(request "update $2's datasource" PUT /api/datasources/uid/prometheus "$1" \
@@ -342,9 +370,11 @@ team() {
   esac
 }
 
-# pass: one run over the plan; sets degraded to what it could not make, empty when all is made.
+# pass: one run over the plan, in the order of the ids; sets degraded to what it could not
+# make, empty when all is made.
 pass() {
   degraded=""
+  held=""
   while read -r id name; do
     [ -n "$id" ] || continue
     if [ "$id" = 1 ]; then
@@ -362,7 +392,7 @@ pass() {
 }
 
 log "waiting for Grafana at $api"
-until curl -fsS "$api/api/health" >/dev/null 2>&1; do sleep 2; done
+until curl -fsS --max-time "$max_time" "$api/api/health" >/dev/null 2>&1; do sleep 2; done
 while :; do
   pass
   [ -n "$degraded" ] || break
@@ -380,6 +410,13 @@ It never exits, and the container has no probe: a container that stops (CrashLoo
 fails a readiness probe makes the pod unready, and an unready pod is no endpoint of Grafana's
 Service, which would take every organisation offline for one's fault. Instead:
 
+- every request, the wait for Grafana's health included, is given 30 seconds
+  (``REQUEST_SECONDS``) with curl's ``--max-time``, which bounds the whole transfer,
+  connecting included, and accepts decimals (curl/curl curl-8_21_0
+  docs/cmdline-opts/max-time.md; curl then fails with ``CURLE_OPERATION_TIMEDOUT``,
+  docs/libcurl/libcurl-errors.md, and ``%{http_code}`` is ``000``, no answer): a request
+  Grafana accepts and never answers would otherwise hold the script, and the organisations
+  after it, forever;
 - a request without an answer, or answered 429 or 5xx (SQLite's "database is locked" while
   the chart's sidecars reload Grafana's provisioning), is tried again after 1, 2, 4, ... up to
   30 seconds, 8 times in all (``RETRY_TRIES``, ``RETRY_FIRST_SECONDS``,
@@ -389,7 +426,15 @@ Service, which would take every organisation offline for one's fault. Instead:
   ends with ``grafana-orgs: degraded: <organisations>`` on its standard output; it runs the
   whole pass again 5 minutes later (``PASS_SECONDS``), and says ``grafana-orgs: ready`` once
   everything is made. Organisation 1 always exists, so its dashboards are served even where
-  its renaming failed.
+  its renaming failed;
+- after the first team whose organisation could not be looked up or made, or has another id,
+  it makes no organisation in that pass: a new organisation's id is the ``org`` table's
+  autoincrement ``id`` (grafana/grafana pkg/services/sqlstore/migrations/org_mig.go, "create org
+  table", read at
+  https://github.com/grafana/grafana/blob/02a89c752b49a1be4ca9bc08f0f13a6883491b5c/pkg/services/sqlstore/migrations/org_mig.go),
+  so one made then would take the earlier team's id and shift every later team's. Later
+  teams whose organisations exist with their planned ids are still served; the missing ones
+  are named in the degraded line, and the next pass makes them in order.
 
 What it relies on in Grafana's HTTP API (grafana/grafana v13.2.0): ``POST /api/orgs`` makes the
 caller a member of the new organisation and answers its ``orgId`` (pkg/api/org.go,
