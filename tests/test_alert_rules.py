@@ -297,6 +297,19 @@ def _requests(
     return series
 
 
+def _pending_15m(reasons: dict[str, str]) -> list[Fired]:
+    """GangPending at 15 minutes for each team's gang ``job-<last letter>`` with its reason
+    (the cases name a team ``team-<letter>`` and its gang after the letter)."""
+    return [
+        Fired(
+            {"namespace": ns, "podgroup": f"job-{ns[-1]}", "queue": ns},
+            900,
+            {"summary": f"Gang {ns}/job-{ns[-1]} (queue {ns}) pending for 15m 0s: {why}"},
+        )
+        for ns, why in reasons.items()
+    ]
+
+
 def _gang_case() -> Case:
     """Five gangs pending 15 minutes, one per reason (the first that holds), one pending 5
     minutes and one running."""
@@ -356,21 +369,7 @@ def _gang_case() -> Case:
         series=series,
         alerts={
             # The reason is an annotation, not a label: the alert stays one as it changes.
-            "GangPending": [
-                Fired(
-                    {
-                        "namespace": namespace,
-                        "podgroup": f"job-{namespace[-1]}",
-                        "queue": namespace,
-                    },
-                    900,
-                    {
-                        "summary": f"Gang {namespace}/job-{namespace[-1]} (queue {namespace}) "
-                        f"pending for 15m 0s: {reason}"
-                    },
-                )
-                for namespace, reason in reasons.items()
-            ],
+            "GangPending": _pending_15m(reasons),
         },
         records={
             f'{rules.GANG_PENDING_RULE}{{podgroup="job-n"}}': [
@@ -456,14 +455,7 @@ def _gang_quota_case() -> Case:
         at="15m",
         series=series,
         alerts={
-            "GangPending": [
-                Fired(
-                    {"namespace": ns, "podgroup": f"job-{ns[-1]}", "queue": ns},
-                    900,
-                    {"summary": f"Gang {ns}/job-{ns[-1]} (queue {ns}) pending for 15m 0s: {why}"},
-                )
-                for ns, why in reasons.items()
-            ],
+            "GangPending": _pending_15m(reasons),
         },
         records={
             shortfall: [
@@ -554,14 +546,7 @@ def _gang_without_pods_case() -> Case:
         at="15m",
         series=series,
         alerts={
-            "GangPending": [
-                Fired(
-                    {"namespace": ns, "podgroup": f"job-{ns[-1]}", "queue": ns},
-                    900,
-                    {"summary": f"Gang {ns}/job-{ns[-1]} (queue {ns}) pending for 15m 0s: {why}"},
-                )
-                for ns, why in reasons.items()
-            ],
+            "GangPending": _pending_15m(reasons),
         },
         records={
             f'{pending}{{podgroup=~"job-r|job-d"}}': [
