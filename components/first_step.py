@@ -18,7 +18,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from components import versions
+from components import catalog, versions
 from components.metric_names import (
     FIRST_STEP_METRIC,
     FIRST_STEP_POD_LABEL,
@@ -116,9 +116,15 @@ def first_step_sidecar() -> dict[str, Any]:
     }
 
 
-def first_step_volume() -> dict[str, Any]:
-    """The pod's first-step directory: a small emptyDir (one or a few one-line files)."""
-    return {"name": FIRST_STEP_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}}
+def first_step_volume(size_limit: str = "1Mi") -> dict[str, Any]:
+    """The pod's first-step directory: a small emptyDir.
+
+    Args:
+        size_limit: the emptyDir's ``sizeLimit``. Default ``1Mi``: a training pod's one or
+            few one-line files; a slurmd pod's holds every job of its node
+            (:func:`slurm_first_step_volume`).
+    """
+    return {"name": FIRST_STEP_VOLUME, "emptyDir": {"sizeLimit": size_limit}}
 
 
 def first_step_mount() -> dict[str, Any]:
@@ -199,6 +205,58 @@ PROMETHEUS_INGRESS: Final = ControllerIngress(
 
 
 # --- Slurm --------------------------------------------------------------------------------
+
+
+def slurm_jobs_per_node() -> int:
+    """The most Slurm jobs one node runs at once: one per vCPU of the catalog's largest type.
+
+    Cores and memory are Slurm's consumable resources (``CR_Core_Memory``,
+    components/slurm/conf.py) and nothing oversubscribes, so a node runs at most one job per
+    CPU; the catalog's vCPUs bound that whatever Slurm counts as a CPU (a core or a thread).
+    Every pool's instance types are in the catalog (config validation), so no Slurm node set
+    can run more. The one bound of the slurmd pods' first-step files: the exporter's scrape
+    (components/observability/ledger.py, slurm_first_step_sample_limit) and the directory's
+    size (:func:`slurm_first_step_size_limit`).
+    """
+    return max(entry.vcpu for entry in catalog.CATALOG.values())
+
+
+SLURM_ENTRIES_PER_JOB: Final = 3
+"""What each Slurm job keeps in a slurmd pod's first-step directory: its first-step file, its
+submit file and its lookup lock (a directory): :func:`slurm_first_step_file`,
+:func:`slurm_submit_file`, :func:`slurm_lookup_lock`."""
+FIRST_STEP_BLOCK_KIB: Final = 4
+"""What the kubelet counts for each of them: one-line files and an empty directory each take
+one 4 KiB block of the node's file system. Without a project quota the kubelet walks the
+emptyDir and adds every file's and directory's allocated blocks, not its length
+(kubernetes/kubernetes pkg/volume/util/fs/fs_unix.go, DiskUsage: ``s.Blocks * 512``)."""
+SLURM_FIRST_STEP_HEADROOM: Final = 2
+"""Room above the jobs' own entries: the temporary names the TaskProlog and the helper write
+before their renames (one per writing task at once), and the directory's own blocks, which
+grow with its entries."""
+
+
+def slurm_first_step_size_limit() -> str:
+    """The ``sizeLimit`` of a slurmd pod's first-step directory: every job its node can run.
+
+    :data:`SLURM_ENTRIES_PER_JOB` entries of :data:`FIRST_STEP_BLOCK_KIB` for each of
+    :func:`slurm_jobs_per_node` jobs, times :data:`SLURM_FIRST_STEP_HEADROOM` (4608Ki on a
+    192-vCPU catalog). An emptyDir past its ``sizeLimit`` has its pod evicted by the kubelet
+    (Kubernetes, "Local ephemeral storage"), which for a slurmd pod kills every job of the node,
+    so the limit is the node's bound, not a training pod's 1Mi (which about 85 jobs pass).
+    """
+    kib = (
+        SLURM_ENTRIES_PER_JOB
+        * FIRST_STEP_BLOCK_KIB
+        * slurm_jobs_per_node()
+        * SLURM_FIRST_STEP_HEADROOM
+    )
+    return f"{kib}Ki"
+
+
+def slurm_first_step_volume() -> dict[str, Any]:
+    """A slurmd pod's first-step directory (:func:`slurm_first_step_size_limit`)."""
+    return first_step_volume(slurm_first_step_size_limit())
 
 
 def slurm_first_step_file(job_id: str = "${SLURM_JOB_ID}") -> str:

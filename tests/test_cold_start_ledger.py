@@ -38,6 +38,7 @@ from components.trainer import team_runtimes
 from synth.jobs.trainer import pod_requests
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import stack_data
+from tests.kubernetes_semantics import quantity
 from tests.network_model import Cluster, Pod, selects
 from tests.schemas import crd_schemas, validation_errors
 
@@ -375,6 +376,45 @@ def test_one_squeue_per_node_whatever_the_users_environment(tmp_path: Path) -> N
     assert len(calls.read_text().splitlines()) == 2
     _run(first_step.slurm_first_step_epilog(), files, env)
     assert list(files.iterdir()) == []
+
+
+def test_a_slurmd_pods_first_step_directory_holds_every_job_its_node_can_run(
+    tmp_path: Path,
+) -> None:
+    """The kubelet evicts a pod whose emptyDir passes its sizeLimit, and counts allocated
+    blocks, not bytes (kubernetes/kubernetes pkg/volume/util/fs/fs_unix.go, DiskUsage): what
+    one job leaves on a node (its files and lock, as the scripts write them) times the most
+    jobs a node of the catalog runs must fit the slurmd pods' directory, with room; a
+    training pod's stays small."""
+    files = tmp_path / "first-step"
+    files.mkdir()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "squeue").write_text(FAKE_SQUEUE)
+    (tools / "squeue").chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42",
+           "FAKE_SQUEUE_LOG": str(tmp_path / "calls")}  # fmt: skip
+    prolog = "\n".join([*first_step.slurm_task_prolog_lines(), "exit 0", ""])
+    exported = dict(
+        line.removeprefix("export ").split("=", 1) for line in _run(prolog, files, env).splitlines()
+    )
+    _run(first_step.helper_script(), files, {**env, **exported})
+    entries = list(files.iterdir())
+    assert len(entries) == 3  # first step, submit, lock
+    # ext4 and xfs give a one-line file or an empty directory one 4 KiB block
+    per_job = sum(max(4096, entry.stat().st_blocks * 512) for entry in entries)
+    node_jobs = max(entry.vcpu for entry in CATALOG.values())  # CR_Core_Memory: 1 per CPU
+    config = validated_config(stack_data("dev"))
+    for runtime, (template, _) in _training_pod_templates(config).items():
+        volume = next(
+            v for v in template["spec"]["volumes"] if v["name"] == first_step.FIRST_STEP_VOLUME
+        )
+        limit = quantity(volume["emptyDir"]["sizeLimit"])
+        if runtime == "slurmd":
+            # twice: the temporary names before each rename, the directory's own blocks
+            assert limit >= 2 * per_job * node_jobs, limit
+        else:
+            assert limit == 1024 * 1024, runtime
 
 
 def _template_labels(template: dict[str, Any]) -> dict[str, str]:

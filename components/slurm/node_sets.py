@@ -18,7 +18,7 @@ from components.first_step import (
     first_step_labels,
     first_step_mount,
     first_step_sidecar,
-    first_step_volume,
+    slurm_first_step_volume,
 )
 from components.node_pools import POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
@@ -95,7 +95,8 @@ def nodeset_spec(
         shared_memory_volume(pool),
         {"name": "task-prolog",
          "configMap": {"name": TASK_PROLOG_CONFIG_MAP, "defaultMode": 0o555}},
-        first_step_volume(),
+        # every job of the node keeps its files here until its Epilog
+        slurm_first_step_volume(),
     ]  # fmt: skip
     if shared_file_system:
         mounts.append(shared_mount())
