@@ -284,7 +284,15 @@ SQUEUE_TIME_FORMAT: Final = "standard"
 may be ``relative`` or any strftime format, and sbatch passes the user's environment on)."""
 
 
-def slurm_task_prolog_lines() -> list[str]:
+SQUEUE_TIMEOUT_SECONDS: Final = 10
+"""How long the TaskProlog waits for slurmctld's answer to its ``squeue``. slurmstepd runs the
+TaskProlog with no time limit (SchedMD/slurm slurm-26-05-3-1 src/slurmd/slurmstepd/task.c,
+_run_script_and_set_env: ``max_wait = -1``) and starts the task only after it, so without one a
+slow slurmctld would hold the step's launch. Ten seconds is slurm.conf's default
+``MessageTimeout``, a round trip's allowance (doc/man/man5/slurm.conf.5)."""
+
+
+def slurm_task_prolog_lines(squeue_timeout_s: int = SQUEUE_TIMEOUT_SECONDS) -> list[str]:
     """TaskProlog lines (as the job's user): the job's first-step file, submit and start times.
 
     Where the node has the exporter's directory: ``export`` of :data:`FIRST_STEP_FILE_VARIABLE`
@@ -316,6 +324,15 @@ def slurm_task_prolog_lines() -> list[str]:
       go on at once. A lock, not ``SLURM_LOCALID=0``: local task 0 exists once per step, and
       a job may start several steps on a node at once (``srun ... &``). A failed lookup
       removes the lock, so a later step tries again; the Epilog removes it.
+    - **A bounded wait.** ``squeue`` runs under coreutils' ``timeout`` (the slurmd image is
+      Ubuntu 24.04's, whose essential coreutils carries it: SlinkyProject/containers
+      schedmd/slurm/26.05/ubuntu24.04/Dockerfile, ``PARENT_IMAGE=ubuntu:24.04``): past
+      ``squeue_timeout_s`` it is stopped (killed 2 s later if it ignores that), the lookup
+      counts as failed and the lock is freed, so the next step asks again.
+
+    Args:
+        squeue_timeout_s: seconds the one ``squeue`` may take. Default
+            :data:`SQUEUE_TIMEOUT_SECONDS`.
     """
     submit = slurm_submit_file()
     lock = slurm_lookup_lock()
@@ -336,6 +353,7 @@ def slurm_task_prolog_lines() -> list[str]:
         '      unset "$name"',
         "    done",
         f"    times=$(TZ=UTC SLURM_TIME_FORMAT={SQUEUE_TIME_FORMAT} "
+        f"timeout -k 2 {squeue_timeout_s} "
         'squeue -h -j "$SLURM_JOB_ID" -o "%V %S" 2>/dev/null | head -n 1)',
         "    submitted=${times%% *} started=${times#* }",
         '    [ -n "$times" ] && submit_s=$(TZ=UTC date -d "$submitted" +%s 2>/dev/null) && '

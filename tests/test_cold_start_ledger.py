@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import re
 import subprocess
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -376,6 +377,32 @@ def test_one_squeue_per_node_whatever_the_users_environment(tmp_path: Path) -> N
     assert len(calls.read_text().splitlines()) == 2
     _run(first_step.slurm_first_step_epilog(), files, env)
     assert list(files.iterdir()) == []
+
+
+def test_a_slow_slurmctld_holds_a_steps_launch_for_seconds_only(tmp_path: Path) -> None:
+    """slurmstepd waits for the TaskProlog without a limit (task.c, _run_script_and_set_env)
+    and starts the task after it: a squeue that hangs is stopped, the lookup fails and frees
+    the lock, and the next step asks again."""
+    files = tmp_path / "first-step"
+    files.mkdir()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    squeue = tools / "squeue"
+    squeue.write_text("#!/bin/sh\nexec sleep 60\n")  # slurmctld does not answer
+    squeue.chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42", "SLURM_JOB_START_TIME": "1",
+           "FAKE_SQUEUE_LOG": str(tmp_path / "calls")}  # fmt: skip
+    default = "\n".join(first_step.slurm_task_prolog_lines())
+    assert f"timeout -k 2 {first_step.SQUEUE_TIMEOUT_SECONDS} squeue " in default
+    hanging = "\n".join([*first_step.slurm_task_prolog_lines(squeue_timeout_s=1), "exit 0", ""])
+    started = time.monotonic()
+    out = _run(hanging, files, env)
+    assert time.monotonic() - started < 5
+    assert "export " in out
+    assert list(files.iterdir()) == []  # no times, and the lock is free
+    squeue.write_text(FAKE_SQUEUE)  # it answers again: the next step writes the times
+    _run(default + "\nexit 0\n", files, env)
+    assert sorted(p.name for p in files.iterdir()) == ["job-42-submit.prom", "job-42.lock"]
 
 
 def test_a_slurmd_pods_first_step_directory_holds_every_job_its_node_can_run(
