@@ -18,6 +18,7 @@ from components.first_step import (
     first_step_labels,
     first_step_mount,
     first_step_sidecar,
+    slurm_first_step_clear_container,
     slurm_first_step_volume,
 )
 from components.node_pools import POOL_LABEL
@@ -166,9 +167,10 @@ def nodeset_spec(
                 # Volcano could give to a gang.
                 **pool_workload_placement(pool, slurm=True),
                 # The operator merges the template's init containers with its log sidecar
-                # (slurm-operator v1.2.1 internal/builder/common/pod_template.go): the
-                # first-step exporter serves every job's file on this node.
-                "initContainers": [first_step_sidecar()],
+                # (slurm-operator v1.2.1 internal/builder/common/pod_template.go): dead jobs'
+                # files are cleared, then the first-step exporter serves every job's file on
+                # this node.
+                "initContainers": [slurm_first_step_clear_container(), first_step_sidecar()],
                 "volumes": volumes,
             },
         },
