@@ -370,7 +370,9 @@ def slurm_task_prolog_lines(squeue_timeout_s: int = SQUEUE_TIMEOUT_SECONDS) -> l
 FIRST_STEP_EPILOG: Final = "90-first-step.sh"
 """The Epilog's name in the chart's ``epilogScripts``."""
 FIRST_STEP_PROLOG: Final = "10-first-step.sh"
-"""The Prolog's name in the chart's ``prologScripts`` (after the home Prolog's ``00-``)."""
+"""The Prolog's name in the chart's ``prologScripts``, beside the home Prolog's: slurmd runs
+several in reverse alphabetical order (SchedMD/slurm slurm-26-05-3-1 doc/man/man5/slurm.conf.5,
+Prolog), and these two do not depend on each other."""
 
 
 def _slurm_job_files_removal() -> list[str]:
