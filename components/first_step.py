@@ -18,7 +18,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from components import versions
+from components import catalog, versions
 from components.metric_names import (
     FIRST_STEP_METRIC,
     FIRST_STEP_POD_LABEL,
@@ -116,9 +116,15 @@ def first_step_sidecar() -> dict[str, Any]:
     }
 
 
-def first_step_volume() -> dict[str, Any]:
-    """The pod's first-step directory: a small emptyDir (one or a few one-line files)."""
-    return {"name": FIRST_STEP_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}}
+def first_step_volume(size_limit: str = "1Mi") -> dict[str, Any]:
+    """The pod's first-step directory: a small emptyDir.
+
+    Args:
+        size_limit: the emptyDir's ``sizeLimit``. Default ``1Mi``: a training pod's one or
+            few one-line files; a slurmd pod's holds every job of its node
+            (:func:`slurm_first_step_volume`).
+    """
+    return {"name": FIRST_STEP_VOLUME, "emptyDir": {"sizeLimit": size_limit}}
 
 
 def first_step_mount() -> dict[str, Any]:
@@ -201,6 +207,58 @@ PROMETHEUS_INGRESS: Final = ControllerIngress(
 # --- Slurm --------------------------------------------------------------------------------
 
 
+def slurm_jobs_per_node() -> int:
+    """The most Slurm jobs one node runs at once: one per vCPU of the catalog's largest type.
+
+    Cores and memory are Slurm's consumable resources (``CR_Core_Memory``,
+    components/slurm/conf.py) and nothing oversubscribes, so a node runs at most one job per
+    CPU; the catalog's vCPUs bound that whatever Slurm counts as a CPU (a core or a thread).
+    Every pool's instance types are in the catalog (config validation), so no Slurm node set
+    can run more. The one bound of the slurmd pods' first-step files: the exporter's scrape
+    (components/observability/ledger.py, slurm_first_step_sample_limit) and the directory's
+    size (:func:`slurm_first_step_size_limit`).
+    """
+    return max(entry.vcpu for entry in catalog.CATALOG.values())
+
+
+SLURM_ENTRIES_PER_JOB: Final = 3
+"""What each Slurm job keeps in a slurmd pod's first-step directory: its first-step file, its
+submit file and its lookup lock (a directory): :func:`slurm_first_step_file`,
+:func:`slurm_submit_file`, :func:`slurm_lookup_lock`."""
+FIRST_STEP_BLOCK_KIB: Final = 4
+"""What the kubelet counts for each of them: one-line files and an empty directory each take
+one 4 KiB block of the node's file system. Without a project quota the kubelet walks the
+emptyDir and adds every file's and directory's allocated blocks, not its length
+(kubernetes/kubernetes pkg/volume/util/fs/fs_unix.go, DiskUsage: ``s.Blocks * 512``)."""
+SLURM_FIRST_STEP_HEADROOM: Final = 2
+"""Room above the jobs' own entries: the temporary names the TaskProlog and the helper write
+before their renames (one per writing task at once), and the directory's own blocks, which
+grow with its entries."""
+
+
+def slurm_first_step_size_limit() -> str:
+    """The ``sizeLimit`` of a slurmd pod's first-step directory: every job its node can run.
+
+    :data:`SLURM_ENTRIES_PER_JOB` entries of :data:`FIRST_STEP_BLOCK_KIB` for each of
+    :func:`slurm_jobs_per_node` jobs, times :data:`SLURM_FIRST_STEP_HEADROOM` (4608Ki on a
+    192-vCPU catalog). An emptyDir past its ``sizeLimit`` has its pod evicted by the kubelet
+    (Kubernetes, "Local ephemeral storage"), which for a slurmd pod kills every job of the node,
+    so the limit is the node's bound, not a training pod's 1Mi (which about 85 jobs pass).
+    """
+    kib = (
+        SLURM_ENTRIES_PER_JOB
+        * FIRST_STEP_BLOCK_KIB
+        * slurm_jobs_per_node()
+        * SLURM_FIRST_STEP_HEADROOM
+    )
+    return f"{kib}Ki"
+
+
+def slurm_first_step_volume() -> dict[str, Any]:
+    """A slurmd pod's first-step directory (:func:`slurm_first_step_size_limit`)."""
+    return first_step_volume(slurm_first_step_size_limit())
+
+
 def slurm_first_step_file(job_id: str = "${SLURM_JOB_ID}") -> str:
     """A Slurm job's first-step file on its node (one per job: a node runs job after job)."""
     return f"{FIRST_STEP_DIRECTORY}/job-{job_id}.prom"
@@ -226,7 +284,15 @@ SQUEUE_TIME_FORMAT: Final = "standard"
 may be ``relative`` or any strftime format, and sbatch passes the user's environment on)."""
 
 
-def slurm_task_prolog_lines() -> list[str]:
+SQUEUE_TIMEOUT_SECONDS: Final = 10
+"""How long the TaskProlog waits for slurmctld's answer to its ``squeue``. slurmstepd runs the
+TaskProlog with no time limit (SchedMD/slurm slurm-26-05-3-1 src/slurmd/slurmstepd/task.c,
+_run_script_and_set_env: ``max_wait = -1``) and starts the task only after it, so without one a
+slow slurmctld would hold the step's launch. Ten seconds is slurm.conf's default
+``MessageTimeout``, a round trip's allowance (doc/man/man5/slurm.conf.5)."""
+
+
+def slurm_task_prolog_lines(squeue_timeout_s: int = SQUEUE_TIMEOUT_SECONDS) -> list[str]:
     """TaskProlog lines (as the job's user): the job's first-step file, submit and start times.
 
     Where the node has the exporter's directory: ``export`` of :data:`FIRST_STEP_FILE_VARIABLE`
@@ -258,6 +324,15 @@ def slurm_task_prolog_lines() -> list[str]:
       go on at once. A lock, not ``SLURM_LOCALID=0``: local task 0 exists once per step, and
       a job may start several steps on a node at once (``srun ... &``). A failed lookup
       removes the lock, so a later step tries again; the Epilog removes it.
+    - **A bounded wait.** ``squeue`` runs under coreutils' ``timeout`` (the slurmd image is
+      Ubuntu 24.04's, whose essential coreutils carries it: SlinkyProject/containers
+      schedmd/slurm/26.05/ubuntu24.04/Dockerfile, ``PARENT_IMAGE=ubuntu:24.04``): past
+      ``squeue_timeout_s`` it is stopped (killed 2 s later if it ignores that), the lookup
+      counts as failed and the lock is freed, so the next step asks again.
+
+    Args:
+        squeue_timeout_s: seconds the one ``squeue`` may take. Default
+            :data:`SQUEUE_TIMEOUT_SECONDS`.
     """
     submit = slurm_submit_file()
     lock = slurm_lookup_lock()
@@ -278,6 +353,7 @@ def slurm_task_prolog_lines() -> list[str]:
         '      unset "$name"',
         "    done",
         f"    times=$(TZ=UTC SLURM_TIME_FORMAT={SQUEUE_TIME_FORMAT} "
+        f"timeout -k 2 {squeue_timeout_s} "
         'squeue -h -j "$SLURM_JOB_ID" -o "%V %S" 2>/dev/null | head -n 1)',
         "    submitted=${times%% *} started=${times#* }",
         '    [ -n "$times" ] && submit_s=$(TZ=UTC date -d "$submitted" +%s 2>/dev/null) && '
@@ -293,6 +369,29 @@ def slurm_task_prolog_lines() -> list[str]:
 
 FIRST_STEP_EPILOG: Final = "90-first-step.sh"
 """The Epilog's name in the chart's ``epilogScripts``."""
+FIRST_STEP_PROLOG: Final = "10-first-step.sh"
+"""The Prolog's name in the chart's ``prologScripts``, beside the home Prolog's: slurmd runs
+several in reverse alphabetical order (SchedMD/slurm slurm-26-05-3-1 doc/man/man5/slurm.conf.5,
+Prolog), and these two do not depend on each other."""
+
+
+def _slurm_job_files_removal() -> list[str]:
+    """Shell lines (as root) that remove this job's entries of the directory, and no other's.
+
+    Its files, the temporary names a killed writer left (``job-<id>.prom.<pid>``,
+    ``job-<id>-submit.prom.<pid>``) and its lock: ``job-<id>.*`` and ``job-<id>-*``, which
+    ``job-<id>0...`` never matches. Only a numeric id, so the globs stay in the directory;
+    ``rm -f`` unlinks a symbolic link a user put there, never its target, and the lock goes
+    with ``rmdir`` (no recursion as root into what a job made).
+    """
+    job = f"{FIRST_STEP_DIRECTORY}/job-${{SLURM_JOB_ID}}"
+    return [
+        'case "${SLURM_JOB_ID:-}" in "" | *[!0-9]*) exit 0 ;; esac',
+        f'rm -f -- "{job}."* "{job}-"* 2>/dev/null',
+        f'rmdir "{slurm_lookup_lock()}" 2>/dev/null',
+        "exit 0",
+        "",
+    ]
 
 
 def slurm_first_step_epilog() -> str:
@@ -305,13 +404,77 @@ def slurm_first_step_epilog() -> str:
         [
             "#!/bin/sh",
             "# Generated by the training platform (components/first_step.py).",
-            '[ -n "${SLURM_JOB_ID:-}" ] || exit 0',
-            f'rm -f "{slurm_first_step_file()}" "{slurm_submit_file()}"',
-            f'rmdir "{slurm_lookup_lock()}" 2>/dev/null',
-            "exit 0",
-            "",
+            *_slurm_job_files_removal(),
         ]
     )
+
+
+def slurm_first_step_prolog() -> str:
+    """Slurm Prolog (as root, on each node of a job, before its tasks): the job's files, gone.
+
+    A job killed with its slurmd (a container restart, a node reboot) gets no Epilog, and
+    ``JobRequeue=1`` (components/slurm/conf.py) runs a requeued batch job again under the same
+    ``SLURM_JOB_ID`` with a new submit time (SchedMD/slurm slurm-26-05-3-1
+    src/slurmctld/job_mgr.c, ``details->submit_time = now`` at requeue). Its old submit file
+    would make the TaskProlog skip the lookup and its old first-step file the helper keep the
+    old first step, and the rules take the earliest of the job's pods: the stale times would
+    win. So every run of a job starts without them.
+
+    It runs before any task of the job on the node: ``PrologFlags=Contain``
+    (components/slurm/sharing.py) implies ``Alloc`` (SchedMD/slurm slurm-26-05-3-1
+    doc/man/man5/slurm.conf.5, PrologFlags), so slurmd runs it at allocation and steps wait
+    for it; slurmd runs it as ``SlurmdUser``, root (doc/html/prolog_epilog.shtml;
+    slurm-operator v1.2.1 internal/builder/common/const.go, ``SlurmdUser``), in the slurmd
+    container, which mounts :data:`FIRST_STEP_DIRECTORY` (components/slurm/node_sets.py). The
+    operator names it in slurm.conf without a path (slurm-operator v1.2.1
+    internal/builder/controllerbuilder/controller_config.go, buildPrologEpilogConf), so
+    configless slurmd fetches it (doc/html/configless_slurm.shtml). A failing Prolog drains
+    the node, so it never fails.
+    """
+    return "\n".join(
+        [
+            "#!/bin/sh",
+            "# Generated by the training platform (components/first_step.py).",
+            *_slurm_job_files_removal(),
+        ]
+    )
+
+
+FIRST_STEP_CLEAR_CONTAINER: Final = "first-step-clear"
+FIRST_STEP_CLEAR_COMMAND: Final = (
+    f'rm -rf -- "{FIRST_STEP_DIRECTORY}/"* "{FIRST_STEP_DIRECTORY}/".[!.]* '
+    f'"{FIRST_STEP_DIRECTORY}/"..?* 2>/dev/null; exit 0'
+)
+"""What the clearing init container runs: every entry of the directory, hidden ones too (an
+entry it cannot remove is left, and the pod still starts)."""
+
+
+def slurm_first_step_clear_container() -> dict[str, Any]:
+    """A slurmd pod's init container that empties the first-step directory before slurmd runs.
+
+    When a slurmd pod starts no job runs on its node, so every file there is a dead job's. The
+    emptyDir outlives a node reboot (it is on the node's disk, and the pod is the same), and a
+    pod's init containers run again when its sandbox is recreated (Kubernetes, "Init
+    Containers"); a dead job requeued to another node, or not requeued at all, would otherwise
+    serve its stale times from this node until the pod is replaced. The Prolog
+    (:func:`slurm_first_step_prolog`) cannot do this: at a job's start other jobs' files are
+    live. A restart of the slurmd container alone runs no init container; its killed jobs'
+    files stay until their next run on this node (the Prolog) or the pod's next start.
+
+    The exporter's image (node_exporter v1.12.1 is built on Prometheus's busybox image:
+    prometheus/node_exporter v1.12.1 Dockerfile, so ``sh`` and ``rm`` are there, and the node
+    has it already), as ``nobody``: the emptyDir is mode 0777 (kubernetes/kubernetes
+    pkg/volume/emptydir/empty_dir.go, ``perm``), so nobody may unlink the jobs' entries. It
+    comes before the exporter, which therefore never serves a dead job's file.
+    """
+    return {
+        "name": FIRST_STEP_CLEAR_CONTAINER,
+        "image": versions.FIRST_STEP_EXPORTER_IMAGE,
+        "command": ["/bin/sh", "-c", FIRST_STEP_CLEAR_COMMAND],
+        "resources": first_step_exporter_resources(),
+        "securityContext": copy.deepcopy(first_step_sidecar()["securityContext"]),
+        "volumeMounts": [first_step_mount()],
+    }
 
 
 def helper_script() -> str:

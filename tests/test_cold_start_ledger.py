@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import re
 import subprocess
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from components.metric_names import (
 from components.observability import dashboards, ledger, rules
 from components.platform import team_controllers, validated_config
 from components.slurm import NAMESPACE as SLURM_NAMESPACE
+from components.slurm.chart import slurm_values
 from components.slurm.common import SLURM_APP_LABEL
 from components.slurm.conf import CONFINEMENT_CONF
 from components.slurm.network_policies import slurm_network_policies
@@ -40,6 +42,7 @@ from components.trainer import team_runtimes
 from synth.jobs.trainer import pod_requests
 from synth.stackfile import REPOSITORY_ROOT
 from tests.conftest import stack_data
+from tests.kubernetes_semantics import quantity
 from tests.network_model import Cluster, Pod, selects
 from tests.schemas import crd_schemas, validation_errors
 
@@ -405,6 +408,123 @@ def test_one_squeue_per_node_whatever_the_users_environment(tmp_path: Path) -> N
     assert list(files.iterdir()) == []
 
 
+def test_a_requeued_slurm_job_starts_without_its_stale_first_step_files(tmp_path: Path) -> None:
+    """A job killed with its slurmd gets no Epilog, and a requeued job runs again under its id
+    with a new submit time (job_mgr.c): the Prolog removes its old files before its tasks, so
+    the TaskProlog asks again and the first step is the new run's; other jobs' files stay. A
+    slurmd pod that starts clears what dead jobs left, before the exporter serves it."""
+    files = tmp_path / "first-step"
+    files.mkdir()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "squeue").write_text(FAKE_SQUEUE)
+    (tools / "squeue").chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42",
+           "FAKE_SQUEUE_LOG": str(tmp_path / "calls")}  # fmt: skip
+    stale = f'{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id="42"}} 1\n'
+    (files / "job-42-submit.prom").write_text(stale)
+    (files / "job-42.prom").write_text(f'{FIRST_STEP_METRIC}{{slurm_job_id="42"}} 2\n')
+    (files / "job-42.lock").mkdir()
+    (files / "job-42.prom.77").write_text("half")  # a writer killed before its rename
+    (files / "job-42-submit.prom.88").write_text("half")
+    others = ["job-4.prom", "job-420-submit.prom", "job-420.prom", "job-43.lock"]
+    for name in others:
+        (files / name).mkdir() if name.endswith(".lock") else (files / name).write_text("x\n")
+    config = validated_config(stack_data("dev"))
+    prologs = slurm_values(config)["prologScripts"]  # every stack's, directory or not
+    assert prologs[first_step.FIRST_STEP_PROLOG] == first_step.slurm_first_step_prolog()
+    _run(first_step.slurm_first_step_prolog(), files, env)
+    assert sorted(p.name for p in files.iterdir()) == others
+    for job_id in ("", "4*", "../42"):  # never outside its own names
+        _run(first_step.slurm_first_step_prolog(), files, {**env, "SLURM_JOB_ID": job_id})
+    assert sorted(p.name for p in files.iterdir()) == others
+    prolog = "\n".join([*first_step.slurm_task_prolog_lines(), "exit 0", ""])
+    exported = dict(
+        line.removeprefix("export ").split("=", 1) for line in _run(prolog, files, env).splitlines()
+    )
+    _run(first_step.helper_script(), files, {**env, **exported})
+    submitted = (files / "job-42-submit.prom").read_text()
+    assert submitted.startswith(f'{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id="42"}} 1796569200\n')
+    assert not (files / "job-42.prom").read_text().endswith(" 2\n")
+    # the pod's next start: its clearing init container comes before the exporter
+    (files / ".hidden.prom").write_text("x\n")
+    node_set = config.slurm.node_sets[0]
+    pool = config.pool(node_set.pool)
+    assert pool is not None
+    spec = nodeset_spec(node_set, pool, image="slurmd", shared_file_system=False)
+    clear, exporter = spec["template"]["spec"]["initContainers"]
+    assert exporter["name"] == first_step.FIRST_STEP_CONTAINER
+    assert "restartPolicy" not in clear and first_step.first_step_mount() in clear["volumeMounts"]
+    assert clear["command"][:2] == ["/bin/sh", "-c"]
+    _run(clear["command"][2], files, env)
+    assert list(files.iterdir()) == []
+
+
+def test_a_slow_slurmctld_holds_a_steps_launch_for_seconds_only(tmp_path: Path) -> None:
+    """slurmstepd waits for the TaskProlog without a limit (task.c, _run_script_and_set_env)
+    and starts the task after it: a squeue that hangs is stopped, the lookup fails and frees
+    the lock, and the next step asks again."""
+    files = tmp_path / "first-step"
+    files.mkdir()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    squeue = tools / "squeue"
+    squeue.write_text("#!/bin/sh\nexec sleep 60\n")  # slurmctld does not answer
+    squeue.chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42", "SLURM_JOB_START_TIME": "1",
+           "FAKE_SQUEUE_LOG": str(tmp_path / "calls")}  # fmt: skip
+    default = "\n".join(first_step.slurm_task_prolog_lines())
+    assert f"timeout -k 2 {first_step.SQUEUE_TIMEOUT_SECONDS} squeue " in default
+    hanging = "\n".join([*first_step.slurm_task_prolog_lines(squeue_timeout_s=1), "exit 0", ""])
+    started = time.monotonic()
+    out = _run(hanging, files, env)
+    assert time.monotonic() - started < 5
+    assert "export " in out
+    assert list(files.iterdir()) == []  # no times, and the lock is free
+    squeue.write_text(FAKE_SQUEUE)  # it answers again: the next step writes the times
+    _run(default + "\nexit 0\n", files, env)
+    assert sorted(p.name for p in files.iterdir()) == ["job-42-submit.prom", "job-42.lock"]
+
+
+def test_a_slurmd_pods_first_step_directory_holds_every_job_its_node_can_run(
+    tmp_path: Path,
+) -> None:
+    """The kubelet evicts a pod whose emptyDir passes its sizeLimit, and counts allocated
+    blocks, not bytes (kubernetes/kubernetes pkg/volume/util/fs/fs_unix.go, DiskUsage): what
+    one job leaves on a node (its files and lock, as the scripts write them) times the most
+    jobs a node of the catalog runs must fit the slurmd pods' directory, with room; a
+    training pod's stays small."""
+    files = tmp_path / "first-step"
+    files.mkdir()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "squeue").write_text(FAKE_SQUEUE)
+    (tools / "squeue").chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42",
+           "FAKE_SQUEUE_LOG": str(tmp_path / "calls")}  # fmt: skip
+    prolog = "\n".join([*first_step.slurm_task_prolog_lines(), "exit 0", ""])
+    exported = dict(
+        line.removeprefix("export ").split("=", 1) for line in _run(prolog, files, env).splitlines()
+    )
+    _run(first_step.helper_script(), files, {**env, **exported})
+    entries = list(files.iterdir())
+    assert len(entries) == 3  # first step, submit, lock
+    # ext4 and xfs give a one-line file or an empty directory one 4 KiB block
+    per_job = sum(max(4096, entry.stat().st_blocks * 512) for entry in entries)
+    node_jobs = max(entry.vcpu for entry in CATALOG.values())  # CR_Core_Memory: 1 per CPU
+    config = validated_config(stack_data("dev"))
+    for runtime, (template, _) in _training_pod_templates(config).items():
+        volume = next(
+            v for v in template["spec"]["volumes"] if v["name"] == first_step.FIRST_STEP_VOLUME
+        )
+        limit = quantity(volume["emptyDir"]["sizeLimit"])
+        if runtime == "slurmd":
+            # twice: the temporary names before each rename, the directory's own blocks
+            assert limit >= 2 * per_job * node_jobs, limit
+        else:
+            assert limit == 1024 * 1024, runtime
+
+
 def _template_labels(template: dict[str, Any]) -> dict[str, str]:
     labels: dict[str, str] = template.get("metadata", {}).get("labels", {})
     return labels
@@ -452,9 +572,10 @@ def test_every_training_pod_serves_its_first_step_to_the_pod_monitor() -> None:
         (exporter,) = [
             c for c in spec["initContainers"] if c["name"] == first_step.FIRST_STEP_CONTAINER
         ]
-        # a native sidecar, first: it serves before the rest start, and a Job's pod still
-        # completes when training does
-        assert spec["initContainers"][0] is exporter and exporter["restartPolicy"] == "Always"
+        # a native sidecar, the first: it serves before the rest start, and a Job's pod still
+        # completes when training does (a slurmd pod first clears dead jobs' files)
+        first = 1 if runtime == "slurmd" else 0
+        assert spec["initContainers"][first] is exporter and exporter["restartPolicy"] == "Always"
         assert {"name": endpoint["port"], "containerPort": FIRST_STEP_PORT} in exporter["ports"]
         volume = next(v for v in spec["volumes"] if v["name"] == first_step.FIRST_STEP_VOLUME)
         assert "emptyDir" in volume, runtime

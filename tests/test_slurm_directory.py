@@ -726,7 +726,7 @@ def test_prod_job_steps_get_an_extern_step_for_ssh_and_their_homes(
     directory = synthesized["prod"].written.directory
     values = load_yaml((directory / "helm" / "slurm.yaml").read_text())["values"]
     assert values["controller"]["extraConfMap"]["PrologFlags"] == "Contain"
-    assert values["prologScripts"] == {HOME_PROLOG: home_prolog()}
+    assert values["prologScripts"][HOME_PROLOG] == home_prolog()
     node_set = load_yaml((directory / "manifests" / "NodeSet.slurm.p5.yaml").read_text())
     assert CONFIG_HASH_ANNOTATION in node_set["spec"]["template"]["metadata"]["annotations"]
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from components import catalog
-from components.first_step import FIRST_STEP_PORT_NAME, first_step_labels
+from components.first_step import FIRST_STEP_PORT_NAME, first_step_labels, slurm_jobs_per_node
 from components.metric_names import (
     FIRST_STEP_METRIC,
     MONITORING_NAMESPACE,
@@ -354,18 +353,14 @@ SLURM_SAMPLES_PER_JOB: Final = len(FIRST_STEP_METRIC_NAMES)
 def slurm_first_step_sample_limit() -> int:
     """Samples one slurmd pod's exporter may serve: the most its node's jobs can write.
 
-    :data:`SLURM_SAMPLES_PER_JOB` per job, for as many jobs as the largest instance type of the
-    catalog can run at once.
-    Cores and memory are Slurm's consumable resources (``CR_Core_Memory``,
-    components/slurm/conf.py) and nothing oversubscribes, so a node runs at most one job per
-    CPU; the catalog's vCPUs bound that whatever Slurm counts as a CPU (a core or a thread).
-    Past the limit a scrape fails whole (prometheus v3.14.0 docs/configuration/
+    :data:`SLURM_SAMPLES_PER_JOB` per job, for as many jobs as a node can run at once
+    (components/first_step.py, slurm_jobs_per_node: one per vCPU of the catalog's largest
+    instance type). Past the limit a scrape fails whole (prometheus v3.14.0 docs/configuration/
     configuration.md, ``sample_limit``: "the entire scrape will be treated as failed"), which
     would drop every job of that node from the ledger, so the limit is the node's, not a
-    guess. Every pool's instance types are in the catalog (config validation), so no Slurm
-    node set can run more.
+    guess.
     """
-    return SLURM_SAMPLES_PER_JOB * max(entry.vcpu for entry in catalog.CATALOG.values())
+    return SLURM_SAMPLES_PER_JOB * slurm_jobs_per_node()
 
 
 def first_step_metric_relabelings() -> list[dict[str, Any]]:

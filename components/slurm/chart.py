@@ -12,7 +12,12 @@ from typing import Any, Final
 
 from components import versions
 from components.config import PlatformConfig
-from components.first_step import FIRST_STEP_EPILOG, slurm_first_step_epilog
+from components.first_step import (
+    FIRST_STEP_EPILOG,
+    FIRST_STEP_PROLOG,
+    slurm_first_step_epilog,
+    slurm_first_step_prolog,
+)
 from components.helm import with_system_placement
 from components.slurm import directory as slurm_directory
 from components.slurm import sharing
@@ -96,7 +101,12 @@ def slurm_values(config: PlatformConfig) -> dict[str, Any]:
         if slurm.directory
         else {}
     )
-    # A job's first-step files leave with it (components/first_step.py).
+    # A job's first-step files leave with it, and a requeued job starts without its old ones
+    # (components/first_step.py).
+    directory_values["prologScripts"] = {
+        **directory_values.get("prologScripts", {}),
+        FIRST_STEP_PROLOG: slurm_first_step_prolog(),
+    }
     directory_values["epilogScripts"] = {FIRST_STEP_EPILOG: slurm_first_step_epilog()}
     return {
         "fullnameOverride": RELEASE,

@@ -18,7 +18,8 @@ from components.first_step import (
     first_step_labels,
     first_step_mount,
     first_step_sidecar,
-    first_step_volume,
+    slurm_first_step_clear_container,
+    slurm_first_step_volume,
 )
 from components.node_pools import POOL_LABEL
 from components.scheduling import STANDARD_PRIORITY_CLASS
@@ -95,7 +96,8 @@ def nodeset_spec(
         shared_memory_volume(pool),
         {"name": "task-prolog",
          "configMap": {"name": TASK_PROLOG_CONFIG_MAP, "defaultMode": 0o555}},
-        first_step_volume(),
+        # every job of the node keeps its files here until its Epilog
+        slurm_first_step_volume(),
     ]  # fmt: skip
     if shared_file_system:
         mounts.append(shared_mount())
@@ -165,9 +167,10 @@ def nodeset_spec(
                 # Volcano could give to a gang.
                 **pool_workload_placement(pool, slurm=True),
                 # The operator merges the template's init containers with its log sidecar
-                # (slurm-operator v1.2.1 internal/builder/common/pod_template.go): the
-                # first-step exporter serves every job's file on this node.
-                "initContainers": [first_step_sidecar()],
+                # (slurm-operator v1.2.1 internal/builder/common/pod_template.go): dead jobs'
+                # files are cleared, then the first-step exporter serves every job's file on
+                # this node.
+                "initContainers": [slurm_first_step_clear_container(), first_step_sidecar()],
                 "volumes": volumes,
             },
         },
