@@ -123,11 +123,11 @@ def render(template: str, labels: dict[str, str], value: float) -> str:
     return _TEMPLATE.sub(one, template)
 
 
-def unit_tests(rule_file: str, rules: list[dict[str, Any]], cases: list[Case]) -> str:
+def unit_tests(rule_file: str | list[str], rules: list[dict[str, Any]], cases: list[Case]) -> str:
     """A promtool unit-test file for ``cases`` over the rule file (path relative to it).
 
     Args:
-        rule_file: the rules' file name, beside the test file.
+        rule_file: the rules' file name, beside the test file (or several).
         rules: every rule of the file (the alerts' static labels and annotation templates).
         cases: the evaluations.
     """
@@ -173,11 +173,65 @@ def unit_tests(rule_file: str, rules: list[dict[str, Any]], cases: list[Case]) -
             test["promql_expr_test"] = expr_tests
         tests.append(test)
     document = {
-        "rule_files": [rule_file],
+        "rule_files": [rule_file] if isinstance(rule_file, str) else rule_file,
         "evaluation_interval": EVALUATION_INTERVAL,
         "tests": tests,
     }
     return yaml.safe_dump(document, sort_keys=False, width=1000)
+
+
+NAME: Final = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+"""A metric (or recording rule) name, and every other word of an expression: a superset."""
+
+
+def needed_groups(groups: list[dict[str, Any]], case: Case) -> list[int]:
+    """The groups (indices) a case's evaluation needs: those of the alerts it expects and of
+    the recording rules its expressions read, with the groups of every recording rule those
+    groups' rules read, transitively. Nothing else can change what the case asserts: an alert
+    test names its alert, and no rule here reads ``ALERTS`` (the test checks it)."""
+    owner = {
+        rule.get("alert") or rule["record"]: index
+        for index, group in enumerate(groups)
+        for rule in group["rules"]
+    }
+    records = {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
+    need = {owner[name] for name in case.alerts}
+    need |= {owner[w] for expr in case.records for w in NAME.findall(expr) if w in records}
+    while True:
+        words = {w for i in need for rule in groups[i]["rules"] for w in NAME.findall(rule["expr"])}
+        more = {owner[w] for w in words if w in records} - need
+        if not more:
+            return sorted(need)
+        need |= more
+
+
+def unit_test_files(directory: Path, groups: list[dict[str, Any]], cases: list[Case]) -> list[Path]:
+    """promtool unit-test files for ``cases``, each evaluating only the groups it needs.
+
+    promtool evaluates every rule of a test file's ``rule_files`` at every step of each test,
+    whichever rules the test reads; over all seven groups that was most of the alert rules'
+    test (8.7 of its 11 CPU-seconds). Each group goes to its own ``group-<n>.yaml`` and the
+    cases that need the same groups (:func:`needed_groups`) share a test file over just those:
+    the same assertions in 3.5 CPU-seconds, all files in one ``promtool test rules``.
+
+    Args:
+        directory: where the files are written (an empty folder).
+        groups: every rule group, as ``rules.rule_groups`` makes them.
+        cases: the evaluations; each lands in exactly one file.
+    """
+    every_rule = [rule for group in groups for rule in group["rules"]]
+    for index, group in enumerate(groups):
+        rules_yaml = yaml.safe_dump({"groups": [group]}, sort_keys=False, width=1000)
+        (directory / f"group-{index}.yaml").write_text(rules_yaml)
+    by_groups: dict[tuple[int, ...], list[Case]] = {}
+    for case in cases:
+        by_groups.setdefault(tuple(needed_groups(groups, case)), []).append(case)
+    files = []
+    for number, (needed, shared) in enumerate(by_groups.items()):
+        path = directory / f"rules_test-{number}.yaml"
+        path.write_text(unit_tests([f"group-{i}.yaml" for i in needed], every_rule, shared))
+        files.append(path)
+    return files
 
 
 def _series(labels: dict[str, str]) -> str:

@@ -32,7 +32,8 @@ fi
 
 # The virtualenv's python: answers the version query, fakes pip installing uv (with the index
 # warnings a mirror configuration makes pip print) and uv installing the requirements
-# (FAKE_PIP_STATUS, default 0, is the requirements install's exit status).
+# (FAKE_PIP_STATUS, default 0, is the requirements install's exit status). Once uv is installed
+# (FAKE_UV_VERSION set) it answers uv's version and makes virtualenvs as uv does, without pip.
 FAKE_VENV_PYTHON = """#!/usr/bin/env bash
 set -euo pipefail
 if [ "$1" = "-c" ]; then echo "${FAKE_PYTHON_VERSION:-3.11.9}"; exit 0; fi
@@ -41,6 +42,18 @@ if [ "$1 $2" = "-m pip" ]; then
   for index in 1 2 3; do
     echo "WARNING: Location 'file:///mirror/$index/uv/' is ignored: it is neither a file nor a directory." >&2
   done
+fi
+if [ "$1 $2 ${3:-}" = "-m uv --version" ]; then
+  if [ -z "${FAKE_UV_VERSION:-}" ]; then echo "No module named uv" >&2; exit 1; fi
+  echo "uv $FAKE_UV_VERSION"; exit 0
+fi
+if [ "$1 $2 ${3:-}" = "-m uv venv" ]; then
+  dir="${!#}"
+  mkdir -p "$dir/bin"
+  cp "$FAKE_VENV_PYTHON" "$dir/bin/python"
+  chmod +x "$dir/bin/python"
+  echo "uv = $FAKE_UV_VERSION" >"$dir/pyvenv.cfg"
+  exit 0
 fi
 if [ "$1 $2" = "-m uv" ]; then
   echo "uv index ${UV_INDEX_URL:-none} find-links ${UV_FIND_LINKS:-none}" >>"$FAKE_LOG"
@@ -248,3 +261,42 @@ def test_pips_mirror_settings_reach_uv_unless_uv_has_its_own(project: Path) -> N
         PIP_FIND_LINKS="/wheels",
     )
     assert "uv index https://uv.invalid/simple find-links /wheels" in calls
+
+
+def test_a_second_virtualenv_borrows_the_pinned_uv_of_venv(project: Path) -> None:
+    """.venv-scan and .venv-docs are made and filled by .venv's uv when it is the pinned one:
+    no python -m venv with its pip, no pip bootstrap (about 5 CPU-seconds each). One made so
+    has no pip: without a lender it gets the interpreter's pip before bootstrapping uv."""
+    pins = (project / "requirements-setup.txt").read_text()
+    pinned = next(line for line in pins.splitlines() if line.startswith("uv==")).removeprefix(
+        "uv=="
+    )
+    assert run_setup(project)[0].returncode == 0
+    (project / "requirements-docs.txt").write_text("mkdocs==1.6.1\n")
+    stale, calls = run_setup(project, "requirements-docs.txt", VENV=".venv-d", FAKE_UV_VERSION="0")
+    assert stale.returncode == 0, stale.stderr
+    assert next(c for c in calls if not c.endswith("--version")) == "base -m venv .venv-d", (
+        "an installed uv that is not the pin lends nothing"
+    )
+    shutil.rmtree(project / ".venv-d")
+    result, calls = run_setup(
+        project, "requirements-docs.txt", VENV=".venv-docs", FAKE_UV_VERSION=pinned
+    )
+    assert result.returncode == 0, result.stderr
+    assert [c for c in calls if not c.endswith("--version") and c.startswith("venv")] == [
+        "venv -m uv venv --quiet --python "
+        + str(project.parent / "fakes" / "python3")
+        + " .venv-docs",
+        "venv -m uv pip install --python .venv-docs/bin/python -r requirements-docs.txt",
+    ]
+    assert f"installing with .venv's installer, uv=={pinned}" in result.stderr
+    assert (project / ".venv-docs" / ".requirements-docs.sha256").exists()
+    shutil.rmtree(project / ".venv")
+    (project / ".venv-docs" / ".requirements-docs.sha256").unlink()
+    result, calls = run_setup(project, "requirements-docs.txt", VENV=".venv-docs")
+    assert result.returncode == 0, result.stderr
+    assert [c for c in calls if c.startswith("venv")] == [
+        "venv -m ensurepip --default-pip",
+        "venv -m pip install --quiet --disable-pip-version-check -r requirements-setup.txt",
+        "venv -m uv pip install --python .venv-docs/bin/python -r requirements-docs.txt",
+    ]

@@ -5,7 +5,11 @@ The provider's ``__init__`` imports all of its 240 service modules for type chec
 CPU-seconds on a clean clone; docs/development.md, Commands). This package is
 ``partial`` (py.typed): each module named here, and every module below it, is still read from the
 installed provider with its real types, so calls are checked as before. Using a service not
-listed fails with ``Module has no attribute "<service>"``: add it here.
+listed fails with ``Module has no attribute "<service>"``: add it here. The largest services
+(``ec2``, ``s3``, ``iam``, ``cloudwatch``, ``ec2transitgateway``) have a stub of their own here
+that names the resources and argument types the program uses, since each service's
+``__init__`` imports all of its resources too: a new one fails the same way, add it there
+(tests/test_suite_speed.py holds each stub to names the program uses).
 """
 
 from pulumi_aws import amp as amp
@@ -22,4 +26,3 @@ from pulumi_aws import scheduler as scheduler
 from pulumi_aws import sqs as sqs
 from pulumi_aws import vpc as vpc
 from pulumi_aws.provider import Provider as Provider
-from pulumi_aws.provider import ProviderArgs as ProviderArgs

@@ -3,7 +3,10 @@
 Like typings/pulumi_aws: the provider's ``__init__`` imports every API group for type checkers;
 this ``partial`` package (py.typed) names the groups used, each still read from the installed
 provider with its real types. Using a group not listed fails with ``Module has no attribute
-"<group>"``: add it here.
+"<group>"``: add it here. Each group's ``__init__`` imports all of its API versions too (the
+alphas and betas are most of the provider): the stub of each group here names the version the
+program uses, and ``apiextensions`` names ``CustomResource`` only; a new version fails the same
+way, add it there (tests/test_suite_speed.py holds each stub to names the program uses).
 """
 
 from pulumi_kubernetes import admissionregistration as admissionregistration
@@ -18,4 +21,3 @@ from pulumi_kubernetes import scheduling as scheduling
 from pulumi_kubernetes import storage as storage
 from pulumi_kubernetes import yaml as yaml
 from pulumi_kubernetes.provider import Provider as Provider
-from pulumi_kubernetes.provider import ProviderArgs as ProviderArgs
