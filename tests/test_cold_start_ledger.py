@@ -360,16 +360,22 @@ format=${SLURM_TIME_FORMAT:-standard}
 """
 
 
-def test_one_squeue_per_node_whatever_the_users_environment(tmp_path: Path) -> None:
-    """Tasks that start at once on a node ask slurmctld once between them; the job's start is
-    the one slurmstepd gives the TaskProlog; the user's time format and squeue filters change
-    nothing; a failed lookup leaves the next step to try again."""
+def _node_with_fake_squeue(tmp_path: Path) -> tuple[Path, Path]:
+    """A node's first-step directory and a PATH folder whose ``squeue`` is :data:`FAKE_SQUEUE`."""
     files = tmp_path / "first-step"
     files.mkdir()
     tools = tmp_path / "bin"
     tools.mkdir()
     (tools / "squeue").write_text(FAKE_SQUEUE)
     (tools / "squeue").chmod(0o755)
+    return files, tools
+
+
+def test_one_squeue_per_node_whatever_the_users_environment(tmp_path: Path) -> None:
+    """Tasks that start at once on a node ask slurmctld once between them; the job's start is
+    the one slurmstepd gives the TaskProlog; the user's time format and squeue filters change
+    nothing; a failed lookup leaves the next step to try again."""
+    files, tools = _node_with_fake_squeue(tmp_path)
     calls = tmp_path / "calls"
     env = {
         "PATH": f"{tools}:/usr/bin:/bin",
@@ -413,12 +419,7 @@ def test_a_requeued_slurm_job_starts_without_its_stale_first_step_files(tmp_path
     with a new submit time (job_mgr.c): the Prolog removes its old files before its tasks, so
     the TaskProlog asks again and the first step is the new run's; other jobs' files stay. A
     slurmd pod that starts clears what dead jobs left, before the exporter serves it."""
-    files = tmp_path / "first-step"
-    files.mkdir()
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    (tools / "squeue").write_text(FAKE_SQUEUE)
-    (tools / "squeue").chmod(0o755)
+    files, tools = _node_with_fake_squeue(tmp_path)
     env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42",
            "FAKE_SQUEUE_LOG": str(tmp_path / "calls")}  # fmt: skip
     stale = f'{SLURM_JOB_SUBMIT_METRIC}{{slurm_job_id="42"}} 1\n'
@@ -494,12 +495,7 @@ def test_a_slurmd_pods_first_step_directory_holds_every_job_its_node_can_run(
     one job leaves on a node (its files and lock, as the scripts write them) times the most
     jobs a node of the catalog runs must fit the slurmd pods' directory, with room; a
     training pod's stays small."""
-    files = tmp_path / "first-step"
-    files.mkdir()
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    (tools / "squeue").write_text(FAKE_SQUEUE)
-    (tools / "squeue").chmod(0o755)
+    files, tools = _node_with_fake_squeue(tmp_path)
     env = {"PATH": f"{tools}:/usr/bin:/bin", "SLURM_JOB_ID": "42",
            "FAKE_SQUEUE_LOG": str(tmp_path / "calls")}  # fmt: skip
     prolog = "\n".join([*first_step.slurm_task_prolog_lines(), "exit 0", ""])
