@@ -601,7 +601,8 @@ def _stopped_trainjobs_case() -> Case:
     JobSet), pods gone at 3m: not pending. job-p: a real gang without pods, its TrainJob
     running (not suspended, Complete False), its queue not admitting it: pending, queue;
     a suspended TrainJob of the same name in another namespace, or served by another job,
-    changes nothing.
+    changes nothing. job-r: created suspended, resumed at 12m with no pod yet: pending since
+    the resume (3 minutes at 15m), not since its creation.
     """
     series: dict[str, str] = {}
     for namespace, phase in (("team-s", "Inqueue"), ("team-c", "Pending"), ("team-e", "Inqueue")):
@@ -617,6 +618,9 @@ def _stopped_trainjobs_case() -> Case:
     series |= _trainjob("team-e", "job-e", conditions={"Failed": "0x3 1x77"})
     series |= _gang("team-p", "job-p", "team-p", created=0, min_member=2, phase="Pending")
     series |= _trainjob("team-p", "job-p", conditions={"Complete": "0x80", "Suspended": "0x80"})
+    # job-r: created suspended, resumed at 12m, its pods not made yet: pending since the resume
+    series |= _gang("team-r", "job-r", "team-r", created=0, min_member=2, phase="Inqueue")
+    series |= _trainjob("team-r", "job-r", suspend="1x24 0x56")
     series |= _trainjob("team-x", "job-p", suspend="1x80")
     series[
         f'{TRAINJOB_SUSPENDED_METRIC}{{namespace="team-p", trainjob="job-p", '
@@ -638,6 +642,13 @@ def _stopped_trainjobs_case() -> Case:
         },
         records={
             f'{pending}{{namespace=~"team-s|team-c|team-e"}}': [],
+            f'{pending}{{namespace="team-r"}}': [
+                (
+                    {"__name__": pending, "namespace": "team-r", "podgroup": "job-r"}
+                    | {"queue": "team-r"},
+                    180,
+                ),
+            ],
         },
     )
 

@@ -231,9 +231,10 @@ waiting gang with no live pod, since its PodGroup was created or it last had one
 ``namespace``, ``podgroup``, ``queue``; :func:`gang_rules`)."""
 GANG_LIVE_RULE: Final = f"{RULE_PREFIX}:gang_live_pods_timestamp_seconds"
 """Recording rule: the evaluation's Unix time, for each gang that has a live (Pending or
-Running) pod (labels ``namespace``, ``podgroup``); its last value says when the gang last had
-one, so a gang whose pods are replaced at once (a JobSet's restart) is not pending since its
-PodGroup was made."""
+Running) pod or whose TrainJob is suspended or finished (labels ``namespace``, ``podgroup``);
+its last value says when the gang last had one, so a gang whose pods are replaced at once (a
+JobSet's restart) is not pending since its PodGroup was made, and a resumed TrainJob is not
+pending since its suspension."""
 GANG_LIVE_LOOKBACK: Final = "1d"
 """How far back :data:`GANG_LIVE_RULE` is read: a gang without live pods for longer counts
 from its PodGroup's creation, which is then longer than any alert's minutes."""
@@ -912,7 +913,12 @@ def gang_rules(config: PlatformConfig) -> list[dict[str, Any]]:
         f'label_replace({check}, "reason", "{reason}", "", "")' for reason, check in checks.items()
     )
     return [
-        record(GANG_LIVE_RULE, f"0 * {members} + time()"),
+        # A stopped TrainJob's gang counts as live: its clock starts again when it resumes,
+        # not at its suspension (or creation), in the seconds before Trainer makes its pods.
+        record(
+            GANG_LIVE_RULE,
+            f"0 * ({members} or max by (namespace, podgroup) ({stopped})) + time()",
+        ),
         record(GANG_PENDING_RULE, with_queue),
         *shortfall,
         record(GANG_PENDING_REASON_RULE, reasons),
