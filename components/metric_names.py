@@ -14,6 +14,14 @@ NODE_EXPORTERS_NAMESPACE: Final = "monitoring-nodes"
 """Namespace of the node-level exporters that need the host (the DCGM exporter, neuron-monitor,
 the EFA exporter): its Pod Security admits them, :data:`MONITORING_NAMESPACE`'s baseline does
 not (components/observability/stack.py)."""
+SLURM_NAMESPACE: Final = "slurm"
+"""Namespace of Slinky's Slurm cluster (components/slurm: its daemons and slurmd pods): the
+ledger reads a Slurm job's first-step samples only from its pods."""
+FSX_CLOUDWATCH_NAMESPACE: Final = "AWS/FSx"
+"""CloudWatch namespace of Amazon FSx's metrics (dimension ``FileSystemId``): the FSx alarms,
+the storage dashboard and the metric catalog read it."""
+FSX_CLOUDWATCH_DIMENSION: Final = "FileSystemId"
+"""The dimension of FSx's CloudWatch metrics that names the file system."""
 MONITORING_RELEASE: Final = "monitoring"
 """Release name and ``fullnameOverride`` of kube-prometheus-stack."""
 PROMETHEUS_PORT: Final = 9090

@@ -59,6 +59,8 @@ from components.metric_names import (
     COLD_START_BUDGET_METRIC,
     COLD_START_QUANTILE_RULES,
     COLD_START_STAGES,
+    FSX_CLOUDWATCH_DIMENSION,
+    FSX_CLOUDWATCH_NAMESPACE,
     GANG_COLD_START_RULE,
     PROMETHEUS_DATASOURCE_UID,
     efa_port_counter,
@@ -193,8 +195,6 @@ SLURM_PARTITION_GPUS_ALLOC: Final = "slurm_partition_jobs_gpus_alloc"
 
 # Amazon FSx for Lustre in CloudWatch (namespace AWS/FSx, dimension FileSystemId; the stack's
 # alarms: components/storage/capacity.py), and the release schedules' failures queue (AWS/SQS).
-FSX_NAMESPACE: Final = "AWS/FSx"
-FSX_DIMENSION: Final = "FileSystemId"
 FSX_READ_BYTES: Final = "DataReadBytes"
 FSX_WRITE_BYTES: Final = "DataWriteBytes"
 FSX_METADATA_OPERATIONS: Final = "MetadataOperations"
@@ -741,10 +741,10 @@ def _storage(config: PlatformConfig) -> Dashboard:
         .query(
             {
                 "queryType": "dimensionValues",
-                "namespace": FSX_NAMESPACE,
+                "namespace": FSX_CLOUDWATCH_NAMESPACE,
                 "region": "default",
                 "metricName": FSX_FREE_CAPACITY,
-                "dimensionKey": FSX_DIMENSION,
+                "dimensionKey": FSX_CLOUDWATCH_DIMENSION,
                 "refId": "filesystem",
             }
         )
@@ -1096,9 +1096,9 @@ def _fsx(
         .metric_query_type(cloudwatch_models.MetricQueryType.SEARCH)
         .metric_editor_mode(cloudwatch_models.MetricEditorMode.BUILDER)
         .region("default")
-        .namespace(FSX_NAMESPACE)
+        .namespace(FSX_CLOUDWATCH_NAMESPACE)
         .metric_name(metric)
-        .dimensions({FSX_DIMENSION: "$filesystem"})
+        .dimensions({FSX_CLOUDWATCH_DIMENSION: "$filesystem"})
         .match_exact(True)
         .statistic(statistic)
         .label(label)

@@ -33,6 +33,7 @@ from components.metric_names import (
     RULE_PREFIX,
     SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
+    SLURM_NAMESPACE,
     TRAINJOB_CONDITION_METRIC,
     TRAINJOB_SUSPENDED_METRIC,
 )
@@ -312,9 +313,6 @@ FIRST_STEP_JOB: Final = f"{MONITORING_NAMESPACE}/{FIRST_STEP_MONITOR_NAME}"
 <name>`` of the PodMonitor, as it sets no ``jobLabel`` (prometheus-operator pkg/prometheus/
 promcfg.go, generatePodMonitorConfig, read at v0.93.0; the v0.93.1 CRD's ``jobLabel`` says the
 same). The rules read a pod's first step only from this job."""
-SLURM_NAMESPACE: Final = "slurm"
-"""Namespace of Slinky's slurmd pods (components/slurm/common.py NAMESPACE; not imported, as
-components.slurm imports this package): only its first-step targets are Slurm's."""
 FIRST_STEP_SLURM_MONITOR_NAME: Final = "first-step-slurm"
 FIRST_STEP_SLURM_JOB: Final = f"{MONITORING_NAMESPACE}/{FIRST_STEP_SLURM_MONITOR_NAME}"
 """The ``job`` label of the slurmd pods' first-step PodMonitor: the rules read a Slurm job's

@@ -1143,7 +1143,6 @@ PROMETHEUS: Final = Exporter(
 
 # --- AWS CloudWatch ---------------------------------------------------------------------------
 
-FSX_LUSTRE_CLOUDWATCH_NAMESPACE: Final = "AWS/FSx"
 FSX_LUSTRE_CLOUDWATCH_METRICS: Final = frozenset(
     {
         "DataReadBytes",

@@ -79,6 +79,8 @@ from components.metric_names import (
     COLD_START_QUANTILE_RULES,
     EFA_DEVICES_METRIC,
     FIRST_STEP_METRIC,
+    FSX_CLOUDWATCH_DIMENSION,
+    FSX_CLOUDWATCH_NAMESPACE,
     GANG_COLD_START_RULE,
     GANG_QUEUE_WAIT_RULE,
     MONITORING_NAMESPACE,
@@ -91,6 +93,7 @@ from components.metric_names import (
     RULE_PREFIX,
     SLURM_JOB_START_METRIC,
     SLURM_JOB_SUBMIT_METRIC,
+    SLURM_NAMESPACE,
     TRAINJOB_CONDITION_METRIC,
     TRAINJOB_FINISHED_CONDITIONS,
     TRAINJOB_SUSPENDED_METRIC,
@@ -104,7 +107,6 @@ from components.observability.ledger import (
     KUBE_STATE_METRICS_JOB,
     POD_GROUP_ANNOTATION,
     POD_GROUP_LABEL,
-    SLURM_NAMESPACE,
     prometheus_label,
 )
 from components.observability.ledger import NODEPOOL_LABEL as LEDGER_NODEPOOL_LABEL
@@ -1540,9 +1542,9 @@ def fsx_throughput_alarm_args(
             id=query_id,
             return_data=False,
             metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(
-                namespace="AWS/FSx",
+                namespace=FSX_CLOUDWATCH_NAMESPACE,
                 metric_name=name,
-                dimensions={"FileSystemId": file_system_id},
+                dimensions={FSX_CLOUDWATCH_DIMENSION: file_system_id},
                 period=FSX_THROUGHPUT_PERIOD_SECONDS,
                 stat="Sum",
             ),

@@ -16,10 +16,11 @@ import pulumi_random as random
 
 from components import versions
 from components.config.pools import GENERAL_POOL
+from components.metric_names import SLURM_NAMESPACE
 from components.node_pools import POOL_LABEL
 from components.tenancy import RUNTIME_DEFAULT_SECCOMP, hardened_container_context
 
-NAMESPACE: Final = "slurm"
+NAMESPACE: Final = SLURM_NAMESPACE
 OPERATOR_NAMESPACE: Final = "slinky"
 CERT_MANAGER_NAMESPACE: Final = "cert-manager"
 MARIADB_OPERATOR_NAMESPACE: Final = "mariadb-operator"

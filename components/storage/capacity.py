@@ -17,6 +17,7 @@ import pulumi_aws as aws
 from components.config import DataRepositoryAssociationConfig, LustreConfig, PlatformConfig
 from components.config.storage import normalized_file_system_path
 from components.iam import service_trust_policy
+from components.metric_names import FSX_CLOUDWATCH_DIMENSION, FSX_CLOUDWATCH_NAMESPACE
 from components.storage.iam import fitted_name
 
 SCHEDULE_NAME_LIMIT: Final = 64
@@ -406,8 +407,8 @@ def capacity(
         description=f"{config.name}: the Lustre file system has less than "
         f"{lustre.free_capacity_alarm_percent}% of its {lustre.storage_capacity_gib} GiB "
         "free (README, 'Where data and checkpoints live': release, or grow it)",
-        metric=("AWS/FSx", "FreeDataStorageCapacity", "Sum"),
-        dimensions={"FileSystemId": file_system.id},
+        metric=(FSX_CLOUDWATCH_NAMESPACE, "FreeDataStorageCapacity", "Sum"),
+        dimensions={FSX_CLOUDWATCH_DIMENSION: file_system.id},
         breached_when=(
             "LessThanThreshold",
             free_capacity_threshold_bytes(lustre),
