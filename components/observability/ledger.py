@@ -142,51 +142,33 @@ def custom_resource_state_config() -> dict[str, Any]:
     GangPending leaves out a gang without pods whose TrainJob is suspended or finished
     (:func:`components.observability.rules.gang_rules`): Trainer keeps the PodGroup of both.
     """
-    podgroup_group, podgroup_version, podgroup_kind, podgroup_plural = _PODGROUP_API
-    claim_group, claim_version, claim_kind, claim_plural = _NODECLAIM_API
-    job_group, job_version, job_kind, job_plural = _TRAINJOB_API
     return {
         "spec": {
             "resources": [
-                {
-                    "groupVersionKind": {
-                        "group": podgroup_group,
-                        "version": podgroup_version,
-                        "kind": podgroup_kind,
-                    },
-                    "resourcePlural": podgroup_plural,
-                    "metricNamePrefix": RULE_PREFIX,
-                    "labelsFromPath": {
+                _custom_resource(
+                    _PODGROUP_API,
+                    {
                         "namespace": ["metadata", "namespace"],
                         "podgroup": ["metadata", "name"],
                         "queue": ["spec", "queue"],
                     },
-                    "metrics": [
-                        {
-                            "name": _metric_suffix(PODGROUP_CREATED_METRIC),
-                            "help": "Unix time the PodGroup (a gang) was created.",
-                            "each": {
-                                "type": "Gauge",
-                                "gauge": {"path": ["metadata", "creationTimestamp"]},
-                            },
-                        },
-                        {
-                            "name": _metric_suffix(PODGROUP_MIN_MEMBER_METRIC),
-                            "help": "Pods the PodGroup (a gang) needs: its spec.minMember.",
-                            "each": {"type": "Gauge", "gauge": {"path": ["spec", "minMember"]}},
-                        },
-                        {
-                            "name": _metric_suffix(PODGROUP_MIN_RESOURCES_METRIC),
-                            "help": "What the PodGroup (a gang) requests in all, per resource: "
-                            "its spec.minResources.",
-                            "each": {
-                                "type": "Gauge",
-                                "gauge": {
-                                    "path": ["spec", "minResources"],
-                                    "labelFromKey": "resource",
-                                },
-                            },
-                        },
+                    [
+                        _gauge(
+                            PODGROUP_CREATED_METRIC,
+                            "Unix time the PodGroup (a gang) was created.",
+                            {"path": ["metadata", "creationTimestamp"]},
+                        ),
+                        _gauge(
+                            PODGROUP_MIN_MEMBER_METRIC,
+                            "Pods the PodGroup (a gang) needs: its spec.minMember.",
+                            {"path": ["spec", "minMember"]},
+                        ),
+                        _gauge(
+                            PODGROUP_MIN_RESOURCES_METRIC,
+                            "What the PodGroup (a gang) requests in all, per resource: its "
+                            "spec.minResources.",
+                            {"path": ["spec", "minResources"], "labelFromKey": "resource"},
+                        ),
                         {
                             "name": _metric_suffix(PODGROUP_PHASE_METRIC),
                             "help": "The PodGroup's phase (Pending: not yet admitted by its "
@@ -201,75 +183,86 @@ def custom_resource_state_config() -> dict[str, Any]:
                             },
                         },
                     ],
-                },
-                {
-                    "groupVersionKind": {
-                        "group": claim_group,
-                        "version": claim_version,
-                        "kind": claim_kind,
-                    },
-                    "resourcePlural": claim_plural,
-                    "metricNamePrefix": RULE_PREFIX,
-                    "labelsFromPath": {
+                ),
+                _custom_resource(
+                    _NODECLAIM_API,
+                    {
                         "nodeclaim": ["metadata", "name"],
                         "nodepool": ["metadata", "labels", NODE_LABELS[0]],
                         "node": ["status", "nodeName"],
                     },
-                    "metrics": [
-                        {
-                            "name": _metric_suffix(NODECLAIM_CONDITION_METRIC),
-                            "help": "Unix time of the NodeClaim condition's last transition.",
-                            "each": {
-                                "type": "Gauge",
-                                "gauge": {
-                                    "path": ["status", "conditions"],
-                                    "valueFrom": ["lastTransitionTime"],
-                                    "labelsFromPath": {
-                                        "condition": ["type"],
-                                        "status": ["status"],
-                                    },
-                                },
+                    [
+                        _gauge(
+                            NODECLAIM_CONDITION_METRIC,
+                            "Unix time of the NodeClaim condition's last transition.",
+                            {
+                                "path": ["status", "conditions"],
+                                "valueFrom": ["lastTransitionTime"],
+                                "labelsFromPath": {"condition": ["type"], "status": ["status"]},
                             },
-                        }
+                        )
                     ],
-                },
-                {
-                    "groupVersionKind": {
-                        "group": job_group,
-                        "version": job_version,
-                        "kind": job_kind,
-                    },
-                    "resourcePlural": job_plural,
-                    "metricNamePrefix": RULE_PREFIX,
-                    "labelsFromPath": {
-                        "namespace": ["metadata", "namespace"],
-                        "trainjob": ["metadata", "name"],
-                    },
-                    "metrics": [
-                        {
-                            "name": _metric_suffix(TRAINJOB_SUSPENDED_METRIC),
-                            "help": "1 while the TrainJob is suspended (its spec.suspend).",
-                            "each": {
-                                "type": "Gauge",
-                                "gauge": {"path": ["spec", "suspend"], "nilIsZero": True},
+                ),
+                _custom_resource(
+                    _TRAINJOB_API,
+                    {"namespace": ["metadata", "namespace"], "trainjob": ["metadata", "name"]},
+                    [
+                        _gauge(
+                            TRAINJOB_SUSPENDED_METRIC,
+                            "1 while the TrainJob is suspended (its spec.suspend).",
+                            {"path": ["spec", "suspend"], "nilIsZero": True},
+                        ),
+                        _gauge(
+                            TRAINJOB_CONDITION_METRIC,
+                            "1 while the TrainJob's condition is True.",
+                            {
+                                "path": ["status", "conditions"],
+                                "valueFrom": ["status"],
+                                "labelsFromPath": {"condition": ["type"]},
                             },
-                        },
-                        {
-                            "name": _metric_suffix(TRAINJOB_CONDITION_METRIC),
-                            "help": "1 while the TrainJob's condition is True.",
-                            "each": {
-                                "type": "Gauge",
-                                "gauge": {
-                                    "path": ["status", "conditions"],
-                                    "valueFrom": ["status"],
-                                    "labelsFromPath": {"condition": ["type"]},
-                                },
-                            },
-                        },
+                        ),
                     ],
-                },
+                ),
             ]
         }
+    }
+
+
+def _custom_resource(
+    api: tuple[str, str, str, str],
+    labels: dict[str, list[str]],
+    metrics: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """One ``spec.resources[]`` entry: a kind, the labels every series of it gets, its metrics.
+
+    Args:
+        api: (group, version, kind, plural) of the custom resource.
+        labels: label name to the field path it is read from (``labelsFromPath``).
+        metrics: its generators (:func:`_gauge` or a state set).
+    """
+    group, version, kind, plural = api
+    return {
+        "groupVersionKind": {"group": group, "version": version, "kind": kind},
+        "resourcePlural": plural,
+        "metricNamePrefix": RULE_PREFIX,
+        "labelsFromPath": labels,
+        "metrics": metrics,
+    }
+
+
+def _gauge(metric: str, help_text: str, gauge: dict[str, Any]) -> dict[str, Any]:
+    """A gauge generator of custom resource state (``MetricGauge``, config_metrics_types.go).
+
+    Args:
+        metric: the full metric name (``RULE_PREFIX`` + ``_`` + the generator's name).
+        help_text: its ``# HELP`` text.
+        gauge: the gauge's ``path`` and optional ``valueFrom``, ``labelFromKey``,
+            ``labelsFromPath`` and ``nilIsZero``.
+    """
+    return {
+        "name": _metric_suffix(metric),
+        "help": help_text,
+        "each": {"type": "Gauge", "gauge": gauge},
     }
 
 
