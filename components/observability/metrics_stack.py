@@ -125,43 +125,35 @@ CLUSTER_TARGETS_OFF: Final = (
 scrapable, kube-proxy serves its metrics on the node's loopback, and nothing here reads the
 API server's or CoreDNS'. The kubelet's is on (:data:`NODE_EXPORTER_ENABLED`)."""
 
-PROMETHEUS_RESOURCES: Final = {
-    "requests": {"cpu": "500m", "memory": "4Gi"},
-    "limits": {"memory": "8Gi"},
-}
+
+def _requests(cpu: str, memory: str, *, memory_limit: str) -> dict[str, Any]:
+    """A container's resources: CPU and memory requests, a memory limit and no CPU limit.
+
+    Args:
+        cpu: the CPU request (a Kubernetes quantity, e.g. ``100m``).
+        memory: the memory request (e.g. ``256Mi``).
+        memory_limit: the memory limit, the most the container may use before it is killed;
+            CPU is left unlimited so a busy container is throttled by its request's share only.
+    """
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory_limit}}
+
+
+PROMETHEUS_RESOURCES: Final = _requests("500m", "4Gi", memory_limit="8Gi")
 """Prometheus' requests: a few hundred thousand series (kube-state-metrics, cAdvisor, DCGM on
 a few hundred accelerators) need a few GiB of head block; the system nodes (m7i.xlarge, 16
 GiB) hold it beside the controllers."""
-KUBE_STATE_METRICS_RESOURCES: Final = {
-    "requests": {"cpu": "100m", "memory": "256Mi"},
-    "limits": {"memory": "1Gi"},
-}
-ALERTMANAGER_RESOURCES: Final = {
-    "requests": {"cpu": "50m", "memory": "64Mi"},
-    "limits": {"memory": "256Mi"},
-}
-GRAFANA_RESOURCES: Final = {
-    "requests": {"cpu": "100m", "memory": "256Mi"},
-    "limits": {"memory": "1Gi"},
-}
-OPERATOR_RESOURCES: Final = {
-    "requests": {"cpu": "100m", "memory": "128Mi"},
-    "limits": {"memory": "512Mi"},
-}
-CONFIG_RELOADER_RESOURCES: Final = {
-    "requests": {"cpu": "10m", "memory": "50Mi"},
-    "limits": {"memory": "50Mi"},
-}
+KUBE_STATE_METRICS_RESOURCES: Final = _requests("100m", "256Mi", memory_limit="1Gi")
+ALERTMANAGER_RESOURCES: Final = _requests("50m", "64Mi", memory_limit="256Mi")
+GRAFANA_RESOURCES: Final = _requests("100m", "256Mi", memory_limit="1Gi")
+OPERATOR_RESOURCES: Final = _requests("100m", "128Mi", memory_limit="512Mi")
+CONFIG_RELOADER_RESOURCES: Final = _requests("10m", "50Mi", memory_limit="50Mi")
 """The config reloader beside Prometheus and Alertmanager: the operator's own defaults
 (prometheus-operator v0.93.0 cmd/operator/main.go, ``defaultReloaderCPU``,
 ``defaultReloaderMemory``) less the CPU limit. The chart passes none unless
 ``prometheusOperator.prometheusConfigReloader.resources`` is set (kube-prometheus-stack 88.5.3
 templates/prometheus-operator/deployment.yaml lines 101-104, ``--config-reloader-*`` flags, 0
 where unset)."""
-GRAFANA_SIDECAR_RESOURCES: Final = {
-    "requests": {"cpu": "50m", "memory": "64Mi"},
-    "limits": {"memory": "256Mi"},
-}
+GRAFANA_SIDECAR_RESOURCES: Final = _requests("50m", "64Mi", memory_limit="256Mi")
 """Grafana's dashboard and datasource sidecars (k8s-sidecar: a Python watch of ConfigMaps), which
 the chart leaves unbounded (grafana 12.11.1 values.yaml ``sidecar.resources``, its example 50m
 and 50Mi; templates/_pod.tpl lines 853 and 982 copy it into the dashboard and datasource
